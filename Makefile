@@ -1,0 +1,44 @@
+# Thin wrapper over CMake. `make demo` and `make test` work on a fresh Debian 12
+# machine: both install what is missing (scripts/setup-deps) first.
+BUILD ?= build
+JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup configure build test demo bench sanitize valgrind clean
+
+all: build
+
+setup:
+	bash scripts/setup-deps
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: setup
+	$(MAKE) build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: setup
+	$(MAKE) build
+	bash scripts/demo $(BUILD)/weft
+
+bench: setup
+	$(MAKE) build
+	bash scripts/bench $(BUILD)
+
+sanitize: setup
+	cmake -S . -B build-asan -DWEFT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+valgrind: setup
+	$(MAKE) build
+	bash scripts/valgrind-suite $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,73 @@
+/* weft model zoo: named models, families with overrides, model JSON files,
+ * and the builders that turn a model description into a graph.
+ *
+ * A model is described by a wf_model_config (what the user named) and built
+ * into a wf_graph for a micro-batch size. Transformer families also expose
+ * their shape numbers so the cost model can cost one block and multiply. */
+#ifndef WEFT_MODELS_H
+#define WEFT_MODELS_H
+
+#include "weft/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    WF_FAMILY_GPT,    /* decoder-only, LayerNorm, GELU MLP, learned positions */
+    WF_FAMILY_LLAMA,  /* decoder-only, RMSNorm, SwiGLU, rotary, grouped-query attention */
+    WF_FAMILY_BERT,   /* encoder, LayerNorm, GELU, learned positions, MLM head */
+    WF_FAMILY_VGG,
+    WF_FAMILY_RESNET,
+    WF_FAMILY_MLP,
+    WF_FAMILY_GRAPH   /* an explicit op list from a model JSON file */
+} wf_family;
+
+#define WF_MLP_MAX_SIZES 16
+
+typedef struct {
+    char name[128];      /* canonical name, e.g. "gpt3-175b" or "gpt:layers=2,..." */
+    wf_family family;
+    wf_dtype dtype;      /* of activations and weights (fp16 for the large zoo, fp32 for tiny ones) */
+    /* transformers */
+    int64_t layers, hidden, heads, kv_heads, seq, vocab, ffn;
+    int causal;          /* decoder attention mask */
+    /* CNNs */
+    int64_t depth;       /* vgg 11/13/16/19, resnet 18/34/50/101/152 */
+    int64_t image, channels, classes;
+    /* mlp: sizes[0] inputs ... sizes[n-1] classes */
+    int nsizes;
+    int64_t sizes[WF_MLP_MAX_SIZES];
+    /* explicit graphs */
+    char path[512];
+} wf_model_config;
+
+/* A zoo name ("gpt3-175b"), a family with overrides ("gpt:layers=2,hidden=64"),
+ * a zoo name with overrides ("gpt2:seq=512"), or a path to a model JSON file.
+ * An unknown name or key, or a bad value, is WF_INVAL naming it. */
+wf_status wf_model_lookup(const char *spec, wf_model_config *out);
+
+/* 1 for gpt, llama and bert. */
+int wf_model_is_transformer(const wf_model_config *m);
+
+/* Builds the forward graph (with the loss) for `batch` samples. Transformer
+ * layers are stamped block 0, layer i; CNN stages/blocks likewise, so later
+ * modules can cost one instance and multiply. */
+wf_status wf_model_build(const wf_model_config *m, int64_t batch, wf_graph *g);
+
+/* Parameter count from the shapes (builds the graph at batch 1). */
+wf_status wf_model_params(const wf_model_config *m, double *params);
+
+/* The zoo, for `weft models`: name, family and a one-line description. */
+typedef struct {
+    const char *name;
+    const char *family;
+    const char *summary;
+} wf_zoo_entry;
+int wf_zoo_count(void);
+const wf_zoo_entry *wf_zoo_entry_at(int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,30 @@
+/* weft CLI: one file per verb (cmd_<verb>.c), each with one option table that
+ * drives both its parser and its --help. A verb returns a wf_status; main()
+ * prints the message and maps it to the exit code (0 ok, 1 user error, 2
+ * internal error). Only this directory calls exit(). */
+#ifndef WEFT_CLI_H
+#define WEFT_CLI_H
+
+#include "weft/core.h"
+
+/* Each verb: argv[0] is the verb name. On --help it prints usage to stdout and
+ * returns WF_OK. */
+#define WF_CLI_VERBS(X)                                                       \
+    X(models, "list the model zoo")                                           \
+    X(show, "a model's parameters, FLOPs and layer table, or a cluster")      \
+    X(clusters, "list cluster presets")                                       \
+    X(estimate, "predict the iteration time and memory of a plan")            \
+    X(plan, "search for the fastest plan that fits, and the frontier")        \
+    X(simulate, "play one iteration out event by event, with a trace")        \
+    X(train, "train for real on CPUs (under mpiexec for several ranks)")      \
+    X(calibrate, "measure this machine into a cluster file")
+
+#define WF_X(verb, help) wf_status wf_cmd_##verb(int argc, char **argv);
+WF_CLI_VERBS(WF_X)
+#undef WF_X
+
+/* Prints a cJSON value on stdout as the one JSON object of a --json run. */
+struct cJSON;
+wf_status wf_cli_print_json(const struct cJSON *j);
+
+#endif

@@ -1,0 +1,9 @@
+/* weft models: placeholder until its module lands (the owning change replaces this file). */
+#include "cli/cli.h"
+
+wf_status wf_cmd_models(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return wf_errorf(WF_INTERNAL, "'models' is not built yet");
+}

@@ -1,0 +1,9 @@
+/* weft simulate: placeholder until its module lands (the owning change replaces this file). */
+#include "cli/cli.h"
+
+wf_status wf_cmd_simulate(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return wf_errorf(WF_INTERNAL, "'simulate' is not built yet");
+}

@@ -1,0 +1,70 @@
+/* weft: entry point. Dispatches to the verb, prints one error line and maps
+ * the status to the exit code. */
+#include "cli/cli.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    const char *help;
+    wf_status (*fn)(int, char **);
+} verb;
+
+static const verb VERBS[] = {
+#define WF_X(v, h) {#v, h, wf_cmd_##v},
+    WF_CLI_VERBS(WF_X)
+#undef WF_X
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: weft <verb> [options]   (weft <verb> --help for its options)\n\nverbs:\n");
+    for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
+        fprintf(f, "  %-10s %s\n", VERBS[i].name, VERBS[i].help);
+}
+
+wf_status wf_cli_print_json(const cJSON *j)
+{
+    char *s = cJSON_Print(j);
+    if (!s)
+        return wf_errorf(WF_NOMEM, "out of memory printing JSON");
+    fputs(s, stdout);
+    fputc('\n', stdout);
+    free(s);
+    return fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 1;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("weft 0.1.0\n");
+        return 0;
+    }
+    const char *lvl = getenv("WEFT_LOG");
+    if (lvl && strcmp(lvl, "debug") == 0)
+        wf_log_set_level(WF_LOG_DEBUG);
+    else if (lvl && strcmp(lvl, "info") == 0)
+        wf_log_set_level(WF_LOG_INFO);
+    for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++) {
+        if (strcmp(argv[1], VERBS[i].name) != 0)
+            continue;
+        wf_status st = VERBS[i].fn(argc - 1, argv + 1);
+        if (st != WF_OK) {
+            const char *msg = wf_last_error();
+            fprintf(stderr, "weft %s: %s\n", VERBS[i].name, msg[0] ? msg : wf_strerror(st));
+        }
+        return wf_exit_code(st);
+    }
+    fprintf(stderr, "weft: unknown verb '%s' (see weft --help)\n", argv[1]);
+    return 1;
+}

@@ -1,0 +1,118 @@
+/* CLI option tables: one table drives the parser and the --help text. */
+#include "weft/core.h"
+
+#include <string.h>
+
+static const wf_opt *find_long(const wf_opt *opts, const char *name, size_t n)
+{
+    for (const wf_opt *o = opts; o->name; o++)
+        if (strlen(o->name) == n && strncmp(o->name, name, n) == 0)
+            return o;
+    return NULL;
+}
+
+static const wf_opt *find_short(const wf_opt *opts, char c)
+{
+    for (const wf_opt *o = opts; o->name; o++)
+        if (o->short_name && o->short_name == c)
+            return o;
+    return NULL;
+}
+
+static wf_status set_value(const wf_opt *o, const char *val)
+{
+    char what[64];
+    snprintf(what, sizeof what, "--%s", o->name);
+    switch (o->type) {
+    case WF_OPT_INT:
+        return wf_parse_int(val, what, INT64_MIN, INT64_MAX, (int64_t *)o->dest);
+    case WF_OPT_NUM:
+        return wf_parse_num(val, what, -1e308, 1e308, (double *)o->dest);
+    case WF_OPT_STR:
+        *(const char **)o->dest = val;
+        return WF_OK;
+    case WF_OPT_FLAG:
+        break;
+    }
+    return wf_errorf(WF_INTERNAL, "option --%s has no value type", o->name);
+}
+
+wf_status wf_opts_parse(const wf_opt *opts, int argc, char **argv, int first,
+                        const char **pos, int max_pos, int *npos, int *help)
+{
+    unsigned char seen[64] = {0};
+    int count = 0;
+    for (const wf_opt *o = opts; o->name; o++)
+        count++;
+    if (count > 64)
+        return wf_errorf(WF_INTERNAL, "option table too long");
+    *npos = 0;
+    *help = 0;
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        const wf_opt *o = NULL;
+        const char *val = NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            *help = 1;
+            return WF_OK;
+        }
+        if (a[0] == '-' && a[1] == '-' && a[2]) {
+            const char *name = a + 2;
+            const char *eq = strchr(name, '=');
+            size_t n = eq ? (size_t)(eq - name) : strlen(name);
+            o = find_long(opts, name, n);
+            if (!o)
+                return wf_errorf(WF_INVAL, "unknown option '%.*s' (see --help)", (int)(n + 2), a);
+            if (eq)
+                val = eq + 1;
+        } else if (a[0] == '-' && a[1] && !a[2] && !(a[1] >= '0' && a[1] <= '9')) {
+            o = find_short(opts, a[1]);
+            if (!o)
+                return wf_errorf(WF_INVAL, "unknown option '%s' (see --help)", a);
+        } else {
+            if (*npos >= max_pos)
+                return wf_errorf(WF_INVAL, "unexpected argument '%s' (see --help)", a);
+            pos[(*npos)++] = a;
+            continue;
+        }
+        seen[o - opts] = 1;
+        if (o->type == WF_OPT_FLAG) {
+            if (val)
+                return wf_errorf(WF_INVAL, "option --%s takes no value", o->name);
+            *(int *)o->dest = 1;
+            continue;
+        }
+        if (!val) {
+            if (i + 1 >= argc)
+                return wf_errorf(WF_INVAL, "option --%s needs a value (%s)", o->name,
+                                 o->metavar ? o->metavar : "value");
+            val = argv[++i];
+        }
+        wf_status st = set_value(o, val);
+        if (st != WF_OK)
+            return st;
+    }
+    for (const wf_opt *o = opts; o->name; o++)
+        if (o->required && !seen[o - opts])
+            return wf_errorf(WF_INVAL, "missing required option --%s", o->name);
+    return WF_OK;
+}
+
+void wf_opts_usage(FILE *f, const char *usage_line, const char *summary, const wf_opt *opts)
+{
+    fprintf(f, "usage: %s\n", usage_line);
+    if (summary)
+        fprintf(f, "\n%s\n", summary);
+    fprintf(f, "\noptions:\n");
+    for (const wf_opt *o = opts; o->name; o++) {
+        char left[64];
+        if (o->short_name)
+            snprintf(left, sizeof left, "-%c, --%s%s%s", o->short_name, o->name,
+                     o->type == WF_OPT_FLAG ? "" : " ", o->type == WF_OPT_FLAG ? "" : (o->metavar ? o->metavar : "V"));
+        else
+            snprintf(left, sizeof left, "    --%s%s%s", o->name,
+                     o->type == WF_OPT_FLAG ? "" : " ", o->type == WF_OPT_FLAG ? "" : (o->metavar ? o->metavar : "V"));
+        fprintf(f, "  %-28s %s%s\n", left, o->help ? o->help : "", o->required ? " (required)" : "");
+    }
+    fprintf(f, "  %-28s %s\n", "-h, --help", "show this help");
+}
