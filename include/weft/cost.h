@@ -1,0 +1,98 @@
+/* weft cost model: compute time per op, collective time on the hierarchy,
+ * memory per device, and the estimate of one training iteration of a plan.
+ * ALGORITHMS.md §1 says how each part computes. */
+#ifndef WEFT_COST_H
+#define WEFT_COST_H
+
+#include "weft/cluster.h"
+#include "weft/models.h"
+#include "weft/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- collectives --------------------------------------------------------- */
+typedef enum {
+    WF_COLL_ALLREDUCE,
+    WF_COLL_REDUCE_SCATTER,
+    WF_COLL_ALLGATHER,
+    WF_COLL_ALLTOALL,
+    WF_COLL_BROADCAST,
+    WF_COLL_SENDRECV,
+    WF_COLL_COUNT
+} wf_coll_kind;
+
+typedef enum { WF_ALGO_AUTO, WF_ALGO_RING, WF_ALGO_TREE } wf_coll_algo;
+
+const char *wf_coll_name(wf_coll_kind k);
+
+/* Closed forms of ALGORITHMS.md §1.2 on a flat group of p members; bytes is
+ * the full vector's size n; alpha latency (s), bw_bps bandwidth (bytes/s).
+ * WF_ALGO_AUTO takes the cheaper of ring and tree. p == 1 costs 0. */
+double wf_coll_time_flat(wf_coll_kind k, wf_coll_algo algo, int64_t p, double bytes,
+                         double alpha_s, double bw_bps);
+
+/* A group of ranks laid on the cluster's hierarchy: span[l] = how many distinct
+ * members it has along level l (product of spans = group size). */
+typedef struct {
+    int nlevels;
+    int64_t span[WF_MAX_LEVELS];
+} wf_group;
+
+/* The group of `size` ranks whose numbers are `stride` apart (rank = tp_rank +
+ * tp * (dp_rank + dp * pp_rank): tensor-parallel groups have stride 1, data-
+ * parallel stride tp, pipeline stride tp*dp). */
+wf_group wf_group_place(const wf_cluster *c, int64_t size, int64_t stride);
+int64_t wf_group_size(const wf_group *g);
+
+/* Time of a collective over a placed group: flat on the slowest level it spans
+ * or hierarchical (reduce-scatter inside, all-reduce across, all-gather inside),
+ * whichever is cheaper, with level efficiencies applied. */
+double wf_coll_time(const wf_cluster *c, wf_coll_kind k, const wf_group *g, double bytes);
+
+/* ---- compute --------------------------------------------------------------- */
+/* Time of one op for one pass on the device: FLOPs/(peak x eff) + bytes/(bw x eff). */
+double wf_compute_time(const wf_device *d, int matrix, wf_dtype dtype, double flops, double bytes);
+
+/* ---- estimate ------------------------------------------------------------------- */
+typedef struct {
+    double compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, exposed_comm;
+} wf_breakdown;
+
+typedef struct {
+    double iteration_time_s;
+    double samples_per_s;
+    double model_flops_per_iteration;  /* no-recompute count (Korthikanti's convention) */
+    double tflops_per_device;          /* model FLOPs / time / devices / 1e12 */
+    double mfu;
+    double memory_per_device_bytes;    /* peak, most loaded device */
+    double mem_weights_bytes;          /* weights + gradients + optimizer state */
+    double mem_activation_bytes;
+    double mem_buffer_bytes;           /* collective buffers, workspaces, reserved */
+    int fits;
+    wf_breakdown breakdown;            /* seconds */
+} wf_estimate;
+
+/* A cost context: the model's per-block costs on a cluster, cached so that a
+ * search can call wf_estimate_plan millions of times. */
+typedef struct wf_cost_ctx wf_cost_ctx;
+wf_status wf_cost_ctx_create(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx **out);
+void wf_cost_ctx_free(wf_cost_ctx *ctx);
+
+/* Validates the plan against the model, the cluster and the batch (tp divides
+ * heads, layers divisible by pp x vpp, batch by mbs x dp, dp x tp x pp equals
+ * the devices used and no more than the cluster has) and estimates it. */
+wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf_estimate *out);
+
+/* The plan checks alone (the reason in the message). */
+wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_cluster *c,
+                           int64_t batch);
+
+struct cJSON;
+struct cJSON *wf_estimate_to_json(const wf_estimate *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
