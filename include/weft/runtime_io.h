@@ -1,0 +1,247 @@
+/* weft runtime I/O: data loaders, checkpoints, machine calibration, and the
+ * small MPI-world helpers they share.
+ *
+ * This header never exposes MPI types (only src/runtime/ includes mpi.h). Every
+ * function here works both when MPI is initialized (it uses MPI_COMM_WORLD's
+ * rank and size) and when it is not (it behaves as rank 0 of 1). Functions
+ * marked "collective" must be called by every rank of the world when MPI is up;
+ * they agree on failure, so either every rank succeeds or every rank returns
+ * the same error (the message of the lowest failing rank).
+ *
+ * Symbols in shape comments: B global batch, b this rank's slice of it,
+ * S sequence length, F features per sample. */
+#ifndef WEFT_RUNTIME_IO_H
+#define WEFT_RUNTIME_IO_H
+
+#include <stdio.h>
+
+#include "weft/cluster.h"
+#include "weft/core.h"
+#include "weft/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- MPI world ------------------------------------------------------------- */
+
+/* This process's rank and the world size; 0 and 1 when MPI is not initialized
+ * (or already finalized). */
+void wf_mpi_world(int *rank, int *nranks);
+/* 1 when a launcher (mpiexec, srun: PMI/PMIx/Open MPI environment variables)
+ * started this process, so MPI should be initialized. */
+int wf_mpi_launched(void);
+/* Initializes MPI when this process was launched by a launcher and MPI is not
+ * up yet; *started says whether this call did it (pass it to wf_mpi_stop). */
+wf_status wf_mpi_start(int *started);
+/* Finalizes MPI when `started` (from wf_mpi_start) is set. */
+void wf_mpi_stop(int started);
+/* Collective: the worst (most negative) status over the ranks. When some rank
+ * failed, every rank returns that status and the message of the lowest failing
+ * rank (prefixed "rank R: " on the others). Without MPI it returns st. */
+wf_status wf_mpi_agree(wf_status st);
+
+/* ---- data loaders ---------------------------------------------------------------
+ * A loader yields fp32 or int32 batches, deterministic given (spec, layout,
+ * seed): global sample number p (counted from 0 over the whole run) is a pure
+ * function of p and the seed, so N ranks that each take their contiguous slice
+ * of a global batch together see exactly what one process sees, and a resumed
+ * run (wf_data_seek) continues the same stream.
+ *
+ * Specs:
+ *   synthetic                 seeded generator, learnable: feature inputs get a
+ *                             class prototype plus noise (label = class); token
+ *                             inputs follow a seeded permutation (label = next
+ *                             token). Infinite.
+ *   fashion-mnist[:split=train|test][,dir=DIR]
+ *                             Debian's dataset-fashion-mnist IDX gz files
+ *                             (default DIR /usr/share/datasets/fashion-mnist);
+ *                             pixels / 255; reshuffled every epoch with the seed.
+ *   text:PATH                 character-level: random windows of S+1 chars,
+ *                             inputs = first S, labels = the next char of each.
+ *   text:fortunes, fortunes   the Debian `fortunes` corpus: the files without
+ *                             an extension in /usr/share/games/fortunes,
+ *                             concatenated in sorted order.
+ *   PATH (an existing file)   the same as text:PATH.
+ * The text vocabulary is fixed (WF_TEXT_VOCAB ids, see wf_text_token). */
+
+/* What the model consumes, per sample (the batch axis is left out). */
+typedef struct {
+    wf_dtype input_dtype;              /* WF_DTYPE_FP32: features; WF_DTYPE_INT32: token ids */
+    int input_ndim;
+    int64_t input_shape[WF_MAX_DIMS];  /* e.g. [F], [C,H,W] or [S] */
+    int label_ndim;                    /* 0: one label per sample; 1: one per position */
+    int64_t label_shape[WF_MAX_DIMS];  /* [] or [S] */
+    int64_t classes;                   /* labels lie in [0, classes) */
+    int64_t vocab;                     /* token inputs: ids lie in [0, vocab); 0 for features */
+} wf_data_layout;
+
+/* Reads the layout from a graph with exactly one WF_ROLE_INPUT tensor and one
+ * WF_ROLE_LABEL tensor, both with the batch on axis 0: classes is the last
+ * axis of the logits of the cross-entropy op that reads the labels, vocab the
+ * rows of the embedding table that reads the ids. Integer inputs (INT32 or
+ * INT64 in the graph) are token ids, delivered as int32. */
+wf_status wf_data_layout_from_graph(const wf_graph *g, wf_data_layout *out);
+int64_t wf_data_layout_input_numel(const wf_data_layout *l); /* per sample */
+int64_t wf_data_layout_label_numel(const wf_data_layout *l); /* per sample (1 when label_ndim 0) */
+
+typedef struct wf_data wf_data;
+
+/* Opens a loader. A spec the layout cannot use (fashion-mnist for token ids,
+ * text for features, a vocabulary smaller than WF_TEXT_VOCAB...) is WF_INVAL
+ * naming both; a missing data file is WF_IO and a malformed one WF_FORMAT,
+ * naming the file and what is wrong. */
+wf_status wf_data_open(const char *spec, const wf_data_layout *layout, uint64_t seed, wf_data **out);
+void wf_data_close(wf_data *d);
+
+/* This rank's contiguous slice of a global batch: samples [first, first+count)
+ * with first = B*rank/nranks (integer division), so the slices of ranks
+ * 0..nranks-1 concatenate to the whole batch. */
+void wf_data_slice(int64_t global_batch, int rank, int nranks, int64_t *first, int64_t *count);
+
+/* Fills this rank's slice of the next global batch and advances the position
+ * by global_batch (on every rank alike):
+ *   inputs: float[b, input numel] or int32_t[b, input numel] (input_dtype)
+ *   labels: int32_t[b, label numel]
+ * where b = count of wf_data_slice. */
+wf_status wf_data_next(wf_data *d, int64_t global_batch, int rank, int nranks, void *inputs,
+                       int32_t *labels);
+
+/* Global samples drawn so far; a checkpoint stores it, a resume seeks to it. */
+int64_t wf_data_position(const wf_data *d);
+wf_status wf_data_seek(wf_data *d, int64_t position);
+/* Samples in one epoch (fashion-mnist images, text windows); 0 when infinite. */
+int64_t wf_data_size(const wf_data *d);
+/* A short description, e.g. "fashion-mnist train (60000 images)". */
+const char *wf_data_describe(const wf_data *d);
+
+/* The fixed character vocabulary: id 0 is '\n', ids 1..95 are the printable
+ * ASCII bytes ' '..'~' (byte - 31); every other byte (tab, CR, control bytes,
+ * UTF-8 bytes) maps to the id of ' '. */
+#define WF_TEXT_VOCAB 96
+int wf_text_token(unsigned char c);
+char wf_text_char(int id); /* '?' for an id outside the vocabulary */
+
+/* An IDX file (gzip'd or plain; Fashion-MNIST / MNIST format): big-endian magic
+ * 0x000008<ndim> for unsigned bytes, then ndim big-endian u32 dimensions, then
+ * the bytes. A wrong magic (when expect_magic != 0), a dimension of 0, a short
+ * or overlong payload is WF_FORMAT naming the file. */
+typedef struct {
+    int ndim;
+    int64_t dims[4];
+    uint8_t *data; /* prod(dims) bytes */
+} wf_idx;
+wf_status wf_idx_read(const char *path, uint32_t expect_magic, wf_idx *out);
+void wf_idx_free(wf_idx *x);
+
+/* ---- checkpoints --------------------------------------------------------------------
+ * DIR/manifest.json (written last by rank 0, atomically) names the complete
+ * checkpoint: step, nranks, and per rank a shard file rank-<r>.g<gen>.bin with
+ * its size and CRC32. A directory without a manifest holds no checkpoint. Each
+ * save writes a new generation of shards (temporary name, fsync, rename), so an
+ * interrupted save leaves the previous checkpoint intact; the save that
+ * completes removes the older generation and stray temporary files.
+ * The shard format is described in docs/data-and-checkpoints.md. */
+#define WF_CKPT_VERSION 1
+#define WF_CKPT_MODEL_LEN 128
+
+typedef struct {
+    int64_t step;           /* optimizer steps completed */
+    int64_t data_position;  /* wf_data_position at the save */
+    uint64_t rng[4];        /* the caller's RNG state (opaque words) */
+    char model[WF_CKPT_MODEL_LEN]; /* canonical model name */
+} wf_ckpt_meta;
+
+/* One named tensor: parameters, optimizer state ("adam.m.<param>"), anything.
+ * Names are unique, at most WF_NAME_LEN-1 bytes. On load, data must point to
+ * wf_ckpt_tensor_bytes() writable bytes. */
+typedef struct {
+    const char *name;
+    wf_dtype dtype;
+    int ndim;
+    int64_t shape[WF_MAX_DIMS];
+    void *data;
+} wf_ckpt_tensor;
+
+size_t wf_ckpt_tensor_bytes(const wf_ckpt_tensor *t);
+
+/* Collective. Writes this rank's tensors and meta into DIR (created if
+ * missing), then rank 0 writes the manifest. */
+wf_status wf_ckpt_save(const char *dir, const wf_ckpt_meta *meta, const wf_ckpt_tensor *t, int n);
+
+/* Collective. Reads the checkpoint in DIR into the caller's tensors, which must
+ * match the saved ones exactly (same set of names, dtypes and shapes), and into
+ * *meta. `model` (NULL: not checked) must equal the saved model name, and the
+ * world size the saved nranks. No checkpoint (no manifest) is WF_NOTFOUND; a
+ * torn, truncated or corrupt file (size, magic, version, CRC) is WF_FORMAT; a
+ * mismatch with what the caller expects is WF_INVAL. Every message names the
+ * file and the reason. On any error the caller's tensors and meta are left
+ * untouched, and load never writes to DIR. */
+wf_status wf_ckpt_load(const char *dir, const char *model, wf_ckpt_meta *meta,
+                       const wf_ckpt_tensor *t, int n);
+
+/* 1 when DIR holds a manifest (a complete checkpoint, unless corrupt). */
+int wf_ckpt_exists(const char *dir);
+
+/* ---- calibration -------------------------------------------------------------------- */
+#define WF_CALIB_MAX_GEMM 10
+#define WF_CALIB_MAX_MSG 16
+
+typedef struct {
+    int quick;   /* keep the whole run under about 5 s */
+    int threads; /* BLAS threads per rank (weft train runs one core per rank: 1) */
+} wf_calib_opts;
+
+typedef struct {
+    int64_t m, n, k;
+    double flops;         /* 2 m n k */
+    double flops_per_s;   /* measured, mean over ranks */
+} wf_calib_gemm;
+
+typedef struct {
+    int nranks, nodes, ranks_per_node;
+    int threads;
+    /* compute, measured on every rank at once and averaged over ranks */
+    int ngemm;
+    wf_calib_gemm gemm[WF_CALIB_MAX_GEMM];
+    double gemm_peak_flops_per_s;  /* the best of gemm[] */
+    double vector_flops_per_s;     /* saxpy on L1-resident vectors (2 FLOPs per element) */
+    double copy_bw_bps;            /* memcpy of a large buffer: (read + written bytes) / time */
+    double triad_bw_bps;           /* a = b + s c on large arrays: 3 arrays' bytes / time */
+    double mem_bytes;              /* physical memory / ranks on this node */
+    /* communication (nranks >= 2): one-way ping-pong time between ranks 0 and
+     * 1 and MPI_Allreduce time of float vectors, per message size */
+    int nmsg;
+    double msg_bytes[WF_CALIB_MAX_MSG];
+    double pingpong_s[WF_CALIB_MAX_MSG];
+    double allreduce_s[WF_CALIB_MAX_MSG];
+    double p2p_alpha_s;            /* fit of pingpong_s = alpha + bytes / bw */
+    double p2p_bw_bps;
+    double allreduce_alpha_s;      /* fit of allreduce_s = alpha + bytes / bw (raw) */
+    double allreduce_bw_bps;
+    double allreduce_busbw_bps;    /* allreduce_bw_bps x 2 (p-1) / p (nccl-tests convention) */
+} wf_calib_result;
+
+/* Collective. Runs the measurements (compute on every rank at once, message
+ * passing when nranks >= 2); every rank gets the same result. */
+wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r);
+
+/* The cluster these measurements describe: starts from the "local" preset and
+ * sets the device's fp32 matrix peak (the best GEMM) and efficiency table (each
+ * measured GEMM's FLOPs -> its share of that peak), vector peak, memory and
+ * memory bandwidth, and with nranks >= 2 the link latency and bandwidth. */
+wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c);
+
+/* The human table of the measurements. */
+void wf_calibrate_print(FILE *f, const wf_calib_result *r);
+
+/* Least-squares fit of t = alpha + beta n with relative weights (each point's
+ * residual divided by its t, so small messages fix alpha and large ones beta).
+ * alpha is clamped at 0 (then beta is refitted through the origin). At least
+ * two distinct n are needed (else WF_INVAL). */
+wf_status wf_fit_alpha_beta(const double *n, const double *t, int k, double *alpha, double *beta);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
