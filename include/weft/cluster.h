@@ -38,6 +38,7 @@ typedef struct {
     double vector_eff;                   /* achieved fraction of vector peak */
     int neff;
     wf_eff_point matrix_eff[WF_MAX_EFF];
+    double op_overhead_s;                /* fixed time per op and pass (kernel launch, dispatch) */
 } wf_device;
 
 typedef struct {
@@ -57,12 +58,22 @@ typedef struct {
     double overlap_slowdown;   /* compute time x this while communication overlaps it (>= 1) */
     double reduce_bps;         /* speed of the reduction arithmetic in collectives (0: ignored) */
     double mem_reserved_bytes; /* memory the framework keeps (context, allocator slack) */
+    double grad_bytes;         /* bytes per gradient element the framework keeps and reduces:
+                                  2 (fp16) or 4 (fp32 accumulation, as Megatron-LM does) */
 } wf_cluster;
 
 /* A preset with overrides ("dgx-a100:nodes=16"), or a cluster JSON file path.
  * Override keys: nodes, devices_per_node (plus any calibration factor by name). */
 wf_status wf_cluster_lookup(const char *spec, wf_cluster *out);
 int64_t wf_cluster_devices(const wf_cluster *c);
+/* A preset by exact name (no overrides, no files); WF_NOTFOUND when unknown. */
+wf_status wf_cluster_from_preset(const char *name, wf_cluster *out);
+/* Applies "key=value" overrides already parsed into a spec (nodes,
+ * devices_per_node, calibration factors); unknown keys are WF_INVAL. */
+wf_status wf_cluster_apply_overrides(wf_cluster *c, wf_spec *s);
+/* Checks every field is in range (levels non-empty, sizes >= 1, bandwidths > 0,
+ * efficiencies in (0, 1], efficiency table sorted); the message names the field. */
+wf_status wf_cluster_check(const wf_cluster *c);
 
 struct cJSON;
 wf_status wf_cluster_from_json(const struct cJSON *j, const char *ctx, wf_cluster *out);

@@ -1,0 +1,423 @@
+/* weft cluster: the presets (DGX A100/H100, V100 Ethernet/InfiniBand, this
+ * machine), preset lookup with "key=value" overrides, range checks, and the
+ * device's matrix efficiency curve.
+ *
+ * Hardware numbers come from public specifications (shared/data/hardware.md);
+ * the efficiency factors of dgx-a100 were fitted once to Korthikanti et al.
+ * 2022 by scripts/calibrate-dgx-a100 (docs/cost-model.md says how). The other
+ * GPU presets reuse the A100 factors as a prior until calibrated themselves.
+ * A cluster JSON file (docs/cluster-format.md) overrides everything. */
+#include "weft/cluster.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* ---- presets ------------------------------------------------------------------ */
+
+/* Factors fitted for DGX A100 (scripts/calibrate-dgx-a100 prints the fit).
+ * Matrix efficiency by the FLOPs of one op, interpolated in log(FLOPs). */
+static const wf_eff_point A100_MATRIX_EFF[] = {
+    {1e12, 0.80}, {1e11, 0.76}, {1e10, 0.62}, {1e9, 0.40}, {1e8, 0.15}, {1e7, 0.05},
+};
+#define A100_NEFF ((int)(sizeof A100_MATRIX_EFF / sizeof A100_MATRIX_EFF[0]))
+#define A100_MEM_EFF 0.85
+#define A100_VECTOR_EFF 0.50
+#define A100_NVLINK_EFF 0.78
+#define A100_IB_EFF 0.85
+#define A100_OVERLAP_SLOWDOWN 1.05
+#define A100_OP_OVERHEAD_S 4e-6
+
+static void set_eff_table(wf_device *d, const wf_eff_point *pts, int n)
+{
+    d->neff = n;
+    for (int i = 0; i < n; i++)
+        d->matrix_eff[i] = pts[i];
+}
+
+static void set_levels(wf_cluster *c, int64_t per_node, double node_bw, double node_lat,
+                       double node_eff, int64_t nodes, double net_bw, double net_lat,
+                       double net_eff)
+{
+    c->nlevels = 2;
+    snprintf(c->level[0].name, sizeof c->level[0].name, "node");
+    c->level[0].size = per_node;
+    c->level[0].bw_bps = node_bw;
+    c->level[0].latency_s = node_lat;
+    c->level[0].eff = node_eff;
+    snprintf(c->level[1].name, sizeof c->level[1].name, "cluster");
+    c->level[1].size = nodes;
+    c->level[1].bw_bps = net_bw;
+    c->level[1].latency_s = net_lat;
+    c->level[1].eff = net_eff;
+}
+
+/* A GPU device with the A100-fitted efficiencies as its prior. */
+static void gpu_device(wf_device *d, const char *name, double fp16_tensor, double fp32,
+                       double fp16_vector, int bf16, double mem_gib, double bw)
+{
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->matrix_flops[WF_DTYPE_FP16] = fp16_tensor;
+    d->matrix_flops[WF_DTYPE_BF16] = bf16 ? fp16_tensor : 0;
+    d->matrix_flops[WF_DTYPE_FP32] = fp32; /* strict fp32 (no TF32), as frameworks default to */
+    d->vector_flops[WF_DTYPE_FP16] = fp16_vector;
+    d->vector_flops[WF_DTYPE_BF16] = bf16 ? fp16_vector : 0;
+    d->vector_flops[WF_DTYPE_FP32] = fp32;
+    d->mem_bytes = mem_gib * GIB;
+    d->mem_bw_bps = bw;
+    d->mem_eff = A100_MEM_EFF;
+    d->vector_eff = A100_VECTOR_EFF;
+    d->op_overhead_s = A100_OP_OVERHEAD_S;
+    set_eff_table(d, A100_MATRIX_EFF, A100_NEFF);
+}
+
+static void gpu_factors(wf_cluster *c)
+{
+    c->overlap_slowdown = A100_OVERLAP_SLOWDOWN;
+    c->reduce_bps = 0; /* NCCL reduces at memory speed, hidden behind the transfers */
+    c->mem_reserved_bytes = 2.0 * GIB;
+    c->grad_bytes = 4; /* Megatron-LM accumulates and reduces gradients in fp32 */
+}
+
+static void preset_dgx_a100(wf_cluster *c)
+{
+    /* A100 SXM 80GB: 312 TFLOP/s fp16 tensor, 19.5 fp32, 78 fp16 vector, 2039 GB/s. */
+    gpu_device(&c->dev, "A100-SXM-80GB", 312e12, 19.5e12, 78e12, 1, 80, 2039e9);
+    /* NVSwitch 300 GB/s each direction per GPU; one 200 Gb/s HDR NIC per GPU. */
+    set_levels(c, 8, 300e9, 3e-6, A100_NVLINK_EFF, 64, 25e9, 6e-6, A100_IB_EFF);
+    gpu_factors(c);
+}
+
+static void preset_dgx_h100(wf_cluster *c)
+{
+    /* H100 SXM 80GB: 989 TFLOP/s fp16 tensor, 67 fp32, 134 fp16 vector, 3350 GB/s. */
+    gpu_device(&c->dev, "H100-SXM-80GB", 989e12, 67e12, 134e12, 1, 80, 3350e9);
+    /* NVSwitch 450 GB/s each direction per GPU; one 400 Gb/s NDR NIC per GPU. */
+    set_levels(c, 8, 450e9, 3e-6, A100_NVLINK_EFF, 64, 50e9, 6e-6, A100_IB_EFF);
+    gpu_factors(c);
+}
+
+static void v100_device(wf_device *d)
+{
+    /* V100 SXM2 32GB: 125 TFLOP/s fp16 tensor, 15.7 fp32, 31.4 fp16 vector, 900 GB/s;
+     * no bf16. */
+    gpu_device(d, "V100-SXM2-32GB", 125e12, 15.7e12, 31.4e12, 0, 32, 900e9);
+}
+
+static void preset_v100_10gbe(wf_cluster *c)
+{
+    v100_device(&c->dev);
+    /* NVLink 150 GB/s each direction; 10 Gb/s Ethernet per node shared by its
+     * 4 GPUs: 1.25 GB/s / 4 per device, TCP latency. */
+    set_levels(c, 4, 150e9, 5e-6, A100_NVLINK_EFF, 16, 1.25e9 / 4, 50e-6, 0.90);
+    gpu_factors(c);
+}
+
+static void preset_v100_ib100(wf_cluster *c)
+{
+    v100_device(&c->dev);
+    /* 100 Gb/s InfiniBand per node shared by its 4 GPUs: 12.5 GB/s / 4 per device. */
+    set_levels(c, 4, 150e9, 5e-6, A100_NVLINK_EFF, 16, 12.5e9 / 4, 5e-6, A100_IB_EFF);
+    gpu_factors(c);
+}
+
+/* Total memory of this machine from /proc/meminfo, or 24 GiB when unreadable. */
+static double local_mem_bytes(void)
+{
+    double kib = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemTotal: %lf kB", &kib) == 1)
+                break;
+        fclose(f);
+    }
+    return kib > 0 ? kib * 1024.0 : 24.0 * GIB;
+}
+
+static void preset_local(wf_cluster *c)
+{
+    /* One "device" per core: each MPI rank runs single-threaded BLAS. sgemm
+     * reaches about 100 GFLOP/s per core (AVX-512, 1024^3); memory is shared by
+     * the ranks; MPI between local processes moves about 1.2 GB/s. `weft
+     * calibrate` measures these on the machine at hand. */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t cores = ncpu >= 1 ? (int64_t)ncpu : 2;
+    wf_device *d = &c->dev;
+    snprintf(d->name, sizeof d->name, "cpu-core");
+    d->matrix_flops[WF_DTYPE_FP32] = 100e9;
+    d->vector_flops[WF_DTYPE_FP32] = 20e9;
+    d->mem_bytes = local_mem_bytes() / (double)cores;
+    d->mem_bw_bps = 12e9;
+    d->mem_eff = 0.8;
+    d->vector_eff = 0.5;
+    d->op_overhead_s = 2e-6;
+    static const wf_eff_point cpu_eff[] = {
+        {1e9, 0.95}, {1e8, 0.85}, {1e7, 0.6}, {1e6, 0.3}, {1e5, 0.1},
+    };
+    set_eff_table(d, cpu_eff, (int)(sizeof cpu_eff / sizeof cpu_eff[0]));
+    set_levels(c, cores, 1.2e9, 20e-6, 1.0, 1, 1.2e9, 20e-6, 1.0);
+    c->overlap_slowdown = 1.10; /* progress calls and copies steal the core */
+    c->reduce_bps = 4e9;        /* the reduction runs on the CPU */
+    c->mem_reserved_bytes = 0.25 * GIB;
+    c->grad_bytes = 4; /* fp32 training */
+}
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    void (*fill)(wf_cluster *c);
+} preset_def;
+
+static const preset_def PRESETS[] = {
+    {"dgx-a100", "64 nodes x 8 A100 80GB, NVSwitch 300 GB/s, 8x HDR 200 Gb/s IB per node (calibrated)",
+     preset_dgx_a100},
+    {"dgx-h100", "64 nodes x 8 H100 80GB, NVSwitch 450 GB/s, 8x NDR 400 Gb/s IB per node",
+     preset_dgx_h100},
+    {"v100-10gbe", "16 nodes x 4 V100 32GB, NVLink, 10 Gb/s Ethernet per node (shared)",
+     preset_v100_10gbe},
+    {"v100-ib100", "16 nodes x 4 V100 32GB, NVLink, 100 Gb/s InfiniBand per node (shared)",
+     preset_v100_ib100},
+    {"local", "this machine: one device per core, OpenBLAS sgemm, MPI over shared memory",
+     preset_local},
+};
+#define NPRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
+
+static wf_cluster_preset PRESET_INFO[NPRESETS];
+
+int wf_cluster_preset_count(void) { return NPRESETS; }
+
+const wf_cluster_preset *wf_cluster_preset_at(int i)
+{
+    if (i < 0 || i >= NPRESETS)
+        return NULL;
+    PRESET_INFO[i].name = PRESETS[i].name;
+    PRESET_INFO[i].summary = PRESETS[i].summary;
+    return &PRESET_INFO[i];
+}
+
+wf_status wf_cluster_from_preset(const char *name, wf_cluster *out)
+{
+    for (int i = 0; i < NPRESETS; i++) {
+        if (strcmp(PRESETS[i].name, name) != 0)
+            continue;
+        memset(out, 0, sizeof *out);
+        PRESETS[i].fill(out);
+        snprintf(out->name, sizeof out->name, "%s", name);
+        return WF_OK;
+    }
+    char names[256] = "";
+    for (int i = 0; i < NPRESETS; i++) {
+        strncat(names, PRESETS[i].name, sizeof names - strlen(names) - 1);
+        if (i + 1 < NPRESETS)
+            strncat(names, ", ", sizeof names - strlen(names) - 1);
+    }
+    return wf_errorf(WF_NOTFOUND, "unknown cluster '%s' (presets: %s; or a .json file)", name, names);
+}
+
+/* ---- overrides ------------------------------------------------------------------ */
+
+/* Scalar calibration factors settable by name, with their ranges. */
+typedef struct {
+    const char *key;
+    size_t offset;
+    double lo, hi;
+} factor_def;
+
+static const factor_def FACTORS[] = {
+    {"mem_eff", offsetof(wf_cluster, dev.mem_eff), 1e-3, 1},
+    {"vector_eff", offsetof(wf_cluster, dev.vector_eff), 1e-3, 1},
+    {"op_overhead_s", offsetof(wf_cluster, dev.op_overhead_s), 0, 1},
+    {"mem_bw_bps", offsetof(wf_cluster, dev.mem_bw_bps), 1e6, 1e15},
+    {"mem_bytes", offsetof(wf_cluster, dev.mem_bytes), 1e6, 1e15},
+    {"overlap_slowdown", offsetof(wf_cluster, overlap_slowdown), 1, 10},
+    {"reduce_bps", offsetof(wf_cluster, reduce_bps), 0, 1e15},
+    {"mem_reserved_bytes", offsetof(wf_cluster, mem_reserved_bytes), 0, 1e15},
+    {"grad_bytes", offsetof(wf_cluster, grad_bytes), 2, 4},
+};
+#define NFACTORS ((int)(sizeof FACTORS / sizeof FACTORS[0]))
+
+#define OVERRIDE_HINT                                                                       \
+    "nodes, devices_per_node, mem_eff, vector_eff, op_overhead_s, mem_bw_bps, mem_bytes, "   \
+    "overlap_slowdown, reduce_bps, mem_reserved_bytes, grad_bytes, <level>_bw_bps, "        \
+    "<level>_latency_s, <level>_eff with <level> node or cluster"
+
+wf_status wf_cluster_apply_overrides(wf_cluster *c, wf_spec *s)
+{
+    int64_t v = 0;
+    int r = wf_spec_get_int(s, "nodes", 1, 1 << 20, &v);
+    if (r < 0)
+        return (wf_status)r;
+    if (r == 1) {
+        if (c->nlevels < 2)
+            return wf_errorf(WF_INVAL, "cluster '%s' has no node level to set nodes=%lld on",
+                             c->name, (long long)v);
+        c->level[1].size = v;
+    }
+    r = wf_spec_get_int(s, "devices_per_node", 1, 1 << 16, &v);
+    if (r < 0)
+        return (wf_status)r;
+    if (r == 1)
+        c->level[0].size = v;
+    for (int i = 0; i < NFACTORS; i++) {
+        double x = 0;
+        r = wf_spec_get_num(s, FACTORS[i].key, FACTORS[i].lo, FACTORS[i].hi, &x);
+        if (r < 0)
+            return (wf_status)r;
+        if (r == 1)
+            *(double *)((char *)c + FACTORS[i].offset) = x;
+    }
+    for (int l = 0; l < c->nlevels; l++) {
+        char key[64];
+        double x = 0;
+        snprintf(key, sizeof key, "%s_bw_bps", c->level[l].name);
+        if ((r = wf_spec_get_num(s, key, 1e3, 1e15, &x)) < 0)
+            return (wf_status)r;
+        if (r == 1)
+            c->level[l].bw_bps = x;
+        snprintf(key, sizeof key, "%s_latency_s", c->level[l].name);
+        if ((r = wf_spec_get_num(s, key, 0, 1, &x)) < 0)
+            return (wf_status)r;
+        if (r == 1)
+            c->level[l].latency_s = x;
+        snprintf(key, sizeof key, "%s_eff", c->level[l].name);
+        if ((r = wf_spec_get_num(s, key, 1e-3, 1, &x)) < 0)
+            return (wf_status)r;
+        if (r == 1)
+            c->level[l].eff = x;
+    }
+    return wf_spec_check_unused(s, "cluster", OVERRIDE_HINT);
+}
+
+wf_status wf_cluster_check(const wf_cluster *c)
+{
+    const wf_device *d = &c->dev;
+    if (c->nlevels < 1 || c->nlevels > WF_MAX_LEVELS)
+        return wf_errorf(WF_FORMAT, "cluster '%s': %d levels, expected 1..%d", c->name, c->nlevels,
+                         WF_MAX_LEVELS);
+    int any = 0;
+    for (int t = 0; t < WF_DTYPE_COUNT; t++) {
+        if (!(d->matrix_flops[t] >= 0) || !(d->vector_flops[t] >= 0))
+            return wf_errorf(WF_FORMAT, "cluster '%s': negative peak FLOP/s for %s", c->name,
+                             wf_dtype_name((wf_dtype)t));
+        any |= d->matrix_flops[t] > 0;
+    }
+    if (!any || d->matrix_flops[WF_DTYPE_FP32] <= 0 || d->vector_flops[WF_DTYPE_FP32] <= 0)
+        return wf_errorf(WF_FORMAT, "cluster '%s': device needs fp32 matrix and vector peaks > 0",
+                         c->name);
+    if (!(d->mem_bytes > 0) || !(d->mem_bw_bps > 0))
+        return wf_errorf(WF_FORMAT, "cluster '%s': device memory (%g bytes) and bandwidth (%g B/s) "
+                                    "must be > 0", c->name, d->mem_bytes, d->mem_bw_bps);
+    if (!(d->mem_eff > 0 && d->mem_eff <= 1) || !(d->vector_eff > 0 && d->vector_eff <= 1))
+        return wf_errorf(WF_FORMAT, "cluster '%s': mem_eff=%g and vector_eff=%g must be in (0, 1]",
+                         c->name, d->mem_eff, d->vector_eff);
+    if (!(d->op_overhead_s >= 0 && d->op_overhead_s < 1))
+        return wf_errorf(WF_FORMAT, "cluster '%s': op_overhead_s=%g must be in [0, 1)", c->name,
+                         d->op_overhead_s);
+    if (d->neff < 1 || d->neff > WF_MAX_EFF)
+        return wf_errorf(WF_FORMAT, "cluster '%s': matrix efficiency table has %d points, expected "
+                                    "1..%d", c->name, d->neff, WF_MAX_EFF);
+    for (int i = 0; i < d->neff; i++) {
+        const wf_eff_point *e = &d->matrix_eff[i];
+        if (!(e->eff > 0 && e->eff <= 1) || !(e->min_flops >= 0))
+            return wf_errorf(WF_FORMAT, "cluster '%s': matrix_eff[%d] = {min_flops %g, eff %g}: "
+                                        "eff must be in (0, 1], min_flops >= 0", c->name, i,
+                             e->min_flops, e->eff);
+        if (i > 0 && !(e->min_flops < d->matrix_eff[i - 1].min_flops))
+            return wf_errorf(WF_FORMAT, "cluster '%s': matrix_eff must be sorted by min_flops, "
+                                        "descending (entry %d: %g after %g)", c->name, i,
+                             e->min_flops, d->matrix_eff[i - 1].min_flops);
+    }
+    for (int l = 0; l < c->nlevels; l++) {
+        const wf_level *v = &c->level[l];
+        if (v->size < 1 || !(v->bw_bps > 0) || !(v->latency_s >= 0) || !(v->eff > 0 && v->eff <= 1))
+            return wf_errorf(WF_FORMAT, "cluster '%s': level '%s' needs size >= 1 (%lld), "
+                                        "bw_bps > 0 (%g), latency_s >= 0 (%g), eff in (0, 1] (%g)",
+                             c->name, v->name, (long long)v->size, v->bw_bps, v->latency_s, v->eff);
+    }
+    if (!(c->overlap_slowdown >= 1 && c->overlap_slowdown <= 10))
+        return wf_errorf(WF_FORMAT, "cluster '%s': overlap_slowdown=%g must be in [1, 10]", c->name,
+                         c->overlap_slowdown);
+    if (!(c->reduce_bps >= 0) || !(c->mem_reserved_bytes >= 0) || c->mem_reserved_bytes >= d->mem_bytes)
+        return wf_errorf(WF_FORMAT, "cluster '%s': reduce_bps=%g must be >= 0 and "
+                                    "mem_reserved_bytes=%g in [0, mem_bytes)", c->name, c->reduce_bps,
+                         c->mem_reserved_bytes);
+    if (c->grad_bytes != 2 && c->grad_bytes != 4)
+        return wf_errorf(WF_FORMAT, "cluster '%s': grad_bytes=%g must be 2 or 4", c->name,
+                         c->grad_bytes);
+    if (wf_cluster_devices(c) > ((int64_t)1 << 24))
+        return wf_errorf(WF_FORMAT, "cluster '%s': %lld devices is more than weft supports (2^24)",
+                         c->name, (long long)wf_cluster_devices(c));
+    return WF_OK;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+wf_status wf_cluster_lookup(const char *spec, wf_cluster *out)
+{
+    if (!spec || !*spec)
+        return wf_errorf(WF_INVAL, "empty cluster name");
+    if (ends_with(spec, ".json") || access(spec, F_OK) == 0) {
+        struct cJSON *j = NULL;
+        wf_status st = wf_json_read_file(spec, &j);
+        if (st != WF_OK)
+            return st;
+        st = wf_cluster_from_json(j, spec, out);
+        cJSON_Delete(j);
+        if (st == WF_OK && !out->name[0])
+            snprintf(out->name, sizeof out->name, "%s", spec);
+        return st;
+    }
+    wf_spec s;
+    wf_status st = wf_spec_parse(spec, &s);
+    if (st != WF_OK)
+        return st;
+    if (!s.name[0])
+        return wf_errorf(WF_INVAL, "cluster '%s': expected a preset name before the overrides", spec);
+    st = wf_cluster_from_preset(s.name, out);
+    if (st != WF_OK)
+        return st;
+    st = wf_cluster_apply_overrides(out, &s);
+    if (st != WF_OK)
+        return st;
+    snprintf(out->name, sizeof out->name, "%s", spec);
+    return wf_cluster_check(out);
+}
+
+int64_t wf_cluster_devices(const wf_cluster *c)
+{
+    int64_t n = 1;
+    for (int l = 0; l < c->nlevels; l++)
+        n *= c->level[l].size;
+    return n;
+}
+
+double wf_device_matrix_eff(const wf_device *d, double flops)
+{
+    if (d->neff <= 0)
+        return 1.0;
+    if (flops >= d->matrix_eff[0].min_flops)
+        return d->matrix_eff[0].eff;
+    for (int i = 1; i < d->neff; i++) {
+        const wf_eff_point *hi = &d->matrix_eff[i - 1], *lo = &d->matrix_eff[i];
+        if (flops < lo->min_flops)
+            continue;
+        /* Between two points: linear in log(FLOPs); a point at 0 FLOPs is a floor. */
+        if (lo->min_flops <= 0 || flops <= 0)
+            return lo->eff;
+        double f = log(flops / lo->min_flops) / log(hi->min_flops / lo->min_flops);
+        return lo->eff + f * (hi->eff - lo->eff);
+    }
+    return d->matrix_eff[d->neff - 1].eff;
+}

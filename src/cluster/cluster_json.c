@@ -1,0 +1,222 @@
+/* weft cluster JSON: reading (every field validated, unknown fields rejected)
+ * and writing of the cluster file format of docs/cluster-format.md. The same
+ * format is what `weft calibrate -o` writes and what a preset prints as. */
+#include "weft/cluster.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#define FORMAT_NAME "weft-cluster"
+#define FORMAT_VERSION 1
+
+/* {"fp32": 19.5e12, "fp16": 312e12} -> flops[dtype]; absent dtypes stay 0. */
+static wf_status read_flops(const cJSON *obj, const char *ctx, double flops[WF_DTYPE_COUNT])
+{
+    if (!cJSON_IsObject(obj))
+        return wf_errorf(WF_FORMAT, "%s: expected an object of dtype -> FLOP/s", ctx);
+    for (int t = 0; t < WF_DTYPE_COUNT; t++)
+        flops[t] = 0;
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        wf_dtype t;
+        if (!it->string || wf_dtype_parse(it->string, &t) != WF_OK)
+            return wf_errorf(WF_FORMAT, "%s: unknown dtype \"%s\"", ctx, it->string ? it->string : "?");
+        double v = 0;
+        wf_status st = wf_json_get_num(obj, ctx, it->string, 1, 0, 1e18, &v);
+        if (st != WF_OK)
+            return st;
+        flops[t] = v;
+    }
+    return WF_OK;
+}
+
+static wf_status read_device(const cJSON *j, const char *ctx, wf_device *d)
+{
+    static const char *const keys[] = {"name",       "matrix_flops", "vector_flops", "mem_bytes",
+                                       "mem_bw_bps", "mem_eff",      "vector_eff",   "matrix_eff",
+                                       "op_overhead_s", NULL};
+    wf_status st = wf_json_check_keys(j, ctx, keys);
+    if (st != WF_OK)
+        return st;
+    const char *name = NULL;
+    char sub[320];
+    if ((st = wf_json_get_str(j, ctx, "name", 1, &name)) != WF_OK)
+        return st;
+    snprintf(d->name, sizeof d->name, "%s", name);
+    snprintf(sub, sizeof sub, "%s.matrix_flops", ctx);
+    const cJSON *mf = cJSON_GetObjectItemCaseSensitive(j, "matrix_flops");
+    if (!mf)
+        return wf_errorf(WF_FORMAT, "%s: missing field \"matrix_flops\"", ctx);
+    if ((st = read_flops(mf, sub, d->matrix_flops)) != WF_OK)
+        return st;
+    snprintf(sub, sizeof sub, "%s.vector_flops", ctx);
+    const cJSON *vf = cJSON_GetObjectItemCaseSensitive(j, "vector_flops");
+    if (!vf)
+        return wf_errorf(WF_FORMAT, "%s: missing field \"vector_flops\"", ctx);
+    if ((st = read_flops(vf, sub, d->vector_flops)) != WF_OK)
+        return st;
+    if ((st = wf_json_get_num(j, ctx, "mem_bytes", 1, 1e6, 1e15, &d->mem_bytes)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "mem_bw_bps", 1, 1e6, 1e15, &d->mem_bw_bps)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "mem_eff", 1, 1e-3, 1, &d->mem_eff)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "vector_eff", 1, 1e-3, 1, &d->vector_eff)) != WF_OK)
+        return st;
+    d->op_overhead_s = 0;
+    if ((st = wf_json_get_num(j, ctx, "op_overhead_s", 0, 0, 1, &d->op_overhead_s)) != WF_OK)
+        return st;
+    const cJSON *me = cJSON_GetObjectItemCaseSensitive(j, "matrix_eff");
+    if (!cJSON_IsArray(me))
+        return wf_errorf(WF_FORMAT, "%s.matrix_eff: expected an array of {min_flops, eff}", ctx);
+    int n = cJSON_GetArraySize(me);
+    if (n < 1 || n > WF_MAX_EFF)
+        return wf_errorf(WF_FORMAT, "%s.matrix_eff: %d points, expected 1..%d", ctx, n, WF_MAX_EFF);
+    d->neff = n;
+    for (int i = 0; i < n; i++) {
+        static const char *const pkeys[] = {"min_flops", "eff", NULL};
+        const cJSON *p = cJSON_GetArrayItem(me, i);
+        snprintf(sub, sizeof sub, "%s.matrix_eff[%d]", ctx, i);
+        if ((st = wf_json_check_keys(p, sub, pkeys)) != WF_OK ||
+            (st = wf_json_get_num(p, sub, "min_flops", 1, 0, 1e18, &d->matrix_eff[i].min_flops)) != WF_OK ||
+            (st = wf_json_get_num(p, sub, "eff", 1, 1e-3, 1, &d->matrix_eff[i].eff)) != WF_OK)
+            return st;
+    }
+    return WF_OK;
+}
+
+static wf_status read_level(const cJSON *j, const char *ctx, wf_level *v)
+{
+    static const char *const keys[] = {"name", "size", "bw_bps", "latency_s", "eff", NULL};
+    wf_status st = wf_json_check_keys(j, ctx, keys);
+    if (st != WF_OK)
+        return st;
+    const char *name = NULL;
+    if ((st = wf_json_get_str(j, ctx, "name", 1, &name)) != WF_OK)
+        return st;
+    if (!name[0] || strlen(name) >= sizeof v->name)
+        return wf_errorf(WF_FORMAT, "%s.name: '%s' must be 1..%zu characters", ctx, name,
+                         sizeof v->name - 1);
+    snprintf(v->name, sizeof v->name, "%s", name);
+    if ((st = wf_json_get_int(j, ctx, "size", 1, 1, 1 << 24, &v->size)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "bw_bps", 1, 1e3, 1e15, &v->bw_bps)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "latency_s", 1, 0, 1, &v->latency_s)) != WF_OK)
+        return st;
+    v->eff = 1.0;
+    return wf_json_get_num(j, ctx, "eff", 0, 1e-3, 1, &v->eff);
+}
+
+wf_status wf_cluster_from_json(const cJSON *j, const char *ctx, wf_cluster *out)
+{
+    static const char *const keys[] = {"format",           "version",    "name",
+                                       "device",           "levels",     "overlap_slowdown",
+                                       "reduce_bps",       "mem_reserved_bytes", "grad_bytes",
+                                       NULL};
+    memset(out, 0, sizeof *out);
+    wf_status st = wf_json_check_keys(j, ctx, keys);
+    if (st != WF_OK)
+        return st;
+    const char *fmt = NULL;
+    int64_t version = 0;
+    if ((st = wf_json_get_str(j, ctx, "format", 1, &fmt)) != WF_OK)
+        return st;
+    if (strcmp(fmt, FORMAT_NAME) != 0)
+        return wf_errorf(WF_FORMAT, "%s.format: \"%s\", expected \"%s\"", ctx, fmt, FORMAT_NAME);
+    if ((st = wf_json_get_int(j, ctx, "version", 1, 1, 1000, &version)) != WF_OK)
+        return st;
+    if (version != FORMAT_VERSION)
+        return wf_errorf(WF_FORMAT, "%s.version: %lld, this weft reads version %d", ctx,
+                         (long long)version, FORMAT_VERSION);
+    const char *name = "";
+    if ((st = wf_json_get_str(j, ctx, "name", 0, &name)) != WF_OK)
+        return st;
+    snprintf(out->name, sizeof out->name, "%s", name);
+
+    char sub[192];
+    snprintf(sub, sizeof sub, "%s.device", ctx);
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(j, "device");
+    if (!dev)
+        return wf_errorf(WF_FORMAT, "%s: missing field \"device\"", ctx);
+    if ((st = read_device(dev, sub, &out->dev)) != WF_OK)
+        return st;
+    const cJSON *levels = cJSON_GetObjectItemCaseSensitive(j, "levels");
+    if (!cJSON_IsArray(levels))
+        return wf_errorf(WF_FORMAT, "%s.levels: expected an array (innermost level first)", ctx);
+    int n = cJSON_GetArraySize(levels);
+    if (n < 1 || n > WF_MAX_LEVELS)
+        return wf_errorf(WF_FORMAT, "%s.levels: %d levels, expected 1..%d", ctx, n, WF_MAX_LEVELS);
+    out->nlevels = n;
+    for (int l = 0; l < n; l++) {
+        snprintf(sub, sizeof sub, "%s.levels[%d]", ctx, l);
+        if ((st = read_level(cJSON_GetArrayItem(levels, l), sub, &out->level[l])) != WF_OK)
+            return st;
+        for (int k = 0; k < l; k++)
+            if (strcmp(out->level[k].name, out->level[l].name) == 0)
+                return wf_errorf(WF_FORMAT, "%s.name: level name '%s' used twice", sub,
+                                 out->level[l].name);
+    }
+    out->overlap_slowdown = 1.0;
+    out->grad_bytes = 2;
+    if ((st = wf_json_get_num(j, ctx, "overlap_slowdown", 0, 1, 10, &out->overlap_slowdown)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "reduce_bps", 0, 0, 1e15, &out->reduce_bps)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "mem_reserved_bytes", 0, 0, 1e15, &out->mem_reserved_bytes)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "grad_bytes", 0, 2, 4, &out->grad_bytes)) != WF_OK)
+        return st;
+    st = wf_cluster_check(out);
+    if (st != WF_OK) {
+        /* Re-word the check's message with the file as context. */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", wf_last_error());
+        return wf_errorf(st, "%s: %s", ctx, msg);
+    }
+    return WF_OK;
+}
+
+static cJSON *flops_json(const double flops[WF_DTYPE_COUNT])
+{
+    cJSON *o = cJSON_CreateObject();
+    for (int t = 0; t < WF_DTYPE_COUNT && o; t++)
+        if (flops[t] > 0)
+            cJSON_AddNumberToObject(o, wf_dtype_name((wf_dtype)t), flops[t]);
+    return o;
+}
+
+cJSON *wf_cluster_to_json(const wf_cluster *c)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "format", FORMAT_NAME);
+    cJSON_AddNumberToObject(j, "version", FORMAT_VERSION);
+    cJSON_AddStringToObject(j, "name", c->name);
+    cJSON *d = cJSON_AddObjectToObject(j, "device");
+    if (d) {
+        cJSON_AddStringToObject(d, "name", c->dev.name);
+        cJSON_AddItemToObject(d, "matrix_flops", flops_json(c->dev.matrix_flops));
+        cJSON_AddItemToObject(d, "vector_flops", flops_json(c->dev.vector_flops));
+        cJSON_AddNumberToObject(d, "mem_bytes", c->dev.mem_bytes);
+        cJSON_AddNumberToObject(d, "mem_bw_bps", c->dev.mem_bw_bps);
+        cJSON_AddNumberToObject(d, "mem_eff", c->dev.mem_eff);
+        cJSON_AddNumberToObject(d, "vector_eff", c->dev.vector_eff);
+        cJSON_AddNumberToObject(d, "op_overhead_s", c->dev.op_overhead_s);
+        cJSON *me = cJSON_AddArrayToObject(d, "matrix_eff");
+        for (int i = 0; me && i < c->dev.neff; i++) {
+            cJSON *p = cJSON_CreateObject();
+            cJSON_AddNumberToObject(p, "min_flops", c->dev.matrix_eff[i].min_flops);
+            cJSON_AddNumberToObject(p, "eff", c->dev.matrix_eff[i].eff);
+            cJSON_AddItemToArray(me, p);
+        }
+    }
+    cJSON *ls = cJSON_AddArrayToObject(j, "levels");
+    for (int l = 0; ls && l < c->nlevels; l++) {
+        cJSON *v = cJSON_CreateObject();
+        cJSON_AddStringToObject(v, "name", c->level[l].name);
+        cJSON_AddNumberToObject(v, "size", (double)c->level[l].size);
+        cJSON_AddNumberToObject(v, "bw_bps", c->level[l].bw_bps);
+        cJSON_AddNumberToObject(v, "latency_s", c->level[l].latency_s);
+        cJSON_AddNumberToObject(v, "eff", c->level[l].eff);
+        cJSON_AddItemToArray(ls, v);
+    }
+    cJSON_AddNumberToObject(j, "overlap_slowdown", c->overlap_slowdown);
+    cJSON_AddNumberToObject(j, "reduce_bps", c->reduce_bps);
+    cJSON_AddNumberToObject(j, "mem_reserved_bytes", c->mem_reserved_bytes);
+    cJSON_AddNumberToObject(j, "grad_bytes", c->grad_bytes);
+    return j;
+}
