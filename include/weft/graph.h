@@ -244,6 +244,10 @@ typedef struct {
 } wf_graph_totals;
 
 void wf_graph_totals_of(const wf_graph *g, wf_graph_totals *t);
+/* Totals over the forward ops of one repeated-block instance (ops with
+ * block == block and layer == layer); block < 0 means all forward ops, which
+ * is what wf_graph_totals_of computes. */
+void wf_graph_block_totals_of(const wf_graph *g, int block, int layer, wf_graph_totals *t);
 
 int64_t wf_tensor_numel(const wf_tensor *t);
 size_t wf_tensor_bytes(const wf_tensor *t);

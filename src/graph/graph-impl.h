@@ -39,6 +39,15 @@ typedef struct {
 /* Lists what forward op `op` saves for backward; returns the count. */
 int wf_op_saved(const wf_graph *g, int op, wf_saved saved[WF_MAX_SAVED]);
 
+/* ng[t] = 1 when tensor t needs a gradient, considering forward ops [0, upto_op):
+ * float PARAMs, and the float outputs of ops with an input that needs one.
+ * ng has g->ntensors entries. */
+void wf_graph_grad_flags(const wf_graph *g, int upto_op, unsigned char *ng);
+/* wf_op_saved / wf_op_cost_of with the flags already computed (O(1) per op). */
+int wf_op_saved_flags(const wf_graph *g, int op, const unsigned char *ng,
+                      wf_saved saved[WF_MAX_SAVED]);
+void wf_op_cost_flags(const wf_graph *g, int op, const unsigned char *ng, wf_op_cost *c);
+
 /* Append an already-filled tensor / op to the flat arrays (growing them);
  * return the index, or -1 with g->status = WF_NOMEM. */
 int wf_graph_push_tensor(wf_graph *g, const wf_tensor *t);

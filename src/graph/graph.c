@@ -331,7 +331,7 @@ int wf_graph_add_op(wf_graph *g, wf_op_kind kind, const char *name, const int *i
         if (nout == 1 && wf_op_table[kind].nout == 1) {
             memcpy(t->name, name, strlen(name) + 1);
         } else {
-            char sfx[8];
+            char sfx[16];
             snprintf(sfx, sizeof sfx, ".%d", i);
             wf_name_with_suffix(t->name, name, sfx);
         }
