@@ -20,8 +20,12 @@ typedef enum {
     WF_FAMILY_VGG,
     WF_FAMILY_RESNET,
     WF_FAMILY_MLP,
-    WF_FAMILY_GRAPH   /* an explicit op list from a model JSON file */
+    WF_FAMILY_GRAPH,  /* an explicit op list from a model JSON file */
+    WF_FAMILY_CNN     /* small conv net: (conv3x3-relu-maxpool2) per width in sizes[], then linear */
 } wf_family;
+
+/* "gpt", "llama", ..., "graph", "cnn". */
+const char *wf_family_name(wf_family f);
 
 #define WF_MLP_MAX_SIZES 16
 
@@ -35,7 +39,7 @@ typedef struct {
     /* CNNs */
     int64_t depth;       /* vgg 11/13/16/19, resnet 18/34/50/101/152 */
     int64_t image, channels, classes;
-    /* mlp: sizes[0] inputs ... sizes[n-1] classes */
+    /* mlp: sizes[0] inputs ... sizes[n-1] classes; cnn: conv widths per stage */
     int nsizes;
     int64_t sizes[WF_MLP_MAX_SIZES];
     /* explicit graphs */
@@ -52,7 +56,8 @@ int wf_model_is_transformer(const wf_model_config *m);
 
 /* Builds the forward graph (with the loss) for `batch` samples. Transformer
  * layers are stamped block 0, layer i; CNN stages/blocks likewise, so later
- * modules can cost one instance and multiply. */
+ * modules can cost one instance and multiply. g is initialized here; free it
+ * with wf_graph_free, also after an error. */
 wf_status wf_model_build(const wf_model_config *m, int64_t batch, wf_graph *g);
 
 /* Parameter count from the shapes (builds the graph at batch 1). */

@@ -1,0 +1,40 @@
+/* Private declarations of the models module: the per-family graph builders
+ * (transformer.c, cnn.c, json_graph.c), the config setters shared by zoo
+ * overrides and model JSON files (zoo.c), and small building helpers. */
+#ifndef WEFT_MODELS_IMPL_H
+#define WEFT_MODELS_IMPL_H
+
+#include "weft/models.h"
+
+struct cJSON;
+
+/* Builders: each adds the forward graph (with the loss) for `batch` samples to
+ * an initialized, empty graph g and returns g->status (or a config error). */
+wf_status wf_build_gpt(const wf_model_config *m, int64_t batch, wf_graph *g);
+wf_status wf_build_llama(const wf_model_config *m, int64_t batch, wf_graph *g);
+wf_status wf_build_bert(const wf_model_config *m, int64_t batch, wf_graph *g);
+wf_status wf_build_vgg(const wf_model_config *m, int64_t batch, wf_graph *g);
+wf_status wf_build_resnet(const wf_model_config *m, int64_t batch, wf_graph *g);
+wf_status wf_build_cnn(const wf_model_config *m, int64_t batch, wf_graph *g);
+wf_status wf_build_mlp(const wf_model_config *m, int64_t batch, wf_graph *g);
+
+/* Explicit op-list model files. wf_graph_json_check tells the two JSON forms
+ * apart (1 when the object has "ops" or "tensors"). wf_build_json_graph builds
+ * the op list of the parsed file `j` (ctx names it in messages) for `batch`
+ * samples; every problem in the file is WF_FORMAT naming the bad field. */
+int wf_graph_json_is_oplist(const struct cJSON *j);
+wf_status wf_build_json_graph(const struct cJSON *j, const char *ctx, int64_t batch, wf_graph *g);
+
+/* Name helper: snprintf into a WF_NAME_LEN buffer (names that do not fit are
+ * caught by the graph, which rejects over-long names). */
+const char *wf_model_name(char buf[WF_NAME_LEN], const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A parameter tensor of rank 1..4, named by printf. */
+int wf_model_param(wf_graph *g, wf_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                   int64_t d3, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+
+/* A deterministic dropout seed for the next op of g. */
+uint64_t wf_model_seed(const wf_graph *g);
+
+#endif

@@ -1,0 +1,312 @@
+/* Transformer builders: GPT (Megatron-LM layout), Llama and BERT.
+ *
+ * Symbols: B batch, S sequence, H hidden, A heads, Akv key/value heads,
+ * D = H/A head dim, F ffn width, V vocabulary, L layers.
+ *
+ * Every op is stamped with its Megatron tensor-parallel role: the qkv and
+ * first MLP linears split their output features (COL), the attention output
+ * and second MLP linears split their input features (ROW), everything between
+ * them works on the split activation (SHARD), embedding and logits split the
+ * vocabulary (VOCAB), and norms, residual adds and the dropouts after the row
+ * linears are replicated (NONE). Layer i is stamped block 0, layer i; the
+ * embedding and the head are unstamped (-1, -1). */
+#include "models/models-impl.h"
+
+#include <string.h>
+
+#define GPT_DROPOUT 0.1
+#define GPT_LN_EPS 1e-5
+#define BERT_LN_EPS 1e-12
+#define LLAMA_NORM_EPS 1e-5
+
+/* Short-hands over the graph's sticky-error calls; each returns a tensor. */
+
+static int op1(wf_graph *g, wf_op_kind k, const char *name, int a, int b, int c,
+               const wf_op_attrs *attr)
+{
+    int in[3] = {a, b, c};
+    int n = c >= 0 ? 3 : b >= 0 ? 2 : 1;
+    /* A failed earlier call leaves -1 inputs; the sticky status already says why. */
+    if (g->status != WF_OK)
+        return -1;
+    return wf_graph_op1(g, k, name, in, n, attr);
+}
+
+/* x[...,K] -> [...,N] with W[K,N] (and bias[N] when bias). */
+static int linear(wf_graph *g, const char *name, int x, int64_t K, int64_t N, int bias,
+                  wf_dtype dt)
+{
+    int w = wf_model_param(g, dt, 2, K, N, 0, 0, "%s.weight", name);
+    int b = bias ? wf_model_param(g, dt, 1, N, 0, 0, 0, "%s.bias", name) : -1;
+    return op1(g, WF_OP_LINEAR, name, x, w, b, NULL);
+}
+
+static int layernorm(wf_graph *g, const char *name, int x, int64_t H, double eps, wf_dtype dt)
+{
+    int gam = wf_model_param(g, dt, 1, H, 0, 0, 0, "%s.weight", name);
+    int bet = wf_model_param(g, dt, 1, H, 0, 0, 0, "%s.bias", name);
+    wf_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.eps = eps;
+    return op1(g, WF_OP_LAYERNORM, name, x, gam, bet, &a);
+}
+
+static int rmsnorm(wf_graph *g, const char *name, int x, int64_t H, wf_dtype dt)
+{
+    int gam = wf_model_param(g, dt, 1, H, 0, 0, 0, "%s.weight", name);
+    wf_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.eps = LLAMA_NORM_EPS;
+    return op1(g, WF_OP_RMSNORM, name, x, gam, -1, &a);
+}
+
+static int dropout(wf_graph *g, const char *name, int x, double p)
+{
+    wf_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.p = p;
+    a.seed = wf_model_seed(g);
+    return op1(g, WF_OP_DROPOUT, name, x, -1, -1, &a);
+}
+
+static int unary(wf_graph *g, wf_op_kind k, const char *name, int x)
+{
+    return op1(g, k, name, x, -1, -1, NULL);
+}
+
+static int binary(wf_graph *g, wf_op_kind k, const char *name, int x, int y)
+{
+    return op1(g, k, name, x, y, -1, NULL);
+}
+
+static int reshape(wf_graph *g, const char *name, int x, int ndim, int64_t d0, int64_t d1,
+                   int64_t d2)
+{
+    wf_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.ndim = ndim;
+    a.shape[0] = d0;
+    a.shape[1] = d1;
+    a.shape[2] = d2;
+    return op1(g, WF_OP_RESHAPE, name, x, -1, -1, &a);
+}
+
+/* Splits qkv[B,S,(A+2Akv)D] into q, k, v; returns the op (outputs 0..2). */
+static int split_qkv(wf_graph *g, const char *name, int qkv, int64_t qw, int64_t kvw)
+{
+    wf_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.axis = 2;
+    a.nsplit = 3;
+    a.sizes[0] = qw;
+    a.sizes[1] = kvw;
+    a.sizes[2] = kvw;
+    if (g->status != WF_OK)
+        return -1;
+    return wf_graph_add_op(g, WF_OP_SPLIT, name, &qkv, 1, &a);
+}
+
+static int attention(wf_graph *g, const char *name, int q, int k, int v, int64_t A, int64_t Akv,
+                     int causal, double p)
+{
+    wf_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.heads = (int)A;
+    a.kv_heads = (int)Akv;
+    a.causal = causal;
+    a.p = p;
+    a.seed = wf_model_seed(g);
+    return op1(g, WF_OP_ATTENTION, name, q, k, v, &a);
+}
+
+/* Self-attention with fused qkv: x[B,S,H] -> [B,S,H] (before the residual).
+ * rotary: apply rotary embeddings to q and k (Llama). */
+static int self_attention(wf_graph *g, const char *pfx, int x, const wf_model_config *m, int bias,
+                          int rotary, double p)
+{
+    char n[WF_NAME_LEN];
+    int64_t H = m->hidden, A = m->heads, Akv = m->kv_heads, D = H / A;
+    wf_graph_set_tp(g, WF_TP_COL);
+    int qkv = linear(g, wf_model_name(n, "%s.attn.qkv", pfx), x, H, (A + 2 * Akv) * D, bias,
+                     m->dtype);
+    wf_graph_set_tp(g, WF_TP_SHARD);
+    int sp = split_qkv(g, wf_model_name(n, "%s.attn.split", pfx), qkv, A * D, Akv * D);
+    int q = wf_graph_op_output(g, sp, 0), k = wf_graph_op_output(g, sp, 1),
+        v = wf_graph_op_output(g, sp, 2);
+    if (rotary) {
+        wf_op_attrs a;
+        memset(&a, 0, sizeof a);
+        a.heads = (int)A;
+        q = op1(g, WF_OP_ROTARY, wf_model_name(n, "%s.attn.rotary_q", pfx), q, -1, -1, &a);
+        a.heads = (int)Akv;
+        k = op1(g, WF_OP_ROTARY, wf_model_name(n, "%s.attn.rotary_k", pfx), k, -1, -1, &a);
+    }
+    int o = attention(g, wf_model_name(n, "%s.attn.core", pfx), q, k, v, A, Akv, m->causal, p);
+    wf_graph_set_tp(g, WF_TP_ROW);
+    o = linear(g, wf_model_name(n, "%s.attn.proj", pfx), o, H, H, bias, m->dtype);
+    wf_graph_set_tp(g, WF_TP_NONE);
+    return o;
+}
+
+/* GELU MLP: x[B,S,H] -> [B,S,H] (before the residual). */
+static int gelu_mlp(wf_graph *g, const char *pfx, int x, const wf_model_config *m)
+{
+    char n[WF_NAME_LEN];
+    wf_graph_set_tp(g, WF_TP_COL);
+    int f = linear(g, wf_model_name(n, "%s.mlp.fc1", pfx), x, m->hidden, m->ffn, 1, m->dtype);
+    wf_graph_set_tp(g, WF_TP_SHARD);
+    f = unary(g, WF_OP_GELU, wf_model_name(n, "%s.mlp.gelu", pfx), f);
+    wf_graph_set_tp(g, WF_TP_ROW);
+    f = linear(g, wf_model_name(n, "%s.mlp.fc2", pfx), f, m->ffn, m->hidden, 1, m->dtype);
+    wf_graph_set_tp(g, WF_TP_NONE);
+    return f;
+}
+
+static void add_inputs(wf_graph *g, const wf_model_config *m, int64_t batch, int *ids, int *labels)
+{
+    int64_t shape[2] = {batch, m->seq};
+    *ids = wf_graph_add_tensor(g, "ids", WF_DTYPE_INT32, WF_ROLE_INPUT, 2, shape);
+    *labels = wf_graph_add_tensor(g, "labels", WF_DTYPE_INT32, WF_ROLE_LABEL, 2, shape);
+}
+
+/* Token embedding ids[B,S] with table[V,H] -> [B,S,H], split over the vocabulary. */
+static int token_embedding(wf_graph *g, const char *name, int ids, int table)
+{
+    wf_graph_set_tp(g, WF_TP_VOCAB);
+    int x = binary(g, WF_OP_EMBEDDING, name, ids, table);
+    wf_graph_set_tp(g, WF_TP_NONE);
+    return x;
+}
+
+/* Tied output head: x[B,S,H] . table[V,H]^T (+ bias[V]) -> logits[B,S,V] -> loss. */
+static void tied_head(wf_graph *g, const wf_model_config *m, int64_t batch, int x, int table,
+                      int bias, int labels)
+{
+    int64_t B = batch, S = m->seq, H = m->hidden, V = m->vocab;
+    x = reshape(g, "head.flatten", x, 2, B * S, H, 0); /* [B*S,H] */
+    wf_graph_set_tp(g, WF_TP_VOCAB);
+    wf_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.trans_b = 1;
+    int logits = op1(g, WF_OP_MATMUL, "head.logits", x, table, -1, &a); /* [B*S,V] */
+    if (bias >= 0)
+        logits = binary(g, WF_OP_BIAS_ADD, "head.bias", logits, bias);
+    logits = reshape(g, "head.unflatten", logits, 3, B, S, V); /* [B,S,V] */
+    binary(g, WF_OP_CROSS_ENTROPY, "loss", logits, labels);
+    wf_graph_set_tp(g, WF_TP_NONE);
+}
+
+/* GPT (Megatron-LM): pre-LN layers, GELU MLP, learned positions, tied head. */
+wf_status wf_build_gpt(const wf_model_config *m, int64_t batch, wf_graph *g)
+{
+    int64_t H = m->hidden, S = m->seq, V = m->vocab;
+    wf_dtype dt = m->dtype;
+    char n[WF_NAME_LEN], pfx[WF_NAME_LEN];
+    int ids, labels;
+    wf_graph_set_block(g, -1, -1);
+    add_inputs(g, m, batch, &ids, &labels);
+    int wte = wf_model_param(g, dt, 2, V, H, 0, 0, "embed.tokens.weight"); /* [V,H] */
+    int x = token_embedding(g, "embed.tokens", ids, wte);                  /* [B,S,H] */
+    int wpe = wf_model_param(g, dt, 2, S, H, 0, 0, "embed.positions.weight"); /* [S,H] */
+    x = binary(g, WF_OP_ADD, "embed.add_positions", x, wpe);
+    x = dropout(g, "embed.dropout", x, GPT_DROPOUT);
+    for (int64_t i = 0; i < m->layers; i++) {
+        wf_graph_set_block(g, 0, (int)i);
+        wf_model_name(pfx, "layers.%d", (int)i);
+        int h = layernorm(g, wf_model_name(n, "%s.ln1", pfx), x, H, GPT_LN_EPS, dt);
+        int o = self_attention(g, pfx, h, m, 1, 0, GPT_DROPOUT);
+        o = dropout(g, wf_model_name(n, "%s.attn.dropout", pfx), o, GPT_DROPOUT);
+        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.attn.residual", pfx), x, o);
+        h = layernorm(g, wf_model_name(n, "%s.ln2", pfx), x, H, GPT_LN_EPS, dt);
+        o = gelu_mlp(g, pfx, h, m);
+        o = dropout(g, wf_model_name(n, "%s.mlp.dropout", pfx), o, GPT_DROPOUT);
+        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.mlp.residual", pfx), x, o);
+    }
+    wf_graph_set_block(g, -1, -1);
+    x = layernorm(g, "final.ln", x, H, GPT_LN_EPS, dt);
+    tied_head(g, m, batch, x, wte, -1, labels);
+    return g->status;
+}
+
+/* Llama: pre-RMSNorm layers, rotary q/k, grouped-query attention, SwiGLU MLP
+ * (down(silu(gate) * up)), no biases, no dropout, untied output head. */
+wf_status wf_build_llama(const wf_model_config *m, int64_t batch, wf_graph *g)
+{
+    int64_t H = m->hidden, V = m->vocab, F = m->ffn;
+    wf_dtype dt = m->dtype;
+    char n[WF_NAME_LEN], pfx[WF_NAME_LEN];
+    int ids, labels;
+    wf_graph_set_block(g, -1, -1);
+    add_inputs(g, m, batch, &ids, &labels);
+    int tab = wf_model_param(g, dt, 2, V, H, 0, 0, "embed.tokens.weight"); /* [V,H] */
+    int x = token_embedding(g, "embed.tokens", ids, tab);                  /* [B,S,H] */
+    for (int64_t i = 0; i < m->layers; i++) {
+        wf_graph_set_block(g, 0, (int)i);
+        wf_model_name(pfx, "layers.%d", (int)i);
+        int h = rmsnorm(g, wf_model_name(n, "%s.attn_norm", pfx), x, H, dt);
+        int o = self_attention(g, pfx, h, m, 0, 1, 0.0);
+        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.attn.residual", pfx), x, o);
+        h = rmsnorm(g, wf_model_name(n, "%s.mlp_norm", pfx), x, H, dt);
+        wf_graph_set_tp(g, WF_TP_COL);
+        int gate = linear(g, wf_model_name(n, "%s.mlp.gate", pfx), h, H, F, 0, dt); /* [B,S,F] */
+        int up = linear(g, wf_model_name(n, "%s.mlp.up", pfx), h, H, F, 0, dt);
+        wf_graph_set_tp(g, WF_TP_SHARD);
+        gate = unary(g, WF_OP_SILU, wf_model_name(n, "%s.mlp.silu", pfx), gate);
+        o = binary(g, WF_OP_MUL, wf_model_name(n, "%s.mlp.mul", pfx), gate, up);
+        wf_graph_set_tp(g, WF_TP_ROW);
+        o = linear(g, wf_model_name(n, "%s.mlp.down", pfx), o, F, H, 0, dt);
+        wf_graph_set_tp(g, WF_TP_NONE);
+        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.mlp.residual", pfx), x, o);
+    }
+    wf_graph_set_block(g, -1, -1);
+    x = rmsnorm(g, "final.norm", x, H, dt);
+    wf_graph_set_tp(g, WF_TP_VOCAB);
+    int logits = linear(g, "head.logits", x, H, V, 0, dt); /* [B,S,V] */
+    binary(g, WF_OP_CROSS_ENTROPY, "loss", logits, labels);
+    wf_graph_set_tp(g, WF_TP_NONE);
+    return g->status;
+}
+
+/* BERT: word + position + token-type embeddings, post-LN encoder layers with
+ * bidirectional attention, and the masked-LM head (dense, GELU, LayerNorm,
+ * decoder tied to the word embedding plus a bias). The loss is taken over
+ * every position (the cost of a 15% mask differs only in the head's loss). */
+wf_status wf_build_bert(const wf_model_config *m, int64_t batch, wf_graph *g)
+{
+    int64_t H = m->hidden, S = m->seq, V = m->vocab;
+    wf_dtype dt = m->dtype;
+    char n[WF_NAME_LEN], pfx[WF_NAME_LEN];
+    int ids, labels;
+    wf_graph_set_block(g, -1, -1);
+    add_inputs(g, m, batch, &ids, &labels);
+    int64_t tshape[2] = {batch, S};
+    int types = wf_graph_add_tensor(g, "token_types", WF_DTYPE_INT32, WF_ROLE_INPUT, 2, tshape);
+    int word = wf_model_param(g, dt, 2, V, H, 0, 0, "embed.tokens.weight"); /* [V,H] */
+    int x = token_embedding(g, "embed.tokens", ids, word);                  /* [B,S,H] */
+    int pos = wf_model_param(g, dt, 2, S, H, 0, 0, "embed.positions.weight"); /* [S,H] */
+    x = binary(g, WF_OP_ADD, "embed.add_positions", x, pos);
+    int ttab = wf_model_param(g, dt, 2, 2, H, 0, 0, "embed.token_types.weight"); /* [2,H] */
+    int t = binary(g, WF_OP_EMBEDDING, "embed.token_types", types, ttab);
+    x = binary(g, WF_OP_ADD, "embed.add_token_types", x, t);
+    x = layernorm(g, "embed.ln", x, H, BERT_LN_EPS, dt);
+    x = dropout(g, "embed.dropout", x, GPT_DROPOUT);
+    for (int64_t i = 0; i < m->layers; i++) {
+        wf_graph_set_block(g, 0, (int)i);
+        wf_model_name(pfx, "layers.%d", (int)i);
+        int o = self_attention(g, pfx, x, m, 1, 0, GPT_DROPOUT);
+        o = dropout(g, wf_model_name(n, "%s.attn.dropout", pfx), o, GPT_DROPOUT);
+        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.attn.residual", pfx), x, o);
+        x = layernorm(g, wf_model_name(n, "%s.ln1", pfx), x, H, BERT_LN_EPS, dt);
+        o = gelu_mlp(g, pfx, x, m);
+        o = dropout(g, wf_model_name(n, "%s.mlp.dropout", pfx), o, GPT_DROPOUT);
+        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.mlp.residual", pfx), x, o);
+        x = layernorm(g, wf_model_name(n, "%s.ln2", pfx), x, H, BERT_LN_EPS, dt);
+    }
+    wf_graph_set_block(g, -1, -1);
+    x = linear(g, "head.dense", x, H, H, 1, dt);
+    x = unary(g, WF_OP_GELU, "head.gelu", x);
+    x = layernorm(g, "head.ln", x, H, BERT_LN_EPS, dt);
+    int bias = wf_model_param(g, dt, 1, V, 0, 0, 0, "head.logits.bias"); /* [V] */
+    tied_head(g, m, batch, x, word, bias, labels);
+    return g->status;
+}

@@ -1,0 +1,624 @@
+/* The model zoo: named presets, family specs with key=value overrides, model
+ * JSON files (a family with keys, or an explicit op list), and the dispatch
+ * from a model config to its graph builder.
+ *
+ * A spec resolves in three steps: pick the base (a zoo entry, or a family's
+ * base entry when the name is a family), apply the overrides with the
+ * family's setter (each key validated), then fill the derived defaults
+ * (ffn = 4h for gpt/bert, the SwiGLU width for llama, kv_heads = heads) and
+ * check the shape rules (heads divide hidden, ...). Sources of the preset
+ * numbers are listed in docs/model-format.md. */
+#include "models/models-impl.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the zoo table ------------------------------------------------------------ */
+
+typedef struct {
+    wf_zoo_entry e;      /* name, family name, summary */
+    wf_family family;
+    wf_dtype dtype;
+    /* transformers (ffn 0: derived from hidden; kv_heads 0: = heads) */
+    int64_t layers, hidden, heads, kv_heads, seq, vocab, ffn;
+    /* CNNs */
+    int64_t depth, image, channels, classes;
+    /* mlp layer sizes / cnn conv widths, "a-b-c" */
+    const char *sizes;
+} zoo_preset;
+
+#define FP16 WF_DTYPE_FP16
+#define FP32 WF_DTYPE_FP32
+#define GPT(nm, sum, L, H, A, S, V, dt) \
+    {{nm, "gpt", sum}, WF_FAMILY_GPT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL}
+#define LLAMA(nm, sum, L, H, A, AKV, S, V, F) \
+    {{nm, "llama", sum}, WF_FAMILY_LLAMA, FP16, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL}
+#define BERT(nm, sum, L, H, A, S, V, dt) \
+    {{nm, "bert", sum}, WF_FAMILY_BERT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL}
+#define CNN(nm, fam, famname, sum, D, I, C, K, dt, sz) \
+    {{nm, famname, sum}, fam, dt, 0, 0, 0, 0, 0, 0, 0, D, I, C, K, sz}
+
+static const zoo_preset g_zoo[] = {
+    /* GPT-2 (Radford et al. 2019): vocabulary 50257, context 1024. */
+    GPT("gpt2", "GPT-2 small: 12 layers, hidden 768, 12 heads, seq 1024", 12, 768, 12, 1024, 50257, FP16),
+    GPT("gpt2-medium", "GPT-2 medium: 24 layers, hidden 1024, 16 heads, seq 1024", 24, 1024, 16, 1024, 50257, FP16),
+    GPT("gpt2-large", "GPT-2 large: 36 layers, hidden 1280, 20 heads, seq 1024", 36, 1280, 20, 1024, 50257, FP16),
+    GPT("gpt2-xl", "GPT-2 XL: 48 layers, hidden 1600, 25 heads, seq 1024", 48, 1600, 25, 1024, 50257, FP16),
+    /* GPT-3 (Brown et al. 2020, Table 2.1); vocabulary padded to 51200 as in
+     * Megatron-LM, seq 2048. 1.3B uses 16 heads (the table's 24 do not divide
+     * 2048); 13B uses hidden 5120 (the table's 5140 is a typo: 40 x 128). */
+    GPT("gpt3-125m", "GPT-3 Small: 12 layers, hidden 768, 12 heads, seq 2048", 12, 768, 12, 2048, 51200, FP16),
+    GPT("gpt3-350m", "GPT-3 Medium: 24 layers, hidden 1024, 16 heads, seq 2048", 24, 1024, 16, 2048, 51200, FP16),
+    GPT("gpt3-760m", "GPT-3 Large: 24 layers, hidden 1536, 16 heads, seq 2048", 24, 1536, 16, 2048, 51200, FP16),
+    GPT("gpt3-1.3b", "GPT-3 XL: 24 layers, hidden 2048, 16 heads, seq 2048", 24, 2048, 16, 2048, 51200, FP16),
+    GPT("gpt3-2.7b", "GPT-3 2.7B: 32 layers, hidden 2560, 32 heads, seq 2048", 32, 2560, 32, 2048, 51200, FP16),
+    GPT("gpt3-6.7b", "GPT-3 6.7B: 32 layers, hidden 4096, 32 heads, seq 2048", 32, 4096, 32, 2048, 51200, FP16),
+    GPT("gpt3-13b", "GPT-3 13B: 40 layers, hidden 5120, 40 heads, seq 2048", 40, 5120, 40, 2048, 51200, FP16),
+    GPT("gpt3-175b", "GPT-3 175B: 96 layers, hidden 12288, 96 heads, seq 2048", 96, 12288, 96, 2048, 51200, FP16),
+    /* Megatron-LM GPT sizes (Narayanan et al. SC21, Table 1), seq 2048, vocab 51200. */
+    GPT("megatron-1.7b", "Megatron GPT 1.7B: 24 layers, hidden 2304, 24 heads", 24, 2304, 24, 2048, 51200, FP16),
+    GPT("megatron-3.6b", "Megatron GPT 3.6B: 30 layers, hidden 3072, 32 heads", 30, 3072, 32, 2048, 51200, FP16),
+    GPT("megatron-7.5b", "Megatron GPT 7.5B: 36 layers, hidden 4096, 32 heads", 36, 4096, 32, 2048, 51200, FP16),
+    GPT("megatron-18b", "Megatron GPT 18B: 40 layers, hidden 6144, 48 heads", 40, 6144, 48, 2048, 51200, FP16),
+    GPT("megatron-22b", "Megatron GPT 22B (Korthikanti et al. 2022): 48 layers, hidden 6144, 64 heads", 48, 6144, 64, 2048, 51200, FP16),
+    GPT("megatron-39b", "Megatron GPT 39B: 48 layers, hidden 8192, 64 heads", 48, 8192, 64, 2048, 51200, FP16),
+    GPT("megatron-76b", "Megatron GPT 76B: 60 layers, hidden 10240, 80 heads", 60, 10240, 80, 2048, 51200, FP16),
+    GPT("megatron-145b", "Megatron GPT 145B: 80 layers, hidden 12288, 96 heads", 80, 12288, 96, 2048, 51200, FP16),
+    GPT("megatron-310b", "Megatron GPT 310B: 96 layers, hidden 16384, 128 heads", 96, 16384, 128, 2048, 51200, FP16),
+    GPT("megatron-530b", "Megatron GPT 530B: 105 layers, hidden 20480, 128 heads", 105, 20480, 128, 2048, 51200, FP16),
+    GPT("megatron-1t", "Megatron GPT 1T: 128 layers, hidden 25600, 160 heads", 128, 25600, 160, 2048, 51200, FP16),
+    GPT("turing-530b", "Megatron-Turing NLG 530B: 105 layers, hidden 20480, 128 heads", 105, 20480, 128, 2048, 51200, FP16),
+    /* Llama 2 (Touvron et al. 2023): RMSNorm, SwiGLU, rotary, no biases, untied head. */
+    LLAMA("llama2-7b", "Llama 2 7B: 32 layers, hidden 4096, 32 heads, ffn 11008, seq 4096", 32, 4096, 32, 0, 4096, 32000, 11008),
+    LLAMA("llama2-13b", "Llama 2 13B: 40 layers, hidden 5120, 40 heads, ffn 13824, seq 4096", 40, 5120, 40, 0, 4096, 32000, 13824),
+    LLAMA("llama2-70b", "Llama 2 70B: 80 layers, hidden 8192, 64 heads (8 kv), ffn 28672, seq 4096", 80, 8192, 64, 8, 4096, 32000, 28672),
+    /* BERT (Devlin et al. 2019): vocabulary 30522, 2 token types, seq 512. */
+    BERT("bert-base", "BERT base: 12 layers, hidden 768, 12 heads, seq 512, MLM head", 12, 768, 12, 512, 30522, FP16),
+    BERT("bert-large", "BERT large: 24 layers, hidden 1024, 16 heads, seq 512, MLM head", 24, 1024, 16, 512, 30522, FP16),
+    /* CNNs on ImageNet (224x224x3, 1000 classes). */
+    CNN("vgg16", WF_FAMILY_VGG, "vgg", "VGG-16 (Simonyan & Zisserman 2015), 224x224, 1000 classes", 16, 224, 3, 1000, FP16, NULL),
+    CNN("vgg19", WF_FAMILY_VGG, "vgg", "VGG-19, 224x224, 1000 classes", 19, 224, 3, 1000, FP16, NULL),
+    CNN("resnet18", WF_FAMILY_RESNET, "resnet", "ResNet-18 (He et al. 2016), basic blocks, 224x224", 18, 224, 3, 1000, FP16, NULL),
+    CNN("resnet50", WF_FAMILY_RESNET, "resnet", "ResNet-50 v1.5, bottleneck blocks, 224x224", 50, 224, 3, 1000, FP16, NULL),
+    CNN("resnet101", WF_FAMILY_RESNET, "resnet", "ResNet-101 v1.5, bottleneck blocks, 224x224", 101, 224, 3, 1000, FP16, NULL),
+    CNN("resnet152", WF_FAMILY_RESNET, "resnet", "ResNet-152 v1.5, bottleneck blocks, 224x224", 152, 224, 3, 1000, FP16, NULL),
+    CNN("mlp", WF_FAMILY_MLP, "mlp", "MLP 784-1024-10 with ReLU (Fashion-MNIST sized), fp32", 0, 0, 0, 0, FP32, "784-1024-10"),
+    /* Tiny fp32 models for runtime tests on CPUs. */
+    GPT("gpt-tiny", "tiny GPT for runtime tests: 2 layers, hidden 64, 4 heads, seq 32, vocab 96, fp32", 2, 64, 4, 32, 96, FP32),
+    BERT("bert-tiny", "tiny BERT for runtime tests: 2 layers, hidden 64, 4 heads, seq 32, vocab 96, fp32", 2, 64, 4, 32, 96, FP32),
+    CNN("cnn-tiny", WF_FAMILY_CNN, "cnn", "tiny CNN for 28x28x1 (Fashion-MNIST): 2x (conv3x3-relu-maxpool) 8,16 ch, linear; fp32", 0, 28, 1, 10, FP32, "8-16"),
+    CNN("mlp-tiny", WF_FAMILY_MLP, "mlp", "tiny MLP 784-64-10 for runtime tests, fp32", 0, 0, 0, 0, FP32, "784-64-10"),
+};
+
+#define ZOO_N ((int)(sizeof g_zoo / sizeof g_zoo[0]))
+
+int wf_zoo_count(void) { return ZOO_N; }
+
+const wf_zoo_entry *wf_zoo_entry_at(int i)
+{
+    if (i < 0 || i >= ZOO_N)
+        return NULL;
+    return &g_zoo[i].e;
+}
+
+/* A family name used as a spec name starts from this zoo entry. */
+static const struct {
+    const char *family;
+    const char *base;
+} g_family_base[] = {
+    {"gpt", "gpt2"},        {"llama", "llama2-7b"}, {"bert", "bert-base"}, {"vgg", "vgg16"},
+    {"resnet", "resnet50"}, {"mlp", "mlp"},         {"cnn", "cnn-tiny"},
+};
+
+static const zoo_preset *find_preset(const char *name)
+{
+    for (int i = 0; i < ZOO_N; i++)
+        if (strcmp(g_zoo[i].e.name, name) == 0)
+            return &g_zoo[i];
+    return NULL;
+}
+
+static const zoo_preset *find_family_base(const char *name)
+{
+    for (size_t i = 0; i < sizeof g_family_base / sizeof g_family_base[0]; i++)
+        if (strcmp(g_family_base[i].family, name) == 0)
+            return find_preset(g_family_base[i].base);
+    return NULL;
+}
+
+/* ---- config <-> text ------------------------------------------------------------- */
+
+/* "784-1024-10" -> sizes[]; `key` names the value in messages. */
+static wf_status parse_sizes(const char *key, const char *text, int min_n, int64_t *sizes,
+                             int *n)
+{
+    *n = 0;
+    const char *p = text;
+    if (!*p)
+        return wf_errorf(WF_INVAL, "%s='': expected sizes like 784-1024-10", key);
+    while (*p) {
+        const char *dash = strchr(p, '-');
+        size_t len = dash ? (size_t)(dash - p) : strlen(p);
+        char item[32];
+        if (len == 0 || len >= sizeof item)
+            return wf_errorf(WF_INVAL, "%s=%s: expected positive integers joined by '-'", key,
+                             text);
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (*n >= WF_MLP_MAX_SIZES)
+            return wf_errorf(WF_INVAL, "%s=%s: more than %d sizes", key, text, WF_MLP_MAX_SIZES);
+        int64_t v;
+        char *end = NULL;
+        long long ll = strtoll(item, &end, 10);
+        if (*end || ll < 1 || ll > (1LL << 30))
+            return wf_errorf(WF_INVAL, "%s=%s: '%s' is not an integer in [1, %lld]", key, text,
+                             item, 1LL << 30);
+        v = ll;
+        sizes[(*n)++] = v;
+        p += len;
+        if (*p == '-') {
+            p++;
+            if (!*p)
+                return wf_errorf(WF_INVAL, "%s=%s: trailing '-'", key, text);
+        }
+    }
+    if (*n < min_n)
+        return wf_errorf(WF_INVAL, "%s=%s: needs at least %d sizes", key, text, min_n);
+    return WF_OK;
+}
+
+static const char *family_name(wf_family f)
+{
+    switch (f) {
+    case WF_FAMILY_GPT: return "gpt";
+    case WF_FAMILY_LLAMA: return "llama";
+    case WF_FAMILY_BERT: return "bert";
+    case WF_FAMILY_VGG: return "vgg";
+    case WF_FAMILY_RESNET: return "resnet";
+    case WF_FAMILY_MLP: return "mlp";
+    case WF_FAMILY_CNN: return "cnn";
+    case WF_FAMILY_GRAPH: return "graph";
+    }
+    return "?";
+}
+
+const char *wf_family_name(wf_family f) { return family_name(f); }
+
+static void from_preset(const zoo_preset *p, wf_model_config *m)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", p->e.name);
+    m->family = p->family;
+    m->dtype = p->dtype;
+    m->layers = p->layers;
+    m->hidden = p->hidden;
+    m->heads = p->heads;
+    m->kv_heads = p->kv_heads;
+    m->seq = p->seq;
+    m->vocab = p->vocab;
+    m->ffn = p->ffn;
+    m->causal = p->family == WF_FAMILY_GPT || p->family == WF_FAMILY_LLAMA;
+    m->depth = p->depth;
+    m->image = p->image;
+    m->channels = p->channels;
+    m->classes = p->classes;
+    if (p->sizes)
+        parse_sizes("sizes", p->sizes, 1, m->sizes, &m->nsizes);
+}
+
+/* Reads an integer key; 1 = set, 0 = absent, <0 = bad value (message set). */
+static wf_status get_i64(wf_spec *s, const char *key, int64_t lo, int64_t hi, int64_t *dst)
+{
+    int r = wf_spec_get_int(s, key, lo, hi, dst);
+    return r < 0 ? (wf_status)r : WF_OK;
+}
+
+static wf_status get_dtype(wf_spec *s, wf_dtype *dst)
+{
+    const char *v = NULL;
+    if (!wf_spec_get_str(s, "dtype", &v))
+        return WF_OK;
+    wf_dtype t;
+    if (wf_dtype_parse(v, &t) != WF_OK || !(t == WF_DTYPE_FP32 || t == WF_DTYPE_FP16 ||
+                                             t == WF_DTYPE_BF16))
+        return wf_errorf(WF_INVAL, "dtype=%s: expected fp32, fp16 or bf16", v);
+    *dst = t;
+    return WF_OK;
+}
+
+#define LIM_BIG ((int64_t)1 << 30)
+
+/* Applies the overrides of s to m (family already set) and rejects unknown keys. */
+static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
+{
+    wf_status st = WF_OK;
+    const char *hint = "";
+    switch (m->family) {
+    case WF_FAMILY_GPT:
+    case WF_FAMILY_LLAMA:
+    case WF_FAMILY_BERT: {
+        int64_t ffn = -1, kv = -1;
+        if ((st = get_i64(s, "layers", 1, 100000, &m->layers)) ||
+            (st = get_i64(s, "hidden", 1, LIM_BIG, &m->hidden)) ||
+            (st = get_i64(s, "heads", 1, 1 << 20, &m->heads)) ||
+            (st = get_i64(s, "seq", 1, LIM_BIG, &m->seq)) ||
+            (st = get_i64(s, "vocab", 1, LIM_BIG, &m->vocab)) ||
+            (st = get_i64(s, "ffn", 1, LIM_BIG, &ffn)) || (st = get_dtype(s, &m->dtype)))
+            return st;
+        if (m->family == WF_FAMILY_LLAMA && (st = get_i64(s, "kv_heads", 1, 1 << 20, &kv)))
+            return st;
+        if (ffn > 0)
+            m->ffn = ffn;
+        if (kv > 0)
+            m->kv_heads = kv;
+        hint = m->family == WF_FAMILY_LLAMA
+                   ? "layers, hidden, heads, kv_heads, seq, vocab, ffn, dtype"
+                   : "layers, hidden, heads, seq, vocab, ffn, dtype";
+        break;
+    }
+    case WF_FAMILY_VGG:
+    case WF_FAMILY_RESNET:
+    case WF_FAMILY_CNN: {
+        if ((st = get_i64(s, "image", 1, 65536, &m->image)) ||
+            (st = get_i64(s, "channels", 1, 65536, &m->channels)) ||
+            (st = get_i64(s, "classes", 1, LIM_BIG, &m->classes)) || (st = get_dtype(s, &m->dtype)))
+            return st;
+        if (m->family == WF_FAMILY_CNN) {
+            const char *v = NULL;
+            if (wf_spec_get_str(s, "sizes", &v) &&
+                (st = parse_sizes("sizes", v, 1, m->sizes, &m->nsizes)))
+                return st;
+            hint = "sizes (conv widths, e.g. 8-16), image, channels, classes, dtype";
+        } else {
+            if ((st = get_i64(s, "depth", 1, 1000, &m->depth)))
+                return st;
+            hint = "depth, image, channels, classes, dtype";
+        }
+        break;
+    }
+    case WF_FAMILY_MLP: {
+        const char *v = NULL;
+        if (wf_spec_get_str(s, "sizes", &v) &&
+            (st = parse_sizes("sizes", v, 2, m->sizes, &m->nsizes)))
+            return st;
+        if ((st = get_dtype(s, &m->dtype)))
+            return st;
+        hint = "sizes (e.g. 784-1024-10), dtype";
+        break;
+    }
+    case WF_FAMILY_GRAPH:
+        hint = "none (explicit op lists take no overrides)";
+        break;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%s model", family_name(m->family));
+    return wf_spec_check_unused(s, what, hint);
+}
+
+/* Fills derived defaults and checks the shape rules. */
+static wf_status finish_config(wf_model_config *m)
+{
+    switch (m->family) {
+    case WF_FAMILY_GPT:
+    case WF_FAMILY_LLAMA:
+    case WF_FAMILY_BERT:
+        if (m->hidden % m->heads != 0)
+            return wf_errorf(WF_INVAL, "%s: heads=%" PRId64 " does not divide hidden=%" PRId64,
+                             m->name, m->heads, m->hidden);
+        if (m->kv_heads == 0)
+            m->kv_heads = m->heads;
+        if (m->heads % m->kv_heads != 0)
+            return wf_errorf(WF_INVAL, "%s: kv_heads=%" PRId64 " does not divide heads=%" PRId64,
+                             m->name, m->kv_heads, m->heads);
+        if (m->family == WF_FAMILY_LLAMA && (m->hidden / m->heads) % 2 != 0)
+            return wf_errorf(WF_INVAL,
+                             "%s: head dim %" PRId64 " (hidden=%" PRId64 " / heads=%" PRId64
+                             ") must be even for rotary embeddings",
+                             m->name, m->hidden / m->heads, m->hidden, m->heads);
+        if (m->ffn == 0) {
+            if (m->family == WF_FAMILY_LLAMA) /* 2/3 of 4h, rounded up to 256 (Llama) */
+                m->ffn = (8 * m->hidden / 3 + 255) / 256 * 256;
+            else
+                m->ffn = 4 * m->hidden;
+        }
+        m->causal = m->family != WF_FAMILY_BERT;
+        break;
+    case WF_FAMILY_VGG:
+        if (m->depth != 11 && m->depth != 13 && m->depth != 16 && m->depth != 19)
+            return wf_errorf(WF_INVAL, "%s: depth=%" PRId64 " (vgg has 11, 13, 16 or 19)", m->name,
+                             m->depth);
+        if (m->image < 32)
+            return wf_errorf(WF_INVAL, "%s: image=%" PRId64 " is below 32 (five 2x2 poolings)",
+                             m->name, m->image);
+        break;
+    case WF_FAMILY_RESNET:
+        if (m->depth != 18 && m->depth != 34 && m->depth != 50 && m->depth != 101 &&
+            m->depth != 152)
+            return wf_errorf(WF_INVAL,
+                             "%s: depth=%" PRId64 " (resnet has 18, 34, 50, 101 or 152)", m->name,
+                             m->depth);
+        if (m->image < 32)
+            return wf_errorf(WF_INVAL, "%s: image=%" PRId64 " is below 32 (stride 32 overall)",
+                             m->name, m->image);
+        break;
+    case WF_FAMILY_CNN:
+        if (m->nsizes < 1 || m->nsizes > 8)
+            return wf_errorf(WF_INVAL, "%s: %d conv stages (1 to 8)", m->name, m->nsizes);
+        if ((m->image >> m->nsizes) < 1)
+            return wf_errorf(WF_INVAL, "%s: image=%" PRId64 " is too small for %d 2x2 poolings",
+                             m->name, m->image, m->nsizes);
+        break;
+    case WF_FAMILY_MLP:
+        if (m->nsizes < 2)
+            return wf_errorf(WF_INVAL, "%s: an mlp needs at least 2 sizes", m->name);
+        break;
+    case WF_FAMILY_GRAPH:
+        break;
+    }
+    return WF_OK;
+}
+
+/* ---- model JSON files ------------------------------------------------------------------ */
+
+/* Turns the keys of a family-form JSON object into a spec ("family" and
+ * "name" excluded) so the same setter validates both forms. */
+static wf_status json_to_spec(const cJSON *j, const char *ctx, wf_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    for (const cJSON *it = j->child; it; it = it->next) {
+        if (!it->string)
+            continue;
+        if (strcmp(it->string, "family") == 0 || strcmp(it->string, "name") == 0)
+            continue;
+        if (s->nkv == WF_SPEC_MAX_KV)
+            return wf_errorf(WF_FORMAT, "%s: too many fields", ctx);
+        if (strlen(it->string) >= sizeof s->key[0])
+            return wf_errorf(WF_FORMAT, "%s: unknown field \"%.40s...\"", ctx, it->string);
+        char *val = s->val[s->nkv];
+        size_t cap = sizeof s->val[0];
+        if (cJSON_IsString(it)) {
+            if (strlen(it->valuestring) >= cap)
+                return wf_errorf(WF_FORMAT, "%s.%s: value too long", ctx, it->string);
+            snprintf(val, cap, "%s", it->valuestring);
+        } else if (cJSON_IsNumber(it)) {
+            double v = it->valuedouble;
+            if (!isfinite(v) || v != floor(v) || fabs(v) > 9e15)
+                return wf_errorf(WF_FORMAT, "%s.%s=%g: expected an integer", ctx, it->string, v);
+            snprintf(val, cap, "%.0f", v);
+        } else if (cJSON_IsArray(it)) {
+            /* [784, 1024, 10] -> "784-1024-10" */
+            size_t n = 0;
+            val[0] = 0;
+            for (const cJSON *e = it->child; e; e = e->next) {
+                if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) ||
+                    e->valuedouble < 1 || e->valuedouble > 9e15)
+                    return wf_errorf(WF_FORMAT, "%s.%s: expected an array of positive integers",
+                                     ctx, it->string);
+                int w = snprintf(val + n, cap - n, "%s%.0f", n ? "-" : "", e->valuedouble);
+                if (w < 0 || (size_t)w >= cap - n)
+                    return wf_errorf(WF_FORMAT, "%s.%s: too many sizes", ctx, it->string);
+                n += (size_t)w;
+            }
+            if (n == 0)
+                return wf_errorf(WF_FORMAT, "%s.%s: empty array", ctx, it->string);
+        } else {
+            return wf_errorf(WF_FORMAT, "%s.%s: expected a number, a string or an array", ctx,
+                             it->string);
+        }
+        for (int i = 0; i < s->nkv; i++)
+            if (strcmp(s->key[i], it->string) == 0)
+                return wf_errorf(WF_FORMAT, "%s: field \"%s\" given twice", ctx, it->string);
+        snprintf(s->key[s->nkv], sizeof s->key[0], "%s", it->string);
+        s->nkv++;
+    }
+    return WF_OK;
+}
+
+/* Re-labels a config error from a file as WF_FORMAT, prefixed with the path. */
+static wf_status as_format(wf_status st, const char *ctx)
+{
+    if (st == WF_OK || st == WF_FORMAT)
+        return st;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", wf_last_error());
+    if (st != WF_INVAL)
+        return wf_errorf(st, "%s", msg);
+    return wf_errorf(WF_FORMAT, "%s: %s", ctx, msg);
+}
+
+static wf_status lookup_json(const char *path, wf_model_config *out)
+{
+    cJSON *j = NULL;
+    wf_status st = wf_json_read_file(path, &j);
+    if (st != WF_OK)
+        return st;
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return wf_errorf(WF_FORMAT, "%s: expected a JSON object", path);
+    }
+    const char *name = NULL;
+    if ((st = wf_json_get_str(j, path, "name", 0, &name)))
+        goto done;
+
+    if (wf_graph_json_is_oplist(j)) {
+        memset(out, 0, sizeof *out);
+        out->family = WF_FAMILY_GRAPH;
+        snprintf(out->name, sizeof out->name, "%s", name ? name : path);
+        if (strlen(path) >= sizeof out->path) {
+            st = wf_errorf(WF_INVAL, "model path too long: %s", path);
+            goto done;
+        }
+        snprintf(out->path, sizeof out->path, "%s", path);
+        /* Validate the whole file now so a bad file fails at lookup. */
+        wf_graph g;
+        wf_graph_init(&g, out->name);
+        st = wf_build_json_graph(j, path, 1, &g);
+        out->dtype = WF_DTYPE_FP32;
+        for (int i = 0; st == WF_OK && i < g.ntensors; i++)
+            if (g.tensors[i].role == WF_ROLE_PARAM) {
+                out->dtype = g.tensors[i].dtype;
+                break;
+            }
+        wf_graph_free(&g);
+        goto done;
+    }
+
+    const char *fam = NULL;
+    if ((st = wf_json_get_str(j, path, "family", 1, &fam)))
+        goto done;
+    const zoo_preset *base = find_family_base(fam);
+    if (!base) {
+        st = wf_errorf(WF_FORMAT,
+                       "%s: unknown family \"%s\" (expected gpt, llama, bert, vgg, resnet, mlp or "
+                       "cnn, or an op list with \"tensors\" and \"ops\")",
+                       path, fam);
+        goto done;
+    }
+    wf_spec s;
+    if ((st = json_to_spec(j, path, &s)))
+        goto done;
+    from_preset(base, out);
+    snprintf(out->name, sizeof out->name, "%s", name ? name : path);
+    snprintf(out->path, sizeof out->path, "%s", path);
+    if (wf_model_is_transformer(out))
+        out->ffn = 0; /* derived from hidden unless the file gives it */
+    st = apply_overrides(&s, out);
+    if (st == WF_OK)
+        st = finish_config(out);
+    /* Unknown keys and bad values in a file are format errors. */
+    st = as_format(st, path);
+done:
+    cJSON_Delete(j);
+    return st;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+wf_status wf_model_lookup(const char *spec, wf_model_config *out)
+{
+    if (!spec || !*spec)
+        return wf_errorf(WF_INVAL, "empty model name (see weft models)");
+    if (ends_with(spec, ".json"))
+        return lookup_json(spec, out);
+    wf_spec s;
+    wf_status st = wf_spec_parse(spec, &s);
+    if (st != WF_OK)
+        return st;
+    const zoo_preset *p = find_preset(s.name);
+    int is_family = 0;
+    if (!p && (p = find_family_base(s.name)) != NULL)
+        is_family = 1;
+    if (!p)
+        return wf_errorf(WF_INVAL,
+                         "unknown model '%s' (see weft models; families: gpt, llama, bert, vgg, "
+                         "resnet, mlp, cnn; or a .json file)",
+                         s.name);
+    from_preset(p, out);
+    /* The canonical name is the spec itself when it overrides anything. */
+    if (s.nkv > 0 || is_family)
+        snprintf(out->name, sizeof out->name, "%s", spec);
+    /* A family spec derives ffn from its hidden size (gpt/bert: 4h, llama:
+     * the SwiGLU width); so does a zoo llama whose hidden size is overridden. */
+    if (p->family == WF_FAMILY_LLAMA && is_family)
+        out->ffn = 0;
+    for (int i = 0; p->family == WF_FAMILY_LLAMA && i < s.nkv; i++)
+        if (strcmp(s.key[i], "hidden") == 0)
+            out->ffn = 0;
+    if ((st = apply_overrides(&s, out)) != WF_OK)
+        return st;
+    return finish_config(out);
+}
+
+/* ---- building ------------------------------------------------------------------------ */
+
+int wf_model_is_transformer(const wf_model_config *m)
+{
+    return m->family == WF_FAMILY_GPT || m->family == WF_FAMILY_LLAMA ||
+           m->family == WF_FAMILY_BERT;
+}
+
+wf_status wf_model_build(const wf_model_config *m, int64_t batch, wf_graph *g)
+{
+    wf_graph_init(g, m->name);
+    if (batch < 1 || batch > ((int64_t)1 << 40))
+        return g->status = wf_errorf(WF_INVAL, "batch=%" PRId64 " must be positive", batch);
+    wf_status st;
+    switch (m->family) {
+    case WF_FAMILY_GPT: st = wf_build_gpt(m, batch, g); break;
+    case WF_FAMILY_LLAMA: st = wf_build_llama(m, batch, g); break;
+    case WF_FAMILY_BERT: st = wf_build_bert(m, batch, g); break;
+    case WF_FAMILY_VGG: st = wf_build_vgg(m, batch, g); break;
+    case WF_FAMILY_RESNET: st = wf_build_resnet(m, batch, g); break;
+    case WF_FAMILY_CNN: st = wf_build_cnn(m, batch, g); break;
+    case WF_FAMILY_MLP: st = wf_build_mlp(m, batch, g); break;
+    case WF_FAMILY_GRAPH: {
+        cJSON *j = NULL;
+        st = wf_json_read_file(m->path, &j);
+        if (st == WF_OK)
+            st = wf_build_json_graph(j, m->path, batch, g);
+        cJSON_Delete(j);
+        break;
+    }
+    default:
+        st = wf_errorf(WF_INVAL, "model '%s': unknown family %d", m->name, (int)m->family);
+    }
+    if (st != WF_OK && g->status == WF_OK)
+        g->status = st;
+    if (st == WF_OK && g->loss < 0)
+        st = g->status = wf_errorf(WF_INTERNAL, "model '%s': the graph has no loss", m->name);
+    return st;
+}
+
+wf_status wf_model_params(const wf_model_config *m, double *params)
+{
+    wf_graph g;
+    wf_status st = wf_model_build(m, 1, &g);
+    if (st == WF_OK) {
+        wf_graph_totals t;
+        wf_graph_totals_of(&g, &t);
+        *params = t.params;
+    }
+    wf_graph_free(&g);
+    return st;
+}
+
+/* ---- helpers shared by the builders ----------------------------------------------------- */
+
+const char *wf_model_name(char buf[WF_NAME_LEN], const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, WF_NAME_LEN, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+int wf_model_param(wf_graph *g, wf_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                   int64_t d3, const char *fmt, ...)
+{
+    char name[WF_NAME_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    int64_t shape[4] = {d0, d1, d2, d3};
+    return wf_graph_add_tensor(g, name, dt, WF_ROLE_PARAM, ndim, shape);
+}
+
+uint64_t wf_model_seed(const wf_graph *g)
+{
+    /* splitmix64 of the op index: distinct, fixed seeds per dropout op. */
+    uint64_t z = (uint64_t)g->nops + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
