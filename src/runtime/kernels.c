@@ -1,0 +1,1094 @@
+/* Fast CPU kernels (fp32): matmul, batch_matmul, linear, conv2d (im2col) and
+ * attention call CBLAS sgemm (OpenBLAS); the other ops are flat loops over
+ * contiguous rows that the compiler can vectorize. Every kernel here has a
+ * reference twin in kernels_ref.c with the same signature, and the tests hold
+ * the two together; conventions are documented in kernels-impl.h.
+ *
+ * Not here: threading outside BLAS (one rank per core is the plan under
+ * MPI), fp16/bf16, in-place aliasing of inputs and outputs (only the
+ * elementwise ops tolerate y == x). */
+#include "runtime/kernels-impl.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- BLAS control and sizes ------------------------------------------------------ */
+
+wf_status wf_k_set_threads(int n)
+{
+    if (n < 1)
+        return wf_errorf(WF_INVAL, "BLAS threads=%d must be at least 1", n);
+#if defined(OPENBLAS_VERSION)
+    openblas_set_num_threads(n);
+    return WF_OK;
+#else
+    return wf_errorf(WF_NOTFOUND, "the BLAS in use cannot set its thread count (not OpenBLAS)");
+#endif
+}
+
+const char *wf_k_blas_info(void)
+{
+#if defined(OPENBLAS_VERSION)
+    return openblas_get_config();
+#else
+    return "CBLAS (not OpenBLAS)";
+#endif
+}
+
+size_t wf_k_layernorm_saved_floats(int64_t m) { return (size_t)(2 * m); }
+size_t wf_k_rmsnorm_saved_floats(int64_t m) { return (size_t)m; }
+size_t wf_k_cross_entropy_saved_floats(int64_t m) { return (size_t)m; }
+size_t wf_k_batchnorm_saved_floats(int64_t c) { return (size_t)(2 * c); }
+
+size_t wf_k_attention_saved_floats(const wf_k_attn *at)
+{
+    return (size_t)(at->b * at->heads * at->s * at->s);
+}
+
+size_t wf_k_attention_ws_floats(const wf_k_attn *at) { return (size_t)(2 * at->s * at->s); }
+
+static int64_t groups_of(const wf_k_conv_geom *g) { return g->groups > 0 ? g->groups : 1; }
+
+size_t wf_k_conv2d_ws_floats(const wf_k_conv_geom *g)
+{
+    return (size_t)(2 * (g->c / groups_of(g)) * g->kh * g->kw * g->ho * g->wo);
+}
+
+wf_status wf_k_conv_geom_check(wf_k_conv_geom *g, int pool)
+{
+    const char *what = pool ? "pool" : "conv2d";
+    if (g->n < 1 || g->c < 1 || g->h < 1 || g->w < 1)
+        return wf_errorf(WF_INVAL, "%s: input [%lld,%lld,%lld,%lld] has an empty dimension", what,
+                         (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w);
+    if (g->kh < 1 || g->kw < 1)
+        return wf_errorf(WF_INVAL, "%s: kernel %lldx%lld must be at least 1x1", what,
+                         (long long)g->kh, (long long)g->kw);
+    if (g->sh < 1 || g->sw < 1)
+        return wf_errorf(WF_INVAL, "%s: stride %lldx%lld must be at least 1x1", what,
+                         (long long)g->sh, (long long)g->sw);
+    if (g->ph < 0 || g->pw < 0 || g->ph >= g->kh || g->pw >= g->kw)
+        return wf_errorf(WF_INVAL, "%s: pad %lldx%lld must be in [0, kernel %lldx%lld)", what,
+                         (long long)g->ph, (long long)g->pw, (long long)g->kh, (long long)g->kw);
+    if (g->h + 2 * g->ph < g->kh || g->w + 2 * g->pw < g->kw)
+        return wf_errorf(WF_INVAL, "%s: kernel %lldx%lld exceeds the padded input %lldx%lld", what,
+                         (long long)g->kh, (long long)g->kw, (long long)(g->h + 2 * g->ph),
+                         (long long)(g->w + 2 * g->pw));
+    if (!pool) {
+        if (g->groups < 0)
+            return wf_errorf(WF_INVAL, "conv2d: groups=%lld must be positive", (long long)g->groups);
+        int64_t G = groups_of(g);
+        if (g->o < 1 || g->c % G || g->o % G)
+            return wf_errorf(WF_INVAL, "conv2d: groups=%lld must divide channels %lld and "
+                             "outputs %lld", (long long)G, (long long)g->c, (long long)g->o);
+    }
+    g->ho = (g->h + 2 * g->ph - g->kh) / g->sh + 1;
+    g->wo = (g->w + 2 * g->pw - g->kw) / g->sw + 1;
+    return WF_OK;
+}
+
+/* ---- matmul family -------------------------------------------------------------------- */
+
+/* C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C, row-major, with A stored
+ * [m,k] (or [k,m] when ta) and leading dimensions given. */
+static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                 int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+void wf_k_matmul_fwd(const float *a, const float *b, float *c, int64_t m, int64_t k, int64_t n,
+                     int trans_a, int trans_b)
+{
+    gemm(trans_a, trans_b, m, n, k, 1.0f, a, trans_a ? m : k, b, trans_b ? k : n, 0.0f, c, n);
+}
+
+void wf_k_matmul_bwd(const float *a, const float *b, const float *dc, float *da, float *db,
+                     int64_t m, int64_t k, int64_t n, int trans_a, int trans_b)
+{
+    const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+    /* d op(A) = dC op(B)^T; stored transposed when trans_a: dA = op(B) dC^T. */
+    if (da) {
+        if (!trans_a)
+            gemm(0, !trans_b, m, k, n, 1.0f, dc, n, b, ldb, 0.0f, da, lda);
+        else
+            gemm(trans_b, 1, k, m, n, 1.0f, b, ldb, dc, n, 0.0f, da, lda);
+    }
+    /* d op(B) = op(A)^T dC; stored transposed when trans_b: dB = dC^T op(A). */
+    if (db) {
+        if (!trans_b)
+            gemm(!trans_a, 0, k, n, m, 1.0f, a, lda, dc, n, 0.0f, db, ldb);
+        else
+            gemm(1, trans_a, n, k, m, 1.0f, dc, n, a, lda, 0.0f, db, ldb);
+    }
+}
+
+void wf_k_batch_matmul_fwd(const float *a, const float *b, float *c, int64_t batch, int64_t m,
+                           int64_t k, int64_t n, int trans_a, int trans_b)
+{
+    for (int64_t t = 0; t < batch; t++)
+        wf_k_matmul_fwd(a + t * m * k, b + t * k * n, c + t * m * n, m, k, n, trans_a, trans_b);
+}
+
+void wf_k_batch_matmul_bwd(const float *a, const float *b, const float *dc, float *da,
+                           float *db, int64_t batch, int64_t m, int64_t k, int64_t n,
+                           int trans_a, int trans_b)
+{
+    for (int64_t t = 0; t < batch; t++)
+        wf_k_matmul_bwd(a + t * m * k, b + t * k * n, dc + t * m * n, da ? da + t * m * k : NULL,
+                        db ? db + t * k * n : NULL, m, k, n, trans_a, trans_b);
+}
+
+/* out[n] = sum over rows of x[m,n] (row by row, so the inner loop vectorizes). */
+static void col_sums(const float *restrict x, float *restrict out, int64_t m, int64_t n)
+{
+    memset(out, 0, sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < m; i++) {
+        const float *restrict r = x + i * n;
+        for (int64_t j = 0; j < n; j++)
+            out[j] += r[j];
+    }
+}
+
+void wf_k_linear_fwd(const float *x, const float *w, const float *bias, float *y, int64_t m,
+                     int64_t k, int64_t n)
+{
+    /* Rows start as the bias, then the GEMM accumulates onto them (beta = 1). */
+    if (bias)
+        for (int64_t i = 0; i < m; i++)
+            memcpy(y + i * n, bias, sizeof(float) * (size_t)n);
+    gemm(0, 0, m, n, k, 1.0f, x, k, w, n, bias ? 1.0f : 0.0f, y, n);
+}
+
+void wf_k_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                     float *dbias, int64_t m, int64_t k, int64_t n)
+{
+    if (dx) /* dx[m,k] = dy[m,n] w[k,n]^T */
+        gemm(0, 1, m, k, n, 1.0f, dy, n, w, n, 0.0f, dx, k);
+    if (dw) /* dw[k,n] = x[m,k]^T dy[m,n] */
+        gemm(1, 0, k, n, m, 1.0f, x, k, dy, n, 0.0f, dw, n);
+    if (dbias)
+        col_sums(dy, dbias, m, n);
+}
+
+void wf_k_bias_add_fwd(const float *x, const float *b, float *y, int64_t m, int64_t n)
+{
+    wf_k_add_fwd(x, b, y, m * n, n);
+}
+
+void wf_k_bias_add_bwd(const float *dy, float *dx, float *db, int64_t m, int64_t n)
+{
+    wf_k_add_bwd(dy, dx, db, m * n, n);
+}
+
+void wf_k_add_fwd(const float *a, const float *b, float *y, int64_t n, int64_t nb)
+{
+    for (int64_t r = 0; r < n; r += nb) {
+        const float *ar = a + r;
+        float *yr = y + r;
+        for (int64_t j = 0; j < nb; j++)
+            yr[j] = ar[j] + b[j];
+    }
+}
+
+void wf_k_add_bwd(const float *dy, float *da, float *db, int64_t n, int64_t nb)
+{
+    if (da && da != dy)
+        memcpy(da, dy, sizeof(float) * (size_t)n);
+    if (db)
+        col_sums(dy, db, n / nb, nb);
+}
+
+void wf_k_mul_fwd(const float *a, const float *b, float *y, int64_t n, int64_t nb, float scale)
+{
+    if (!b) {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = a[i] * scale;
+        return;
+    }
+    for (int64_t r = 0; r < n; r += nb) {
+        const float *ar = a + r;
+        float *yr = y + r;
+        for (int64_t j = 0; j < nb; j++)
+            yr[j] = ar[j] * b[j];
+    }
+}
+
+void wf_k_mul_bwd(const float *a, const float *b, const float *dy, float *da, float *db,
+                  int64_t n, int64_t nb, float scale)
+{
+    if (da)
+        wf_k_mul_fwd(dy, b, da, n, nb, scale);
+    if (db && b) {
+        memset(db, 0, sizeof(float) * (size_t)nb);
+        for (int64_t r = 0; r < n; r += nb) {
+            const float *restrict ar = a + r, *restrict dr = dy + r;
+            for (int64_t j = 0; j < nb; j++)
+                db[j] += dr[j] * ar[j];
+        }
+    }
+}
+
+/* ---- activations and dropout ------------------------------------------------------------- */
+
+void wf_k_relu_fwd(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void wf_k_relu_bwd(const float *x, const float *dy, float *dx, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+#define GELU_CF 0.7978845608028654f /* sqrt(2/pi) */
+
+void wf_k_gelu_fwd(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(GELU_CF * (v + 0.044715f * v * v * v)));
+    }
+}
+
+void wf_k_gelu_bwd(const float *x, const float *dy, float *dx, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        float t = tanhf(GELU_CF * (v + 0.044715f * v * v * v));
+        float dt = (1.0f - t * t) * GELU_CF * (1.0f + 3.0f * 0.044715f * v * v);
+        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
+    }
+}
+
+void wf_k_silu_fwd(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+void wf_k_silu_bwd(const float *x, const float *dy, float *dx, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float sg = 1.0f / (1.0f + expf(-x[i]));
+        dx[i] = dy[i] * sg * (1.0f + x[i] * (1.0f - sg));
+    }
+}
+
+/* y[i] = keep(i) ? x[i] / (1-p) : 0 (shared by forward and backward, which
+ * applies the same mask to dy); y may be x. */
+static void dropout_apply(const float *x, float *y, int64_t n, float p,
+                          uint64_t seed, uint64_t offset)
+{
+    const float inv = (float)(1.0 / (1.0 - (double)p));
+    for (int64_t i = 0; i < n; i++)
+        y[i] = wf_k_rng_uniform(seed, offset + (uint64_t)i) >= p ? x[i] * inv : 0.0f;
+}
+
+void wf_k_dropout_fwd(const float *x, float *y, int64_t n, float p, uint64_t seed,
+                      uint64_t offset)
+{
+    dropout_apply(x, y, n, p, seed, offset);
+}
+
+void wf_k_dropout_bwd(const float *dy, float *dx, int64_t n, float p, uint64_t seed,
+                      uint64_t offset)
+{
+    dropout_apply(dy, dx, n, p, seed, offset);
+}
+
+/* ---- normalizations and softmax ------------------------------------------------------------ */
+
+void wf_k_layernorm_fwd(const float *x, const float *gamma, const float *beta, float *y,
+                        float *saved, int64_t m, int64_t h, float eps)
+{
+    for (int64_t i = 0; i < m; i++) {
+        const float *restrict xr = x + i * h;
+        float *restrict yr = y + i * h;
+        float sum = 0.0f, var = 0.0f;
+        for (int64_t j = 0; j < h; j++)
+            sum += xr[j];
+        const float mean = sum / (float)h;
+        for (int64_t j = 0; j < h; j++)
+            var += (xr[j] - mean) * (xr[j] - mean);
+        const float rstd = 1.0f / sqrtf(var / (float)h + eps);
+        for (int64_t j = 0; j < h; j++)
+            yr[j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
+        if (saved) {
+            saved[i] = mean;
+            saved[m + i] = rstd;
+        }
+    }
+}
+
+void wf_k_layernorm_bwd(const float *x, const float *gamma, const float *dy, const float *saved,
+                        float *dx, float *dgamma, float *dbeta, int64_t m, int64_t h)
+{
+    if (dgamma)
+        memset(dgamma, 0, sizeof(float) * (size_t)h);
+    if (dbeta)
+        memset(dbeta, 0, sizeof(float) * (size_t)h);
+    for (int64_t i = 0; i < m; i++) {
+        const float *restrict xr = x + i * h, *restrict dr = dy + i * h;
+        const float mean = saved[i], rstd = saved[m + i];
+        float sg = 0.0f, sgx = 0.0f;
+        for (int64_t j = 0; j < h; j++) {
+            float xh = (xr[j] - mean) * rstd, g = dr[j] * gamma[j];
+            sg += g;
+            sgx += g * xh;
+            if (dgamma)
+                dgamma[j] += dr[j] * xh;
+            if (dbeta)
+                dbeta[j] += dr[j];
+        }
+        if (!dx)
+            continue;
+        sg /= (float)h;
+        sgx /= (float)h;
+        float *restrict dxr = dx + i * h;
+        for (int64_t j = 0; j < h; j++) {
+            float xh = (xr[j] - mean) * rstd;
+            dxr[j] = rstd * (dr[j] * gamma[j] - sg - xh * sgx);
+        }
+    }
+}
+
+void wf_k_rmsnorm_fwd(const float *x, const float *gamma, float *y, float *saved, int64_t m,
+                      int64_t h, float eps)
+{
+    for (int64_t i = 0; i < m; i++) {
+        const float *restrict xr = x + i * h;
+        float *restrict yr = y + i * h;
+        float ss = 0.0f;
+        for (int64_t j = 0; j < h; j++)
+            ss += xr[j] * xr[j];
+        const float rstd = 1.0f / sqrtf(ss / (float)h + eps);
+        for (int64_t j = 0; j < h; j++)
+            yr[j] = xr[j] * rstd * gamma[j];
+        if (saved)
+            saved[i] = rstd;
+    }
+}
+
+void wf_k_rmsnorm_bwd(const float *x, const float *gamma, const float *dy, const float *saved,
+                      float *dx, float *dgamma, int64_t m, int64_t h)
+{
+    if (dgamma)
+        memset(dgamma, 0, sizeof(float) * (size_t)h);
+    for (int64_t i = 0; i < m; i++) {
+        const float *restrict xr = x + i * h, *restrict dr = dy + i * h;
+        const float r = saved[i];
+        float sgx = 0.0f;
+        for (int64_t j = 0; j < h; j++) {
+            sgx += dr[j] * gamma[j] * xr[j];
+            if (dgamma)
+                dgamma[j] += dr[j] * xr[j] * r;
+        }
+        if (!dx)
+            continue;
+        const float c = r * r * r * sgx / (float)h;
+        float *restrict dxr = dx + i * h;
+        for (int64_t j = 0; j < h; j++)
+            dxr[j] = r * dr[j] * gamma[j] - c * xr[j];
+    }
+}
+
+/* Softmax of one row of n values in place over its first `len` entries; the
+ * entries from len on are set to 0 (causal masking). */
+static void softmax_row(float *restrict r, int64_t len, int64_t n)
+{
+    float mx = r[0], sum = 0.0f;
+    for (int64_t j = 1; j < len; j++)
+        mx = r[j] > mx ? r[j] : mx;
+    for (int64_t j = 0; j < len; j++) {
+        r[j] = expf(r[j] - mx);
+        sum += r[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < len; j++)
+        r[j] *= inv;
+    for (int64_t j = len; j < n; j++)
+        r[j] = 0.0f;
+}
+
+void wf_k_softmax_fwd(const float *x, float *y, int64_t m, int64_t n)
+{
+    for (int64_t i = 0; i < m; i++) {
+        if (y != x)
+            memcpy(y + i * n, x + i * n, sizeof(float) * (size_t)n);
+        softmax_row(y + i * n, n, n);
+    }
+}
+
+void wf_k_softmax_bwd(const float *y, const float *dy, float *dx, int64_t m, int64_t n)
+{
+    for (int64_t i = 0; i < m; i++) {
+        const float *restrict yr = y + i * n, *restrict dr = dy + i * n;
+        float *restrict dxr = dx + i * n;
+        float dot = 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            dot += dr[j] * yr[j];
+        for (int64_t j = 0; j < n; j++)
+            dxr[j] = yr[j] * (dr[j] - dot);
+    }
+}
+
+/* ---- attention ---------------------------------------------------------------------------------
+ * Per (batch b, head h) with kv head g = h / (A/Akv), the head's rows are
+ * strided views: Q_bh = q + b*S*A*D + h*D with row stride A*D, K_bg and V_bg
+ * with row stride Akv*D, so sgemm reads them in place:
+ *   P   = softmax(scale Q K^T, causal)     [S,S]   (saved)
+ *   Pd  = P .* drop / (1-p)                [S,S]   (ws)
+ *   O   = Pd V                             [S,D]
+ * and backward:
+ *   dPd = dO V^T, dP = dPd .* drop/(1-p), dS = P .* (dP - rowsum(dP .* P))
+ *   dQ = scale dS K, dK += scale dS^T Q, dV += Pd^T dO   (GQA heads sum into g). */
+
+static float attn_scale_f(const wf_k_attn *at)
+{
+    return at->scale != 0 ? at->scale : (float)(1.0 / sqrt((double)at->d));
+}
+
+/* Applies head (b,h)'s dropout mask to src[S,S] into dst (scaled by 1/(1-p)). */
+static void attn_dropout(const wf_k_attn *at, int64_t b, int64_t h, const float *src,
+                         float *dst)
+{
+    const int64_t S = at->s;
+    dropout_apply(src, dst, S * S, at->p, at->seed,
+                  at->offset + (uint64_t)((b * at->heads + h) * S * S));
+}
+
+void wf_k_attention_fwd(const wf_k_attn *at, const float *q, const float *k, const float *v,
+                        float *out, float *saved, float *ws)
+{
+    const int64_t B = at->b, S = at->s, A = at->heads, Akv = at->kv_heads, D = at->d;
+    const int64_t grp = A / Akv, ldq = A * D, ldk = Akv * D;
+    const float scale = attn_scale_f(at);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < A; h++) {
+            const int64_t g = h / grp;
+            const float *qb = q + b * S * ldq + h * D;
+            const float *kb = k + b * S * ldk + g * D, *vb = v + b * S * ldk + g * D;
+            float *P = saved ? saved + (b * A + h) * S * S : ws;
+            gemm(0, 1, S, S, D, scale, qb, ldq, kb, ldk, 0.0f, P, S);
+            for (int64_t i = 0; i < S; i++)
+                softmax_row(P + i * S, at->causal ? i + 1 : S, S);
+            const float *Pd = P;
+            if (at->p > 0) {
+                attn_dropout(at, b, h, P, ws + S * S);
+                Pd = ws + S * S;
+            }
+            gemm(0, 0, S, D, S, 1.0f, Pd, S, vb, ldk, 0.0f, out + b * S * ldq + h * D, ldq);
+        }
+}
+
+void wf_k_attention_bwd(const wf_k_attn *at, const float *q, const float *k, const float *v,
+                        const float *dout, const float *saved, float *dq, float *dk, float *dv,
+                        float *ws)
+{
+    const int64_t B = at->b, S = at->s, A = at->heads, Akv = at->kv_heads, D = at->d;
+    const int64_t grp = A / Akv, ldq = A * D, ldk = Akv * D;
+    const float scale = attn_scale_f(at);
+    float *dP = ws, *Pd = ws + S * S;
+    if (dk)
+        memset(dk, 0, sizeof(float) * (size_t)(B * S * ldk));
+    if (dv)
+        memset(dv, 0, sizeof(float) * (size_t)(B * S * ldk));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < A; h++) {
+            const int64_t g = h / grp;
+            const float *qb = q + b * S * ldq + h * D, *dob = dout + b * S * ldq + h * D;
+            const float *kb = k + b * S * ldk + g * D, *vb = v + b * S * ldk + g * D;
+            const float *P = saved + (b * A + h) * S * S;
+            if (dv) {
+                const float *pd = P;
+                if (at->p > 0) {
+                    attn_dropout(at, b, h, P, Pd);
+                    pd = Pd;
+                }
+                gemm(1, 0, S, D, S, 1.0f, pd, S, dob, ldq, 1.0f, dv + b * S * ldk + g * D, ldk);
+            }
+            if (!dq && !dk)
+                continue;
+            gemm(0, 1, S, S, D, 1.0f, dob, ldq, vb, ldk, 0.0f, dP, S);
+            if (at->p > 0)
+                attn_dropout(at, b, h, dP, dP);
+            for (int64_t i = 0; i < S; i++) {
+                const float *restrict pr = P + i * S;
+                float *restrict dr = dP + i * S;
+                float dot = 0.0f;
+                for (int64_t j = 0; j < S; j++)
+                    dot += dr[j] * pr[j];
+                for (int64_t j = 0; j < S; j++)
+                    dr[j] = pr[j] * (dr[j] - dot);
+            }
+            if (dq)
+                gemm(0, 0, S, D, S, scale, dP, S, kb, ldk, 0.0f, dq + b * S * ldq + h * D, ldq);
+            if (dk)
+                gemm(1, 0, S, D, S, scale, dP, S, qb, ldq, 1.0f, dk + b * S * ldk + g * D, ldk);
+        }
+}
+
+/* ---- embedding, rotary, cross-entropy ----------------------------------------------------------- */
+
+wf_status wf_k_embedding_fwd(const int32_t *ids, const float *table, float *y, int64_t m,
+                             int64_t v, int64_t h)
+{
+    for (int64_t i = 0; i < m; i++) {
+        if (ids[i] < 0 || ids[i] >= v)
+            return wf_errorf(WF_INVAL, "embedding: token id %d at position %lld is outside "
+                             "[0, %lld)", (int)ids[i], (long long)i, (long long)v);
+        memcpy(y + i * h, table + (int64_t)ids[i] * h, sizeof(float) * (size_t)h);
+    }
+    return WF_OK;
+}
+
+void wf_k_embedding_bwd(const int32_t *ids, const float *dy, float *dtable, int64_t m,
+                        int64_t v, int64_t h)
+{
+    memset(dtable, 0, sizeof(float) * (size_t)(v * h));
+    for (int64_t i = 0; i < m; i++) {
+        float *restrict r = dtable + (int64_t)ids[i] * h;
+        const float *restrict d = dy + i * h;
+        for (int64_t j = 0; j < h; j++)
+            r[j] += d[j];
+    }
+}
+
+static void rotary(const float *x, float *y, int64_t B, int64_t S, int64_t A, int64_t D,
+                   float base, double sign)
+{
+    const double bs = base != 0 ? (double)base : 10000.0;
+    for (int64_t s = 0; s < S; s++)
+        for (int64_t i = 0; i < D / 2; i++) {
+            /* One angle per (position, pair), shared by every batch row and head. */
+            const double ang = sign * (double)s * pow(bs, -2.0 * (double)i / (double)D);
+            const float c = (float)cos(ang), sn = (float)sin(ang);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t h = 0; h < A; h++) {
+                    const int64_t o = (b * S + s) * A * D + h * D + 2 * i;
+                    const float x0 = x[o], x1 = x[o + 1];
+                    y[o] = x0 * c - x1 * sn;
+                    y[o + 1] = x0 * sn + x1 * c;
+                }
+        }
+}
+
+void wf_k_rotary_fwd(const float *x, float *y, int64_t b, int64_t s, int64_t heads, int64_t d,
+                     float base)
+{
+    rotary(x, y, b, s, heads, d, base, 1.0);
+}
+
+void wf_k_rotary_bwd(const float *dy, float *dx, int64_t b, int64_t s, int64_t heads,
+                     int64_t d, float base)
+{
+    rotary(dy, dx, b, s, heads, d, base, -1.0);
+}
+
+wf_status wf_k_cross_entropy_fwd(const float *logits, const int32_t *labels, float *loss,
+                                 float *saved, int64_t m, int64_t v)
+{
+    double total = 0;
+    for (int64_t i = 0; i < m; i++) {
+        if (labels[i] < 0 || labels[i] >= v)
+            return wf_errorf(WF_INVAL, "cross_entropy: label %d at row %lld is outside "
+                             "[0, %lld)", (int)labels[i], (long long)i, (long long)v);
+        const float *restrict r = logits + i * v;
+        float mx = r[0], sum = 0.0f;
+        for (int64_t j = 1; j < v; j++)
+            mx = r[j] > mx ? r[j] : mx;
+        for (int64_t j = 0; j < v; j++)
+            sum += expf(r[j] - mx);
+        const float lse = mx + logf(sum);
+        if (saved)
+            saved[i] = lse;
+        total += (double)lse - (double)r[labels[i]];
+    }
+    *loss = (float)(total / (double)m);
+    return WF_OK;
+}
+
+void wf_k_cross_entropy_bwd(const float *logits, const int32_t *labels, const float *saved,
+                            float dloss, float *dlogits, int64_t m, int64_t v)
+{
+    const float c = dloss / (float)m;
+    for (int64_t i = 0; i < m; i++) {
+        const float *restrict r = logits + i * v;
+        float *restrict d = dlogits + i * v;
+        const float lse = saved[i];
+        for (int64_t j = 0; j < v; j++)
+            d[j] = c * expf(r[j] - lse);
+        d[labels[i]] -= c;
+    }
+}
+
+/* ---- convolution (im2col + sgemm) --------------------------------------------------------------- */
+
+/* Output columns [*lo, *hi) whose input column ow*stride - pad + k lies in
+ * [0, size). */
+static void valid_range(int64_t size, int64_t out, int64_t stride, int64_t pad, int64_t k,
+                        int64_t *lo, int64_t *hi)
+{
+    int64_t first = pad - k > 0 ? (pad - k + stride - 1) / stride : 0;
+    int64_t last = size - 1 + pad - k; /* ow*stride <= last */
+    int64_t end = last < 0 ? 0 : last / stride + 1;
+    if (end > out)
+        end = out;
+    *lo = first < end ? first : end;
+    *hi = end;
+}
+
+/* col[(c*KH+kh)*KW+kw, oh*Wo+ow] = x[c, oh*sh-ph+kh, ow*sw-pw+kw] (0 outside)
+ * for the cg channels of x starting at xc ([cg,H,W]). */
+static void im2col(const wf_k_conv_geom *g, const float *xc, int64_t cg, float *col)
+{
+    const int64_t howo = g->ho * g->wo;
+    for (int64_t c = 0; c < cg; c++)
+        for (int64_t kh = 0; kh < g->kh; kh++)
+            for (int64_t kw = 0; kw < g->kw; kw++) {
+                float *row = col + ((c * g->kh + kh) * g->kw + kw) * howo;
+                int64_t lo, hi;
+                valid_range(g->w, g->wo, g->sw, g->pw, kw, &lo, &hi);
+                for (int64_t oh = 0; oh < g->ho; oh++) {
+                    float *r = row + oh * g->wo;
+                    const int64_t ih = oh * g->sh - g->ph + kh;
+                    if (ih < 0 || ih >= g->h) {
+                        memset(r, 0, sizeof(float) * (size_t)g->wo);
+                        continue;
+                    }
+                    const float *src = xc + (c * g->h + ih) * g->w - g->pw + kw;
+                    for (int64_t ow = 0; ow < lo; ow++)
+                        r[ow] = 0.0f;
+                    if (g->sw == 1)
+                        memcpy(r + lo, src + lo, sizeof(float) * (size_t)(hi - lo));
+                    else
+                        for (int64_t ow = lo; ow < hi; ow++)
+                            r[ow] = src[ow * g->sw];
+                    for (int64_t ow = hi; ow < g->wo; ow++)
+                        r[ow] = 0.0f;
+                }
+            }
+}
+
+/* The adjoint of im2col: dxc[c, ih, iw] += every col entry that read it. */
+static void col2im(const wf_k_conv_geom *g, const float *col, int64_t cg, float *dxc)
+{
+    const int64_t howo = g->ho * g->wo;
+    for (int64_t c = 0; c < cg; c++)
+        for (int64_t kh = 0; kh < g->kh; kh++)
+            for (int64_t kw = 0; kw < g->kw; kw++) {
+                const float *row = col + ((c * g->kh + kh) * g->kw + kw) * howo;
+                int64_t lo, hi;
+                valid_range(g->w, g->wo, g->sw, g->pw, kw, &lo, &hi);
+                for (int64_t oh = 0; oh < g->ho; oh++) {
+                    const int64_t ih = oh * g->sh - g->ph + kh;
+                    if (ih < 0 || ih >= g->h)
+                        continue;
+                    const float *r = row + oh * g->wo;
+                    float *dst = dxc + (c * g->h + ih) * g->w - g->pw + kw;
+                    for (int64_t ow = lo; ow < hi; ow++)
+                        dst[ow * g->sw] += r[ow];
+                }
+            }
+}
+
+/* A 1x1 kernel with stride 1 and no padding reads x as its own im2col matrix. */
+static int conv_is_pointwise(const wf_k_conv_geom *g)
+{
+    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+}
+
+void wf_k_conv2d_fwd(const wf_k_conv_geom *g, const float *x, const float *w, const float *bias,
+                     float *y, float *ws)
+{
+    const int64_t G = groups_of(g), cg = g->c / G, og = g->o / G;
+    const int64_t howo = g->ho * g->wo, kk = cg * g->kh * g->kw;
+    const int pointwise = conv_is_pointwise(g);
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t grp = 0; grp < G; grp++) {
+            const float *xc = x + (n * g->c + grp * cg) * g->h * g->w;
+            float *yg = y + (n * g->o + grp * og) * howo;
+            const float *col = xc;
+            if (!pointwise) {
+                im2col(g, xc, cg, ws);
+                col = ws;
+            }
+            if (bias)
+                for (int64_t o = 0; o < og; o++)
+                    for (int64_t t = 0; t < howo; t++)
+                        yg[o * howo + t] = bias[grp * og + o];
+            /* y_g[og, HoWo] = w_g[og, cg*KH*KW] col[cg*KH*KW, HoWo] */
+            gemm(0, 0, og, howo, kk, 1.0f, w + grp * og * kk, kk, col, howo, bias ? 1.0f : 0.0f,
+                 yg, howo);
+        }
+}
+
+void wf_k_conv2d_bwd(const wf_k_conv_geom *g, const float *x, const float *w, const float *dy,
+                     float *dx, float *dw, float *dbias, float *ws)
+{
+    const int64_t G = groups_of(g), cg = g->c / G, og = g->o / G;
+    const int64_t howo = g->ho * g->wo, kk = cg * g->kh * g->kw;
+    const int pointwise = conv_is_pointwise(g);
+    float *col = ws, *dcol = ws + kk * howo;
+    if (dx && !pointwise)
+        memset(dx, 0, sizeof(float) * (size_t)(g->n * g->c * g->h * g->w));
+    if (dbias)
+        memset(dbias, 0, sizeof(float) * (size_t)g->o);
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t grp = 0; grp < G; grp++) {
+            const float *xc = x + (n * g->c + grp * cg) * g->h * g->w;
+            const float *dyg = dy + (n * g->o + grp * og) * howo;
+            const float *wg = w + grp * og * kk;
+            if (dw) {
+                /* dw_g[og, kk] (+)= dy_g[og, HoWo] col[kk, HoWo]^T, summed over images */
+                const float *cm = xc;
+                if (!pointwise) {
+                    im2col(g, xc, cg, col);
+                    cm = col;
+                }
+                gemm(0, 1, og, kk, howo, 1.0f, dyg, howo, cm, howo, n ? 1.0f : 0.0f,
+                     dw + grp * og * kk, kk);
+            }
+            if (dx) {
+                /* dcol[kk, HoWo] = w_g^T dy_g, scattered back onto the image */
+                float *dxc = dx + (n * g->c + grp * cg) * g->h * g->w;
+                if (pointwise) {
+                    gemm(1, 0, kk, howo, og, 1.0f, wg, kk, dyg, howo, 0.0f, dxc, howo);
+                } else {
+                    gemm(1, 0, kk, howo, og, 1.0f, wg, kk, dyg, howo, 0.0f, dcol, howo);
+                    col2im(g, dcol, cg, dxc);
+                }
+            }
+            if (dbias)
+                for (int64_t o = 0; o < og; o++) {
+                    const float *restrict r = dyg + o * howo;
+                    float s = 0.0f;
+                    for (int64_t t = 0; t < howo; t++)
+                        s += r[t];
+                    dbias[grp * og + o] += s;
+                }
+        }
+}
+
+/* ---- pools ---------------------------------------------------------------------------------- */
+
+/* Window bounds of output (oh, ow), clipped to the input. */
+typedef struct {
+    int64_t h0, h1, w0, w1;
+} window;
+
+static window window_of(const wf_k_conv_geom *g, int64_t oh, int64_t ow)
+{
+    window wd;
+    wd.h0 = oh * g->sh - g->ph;
+    wd.w0 = ow * g->sw - g->pw;
+    wd.h1 = wd.h0 + g->kh < g->h ? wd.h0 + g->kh : g->h;
+    wd.w1 = wd.w0 + g->kw < g->w ? wd.w0 + g->kw : g->w;
+    wd.h0 = wd.h0 > 0 ? wd.h0 : 0;
+    wd.w0 = wd.w0 > 0 ? wd.w0 : 0;
+    return wd;
+}
+
+/* Plane index of the first maximum of window wd (row-major scan; -1 if empty). */
+static int64_t window_argmax(const wf_k_conv_geom *g, const float *plane, window wd)
+{
+    int64_t best = -1;
+    float bv = 0.0f;
+    for (int64_t ih = wd.h0; ih < wd.h1; ih++)
+        for (int64_t iw = wd.w0; iw < wd.w1; iw++) {
+            const float val = plane[ih * g->w + iw];
+            if (best < 0 || val > bv) {
+                best = ih * g->w + iw;
+                bv = val;
+            }
+        }
+    return best;
+}
+
+void wf_k_maxpool_fwd(const wf_k_conv_geom *g, const float *x, float *y)
+{
+    for (int64_t p = 0; p < g->n * g->c; p++) {
+        const float *plane = x + p * g->h * g->w;
+        float *yp = y + p * g->ho * g->wo;
+        for (int64_t oh = 0; oh < g->ho; oh++)
+            for (int64_t ow = 0; ow < g->wo; ow++) {
+                int64_t a = window_argmax(g, plane, window_of(g, oh, ow));
+                yp[oh * g->wo + ow] = a >= 0 ? plane[a] : 0.0f;
+            }
+    }
+}
+
+void wf_k_maxpool_bwd(const wf_k_conv_geom *g, const float *x, const float *dy, float *dx)
+{
+    memset(dx, 0, sizeof(float) * (size_t)(g->n * g->c * g->h * g->w));
+    for (int64_t p = 0; p < g->n * g->c; p++) {
+        const float *plane = x + p * g->h * g->w;
+        const float *dyp = dy + p * g->ho * g->wo;
+        float *dxp = dx + p * g->h * g->w;
+        for (int64_t oh = 0; oh < g->ho; oh++)
+            for (int64_t ow = 0; ow < g->wo; ow++) {
+                int64_t a = window_argmax(g, plane, window_of(g, oh, ow));
+                if (a >= 0)
+                    dxp[a] += dyp[oh * g->wo + ow];
+            }
+    }
+}
+
+void wf_k_avgpool_fwd(const wf_k_conv_geom *g, const float *x, float *y)
+{
+    const float inv = 1.0f / (float)(g->kh * g->kw);
+    for (int64_t p = 0; p < g->n * g->c; p++) {
+        const float *plane = x + p * g->h * g->w;
+        float *yp = y + p * g->ho * g->wo;
+        for (int64_t oh = 0; oh < g->ho; oh++)
+            for (int64_t ow = 0; ow < g->wo; ow++) {
+                window wd = window_of(g, oh, ow);
+                float s = 0.0f;
+                for (int64_t ih = wd.h0; ih < wd.h1; ih++)
+                    for (int64_t iw = wd.w0; iw < wd.w1; iw++)
+                        s += plane[ih * g->w + iw];
+                yp[oh * g->wo + ow] = s * inv;
+            }
+    }
+}
+
+void wf_k_avgpool_bwd(const wf_k_conv_geom *g, const float *dy, float *dx)
+{
+    const float inv = 1.0f / (float)(g->kh * g->kw);
+    memset(dx, 0, sizeof(float) * (size_t)(g->n * g->c * g->h * g->w));
+    for (int64_t p = 0; p < g->n * g->c; p++) {
+        const float *dyp = dy + p * g->ho * g->wo;
+        float *dxp = dx + p * g->h * g->w;
+        for (int64_t oh = 0; oh < g->ho; oh++)
+            for (int64_t ow = 0; ow < g->wo; ow++) {
+                window wd = window_of(g, oh, ow);
+                const float d = dyp[oh * g->wo + ow] * inv;
+                for (int64_t ih = wd.h0; ih < wd.h1; ih++)
+                    for (int64_t iw = wd.w0; iw < wd.w1; iw++)
+                        dxp[ih * g->w + iw] += d;
+            }
+    }
+}
+
+void wf_k_global_avgpool_fwd(const float *x, float *y, int64_t nc, int64_t hw)
+{
+    for (int64_t p = 0; p < nc; p++) {
+        const float *restrict r = x + p * hw;
+        float s = 0.0f;
+        for (int64_t t = 0; t < hw; t++)
+            s += r[t];
+        y[p] = s / (float)hw;
+    }
+}
+
+void wf_k_global_avgpool_bwd(const float *dy, float *dx, int64_t nc, int64_t hw)
+{
+    for (int64_t p = 0; p < nc; p++) {
+        const float d = dy[p] / (float)hw;
+        float *restrict r = dx + p * hw;
+        for (int64_t t = 0; t < hw; t++)
+            r[t] = d;
+    }
+}
+
+/* ---- batchnorm -------------------------------------------------------------------------------- */
+
+void wf_k_batchnorm_fwd(const float *x, const float *gamma, const float *beta, float *y,
+                        float *saved, int64_t n, int64_t c, int64_t s, float eps)
+{
+    const float cnt = (float)(n * s);
+    for (int64_t ch = 0; ch < c; ch++) {
+        float sum = 0.0f, var = 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            const float *restrict r = x + (i * c + ch) * s;
+            for (int64_t t = 0; t < s; t++)
+                sum += r[t];
+        }
+        const float mean = sum / cnt;
+        for (int64_t i = 0; i < n; i++) {
+            const float *restrict r = x + (i * c + ch) * s;
+            for (int64_t t = 0; t < s; t++)
+                var += (r[t] - mean) * (r[t] - mean);
+        }
+        const float rstd = 1.0f / sqrtf(var / cnt + eps);
+        const float a = rstd * gamma[ch], b = beta[ch] - mean * a;
+        for (int64_t i = 0; i < n; i++) {
+            const float *restrict r = x + (i * c + ch) * s;
+            float *restrict yr = y + (i * c + ch) * s;
+            for (int64_t t = 0; t < s; t++)
+                yr[t] = r[t] * a + b;
+        }
+        if (saved) {
+            saved[ch] = mean;
+            saved[c + ch] = rstd;
+        }
+    }
+}
+
+void wf_k_batchnorm_bwd(const float *x, const float *gamma, const float *dy, const float *saved,
+                        float *dx, float *dgamma, float *dbeta, int64_t n, int64_t c, int64_t s)
+{
+    const float cnt = (float)(n * s);
+    for (int64_t ch = 0; ch < c; ch++) {
+        const float mean = saved[ch], rstd = saved[c + ch];
+        float sd = 0.0f, sdx = 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            const float *restrict r = x + (i * c + ch) * s, *restrict d = dy + (i * c + ch) * s;
+            for (int64_t t = 0; t < s; t++) {
+                sd += d[t];
+                sdx += d[t] * (r[t] - mean);
+            }
+        }
+        sdx *= rstd;
+        if (dgamma)
+            dgamma[ch] = sdx;
+        if (dbeta)
+            dbeta[ch] = sd;
+        if (!dx)
+            continue;
+        const float a = gamma[ch] * rstd, md = sd / cnt, mdx = sdx / cnt;
+        for (int64_t i = 0; i < n; i++) {
+            const float *restrict r = x + (i * c + ch) * s, *restrict d = dy + (i * c + ch) * s;
+            float *restrict dr = dx + (i * c + ch) * s;
+            for (int64_t t = 0; t < s; t++)
+                dr[t] = a * (d[t] - md - (r[t] - mean) * rstd * mdx);
+        }
+    }
+}
+
+/* ---- data movement --------------------------------------------------------------------------- */
+
+/* Writes dst in row-major order of shape dshape[ndim], reading src at strides
+ * sstride (src's stride for each of dst's dimensions); the innermost dimension
+ * is a strided copy loop. */
+static void strided_copy(const float *src, float *dst, int ndim, const int64_t *dshape,
+                         const int64_t *sstride)
+{
+    int64_t idx[WF_K_MAX_DIMS] = {0}, outer = 1;
+    const int64_t inner = dshape[ndim - 1], is = sstride[ndim - 1];
+    for (int d = 0; d < ndim - 1; d++)
+        outer *= dshape[d];
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t off = 0;
+        for (int d = 0; d < ndim - 1; d++)
+            off += idx[d] * sstride[d];
+        const float *s = src + off;
+        float *out = dst + o * inner;
+        if (is == 1)
+            memcpy(out, s, sizeof(float) * (size_t)inner);
+        else
+            for (int64_t t = 0; t < inner; t++)
+                out[t] = s[t * is];
+        for (int d = ndim - 2; d >= 0; d--) {
+            if (++idx[d] < dshape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+static void row_strides(int ndim, const int64_t *shape, int64_t *stride)
+{
+    int64_t st = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        stride[d] = st;
+        st *= shape[d];
+    }
+}
+
+void wf_k_transpose_fwd(const float *x, float *y, int ndim, const int64_t *xshape,
+                        const int *perm)
+{
+    /* y[i0..] = x[...] with y's dimension d walking x's dimension perm[d]. */
+    int64_t xs[WF_K_MAX_DIMS], yshape[WF_K_MAX_DIMS], ss[WF_K_MAX_DIMS];
+    if (ndim == 0) {
+        y[0] = x[0];
+        return;
+    }
+    row_strides(ndim, xshape, xs);
+    for (int d = 0; d < ndim; d++) {
+        yshape[d] = xshape[perm[d]];
+        ss[d] = xs[perm[d]];
+    }
+    strided_copy(x, y, ndim, yshape, ss);
+}
+
+void wf_k_transpose_bwd(const float *dy, float *dx, int ndim, const int64_t *xshape,
+                        const int *perm)
+{
+    /* dx = transpose(dy) by the inverse permutation: dx's dimension perm[d] is
+     * dy's dimension d. */
+    int64_t yshape[WF_K_MAX_DIMS], ys[WF_K_MAX_DIMS], ss[WF_K_MAX_DIMS];
+    if (ndim == 0) {
+        dx[0] = dy[0];
+        return;
+    }
+    for (int d = 0; d < ndim; d++)
+        yshape[d] = xshape[perm[d]];
+    row_strides(ndim, yshape, ys);
+    for (int d = 0; d < ndim; d++)
+        ss[perm[d]] = ys[d];
+    strided_copy(dy, dx, ndim, xshape, ss);
+}
+
+void wf_k_concat_fwd(const float *const *xs, int nx, const int64_t *sizes, float *y,
+                     int64_t outer, int64_t inner)
+{
+    int64_t total = 0;
+    for (int t = 0; t < nx; t++)
+        total += sizes[t];
+    for (int64_t o = 0; o < outer; o++) {
+        float *dst = y + o * total * inner;
+        for (int t = 0; t < nx; t++) {
+            const size_t len = (size_t)(sizes[t] * inner);
+            memcpy(dst, xs[t] + o * (int64_t)len, sizeof(float) * len);
+            dst += len;
+        }
+    }
+}
+
+void wf_k_concat_bwd(const float *dy, float *const *dxs, int nx, const int64_t *sizes,
+                     int64_t outer, int64_t inner)
+{
+    int64_t total = 0;
+    for (int t = 0; t < nx; t++)
+        total += sizes[t];
+    for (int64_t o = 0; o < outer; o++) {
+        const float *src = dy + o * total * inner;
+        for (int t = 0; t < nx; t++) {
+            const size_t len = (size_t)(sizes[t] * inner);
+            if (dxs[t])
+                memcpy(dxs[t] + o * (int64_t)len, src, sizeof(float) * len);
+            src += len;
+        }
+    }
+}
+
+void wf_k_split_fwd(const float *x, float *const *ys, int ny, const int64_t *sizes,
+                    int64_t outer, int64_t inner)
+{
+    wf_k_concat_bwd(x, ys, ny, sizes, outer, inner);
+}
+
+void wf_k_split_bwd(const float *const *dys, float *dx, int ny, const int64_t *sizes,
+                    int64_t outer, int64_t inner)
+{
+    int64_t total = 0;
+    for (int t = 0; t < ny; t++)
+        total += sizes[t];
+    for (int64_t o = 0; o < outer; o++) {
+        float *dst = dx + o * total * inner;
+        for (int t = 0; t < ny; t++) {
+            const size_t len = (size_t)(sizes[t] * inner);
+            if (dys[t])
+                memcpy(dst, dys[t] + o * (int64_t)len, sizeof(float) * len);
+            else
+                memset(dst, 0, sizeof(float) * len);
+            dst += len;
+        }
+    }
+}

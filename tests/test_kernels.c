@@ -1,0 +1,1102 @@
+/* Tests of the runtime CPU kernels (src/runtime/kernels*.c).
+ *
+ * For every op: the fast kernel against the reference kernel on random inputs
+ * (forward outputs and every gradient, max-abs error relative to the largest
+ * reference value, ~1e-5), and the backward against central finite
+ * differences of L = sum(dy * y) computed with the reference forward (eps
+ * 1e-3, relative tolerance ~1e-2) for a sample of each input's elements.
+ * Op-specific checks: the causal mask really masks, dropout replays by seed
+ * and offset and preserves the mean, cross-entropy against a hand-computed
+ * value, conv2d with groups and stride 2, avgpool's count_include_pad. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "runtime/kernels-impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- buffers, random numbers, comparisons ---------------------------------------- */
+
+#define MAX_BUFS 256
+static void *g_bufs[MAX_BUFS];
+static int g_nbufs;
+static uint64_t g_rng_seed = 12345, g_rng_ctr;
+
+static int release_bufs(void **state)
+{
+    (void)state;
+    for (int i = 0; i < g_nbufs; i++)
+        free(g_bufs[i]);
+    g_nbufs = 0;
+    return 0;
+}
+
+static void *track(void *p)
+{
+    assert_non_null(p);
+    assert_true(g_nbufs < MAX_BUFS);
+    g_bufs[g_nbufs++] = p;
+    return p;
+}
+
+static float *fbuf(int64_t n) { return track(calloc((size_t)(n > 0 ? n : 1), sizeof(float))); }
+
+static float urand(void) { return wf_k_rng_uniform(g_rng_seed, g_rng_ctr++); }
+
+/* n uniform values in [-scale, scale). */
+static float *rnd(int64_t n, float scale)
+{
+    float *p = fbuf(n);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (2.0f * urand() - 1.0f) * scale;
+    return p;
+}
+
+/* n values in [lo, hi) (e.g. positive gammas). */
+static float *rnd_range(int64_t n, float lo, float hi)
+{
+    float *p = fbuf(n);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = lo + (hi - lo) * urand();
+    return p;
+}
+
+static float *copy(const float *x, int64_t n)
+{
+    float *p = fbuf(n);
+    memcpy(p, x, sizeof(float) * (size_t)n);
+    return p;
+}
+
+/* max |got - want| <= rtol * max |want| (exact equality when want is all 0). */
+static void expect_close(const char *what, const float *got, const float *want, int64_t n,
+                         double rtol)
+{
+    double maxd = 0, maxw = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        assert_false(isnan(got[i]));
+        if (d > maxd) {
+            maxd = d;
+            at = i;
+        }
+        maxw = fmax(maxw, fabs(want[i]));
+    }
+    if (maxd > rtol * maxw) {
+        print_error("%s: element %lld is %.9g, reference %.9g (max diff %.3g > %.3g * %.3g)\n",
+                    what, (long long)at, got[at], want[at], maxd, rtol, maxw);
+        fail();
+    }
+}
+
+/* ---- finite differences ------------------------------------------------------------ */
+
+/* The forward whose gradients are checked: run() recomputes the outputs
+ * y[0..ny) from the (perturbed) inputs with the reference kernel; the loss is
+ * sum_t dot(dy[t], y[t]) in double. */
+typedef struct {
+    void (*run)(void *op);
+    void *op;
+    int ny;
+    const float *y[4];
+    const float *dy[4];
+    int64_t n[4];
+} fd_fn;
+
+static double fd_loss(const fd_fn *f)
+{
+    f->run(f->op);
+    double l = 0;
+    for (int t = 0; t < f->ny; t++)
+        for (int64_t i = 0; i < f->n[t]; i++)
+            l += (double)f->dy[t][i] * f->y[t][i];
+    return l;
+}
+
+#define FD_SAMPLES 24
+#define FD_EPS 1e-3
+#define FD_TOL 1e-2
+
+/* Checks grad[n] (the analytic dL/dx) against central differences at up to
+ * FD_SAMPLES elements of x spread over [0, n). Error allowed:
+ * tol * (max(|fd|, |grad|) + 0.05 * max_i |grad_i|), the second term absorbing
+ * float rounding on elements whose gradient is near zero. */
+static void expect_grad_eps(const char *what, const fd_fn *f, float *x, int64_t n,
+                            const float *grad, double eps, double tol)
+{
+    double gmax = 0;
+    for (int64_t i = 0; i < n; i++)
+        gmax = fmax(gmax, fabs(grad[i]));
+    int64_t step = n > FD_SAMPLES ? n / FD_SAMPLES : 1;
+    for (int64_t i = 0; i < n; i += step) {
+        const float x0 = x[i], xp = (float)(x0 + eps), xm = (float)(x0 - eps);
+        x[i] = xp;
+        double lp = fd_loss(f);
+        x[i] = xm;
+        double lm = fd_loss(f);
+        x[i] = x0;
+        double fd = (lp - lm) / ((double)xp - (double)xm);
+        double err = fabs(fd - grad[i]);
+        if (err > tol * (fmax(fabs(fd), fabs(grad[i])) + 0.05 * gmax)) {
+            print_error("%s: d/dx[%lld] analytic %.7g, finite difference %.7g\n", what,
+                        (long long)i, grad[i], fd);
+            fail();
+        }
+    }
+    f->run(f->op); /* leave the outputs as the unperturbed forward */
+}
+
+static void expect_grad(const char *what, const fd_fn *f, float *x, int64_t n,
+                        const float *grad)
+{
+    expect_grad_eps(what, f, x, n, grad, FD_EPS, FD_TOL);
+}
+
+/* ---- matmul, batch_matmul, linear ----------------------------------------------------- */
+
+typedef struct {
+    float *a, *b, *c;
+    int64_t batch, m, k, n;
+    int ta, tb;
+} mm_op;
+
+static void mm_run(void *p)
+{
+    mm_op *o = p;
+    wf_k_batch_matmul_fwd_ref(o->a, o->b, o->c, o->batch, o->m, o->k, o->n, o->ta, o->tb);
+}
+
+/* Batched matmul at one size and transpose pair (batch 1 also drives the
+ * non-batched kernels). */
+static void check_matmul(int64_t batch, int64_t m, int64_t k, int64_t n, int ta, int tb,
+                         int fd)
+{
+    char what[64];
+    snprintf(what, sizeof what, "matmul b%lld %lldx%lldx%lld ta%d tb%d", (long long)batch,
+             (long long)m, (long long)k, (long long)n, ta, tb);
+    const int64_t na = batch * m * k, nb = batch * k * n, nc = batch * m * n;
+    mm_op o = {rnd(na, 1), rnd(nb, 1), fbuf(nc), batch, m, k, n, ta, tb};
+    float *c = fbuf(nc), *dc = rnd(nc, 1);
+    float *da = fbuf(na), *db = fbuf(nb), *da_r = fbuf(na), *db_r = fbuf(nb);
+    mm_run(&o);
+    if (batch == 1) {
+        wf_k_matmul_fwd(o.a, o.b, c, m, k, n, ta, tb);
+        wf_k_matmul_bwd(o.a, o.b, dc, da, db, m, k, n, ta, tb);
+        wf_k_matmul_bwd_ref(o.a, o.b, dc, da_r, db_r, m, k, n, ta, tb);
+    } else {
+        wf_k_batch_matmul_fwd(o.a, o.b, c, batch, m, k, n, ta, tb);
+        wf_k_batch_matmul_bwd(o.a, o.b, dc, da, db, batch, m, k, n, ta, tb);
+        wf_k_batch_matmul_bwd_ref(o.a, o.b, dc, da_r, db_r, batch, m, k, n, ta, tb);
+    }
+    expect_close(what, c, o.c, nc, 1e-5);
+    expect_close(what, da, da_r, na, 1e-5);
+    expect_close(what, db, db_r, nb, 1e-5);
+    if (fd) {
+        fd_fn f = {mm_run, &o, 1, {o.c}, {dc}, {nc}};
+        expect_grad(what, &f, o.a, na, da_r);
+        expect_grad(what, &f, o.b, nb, db_r);
+    }
+}
+
+static void test_matmul(void **state)
+{
+    (void)state;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            check_matmul(1, 5, 7, 4, ta, tb, 1);
+            check_matmul(1, 33, 70, 19, ta, tb, 0);
+            check_matmul(3, 4, 6, 5, ta, tb, 1);
+        }
+}
+
+typedef struct {
+    float *x, *w, *b, *y;
+    int64_t m, k, n;
+} lin_op;
+
+static void lin_run(void *p)
+{
+    lin_op *o = p;
+    wf_k_linear_fwd_ref(o->x, o->w, o->b, o->y, o->m, o->k, o->n);
+}
+
+static void check_linear(int64_t m, int64_t k, int64_t n, int bias, int fd)
+{
+    lin_op o = {rnd(m * k, 1), rnd(k * n, 1), bias ? rnd(n, 1) : NULL, fbuf(m * n), m, k, n};
+    float *y = fbuf(m * n), *dy = rnd(m * n, 1);
+    float *dx = fbuf(m * k), *dw = fbuf(k * n), *db = fbuf(n);
+    float *dx_r = fbuf(m * k), *dw_r = fbuf(k * n), *db_r = fbuf(n);
+    lin_run(&o);
+    wf_k_linear_fwd(o.x, o.w, o.b, y, m, k, n);
+    expect_close("linear fwd", y, o.y, m * n, 1e-5);
+    wf_k_linear_bwd(o.x, o.w, dy, dx, dw, db, m, k, n);
+    wf_k_linear_bwd_ref(o.x, o.w, dy, dx_r, dw_r, db_r, m, k, n);
+    expect_close("linear dx", dx, dx_r, m * k, 1e-5);
+    expect_close("linear dw", dw, dw_r, k * n, 1e-5);
+    expect_close("linear db", db, db_r, n, 1e-5);
+    /* NULL gradients are skipped and leave nothing written. */
+    float *dw2 = fbuf(k * n);
+    wf_k_linear_bwd(o.x, o.w, dy, NULL, dw2, NULL, m, k, n);
+    expect_close("linear dw only", dw2, dw_r, k * n, 1e-5);
+    if (fd) {
+        fd_fn f = {lin_run, &o, 1, {o.y}, {dy}, {m * n}};
+        expect_grad("linear dx", &f, o.x, m * k, dx_r);
+        expect_grad("linear dw", &f, o.w, k * n, dw_r);
+        if (bias)
+            expect_grad("linear db", &f, o.b, n, db_r);
+    }
+}
+
+static void test_linear(void **state)
+{
+    (void)state;
+    check_linear(6, 5, 7, 1, 1);
+    check_linear(4, 3, 5, 0, 1);
+    check_linear(64, 100, 50, 1, 0);
+}
+
+/* ---- bias_add, add, mul ----------------------------------------------------------------- */
+
+typedef struct {
+    int kind; /* 0 bias_add, 1 add, 2 mul, 3 mul by scale */
+    float *a, *b, *y;
+    int64_t n, nb;
+    float scale;
+} bin_op;
+
+static void bin_run(void *p)
+{
+    bin_op *o = p;
+    switch (o->kind) {
+    case 0: wf_k_bias_add_fwd_ref(o->a, o->b, o->y, o->n / o->nb, o->nb); break;
+    case 1: wf_k_add_fwd_ref(o->a, o->b, o->y, o->n, o->nb); break;
+    case 2: wf_k_mul_fwd_ref(o->a, o->b, o->y, o->n, o->nb, 0.0f); break;
+    default: wf_k_mul_fwd_ref(o->a, NULL, o->y, o->n, o->nb, o->scale); break;
+    }
+}
+
+static void check_binary(int kind, int64_t n, int64_t nb)
+{
+    static const char *const names[] = {"bias_add", "add", "mul", "mul scale"};
+    bin_op o = {kind, rnd(n, 1), rnd(nb, 1), fbuf(n), n, nb, 0.75f};
+    float *y = fbuf(n), *dy = rnd(n, 1);
+    float *da = fbuf(n), *db = fbuf(nb), *da_r = fbuf(n), *db_r = fbuf(nb);
+    bin_run(&o);
+    switch (kind) {
+    case 0:
+        wf_k_bias_add_fwd(o.a, o.b, y, n / nb, nb);
+        wf_k_bias_add_bwd(dy, da, db, n / nb, nb);
+        wf_k_bias_add_bwd_ref(dy, da_r, db_r, n / nb, nb);
+        break;
+    case 1:
+        wf_k_add_fwd(o.a, o.b, y, n, nb);
+        wf_k_add_bwd(dy, da, db, n, nb);
+        wf_k_add_bwd_ref(dy, da_r, db_r, n, nb);
+        break;
+    case 2:
+        wf_k_mul_fwd(o.a, o.b, y, n, nb, 0.0f);
+        wf_k_mul_bwd(o.a, o.b, dy, da, db, n, nb, 0.0f);
+        wf_k_mul_bwd_ref(o.a, o.b, dy, da_r, db_r, n, nb, 0.0f);
+        break;
+    default:
+        wf_k_mul_fwd(o.a, NULL, y, n, nb, o.scale);
+        wf_k_mul_bwd(o.a, NULL, dy, da, NULL, n, nb, o.scale);
+        wf_k_mul_bwd_ref(o.a, NULL, dy, da_r, NULL, n, nb, o.scale);
+        break;
+    }
+    expect_close(names[kind], y, o.y, n, 1e-6);
+    expect_close(names[kind], da, da_r, n, 1e-6);
+    fd_fn f = {bin_run, &o, 1, {o.y}, {dy}, {n}};
+    expect_grad(names[kind], &f, o.a, n, da_r);
+    if (kind != 3) {
+        expect_close(names[kind], db, db_r, nb, 1e-5);
+        expect_grad(names[kind], &f, o.b, nb, db_r);
+    }
+}
+
+static void test_binary(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < 4; kind++) {
+        check_binary(kind, 60, 5);
+        check_binary(kind, 24, 24);
+    }
+    /* The hand example of suffix broadcasting: [2,3] + [3]. */
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {10, 20, 30}, y[6];
+    wf_k_add_fwd(a, b, y, 6, 3);
+    assert_true(y[0] == 11 && y[4] == 25 && y[5] == 36);
+}
+
+/* ---- activations ---------------------------------------------------------------------------- */
+
+typedef struct {
+    int kind; /* 0 relu, 1 gelu, 2 silu */
+    float *x, *y;
+    int64_t n;
+} act_op;
+
+static void act_run(void *p)
+{
+    act_op *o = p;
+    if (o->kind == 0)
+        wf_k_relu_fwd_ref(o->x, o->y, o->n);
+    else if (o->kind == 1)
+        wf_k_gelu_fwd_ref(o->x, o->y, o->n);
+    else
+        wf_k_silu_fwd_ref(o->x, o->y, o->n);
+}
+
+static void test_activations(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"relu", "gelu", "silu"};
+    const int64_t n = 200;
+    for (int kind = 0; kind < 3; kind++) {
+        act_op o = {kind, rnd(n, 4), fbuf(n), n};
+        /* Keep relu's inputs off its kink, where the derivative does not exist. */
+        for (int64_t i = 0; i < n; i++)
+            if (fabsf(o.x[i]) < 0.05f)
+                o.x[i] = 0.1f;
+        float *y = fbuf(n), *dy = rnd(n, 1), *dx = fbuf(n), *dx_r = fbuf(n);
+        act_run(&o);
+        if (kind == 0) {
+            wf_k_relu_fwd(o.x, y, n);
+            wf_k_relu_bwd(o.x, dy, dx, n);
+            wf_k_relu_bwd_ref(o.x, dy, dx_r, n);
+        } else if (kind == 1) {
+            wf_k_gelu_fwd(o.x, y, n);
+            wf_k_gelu_bwd(o.x, dy, dx, n);
+            wf_k_gelu_bwd_ref(o.x, dy, dx_r, n);
+        } else {
+            wf_k_silu_fwd(o.x, y, n);
+            wf_k_silu_bwd(o.x, dy, dx, n);
+            wf_k_silu_bwd_ref(o.x, dy, dx_r, n);
+        }
+        expect_close(names[kind], y, o.y, n, 1e-6);
+        expect_close(names[kind], dx, dx_r, n, 1e-5);
+        fd_fn f = {act_run, &o, 1, {o.y}, {dy}, {n}};
+        expect_grad(names[kind], &f, o.x, n, dx_r);
+    }
+    /* Known values: gelu(1) = 0.5 (1 + tanh(sqrt(2/pi) 1.044715)), silu(1) = 1/(1+e^-1). */
+    float one = 1.0f, g, s;
+    wf_k_gelu_fwd(&one, &g, 1);
+    wf_k_silu_fwd(&one, &s, 1);
+    assert_float_equal(g, 0.841191990, 1e-6);
+    assert_float_equal(s, 0.731058579, 1e-6);
+}
+
+/* ---- dropout --------------------------------------------------------------------------------- */
+
+typedef struct {
+    float *x, *y;
+    int64_t n;
+    float p;
+    uint64_t seed;
+} drop_op;
+
+static void drop_run(void *p)
+{
+    drop_op *o = p;
+    wf_k_dropout_fwd_ref(o->x, o->y, o->n, o->p, o->seed, 0);
+}
+
+static void test_dropout(void **state)
+{
+    (void)state;
+    /* Mean preserving: x = 1 everywhere, the output's mean stays 1 and the
+     * fraction dropped is p (binomial standard error ~0.0015 here). */
+    const int64_t n = 100000;
+    const float p = 0.3f;
+    float *ones = fbuf(n), *y = fbuf(n), *y2 = fbuf(n), *y3 = fbuf(n);
+    for (int64_t i = 0; i < n; i++)
+        ones[i] = 1.0f;
+    wf_k_dropout_fwd(ones, y, n, p, 42, 0);
+    double sum = 0;
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sum += y[i];
+        dropped += y[i] == 0.0f;
+        assert_true(y[i] == 0.0f || fabsf(y[i] - 1.0f / 0.7f) < 1e-6f);
+    }
+    assert_float_equal(sum / (double)n, 1.0, 0.01);
+    assert_float_equal((double)dropped / (double)n, p, 0.01);
+    /* Reproducible by seed, different with another seed, equal to the reference. */
+    wf_k_dropout_fwd(ones, y2, n, p, 42, 0);
+    assert_memory_equal(y, y2, sizeof(float) * (size_t)n);
+    wf_k_dropout_fwd_ref(ones, y2, n, p, 42, 0);
+    expect_close("dropout ref", y, y2, n, 1e-6);
+    wf_k_dropout_fwd(ones, y3, n, p, 43, 0);
+    assert_memory_not_equal(y, y3, sizeof(float) * (size_t)n);
+    /* Offset: two halves with offsets reproduce the whole (how data-parallel
+     * ranks draw the masks of one process). */
+    wf_k_dropout_fwd(ones, y3, n / 2, p, 42, 0);
+    wf_k_dropout_fwd(ones, y3 + n / 2, n - n / 2, p, 42, (uint64_t)(n / 2));
+    assert_memory_equal(y, y3, sizeof(float) * (size_t)n);
+    /* p = 0 is the identity; in place works. */
+    float *x = rnd(100, 1), *xc = copy(x, 100);
+    wf_k_dropout_fwd(x, x, 100, 0.0f, 7, 0);
+    assert_memory_equal(x, xc, sizeof(float) * 100);
+    /* Backward applies the forward's mask, against the reference and finite differences. */
+    drop_op o = {rnd(300, 1), fbuf(300), 300, 0.4f, 99};
+    float *dy = rnd(300, 1), *dx = fbuf(300), *dx_r = fbuf(300);
+    drop_run(&o);
+    wf_k_dropout_bwd(dy, dx, 300, o.p, o.seed, 0);
+    wf_k_dropout_bwd_ref(dy, dx_r, 300, o.p, o.seed, 0);
+    expect_close("dropout bwd", dx, dx_r, 300, 1e-6);
+    for (int64_t i = 0; i < 300; i++)
+        assert_true((o.y[i] == 0.0f) == (dx[i] == 0.0f));
+    fd_fn f = {drop_run, &o, 1, {o.y}, {dy}, {300}};
+    expect_grad("dropout", &f, o.x, 300, dx_r);
+    /* Seeds derived per step differ and replay. */
+    assert_true(wf_k_seed_mix(1, 0) != wf_k_seed_mix(1, 1));
+    assert_true(wf_k_seed_mix(1, 5) == wf_k_seed_mix(1, 5));
+}
+
+/* ---- layernorm, rmsnorm, softmax ----------------------------------------------------------- */
+
+typedef struct {
+    int kind; /* 0 layernorm, 1 rmsnorm, 2 softmax */
+    float *x, *gamma, *beta, *y, *saved;
+    int64_t m, h;
+    float eps;
+} norm_op;
+
+static void norm_run(void *p)
+{
+    norm_op *o = p;
+    if (o->kind == 0)
+        wf_k_layernorm_fwd_ref(o->x, o->gamma, o->beta, o->y, o->saved, o->m, o->h, o->eps);
+    else if (o->kind == 1)
+        wf_k_rmsnorm_fwd_ref(o->x, o->gamma, o->y, o->saved, o->m, o->h, o->eps);
+    else
+        wf_k_softmax_fwd_ref(o->x, o->y, o->m, o->h);
+}
+
+static void check_norm(int kind, int64_t m, int64_t h, int fd)
+{
+    static const char *const names[] = {"layernorm", "rmsnorm", "softmax"};
+    const char *what = names[kind];
+    const int64_t n = m * h;
+    norm_op o = {kind, rnd(n, 2), rnd_range(h, 0.5f, 1.5f), rnd(h, 1), fbuf(n), fbuf(2 * m), m,
+                 h, 1e-5f};
+    float *y = fbuf(n), *saved = fbuf(2 * m), *dy = rnd(n, 1);
+    float *dx = fbuf(n), *dg = fbuf(h), *db = fbuf(h), *dx_r = fbuf(n), *dg_r = fbuf(h),
+          *db_r = fbuf(h);
+    norm_run(&o);
+    if (kind == 0) {
+        assert_int_equal(wf_k_layernorm_saved_floats(m), 2 * m);
+        wf_k_layernorm_fwd(o.x, o.gamma, o.beta, y, saved, m, h, o.eps);
+        expect_close(what, saved, o.saved, 2 * m, 1e-5);
+        wf_k_layernorm_bwd(o.x, o.gamma, dy, saved, dx, dg, db, m, h);
+        wf_k_layernorm_bwd_ref(o.x, o.gamma, dy, o.saved, dx_r, dg_r, db_r, m, h);
+    } else if (kind == 1) {
+        assert_int_equal(wf_k_rmsnorm_saved_floats(m), m);
+        wf_k_rmsnorm_fwd(o.x, o.gamma, y, saved, m, h, o.eps);
+        expect_close(what, saved, o.saved, m, 1e-5);
+        wf_k_rmsnorm_bwd(o.x, o.gamma, dy, saved, dx, dg, m, h);
+        wf_k_rmsnorm_bwd_ref(o.x, o.gamma, dy, o.saved, dx_r, dg_r, m, h);
+    } else {
+        wf_k_softmax_fwd(o.x, y, m, h);
+        wf_k_softmax_bwd(y, dy, dx, m, h);
+        wf_k_softmax_bwd_ref(o.y, dy, dx_r, m, h);
+    }
+    expect_close(what, y, o.y, n, 1e-5);
+    expect_close(what, dx, dx_r, n, 1e-5);
+    if (kind < 2)
+        expect_close(what, dg, dg_r, h, 1e-5);
+    if (kind == 0)
+        expect_close(what, db, db_r, h, 1e-5);
+    if (!fd)
+        return;
+    fd_fn f = {norm_run, &o, 1, {o.y}, {dy}, {n}};
+    expect_grad(what, &f, o.x, n, dx_r);
+    if (kind < 2)
+        expect_grad(what, &f, o.gamma, h, dg_r);
+    if (kind == 0)
+        expect_grad(what, &f, o.beta, h, db_r);
+}
+
+static void test_norms_softmax(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < 3; kind++) {
+        check_norm(kind, 4, 8, 1);
+        check_norm(kind, 3, 5, 1);
+        check_norm(kind, 37, 300, 0);
+    }
+    /* Softmax rows sum to 1 and are invariant to a shift. */
+    float x[4] = {1000, 1001, 1002, 1003}, y[4];
+    wf_k_softmax_fwd(x, y, 1, 4);
+    assert_float_equal(y[0] + y[1] + y[2] + y[3], 1.0, 1e-6);
+    assert_float_equal(y[3], exp(3.0) / (1 + exp(1.0) + exp(2.0) + exp(3.0)), 1e-6);
+}
+
+/* ---- attention --------------------------------------------------------------------------------- */
+
+typedef struct {
+    wf_k_attn at;
+    float *q, *k, *v, *out, *saved;
+} attn_op;
+
+static void attn_run(void *p)
+{
+    attn_op *o = p;
+    wf_k_attention_fwd_ref(&o->at, o->q, o->k, o->v, o->out, o->saved, NULL);
+}
+
+static void check_attention(wf_k_attn at, int fd)
+{
+    char what[96];
+    snprintf(what, sizeof what, "attention B%lld S%lld A%lld/%lld D%lld causal%d p%.2f",
+             (long long)at.b, (long long)at.s, (long long)at.heads, (long long)at.kv_heads,
+             (long long)at.d, at.causal, (double)at.p);
+    const int64_t nq = at.b * at.s * at.heads * at.d, nk = at.b * at.s * at.kv_heads * at.d;
+    const int64_t np = (int64_t)wf_k_attention_saved_floats(&at);
+    assert_int_equal(np, at.b * at.heads * at.s * at.s);
+    attn_op o = {at, rnd(nq, 1), rnd(nk, 1), rnd(nk, 1), fbuf(nq), fbuf(np)};
+    float *out = fbuf(nq), *saved = fbuf(np), *ws = fbuf((int64_t)wf_k_attention_ws_floats(&at));
+    float *dout = rnd(nq, 1);
+    float *dq = fbuf(nq), *dk = fbuf(nk), *dv = fbuf(nk);
+    float *dq_r = fbuf(nq), *dk_r = fbuf(nk), *dv_r = fbuf(nk);
+    attn_run(&o);
+    wf_k_attention_fwd(&at, o.q, o.k, o.v, out, saved, ws);
+    expect_close(what, out, o.out, nq, 1e-5);
+    expect_close(what, saved, o.saved, np, 1e-5);
+    /* Forward without a saved buffer (evaluation) gives the same output. */
+    float *out2 = fbuf(nq);
+    wf_k_attention_fwd(&at, o.q, o.k, o.v, out2, NULL, ws);
+    assert_memory_equal(out, out2, sizeof(float) * (size_t)nq);
+    wf_k_attention_bwd(&at, o.q, o.k, o.v, dout, saved, dq, dk, dv, ws);
+    wf_k_attention_bwd_ref(&at, o.q, o.k, o.v, dout, o.saved, dq_r, dk_r, dv_r, NULL);
+    expect_close(what, dq, dq_r, nq, 1e-5);
+    expect_close(what, dk, dk_r, nk, 1e-5);
+    expect_close(what, dv, dv_r, nk, 1e-5);
+    if (!fd)
+        return;
+    fd_fn f = {attn_run, &o, 1, {o.out}, {dout}, {nq}};
+    expect_grad(what, &f, o.q, nq, dq_r);
+    expect_grad(what, &f, o.k, nk, dk_r);
+    expect_grad(what, &f, o.v, nk, dv_r);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    /* b, s, heads, kv_heads, d, causal, scale, p, seed, offset */
+    check_attention((wf_k_attn){2, 5, 4, 2, 3, 1, 0.0f, 0.0f, 0, 0}, 1);
+    check_attention((wf_k_attn){1, 6, 2, 2, 4, 0, 0.7f, 0.0f, 0, 0}, 1);
+    check_attention((wf_k_attn){2, 4, 4, 1, 2, 1, 0.0f, 0.25f, 17, 3}, 1);
+    check_attention((wf_k_attn){2, 33, 4, 2, 16, 1, 0.0f, 0.1f, 5, 0}, 0);
+}
+
+static void test_attention_causal_mask(void **state)
+{
+    (void)state;
+    /* Changing key/value at position j must not change outputs at positions
+     * i < j, and must change position j itself. */
+    wf_k_attn at = {2, 8, 4, 2, 4, 1, 0.0f, 0.0f, 0, 0};
+    const int64_t nq = at.b * at.s * at.heads * at.d, nk = at.b * at.s * at.kv_heads * at.d;
+    const int64_t row_q = at.heads * at.d, row_k = at.kv_heads * at.d, j = 5;
+    float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1);
+    float *ws = fbuf((int64_t)wf_k_attention_ws_floats(&at));
+    float *o1 = fbuf(nq), *o2 = fbuf(nq), *o3 = fbuf(nq), *r1 = fbuf(nq);
+    wf_k_attention_fwd(&at, q, k, v, o1, NULL, ws);
+    wf_k_attention_fwd_ref(&at, q, k, v, r1, NULL, NULL);
+    for (int64_t b = 0; b < at.b; b++)
+        for (int64_t t = 0; t < row_k; t++) {
+            k[(b * at.s + j) * row_k + t] += 3.0f;
+            v[(b * at.s + j) * row_k + t] -= 2.0f;
+        }
+    wf_k_attention_fwd(&at, q, k, v, o2, NULL, ws);
+    wf_k_attention_fwd_ref(&at, q, k, v, o3, NULL, NULL);
+    for (int64_t b = 0; b < at.b; b++) {
+        const int64_t base = b * at.s * row_q;
+        assert_memory_equal(o1 + base, o2 + base, sizeof(float) * (size_t)(j * row_q));
+        assert_memory_equal(r1 + base, o3 + base, sizeof(float) * (size_t)(j * row_q));
+        assert_memory_not_equal(o1 + base + j * row_q, o2 + base + j * row_q,
+                                sizeof(float) * (size_t)row_q);
+    }
+    /* Without the mask the earlier positions do change. */
+    at.causal = 0;
+    wf_k_attention_fwd(&at, q, k, v, o3, NULL, ws);
+    assert_memory_not_equal(o2, o3, sizeof(float) * (size_t)row_q);
+}
+
+/* ---- embedding, rotary, cross-entropy ---------------------------------------------------------- */
+
+typedef struct {
+    const int32_t *ids;
+    float *table, *y;
+    int64_t m, v, h;
+} emb_op;
+
+static void emb_run(void *p)
+{
+    emb_op *o = p;
+    assert_int_equal(wf_k_embedding_fwd_ref(o->ids, o->table, o->y, o->m, o->v, o->h), WF_OK);
+}
+
+static void test_embedding(void **state)
+{
+    (void)state;
+    const int32_t ids[7] = {3, 0, 3, 5, 1, 3, 0};
+    emb_op o = {ids, rnd(6 * 4, 1), fbuf(7 * 4), 7, 6, 4};
+    float *y = fbuf(7 * 4), *dy = rnd(7 * 4, 1), *dt = rnd(6 * 4, 1), *dt_r = fbuf(6 * 4);
+    emb_run(&o);
+    assert_int_equal(wf_k_embedding_fwd(ids, o.table, y, 7, 6, 4), WF_OK);
+    assert_memory_equal(y, o.y, sizeof(float) * 28);
+    assert_memory_equal(y + 3 * 4, o.table + 5 * 4, sizeof(float) * 4);
+    wf_k_embedding_bwd(ids, dy, dt, 7, 6, 4);
+    wf_k_embedding_bwd_ref(ids, dy, dt_r, 7, 6, 4);
+    expect_close("embedding dtable", dt, dt_r, 24, 1e-6);
+    for (int j = 0; j < 4; j++) /* id 2 and 4 never appear: zero rows (overwrite) */
+        assert_true(dt[2 * 4 + j] == 0.0f && dt[4 * 4 + j] == 0.0f);
+    fd_fn f = {emb_run, &o, 1, {o.y}, {dy}, {28}};
+    expect_grad("embedding", &f, o.table, 24, dt_r);
+    /* Out-of-range ids are refused with a message naming the id. */
+    const int32_t bad[2] = {1, 6};
+    assert_int_equal(wf_k_embedding_fwd(bad, o.table, y, 2, 6, 4), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "6"));
+    const int32_t neg[1] = {-1};
+    assert_int_equal(wf_k_embedding_fwd_ref(neg, o.table, y, 1, 6, 4), WF_INVAL);
+}
+
+typedef struct {
+    float *x, *y;
+    int64_t b, s, heads, d;
+    float base;
+} rot_op;
+
+static void rot_run(void *p)
+{
+    rot_op *o = p;
+    wf_k_rotary_fwd_ref(o->x, o->y, o->b, o->s, o->heads, o->d, o->base);
+}
+
+static void test_rotary(void **state)
+{
+    (void)state;
+    const int64_t B = 2, S = 5, A = 3, D = 6, n = B * S * A * D;
+    rot_op o = {rnd(n, 1), fbuf(n), B, S, A, D, 0.0f};
+    float *y = fbuf(n), *dy = rnd(n, 1), *dx = fbuf(n), *dx_r = fbuf(n), *back = fbuf(n);
+    rot_run(&o);
+    wf_k_rotary_fwd(o.x, y, B, S, A, D, 0.0f);
+    expect_close("rotary fwd", y, o.y, n, 1e-6);
+    wf_k_rotary_bwd(dy, dx, B, S, A, D, 0.0f);
+    wf_k_rotary_bwd_ref(dy, dx_r, B, S, A, D, 0.0f);
+    expect_close("rotary bwd", dx, dx_r, n, 1e-6);
+    fd_fn f = {rot_run, &o, 1, {o.y}, {dy}, {n}};
+    expect_grad("rotary", &f, o.x, n, dx_r);
+    /* The backward of the forward is the identity (orthogonal rotation). */
+    wf_k_rotary_bwd(y, back, B, S, A, D, 0.0f);
+    expect_close("rotary inverse", back, o.x, n, 1e-6);
+    /* Position 0 is unrotated; position 1, pair 0 turns by 1 radian; pair 1 by
+     * base^(-2/D) = 10000^(-1/3) radians. */
+    assert_memory_equal(y, o.x, sizeof(float) * (size_t)(A * D));
+    const float *x1 = o.x + A * D, *y1 = y + A * D;
+    assert_float_equal(y1[0], x1[0] * cos(1.0) - x1[1] * sin(1.0), 1e-6);
+    assert_float_equal(y1[1], x1[0] * sin(1.0) + x1[1] * cos(1.0), 1e-6);
+    const double a1 = pow(10000.0, -2.0 / 6.0);
+    assert_float_equal(y1[2], x1[2] * cos(a1) - x1[3] * sin(a1), 1e-6);
+}
+
+typedef struct {
+    float *logits, *loss, *saved;
+    const int32_t *labels;
+    int64_t m, v;
+} ce_op;
+
+static void ce_run(void *p)
+{
+    ce_op *o = p;
+    assert_int_equal(wf_k_cross_entropy_fwd_ref(o->logits, o->labels, o->loss, o->saved, o->m,
+                                                o->v),
+                     WF_OK);
+}
+
+static void test_cross_entropy(void **state)
+{
+    (void)state;
+    /* By hand: rows [1,2,3] label 2 and [1,1,1] label 0:
+     * (log(e + e^2 + e^3) - 3 + log 3) / 2 = (0.4076059644 + 1.0986122887) / 2. */
+    float lg[6] = {1, 2, 3, 1, 1, 1}, loss = 0, saved[2];
+    const int32_t lab[2] = {2, 0};
+    assert_int_equal(wf_k_cross_entropy_fwd(lg, lab, &loss, saved, 2, 3), WF_OK);
+    assert_float_equal(loss, 0.7531091265, 1e-6);
+    assert_int_equal(wf_k_cross_entropy_fwd_ref(lg, lab, &loss, saved, 2, 3), WF_OK);
+    assert_float_equal(loss, 0.7531091265, 1e-6);
+    assert_int_equal(wf_k_cross_entropy_saved_floats(2), 2);
+    /* Gradient by hand on row 2: (softmax - onehot) / M = (1/3 - 1, 1/3, 1/3) / 2. */
+    float d[6];
+    wf_k_cross_entropy_bwd(lg, lab, saved, 1.0f, d, 2, 3);
+    assert_float_equal(d[3], (1.0 / 3 - 1) / 2, 1e-6);
+    assert_float_equal(d[4], (1.0 / 3) / 2, 1e-6);
+
+    /* Random: fast vs reference, and finite differences of dloss * loss. */
+    const int64_t m = 5, v = 11;
+    const int32_t labels[5] = {0, 10, 3, 3, 7};
+    ce_op o = {rnd(m * v, 3), fbuf(1), fbuf(m), labels, m, v};
+    float *sv = fbuf(m), *dl = fbuf(m * v), *dl_r = fbuf(m * v);
+    float dloss = 1.7f;
+    ce_run(&o);
+    assert_int_equal(wf_k_cross_entropy_fwd(o.logits, labels, &loss, sv, m, v), WF_OK);
+    assert_float_equal(loss, o.loss[0], 1e-6 * fabs(o.loss[0]));
+    expect_close("cross_entropy saved", sv, o.saved, m, 1e-6);
+    wf_k_cross_entropy_bwd(o.logits, labels, sv, dloss, dl, m, v);
+    wf_k_cross_entropy_bwd_ref(o.logits, labels, o.saved, dloss, dl_r, m, v);
+    expect_close("cross_entropy bwd", dl, dl_r, m * v, 1e-5);
+    /* The loss is one float: its rounding (~1e-7 relative) over 2 eps would
+     * swamp gradients of ~1e-3 at eps = 1e-3, so this smooth op uses 1e-2. */
+    fd_fn f = {ce_run, &o, 1, {o.loss}, {&dloss}, {1}};
+    expect_grad_eps("cross_entropy", &f, o.logits, m * v, dl_r, 1e-2, FD_TOL);
+    /* Bad labels are refused with a message naming the label. */
+    const int32_t bad[1] = {11};
+    assert_int_equal(wf_k_cross_entropy_fwd(o.logits, bad, &loss, sv, 1, v), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "label 11"));
+    assert_int_equal(wf_k_cross_entropy_fwd_ref(o.logits, bad, &loss, sv, 1, v), WF_INVAL);
+}
+
+/* ---- conv2d ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    wf_k_conv_geom g;
+    float *x, *w, *b, *y;
+} conv_op;
+
+static void conv_run(void *p)
+{
+    conv_op *o = p;
+    wf_k_conv2d_fwd_ref(&o->g, o->x, o->w, o->b, o->y, NULL);
+}
+
+static void check_conv(wf_k_conv_geom g, int bias, int fd)
+{
+    char what[128];
+    assert_int_equal(wf_k_conv_geom_check(&g, 0), WF_OK);
+    const int64_t G = g.groups > 0 ? g.groups : 1;
+    snprintf(what, sizeof what, "conv2d [%lld,%lld,%lld,%lld] o%lld k%lldx%lld s%lld p%lld g%lld",
+             (long long)g.n, (long long)g.c, (long long)g.h, (long long)g.w, (long long)g.o,
+             (long long)g.kh, (long long)g.kw, (long long)g.sh, (long long)g.ph, (long long)G);
+    const int64_t nx = g.n * g.c * g.h * g.w, nw = g.o * (g.c / G) * g.kh * g.kw;
+    const int64_t ny = g.n * g.o * g.ho * g.wo;
+    conv_op o = {g, rnd(nx, 1), rnd(nw, 1), bias ? rnd(g.o, 1) : NULL, fbuf(ny)};
+    float *y = fbuf(ny), *dy = rnd(ny, 1), *ws = fbuf((int64_t)wf_k_conv2d_ws_floats(&g));
+    float *dx = rnd(nx, 1), *dw = rnd(nw, 1), *db = rnd(g.o, 1); /* garbage: overwritten */
+    float *dx_r = fbuf(nx), *dw_r = fbuf(nw), *db_r = fbuf(g.o);
+    conv_run(&o);
+    wf_k_conv2d_fwd(&g, o.x, o.w, o.b, y, ws);
+    expect_close(what, y, o.y, ny, 1e-5);
+    wf_k_conv2d_bwd(&g, o.x, o.w, dy, dx, dw, bias ? db : NULL, ws);
+    wf_k_conv2d_bwd_ref(&g, o.x, o.w, dy, dx_r, dw_r, bias ? db_r : NULL, NULL);
+    expect_close(what, dx, dx_r, nx, 1e-5);
+    expect_close(what, dw, dw_r, nw, 1e-5);
+    if (bias)
+        expect_close(what, db, db_r, g.o, 1e-5);
+    if (!fd)
+        return;
+    fd_fn f = {conv_run, &o, 1, {o.y}, {dy}, {ny}};
+    expect_grad(what, &f, o.x, nx, dx_r);
+    expect_grad(what, &f, o.w, nw, dw_r);
+    if (bias)
+        expect_grad(what, &f, o.b, g.o, db_r);
+}
+
+static void test_conv2d(void **state)
+{
+    (void)state;
+    /* n, c, h, w, o, kh, kw, sh, sw, ph, pw, groups */
+    check_conv((wf_k_conv_geom){2, 4, 7, 6, 6, 3, 3, 2, 2, 1, 1, 2, 0, 0}, 1, 1);
+    check_conv((wf_k_conv_geom){2, 3, 6, 5, 4, 3, 2, 1, 1, 0, 1, 1, 0, 0}, 0, 1);
+    check_conv((wf_k_conv_geom){2, 4, 5, 5, 4, 3, 3, 1, 2, 2, 1, 4, 0, 0}, 1, 1); /* depthwise */
+    check_conv((wf_k_conv_geom){2, 6, 4, 3, 4, 1, 1, 1, 1, 0, 0, 2, 0, 0}, 1, 1); /* pointwise */
+    check_conv((wf_k_conv_geom){3, 8, 14, 14, 16, 5, 5, 2, 2, 2, 2, 2, 0, 0}, 1, 0);
+    check_conv((wf_k_conv_geom){2, 16, 8, 8, 8, 1, 1, 1, 1, 0, 0, 1, 0, 0}, 0, 0);
+}
+
+static void test_conv_geom_check(void **state)
+{
+    (void)state;
+    wf_k_conv_geom g = {1, 3, 28, 28, 8, 5, 5, 2, 2, 2, 2, 1, 0, 0};
+    assert_int_equal(wf_k_conv_geom_check(&g, 0), WF_OK);
+    assert_int_equal(g.ho, 14);
+    assert_int_equal(g.wo, 14);
+    wf_k_conv_geom bad = g;
+    bad.groups = 2; /* does not divide 3 channels */
+    assert_int_equal(wf_k_conv_geom_check(&bad, 0), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "groups=2"));
+    assert_int_equal(wf_k_conv_geom_check(&bad, 1), WF_OK); /* pools ignore groups */
+    bad = g;
+    bad.sh = 0;
+    assert_int_equal(wf_k_conv_geom_check(&bad, 0), WF_INVAL);
+    bad = g;
+    bad.ph = 5;
+    assert_int_equal(wf_k_conv_geom_check(&bad, 1), WF_INVAL);
+    bad = g;
+    bad.h = 2;
+    bad.ph = 1;
+    assert_int_equal(wf_k_conv_geom_check(&bad, 0), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "exceeds"));
+}
+
+/* ---- pools and batchnorm ------------------------------------------------------------------------- */
+
+typedef struct {
+    int kind; /* 0 maxpool, 1 avgpool, 2 global avgpool */
+    wf_k_conv_geom g;
+    float *x, *y;
+} pool_op;
+
+static void pool_run(void *p)
+{
+    pool_op *o = p;
+    if (o->kind == 0)
+        wf_k_maxpool_fwd_ref(&o->g, o->x, o->y);
+    else if (o->kind == 1)
+        wf_k_avgpool_fwd_ref(&o->g, o->x, o->y);
+    else
+        wf_k_global_avgpool_fwd_ref(o->x, o->y, o->g.n * o->g.c, o->g.h * o->g.w);
+}
+
+static void check_pool(int kind, wf_k_conv_geom g)
+{
+    static const char *const names[] = {"maxpool", "avgpool", "global_avgpool"};
+    const char *what = names[kind];
+    assert_int_equal(wf_k_conv_geom_check(&g, 1), WF_OK);
+    const int64_t nx = g.n * g.c * g.h * g.w;
+    const int64_t ny = kind == 2 ? g.n * g.c : g.n * g.c * g.ho * g.wo;
+    pool_op o = {kind, g, fbuf(nx), fbuf(ny)};
+    /* Distinct values at least 0.01 apart (a shuffled ramp), so that the max
+     * of every window stays put under the finite-difference perturbation. */
+    for (int64_t i = 0; i < nx; i++)
+        o.x[i] = 0.01f * (float)i - 0.005f * (float)nx;
+    for (int64_t i = nx - 1; i > 0; i--) {
+        int64_t j = (int64_t)(urand() * (float)(i + 1)) % (i + 1);
+        float t = o.x[i];
+        o.x[i] = o.x[j];
+        o.x[j] = t;
+    }
+    float *y = fbuf(ny), *dy = rnd(ny, 1), *dx = rnd(nx, 1), *dx_r = fbuf(nx);
+    pool_run(&o);
+    if (kind == 0) {
+        wf_k_maxpool_fwd(&g, o.x, y);
+        wf_k_maxpool_bwd(&g, o.x, dy, dx);
+        wf_k_maxpool_bwd_ref(&g, o.x, dy, dx_r);
+    } else if (kind == 1) {
+        wf_k_avgpool_fwd(&g, o.x, y);
+        wf_k_avgpool_bwd(&g, dy, dx);
+        wf_k_avgpool_bwd_ref(&g, dy, dx_r);
+    } else {
+        wf_k_global_avgpool_fwd(o.x, y, g.n * g.c, g.h * g.w);
+        wf_k_global_avgpool_bwd(dy, dx, g.n * g.c, g.h * g.w);
+        wf_k_global_avgpool_bwd_ref(dy, dx_r, g.n * g.c, g.h * g.w);
+    }
+    expect_close(what, y, o.y, ny, 1e-6);
+    expect_close(what, dx, dx_r, nx, 1e-6);
+    fd_fn f = {pool_run, &o, 1, {o.y}, {dy}, {ny}};
+    expect_grad(what, &f, o.x, nx, dx_r);
+}
+
+static void test_pools(void **state)
+{
+    (void)state;
+    /* n, c, h, w, o, kh, kw, sh, sw, ph, pw */
+    for (int kind = 0; kind < 3; kind++) {
+        check_pool(kind, (wf_k_conv_geom){2, 3, 7, 6, 3, 3, 3, 2, 2, 1, 1, 0, 0, 0});
+        check_pool(kind, (wf_k_conv_geom){1, 2, 8, 8, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0});
+        check_pool(kind, (wf_k_conv_geom){2, 2, 5, 7, 2, 3, 2, 1, 3, 1, 1, 0, 0, 0});
+    }
+    /* count_include_pad = 1: the top-left 3x3 window with pad 1 holds 4 input
+     * elements and divides their sum by 9. */
+    wf_k_conv_geom g = {1, 1, 4, 4, 1, 3, 3, 2, 2, 1, 1, 0, 0, 0};
+    assert_int_equal(wf_k_conv_geom_check(&g, 1), WF_OK);
+    float x[16], y[4], ym[4];
+    for (int i = 0; i < 16; i++)
+        x[i] = (float)(i + 1);
+    wf_k_avgpool_fwd(&g, x, y);
+    assert_float_equal(y[0], (1 + 2 + 5 + 6) / 9.0, 1e-6);
+    wf_k_maxpool_fwd(&g, x, ym);
+    assert_float_equal(ym[0], 6, 0);
+    assert_float_equal(ym[3], 16, 0);
+}
+
+typedef struct {
+    float *x, *gamma, *beta, *y, *saved;
+    int64_t n, c, s;
+} bn_op;
+
+static void bn_run(void *p)
+{
+    bn_op *o = p;
+    wf_k_batchnorm_fwd_ref(o->x, o->gamma, o->beta, o->y, o->saved, o->n, o->c, o->s, 1e-5f);
+}
+
+static void check_batchnorm(int64_t n, int64_t c, int64_t s, int fd)
+{
+    const int64_t nx = n * c * s;
+    bn_op o = {rnd(nx, 2), rnd_range(c, 0.5f, 1.5f), rnd(c, 1), fbuf(nx), fbuf(2 * c), n, c, s};
+    for (int64_t i = 0; i < nx; i++) /* per-channel offsets, so the means differ */
+        o.x[i] += (float)((i / s) % c);
+    float *y = fbuf(nx), *saved = fbuf(2 * c), *dy = rnd(nx, 1);
+    float *dx = fbuf(nx), *dg = fbuf(c), *db = fbuf(c), *dx_r = fbuf(nx), *dg_r = fbuf(c),
+          *db_r = fbuf(c);
+    assert_int_equal(wf_k_batchnorm_saved_floats(c), 2 * c);
+    bn_run(&o);
+    wf_k_batchnorm_fwd(o.x, o.gamma, o.beta, y, saved, n, c, s, 1e-5f);
+    expect_close("batchnorm fwd", y, o.y, nx, 1e-5);
+    expect_close("batchnorm saved", saved, o.saved, 2 * c, 1e-5);
+    wf_k_batchnorm_bwd(o.x, o.gamma, dy, saved, dx, dg, db, n, c, s);
+    wf_k_batchnorm_bwd_ref(o.x, o.gamma, dy, o.saved, dx_r, dg_r, db_r, n, c, s);
+    expect_close("batchnorm dx", dx, dx_r, nx, 1e-5);
+    expect_close("batchnorm dgamma", dg, dg_r, c, 1e-5);
+    expect_close("batchnorm dbeta", db, db_r, c, 1e-5);
+    if (!fd)
+        return;
+    fd_fn f = {bn_run, &o, 1, {o.y}, {dy}, {nx}};
+    expect_grad("batchnorm dx", &f, o.x, nx, dx_r);
+    expect_grad("batchnorm dgamma", &f, o.gamma, c, dg_r);
+    expect_grad("batchnorm dbeta", &f, o.beta, c, db_r);
+}
+
+static void test_batchnorm(void **state)
+{
+    (void)state;
+    check_batchnorm(3, 4, 5, 1);
+    check_batchnorm(6, 3, 1, 1); /* x[N,C] after a linear */
+    check_batchnorm(8, 16, 49, 0);
+}
+
+/* ---- transpose, concat, split -------------------------------------------------------------------- */
+
+typedef struct {
+    float *x, *y;
+    int ndim;
+    const int64_t *shape;
+    const int *perm;
+} tr_op;
+
+static void tr_run(void *p)
+{
+    tr_op *o = p;
+    wf_k_transpose_fwd_ref(o->x, o->y, o->ndim, o->shape, o->perm);
+}
+
+static void check_transpose(int ndim, const int64_t *shape, const int *perm)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    tr_op o = {rnd(n, 1), fbuf(n), ndim, shape, perm};
+    float *y = fbuf(n), *dy = rnd(n, 1), *dx = fbuf(n), *dx_r = fbuf(n), *back = fbuf(n);
+    tr_run(&o);
+    wf_k_transpose_fwd(o.x, y, ndim, shape, perm);
+    assert_memory_equal(y, o.y, sizeof(float) * (size_t)n);
+    wf_k_transpose_bwd(dy, dx, ndim, shape, perm);
+    wf_k_transpose_bwd_ref(dy, dx_r, ndim, shape, perm);
+    assert_memory_equal(dx, dx_r, sizeof(float) * (size_t)n);
+    wf_k_transpose_bwd(y, back, ndim, shape, perm);
+    assert_memory_equal(back, o.x, sizeof(float) * (size_t)n);
+    fd_fn f = {tr_run, &o, 1, {o.y}, {dy}, {n}};
+    expect_grad("transpose", &f, o.x, n, dx_r);
+}
+
+static void test_transpose(void **state)
+{
+    (void)state;
+    const int64_t s2[2] = {3, 5}, s3[3] = {2, 3, 4}, s4[4] = {2, 3, 4, 5};
+    const int p2[2] = {1, 0}, p3[3] = {2, 0, 1}, p4a[4] = {0, 2, 1, 3}, p4b[4] = {3, 1, 0, 2};
+    check_transpose(2, s2, p2);
+    check_transpose(3, s3, p3);
+    check_transpose(4, s4, p4a);
+    check_transpose(4, s4, p4b);
+    /* By hand: [[1,2,3],[4,5,6]]^T = [[1,4],[2,5],[3,6]]. */
+    const int64_t sh[2] = {2, 3};
+    float x[6] = {1, 2, 3, 4, 5, 6}, y[6];
+    wf_k_transpose_fwd(x, y, 2, sh, p2);
+    assert_true(y[0] == 1 && y[1] == 4 && y[2] == 2 && y[5] == 6);
+}
+
+static void test_concat_split(void **state)
+{
+    (void)state;
+    /* Three tensors [2, s_i, 3] concatenated along the middle axis. */
+    const int64_t outer = 2, inner = 3, sizes[3] = {1, 4, 2}, total = 7;
+    float *xs[3], *dxs[3], *dxs_r[3], *ys[3];
+    for (int t = 0; t < 3; t++) {
+        xs[t] = rnd(outer * sizes[t] * inner, 1);
+        dxs[t] = fbuf(outer * sizes[t] * inner);
+        dxs_r[t] = fbuf(outer * sizes[t] * inner);
+        ys[t] = fbuf(outer * sizes[t] * inner);
+    }
+    const int64_t n = outer * total * inner;
+    float *y = fbuf(n), *y_r = fbuf(n), *dy = rnd(n, 1), *back = fbuf(n);
+    wf_k_concat_fwd((const float *const *)xs, 3, sizes, y, outer, inner);
+    wf_k_concat_fwd_ref((const float *const *)xs, 3, sizes, y_r, outer, inner);
+    assert_memory_equal(y, y_r, sizeof(float) * (size_t)n);
+    /* Row 1 of the output starts with x0's row 1, then x1's row 1. */
+    assert_true(y[total * inner] == xs[0][inner] && y[(total + 1) * inner] == xs[1][4 * inner]);
+    wf_k_concat_bwd(dy, dxs, 3, sizes, outer, inner);
+    wf_k_concat_bwd_ref(dy, dxs_r, 3, sizes, outer, inner);
+    for (int t = 0; t < 3; t++)
+        assert_memory_equal(dxs[t], dxs_r[t], sizeof(float) * (size_t)(outer * sizes[t] * inner));
+    /* split is concat's inverse; its backward with an unused output gives zeros there. */
+    wf_k_split_fwd(y, ys, 3, sizes, outer, inner);
+    for (int t = 0; t < 3; t++)
+        assert_memory_equal(ys[t], xs[t], sizeof(float) * (size_t)(outer * sizes[t] * inner));
+    wf_k_split_fwd_ref(y, dxs_r, 3, sizes, outer, inner);
+    for (int t = 0; t < 3; t++)
+        assert_memory_equal(dxs_r[t], xs[t], sizeof(float) * (size_t)(outer * sizes[t] * inner));
+    const float *dys[3] = {xs[0], NULL, xs[2]};
+    wf_k_split_bwd(dys, back, 3, sizes, outer, inner);
+    wf_k_split_bwd_ref(dys, y_r, 3, sizes, outer, inner);
+    assert_memory_equal(back, y_r, sizeof(float) * (size_t)n);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = sizes[0] * inner; i < (sizes[0] + sizes[1]) * inner; i++)
+            assert_true(back[o * total * inner + i] == 0.0f);
+    /* concat backward skips NULL gradients. */
+    float *skip[3] = {dxs[0], NULL, dxs[2]};
+    wf_k_concat_bwd(dy, skip, 3, sizes, outer, inner);
+}
+
+/* ---- BLAS control ------------------------------------------------------------------------------- */
+
+static void test_blas_control(void **state)
+{
+    (void)state;
+    assert_int_equal(wf_k_set_threads(0), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "threads=0"));
+    wf_status st = wf_k_set_threads(1);
+    assert_true(st == WF_OK || st == WF_NOTFOUND);
+    assert_true(strlen(wf_k_blas_info()) > 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_matmul, release_bufs),
+        cmocka_unit_test_teardown(test_linear, release_bufs),
+        cmocka_unit_test_teardown(test_binary, release_bufs),
+        cmocka_unit_test_teardown(test_activations, release_bufs),
+        cmocka_unit_test_teardown(test_dropout, release_bufs),
+        cmocka_unit_test_teardown(test_norms_softmax, release_bufs),
+        cmocka_unit_test_teardown(test_attention, release_bufs),
+        cmocka_unit_test_teardown(test_attention_causal_mask, release_bufs),
+        cmocka_unit_test_teardown(test_embedding, release_bufs),
+        cmocka_unit_test_teardown(test_rotary, release_bufs),
+        cmocka_unit_test_teardown(test_cross_entropy, release_bufs),
+        cmocka_unit_test_teardown(test_conv2d, release_bufs),
+        cmocka_unit_test_teardown(test_conv_geom_check, release_bufs),
+        cmocka_unit_test_teardown(test_pools, release_bufs),
+        cmocka_unit_test_teardown(test_batchnorm, release_bufs),
+        cmocka_unit_test_teardown(test_transpose, release_bufs),
+        cmocka_unit_test_teardown(test_concat_split, release_bufs),
+        cmocka_unit_test_teardown(test_blas_control, release_bufs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
