@@ -745,6 +745,29 @@ static void test_autodiff_mlp(void **state)
     assert_float_equal(fc.bwd_w_flops, 2.0 * 4 * 8 * 16 + 4 * 16, 0);
     wf_graph_free(&g);
 
+    /* A tensor used twice by one op (h*h): two partials and one accumulation. */
+    wf_graph_init(&g, "square");
+    int xi = IN(&g, "x", 2, 4, 8, 0, 0), W = PARAM(&g, "W", 2, 8, 3, 0, 0);
+    int lab = leaf(&g, "lab", WF_DTYPE_INT32, WF_ROLE_LABEL, 1, 4, 0, 0, 0);
+    int hh = op1(&g, WF_OP_LINEAR, "h", xi, W, -1, NULL);
+    int sq = op1(&g, WF_OP_MUL, "sq", hh, hh, -1, NULL);
+    op1(&g, WF_OP_CROSS_ENTROPY, "loss", sq, lab, -1, NULL);
+    assert_int_equal(wf_graph_autodiff(&g), WF_OK);
+    assert_int_equal(wf_graph_validate(&g), WF_OK);
+    /* loss.bwd, sq.bwd, the sum of h's two partials, h.bwd */
+    assert_int_equal(g.nops, 3 + 4);
+    const wf_op *mb = &g.ops[4], *acc = &g.ops[5];
+    assert_int_equal(mb->fwd_op, 1);
+    assert_true(mb->out[0] >= 0 && mb->out[1] >= 0 && mb->out[0] != mb->out[1]);
+    assert_int_equal(acc->fwd_op, -1);
+    assert_int_equal(acc->kind, WF_OP_ADD);
+    assert_int_equal(acc->in[0], mb->out[0]);
+    assert_int_equal(acc->in[1], mb->out[1]);
+    assert_int_equal(g.tensors[hh].grad, acc->out[0]);
+    assert_int_equal(g.ops[6].in[0], acc->out[0]);
+    assert_int_equal(g.tensors[W].grad, g.ops[6].out[1]);
+    wf_graph_free(&g);
+
     /* No loss: an error naming the graph. */
     wf_graph_init(&g, "noloss");
     int x = IN(&g, "x", 1, 4, 0, 0, 0);

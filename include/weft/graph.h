@@ -197,7 +197,8 @@ void wf_graph_free(wf_graph *g);
 int wf_graph_add_tensor(wf_graph *g, const char *name, wf_dtype dtype, wf_role role,
                         int ndim, const int64_t *shape);
 /* Adds a forward op; its outputs are created by shape inference, named
- * "<name>" (one output) or "<name>.<i>". Returns the op index or -1. */
+ * "<name>" (one output) or "<name>.<i>". Returns the op index or -1.
+ * The first cross_entropy added becomes g->loss unless g->loss is already set. */
 int wf_graph_add_op(wf_graph *g, wf_op_kind kind, const char *name, const int *in, int nin,
                     const wf_op_attrs *attr);
 /* Output i of op (a tensor index), or -1 when op < 0. */
