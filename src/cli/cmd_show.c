@@ -1,9 +1,310 @@
-/* weft show: placeholder until its module lands (the owning change replaces this file). */
+/* weft show: what a model is (parameters, FLOPs per sample, saved activation
+ * bytes and its op table), or what a cluster is (--cluster).
+ *
+ * All numbers come from the graph the model builder produces at --batch
+ * (default 1): FLOPs and saved bytes are the graph's per-op costs summed over
+ * the forward ops (training = forward + backward, no recomputation), divided
+ * by the batch for the per-sample figures. The human output is the result,
+ * so it goes to stdout; with --json exactly one JSON object goes there. For a
+ * transformer the human table shows the ops outside the layers and one row
+ * per op of layer 0 ("x L layers"); --json lists every forward op. */
 #include "cli/cli.h"
+#include "weft/cluster.h"
+#include "weft/models.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *tp_name(wf_tp_role tp)
+{
+    switch (tp) {
+    case WF_TP_NONE: return "none";
+    case WF_TP_COL: return "col";
+    case WF_TP_ROW: return "row";
+    case WF_TP_SHARD: return "shard";
+    case WF_TP_VOCAB: return "vocab";
+    }
+    return "?";
+}
+
+/* 1.2345e12 with unit "FLOP" -> "1.23 TFLOP". */
+static const char *human(double v, const char *unit, char *buf, size_t cap)
+{
+    static const char *pre[] = {"", "K", "M", "G", "T", "P", "E"};
+    int u = 0;
+    while (v >= 1000 && u < 6) {
+        v /= 1000;
+        u++;
+    }
+    snprintf(buf, cap, "%.3g %s%s", v, pre[u], unit);
+    return buf;
+}
+
+static const char *human_bytes(double v, char *buf, size_t cap)
+{
+    static const char *pre[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, cap, "%.3g %s", v, pre[u]);
+    return buf;
+}
+
+/* ---- JSON ---------------------------------------------------------------------- */
+
+static cJSON *shape_json(const wf_tensor *t)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < t->ndim; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((double)t->shape[i]));
+    return a;
+}
+
+static cJSON *config_json(const wf_model_config *m)
+{
+    cJSON *c = cJSON_CreateObject();
+    if (!c)
+        return NULL;
+    if (wf_model_is_transformer(m)) {
+        cJSON_AddNumberToObject(c, "layers", (double)m->layers);
+        cJSON_AddNumberToObject(c, "hidden", (double)m->hidden);
+        cJSON_AddNumberToObject(c, "heads", (double)m->heads);
+        cJSON_AddNumberToObject(c, "kv_heads", (double)m->kv_heads);
+        cJSON_AddNumberToObject(c, "seq", (double)m->seq);
+        cJSON_AddNumberToObject(c, "vocab", (double)m->vocab);
+        cJSON_AddNumberToObject(c, "ffn", (double)m->ffn);
+        cJSON_AddBoolToObject(c, "causal", m->causal);
+    } else if (m->family == WF_FAMILY_VGG || m->family == WF_FAMILY_RESNET ||
+               m->family == WF_FAMILY_CNN) {
+        if (m->family != WF_FAMILY_CNN)
+            cJSON_AddNumberToObject(c, "depth", (double)m->depth);
+        cJSON_AddNumberToObject(c, "image", (double)m->image);
+        cJSON_AddNumberToObject(c, "channels", (double)m->channels);
+        cJSON_AddNumberToObject(c, "classes", (double)m->classes);
+    } else if (m->family == WF_FAMILY_GRAPH) {
+        cJSON_AddStringToObject(c, "path", m->path);
+    }
+    if (m->family == WF_FAMILY_MLP || m->family == WF_FAMILY_CNN) {
+        cJSON *s = cJSON_AddArrayToObject(c, "sizes");
+        for (int i = 0; s && i < m->nsizes; i++)
+            cJSON_AddItemToArray(s, cJSON_CreateNumber((double)m->sizes[i]));
+    }
+    return c;
+}
+
+static wf_status print_model_json(const wf_model_config *m, const wf_graph *g, int64_t batch,
+                                  const wf_graph_totals *t)
+{
+    double b = (double)batch;
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    cJSON_AddStringToObject(j, "name", m->name);
+    cJSON_AddStringToObject(j, "family", wf_family_name(m->family));
+    cJSON_AddStringToObject(j, "dtype", wf_dtype_name(m->dtype));
+    cJSON_AddItemToObject(j, "config", config_json(m));
+    cJSON_AddNumberToObject(j, "batch", b);
+    cJSON_AddNumberToObject(j, "params", t->params);
+    cJSON_AddNumberToObject(j, "forward_flops_per_sample", t->fwd_flops / b);
+    cJSON_AddNumberToObject(j, "backward_flops_per_sample", t->bwd_flops / b);
+    cJSON_AddNumberToObject(j, "training_flops_per_sample", (t->fwd_flops + t->bwd_flops) / b);
+    if (wf_model_is_transformer(m)) {
+        double tokens = b * (double)m->seq;
+        cJSON_AddNumberToObject(j, "forward_flops_per_token", t->fwd_flops / tokens);
+        cJSON_AddNumberToObject(j, "training_flops_per_token",
+                                (t->fwd_flops + t->bwd_flops) / tokens);
+    }
+    cJSON_AddNumberToObject(j, "activation_bytes_per_sample", t->saved_bytes / b);
+    cJSON_AddNumberToObject(j, "forward_ops", g->nfwd);
+    cJSON *arr = cJSON_AddArrayToObject(j, "layers");
+    for (int i = 0; arr && i < g->nfwd; i++) {
+        const wf_op *o = &g->ops[i];
+        wf_op_cost c;
+        wf_op_cost_of(g, i, &c);
+        cJSON *e = cJSON_CreateObject();
+        if (!e)
+            break;
+        cJSON_AddItemToArray(arr, e);
+        cJSON_AddStringToObject(e, "name", o->name);
+        cJSON_AddStringToObject(e, "kind", wf_op_name(o->kind));
+        cJSON_AddNumberToObject(e, "block", o->block);
+        cJSON_AddNumberToObject(e, "layer", o->layer);
+        cJSON_AddStringToObject(e, "tp", tp_name(o->tp));
+        cJSON_AddItemToObject(e, "shape", shape_json(&g->tensors[o->out[0]]));
+        cJSON_AddNumberToObject(e, "params", c.params);
+        cJSON_AddNumberToObject(e, "fwd_flops", c.fwd_flops);
+        cJSON_AddNumberToObject(e, "bwd_flops", c.bwd_in_flops + c.bwd_w_flops);
+        cJSON_AddNumberToObject(e, "saved_bytes", c.saved_bytes);
+    }
+    wf_status st = wf_cli_print_json(j);
+    cJSON_Delete(j);
+    return st;
+}
+
+/* ---- human output ------------------------------------------------------------------ */
+
+static void op_row(const wf_graph *g, int i, const char *indent)
+{
+    const wf_op *o = &g->ops[i];
+    wf_op_cost c;
+    wf_op_cost_of(g, i, &c);
+    char shape[96], pbuf[32], fbuf[32], sbuf[32];
+    wf_shape_str(&g->tensors[o->out[0]], shape, sizeof shape);
+    printf("%s%-*s %-14s %-5s %-20s %10s %12s %11s\n", indent, 30 - (int)strlen(indent), o->name,
+           wf_op_name(o->kind), tp_name(o->tp), shape,
+           c.params > 0 ? human(c.params, "", pbuf, sizeof pbuf) : "-",
+           human(c.fwd_flops, "FLOP", fbuf, sizeof fbuf),
+           c.saved_bytes > 0 ? human_bytes(c.saved_bytes, sbuf, sizeof sbuf) : "-");
+}
+
+static void print_model_human(const wf_model_config *m, const wf_graph *g, int64_t batch,
+                              const wf_graph_totals *t)
+{
+    double b = (double)batch;
+    char a[32], c[32], d[32];
+    printf("model        %s (%s, %s)\n", m->name, wf_family_name(m->family),
+           wf_dtype_name(m->dtype));
+    if (wf_model_is_transformer(m))
+        printf("shape        %" PRId64 " layers, hidden %" PRId64 ", %" PRId64 " heads (%" PRId64
+               " kv), ffn %" PRId64 ", seq %" PRId64 ", vocab %" PRId64 "%s\n",
+               m->layers, m->hidden, m->heads, m->kv_heads, m->ffn, m->seq, m->vocab,
+               m->causal ? ", causal" : "");
+    else if (m->family == WF_FAMILY_VGG || m->family == WF_FAMILY_RESNET)
+        printf("shape        depth %" PRId64 ", %" PRId64 "x%" PRId64 "x%" PRId64
+               " images, %" PRId64 " classes\n",
+               m->depth, m->image, m->image, m->channels, m->classes);
+    printf("params       %s (%.0f)\n", human(t->params, "", a, sizeof a), t->params);
+    printf("FLOPs/sample forward %s, training %s (forward + backward, no recompute)\n",
+           human(t->fwd_flops / b, "FLOP", a, sizeof a),
+           human((t->fwd_flops + t->bwd_flops) / b, "FLOP", c, sizeof c));
+    if (wf_model_is_transformer(m))
+        printf("FLOPs/token  forward %s, training %s\n",
+               human(t->fwd_flops / (b * (double)m->seq), "FLOP", a, sizeof a),
+               human((t->fwd_flops + t->bwd_flops) / (b * (double)m->seq), "FLOP", c, sizeof c));
+    printf("activations  %s per sample saved for backward (no recompute)\n",
+           human_bytes(t->saved_bytes / b, d, sizeof d));
+    printf("\nops at batch %" PRId64 ":\n", batch);
+    printf("%-30s %-14s %-5s %-20s %10s %12s %11s\n", "name", "kind", "tp", "output", "params",
+           "fwd", "saved");
+    /* Transformers: ops before layer 0, layer 0 once, then the ops after the layers. */
+    int compact = wf_model_is_transformer(m) && m->layers > 1;
+    int in_layers = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const wf_op *o = &g->ops[i];
+        if (!compact || o->block < 0) {
+            if (in_layers) {
+                printf("  x %" PRId64 " layers\n", m->layers);
+                in_layers = 0;
+            }
+            op_row(g, i, "");
+        } else if (o->block == 0 && o->layer == 0) {
+            in_layers = 1;
+            op_row(g, i, "  ");
+        }
+    }
+    if (in_layers)
+        printf("  x %" PRId64 " layers\n", m->layers);
+}
+
+/* ---- clusters ------------------------------------------------------------------------- */
+
+static wf_status show_cluster(const char *spec, int json)
+{
+    wf_cluster c;
+    wf_status st = wf_cluster_lookup(spec, &c);
+    if (st != WF_OK)
+        return st;
+    if (json) {
+        cJSON *j = wf_cluster_to_json(&c);
+        if (!j)
+            return wf_errorf(WF_NOMEM, "out of memory");
+        st = wf_cli_print_json(j);
+        cJSON_Delete(j);
+        return st;
+    }
+    const wf_device *d = &c.dev;
+    char a[32], b[32];
+    printf("cluster      %s: %" PRId64 " devices of %s\n", c.name, wf_cluster_devices(&c), d->name);
+    printf("memory       %s per device, bandwidth %s\n", human_bytes(d->mem_bytes, a, sizeof a),
+           human(d->mem_bw_bps, "B/s", b, sizeof b));
+    for (int t = 0; t < WF_DTYPE_COUNT; t++)
+        if (d->matrix_flops[t] > 0 || d->vector_flops[t] > 0)
+            printf("peak %-7s matrix %s/s, vector %s/s\n", wf_dtype_name((wf_dtype)t),
+                   human(d->matrix_flops[t], "FLOP", a, sizeof a),
+                   human(d->vector_flops[t], "FLOP", b, sizeof b));
+    printf("\n%-10s %8s %14s %12s %6s\n", "level", "size", "bw/device", "latency", "eff");
+    for (int l = 0; l < c.nlevels; l++)
+        printf("%-10s %8" PRId64 " %14s %9.2f us %6.2f\n", c.level[l].name, c.level[l].size,
+               human(c.level[l].bw_bps, "B/s", a, sizeof a), c.level[l].latency_s * 1e6,
+               c.level[l].eff);
+    return fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
+}
 
 wf_status wf_cmd_show(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return wf_errorf(WF_INTERNAL, "'show' is not built yet");
+    int json = 0, help = 0, npos = 0;
+    int64_t batch = 1, seq = INT64_MIN; /* INT64_MIN: --seq not given */
+    const char *cluster = NULL;
+    const char *pos[1] = {NULL};
+    const wf_opt opts[] = {
+        {"json", 0, WF_OPT_FLAG, &json, NULL, "print one JSON object on stdout", 0},
+        {"batch", 'b', WF_OPT_INT, &batch, "B", "samples the graph is built for (default 1)", 0},
+        {"seq", 0, WF_OPT_INT, &seq, "S", "sequence length of a transformer (default: the model's)", 0},
+        {"cluster", 'c', WF_OPT_STR, &cluster, "C", "show a cluster (preset, overrides or JSON file) instead", 0},
+        {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
+    };
+    wf_status st = wf_opts_parse(opts, argc, argv, 1, pos, 1, &npos, &help);
+    if (st != WF_OK)
+        return st;
+    if (help) {
+        wf_opts_usage(stdout, "weft show MODEL [--json] [--batch B] [--seq S]\n       weft show --cluster C [--json]",
+                      "Shows a model's parameters, FLOPs per sample (forward, and training =\n"
+                      "forward + backward without recomputation), activation bytes saved for\n"
+                      "backward, and its op table. MODEL is a zoo name (weft models), a family\n"
+                      "with keys (gpt:layers=2,hidden=64), or a model JSON file.\n"
+                      "With --json, \"layers\" lists every forward op (FLOPs at --batch).",
+                      opts);
+        return WF_OK;
+    }
+    if (cluster) {
+        if (npos > 0)
+            return wf_errorf(WF_INVAL, "give a model or --cluster, not both ('%s')", pos[0]);
+        return show_cluster(cluster, json);
+    }
+    if (npos == 0)
+        return wf_errorf(WF_INVAL, "missing MODEL (see weft models, or weft show --help)");
+    if (batch < 1 || batch > ((int64_t)1 << 40))
+        return wf_errorf(WF_INVAL, "--batch %" PRId64 ": must be a positive integer", batch);
+    wf_model_config m;
+    if ((st = wf_model_lookup(pos[0], &m)) != WF_OK)
+        return st;
+    if (seq != INT64_MIN) {
+        if (!wf_model_is_transformer(&m))
+            return wf_errorf(WF_INVAL, "--seq %" PRId64 ": '%s' is not a transformer", seq, m.name);
+        if (seq < 1 || seq > ((int64_t)1 << 30))
+            return wf_errorf(WF_INVAL, "--seq %" PRId64 ": must be a positive integer", seq);
+        m.seq = seq;
+    }
+    wf_graph g;
+    st = wf_model_build(&m, batch, &g);
+    if (st == WF_OK)
+        st = wf_graph_validate(&g);
+    if (st == WF_OK) {
+        wf_graph_totals t;
+        wf_graph_totals_of(&g, &t);
+        if (json) {
+            st = print_model_json(&m, &g, batch, &t);
+        } else {
+            print_model_human(&m, &g, batch, &t);
+            if (fflush(stdout) != 0)
+                st = wf_errorf(WF_IO, "cannot write standard output");
+        }
+    }
+    wf_graph_free(&g);
+    return st;
 }
