@@ -76,8 +76,10 @@ typedef struct {
     int64_t vocab;                     /* token inputs: ids lie in [0, vocab); 0 for features */
 } wf_data_layout;
 
-/* Reads the layout from a graph with exactly one WF_ROLE_INPUT tensor and one
- * WF_ROLE_LABEL tensor, both with the batch on axis 0: classes is the last
+/* Reads the layout from a graph with one WF_ROLE_LABEL tensor and one
+ * WF_ROLE_INPUT tensor (or several, one of them named "ids": the loader feeds
+ * that one; the caller fills the others, e.g. BERT's token_types with zeros),
+ * both with the batch on axis 0: classes is the last
  * axis of the logits of the cross-entropy op that reads the labels, vocab the
  * rows of the embedding table that reads the ids. Integer inputs (INT32 or
  * INT64 in the graph) are token ids, delivered as int32. */
@@ -209,14 +211,19 @@ typedef struct {
     double copy_bw_bps;            /* memcpy of a large buffer: (read + written bytes) / time */
     double triad_bw_bps;           /* a = b + s c on large arrays: 3 arrays' bytes / time */
     double mem_bytes;              /* physical memory / ranks on this node */
-    /* communication (nranks >= 2): one-way ping-pong time between ranks 0 and
-     * 1 and MPI_Allreduce time of float vectors, per message size */
+    /* communication (nranks >= 2), per message size: one-way ping-pong time
+     * between rank 0 and another rank on its node (0 when it has none) and one
+     * on another node (0 when the job has one node), and the MPI_Allreduce
+     * time of a float vector over all ranks */
     int nmsg;
     double msg_bytes[WF_CALIB_MAX_MSG];
     double pingpong_s[WF_CALIB_MAX_MSG];
+    double pingpong_inter_s[WF_CALIB_MAX_MSG];
     double allreduce_s[WF_CALIB_MAX_MSG];
     double p2p_alpha_s;            /* fit of pingpong_s = alpha + bytes / bw */
     double p2p_bw_bps;
+    double inter_alpha_s;          /* fit of pingpong_inter_s */
+    double inter_bw_bps;
     double allreduce_alpha_s;      /* fit of allreduce_s = alpha + bytes / bw (raw) */
     double allreduce_bw_bps;
     double allreduce_busbw_bps;    /* allreduce_bw_bps x 2 (p-1) / p (nccl-tests convention) */
