@@ -242,6 +242,13 @@ static void test_zoo_builds(void **state)
         if (st != WF_OK)
             fail_msg("validate %s: %s", e->name, wf_last_error());
         assert_true(g.loss >= 0);
+        /* The graph is differentiable end to end (the runtime and the search need it). */
+        st = wf_graph_autodiff(&g);
+        if (st == WF_OK)
+            st = wf_graph_validate(&g);
+        if (st != WF_OK)
+            fail_msg("autodiff %s: %s", e->name, wf_last_error());
+        assert_true(g.nops > g.nfwd);
         /* tiny models are fp32, the rest fp16 (mlp is fp32 too) */
         int tiny = strstr(e->name, "tiny") != NULL || strcmp(e->name, "mlp") == 0;
         assert_int_equal(m.dtype, tiny ? WF_DTYPE_FP32 : WF_DTYPE_FP16);
