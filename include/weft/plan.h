@@ -61,7 +61,29 @@ wf_status wf_plan_parse(const char *text, wf_plan *out);
 /* Canonical string (every key), e.g. "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full,sp=0,zero=0". */
 int wf_plan_format(const wf_plan *p, char *buf, size_t cap);
 const char *wf_recompute_name(wf_recompute r);
+const char *wf_pipe_name(wf_pipe_kind k);
 int64_t wf_plan_devices(const wf_plan *p);
+
+/* ---- plan files (docs/plan-format.md) ----------------------------------------
+ * {"format": "weft-plan", "version": 1, "plan": "dp=...,tp=...", optional
+ * "model", "cluster", "batch" (what the plan was made for, for checking) and
+ * "estimate" (an object, kept as written). */
+typedef struct {
+    char model[256];   /* "" when not recorded */
+    char cluster[256]; /* "" when not recorded */
+    int64_t batch;     /* 0 when not recorded */
+} wf_plan_meta;
+
+struct cJSON;
+/* meta may be NULL on both sides; estimate (may be NULL) is copied in. */
+struct cJSON *wf_plan_to_json(const wf_plan *p, const wf_plan_meta *meta,
+                              const struct cJSON *estimate);
+wf_status wf_plan_from_json(const struct cJSON *j, const char *ctx, wf_plan *out,
+                            wf_plan_meta *meta);
+wf_status wf_plan_read_file(const char *path, wf_plan *out, wf_plan_meta *meta);
+/* Writes the plan file atomically (temporary file, fsync, rename). */
+wf_status wf_plan_write_file(const char *path, const wf_plan *p, const wf_plan_meta *meta,
+                             const struct cJSON *estimate);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,81 @@
+/* weft plan validation: whether a plan can run a model on a cluster with a
+ * global batch. Each failed rule is WF_INVAL with a one-line message naming
+ * the values that disagree, so `weft estimate` can print it as is.
+ *
+ * Rules (Megatron-LM's, where they come from there): tensor parallelism
+ * divides heads, key/value heads, hidden and ffn widths; layers divide into
+ * pp x vpp equal chunks; the batch divides into mbs x dp; dp x tp x pp devices
+ * exist in the cluster; interleaving needs a pipeline, the 1F1B schedule and a
+ * micro-batch count divisible by pp; sequence parallelism needs tp > 1;
+ * non-transformer models take data and pipeline parallelism only. */
+#include "weft/cost.h"
+
+#include <string.h>
+
+wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_cluster *c,
+                           int64_t batch)
+{
+    if (p->dp < 1 || p->tp < 1 || p->pp < 1 || p->mbs < 1 || p->vpp < 1)
+        return wf_errorf(WF_INVAL, "plan degrees must be >= 1 (dp=%d, tp=%d, pp=%d, mbs=%d, vpp=%d)",
+                         p->dp, p->tp, p->pp, p->mbs, p->vpp);
+    if (p->zero < 0 || p->zero > 3)
+        return wf_errorf(WF_INVAL, "zero=%d: expected 0..3", p->zero);
+    if ((p->sp != 0 && p->sp != 1) || (p->overlap != 0 && p->overlap != 1))
+        return wf_errorf(WF_INVAL, "sp=%d and overlap=%d must be 0 or 1", p->sp, p->overlap);
+    if (batch < 1)
+        return wf_errorf(WF_INVAL, "batch=%lld must be >= 1", (long long)batch);
+    int64_t devices = wf_plan_devices(p), have = wf_cluster_devices(c);
+    if (devices > have)
+        return wf_errorf(WF_INVAL, "plan needs dp*tp*pp = %d*%d*%d = %lld devices, cluster '%s' has %lld",
+                         p->dp, p->tp, p->pp, (long long)devices, c->name, (long long)have);
+    int64_t per_step = (int64_t)p->mbs * p->dp;
+    if (batch % per_step != 0)
+        return wf_errorf(WF_INVAL, "batch=%lld is not divisible by mbs*dp = %d*%d = %lld",
+                         (long long)batch, p->mbs, p->dp, (long long)per_step);
+    int64_t micro = batch / per_step;
+    if (p->sp && p->tp < 2)
+        return wf_errorf(WF_INVAL, "sp=1 (sequence parallelism) needs tp > 1 (tp=%d)", p->tp);
+    if (p->vpp > 1) {
+        if (p->pp < 2)
+            return wf_errorf(WF_INVAL, "vpp=%d (interleaved pipeline) needs pp > 1 (pp=%d)", p->vpp,
+                             p->pp);
+        if (p->pipe != WF_PIPE_1F1B)
+            return wf_errorf(WF_INVAL, "vpp=%d needs pipe=1f1b (interleaved 1F1B), not pipe=%s",
+                             p->vpp, wf_pipe_name(p->pipe));
+        if (micro % p->pp != 0)
+            return wf_errorf(WF_INVAL, "vpp=%d: micro-batches per pipeline batch/(mbs*dp) = %lld must "
+                                       "be divisible by pp=%d", p->vpp, (long long)micro, p->pp);
+    }
+    if (!wf_model_is_transformer(m)) {
+        if (p->tp != 1)
+            return wf_errorf(WF_INVAL, "tp=%d: model '%s' is not a transformer; it takes data and "
+                                       "pipeline parallelism only (tp=1)", p->tp, m->name);
+        if (p->vpp != 1)
+            return wf_errorf(WF_INVAL, "vpp=%d: model '%s' is not a transformer; interleaving needs "
+                                       "repeated layers (vpp=1)", p->vpp, m->name);
+        if (p->recompute == WF_RECOMPUTE_SELECTIVE)
+            return wf_errorf(WF_INVAL, "recompute=selective recomputes attention, which model '%s' "
+                                       "does not have (use none or full)", m->name);
+        return WF_OK;
+    }
+    if (m->heads % p->tp != 0)
+        return wf_errorf(WF_INVAL, "tp=%d does not divide heads=%lld of model '%s'", p->tp,
+                         (long long)m->heads, m->name);
+    if (m->kv_heads > 0 && m->kv_heads % p->tp != 0)
+        return wf_errorf(WF_INVAL, "tp=%d does not divide kv_heads=%lld of model '%s'", p->tp,
+                         (long long)m->kv_heads, m->name);
+    if (m->hidden % p->tp != 0)
+        return wf_errorf(WF_INVAL, "tp=%d does not divide hidden=%lld of model '%s'", p->tp,
+                         (long long)m->hidden, m->name);
+    if (m->ffn > 0 && m->ffn % p->tp != 0)
+        return wf_errorf(WF_INVAL, "tp=%d does not divide ffn=%lld of model '%s'", p->tp,
+                         (long long)m->ffn, m->name);
+    if (p->sp && m->seq % p->tp != 0)
+        return wf_errorf(WF_INVAL, "sp=1: tp=%d does not divide seq=%lld of model '%s'", p->tp,
+                         (long long)m->seq, m->name);
+    int64_t chunks = (int64_t)p->pp * p->vpp;
+    if (m->layers % chunks != 0)
+        return wf_errorf(WF_INVAL, "layers=%lld of model '%s' is not divisible by pp*vpp = %d*%d = %lld",
+                         (long long)m->layers, m->name, p->pp, p->vpp, (long long)chunks);
+    return WF_OK;
+}
