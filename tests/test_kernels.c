@@ -120,7 +120,7 @@ static double fd_loss(const fd_fn *f)
     return l;
 }
 
-#define FD_SAMPLES 24
+#define FD_SAMPLES 64
 #define FD_EPS 1e-3
 #define FD_TOL 1e-2
 
@@ -439,6 +439,10 @@ static void test_dropout(void **state)
     wf_k_dropout_fwd(ones, y3, n / 2, p, 42, 0);
     wf_k_dropout_fwd(ones, y3 + n / 2, n - n / 2, p, 42, (uint64_t)(n / 2));
     assert_memory_equal(y, y3, sizeof(float) * (size_t)n);
+    /* p = 1 drops everything. */
+    wf_k_dropout_fwd(ones, y3, 1000, 1.0f, 42, 0);
+    for (int64_t i = 0; i < 1000; i++)
+        assert_true(y3[i] == 0.0f);
     /* p = 0 is the identity; in place works. */
     float *x = rnd(100, 1), *xc = copy(x, 100);
     wf_k_dropout_fwd(x, x, 100, 0.0f, 7, 0);
@@ -924,6 +928,22 @@ static void test_pools(void **state)
     wf_k_maxpool_fwd(&g, x, ym);
     assert_float_equal(ym[0], 6, 0);
     assert_float_equal(ym[3], 16, 0);
+    /* Ties (maxpool after relu sees many zeros): the gradient goes to the
+     * first maximum in row-major order, in both versions. */
+    wf_k_conv_geom gt = {2, 3, 6, 6, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0};
+    assert_int_equal(wf_k_conv_geom_check(&gt, 1), WF_OK);
+    const int64_t nx = 2 * 3 * 36, ny = 2 * 3 * gt.ho * gt.wo;
+    float *xt = rnd(nx, 1), *dyt = rnd(ny, 1), *dxt = fbuf(nx), *dxt_r = fbuf(nx);
+    for (int64_t i = 0; i < nx; i++)
+        xt[i] = xt[i] > 0.3f ? 0.5f : 0.0f;
+    wf_k_maxpool_bwd(&gt, xt, dyt, dxt);
+    wf_k_maxpool_bwd_ref(&gt, xt, dyt, dxt_r);
+    assert_memory_equal(dxt, dxt_r, sizeof(float) * (size_t)nx);
+    float tie[4] = {2, 2, 2, 2}, one = 1.0f, dtie[4];
+    wf_k_conv_geom g1 = {1, 1, 2, 2, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0};
+    assert_int_equal(wf_k_conv_geom_check(&g1, 1), WF_OK);
+    wf_k_maxpool_bwd(&g1, tie, &one, dtie);
+    assert_true(dtie[0] == 1.0f && dtie[1] == 0.0f && dtie[2] == 0.0f && dtie[3] == 0.0f);
 }
 
 typedef struct {

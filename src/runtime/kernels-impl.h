@@ -34,9 +34,12 @@
  *   matrices) take a `ws` scratch buffer of wf_k_<op>_ws_floats floats; its
  *   content is undefined on entry and on return. The reference kernels accept
  *   and ignore it, so both versions are called the same way.
- * - Sizes are int64_t and must be >= 1 (M may be 0: nothing is done). Kernels
- *   do not validate shapes (the graph does); the only data-dependent checks are
- *   on integer inputs (token ids, labels), whose kernels return a wf_status.
+ * - Sizes are int64_t and must be >= 1. Kernels do not validate shapes (the
+ *   graph does; conv2d and pool geometry has wf_k_conv_geom_check); the only
+ *   data-dependent checks are on integer inputs (token ids, labels), whose
+ *   kernels return a wf_status. Outputs must not alias inputs, except that
+ *   the elementwise ops (add, mul, bias_add, activations, dropout, rotary)
+ *   may write y over x.
  * - Dropout (the op and attention's) draws, for element index i (row-major
  *   position in the tensor plus `offset`), u = wf_k_rng_uniform(seed, i) in
  *   [0,1); the element is kept when u >= p and scaled by 1/(1-p). The offset
@@ -113,7 +116,7 @@ typedef struct {
     int64_t d;               /* head dim D */
     int causal;              /* key j > query i is masked */
     float scale;             /* score scale (0 = 1/sqrt(D)) */
-    float p;                 /* dropout probability on the probabilities, [0,1) */
+    float p;                 /* dropout probability on the probabilities, [0,1] */
     uint64_t seed, offset;   /* dropout: element (b,h,i,j) has index
                               * offset + ((b*A + h)*S + i)*S + j */
 } wf_k_attn;
@@ -165,7 +168,7 @@ size_t wf_k_attention_ws_floats(const wf_k_attn *at);    /* 2*S*S */
     void wf_k_gelu_bwd##SFX(const float *x, const float *dy, float *dx, int64_t n);         \
     void wf_k_silu_fwd##SFX(const float *x, float *y, int64_t n);                           \
     void wf_k_silu_bwd##SFX(const float *x, const float *dy, float *dx, int64_t n);         \
-    /* y[i] = keep(seed, offset+i) ? x[i]/(1-p) : 0; p in [0,1) */                          \
+    /* y[i] = keep(seed, offset+i) ? x[i]/(1-p) : 0; p in [0,1] (1 drops all) */                          \
     void wf_k_dropout_fwd##SFX(const float *x, float *y, int64_t n, float p, uint64_t seed, \
                                uint64_t offset);                                            \
     void wf_k_dropout_bwd##SFX(const float *dy, float *dx, int64_t n, float p,              \
