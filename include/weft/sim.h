@@ -1,0 +1,227 @@
+/* weft simulator: a discrete-event engine over per-device task graphs, and the
+ * builders that turn a pipeline schedule, a data-parallel iteration or a plan
+ * into such a graph. ALGORITHMS.md §5 says how it computes.
+ *
+ * The engine: an integer-nanosecond clock; a binary heap of events keyed by
+ * (time, sequence number), so equal times resolve in insertion order and two
+ * runs of the same graph give the same timeline. Resources are a compute
+ * stream and N communication channels per device, plus shared links (one per
+ * hierarchy level, say). A task occupies a set of resources for its whole
+ * duration (a compute kernel: its device's stream; a collective: the channel
+ * of every member device) and starts when all its dependencies are done, its
+ * not-before time has passed and every one of its resources is free and has it
+ * at the head of its queue. Each resource serves its ready tasks in the order
+ * (priority, ready order): with priorities left at 0 that is FIFO in ready
+ * order. Because that order is one total order over all tasks, multi-resource
+ * tasks (collectives) never deadlock. A pool (a credit window, ByteScheduler
+ * style) admits ready tasks by priority while their summed amounts fit its
+ * capacity; a task holds its amount until it finishes.
+ *
+ * Memory: a buffer on a device is allocated when its producing task starts
+ * and freed when the last of its users finishes (its producer, if it has no
+ * users); with a per-device base (weights, optimizer state) this gives a
+ * memory timeline and its peak.
+ *
+ * Symmetric devices are simulated once: a caller builds one device per role
+ * (per pipeline stage, say) and gives collectives over symmetric peers as
+ * tasks on that one device's channel, with the duration the cost model gives
+ * for the whole group. A device's `replicas` says how many real devices it
+ * stands for (shown in the trace).
+ *
+ * Everything a simulation allocates lives in its arena and is freed at once by
+ * wf_sim_free. */
+#ifndef WEFT_SIM_H
+#define WEFT_SIM_H
+
+#include "weft/core.h"
+#include "weft/cost.h"
+#include "weft/sched.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int64_t wf_ns; /* simulated time, integer nanoseconds */
+#define WF_SIM_MAX_STAGES 256 /* pipeline stages in one wf_sim_pipeline call */
+#define WF_NS_PER_S INT64_C(1000000000)
+
+/* Seconds to nanoseconds, rounded to the nearest; negative or NaN gives -1
+ * (which wf_sim_add_task rejects). */
+wf_ns wf_sim_ns(double seconds);
+
+/* Task categories, for the per-device breakdown and the trace.
+ * X(ENUM, "name") */
+#define WF_SIM_CAT_LIST(X)      \
+    X(FORWARD, "forward")       \
+    X(BACKWARD, "backward")     \
+    X(RECOMPUTE, "recompute")   \
+    X(OPTIMIZER, "optimizer")   \
+    X(TP_COMM, "tp_comm")       \
+    X(PP_COMM, "pp_comm")       \
+    X(DP_COMM, "dp_comm")       \
+    X(MARKER, "marker")         \
+    X(OTHER, "other")
+
+typedef enum {
+#define WF_X(e, name) WF_SIM_CAT_##e,
+    WF_SIM_CAT_LIST(WF_X)
+#undef WF_X
+    WF_SIM_CAT_COUNT
+} wf_sim_cat;
+
+const char *wf_sim_cat_name(wf_sim_cat c);
+
+typedef struct wf_sim wf_sim;
+
+wf_status wf_sim_create(wf_sim **out);
+void wf_sim_free(wf_sim *s);
+
+/* ---- resources ------------------------------------------------------------ */
+/* Adds a device with one compute stream and `nchannels` (>= 1) communication
+ * channels; `replicas` (>= 1) real devices it stands for. Returns the device
+ * index (0, 1, ...) or a negative status. */
+int wf_sim_add_device(wf_sim *s, const char *name, int nchannels, int64_t replicas);
+/* Adds a shared resource (a link of one hierarchy level); returns its index. */
+int wf_sim_add_link(wf_sim *s, const char *name);
+/* Resource ids to name in a task's resource list (-1 when out of range). */
+int wf_sim_stream(const wf_sim *s, int dev);
+int wf_sim_channel(const wf_sim *s, int dev, int ch);
+int wf_sim_link(const wf_sim *s, int link);
+/* A credit window of `capacity` units (bytes); returns its index. */
+int wf_sim_add_pool(wf_sim *s, const char *name, int64_t capacity);
+
+/* ---- tasks ---------------------------------------------------------------- */
+typedef struct {
+    const char *name;   /* shown in the trace (copied) */
+    wf_sim_cat cat;
+    wf_ns dur_ns;       /* >= 0 */
+    int nres;           /* resources occupied for the whole duration (0: a */
+    const int *res;     /*   timer or marker that needs none) */
+    int ndeps;          /* tasks that must finish first (more: wf_sim_add_dep) */
+    const int *deps;
+    int priority;       /* smaller first among ready tasks of a resource */
+    wf_ns not_before_ns;/* earliest start */
+    int pool;           /* credit window to pass through, -1 none */
+    int64_t pool_amount;
+    /* Trace arguments, shown when >= 0. */
+    int mb, layer, chunk;
+    double bytes;
+} wf_sim_task_desc;
+
+/* Defaults: no resources, no deps, priority 0, pool -1, mb/layer/chunk -1, bytes -1. */
+void wf_sim_task_desc_init(wf_sim_task_desc *d);
+/* Returns the task id (0, 1, ... in the order added) or a negative status. */
+int wf_sim_add_task(wf_sim *s, const wf_sim_task_desc *d);
+/* `task` starts only after `dep` finished. Either may be added later than the other. */
+wf_status wf_sim_add_dep(wf_sim *s, int task, int dep);
+int wf_sim_ntasks(const wf_sim *s);
+
+/* ---- memory --------------------------------------------------------------- */
+wf_status wf_sim_set_mem_base(wf_sim *s, int dev, int64_t bytes);
+/* A buffer of `bytes` on `dev`, allocated when `producer` starts and freed when
+ * the last of `users` finishes (when `producer` finishes if nusers == 0). */
+wf_status wf_sim_add_buffer(wf_sim *s, int dev, int64_t bytes, int producer, int nusers,
+                            const int *users);
+
+/* ---- running and results --------------------------------------------------- */
+/* Plays the graph out (once). A dependency cycle, or a task that can never
+ * start, is WF_INVAL naming the task. */
+wf_status wf_sim_run(wf_sim *s);
+
+wf_ns wf_sim_makespan_ns(const wf_sim *s);
+wf_ns wf_sim_task_start_ns(const wf_sim *s, int task);
+wf_ns wf_sim_task_end_ns(const wf_sim *s, int task);
+
+typedef struct {
+    double busy_s[WF_SIM_CAT_COUNT]; /* summed durations of the tasks on this device, per category */
+    double compute_s;       /* time the compute stream is busy */
+    double comm_s;          /* time at least one channel is busy */
+    double exposed_comm_s;  /* a channel busy while the compute stream is idle */
+    double idle_s;          /* neither: makespan - |compute U comm| (includes pipeline bubbles) */
+    double compute_idle_s;  /* makespan - compute_s */
+    int64_t peak_mem_bytes; /* base + the largest sum of live buffers */
+} wf_sim_device_stats;
+
+int wf_sim_ndevices(const wf_sim *s);
+wf_status wf_sim_device_stats_of(const wf_sim *s, int dev, wf_sim_device_stats *out);
+
+/* The Chrome trace-event JSON ({"traceEvents":[...]}, ts/dur in µs): one "X"
+ * event per task per resource it occupies (pid = device, tid = 0 compute,
+ * 1+c channel c; links in a last process), "M" events naming processes and
+ * threads, and "C" counter events of each device's memory. */
+struct cJSON;
+struct cJSON *wf_sim_trace_json(const wf_sim *s);
+/* Writes it atomically. */
+wf_status wf_sim_write_trace(const wf_sim *s, const char *path);
+
+/* ---- pipelines --------------------------------------------------------------
+ * One data-parallel replica's pipeline of p stages (one simulated device each)
+ * with m micro-batches and v model chunks per stage, in the order of
+ * wf_pipe_order. Virtual stage k = chunk * p + stage runs fwd_ns[k] per
+ * micro-batch forward and bwd_ns[k] backward; an activation (or its gradient)
+ * crossing from one virtual stage to the next takes p2p_ns on the sender's
+ * channel 1 (activations) or 2 (gradients), nothing when p2p_ns is 0 or both
+ * are on one device; each
+ * forward keeps act_bytes[k] until its backward finishes. */
+typedef struct {
+    wf_pipe_kind kind;
+    int p, m, v;
+    const wf_ns *fwd_ns;       /* [p*v] */
+    const wf_ns *bwd_ns;       /* [p*v] */
+    wf_ns p2p_ns;
+    const int64_t *act_bytes;  /* [p*v], NULL = 0 */
+} wf_sim_pipe_desc;
+
+typedef struct {
+    wf_ns iteration_ns;     /* makespan */
+    wf_ns bubble_ns[WF_SIM_MAX_STAGES]; /* per stage: makespan - its compute time */
+    int64_t peak_mem_bytes[WF_SIM_MAX_STAGES];
+} wf_sim_pipe_result;
+
+/* Builds the pipeline into a fresh simulation (devices 0..p-1 are the stages),
+ * runs it, and fills *res. When keep is non-NULL the simulation is returned
+ * there (for a trace); the caller frees it. */
+wf_status wf_sim_pipeline(const wf_sim_pipe_desc *d, wf_sim_pipe_result *res, wf_sim **keep);
+
+/* ---- one data-parallel iteration under a comm schedule -----------------------
+ * A model of `nlayers` layers in forward order on one device (the others of
+ * the data-parallel group are symmetric): forward, then backward (layers in
+ * reverse), the gradients reduced as the schedule issues them on one channel,
+ * the optimizer step, then the next iteration's forward. The iteration time
+ * is the steady-state period: from one backward's start to the next one's.
+ * Per schedule kind the next forward waits for: everything reduced, then the
+ * whole optimizer step (wfbp, ddp, horovod, mgwfbp); per layer its gradients
+ * reduced and that layer's step (bytescheduler); per group its all-gather and
+ * that group's step, the all-gathers issued as the recurrence of ALGORITHMS.md
+ * §4 says (dear). */
+typedef struct {
+    int nlayers;
+    const double *fwd_s;   /* [nlayers] forward time of each layer */
+    const double *bwd_s;   /* [nlayers] backward time (input + weight gradients) */
+    const double *opt_s;   /* [nlayers] optimizer step of the layer's parameters, NULL = 0 */
+    int ngrads;
+    const wf_grad *grads;  /* parameter order; bytes and layer used, ready_s computed */
+    wf_sched_env env;
+} wf_dp_model;
+
+typedef struct {
+    wf_comm_sched sched;      /* the schedule played (for auto: the one chosen) */
+    double iteration_s;
+    double compute_s;         /* forward + backward + optimizer */
+    double comm_s;            /* channel busy time */
+    double exposed_comm_s;    /* iteration_s - compute_s */
+    int ncollectives;         /* collectives per iteration (dear counts both halves) */
+    int candidates;           /* auto: schedules simulated */
+} wf_dp_result;
+
+/* Simulates one iteration under `s`. For WF_COMM_AUTO every scheduler is tried
+ * with a sweep of thresholds and the fastest is returned (ties keep the
+ * earlier candidate: wfbp, ddp, horovod, bytescheduler, mgwfbp, dear). When
+ * trace_path is non-NULL the played schedule's trace is written there. */
+wf_status wf_sim_dp_iteration(const wf_dp_model *m, const wf_comm_sched *s, const char *trace_path,
+                              wf_dp_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

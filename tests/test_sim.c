@@ -1,0 +1,523 @@
+/* Simulator engine and pipeline graphs against closed forms (exact, in
+ * integer nanoseconds): chains, independent streams, collectives waiting for
+ * their slowest member, deterministic ties, priorities, not-before times,
+ * credit pools, memory peaks, the busy/exposed/idle accounting, cycle
+ * detection, the Chrome trace (parsed back), and pipeline bubbles and
+ * in-flight micro-batches for GPipe, 1F1B and interleaved 1F1B. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "weft/sim.h"
+
+/* Adds a task on one resource (or none when res < 0) with up to 3 deps (-1 = none). */
+static int add(wf_sim *s, const char *name, wf_ns dur, int res, int d0, int d1, int d2)
+{
+    int deps[3], nd = 0;
+    if (d0 >= 0)
+        deps[nd++] = d0;
+    if (d1 >= 0)
+        deps[nd++] = d1;
+    if (d2 >= 0)
+        deps[nd++] = d2;
+    wf_sim_task_desc d;
+    wf_sim_task_desc_init(&d);
+    d.name = name;
+    d.cat = WF_SIM_CAT_FORWARD;
+    d.dur_ns = dur;
+    d.nres = res >= 0;
+    d.res = &res;
+    d.ndeps = nd;
+    d.deps = deps;
+    int id = wf_sim_add_task(s, &d);
+    assert_true(id >= 0);
+    return id;
+}
+
+static void test_chain(void **state)
+{
+    (void)state;
+    wf_sim *s;
+    assert_int_equal(wf_sim_create(&s), WF_OK);
+    int d = wf_sim_add_device(s, "gpu", 1, 1);
+    int r = wf_sim_stream(s, d);
+    int a = add(s, "a", 3, r, -1, -1, -1);
+    int b = add(s, "b", 5, r, a, -1, -1);
+    int c = add(s, "c", 7, r, b, -1, -1);
+    assert_int_equal(wf_sim_run(s), WF_OK);
+    assert_int_equal(wf_sim_makespan_ns(s), 15);
+    assert_int_equal(wf_sim_task_start_ns(s, a), 0);
+    assert_int_equal(wf_sim_task_start_ns(s, b), 3);
+    assert_int_equal(wf_sim_task_start_ns(s, c), 8);
+    assert_int_equal(wf_sim_task_end_ns(s, c), 15);
+    wf_sim_device_stats st;
+    assert_int_equal(wf_sim_device_stats_of(s, d, &st), WF_OK);
+    assert_float_equal(st.compute_s, 15e-9, 1e-18);
+    assert_float_equal(st.idle_s, 0, 1e-18);
+    assert_float_equal(st.busy_s[WF_SIM_CAT_FORWARD], 15e-9, 1e-18);
+    /* A second run of the same simulation is refused. */
+    assert_int_equal(wf_sim_run(s), WF_INVAL);
+    wf_sim_free(s);
+}
+
+static void test_two_streams(void **state)
+{
+    (void)state;
+    wf_sim *s;
+    assert_int_equal(wf_sim_create(&s), WF_OK);
+    int d0 = wf_sim_add_device(s, "gpu0", 1, 1), d1 = wf_sim_add_device(s, "gpu1", 1, 1);
+    int r0 = wf_sim_stream(s, d0), r1 = wf_sim_stream(s, d1);
+    /* No dependencies: each stream runs its tasks back to back, in parallel. */
+    add(s, "x", 10, r0, -1, -1, -1);
+    int x2 = add(s, "x2", 20, r0, -1, -1, -1);
+    add(s, "y", 5, r1, -1, -1, -1);
+    add(s, "y2", 5, r1, -1, -1, -1);
+    int y3 = add(s, "y3", 5, r1, -1, -1, -1);
+    assert_int_equal(wf_sim_run(s), WF_OK);
+    assert_int_equal(wf_sim_makespan_ns(s), 30);
+    assert_int_equal(wf_sim_task_start_ns(s, x2), 10);
+    assert_int_equal(wf_sim_task_start_ns(s, y3), 10);
+    wf_sim_device_stats st;
+    wf_sim_device_stats_of(s, d1, &st);
+    assert_float_equal(st.compute_s, 15e-9, 1e-18);
+    assert_float_equal(st.idle_s, 15e-9, 1e-18);
+    wf_sim_free(s);
+}
+
+static void test_collective_waits_for_slowest(void **state)
+{
+    (void)state;
+    wf_sim *s;
+    assert_int_equal(wf_sim_create(&s), WF_OK);
+    wf_ns work[3] = {10, 25, 5};
+    int comp[3], ch[3];
+    for (int i = 0; i < 3; i++) {
+        int d = wf_sim_add_device(s, NULL, 1, 1);
+        comp[i] = add(s, "work", work[i], wf_sim_stream(s, d), -1, -1, -1);
+        ch[i] = wf_sim_channel(s, d, 0);
+    }
+    wf_sim_task_desc d;
+    wf_sim_task_desc_init(&d);
+    d.name = "all-reduce";
+    d.cat = WF_SIM_CAT_DP_COMM;
+    d.dur_ns = 7;
+    d.nres = 3;
+    d.res = ch;
+    d.ndeps = 3;
+    d.deps = comp;
+    int ar = wf_sim_add_task(s, &d);
+    assert_true(ar >= 0);
+    /* After it, more work on device 0. */
+    int after = add(s, "after", 4, wf_sim_stream(s, 0), ar, -1, -1);
+    assert_int_equal(wf_sim_run(s), WF_OK);
+    assert_int_equal(wf_sim_task_start_ns(s, ar), 25);
+    assert_int_equal(wf_sim_task_end_ns(s, ar), 32);
+    assert_int_equal(wf_sim_task_start_ns(s, after), 32);
+    assert_int_equal(wf_sim_makespan_ns(s), 36);
+    /* Device 0: computes [0,10) and [32,36); its channel [25,32) is all exposed. */
+    wf_sim_device_stats st;
+    wf_sim_device_stats_of(s, 0, &st);
+    assert_float_equal(st.compute_s, 14e-9, 1e-18);
+    assert_float_equal(st.comm_s, 7e-9, 1e-18);
+    assert_float_equal(st.exposed_comm_s, 7e-9, 1e-18);
+    assert_float_equal(st.idle_s, 15e-9, 1e-18);
+    assert_float_equal(st.busy_s[WF_SIM_CAT_DP_COMM], 7e-9, 1e-18);
+    wf_sim_free(s);
+}
+
+/* Two tasks ready at the same instant on one resource run in the order they
+ * were added; a later-added task ready earlier runs first; a priority
+ * overrides both. Two builds give identical timelines. */
+static void build_ties(wf_sim *s, int with_prio, int *ids)
+{
+    int d = wf_sim_add_device(s, "gpu", 1, 1);
+    int r = wf_sim_stream(s, d);
+    int ch = wf_sim_channel(s, d, 0);
+    int gate = add(s, "gate", 10, ch, -1, -1, -1);
+    ids[0] = add(s, "t0", 4, r, gate, -1, -1);
+    ids[1] = add(s, "t1", 4, r, gate, -1, -1);
+    ids[2] = add(s, "t2", 4, r, gate, -1, -1);
+    if (with_prio) {
+        wf_sim_task_desc dd;
+        wf_sim_task_desc_init(&dd);
+        dd.name = "urgent";
+        dd.dur_ns = 1;
+        dd.nres = 1;
+        dd.res = &r;
+        dd.ndeps = 1;
+        dd.deps = &gate;
+        dd.priority = -1;
+        ids[3] = wf_sim_add_task(s, &dd);
+    } else {
+        ids[3] = add(s, "early", 1, r, -1, -1, -1); /* no deps: ready at 0 */
+    }
+}
+
+static void test_ties_deterministic(void **state)
+{
+    (void)state;
+    wf_ns first[4] = {0};
+    for (int rep = 0; rep < 2; rep++) {
+        wf_sim *s;
+        int ids[4];
+        assert_int_equal(wf_sim_create(&s), WF_OK);
+        build_ties(s, 0, ids);
+        assert_int_equal(wf_sim_run(s), WF_OK);
+        assert_int_equal(wf_sim_task_start_ns(s, ids[3]), 0);
+        assert_int_equal(wf_sim_task_start_ns(s, ids[0]), 10);
+        assert_int_equal(wf_sim_task_start_ns(s, ids[1]), 14);
+        assert_int_equal(wf_sim_task_start_ns(s, ids[2]), 18);
+        for (int i = 0; i < 4; i++) {
+            if (rep == 0)
+                first[i] = wf_sim_task_start_ns(s, ids[i]);
+            else
+                assert_int_equal(first[i], wf_sim_task_start_ns(s, ids[i]));
+        }
+        wf_sim_free(s);
+    }
+    wf_sim *s;
+    int ids[4];
+    assert_int_equal(wf_sim_create(&s), WF_OK);
+    build_ties(s, 1, ids);
+    assert_int_equal(wf_sim_run(s), WF_OK);
+    assert_int_equal(wf_sim_task_start_ns(s, ids[3]), 10); /* priority -1 first */
+    assert_int_equal(wf_sim_task_start_ns(s, ids[0]), 11);
+    assert_int_equal(wf_sim_task_start_ns(s, ids[2]), 19);
+    wf_sim_free(s);
+}
+
+static void test_not_before_and_timers(void **state)
+{
+    (void)state;
+    wf_sim *s;
+    assert_int_equal(wf_sim_create(&s), WF_OK);
+    int d = wf_sim_add_device(s, "gpu", 1, 1);
+    int r = wf_sim_stream(s, d);
+    int a = add(s, "a", 5, r, -1, -1, -1);
+    wf_sim_task_desc td;
+    wf_sim_task_desc_init(&td);
+    td.name = "late";
+    td.dur_ns = 3;
+    td.nres = 1;
+    td.res = &r;
+    td.ndeps = 1;
+    td.deps = &a;
+    td.not_before_ns = 12;
+    int late = wf_sim_add_task(s, &td);
+    /* A timer (no resource) of 20 ns after a, then a task after the timer. */
+    int timer = add(s, "timer", 20, -1, a, -1, -1);
+    int t2 = add(s, "after timer", 1, r, timer, -1, -1);
+    assert_int_equal(wf_sim_run(s), WF_OK);
+    assert_int_equal(wf_sim_task_start_ns(s, late), 12);
+    assert_int_equal(wf_sim_task_start_ns(s, t2), 25);
+    assert_int_equal(wf_sim_makespan_ns(s), 26);
+    wf_sim_free(s);
+}
+
+/* A credit pool of 10 units: tasks of 6 units pass one at a time through two
+ * channels, by priority; an oversized task passes alone. */
+static void test_pool(void **state)
+{
+    (void)state;
+    wf_sim *s;
+    assert_int_equal(wf_sim_create(&s), WF_OK);
+    int d = wf_sim_add_device(s, "gpu", 2, 1);
+    int pool = wf_sim_add_pool(s, "credit", 10);
+    assert_true(pool >= 0);
+    int ids[4];
+    int prio[4] = {3, 1, 2, 0};
+    int64_t amt[4] = {6, 6, 6, 30};
+    for (int i = 0; i < 4; i++) {
+        int ch = wf_sim_channel(s, d, i % 2);
+        wf_sim_task_desc td;
+        wf_sim_task_desc_init(&td);
+        td.name = "chunk";
+        td.dur_ns = 10;
+        td.nres = 1;
+        td.res = &ch;
+        td.priority = prio[i];
+        td.pool = pool;
+        td.pool_amount = amt[i];
+        ids[i] = wf_sim_add_task(s, &td);
+    }
+    assert_int_equal(wf_sim_run(s), WF_OK);
+    /* Admission order by priority: 3 (alone, oversized), then 1, 2, 0. */
+    assert_int_equal(wf_sim_task_start_ns(s, ids[3]), 0);
+    assert_int_equal(wf_sim_task_start_ns(s, ids[1]), 10);
+    assert_int_equal(wf_sim_task_start_ns(s, ids[2]), 20);
+    assert_int_equal(wf_sim_task_start_ns(s, ids[0]), 30);
+    wf_sim_free(s);
+}
+
+static void test_memory_peak(void **state)
+{
+    (void)state;
+    wf_sim *s;
+    assert_int_equal(wf_sim_create(&s), WF_OK);
+    int d = wf_sim_add_device(s, "gpu", 1, 1);
+    int r = wf_sim_stream(s, d);
+    assert_int_equal(wf_sim_set_mem_base(s, d, 1000), WF_OK);
+    /* f0 f1 b1 b0: activations of 100 and 200 bytes live from their forward's
+     * start to their backward's end; a 50-byte workspace lives during b1. */
+    int f0 = add(s, "f0", 1, r, -1, -1, -1);
+    int f1 = add(s, "f1", 1, r, f0, -1, -1);
+    int b1 = add(s, "b1", 1, r, f1, -1, -1);
+    int b0 = add(s, "b0", 1, r, b1, -1, -1);
+    assert_int_equal(wf_sim_add_buffer(s, d, 100, f0, 1, &b0), WF_OK);
+    assert_int_equal(wf_sim_add_buffer(s, d, 200, f1, 1, &b1), WF_OK);
+    assert_int_equal(wf_sim_add_buffer(s, d, 50, b1, 0, NULL), WF_OK);
+    assert_int_equal(wf_sim_run(s), WF_OK);
+    wf_sim_device_stats st;
+    wf_sim_device_stats_of(s, d, &st);
+    assert_int_equal(st.peak_mem_bytes, 1350);
+    wf_sim_free(s);
+}
+
+static void test_overlap_accounting(void **state)
+{
+    (void)state;
+    wf_sim *s;
+    assert_int_equal(wf_sim_create(&s), WF_OK);
+    int d = wf_sim_add_device(s, "gpu", 2, 1);
+    int c = add(s, "compute", 10, wf_sim_stream(s, d), -1, -1, -1);
+    (void)c;
+    wf_sim_task_desc td;
+    wf_sim_task_desc_init(&td);
+    int ch0 = wf_sim_channel(s, d, 0), ch1 = wf_sim_channel(s, d, 1);
+    td.name = "comm";
+    td.cat = WF_SIM_CAT_DP_COMM;
+    td.dur_ns = 15;
+    td.nres = 1;
+    td.res = &ch0;
+    td.not_before_ns = 5;
+    assert_true(wf_sim_add_task(s, &td) >= 0);
+    td.res = &ch1;
+    td.not_before_ns = 30;
+    td.dur_ns = 5;
+    assert_true(wf_sim_add_task(s, &td) >= 0);
+    assert_int_equal(wf_sim_run(s), WF_OK);
+    wf_sim_device_stats st;
+    wf_sim_device_stats_of(s, d, &st);
+    /* compute [0,10), comm [5,20) and [30,35): makespan 35. */
+    assert_float_equal(st.compute_s, 10e-9, 1e-18);
+    assert_float_equal(st.comm_s, 20e-9, 1e-18);
+    assert_float_equal(st.exposed_comm_s, 15e-9, 1e-18);
+    assert_float_equal(st.idle_s, 10e-9, 1e-18);
+    assert_float_equal(st.compute_idle_s, 25e-9, 1e-18);
+    wf_sim_free(s);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    wf_sim *s;
+    assert_int_equal(wf_sim_create(&s), WF_OK);
+    int d = wf_sim_add_device(s, "gpu", 1, 1);
+    int r = wf_sim_stream(s, d);
+    int a = add(s, "a", 1, r, -1, -1, -1);
+    int b = add(s, "b", 1, r, a, -1, -1);
+    assert_int_equal(wf_sim_add_dep(s, a, b), WF_OK); /* a cycle */
+    assert_int_equal(wf_sim_add_dep(s, a, a), WF_INVAL);
+    wf_sim_task_desc td;
+    wf_sim_task_desc_init(&td);
+    td.name = "neg";
+    td.dur_ns = -1;
+    assert_int_equal(wf_sim_add_task(s, &td), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "neg"));
+    int bad = 99;
+    td.dur_ns = 1;
+    td.nres = 1;
+    td.res = &bad;
+    assert_int_equal(wf_sim_add_task(s, &td), WF_INVAL);
+    assert_int_equal(wf_sim_add_device(s, "x", 0, 1), WF_INVAL);
+    assert_int_equal(wf_sim_run(s), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "never ran"));
+    wf_sim_free(s);
+    assert_int_equal(wf_sim_ns(1.5e-9), 2);
+    assert_int_equal(wf_sim_ns(-1.0), -1);
+    assert_int_equal(wf_sim_ns(NAN), -1);
+}
+
+static void test_trace_json(void **state)
+{
+    (void)state;
+    wf_sim *s;
+    assert_int_equal(wf_sim_create(&s), WF_OK);
+    int d0 = wf_sim_add_device(s, "stage 0", 1, 24);
+    int d1 = wf_sim_add_device(s, "stage 1", 1, 24);
+    int link = wf_sim_link(s, wf_sim_add_link(s, "ib"));
+    int f = add(s, "fwd", 2000, wf_sim_stream(s, d0), -1, -1, -1);
+    int res[3] = {wf_sim_channel(s, d0, 0), wf_sim_channel(s, d1, 0), link};
+    wf_sim_task_desc td;
+    wf_sim_task_desc_init(&td);
+    td.name = "send";
+    td.cat = WF_SIM_CAT_PP_COMM;
+    td.dur_ns = 500;
+    td.nres = 3;
+    td.res = res;
+    td.ndeps = 1;
+    td.deps = &f;
+    td.mb = 0;
+    td.bytes = 4096;
+    int snd = wf_sim_add_task(s, &td);
+    int g = add(s, "fwd", 1000, wf_sim_stream(s, d1), snd, -1, -1);
+    assert_int_equal(wf_sim_add_buffer(s, d1, 64, g, 0, NULL), WF_OK);
+    add(s, "marker", 0, -1, g, -1, -1);
+    assert_int_equal(wf_sim_run(s), WF_OK);
+
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/weft-test-trace-%ld.json", (long)getpid());
+    assert_int_equal(wf_sim_write_trace(s, path), WF_OK);
+    cJSON *j = NULL;
+    assert_int_equal(wf_json_read_file(path, &j), WF_OK);
+    unlink(path);
+    cJSON *ev = cJSON_GetObjectItemCaseSensitive(j, "traceEvents");
+    assert_true(cJSON_IsArray(ev));
+    int nx = 0, nm = 0, nc = 0, named_devices = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+    {
+        const char *ph = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "ph"));
+        assert_non_null(ph);
+        assert_true(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "name")));
+        assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "pid")));
+        if (strcmp(ph, "X") == 0) {
+            nx++;
+            assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "ts")));
+            assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "dur")));
+            assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "tid")));
+            assert_true(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(e, "args")));
+            const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name"));
+            if (strcmp(name, "send") == 0) {
+                assert_float_equal(cJSON_GetObjectItemCaseSensitive(e, "ts")->valuedouble, 2.0, 1e-12);
+                assert_float_equal(cJSON_GetObjectItemCaseSensitive(e, "dur")->valuedouble, 0.5, 1e-12);
+                cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+                assert_float_equal(cJSON_GetObjectItemCaseSensitive(args, "bytes")->valuedouble, 4096, 0);
+                assert_int_equal(cJSON_GetObjectItemCaseSensitive(args, "mb")->valueint, 0);
+            }
+        } else if (strcmp(ph, "M") == 0) {
+            nm++;
+            const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name"));
+            cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+            if (strcmp(name, "process_name") == 0 &&
+                strstr(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(args, "name")), "x24 devices"))
+                named_devices++;
+        } else if (strcmp(ph, "C") == 0) {
+            nc++;
+        }
+    }
+    /* fwd, send on 3 resources, fwd; the marker holds nothing and is left out. */
+    assert_int_equal(nx, 5);
+    assert_int_equal(named_devices, 2);
+    assert_true(nm >= 2 * 2 + 2 * 5);
+    assert_true(nc >= 2);
+    cJSON_Delete(j);
+    wf_sim_free(s);
+}
+
+/* ---- pipelines ---------------------------------------------------------------------- */
+
+static wf_status run_pipe(wf_pipe_kind kind, int p, int m, int v, wf_ns tf, wf_ns tb, wf_ns p2p, int64_t act,
+                          wf_sim_pipe_result *res)
+{
+    wf_ns fwd[512], bwd[512];
+    int64_t acts[512];
+    for (int k = 0; k < p * v; k++) {
+        fwd[k] = tf;
+        bwd[k] = tb;
+        acts[k] = act;
+    }
+    wf_sim_pipe_desc d = {kind, p, m, v, fwd, bwd, p2p, acts};
+    return wf_sim_pipeline(&d, res, NULL);
+}
+
+static void test_pipeline_bubbles(void **state)
+{
+    (void)state;
+    static const int ps[] = {1, 2, 4, 8};
+    static const int ms[] = {1, 3, 8, 16};
+    const wf_ns tf = 1000, tb = 2000;
+    wf_sim_pipe_result r;
+    for (size_t i = 0; i < 4; i++) {
+        for (size_t j = 0; j < 4; j++) {
+            int p = ps[i], m = ms[j];
+            for (int kind = 0; kind < 2; kind++) {
+                assert_int_equal(run_pipe(kind ? WF_PIPE_GPIPE : WF_PIPE_1F1B, p, m, 1, tf, tb, 0, 1, &r), WF_OK);
+                /* (m + p - 1)(tf + tb); every stage idles (p-1)(tf+tb). */
+                assert_int_equal(r.iteration_ns, (wf_ns)(m + p - 1) * (tf + tb));
+                for (int st = 0; st < p; st++)
+                    assert_int_equal(r.bubble_ns[st], (wf_ns)(p - 1) * (tf + tb));
+                /* In flight: GPipe m everywhere; 1F1B min(p - stage, m). */
+                for (int st = 0; st < p; st++) {
+                    int expect = kind ? m : (p - st < m ? p - st : m);
+                    assert_int_equal(r.peak_mem_bytes[st], expect);
+                }
+            }
+        }
+    }
+    /* Interleaved: v chunks of a stage's work each; the bubble is divided by v. */
+    static const int vs[] = {2, 3, 4};
+    for (size_t i = 1; i < 4; i++) {
+        for (size_t k = 0; k < 3; k++) {
+            int p = ps[i], v = vs[k];
+            for (int mult = 1; mult <= 3; mult++) {
+                int m = p * mult;
+                wf_ns cf = tf * 12 / v, cb = tb * 12 / v; /* stage work 12 tf, 12 tb */
+                assert_int_equal(run_pipe(WF_PIPE_1F1B, p, m, v, cf, cb, 0, 0, &r), WF_OK);
+                wf_ns stage = 12 * (tf + tb);
+                assert_int_equal(r.iteration_ns, (wf_ns)m * stage + (wf_ns)(p - 1) * stage / v);
+                for (int st = 0; st < p; st++)
+                    assert_int_equal(r.bubble_ns[st], (wf_ns)(p - 1) * stage / v);
+            }
+        }
+    }
+    /* GPipe with a p2p time c: each stage boundary adds one send to the
+     * critical path each way, (m + p - 1)(tf + tb) + 2 (p - 1) c. 1F1B pays
+     * more: in its steady state stage 0 waits for the round trip of a
+     * micro-batch, which the sends lengthen. */
+    assert_int_equal(run_pipe(WF_PIPE_GPIPE, 4, 8, 1, tf, tb, 100, 0, &r), WF_OK);
+    assert_int_equal(r.iteration_ns, (wf_ns)(8 + 3) * (tf + tb) + 2 * 3 * 100);
+    assert_int_equal(run_pipe(WF_PIPE_1F1B, 4, 8, 1, tf, tb, 100, 0, &r), WF_OK);
+    assert_true(r.iteration_ns > (wf_ns)(8 + 3) * (tf + tb) + 2 * 3 * 100);
+    assert_int_equal(run_pipe(WF_PIPE_1F1B, 4, 6, 2, tf, tb, 0, 0, &r), WF_INVAL);
+}
+
+static void test_pipeline_scale(void **state)
+{
+    (void)state;
+    /* gpt3-175b-sized: 8 stages, 48 micro-batches, 3 chunks. */
+    double t0 = wf_now_s();
+    wf_sim_pipe_result r;
+    assert_int_equal(run_pipe(WF_PIPE_1F1B, 8, 48, 3, 4000, 8000, 50, 10, &r), WF_OK);
+    double dt = wf_now_s() - t0;
+    assert_true(dt < 1.0);
+    assert_true(r.iteration_ns > 48 * 3 * 12000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chain),
+        cmocka_unit_test(test_two_streams),
+        cmocka_unit_test(test_collective_waits_for_slowest),
+        cmocka_unit_test(test_ties_deterministic),
+        cmocka_unit_test(test_not_before_and_timers),
+        cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_memory_peak),
+        cmocka_unit_test(test_overlap_accounting),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_trace_json),
+        cmocka_unit_test(test_pipeline_bubbles),
+        cmocka_unit_test(test_pipeline_scale),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
