@@ -1,0 +1,218 @@
+/* weft search: finding parallel plans (ALGORITHMS.md §3).
+ *
+ * This header grows by sections, one per search; each section is independent.
+ *
+ * Op-level search (src/search/oplevel*.c): for any graph on a device mesh,
+ * choose one SBP signature per forward op (sbp.h) so that one training
+ * iteration is fastest within a memory budget, and return the whole
+ * time/memory Pareto frontier. The cost of a plan, per device:
+ *   time   = sum over ops of compute (forward + backward FLOPs and bytes divided
+ *            by the signature's split, wf_compute_time on the cluster's
+ *            device) + in-op collectives + boxing between producers and
+ *            consumers (forward, and the gradient's boxing backward) +
+ *            weight-gradient reduction (derived from the layouts);
+ *   memory = weights + gradients + optimizer state of the local weight shards
+ *            + the activations each op saves for backward, local shards.
+ * Communication does not overlap computation in this model (AutoDDL's
+ * convention); the outer search and the simulator refine that.
+ *
+ * Two algorithms over the same costs: coordinate descent (AutoDDL: start from
+ * data parallelism, sweep the ops forward then backward, each op taking the
+ * signature minimizing its cost + lambda x memory given its neighbours; raise
+ * lambda until the plan fits) and frontier tracking (TensorOpt's FT: variable
+ * elimination carrying Pareto sets of (time, memory), pruned by memory
+ * buckets). Repeated blocks (ops with the same block id and position in the
+ * block across layers) share one decision, costed once and multiplied. */
+#ifndef WEFT_SEARCH_H
+#define WEFT_SEARCH_H
+
+#include "weft/cluster.h"
+#include "weft/core.h"
+#include "weft/graph.h"
+#include "weft/sbp.h"
+#include "weft/cost.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- op-level search ------------------------------------------------------- */
+
+typedef enum {
+    WF_OPLEVEL_AUTO, /* frontier tracking, then coordinate descent from its best
+                        point and from data parallelism; the best of all */
+    WF_OPLEVEL_CD,   /* coordinate descent only (the frontier: the plans met on
+                        the way, one per lambda) */
+    WF_OPLEVEL_FT    /* frontier tracking only */
+} wf_oplevel_algo;
+
+typedef struct {
+    wf_oplevel_algo algo;
+    int tie_layers;        /* 1: ops at the same (block, position) share a decision */
+    int max_frontier;      /* points kept per partial frontier (memory buckets), >= 2 */
+    int max_sweeps;        /* coordinate-descent sweeps per lambda, >= 1 */
+    int64_t max_table;     /* frontier tracking: largest factor table (entries) it builds
+                              before fixing a variable to the descent's choice instead */
+    double optimizer_bytes_per_param; /* Adam state per parameter; 0: 12 for fp16/bf16
+                                         weights (fp32 master, m, v), 8 for fp32 (m, v) */
+} wf_oplevel_opts;
+
+void wf_oplevel_opts_default(wf_oplevel_opts *o);
+
+/* A plan on the frontier. */
+typedef struct {
+    double time_s;
+    double compute_s;
+    double memory_bytes;
+    int *choice;    /* [nops] per forward op: index into wf_sbp_op_sigs(g, op, mesh) */
+    wf_sbp *layout; /* [ntensors] as in wf_oplevel_result */
+} wf_oplevel_point;
+
+typedef struct {
+    /* The plan: the fastest that fits the memory limit, else the smallest. */
+    int nops;               /* forward ops searched (g->nfwd) */
+    int ntensors;
+    int *choice;            /* [nops] signature index per op */
+    wf_sbp_sig *sig;        /* [nops] the signature per op */
+    wf_sbp *layout;         /* [ntensors] each tensor's layout as produced (outputs: the
+                               producer's signature; leaves: as stored) */
+    double time_s;          /* one iteration */
+    double compute_s;       /* of which computation */
+    double comm_s;          /* of which communication (boxing, gradients, in-op) */
+    double memory_bytes;    /* per device */
+    double memory_limit_bytes;
+    int fits;
+    /* The time/memory frontier: time ascending, memory strictly descending. */
+    int nfrontier;
+    wf_oplevel_point *frontier;
+    /* Statistics. */
+    int ndecisions;         /* decision variables after layer tying */
+    int64_t nchoices;       /* sum of their signature counts */
+    int sweeps;             /* coordinate-descent sweeps run */
+    int conditioned;        /* variables frontier tracking fixed (graph not series-parallel) */
+    double search_time_s;   /* wall clock */
+    wf_arena arena;         /* owns every array above */
+} wf_oplevel_result;
+
+/* Searches the forward ops of g on mesh m of cluster c. mem_limit_bytes <= 0
+ * means the device's memory less the framework's reserve. opts NULL means the
+ * defaults. On success r holds the plan and the frontier; when no plan fits,
+ * r holds the smallest plan and the status is WF_NOFIT with a message giving
+ * the smallest memory found and the limit. Free r with wf_oplevel_result_free
+ * (also after an error). */
+wf_status wf_oplevel_search(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
+                            double mem_limit_bytes, const wf_oplevel_opts *opts,
+                            wf_oplevel_result *r);
+void wf_oplevel_result_free(wf_oplevel_result *r);
+
+/* Makes frontier point i the result's plan (choice, sig, layout, time, memory, fits). */
+wf_status wf_oplevel_result_select(wf_oplevel_result *r, const wf_graph *g, const wf_mesh *m,
+                                   int i);
+
+/* Costs of a given plan (one signature index per forward op, layers untied):
+ * the same model the search minimizes. layout (per tensor, may be NULL) gives
+ * the storage of leaves read by several ops; NULL stores each as its first
+ * reader reads it. Any of the outputs may be NULL. */
+wf_status wf_oplevel_evaluate(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
+                              const wf_oplevel_opts *opts, const int *choice,
+                              const wf_sbp *layout, double *time_s, double *compute_s,
+                              double *memory_bytes);
+
+/* ==== outer search (src/search/outer.c; owner: planner) ========================
+ * The exhaustive search over whole-model plans (wf_plan): dp x tp x pp = the
+ * devices, micro-batch size, interleaving (vpp), recomputation, ZeRO stage,
+ * sequence parallelism and data-parallel overlap, every candidate scored by
+ * wf_estimate_plan (the code behind `weft estimate`). Transformers take every
+ * key; other models take dp x pp (tp = vpp = 1, recompute none or full), their
+ * stages split by the estimate. Prunings keep the best (docs/planner.md):
+ * divisibility first; a (tp, pp, zero) group whose weights, gradients and
+ * optimizer state alone exceed the budget is skipped whole; memory does not
+ * decrease with the micro-batch, so the first misfit ends that line; ZeRO
+ * over one data-parallel rank and the GPipe schedule (1F1B's bubble, more
+ * activations in flight) are dominated. The result: the top K plans that fit
+ * (time, then memory, then the plan string) and the time/memory Pareto
+ * frontier of the plans that fit. */
+
+typedef struct {
+    int top_k;               /* plans kept in the ranking, >= 1 */
+    double max_memory_bytes; /* memory budget per device; <= 0: the device's (the estimate's fits) */
+    int64_t devices;         /* devices the plans use (dp x tp x pp); 0: all of the cluster's */
+    int tp_cross_node;       /* 1: tp may exceed one node; 0: tp divides the devices per node */
+    int exhaustive;          /* 1: no pruning and no dominated-point skipping (tests compare) */
+    /* Called after each (tp, pp, zero) group with the fraction of the space done; may be NULL. */
+    void (*progress)(double fraction, void *user);
+    void *progress_user;
+} wf_outer_opts;
+
+void wf_outer_opts_default(wf_outer_opts *o);
+
+typedef struct {
+    wf_plan plan;
+    wf_estimate est;
+} wf_outer_point;
+
+typedef struct {
+    int64_t devices;           /* devices the plans use */
+    double budget_bytes;       /* the budget applied (max_memory_bytes, or the device's memory) */
+    int ntop;
+    wf_outer_point *top;       /* [ntop] fastest first */
+    int npareto;
+    wf_outer_point *pareto;    /* [npareto] time ascending, memory strictly descending */
+    int64_t space;             /* candidates passing divisibility (the space searched) */
+    int64_t searched;          /* candidates scored by wf_estimate_plan */
+    int64_t pruned;            /* space - searched: skipped by the bounds and dominance */
+    int64_t fitting;           /* scored candidates that fit */
+    int has_min;               /* 1 when any candidate was scored */
+    wf_outer_point min_memory; /* the scored candidate with the least memory (fitting or not) */
+    double search_time_s;      /* wall clock */
+} wf_outer_result;
+
+/* Searches the plans of model m on cluster c for the global batch. On success
+ * r->top[0] is the fastest plan that fits. When candidates exist but none fits,
+ * the status is WF_NOFIT with a message giving the smallest memory found and
+ * the budget (r->min_memory holds that plan); when no plan divides the model,
+ * the devices and the batch, WF_INVAL naming them. Free r with
+ * wf_outer_result_free (also after an error). opts NULL means the defaults. */
+wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                          const wf_outer_opts *opts, wf_outer_result *r);
+void wf_outer_result_free(wf_outer_result *r);
+
+/* The device counts `--devices-range lo-hi` explores on cluster c: every count
+ * in [lo, hi] that is a whole number of nodes, or a divisor of one node (a
+ * partial node), and no more than the cluster has; ascending. Writes up to cap
+ * counts into out and returns how many there are in all. */
+int wf_outer_device_counts(const wf_cluster *c, int64_t lo, int64_t hi, int64_t *out, int cap);
+
+/* ==== pipeline-stage DP (src/search/pipeline_dp.c; owner: planner) ==============
+ * Alpa's inter-operator pass on a chain of n layers cut into `nstages`
+ * contiguous stages run as a 1F1B pipeline of `micro` micro-batches:
+ * minimize sum over stages of T_s + (micro - 1) x max_s T_s, where T_s is the
+ * sum of the stage's layer times (forward + backward of one micro-batch) plus,
+ * for every stage but the last, send_s[j] of its last layer j (moving the
+ * boundary activation forward and its gradient back; send_s may be NULL),
+ * subject to each stage's memory (its layers' weight bytes + their activation
+ * bytes per micro-batch x the micro-batches stage s holds in 1F1B,
+ * min(nstages - s, micro)) within mem_limit_bytes (<= 0: unlimited; weight
+ * and activation arrays may be NULL). It enumerates the slowest-stage bound
+ * t_max over the distinct stage times, runs a DP minimizing the sum under that
+ * bound, and stops once micro x t_max reaches the best total. */
+#define WF_PIPELINE_MAX_STAGES 256
+
+typedef struct {
+    int nstages;
+    int first[WF_PIPELINE_MAX_STAGES + 1]; /* [nstages + 1]: stage s holds layers [first[s], first[s+1]) */
+    double time_s;           /* sum + (micro - 1) x slowest */
+    double max_stage_s;      /* the slowest stage */
+    double max_memory_bytes; /* the most loaded stage */
+} wf_stage_plan;
+
+/* WF_INVAL for nstages outside [1, min(n, WF_PIPELINE_MAX_STAGES)] or a
+ * negative cost; WF_NOFIT when no split fits the memory limit. */
+wf_status wf_pipeline_dp(int n, const double *layer_time_s, const double *send_s,
+                         const double *weight_bytes, const double *act_bytes, int nstages,
+                         int64_t micro, double mem_limit_bytes, wf_stage_plan *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1032 @@
+/* Op-level search: builds the decision problem of a graph on a mesh (which
+ * signature each forward op runs, which layout each shared leaf tensor is
+ * stored in), evaluates plans, and drives coordinate descent and frontier
+ * tracking (include/weft/search.h says what is costed).
+ *
+ * Layer tying: forward ops stamped with the same repeated block and the same
+ * position inside their layer are one decision when every layer of the block
+ * has the same ops (kinds, attributes, shapes, roles); the representative
+ * (first layer) is costed and its costs multiplied by the layer count. Edges
+ * between tied groups (inside a layer, or from layer l to l+1) are costed once
+ * per distinct (producer group, output, consumer group, input) and multiplied
+ * by their occurrences.
+ *
+ * Gradients (the SBP duals, sbp.h): an edge costs the forward boxing of the
+ * tensor from its producer's layout to its consumer's, plus, when the tensor
+ * needs a gradient, the backward boxing of the consumer's gradient layout to
+ * the layout the producer needs. A weight read by one op is stored as that op
+ * reads it (P read as B); its gradient is boxed to the storage layout, which
+ * is the data-parallel all-reduce when the weight is B where the op's output
+ * is split. A leaf read by several ops (tied embeddings) is its own decision;
+ * the gradient contributions are summed before the reduction, so each edge
+ * carries an equal share of it. */
+#include "graph/graph-impl.h"
+#include "search/oplevel-impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void wf_oplevel_opts_default(wf_oplevel_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->algo = WF_OPLEVEL_AUTO;
+    o->tie_layers = 1;
+    o->max_frontier = 32;
+    o->max_sweeps = 100;
+    o->max_table = (int64_t)1 << 22;
+    o->optimizer_bytes_per_param = 0;
+}
+
+static wf_status check_opts(const wf_oplevel_opts *o)
+{
+    if (o->algo != WF_OPLEVEL_AUTO && o->algo != WF_OPLEVEL_CD && o->algo != WF_OPLEVEL_FT)
+        return wf_errorf(WF_INVAL, "oplevel: algo=%d is not auto, cd or ft", (int)o->algo);
+    if (o->max_frontier < 2 || o->max_frontier > 4096)
+        return wf_errorf(WF_INVAL, "oplevel: max_frontier=%d outside [2, 4096]", o->max_frontier);
+    if (o->max_sweeps < 1)
+        return wf_errorf(WF_INVAL, "oplevel: max_sweeps=%d (expected >= 1)", o->max_sweeps);
+    if (o->max_table < 1)
+        return wf_errorf(WF_INVAL, "oplevel: max_table=%lld (expected >= 1)",
+                         (long long)o->max_table);
+    if (!(o->optimizer_bytes_per_param >= 0) || o->optimizer_bytes_per_param > 1024)
+        return wf_errorf(WF_INVAL, "oplevel: optimizer_bytes_per_param=%g outside [0, 1024]",
+                         o->optimizer_bytes_per_param);
+    return WF_OK;
+}
+
+/* ---- problem building ----------------------------------------------------------- */
+
+static void *aalloc(ol_problem *p, size_t n, size_t size)
+{
+    return wf_arena_alloc(&p->arena, n * size + 1);
+}
+
+static int is_leaf(const wf_graph *g, int t) { return g->tensors[t].producer < 0; }
+
+/* The attributes that change an op's signatures or costs (seeds do not). */
+static int same_attrs(const wf_op_attrs *a, const wf_op_attrs *b)
+{
+    if (a->trans_a != b->trans_a || a->trans_b != b->trans_b || a->causal != b->causal ||
+        a->heads != b->heads || a->kv_heads != b->kv_heads || a->axis != b->axis ||
+        a->groups != b->groups || a->eps != b->eps || a->p != b->p || a->scale != b->scale ||
+        a->base != b->base || a->ndim != b->ndim || a->nsplit != b->nsplit)
+        return 0;
+    for (int i = 0; i < 2; i++)
+        if (a->kernel[i] != b->kernel[i] || a->stride[i] != b->stride[i] || a->pad[i] != b->pad[i])
+            return 0;
+    for (int i = 0; i < WF_MAX_DIMS; i++)
+        if (a->shape[i] != b->shape[i] || a->perm[i] != b->perm[i])
+            return 0;
+    for (int i = 0; i < WF_MAX_OUTPUTS; i++)
+        if (a->sizes[i] != b->sizes[i])
+            return 0;
+    return 1;
+}
+
+static int same_tensor(const wf_graph *g, int a, int b)
+{
+    const wf_tensor *x = &g->tensors[a], *y = &g->tensors[b];
+    if (x->dtype != y->dtype || x->role != y->role || x->ndim != y->ndim)
+        return 0;
+    for (int k = 0; k < x->ndim; k++)
+        if (x->shape[k] != y->shape[k])
+            return 0;
+    return 1;
+}
+
+/* Ops a (representative) and b cost the same and have the same signatures. */
+static int equivalent(const wf_graph *g, const unsigned char *ng, const int *ncons, int a, int b)
+{
+    const wf_op *x = &g->ops[a], *y = &g->ops[b];
+    if (x->kind != y->kind || x->nin != y->nin || x->nout != y->nout ||
+        !same_attrs(&x->attr, &y->attr))
+        return 0;
+    for (int j = 0; j < x->nin; j++) {
+        int s = x->in[j], t = y->in[j];
+        if (!same_tensor(g, s, t) || ng[s] != ng[t] || is_leaf(g, s) != is_leaf(g, t))
+            return 0;
+        if (is_leaf(g, s) && ((ncons[s] == 1) != (ncons[t] == 1)))
+            return 0;
+    }
+    for (int j = 0; j < x->nout; j++)
+        if (!same_tensor(g, x->out[j], y->out[j]) || ng[x->out[j]] != ng[y->out[j]])
+            return 0;
+    return 1;
+}
+
+typedef struct {
+    int block, layer, op;
+} bl_key;
+
+static int cmp_bl(const void *pa, const void *pb)
+{
+    const bl_key *a = pa, *b = pb;
+    if (a->block != b->block)
+        return a->block < b->block ? -1 : 1;
+    if (a->layer != b->layer)
+        return a->layer < b->layer ? -1 : 1;
+    return a->op < b->op ? -1 : a->op > b->op;
+}
+
+/* rep[i] = the op whose decision op i shares (i itself when untied). */
+static wf_status tie_layers(const wf_graph *g, int nf, const unsigned char *ng, const int *ncons,
+                            int *rep)
+{
+    for (int i = 0; i < nf; i++)
+        rep[i] = i;
+    int n = 0;
+    bl_key *k = malloc(sizeof *k * (size_t)(nf + 1));
+    if (!k)
+        return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    for (int i = 0; i < nf; i++)
+        if (g->ops[i].block >= 0 && g->ops[i].layer >= 0)
+            k[n++] = (bl_key){g->ops[i].block, g->ops[i].layer, i};
+    qsort(k, (size_t)n, sizeof *k, cmp_bl);
+    /* Per block: its layers (runs of equal layer ids); the first is the representative. */
+    int *starts = malloc(sizeof(int) * (size_t)(n + 1));
+    if (!starts) {
+        free(k);
+        return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    }
+    for (int s = 0; s < n;) {
+        int e = s;
+        while (e < n && k[e].block == k[s].block)
+            e++;
+        int nl = 0;
+        for (int i = s; i < e; i++)
+            if (i == s || k[i].layer != k[i - 1].layer)
+                starts[nl++] = i;
+        starts[nl] = e;
+        int len0 = starts[1] - starts[0], ok = nl > 1;
+        for (int l = 0; ok && l < nl; l++)
+            ok = starts[l + 1] - starts[l] == len0;
+        for (int l = 1; ok && l < nl; l++)
+            for (int q = 0; ok && q < len0; q++)
+                ok = equivalent(g, ng, ncons, k[s + q].op, k[starts[l] + q].op);
+        if (ok)
+            for (int l = 1; l < nl; l++)
+                for (int q = 0; q < len0; q++)
+                    rep[k[starts[l] + q].op] = k[s + q].op;
+        s = e;
+    }
+    free(starts);
+    free(k);
+    return WF_OK;
+}
+
+typedef struct {
+    const unsigned char *ng;
+    const int *ncons;
+    const int *claim;
+    wf_sbp_cache *cache;
+} build_ctx;
+
+/* Bytes per parameter element kept for training: weight + gradient + optimizer state. */
+static double state_bytes(const ol_problem *p, const wf_tensor *w)
+{
+    double wb = (double)wf_dtype_bytes(w->dtype);
+    double gb = p->c->grad_bytes > 0 ? p->c->grad_bytes : wb;
+    double ob = p->opts.optimizer_bytes_per_param > 0
+                    ? p->opts.optimizer_bytes_per_param
+                    : (w->dtype == WF_DTYPE_FP16 || w->dtype == WF_DTYPE_BF16 ? 12.0 : 8.0);
+    return wb + gb + ob;
+}
+
+/* The gradient of a parameter as a tensor (its element size per the cluster). */
+static wf_tensor grad_tensor(const ol_problem *p, const wf_tensor *w)
+{
+    wf_tensor t = *w;
+    if (p->c->grad_bytes >= 4 && wf_dtype_bytes(w->dtype) < 4)
+        t.dtype = WF_DTYPE_FP32;
+    return t;
+}
+
+static double numel_local(const ol_problem *p, const wf_tensor *t, const wf_sbp *s)
+{
+    return (double)wf_tensor_numel(t) / (double)wf_sbp_split_factor(&p->mesh, s);
+}
+
+static wf_status op_unary(ol_problem *p, ol_var *v, const build_ctx *b)
+{
+    const wf_graph *g = p->g;
+    int r = v->rep, naxes = p->mesh.naxes;
+    const wf_op *o = &g->ops[r];
+    int n = wf_sbp_op_sigs(g, r, &p->mesh, NULL, 0);
+    if (n < 0)
+        return (wf_status)n;
+    if (n == 0)
+        return wf_errorf(WF_INTERNAL, "oplevel: op '%s' has no signature", o->name);
+    v->nch = n;
+    v->sigs = aalloc(p, (size_t)n, sizeof *v->sigs);
+    v->t = aalloc(p, (size_t)n, sizeof(double));
+    v->tc = aalloc(p, (size_t)n, sizeof(double));
+    v->m = aalloc(p, (size_t)n, sizeof(double));
+    if (!v->sigs || !v->t || !v->tc || !v->m)
+        return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    wf_sbp_op_sigs(g, r, &p->mesh, v->sigs, n);
+
+    wf_op_cost oc;
+    wf_op_cost_flags(g, r, b->ng, &oc);
+    wf_dtype dt = g->tensors[o->out[0]].dtype;
+    for (int j = 0; j < o->nin; j++)
+        if (wf_dtype_is_float(g->tensors[o->in[j]].dtype)) {
+            dt = g->tensors[o->in[j]].dtype;
+            break;
+        }
+    int matrix = wf_op_is_matrix(o->kind);
+    double bwd_flops = oc.bwd_in_flops + oc.bwd_w_flops;
+    wf_saved saved[WF_MAX_SAVED];
+    int ns = wf_op_saved_flags(g, r, b->ng, saved);
+    const wf_device *dev = &p->c->dev;
+    int best_dp = -1, dp = 0;
+
+    for (int c = 0; c < n; c++) {
+        const wf_sbp_sig *s = &v->sigs[c];
+        double d = (double)s->split;
+        double tc = wf_compute_time(dev, matrix, dt, oc.fwd_flops / d, oc.fwd_bytes / d);
+        if (bwd_flops > 0 || oc.bwd_bytes > 0)
+            tc += wf_compute_time(dev, matrix, dt, bwd_flops / d, oc.bwd_bytes / d);
+        double t = tc, mem = 0;
+        for (int a = 0; a < naxes; a++)
+            if (s->internal_bytes[a] > 0)
+                t += wf_coll_time_flat(WF_COLL_ALLREDUCE, p->mesh.algo, p->mesh.size[a],
+                                       s->internal_bytes[a], p->mesh.alpha_s[a],
+                                       p->mesh.bw_bps[a]);
+        /* Weights read by this op alone: stored as read, gradient reduced to that. */
+        for (int j = 0; j < o->nin; j++) {
+            int x = o->in[j];
+            const wf_tensor *w = &g->tensors[x];
+            if (!is_leaf(g, x) || b->ncons[x] != 1 || w->role != WF_ROLE_PARAM)
+                continue;
+            wf_sbp st = wf_sbp_storage(&s->in[j], naxes);
+            mem += numel_local(p, w, &st) * state_bytes(p, w);
+            if (b->ng[x]) {
+                wf_sbp gl = wf_sbp_grad_of_input(s, o->nout, j, naxes);
+                wf_tensor gt = grad_tensor(p, w);
+                double bt = wf_sbp_boxing_time(b->cache, &gt, &gl, &st);
+                if (bt < 0)
+                    return wf_errorf(WF_INTERNAL, "oplevel: op '%s': gradient of '%s' not boxable",
+                                     o->name, w->name);
+                t += bt;
+            }
+        }
+        /* Saved activations, each graph tensor counted at its first saver. */
+        for (int k = 0; k < ns; k++) {
+            int x = saved[k].tensor;
+            if (x < 0) {
+                mem += saved[k].bytes / d;
+                continue;
+            }
+            if (g->tensors[x].role == WF_ROLE_PARAM || b->claim[x] != r)
+                continue;
+            const wf_sbp *lay = NULL;
+            for (int j = 0; j < o->nin && !lay; j++)
+                if (o->in[j] == x)
+                    lay = &s->in[j];
+            for (int j = 0; j < o->nout && !lay; j++)
+                if (o->out[j] == x)
+                    lay = &s->out[j];
+            mem += lay ? saved[k].bytes / (double)wf_sbp_split_factor(&p->mesh, lay)
+                       : saved[k].bytes / d;
+        }
+        v->t[c] = t * v->mult;
+        v->tc[c] = tc * v->mult;
+        v->m[c] = mem * v->mult;
+
+        /* Data-parallel score: axes on which every activation is S(0) (0-d
+         * outputs anything) and every weight B. */
+        int score = 0;
+        for (int a = 0; a < naxes; a++) {
+            if (p->mesh.size[a] == 1)
+                continue;
+            int ok = 1;
+            for (int j = 0; j < o->nin && ok; j++) {
+                const wf_tensor *x = &g->tensors[o->in[j]];
+                if (x->role == WF_ROLE_PARAM)
+                    ok = s->in[j].ax[a] == WF_SBP_B;
+                else if (x->ndim > 0)
+                    ok = s->in[j].ax[a] == 0;
+            }
+            for (int j = 0; j < o->nout && ok; j++)
+                if (g->tensors[o->out[j]].ndim > 0)
+                    ok = s->out[j].ax[a] == 0;
+            score += ok;
+        }
+        if (score > best_dp) {
+            best_dp = score;
+            dp = c;
+        }
+    }
+    v->dp = dp;
+    return WF_OK;
+}
+
+static wf_status leaf_unary(ol_problem *p, ol_var *v)
+{
+    const wf_tensor *x = &p->g->tensors[v->rep];
+    int naxes = p->mesh.naxes;
+    int nvals = x->ndim + 1; /* S(0..ndim-1), B */
+    int total = 1;
+    for (int a = 0; a < naxes; a++)
+        total *= p->mesh.size[a] > 1 ? nvals : 1;
+    v->lay = aalloc(p, (size_t)total, sizeof *v->lay);
+    v->t = aalloc(p, (size_t)total, sizeof(double));
+    v->tc = aalloc(p, (size_t)total, sizeof(double));
+    v->m = aalloc(p, (size_t)total, sizeof(double));
+    if (!v->lay || !v->t || !v->tc || !v->m)
+        return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    int n = 0, best = -1, dp = 0;
+    for (int e = 0; e < total; e++) {
+        wf_sbp s = wf_sbp_broadcast();
+        int rest = e;
+        for (int a = naxes - 1; a >= 0; a--) {
+            if (p->mesh.size[a] == 1)
+                continue;
+            int i = rest % nvals;
+            rest /= nvals;
+            s.ax[a] = i == x->ndim ? WF_SBP_B : (int8_t)i;
+        }
+        if (!wf_sbp_valid(&p->mesh, x->ndim, x->shape, &s))
+            continue;
+        v->lay[n] = s;
+        v->t[n] = v->tc[n] = 0;
+        v->m[n] = x->role == WF_ROLE_PARAM ? numel_local(p, x, &s) * state_bytes(p, x) : 0;
+        int score = 0;
+        for (int a = 0; a < naxes; a++)
+            if (p->mesh.size[a] > 1)
+                score += x->role == WF_ROLE_PARAM ? s.ax[a] == WF_SBP_B : s.ax[a] == 0;
+        if (score > best) {
+            best = score;
+            dp = n;
+        }
+        n++;
+    }
+    v->nch = n;
+    v->dp = dp;
+    return WF_OK;
+}
+
+/* ---- edges ------------------------------------------------------------------------- */
+
+typedef struct {
+    int vu, ku, vv, kv; /* producer var and output (-1: leaf var), consumer var and input */
+    int op, x;          /* first consumer op and the tensor */
+} raw_edge;
+
+static int cmp_raw(const void *pa, const void *pb)
+{
+    const raw_edge *a = pa, *b = pb;
+    if (a->vu != b->vu)
+        return a->vu < b->vu ? -1 : 1;
+    if (a->ku != b->ku)
+        return a->ku < b->ku ? -1 : 1;
+    if (a->vv != b->vv)
+        return a->vv < b->vv ? -1 : 1;
+    if (a->kv != b->kv)
+        return a->kv < b->kv ? -1 : 1;
+    return a->op < b->op ? -1 : a->op > b->op;
+}
+
+typedef struct {
+    int u, v;
+    double *t;
+} pair_t;
+
+static int cmp_pair(const void *pa, const void *pb)
+{
+    const pair_t *a = pa, *b = pb;
+    if (a->u != b->u)
+        return a->u < b->u ? -1 : 1;
+    if (a->v != b->v)
+        return a->v < b->v ? -1 : 1;
+    return 0;
+}
+
+static int find_layout(wf_sbp *list, int *n, const wf_sbp *s, int naxes)
+{
+    for (int i = 0; i < *n; i++)
+        if (wf_sbp_equal(&list[i], s, naxes))
+            return i;
+    list[*n] = *s;
+    return (*n)++;
+}
+
+/* Time table [nch_u x nch_v] of one reduced edge, times `count`. */
+static wf_status edge_table(ol_problem *p, const raw_edge *e, int count, const build_ctx *b,
+                            double *out)
+{
+    const wf_graph *g = p->g;
+    int naxes = p->mesh.naxes;
+    const ol_var *U = &p->var[e->vu], *V = &p->var[e->vv];
+    const wf_tensor *x = &g->tensors[e->x];
+    int grad = b->ng[e->x];
+    double share = 1.0;
+    wf_tensor gt = *x;
+    if (U->kind == OL_VAR_LEAF) {
+        share = 1.0 / (double)b->ncons[e->x];
+        if (x->role == WF_ROLE_PARAM)
+            gt = grad_tensor(p, x);
+    }
+    int nu = U->nch, nv = V->nch, nout_v = g->ops[V->rep].nout;
+    wf_sbp *pl = malloc(sizeof(wf_sbp) * (size_t)nu);
+    wf_sbp *cl = malloc(sizeof(wf_sbp) * (size_t)nv * 2);
+    int *pi = malloc(sizeof(int) * (size_t)nu), *ci = malloc(sizeof(int) * (size_t)nv);
+    double *fw = NULL;
+    wf_status st = WF_OK;
+    if (!pl || !cl || !pi || !ci) {
+        st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+        goto done;
+    }
+    int npl = 0, ncl = 0;
+    for (int c = 0; c < nu; c++) {
+        const wf_sbp *s = U->kind == OL_VAR_OP ? &U->sigs[c].out[e->ku] : &U->lay[c];
+        pi[c] = find_layout(pl, &npl, s, naxes);
+    }
+    /* Consumer side: distinct (input layout, gradient layout) pairs, stored interleaved. */
+    for (int c = 0; c < nv; c++) {
+        wf_sbp in = V->sigs[c].in[e->kv];
+        wf_sbp gl = wf_sbp_grad_of_input(&V->sigs[c], nout_v, e->kv, naxes);
+        int found = -1;
+        for (int i = 0; i < ncl && found < 0; i++)
+            if (wf_sbp_equal(&cl[2 * i], &in, naxes) && wf_sbp_equal(&cl[2 * i + 1], &gl, naxes))
+                found = i;
+        if (found < 0) {
+            found = ncl++;
+            cl[2 * found] = in;
+            cl[2 * found + 1] = gl;
+        }
+        ci[c] = found;
+    }
+    fw = malloc(sizeof(double) * (size_t)npl * (size_t)ncl);
+    if (!fw) {
+        st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < npl; i++) {
+        wf_sbp need = wf_sbp_grad_need(&pl[i], naxes);
+        for (int j = 0; j < ncl; j++) {
+            double f = wf_sbp_boxing_time(b->cache, x, &pl[i], &cl[2 * j]);
+            double bw = grad ? wf_sbp_boxing_time(b->cache, &gt, &cl[2 * j + 1], &need) : 0.0;
+            if (f < 0 || bw < 0) {
+                st = wf_errorf(WF_INTERNAL, "oplevel: tensor '%s' not boxable", x->name);
+                goto done;
+            }
+            fw[i * ncl + j] = (f + share * bw) * (double)count;
+        }
+    }
+    for (int cu = 0; cu < nu; cu++)
+        for (int cv = 0; cv < nv; cv++)
+            out[(size_t)cu * (size_t)nv + (size_t)cv] = fw[pi[cu] * ncl + ci[cv]];
+done:
+    free(pl);
+    free(cl);
+    free(pi);
+    free(ci);
+    free(fw);
+    return st;
+}
+
+static wf_status build_edges(ol_problem *p, const build_ctx *b)
+{
+    const wf_graph *g = p->g;
+    int nraw = 0, cap = 16;
+    for (int i = 0; i < p->nf; i++)
+        cap += g->ops[i].nin;
+    raw_edge *raw = malloc(sizeof *raw * (size_t)cap);
+    pair_t *pairs = NULL;
+    wf_status st = WF_OK;
+    if (!raw)
+        return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    for (int i = 0; i < p->nf; i++) {
+        const wf_op *o = &g->ops[i];
+        for (int j = 0; j < o->nin; j++) {
+            int x = o->in[j], prod = g->tensors[x].producer;
+            raw_edge e = {-1, -1, p->var_of_op[i], j, i, x};
+            if (prod >= 0 && prod < p->nf) {
+                e.vu = p->var_of_op[prod];
+                for (int k = 0; k < g->ops[prod].nout; k++)
+                    if (g->ops[prod].out[k] == x)
+                        e.ku = k;
+            } else if (p->var_of_leaf[x] >= 0) {
+                e.vu = p->var_of_leaf[x];
+            } else {
+                continue; /* attached to its only consumer */
+            }
+            raw[nraw++] = e;
+        }
+    }
+    qsort(raw, (size_t)nraw, sizeof *raw, cmp_raw);
+    int npairs = 0;
+    pairs = malloc(sizeof *pairs * (size_t)(nraw + 1));
+    if (!pairs) {
+        st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+        goto done;
+    }
+    for (int s = 0; s < nraw;) {
+        int e = s;
+        while (e < nraw && raw[e].vu == raw[s].vu && raw[e].ku == raw[s].ku &&
+               raw[e].vv == raw[s].vv && raw[e].kv == raw[s].kv)
+            e++;
+        ol_var *U = &p->var[raw[s].vu], *V = &p->var[raw[s].vv];
+        size_t n = (size_t)U->nch * (size_t)V->nch;
+        double *t = aalloc(p, n, sizeof(double));
+        if (!t) {
+            st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+            goto done;
+        }
+        if ((st = edge_table(p, &raw[s], e - s, b, t)))
+            goto done;
+        if (raw[s].vu == raw[s].vv) {
+            /* Same decision on both ends (layer l feeding layer l+1 at the same position). */
+            for (int c = 0; c < U->nch; c++)
+                U->t[c] += t[(size_t)c * (size_t)U->nch + (size_t)c];
+        } else if (raw[s].vu < raw[s].vv) {
+            pairs[npairs++] = (pair_t){raw[s].vu, raw[s].vv, t};
+        } else {
+            /* Store as [u][v] with u < v. */
+            double *tt = aalloc(p, n, sizeof(double));
+            if (!tt) {
+                st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+                goto done;
+            }
+            for (int cu = 0; cu < U->nch; cu++)
+                for (int cv = 0; cv < V->nch; cv++)
+                    tt[(size_t)cv * (size_t)U->nch + (size_t)cu] =
+                        t[(size_t)cu * (size_t)V->nch + (size_t)cv];
+            pairs[npairs++] = (pair_t){raw[s].vv, raw[s].vu, tt};
+        }
+        s = e;
+    }
+    /* Merge parallel edges: one table per variable pair. */
+    qsort(pairs, (size_t)npairs, sizeof *pairs, cmp_pair);
+    p->edge = aalloc(p, (size_t)npairs, sizeof *p->edge);
+    if (!p->edge) {
+        st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+        goto done;
+    }
+    p->nedge = 0;
+    for (int s = 0; s < npairs;) {
+        int e = s + 1;
+        size_t n = (size_t)p->var[pairs[s].u].nch * (size_t)p->var[pairs[s].v].nch;
+        while (e < npairs && pairs[e].u == pairs[s].u && pairs[e].v == pairs[s].v) {
+            for (size_t i = 0; i < n; i++)
+                pairs[s].t[i] += pairs[e].t[i];
+            e++;
+        }
+        p->edge[p->nedge++] = (ol_edge){pairs[s].u, pairs[s].v, pairs[s].t};
+        s = e;
+    }
+    /* CSR adjacency. */
+    p->adj_start = aalloc(p, (size_t)p->nvar + 1, sizeof(int));
+    p->adj = aalloc(p, (size_t)p->nedge * 2 + 1, sizeof(int));
+    if (!p->adj_start || !p->adj) {
+        st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < p->nedge; i++) {
+        p->adj_start[p->edge[i].u + 1]++;
+        p->adj_start[p->edge[i].v + 1]++;
+    }
+    for (int v = 0; v < p->nvar; v++)
+        p->adj_start[v + 1] += p->adj_start[v];
+    int *fill = calloc((size_t)p->nvar + 1, sizeof(int));
+    if (!fill) {
+        st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < p->nedge; i++) {
+        int u = p->edge[i].u, v = p->edge[i].v;
+        p->adj[p->adj_start[u] + fill[u]++] = i;
+        p->adj[p->adj_start[v] + fill[v]++] = i;
+    }
+    free(fill);
+done:
+    free(raw);
+    free(pairs);
+    return st;
+}
+
+wf_status ol_problem_build(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
+                           const wf_oplevel_opts *o, int tie, ol_problem *p)
+{
+    memset(p, 0, sizeof *p);
+    wf_arena_init(&p->arena, (size_t)1 << 20);
+    p->g = g;
+    p->c = c;
+    p->mesh = *m;
+    p->opts = *o;
+    p->nf = g->nfwd;
+    if (g->status != WF_OK)
+        return wf_errorf(WF_INVAL, "oplevel: graph '%s' failed to build (%s)", g->name,
+                         wf_strerror(g->status));
+    if (p->nf <= 0)
+        return wf_errorf(WF_INVAL, "oplevel: graph '%s' has no forward ops", g->name);
+    if (m->naxes < 1 || m->naxes > WF_SBP_MAX_AXES)
+        return wf_errorf(WF_INVAL, "oplevel: mesh with %d axes", m->naxes);
+    for (int a = 0; a < m->naxes; a++)
+        if (m->size[a] < 1 || (m->size[a] > 1 && !(m->bw_bps[a] > 0)))
+            return wf_errorf(WF_INVAL, "oplevel: mesh axis %d has size %lld, bandwidth %g", a,
+                             (long long)m->size[a], m->bw_bps[a]);
+    int nt = g->ntensors, nf = p->nf;
+    for (int i = 0; i < nf; i++) {
+        const wf_op *op = &g->ops[i];
+        if (op->pass != WF_PASS_FORWARD || op->kind >= WF_OP_COUNT)
+            return wf_errorf(WF_INVAL, "oplevel: op %d '%s' is not a forward op", i, op->name);
+        for (int j = 0; j < op->nin; j++) {
+            int x = op->in[j];
+            if (x < 0 || x >= nt || g->tensors[x].producer >= i)
+                return wf_errorf(WF_INVAL, "oplevel: op '%s' input %d is not produced before it",
+                                 op->name, j);
+        }
+    }
+    unsigned char *ng = aalloc(p, (size_t)nt, 1);
+    int *ncons = aalloc(p, (size_t)nt, sizeof(int));
+    int *claim = aalloc(p, (size_t)nt, sizeof(int));
+    int *rep = aalloc(p, (size_t)nf, sizeof(int));
+    p->var_of_op = aalloc(p, (size_t)nf, sizeof(int));
+    p->var_of_leaf = aalloc(p, (size_t)nt, sizeof(int));
+    p->var = aalloc(p, (size_t)(nf + nt), sizeof(ol_var));
+    if (!ng || !ncons || !claim || !rep || !p->var_of_op || !p->var_of_leaf || !p->var)
+        return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    wf_graph_grad_flags(g, nf, ng);
+    for (int t = 0; t < nt; t++) {
+        claim[t] = -1;
+        p->var_of_leaf[t] = -1;
+    }
+    for (int i = 0; i < nf; i++)
+        p->var_of_op[i] = -1;
+    for (int i = 0; i < nf; i++) {
+        const wf_op *op = &g->ops[i];
+        for (int j = 0; j < op->nin; j++)
+            ncons[op->in[j]]++;
+        wf_saved saved[WF_MAX_SAVED];
+        int ns = wf_op_saved_flags(g, i, ng, saved);
+        for (int k = 0; k < ns; k++)
+            if (saved[k].tensor >= 0 && claim[saved[k].tensor] < 0)
+                claim[saved[k].tensor] = i;
+    }
+    wf_status st;
+    if (tie) {
+        if ((st = tie_layers(g, nf, ng, ncons, rep)))
+            return st;
+    } else {
+        for (int i = 0; i < nf; i++)
+            rep[i] = i;
+    }
+    /* Variables in topological order: a shared leaf just before its first reader. */
+    for (int i = 0; i < nf; i++) {
+        const wf_op *op = &g->ops[i];
+        for (int j = 0; j < op->nin; j++) {
+            int x = op->in[j];
+            if (is_leaf(g, x) && ncons[x] >= 2 && p->var_of_leaf[x] < 0) {
+                ol_var *v = &p->var[p->nvar];
+                v->kind = OL_VAR_LEAF;
+                v->rep = x;
+                v->mult = 1;
+                p->var_of_leaf[x] = p->nvar++;
+            }
+        }
+        int r = rep[i];
+        if (p->var_of_op[r] < 0) {
+            ol_var *v = &p->var[p->nvar];
+            v->kind = OL_VAR_OP;
+            v->rep = r; /* equivalent to every member, so costing it costs them all */
+            p->var_of_op[r] = p->nvar++;
+        }
+        p->var_of_op[i] = p->var_of_op[r];
+        p->var[p->var_of_op[i]].mult++;
+    }
+    build_ctx b = {ng, ncons, claim, NULL};
+    if ((st = wf_sbp_cache_create(m, &b.cache)))
+        return st;
+    for (int v = 0; v < p->nvar && st == WF_OK; v++)
+        st = p->var[v].kind == OL_VAR_OP ? op_unary(p, &p->var[v], &b) : leaf_unary(p, &p->var[v]);
+    if (st == WF_OK)
+        st = build_edges(p, &b);
+    wf_sbp_cache_free(b.cache);
+    return st;
+}
+
+void ol_problem_free(ol_problem *p) { wf_arena_free(&p->arena); }
+
+void ol_eval(const ol_problem *p, const int *assign, double *time_s, double *compute_s,
+             double *memory_bytes)
+{
+    double t = 0, tc = 0, m = 0;
+    for (int v = 0; v < p->nvar; v++) {
+        t += p->var[v].t[assign[v]];
+        tc += p->var[v].tc[assign[v]];
+        m += p->var[v].m[assign[v]];
+    }
+    for (int e = 0; e < p->nedge; e++) {
+        const ol_edge *E = &p->edge[e];
+        t += E->t[(size_t)assign[E->u] * (size_t)p->var[E->v].nch + (size_t)assign[E->v]];
+    }
+    if (time_s)
+        *time_s = t;
+    if (compute_s)
+        *compute_s = tc;
+    if (memory_bytes)
+        *memory_bytes = m;
+}
+
+wf_status ol_plans_push(const ol_problem *p, ol_plan **plans, int *nplans, int *cap,
+                        const int *assign, wf_arena *a)
+{
+    if (*nplans == *cap) {
+        int nc = *cap ? *cap * 2 : 64;
+        ol_plan *np = realloc(*plans, sizeof *np * (size_t)nc);
+        if (!np)
+            return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+        *plans = np;
+        *cap = nc;
+    }
+    ol_plan *q = &(*plans)[(*nplans)++];
+    q->assign = wf_arena_alloc(a, sizeof(int) * (size_t)p->nvar + 1);
+    if (!q->assign)
+        return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    memcpy(q->assign, assign, sizeof(int) * (size_t)p->nvar);
+    ol_eval(p, assign, &q->t, NULL, &q->m);
+    return WF_OK;
+}
+
+/* ---- results ------------------------------------------------------------------------- */
+
+/* Per-op choices and per-tensor layouts of a variable assignment. */
+static void fill_plan(const ol_problem *p, const int *assign, int *choice, wf_sbp_sig *sig,
+                      wf_sbp *layout)
+{
+    const wf_graph *g = p->g;
+    int naxes = p->mesh.naxes;
+    for (int t = 0; t < g->ntensors; t++)
+        layout[t] = wf_sbp_broadcast();
+    /* Leaves read by one op: stored as read (first writer wins; later ones are shared leaves). */
+    for (int i = p->nf - 1; i >= 0; i--) {
+        const ol_var *v = &p->var[p->var_of_op[i]];
+        const wf_sbp_sig *s = &v->sigs[assign[p->var_of_op[i]]];
+        choice[i] = assign[p->var_of_op[i]];
+        if (sig)
+            sig[i] = *s;
+        const wf_op *o = &g->ops[i];
+        for (int k = 0; k < o->nout; k++)
+            layout[o->out[k]] = s->out[k];
+        for (int j = 0; j < o->nin; j++)
+            if (is_leaf(g, o->in[j]) && p->var_of_leaf[o->in[j]] < 0)
+                layout[o->in[j]] = wf_sbp_storage(&s->in[j], naxes);
+    }
+    for (int t = 0; t < g->ntensors; t++)
+        if (p->var_of_leaf[t] >= 0)
+            layout[t] = p->var[p->var_of_leaf[t]].lay[assign[p->var_of_leaf[t]]];
+}
+
+static int cmp_plan(const void *pa, const void *pb)
+{
+    const ol_plan *a = pa, *b = pb;
+    if (a->t != b->t)
+        return a->t < b->t ? -1 : 1;
+    if (a->m != b->m)
+        return a->m < b->m ? -1 : 1;
+    return 0;
+}
+
+void wf_oplevel_result_free(wf_oplevel_result *r)
+{
+    wf_arena_free(&r->arena);
+    memset(r, 0, sizeof *r);
+}
+
+static wf_status set_point(wf_oplevel_result *r, const ol_problem *p, const ol_plan *q,
+                           wf_oplevel_point *pt)
+{
+    pt->choice = wf_arena_alloc(&r->arena, sizeof(int) * (size_t)r->nops + 1);
+    pt->layout = wf_arena_alloc(&r->arena, sizeof(wf_sbp) * (size_t)r->ntensors + 1);
+    if (!pt->choice || !pt->layout)
+        return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    fill_plan(p, q->assign, pt->choice, NULL, pt->layout);
+    ol_eval(p, q->assign, &pt->time_s, &pt->compute_s, &pt->memory_bytes);
+    return WF_OK;
+}
+
+static void adopt_point(wf_oplevel_result *r, const wf_oplevel_point *pt)
+{
+    memcpy(r->choice, pt->choice, sizeof(int) * (size_t)r->nops);
+    memcpy(r->layout, pt->layout, sizeof(wf_sbp) * (size_t)r->ntensors);
+    r->time_s = pt->time_s;
+    r->compute_s = pt->compute_s;
+    r->comm_s = pt->time_s - pt->compute_s;
+    r->memory_bytes = pt->memory_bytes;
+    r->fits = pt->memory_bytes <= r->memory_limit_bytes;
+}
+
+wf_status wf_oplevel_search(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
+                            double mem_limit_bytes, const wf_oplevel_opts *opts,
+                            wf_oplevel_result *r)
+{
+    memset(r, 0, sizeof *r);
+    wf_arena_init(&r->arena, (size_t)1 << 16);
+    double t0 = wf_now_s();
+    wf_oplevel_opts o;
+    if (opts)
+        o = *opts;
+    else
+        wf_oplevel_opts_default(&o);
+    wf_status st = check_opts(&o);
+    if (st)
+        return st;
+    if (!(mem_limit_bytes > 0))
+        mem_limit_bytes = c->dev.mem_bytes - c->mem_reserved_bytes;
+    if (!(mem_limit_bytes > 0))
+        return wf_errorf(WF_INVAL, "oplevel: memory limit %g bytes (device memory %g, reserved %g)",
+                         mem_limit_bytes, c->dev.mem_bytes, c->mem_reserved_bytes);
+    r->memory_limit_bytes = mem_limit_bytes;
+
+    ol_problem p;
+    ol_plan *plans = NULL;
+    int nplans = 0, cap = 0;
+    wf_arena scratch;
+    wf_arena_init(&scratch, (size_t)1 << 16);
+    int *best = NULL, *dp = NULL;
+    if ((st = ol_problem_build(g, c, m, &o, o.tie_layers, &p)))
+        goto done;
+    best = malloc(sizeof(int) * (size_t)p.nvar + 1);
+    dp = malloc(sizeof(int) * (size_t)p.nvar + 1);
+    if (!best || !dp) {
+        st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+        goto done;
+    }
+    for (int v = 0; v < p.nvar; v++)
+        dp[v] = p.var[v].dp;
+    r->ndecisions = p.nvar;
+    for (int v = 0; v < p.nvar; v++)
+        r->nchoices += p.var[v].nch;
+
+    if (o.algo == WF_OPLEVEL_CD || o.algo == WF_OPLEVEL_AUTO) {
+        if ((st = ol_cd_search(&p, mem_limit_bytes, best, &plans, &nplans, &cap, &r->sweeps,
+                               &scratch)))
+            goto done;
+    } else {
+        memcpy(best, dp, sizeof(int) * (size_t)p.nvar);
+    }
+    if (o.algo == WF_OPLEVEL_FT || o.algo == WF_OPLEVEL_AUTO) {
+        int before = nplans;
+        if ((st = ol_ft_search(&p, best, &plans, &nplans, &cap, &r->conditioned, &scratch)))
+            goto done;
+        if (o.algo == WF_OPLEVEL_AUTO) {
+            /* Polish the frontier's fastest fitting point by descent (it keeps fitting). */
+            int pick = -1;
+            for (int i = before; i < nplans; i++)
+                if (plans[i].m <= mem_limit_bytes && (pick < 0 || plans[i].t < plans[pick].t))
+                    pick = i;
+            if (pick >= 0) {
+                memcpy(best, plans[pick].assign, sizeof(int) * (size_t)p.nvar);
+                r->sweeps += ol_cd_run(&p, best, 0.0, mem_limit_bytes, o.max_sweeps);
+                if ((st = ol_plans_push(&p, &plans, &nplans, &cap, best, &scratch)))
+                    goto done;
+            }
+        }
+    }
+    /* The frontier: Pareto-prune everything met. */
+    qsort(plans, (size_t)nplans, sizeof *plans, cmp_plan);
+    int nfr = 0;
+    for (int i = 0; i < nplans; i++)
+        if (nfr == 0 || plans[i].m < plans[nfr - 1].m)
+            plans[nfr++] = plans[i];
+    r->nops = p.nf;
+    r->ntensors = g->ntensors;
+    r->frontier = wf_arena_alloc(&r->arena, sizeof *r->frontier * (size_t)nfr + 1);
+    r->choice = wf_arena_alloc(&r->arena, sizeof(int) * (size_t)p.nf + 1);
+    r->sig = wf_arena_alloc(&r->arena, sizeof(wf_sbp_sig) * (size_t)p.nf + 1);
+    r->layout = wf_arena_alloc(&r->arena, sizeof(wf_sbp) * (size_t)g->ntensors + 1);
+    if (!r->frontier || !r->choice || !r->sig || !r->layout) {
+        st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+        goto done;
+    }
+    r->nfrontier = nfr;
+    for (int i = 0; i < nfr; i++)
+        if ((st = set_point(r, &p, &plans[i], &r->frontier[i])))
+            goto done;
+    /* The fastest plan that fits; else the smallest. */
+    int pick = -1;
+    for (int i = 0; i < nfr && pick < 0; i++)
+        if (plans[i].m <= mem_limit_bytes)
+            pick = i;
+    if (pick < 0)
+        pick = nfr - 1;
+    if (pick < 0) {
+        st = wf_errorf(WF_INTERNAL, "oplevel: the search produced no plan");
+        goto done;
+    }
+    fill_plan(&p, plans[pick].assign, r->choice, r->sig, r->layout);
+    adopt_point(r, &r->frontier[pick]);
+    if (!r->fits)
+        st = wf_errorf(WF_NOFIT,
+                       "oplevel: the smallest plan found needs %.3f GiB per device, the limit is "
+                       "%.3f GiB",
+                       r->memory_bytes / 1073741824.0, mem_limit_bytes / 1073741824.0);
+done:
+    r->search_time_s = wf_now_s() - t0;
+    free(best);
+    free(dp);
+    free(plans);
+    wf_arena_free(&scratch);
+    ol_problem_free(&p);
+    return st;
+}
+
+wf_status wf_oplevel_result_select(wf_oplevel_result *r, const wf_graph *g, const wf_mesh *m,
+                                   int i)
+{
+    if (i < 0 || i >= r->nfrontier)
+        return wf_errorf(WF_INVAL, "oplevel: frontier point %d outside [0, %d)", i, r->nfrontier);
+    if (r->nops != g->nfwd || r->ntensors != g->ntensors)
+        return wf_errorf(WF_INVAL, "oplevel: the result is not of graph '%s'", g->name);
+    int cap = 0;
+    wf_sbp_sig *buf = NULL;
+    for (int op = 0; op < r->nops; op++) {
+        int n = wf_sbp_op_sigs(g, op, m, buf, cap);
+        if (n < 0) {
+            free(buf);
+            return (wf_status)n;
+        }
+        if (n > cap) {
+            free(buf);
+            cap = n;
+            buf = malloc(sizeof *buf * (size_t)cap);
+            if (!buf)
+                return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+            wf_sbp_op_sigs(g, op, m, buf, cap);
+        }
+        int c = r->frontier[i].choice[op];
+        if (c < 0 || c >= n) {
+            free(buf);
+            return wf_errorf(WF_INVAL, "oplevel: op '%s': choice %d outside %d signatures",
+                             g->ops[op].name, c, n);
+        }
+        r->sig[op] = buf[c];
+    }
+    free(buf);
+    adopt_point(r, &r->frontier[i]);
+    return WF_OK;
+}
+
+wf_status wf_oplevel_evaluate(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
+                              const wf_oplevel_opts *opts, const int *choice,
+                              const wf_sbp *layout, double *time_s, double *compute_s,
+                              double *memory_bytes)
+{
+    wf_oplevel_opts o;
+    if (opts)
+        o = *opts;
+    else
+        wf_oplevel_opts_default(&o);
+    wf_status st = check_opts(&o);
+    if (st)
+        return st;
+    ol_problem p;
+    int *assign = NULL;
+    if ((st = ol_problem_build(g, c, m, &o, 0, &p)))
+        goto done;
+    assign = calloc((size_t)p.nvar + 1, sizeof(int));
+    if (!assign) {
+        st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < p.nf; i++) {
+        const ol_var *v = &p.var[p.var_of_op[i]];
+        if (choice[i] < 0 || choice[i] >= v->nch) {
+            st = wf_errorf(WF_INVAL, "oplevel: op '%s': choice %d outside %d signatures",
+                           g->ops[i].name, choice[i], v->nch);
+            goto done;
+        }
+        assign[p.var_of_op[i]] = choice[i];
+    }
+    /* A shared leaf is stored as its first reader reads it. */
+    for (int i = p.nf - 1; i >= 0; i--) {
+        const wf_op *op = &g->ops[i];
+        const wf_sbp_sig *s = &p.var[p.var_of_op[i]].sigs[choice[i]];
+        for (int j = 0; j < op->nin; j++) {
+            int lv = p.var_of_leaf[op->in[j]];
+            if (lv < 0)
+                continue;
+            wf_sbp want = layout ? layout[op->in[j]] : wf_sbp_storage(&s->in[j], m->naxes);
+            int found = -1;
+            for (int k = 0; k < p.var[lv].nch && found < 0; k++)
+                if (wf_sbp_equal(&p.var[lv].lay[k], &want, m->naxes))
+                    found = k;
+            if (found < 0) {
+                char buf[64];
+                st = wf_errorf(WF_INVAL, "oplevel: layout %s of '%s' is not a storage layout",
+                               wf_sbp_str(&want, m->naxes, buf, sizeof buf),
+                               g->tensors[op->in[j]].name);
+                goto done;
+            }
+            assign[lv] = found;
+        }
+    }
+    ol_eval(&p, assign, time_s, compute_s, memory_bytes);
+done:
+    free(assign);
+    ol_problem_free(&p);
+    return st;
+}
