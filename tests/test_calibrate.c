@@ -1,0 +1,172 @@
+/* Calibration arithmetic: the alpha-beta least-squares fit against exact
+ * lines, and the mapping of a (hand-written) measurement into a cluster:
+ * efficiency table, peaks, link latency/bandwidth/efficiency, level sizes,
+ * and a cluster that passes wf_cluster_check and survives its JSON. The
+ * measurements themselves are exercised by tests/cli/calibrate.sh. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "weft/runtime_io.h"
+
+static void assert_rel(double got, double want, double tol)
+{
+    if (!(fabs(got - want) <= tol * fabs(want)))
+        fail_msg("got %.17g, want %.17g (tolerance %g)", got, want, tol);
+}
+
+static void test_fit_exact(void **state)
+{
+    (void)state;
+    double n[6] = {8, 1024, 65536, 1 << 20, 1 << 24, 3e7}, t[6];
+    for (int i = 0; i < 6; i++)
+        t[i] = 2e-6 + n[i] / 5e9;
+    double a, b;
+    assert_int_equal(wf_fit_alpha_beta(n, t, 6, &a, &b), WF_OK);
+    assert_rel(a, 2e-6, 1e-9);
+    assert_rel(b, 1 / 5e9, 1e-9);
+
+    /* Two points determine the line. */
+    double n2[2] = {0, 100}, t2[2] = {1, 3};
+    assert_int_equal(wf_fit_alpha_beta(n2, t2, 2, &a, &b), WF_OK);
+    assert_rel(a, 1, 1e-12);
+    assert_rel(b, 0.02, 1e-12);
+
+    /* A line through a negative intercept: alpha clamps to 0 and beta is the
+     * weighted fit through the origin, sum(w n t) / sum(w n^2) with w = 1/t^2,
+     * i.e. sum(n/t) / sum(n^2/t^2). */
+    double n3[3] = {1, 2, 4}, t3[3] = {1, 3, 7}; /* t = 2n - 1 */
+    assert_int_equal(wf_fit_alpha_beta(n3, t3, 3, &a, &b), WF_OK);
+    assert_true(a == 0);
+    double num = 1.0 / 1 + 2.0 / 3 + 4.0 / 7, den = 1.0 + 4.0 / 9 + 16.0 / 49;
+    assert_rel(b, num / den, 1e-12);
+}
+
+static void test_fit_refuses(void **state)
+{
+    (void)state;
+    double n[3] = {8, 8, 8}, t[3] = {1, 2, 3}, a, b;
+    assert_int_equal(wf_fit_alpha_beta(n, t, 3, &a, &b), WF_INVAL);
+    assert_int_equal(wf_fit_alpha_beta(n, t, 1, &a, &b), WF_INVAL);
+    double n2[2] = {8, 16}, t2[2] = {1, 0};
+    assert_int_equal(wf_fit_alpha_beta(n2, t2, 2, &a, &b), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "point 1"));
+}
+
+static wf_calib_result fake_result(int nranks)
+{
+    wf_calib_result r;
+    memset(&r, 0, sizeof r);
+    r.nranks = nranks;
+    r.nodes = 1;
+    r.ranks_per_node = nranks;
+    r.threads = 1;
+    static const int64_t sz[5][3] = {{32, 32, 32}, {64, 64, 64}, {256, 256, 256}, {64, 1024, 1024}, {1024, 64, 1024}};
+    static const double rate[5] = {20e9, 50e9, 90e9, 100e9, 80e9};
+    for (int i = 0; i < 5; i++) {
+        wf_calib_gemm *g = &r.gemm[r.ngemm++];
+        g->m = sz[i][0];
+        g->n = sz[i][1];
+        g->k = sz[i][2];
+        g->flops = 2.0 * g->m * g->n * g->k;
+        g->flops_per_s = rate[i];
+    }
+    r.gemm_peak_flops_per_s = 100e9;
+    r.vector_flops_per_s = 30e9;
+    r.copy_bw_bps = 20e9;
+    r.triad_bw_bps = 15e9;
+    r.mem_bytes = 8e9;
+    if (nranks > 1) {
+        r.p2p_alpha_s = 1e-6;
+        r.p2p_bw_bps = 10e9;
+        r.allreduce_alpha_s = 3e-6;
+        r.allreduce_bw_bps = 4e9;
+        r.allreduce_busbw_bps = 4e9 * 2.0 * (nranks - 1) / nranks;
+    }
+    return r;
+}
+
+static void test_to_cluster(void **state)
+{
+    (void)state;
+    wf_calib_result r = fake_result(1);
+    wf_cluster c, local;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
+    assert_int_equal(wf_cluster_lookup("local", &local), WF_OK);
+    assert_rel(c.dev.matrix_flops[WF_DTYPE_FP32], 100e9, 1e-15);
+    assert_rel(c.dev.vector_flops[WF_DTYPE_FP32], 30e9, 1e-15);
+    assert_rel(c.dev.mem_bw_bps, 15e9, 1e-15);
+    /* 64x1024x1024 and 1024x64x1024 share a FLOP count: their mean. */
+    assert_int_equal(c.dev.neff, 4);
+    double want_flops[4] = {2.0 * 64 * 1024 * 1024, 2.0 * 256 * 256 * 256, 2.0 * 64 * 64 * 64, 2.0 * 32 * 32 * 32};
+    double want_eff[4] = {0.9, 0.9, 0.5, 0.2};
+    for (int i = 0; i < 4; i++) {
+        assert_rel(c.dev.matrix_eff[i].min_flops, want_flops[i], 1e-15);
+        assert_rel(c.dev.matrix_eff[i].eff, want_eff[i], 1e-12);
+    }
+    /* One process: links and sizes stay the preset's. */
+    assert_int_equal(c.nlevels, local.nlevels);
+    assert_int_equal(c.level[0].size, local.level[0].size);
+    assert_rel(c.level[0].bw_bps, local.level[0].bw_bps, 1e-15);
+    assert_rel(c.reduce_bps, local.reduce_bps, 1e-15);
+    assert_int_equal(wf_cluster_check(&c), WF_OK);
+
+    /* Through JSON and back. */
+    cJSON *j = wf_cluster_to_json(&c);
+    assert_non_null(j);
+    wf_cluster back;
+    assert_int_equal(wf_cluster_from_json(j, "calibrated", &back), WF_OK);
+    cJSON_Delete(j);
+    assert_rel(back.dev.matrix_flops[WF_DTYPE_FP32], 100e9, 1e-15);
+    assert_int_equal(back.dev.neff, 4);
+}
+
+static void test_to_cluster_links(void **state)
+{
+    (void)state;
+    /* Two ranks: bus bandwidth 4 GB/s below the 10 GB/s ping-pong: the level
+     * keeps the ping-pong rate, with efficiency 0.4. */
+    wf_calib_result r = fake_result(2);
+    wf_cluster c;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
+    assert_int_equal(c.level[0].size, 2);
+    assert_int_equal(c.level[c.nlevels - 1].size, 1);
+    assert_rel(c.level[0].latency_s, 1e-6, 1e-15);
+    assert_rel(c.level[0].bw_bps, 10e9, 1e-15);
+    assert_rel(c.level[0].eff, 0.4, 1e-12);
+    assert_true(c.reduce_bps == 0);
+    assert_rel(c.dev.mem_bytes, 8e9, 1e-15);
+    assert_non_null(strstr(c.name, "ranks=2"));
+
+    /* Four ranks whose all-reduce beats the ping-pong (bus bandwidth
+     * 4e9 * 1.5 = 6 GB/s > 5 GB/s): bandwidth = the bus bandwidth, eff 1. */
+    r = fake_result(4);
+    r.p2p_bw_bps = 5e9;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
+    assert_int_equal(c.level[0].size, 4);
+    assert_rel(c.level[0].bw_bps, 6e9, 1e-12);
+    assert_rel(c.level[0].eff, 1.0, 1e-12);
+    assert_int_equal(wf_cluster_check(&c), WF_OK);
+
+    /* Nothing measured: refused. */
+    wf_calib_result empty;
+    memset(&empty, 0, sizeof empty);
+    assert_int_equal(wf_calibrate_to_cluster(&empty, &c), WF_INVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fit_exact),
+        cmocka_unit_test(test_fit_refuses),
+        cmocka_unit_test(test_to_cluster),
+        cmocka_unit_test(test_to_cluster_links),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
