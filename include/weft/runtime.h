@@ -1,0 +1,256 @@
+/* weft runtime: executes training for real on CPUs.
+ *
+ * Three layers, each usable alone:
+ *   executor  (wf_exec)   one model replica: parameters in one block, the
+ *                         forward graph and its autodiff backward run op by op
+ *                         on the fp32 CPU kernels (fast CBLAS path or the naive
+ *                         reference), activation memory planned from the graph.
+ *   optimizer (wf_optim)  SGD with momentum and AdamW, per parameter tensor, with
+ *                         gradient clipping by global norm.
+ *   trainer   (wf_train)  data loader + executor + optimizer + data-parallel
+ *                         gradient reduction over MPI under a comm schedule
+ *                         (wfbp, ddp, dear, ...), checkpoints and resume.
+ *
+ * This header exposes no MPI type (only src/runtime/ includes mpi.h). Trainer
+ * calls marked "collective" must be made by every rank of the trainer's group
+ * (the MPI world, or this process alone in `self` mode); they agree on failure,
+ * so every rank returns the same status and no rank is left waiting.
+ * docs/runtime.md describes the memory plan, the schedules and the formats.
+ *
+ * Symbols: B global batch, b = B / ranks this rank's share, m micro-batches
+ * per step, mbs = b / m samples per micro-batch. */
+#ifndef WEFT_RUNTIME_H
+#define WEFT_RUNTIME_H
+
+#include "weft/core.h"
+#include "weft/graph.h"
+#include "weft/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- executor ----------------------------------------------------------------- */
+
+typedef struct wf_exec wf_exec;
+
+typedef struct {
+    int reference;  /* 1: run the naive reference kernels (tests); 0: the fast path */
+    uint64_t seed;  /* parameter initialization and dropout streams */
+} wf_exec_opts;
+
+/* Copies the forward graph g (with a loss; float tensors fp32, integer inputs
+ * and labels int32 or int64, held as int32), appends its backward pass, plans
+ * activation memory and allocates: parameters (initialized from the seed, see
+ * docs/runtime.md), their gradients, the inputs and the activation arena. A
+ * graph the runtime cannot run (fp16 tensors, no loss, an unsupported shape)
+ * is WF_INVAL naming the tensor or op. */
+wf_status wf_exec_create(const wf_graph *g, const wf_exec_opts *o, wf_exec **out);
+void wf_exec_free(wf_exec *e);
+
+/* The executor's graph: forward ops [0, nfwd), backward ops after. */
+const wf_graph *wf_exec_graph(const wf_exec *e);
+/* The batch the graph was built for (axis 0 of its data input). */
+int64_t wf_exec_batch(const wf_exec *e);
+
+typedef struct {
+    const char *name;
+    int tensor;           /* index in the graph */
+    int ndim;
+    int64_t shape[WF_MAX_DIMS];
+    int64_t numel;
+    int decay;            /* 1 when weight decay applies (ndim >= 2: matrices, tables, kernels) */
+    int has_grad;         /* 0 for a parameter the loss does not depend on (never updated) */
+    int first_fwd_op;     /* first forward op reading it */
+    int grad_op;          /* backward op producing its final gradient, -1 if none */
+    int64_t offset;       /* floats from the start of the parameter block */
+    int64_t grad_offset;  /* floats from the start of the gradient block */
+    float *data;          /* [numel] in the parameter block */
+    float *grad;          /* [numel] in the gradient block */
+} wf_exec_param;
+
+int wf_exec_nparams(const wf_exec *e);
+const wf_exec_param *wf_exec_param_at(const wf_exec *e, int i);
+/* Index of the parameter that tensor t is (or whose final gradient t is), -1. */
+int wf_exec_param_of_tensor(const wf_exec *e, int t);
+int wf_exec_param_of_grad(const wf_exec *e, int t);
+/* All parameters, contiguous (padding between tensors is zero). */
+float *wf_exec_param_block(const wf_exec *e, int64_t *nfloats);
+float *wf_exec_grad_block(const wf_exec *e, int64_t *nfloats);
+/* Moves the gradients to a new layout: parameter i's gradient at grad_off[i]
+ * floats into a zeroed block of `total` floats (a communication schedule wants
+ * each collective's gradients contiguous). Ranges must not overlap. */
+wf_status wf_exec_set_grad_layout(wf_exec *e, const int64_t *grad_off, int64_t total);
+/* Zeroes the gradient block. */
+void wf_exec_zero_grads(wf_exec *e);
+
+/* Tensor index by name, -1 when absent. */
+int wf_exec_find_tensor(const wf_exec *e, const char *name);
+/* Storage of a leaf tensor (input: float or int32; label: int32; parameter),
+ * NULL for other tensors (activations live only inside a pass). */
+void *wf_exec_leaf_data(wf_exec *e, int tensor);
+
+/* The dropout stream of the next passes: masks are a pure function of (seed,
+ * each dropout op's seed, stream, global element index), where the element
+ * index counts from global sample first_sample. Data-parallel ranks pass the
+ * step as the stream and their first global sample, so together they draw the
+ * masks a single process draws for the whole batch. */
+void wf_exec_set_stream(wf_exec *e, uint64_t stream, int64_t first_sample);
+
+/* Called before and after each op runs (forward and backward alike), e.g. to
+ * issue collectives as gradients become ready and to let MPI progress. A hook
+ * that fails stops the pass with its status. */
+typedef struct {
+    void *ctx;
+    wf_status (*before)(void *ctx, int op);
+    wf_status (*after)(void *ctx, int op);
+} wf_exec_hooks;
+void wf_exec_set_hooks(wf_exec *e, const wf_exec_hooks *h); /* NULL clears */
+
+/* Runs the forward ops; *loss = the loss (mean over this replica's batch).
+ * A kernel that fails (a token id out of range) records its status and the
+ * pass goes on calling the hooks without running kernels, so collectives stay
+ * matched across ranks; the status is returned at the end. */
+wf_status wf_exec_forward(wf_exec *e, float *loss);
+/* Runs the backward ops. accumulate = 0 overwrites the parameter gradients,
+ * 1 adds to them (gradient accumulation over micro-batches). */
+wf_status wf_exec_backward(wf_exec *e, int accumulate);
+
+typedef struct {
+    size_t param_bytes;     /* the parameter block */
+    size_t grad_bytes;      /* the gradient block */
+    size_t leaf_bytes;      /* inputs, labels, the loss and its seed gradient */
+    size_t arena_bytes;     /* planned activations, non-parameter gradients, saved state */
+    size_t unplanned_bytes; /* what the arena's contents would take without reuse */
+    size_t scratch_bytes;   /* kernel workspace and the accumulation buffer */
+} wf_exec_memory;
+void wf_exec_memory_of(const wf_exec *e, wf_exec_memory *m);
+
+/* ---- optimizer ------------------------------------------------------------------ */
+
+typedef enum { WF_OPTIM_SGD, WF_OPTIM_ADAMW } wf_optim_kind;
+
+typedef struct {
+    wf_optim_kind kind;
+    double lr;
+    double momentum;      /* sgd: buf = momentum buf + g; p -= lr buf */
+    double beta1, beta2;  /* adamw */
+    double eps;           /* adamw */
+    double weight_decay;  /* adamw: decoupled (p -= lr wd p); sgd: added to g (L2). Only
+                           * parameters with decay = 1 (ndim >= 2) */
+    double clip_norm;     /* clip the global gradient norm to this; 0 = no clipping */
+} wf_optim_config;
+
+/* adamw: lr 1e-3, betas 0.9/0.999, eps 1e-8, wd 0.01; sgd: lr 0.01, momentum
+ * 0.9, wd 0; both clip 1.0. */
+void wf_optim_defaults(wf_optim_kind kind, wf_optim_config *c);
+wf_status wf_optim_parse(const char *text, wf_optim_kind *out); /* "adamw", "sgd" */
+const char *wf_optim_name(wf_optim_kind k);
+/* Ranges: lr > 0, momentum and betas in [0,1), eps > 0, wd >= 0, clip >= 0. */
+wf_status wf_optim_check(const wf_optim_config *c);
+
+typedef struct wf_optim wf_optim;
+
+/* State (adamw: m and v; sgd: the momentum buffer) laid out like the
+ * parameter block of e, zeroed. */
+wf_status wf_optim_create(const wf_optim_config *c, const wf_exec *e, wf_optim **out);
+void wf_optim_free(wf_optim *o);
+const wf_optim_config *wf_optim_config_of(const wf_optim *o);
+/* One update of parameter i of e from its gradient times grad_scale (the
+ * averaging over ranks and micro-batches and the clipping factor, folded);
+ * t is the 1-based step number (AdamW's bias correction). */
+void wf_optim_update(wf_optim *o, wf_exec *e, int param, float grad_scale, int64_t t);
+/* min(1, clip / norm) (1 when clipping is off or norm is 0). */
+double wf_optim_clip_factor(const wf_optim_config *c, double grad_norm);
+/* State tensors per parameter (adamw 2, sgd 1), their names ("m", "v",
+ * "momentum") and data ([numel] of parameter i). */
+int wf_optim_nstate(const wf_optim *o);
+const char *wf_optim_state_name(const wf_optim *o, int k);
+float *wf_optim_state(const wf_optim *o, int param, int k);
+
+/* ---- trainer --------------------------------------------------------------------- */
+
+typedef struct wf_train wf_train;
+
+typedef struct {
+    const char *model;    /* model spec (zoo name, family with overrides, JSON file) */
+    const char *data;     /* data spec (weft/runtime_io.h) */
+    int64_t batch;        /* global batch B */
+    const char *plan;     /* plan string or file, or "auto" (dp = ranks, one micro-batch) */
+    const char *comm;     /* comm schedule; NULL: the plan's */
+    wf_optim_config optim;
+    uint64_t seed;
+    int reference;        /* reference kernels */
+    int self;             /* 1: train on this process alone, even inside an MPI job */
+    int verbose;          /* 1: describe the setup on stderr (rank 0) */
+} wf_train_config;
+
+/* Collective. Builds the model at the micro-batch size, checks the plan
+ * against the world (dp = ranks; tp, pp, vpp, sp, zero, recompute must be off:
+ * the runtime executes data parallelism only), opens the data, and lays out
+ * the gradients for the schedule. */
+wf_status wf_train_create(const wf_train_config *c, wf_train **out);
+void wf_train_free(wf_train *t);
+
+typedef struct {
+    int64_t step;        /* steps completed (this one included) */
+    double loss;         /* mean over the global batch; identical on every rank */
+    double time_s;       /* wall time of the step on this rank */
+    double comm_s;       /* of which waiting for communication (exposed) */
+    double compute_s;    /* time_s - comm_s */
+    double grad_norm;    /* norm of the averaged gradient applied by the update
+                          * (for dear: of the previous step's gradient, applied during
+                          * this step's forward; 0 before any) */
+    int64_t samples;     /* global samples in the step (B) */
+    int64_t tokens;      /* global tokens (B * seq) for token models, else 0 */
+} wf_train_stats;
+
+/* Collective. One training step: this rank's slice of the next global batch,
+ * forward and backward per micro-batch, the gradient reduction of the
+ * schedule, the optimizer update (dear: deferred into the next step's forward
+ * or wf_train_sync). */
+wf_status wf_train_step(wf_train *t, wf_train_stats *s);
+/* Collective. Completes outstanding communication and updates (dear), so the
+ * parameters are those after every step taken. Idempotent. */
+wf_status wf_train_sync(wf_train *t);
+/* Collective over the world (not in self mode with several ranks). Syncs, then
+ * writes a checkpoint of the parameters, the optimizer state, the step and the
+ * data position (weft/runtime_io.h format). */
+wf_status wf_train_save(wf_train *t, const char *dir);
+/* Collective. Loads a checkpoint written by a run of the same model, data
+ * batch, seed, optimizer and rank count; training continues exactly as the
+ * uninterrupted run would have. */
+wf_status wf_train_load(wf_train *t, const char *dir);
+/* Steps completed. */
+int64_t wf_train_steps_done(const wf_train *t);
+/* FNV-1a hash of the parameter block's bytes (call after wf_train_sync). */
+uint64_t wf_train_checksum(const wf_train *t);
+
+typedef struct {
+    int rank, nranks;
+    int64_t local_batch;     /* b */
+    int64_t micro_batches;   /* m */
+    int64_t micro_batch;     /* mbs */
+    int64_t tokens_per_sample; /* seq for token models, 0 for features */
+    int ngroups;             /* collectives per step (dear: reduce-scatters) */
+    int64_t params;          /* parameter elements */
+    char comm[64];           /* the schedule executed, e.g. "dear:25" */
+    char model[128];         /* canonical model name */
+    char data[256];          /* the loader's description */
+    wf_exec_memory memory;
+} wf_train_info;
+void wf_train_info_of(const wf_train *t, wf_train_info *out);
+wf_exec *wf_train_exec(const wf_train *t);
+
+/* ---- MPI world helpers for callers without mpi.h ---------------------------------- */
+
+/* Collective over the world: min and max of v over the ranks (v itself
+ * without MPI). */
+wf_status wf_world_minmax_u64(uint64_t v, uint64_t *min, uint64_t *max);
+/* Collective over the world: a barrier (nothing without MPI). */
+wf_status wf_world_barrier(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

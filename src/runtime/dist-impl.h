@@ -1,0 +1,49 @@
+/* Private interface of the data-parallel engine (dist.c) for the trainer
+ * (train.c). Only src/runtime/ sees MPI. */
+#ifndef WEFT_RUNTIME_DIST_IMPL_H
+#define WEFT_RUNTIME_DIST_IMPL_H
+
+#include "weft/plan.h"
+#include "weft/runtime.h"
+
+#include <mpi.h>
+
+typedef struct wf_dist wf_dist;
+
+typedef struct {
+    MPI_Comm comm;       /* the data-parallel group; MPI_COMM_NULL without MPI */
+    int rank, nranks;
+    wf_comm_sched sched; /* wfbp, ddp or dear (threshold 0 = default) */
+    int overlap;         /* 0: issue every collective after the backward */
+} wf_dist_config;
+
+/* Groups the gradients for the schedule (weft/sched.h's wf_sched_build),
+ * lays the gradient block out so that each group is contiguous (dear: padded
+ * to a multiple of the ranks), and installs the executor's hooks. No
+ * communication: every rank computes the same groups from the same graph. */
+wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_dist **out);
+void wf_dist_free(wf_dist *d);
+
+/* Before each micro-batch: `first` enables the deferred (dear) updates in its
+ * forward, `last` the collectives in its backward. */
+void wf_dist_begin_micro(wf_dist *d, int first, int last);
+/* After the last micro-batch's backward: wfbp/ddp wait for every all-reduce,
+ * clip and update (optimizer step t, gradients times grad_scale); dear issues
+ * what remains and defers the update to the next forward (or wf_dist_sync). */
+wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale);
+/* Applies a deferred update now (dear); nothing otherwise. */
+wf_status wf_dist_sync(wf_dist *d);
+
+/* Seconds spent waiting for communication since the last call (and reset). */
+double wf_dist_take_comm_s(wf_dist *d);
+/* Norm of the averaged gradient of the last update applied (0 before any). */
+double wf_dist_grad_norm(const wf_dist *d);
+int wf_dist_ngroups(const wf_dist *d);
+/* "wfbp", "ddp:25", "dear:1" (thresholds in MiB). */
+const char *wf_dist_describe(const wf_dist *d);
+
+/* Gathers n doubles from every rank into out[nranks * n] in rank order (a
+ * copy without MPI); the time counts as communication. */
+wf_status wf_dist_allgather(wf_dist *d, const double *in, int n, double *out);
+
+#endif

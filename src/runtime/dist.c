@@ -1,0 +1,555 @@
+/* Data parallelism over MPI: the gradient reduction of one training step,
+ * executed by a comm schedule with non-blocking collectives that overlap the
+ * backward pass (ALGORITHMS.md §4 and §6).
+ *
+ * Groups come from weft/sched.h's wf_sched_build (the simulator plays the
+ * same groups): the gradients in parameter order, each "ready" at the index
+ * of the backward op producing its final value, with its layer (0 for the
+ * parameters read before the first repeated block, block layer + 1 inside,
+ * one past the last block after it). The gradient block is laid out so that
+ * every group is one contiguous range (each tensor aligned to 16 floats; dear
+ * pads a group to a multiple of the ranks with zeros).
+ *
+ *   wfbp     one MPI_Iallreduce per gradient tensor, issued right after the
+ *            backward op that produced it.
+ *   ddp[:MB] buckets in reverse parameter order (the first 1 MiB, the others
+ *            25 MiB by default); bucket k's MPI_Iallreduce is issued once all
+ *            its gradients are ready and bucket k-1 was issued.
+ *   dear[:MB] groups of whole layers up to the threshold (25 MB by default).
+ *            During backward, each group's MPI_Ireduce_scatter_block is issued
+ *            as soon as the group is ready. The step ends without waiting.
+ *            In the next forward, before the first op (barrier B0): wait for
+ *            every reduce-scatter, compute the gradient norm from the shards
+ *            (for clipping), start the all-gather of the first group in
+ *            forward order; then before the first forward op reading group g:
+ *            wait for g's MPI_Iallgather, start g+1's, apply the optimizer to
+ *            g's parameters, and compute. The optimizer state is kept in full
+ *            on every rank (every rank updates every parameter from the same
+ *            gathered gradient, so parameters stay bit-identical; sharding the
+ *            state, ZeRO-1 style, would cut its memory by the ranks).
+ * Between kernels (the executor's after-hook) MPI_Testall lets outstanding
+ * collectives progress: MPI moves data only inside MPI calls.
+ *
+ * Gradients are averaged over the global batch: every rank's gradient is the
+ * mean over its own samples (per micro-batch, accumulated), so the update
+ * scales the summed gradient by 1 / (ranks x micro-batches). The gradient
+ * norm for clipping is summed in a fixed order (per group, then per rank) so
+ * every rank gets the same bits. With one rank nothing is sent and the same
+ * code paths run (dear still defers its updates into the next forward). */
+#include "runtime/dist-impl.h"
+
+#include "weft/sched.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN_FLOATS 16
+
+typedef struct {
+    int first, n;         /* params[first .. first+n) of d->members */
+    int64_t off, count;   /* range of the gradient block: [off, off+count), count padded (dear) */
+    int64_t shard_off;    /* dear: this rank's shard in d->shards, count / nranks floats */
+    int first_fwd;        /* first forward op reading one of its parameters */
+    int remaining;        /* gradients not ready yet in this backward */
+    int issued;
+} group;
+
+struct wf_dist {
+    wf_exec *e;
+    wf_optim *o;
+    MPI_Comm comm;
+    int mpi; /* 1 when collectives are sent (an MPI group of more than one rank) */
+    int rank, nranks;
+    wf_comm_sched sched;
+    int overlap;
+    char desc[64];
+
+    int ngroups;
+    group *groups;
+    int *members;      /* parameter indices, grouped */
+    int *group_of;     /* [nparams] group of each parameter, -1 without a gradient */
+    int *fwd_order;    /* groups by first forward op */
+    MPI_Request *req;  /* [ngroups] all-reduce or reduce-scatter */
+    MPI_Request *ag;   /* [ngroups] dear all-gather */
+    MPI_Status *stat;  /* [ngroups] (GCC misreads MPI_STATUSES_IGNORE's size) */
+    float *shards;
+    int64_t shard_floats;
+
+    int fwd_active, bwd_active;
+    int next_issue;
+    /* dear's deferred update */
+    int pending, b0_done, pos;
+    int64_t pending_t;
+    double pending_scale;
+    double update_scale;
+
+    double comm_s;
+    double grad_norm;
+};
+
+static wf_status mpi_fail(int rc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "code %d", rc);
+    return wf_errorf(WF_MPI, "%s failed: %s", what, msg);
+}
+
+#define MPI_TRY(call, what)                \
+    do {                                   \
+        int rc_ = (call);                  \
+        if (rc_ != MPI_SUCCESS)            \
+            return mpi_fail(rc_, (what));  \
+    } while (0)
+
+/* ---- setup ---------------------------------------------------------------------------- */
+
+/* Layer of each parameter for dear's whole-layer groups (see the top). */
+static int param_layer(const wf_graph *g, const wf_exec_param *p)
+{
+    if (p->first_fwd_op < 0)
+        return 0;
+    const wf_op *op = &g->ops[p->first_fwd_op];
+    if (op->layer >= 0)
+        return op->layer + 1;
+    int max_layer = -1, before = 1;
+    for (int i = 0; i < g->nfwd; i++) {
+        if (g->ops[i].layer > max_layer)
+            max_layer = g->ops[i].layer;
+        if (i < p->first_fwd_op && g->ops[i].layer >= 0)
+            before = 0;
+    }
+    return before ? 0 : max_layer + 2;
+}
+
+wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_dist **out)
+{
+    *out = NULL;
+    if (c->sched.kind != WF_COMM_WFBP && c->sched.kind != WF_COMM_DDP && c->sched.kind != WF_COMM_DEAR)
+        return wf_errorf(WF_INVAL,
+                         "comm schedule '%s' is planned and simulated but not executed by the runtime "
+                         "(use wfbp, ddp[:MB] or dear[:MB])",
+                         wf_comm_name(c->sched.kind));
+    wf_dist *d = calloc(1, sizeof *d);
+    if (!d)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    d->e = e;
+    d->o = o;
+    d->comm = c->comm;
+    d->rank = c->rank;
+    d->nranks = c->nranks;
+    d->mpi = c->comm != MPI_COMM_NULL && c->nranks > 1;
+    d->sched = c->sched;
+    d->overlap = c->overlap;
+
+    const wf_graph *g = wf_exec_graph(e);
+    int np = wf_exec_nparams(e);
+    wf_grad *grads = calloc((size_t)(np > 0 ? np : 1), sizeof *grads);
+    int *gparam = calloc((size_t)(np > 0 ? np : 1), sizeof *gparam);
+    d->group_of = malloc((size_t)(np > 0 ? np : 1) * sizeof *d->group_of);
+    d->members = malloc((size_t)(np > 0 ? np : 1) * sizeof *d->members);
+    wf_status st = WF_OK;
+    wf_arena arena;
+    wf_arena_init(&arena, 1 << 16);
+    int64_t *goff = NULL;
+    if (!grads || !gparam || !d->group_of || !d->members) {
+        st = wf_errorf(WF_NOMEM, "out of memory");
+        goto done;
+    }
+    int ng = 0;
+    for (int i = 0; i < np; i++) {
+        const wf_exec_param *p = wf_exec_param_at(e, i);
+        d->group_of[i] = -1;
+        if (!p->has_grad)
+            continue;
+        grads[ng].bytes = (double)p->numel * 4.0;
+        grads[ng].ready_s = 1e-6 * (double)(p->grad_op - g->nfwd + 1);
+        grads[ng].layer = param_layer(g, p);
+        gparam[ng++] = i;
+    }
+    wf_comm_schedule cs;
+    st = wf_sched_build(&c->sched, grads, ng, NULL, &arena, &cs);
+    if (st != WF_OK)
+        goto done;
+    d->ngroups = cs.nops;
+    d->groups = calloc((size_t)(cs.nops > 0 ? cs.nops : 1), sizeof *d->groups);
+    d->fwd_order = malloc((size_t)(cs.nops > 0 ? cs.nops : 1) * sizeof *d->fwd_order);
+    d->req = malloc((size_t)(cs.nops > 0 ? cs.nops : 1) * sizeof *d->req);
+    d->ag = malloc((size_t)(cs.nops > 0 ? cs.nops : 1) * sizeof *d->ag);
+    d->stat = malloc((size_t)(cs.nops > 0 ? cs.nops : 1) * sizeof *d->stat);
+    goff = calloc((size_t)(np > 0 ? np : 1), sizeof *goff);
+    if (!d->groups || !d->fwd_order || !d->req || !d->ag || !d->stat || !goff) {
+        st = wf_errorf(WF_NOMEM, "out of memory");
+        goto done;
+    }
+    /* Lay the groups out in issue order; parameters without a gradient last. */
+    int64_t off = 0;
+    int nm = 0;
+    for (int k = 0; k < cs.nops; k++) {
+        group *gr = &d->groups[k];
+        const wf_comm_op *op = &cs.ops[k];
+        gr->first = nm;
+        gr->off = off;
+        gr->first_fwd = g->nfwd;
+        for (int j = 0; j < op->nparts; j++) {
+            int pi = gparam[cs.parts[op->first_part + j].grad];
+            const wf_exec_param *p = wf_exec_param_at(e, pi);
+            d->members[nm++] = pi;
+            d->group_of[pi] = k;
+            goff[pi] = off;
+            off += (p->numel + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+            if (p->first_fwd_op >= 0 && p->first_fwd_op < gr->first_fwd)
+                gr->first_fwd = p->first_fwd_op;
+        }
+        gr->n = nm - gr->first;
+        gr->count = off - gr->off;
+        if (c->sched.kind == WF_COMM_DEAR) {
+            int64_t P = c->nranks;
+            gr->count = (gr->count + P - 1) / P * P;
+            gr->shard_off = d->shard_floats;
+            d->shard_floats += gr->count / P;
+        }
+        off = gr->off + (gr->count + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+        if (gr->count > INT32_MAX) {
+            st = wf_errorf(WF_INVAL, "gradient group %d has %lld floats, more than one MPI message holds", k,
+                           (long long)gr->count);
+            goto done;
+        }
+    }
+    for (int i = 0; i < np; i++)
+        if (d->group_of[i] < 0) {
+            goff[i] = off;
+            off += (wf_exec_param_at(e, i)->numel + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+        }
+    st = wf_exec_set_grad_layout(e, goff, off);
+    if (st != WF_OK)
+        goto done;
+    /* Forward order of the groups: by first forward op, ties by index. */
+    for (int k = 0; k < d->ngroups; k++) {
+        int v = k, j = k - 1;
+        while (j >= 0 && d->groups[d->fwd_order[j]].first_fwd > d->groups[v].first_fwd) {
+            d->fwd_order[j + 1] = d->fwd_order[j];
+            j--;
+        }
+        d->fwd_order[j + 1] = v;
+    }
+    if (d->shard_floats > 0) {
+        d->shards = calloc((size_t)d->shard_floats, sizeof(float));
+        if (!d->shards) {
+            st = wf_errorf(WF_NOMEM, "out of memory for dear's shards");
+            goto done;
+        }
+    }
+    for (int k = 0; k < d->ngroups; k++)
+        d->req[k] = d->ag[k] = MPI_REQUEST_NULL;
+    if (c->sched.kind == WF_COMM_WFBP)
+        snprintf(d->desc, sizeof d->desc, "wfbp");
+    else
+        snprintf(d->desc, sizeof d->desc, "%s:%g", wf_comm_name(c->sched.kind), cs.threshold_bytes / 1048576.0);
+done:
+    wf_arena_free(&arena);
+    free(grads);
+    free(gparam);
+    free(goff);
+    if (st != WF_OK) {
+        wf_dist_free(d);
+        return st;
+    }
+    d->update_scale = 1.0;
+    *out = d;
+    return WF_OK;
+}
+
+void wf_dist_free(wf_dist *d)
+{
+    if (!d)
+        return;
+    if (d->mpi) {
+        /* Nothing should be outstanding; complete anything that is. */
+        if (d->req && d->stat)
+            MPI_Waitall(d->ngroups, d->req, d->stat);
+        if (d->ag && d->stat)
+            MPI_Waitall(d->ngroups, d->ag, d->stat);
+    }
+    if (d->e)
+        wf_exec_set_hooks(d->e, NULL);
+    free(d->groups);
+    free(d->members);
+    free(d->group_of);
+    free(d->fwd_order);
+    free(d->req);
+    free(d->ag);
+    free(d->stat);
+    free(d->shards);
+    free(d);
+}
+
+/* ---- collectives --------------------------------------------------------------------------- */
+
+static float *grad_at(const wf_dist *d, int64_t off)
+{
+    return wf_exec_grad_block(d->e, NULL) + off;
+}
+
+static wf_status issue(wf_dist *d, int k)
+{
+    group *g = &d->groups[k];
+    g->issued = 1;
+    if (!d->mpi)
+        return WF_OK;
+    double t0 = wf_now_s();
+    if (d->sched.kind == WF_COMM_DEAR) {
+        MPI_TRY(MPI_Ireduce_scatter_block(grad_at(d, g->off), d->shards + g->shard_off, (int)(g->count / d->nranks),
+                                          MPI_FLOAT, MPI_SUM, d->comm, &d->req[k]),
+                "MPI_Ireduce_scatter_block");
+    } else {
+        MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, grad_at(d, g->off), (int)g->count, MPI_FLOAT, MPI_SUM, d->comm,
+                               &d->req[k]),
+                "MPI_Iallreduce");
+    }
+    d->comm_s += wf_now_s() - t0;
+    return WF_OK;
+}
+
+static wf_status start_allgather(wf_dist *d, int k)
+{
+    group *g = &d->groups[k];
+    if (!d->mpi)
+        return WF_OK;
+    int n = (int)(g->count / d->nranks);
+    MPI_TRY(MPI_Iallgather(d->shards + g->shard_off, n, MPI_FLOAT, grad_at(d, g->off), n, MPI_FLOAT, d->comm,
+                           &d->ag[k]),
+            "MPI_Iallgather");
+    return WF_OK;
+}
+
+static wf_status wait_one(wf_dist *d, MPI_Request *r)
+{
+    if (!d->mpi || *r == MPI_REQUEST_NULL)
+        return WF_OK;
+    double t0 = wf_now_s();
+    int rc = MPI_Wait(r, MPI_STATUS_IGNORE);
+    d->comm_s += wf_now_s() - t0;
+    return rc == MPI_SUCCESS ? WF_OK : mpi_fail(rc, "MPI_Wait");
+}
+
+static wf_status wait_all(wf_dist *d, MPI_Request *r)
+{
+    if (!d->mpi)
+        return WF_OK;
+    double t0 = wf_now_s();
+    int rc = MPI_Waitall(d->ngroups, r, d->stat);
+    d->comm_s += wf_now_s() - t0;
+    return rc == MPI_SUCCESS ? WF_OK : mpi_fail(rc, "MPI_Waitall");
+}
+
+/* Lets outstanding collectives progress. */
+static wf_status progress(wf_dist *d)
+{
+    if (!d->mpi)
+        return WF_OK;
+    double t0 = wf_now_s();
+    int flag = 0;
+    MPI_TRY(MPI_Testall(d->ngroups, d->req, &flag, d->stat), "MPI_Testall");
+    MPI_TRY(MPI_Testall(d->ngroups, d->ag, &flag, d->stat), "MPI_Testall");
+    d->comm_s += wf_now_s() - t0;
+    return WF_OK;
+}
+
+wf_status wf_dist_allgather(wf_dist *d, const double *in, int n, double *out)
+{
+    if (!d->mpi) {
+        memcpy(out, in, (size_t)n * sizeof *in);
+        return WF_OK;
+    }
+    double t0 = wf_now_s();
+    int rc = MPI_Allgather(in, n, MPI_DOUBLE, out, n, MPI_DOUBLE, d->comm);
+    d->comm_s += wf_now_s() - t0;
+    return rc == MPI_SUCCESS ? WF_OK : mpi_fail(rc, "MPI_Allgather");
+}
+
+/* ---- updates ---------------------------------------------------------------------------------- */
+
+static double sumsq(const float *x, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)x[i] * (double)x[i];
+    return s;
+}
+
+static void update_group(wf_dist *d, int k, int64_t t, float scale)
+{
+    const group *g = &d->groups[k];
+    for (int j = 0; j < g->n; j++)
+        wf_optim_update(d->o, d->e, d->members[g->first + j], scale, t);
+}
+
+/* The update's gradient scale: averaging times the clipping factor of the
+ * averaged gradient's norm, from the sum of squares of the summed gradient. */
+static float update_scale(wf_dist *d, double sum_sq, double grad_scale)
+{
+    d->grad_norm = sqrt(sum_sq) * grad_scale;
+    double f = wf_optim_clip_factor(wf_optim_config_of(d->o), d->grad_norm);
+    return (float)(grad_scale * f);
+}
+
+wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
+{
+    wf_status st;
+    for (int k = d->next_issue; k < d->ngroups; k++)
+        if ((st = issue(d, k)) != WF_OK)
+            return st;
+    d->next_issue = d->ngroups;
+    d->bwd_active = 0;
+    if (d->sched.kind == WF_COMM_DEAR) {
+        d->pending = 1;
+        d->b0_done = 0;
+        d->pos = 0;
+        d->pending_t = t;
+        d->pending_scale = grad_scale;
+        return WF_OK;
+    }
+    if ((st = wait_all(d, d->req)) != WF_OK)
+        return st;
+    /* Identical gradients on every rank: the same norm in the same order. */
+    double s = 0;
+    for (int k = 0; k < d->ngroups; k++)
+        s += sumsq(grad_at(d, d->groups[k].off), d->groups[k].count);
+    float scale = update_scale(d, s, grad_scale);
+    for (int k = 0; k < d->ngroups; k++)
+        update_group(d, k, t, scale);
+    return WF_OK;
+}
+
+/* dear's barrier B0: every reduce-scatter done, the norm, the first all-gather. */
+static wf_status dear_b0(wf_dist *d)
+{
+    wf_status st = wait_all(d, d->req);
+    if (st != WF_OK)
+        return st;
+    double mine = 0;
+    for (int k = 0; k < d->ngroups; k++) {
+        const group *g = &d->groups[k];
+        mine += d->mpi ? sumsq(d->shards + g->shard_off, g->count / d->nranks) : sumsq(grad_at(d, g->off), g->count);
+    }
+    double total = mine;
+    if (d->mpi) {
+        double *all = malloc((size_t)d->nranks * sizeof *all);
+        if (!all)
+            return wf_errorf(WF_NOMEM, "out of memory");
+        st = wf_dist_allgather(d, &mine, 1, all);
+        total = 0;
+        for (int r = 0; r < d->nranks; r++)
+            total += all[r];
+        free(all);
+        if (st != WF_OK)
+            return st;
+    }
+    d->update_scale = update_scale(d, total, d->pending_scale);
+    d->b0_done = 1;
+    d->pos = 0;
+    return d->ngroups > 0 ? start_allgather(d, d->fwd_order[0]) : WF_OK;
+}
+
+/* Completes dear's deferred update for the groups first read at or before
+ * forward op `op` (all of them for op = INT32_MAX). */
+static wf_status dear_advance(wf_dist *d, int op)
+{
+    wf_status st;
+    if (!d->b0_done && (st = dear_b0(d)) != WF_OK)
+        return st;
+    while (d->pos < d->ngroups && d->groups[d->fwd_order[d->pos]].first_fwd <= op) {
+        int k = d->fwd_order[d->pos];
+        if ((st = wait_one(d, &d->ag[k])) != WF_OK)
+            return st;
+        if (d->pos + 1 < d->ngroups && (st = start_allgather(d, d->fwd_order[d->pos + 1])) != WF_OK)
+            return st;
+        update_group(d, k, d->pending_t, (float)d->update_scale);
+        d->pos++;
+    }
+    if (d->pos == d->ngroups)
+        d->pending = 0;
+    return WF_OK;
+}
+
+wf_status wf_dist_sync(wf_dist *d)
+{
+    if (!d->pending)
+        return WF_OK;
+    return dear_advance(d, INT32_MAX);
+}
+
+/* ---- executor hooks ------------------------------------------------------------------------------ */
+
+static wf_status hook_before(void *ctx, int op)
+{
+    wf_dist *d = ctx;
+    const wf_graph *g = wf_exec_graph(d->e);
+    if (op < g->nfwd && d->fwd_active && d->pending)
+        return dear_advance(d, op);
+    return WF_OK;
+}
+
+static wf_status hook_after(void *ctx, int op)
+{
+    wf_dist *d = ctx;
+    const wf_graph *g = wf_exec_graph(d->e);
+    wf_status st;
+    if (op >= g->nfwd && d->bwd_active) {
+        const wf_op *o = &g->ops[op];
+        for (int i = 0; i < o->nout; i++) {
+            int pi = wf_exec_param_of_grad(d->e, o->out[i]);
+            if (pi >= 0 && d->group_of[pi] >= 0)
+                d->groups[d->group_of[pi]].remaining--;
+        }
+        /* Issue in index order: a group goes once it is ready and its
+         * predecessor went (ddp's rule; wfbp and dear groups are in ready order). */
+        while (d->overlap && d->next_issue < d->ngroups && d->groups[d->next_issue].remaining == 0) {
+            if ((st = issue(d, d->next_issue)) != WF_OK)
+                return st;
+            d->next_issue++;
+        }
+    }
+    return progress(d);
+}
+
+void wf_dist_begin_micro(wf_dist *d, int first, int last)
+{
+    d->fwd_active = first;
+    d->bwd_active = last;
+    if (last) {
+        for (int k = 0; k < d->ngroups; k++) {
+            d->groups[k].remaining = d->groups[k].n;
+            d->groups[k].issued = 0;
+        }
+        d->next_issue = 0;
+    }
+    wf_exec_hooks h = {d, hook_before, hook_after};
+    wf_exec_set_hooks(d->e, &h);
+}
+
+double wf_dist_take_comm_s(wf_dist *d)
+{
+    double s = d->comm_s;
+    d->comm_s = 0;
+    return s;
+}
+
+double wf_dist_grad_norm(const wf_dist *d)
+{
+    return d->grad_norm;
+}
+
+int wf_dist_ngroups(const wf_dist *d)
+{
+    return d->ngroups;
+}
+
+const char *wf_dist_describe(const wf_dist *d)
+{
+    return d->desc;
+}

@@ -1,0 +1,496 @@
+/* The trainer: a data loader, an executor, an optimizer and the data-parallel
+ * engine put together into training steps, with checkpoints and resume.
+ *
+ * One step on each of the P ranks: take this rank's contiguous slice (b =
+ * B/P samples) of the next global batch; run it as m micro-batches of mbs
+ * samples (forward, backward accumulating the gradients), where the last
+ * micro-batch's backward issues the comm schedule's collectives; end the
+ * backward (wfbp/ddp: wait, clip, update; dear: defer); then gather every
+ * rank's mean loss and status (MPI_Allgather of two doubles), so that the
+ * reported loss (the mean over the global batch) and the decision to stop on
+ * an error are the same on every rank.
+ *
+ * Determinism: the data stream is a function of (spec, seed, position); the
+ * dropout masks of step s are a function of (seed, s, global element index);
+ * the initialization a function of the seed. So two runs, a resumed run and a
+ * run on any number of ranks draw the same numbers; only the summation order
+ * of the gradient reduction differs across rank counts (losses agree to
+ * rounding), while a resumed run continues bit for bit.
+ *
+ * Errors: a rank whose data or kernels fail keeps calling the collectives
+ * (its executor skips the kernels but runs the hooks), so no rank waits
+ * forever; the step's gather then makes every rank return the error with the
+ * message of the lowest failing rank. */
+#include "runtime/dist-impl.h"
+
+#include "weft/models.h"
+#include "weft/runtime_io.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct wf_train {
+    wf_train_config c;
+    wf_model_config model;
+    wf_plan plan;
+    int rank, nranks;
+    MPI_Comm comm;       /* MPI_COMM_NULL without MPI */
+    wf_exec *e;
+    wf_optim *o;
+    wf_dist *d;
+    wf_data *data;
+    wf_data_layout layout;
+    int64_t b, m, mbs;
+    int64_t in_numel, lab_numel; /* per sample */
+    void *inbuf;                 /* [b, in_numel] float or int32 */
+    int32_t *labbuf;             /* [b, lab_numel] */
+    int in_t, lab_t;
+    int64_t steps;
+};
+
+static int mpi_up(void)
+{
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    if (!init)
+        return 0;
+    MPI_Finalized(&fin);
+    return !fin;
+}
+
+/* Every rank of t's group agrees on the worst status; the message is the lowest
+ * failing rank's. */
+static wf_status agree(MPI_Comm comm, int rank, int nranks, wf_status st)
+{
+    if (comm == MPI_COMM_NULL || nranks == 1)
+        return st;
+    int mine[2] = {(int)st, rank}, worst[2];
+    if (MPI_Allreduce(mine, worst, 1, MPI_2INT, MPI_MINLOC, comm) != MPI_SUCCESS)
+        return wf_errorf(WF_MPI, "MPI_Allreduce failed while agreeing on a status");
+    if (worst[0] == WF_OK)
+        return WF_OK;
+    char msg[512];
+    if (rank == worst[1])
+        snprintf(msg, sizeof msg, "%s", wf_last_error());
+    if (MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, worst[1], comm) != MPI_SUCCESS)
+        return wf_errorf(WF_MPI, "MPI_Bcast failed while agreeing on a status");
+    if (rank != worst[1])
+        wf_errorf((wf_status)worst[0], "%s", msg);
+    return (wf_status)worst[0];
+}
+
+/* The plan the runtime executes: data parallelism over every rank. */
+static wf_status resolve_plan(wf_train *t)
+{
+    const wf_train_config *c = &t->c;
+    if (!c->plan || strcmp(c->plan, "auto") == 0) {
+        wf_plan_default(&t->plan);
+        t->plan.dp = t->nranks;
+        t->plan.mbs = (int)(c->batch / t->nranks);
+        if (t->plan.mbs < 1)
+            t->plan.mbs = 1;
+    } else {
+        wf_status st = wf_plan_parse(c->plan, &t->plan);
+        if (st != WF_OK)
+            return st;
+    }
+    const wf_plan *p = &t->plan;
+    if (p->tp > 1 || p->pp > 1 || p->vpp > 1)
+        return wf_errorf(WF_INVAL, "the runtime executes data parallelism only (tp=%d, pp=%d, vpp=%d)", p->tp, p->pp,
+                         p->vpp);
+    if (p->sp || p->zero || p->recompute != WF_RECOMPUTE_NONE)
+        return wf_errorf(WF_INVAL, "the runtime executes plain data parallelism (sp=%d, zero=%d, recompute=%s)", p->sp,
+                         p->zero, wf_recompute_name(p->recompute));
+    if (p->dp != t->nranks)
+        return wf_errorf(WF_INVAL, "plan dp=%d but the job has %d rank%s (run under mpiexec -n %d, or use --plan auto)",
+                         p->dp, t->nranks, t->nranks == 1 ? "" : "s", p->dp);
+    if (c->batch < 1)
+        return wf_errorf(WF_INVAL, "batch %lld must be at least 1", (long long)c->batch);
+    if (c->batch % t->nranks != 0)
+        return wf_errorf(WF_INVAL, "batch %lld is not divisible by %d ranks", (long long)c->batch, t->nranks);
+    t->b = c->batch / t->nranks;
+    t->mbs = p->mbs;
+    if (t->mbs < 1 || t->b % t->mbs != 0)
+        return wf_errorf(WF_INVAL, "plan mbs=%d does not divide the %lld samples per rank (batch %lld / %d ranks)",
+                         p->mbs, (long long)t->b, (long long)c->batch, t->nranks);
+    t->m = t->b / t->mbs;
+    return WF_OK;
+}
+
+static wf_status setup(wf_train *t)
+{
+    const wf_train_config *c = &t->c;
+    wf_status st = wf_model_lookup(c->model, &t->model);
+    if (st != WF_OK)
+        return st;
+    if ((st = resolve_plan(t)) != WF_OK)
+        return st;
+    wf_comm_sched cs = t->plan.comm;
+    if (c->comm && (st = wf_comm_parse(c->comm, &cs)) != WF_OK)
+        return st;
+    if (cs.kind == WF_COMM_AUTO)
+        return wf_errorf(WF_INVAL, "comm schedule 'auto' is chosen by `weft simulate`; the runtime executes wfbp, "
+                                   "ddp[:MB] or dear[:MB]");
+    wf_graph g;
+    st = wf_model_build(&t->model, t->mbs, &g);
+    if (st == WF_OK)
+        st = wf_data_layout_from_graph(&g, &t->layout);
+    if (st == WF_OK) {
+        wf_exec_opts eo = {c->reference, c->seed};
+        st = wf_exec_create(&g, &eo, &t->e);
+    }
+    wf_graph_free(&g);
+    if (st != WF_OK)
+        return st;
+    if ((st = wf_data_open(c->data, &t->layout, c->seed, &t->data)) != WF_OK)
+        return st;
+    if ((st = wf_optim_create(&c->optim, t->e, &t->o)) != WF_OK)
+        return st;
+    wf_dist_config dc = {t->comm, t->rank, t->nranks, cs, t->plan.overlap};
+    if ((st = wf_dist_create(t->e, t->o, &dc, &t->d)) != WF_OK)
+        return st;
+    /* The loader feeds the input named ids (else the only input) and the labels. */
+    const wf_graph *eg = wf_exec_graph(t->e);
+    t->in_t = t->lab_t = -1;
+    for (int i = 0; i < eg->ntensors; i++) {
+        const wf_tensor *x = &eg->tensors[i];
+        if (x->role == WF_ROLE_LABEL)
+            t->lab_t = i;
+        if (x->role == WF_ROLE_INPUT && (t->in_t < 0 || strcmp(x->name, "ids") == 0))
+            t->in_t = i;
+    }
+    t->in_numel = wf_data_layout_input_numel(&t->layout);
+    t->lab_numel = wf_data_layout_label_numel(&t->layout);
+    if (t->in_t < 0 || t->lab_t < 0 || wf_tensor_numel(&eg->tensors[t->in_t]) != t->mbs * t->in_numel ||
+        wf_tensor_numel(&eg->tensors[t->lab_t]) != t->mbs * t->lab_numel)
+        return wf_errorf(WF_INVAL, "model %s: its inputs do not match the data layout", t->model.name);
+    t->inbuf = calloc((size_t)(t->b * t->in_numel), 4);
+    t->labbuf = calloc((size_t)(t->b * t->lab_numel), sizeof(int32_t));
+    if (!t->inbuf || !t->labbuf)
+        return wf_errorf(WF_NOMEM, "out of memory for the batch");
+    return WF_OK;
+}
+
+wf_status wf_train_create(const wf_train_config *c, wf_train **out)
+{
+    *out = NULL;
+    wf_train *t = calloc(1, sizeof *t);
+    if (!t)
+        return wf_errorf(WF_NOMEM, "out of memory creating the trainer");
+    t->c = *c;
+    t->comm = MPI_COMM_NULL;
+    t->rank = 0;
+    t->nranks = 1;
+    if (mpi_up()) {
+        if (MPI_Comm_dup(c->self ? MPI_COMM_SELF : MPI_COMM_WORLD, &t->comm) != MPI_SUCCESS) {
+            free(t);
+            return wf_errorf(WF_MPI, "MPI_Comm_dup failed");
+        }
+        MPI_Comm_set_errhandler(t->comm, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(t->comm, &t->rank);
+        MPI_Comm_size(t->comm, &t->nranks);
+    }
+    wf_status st = setup(t);
+    st = agree(t->comm, t->rank, t->nranks, st);
+    if (st != WF_OK) {
+        wf_train_free(t);
+        return st;
+    }
+    *out = t;
+    return WF_OK;
+}
+
+void wf_train_free(wf_train *t)
+{
+    if (!t)
+        return;
+    wf_dist_free(t->d);
+    wf_optim_free(t->o);
+    wf_exec_free(t->e);
+    wf_data_close(t->data);
+    free(t->inbuf);
+    free(t->labbuf);
+    if (t->comm != MPI_COMM_NULL && mpi_up())
+        MPI_Comm_free(&t->comm);
+    free(t);
+}
+
+/* ---- steps ---------------------------------------------------------------------------------- */
+
+wf_status wf_train_step(wf_train *t, wf_train_stats *s)
+{
+    double t0 = wf_now_s();
+    memset(s, 0, sizeof *s);
+    wf_status st = wf_data_next(t->data, t->c.batch, t->rank, t->nranks, t->inbuf, t->labbuf);
+    if (st != WF_OK) {
+        memset(t->inbuf, 0, (size_t)(t->b * t->in_numel) * 4);
+        memset(t->labbuf, 0, (size_t)(t->b * t->lab_numel) * sizeof(int32_t));
+    }
+    int64_t first, count;
+    wf_data_slice(t->c.batch, t->rank, t->nranks, &first, &count);
+    void *in = wf_exec_leaf_data(t->e, t->in_t);
+    int32_t *lab = wf_exec_leaf_data(t->e, t->lab_t);
+    double loss_sum = 0;
+    for (int64_t j = 0; j < t->m; j++) {
+        memcpy(in, (char *)t->inbuf + (size_t)(j * t->mbs * t->in_numel) * 4, (size_t)(t->mbs * t->in_numel) * 4);
+        memcpy(lab, t->labbuf + j * t->mbs * t->lab_numel, (size_t)(t->mbs * t->lab_numel) * sizeof(int32_t));
+        wf_exec_set_stream(t->e, (uint64_t)t->steps, first + j * t->mbs);
+        wf_dist_begin_micro(t->d, j == 0, j == t->m - 1);
+        float loss = 0;
+        wf_status fs = wf_exec_forward(t->e, &loss);
+        if (fs == WF_MPI)
+            return fs;
+        if (st == WF_OK)
+            st = fs;
+        wf_status bs = wf_exec_backward(t->e, j > 0);
+        if (bs != WF_OK)
+            return bs;
+        loss_sum += (double)loss;
+    }
+    wf_status es = wf_dist_end_backward(t->d, t->steps + 1, 1.0 / ((double)t->nranks * (double)t->m));
+    if (es != WF_OK)
+        return es;
+    /* Every rank's loss and status, in rank order. */
+    double mine[2] = {loss_sum / (double)t->m, (double)st};
+    double *all = malloc((size_t)t->nranks * 2 * sizeof *all);
+    if (!all)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    wf_status gs = wf_dist_allgather(t->d, mine, 2, all);
+    double loss = 0;
+    int worst = WF_OK;
+    for (int r = 0; r < t->nranks; r++) {
+        loss += all[2 * r];
+        if ((int)all[2 * r + 1] < worst)
+            worst = (int)all[2 * r + 1];
+    }
+    free(all);
+    if (gs != WF_OK)
+        return gs;
+    if (worst != WF_OK)
+        return agree(t->comm, t->rank, t->nranks, st);
+    t->steps++;
+    s->step = t->steps;
+    s->loss = loss / (double)t->nranks;
+    s->time_s = wf_now_s() - t0;
+    s->comm_s = wf_dist_take_comm_s(t->d);
+    s->compute_s = s->time_s - s->comm_s;
+    s->grad_norm = wf_dist_grad_norm(t->d);
+    s->samples = t->c.batch;
+    s->tokens = t->layout.input_dtype == WF_DTYPE_INT32 ? t->c.batch * t->in_numel : 0;
+    return WF_OK;
+}
+
+wf_status wf_train_sync(wf_train *t)
+{
+    wf_status st = wf_dist_sync(t->d);
+    wf_dist_take_comm_s(t->d);
+    return agree(t->comm, t->rank, t->nranks, st);
+}
+
+int64_t wf_train_steps_done(const wf_train *t)
+{
+    return t->steps;
+}
+
+uint64_t wf_train_checksum(const wf_train *t)
+{
+    int64_t n = 0;
+    const unsigned char *p = (const unsigned char *)wf_exec_param_block(t->e, &n);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < (size_t)n * sizeof(float); i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+wf_exec *wf_train_exec(const wf_train *t)
+{
+    return t->e;
+}
+
+void wf_train_info_of(const wf_train *t, wf_train_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->rank = t->rank;
+    out->nranks = t->nranks;
+    out->local_batch = t->b;
+    out->micro_batches = t->m;
+    out->micro_batch = t->mbs;
+    out->tokens_per_sample = t->layout.input_dtype == WF_DTYPE_INT32 ? t->in_numel : 0;
+    out->ngroups = wf_dist_ngroups(t->d);
+    for (int i = 0; i < wf_exec_nparams(t->e); i++)
+        out->params += wf_exec_param_at(t->e, i)->numel;
+    snprintf(out->comm, sizeof out->comm, "%s", wf_dist_describe(t->d));
+    snprintf(out->model, sizeof out->model, "%s", t->model.name);
+    snprintf(out->data, sizeof out->data, "%s", wf_data_describe(t->data));
+    wf_exec_memory_of(t->e, &out->memory);
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------------ */
+
+/* The tensors of a checkpoint: every parameter under its graph name, then the
+ * optimizer's state per parameter ("<state>.<index>"). names holds the
+ * generated names. */
+static wf_status ckpt_tensors(wf_train *t, wf_ckpt_tensor **out, char **names, int *n)
+{
+    int np = wf_exec_nparams(t->e), ns = wf_optim_nstate(t->o);
+    int total = np * (1 + ns);
+    wf_ckpt_tensor *ts = calloc((size_t)(total > 0 ? total : 1), sizeof *ts);
+    char *nm = calloc((size_t)(total > 0 ? total : 1), WF_NAME_LEN);
+    if (!ts || !nm) {
+        free(ts);
+        free(nm);
+        return wf_errorf(WF_NOMEM, "out of memory");
+    }
+    int k = 0;
+    for (int i = 0; i < np; i++) {
+        const wf_exec_param *p = wf_exec_param_at(t->e, i);
+        for (int s = -1; s < ns; s++, k++) {
+            char *name = nm + (size_t)k * WF_NAME_LEN;
+            if (s < 0)
+                snprintf(name, WF_NAME_LEN, "%s", p->name);
+            else
+                snprintf(name, WF_NAME_LEN, "%s.%d", wf_optim_state_name(t->o, s), i);
+            ts[k].name = name;
+            ts[k].dtype = WF_DTYPE_FP32;
+            ts[k].ndim = p->ndim;
+            memcpy(ts[k].shape, p->shape, sizeof ts[k].shape);
+            ts[k].data = s < 0 ? (void *)p->data : (void *)wf_optim_state(t->o, i, s);
+        }
+    }
+    *out = ts;
+    *names = nm;
+    *n = total;
+    return WF_OK;
+}
+
+/* What a resumed run must share with the run that saved (checked on load). */
+static void ckpt_rng(const wf_train *t, uint64_t rng[4])
+{
+    rng[0] = t->c.seed;
+    rng[1] = (uint64_t)t->c.optim.kind;
+    rng[2] = (uint64_t)t->c.batch;
+    rng[3] = (uint64_t)t->m;
+}
+
+static int self_alone(const wf_train *t)
+{
+    int wr, wn;
+    wf_mpi_world(&wr, &wn);
+    return t->c.self && wn > 1;
+}
+
+wf_status wf_train_save(wf_train *t, const char *dir)
+{
+    if (self_alone(t))
+        return wf_errorf(WF_INVAL, "checkpoints are written by the whole MPI world, not by one rank alone");
+    wf_status st = wf_train_sync(t);
+    if (st != WF_OK)
+        return st;
+    wf_ckpt_tensor *ts = NULL;
+    char *names = NULL;
+    int n = 0;
+    st = ckpt_tensors(t, &ts, &names, &n);
+    st = wf_mpi_agree(st);
+    if (st != WF_OK) {
+        free(ts);
+        free(names);
+        return st;
+    }
+    wf_ckpt_meta meta;
+    memset(&meta, 0, sizeof meta);
+    meta.step = t->steps;
+    meta.data_position = wf_data_position(t->data);
+    ckpt_rng(t, meta.rng);
+    snprintf(meta.model, sizeof meta.model, "%s", t->model.name);
+    st = wf_ckpt_save(dir, &meta, ts, n);
+    free(ts);
+    free(names);
+    return st;
+}
+
+wf_status wf_train_load(wf_train *t, const char *dir)
+{
+    if (self_alone(t))
+        return wf_errorf(WF_INVAL, "checkpoints are read by the whole MPI world, not by one rank alone");
+    wf_status st = wf_train_sync(t);
+    if (st != WF_OK)
+        return st;
+    wf_ckpt_tensor *ts = NULL;
+    char *names = NULL;
+    int n = 0;
+    st = ckpt_tensors(t, &ts, &names, &n);
+    st = wf_mpi_agree(st);
+    if (st != WF_OK) {
+        free(ts);
+        free(names);
+        return st;
+    }
+    /* Load into scratch copies first, so a checkpoint of another run leaves
+     * this trainer untouched. */
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++)
+        bytes += wf_ckpt_tensor_bytes(&ts[i]);
+    char *scratch = malloc(bytes > 0 ? bytes : 1);
+    void **dest = malloc((size_t)(n > 0 ? n : 1) * sizeof *dest);
+    st = scratch && dest ? WF_OK : wf_errorf(WF_NOMEM, "out of memory loading a checkpoint");
+    st = wf_mpi_agree(st);
+    if (st == WF_OK) {
+        size_t off = 0;
+        for (int i = 0; i < n; i++) {
+            dest[i] = ts[i].data;
+            ts[i].data = scratch + off;
+            off += wf_ckpt_tensor_bytes(&ts[i]);
+        }
+        wf_ckpt_meta meta;
+        st = wf_ckpt_load(dir, t->model.name, &meta, ts, n);
+        if (st == WF_OK) {
+            uint64_t want[4];
+            ckpt_rng(t, want);
+            static const char *const what[4] = {"seed", "optimizer", "batch", "micro-batches per step"};
+            for (int k = 0; k < 4 && st == WF_OK; k++)
+                if (meta.rng[k] != want[k])
+                    st = wf_errorf(WF_INVAL, "checkpoint %s was written with %s %llu, this run has %llu", dir, what[k],
+                                   (unsigned long long)meta.rng[k], (unsigned long long)want[k]);
+        }
+        if (st == WF_OK)
+            st = wf_data_seek(t->data, meta.data_position);
+        st = wf_mpi_agree(st);
+        if (st == WF_OK) {
+            for (int i = 0; i < n; i++)
+                memcpy(dest[i], ts[i].data, wf_ckpt_tensor_bytes(&ts[i]));
+            t->steps = meta.step;
+        }
+    }
+    free(scratch);
+    free(dest);
+    free(ts);
+    free(names);
+    return st;
+}
+
+/* ---- world helpers ------------------------------------------------------------------------------ */
+
+wf_status wf_world_minmax_u64(uint64_t v, uint64_t *min, uint64_t *max)
+{
+    *min = *max = v;
+    if (!mpi_up())
+        return WF_OK;
+    unsigned long long x = v, lo = 0, hi = 0;
+    if (MPI_Allreduce(&x, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS ||
+        MPI_Allreduce(&x, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return wf_errorf(WF_MPI, "MPI_Allreduce failed");
+    *min = lo;
+    *max = hi;
+    return WF_OK;
+}
+
+wf_status wf_world_barrier(void)
+{
+    if (!mpi_up())
+        return WF_OK;
+    return MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS ? WF_OK : wf_errorf(WF_MPI, "MPI_Barrier failed");
+}
