@@ -1,9 +1,425 @@
-/* weft plan: placeholder until its module lands (the owning change replaces this file). */
+/* weft plan: searches the plans of a model on a cluster (the outer search of
+ * src/search/outer.c, every candidate scored by the code behind `weft
+ * estimate`) and reports the fastest plans that fit, the time/memory
+ * frontier, and, over a range of device counts, the best plan per count and
+ * the fewest devices that meet a deadline (docs/planner.md).
+ *
+ * Human tables, progress and warnings go to stderr; stdout gets the best plan
+ * string, or with --json one object: best, top, pareto, searched, space,
+ * pruned, search_time_s (and per_devices with --devices-range). -o writes the
+ * chosen plan as a plan file (docs/plan-format.md) that `weft estimate --plan`
+ * reads. No plan that fits is a user error (exit 1) naming the smallest memory
+ * found and the budget. */
 #include "cli/cli.h"
+#include "weft/search.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define PLAN_TEXT 256
+#define MAX_COUNTS 4096
+
+/* ---- progress bar (stderr, shown once a search has run for a second) --------- */
+
+typedef struct {
+    double start_s;
+    double last_s;     /* last redraw */
+    int shown;
+    int enabled;
+    double base, span; /* maps a search's fraction into the whole run's */
+} progress;
+
+static void progress_cb(double fraction, void *user)
+{
+    progress *p = user;
+    if (!p->enabled)
+        return;
+    double now = wf_now_s();
+    if (now - p->start_s < 1.0 || (p->shown && now - p->last_s < 0.1 && fraction < 1.0))
+        return;
+    p->last_s = now;
+    double f = p->base + p->span * fraction;
+    int width = 40, fill = (int)(f * width + 0.5);
+    if (fill > width)
+        fill = width;
+    fprintf(stderr, "\rsearching [");
+    for (int i = 0; i < width; i++)
+        fputc(i < fill ? '#' : '.', stderr);
+    fprintf(stderr, "] %3.0f%% %6.1f s", 100 * f, now - p->start_s);
+    fflush(stderr);
+    p->shown = 1;
+}
+
+static void progress_end(progress *p)
+{
+    if (p->shown)
+        fputc('\n', stderr);
+    p->shown = 0;
+}
+
+/* ---- tables ----------------------------------------------------------------------- */
+
+static void table_header(FILE *f, const char *first)
+{
+    fprintf(f, "%6s %10s %10s %6s %12s  %s\n", first, "time (s)", "samples/s", "MFU", "memory (GiB)",
+            "plan");
+}
+
+static void table_row(FILE *f, long long label, const wf_outer_point *pt)
+{
+    char text[PLAN_TEXT];
+    wf_plan_format(&pt->plan, text, sizeof text);
+    fprintf(f, "%6lld %10.4f %10.3f %5.1f%% %12.2f  %s\n", label, pt->est.iteration_time_s,
+            pt->est.samples_per_s, 100 * pt->est.mfu, pt->est.memory_per_device_bytes / GIB, text);
+}
+
+static void print_result(FILE *f, const wf_outer_result *r, int pareto)
+{
+    fprintf(f, "scored %lld of %lld candidates (%lld pruned, %lld fit) in %.3f s; budget %.2f GiB per "
+               "device\n",
+            (long long)r->searched, (long long)r->space, (long long)r->pruned, (long long)r->fitting,
+            r->search_time_s, r->budget_bytes / GIB);
+    table_header(f, "rank");
+    for (int i = 0; i < r->ntop; i++)
+        table_row(f, i + 1, &r->top[i]);
+    if (pareto) {
+        fprintf(f, "time/memory frontier (%d plans: faster ones need more memory)\n", r->npareto);
+        table_header(f, "#");
+        for (int i = 0; i < r->npareto; i++)
+            table_row(f, i + 1, &r->pareto[i]);
+    }
+}
+
+/* ---- JSON ----------------------------------------------------------------------------- */
+
+static cJSON *point_json(const wf_outer_point *pt)
+{
+    cJSON *j = wf_estimate_to_json(&pt->est);
+    if (!j)
+        return NULL;
+    char text[PLAN_TEXT];
+    wf_plan_format(&pt->plan, text, sizeof text);
+    cJSON_AddStringToObject(j, "plan", text);
+    return j;
+}
+
+static cJSON *points_json(const wf_outer_point *v, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < n; i++) {
+        cJSON *p = point_json(&v[i]);
+        if (!p) {
+            cJSON_Delete(a);
+            return NULL;
+        }
+        cJSON_AddItemToArray(a, p);
+    }
+    return a;
+}
+
+/* best, top, pareto and the counters of one search, into j. */
+static void add_result_json(cJSON *j, const wf_outer_result *r)
+{
+    cJSON_AddItemToObject(j, "best", r->ntop ? point_json(&r->top[0]) : cJSON_CreateNull());
+    cJSON_AddItemToObject(j, "top", points_json(r->top, r->ntop));
+    cJSON_AddItemToObject(j, "pareto", points_json(r->pareto, r->npareto));
+    cJSON_AddNumberToObject(j, "devices", (double)r->devices);
+    cJSON_AddNumberToObject(j, "budget_bytes", r->budget_bytes);
+    cJSON_AddNumberToObject(j, "searched", (double)r->searched);
+    cJSON_AddNumberToObject(j, "space", (double)r->space);
+    cJSON_AddNumberToObject(j, "pruned", (double)r->pruned);
+    cJSON_AddNumberToObject(j, "fitting", (double)r->fitting);
+    cJSON_AddNumberToObject(j, "search_time_s", r->search_time_s);
+}
+
+/* ---- the verb ---------------------------------------------------------------------------- */
+
+static wf_status parse_range(const char *text, int64_t *lo, int64_t *hi)
+{
+    const char *dash = strchr(text, '-');
+    if (!dash || dash == text)
+        return wf_errorf(WF_INVAL, "--devices-range=%s: expected A-B (device counts, A <= B)", text);
+    char a[64];
+    size_t n = (size_t)(dash - text);
+    if (n >= sizeof a)
+        return wf_errorf(WF_INVAL, "--devices-range=%s: expected A-B (device counts, A <= B)", text);
+    memcpy(a, text, n);
+    a[n] = 0;
+    wf_status st;
+    if ((st = wf_parse_int(a, "--devices-range start", 1, (int64_t)1 << 30, lo)) != WF_OK ||
+        (st = wf_parse_int(dash + 1, "--devices-range end", 1, (int64_t)1 << 30, hi)) != WF_OK)
+        return st;
+    if (*lo > *hi)
+        return wf_errorf(WF_INVAL, "--devices-range=%s: start %lld is above end %lld", text,
+                         (long long)*lo, (long long)*hi);
+    return WF_OK;
+}
+
+typedef struct {
+    const char *model, *cluster, *out, *range;
+    int64_t batch, top, devices;
+    double max_memory_gib, deadline_s;
+    int pareto, json, tp_cross_node, exhaustive;
+} plan_args;
+
+static wf_status write_plan(const plan_args *a, const wf_outer_point *pt)
+{
+    wf_plan_meta meta;
+    memset(&meta, 0, sizeof meta);
+    snprintf(meta.model, sizeof meta.model, "%s", a->model);
+    snprintf(meta.cluster, sizeof meta.cluster, "%s", a->cluster);
+    meta.batch = a->batch;
+    cJSON *est = wf_estimate_to_json(&pt->est);
+    if (!est)
+        return wf_errorf(WF_NOMEM, "out of memory writing %s", a->out);
+    wf_status st = wf_plan_write_file(a->out, &pt->plan, &meta, est);
+    cJSON_Delete(est);
+    if (st == WF_OK)
+        fprintf(stderr, "wrote %s\n", a->out);
+    return st;
+}
+
+static wf_status emit_best(const plan_args *a, cJSON *j, const wf_outer_point *chosen)
+{
+    wf_status st = WF_OK;
+    if (a->out && (st = write_plan(a, chosen)) != WF_OK)
+        return st;
+    if (a->json)
+        return wf_cli_print_json(j);
+    char text[PLAN_TEXT];
+    wf_plan_format(&chosen->plan, text, sizeof text);
+    printf("%s\n", text);
+    return fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
+}
+
+static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_cluster *c,
+                         const wf_outer_opts *o, progress *pg)
+{
+    wf_outer_result r;
+    wf_status st = wf_outer_search(m, c, a->batch, o, &r);
+    progress_end(pg);
+    fprintf(stderr, "weft plan: %s on %s (%lld devices), batch %lld\n", m->name, c->name,
+            (long long)r.devices, (long long)a->batch);
+    if (st != WF_OK) {
+        wf_outer_result_free(&r);
+        return st;
+    }
+    print_result(stderr, &r, a->pareto);
+    if (a->deadline_s > 0 && r.top[0].est.iteration_time_s > a->deadline_s) {
+        st = wf_errorf(WF_NOFIT, "no plan on %lld devices meets the deadline of %g s per iteration "
+                                 "(fastest: %.4f s)",
+                       (long long)r.devices, a->deadline_s, r.top[0].est.iteration_time_s);
+        wf_outer_result_free(&r);
+        return st;
+    }
+    cJSON *j = cJSON_CreateObject();
+    if (!j) {
+        wf_outer_result_free(&r);
+        return wf_errorf(WF_NOMEM, "out of memory");
+    }
+    cJSON_AddStringToObject(j, "model", m->name);
+    cJSON_AddStringToObject(j, "cluster", c->name);
+    cJSON_AddNumberToObject(j, "batch", (double)a->batch);
+    add_result_json(j, &r);
+    st = emit_best(a, j, &r.top[0]);
+    cJSON_Delete(j);
+    wf_outer_result_free(&r);
+    return st;
+}
+
+/* --devices-range: one search per device count; the best per count, the
+ * fastest overall and the fewest devices meeting --deadline. */
+static wf_status run_range(const plan_args *a, const wf_model_config *m, const wf_cluster *c,
+                           wf_outer_opts *o, progress *pg)
+{
+    int64_t lo = 0, hi = 0;
+    wf_status st = parse_range(a->range, &lo, &hi);
+    if (st != WF_OK)
+        return st;
+    int64_t have = wf_cluster_devices(c);
+    if (lo > have)
+        return wf_errorf(WF_INVAL, "--devices-range=%s: cluster '%s' has %lld devices", a->range,
+                         c->name, (long long)have);
+    int64_t *counts = malloc(MAX_COUNTS * sizeof *counts);
+    wf_outer_result *res = calloc(MAX_COUNTS, sizeof *res);
+    wf_status *sts = calloc(MAX_COUNTS, sizeof *sts);
+    cJSON *j = NULL;
+    if (!counts || !res || !sts) {
+        st = wf_errorf(WF_NOMEM, "out of memory");
+        goto out;
+    }
+    int n = wf_outer_device_counts(c, lo, hi, counts, MAX_COUNTS);
+    if (n == 0) {
+        st = wf_errorf(WF_INVAL, "--devices-range=%s: no count in it is a whole number of nodes of "
+                                 "%lld devices or a divisor of one node",
+                       a->range, (long long)c->level[0].size);
+        goto out;
+    }
+    if (n > MAX_COUNTS) {
+        st = wf_errorf(WF_INVAL, "--devices-range=%s: %d device counts, at most %d", a->range, n,
+                       MAX_COUNTS);
+        goto out;
+    }
+    int best = -1, fewest = -1;
+    double total_time = 0;
+    int64_t searched = 0;
+    for (int i = 0; i < n; i++) {
+        o->devices = counts[i];
+        pg->base = (double)i / n;
+        pg->span = 1.0 / n;
+        sts[i] = wf_outer_search(m, c, a->batch, o, &res[i]);
+        total_time += res[i].search_time_s;
+        searched += res[i].searched;
+        if (sts[i] != WF_OK && sts[i] != WF_NOFIT && sts[i] != WF_INVAL) {
+            st = sts[i];
+            goto out;
+        }
+        wf_clear_error();
+        if (sts[i] != WF_OK)
+            continue;
+        const wf_outer_point *b = &res[i].top[0];
+        if (best < 0 || b->est.iteration_time_s < res[best].top[0].est.iteration_time_s)
+            best = i;
+        if (fewest < 0 && a->deadline_s > 0 && b->est.iteration_time_s <= a->deadline_s)
+            fewest = i;
+    }
+    progress_end(pg);
+    fprintf(stderr, "weft plan: %s on %s, %d device counts in %s, batch %lld: %lld candidates scored "
+                    "in %.3f s\n",
+            m->name, c->name, n, a->range, (long long)a->batch, (long long)searched, total_time);
+    table_header(stderr, "devs");
+    for (int i = 0; i < n; i++) {
+        if (sts[i] == WF_OK)
+            table_row(stderr, (long long)counts[i], &res[i].top[0]);
+        else
+            fprintf(stderr, "%6lld %s\n", (long long)counts[i],
+                    sts[i] == WF_NOFIT ? "no plan fits" : "no plan divides the model and batch");
+    }
+    if (best < 0) {
+        st = wf_errorf(WF_NOFIT, "no plan fits on any device count in %s (budget %.2f GiB per device)",
+                       a->range, res[0].budget_bytes / GIB);
+        goto out;
+    }
+    if (a->pareto) {
+        fprintf(stderr, "on %lld devices (the fastest count):\n", (long long)counts[best]);
+        print_result(stderr, &res[best], 1);
+    }
+    if (a->deadline_s > 0) {
+        if (fewest < 0) {
+            st = wf_errorf(WF_NOFIT, "no device count in %s meets the deadline of %g s per iteration "
+                                     "(fastest: %.4f s on %lld devices)",
+                           a->range, a->deadline_s, res[best].top[0].est.iteration_time_s,
+                           (long long)counts[best]);
+            goto out;
+        }
+        fprintf(stderr, "fewest devices meeting the deadline of %g s: %lld (%.4f s)\n", a->deadline_s,
+                (long long)counts[fewest], res[fewest].top[0].est.iteration_time_s);
+    }
+    int chosen = fewest >= 0 ? fewest : best;
+    j = cJSON_CreateObject();
+    if (!j) {
+        st = wf_errorf(WF_NOMEM, "out of memory");
+        goto out;
+    }
+    cJSON_AddStringToObject(j, "model", m->name);
+    cJSON_AddStringToObject(j, "cluster", c->name);
+    cJSON_AddNumberToObject(j, "batch", (double)a->batch);
+    add_result_json(j, &res[chosen]);
+    /* The counters cover every count searched. */
+    cJSON_ReplaceItemInObject(j, "searched", cJSON_CreateNumber((double)searched));
+    cJSON_ReplaceItemInObject(j, "search_time_s", cJSON_CreateNumber(total_time));
+    cJSON *per = cJSON_AddArrayToObject(j, "per_devices");
+    for (int i = 0; per && i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        if (!e)
+            break;
+        cJSON_AddNumberToObject(e, "devices", (double)counts[i]);
+        cJSON_AddItemToObject(e, "best", sts[i] == WF_OK ? point_json(&res[i].top[0]) : cJSON_CreateNull());
+        cJSON_AddNumberToObject(e, "searched", (double)res[i].searched);
+        cJSON_AddItemToArray(per, e);
+    }
+    if (a->deadline_s > 0) {
+        cJSON_AddNumberToObject(j, "deadline_s", a->deadline_s);
+        cJSON_AddNumberToObject(j, "fewest_devices_meeting_deadline", (double)counts[fewest]);
+    }
+    cJSON_AddNumberToObject(j, "fastest_devices", (double)counts[best]);
+    st = emit_best(a, j, &res[chosen].top[0]);
+out:
+    cJSON_Delete(j);
+    if (res)
+        for (int i = 0; i < MAX_COUNTS; i++)
+            wf_outer_result_free(&res[i]);
+    free(res);
+    free(sts);
+    free(counts);
+    return st;
+}
 
 wf_status wf_cmd_plan(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return wf_errorf(WF_INTERNAL, "'plan' is not built yet");
+    plan_args a;
+    memset(&a, 0, sizeof a);
+    a.top = 10;
+    a.max_memory_gib = -1; /* -1: not given */
+    a.deadline_s = -1;
+    a.devices = -1;
+    int help = 0, npos = 0;
+    const wf_opt opts[] = {
+        {"model", 0, WF_OPT_STR, &a.model, "M", "zoo name, family with overrides, or model JSON file", 1},
+        {"cluster", 0, WF_OPT_STR, &a.cluster, "C", "preset with overrides (dgx-a100:nodes=16) or cluster JSON file", 1},
+        {"batch", 0, WF_OPT_INT, &a.batch, "B", "global batch size (samples per iteration)", 1},
+        {"top", 0, WF_OPT_INT, &a.top, "K", "plans listed, fastest first (default 10)", 0},
+        {"pareto", 0, WF_OPT_FLAG, &a.pareto, NULL, "also print the time/memory frontier", 0},
+        {"max-memory", 0, WF_OPT_NUM, &a.max_memory_gib, "GiB", "memory budget per device (default: the device's memory)", 0},
+        {"devices", 0, WF_OPT_INT, &a.devices, "N", "devices the plans use (default: all of the cluster's)", 0},
+        {"devices-range", 0, WF_OPT_STR, &a.range, "A-B", "search every device count in A..B (whole nodes, or a divisor of one node)", 0},
+        {"deadline", 0, WF_OPT_NUM, &a.deadline_s, "S", "iteration time to meet; with --devices-range, the fewest devices that meet it", 0},
+        {"tp-cross-node", 0, WF_OPT_FLAG, &a.tp_cross_node, NULL, "let tensor parallelism span nodes", 0},
+        {"exhaustive", 0, WF_OPT_FLAG, &a.exhaustive, NULL, "score every candidate (no pruning)", 0},
+        {"json", 0, WF_OPT_FLAG, &a.json, NULL, "print one JSON object on stdout", 0},
+        {"output", 'o', WF_OPT_STR, &a.out, "FILE", "write the best plan (or the deadline's) as a plan file", 0},
+        {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
+    };
+    wf_status st = wf_opts_parse(opts, argc, argv, 1, NULL, 0, &npos, &help);
+    if (help) {
+        wf_opts_usage(stdout,
+                      "weft plan --model M --cluster C --batch B [--top K] [--pareto] [--max-memory GiB] "
+                      "[--devices N | --devices-range A-B [--deadline S]] [--json] [-o plan.json]",
+                      "Searches the parallel plans of a model on a cluster: the fastest that fit, and "
+                      "the time/memory frontier.", opts);
+        return WF_OK;
+    }
+    if (st != WF_OK)
+        return st;
+    if (a.batch < 1)
+        return wf_errorf(WF_INVAL, "--batch=%lld must be >= 1", (long long)a.batch);
+    if (a.top < 1 || a.top > 100000)
+        return wf_errorf(WF_INVAL, "--top=%lld: expected 1..100000", (long long)a.top);
+    if (a.max_memory_gib != -1 && !(a.max_memory_gib > 0 && a.max_memory_gib < 1e9))
+        return wf_errorf(WF_INVAL, "--max-memory=%g: expected a positive number of GiB", a.max_memory_gib);
+    if (a.deadline_s != -1 && !(a.deadline_s > 0))
+        return wf_errorf(WF_INVAL, "--deadline=%g: expected a positive number of seconds", a.deadline_s);
+    if (a.devices != -1 && a.devices < 1)
+        return wf_errorf(WF_INVAL, "--devices=%lld: expected a positive device count", (long long)a.devices);
+    if (a.range && a.devices != -1)
+        return wf_errorf(WF_INVAL, "--devices and --devices-range exclude each other");
+
+    wf_model_config m;
+    wf_cluster c;
+    if ((st = wf_model_lookup(a.model, &m)) != WF_OK || (st = wf_cluster_lookup(a.cluster, &c)) != WF_OK)
+        return st;
+    wf_outer_opts o;
+    wf_outer_opts_default(&o);
+    o.top_k = (int)a.top;
+    o.max_memory_bytes = a.max_memory_gib > 0 ? a.max_memory_gib * GIB : 0;
+    o.devices = a.devices > 0 ? a.devices : 0;
+    o.tp_cross_node = a.tp_cross_node;
+    o.exhaustive = a.exhaustive;
+    progress pg = {wf_now_s(), 0, 0, 1, 0, 1};
+    o.progress = progress_cb;
+    o.progress_user = &pg;
+    return a.range ? run_range(&a, &m, &c, &o, &pg) : run_one(&a, &m, &c, &o, &pg);
 }

@@ -1,0 +1,537 @@
+/* weft outer search: every whole-model plan (wf_plan) of a model on a
+ * cluster for a global batch, scored by wf_estimate_plan, the code behind
+ * `weft estimate` (ALGORITHMS.md §3, "Outer enumeration").
+ *
+ * The space, for D devices and batch B: tp | D (tp divides the devices per
+ * node unless tp_cross_node), pp | D / tp, dp = D / (tp pp) with dp | B; mbs
+ * every divisor of B / dp; vpp every divisor of layers / pp (vpp > 1 only with
+ * pp > 1 and micro-batches divisible by pp); recompute none, selective, full;
+ * ZeRO 0..3; sp 0/1 with tp > 1; overlap 1/0. Non-transformers take dp x pp
+ * only (tp = vpp = 1, recompute none or full). The estimate checks every
+ * candidate (wf_plan_validate) and rejects what the divisibility filters here
+ * did not foresee; those are counted in `space` but not scored.
+ *
+ * Prunings (each keeps the best, the top K and the frontier of plans that
+ * fit; docs/planner.md gives the arguments, and a test compares against the
+ * exhaustive mode):
+ *  1. Memory lower bound per (tp, pp, zero) group, transformers: weights,
+ *     gradients and optimizer state of a device depend only on how the
+ *     parameters are partitioned (its layers / pp, split by tp, sharded over dp
+ *     by ZeRO), not on mbs, vpp, recompute, sp or overlap; the peak memory of
+ *     any plan is at least that. One probe plan per group gives the number;
+ *     above the budget, the group is skipped.
+ *  2. Micro-batch line, transformers: with everything else fixed, memory does
+ *     not decrease with mbs (activations in flight = min(k mbs, B / dp) sample
+ *     activations; workspaces grow with mbs), so the first mbs that does not
+ *     fit ends the line.
+ *  3. Dominated points: ZeRO 1..3 over dp = 1 shard over a single rank (the
+ *     same plan as zero=0, which wins the tie on the plan string, or more
+ *     memory for ZeRO-3's gather buffers); overlap=0 with dp = 1 (no
+ *     data-parallel gradients, the same plan as overlap=1); GPipe has 1F1B's
+ *     bubble with all micro-batches in flight instead of min(pp, m).
+ * Non-transformer models keep only 3: their stages are split by time per
+ * micro-batch size, so neither weights per device nor memory need be monotone.
+ *
+ * Ranking: time, then memory, then the canonical plan string, so results do
+ * not depend on the enumeration order. The frontier keeps, in that order, the
+ * plans whose memory is strictly below every plan before them. */
+#include "weft/search.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define PLAN_TEXT 256
+
+void wf_outer_opts_default(wf_outer_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->top_k = 10;
+}
+
+void wf_outer_result_free(wf_outer_result *r)
+{
+    if (!r)
+        return;
+    free(r->top);
+    free(r->pareto);
+    r->top = r->pareto = NULL;
+    r->ntop = r->npareto = 0;
+}
+
+/* ---- divisors ------------------------------------------------------------------ */
+
+typedef struct {
+    int n;
+    int64_t *v; /* ascending */
+} divs;
+
+static wf_status divisors(int64_t n, divs *d)
+{
+    int cap = 64;
+    d->n = 0;
+    d->v = malloc((size_t)cap * sizeof *d->v);
+    if (!d->v)
+        return wf_errorf(WF_NOMEM, "out of memory listing divisors of %lld", (long long)n);
+    int64_t hi[2048];
+    int nhi = 0;
+    for (int64_t k = 1; k * k <= n; k++) {
+        if (n % k != 0)
+            continue;
+        if (d->n + 2 > cap) {
+            cap *= 2;
+            int64_t *nv = realloc(d->v, (size_t)cap * sizeof *nv);
+            if (!nv)
+                return wf_errorf(WF_NOMEM, "out of memory listing divisors of %lld", (long long)n);
+            d->v = nv;
+        }
+        d->v[d->n++] = k;
+        if (k != n / k && nhi < 2048)
+            hi[nhi++] = n / k;
+    }
+    for (int i = nhi - 1; i >= 0; i--) {
+        if (d->n + 1 > cap) {
+            cap *= 2;
+            int64_t *nv = realloc(d->v, (size_t)cap * sizeof *nv);
+            if (!nv)
+                return wf_errorf(WF_NOMEM, "out of memory listing divisors of %lld", (long long)n);
+            d->v = nv;
+        }
+        d->v[d->n++] = hi[i];
+    }
+    return WF_OK;
+}
+
+/* ---- ranking and frontier -------------------------------------------------------- */
+
+static int point_cmp(const wf_outer_point *a, const wf_outer_point *b)
+{
+    if (a->est.iteration_time_s != b->est.iteration_time_s)
+        return a->est.iteration_time_s < b->est.iteration_time_s ? -1 : 1;
+    if (a->est.memory_per_device_bytes != b->est.memory_per_device_bytes)
+        return a->est.memory_per_device_bytes < b->est.memory_per_device_bytes ? -1 : 1;
+    char sa[PLAN_TEXT], sb[PLAN_TEXT];
+    wf_plan_format(&a->plan, sa, sizeof sa);
+    wf_plan_format(&b->plan, sb, sizeof sb);
+    return strcmp(sa, sb);
+}
+
+/* The K best, sorted by point_cmp. */
+static void top_insert(wf_outer_point *top, int *n, int k, const wf_outer_point *p)
+{
+    if (*n == k && point_cmp(p, &top[k - 1]) >= 0)
+        return;
+    int i = *n < k ? (*n)++ : k - 1;
+    while (i > 0 && point_cmp(p, &top[i - 1]) < 0) {
+        top[i] = top[i - 1];
+        i--;
+    }
+    top[i] = *p;
+}
+
+typedef struct {
+    wf_outer_point *v; /* sorted by point_cmp, memory strictly decreasing */
+    int n, cap;
+} frontier;
+
+static wf_status frontier_insert(frontier *f, const wf_outer_point *p)
+{
+    int lo = 0, hi = f->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (point_cmp(&f->v[mid], p) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int i = lo;
+    double mem = p->est.memory_per_device_bytes;
+    /* The predecessor has the least memory of everything ranked before p. */
+    if (i > 0 && f->v[i - 1].est.memory_per_device_bytes <= mem)
+        return WF_OK;
+    int j = i;
+    while (j < f->n && f->v[j].est.memory_per_device_bytes >= mem)
+        j++;
+    if (j == i) {
+        if (f->n == f->cap) {
+            int cap = f->cap ? 2 * f->cap : 64;
+            wf_outer_point *nv = realloc(f->v, (size_t)cap * sizeof *nv);
+            if (!nv)
+                return wf_errorf(WF_NOMEM, "out of memory growing the frontier");
+            f->v = nv;
+            f->cap = cap;
+        }
+        memmove(f->v + i + 1, f->v + i, (size_t)(f->n - i) * sizeof *f->v);
+        f->n++;
+    } else {
+        memmove(f->v + i + 1, f->v + j, (size_t)(f->n - j) * sizeof *f->v);
+        f->n -= j - i - 1;
+    }
+    f->v[i] = *p;
+    return WF_OK;
+}
+
+/* ---- the search ------------------------------------------------------------------- */
+
+typedef struct {
+    const wf_model_config *m;
+    const wf_cluster *c;
+    wf_cost_ctx *ctx;
+    int64_t batch;
+    int64_t devices;
+    int transformer;
+    int exhaustive;
+    double budget_bytes;
+    int k;
+    wf_outer_point *top;
+    int ntop;
+    frontier front;
+    wf_outer_result *r;
+    int have_probe;
+    wf_outer_point probe; /* the group's probe, reused when the loops reach it */
+} search;
+
+static int plan_equal(const wf_plan *a, const wf_plan *b)
+{
+    return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp && a->mbs == b->mbs &&
+           a->vpp == b->vpp && a->recompute == b->recompute && a->sp == b->sp &&
+           a->zero == b->zero && a->overlap == b->overlap && a->pipe == b->pipe &&
+           a->comm.kind == b->comm.kind && a->comm.threshold_bytes == b->comm.threshold_bytes;
+}
+
+static int point_fits(const search *s, const wf_outer_point *p)
+{
+    return p->est.fits && p->est.memory_per_device_bytes <= s->budget_bytes;
+}
+
+/* Scores one candidate. *scored = 0 when the estimate rejects the plan. */
+static wf_status score(search *s, const wf_plan *plan, wf_outer_point *out, int *scored)
+{
+    *scored = 0;
+    if (s->have_probe && plan_equal(plan, &s->probe.plan)) {
+        *out = s->probe;
+        *scored = 1;
+        return WF_OK;
+    }
+    out->plan = *plan;
+    wf_status st = wf_estimate_plan(s->ctx, plan, s->batch, &out->est);
+    if (st == WF_INVAL) {
+        wf_clear_error();
+        return WF_OK;
+    }
+    if (st != WF_OK)
+        return st;
+    *scored = 1;
+    s->r->searched++;
+    if (!s->r->has_min ||
+        out->est.memory_per_device_bytes < s->r->min_memory.est.memory_per_device_bytes ||
+        (out->est.memory_per_device_bytes == s->r->min_memory.est.memory_per_device_bytes &&
+         point_cmp(out, &s->r->min_memory) < 0)) {
+        s->r->min_memory = *out;
+        s->r->has_min = 1;
+    }
+    if (point_fits(s, out)) {
+        s->r->fitting++;
+        top_insert(s->top, &s->ntop, s->k, out);
+        if ((st = frontier_insert(&s->front, out)) != WF_OK)
+            return st;
+    }
+    return WF_OK;
+}
+
+typedef struct {
+    int tp, pp, dp, zero;
+} group;
+
+/* Candidate lists of a group that do not depend on the micro-batch size. */
+typedef struct {
+    int nsp, sp[2];
+    int nrc;
+    wf_recompute rc[3];
+    divs vpp;  /* divisors of layers / pp usable with this pp */
+    divs mbs;  /* divisors of B / dp */
+} lists;
+
+static int sp_ok(const search *s, int tp)
+{
+    return s->transformer && tp > 1 && s->m->seq % tp == 0;
+}
+
+static wf_status group_lists(const search *s, const group *g, lists *l)
+{
+    memset(l, 0, sizeof *l);
+    l->sp[l->nsp++] = 0;
+    if (sp_ok(s, g->tp))
+        l->sp[l->nsp++] = 1;
+    l->rc[l->nrc++] = WF_RECOMPUTE_NONE;
+    if (s->transformer)
+        l->rc[l->nrc++] = WF_RECOMPUTE_SELECTIVE;
+    l->rc[l->nrc++] = WF_RECOMPUTE_FULL;
+    wf_status st;
+    if (s->transformer && g->pp > 1) {
+        if ((st = divisors(s->m->layers / g->pp, &l->vpp)) != WF_OK)
+            return st;
+    } else {
+        l->vpp.v = malloc(sizeof *l->vpp.v);
+        if (!l->vpp.v)
+            return wf_errorf(WF_NOMEM, "out of memory");
+        l->vpp.v[0] = 1;
+        l->vpp.n = 1;
+    }
+    return divisors(s->batch / g->dp, &l->mbs);
+}
+
+static void lists_free(lists *l)
+{
+    free(l->vpp.v);
+    free(l->mbs.v);
+}
+
+/* Walks the candidates of one group. With eval == 0 it only counts them
+ * (the whole divisible space, no pruning); otherwise it scores them, pruning
+ * unless the search is exhaustive. */
+static wf_status walk_group(search *s, const group *g, int eval, int64_t *count)
+{
+    lists l;
+    wf_status st = group_lists(s, g, &l);
+    if (st != WF_OK) {
+        lists_free(&l);
+        return st;
+    }
+    int prune = eval && !s->exhaustive;
+    int mem_prune = prune && s->transformer;
+    wf_plan base;
+    wf_plan_default(&base);
+    base.dp = g->dp;
+    base.tp = g->tp;
+    base.pp = g->pp;
+    base.zero = g->zero;
+    s->have_probe = 0;
+    if (mem_prune) {
+        /* Pruning 1: the probe (mbs 1, no interleaving, full recomputation,
+         * sp when possible) gives the group's weights + gradients + optimizer
+         * state per device. */
+        wf_plan probe = base;
+        probe.recompute = WF_RECOMPUTE_FULL;
+        probe.sp = sp_ok(s, g->tp);
+        int scored = 0;
+        if ((st = score(s, &probe, &s->probe, &scored)) != WF_OK)
+            goto done;
+        if (!scored)
+            goto done; /* the estimate rejects the group's degrees */
+        s->have_probe = 1;
+        if (s->probe.est.mem_weights_bytes > s->budget_bytes)
+            goto done;
+    }
+    for (int isp = 0; isp < l.nsp; isp++)
+        for (int iv = 0; iv < l.vpp.n; iv++) {
+            int vpp = (int)l.vpp.v[iv];
+            int npipe = (eval && !s->exhaustive) || vpp > 1 ? 1 : 2;
+            for (int ipipe = 0; ipipe < npipe; ipipe++)
+                for (int overlap = 1; overlap >= (prune && g->dp == 1 ? 1 : 0); overlap--)
+                    for (int irc = 0; irc < l.nrc; irc++)
+                        for (int im = 0; im < l.mbs.n; im++) {
+                            int64_t mbs = l.mbs.v[im];
+                            int64_t micro = s->batch / (g->dp * mbs);
+                            if (vpp > 1 && micro % g->pp != 0)
+                                continue;
+                            if (!eval) {
+                                (*count)++;
+                                continue;
+                            }
+                            wf_plan p = base;
+                            p.sp = l.sp[isp];
+                            p.vpp = vpp;
+                            p.pipe = ipipe ? WF_PIPE_GPIPE : WF_PIPE_1F1B;
+                            p.overlap = overlap;
+                            p.recompute = l.rc[irc];
+                            p.mbs = (int)mbs;
+                            wf_outer_point pt;
+                            int scored = 0;
+                            if ((st = score(s, &p, &pt, &scored)) != WF_OK)
+                                goto done;
+                            /* Pruning 2: memory does not decrease with mbs. */
+                            if (mem_prune && scored && !point_fits(s, &pt))
+                                break;
+                        }
+        }
+done:
+    s->have_probe = 0;
+    lists_free(&l);
+    return st;
+}
+
+/* ZeRO stages a group takes: 0..3 with dp > 1; with dp = 1 sharding is over
+ * one rank, the same plan as zero=0 (pruning 3) unless exhaustive. */
+static int zero_max(const search *s, int dp, int exhaustive)
+{
+    (void)s;
+    return dp > 1 || exhaustive ? 3 : 0;
+}
+
+wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                          const wf_outer_opts *opts, wf_outer_result *r)
+{
+    memset(r, 0, sizeof *r);
+    wf_outer_opts dflt;
+    if (!opts) {
+        wf_outer_opts_default(&dflt);
+        opts = &dflt;
+    }
+    if (batch < 1)
+        return wf_errorf(WF_INVAL, "batch=%lld must be >= 1", (long long)batch);
+    if (opts->top_k < 1 || opts->top_k > 1000000)
+        return wf_errorf(WF_INVAL, "top=%d: expected 1..1000000 plans", opts->top_k);
+    int64_t have = wf_cluster_devices(c);
+    int64_t n = opts->devices > 0 ? opts->devices : have;
+    if (opts->devices < 0 || n > have)
+        return wf_errorf(WF_INVAL, "devices=%lld: cluster '%s' has %lld devices",
+                         (long long)opts->devices, c->name, (long long)have);
+    int64_t per_node = c->level[0].size;
+    double t0 = wf_now_s();
+
+    search s;
+    memset(&s, 0, sizeof s);
+    s.m = m;
+    s.c = c;
+    s.batch = batch;
+    s.devices = n;
+    s.transformer = wf_model_is_transformer(m);
+    s.exhaustive = opts->exhaustive;
+    s.budget_bytes = opts->max_memory_bytes > 0 ? opts->max_memory_bytes : c->dev.mem_bytes;
+    s.k = opts->top_k;
+    s.r = r;
+    r->devices = n;
+    r->budget_bytes = s.budget_bytes;
+
+    wf_status st = wf_cost_ctx_create(m, c, &s.ctx);
+    if (st != WF_OK)
+        return st;
+    s.top = calloc((size_t)s.k, sizeof *s.top);
+    divs tps = {0, NULL}, pps = {0, NULL};
+    group *groups = NULL;
+    int64_t *gspace = NULL;
+    int ngroups = 0, capg = 0;
+    if (!s.top) {
+        st = wf_errorf(WF_NOMEM, "out of memory for the top %d plans", s.k);
+        goto out;
+    }
+
+    /* The groups, in a fixed order: tp, then pp, then ZeRO stage. */
+    if ((st = divisors(n, &tps)) != WF_OK)
+        goto out;
+    for (int it = 0; it < tps.n; it++) {
+        int64_t tp = tps.v[it];
+        if (!s.transformer && tp > 1)
+            break;
+        if (!opts->tp_cross_node && per_node % tp != 0)
+            continue;
+        if (s.transformer && (m->heads % tp != 0 || m->hidden % tp != 0 ||
+                              (m->kv_heads > 0 && m->kv_heads % tp != 0) ||
+                              (m->ffn > 0 && m->ffn % tp != 0)))
+            continue;
+        free(pps.v);
+        pps.v = NULL;
+        if ((st = divisors(n / tp, &pps)) != WF_OK)
+            goto out;
+        for (int ip = 0; ip < pps.n; ip++) {
+            int64_t pp = pps.v[ip], dp = n / tp / pp;
+            if (s.transformer && m->layers % pp != 0)
+                continue;
+            if (batch % dp != 0)
+                continue;
+            for (int z = 0; z <= 3; z++) {
+                if (ngroups == capg) {
+                    capg = capg ? 2 * capg : 64;
+                    group *ng = realloc(groups, (size_t)capg * sizeof *ng);
+                    int64_t *nsp = realloc(gspace, (size_t)capg * sizeof *nsp);
+                    if (ng)
+                        groups = ng;
+                    if (nsp)
+                        gspace = nsp;
+                    if (!ng || !nsp) {
+                        st = wf_errorf(WF_NOMEM, "out of memory listing plan groups");
+                        goto out;
+                    }
+                }
+                group g = {(int)tp, (int)pp, (int)dp, z};
+                gspace[ngroups] = 0;
+                if ((st = walk_group(&s, &g, 0, &gspace[ngroups])) != WF_OK)
+                    goto out;
+                r->space += gspace[ngroups];
+                groups[ngroups++] = g;
+            }
+        }
+    }
+    if (r->space == 0) {
+        st = wf_errorf(WF_INVAL, "no plan divides model '%s' (heads=%lld, layers=%lld) over %lld "
+                                 "devices with batch=%lld (tp within a node of %lld)",
+                       m->name, (long long)m->heads, (long long)m->layers, (long long)n,
+                       (long long)batch, (long long)per_node);
+        goto out;
+    }
+
+    int64_t done_space = 0;
+    for (int i = 0; i < ngroups; i++) {
+        if (groups[i].zero <= zero_max(&s, groups[i].dp, s.exhaustive) &&
+            (st = walk_group(&s, &groups[i], 1, NULL)) != WF_OK)
+            goto out;
+        done_space += gspace[i];
+        if (opts->progress)
+            opts->progress((double)done_space / (double)r->space, opts->progress_user);
+    }
+    r->pruned = r->space - r->searched;
+    if (r->pruned < 0)
+        r->pruned = 0;
+
+    r->ntop = s.ntop;
+    r->top = s.top;
+    s.top = NULL;
+    r->npareto = s.front.n;
+    r->pareto = s.front.v;
+    s.front.v = NULL;
+    r->search_time_s = wf_now_s() - t0;
+    if (r->ntop == 0) {
+        if (!r->has_min) {
+            st = wf_errorf(WF_INVAL, "no plan of model '%s' over %lld devices with batch=%lld passes "
+                                     "the estimate's checks", m->name, (long long)n, (long long)batch);
+            goto out;
+        }
+        char text[PLAN_TEXT];
+        wf_plan_format(&r->min_memory.plan, text, sizeof text);
+        st = wf_errorf(WF_NOFIT, "no plan fits: the smallest memory found is %.2f GiB per device "
+                                 "(%s), the budget is %.2f GiB",
+                       r->min_memory.est.memory_per_device_bytes / GIB, text, s.budget_bytes / GIB);
+    }
+out:
+    free(s.top);
+    free(s.front.v);
+    free(tps.v);
+    free(pps.v);
+    free(groups);
+    free(gspace);
+    wf_cost_ctx_free(s.ctx);
+    if (!r->search_time_s)
+        r->search_time_s = wf_now_s() - t0;
+    return st;
+}
+
+int wf_outer_device_counts(const wf_cluster *c, int64_t lo, int64_t hi, int64_t *out, int cap)
+{
+    int64_t have = wf_cluster_devices(c), per_node = c->level[0].size;
+    int count = 0;
+    if (lo < 1)
+        lo = 1;
+    if (hi > have)
+        hi = have;
+    for (int64_t k = lo; k <= hi; k++) {
+        int whole = k % per_node == 0;
+        int part = k < per_node && per_node % k == 0;
+        if (!whole && !part)
+            continue;
+        if (count < cap)
+            out[count] = k;
+        count++;
+    }
+    return count;
+}
