@@ -38,7 +38,7 @@ typedef struct {
     double vector_eff;                   /* achieved fraction of vector peak */
     int neff;
     wf_eff_point matrix_eff[WF_MAX_EFF];
-    double op_overhead_s;                /* fixed time per op and pass (kernel launch, dispatch) */
+    double op_overhead_s;                /* shortest time of one op and pass (launch, dispatch) */
 } wf_device;
 
 typedef struct {

@@ -72,6 +72,8 @@ typedef struct {
     double mem_buffer_bytes;           /* collective buffers, workspaces, reserved */
     int fits;
     wf_breakdown breakdown;            /* seconds */
+    int64_t devices;                   /* dp x tp x pp */
+    int64_t micro_batches;             /* per pipeline: batch / (mbs x dp) */
 } wf_estimate;
 
 /* A cost context: the model's per-block costs on a cluster, cached so that a

@@ -21,17 +21,30 @@
 
 /* ---- presets ------------------------------------------------------------------ */
 
-/* Factors fitted for DGX A100 (scripts/calibrate-dgx-a100 prints the fit).
- * Matrix efficiency by the FLOPs of one op, interpolated in log(FLOPs). */
+/* Factors fitted for DGX A100 by scripts/calibrate-dgx-a100 (the grid search
+ * of bench/bench_calibrate_dgx_a100.c on Korthikanti et al. 2022, eight
+ * iteration times; docs/cost-model.md lists the fit). Matrix efficiency by the
+ * FLOPs of one op is the curve e_max * F / (F + f_half) with e_max 0.89 and
+ * f_half 1e10 FLOPs (a GEMM loses a fixed ~36 us to ramp-up and tails),
+ * sampled at these points and interpolated in log(FLOPs). */
 static const wf_eff_point A100_MATRIX_EFF[] = {
-    {1e12, 0.80}, {1e11, 0.76}, {1e10, 0.62}, {1e9, 0.40}, {1e8, 0.15}, {1e7, 0.05},
+    {1e13, 0.889}, {1e12, 0.881}, {3e11, 0.861}, {1e11, 0.809},
+    {3e10, 0.668}, {1e10, 0.445}, {1e9, 0.081},  {1e8, 0.009},
 };
 #define A100_NEFF ((int)(sizeof A100_MATRIX_EFF / sizeof A100_MATRIX_EFF[0]))
-#define A100_MEM_EFF 0.85
+/* Elementwise/normalization kernels reach 75% of HBM bandwidth. */
+#define A100_MEM_EFF 0.75
 #define A100_VECTOR_EFF 0.50
-#define A100_NVLINK_EFF 0.78
+/* Tensor-parallel collectives (6-50 MB on 8 GPUs, next to compute) reach
+ * half of NVSwitch's 300 GB/s per direction. */
+#define A100_NVLINK_EFF 0.50
+/* nccl-tests reach about 85% of HDR InfiniBand (a prior: not identifiable
+ * from the calibration rows, which have no data parallelism). */
 #define A100_IB_EFF 0.85
-#define A100_OVERLAP_SLOWDOWN 1.05
+/* Compute overlapped by communication runs 30% slower (NCCL takes SMs and
+ * memory bandwidth). */
+#define A100_OVERLAP_SLOWDOWN 1.30
+/* Launch and framework dispatch: the shortest an op can take. */
 #define A100_OP_OVERHEAD_S 4e-6
 
 static void set_eff_table(wf_device *d, const wf_eff_point *pts, int n)
@@ -82,7 +95,7 @@ static void gpu_factors(wf_cluster *c)
     c->overlap_slowdown = A100_OVERLAP_SLOWDOWN;
     c->reduce_bps = 0; /* NCCL reduces at memory speed, hidden behind the transfers */
     c->mem_reserved_bytes = 2.0 * GIB;
-    c->grad_bytes = 4; /* Megatron-LM accumulates and reduces gradients in fp32 */
+    c->grad_bytes = 2; /* fp16 gradients: 2 + 2 + 12 bytes per parameter (ZeRO accounting) */
 }
 
 static void preset_dgx_a100(wf_cluster *c)

@@ -1,0 +1,168 @@
+/* Calibration of the dgx-a100 preset on Korthikanti et al. 2022 (Table 5
+ * iteration times, Figure 1 memory; tests/data/calibration-korthikanti2022.json).
+ *
+ * Five physical factors are fitted together, once, by an exhaustive grid
+ * search that minimizes the mean absolute relative error of the eight
+ * iteration times (plus any excess of the worst row over 6%):
+ *   e_max        matrix-unit efficiency of large GEMMs (fraction of 312 TFLOP/s)
+ *   f_half       GEMM size (FLOPs) at which efficiency is half of e_max: the
+ *                table is eff(F) = e_max * F / (F + f_half), i.e. a GEMM costs
+ *                F/(peak e_max) plus a fixed f_half/(peak e_max) (tail, waves)
+ *   mem_eff      achieved fraction of HBM bandwidth for memory-bound ops
+ *   nvlink_eff   achieved fraction of NVSwitch bandwidth (nccl-tests bus bw)
+ *   overlap      slowdown of compute that overlaps communication
+ * Everything else (peaks, bandwidths, latencies, InfiniBand efficiency,
+ * kernel launch floor) is a public number or a prior, not fitted.
+ *
+ * Run by scripts/calibrate-dgx-a100; prints the grid's best factors, the
+ * table to paste into src/cluster/cluster.c, and predicted vs measured rows.
+ * Usage: bench_calibrate_dgx_a100 [DATA.json] [--check | --eval E_MAX F_HALF
+ * MEM_EFF NVLINK_EFF OVERLAP] (--check: the preset as it is; --eval: one
+ * factor set; both without searching). */
+#include "cost/cost-impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    double e_max, f_half, mem_eff, nvlink_eff, overlap;
+} factors;
+
+/* The table points (FLOPs) sampled from the efficiency curve. */
+static const double POINTS[WF_MAX_EFF] = {1e13, 1e12, 3e11, 1e11, 3e10, 1e10, 1e9, 1e8};
+
+static void apply(const wf_cluster *base, const factors *f, wf_cluster *c)
+{
+    *c = *base;
+    c->dev.neff = WF_MAX_EFF;
+    for (int i = 0; i < WF_MAX_EFF; i++) {
+        c->dev.matrix_eff[i].min_flops = POINTS[i];
+        c->dev.matrix_eff[i].eff = f->e_max * POINTS[i] / (POINTS[i] + f->f_half);
+    }
+    c->dev.mem_eff = f->mem_eff;
+    c->level[0].eff = f->nvlink_eff;
+    c->overlap_slowdown = f->overlap;
+}
+
+static double score(const wf_calib_data *d, const double *pred, double *mean_out, double *max_out)
+{
+    double sum = 0, mx = 0;
+    for (int i = 0; i < d->ntime; i++) {
+        double e = fabs(pred[i] / d->time[i].time_s - 1);
+        sum += e;
+        if (e > mx)
+            mx = e;
+    }
+    double mean = sum / d->ntime;
+    if (mean_out)
+        *mean_out = mean;
+    if (max_out)
+        *max_out = mx;
+    return mean + (mx > 0.06 ? mx - 0.06 : 0);
+}
+
+static void report(const wf_calib_data *d, const wf_cluster *c, wf_cost_ctx **ctxs)
+{
+    double pt[WF_CALIB_MAX_ROWS], pw[WF_CALIB_MAX_ROWS], pa[WF_CALIB_MAX_ROWS];
+    if (wf_calib_predict(d, c, ctxs, pt, pw, pa) != WF_OK) {
+        fprintf(stderr, "predict: %s\n", wf_last_error());
+        return;
+    }
+    printf("\n%-13s %5s %4s %4s %4s %4s %-7s %10s %10s %7s\n", "model", "gpus", "tp", "pp", "mbs",
+           "vpp", "mode", "measured", "predicted", "error");
+    double mean, mx;
+    for (int i = 0; i < d->ntime; i++) {
+        const wf_calib_row *r = &d->time[i];
+        printf("%-13s %5lld %4d %4d %4d %4d %-7s %9.2fs %9.2fs %+6.1f%%\n", r->model,
+               (long long)wf_plan_devices(&r->plan), r->plan.tp, r->plan.pp, r->plan.mbs, r->plan.vpp,
+               r->mode, r->time_s, pt[i], 100 * (pt[i] / r->time_s - 1));
+    }
+    score(d, pt, &mean, &mx);
+    printf("iteration time: mean |error| %.2f%%, max %.2f%%\n", 100 * mean, 100 * mx);
+    printf("\n%-13s %-7s %13s %13s %7s %13s %13s %7s\n", "model", "mode", "weights GiB", "predicted",
+           "error", "activ. GiB", "predicted", "error");
+    for (int i = 0; i < d->nmem; i++) {
+        const wf_calib_row *r = &d->mem[i];
+        printf("%-13s %-7s %13.2f %13.2f %+6.1f%% %13.2f %13.2f %+6.1f%%\n", r->model, r->mode,
+               r->weights_gib, pw[i], 100 * (pw[i] / r->weights_gib - 1), r->act_gib, pa[i],
+               100 * (pa[i] / r->act_gib - 1));
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = "tests/data/calibration-korthikanti2022.json";
+    int check = 0, eval = 0;
+    factors given = {0, 0, 0, 0, 0};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--check") == 0) {
+            check = 1;
+        } else if (strcmp(argv[i], "--eval") == 0 && i + 5 < argc) {
+            eval = 1;
+            given.e_max = atof(argv[i + 1]);
+            given.f_half = atof(argv[i + 2]);
+            given.mem_eff = atof(argv[i + 3]);
+            given.nvlink_eff = atof(argv[i + 4]);
+            given.overlap = atof(argv[i + 5]);
+            i += 5;
+        } else {
+            path = argv[i];
+        }
+    }
+    static wf_calib_data d;
+    wf_cluster base;
+    if (wf_calib_load(path, &d) != WF_OK || wf_cluster_lookup("dgx-a100", &base) != WF_OK) {
+        fprintf(stderr, "calibrate: %s\n", wf_last_error());
+        return 1;
+    }
+    wf_cost_ctx *ctxs[WF_CALIB_MAX_MODELS] = {NULL};
+    if (check || eval) {
+        wf_cluster c = base;
+        if (eval)
+            apply(&base, &given, &c);
+        printf("%s:\n", eval ? "given factors" : "dgx-a100 preset as it is");
+        report(&d, &c, ctxs);
+        wf_calib_free(ctxs);
+        return 0;
+    }
+
+    factors best = {0, 0, 0, 0, 0};
+    double best_score = 1e300;
+    long evals = 0;
+    double t0 = wf_now_s();
+    for (double em = 0.70; em <= 0.921; em += 0.01)
+        for (double lf = 9.0; lf <= 10.01; lf += 0.125)
+            for (double me = 0.55; me <= 0.951; me += 0.05)
+                for (double ne = 0.50; ne <= 0.901; ne += 0.05)
+                    for (double ov = 1.00; ov <= 1.301; ov += 0.05) {
+                        factors f = {em, pow(10, lf), me, ne, ov};
+                        wf_cluster c;
+                        apply(&base, &f, &c);
+                        double pt[WF_CALIB_MAX_ROWS], pw[WF_CALIB_MAX_ROWS], pa[WF_CALIB_MAX_ROWS];
+                        if (wf_calib_predict(&d, &c, ctxs, pt, pw, pa) != WF_OK) {
+                            fprintf(stderr, "calibrate: %s\n", wf_last_error());
+                            return 1;
+                        }
+                        evals++;
+                        double s = score(&d, pt, NULL, NULL);
+                        if (s < best_score) {
+                            best_score = s;
+                            best = f;
+                        }
+                    }
+    printf("grid search: %ld factor sets in %.1f s\n", evals, wf_now_s() - t0);
+    printf("best: e_max %.2f, f_half %.3g FLOPs, mem_eff %.2f, nvlink_eff %.2f, overlap_slowdown %.2f\n",
+           best.e_max, best.f_half, best.mem_eff, best.nvlink_eff, best.overlap);
+    printf("\nfor src/cluster/cluster.c:\nstatic const wf_eff_point A100_MATRIX_EFF[] = {\n   ");
+    for (int i = 0; i < WF_MAX_EFF; i++)
+        printf(" {%.0e, %.3f},", POINTS[i], best.e_max * POINTS[i] / (POINTS[i] + best.f_half));
+    printf("\n};\n#define A100_MEM_EFF %.2f\n#define A100_NVLINK_EFF %.2f\n#define A100_OVERLAP_SLOWDOWN %.2f\n",
+           best.mem_eff, best.nvlink_eff, best.overlap);
+    wf_cluster c;
+    apply(&base, &best, &c);
+    report(&d, &c, ctxs);
+    wf_calib_free(ctxs);
+    return 0;
+}

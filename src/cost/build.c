@@ -1,0 +1,237 @@
+/* weft cost: turning a model's graph into the cost context's op records,
+ * once per context. Transformers are built with one layer (embedding, the
+ * block, the head) at micro-batch 1, and their ops are sorted into the
+ * pre / layer / post sections with Megatron's tensor-parallel communication
+ * points; other models keep their whole forward op list. Everything later is
+ * arithmetic on these records. */
+#include "cost/cost-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static double tensor_bytes(const wf_graph *g, int t) { return (double)wf_tensor_bytes(&g->tensors[t]); }
+static double tensor_numel(const wf_graph *g, int t) { return (double)wf_tensor_numel(&g->tensors[t]); }
+
+/* Fills the parts of a cost op that do not depend on sections. */
+static void fill_op(const wf_graph *g, int i, wf_cost_op *r)
+{
+    const wf_op *o = &g->ops[i];
+    wf_op_cost c;
+    wf_op_cost_of(g, i, &c);
+    memset(r, 0, sizeof *r);
+    r->fpoint = -1;
+    r->matrix = wf_op_is_matrix(o->kind);
+    r->split = o->tp != WF_TP_NONE;
+    r->attn_core = o->kind == WF_OP_ATTENTION;
+    r->fwd_flops = c.fwd_flops;
+    r->bwd_in_flops = c.bwd_in_flops;
+    r->bwd_w_flops = c.bwd_w_flops;
+    double pb = 0;
+    for (int j = 0; j < o->nin; j++)
+        if (g->tensors[o->in[j]].role == WF_ROLE_PARAM) {
+            pb += tensor_bytes(g, o->in[j]);
+            r->params += tensor_numel(g, o->in[j]);
+        }
+    /* The graph counts a weight read forward, and read plus its gradient
+     * written backward; the rest of the traffic is activations. */
+    double fpb = pb < c.fwd_bytes ? pb : c.fwd_bytes;
+    double bpb = c.bwd_bytes > 0 ? (2 * pb < c.bwd_bytes ? 2 * pb : c.bwd_bytes) : 0;
+    r->fwd_act_bytes = c.fwd_bytes - fpb;
+    r->bwd_act_bytes = c.bwd_bytes - bpb;
+    r->has_wgrad = c.bwd_bytes > 0 && pb > 0;
+    for (int j = 0; j < o->nout; j++)
+        r->out_bytes += tensor_bytes(g, o->out[j]);
+    /* What the op keeps for backward, by how tensor parallelism divides it. */
+    if (o->kind == WF_OP_ATTENTION) {
+        double qkv = 0;
+        for (int j = 0; j < o->nin; j++)
+            if (g->tensors[o->in[j]].role != WF_ROLE_PARAM)
+                qkv += tensor_bytes(g, o->in[j]);
+        r->saved_split = qkv < c.saved_bytes ? qkv : c.saved_bytes;
+        r->saved_scores = c.saved_bytes - r->saved_split;
+    } else if (o->tp == WF_TP_NONE || o->tp == WF_TP_COL ||
+               (o->tp == WF_TP_VOCAB && (o->kind == WF_OP_LINEAR || o->kind == WF_OP_MATMUL ||
+                                         o->kind == WF_OP_EMBEDDING))) {
+        /* Norm inputs, dropout masks, and the replicated input of a
+         * column-parallel (or vocabulary-parallel) product. */
+        r->saved_repl = c.saved_bytes;
+    } else {
+        r->saved_split = c.saved_bytes;
+    }
+}
+
+static int is_f_op(const wf_op *o)
+{
+    return o->tp == WF_TP_COL ||
+           (o->tp == WF_TP_VOCAB && (o->kind == WF_OP_LINEAR || o->kind == WF_OP_MATMUL));
+}
+
+static int is_g_op(const wf_op *o)
+{
+    return o->tp == WF_TP_ROW || (o->tp == WF_TP_VOCAB && o->kind == WF_OP_EMBEDDING);
+}
+
+wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
+{
+    wf_model_config one = ctx->model;
+    one.layers = 1;
+    wf_graph g;
+    wf_status st = wf_model_build(&one, 1, &g);
+    if (st != WF_OK) {
+        wf_graph_free(&g);
+        return st;
+    }
+    int n = g.nfwd;
+    ctx->ops = calloc((size_t)(n > 0 ? n : 1), sizeof *ctx->ops);
+    ctx->pts = calloc((size_t)(2 * n + 1), sizeof *ctx->pts);
+    int *pt_of = malloc(sizeof(int) * (size_t)(g.ntensors > 0 ? g.ntensors : 1));
+    unsigned char *seen = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
+    signed char *param_split = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
+    if (!ctx->ops || !ctx->pts || !pt_of || !seen || !param_split) {
+        free(pt_of);
+        free(seen);
+        free(param_split);
+        wf_graph_free(&g);
+        return wf_errorf(WF_NOMEM, "out of memory costing model '%s'", ctx->model.name);
+    }
+    for (int t = 0; t < g.ntensors; t++)
+        pt_of[t] = -1;
+    memset(ctx->sec, 0, sizeof ctx->sec);
+    int sec = WF_SEC_PRE, started = 0;
+    for (int i = 0; i < n; i++) {
+        const wf_op *o = &g.ops[i];
+        if (o->pass != WF_PASS_FORWARD)
+            continue;
+        int s = o->block >= 0 ? WF_SEC_LAYER : (started ? WF_SEC_POST : WF_SEC_PRE);
+        if (o->block >= 0)
+            started = 1;
+        if (s != sec) {
+            /* Sections arrive in order pre, layer, post; points do not cross them. */
+            sec = s;
+            ctx->sec[s].op0 = ctx->nops;
+            ctx->sec[s].pt0 = ctx->npts;
+            for (int t = 0; t < g.ntensors; t++)
+                pt_of[t] = -1;
+            if (s == WF_SEC_LAYER)
+                ctx->sec[s].input_bytes = tensor_bytes(&g, o->in[0]);
+        }
+        wf_cost_section *S = &ctx->sec[s];
+        wf_cost_op *r = &ctx->ops[ctx->nops++];
+        S->nop++;
+        fill_op(&g, i, r);
+        if (r->matrix)
+            S->flops += r->fwd_flops + r->bwd_in_flops + r->bwd_w_flops;
+        for (int j = 0; j < o->nin; j++) {
+            int p = o->in[j];
+            if (g.tensors[p].role != WF_ROLE_PARAM)
+                continue;
+            unsigned bit = s == WF_SEC_PRE ? 1u : s == WF_SEC_LAYER ? 2u : 4u;
+            if (seen[p] & bit)
+                continue;
+            seen[p] |= (unsigned char)bit;
+            if (!(seen[p] & ~bit))
+                param_split[p] = (signed char)r->split;
+            if (r->split)
+                S->params_split += tensor_numel(&g, p);
+            else
+                S->params_repl += tensor_numel(&g, p);
+        }
+        if (is_f_op(o)) {
+            int x = o->in[0];
+            if (pt_of[x] < 0) {
+                pt_of[x] = ctx->npts;
+                ctx->pts[ctx->npts].is_f = 1;
+                ctx->pts[ctx->npts].bytes = tensor_bytes(&g, x);
+                ctx->npts++;
+                S->npt++;
+            }
+            r->fpoint = pt_of[x];
+        }
+        if (is_g_op(o)) {
+            ctx->pts[ctx->npts].is_f = 0;
+            ctx->pts[ctx->npts].bytes = tensor_bytes(&g, o->out[0]);
+            ctx->npts++;
+            S->npt++;
+        }
+        if (o->kind == WF_OP_CROSS_ENTROPY) {
+            if (o->tp == WF_TP_VOCAB)
+                S->ce_bytes += tensor_numel(&g, o->in[1]) * 4.0; /* fp32 per token */
+            ctx->logits_per_sample += tensor_numel(&g, o->in[0]);
+        }
+    }
+    /* Tied weights (the embedding reused by the head) live on both the first
+     * and the last stage; with one stage they are one copy. */
+    for (int t = 0; t < g.ntensors; t++)
+        if ((seen[t] & 1) && (seen[t] & 4)) {
+            if (param_split[t])
+                ctx->shared_split += tensor_numel(&g, t);
+            else
+                ctx->shared_repl += tensor_numel(&g, t);
+        }
+    ctx->model_flops_per_sample = ctx->sec[WF_SEC_PRE].flops +
+                                  (double)ctx->model.layers * ctx->sec[WF_SEC_LAYER].flops +
+                                  ctx->sec[WF_SEC_POST].flops;
+    free(pt_of);
+    free(seen);
+    free(param_split);
+    wf_graph_free(&g);
+    if (ctx->sec[WF_SEC_LAYER].nop == 0)
+        return wf_errorf(WF_INTERNAL, "model '%s': no repeated layer found in its graph",
+                         ctx->model.name);
+    return WF_OK;
+}
+
+wf_status wf_cost_build_generic(wf_cost_ctx *ctx)
+{
+    wf_graph g;
+    wf_status st = wf_model_build(&ctx->model, 1, &g);
+    if (st != WF_OK) {
+        wf_graph_free(&g);
+        return st;
+    }
+    int n = g.nfwd;
+    ctx->ops = calloc((size_t)(n > 0 ? n : 1), sizeof *ctx->ops);
+    unsigned char *seen = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
+    if (!ctx->ops || !seen) {
+        free(seen);
+        wf_graph_free(&g);
+        return wf_errorf(WF_NOMEM, "out of memory costing model '%s'", ctx->model.name);
+    }
+    double saved_sum = 0;
+    for (int i = 0; i < n; i++) {
+        const wf_op *o = &g.ops[i];
+        if (o->pass != WF_PASS_FORWARD)
+            continue;
+        wf_cost_op *r = &ctx->ops[ctx->nops++];
+        fill_op(&g, i, r);
+        /* No tensor parallelism here: everything is per device as built. */
+        r->split = 0;
+        r->saved_repl += r->saved_split + r->saved_scores;
+        r->saved_split = r->saved_scores = 0;
+        saved_sum += r->saved_repl;
+        /* Each parameter is held once, by the first op that reads it. */
+        for (int j = 0; j < o->nin; j++) {
+            int p = o->in[j];
+            if (g.tensors[p].role == WF_ROLE_PARAM && !seen[p]) {
+                seen[p] = 1;
+                r->owned_params += tensor_numel(&g, p);
+            }
+        }
+        if (r->matrix)
+            ctx->model_flops_per_sample += r->fwd_flops + r->bwd_in_flops + r->bwd_w_flops;
+        if (o->kind == WF_OP_CROSS_ENTROPY)
+            ctx->logits_per_sample += tensor_numel(&g, o->in[0]);
+    }
+    /* Tensors saved by two ops (a relu output that the next conv also keeps)
+     * count once: scale the per-op sums by the graph's deduplicated total. */
+    wf_graph_totals tot;
+    wf_graph_totals_of(&g, &tot);
+    ctx->saved_dedup = saved_sum > 0 ? tot.saved_bytes / saved_sum : 1.0;
+    if (ctx->saved_dedup > 1)
+        ctx->saved_dedup = 1;
+    free(seen);
+    wf_graph_free(&g);
+    if (ctx->nops == 0)
+        return wf_errorf(WF_INVAL, "model '%s' has no forward ops to cost", ctx->model.name);
+    return WF_OK;
+}

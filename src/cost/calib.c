@@ -1,0 +1,166 @@
+/* weft cost: the published measurements the dgx-a100 preset is calibrated on
+ * (Korthikanti et al. 2022, Table 5 and Figure 1), read from their JSON file,
+ * and the cost model's predictions for each row. Shared by the calibration
+ * fit (bench/bench_calibrate_dgx_a100.c, run by scripts/calibrate-dgx-a100)
+ * and the test that asserts the fit's accuracy (tests/test_calibration.c).
+ *
+ * Modes: "full" = recompute=full without sequence parallelism; "seqsel" =
+ * selective recomputation with sequence parallelism; "none" = neither. */
+#include "cost/cost-impl.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static wf_status set_mode(const char *mode, const char *ctx, wf_plan *p)
+{
+    if (strcmp(mode, "full") == 0) {
+        p->recompute = WF_RECOMPUTE_FULL;
+        p->sp = 0;
+    } else if (strcmp(mode, "seqsel") == 0) {
+        p->recompute = WF_RECOMPUTE_SELECTIVE;
+        p->sp = 1;
+    } else if (strcmp(mode, "none") == 0) {
+        p->recompute = WF_RECOMPUTE_NONE;
+        p->sp = 0;
+    } else {
+        return wf_errorf(WF_FORMAT, "%s.mode: '%s', expected full, seqsel or none", ctx, mode);
+    }
+    return WF_OK;
+}
+
+static wf_status read_row(const cJSON *r, const char *ctx, const wf_calib_data *d, int is_time,
+                          wf_calib_row *row)
+{
+    const char *model = NULL, *mode = NULL;
+    int64_t tp = 1, pp = 1, dp = 1, batch = 0, mbs = 1, vpp = 1, gpus = 0;
+    wf_status st;
+    memset(row, 0, sizeof *row);
+    if ((st = wf_json_get_str(r, ctx, "model", 1, &model)) != WF_OK ||
+        (st = wf_json_get_str(r, ctx, "mode", 1, &mode)) != WF_OK ||
+        (st = wf_json_get_int(r, ctx, "tp", 1, 1, 1 << 16, &tp)) != WF_OK ||
+        (st = wf_json_get_int(r, ctx, "pp", 1, 1, 1 << 16, &pp)) != WF_OK ||
+        (st = wf_json_get_int(r, ctx, "dp", 0, 1, 1 << 24, &dp)) != WF_OK ||
+        (st = wf_json_get_int(r, ctx, "gpus", 0, 1, 1 << 24, &gpus)) != WF_OK ||
+        (st = wf_json_get_int(r, ctx, "batch", 1, 1, 1 << 30, &batch)) != WF_OK ||
+        (st = wf_json_get_int(r, ctx, "mbs", 1, 1, 1 << 30, &mbs)) != WF_OK ||
+        (st = wf_json_get_int(r, ctx, "vpp", 1, 1, 1 << 10, &vpp)) != WF_OK)
+        return st;
+    snprintf(row->model, sizeof row->model, "%s", model);
+    snprintf(row->mode, sizeof row->mode, "%s", mode);
+    row->model_index = -1;
+    for (int i = 0; i < d->nmodels; i++)
+        if (strcmp(d->models[i].name, model) == 0)
+            row->model_index = i;
+    if (row->model_index < 0)
+        return wf_errorf(WF_FORMAT, "%s.model: '%s' is not in the file's models", ctx, model);
+    wf_plan_default(&row->plan);
+    row->plan.tp = (int)tp;
+    row->plan.pp = (int)pp;
+    row->plan.dp = (int)dp;
+    row->plan.mbs = (int)mbs;
+    row->plan.vpp = (int)vpp;
+    if ((st = set_mode(mode, ctx, &row->plan)) != WF_OK)
+        return st;
+    if (gpus && gpus != tp * pp * dp)
+        return wf_errorf(WF_FORMAT, "%s: gpus=%lld but tp*pp*dp = %lld", ctx, (long long)gpus,
+                         (long long)(tp * pp * dp));
+    row->batch = batch;
+    if (is_time)
+        return wf_json_get_num(r, ctx, "time_s", 1, 1e-6, 1e6, &row->time_s);
+    if ((st = wf_json_get_num(r, ctx, "params_and_optimizer", 1, 0, 1e6, &row->weights_gib)) != WF_OK)
+        return st;
+    return wf_json_get_num(r, ctx, "activations", 1, 0, 1e6, &row->act_gib);
+}
+
+wf_status wf_calib_load(const char *path, wf_calib_data *out)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *j = NULL;
+    wf_status st = wf_json_read_file(path, &j);
+    if (st != WF_OK)
+        return st;
+    char ctx[512];
+    const cJSON *models = cJSON_GetObjectItemCaseSensitive(j, "models");
+    const cJSON *times = cJSON_GetObjectItemCaseSensitive(j, "iteration_time_s");
+    const cJSON *mems = cJSON_GetObjectItemCaseSensitive(j, "memory_per_gpu_gib");
+    if (!cJSON_IsObject(models) || !cJSON_IsArray(times) || !cJSON_IsArray(mems)) {
+        cJSON_Delete(j);
+        return wf_errorf(WF_FORMAT, "%s: expected \"models\" (object), \"iteration_time_s\" and "
+                                    "\"memory_per_gpu_gib\" (arrays)", path);
+    }
+    for (const cJSON *m = models->child; m && st == WF_OK; m = m->next) {
+        if (out->nmodels == WF_CALIB_MAX_MODELS) {
+            st = wf_errorf(WF_FORMAT, "%s: more than %d models", path, WF_CALIB_MAX_MODELS);
+            break;
+        }
+        wf_model_config *mc = &out->models[out->nmodels];
+        if ((st = wf_model_lookup(m->string, mc)) != WF_OK)
+            break;
+        /* The zoo entry must be the model that was measured. */
+        static const char *const keys[] = {"hidden", "heads", "layers", "seq", "vocab"};
+        const int64_t have[] = {mc->hidden, mc->heads, mc->layers, mc->seq, mc->vocab};
+        snprintf(ctx, sizeof ctx, "%s: models.%s", path, m->string);
+        for (int k = 0; k < 5 && st == WF_OK; k++) {
+            int64_t v = 0;
+            st = wf_json_get_int(m, ctx, keys[k], 1, 1, (int64_t)1 << 40, &v);
+            if (st == WF_OK && v != have[k])
+                st = wf_errorf(WF_FORMAT, "%s.%s = %lld but the zoo's %s has %lld", ctx, keys[k],
+                               (long long)v, m->string, (long long)have[k]);
+        }
+        out->nmodels++;
+    }
+    for (int i = 0; st == WF_OK && i < cJSON_GetArraySize(times); i++) {
+        if (out->ntime == WF_CALIB_MAX_ROWS)
+            return wf_errorf(WF_FORMAT, "%s: too many rows", path);
+        snprintf(ctx, sizeof ctx, "%s: iteration_time_s[%d]", path, i);
+        st = read_row(cJSON_GetArrayItem(times, i), ctx, out, 1, &out->time[out->ntime++]);
+    }
+    for (int i = 0; st == WF_OK && i < cJSON_GetArraySize(mems); i++) {
+        if (out->nmem == WF_CALIB_MAX_ROWS)
+            return wf_errorf(WF_FORMAT, "%s: too many rows", path);
+        snprintf(ctx, sizeof ctx, "%s: memory_per_gpu_gib[%d]", path, i);
+        st = read_row(cJSON_GetArrayItem(mems, i), ctx, out, 0, &out->mem[out->nmem++]);
+    }
+    cJSON_Delete(j);
+    return st;
+}
+
+wf_status wf_calib_predict(const wf_calib_data *d, const wf_cluster *c, wf_cost_ctx **ctxs,
+                           double *pred_time, double *pred_weights, double *pred_act)
+{
+    wf_status st;
+    for (int i = 0; i < d->nmodels; i++) {
+        if (!ctxs[i]) {
+            if ((st = wf_cost_ctx_create(&d->models[i], c, &ctxs[i])) != WF_OK)
+                return st;
+        } else {
+            wf_cost_ctx_set_cluster(ctxs[i], c);
+        }
+    }
+    wf_estimate e;
+    for (int i = 0; i < d->ntime; i++) {
+        const wf_calib_row *r = &d->time[i];
+        if ((st = wf_estimate_plan(ctxs[r->model_index], &r->plan, r->batch, &e)) != WF_OK)
+            return st;
+        pred_time[i] = e.iteration_time_s;
+    }
+    for (int i = 0; i < d->nmem; i++) {
+        const wf_calib_row *r = &d->mem[i];
+        if ((st = wf_estimate_plan(ctxs[r->model_index], &r->plan, r->batch, &e)) != WF_OK)
+            return st;
+        pred_weights[i] = e.mem_weights_bytes / GIB;
+        pred_act[i] = e.mem_activation_bytes / GIB;
+    }
+    return WF_OK;
+}
+
+void wf_calib_free(wf_cost_ctx **ctxs)
+{
+    for (int i = 0; i < WF_CALIB_MAX_MODELS; i++) {
+        wf_cost_ctx_free(ctxs[i]);
+        ctxs[i] = NULL;
+    }
+}

@@ -1,0 +1,179 @@
+/* Private declarations of the cost module: the cost context (the model's ops
+ * costed once at micro-batch 1), its cache of per-layer times keyed by
+ * (micro-batch, tp, sp, recompute), and the pieces estimate.c, generic.c and
+ * memory.c share.
+ *
+ * Transformers are costed as three sections: "pre" (embedding, on the first
+ * pipeline stage), one "layer" (the repeated block, costed once and
+ * multiplied), and "post" (final norm, logits and loss, on the last stage).
+ * Other models (CNNs, MLPs, explicit graphs) keep their whole op list and are
+ * split into pipeline stages by time (generic.c). */
+#ifndef WEFT_COST_IMPL_H
+#define WEFT_COST_IMPL_H
+
+#include "weft/cost.h"
+
+/* One forward op at micro-batch 1 with full (unsplit) sizes. */
+typedef struct {
+    int matrix;      /* runs on the matrix unit */
+    int split;       /* divided by tp (COL, ROW, SHARD, VOCAB); 0 = replicated (NONE) */
+    int attn_core;   /* an ATTENTION op: what selective recomputation recomputes */
+    int fpoint;      /* index of the tp point (f) this op reads, or -1 */
+    double fwd_flops, bwd_in_flops, bwd_w_flops;
+    double fwd_act_bytes, bwd_act_bytes;     /* activation traffic: scales with the micro-batch */
+    double params;       /* parameter elements read (weight traffic, fixed per micro-batch) */
+    int has_wgrad;       /* backward produces (accumulates) gradients of those parameters */
+    double owned_params; /* generic models: parameters held by this op (each counted once) */
+    double saved_repl;   /* saved for backward, replicated over tp (norm inputs, masks, COL inputs) */
+    double saved_split;  /* saved for backward, split over tp (per-head and ffn activations) */
+    double saved_scores; /* attention scores/probabilities/masks (split over tp) */
+    double out_bytes;    /* outputs written (generic pipeline boundaries) */
+} wf_cost_op;
+
+/* A Megatron tensor-parallel communication point (a tensor of `bytes` at
+ * micro-batch 1): an f point precedes column-parallel ops (identity forward,
+ * all-reduce backward; with sequence parallelism all-gather forward and
+ * reduce-scatter backward, plus the re-gather for the weight gradient); a g
+ * point follows a row-parallel op (all-reduce forward; with sequence
+ * parallelism reduce-scatter forward, all-gather backward). */
+typedef struct {
+    int is_f;
+    double bytes;
+} wf_tp_point;
+
+enum { WF_SEC_PRE, WF_SEC_LAYER, WF_SEC_POST, WF_SEC_COUNT };
+
+typedef struct {
+    int op0, nop;        /* ops [op0, op0 + nop) of ctx->ops */
+    int pt0, npt;        /* tp points [pt0, pt0 + npt) */
+    double ce_bytes;     /* vocab-parallel cross-entropy: 3 small all-reduces of this size */
+    double params_split; /* parameter elements divided by tp */
+    double params_repl;  /* replicated parameter elements */
+    double input_bytes;  /* the section's input activation (what full recompute keeps) */
+    double flops;        /* matrix FLOPs forward + backward (model FLOPs) */
+} wf_cost_section;
+
+/* Times of one section for one micro-batch on one device (seconds) and its
+ * activation memory (bytes). */
+typedef struct {
+    double fwd, bwd, rec;          /* compute: forward, backward, recomputation */
+    double tp_fwd, tp_bwd, tp_rec; /* exposed tensor-parallel communication */
+    double slow;                   /* compute lost to overlapped communication */
+    double act_bytes;              /* kept for backward per micro-batch in flight */
+    double transient_bytes;        /* rematerialized while one micro-batch runs backward */
+} wf_sect_time;
+
+/* Pipeline stages of a generic model for one (micro-batch, pp, recompute). */
+#define WF_COST_MAX_STAGES 256
+typedef struct {
+    int nstages;
+    double stage_time[WF_COST_MAX_STAGES]; /* fwd + bwd + rec per micro-batch */
+    double fwd[WF_COST_MAX_STAGES], bwd[WF_COST_MAX_STAGES], rec[WF_COST_MAX_STAGES];
+    double act[WF_COST_MAX_STAGES], transient[WF_COST_MAX_STAGES];
+    double params[WF_COST_MAX_STAGES];
+    double boundary_bytes[WF_COST_MAX_STAGES]; /* activation sent to the next stage (mb 1) */
+} wf_stage_split;
+
+typedef struct {
+    int valid;
+    int64_t mbs;
+    int tp, sp, pp;
+    wf_recompute rc;
+    wf_sect_time s[WF_SEC_COUNT];
+    wf_stage_split *split; /* generic models only (owned) */
+} wf_cost_entry;
+
+#define WF_COST_CACHE 1024
+
+struct wf_cost_ctx {
+    wf_model_config model;
+    wf_cluster cluster;
+    int transformer;
+    wf_dtype dtype;
+    double elem_bytes;          /* bytes per activation / weight element */
+    wf_cost_op *ops;
+    int nops;
+    wf_tp_point *pts;
+    int npts;
+    wf_cost_section sec[WF_SEC_COUNT];
+    double shared_split;        /* tied parameters held by both pre and post (one copy at pp=1) */
+    double shared_repl;
+    double logits_per_sample;   /* logits elements of one sample (CE workspace) */
+    double model_flops_per_sample; /* matrix FLOPs of one sample, forward + backward */
+    double saved_dedup;         /* generic: deduplicated / summed saved bytes of the graph */
+    wf_cost_entry cache[WF_COST_CACHE];
+};
+
+/* Bytes of one gradient element the framework keeps, accumulates and reduces. */
+static inline double wf_cost_grad_elem_bytes(const wf_cost_ctx *ctx)
+{
+    return ctx->dtype == WF_DTYPE_FP32 ? 4.0 : ctx->cluster.grad_bytes;
+}
+
+/* Weight traffic of an op per micro-batch: forward reads each weight;
+ * backward reads it again and accumulates its gradient (read + write, since
+ * gradients add up over the micro-batches of an iteration). */
+static inline double wf_cost_fwd_weight_bytes(const wf_cost_ctx *ctx, const wf_cost_op *r)
+{
+    return r->params * ctx->elem_bytes;
+}
+static inline double wf_cost_bwd_weight_bytes(const wf_cost_ctx *ctx, const wf_cost_op *r)
+{
+    return r->has_wgrad ? r->params * (ctx->elem_bytes + 2.0 * wf_cost_grad_elem_bytes(ctx)) : 0;
+}
+
+/* Fills the cost ops of a transformer (one layer) or a whole generic graph. */
+wf_status wf_cost_build_transformer(wf_cost_ctx *ctx);
+wf_status wf_cost_build_generic(wf_cost_ctx *ctx);
+
+/* Splits a generic model into pp stages for micro-batch b (into *out). */
+void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc,
+                          wf_stage_split *out);
+
+/* Bytes per parameter held on a device for weights, gradients and optimizer
+ * state (mixed-precision Adam, or fp32 Adam), sharded by ZeRO over dp. */
+double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp);
+/* Bytes per parameter the optimizer step reads and writes. */
+double wf_cost_optimizer_bytes_per_param(const wf_cost_ctx *ctx);
+/* Micro-batches whose activations the first stage holds at once. */
+double wf_cost_inflight(const wf_plan *p, int64_t micro_batches);
+
+/* Replaces the cluster of a context and drops its cache (calibration). */
+void wf_cost_ctx_set_cluster(wf_cost_ctx *ctx, const wf_cluster *c);
+
+/* ---- calibration data (calib.c) ----------------------------------------------
+ * The measurements of Korthikanti et al. 2022 (tests/data/calibration-
+ * korthikanti2022.json): iteration times and memory per GPU of four GPT models
+ * on DGX A100, and the plan each row ran. */
+#define WF_CALIB_MAX_ROWS 32
+typedef struct {
+    char model[64];
+    int model_index;  /* into wf_calib_data.models */
+    wf_plan plan;
+    int64_t batch;
+    char mode[16];    /* full, seqsel, none */
+    double time_s;    /* measured iteration time (time rows) */
+    double weights_gib, act_gib; /* measured memory (memory rows) */
+} wf_calib_row;
+
+#define WF_CALIB_MAX_MODELS 8
+typedef struct {
+    int nmodels, ntime, nmem;
+    wf_model_config models[WF_CALIB_MAX_MODELS];
+    wf_calib_row time[WF_CALIB_MAX_ROWS];
+    wf_calib_row mem[WF_CALIB_MAX_ROWS];
+} wf_calib_data;
+
+/* Reads the data file; checks each model's shape against the zoo entry of
+ * the same name (a mismatch is WF_FORMAT). */
+wf_status wf_calib_load(const char *path, wf_calib_data *out);
+
+/* Predictions for every row on cluster c, reusing one cost context per model
+ * (ctxs[WF_CALIB_MAX_MODELS], NULL-initialized by the caller, freed with
+ * wf_calib_free). pred_time[i] for time rows, pred_weights/pred_act in GiB for
+ * memory rows. */
+wf_status wf_calib_predict(const wf_calib_data *d, const wf_cluster *c, wf_cost_ctx **ctxs,
+                           double *pred_time, double *pred_weights, double *pred_act);
+void wf_calib_free(wf_cost_ctx **ctxs);
+
+#endif

@@ -1,0 +1,600 @@
+/* weft cost: the estimate of one training iteration of a plan (ALGORITHMS.md
+ * §1, docs/cost-model.md).
+ *
+ * A cost context holds the model's ops costed once at micro-batch 1. For a
+ * (micro-batch, tp, sp, recompute) it computes, once and then from a cache,
+ * the time of one layer (and of the embedding and the head) for one
+ * micro-batch on one device: compute per op and pass, tensor-parallel
+ * collectives at Megatron's points (backward ones overlapped with the
+ * weight- or input-gradient products as Megatron-LM does), recomputation, and
+ * the activations kept. A plan then costs arithmetic only:
+ *
+ *   stage time per micro-batch S = layers/pp x layer + embedding (first) or
+ *                                  head (last) + pipeline sends (2 x vpp)
+ *   iteration = m x S_slowest + (pp-1)/vpp x S_mean            (1F1B bubble)
+ *             + exposed data-parallel gradient reduction (bucketed, overlapped
+ *               with the last micro-batch's backward unless overlap=0)
+ *             + tied-embedding gradient sync + optimizer step (memory-bound)
+ *
+ * and the breakdown satisfies iteration = compute + recompute + bubble +
+ * optimizer + exposed_comm, where exposed_comm = tp_comm + pp_comm + the
+ * exposed part of dp_comm (dp_comm is the whole data-parallel collective
+ * time, hidden or not). The context is not thread-safe (its cache). */
+#include "cost/cost-impl.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB (1024.0 * 1024.0)
+
+wf_status wf_cost_ctx_create(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx **out)
+{
+    *out = NULL;
+    wf_status st = wf_cluster_check(c);
+    if (st != WF_OK)
+        return st;
+    wf_cost_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return wf_errorf(WF_NOMEM, "out of memory creating a cost context");
+    ctx->model = *m;
+    ctx->cluster = *c;
+    ctx->transformer = wf_model_is_transformer(m);
+    ctx->dtype = m->dtype;
+    ctx->elem_bytes = (double)wf_dtype_bytes(m->dtype);
+    st = ctx->transformer ? wf_cost_build_transformer(ctx) : wf_cost_build_generic(ctx);
+    if (st != WF_OK) {
+        wf_cost_ctx_free(ctx);
+        return st;
+    }
+    *out = ctx;
+    return WF_OK;
+}
+
+static void drop_cache(wf_cost_ctx *ctx)
+{
+    for (int i = 0; i < WF_COST_CACHE; i++) {
+        free(ctx->cache[i].split);
+        ctx->cache[i].split = NULL;
+        ctx->cache[i].valid = 0;
+    }
+}
+
+void wf_cost_ctx_free(wf_cost_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    drop_cache(ctx);
+    free(ctx->ops);
+    free(ctx->pts);
+    free(ctx);
+}
+
+void wf_cost_ctx_set_cluster(wf_cost_ctx *ctx, const wf_cluster *c)
+{
+    ctx->cluster = *c;
+    drop_cache(ctx);
+}
+
+/* ---- one section for one micro-batch -------------------------------------------- */
+
+/* Communication `comm` overlapped with compute `window`: returns the exposed
+ * part and adds the compute the overlap slows down to *slow. */
+static double overlapped(double comm, double window, double slowdown, double *slow)
+{
+    double hidden = comm < window ? comm : window;
+    *slow += (slowdown - 1.0) * hidden;
+    return comm - hidden;
+}
+
+#define MAX_WINDOWS 64
+
+static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp, wf_recompute rc,
+                         wf_sect_time *out)
+{
+    memset(out, 0, sizeof *out);
+    const wf_cost_section *S = &ctx->sec[s];
+    const wf_device *d = &ctx->cluster.dev;
+    const double bb = (double)b, tt = (double)t;
+    double dgrad_win[MAX_WINDOWS] = {0}, wgrad_win[MAX_WINDOWS] = {0};
+    double repl = 0, split = 0, scores = 0;
+    for (int i = S->op0; i < S->op0 + S->nop; i++) {
+        const wf_cost_op *r = &ctx->ops[i];
+        /* Split ops work on 1/t of the activation; with sequence parallelism
+         * the replicated ones too (on 1/t of the sequence). Weights divide
+         * only for split ops. */
+        double div = (r->split || sp) ? tt : 1.0, pdiv = r->split ? tt : 1.0;
+        double tf = wf_compute_time(d, r->matrix, ctx->dtype, r->fwd_flops * bb / div,
+                                    r->fwd_act_bytes * bb / div + wf_cost_fwd_weight_bytes(ctx, r) / pdiv);
+        double din = r->bwd_in_flops * bb / div, dw = r->bwd_w_flops * bb / div;
+        double bbytes = r->bwd_act_bytes * bb / div + wf_cost_bwd_weight_bytes(ctx, r) / pdiv;
+        double tin = 0, tw = 0;
+        if (din > 0 && dw > 0) {
+            double fin = din / (din + dw);
+            tin = wf_compute_time(d, r->matrix, ctx->dtype, din, bbytes * fin);
+            tw = wf_compute_time(d, r->matrix, ctx->dtype, dw, bbytes * (1 - fin));
+        } else if (dw > 0) {
+            tw = wf_compute_time(d, r->matrix, ctx->dtype, dw, bbytes);
+        } else {
+            tin = wf_compute_time(d, r->matrix, ctx->dtype, din, bbytes);
+        }
+        out->fwd += tf;
+        out->bwd += tin + tw;
+        if (s == WF_SEC_LAYER && rc == WF_RECOMPUTE_FULL)
+            out->rec += tf;
+        else if (s == WF_SEC_LAYER && rc == WF_RECOMPUTE_SELECTIVE && r->attn_core)
+            out->rec += tf;
+        int w = r->fpoint - S->pt0;
+        if (r->fpoint >= 0 && w >= 0 && w < MAX_WINDOWS) {
+            dgrad_win[w] += tin;
+            wgrad_win[w] += tw;
+        }
+        repl += r->saved_repl;
+        split += r->saved_split;
+        scores += r->saved_scores;
+    }
+
+    /* Activations kept per micro-batch (Korthikanti et al. 2022: the graph's
+     * saved tensors give 34 s b h + 5 a s^2 b bytes per GPT layer in fp16). */
+    double rdiv = sp ? tt : 1.0;
+    double all = bb * (repl / rdiv + split / tt + scores / tt);
+    if (s == WF_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {
+        out->act_bytes = bb * S->input_bytes / rdiv;
+        out->transient_bytes = all;
+    } else if (s == WF_SEC_LAYER && rc == WF_RECOMPUTE_SELECTIVE) {
+        out->act_bytes = bb * (repl / rdiv + split / tt);
+        out->transient_bytes = bb * scores / tt;
+    } else {
+        out->act_bytes = all;
+    }
+
+    if (t <= 1)
+        return;
+    const wf_cluster *c = &ctx->cluster;
+    const double slowdown = c->overlap_slowdown;
+    wf_group g = wf_group_place(c, t, 1);
+    for (int k = 0; k < S->npt; k++) {
+        const wf_tp_point *pt = &ctx->pts[S->pt0 + k];
+        double n = pt->bytes * bb;
+        double dwin = k < MAX_WINDOWS ? dgrad_win[k] : 0, wwin = k < MAX_WINDOWS ? wgrad_win[k] : 0;
+        if (pt->is_f) {
+            if (sp) {
+                /* Forward all-gather; backward re-gathers the input for the
+                 * weight gradient (hidden behind the input-gradient product)
+                 * and reduce-scatters the input gradient (hidden behind the
+                 * weight-gradient product). */
+                out->tp_fwd += wf_coll_time(c, WF_COLL_ALLGATHER, &g, n);
+                out->tp_bwd += overlapped(wf_coll_time(c, WF_COLL_ALLGATHER, &g, n), dwin, slowdown,
+                                          &out->slow);
+                out->tp_bwd += overlapped(wf_coll_time(c, WF_COLL_REDUCE_SCATTER, &g, n), wwin,
+                                          slowdown, &out->slow);
+            } else {
+                /* Backward all-reduce of the input gradient, hidden behind
+                 * the weight-gradient product. */
+                out->tp_bwd += overlapped(wf_coll_time(c, WF_COLL_ALLREDUCE, &g, n), wwin, slowdown,
+                                          &out->slow);
+            }
+        } else {
+            out->tp_fwd += wf_coll_time(c, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, &g, n);
+            if (sp)
+                out->tp_bwd += wf_coll_time(c, WF_COLL_ALLGATHER, &g, n);
+        }
+    }
+    /* Vocabulary-parallel cross-entropy: max, sum of exponentials and the
+     * target logit, each an all-reduce of one fp32 per token. */
+    if (S->ce_bytes > 0)
+        out->tp_fwd += 3.0 * wf_coll_time(c, WF_COLL_ALLREDUCE, &g, S->ce_bytes * bb);
+    if (s == WF_SEC_LAYER && rc == WF_RECOMPUTE_FULL)
+        out->tp_rec = out->tp_fwd;
+}
+
+/* ---- cache -------------------------------------------------------------------------- */
+
+static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t b, int t, int sp, int pp, wf_recompute rc)
+{
+    uint64_t h = (uint64_t)b * 0x9E3779B97F4A7C15ull ^ (uint64_t)t * 0xC2B2AE3D27D4EB4Full ^
+                 (uint64_t)sp * 0x165667B19E3779F9ull ^ (uint64_t)pp * 0x27D4EB2F165667C5ull ^
+                 (uint64_t)rc * 0x94D049BB133111EBull;
+    h ^= h >> 29;
+    wf_cost_entry *e = &ctx->cache[h % WF_COST_CACHE];
+    if (e->valid && e->mbs == b && e->tp == t && e->sp == sp && e->pp == pp && e->rc == rc)
+        return e;
+    e->valid = 0;
+    e->mbs = b;
+    e->tp = t;
+    e->sp = sp;
+    e->pp = pp;
+    e->rc = rc;
+    if (ctx->transformer) {
+        for (int s = 0; s < WF_SEC_COUNT; s++)
+            fill_section(ctx, s, b, t, sp, rc, &e->s[s]);
+    } else {
+        if (!e->split)
+            e->split = malloc(sizeof *e->split);
+        if (!e->split)
+            return NULL;
+        wf_cost_split_stages(ctx, b, pp, rc, e->split);
+    }
+    e->valid = 1;
+    return e;
+}
+
+/* ---- data-parallel gradients ---------------------------------------------------- */
+
+/* Bucket (fusion) size of a schedule: the last bucket's reduction cannot hide
+ * behind backward. */
+static double bucket_bytes(const wf_plan *p, double layer_grad_bytes)
+{
+    if (p->comm.threshold_bytes > 0)
+        return p->comm.threshold_bytes;
+    switch (p->comm.kind) {
+    case WF_COMM_HOROVOD:
+        return 128 * MIB;
+    case WF_COMM_WFBP:
+    case WF_COMM_MGWFBP:
+        return layer_grad_bytes;
+    case WF_COMM_BYTESCHEDULER:
+        return 4e6 * 4; /* 4M-parameter chunks */
+    default:
+        return 25 * MIB;
+    }
+}
+
+typedef struct {
+    double total;   /* all data-parallel collective time */
+    double exposed; /* not hidden behind computation */
+    double slow;    /* compute slowed by the hidden part */
+} dp_cost;
+
+/* Gradient reduction of `params` local parameters over the dp group; `window`
+ * is the backward time it may hide behind, `fwd_window` the forward time the
+ * all-gather half may hide behind (DeAR). */
+static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, double params,
+                         double layer_params, double window, double fwd_window)
+{
+    dp_cost r = {0, 0, 0};
+    if (p->dp <= 1 || params <= 0)
+        return r;
+    const wf_cluster *c = &ctx->cluster;
+    double gb = wf_cost_grad_elem_bytes(ctx);
+    double grads = params * gb, weights = params * ctx->elem_bytes;
+    double last = bucket_bytes(p, layer_params * gb) / grads;
+    if (last > 1)
+        last = 1;
+    double first_half, second_half = 0, second_window = 0;
+    if (p->zero >= 1) {
+        /* ZeRO: reduce-scatter the gradients, all-gather the updated weights
+         * after the (sharded) optimizer step. */
+        first_half = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, grads);
+        second_half = wf_coll_time(c, WF_COLL_ALLGATHER, g, p->zero == 3 ? 0 : weights);
+    } else if (p->comm.kind == WF_COMM_DEAR) {
+        /* DeAR: reduce-scatter in backward, all-gather behind the next forward. */
+        first_half = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, grads);
+        second_half = wf_coll_time(c, WF_COLL_ALLGATHER, g, grads);
+        second_window = fwd_window;
+    } else {
+        first_half = wf_coll_time(c, WF_COLL_ALLREDUCE, g, grads);
+    }
+    r.total = first_half + second_half;
+    if (!p->overlap) {
+        r.exposed = r.total;
+        return r;
+    }
+    double exposed = window < first_half ? first_half - window : 0;
+    if (exposed < first_half * last)
+        exposed = first_half * last;
+    r.slow += (c->overlap_slowdown - 1.0) * (first_half - exposed);
+    r.exposed = exposed + overlapped(second_half, second_window, c->overlap_slowdown, &r.slow);
+    return r;
+}
+
+/* ---- the estimate --------------------------------------------------------------------- */
+
+typedef struct {
+    double comp, rec, tpc, ppc, zc; /* per micro-batch: compute, recompute, tp, pp, ZeRO-3 */
+    double bwd_window, fwd_window;  /* last micro-batch's backward / first forward */
+    double params;                  /* local parameter elements */
+    double layer_params;
+    double act, transient;          /* bytes */
+} stage_cost;
+
+static double stage_total(const stage_cost *s) { return s->comp + s->rec + s->tpc + s->ppc + s->zc; }
+
+static void add_section(stage_cost *st, const wf_sect_time *x, double times)
+{
+    st->comp += times * (x->fwd + x->bwd + x->slow);
+    st->rec += times * x->rec;
+    st->tpc += times * (x->tp_fwd + x->tp_bwd + x->tp_rec);
+    st->bwd_window += times * (x->bwd + x->rec + x->tp_bwd + x->tp_rec);
+    st->fwd_window += times * (x->fwd + x->tp_fwd);
+}
+
+/* ZeRO-3 gathers a stage's weights before its forward and again before its
+ * backward, every micro-batch, prefetched behind the stage's compute. */
+static void add_zero3(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *dpg, stage_cost *s,
+                      double *slow_total)
+{
+    if (p->zero != 3 || p->dp <= 1)
+        return;
+    double gather = 2.0 * wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, dpg, s->params * ctx->elem_bytes);
+    double slow = 0;
+    s->zc = overlapped(gather, s->comp, ctx->cluster.overlap_slowdown, &slow);
+    *slow_total = slow;
+}
+
+static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int64_t m,
+                   const stage_cost *st, int nst, int crit, double bubble, dp_cost dp,
+                   double emb_sync, double opt_params, double buffers_extra, wf_estimate *out)
+{
+    const wf_cluster *c = &ctx->cluster;
+    double mm = (double)m;
+    const stage_cost *s = &st[crit];
+    memset(out, 0, sizeof *out);
+    wf_breakdown *bd = &out->breakdown;
+    bd->compute = mm * s->comp + dp.slow;
+    bd->recompute = mm * s->rec;
+    bd->tp_comm = mm * s->tpc;
+    bd->pp_comm = mm * s->ppc;
+    bd->bubble = bubble;
+    bd->dp_comm = dp.total + emb_sync + mm * s->zc;
+    bd->optimizer = opt_params * wf_cost_optimizer_bytes_per_param(ctx) /
+                    (c->dev.mem_bw_bps * c->dev.mem_eff);
+    bd->exposed_comm = bd->tp_comm + bd->pp_comm + mm * s->zc + dp.exposed + emb_sync;
+    out->iteration_time_s = bd->compute + bd->recompute + bd->bubble + bd->optimizer + bd->exposed_comm;
+    out->samples_per_s = (double)batch / out->iteration_time_s;
+    out->model_flops_per_iteration = ctx->model_flops_per_sample * (double)batch;
+    double devices = (double)wf_plan_devices(p);
+    out->tflops_per_device = out->model_flops_per_iteration / out->iteration_time_s / devices / 1e12;
+    double peak = c->dev.matrix_flops[ctx->dtype] > 0 ? c->dev.matrix_flops[ctx->dtype]
+                                                      : c->dev.matrix_flops[WF_DTYPE_FP32];
+    out->mfu = out->tflops_per_device * 1e12 / peak;
+    /* Memory: the most loaded stage. */
+    double bpp = wf_cost_bytes_per_param(ctx, p->zero, p->dp);
+    double best = -1;
+    for (int k = 0; k < nst; k++) {
+        double w = st[k].params * bpp;
+        double buf = c->mem_reserved_bytes + st[k].transient + buffers_extra;
+        double total = w + st[k].act + buf;
+        if (total > best) {
+            best = total;
+            out->mem_weights_bytes = w;
+            out->mem_activation_bytes = st[k].act;
+            out->mem_buffer_bytes = buf;
+        }
+    }
+    out->memory_per_device_bytes = best;
+    out->fits = best <= c->dev.mem_bytes;
+    out->devices = wf_plan_devices(p);
+    out->micro_batches = m;
+}
+
+static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch,
+                                      wf_estimate *out)
+{
+    const wf_cluster *c = &ctx->cluster;
+    wf_cost_entry *e = lookup(ctx, p->mbs, p->tp, p->sp, 0, p->recompute);
+    if (!e)
+        return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+    const wf_sect_time *pre = &e->s[WF_SEC_PRE], *lay = &e->s[WF_SEC_LAYER], *post = &e->s[WF_SEC_POST];
+    const int64_t m = batch / ((int64_t)p->mbs * p->dp);
+    const double tt = (double)p->tp, pp = (double)p->pp, v = (double)p->vpp, bb = (double)p->mbs;
+    const double Ls = (double)ctx->model.layers / pp;
+    const wf_cost_section *S = ctx->sec;
+    double lay_params = S[WF_SEC_LAYER].params_split / tt + S[WF_SEC_LAYER].params_repl;
+    double pre_params = S[WF_SEC_PRE].params_split / tt + S[WF_SEC_PRE].params_repl;
+    double post_params = S[WF_SEC_POST].params_split / tt + S[WF_SEC_POST].params_repl;
+    double shared = ctx->shared_split / tt + ctx->shared_repl;
+
+    /* Pipeline sends: the layer input b*s*h, 1/t of it per rank when tp > 1
+     * (scattered, then all-gathered on arrival unless sequence-parallel). One
+     * exchange forward and one backward per micro-batch and model chunk. */
+    double ppc = 0;
+    if (p->pp > 1) {
+        double n = S[WF_SEC_LAYER].input_bytes * bb;
+        wf_group pair = wf_group_place(c, 2, (int64_t)p->tp * p->dp);
+        double t1 = wf_coll_time(c, WF_COLL_SENDRECV, &pair, n / tt);
+        if (p->tp > 1 && !p->sp) {
+            wf_group tpg = wf_group_place(c, p->tp, 1);
+            t1 += wf_coll_time(c, WF_COLL_ALLGATHER, &tpg, n);
+        }
+        ppc = 2.0 * v * t1;
+    }
+
+    /* Stages: first (embedding), middle, last (head); one stage holds all. */
+    stage_cost st[3];
+    memset(st, 0, sizeof st);
+    int nst = p->pp == 1 ? 1 : p->pp == 2 ? 2 : 3;
+    for (int k = 0; k < nst; k++) {
+        add_section(&st[k], lay, Ls);
+        st[k].ppc = ppc;
+        st[k].params = Ls * lay_params;
+        st[k].layer_params = lay_params;
+        st[k].transient = lay->transient_bytes;
+    }
+    stage_cost *first = &st[0], *last = &st[nst == 1 ? 0 : 1];
+    add_section(first, pre, 1);
+    first->params += pre_params;
+    add_section(last, post, 1);
+    last->params += post_params;
+    if (nst == 1)
+        first->params -= shared;
+    /* The head's fp32 softmax workspace on the last stage. */
+    last->transient += bb * ctx->logits_per_sample / tt * 4.0;
+    if (nst == 3) {
+        /* Keep st[] ordered first, middle, last. */
+        stage_cost tmp = st[1];
+        st[1] = st[2];
+        st[2] = tmp;
+        last = &st[2];
+    }
+
+    /* Activations: the first stage keeps min(pp, m) micro-batches (more when
+     * interleaved); the last one micro-batch (GPipe: all of them). */
+    double inflight = wf_cost_inflight(p, m);
+    double inflight_last = p->pipe == WF_PIPE_GPIPE ? (double)m : p->vpp > 1 ? inflight : 1.0;
+    for (int k = 0; k < nst; k++) {
+        double per = Ls * lay->act_bytes + (k == 0 ? pre->act_bytes : 0);
+        double n = k == 0 ? inflight : k == nst - 1 ? inflight_last : inflight;
+        st[k].act = n * per;
+    }
+    last->act += post->act_bytes;
+
+    wf_group dpg = wf_group_place(c, p->dp, p->tp);
+    double z3slow = 0;
+    for (int k = 0; k < nst; k++) {
+        double sl = 0;
+        add_zero3(ctx, p, &dpg, &st[k], &sl);
+        if (k == 0)
+            z3slow = sl;
+    }
+
+    int crit = 0;
+    double smax = -1, ssum = 0;
+    for (int k = 0; k < nst; k++) {
+        double sk = stage_total(&st[k]);
+        if (sk > smax) {
+            smax = sk;
+            crit = k;
+        }
+    }
+    if (nst == 3)
+        ssum = stage_total(&st[0]) + stage_total(&st[2]) + (pp - 2) * stage_total(&st[1]);
+    else
+        for (int k = 0; k < nst; k++)
+            ssum += stage_total(&st[k]);
+    double bubble = p->pp > 1 ? (pp - 1) / v * ssum / pp : 0;
+
+    /* In 1F1B the first stage finishes its backward last: its gradient
+     * reduction and optimizer step end the iteration. */
+    dp_cost dp = dp_reduce(ctx, p, &dpg, first->params, lay_params, first->bwd_window,
+                           first->fwd_window);
+    dp.slow += z3slow * (double)m;
+    double emb_sync = 0;
+    if (p->pp > 1 && shared > 0) {
+        wf_group ends = wf_group_place(c, 2, (int64_t)p->tp * p->dp * (p->pp - 1));
+        double gb = wf_cost_grad_elem_bytes(ctx);
+        emb_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &ends, shared * gb);
+    }
+    double opt_params = first->params > last->params ? first->params : last->params;
+    if (p->zero >= 1)
+        opt_params /= (double)p->dp;
+    double buffers = 0;
+    if (p->tp > 1)
+        buffers += S[WF_SEC_LAYER].input_bytes * bb; /* all-gather / all-reduce buffer */
+    if (p->zero == 3)
+        buffers += 2.0 * lay_params * ctx->elem_bytes; /* gathered weights, prefetched */
+    finish(ctx, p, batch, m, st, nst, crit, bubble, dp, emb_sync, opt_params, buffers, out);
+    return WF_OK;
+}
+
+static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf_estimate *out)
+{
+    const wf_cluster *c = &ctx->cluster;
+    if (p->pp > ctx->nops || p->pp > WF_COST_MAX_STAGES)
+        return wf_errorf(WF_INVAL, "pp=%d: model '%s' has only %d ops to split into pipeline stages",
+                         p->pp, ctx->model.name, ctx->nops < WF_COST_MAX_STAGES ? ctx->nops : WF_COST_MAX_STAGES);
+    wf_cost_entry *e = lookup(ctx, p->mbs, 1, 0, p->pp, p->recompute);
+    if (!e)
+        return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+    const wf_stage_split *sp = e->split;
+    const int64_t m = batch / ((int64_t)p->mbs * p->dp);
+    const double bb = (double)p->mbs;
+    int nst = sp->nstages;
+    stage_cost *st = calloc((size_t)nst, sizeof *st);
+    if (!st)
+        return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+    wf_group pair = wf_group_place(c, 2, p->dp);
+    double inflight = wf_cost_inflight(p, m);
+    for (int k = 0; k < nst; k++) {
+        st[k].comp = sp->fwd[k] + sp->bwd[k];
+        st[k].rec = sp->rec[k];
+        st[k].bwd_window = sp->bwd[k] + sp->rec[k];
+        st[k].fwd_window = sp->fwd[k];
+        st[k].params = sp->params[k];
+        st[k].layer_params = sp->params[k];
+        double in = k > 0 ? wf_coll_time(c, WF_COLL_SENDRECV, &pair, sp->boundary_bytes[k - 1] * bb) : 0;
+        double o = k < nst - 1 ? wf_coll_time(c, WF_COLL_SENDRECV, &pair, sp->boundary_bytes[k] * bb) : 0;
+        st[k].ppc = 2.0 * (in > o ? in : o);
+        /* 1F1B: stage k keeps min(pp - k, m) micro-batches; GPipe all. */
+        double n = p->pipe == WF_PIPE_GPIPE ? (double)m
+                                             : ((double)(nst - k) < (double)m ? (double)(nst - k) : (double)m);
+        if (k == 0)
+            n = inflight;
+        st[k].act = n * sp->act[k];
+        st[k].transient = sp->transient[k];
+    }
+    if (nst > 0)
+        st[nst - 1].transient += bb * ctx->logits_per_sample * 4.0;
+    wf_group dpg = wf_group_place(c, p->dp, 1);
+    double z3slow = 0;
+    for (int k = 0; k < nst; k++) {
+        double sl = 0;
+        add_zero3(ctx, p, &dpg, &st[k], &sl);
+        if (k == 0)
+            z3slow = sl;
+    }
+    int crit = 0;
+    double smax = -1, ssum = 0, pmax = 0;
+    for (int k = 0; k < nst; k++) {
+        double sk = stage_total(&st[k]);
+        ssum += sk;
+        if (sk > smax) {
+            smax = sk;
+            crit = k;
+        }
+        if (st[k].params > pmax)
+            pmax = st[k].params;
+    }
+    double bubble = nst > 1 ? (double)(nst - 1) * ssum / (double)nst : 0;
+    dp_cost dp = dp_reduce(ctx, p, &dpg, st[0].params, st[0].params / 4.0, st[0].bwd_window,
+                           st[0].fwd_window);
+    dp.slow += z3slow * (double)m;
+    double opt_params = p->zero >= 1 ? pmax / (double)p->dp : pmax;
+    double buffers = p->zero == 3 ? 2.0 * pmax * ctx->elem_bytes : 0;
+    finish(ctx, p, batch, m, st, nst, crit, bubble, dp, 0, opt_params, buffers, out);
+    free(st);
+    return WF_OK;
+}
+
+wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf_estimate *out)
+{
+    wf_status st = wf_plan_validate(p, &ctx->model, &ctx->cluster, batch);
+    if (st != WF_OK)
+        return st;
+    return ctx->transformer ? estimate_transformer(ctx, p, batch, out)
+                            : estimate_generic(ctx, p, batch, out);
+}
+
+cJSON *wf_estimate_to_json(const wf_estimate *e)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddNumberToObject(j, "iteration_time_s", e->iteration_time_s);
+    cJSON_AddNumberToObject(j, "samples_per_s", e->samples_per_s);
+    cJSON_AddNumberToObject(j, "model_flops_per_iteration", e->model_flops_per_iteration);
+    cJSON_AddNumberToObject(j, "tflops_per_device", e->tflops_per_device);
+    cJSON_AddNumberToObject(j, "mfu", e->mfu);
+    cJSON_AddNumberToObject(j, "memory_per_device_bytes", e->memory_per_device_bytes);
+    cJSON_AddBoolToObject(j, "fits", e->fits);
+    cJSON_AddNumberToObject(j, "devices", (double)e->devices);
+    cJSON_AddNumberToObject(j, "micro_batches", (double)e->micro_batches);
+    cJSON *b = cJSON_AddObjectToObject(j, "breakdown");
+    if (b) {
+        cJSON_AddNumberToObject(b, "compute", e->breakdown.compute);
+        cJSON_AddNumberToObject(b, "recompute", e->breakdown.recompute);
+        cJSON_AddNumberToObject(b, "tp_comm", e->breakdown.tp_comm);
+        cJSON_AddNumberToObject(b, "pp_comm", e->breakdown.pp_comm);
+        cJSON_AddNumberToObject(b, "dp_comm", e->breakdown.dp_comm);
+        cJSON_AddNumberToObject(b, "bubble", e->breakdown.bubble);
+        cJSON_AddNumberToObject(b, "optimizer", e->breakdown.optimizer);
+        cJSON_AddNumberToObject(b, "exposed_comm", e->breakdown.exposed_comm);
+    }
+    cJSON *mem = cJSON_AddObjectToObject(j, "memory");
+    if (mem) {
+        cJSON_AddNumberToObject(mem, "weights_bytes", e->mem_weights_bytes);
+        cJSON_AddNumberToObject(mem, "activation_bytes", e->mem_activation_bytes);
+        cJSON_AddNumberToObject(mem, "buffer_bytes", e->mem_buffer_bytes);
+    }
+    return j;
+}

@@ -1,0 +1,68 @@
+/* weft cost: the memory rules of ALGORITHMS.md §1.3 that do not depend on the
+ * graph: bytes per parameter for weights, gradients and Adam state with ZeRO
+ * sharding, the optimizer step's memory traffic, and the micro-batches a
+ * pipeline stage keeps in flight. Activations per layer come from the graph's
+ * saved tensors, which follow Korthikanti et al. 2022 exactly (estimate.c). */
+#include "cost/cost-impl.h"
+
+/* Mixed precision (fp16/bf16 weights): the weight (2 bytes), the gradient
+ * (the cluster's grad_bytes: 2, or 4 when the framework accumulates in fp32
+ * as Megatron-LM does) and Adam's fp32 master weight, first and second moment
+ * (12). Pure fp32: weight 4, gradient 4, moments 8. ZeRO stage 1 shards the
+ * optimizer state over dp, stage 2 also the gradients, stage 3 also the
+ * weights. */
+double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp)
+{
+    double w, g, o;
+    if (ctx->dtype == WF_DTYPE_FP32) {
+        w = 4;
+        g = 4;
+        o = 8;
+    } else {
+        w = ctx->elem_bytes;
+        g = ctx->cluster.grad_bytes;
+        o = 12;
+    }
+    double d = dp > 0 ? (double)dp : 1;
+    switch (zero) {
+    case 0:
+        return w + g + o;
+    case 1:
+        return w + g + o / d;
+    case 2:
+        return w + (g + o) / d;
+    default:
+        return (w + g + o) / d;
+    }
+}
+
+/* The optimizer step is memory-bound. Mixed precision (Megatron-LM's and
+ * apex's fp16 optimizer): copy the half-precision gradient into an fp32 one
+ * (read g, write 4, unless already fp32), unscale it and check for overflow
+ * (read 4, write 4), take its norm for clipping (read 4), Adam (read the fp32
+ * weight, gradient, m and v: 16; write weight, m and v: 12), copy the weight
+ * back to half precision (read 4, write e), zero the gradient (write g): 54
+ * bytes per parameter with fp16 gradients. Pure fp32: norm (4), Adam (28),
+ * zeroing (4). */
+double wf_cost_optimizer_bytes_per_param(const wf_cost_ctx *ctx)
+{
+    if (ctx->dtype == WF_DTYPE_FP32)
+        return 4 + 28 + 4;
+    double g = ctx->cluster.grad_bytes, e = ctx->elem_bytes;
+    double to_fp32 = g < 4 ? g + 4 : 0;
+    return to_fp32 + 8 + 4 + 28 + (4 + e) + g;
+}
+
+/* GPipe keeps every micro-batch's activations until the backward pass; 1F1B
+ * keeps at most p on the first stage; interleaving (v > 1) keeps
+ * (1 + (p-1)/(p v)) times more (Korthikanti et al. 2022, §4.2.3). */
+double wf_cost_inflight(const wf_plan *p, int64_t micro_batches)
+{
+    double m = (double)micro_batches;
+    if (p->pipe == WF_PIPE_GPIPE)
+        return m;
+    double n = (double)p->pp < m ? (double)p->pp : m;
+    if (p->vpp > 1)
+        n *= 1.0 + ((double)p->pp - 1.0) / ((double)p->pp * (double)p->vpp);
+    return n;
+}
