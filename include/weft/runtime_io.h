@@ -230,7 +230,8 @@ typedef struct {
 } wf_calib_result;
 
 /* Collective. Runs the measurements (compute on every rank at once, message
- * passing when nranks >= 2); every rank gets the same result. */
+ * passing when nranks >= 2); every rank gets the same result. With OpenBLAS
+ * it sets the process's BLAS thread count to o->threads (and leaves it so). */
 wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r);
 
 /* The cluster these measurements describe: starts from the "local" preset and

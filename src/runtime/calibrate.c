@@ -244,12 +244,12 @@ static long agreed_reps(kernel_fn fn, void *ctx, double min_s)
 }
 
 /* Seconds per call of a collective kernel (ping-pong round trip, all-reduce):
- * best of three trials of `reps` calls, each trial's time the slowest rank's. */
+ * best of five trials of `reps` calls, each trial's time the slowest rank's. */
 static double time_collective(kernel_fn fn, void *ctx, double min_s)
 {
     long reps = agreed_reps(fn, ctx, min_s);
     double best = INFINITY;
-    for (int trial = 0; trial < 3; trial++) {
+    for (int trial = 0; trial < 5; trial++) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = wf_now_s();
         for (long i = 0; i < reps; i++)
@@ -264,7 +264,7 @@ static double time_collective(kernel_fn fn, void *ctx, double min_s)
 
 /* Node structure: nodes, ranks on this node, and the partners of rank 0 for
  * the ping-pongs (-1 when there is none). */
-static void node_layout(int *nodes, int *per_node, int *intra_peer, int *inter_peer)
+static wf_status node_layout(int *nodes, int *per_node, int *intra_peer, int *inter_peer)
 {
     int rank, nranks;
     wf_mpi_world(&rank, &nranks);
@@ -277,6 +277,12 @@ static void node_layout(int *nodes, int *per_node, int *intra_peer, int *inter_p
     int leader = lrank == 0 ? rank : -1;
     MPI_Bcast(&leader, 1, MPI_INT, 0, local);
     int *ids = malloc(sizeof(int) * (size_t)nranks);
+    wf_status st = wf_mpi_agree(ids ? WF_OK : wf_errorf(WF_NOMEM, "calibrate: out of memory"));
+    if (st != WF_OK) {
+        free(ids);
+        MPI_Comm_free(&local);
+        return st;
+    }
     MPI_Allgather(&leader, 1, MPI_INT, ids, 1, MPI_INT, MPI_COMM_WORLD);
     *nodes = 0;
     *intra_peer = *inter_peer = -1;
@@ -292,6 +298,7 @@ static void node_layout(int *nodes, int *per_node, int *intra_peer, int *inter_p
     /* Ranks per node: the largest node (equal in a regular launch). */
     MPI_Allreduce(&lsize, per_node, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Comm_free(&local);
+    return WF_OK;
 }
 
 static void pingpong_series(int peer, const wf_calib_result *r, double min_s, double *one_way_s, char *buf)
@@ -308,6 +315,28 @@ static void pingpong_series(int peer, const wf_calib_result *r, double min_s, do
         }
         one_way_s[i] = time_collective(pingpong_kernel, &c, min_s) / 2;
     }
+}
+
+/* Latency and bandwidth of a series of message times t[i] at sizes n[i]
+ * (ascending). Interference (a descheduled rank) only ever adds time, so the
+ * times first become their lower monotone envelope (a message never takes
+ * longer than a bigger one), then the alpha-beta fit. When the fit has no
+ * positive slope (noise), the bandwidth is the largest message's rate; when
+ * its intercept clamps at 0, the latency is the smallest message's time. */
+static void fit_link(const double *n, const double *t, int k, double *alpha_s, double *bw_bps)
+{
+    double env[WF_CALIB_MAX_MSG];
+    for (int i = k - 1; i >= 0; i--)
+        env[i] = i == k - 1 || t[i] < env[i + 1] ? t[i] : env[i + 1];
+    double a = 0, b = 0;
+    if (wf_fit_alpha_beta(n, env, k, &a, &b) == WF_OK && b > 0) {
+        *bw_bps = 1.0 / b;
+    } else {
+        wf_clear_error();
+        a = 0;
+        *bw_bps = n[k - 1] / env[k - 1];
+    }
+    *alpha_s = a > 0 ? a : env[0];
 }
 
 /* ---- the run ----------------------------------------------------------------------------------- */
@@ -414,7 +443,8 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
 
     /* message passing */
     int intra_peer, inter_peer;
-    node_layout(&r->nodes, &r->ranks_per_node, &intra_peer, &inter_peer);
+    if ((st = node_layout(&r->nodes, &r->ranks_per_node, &intra_peer, &inter_peer)) != WF_OK)
+        return st;
     r->mem_bytes = phys / r->ranks_per_node;
     const double *msg = o->quick ? MSG_QUICK : MSG_FULL;
     r->nmsg = o->quick ? (int)(sizeof MSG_QUICK / sizeof MSG_QUICK[0]) : (int)(sizeof MSG_FULL / sizeof MSG_FULL[0]);
@@ -434,21 +464,12 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
             allreduce_ctx c = {in, out, (int)(r->msg_bytes[i] / sizeof(float))};
             r->allreduce_s[i] = time_collective(allreduce_kernel, &c, mmin_s);
         }
-        double a, b;
-        if (intra_peer >= 0 && wf_fit_alpha_beta(r->msg_bytes, r->pingpong_s, r->nmsg, &a, &b) == WF_OK && b > 0) {
-            r->p2p_alpha_s = a;
-            r->p2p_bw_bps = 1.0 / b;
-        }
-        if (inter_peer >= 0 &&
-            wf_fit_alpha_beta(r->msg_bytes, r->pingpong_inter_s, r->nmsg, &a, &b) == WF_OK && b > 0) {
-            r->inter_alpha_s = a;
-            r->inter_bw_bps = 1.0 / b;
-        }
-        if (wf_fit_alpha_beta(r->msg_bytes, r->allreduce_s, r->nmsg, &a, &b) == WF_OK && b > 0) {
-            r->allreduce_alpha_s = a;
-            r->allreduce_bw_bps = 1.0 / b;
-            r->allreduce_busbw_bps = r->allreduce_bw_bps * 2.0 * (nranks - 1) / nranks;
-        }
+        if (intra_peer >= 0)
+            fit_link(r->msg_bytes, r->pingpong_s, r->nmsg, &r->p2p_alpha_s, &r->p2p_bw_bps);
+        if (inter_peer >= 0)
+            fit_link(r->msg_bytes, r->pingpong_inter_s, r->nmsg, &r->inter_alpha_s, &r->inter_bw_bps);
+        fit_link(r->msg_bytes, r->allreduce_s, r->nmsg, &r->allreduce_alpha_s, &r->allreduce_bw_bps);
+        r->allreduce_busbw_bps = r->allreduce_bw_bps * 2.0 * (nranks - 1) / nranks;
     }
     free(buf);
     free(in);
@@ -573,6 +594,10 @@ void wf_calibrate_print(FILE *f, const wf_calib_result *r)
         fprintf(f, "\n(one process: run under mpiexec -n 2 or more to measure communication)\n");
         return;
     }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 0 && (long)r->ranks_per_node * r->threads > cores)
+        fprintf(f, "\nwarning: %d ranks x %d threads on a node of %ld cores: the timings include waiting for a core\n",
+                r->ranks_per_node, r->threads, cores);
     int inter = r->inter_bw_bps > 0;
     fprintf(f, "\nmessages (one-way ping-pong time; MPI_Allreduce of floats over %d ranks)\n", r->nranks);
     fprintf(f, "  %10s %14s %14s %14s\n", "bytes", "p2p in node", inter ? "p2p across" : "", "allreduce");

@@ -205,8 +205,8 @@ static void shape_str(int ndim, const int64_t *shape, char *buf, size_t cap)
 
 static wf_status check_tensors(const wf_ckpt_tensor *t, int n)
 {
-    if (n < 0 || n > MAX_TENSORS)
-        return wf_errorf(WF_INVAL, "checkpoint: %d tensors is out of range", n);
+    if (n < 0 || n > MAX_TENSORS || (n > 0 && !t))
+        return wf_errorf(WF_INVAL, "checkpoint: %d tensors is out of range (or no tensor list)", n);
     for (int i = 0; i < n; i++) {
         if (!t[i].name || !t[i].name[0] || strlen(t[i].name) >= WF_NAME_LEN)
             return wf_errorf(WF_INVAL, "checkpoint: tensor %d needs a name of 1 to %d bytes", i, WF_NAME_LEN - 1);

@@ -45,7 +45,9 @@ l0 = c["levels"][0]
 assert l0["name"] == "node", l0
 if ranks > 1:
     assert l0["size"] == ranks, l0
-    assert 0 < l0["latency_s"] < 1e-3, l0
+    # plausible, not fast: on a loaded 2-core machine two busy-polling ranks
+    # wait for the CPU, and a round trip can take milliseconds
+    assert 0 < l0["latency_s"] < 0.1, l0
     assert 1e6 < l0["bw_bps"] < 1e12 and 0 < l0["eff"] <= 1, l0
     assert c["reduce_bps"] == 0  # the all-reduce fit already includes the reduction
 PYEOF
