@@ -201,12 +201,12 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
     wf_outer_result r;
     wf_status st = wf_outer_search(m, c, a->batch, o, &r);
     progress_end(pg);
-    fprintf(stderr, "weft plan: %s on %s (%lld devices), batch %lld\n", m->name, c->name,
-            (long long)r.devices, (long long)a->batch);
     if (st != WF_OK) {
         wf_outer_result_free(&r);
         return st;
     }
+    fprintf(stderr, "weft plan: %s on %s (%lld devices), batch %lld\n", m->name, c->name,
+            (long long)r.devices, (long long)a->batch);
     print_result(stderr, &r, a->pareto);
     if (a->deadline_s > 0 && r.top[0].est.iteration_time_s > a->deadline_s) {
         st = wf_errorf(WF_NOFIT, "no plan on %lld devices meets the deadline of %g s per iteration "
@@ -363,9 +363,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
     plan_args a;
     memset(&a, 0, sizeof a);
     a.top = 10;
-    a.max_memory_gib = -1; /* -1: not given */
-    a.deadline_s = -1;
-    a.devices = -1;
+    const char *max_memory_text = NULL, *deadline_text = NULL, *devices_text = NULL;
     int help = 0, npos = 0;
     const wf_opt opts[] = {
         {"model", 0, WF_OPT_STR, &a.model, "M", "zoo name, family with overrides, or model JSON file", 1},
@@ -373,10 +371,10 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"batch", 0, WF_OPT_INT, &a.batch, "B", "global batch size (samples per iteration)", 1},
         {"top", 0, WF_OPT_INT, &a.top, "K", "plans listed, fastest first (default 10)", 0},
         {"pareto", 0, WF_OPT_FLAG, &a.pareto, NULL, "also print the time/memory frontier", 0},
-        {"max-memory", 0, WF_OPT_NUM, &a.max_memory_gib, "GiB", "memory budget per device (default: the device's memory)", 0},
-        {"devices", 0, WF_OPT_INT, &a.devices, "N", "devices the plans use (default: all of the cluster's)", 0},
+        {"max-memory", 0, WF_OPT_STR, &max_memory_text, "GiB", "memory budget per device (default: the device's memory)", 0},
+        {"devices", 0, WF_OPT_STR, &devices_text, "N", "devices the plans use (default: all of the cluster's)", 0},
         {"devices-range", 0, WF_OPT_STR, &a.range, "A-B", "search every device count in A..B (whole nodes, or a divisor of one node)", 0},
-        {"deadline", 0, WF_OPT_NUM, &a.deadline_s, "S", "iteration time to meet; with --devices-range, the fewest devices that meet it", 0},
+        {"deadline", 0, WF_OPT_STR, &deadline_text, "S", "iteration time to meet; with --devices-range, the fewest devices that meet it", 0},
         {"tp-cross-node", 0, WF_OPT_FLAG, &a.tp_cross_node, NULL, "let tensor parallelism span nodes", 0},
         {"exhaustive", 0, WF_OPT_FLAG, &a.exhaustive, NULL, "score every candidate (no pruning)", 0},
         {"json", 0, WF_OPT_FLAG, &a.json, NULL, "print one JSON object on stdout", 0},
@@ -398,13 +396,17 @@ wf_status wf_cmd_plan(int argc, char **argv)
         return wf_errorf(WF_INVAL, "--batch=%lld must be >= 1", (long long)a.batch);
     if (a.top < 1 || a.top > 100000)
         return wf_errorf(WF_INVAL, "--top=%lld: expected 1..100000", (long long)a.top);
-    if (a.max_memory_gib != -1 && !(a.max_memory_gib > 0 && a.max_memory_gib < 1e9))
-        return wf_errorf(WF_INVAL, "--max-memory=%g: expected a positive number of GiB", a.max_memory_gib);
-    if (a.deadline_s != -1 && !(a.deadline_s > 0))
-        return wf_errorf(WF_INVAL, "--deadline=%g: expected a positive number of seconds", a.deadline_s);
-    if (a.devices != -1 && a.devices < 1)
-        return wf_errorf(WF_INVAL, "--devices=%lld: expected a positive device count", (long long)a.devices);
-    if (a.range && a.devices != -1)
+    /* Given values must be positive (absent ones take the defaults). */
+    if (max_memory_text &&
+        (st = wf_parse_num(max_memory_text, "--max-memory", 1e-9, 1e9, &a.max_memory_gib)) != WF_OK)
+        return st;
+    if (deadline_text &&
+        (st = wf_parse_num(deadline_text, "--deadline", 1e-12, 1e12, &a.deadline_s)) != WF_OK)
+        return st;
+    if (devices_text &&
+        (st = wf_parse_int(devices_text, "--devices", 1, (int64_t)1 << 30, &a.devices)) != WF_OK)
+        return st;
+    if (a.range && devices_text)
         return wf_errorf(WF_INVAL, "--devices and --devices-range exclude each other");
 
     wf_model_config m;

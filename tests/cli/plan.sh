@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# CLI tests of `weft plan`: the plan written with -o round-trips through
+# `weft estimate --plan FILE --json` to the same iteration time as the plan's
+# own JSON; the --json object has best/top/pareto/searched/search_time_s with
+# the estimate's fields; the frontier is sorted; --max-memory binds; an
+# impossible budget exits 1 with one line naming the smallest memory and the
+# budget; --devices-range reports each count and the fewest devices meeting a
+# deadline; bad values exit 1. $1 is the weft binary.
+set -uo pipefail
+WEFT=$(readlink -f "$1")
+PY=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # name, then a command; counts failures
+  local name=$1
+  shift
+  if ! "$@"; then
+    echo "FAIL: $name"
+    fail=$((fail + 1))
+  fi
+}
+
+M=gpt3-175b
+C=dgx-a100:nodes=8
+B=64
+
+# ---- plan --json -o, then estimate the file ----------------------------------------
+"$WEFT" plan --model $M --cluster $C --batch $B --json -o "$tmp/p.json" >"$tmp/plan.json" 2>"$tmp/plan.err"
+check "plan --json -o exits 0" test $? -eq 0
+check "plan file written" test -s "$tmp/p.json"
+check "plan --json fields" "$PY" - "$tmp/plan.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+for k in ("best", "top", "pareto", "searched", "search_time_s", "space", "devices"):
+    assert k in j, k
+b = j["best"]
+for k in ("plan", "iteration_time_s", "samples_per_s", "mfu", "memory_per_device_bytes", "fits",
+          "breakdown", "tflops_per_device", "model_flops_per_iteration"):
+    assert k in b, k
+for k in ("compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "exposed_comm"):
+    assert k in b["breakdown"], k
+assert b["fits"] is True
+assert b["memory_per_device_bytes"] <= 80 * 2**30
+assert j["searched"] > 0 and j["searched"] <= j["space"]
+assert j["search_time_s"] >= 0 and j["devices"] == 64
+assert len(j["top"]) == 10 and j["top"][0] == b
+t = [p["iteration_time_s"] for p in j["top"]]
+assert t == sorted(t)
+par = j["pareto"]
+assert par[0]["iteration_time_s"] == b["iteration_time_s"]
+for x, y in zip(par, par[1:]):
+    assert x["iteration_time_s"] <= y["iteration_time_s"]
+    assert x["memory_per_device_bytes"] > y["memory_per_device_bytes"]
+assert abs(b["samples_per_s"] - 64 / b["iteration_time_s"]) < 1e-9 * b["samples_per_s"]
+EOF
+
+"$WEFT" estimate --model $M --cluster $C --batch $B --plan "$tmp/p.json" --json >"$tmp/est.json" 2>"$tmp/est.err"
+check "estimate --plan file exits 0" test $? -eq 0
+check "estimate of the plan file = plan's best" "$PY" - "$tmp/plan.json" "$tmp/est.json" "$tmp/p.json" <<'EOF'
+import json, sys
+best = json.load(open(sys.argv[1]))["best"]
+est = json.load(open(sys.argv[2]))
+pf = json.load(open(sys.argv[3]))
+assert est["iteration_time_s"] == best["iteration_time_s"], (est["iteration_time_s"], best["iteration_time_s"])
+assert est["memory_per_device_bytes"] == best["memory_per_device_bytes"]
+assert est["breakdown"] == best["breakdown"]
+assert est["plan"] == best["plan"]
+assert pf["format"] == "weft-plan" and pf["plan"] == best["plan"]
+assert pf["model"] == "gpt3-175b" and pf["batch"] == 64
+assert pf["estimate"]["iteration_time_s"] == best["iteration_time_s"]
+EOF
+
+# ---- plain run: the best plan string on stdout, tables on stderr ----------------------
+"$WEFT" plan --model $M --cluster $C --batch $B --top 3 --pareto >"$tmp/plain.out" 2>"$tmp/plain.err"
+check "plain plan exits 0" test $? -eq 0
+check "stdout is one plan string" test "$(wc -l <"$tmp/plain.out")" -eq 1
+check "stdout plan = --json best" "$PY" - "$tmp/plan.json" "$tmp/plain.out" <<'EOF'
+import json, sys
+assert open(sys.argv[2]).read().strip() == json.load(open(sys.argv[1]))["best"]["plan"]
+EOF
+check "top 3 table" test "$(grep -cE '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+% +[0-9.]+  dp=' "$tmp/plain.err")" -gt 3
+check "frontier table" grep -q "frontier" "$tmp/plain.err"
+"$WEFT" estimate --model $M --cluster $C --batch $B --plan "$(cat "$tmp/plain.out")" --json >"$tmp/est2.json" 2>/dev/null
+check "estimate of the plan string = plan's best" "$PY" - "$tmp/plan.json" "$tmp/est2.json" <<'EOF'
+import json, sys
+assert json.load(open(sys.argv[2]))["iteration_time_s"] == json.load(open(sys.argv[1]))["best"]["iteration_time_s"]
+EOF
+
+# ---- --max-memory binds; an impossible budget exits 1 -------------------------------------
+"$WEFT" plan --model $M --cluster $C --batch $B --max-memory 55 --json >"$tmp/m55.json" 2>/dev/null
+check "--max-memory 55 exits 0" test $? -eq 0
+check "--max-memory 55: fits and is not faster" "$PY" - "$tmp/plan.json" "$tmp/m55.json" <<'EOF'
+import json, sys
+full = json.load(open(sys.argv[1]))["best"]
+b = json.load(open(sys.argv[2]))["best"]
+assert b["memory_per_device_bytes"] <= 55 * 2**30
+assert b["iteration_time_s"] >= full["iteration_time_s"]
+EOF
+"$WEFT" plan --model $M --cluster $C --batch $B --max-memory 10 --json >"$tmp/nofit.out" 2>"$tmp/nofit.err"
+check "impossible budget exits 1" test $? -eq 1
+check "impossible budget: nothing on stdout" test ! -s "$tmp/nofit.out"
+check "impossible budget message" grep -q "smallest memory found is .* GiB.*budget is 10.00 GiB" "$tmp/nofit.err"
+
+# ---- --devices-range with a deadline -------------------------------------------------------
+"$WEFT" plan --model gpt3-13b --cluster dgx-a100:nodes=8 --batch 256 --devices-range 8-64 --deadline 30 --json \
+  -o "$tmp/d.json" >"$tmp/range.json" 2>"$tmp/range.err"
+check "--devices-range exits 0" test $? -eq 0
+check "--devices-range fields" "$PY" - "$tmp/range.json" "$tmp/d.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+per = j["per_devices"]
+assert [p["devices"] for p in per] == [8, 16, 24, 32, 40, 48, 56, 64], [p["devices"] for p in per]
+ok = [p for p in per if p["best"] and p["best"]["iteration_time_s"] <= 30]
+assert ok and j["fewest_devices_meeting_deadline"] == ok[0]["devices"]
+assert j["best"]["plan"] == ok[0]["best"]["plan"]
+assert json.load(open(sys.argv[2]))["plan"] == j["best"]["plan"]
+fastest = min((p for p in per if p["best"]), key=lambda p: p["best"]["iteration_time_s"])
+assert j["fastest_devices"] == fastest["devices"]
+EOF
+"$WEFT" plan --model gpt3-13b --cluster dgx-a100:nodes=8 --batch 256 --devices-range 8-16 --deadline 0.001 \
+  >/dev/null 2>"$tmp/dl.err"
+check "unmet deadline exits 1" test $? -eq 1
+check "unmet deadline message" grep -q "meets the deadline" "$tmp/dl.err"
+
+# ---- a CNN: data and pipeline parallelism only ------------------------------------------------
+"$WEFT" plan --model resnet50 --cluster dgx-a100:nodes=1 --batch 256 --json >"$tmp/cnn.json" 2>/dev/null
+check "resnet50 plan exits 0" test $? -eq 0
+check "resnet50 plan has tp=1" "$PY" - "$tmp/cnn.json" <<'EOF'
+import json, sys
+for p in json.load(open(sys.argv[1]))["top"]:
+    assert ",tp=1," in p["plan"] and ",vpp=1," in p["plan"], p["plan"]
+EOF
+
+# ---- bad input exits 1 with one line -----------------------------------------------------------
+for args in "--max-memory -3" "--max-memory 0" "--devices-range 9-3" "--devices-range x" "--devices 100" \
+  "--top 0" "--deadline -1" "--bogus" "--devices 8 --devices-range 8-16"; do
+  # shellcheck disable=SC2086
+  "$WEFT" plan --model $M --cluster $C --batch $B $args >/dev/null 2>"$tmp/bad.err"
+  rc=$?
+  check "bad '$args' exits 1" test $rc -eq 1
+  check "bad '$args' one line" test "$(wc -l <"$tmp/bad.err")" -eq 1
+done
+"$WEFT" plan --model $M --cluster $C >/dev/null 2>&1
+check "missing --batch exits 1" test $? -eq 1
+"$WEFT" plan --help >"$tmp/help" 2>&1
+check "--help lists --devices-range" grep -q -- "--devices-range" "$tmp/help"
+
+if [ $fail -ne 0 ]; then
+  echo "$fail check(s) failed"
+  exit 1
+fi
+echo "plan.sh: all checks passed"
