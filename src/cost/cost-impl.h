@@ -138,6 +138,10 @@ double wf_cost_optimizer_bytes_per_param(const wf_cost_ctx *ctx);
 /* Micro-batches whose activations the first stage holds at once. */
 double wf_cost_inflight(const wf_plan *p, int64_t micro_batches);
 
+/* The cached per-micro-batch costs of a transformer's sections (pre, layer,
+ * post) for (mbs, tp, sp, recompute); NULL for generic models or on OOM. */
+const wf_sect_time *wf_cost_sections(wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, wf_recompute rc);
+
 /* Replaces the cluster of a context and drops its cache (calibration). */
 void wf_cost_ctx_set_cluster(wf_cost_ctx *ctx, const wf_cluster *c);
 

@@ -219,6 +219,14 @@ static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t b, int t, int sp, int pp,
     return e;
 }
 
+const wf_sect_time *wf_cost_sections(wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, wf_recompute rc)
+{
+    if (!ctx->transformer)
+        return NULL;
+    wf_cost_entry *e = lookup(ctx, mbs, tp, sp, 0, rc);
+    return e ? e->s : NULL;
+}
+
 /* ---- data-parallel gradients ---------------------------------------------------- */
 
 /* Bucket (fusion) size of a schedule: the last bucket's reduction cannot hide

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# CLI tests of `weft estimate` and `weft clusters`: the --json object parses
+# and carries every contract field with sane values (the breakdown adds up to
+# the iteration time); the human table goes to stderr only; a plan file works
+# like a plan string; invalid plans and bad options exit 1 with one stderr
+# line naming the bad value. $1 is the weft binary.
+set -uo pipefail
+WEFT=$(readlink -f "$1")
+PY=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # name, then a command; counts failures
+  local name=$1
+  shift
+  if ! "$@"; then
+    echo "FAIL: $name"
+    fail=$((fail + 1))
+  fi
+}
+
+cat >"$tmp/check.py" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+for k in ["iteration_time_s", "samples_per_s", "model_flops_per_iteration",
+          "tflops_per_device", "mfu", "memory_per_device_bytes"]:
+    assert isinstance(j[k], (int, float)) and j[k] > 0, (k, j.get(k))
+assert isinstance(j["fits"], bool), j["fits"]
+b = j["breakdown"]
+for k in ["compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble",
+          "optimizer", "exposed_comm"]:
+    assert isinstance(b[k], (int, float)) and b[k] >= 0, (k, b.get(k))
+total = b["compute"] + b["recompute"] + b["bubble"] + b["optimizer"] + b["exposed_comm"]
+assert abs(total - j["iteration_time_s"]) <= 1e-9 * j["iteration_time_s"], (total, j)
+assert abs(j["samples_per_s"] * j["iteration_time_s"] - j["batch"]) < 1e-6 * j["batch"]
+assert 0 < j["mfu"] < 1, j["mfu"]
+m = j["memory"]
+parts = m["weights_bytes"] + m["activation_bytes"] + m["buffer_bytes"]
+assert abs(parts - j["memory_per_device_bytes"]) <= 1e-6 * parts
+for k, v in [a.split("=", 1) for a in sys.argv[2:]]:
+    assert str(j[k]) == v, (k, j[k], v)
+PYEOF
+
+# The contract example: GPT-3 175B on 64 A100s.
+"$WEFT" estimate --model gpt3-175b --cluster dgx-a100:nodes=8 --batch 64 \
+  --plan dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full --json >"$tmp/out.json" 2>"$tmp/err.txt"
+check "estimate exits 0" test $? -eq 0
+check "estimate json" $PY "$tmp/check.py" "$tmp/out.json" batch=64 devices=64 micro_batches=64 \
+  plan=dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full,sp=0,zero=0,overlap=1,pipe=1f1b,comm=ddp
+check "human table on stderr" grep -q "iteration time" "$tmp/err.txt"
+check "stdout is one JSON object" $PY -c "import json,sys; json.load(open(sys.argv[1]))" "$tmp/out.json"
+# Calibrated region: within 10% of Korthikanti et al.'s 18.13 s.
+check "175B full near 18.13 s" $PY -c "
+import json,sys; t=json.load(open(sys.argv[1]))['iteration_time_s']; assert 16.3 < t < 19.9, t" "$tmp/out.json"
+
+# Without --json nothing goes to stdout.
+"$WEFT" estimate --model gpt3-175b --cluster dgx-a100:nodes=8 --batch 64 \
+  --plan dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full >"$tmp/out2.txt" 2>"$tmp/err2.txt"
+check "table exits 0" test $? -eq 0
+check "table: empty stdout" test ! -s "$tmp/out2.txt"
+check "table: breakdown" grep -q "exposed_comm" "$tmp/err2.txt"
+
+# Non-transformers take dp and pp.
+"$WEFT" estimate --model resnet50 --cluster dgx-a100 --batch 256 --plan dp=4,pp=2,mbs=32 --json \
+  >"$tmp/cnn.json" 2>/dev/null
+check "resnet50 dp+pp" $PY "$tmp/check.py" "$tmp/cnn.json" devices=8
+
+# A plan file (the format weft plan -o writes) works like the string.
+cat >"$tmp/plan.json" <<'EOF'
+{"format": "weft-plan", "version": 1, "plan": "dp=2,tp=4,pp=1,mbs=2,recompute=selective,sp=1",
+ "model": "gpt3-13b", "cluster": "dgx-a100", "batch": 32}
+EOF
+"$WEFT" estimate --model gpt3-13b --cluster dgx-a100 --batch 32 --plan "$tmp/plan.json" --json \
+  >"$tmp/file.json" 2>/dev/null
+check "plan file" $PY "$tmp/check.py" "$tmp/file.json" devices=8 \
+  plan=dp=2,tp=4,pp=1,mbs=2,vpp=1,recompute=selective,sp=1,zero=0,overlap=1,pipe=1f1b,comm=ddp
+"$WEFT" estimate --model gpt3-13b --cluster dgx-a100 --batch 32 \
+  --plan dp=2,tp=4,pp=1,mbs=2,recompute=selective,sp=1 --json >"$tmp/str.json" 2>/dev/null
+check "plan file = plan string" cmp -s "$tmp/file.json" "$tmp/str.json"
+
+# expect_fail NAME WORD ARGS...: exit 1, nothing on stdout, one stderr line containing WORD.
+expect_fail() {
+  local name=$1 word=$2
+  shift 2
+  "$WEFT" "$@" >"$tmp/f.out" 2>"$tmp/f.err"
+  local rc=$?
+  check "$name: exit 1 (got $rc)" test $rc -eq 1
+  check "$name: empty stdout" test ! -s "$tmp/f.out"
+  check "$name: one stderr line" test "$(wc -l <"$tmp/f.err")" -eq 1
+  check "$name: names '$word'" grep -q -- "$word" "$tmp/f.err"
+}
+E="estimate --model gpt3-175b --cluster dgx-a100:nodes=8 --batch 64"
+expect_fail "tp vs heads" "tp=7" $E --plan dp=1,tp=7,pp=8 --json
+expect_fail "layers vs pp" "layers=96" $E --plan dp=1,tp=8,pp=5 --json
+expect_fail "batch vs mbs*dp" "batch=64" $E --plan dp=2,tp=4,pp=8,mbs=3 --json
+expect_fail "too many devices" "128 devices" $E --plan dp=2,tp=8,pp=8 --json
+expect_fail "bad plan key" "bogus" $E --plan dp=1,bogus=2
+expect_fail "bad plan value" "recompute=most" $E --plan recompute=most
+expect_fail "bad model" "no-such-model" estimate --model no-such-model --cluster dgx-a100 --batch 8 --plan dp=1
+expect_fail "bad cluster" "no-such-cluster" estimate --model gpt2 --cluster no-such-cluster --batch 8 --plan dp=1
+expect_fail "cluster override" "nodes" estimate --model gpt2 --cluster dgx-a100:nodes=0 --batch 8 --plan dp=1
+expect_fail "missing option" "--plan" estimate --model gpt2 --cluster dgx-a100 --batch 8
+expect_fail "bad batch" "--batch" estimate --model gpt2 --cluster dgx-a100 --batch x --plan dp=1
+expect_fail "tp on a CNN" "tp=2" estimate --model resnet50 --cluster dgx-a100 --batch 64 --plan tp=2
+
+# weft clusters: the list, and one cluster as a cluster file usable by estimate.
+"$WEFT" clusters --json >"$tmp/cl.json" 2>/dev/null
+check "clusters json" $PY -c "
+import json,sys; j=json.load(open(sys.argv[1])); names=[c['name'] for c in j['clusters']]
+assert {'dgx-a100','dgx-h100','v100-10gbe','v100-ib100','local'} <= set(names), names
+assert all(c['devices'] >= 1 for c in j['clusters'])" "$tmp/cl.json"
+"$WEFT" clusters dgx-a100:nodes=2 --json >"$tmp/c.json" 2>/dev/null
+check "cluster file" $PY -c "
+import json,sys; j=json.load(open(sys.argv[1])); assert j['format']=='weft-cluster' and j['levels'][1]['size']==2" "$tmp/c.json"
+"$WEFT" estimate --model gpt3-13b --cluster "$tmp/c.json" --batch 32 \
+  --plan dp=2,tp=4,pp=1,mbs=2,recompute=selective,sp=1 --json >"$tmp/cf.json" 2>/dev/null
+check "estimate on a cluster file" $PY "$tmp/check.py" "$tmp/cf.json" devices=8
+check "cluster file = preset" $PY -c "
+import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2]))
+assert a['iteration_time_s']==b['iteration_time_s'], (a['iteration_time_s'], b['iteration_time_s'])" "$tmp/cf.json" "$tmp/str.json"
+"$WEFT" clusters >"$tmp/list.out" 2>"$tmp/list.err"
+check "clusters table on stderr" grep -q "dgx-a100" "$tmp/list.err"
+expect_fail "unknown cluster key" "bogus" clusters dgx-a100:bogus=1
+
+if [ $fail -ne 0 ]; then
+  echo "estimate.sh: $fail check(s) failed"
+  exit 1
+fi
+echo "estimate.sh: all checks passed"

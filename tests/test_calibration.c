@@ -1,0 +1,77 @@
+/* Calibration: the dgx-a100 preset against Korthikanti et al. 2022
+ * (tests/data/calibration-korthikanti2022.json). Prints predicted vs measured
+ * and asserts the bounds: iteration time mean |error| <= 5% and max <= 10%;
+ * params+optimizer and activation memory within 10% on every row. The preset's
+ * factors were fitted once by scripts/calibrate-dgx-a100; this test keeps
+ * them honest when the graph, the zoo or the cost model change. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cost/cost-impl.h"
+
+static void data_path(char *buf, size_t cap)
+{
+    const char *root = getenv("WEFT_SOURCE_DIR");
+    snprintf(buf, cap, "%s%stests/data/calibration-korthikanti2022.json", root ? root : "",
+             root ? "/" : "");
+}
+
+static void test_dgx_a100_fit(void **state)
+{
+    (void)state;
+    char path[1024];
+    data_path(path, sizeof path);
+    static wf_calib_data d;
+    if (wf_calib_load(path, &d) != WF_OK)
+        fail_msg("%s", wf_last_error());
+    assert_int_equal(d.ntime, 8);
+    assert_int_equal(d.nmem, 8);
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("dgx-a100", &c), WF_OK);
+    wf_cost_ctx *ctxs[WF_CALIB_MAX_MODELS] = {NULL};
+    double pt[WF_CALIB_MAX_ROWS], pw[WF_CALIB_MAX_ROWS], pa[WF_CALIB_MAX_ROWS];
+    if (wf_calib_predict(&d, &c, ctxs, pt, pw, pa) != WF_OK)
+        fail_msg("%s", wf_last_error());
+
+    double sum = 0, mx = 0;
+    printf("%-13s %5s %-7s %10s %10s %8s\n", "model", "gpus", "mode", "measured", "predicted", "error");
+    for (int i = 0; i < d.ntime; i++) {
+        const wf_calib_row *r = &d.time[i];
+        double err = pt[i] / r->time_s - 1;
+        printf("%-13s %5lld %-7s %9.2fs %9.2fs %+7.2f%%\n", r->model,
+               (long long)wf_plan_devices(&r->plan), r->mode, r->time_s, pt[i], 100 * err);
+        sum += fabs(err);
+        mx = fabs(err) > mx ? fabs(err) : mx;
+    }
+    double mean = sum / d.ntime;
+    printf("iteration time: mean |error| %.2f%% (bound 5%%), max %.2f%% (bound 10%%)\n", 100 * mean,
+           100 * mx);
+    printf("%-13s %-7s %9s %9s %8s %9s %9s %8s\n", "model", "mode", "w+opt GiB", "predicted", "error",
+           "act GiB", "predicted", "error");
+    for (int i = 0; i < d.nmem; i++) {
+        const wf_calib_row *r = &d.mem[i];
+        double ew = pw[i] / r->weights_gib - 1, ea = pa[i] / r->act_gib - 1;
+        printf("%-13s %-7s %9.2f %9.2f %+7.2f%% %9.2f %9.2f %+7.2f%%\n", r->model, r->mode,
+               r->weights_gib, pw[i], 100 * ew, r->act_gib, pa[i], 100 * ea);
+        assert_true(fabs(ew) <= 0.10);
+        assert_true(fabs(ea) <= 0.10);
+    }
+    assert_true(mean <= 0.05);
+    assert_true(mx <= 0.10);
+    wf_calib_free(ctxs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dgx_a100_fit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,516 @@
+/* Cost model: activations against Korthikanti et al.'s closed forms, weight
+ * memory with ZeRO 1/2/3 against byte counts, model FLOPs against Narayanan
+ * et al.'s formula, the breakdown identity, the compute-time formula, sanity
+ * (more dp helps until communication dominates; recomputation trades time
+ * for memory; ZeRO saves memory), plan strings, files and validation (each
+ * invalid plan is WF_INVAL with the values named), and the estimate's JSON. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cost/cost-impl.h"
+
+#define REL(a, b, tol) (fabs((a) - (b)) <= (tol) * fabs(b))
+
+static wf_cost_ctx *make_ctx(const char *model, const char *cluster)
+{
+    wf_model_config m;
+    wf_cluster c;
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_model_lookup(model, &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup(cluster, &c), WF_OK);
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    return ctx;
+}
+
+static wf_plan plan_of(const char *text)
+{
+    wf_plan p;
+    assert_int_equal(wf_plan_parse(text, &p), WF_OK);
+    return p;
+}
+
+static wf_estimate est(wf_cost_ctx *ctx, const char *plan, int64_t batch)
+{
+    wf_plan p = plan_of(plan);
+    wf_estimate e;
+    wf_status st = wf_estimate_plan(ctx, &p, batch, &e);
+    if (st != WF_OK)
+        fail_msg("estimate %s: %s", plan, wf_last_error());
+    return e;
+}
+
+/* ---- memory ----------------------------------------------------------------- */
+
+static void test_korthikanti_activations(void **state)
+{
+    (void)state;
+    /* GPT-3 175B: s=2048, h=12288, a=96 (fp16, dropout as Megatron). */
+    wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-a100");
+    const double s = 2048, h = 12288, a = 96;
+    const int tps[] = {1, 2, 4, 8};
+    const int64_t bs[] = {1, 2, 4};
+    for (size_t i = 0; i < sizeof tps / sizeof tps[0]; i++)
+        for (size_t j = 0; j < sizeof bs / sizeof bs[0]; j++) {
+            double t = tps[i], b = (double)bs[j], sbh = s * b * h;
+            const wf_sect_time *x = wf_cost_sections(ctx, bs[j], tps[i], 0, WF_RECOMPUTE_NONE);
+            assert_non_null(x);
+            assert_true(REL(x[WF_SEC_LAYER].act_bytes, sbh * (10 + 24 / t + 5 * a * s / (h * t)), 1e-9));
+            x = wf_cost_sections(ctx, bs[j], tps[i], 0, WF_RECOMPUTE_SELECTIVE);
+            assert_true(REL(x[WF_SEC_LAYER].act_bytes, sbh * (10 + 24 / t), 1e-9));
+            x = wf_cost_sections(ctx, bs[j], tps[i], 0, WF_RECOMPUTE_FULL);
+            assert_true(REL(x[WF_SEC_LAYER].act_bytes, 2 * sbh, 1e-9));
+            if (tps[i] == 1)
+                continue;
+            x = wf_cost_sections(ctx, bs[j], tps[i], 1, WF_RECOMPUTE_NONE);
+            assert_true(REL(x[WF_SEC_LAYER].act_bytes, sbh / t * (34 + 5 * a * s / h), 1e-9));
+            x = wf_cost_sections(ctx, bs[j], tps[i], 1, WF_RECOMPUTE_SELECTIVE);
+            assert_true(REL(x[WF_SEC_LAYER].act_bytes, 34 * sbh / t, 1e-9));
+            x = wf_cost_sections(ctx, bs[j], tps[i], 1, WF_RECOMPUTE_FULL);
+            assert_true(REL(x[WF_SEC_LAYER].act_bytes, 2 * sbh / t, 1e-9));
+        }
+
+    /* Whole device, pipelined: the first stage keeps p micro-batches of L/p
+     * layers, times 1 + (p-1)/(p v) when interleaved (Korthikanti §4.2.3);
+     * the embedding adds little. */
+    double t = 8, p = 8, v = 3, L = 96, sbh = s * h;
+    double layer = sbh * (10 + 24 / t + 5 * a * s / (h * t));
+    wf_estimate e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,vpp=3", 64);
+    double ref = L / p * p * (1 + (p - 1) / (p * v)) * layer;
+    assert_true(REL(e.mem_activation_bytes, ref, 0.01));
+    /* Without interleaving and with fewer micro-batches than stages. */
+    e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,sp=1,recompute=selective", 4);
+    ref = L / p * 4 * 34 * sbh / t;
+    assert_true(REL(e.mem_activation_bytes, ref, 0.01));
+    /* GPipe keeps every micro-batch. */
+    e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,sp=1,recompute=selective,pipe=gpipe", 64);
+    ref = L / p * 64 * 34 * sbh / t;
+    assert_true(REL(e.mem_activation_bytes, ref, 0.01));
+    wf_cost_ctx_free(ctx);
+}
+
+static void test_zero_bytes(void **state)
+{
+    (void)state;
+    /* tp = pp = 1: every parameter on every device (tied embedding once). */
+    wf_model_config m;
+    assert_int_equal(wf_model_lookup("gpt3-1.3b", &m), WF_OK);
+    double params = 0;
+    assert_int_equal(wf_model_params(&m, &params), WF_OK);
+    wf_cost_ctx *ctx = make_ctx("gpt3-1.3b", "dgx-a100");
+    const double d = 8;
+    /* Mixed-precision Adam: 2 (weight) + 2 (gradient) + 12 (fp32 master, m, v). */
+    const double ref[4] = {16, 2 + 2 + 12 / d, 2 + (2 + 12) / d, 16 / d};
+    double prev = 1e300;
+    for (int z = 0; z <= 3; z++) {
+        char plan[64];
+        snprintf(plan, sizeof plan, "dp=8,mbs=1,zero=%d", z);
+        wf_estimate e = est(ctx, plan, 64);
+        assert_true(REL(e.mem_weights_bytes, params * ref[z], 1e-9));
+        assert_true(e.memory_per_device_bytes < prev);
+        prev = e.memory_per_device_bytes;
+    }
+    /* Splitting over tp divides the split weights (the rest is tiny). */
+    wf_estimate e1 = est(ctx, "dp=1,tp=1,mbs=1", 8), e8 = est(ctx, "dp=1,tp=8,mbs=1", 8);
+    assert_true(e8.mem_weights_bytes < e1.mem_weights_bytes / 7.5);
+    assert_true(e8.mem_weights_bytes > e1.mem_weights_bytes / 8);
+    wf_cost_ctx_free(ctx);
+
+    /* fp32 models: 4 + 4 + 8 bytes per parameter. */
+    assert_int_equal(wf_model_lookup("mlp", &m), WF_OK);
+    assert_int_equal(wf_model_params(&m, &params), WF_OK);
+    ctx = make_ctx("mlp", "local");
+    wf_estimate e = est(ctx, "dp=1,mbs=4", 8);
+    assert_true(REL(e.mem_weights_bytes, params * 16, 1e-9));
+    wf_cost_ctx_free(ctx);
+}
+
+/* ---- time -------------------------------------------------------------------- */
+
+static void test_compute_time(void **state)
+{
+    (void)state;
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("dgx-a100", &c), WF_OK);
+    const wf_device *d = &c.dev;
+    double f = 3e11, n = 2e8;
+    double ref = f / (d->matrix_flops[WF_DTYPE_FP16] * wf_device_matrix_eff(d, f)) +
+                 n / (d->mem_bw_bps * d->mem_eff);
+    assert_true(REL(wf_compute_time(d, 1, WF_DTYPE_FP16, f, n), ref, 1e-12));
+    ref = 1e9 / (d->vector_flops[WF_DTYPE_FP32] * d->vector_eff) + n / (d->mem_bw_bps * d->mem_eff);
+    assert_true(REL(wf_compute_time(d, 0, WF_DTYPE_FP32, 1e9, n), ref, 1e-12));
+    /* Tiny ops cost the launch floor; nothing costs nothing. */
+    assert_true(wf_compute_time(d, 0, WF_DTYPE_FP16, 10, 10) == d->op_overhead_s);
+    assert_true(wf_compute_time(d, 1, WF_DTYPE_FP16, 0, 0) == 0);
+}
+
+static void test_model_flops_and_identity(void **state)
+{
+    (void)state;
+    const char *models[] = {"gpt3-175b", "megatron-22b", "gpt3-1.3b"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        wf_model_config m;
+        assert_int_equal(wf_model_lookup(models[i], &m), WF_OK);
+        wf_cost_ctx *ctx = make_ctx(models[i], "dgx-a100");
+        const int64_t B = 64;
+        wf_estimate e = est(ctx, "dp=8,tp=1,mbs=1", B);
+        double s = (double)m.seq, h = (double)m.hidden, l = (double)m.layers, V = (double)m.vocab;
+        /* Narayanan et al. 2021 without recomputation: 72 B s l h^2 (1 + s/6h + V/12lh). */
+        double ref = 72 * (double)B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+        assert_true(REL(e.model_flops_per_iteration, ref, 0.01));
+        /* The breakdown adds up to the iteration time. */
+        const char *plans[] = {"dp=8,tp=1,mbs=1", "dp=2,tp=4,pp=1,mbs=2,zero=1",
+                               "dp=1,tp=2,pp=4,mbs=1,vpp=2,recompute=full",
+                               "dp=2,tp=4,pp=2,mbs=1,sp=1,recompute=selective,overlap=0"};
+        for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+            wf_estimate x = est(ctx, plans[k], B);
+            const wf_breakdown *b = &x.breakdown;
+            double sum = b->compute + b->recompute + b->bubble + b->optimizer + b->exposed_comm;
+            assert_true(REL(x.iteration_time_s, sum, 1e-12));
+            assert_true(b->exposed_comm >= b->tp_comm + b->pp_comm - 1e-15);
+            assert_true(x.iteration_time_s > 0 && x.mfu > 0 && x.mfu < 1);
+            assert_true(REL(x.samples_per_s, (double)B / x.iteration_time_s, 1e-12));
+            assert_true(REL(x.tflops_per_device,
+                            x.model_flops_per_iteration / x.iteration_time_s / (double)x.devices / 1e12,
+                            1e-12));
+        }
+        wf_cost_ctx_free(ctx);
+    }
+}
+
+static void test_pipeline(void **state)
+{
+    (void)state;
+    wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-a100");
+    /* Bubble (p-1)/v of a stage's time per micro-batch: interleaving divides it. */
+    wf_estimate v1 = est(ctx, "dp=1,tp=8,pp=8,mbs=1,vpp=1", 64);
+    wf_estimate v3 = est(ctx, "dp=1,tp=8,pp=8,mbs=1,vpp=3", 64);
+    assert_true(REL(v1.breakdown.bubble / v3.breakdown.bubble, 3.0, 0.05));
+    /* Bubble share (p-1)/(m + ...) shrinks with more micro-batches. */
+    wf_estimate m128 = est(ctx, "dp=1,tp=8,pp=8,mbs=1,vpp=1", 128);
+    assert_true(m128.breakdown.bubble / m128.iteration_time_s < v1.breakdown.bubble / v1.iteration_time_s);
+    assert_true(REL(v1.breakdown.bubble / (v1.iteration_time_s - v1.breakdown.bubble), 7.0 / 64.0, 0.1));
+    /* Interleaving sends v times more messages. */
+    assert_true(v3.breakdown.pp_comm > 2.5 * v1.breakdown.pp_comm);
+    wf_cost_ctx_free(ctx);
+
+    /* Non-transformers: pipeline stages split by time; more stages than ops fails. */
+    ctx = make_ctx("resnet50", "dgx-a100");
+    wf_estimate r1 = est(ctx, "dp=1,mbs=32", 256), r4 = est(ctx, "dp=1,pp=4,mbs=32", 256);
+    assert_true(r4.iteration_time_s < r1.iteration_time_s / 2.5);
+    assert_true(r4.mem_weights_bytes < r1.mem_weights_bytes);
+    wf_plan p = plan_of("dp=1,pp=200,mbs=1");
+    wf_estimate e;
+    assert_int_equal(wf_estimate_plan(ctx, &p, 200, &e), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "pp=200"));
+    wf_cost_ctx_free(ctx);
+}
+
+static void test_sanity(void **state)
+{
+    (void)state;
+    /* More data parallelism gives more samples/s (weak scaling: 8 samples per
+     * device) with non-increasing efficiency on InfiniBand; over 10 Gb/s
+     * Ethernet, leaving the node makes communication dominate. */
+    const int dps[] = {1, 2, 4, 8, 16, 32, 64};
+    const char *clusters[] = {"v100-ib100", "v100-10gbe"};
+    wf_cost_ctx *ctx = NULL;
+    for (int ci = 0; ci < 2; ci++) {
+        ctx = make_ctx("gpt2", clusters[ci]);
+        double prev = 0, eff_prev = 2, base = 0;
+        for (size_t i = 0; i < sizeof dps / sizeof dps[0]; i++) {
+            char plan[64];
+            snprintf(plan, sizeof plan, "dp=%d,mbs=8", dps[i]);
+            wf_estimate e = est(ctx, plan, 8 * dps[i]);
+            if (i == 0)
+                base = e.samples_per_s;
+            double eff = e.samples_per_s / (base * dps[i]);
+            assert_true(eff <= eff_prev + 1e-9);
+            if (ci == 0)
+                assert_true(e.samples_per_s > prev);
+            if (dps[i] == 4) /* inside a node: NVLink */
+                assert_true(eff > 0.9);
+            if (ci == 0 && dps[i] == 64)
+                assert_true(eff > 0.5);
+            if (ci == 1 && dps[i] == 8) /* two nodes over Ethernet: no gain */
+                assert_true(eff < 0.6);
+            if (ci == 1 && dps[i] == 64) {
+                assert_true(e.breakdown.exposed_comm > e.breakdown.compute);
+                assert_true(eff < 0.4);
+            }
+            prev = e.samples_per_s;
+            eff_prev = eff;
+        }
+        if (ci == 0)
+            wf_cost_ctx_free(ctx);
+    }
+    /* Without overlap the reduction is fully exposed. */
+    wf_estimate ov = est(ctx, "dp=64,mbs=8", 512), no = est(ctx, "dp=64,mbs=8,overlap=0", 512);
+    assert_true(no.iteration_time_s > ov.iteration_time_s);
+    assert_true(REL(no.breakdown.exposed_comm, no.breakdown.dp_comm, 1e-9));
+    wf_cost_ctx_free(ctx);
+
+    /* Recomputation: full uses less memory and more time than none; selective
+     * sits between them in memory. ZeRO-1 saves memory. */
+    ctx = make_ctx("gpt3-13b", "dgx-a100");
+    wf_estimate none = est(ctx, "dp=4,tp=8,pp=2,mbs=1", 128);
+    wf_estimate sel = est(ctx, "dp=4,tp=8,pp=2,mbs=1,recompute=selective", 128);
+    wf_estimate full = est(ctx, "dp=4,tp=8,pp=2,mbs=1,recompute=full", 128);
+    assert_true(full.memory_per_device_bytes < sel.memory_per_device_bytes);
+    assert_true(sel.memory_per_device_bytes < none.memory_per_device_bytes);
+    assert_true(full.iteration_time_s > sel.iteration_time_s);
+    assert_true(sel.iteration_time_s > none.iteration_time_s);
+    assert_true(full.breakdown.recompute > 0 && none.breakdown.recompute == 0);
+    wf_estimate z1 = est(ctx, "dp=4,tp=8,pp=2,mbs=1,zero=1", 128);
+    assert_true(z1.memory_per_device_bytes < none.memory_per_device_bytes);
+    assert_true(z1.mem_weights_bytes < none.mem_weights_bytes);
+    /* Sequence parallelism saves activation memory. */
+    wf_estimate sp = est(ctx, "dp=4,tp=8,pp=2,mbs=1,sp=1", 128);
+    assert_true(sp.mem_activation_bytes < none.mem_activation_bytes);
+    /* Bigger micro-batches: fewer, larger products; more activation memory. */
+    wf_estimate b4 = est(ctx, "dp=4,tp=8,pp=2,mbs=4", 128);
+    assert_true(b4.mem_activation_bytes > none.mem_activation_bytes);
+    /* Too big a model for too few devices does not fit. */
+    wf_cost_ctx_free(ctx);
+    ctx = make_ctx("gpt3-175b", "dgx-a100");
+    wf_estimate big = est(ctx, "dp=8,mbs=1", 8);
+    assert_false(big.fits);
+    wf_cost_ctx_free(ctx);
+}
+
+/* ---- plans ------------------------------------------------------------------------- */
+
+static void test_plan_strings(void **state)
+{
+    (void)state;
+    wf_plan p, q;
+    wf_plan_default(&p);
+    assert_int_equal(p.dp * p.tp * p.pp * p.mbs * p.vpp, 1);
+    assert_int_equal(p.recompute, WF_RECOMPUTE_NONE);
+    assert_int_equal(p.overlap, 1);
+    assert_int_equal(p.comm.kind, WF_COMM_DDP);
+    assert_int_equal(wf_plan_parse("dp=24,tp=8,pp=8,mbs=2,vpp=2,recompute=full,zero=1,sp=1,"
+                                   "overlap=0,pipe=gpipe,comm=ddp:25", &p), WF_OK);
+    assert_int_equal(p.dp, 24);
+    assert_int_equal(p.vpp, 2);
+    assert_int_equal(p.recompute, WF_RECOMPUTE_FULL);
+    assert_int_equal(p.zero, 1);
+    assert_int_equal(p.sp, 1);
+    assert_int_equal(p.overlap, 0);
+    assert_int_equal(p.pipe, WF_PIPE_GPIPE);
+    assert_true(p.comm.threshold_bytes == 25.0 * 1024 * 1024);
+    assert_int_equal(wf_plan_devices(&p), 24 * 8 * 8);
+    char buf[256];
+    wf_plan_format(&p, buf, sizeof buf);
+    assert_string_equal(buf, "dp=24,tp=8,pp=8,mbs=2,vpp=2,recompute=full,sp=1,zero=1,overlap=0,"
+                             "pipe=gpipe,comm=ddp:25");
+    assert_int_equal(wf_plan_parse(buf, &q), WF_OK);
+    assert_memory_equal(&p, &q, sizeof p);
+    wf_plan_default(&p);
+    wf_plan_format(&p, buf, sizeof buf);
+    assert_string_equal(buf, "dp=1,tp=1,pp=1,mbs=1,vpp=1,recompute=none,sp=0,zero=0,overlap=1,"
+                             "pipe=1f1b,comm=ddp");
+
+    wf_comm_sched cs;
+    assert_int_equal(wf_comm_parse("dear", &cs), WF_OK);
+    assert_int_equal(cs.kind, WF_COMM_DEAR);
+    assert_true(cs.threshold_bytes == 0);
+    assert_int_equal(wf_comm_parse("horovod:64", &cs), WF_OK);
+    assert_true(cs.threshold_bytes == 64.0 * 1024 * 1024);
+    assert_int_equal(wf_comm_parse("wfbp:3", &cs), WF_INVAL);
+    assert_int_equal(wf_comm_parse("ddp:x", &cs), WF_INVAL);
+    assert_int_equal(wf_comm_parse("nccl", &cs), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "nccl"));
+    for (int k = 0; k < WF_COMM_COUNT; k++) {
+        assert_int_equal(wf_comm_parse(wf_comm_name((wf_comm_kind)k), &cs), WF_OK);
+        assert_int_equal(cs.kind, k);
+    }
+
+    const char *bad[] = {"dp=0", "tp=x", "zero=4", "sp=2", "recompute=some", "pipe=zb",
+                         "bogus=1", "dp=1,dp=2", "", "dp", "vpp=0", "comm=ddp:0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(wf_plan_parse(bad[i], &p), WF_INVAL);
+    assert_int_equal(wf_plan_parse("bogus=1", &p), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "bogus"));
+    assert_int_equal(wf_plan_parse("recompute=some", &p), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "some"));
+}
+
+static void test_plan_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/weft-plan-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    wf_plan p = plan_of("dp=2,tp=4,pp=2,mbs=2,recompute=selective,sp=1,comm=dear:8"), q;
+    wf_plan_meta meta, got;
+    memset(&meta, 0, sizeof meta);
+    snprintf(meta.model, sizeof meta.model, "gpt3-13b");
+    snprintf(meta.cluster, sizeof meta.cluster, "dgx-a100:nodes=2");
+    meta.batch = 32;
+    cJSON *est_j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(est_j, "iteration_time_s", 1.5);
+    assert_int_equal(wf_plan_write_file(path, &p, &meta, est_j), WF_OK);
+    cJSON_Delete(est_j);
+    assert_int_equal(wf_plan_read_file(path, &q, &got), WF_OK);
+    assert_memory_equal(&p, &q, sizeof p);
+    assert_string_equal(got.model, "gpt3-13b");
+    assert_string_equal(got.cluster, "dgx-a100:nodes=2");
+    assert_int_equal(got.batch, 32);
+    /* wf_plan_parse takes the file name too. */
+    memset(&q, 0, sizeof q);
+    assert_int_equal(wf_plan_parse(path, &q), WF_OK);
+    assert_memory_equal(&p, &q, sizeof p);
+
+    /* Malformed files name the problem. */
+    const char *bad[] = {
+        "{\"format\":\"weft-plan\",\"version\":1}",
+        "{\"format\":\"weft-plan\",\"version\":2,\"plan\":\"dp=1\"}",
+        "{\"format\":\"other\",\"version\":1,\"plan\":\"dp=1\"}",
+        "{\"format\":\"weft-plan\",\"version\":1,\"plan\":\"dp=0\"}",
+        "{\"format\":\"weft-plan\",\"version\":1,\"plan\":\"dp=1\",\"extra\":1}",
+        "{\"format\":\"weft-plan\",\"version\":1,\"plan\":\"dp=1\",\"batch\":-3}",
+        "{\"format\":\"weft-plan\",\"version\":1,\"plan\":\"dp=1\",\"estimate\":3}",
+        "{\"format\":\"weft-plan\",",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(bad[i], f);
+        fclose(f);
+        assert_int_equal(wf_plan_read_file(path, &q, &got), WF_FORMAT);
+        assert_non_null(strstr(wf_last_error(), path));
+    }
+    assert_int_not_equal(wf_plan_parse("/nonexistent/plan.json", &q), WF_OK);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void expect_invalid(wf_cost_ctx *ctx, const char *plan, int64_t batch, const char *words)
+{
+    wf_plan p = plan_of(plan);
+    wf_estimate e;
+    wf_status st = wf_estimate_plan(ctx, &p, batch, &e);
+    if (st != WF_INVAL)
+        fail_msg("plan %s batch %lld: expected WF_INVAL, got %d", plan, (long long)batch, st);
+    /* Every listed word (values, names) is in the one-line reason. */
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", words);
+    for (char *w = strtok(buf, " "); w; w = strtok(NULL, " "))
+        if (!strstr(wf_last_error(), w))
+            fail_msg("plan %s: reason '%s' lacks '%s'", plan, wf_last_error(), w);
+    assert_null(strchr(wf_last_error(), '\n'));
+}
+
+static void test_validation(void **state)
+{
+    (void)state;
+    /* dgx-a100:nodes=8 = 64 devices; gpt3-175b: 96 heads, 96 layers. */
+    wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-a100:nodes=8");
+    expect_invalid(ctx, "tp=7,dp=1,pp=8", 64, "tp=7 heads=96");
+    expect_invalid(ctx, "tp=8,pp=5", 64, "layers=96 pp*vpp 5*1");
+    expect_invalid(ctx, "tp=8,pp=4,vpp=5", 64, "layers=96 4*5");
+    expect_invalid(ctx, "tp=8,dp=2,mbs=3", 64, "batch=64 mbs*dp 3*2");
+    expect_invalid(ctx, "tp=8,dp=2,pp=8", 64, "128 devices 64");
+    expect_invalid(ctx, "tp=8,vpp=2", 64, "vpp=2 pp");
+    expect_invalid(ctx, "tp=1,sp=1", 64, "sp=1 tp=1");
+    expect_invalid(ctx, "tp=8,pp=8,vpp=2", 4, "vpp=2 4 pp=8");
+    expect_invalid(ctx, "tp=8,pp=4,vpp=2,pipe=gpipe", 64, "vpp=2 gpipe");
+    wf_plan p = plan_of("tp=8");
+    wf_estimate e;
+    assert_int_equal(wf_estimate_plan(ctx, &p, 0, &e), WF_INVAL);
+    assert_int_equal(wf_plan_validate(&p, &ctx->model, &ctx->cluster, 64), WF_OK);
+    wf_cost_ctx_free(ctx);
+
+    /* Grouped-query attention: tp divides the key/value heads too. */
+    ctx = make_ctx("llama2-70b", "dgx-a100");
+    expect_invalid(ctx, "tp=16", 64, "tp=16 kv_heads=8");
+    assert_int_equal(wf_estimate_plan(ctx, &(wf_plan){0}, 64, &e), WF_INVAL);
+    wf_cost_ctx_free(ctx);
+
+    /* Non-transformers take dp and pp only. */
+    ctx = make_ctx("resnet50", "dgx-a100");
+    expect_invalid(ctx, "tp=2", 64, "tp=2 transformer");
+    expect_invalid(ctx, "recompute=selective", 64, "selective");
+    expect_invalid(ctx, "pp=2,vpp=2", 64, "vpp=2");
+    assert_int_equal(wf_estimate_plan(ctx, &(wf_plan){.dp = 2, .tp = 1, .pp = 2, .mbs = 4, .vpp = 1,
+                                                        .overlap = 1},
+                                      64, &e),
+                     WF_OK);
+    wf_cost_ctx_free(ctx);
+}
+
+static void test_estimate_json(void **state)
+{
+    (void)state;
+    wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-a100:nodes=8");
+    wf_estimate e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full", 64);
+    cJSON *j = wf_estimate_to_json(&e);
+    assert_non_null(j);
+    const char *top[] = {"iteration_time_s", "samples_per_s", "model_flops_per_iteration",
+                         "tflops_per_device", "mfu", "memory_per_device_bytes"};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, top[i]);
+        assert_true(cJSON_IsNumber(it));
+        assert_true(it->valuedouble > 0);
+    }
+    assert_true(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(j, "fits")));
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fits")));
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "breakdown");
+    const char *parts[] = {"compute", "recompute", "tp_comm", "pp_comm",
+                           "dp_comm", "bubble",    "optimizer", "exposed_comm"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(b, parts[i]);
+        assert_true(cJSON_IsNumber(it));
+        assert_true(it->valuedouble >= 0);
+    }
+    assert_true(cJSON_GetObjectItemCaseSensitive(j, "iteration_time_s")->valuedouble == e.iteration_time_s);
+    cJSON_Delete(j);
+    wf_cost_ctx_free(ctx);
+}
+
+static void test_cache_consistency(void **state)
+{
+    (void)state;
+    /* An estimate does not depend on what was estimated before it. */
+    wf_cost_ctx *a = make_ctx("gpt3-13b", "dgx-a100");
+    wf_cost_ctx *b = make_ctx("gpt3-13b", "dgx-a100");
+    const char *plans[] = {"dp=8,tp=4,pp=2,mbs=2", "dp=4,tp=8,pp=2,mbs=1,sp=1,recompute=selective",
+                           "dp=16,tp=2,pp=2,mbs=1,zero=2", "dp=8,tp=4,pp=2,mbs=2"};
+    wf_estimate first = est(a, plans[0], 256);
+    for (size_t i = 1; i < sizeof plans / sizeof plans[0]; i++)
+        est(a, plans[i], 256);
+    wf_estimate again = est(a, plans[0], 256), fresh = est(b, plans[0], 256);
+    assert_memory_equal(&first, &again, sizeof first);
+    assert_memory_equal(&first, &fresh, sizeof first);
+    wf_cost_ctx_free(a);
+    wf_cost_ctx_free(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_korthikanti_activations),
+        cmocka_unit_test(test_zero_bytes),
+        cmocka_unit_test(test_compute_time),
+        cmocka_unit_test(test_model_flops_and_identity),
+        cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_sanity),
+        cmocka_unit_test(test_plan_strings),
+        cmocka_unit_test(test_plan_files),
+        cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_estimate_json),
+        cmocka_unit_test(test_cache_consistency),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
