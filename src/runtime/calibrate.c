@@ -225,39 +225,35 @@ static void allreduce_kernel(void *p)
     MPI_Allreduce(c->in, c->out, c->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
-/* Repetitions every rank of a collective agrees on: rank 0 times one call
- * (after a warm-up) and picks enough calls to last min_s (at least 3). */
-static long agreed_reps(kernel_fn fn, void *ctx, double min_s)
-{
-    fn(ctx);
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = wf_now_s();
-    fn(ctx);
-    double t = wf_now_s() - t0;
-    long reps = t > 0 ? (long)(min_s / t) + 1 : 1000;
-    if (reps < 3)
-        reps = 3;
-    if (reps > 100000)
-        reps = 100000;
-    MPI_Bcast(&reps, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    return reps;
-}
-
 /* Seconds per call of a collective kernel (ping-pong round trip, all-reduce):
- * best of five trials of `reps` calls, each trial's time the slowest rank's. */
+ * the best of five trials. A trial runs chunks of calls, each chunk timed
+ * between a barrier and an all-reduce of its slowest rank's time, until the
+ * chunks add up to min_s; the chunk doubles while it is short. Every rank sees
+ * the same reduced times, so all agree on when to stop, and a descheduled
+ * rank stretches a trial by at most one chunk. */
 static double time_collective(kernel_fn fn, void *ctx, double min_s)
 {
-    long reps = agreed_reps(fn, ctx, min_s);
+    fn(ctx); /* warm-up: connections, buffers */
+    long chunk = 1;
     double best = INFINITY;
     for (int trial = 0; trial < 5; trial++) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = wf_now_s();
-        for (long i = 0; i < reps; i++)
-            fn(ctx);
-        double t = (wf_now_s() - t0) / (double)reps, tmax = 0;
-        MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        if (tmax < best)
-            best = tmax;
+        double total = 0;
+        long calls = 0;
+        while (total < min_s) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = wf_now_s();
+            for (long i = 0; i < chunk; i++)
+                fn(ctx);
+            double t = wf_now_s() - t0, tmax = 0;
+            MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            total += tmax;
+            calls += chunk;
+            if (tmax < min_s / 8 && chunk < (1L << 20))
+                chunk *= 2;
+        }
+        double per = total / (double)calls;
+        if (per < best)
+            best = per;
     }
     return best;
 }
