@@ -242,6 +242,9 @@ typedef struct {
 void wf_train_info_of(const wf_train *t, wf_train_info *out);
 wf_exec *wf_train_exec(const wf_train *t);
 
+/* Threads of the BLAS library (OpenBLAS); WF_NOTFOUND when it cannot be told. */
+wf_status wf_runtime_set_threads(int n);
+
 /* ---- MPI world helpers for callers without mpi.h ---------------------------------- */
 
 /* Collective over the world: min and max of v over the ranks (v itself

@@ -1,9 +1,287 @@
-/* weft train: placeholder until its module lands (the owning change replaces this file). */
+/* weft train: trains a model for real on CPUs, as one process or under
+ * mpiexec (data parallelism over every rank, the gradients reduced by the
+ * comm schedule). Rank 0 prints one line per step on stderr (step, loss,
+ * samples/s or tokens/s, the time split between compute and exposed
+ * communication) and, with --log, appends one JSON object per step to a file
+ * (each line flushed as it is written; a resumed run appends to the same
+ * file). With --json the run's summary is the one JSON object on stdout.
+ *
+ * Every rank parses the same arguments and runs the same checks; statuses are
+ * agreed across ranks before anyone stops, so a bad input ends every rank
+ * with exit 1 and no rank is left waiting. Only rank 0 prints the error line:
+ * the other ranks close their stderr before returning the agreed status. */
 #include "cli/cli.h"
+#include "weft/runtime.h"
+#include "weft/runtime_io.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *model, *data, *plan, *comm, *optimizer, *checkpoint, *log;
+    int64_t batch, steps, seed, every, threads, print_every;
+    double lr, clip, wd;
+    int resume, json, reference, help;
+} train_args;
+
+static wf_status check_args(train_args *a, wf_optim_config *oc)
+{
+    if (a->batch < 1)
+        return wf_errorf(WF_INVAL, "--batch=%lld must be at least 1", (long long)a->batch);
+    if (a->steps < 1)
+        return wf_errorf(WF_INVAL, "--steps=%lld must be at least 1", (long long)a->steps);
+    if (a->seed < 0)
+        return wf_errorf(WF_INVAL, "--seed=%lld must be >= 0", (long long)a->seed);
+    if (a->every < 0)
+        return wf_errorf(WF_INVAL, "--checkpoint-every=%lld must be >= 0", (long long)a->every);
+    if (a->every > 0 && !a->checkpoint)
+        return wf_errorf(WF_INVAL, "--checkpoint-every needs --checkpoint DIR");
+    if (a->resume && !a->checkpoint)
+        return wf_errorf(WF_INVAL, "--resume needs --checkpoint DIR");
+    if (a->threads < 0 || a->threads > 1024)
+        return wf_errorf(WF_INVAL, "--threads=%lld must be in [1, 1024]", (long long)a->threads);
+    if (a->print_every < 1)
+        return wf_errorf(WF_INVAL, "--print-every=%lld must be at least 1", (long long)a->print_every);
+    wf_optim_kind k;
+    wf_status st = wf_optim_parse(a->optimizer, &k);
+    if (st != WF_OK)
+        return st;
+    wf_optim_defaults(k, oc);
+    if (!isnan(a->lr))
+        oc->lr = a->lr;
+    if (!isnan(a->clip))
+        oc->clip_norm = a->clip;
+    if (!isnan(a->wd))
+        oc->weight_decay = a->wd;
+    return wf_optim_check(oc);
+}
+
+static double per_s(double n, double s)
+{
+    return s > 0 ? n / s : 0.0;
+}
+
+/* One JSON line per step. */
+static int log_step(FILE *f, const wf_train_stats *s, int tokens)
+{
+    fprintf(f,
+            "{\"step\":%lld,\"loss\":%.17g,\"time_s\":%.9g,\"compute_s\":%.9g,\"comm_s\":%.9g,"
+            "\"samples_per_s\":%.9g",
+            (long long)s->step, s->loss, s->time_s, s->compute_s, s->comm_s, per_s((double)s->samples, s->time_s));
+    if (tokens)
+        fprintf(f, ",\"tokens_per_s\":%.9g", per_s((double)s->tokens, s->time_s));
+    fprintf(f, ",\"grad_norm\":%.9g}\n", s->grad_norm);
+    return fflush(f);
+}
+
+static void describe(const wf_train_info *in, const train_args *a, const wf_optim_config *oc)
+{
+    fprintf(stderr, "model      %s (%.3g M parameters)\n", in->model, (double)in->params / 1e6);
+    fprintf(stderr, "data       %s\n", in->data);
+    fprintf(stderr, "ranks      %d, global batch %lld = %d x %lld micro-batch(es) of %lld\n", in->nranks,
+            (long long)a->batch, in->nranks, (long long)in->micro_batches, (long long)in->micro_batch);
+    fprintf(stderr, "comm       %s (%d collective group%s per step)\n", in->comm, in->ngroups,
+            in->ngroups == 1 ? "" : "s");
+    fprintf(stderr, "optimizer  %s lr %g, weight decay %g, clip %g\n", wf_optim_name(oc->kind), oc->lr,
+            oc->weight_decay, oc->clip_norm);
+    fprintf(stderr, "memory     parameters %.1f MiB, gradients %.1f MiB, activations %.1f MiB (%.1f MiB unplanned)\n",
+            (double)in->memory.param_bytes / 1048576.0, (double)in->memory.grad_bytes / 1048576.0,
+            (double)in->memory.arena_bytes / 1048576.0, (double)in->memory.unplanned_bytes / 1048576.0);
+}
+
+static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
+{
+    wf_train_config c;
+    memset(&c, 0, sizeof c);
+    c.model = a->model;
+    c.data = a->data;
+    c.batch = a->batch;
+    c.plan = a->plan;
+    c.comm = a->comm;
+    c.optim = *oc;
+    c.seed = (uint64_t)a->seed;
+    c.reference = a->reference;
+    wf_train *t = NULL;
+    wf_status st = wf_train_create(&c, &t);
+    if (st != WF_OK)
+        return st;
+    if (a->resume) {
+        st = wf_train_load(t, a->checkpoint);
+        if (st == WF_NOTFOUND)
+            st = wf_errorf(WF_NOTFOUND, "--resume: no checkpoint in %s", a->checkpoint);
+        if (st != WF_OK) {
+            wf_train_free(t);
+            return st;
+        }
+    }
+    wf_train_info info;
+    wf_train_info_of(t, &info);
+    int tokens = info.tokens_per_sample > 0;
+    /* The log is opened after a resume has succeeded: a refused checkpoint
+     * leaves every file as it was. */
+    FILE *log = NULL;
+    st = WF_OK;
+    if (a->log && rank == 0) {
+        log = fopen(a->log, a->resume ? "a" : "w");
+        if (!log)
+            st = wf_errorf(WF_IO, "--log: cannot open %s: %s", a->log, strerror(errno));
+    }
+    st = wf_mpi_agree(st);
+    if (st != WF_OK) {
+        wf_train_free(t);
+        return st;
+    }
+    if (rank == 0)
+        describe(&info, a, oc);
+    int64_t start = wf_train_steps_done(t);
+    if (rank == 0 && start > 0)
+        fprintf(stderr, "resumed    from step %lld of %s\n", (long long)start, a->checkpoint);
+    double first_loss = NAN, last_loss = NAN, time_s = 0, comm_s = 0, compute_s = 0;
+    int64_t samples = 0, ntok = 0, nsteps = 0;
+    int log_err = 0;
+    for (int64_t i = start; i < a->steps && st == WF_OK; i++) {
+        wf_train_stats s;
+        st = wf_train_step(t, &s);
+        if (st != WF_OK)
+            break;
+        if (isnan(first_loss))
+            first_loss = s.loss;
+        last_loss = s.loss;
+        /* The first step of a run pays for warming up; leave it out of the means. */
+        if (i > start || a->steps - start == 1) {
+            time_s += s.time_s;
+            comm_s += s.comm_s;
+            compute_s += s.compute_s;
+            samples += s.samples;
+            ntok += s.tokens;
+            nsteps++;
+        }
+        if (rank == 0 && ((s.step % a->print_every) == 0 || s.step == a->steps || i == start))
+            fprintf(stderr, "step %6lld/%lld  loss %.5f  %s %9.0f  compute %.4f s  comm %.4f s\n", (long long)s.step,
+                    (long long)a->steps, s.loss, tokens ? "tokens/s" : "samples/s",
+                    per_s((double)(tokens ? s.tokens : s.samples), s.time_s), s.compute_s, s.comm_s);
+        if (log && log_step(log, &s, tokens) != 0)
+            log_err = 1;
+        if (a->checkpoint && ((a->every > 0 && s.step % a->every == 0) || s.step == a->steps)) {
+            st = wf_train_save(t, a->checkpoint);
+            if (st == WF_OK && rank == 0)
+                fprintf(stderr, "checkpoint step %lld -> %s\n", (long long)s.step, a->checkpoint);
+        }
+    }
+    if (st == WF_OK)
+        st = wf_train_sync(t);
+    if (log) {
+        if (fflush(log) != 0 || fsync(fileno(log)) != 0 || ferror(log))
+            log_err = 1;
+        if (fclose(log) != 0)
+            log_err = 1;
+    }
+    wf_status ls = log_err ? wf_errorf(WF_IO, "--log: writing %s failed", a->log) : WF_OK;
+    ls = wf_mpi_agree(ls);
+    if (st == WF_OK)
+        st = ls;
+    uint64_t sum = wf_train_checksum(t);
+    wf_train_free(t);
+    if (st != WF_OK)
+        return st;
+    if (rank == 0) {
+        double step_s = nsteps > 0 ? time_s / (double)nsteps : 0;
+        fprintf(stderr, "done       %lld steps, loss %.5f -> %.5f, %.4f s/step (compute %.4f, comm %.4f)\n",
+                (long long)(a->steps - start), first_loss, last_loss, step_s,
+                nsteps ? compute_s / (double)nsteps : 0.0, nsteps ? comm_s / (double)nsteps : 0.0);
+        if (a->json) {
+            cJSON *j = cJSON_CreateObject();
+            char hex[17];
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sum);
+            cJSON_AddStringToObject(j, "model", info.model);
+            cJSON_AddStringToObject(j, "comm", info.comm);
+            cJSON_AddNumberToObject(j, "ranks", info.nranks);
+            cJSON_AddNumberToObject(j, "batch", (double)a->batch);
+            cJSON_AddNumberToObject(j, "steps", (double)a->steps);
+            cJSON_AddNumberToObject(j, "first_step", (double)start + 1);
+            cJSON_AddNumberToObject(j, "first_loss", first_loss);
+            cJSON_AddNumberToObject(j, "final_loss", last_loss);
+            cJSON_AddNumberToObject(j, "step_time_s", step_s);
+            cJSON_AddNumberToObject(j, "compute_s", nsteps ? compute_s / (double)nsteps : 0.0);
+            cJSON_AddNumberToObject(j, "comm_s", nsteps ? comm_s / (double)nsteps : 0.0);
+            cJSON_AddNumberToObject(j, "samples_per_s", per_s((double)samples, time_s));
+            if (tokens)
+                cJSON_AddNumberToObject(j, "tokens_per_s", per_s((double)ntok, time_s));
+            cJSON_AddNumberToObject(j, "params", (double)info.params);
+            cJSON_AddStringToObject(j, "param_checksum", hex);
+            st = wf_cli_print_json(j);
+            cJSON_Delete(j);
+        }
+    }
+    return st;
+}
 
 wf_status wf_cmd_train(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return wf_errorf(WF_INTERNAL, "'train' is not built yet");
+    train_args a;
+    memset(&a, 0, sizeof a);
+    a.optimizer = "adamw";
+    a.lr = a.clip = a.wd = NAN;
+    a.print_every = 1;
+    const wf_opt opts[] = {
+        {"model", 0, WF_OPT_STR, &a.model, "M", "model: zoo name, family with overrides, or model JSON", 1},
+        {"data", 0, WF_OPT_STR, &a.data, "D", "synthetic, fashion-mnist, text:PATH, text:fortunes, or a path", 1},
+        {"batch", 0, WF_OPT_INT, &a.batch, "B", "global batch (divided among the ranks)", 1},
+        {"plan", 0, WF_OPT_STR, &a.plan, "P", "plan string or file (dp = ranks; mbs for micro-batches), or auto", 1},
+        {"steps", 0, WF_OPT_INT, &a.steps, "N", "train until step N (a resumed run continues to N)", 1},
+        {"comm", 0, WF_OPT_STR, &a.comm, "S", "gradient schedule: wfbp, ddp[:MB], dear[:MB] (default: the plan's, ddp)", 0},
+        {"optimizer", 0, WF_OPT_STR, &a.optimizer, "O", "adamw (default) or sgd", 0},
+        {"lr", 0, WF_OPT_NUM, &a.lr, "X", "learning rate (adamw 1e-3, sgd 0.01)", 0},
+        {"clip", 0, WF_OPT_NUM, &a.clip, "X", "clip the global gradient norm to X (default 1; 0 = off)", 0},
+        {"weight-decay", 0, WF_OPT_NUM, &a.wd, "X", "weight decay of matrices (adamw 0.01, sgd 0)", 0},
+        {"seed", 0, WF_OPT_INT, &a.seed, "N", "seed of initialization, data order and dropout (default 0)", 0},
+        {"checkpoint", 0, WF_OPT_STR, &a.checkpoint, "DIR", "write a checkpoint to DIR at the end (and every K steps)", 0},
+        {"checkpoint-every", 0, WF_OPT_INT, &a.every, "K", "also checkpoint every K steps", 0},
+        {"resume", 0, WF_OPT_FLAG, &a.resume, NULL, "continue from the checkpoint in DIR (bit-identical losses)", 0},
+        {"log", 0, WF_OPT_STR, &a.log, "FILE", "one JSON object per step (appended when resuming)", 0},
+        {"print-every", 0, WF_OPT_INT, &a.print_every, "K", "print one line every K steps (default 1)", 0},
+        {"threads", 0, WF_OPT_INT, &a.threads, "N", "BLAS threads per rank (default: 1 under mpiexec, else BLAS's)", 0},
+        {"reference", 0, WF_OPT_FLAG, &a.reference, NULL, "run the naive reference kernels (slow; for checking)", 0},
+        {"json", 0, WF_OPT_FLAG, &a.json, NULL, "print the run's summary as one JSON object on stdout", 0},
+        {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
+    };
+    int started = 0, npos = 0;
+    wf_status st = wf_mpi_start(&started);
+    if (st != WF_OK)
+        return st;
+    int rank, nranks;
+    wf_mpi_world(&rank, &nranks);
+    st = wf_opts_parse(opts, argc, argv, 1, NULL, 0, &npos, &a.help);
+    if (st == WF_OK && a.help) {
+        if (rank == 0)
+            wf_opts_usage(stdout,
+                          "weft train --model M --data D --batch B --plan P|auto --steps N [--comm S] [--lr X] "
+                          "[--optimizer adamw|sgd] [--seed N] [--checkpoint DIR] [--checkpoint-every K] [--resume] "
+                          "[--log FILE] [--json]",
+                          "Trains the model on this machine's CPUs. Under mpiexec -n N the global batch is\n"
+                          "split over N ranks (data parallelism) and the gradients are reduced by the comm\n"
+                          "schedule, overlapping the backward pass (dear also overlaps the next forward).",
+                          opts);
+        wf_mpi_stop(started);
+        return WF_OK;
+    }
+    wf_optim_config oc;
+    if (st == WF_OK)
+        st = check_args(&a, &oc);
+    /* One BLAS thread per rank under mpiexec unless told otherwise. */
+    if (st == WF_OK && a.threads > 0)
+        st = wf_runtime_set_threads((int)a.threads);
+    else if (st == WF_OK && nranks > 1)
+        (void)wf_runtime_set_threads(1);
+    st = wf_mpi_agree(st);
+    if (st == WF_OK)
+        st = run(&a, &oc, rank);
+    wf_mpi_stop(started);
+    if (st != WF_OK && rank != 0 && !freopen("/dev/null", "w", stderr))
+        return st;
+    return st;
 }

@@ -248,7 +248,7 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     if (c->sched.kind == WF_COMM_WFBP)
         snprintf(d->desc, sizeof d->desc, "wfbp");
     else
-        snprintf(d->desc, sizeof d->desc, "%s:%g", wf_comm_name(c->sched.kind), cs.threshold_bytes / 1048576.0);
+        snprintf(d->desc, sizeof d->desc, "%s:%.3g", wf_comm_name(c->sched.kind), cs.threshold_bytes / 1048576.0);
 done:
     wf_arena_free(&arena);
     free(grads);

@@ -22,6 +22,7 @@
  * forever; the step's gather then makes every rank return the error with the
  * message of the lowest failing rank. */
 #include "runtime/dist-impl.h"
+#include "runtime/kernels-impl.h"
 
 #include "weft/models.h"
 #include "weft/runtime_io.h"
@@ -470,6 +471,11 @@ wf_status wf_train_load(wf_train *t, const char *dir)
     free(ts);
     free(names);
     return st;
+}
+
+wf_status wf_runtime_set_threads(int n)
+{
+    return wf_k_set_threads(n);
 }
 
 /* ---- world helpers ------------------------------------------------------------------------------ */
