@@ -257,7 +257,8 @@ static void test_brute_force_cnn(void **state)
 
 /* ---- pruning against the exhaustive mode on the large spaces --------------------------- */
 
-static void compare_pruned(const char *model, const char *cluster, int64_t batch, double budget_gib)
+static void compare_pruned_comm(const char *model, const char *cluster, int64_t batch,
+                                double budget_gib, int search_comm)
 {
     wf_model_config m;
     wf_cluster c;
@@ -267,16 +268,22 @@ static void compare_pruned(const char *model, const char *cluster, int64_t batch
         wf_outer_opts o;
         wf_outer_opts_default(&o);
         o.exhaustive = ex;
+        o.search_comm = search_comm;
         o.max_memory_bytes = budget_gib * GIB;
         assert_int_equal(wf_outer_search(&m, &c, batch, &o, &r[ex]), WF_OK);
     }
     assert_true(r[0].searched < r[1].searched);
     assert_int_equal(r[0].space, r[1].space);
-    char a[256], b[256];
-    plan_text(&r[0].top[0].plan, a);
-    plan_text(&r[1].top[0].plan, b);
-    assert_string_equal(a, b);
+    /* The same numbers; the plan may differ only in a key that changes
+     * nothing (overlap with dp = 1, which the pruned search does not vary). */
     assert_same_estimate(&r[0].top[0].est, &r[1].top[0].est);
+    wf_plan p0 = r[0].top[0].plan, p1 = r[1].top[0].plan;
+    if (p0.dp == 1)
+        p0.overlap = p1.overlap;
+    char a[256], b[256];
+    plan_text(&p0, a);
+    plan_text(&p1, b);
+    assert_string_equal(a, b);
     assert_int_equal(r[0].npareto, r[1].npareto);
     for (int i = 0; i < r[0].npareto; i++) {
         assert_true(r[0].pareto[i].est.iteration_time_s == r[1].pareto[i].est.iteration_time_s);
@@ -287,9 +294,16 @@ static void compare_pruned(const char *model, const char *cluster, int64_t batch
     wf_outer_result_free(&r[1]);
 }
 
+static void compare_pruned(const char *model, const char *cluster, int64_t batch, double budget_gib)
+{
+    compare_pruned_comm(model, cluster, batch, budget_gib, 0);
+}
+
 static void test_pruning_keeps_best(void **state)
 {
     (void)state;
+    compare_pruned_comm("gpt3-13b", "dgx-a100:nodes=4", 256, 0, 1);
+    compare_pruned_comm("resnet50", "v100-10gbe", 512, 0, 1);
     compare_pruned("gpt3-175b", "dgx-a100:nodes=8", 64, 0);
     compare_pruned("gpt3-175b", "dgx-a100:nodes=8", 64, 60);
     compare_pruned("gpt3-175b", "dgx-a100:nodes=128", 1536, 0);
@@ -459,6 +473,44 @@ static void test_devices_and_determinism(void **state)
     assert_memory_equal(counts, want2, sizeof want2);
     assert_int_equal(wf_outer_device_counts(&c, 500, 9999, counts, 16), 2); /* 504, 512 */
     assert_int_equal(counts[1], 512);
+}
+
+/* Searching the gradient schedules too: a superset, so never slower; each
+ * plan still re-estimates to the same numbers. */
+static void test_search_comm(void **state)
+{
+    (void)state;
+    wf_model_config m;
+    wf_cluster c;
+    setup_mc("bert-large", "v100-10gbe", &m, &c);
+    wf_outer_result r0, r1;
+    wf_outer_opts o;
+    wf_outer_opts_default(&o);
+    assert_int_equal(wf_outer_search(&m, &c, 512, &o, &r0), WF_OK);
+    o.search_comm = 1;
+    o.top_k = 100;
+    assert_int_equal(wf_outer_search(&m, &c, 512, &o, &r1), WF_OK);
+    assert_true(r1.space > r0.space);
+    assert_true(r1.top[0].est.iteration_time_s <= r0.top[0].est.iteration_time_s);
+    int kinds = 0;
+    unsigned seen = 0;
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    for (int i = 0; i < r1.ntop; i++) {
+        const wf_plan *p = &r1.top[i].plan;
+        if (!(seen & (1u << p->comm.kind)))
+            kinds++;
+        seen |= 1u << p->comm.kind;
+        if (p->dp == 1 || !p->overlap)
+            assert_int_equal(p->comm.kind, WF_COMM_DDP);
+        wf_estimate e;
+        assert_int_equal(wf_estimate_plan(ctx, p, 512, &e), WF_OK);
+        assert_same_estimate(&e, &r1.top[i].est);
+    }
+    assert_true(kinds >= 2);
+    wf_cost_ctx_free(ctx);
+    wf_outer_result_free(&r0);
+    wf_outer_result_free(&r1);
 }
 
 static void test_non_transformer(void **state)
@@ -681,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_max_memory),
         cmocka_unit_test(test_nofit_and_invalid),
         cmocka_unit_test(test_devices_and_determinism),
+        cmocka_unit_test(test_search_comm),
         cmocka_unit_test(test_non_transformer),
         cmocka_unit_test(test_quality_calibration),
         cmocka_unit_test(test_pipeline_dp),

@@ -139,6 +139,8 @@ typedef struct {
     int64_t devices;         /* devices the plans use (dp x tp x pp); 0: all of the cluster's */
     int tp_cross_node;       /* 1: tp may exceed one node; 0: tp divides the devices per node */
     int exhaustive;          /* 1: no pruning and no dominated-point skipping (tests compare) */
+    int search_comm;         /* 1: also try every dp gradient schedule (ddp, wfbp, horovod,
+                                bytescheduler, mgwfbp, dear) when dp > 1 and overlapped */
     /* Called after each (tp, pp, zero) group with the fraction of the space done; may be NULL. */
     void (*progress)(double fraction, void *user);
     void *progress_user;
@@ -195,7 +197,8 @@ int wf_outer_device_counts(const wf_cluster *c, int64_t lo, int64_t hi, int64_t 
  * min(nstages - s, micro)) within mem_limit_bytes (<= 0: unlimited; weight
  * and activation arrays may be NULL). It enumerates the slowest-stage bound
  * t_max over the distinct stage times, runs a DP minimizing the sum under that
- * bound, and stops once micro x t_max reaches the best total. */
+ * bound, and stops once a lower bound on the rest, max(least unbounded sum,
+ * t_max) + (micro - 1) x t_max, reaches the best total. */
 #define WF_PIPELINE_MAX_STAGES 256
 
 typedef struct {

@@ -162,7 +162,7 @@ typedef struct {
     const char *model, *cluster, *out, *range;
     int64_t batch, top, devices;
     double max_memory_gib, deadline_s;
-    int pareto, json, tp_cross_node, exhaustive;
+    int pareto, json, tp_cross_node, exhaustive, comm_search;
 } plan_args;
 
 static wf_status write_plan(const plan_args *a, const wf_outer_point *pt)
@@ -291,13 +291,17 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
                     "in %.3f s\n",
             m->name, c->name, n, a->range, (long long)a->batch, (long long)searched, total_time);
     table_header(stderr, "devs");
+    int undivided = 0;
     for (int i = 0; i < n; i++) {
         if (sts[i] == WF_OK)
             table_row(stderr, (long long)counts[i], &res[i].top[0]);
+        else if (sts[i] == WF_NOFIT)
+            fprintf(stderr, "%6lld no plan fits\n", (long long)counts[i]);
         else
-            fprintf(stderr, "%6lld %s\n", (long long)counts[i],
-                    sts[i] == WF_NOFIT ? "no plan fits" : "no plan divides the model and batch");
+            undivided++;
     }
+    if (undivided)
+        fprintf(stderr, "(%d other device counts: no plan divides the model and the batch)\n", undivided);
     if (best < 0) {
         st = wf_errorf(WF_NOFIT, "no plan fits on any device count in %s (budget %.2f GiB per device)",
                        a->range, res[0].budget_bytes / GIB);
@@ -376,6 +380,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"devices-range", 0, WF_OPT_STR, &a.range, "A-B", "search every device count in A..B (whole nodes, or a divisor of one node)", 0},
         {"deadline", 0, WF_OPT_STR, &deadline_text, "S", "iteration time to meet; with --devices-range, the fewest devices that meet it", 0},
         {"tp-cross-node", 0, WF_OPT_FLAG, &a.tp_cross_node, NULL, "let tensor parallelism span nodes", 0},
+        {"comm-search", 0, WF_OPT_FLAG, &a.comm_search, NULL, "also try every data-parallel gradient schedule", 0},
         {"exhaustive", 0, WF_OPT_FLAG, &a.exhaustive, NULL, "score every candidate (no pruning)", 0},
         {"json", 0, WF_OPT_FLAG, &a.json, NULL, "print one JSON object on stdout", 0},
         {"output", 'o', WF_OPT_STR, &a.out, "FILE", "write the best plan (or the deadline's) as a plan file", 0},
@@ -420,6 +425,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
     o.devices = a.devices > 0 ? a.devices : 0;
     o.tp_cross_node = a.tp_cross_node;
     o.exhaustive = a.exhaustive;
+    o.search_comm = a.comm_search;
     progress pg = {wf_now_s(), 0, 0, 1, 0, 1};
     o.progress = progress_cb;
     o.progress_user = &pg;

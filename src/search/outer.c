@@ -6,7 +6,8 @@
  * node unless tp_cross_node), pp | D / tp, dp = D / (tp pp) with dp | B; mbs
  * every divisor of B / dp; vpp every divisor of layers / pp (vpp > 1 only with
  * pp > 1 and micro-batches divisible by pp); recompute none, selective, full;
- * ZeRO 0..3; sp 0/1 with tp > 1; overlap 1/0. Non-transformers take dp x pp
+ * ZeRO 0..3; sp 0/1 with tp > 1; overlap 1/0; with search_comm, every
+ * gradient schedule when dp > 1 and overlapped. Non-transformers take dp x pp
  * only (tp = vpp = 1, recompute none or full). The estimate checks every
  * candidate (wf_plan_validate) and rejects what the divisibility filters here
  * did not foresee; those are counted in `space` but not scored.
@@ -181,6 +182,7 @@ typedef struct {
     int64_t devices;
     int transformer;
     int exhaustive;
+    int search_comm;
     double budget_bytes;
     int k;
     wf_outer_point *top;
@@ -243,6 +245,12 @@ typedef struct {
     int tp, pp, dp, zero;
 } group;
 
+/* Gradient schedules tried with search_comm (dp > 1, overlapped): each at its
+ * default bucket size; `auto` is the simulator's choice, not a schedule. */
+static const wf_comm_kind COMM_KINDS[] = {WF_COMM_DDP, WF_COMM_WFBP, WF_COMM_HOROVOD,
+                                          WF_COMM_BYTESCHEDULER, WF_COMM_MGWFBP, WF_COMM_DEAR};
+#define NCOMM ((int)(sizeof COMM_KINDS / sizeof COMM_KINDS[0]))
+
 /* Candidate lists of a group that do not depend on the micro-batch size. */
 typedef struct {
     int nsp, sp[2];
@@ -287,6 +295,32 @@ static void lists_free(lists *l)
     free(l->mbs.v);
 }
 
+/* One line of candidates: plan p with every micro-batch size (ascending). */
+static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eval, int mem_prune,
+                           int64_t *count)
+{
+    for (int im = 0; im < mbs->n; im++) {
+        int64_t micro = s->batch / ((int64_t)p->dp * mbs->v[im]);
+        if (p->vpp > 1 && micro % p->pp != 0)
+            continue;
+        if (!eval) {
+            (*count)++;
+            continue;
+        }
+        wf_plan q = *p;
+        q.mbs = (int)mbs->v[im];
+        wf_outer_point pt;
+        int scored = 0;
+        wf_status st = score(s, &q, &pt, &scored);
+        if (st != WF_OK)
+            return st;
+        /* Pruning 2: memory does not decrease with mbs. */
+        if (mem_prune && scored && !point_fits(s, &pt))
+            break;
+    }
+    return WF_OK;
+}
+
 /* Walks the candidates of one group. With eval == 0 it only counts them
  * (the whole divisible space, no pruning); otherwise it scores them, pruning
  * unless the search is exhaustive. */
@@ -323,37 +357,28 @@ static wf_status walk_group(search *s, const group *g, int eval, int64_t *count)
         if (s->probe.est.mem_weights_bytes > s->budget_bytes)
             goto done;
     }
+    int nover = prune && g->dp == 1 ? 1 : 2;
     for (int isp = 0; isp < l.nsp; isp++)
         for (int iv = 0; iv < l.vpp.n; iv++) {
             int vpp = (int)l.vpp.v[iv];
-            int npipe = (eval && !s->exhaustive) || vpp > 1 ? 1 : 2;
+            int npipe = prune || vpp > 1 ? 1 : 2;
             for (int ipipe = 0; ipipe < npipe; ipipe++)
-                for (int overlap = 1; overlap >= (prune && g->dp == 1 ? 1 : 0); overlap--)
-                    for (int irc = 0; irc < l.nrc; irc++)
-                        for (int im = 0; im < l.mbs.n; im++) {
-                            int64_t mbs = l.mbs.v[im];
-                            int64_t micro = s->batch / (g->dp * mbs);
-                            if (vpp > 1 && micro % g->pp != 0)
-                                continue;
-                            if (!eval) {
-                                (*count)++;
-                                continue;
-                            }
+                for (int io = 0; io < nover; io++) {
+                    int overlap = 1 - io;
+                    int ncomm = s->search_comm && g->dp > 1 && overlap ? NCOMM : 1;
+                    for (int ic = 0; ic < ncomm; ic++)
+                        for (int irc = 0; irc < l.nrc; irc++) {
                             wf_plan p = base;
                             p.sp = l.sp[isp];
                             p.vpp = vpp;
                             p.pipe = ipipe ? WF_PIPE_GPIPE : WF_PIPE_1F1B;
                             p.overlap = overlap;
+                            p.comm.kind = COMM_KINDS[ic];
                             p.recompute = l.rc[irc];
-                            p.mbs = (int)mbs;
-                            wf_outer_point pt;
-                            int scored = 0;
-                            if ((st = score(s, &p, &pt, &scored)) != WF_OK)
+                            if ((st = walk_line(s, &p, &l.mbs, eval, mem_prune, count)) != WF_OK)
                                 goto done;
-                            /* Pruning 2: memory does not decrease with mbs. */
-                            if (mem_prune && scored && !point_fits(s, &pt))
-                                break;
                         }
+                }
         }
 done:
     s->have_probe = 0;
@@ -398,6 +423,7 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
     s.devices = n;
     s.transformer = wf_model_is_transformer(m);
     s.exhaustive = opts->exhaustive;
+    s.search_comm = opts->search_comm;
     s.budget_bytes = opts->max_memory_bytes > 0 ? opts->max_memory_bytes : c->dev.mem_bytes;
     s.k = opts->top_k;
     s.r = r;

@@ -12,10 +12,12 @@
  * terms matter: for each bound t_max on the slowest stage (every distinct
  * stage time, ascending), a DP over (stages used, layers covered) minimizes
  * the sum of stage times with every stage <= t_max and within memory; the
- * candidate is sum + (m - 1) x t_max. A split whose slowest stage is t_max
- * costs at least m x t_max, so the enumeration stops once m x t_max reaches
- * the best found (Alpa's early exit). Cost: O(n^2) bounds x O(S n^2) DP, small
- * for the tens of layers this is run on.
+ * candidate is sum + (m - 1) x t_max. The enumeration starts at the smallest
+ * feasible bound (bisection: feasibility grows with the bound) and stops once
+ * max(least unbounded sum, t_max) + (m - 1) x t_max, a lower bound on every
+ * split whose slowest stage is t_max or more, reaches the best found (Alpa's
+ * early exit, tightened). Cost: O(n^2) bounds x O(S n^2) DP in the worst
+ * case, a handful of DPs in practice.
  *
  * What it is not: the sub-mesh choice per stage (every stage gets the same
  * devices here; the outer search picks dp x pp around it). */
@@ -29,6 +31,47 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The DP for one bound: the least sum of stage times over splits of the n
+ * layers into S stages, each stage's time <= tmax and memory within the limit
+ * (INFINITY when none). F[k * (n+1) + j]: layers [0, j) in k stages; arg: where
+ * stage k starts. Stage times are SEG_TIME below. */
+static double dp_fill(int n, int S, int64_t micro, double tmax, const double *send_s,
+                      const double *pt, const double *pw, const double *pa, double mem_limit_bytes,
+                      double *F, int *arg)
+{
+    size_t n1 = (size_t)n + 1;
+    for (size_t x = 0; x < (size_t)(S + 1) * n1; x++)
+        F[x] = INFINITY;
+    F[0] = 0;
+    for (int k = 1; k <= S; k++) {
+        double inflight = (double)(S - (k - 1) < micro ? S - (k - 1) : micro);
+        /* Stage k-1 covers [i, j); the remaining S-k stages need S-k layers. */
+        for (int j = k; j <= n - (S - k); j++) {
+            double fbest = INFINITY;
+            int abest = -1;
+            double snd = j < n && send_s ? send_s[j - 1] : 0;
+            for (int i = j - 1; i >= k - 1; i--) {
+                double t = pt[j] - pt[i] + snd;
+                if (t > tmax)
+                    break; /* longer stages only get slower */
+                double prev = F[(size_t)(k - 1) * n1 + (size_t)i];
+                if (prev == INFINITY)
+                    continue;
+                if (mem_limit_bytes > 0 &&
+                    pw[j] - pw[i] + (pa[j] - pa[i]) * inflight > mem_limit_bytes)
+                    continue;
+                if (prev + t < fbest) {
+                    fbest = prev + t;
+                    abest = i;
+                }
+            }
+            F[(size_t)k * n1 + (size_t)j] = fbest;
+            arg[(size_t)k * n1 + (size_t)j] = abest;
+        }
+    }
+    return F[(size_t)S * n1 + (size_t)n];
 }
 
 wf_status wf_pipeline_dp(int n, const double *layer_time_s, const double *send_s,
@@ -85,41 +128,26 @@ wf_status wf_pipeline_dp(int n, const double *layer_time_s, const double *send_s
 
     double best = INFINITY, best_max = 0, best_mem = 0;
     double mm1 = (double)(micro - 1);
-    for (size_t b = 0; b < nb; b++) {
+    /* The least sum with no bound: every split's sum is at least this, so a
+     * split whose slowest stage is t costs at least max(sum_min, t) + (m-1) t. */
+    double sum_min = dp_fill(n, S, micro, INFINITY, send_s, pt, pw, pa, mem_limit_bytes, F, arg);
+    /* Feasibility is monotone in the bound: bisect for the smallest feasible
+     * one, where the enumeration starts. */
+    size_t lo = 0, hi = sum_min < INFINITY ? nb : 0;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (dp_fill(n, S, micro, bounds[mid], send_s, pt, pw, pa, mem_limit_bytes, F, arg) < INFINITY)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    for (size_t b = lo; b < nb; b++) {
         double tmax = bounds[b];
-        if (b > 0 && tmax == bounds[b - 1])
+        if (b > lo && tmax == bounds[b - 1])
             continue;
-        if ((double)micro * tmax >= best)
+        if ((sum_min > tmax ? sum_min : tmax) + mm1 * tmax >= best)
             break;
-        for (size_t x = 0; x < (size_t)(S + 1) * n1; x++)
-            F[x] = INFINITY;
-        F[0] = 0;
-        for (int k = 1; k <= S; k++) {
-            double inflight = (double)(S - (k - 1) < micro ? S - (k - 1) : micro);
-            /* Stage k-1 covers [i, j); the remaining S-k stages need S-k layers. */
-            for (int j = k; j <= n - (S - k); j++) {
-                double fbest = INFINITY;
-                int abest = -1;
-                for (int i = k - 1; i < j; i++) {
-                    double prev = F[(size_t)(k - 1) * n1 + (size_t)i];
-                    if (prev == INFINITY)
-                        continue;
-                    double t = SEG_TIME(i, j);
-                    if (t > tmax)
-                        continue;
-                    if (mem_limit_bytes > 0 &&
-                        pw[j] - pw[i] + (pa[j] - pa[i]) * inflight > mem_limit_bytes)
-                        continue;
-                    if (prev + t < fbest) {
-                        fbest = prev + t;
-                        abest = i;
-                    }
-                }
-                F[(size_t)k * n1 + (size_t)j] = fbest;
-                arg[(size_t)k * n1 + (size_t)j] = abest;
-            }
-        }
-        double sum = F[(size_t)S * n1 + (size_t)n];
+        double sum = dp_fill(n, S, micro, tmax, send_s, pt, pw, pa, mem_limit_bytes, F, arg);
         if (sum == INFINITY)
             continue;
         double total = sum + mm1 * tmax;
