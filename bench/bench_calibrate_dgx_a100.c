@@ -3,14 +3,19 @@
  *
  * Five physical factors are fitted together, once, by an exhaustive grid
  * search that minimizes the mean absolute relative error of the eight
- * iteration times (plus any excess of the worst row over 6%):
- *   e_max        matrix-unit efficiency of large GEMMs (fraction of 312 TFLOP/s)
- *   f_half       GEMM size (FLOPs) at which efficiency is half of e_max: the
- *                table is eff(F) = e_max * F / (F + f_half), i.e. a GEMM costs
- *                F/(peak e_max) plus a fixed f_half/(peak e_max) (tail, waves)
- *   mem_eff      achieved fraction of HBM bandwidth for memory-bound ops
- *   nvlink_eff   achieved fraction of NVSwitch bandwidth (nccl-tests bus bw)
- *   overlap      slowdown of compute that overlaps communication
+ * iteration times (plus any excess of the worst row over 6%). Each factor is
+ * searched only over the range that is physically plausible for A100, so
+ * the fit cannot buy accuracy with nonsense:
+ *   e_max        0.70-0.92  matrix-unit efficiency of large GEMMs (cuBLAS fp16
+ *                           reaches 80-90% of 312 TFLOP/s on large products)
+ *   f_half       1e9-1e10   GEMM size (FLOPs) at half of e_max: the table is
+ *                           eff(F) = e_max * F / (F + f_half), i.e. a GEMM costs
+ *                           F/(peak e_max) plus a fixed f_half/(peak e_max)
+ *                           (ramp-up, tails, wave quantization: 4-36 us)
+ *   mem_eff      0.55-0.95  achieved fraction of HBM bandwidth, memory-bound ops
+ *   nvlink_eff   0.50-0.90  achieved fraction of NVSwitch bandwidth for the
+ *                           tensor-parallel collectives (6-50 MB messages)
+ *   overlap      1.00-1.30  slowdown of compute that overlaps communication
  * Everything else (peaks, bandwidths, latencies, InfiniBand efficiency,
  * kernel launch floor) is a public number or a prior, not fitted.
  *
