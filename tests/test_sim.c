@@ -503,6 +503,180 @@ static void test_pipeline_scale(void **state)
     assert_true(r.iteration_ns > 48 * 3 * 12000);
 }
 
+
+/* ---- plans ---------------------------------------------------------------------------- */
+
+static wf_status sim_plan(const char *model, const char *cluster, const char *plan, int64_t batch,
+                          const char *trace, wf_sim_plan_result *r, wf_estimate *e)
+{
+    wf_model_config m;
+    wf_cluster c;
+    wf_plan p;
+    wf_status st;
+    if ((st = wf_model_lookup(model, &m)) || (st = wf_cluster_lookup(cluster, &c)) || (st = wf_plan_parse(plan, &p)))
+        return st;
+    wf_sim_plan_opts o = {0, trace};
+    if ((st = wf_sim_plan(&m, &c, &p, batch, &o, r)))
+        return st;
+    if (e) {
+        wf_cost_ctx *ctx = NULL;
+        if ((st = wf_cost_ctx_create(&m, &c, &ctx)))
+            return st;
+        st = wf_estimate_plan(ctx, &p, batch, e);
+        wf_cost_ctx_free(ctx);
+    }
+    return st;
+}
+
+/* The transformer plans of the calibration file: the simulated iteration and
+ * peak memory agree with `weft estimate` within 3%. */
+static void test_plan_consistency(void **state)
+{
+    (void)state;
+    const char *src = getenv("WEFT_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/../shared/data/calibration-korthikanti2022.json", src ? src : ".");
+    cJSON *j = NULL;
+    assert_int_equal(wf_json_read_file(path, &j), WF_OK);
+    cJSON *runs = cJSON_GetObjectItemCaseSensitive(j, "iteration_time_s");
+    assert_true(cJSON_IsArray(runs));
+    int n = 0;
+    cJSON *r;
+    cJSON_ArrayForEach(r, runs)
+    {
+        const char *model = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "model"));
+        const char *mode = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "mode"));
+#define NUM(k) ((int)cJSON_GetObjectItemCaseSensitive(r, k)->valuedouble)
+        char plan[256], cluster[64];
+        snprintf(plan, sizeof plan, "dp=%d,tp=%d,pp=%d,mbs=%d,vpp=%d,%s", NUM("dp"), NUM("tp"), NUM("pp"), NUM("mbs"),
+                 NUM("vpp"), strcmp(mode, "full") == 0 ? "recompute=full,sp=0" : "recompute=selective,sp=1");
+        snprintf(cluster, sizeof cluster, "dgx-a100:nodes=%d", NUM("gpus") / 8);
+        wf_sim_plan_result sr;
+        wf_estimate e;
+        assert_int_equal(sim_plan(model, cluster, plan, NUM("batch"), NULL, &sr, &e), WF_OK);
+#undef NUM
+        double dt = sr.iteration_time_s / e.iteration_time_s - 1;
+        double dm = sr.peak_memory_bytes / e.memory_per_device_bytes - 1;
+        printf("%-13s %-6s est %8.3f s sim %8.3f s (%+.2f%%), memory %+.2f%%, %lld tasks%s\n", model, mode,
+               e.iteration_time_s, sr.iteration_time_s, 100 * dt, 100 * dm, (long long)sr.tasks,
+               sr.coarse ? " (coarse)" : "");
+        assert_true(fabs(dt) < 0.03);
+        assert_true(fabs(dm) < 0.03);
+        n++;
+    }
+    assert_int_equal(n, 8);
+    cJSON_Delete(j);
+}
+
+/* Every collective task lasts exactly the cost model's time for its bytes
+ * (rounded to the nanosecond): tensor-parallel all-reduces and data-parallel
+ * gradient all-reduces, read back from the trace. */
+static void test_plan_collectives_exact(void **state)
+{
+    (void)state;
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/weft-test-plan-trace-%ld.json", (long)getpid());
+    wf_sim_plan_result r;
+    assert_int_equal(sim_plan("gpt:layers=4,hidden=1024,heads=16,seq=512,vocab=32000", "dgx-a100:nodes=2", "dp=4,tp=2,pp=2,mbs=2",
+                              64, path, &r, NULL),
+                     WF_OK);
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=2", &c), WF_OK);
+    wf_group tpg = wf_group_place(&c, 2, 1), dpg = wf_group_place(&c, 4, 2);
+    cJSON *j = NULL;
+    assert_int_equal(wf_json_read_file(path, &j), WF_OK);
+    unlink(path);
+    int ntp = 0, ndp = 0, stages = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j, "traceEvents"))
+    {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name"));
+        const char *ph = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "ph"));
+        if (strcmp(ph, "M") == 0 && strcmp(name, "process_name") == 0)
+            stages++;
+        if (strcmp(ph, "X") != 0)
+            continue;
+        cJSON *bytes = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "args"), "bytes");
+        double dur_us = cJSON_GetObjectItemCaseSensitive(e, "dur")->valuedouble;
+        if (strcmp(name, "tp all-reduce") == 0) {
+            assert_non_null(bytes);
+            assert_float_equal(dur_us, wf_coll_time(&c, WF_COLL_ALLREDUCE, &tpg, bytes->valuedouble) * 1e6, 1e-3);
+            ntp++;
+        } else if (strcmp(name, "dp all-reduce") == 0) {
+            assert_non_null(bytes);
+            assert_float_equal(dur_us, wf_coll_time(&c, WF_COLL_ALLREDUCE, &dpg, bytes->valuedouble) * 1e6, 1e-3);
+            ndp++;
+        }
+    }
+    /* 2 stages; 8 micro-batches of 2 layers a stage with 2 forward and 2
+     * backward all-reduces each; DDP buckets on both stages. */
+    assert_int_equal(stages, 2);
+    assert_int_equal(ntp, 2 * 8 * 2 * 4 + 2 * 8 * 1);
+    assert_true(ndp >= 2);
+    assert_int_equal(r.micro_batches, 8);
+    cJSON_Delete(j);
+}
+
+/* One data-parallel plan with one micro-batch per iteration is the
+ * data-parallel iteration of the same model: the two builders agree. */
+static void test_plan_matches_dp_iteration(void **state)
+{
+    (void)state;
+    wf_model_config m;
+    wf_cluster c;
+    assert_int_equal(wf_model_lookup("bert-base:seq=64", &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup("v100-10gbe", &c), WF_OK);
+    wf_arena a;
+    wf_arena_init(&a, 0);
+    wf_dp_model dm;
+    assert_int_equal(wf_sim_dp_model_build(&m, &c, 64, 64, &a, &dm), WF_OK);
+    static const wf_comm_kind kinds[] = {WF_COMM_WFBP, WF_COMM_DDP, WF_COMM_MGWFBP, WF_COMM_DEAR};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        wf_comm_sched s = {kinds[k], 0};
+        wf_dp_result dr;
+        assert_int_equal(wf_sim_dp_iteration(&dm, &s, NULL, &dr), WF_OK);
+        wf_plan p;
+        wf_plan_default(&p);
+        p.dp = 64;
+        p.mbs = 64;
+        p.comm = s;
+        wf_sim_plan_result pr;
+        assert_int_equal(wf_sim_plan(&m, &c, &p, 4096, NULL, &pr), WF_OK);
+        assert_float_equal(pr.iteration_time_s, dr.iteration_s, 1e-6 * dr.iteration_s);
+        assert_int_equal(pr.dp_collectives, dr.ncollectives);
+    }
+    wf_arena_free(&a);
+}
+
+/* gpt3-175b on 1536 GPUs (tp 8, pp 8, dp 24, batch 2304): one iteration in
+ * under a second of CPU, each stage simulated once. */
+static void test_plan_speed(void **state)
+{
+    (void)state;
+    double t0 = wf_cpu_s();
+    wf_sim_plan_result r;
+    wf_estimate e;
+    assert_int_equal(sim_plan("gpt3-175b", "dgx-a100:nodes=192", "dp=24,tp=8,pp=8,mbs=1,recompute=full", 2304, NULL, &r,
+                              &e),
+                     WF_OK);
+    double dt = wf_cpu_s() - t0;
+    printf("gpt3-175b on 1536 GPUs: %.3f s simulated in %.3f s CPU (%lld tasks), estimate %.3f s\n",
+           r.iteration_time_s, dt, (long long)r.tasks, e.iteration_time_s);
+    assert_true(dt < 1.0);
+    assert_int_equal(r.devices, 1536);
+    assert_int_equal(r.nstages, 8);
+    assert_true(fabs(r.iteration_time_s / e.iteration_time_s - 1) < 0.03);
+}
+
+static void test_plan_errors(void **state)
+{
+    (void)state;
+    wf_sim_plan_result r;
+    assert_int_equal(sim_plan("gpt3-175b", "dgx-a100:nodes=8", "dp=1,tp=7,pp=1", 8, NULL, &r, NULL), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "tp=7"));
+    assert_int_equal(sim_plan("resnet50", "v100-10gbe", "dp=64,tp=2", 64, NULL, &r, NULL), WF_INVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -518,6 +692,11 @@ int main(void)
         cmocka_unit_test(test_trace_json),
         cmocka_unit_test(test_pipeline_bubbles),
         cmocka_unit_test(test_pipeline_scale),
+        cmocka_unit_test(test_plan_consistency),
+        cmocka_unit_test(test_plan_collectives_exact),
+        cmocka_unit_test(test_plan_matches_dp_iteration),
+        cmocka_unit_test(test_plan_speed),
+        cmocka_unit_test(test_plan_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -134,6 +134,7 @@ wf_ns wf_sim_task_end_ns(const wf_sim *s, int task);
 
 typedef struct {
     double busy_s[WF_SIM_CAT_COUNT]; /* summed durations of the tasks on this device, per category */
+    double exposed_s[WF_SIM_CAT_COUNT]; /* channel time of each category while the stream is idle */
     double compute_s;       /* time the compute stream is busy */
     double comm_s;          /* time at least one channel is busy */
     double exposed_comm_s;  /* a channel busy while the compute stream is idle */
@@ -229,6 +230,61 @@ wf_status wf_sim_dp_iteration(const wf_dp_model *m, const wf_comm_sched *s, cons
  * in `a`; keep it until done with *out. */
 wf_status wf_sim_dp_model_build(const wf_model_config *m, const wf_cluster *c, int64_t mbs, int64_t dp,
                                 wf_arena *a, wf_dp_model *out);
+
+/* ---- one training iteration of a plan ----------------------------------------
+ * The task graph of ALGORITHMS.md §5 for one data-parallel replica: one
+ * simulated device per pipeline stage (its tensor-parallel and data-parallel
+ * peers are symmetric), each running its pipeline schedule's forward and
+ * backward ops (wf_pipe_order) as the steps of its units: a transformer's
+ * embedding, tied layers and head, with Megatron's tensor-parallel
+ * collectives (channel 0) inside them and recomputation before each layer's
+ * backward; pipeline sends on the sender's stream; the data-parallel gradient
+ * collectives (channel 1) as the plan's comm schedule groups and issues them
+ * after the last micro-batch's backward (ready times from a first pass
+ * without them); the tied-embedding all-reduce between the first and last
+ * stage; the optimizer step. DeAR plays its steady state: the all-gathers and
+ * per-group steps of the previous iteration open this one. Memory: weights,
+ * gradients and optimizer state as a base, activations from each forward to
+ * its backward, recomputation and loss workspaces during a backward.
+ * Per-op steps become a coarse graph (a few tasks per micro-batch and chunk)
+ * when the fine one would exceed 300k tasks. */
+typedef struct {
+    int detail;             /* 0 automatic, 1 per-unit steps, 2 coarse */
+    const char *trace_path; /* write the Chrome trace there, NULL for none */
+} wf_sim_plan_opts;
+
+typedef struct {
+    wf_breakdown bd;         /* seconds; bubble = neither computing nor communicating */
+    double busy_s;           /* stream busy: compute, recompute, sends, optimizer */
+    double peak_memory_bytes;
+    double dp_comm_s, dp_exposed_s;
+} wf_sim_stage_result;
+
+typedef struct {
+    double iteration_time_s;
+    double samples_per_s;
+    double peak_memory_bytes; /* the most loaded stage */
+    int fits;
+    int critical_stage;       /* the stage with the busiest stream */
+    wf_breakdown breakdown;   /* of the critical stage */
+    int nstages;
+    wf_sim_stage_result stage[WF_SIM_MAX_STAGES];
+    wf_comm_sched comm;       /* the data-parallel schedule played (auto: the one chosen) */
+    int dp_collectives;       /* on the critical stage, per iteration */
+    int candidates;           /* auto: schedules simulated */
+    int64_t devices, micro_batches;
+    int64_t tasks;            /* of the final graph */
+    int coarse;
+    double wall_s;            /* time taken to simulate */
+} wf_sim_plan_result;
+
+/* Validates the plan (wf_plan_validate) and simulates one iteration. */
+wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
+                      const wf_sim_plan_opts *opts, wf_sim_plan_result *out);
+/* {"iteration_time_s", "samples_per_s", "peak_memory_bytes", "fits", "breakdown",
+ *  "comm": {"schedule", "threshold_bytes", "collectives", "dp_comm_s",
+ *  "dp_exposed_s"}, "stages": [...], ...} */
+struct cJSON *wf_sim_plan_to_json(const wf_sim_plan_result *r);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,122 @@
-/* weft simulate: placeholder until its module lands (the owning change replaces this file). */
+/* weft simulate: plays one training iteration of a plan out event by event
+ * (docs/simulator.md): iteration time, the per-stage breakdown (compute,
+ * exposed communication, bubble, idle), peak memory, the data-parallel comm
+ * schedule played (--comm overrides the plan's; auto chooses by simulation),
+ * and with --trace a Chrome trace-event file that opens in Perfetto. The
+ * human table goes to stderr; --json prints one object on stdout. */
 #include "cli/cli.h"
+#include "weft/sim.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static void print_table(FILE *f, const char *model, const char *cluster, int64_t batch, const char *plan,
+                        const wf_sim_plan_result *r)
+{
+    static const char *const comm_names[] = {
+#define WF_X(e, name) name,
+        WF_COMM_LIST(WF_X)
+#undef WF_X
+    };
+    fprintf(f, "model %s on %s, batch %lld\nplan %s (%lld devices, %lld micro-batches per pipeline)\n", model,
+            cluster, (long long)batch, plan, (long long)r->devices, (long long)r->micro_batches);
+    fprintf(f, "  iteration time     %12.4f s (simulated: %lld tasks%s, %.3f s)\n", r->iteration_time_s,
+            (long long)r->tasks, r->coarse ? ", coarse" : "", r->wall_s);
+    fprintf(f, "  throughput         %12.2f samples/s\n", r->samples_per_s);
+    fprintf(f, "  peak memory        %12.2f GiB per device (%s)\n", r->peak_memory_bytes / GIB,
+            r->fits ? "fits" : "DOES NOT FIT");
+    fprintf(f, "  dp comm schedule   %s", comm_names[r->comm.kind]);
+    if (r->comm.threshold_bytes > 0)
+        fprintf(f, " (threshold %.3g MB)", r->comm.threshold_bytes / 1e6);
+    if (r->candidates > 1)
+        fprintf(f, ", chosen among %d", r->candidates);
+    fprintf(f, ", %d collectives\n", r->dp_collectives);
+    fprintf(f, "  %-6s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "stage", "compute", "recomp", "tp_exp", "pp",
+            "dp_all", "dp_exp", "optim", "bubble", "mem GiB");
+    for (int s = 0; s < r->nstages; s++) {
+        const wf_sim_stage_result *x = &r->stage[s];
+        fprintf(f, "  %-6d %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.2f%s\n", s, x->bd.compute,
+                x->bd.recompute, x->bd.tp_comm, x->bd.pp_comm, x->bd.dp_comm, x->dp_exposed_s, x->bd.optimizer,
+                x->bd.bubble, x->peak_memory_bytes / GIB, s == r->critical_stage ? "  (critical)" : "");
+    }
+}
 
 wf_status wf_cmd_simulate(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return wf_errorf(WF_INTERNAL, "'simulate' is not built yet");
+    const char *model = NULL, *cluster = NULL, *plan_text = NULL, *comm = NULL, *trace = NULL, *detail = NULL;
+    int64_t batch = 0;
+    int json = 0, help = 0, npos = 0;
+    const wf_opt opts[] = {
+        {"model", 0, WF_OPT_STR, &model, "M", "zoo name, family with overrides, or model JSON file", 1},
+        {"cluster", 0, WF_OPT_STR, &cluster, "C", "preset with overrides (dgx-a100:nodes=16) or cluster JSON file", 1},
+        {"batch", 0, WF_OPT_INT, &batch, "B", "global batch size (samples per iteration)", 1},
+        {"plan", 0, WF_OPT_STR, &plan_text, "P", "dp=..,tp=..,pp=..,mbs=..,vpp=..,recompute=..,sp=..,zero=.. or a plan file", 1},
+        {"comm", 0, WF_OPT_STR, &comm, "S", "data-parallel schedule: wfbp, ddp[:MB], horovod[:MB], bytescheduler, mgwfbp, dear[:MB], auto (overrides the plan's)", 0},
+        {"trace", 0, WF_OPT_STR, &trace, "FILE", "write a Chrome trace-event JSON file (Perfetto, chrome://tracing)", 0},
+        {"detail", 0, WF_OPT_STR, &detail, "D", "task graph detail: auto (default), fine (per layer step), coarse (per micro-batch)", 0},
+        {"json", 0, WF_OPT_FLAG, &json, NULL, "print one JSON object on stdout", 0},
+        {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
+    };
+    wf_status st = wf_opts_parse(opts, argc, argv, 1, NULL, 0, &npos, &help);
+    if (help) {
+        wf_opts_usage(stdout,
+                      "weft simulate --model M --cluster C --batch B --plan P [--comm S] [--trace FILE] [--json]",
+                      "Plays one training iteration of a plan out event by event.", opts);
+        return WF_OK;
+    }
+    if (st != WF_OK)
+        return st;
+    if (batch < 1)
+        return wf_errorf(WF_INVAL, "--batch=%lld must be >= 1", (long long)batch);
+    wf_sim_plan_opts so = {0, trace};
+    if (detail) {
+        if (strcmp(detail, "auto") == 0)
+            so.detail = 0;
+        else if (strcmp(detail, "fine") == 0)
+            so.detail = 1;
+        else if (strcmp(detail, "coarse") == 0)
+            so.detail = 2;
+        else
+            return wf_errorf(WF_INVAL, "--detail=%s: expected auto, fine or coarse", detail);
+    }
+
+    wf_model_config mc;
+    wf_cluster c;
+    wf_plan p;
+    if ((st = wf_model_lookup(model, &mc)) != WF_OK || (st = wf_cluster_lookup(cluster, &c)) != WF_OK)
+        return st;
+    if (strchr(plan_text, '='))
+        st = wf_plan_parse(plan_text, &p);
+    else
+        st = wf_plan_read_file(plan_text, &p, NULL);
+    if (st != WF_OK)
+        return st;
+    if (comm && (st = wf_comm_parse(comm, &p.comm)) != WF_OK)
+        return st;
+
+    wf_sim_plan_result r;
+    if ((st = wf_sim_plan(&mc, &c, &p, batch, &so, &r)) != WF_OK)
+        return st;
+    char canon[256];
+    wf_plan_format(&p, canon, sizeof canon);
+    print_table(stderr, mc.name, c.name, batch, canon, &r);
+    if (trace)
+        fprintf(stderr, "  trace written to %s\n", trace);
+    if (!json)
+        return WF_OK;
+    cJSON *j = wf_sim_plan_to_json(&r);
+    if (!j)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    cJSON_AddStringToObject(j, "plan", canon);
+    cJSON_AddStringToObject(j, "model", mc.name);
+    cJSON_AddStringToObject(j, "cluster", c.name);
+    cJSON_AddNumberToObject(j, "batch", (double)batch);
+    if (trace)
+        cJSON_AddStringToObject(j, "trace", trace);
+    st = wf_cli_print_json(j);
+    cJSON_Delete(j);
+    return st;
 }

@@ -620,7 +620,8 @@ static void dispatch(run_ctx *c, wf_ns now)
  * (compute) and its channels (communication). */
 typedef struct {
     wf_ns t;
-    int d_compute, d_comm;
+    int d_compute, d_comm; /* +1 at a start, -1 at an end */
+    int cat;
 } sweep_pt;
 
 static int cmp_sweep(const void *a, const void *b)
@@ -674,8 +675,8 @@ static wf_status compute_stats(wf_sim *s, const int64_t *mem_peak)
                 continue;
             int isc = r->kind == RES_COMPUTE;
             sweep_pt *q = &pts[off[r->dev] + fill[r->dev]];
-            q[0] = (sweep_pt){t->start, isc, !isc};
-            q[1] = (sweep_pt){t->end, -isc, -!isc};
+            q[0] = (sweep_pt){t->start, isc, !isc, t->cat};
+            q[1] = (sweep_pt){t->end, -isc, -!isc, t->cat};
             fill[r->dev] += 2;
         }
     }
@@ -684,13 +685,14 @@ static wf_status compute_stats(wf_sim *s, const int64_t *mem_peak)
         sweep_pt *p = &pts[off[d]];
         int n = off[d + 1] - off[d];
         qsort(p, (size_t)n, sizeof *p, cmp_sweep);
-        int cc = 0, cm = 0;
-        wf_ns compute = 0, comm = 0, exposed = 0, either = 0;
+        int cc = 0, cm = 0, ccat[WF_SIM_CAT_COUNT] = {0};
+        wf_ns compute = 0, comm = 0, exposed = 0, either = 0, exp_cat[WF_SIM_CAT_COUNT] = {0};
         for (int i = 0; i < n;) {
             wf_ns t0 = p[i].t;
             while (i < n && p[i].t == t0) {
                 cc += p[i].d_compute;
                 cm += p[i].d_comm;
+                ccat[p[i].cat] += p[i].d_comm;
                 i++;
             }
             if (i < n) {
@@ -699,8 +701,13 @@ static wf_status compute_stats(wf_sim *s, const int64_t *mem_peak)
                 comm += cm > 0 ? dt : 0;
                 exposed += cm > 0 && cc == 0 ? dt : 0;
                 either += cc > 0 || cm > 0 ? dt : 0;
+                if (cm > 0 && cc == 0)
+                    for (int k = 0; k < WF_SIM_CAT_COUNT; k++)
+                        exp_cat[k] += ccat[k] > 0 ? dt : 0;
             }
         }
+        for (int k = 0; k < WF_SIM_CAT_COUNT; k++)
+            st->exposed_s[k] = (double)exp_cat[k] / 1e9;
         st->compute_s = (double)compute / 1e9;
         st->comm_s = (double)comm / 1e9;
         st->exposed_comm_s = (double)exposed / 1e9;

@@ -1,0 +1,70 @@
+/* Private declarations of the plan simulation: a model on a plan reduced to
+ * "units" (a transformer's embedding, its tied layer and its head; or one op
+ * of another model), each with the steps one micro-batch runs on one device
+ * for its forward, backward and recomputation, and the pipeline layout of
+ * unit instances over virtual stages. profile.c builds it from the graph IR
+ * and the cost model's primitives; plan.c turns it into a task graph. */
+#ifndef WEFT_SIM_PLAN_IMPL_H
+#define WEFT_SIM_PLAN_IMPL_H
+
+#include "weft/sim.h"
+
+/* A step of a unit on one device:
+ *   COMPUTE  a kernel on the stream (after the previous stream step);
+ *   COLL     a collective on the tensor-parallel channel that the next stream
+ *            step waits for (exposed);
+ *   COLL_BG  a collective issued after the previous stream step that runs
+ *            alongside the following stream steps (Megatron's asynchronous
+ *            gradient all-reduce / re-gather);
+ *   JOIN     the next stream step waits for every COLL_BG issued so far. */
+enum { STEP_COMPUTE, STEP_COLL, STEP_COLL_BG, STEP_JOIN };
+
+typedef struct {
+    uint8_t kind;
+    uint8_t cat;      /* wf_sim_cat */
+    double dur_s;
+    double bytes;     /* a collective's size (its full vector), else 0 */
+    const char *name; /* a string literal or one owned by the profile's arena */
+} sim_step;
+
+typedef struct {
+    const char *name;
+    sim_step *fwd, *bwd, *rec;
+    int nfwd, nbwd, nrec;
+    double params;          /* parameter elements held by one device */
+    int ntensors;           /* its parameter tensors (each one gradient), forward order */
+    double *tensor_params;  /* [ntensors] elements held by one device */
+    double act_bytes;       /* kept from its forward to its backward, per micro-batch */
+    double transient_bytes; /* live only while its backward runs */
+    /* The same steps folded (the coarse graph): stream time, exposed channel
+     * time after it, channel time hidden behind it. */
+    double fwd_comp, fwd_exposed;
+    double rec_comp, rec_exposed;
+    double bwd_comp, bwd_exposed, bwd_hidden;
+} sim_unit;
+
+typedef struct {
+    int transformer;
+    int nunits;
+    sim_unit *unit;
+    int ninst;           /* unit instances in forward order */
+    int *inst;           /* [ninst] the unit of each instance */
+    int *inst_layer;     /* [ninst] model layer (transformers) or op index, -1 none */
+    int nvs;             /* virtual stages p * v */
+    int *vs_first;       /* [nvs + 1] instances of virtual stage k: [vs_first[k], vs_first[k+1]) */
+    double shared_params;/* tied embedding held by the first and the last stage (pp > 1) */
+    double p2p_s;        /* one pipeline send (activation or gradient), transformers */
+    double *vs_send_s;   /* [nvs] a send between virtual stages k and k+1, either way */
+    double grad_bytes;   /* per gradient element */
+    double elem_bytes;   /* per weight element */
+    double bytes_per_param;     /* weights + gradients + optimizer state (ZeRO applied) */
+    double opt_bytes_per_param; /* the optimizer step's memory traffic */
+    double mem_bw_bps;          /* achieved memory bandwidth (optimizer step) */
+    double buffer_bytes;        /* collective buffers and workspaces per device */
+    wf_group dp_group, tp_group;
+} sim_profile;
+
+wf_status sim_profile_build(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, wf_arena *a,
+                            sim_profile *out);
+
+#endif

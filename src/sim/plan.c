@@ -1,0 +1,868 @@
+/* One training iteration of a plan as a task graph (sim.h, "one training
+ * iteration of a plan"): units from profile.c laid out over pipeline stages,
+ * each stage's ops in its schedule's order chained on its stream, the tensor-
+ * parallel collectives of each unit on channel 0, pipeline sends on the
+ * sender's stream, the data-parallel gradient collectives on channel 1 as the
+ * comm schedule issues them, the tied-embedding all-reduce and the optimizer
+ * step; then the per-stage breakdown, memory peak and the trace.
+ *
+ * Two passes when there is data parallelism: the first (without gradient
+ * collectives) gives the times at which the last micro-batch's backward
+ * produces each unit's gradients; the schedule groups them from those times;
+ * the second plays it. */
+#include "sim/plan-impl.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FINE_TASKS 300000
+
+/* A stage's data-parallel schedule and DeAR's per-group hooks. */
+typedef struct {
+    wf_comm_schedule sc;
+    int ngroups;        /* dear: groups in forward order */
+    int *group_first;   /* [ngroups] first instance of each group */
+    double *group_opt_s;/* [ngroups] its optimizer step */
+    double *group_bytes;/* [ngroups] its all-gather */
+    int *grad_inst;     /* gradient index -> instance */
+    int next_group;     /* while building: the next group whose gate is due */
+    int ag_next;        /* while building: the all-gather the next gate waits for */
+} stage_dp;
+
+typedef struct {
+    wf_sim *s;
+    const sim_profile *pr;
+    const wf_plan *p;
+    const wf_cluster *c;
+    int m, nvs, coarse, with_dp;
+    wf_comm_kind kind;
+    wf_status st;
+    wf_arena *a;
+    /* per (vs, mb): first and last task of each op, and its send */
+    int *f_first, *f_last, *f_send, *b_first, *b_last, *b_send;
+    int *inst_grad_task; /* [ninst] end of the instance's backward in its last micro-batch */
+    int *stage_last;     /* [p] the last stream task */
+    int *stage_dp_last;  /* [p] a marker after every gradient collective of the stage */
+    stage_dp *dp;        /* [p] (pass 2) */
+    /* stream state while building one stage */
+    int prev;
+    int wait[64], nwait;
+    int bg[64], nbg;
+} pb;
+
+static int add_task(pb *b, const char *name, wf_sim_cat cat, double dur_s, int res, int mb, int layer, int chunk,
+                    double bytes)
+{
+    if (b->st)
+        return -1;
+    wf_sim_task_desc d;
+    wf_sim_task_desc_init(&d);
+    d.name = name;
+    d.cat = cat;
+    d.dur_ns = wf_sim_ns(dur_s);
+    d.nres = res >= 0;
+    d.res = &res;
+    d.mb = mb;
+    d.layer = layer;
+    d.chunk = chunk;
+    d.bytes = bytes;
+    if (d.dur_ns < 0) {
+        b->st = wf_errorf(WF_INTERNAL, "task '%s': duration %g s is not a time", name, dur_s);
+        return -1;
+    }
+    int id = wf_sim_add_task(b->s, &d);
+    if (id < 0)
+        b->st = id;
+    return id;
+}
+
+static void dep(pb *b, int t, int on)
+{
+    if (b->st || t < 0 || on < 0)
+        return;
+    b->st = wf_sim_add_dep(b->s, t, on);
+}
+
+/* A stream task after the chain and everything waited for. */
+static int stream_task(pb *b, int dev, const char *name, wf_sim_cat cat, double dur, int mb, int layer, int chunk)
+{
+    int id = add_task(b, name, cat, dur, wf_sim_stream(b->s, dev), mb, layer, chunk, -1);
+    dep(b, id, b->prev);
+    for (int i = 0; i < b->nwait; i++)
+        dep(b, id, b->wait[i]);
+    b->nwait = 0;
+    b->prev = id;
+    return id;
+}
+
+static void push_wait(pb *b, int id)
+{
+    if (b->nwait < 64)
+        b->wait[b->nwait++] = id;
+    else if (b->st == WF_OK)
+        b->st = wf_errorf(WF_INTERNAL, "too many outstanding collectives in one unit");
+}
+
+/* Closes an op: a marker when collectives are still waited for, so that the
+ * op's end is one task. */
+static int close_op(pb *b)
+{
+    if (b->nwait == 0)
+        return b->prev;
+    int id = add_task(b, "end", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
+    dep(b, id, b->prev);
+    for (int i = 0; i < b->nwait; i++)
+        dep(b, id, b->wait[i]);
+    b->nwait = 0;
+    b->prev = id;
+    return id;
+}
+
+/* Opens an op with a marker that everything in it follows (through the
+ * stream chain), so that a cross-stage dependency on it holds back the whole
+ * op, collectives issued first included. */
+static int open_op(pb *b, const char *name, int mb, int chunk)
+{
+    int id = add_task(b, name, WF_SIM_CAT_MARKER, 0, -1, mb, -1, chunk, -1);
+    dep(b, id, b->prev);
+    for (int i = 0; i < b->nwait; i++)
+        dep(b, id, b->wait[i]);
+    b->nwait = 0;
+    b->prev = id;
+    return id;
+}
+
+static void run_steps(pb *b, int dev, const sim_step *s, int n, int mb, int layer, int chunk)
+{
+    int ch = wf_sim_channel(b->s, dev, 0);
+    for (int i = 0; i < n; i++) {
+        switch (s[i].kind) {
+        case STEP_COMPUTE:
+            stream_task(b, dev, s[i].name, (wf_sim_cat)s[i].cat, s[i].dur_s, mb, layer, chunk);
+            break;
+        case STEP_COLL:
+        case STEP_COLL_BG: {
+            int id = add_task(b, s[i].name, (wf_sim_cat)s[i].cat, s[i].dur_s, ch, mb, layer, chunk,
+                              s[i].bytes > 0 ? s[i].bytes : -1);
+            dep(b, id, b->prev);
+            if (s[i].kind == STEP_COLL)
+                push_wait(b, id);
+            else if (b->nbg < 64)
+                b->bg[b->nbg++] = id;
+            break;
+        }
+        case STEP_JOIN:
+            for (int k = 0; k < b->nbg; k++)
+                push_wait(b, b->bg[k]);
+            b->nbg = 0;
+            break;
+        }
+    }
+}
+
+/* DeAR: before the first forward of a group's first instance, wait for the
+ * group's all-gather, issue the next group's, and step the group. */
+static void dear_gates(pb *b, int dev, int inst, int mb)
+{
+    stage_dp *d = &b->dp[dev];
+    while (d->next_group < d->ngroups && d->group_first[d->next_group] <= inst) {
+        int g = d->next_group++;
+        int gate = add_task(b, "dear gate", WF_SIM_CAT_MARKER, 0, -1, mb, -1, -1, -1);
+        dep(b, gate, b->prev);
+        dep(b, gate, d->ag_next);
+        for (int i = 0; i < b->nwait; i++)
+            dep(b, gate, b->wait[i]);
+        b->nwait = 0;
+        b->prev = gate;
+        if (g + 1 < d->ngroups) {
+            int ag = add_task(b, "dp all-gather", WF_SIM_CAT_DP_COMM,
+                              wf_coll_time(b->c, WF_COLL_ALLGATHER, &b->pr->dp_group, d->group_bytes[g + 1]),
+                              wf_sim_channel(b->s, dev, 1), -1, -1, -1, d->group_bytes[g + 1]);
+            dep(b, ag, gate);
+            d->ag_next = ag;
+        }
+        stream_task(b, dev, "optimizer step (group)", WF_SIM_CAT_OPTIMIZER, d->group_opt_s[g], -1, -1, -1);
+    }
+}
+
+/* The coarse form of a run of steps: channel time `hidden` issued with the
+ * stream task `comp`, then `exposed` channel time the stream waits for.
+ * Returns the stream task (-1 when comp is 0). */
+static int coarse_pair(pb *b, int dev, const char *name, wf_sim_cat cat, double comp, double exposed,
+                       double hidden, int mb, int chunk)
+{
+    int ch = wf_sim_channel(b->s, dev, 0);
+    if (hidden > 0) {
+        int h = add_task(b, "tp comm (overlapped)", WF_SIM_CAT_TP_COMM, hidden, ch, mb, -1, chunk, -1);
+        dep(b, h, b->prev);
+    }
+    int c = comp > 0 ? stream_task(b, dev, name, cat, comp, mb, -1, chunk) : -1;
+    if (exposed > 0) {
+        int id = add_task(b, "tp comm", WF_SIM_CAT_TP_COMM, exposed, ch, mb, -1, chunk, -1);
+        dep(b, id, b->prev);
+        push_wait(b, id);
+    }
+    return c;
+}
+
+static void build_forward(pb *b, int dev, int vs, int mb, int chunk, int first_of_vs)
+{
+    const sim_profile *pr = b->pr;
+    int lo = pr->vs_first[vs], hi = pr->vs_first[vs + 1];
+    int start = open_op(b, "forward start", mb, chunk);
+    int dear = b->with_dp && b->kind == WF_COMM_DEAR && first_of_vs;
+    if (b->coarse) {
+        if (dear)
+            dear_gates(b, dev, hi - 1, mb);
+        double comp = 0, exposed = 0;
+        for (int i = lo; i < hi; i++) {
+            comp += pr->unit[pr->inst[i]].fwd_comp;
+            exposed += pr->unit[pr->inst[i]].fwd_exposed;
+        }
+        coarse_pair(b, dev, "forward", WF_SIM_CAT_FORWARD, comp, exposed, 0, mb, chunk);
+    } else {
+        for (int i = lo; i < hi; i++) {
+            if (dear)
+                dear_gates(b, dev, i, mb);
+            const sim_unit *u = &pr->unit[pr->inst[i]];
+            run_steps(b, dev, u->fwd, u->nfwd, mb, pr->inst_layer[i], chunk);
+        }
+    }
+    b->f_last[vs * b->m + mb] = close_op(b);
+    b->f_first[vs * b->m + mb] = start;
+}
+
+static void build_backward(pb *b, int dev, int vs, int mb, int chunk, int last_of_vs)
+{
+    const sim_profile *pr = b->pr;
+    int lo = pr->vs_first[vs], hi = pr->vs_first[vs + 1];
+    int start = open_op(b, "backward start", mb, chunk);
+    if (b->coarse) {
+        double rcomp = 0, rexp = 0, comp = 0, exposed = 0, hidden = 0, transient = 0;
+        for (int i = lo; i < hi; i++) {
+            const sim_unit *u = &pr->unit[pr->inst[i]];
+            rcomp += u->rec_comp;
+            rexp += u->rec_exposed;
+            comp += u->bwd_comp;
+            exposed += u->bwd_exposed;
+            hidden += u->bwd_hidden;
+            transient = u->transient_bytes > transient ? u->transient_bytes : transient;
+        }
+        coarse_pair(b, dev, "recompute", WF_SIM_CAT_RECOMPUTE, rcomp, rexp, 0, mb, chunk);
+        int c = coarse_pair(b, dev, "backward", WF_SIM_CAT_BACKWARD, comp, exposed, hidden, mb, chunk);
+        if (transient > 0 && b->st == WF_OK)
+            b->st = wf_sim_add_buffer(b->s, dev, (int64_t)transient, c, 0, NULL);
+        if (last_of_vs)
+            for (int i = lo; i < hi; i++)
+                b->inst_grad_task[i] = c;
+    } else {
+        for (int i = hi - 1; i >= lo; i--) {
+            const sim_unit *u = &pr->unit[pr->inst[i]];
+            int first = wf_sim_ntasks(b->s);
+            run_steps(b, dev, u->rec, u->nrec, mb, pr->inst_layer[i], chunk);
+            run_steps(b, dev, u->bwd, u->nbwd, mb, pr->inst_layer[i], chunk);
+            if (last_of_vs)
+                b->inst_grad_task[i] = b->prev;
+            if (u->transient_bytes > 0 && first < wf_sim_ntasks(b->s) && b->st == WF_OK)
+                b->st = wf_sim_add_buffer(b->s, dev, (int64_t)u->transient_bytes, first, 1, &b->prev);
+        }
+    }
+    b->b_last[vs * b->m + mb] = close_op(b);
+    b->b_first[vs * b->m + mb] = start;
+}
+
+static double stage_params(const pb *b, int dev)
+{
+    const sim_profile *pr = b->pr;
+    double sum = 0;
+    for (int c = 0; c < b->p->vpp; c++) {
+        int vs = c * b->p->pp + dev;
+        if (vs >= b->nvs)
+            continue;
+        for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++)
+            sum += pr->unit[pr->inst[i]].params;
+    }
+    if (b->p->pp == 1)
+        sum -= pr->shared_params; /* one copy of the tied embedding */
+    return sum;
+}
+
+/* Gradient collectives of one stage (pass 2), after its backward. */
+static void build_dp(pb *b, int dev)
+{
+    stage_dp *d = &b->dp[dev];
+    const wf_comm_schedule *sc = &d->sc;
+    int ch = wf_sim_channel(b->s, dev, 1);
+    int pool = -1;
+    if (sc->kind == WF_COMM_BYTESCHEDULER && sc->credit_bytes > 0) {
+        pool = wf_sim_add_pool(b->s, "credit", (int64_t)ceil(sc->credit_bytes));
+        if (pool < 0 && b->st == WF_OK)
+            b->st = pool;
+    }
+    int all = add_task(b, "gradients reduced", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
+    int prev_issue = -1;
+    for (int k = 0; k < sc->nops && b->st == WF_OK; k++) {
+        const wf_comm_op *op = &sc->ops[k];
+        const char *name = op->kind == WF_COLL_REDUCE_SCATTER ? "dp reduce-scatter" : "dp all-reduce";
+        wf_sim_task_desc t;
+        wf_sim_task_desc_init(&t);
+        t.name = name;
+        t.cat = WF_SIM_CAT_DP_COMM;
+        t.dur_ns = wf_sim_ns(wf_coll_time(b->c, op->kind, &b->pr->dp_group, op->bytes));
+        t.nres = 1;
+        t.res = &ch;
+        t.priority = op->priority;
+        t.pool = pool;
+        t.pool_amount = (int64_t)ceil(op->bytes);
+        t.not_before_ns = op->tick >= 0 ? wf_sim_ns(op->issue_s) : 0;
+        t.layer = op->min_layer;
+        t.bytes = op->bytes;
+        int id = wf_sim_add_task(b->s, &t);
+        if (id < 0) {
+            b->st = id;
+            return;
+        }
+        int gate = id;
+        if (op->after >= 0) {
+            gate = add_task(b, "issue", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
+            dep(b, gate, prev_issue);
+            dep(b, id, gate);
+            prev_issue = gate;
+        }
+        for (int q = 0; q < op->nparts; q++)
+            dep(b, gate, b->inst_grad_task[d->grad_inst[sc->parts[op->first_part + q].grad]]);
+        dep(b, all, id);
+    }
+    b->stage_dp_last[dev] = all;
+}
+
+/* The end of the iteration on every stage: tied-embedding all-reduce, the
+ * optimizer step, ZeRO's all-gather of the updated weights. */
+static void build_tail(pb *b)
+{
+    const wf_plan *p = b->p;
+    const sim_profile *pr = b->pr;
+    int emb = -1;
+    if (p->pp > 1 && pr->shared_params > 0) {
+        int res[2] = {wf_sim_channel(b->s, 0, 1), wf_sim_channel(b->s, p->pp - 1, 1)};
+        wf_group ends = wf_group_place(b->c, 2, (int64_t)p->tp * p->dp * (p->pp - 1));
+        wf_sim_task_desc t;
+        wf_sim_task_desc_init(&t);
+        t.name = "embedding all-reduce";
+        t.cat = WF_SIM_CAT_DP_COMM;
+        t.dur_ns = wf_sim_ns(wf_coll_time(b->c, WF_COLL_ALLREDUCE, &ends, pr->shared_params * pr->grad_bytes));
+        t.nres = 2;
+        t.res = res;
+        t.bytes = pr->shared_params * pr->grad_bytes;
+        emb = b->st ? -1 : wf_sim_add_task(b->s, &t);
+        if (emb < 0 && b->st == WF_OK)
+            b->st = emb;
+        int ends_dev[2] = {0, p->pp - 1};
+        for (int e = 0; e < 2; e++) {
+            dep(b, emb, b->stage_last[ends_dev[e]]);
+            dep(b, emb, b->stage_dp_last[ends_dev[e]]);
+        }
+    }
+    for (int dev = 0; dev < p->pp; dev++) {
+        b->prev = b->stage_last[dev];
+        b->nwait = 0;
+        if (b->stage_dp_last[dev] >= 0)
+            push_wait(b, b->stage_dp_last[dev]);
+        if (emb >= 0 && (dev == 0 || dev == p->pp - 1))
+            push_wait(b, emb);
+        if (b->with_dp && b->kind == WF_COMM_DEAR && p->dp > 1) {
+            /* DeAR stepped each group before its forward. */
+            close_op(b);
+            continue;
+        }
+        double params = stage_params(b, dev);
+        double shard = p->zero >= 1 ? params / (double)p->dp : params;
+        stream_task(b, dev, "optimizer step", WF_SIM_CAT_OPTIMIZER, shard * pr->opt_bytes_per_param / pr->mem_bw_bps,
+                    -1, -1, -1);
+        if (p->zero >= 1 && p->zero < 3 && p->dp > 1) {
+            double wbytes = params * pr->elem_bytes;
+            int ag = add_task(b, "dp all-gather (weights)", WF_SIM_CAT_DP_COMM,
+                              wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, wbytes),
+                              wf_sim_channel(b->s, dev, 1), -1, -1, -1, wbytes);
+            dep(b, ag, b->prev);
+        }
+    }
+}
+
+static int pipe_cap(const wf_plan *p, int m)
+{
+    return 2 * m * p->vpp;
+}
+
+/* Builds the whole graph into b->s (fresh). */
+static void build_graph(pb *b)
+{
+    const wf_plan *p = b->p;
+    const sim_profile *pr = b->pr;
+    int P = p->pp, m = b->m, nvs = b->nvs;
+    int cap = pipe_cap(p, m);
+    wf_pipe_op *ops = malloc((size_t)cap * sizeof *ops);
+    int *last_b = malloc((size_t)(p->vpp + 1) * sizeof *last_b);
+    int *first_f = malloc((size_t)(p->vpp + 1) * sizeof *first_f);
+    if (!ops || !last_b || !first_f) {
+        free(ops);
+        free(last_b);
+        free(first_f);
+        b->st = wf_errorf(WF_NOMEM, "out of memory building a plan's task graph");
+        return;
+    }
+    for (int dev = 0; dev < P && b->st == WF_OK; dev++) {
+        char name[64];
+        snprintf(name, sizeof name, "stage %d", dev);
+        int d = wf_sim_add_device(b->s, name, 2, (int64_t)p->tp * p->dp);
+        if (d < 0) {
+            b->st = d;
+            break;
+        }
+    }
+    for (int dev = 0; dev < P && b->st == WF_OK; dev++) {
+        double params = stage_params(b, dev);
+        b->st = wf_sim_set_mem_base(b->s, dev, (int64_t)(params * pr->bytes_per_param + pr->buffer_bytes));
+        int n = 0;
+        if (b->st == WF_OK)
+            b->st = wf_pipe_order(p->pipe, P, m, p->vpp, dev, ops, cap, &n);
+        if (b->st)
+            break;
+        for (int c = 0; c < p->vpp; c++)
+            last_b[c] = first_f[c] = -1;
+        for (int k = 0; k < n; k++) {
+            if (ops[k].bwd)
+                last_b[ops[k].chunk] = k;
+            else if (first_f[ops[k].chunk] < 0)
+                first_f[ops[k].chunk] = k;
+        }
+        b->prev = -1;
+        b->nwait = b->nbg = 0;
+        if (b->with_dp && b->dp) {
+            b->dp[dev].next_group = 0;
+            b->dp[dev].ag_next = -1;
+            if (b->kind == WF_COMM_DEAR && b->dp[dev].ngroups > 0) {
+                /* The first group's all-gather opens the iteration. */
+                int ag = add_task(b, "dp all-gather", WF_SIM_CAT_DP_COMM,
+                                  wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, b->dp[dev].group_bytes[0]),
+                                  wf_sim_channel(b->s, dev, 1), -1, -1, -1, b->dp[dev].group_bytes[0]);
+                b->dp[dev].ag_next = ag;
+            }
+        }
+        /* ZeRO-3: each op's weights gathered one op ahead. */
+        int zero3 = p->zero == 3 && p->dp > 1;
+        int prev_end[2] = {-1, -1};
+        for (int k = 0; k < n && b->st == WF_OK; k++) {
+            int vs = ops[k].chunk * P + dev, mb = ops[k].mb;
+            int gather = -1;
+            if (zero3) {
+                double wb = 0;
+                for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++)
+                    wb += pr->unit[pr->inst[i]].params * pr->elem_bytes;
+                gather = add_task(b, "zero-3 all-gather", WF_SIM_CAT_DP_COMM,
+                                  wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, wb),
+                                  wf_sim_channel(b->s, dev, 1), mb, -1, ops[k].chunk, wb);
+                dep(b, gather, prev_end[0]);
+                push_wait(b, gather);
+            }
+            if (!ops[k].bwd) {
+                build_forward(b, dev, vs, mb, ops[k].chunk, k == first_f[ops[k].chunk]);
+                if (vs + 1 < nvs && (vs + 1) % P != dev) {
+                    b->f_send[vs * m + mb] = stream_task(b, dev, "send activation", WF_SIM_CAT_PP_COMM,
+                                                         pr->vs_send_s[vs], mb, -1, ops[k].chunk);
+                }
+            } else {
+                build_backward(b, dev, vs, mb, ops[k].chunk, k == last_b[ops[k].chunk]);
+                if (vs > 0 && (vs - 1) % P != dev) {
+                    b->b_send[vs * m + mb] = stream_task(b, dev, "send gradient", WF_SIM_CAT_PP_COMM,
+                                                         pr->vs_send_s[vs - 1], mb, -1, ops[k].chunk);
+                }
+            }
+            prev_end[0] = prev_end[1];
+            prev_end[1] = b->prev;
+        }
+        b->stage_last[dev] = close_op(b);
+    }
+    free(ops);
+    free(last_b);
+    free(first_f);
+    if (b->st)
+        return;
+    /* Across stages: a forward needs the previous virtual stage's forward (its
+     * send when on another device); a backward the next one's backward. */
+    for (int vs = 0; vs < nvs; vs++) {
+        for (int mb = 0; mb < m; mb++) {
+            int i = vs * m + mb;
+            if (vs > 0) {
+                int from = b->f_send[(vs - 1) * m + mb] >= 0 ? b->f_send[(vs - 1) * m + mb]
+                                                               : b->f_last[(vs - 1) * m + mb];
+                dep(b, b->f_first[i], from);
+            }
+            if (vs + 1 < nvs) {
+                int from = b->b_send[(vs + 1) * m + mb] >= 0 ? b->b_send[(vs + 1) * m + mb]
+                                                               : b->b_last[(vs + 1) * m + mb];
+                dep(b, b->b_first[i], from);
+            } else {
+                dep(b, b->b_first[i], b->f_last[i]);
+            }
+            double act = 0;
+            for (int k = pr->vs_first[vs]; k < pr->vs_first[vs + 1]; k++)
+                act += pr->unit[pr->inst[k]].act_bytes;
+            if (act > 0 && b->st == WF_OK)
+                b->st = wf_sim_add_buffer(b->s, vs % P, (int64_t)act, b->f_first[i], 1, &b->b_last[i]);
+        }
+    }
+    for (int dev = 0; dev < P; dev++) {
+        b->stage_dp_last[dev] = -1;
+        if (b->with_dp && b->st == WF_OK)
+            build_dp(b, dev);
+    }
+    if (b->st == WF_OK)
+        build_tail(b);
+}
+
+/* ---- schedules per stage ---------------------------------------------------------------- */
+
+typedef struct {
+    const wf_cluster *c;
+    const wf_group *g;
+} coll_ctx;
+
+static double coll_cb(void *ctx, wf_coll_kind k, double bytes)
+{
+    const coll_ctx *x = ctx;
+    return wf_coll_time(x->c, k, x->g, bytes);
+}
+
+/* Groups each stage's gradients by the schedule, from the ready times of
+ * the first pass. */
+static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *ready_ns, wf_arena *a)
+{
+    const wf_plan *p = b->p;
+    const sim_profile *pr = b->pr;
+    coll_ctx *cc = wf_arena_alloc(a, sizeof *cc);
+    b->dp = wf_arena_alloc(a, (size_t)p->pp * sizeof *b->dp);
+    int ntens = 0;
+    for (int i = 0; i < pr->ninst; i++)
+        ntens += pr->unit[pr->inst[i]].ntensors;
+    wf_grad *grads = wf_arena_alloc(a, (size_t)(ntens + 1) * sizeof *grads);
+    if (!cc || !b->dp || !grads)
+        return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
+    cc->c = b->c;
+    cc->g = &pr->dp_group;
+    wf_sched_env env = {coll_cb, cc, 0, pr->grad_bytes, 0, 0};
+    for (int dev = 0; dev < p->pp; dev++) {
+        stage_dp *d = &b->dp[dev];
+        d->grad_inst = wf_arena_alloc(a, (size_t)(ntens + 1) * sizeof *d->grad_inst);
+        if (!d->grad_inst)
+            return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
+        int n = 0;
+        for (int c = 0; c < p->vpp; c++) {
+            int vs = c * p->pp + dev;
+            for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++) {
+                const sim_unit *u = &pr->unit[pr->inst[i]];
+                for (int k = 0; k < u->ntensors; k++) {
+                    if (u->tensor_params[k] <= 0)
+                        continue;
+                    grads[n].bytes = u->tensor_params[k] * pr->grad_bytes;
+                    grads[n].ready_s = (double)ready_ns[i] / 1e9;
+                    grads[n].layer = i;
+                    d->grad_inst[n++] = i;
+                }
+            }
+        }
+        wf_status st = wf_sched_build(cs, grads, n, &env, a, &d->sc);
+        if (st)
+            return st;
+        if (p->zero >= 1)
+            for (int k = 0; k < d->sc.nops; k++)
+                d->sc.ops[k].kind = WF_COLL_REDUCE_SCATTER;
+        if (cs->kind == WF_COMM_DEAR) {
+            /* Groups in forward order: the reduce-scatters were issued last group first. */
+            int G = d->sc.nops;
+            d->ngroups = G;
+            d->group_first = wf_arena_alloc(a, (size_t)(G + 1) * sizeof *d->group_first);
+            d->group_opt_s = wf_arena_alloc(a, (size_t)(G + 1) * sizeof *d->group_opt_s);
+            d->group_bytes = wf_arena_alloc(a, (size_t)(G + 1) * sizeof *d->group_bytes);
+            if (!d->group_first || !d->group_opt_s || !d->group_bytes)
+                return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
+            for (int g = 0; g < G; g++) {
+                const wf_comm_op *op = &d->sc.ops[G - 1 - g];
+                d->group_first[g] = op->min_layer;
+                d->group_bytes[g] = p->zero >= 1 ? op->bytes / pr->grad_bytes * pr->elem_bytes : op->bytes;
+                double params = op->bytes / pr->grad_bytes;
+                if (p->zero >= 1)
+                    params /= (double)p->dp;
+                d->group_opt_s[g] = params * pr->opt_bytes_per_param / pr->mem_bw_bps;
+            }
+        }
+    }
+    return WF_OK;
+}
+
+/* ---- running ------------------------------------------------------------------------------ */
+
+/* One pass: builds and runs; on success returns the simulation in *keep. */
+static wf_status run_pass(pb *b, wf_sim **keep)
+{
+    *keep = NULL;
+    wf_status st = wf_sim_create(&b->s);
+    if (st)
+        return st;
+    size_t n = (size_t)b->nvs * (size_t)b->m;
+    int *ids = malloc(6 * n * sizeof *ids);
+    if (!ids) {
+        wf_sim_free(b->s);
+        return wf_errorf(WF_NOMEM, "out of memory building a plan's task graph");
+    }
+    for (size_t i = 0; i < 6 * n; i++)
+        ids[i] = -1;
+    b->f_first = ids;
+    b->f_last = ids + n;
+    b->f_send = ids + 2 * n;
+    b->b_first = ids + 3 * n;
+    b->b_last = ids + 4 * n;
+    b->b_send = ids + 5 * n;
+    for (int i = 0; i < b->pr->ninst; i++)
+        b->inst_grad_task[i] = -1;
+    b->st = WF_OK;
+    build_graph(b);
+    free(ids);
+    st = b->st;
+    if (st == WF_OK)
+        st = wf_sim_run(b->s);
+    if (st) {
+        wf_sim_free(b->s);
+        b->s = NULL;
+        return st;
+    }
+    *keep = b->s;
+    return WF_OK;
+}
+
+static void fill_result(const pb *b, wf_sim *s, wf_sim_plan_result *r)
+{
+    const wf_plan *p = b->p;
+    r->iteration_time_s = (double)wf_sim_makespan_ns(s) / 1e9;
+    r->nstages = p->pp;
+    r->tasks = wf_sim_ntasks(s);
+    r->coarse = b->coarse;
+    double best = -1;
+    for (int dev = 0; dev < p->pp; dev++) {
+        wf_sim_device_stats ds;
+        wf_sim_device_stats_of(s, dev, &ds);
+        wf_sim_stage_result *x = &r->stage[dev];
+        memset(x, 0, sizeof *x);
+        wf_breakdown *bd = &x->bd;
+        bd->compute = ds.busy_s[WF_SIM_CAT_FORWARD] + ds.busy_s[WF_SIM_CAT_BACKWARD];
+        bd->recompute = ds.busy_s[WF_SIM_CAT_RECOMPUTE];
+        bd->tp_comm = ds.exposed_s[WF_SIM_CAT_TP_COMM];
+        bd->pp_comm = ds.busy_s[WF_SIM_CAT_PP_COMM];
+        bd->dp_comm = ds.busy_s[WF_SIM_CAT_DP_COMM];
+        bd->optimizer = ds.busy_s[WF_SIM_CAT_OPTIMIZER];
+        bd->bubble = ds.idle_s;
+        bd->exposed_comm = bd->pp_comm + ds.exposed_comm_s;
+        x->busy_s = bd->compute + bd->recompute + bd->pp_comm + bd->optimizer;
+        x->peak_memory_bytes = (double)ds.peak_mem_bytes;
+        x->dp_comm_s = bd->dp_comm;
+        x->dp_exposed_s = ds.exposed_s[WF_SIM_CAT_DP_COMM];
+        if (x->busy_s > best) {
+            best = x->busy_s;
+            r->critical_stage = dev;
+        }
+        if (x->peak_memory_bytes > r->peak_memory_bytes)
+            r->peak_memory_bytes = x->peak_memory_bytes;
+    }
+    r->breakdown = r->stage[r->critical_stage].bd;
+    r->fits = r->peak_memory_bytes <= b->c->dev.mem_bytes;
+    r->dp_collectives = 0;
+    if (b->with_dp && b->dp) {
+        const stage_dp *d = &b->dp[r->critical_stage];
+        r->dp_collectives = d->sc.nops * (b->kind == WF_COMM_DEAR ? 2 : 1);
+    }
+}
+
+wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
+                      const wf_sim_plan_opts *opts, wf_sim_plan_result *out)
+{
+    double t0 = wf_now_s();
+    memset(out, 0, sizeof *out);
+    wf_status st = wf_plan_validate(p, m, c, batch);
+    if (st)
+        return st;
+    if (p->pp > WF_SIM_MAX_STAGES)
+        return wf_errorf(WF_INVAL, "pp=%d: the simulator handles at most %d stages", p->pp, WF_SIM_MAX_STAGES);
+    int64_t mm = batch / ((int64_t)p->mbs * p->dp);
+    if (mm < 1 || mm > 1000000)
+        return wf_errorf(WF_INVAL, "batch %lld gives %lld micro-batches per pipeline", (long long)batch,
+                         (long long)mm);
+    wf_arena a;
+    wf_arena_init(&a, 1 << 16);
+    sim_profile pr;
+    if ((st = sim_profile_build(m, c, p, &a, &pr))) {
+        wf_arena_free(&a);
+        return st;
+    }
+    pb b;
+    memset(&b, 0, sizeof b);
+    b.pr = &pr;
+    b.p = p;
+    b.c = c;
+    b.m = (int)mm;
+    b.nvs = pr.nvs;
+    b.a = &a;
+    b.inst_grad_task = wf_arena_alloc(&a, (size_t)(pr.ninst + 1) * sizeof *b.inst_grad_task);
+    b.stage_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_last);
+    b.stage_dp_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_dp_last);
+    wf_ns *ready = wf_arena_alloc(&a, (size_t)(pr.ninst + 1) * sizeof *ready);
+    if (!b.inst_grad_task || !b.stage_last || !b.stage_dp_last || !ready) {
+        wf_arena_free(&a);
+        return wf_errorf(WF_NOMEM, "out of memory simulating a plan");
+    }
+    /* Fine or coarse. */
+    double fine = 0;
+    for (int i = 0; i < pr.ninst; i++) {
+        const sim_unit *u = &pr.unit[pr.inst[i]];
+        fine += u->nfwd + u->nbwd + u->nrec + 2;
+    }
+    fine *= (double)mm;
+    int detail = opts ? opts->detail : 0;
+    b.coarse = detail == 2 || (detail == 0 && fine > MAX_FINE_TASKS);
+
+    /* Pass 1: no gradient collectives; the gradients' ready times. */
+    wf_sim *s = NULL;
+    b.with_dp = 0;
+    if ((st = run_pass(&b, &s)))
+        goto done;
+    if (p->dp <= 1) {
+        out->comm = p->comm;
+        fill_result(&b, s, out);
+        goto trace;
+    }
+    for (int i = 0; i < pr.ninst; i++)
+        ready[i] = b.inst_grad_task[i] >= 0 ? wf_sim_task_end_ns(s, b.inst_grad_task[i]) : 0;
+    wf_sim_free(s);
+    s = NULL;
+
+    /* Pass 2 per candidate schedule. */
+    {
+        wf_comm_sched cand[16];
+        int nc = 0;
+        if (p->comm.kind == WF_COMM_AUTO) {
+            const double MiB = 1048576.0;
+            cand[nc++] = (wf_comm_sched){WF_COMM_WFBP, 0};
+            cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 1 * MiB};
+            cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 25 * MiB};
+            cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 100 * MiB};
+            cand[nc++] = (wf_comm_sched){WF_COMM_HOROVOD, 0};
+            cand[nc++] = (wf_comm_sched){WF_COMM_BYTESCHEDULER, 0};
+            cand[nc++] = (wf_comm_sched){WF_COMM_MGWFBP, 0};
+            cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 5e6};
+            cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 25e6};
+            cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 100e6};
+        } else {
+            cand[nc++] = p->comm;
+        }
+        int best = -1;
+        wf_ns best_t = 0;
+        wf_sim *best_s = NULL;
+        stage_dp *best_dp = NULL;
+        for (int k = 0; k < nc; k++) {
+            b.kind = cand[k].kind;
+            b.with_dp = 1;
+            if ((st = plan_schedules(&b, &cand[k], ready, &a))) {
+                wf_sim_free(best_s);
+                goto done;
+            }
+            if ((st = run_pass(&b, &s))) {
+                wf_sim_free(best_s);
+                goto done;
+            }
+            if (best < 0 || wf_sim_makespan_ns(s) < best_t) {
+                best = k;
+                best_t = wf_sim_makespan_ns(s);
+                wf_sim_free(best_s);
+                best_s = s;
+                best_dp = b.dp;
+            } else {
+                wf_sim_free(s);
+            }
+            s = NULL;
+        }
+        s = best_s;
+        b.dp = best_dp;
+        b.kind = cand[best].kind;
+        out->comm = cand[best];
+        out->comm.threshold_bytes = b.dp[0].sc.threshold_bytes;
+        out->candidates = nc;
+        fill_result(&b, s, out);
+    }
+trace:
+    if (opts && opts->trace_path)
+        st = wf_sim_write_trace(s, opts->trace_path);
+done:
+    wf_sim_free(s);
+    wf_arena_free(&a);
+    if (st == WF_OK) {
+        out->micro_batches = mm;
+        out->devices = wf_plan_devices(p);
+        out->samples_per_s = (double)batch / out->iteration_time_s;
+        out->wall_s = wf_now_s() - t0;
+    }
+    return st;
+}
+
+cJSON *wf_sim_plan_to_json(const wf_sim_plan_result *r)
+{
+    static const char *const names[] = {
+#define WF_X(e, name) name,
+        WF_COMM_LIST(WF_X)
+#undef WF_X
+    };
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddNumberToObject(j, "iteration_time_s", r->iteration_time_s);
+    cJSON_AddNumberToObject(j, "samples_per_s", r->samples_per_s);
+    cJSON_AddNumberToObject(j, "peak_memory_bytes", r->peak_memory_bytes);
+    cJSON_AddBoolToObject(j, "fits", r->fits);
+    cJSON_AddNumberToObject(j, "devices", (double)r->devices);
+    cJSON_AddNumberToObject(j, "micro_batches", (double)r->micro_batches);
+    cJSON_AddNumberToObject(j, "critical_stage", r->critical_stage);
+    const char *keys[8] = {"compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer",
+                           "exposed_comm"};
+    for (int s = -1; s < r->nstages; s++) {
+        const wf_breakdown *bd = s < 0 ? &r->breakdown : &r->stage[s].bd;
+        double v[8] = {bd->compute, bd->recompute, bd->tp_comm, bd->pp_comm,
+                       bd->dp_comm, bd->bubble,    bd->optimizer, bd->exposed_comm};
+        cJSON *o = cJSON_CreateObject();
+        for (int k = 0; k < 8; k++)
+            cJSON_AddNumberToObject(o, keys[k], v[k]);
+        if (s < 0) {
+            cJSON_AddItemToObject(j, "breakdown", o);
+            cJSON_AddArrayToObject(j, "stages");
+        } else {
+            cJSON *st = cJSON_CreateObject();
+            cJSON_AddNumberToObject(st, "stage", s);
+            cJSON_AddNumberToObject(st, "peak_memory_bytes", r->stage[s].peak_memory_bytes);
+            cJSON_AddItemToObject(st, "breakdown", o);
+            cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(j, "stages"), st);
+        }
+    }
+    cJSON *c = cJSON_AddObjectToObject(j, "comm");
+    cJSON_AddStringToObject(c, "schedule", (unsigned)r->comm.kind < WF_COMM_COUNT ? names[r->comm.kind] : "?");
+    cJSON_AddNumberToObject(c, "threshold_bytes", r->comm.threshold_bytes);
+    cJSON_AddNumberToObject(c, "collectives", r->dp_collectives);
+    cJSON_AddNumberToObject(c, "dp_comm_s", r->stage[r->critical_stage].dp_comm_s);
+    cJSON_AddNumberToObject(c, "dp_exposed_s", r->stage[r->critical_stage].dp_exposed_s);
+    if (r->candidates > 1)
+        cJSON_AddNumberToObject(c, "candidates", r->candidates);
+    cJSON *sim = cJSON_AddObjectToObject(j, "simulation");
+    cJSON_AddNumberToObject(sim, "tasks", (double)r->tasks);
+    cJSON_AddBoolToObject(sim, "coarse", r->coarse);
+    cJSON_AddNumberToObject(sim, "wall_s", r->wall_s);
+    return j;
+}

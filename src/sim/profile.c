@@ -1,0 +1,686 @@
+/* A model on a plan as simulation units (plan-impl.h). The numbers come
+ * from the cost model itself (a wf_cost_ctx: its per-op records, weight
+ * traffic, bytes per parameter and optimizer traffic, read through
+ * cost/cost-impl.h until cost.h exports them), so the simulator and `weft
+ * estimate` cost every op identically and differ only in how they compose
+ * them; the graph IR gives the structure (sections, tensor-parallel points,
+ * parameter tensors).
+ *
+ * - Transformers: one layer built at micro-batch 1, its ops sorted into the
+ *   embedding ("pre"), the tied layer and the head ("post"), as the estimate
+ *   does. Split ops divide FLOPs and activation traffic by t, their weights
+ *   too; with sequence parallelism the replicated ops divide their
+ *   activations as well. Megatron's tensor-parallel points become steps:
+ *   after a row-parallel op an all-reduce (with sp a reduce-scatter) the
+ *   stream waits for; before the column-parallel ops of a point, with sp, an
+ *   all-gather; in backward the input gradient's all-reduce (sp: reduce-
+ *   scatter) runs alongside the weight-gradient products, and with sp the
+ *   input is re-gathered alongside the input-gradient products; the
+ *   vocabulary-parallel loss adds three small all-reduces. Compute slowed by
+ *   overlapped communication (the cluster's overlap_slowdown) is added to the
+ *   overlapped compute step.
+ * - Other models: one unit per forward op (no tensor parallelism), stages cut
+ *   by time as the estimate cuts them.
+ * Memory per unit follows Korthikanti et al. 2022 through the saved tensors,
+ * with full or selective recomputation. */
+#include "sim/plan-impl.h"
+#include "cost/cost-impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Times of one op for one micro-batch b on one device, from the cost
+ * model's op record: forward, input-gradient and weight-gradient products.
+ * `div` divides the activation part (tensor or sequence parallelism), `pdiv`
+ * the weights (split ops). The arithmetic of the estimate's sections. */
+static void cost_op_times(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div, double pdiv,
+                          double *tf, double *tin, double *tw)
+{
+    const wf_device *d = &ctx->cluster.dev;
+    *tf = wf_compute_time(d, r->matrix, ctx->dtype, r->fwd_flops * b / div,
+                          r->fwd_act_bytes * b / div + wf_cost_fwd_weight_bytes(ctx, r) / pdiv);
+    double din = r->bwd_in_flops * b / div, dw = r->bwd_w_flops * b / div;
+    double bytes = r->bwd_act_bytes * b / div + wf_cost_bwd_weight_bytes(ctx, r) / pdiv;
+    *tin = *tw = 0;
+    if (din > 0 && dw > 0) {
+        double fin = din / (din + dw);
+        *tin = wf_compute_time(d, r->matrix, ctx->dtype, din, bytes * fin);
+        *tw = wf_compute_time(d, r->matrix, ctx->dtype, dw, bytes * (1 - fin));
+    } else if (dw > 0) {
+        *tw = wf_compute_time(d, r->matrix, ctx->dtype, dw, bytes);
+    } else {
+        *tin = wf_compute_time(d, r->matrix, ctx->dtype, din, bytes);
+    }
+}
+
+/* ---- step lists ------------------------------------------------------------------ */
+
+typedef struct {
+    sim_step *s;
+    int n, cap;
+    double comp; /* compute not yet emitted */
+    uint8_t comp_cat;
+    const char *comp_name;
+} steps;
+
+static void emit_bytes(steps *b, int kind, int cat, double dur, double bytes, const char *name)
+{
+    if (b->n >= b->cap)
+        return; /* capacity is sized for the worst case; never reached */
+    b->s[b->n++] = (sim_step){(uint8_t)kind, (uint8_t)cat, dur, bytes, name};
+}
+
+static void emit(steps *b, int kind, int cat, double dur, const char *name)
+{
+    emit_bytes(b, kind, cat, dur, 0, name);
+}
+
+static void flush(steps *b)
+{
+    if (b->comp > 0)
+        emit(b, STEP_COMPUTE, b->comp_cat, b->comp, b->comp_name);
+    b->comp = 0;
+}
+
+/* Folds a step list into stream time, exposed and hidden channel time
+ * (what the coarse graph uses), playing it on an idle stream and channel. */
+static void fold(const sim_step *s, int n, double *comp, double *exposed, double *hidden)
+{
+    double T = 0, C = 0, wait = 0, bg = 0, c = 0, comm = 0;
+    for (int i = 0; i < n; i++) {
+        switch (s[i].kind) {
+        case STEP_COMPUTE:
+            T = (T > wait ? T : wait) + s[i].dur_s;
+            c += s[i].dur_s;
+            break;
+        case STEP_COLL:
+        case STEP_COLL_BG: {
+            double st = T > C ? T : C;
+            C = st + s[i].dur_s;
+            comm += s[i].dur_s;
+            if (s[i].kind == STEP_COLL)
+                wait = wait > C ? wait : C;
+            else
+                bg = bg > C ? bg : C;
+            break;
+        }
+        case STEP_JOIN:
+            wait = wait > bg ? wait : bg;
+            break;
+        }
+    }
+    double end = T > wait ? T : wait;
+    end = end > bg ? end : bg;
+    *comp += c;
+    *exposed += end - c;
+    *hidden += comm - (end - c);
+}
+
+static void fold_unit(sim_unit *u)
+{
+    u->fwd_comp = u->fwd_exposed = u->rec_comp = u->rec_exposed = 0;
+    u->bwd_comp = u->bwd_exposed = u->bwd_hidden = 0;
+    double hid = 0;
+    fold(u->fwd, u->nfwd, &u->fwd_comp, &u->fwd_exposed, &hid);
+    fold(u->rec, u->nrec, &u->rec_comp, &u->rec_exposed, &hid);
+    /* Forward and recomputation wait for all their collectives: hid stays 0. */
+    fold(u->bwd, u->nbwd, &u->bwd_comp, &u->bwd_exposed, &u->bwd_hidden);
+}
+
+/* ---- transformers ------------------------------------------------------------------- */
+
+enum { SEC_PRE, SEC_LAYER, SEC_POST, SEC_COUNT };
+
+/* One forward op of the one-layer graph at micro-batch 1. */
+typedef struct {
+    int section, matrix, split, attn_core, is_g, fpoint, f_first, f_last;
+    double tf, tin, tw;        /* at the plan's micro-batch and tp */
+    double f_bytes, g_bytes;   /* point tensors at micro-batch 1 */
+    double ce_bytes;           /* vocab-parallel loss: fp32 per token */
+    double repl, split_b, scores; /* saved for backward, micro-batch 1 */
+} top;
+
+static int is_f_op(const wf_op *o)
+{
+    return o->tp == WF_TP_COL || (o->tp == WF_TP_VOCAB && (o->kind == WF_OP_LINEAR || o->kind == WF_OP_MATMUL));
+}
+
+static int is_g_op(const wf_op *o)
+{
+    return o->tp == WF_TP_ROW || (o->tp == WF_TP_VOCAB && o->kind == WF_OP_EMBEDDING);
+}
+
+static double coll_t(const wf_cluster *c, const wf_group *g, wf_coll_kind k, double bytes)
+{
+    return wf_coll_time(c, k, g, bytes);
+}
+
+static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const wf_plan *p, const top *ops,
+                               int n, int section, wf_arena *a, sim_unit *u)
+{
+    const double b = (double)p->mbs, slow = c->overlap_slowdown >= 1 ? c->overlap_slowdown : 1.0;
+    const int t = p->tp, sp = p->sp;
+    const wf_group *tg = &pr->tp_group;
+    int cap = 8 * n + 16;
+    steps f = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_FORWARD, "forward"};
+    steps r = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_RECOMPUTE, "recompute"};
+    steps w = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_BACKWARD, "backward"};
+    double *dwin = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *dwin);
+    double *wwin = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *wwin);
+    if (!f.s || !r.s || !w.s || !dwin || !wwin)
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+
+    /* Forward (and, with full recomputation of the layer, the same again). */
+    int full = section == SEC_LAYER && p->recompute == WF_RECOMPUTE_FULL;
+    for (int pass = 0; pass < 1 + full; pass++) {
+        steps *s = pass ? &r : &f;
+        for (int i = 0; i < n; i++) {
+            const top *o = &ops[i];
+            if (t > 1 && sp && o->fpoint >= 0 && o->f_first) {
+                flush(s);
+                emit_bytes(s, STEP_COLL, WF_SIM_CAT_TP_COMM, coll_t(c, tg, WF_COLL_ALLGATHER, o->f_bytes * b),
+                           o->f_bytes * b, "tp all-gather");
+            }
+            s->comp += o->tf;
+            if (t > 1 && o->is_g) {
+                flush(s);
+                emit_bytes(s, STEP_COLL, WF_SIM_CAT_TP_COMM,
+                           coll_t(c, tg, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, o->g_bytes * b),
+                           o->g_bytes * b, sp ? "tp reduce-scatter" : "tp all-reduce");
+            }
+            if (t > 1 && o->ce_bytes > 0) {
+                flush(s);
+                emit(s, STEP_COLL, WF_SIM_CAT_TP_COMM, 3.0 * coll_t(c, tg, WF_COLL_ALLREDUCE, o->ce_bytes * b),
+                     "vocab-parallel loss all-reduces");
+            }
+        }
+        flush(s);
+    }
+    if (section == SEC_LAYER && p->recompute == WF_RECOMPUTE_SELECTIVE) {
+        for (int i = 0; i < n; i++)
+            if (ops[i].attn_core)
+                r.comp += ops[i].tf;
+        flush(&r);
+    }
+
+    /* Backward, ops in reverse. */
+    for (int i = 0; i < n; i++)
+        dwin[i] = wwin[i] = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        const top *o = &ops[i];
+        if (t > 1 && sp && o->is_g) {
+            flush(&w);
+            emit_bytes(&w, STEP_COLL, WF_SIM_CAT_TP_COMM, coll_t(c, tg, WF_COLL_ALLGATHER, o->g_bytes * b),
+                       o->g_bytes * b, "tp all-gather");
+        }
+        if (t > 1 && o->fpoint >= 0) {
+            int k = o->fpoint;
+            double ag = sp ? coll_t(c, tg, WF_COLL_ALLGATHER, o->f_bytes * b) : 0;
+            if (sp && o->f_last) {
+                flush(&w);
+                emit_bytes(&w, STEP_COLL_BG, WF_SIM_CAT_TP_COMM, ag, o->f_bytes * b, "tp re-gather");
+            }
+            w.comp += o->tin;
+            dwin[k] += o->tin;
+            wwin[k] += o->tw;
+            if (o->f_first) {
+                if (sp)
+                    w.comp += (slow - 1.0) * (ag < dwin[k] ? ag : dwin[k]);
+                flush(&w);
+                if (sp)
+                    emit(&w, STEP_JOIN, 0, 0, "join");
+                double gc = coll_t(c, tg, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, o->f_bytes * b);
+                emit_bytes(&w, STEP_COLL_BG, WF_SIM_CAT_TP_COMM, gc, o->f_bytes * b,
+                           sp ? "tp reduce-scatter" : "tp all-reduce");
+                emit(&w, STEP_COMPUTE, WF_SIM_CAT_BACKWARD, wwin[k] + (slow - 1.0) * (gc < wwin[k] ? gc : wwin[k]),
+                     "weight gradients");
+                emit(&w, STEP_JOIN, 0, 0, "join");
+            }
+        } else {
+            w.comp += o->tin + o->tw;
+        }
+    }
+    flush(&w);
+    u->fwd = f.s;
+    u->nfwd = f.n;
+    u->rec = r.s;
+    u->nrec = r.n;
+    u->bwd = w.s;
+    u->nbwd = w.n;
+    return WF_OK;
+}
+
+static wf_status build_transformer(const wf_cost_ctx *ctx, const wf_model_config *m, const wf_cluster *c,
+                                   const wf_plan *p, wf_arena *a, sim_profile *pr)
+{
+    wf_model_config one = *m;
+    one.layers = 1;
+    wf_graph g;
+    wf_status st = wf_model_build(&one, 1, &g);
+    if (st) {
+        wf_graph_free(&g);
+        return st;
+    }
+    int n = g.nfwd;
+    if (n != ctx->nops) {
+        wf_graph_free(&g);
+        return wf_errorf(WF_INTERNAL, "model '%s': %d cost records for %d forward ops", m->name, ctx->nops, n);
+    }
+    top *ops = calloc((size_t)n + 1, sizeof *ops);
+    int *pt_of = malloc(((size_t)g.ntensors + 1) * sizeof *pt_of);
+    unsigned char *seen = calloc((size_t)g.ntensors + 1, 1);
+    if (!ops || !pt_of || !seen) {
+        free(ops);
+        free(pt_of);
+        free(seen);
+        wf_graph_free(&g);
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
+    }
+    const double b = (double)p->mbs, t = (double)p->tp;
+    double params_split[SEC_COUNT] = {0}, params_repl[SEC_COUNT] = {0};
+    /* Parameter tensors per section, in the order first read (local elements). */
+    double *tens = malloc(((size_t)g.ntensors + 1) * sizeof *tens);
+    int *tens_sec = malloc(((size_t)g.ntensors + 1) * sizeof *tens_sec); /* section, -1 dropped */
+    int ntens = 0;
+    double shared_split = 0, shared_repl = 0, logits_per_sample = 0, layer_input = 0;
+    int first[SEC_COUNT] = {-1, -1, -1}, count[SEC_COUNT] = {0};
+    int sec = -1, started = 0, npts = 0;
+    for (int i = 0; i < n; i++) {
+        const wf_op *o = &g.ops[i];
+        int s = o->block >= 0 ? SEC_LAYER : (started ? SEC_POST : SEC_PRE);
+        if (o->block >= 0)
+            started = 1;
+        if (s != sec) {
+            /* Sections come in order; points do not cross them. */
+            sec = s;
+            first[s] = i;
+            for (int k = 0; k < g.ntensors; k++)
+                pt_of[k] = -1;
+            if (s == SEC_LAYER)
+                layer_input = (double)wf_tensor_bytes(&g.tensors[o->in[0]]);
+        }
+        count[s]++;
+        top *r = &ops[i];
+        r->section = s;
+        r->fpoint = -1;
+        const wf_cost_op *cr = &ctx->ops[i];
+        r->matrix = cr->matrix;
+        r->split = cr->split;
+        r->attn_core = cr->attn_core;
+        for (int j = 0; j < o->nin; j++) {
+            const wf_tensor *x = &g.tensors[o->in[j]];
+            if (x->role == WF_ROLE_PARAM) {
+                unsigned bit = s == SEC_PRE ? 1u : s == SEC_LAYER ? 2u : 4u;
+                if (!(seen[o->in[j]] & bit)) {
+                    seen[o->in[j]] |= (unsigned char)bit;
+                    double ne = (double)wf_tensor_numel(x);
+                    if (r->split)
+                        params_split[s] += ne;
+                    else
+                        params_repl[s] += ne;
+                    if (tens && tens_sec) {
+                        /* With one stage the tied embedding is one tensor. */
+                        int dup = s == SEC_POST && (seen[o->in[j]] & 1) && p->pp == 1;
+                        tens[ntens] = r->split ? ne / t : ne;
+                        tens_sec[ntens++] = dup ? -1 : s;
+                    }
+                    if ((seen[o->in[j]] & 1) && (seen[o->in[j]] & 4)) {
+                        if (r->split)
+                            shared_split += ne;
+                        else
+                            shared_repl += ne;
+                    }
+                }
+            }
+        }
+        double div = (r->split || p->sp) ? t : 1.0, pdiv = r->split ? t : 1.0;
+        cost_op_times(ctx, cr, b, div, pdiv, &r->tf, &r->tin, &r->tw);
+        r->repl = cr->saved_repl;
+        r->split_b = cr->saved_split;
+        r->scores = cr->saved_scores;
+        if (is_f_op(o)) {
+            int x = o->in[0];
+            if (pt_of[x] < 0) {
+                pt_of[x] = npts++;
+                r->f_first = 1;
+            }
+            r->fpoint = pt_of[x];
+            r->f_bytes = (double)wf_tensor_bytes(&g.tensors[x]);
+        }
+        if (is_g_op(o)) {
+            r->is_g = 1;
+            r->g_bytes = (double)wf_tensor_bytes(&g.tensors[o->out[0]]);
+        }
+        if (o->kind == WF_OP_CROSS_ENTROPY) {
+            if (o->tp == WF_TP_VOCAB)
+                r->ce_bytes = (double)wf_tensor_numel(&g.tensors[o->in[1]]) * 4.0;
+            logits_per_sample += (double)wf_tensor_numel(&g.tensors[o->in[0]]);
+        }
+    }
+    /* What the cost model counted, where it has its own number. */
+    logits_per_sample = ctx->logits_per_sample;
+    layer_input = ctx->sec[WF_SEC_LAYER].input_bytes;
+    for (int s2 = 0; s2 < SEC_COUNT; s2++) {
+        params_split[s2] = ctx->sec[s2].params_split;
+        params_repl[s2] = ctx->sec[s2].params_repl;
+    }
+    shared_split = ctx->shared_split;
+    shared_repl = ctx->shared_repl;
+    /* The last reader (in forward order) of each point. */
+    for (int i = n - 1; i >= 0; i--) {
+        if (ops[i].fpoint < 0)
+            continue;
+        int k = ops[i].fpoint, later = 0;
+        for (int j = i + 1; j < n && !later; j++)
+            later = ops[j].fpoint == k && ops[j].section == ops[i].section;
+        ops[i].f_last = !later;
+    }
+    free(pt_of);
+    free(seen);
+    wf_graph_free(&g);
+    if (count[SEC_LAYER] == 0 || !tens || !tens_sec) {
+        free(ops);
+        free(tens);
+        free(tens_sec);
+        if (count[SEC_LAYER] > 0)
+            return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
+        return wf_errorf(WF_INTERNAL, "model '%s': no repeated layer found in its graph", m->name);
+    }
+
+    pr->nunits = SEC_COUNT;
+    pr->unit = wf_arena_alloc(a, SEC_COUNT * sizeof *pr->unit);
+    if (!pr->unit) {
+        free(ops);
+        free(tens);
+        free(tens_sec);
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+    }
+    static const char *const names[SEC_COUNT] = {"embedding", "layer", "head"};
+    double rdiv = p->sp ? t : 1.0;
+    for (int s = 0; s < SEC_COUNT; s++) {
+        sim_unit *u = &pr->unit[s];
+        u->name = names[s];
+        if (count[s] > 0) {
+            st = section_steps(c, pr, p, &ops[first[s]], count[s], s, a, u);
+            if (st) {
+                free(ops);
+                free(tens);
+                free(tens_sec);
+                return st;
+            }
+        }
+        u->params = params_split[s] / t + params_repl[s];
+        double repl = 0, split = 0, scores = 0;
+        for (int i = first[s]; i >= 0 && i < first[s] + count[s]; i++) {
+            repl += ops[i].repl;
+            split += ops[i].split_b;
+            scores += ops[i].scores;
+        }
+        double all = b * (repl / rdiv + split / t + scores / t);
+        if (s == SEC_LAYER && p->recompute == WF_RECOMPUTE_FULL) {
+            u->act_bytes = b * layer_input / rdiv;
+            u->transient_bytes = all;
+        } else if (s == SEC_LAYER && p->recompute == WF_RECOMPUTE_SELECTIVE) {
+            u->act_bytes = b * (repl / rdiv + split / t);
+            u->transient_bytes = b * scores / t;
+        } else {
+            u->act_bytes = all;
+        }
+        if (s == SEC_POST)
+            u->transient_bytes += b * logits_per_sample / t * 4.0;
+        fold_unit(u);
+    }
+    for (int s = 0; s < SEC_COUNT; s++) {
+        sim_unit *u = &pr->unit[s];
+        int k = 0;
+        for (int i = 0; i < ntens; i++)
+            k += tens_sec[i] == s;
+        u->tensor_params = wf_arena_alloc(a, (size_t)(k + 1) * sizeof *u->tensor_params);
+        if (!u->tensor_params) {
+            free(ops);
+            free(tens);
+            free(tens_sec);
+            return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+        }
+        for (int i = 0; i < ntens; i++)
+            if (tens_sec[i] == s)
+                u->tensor_params[u->ntensors++] = tens[i];
+    }
+    free(tens);
+    free(tens_sec);
+    free(ops);
+    pr->shared_params = shared_split / t + shared_repl;
+
+    /* Instances: embedding, L layers, head; virtual stage k holds L/(p v)
+     * layers, the first also the embedding, the last also the head. */
+    int64_t L = m->layers;
+    pr->ninst = (int)L + 2;
+    pr->inst = wf_arena_alloc(a, (size_t)pr->ninst * sizeof *pr->inst);
+    pr->inst_layer = wf_arena_alloc(a, (size_t)pr->ninst * sizeof *pr->inst_layer);
+    pr->nvs = p->pp * p->vpp;
+    pr->vs_first = wf_arena_alloc(a, (size_t)(pr->nvs + 1) * sizeof *pr->vs_first);
+    if (!pr->inst || !pr->inst_layer || !pr->vs_first)
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+    for (int i = 0; i < pr->ninst; i++) {
+        pr->inst[i] = i == 0 ? SEC_PRE : i == pr->ninst - 1 ? SEC_POST : SEC_LAYER;
+        pr->inst_layer[i] = i == 0 || i == pr->ninst - 1 ? -1 : i - 1;
+    }
+    int64_t per = L / pr->nvs;
+    pr->vs_first[0] = 0;
+    for (int k = 1; k < pr->nvs; k++)
+        pr->vs_first[k] = (int)(1 + k * per);
+    pr->vs_first[pr->nvs] = pr->ninst;
+
+    /* A pipeline send: the layer's input b s h, 1/t of it per rank, all-
+     * gathered on arrival when tp > 1 without sequence parallelism. */
+    if (p->pp > 1) {
+        double nb = layer_input * b;
+        wf_group pair = wf_group_place(c, 2, (int64_t)p->tp * p->dp);
+        pr->p2p_s = wf_coll_time(c, WF_COLL_SENDRECV, &pair, nb / t);
+        if (p->tp > 1 && !p->sp)
+            pr->p2p_s += wf_coll_time(c, WF_COLL_ALLGATHER, &pr->tp_group, nb);
+    }
+    if (p->tp > 1)
+        pr->buffer_bytes += layer_input * b; /* all-gather / all-reduce buffer */
+    if (p->zero == 3)
+        pr->buffer_bytes += 2.0 * pr->unit[SEC_LAYER].params * pr->elem_bytes;
+    return WF_OK;
+}
+
+/* ---- other models: one unit per op -------------------------------------------------- */
+
+static int greedy_parts(const double *w, int n, double bound)
+{
+    int parts = 1;
+    double cur = 0;
+    for (int i = 0; i < n; i++) {
+        if (w[i] > bound)
+            return n + 1;
+        if (cur > 0 && cur + w[i] > bound) {
+            parts++;
+            cur = w[i];
+        } else {
+            cur += w[i];
+        }
+    }
+    return parts;
+}
+
+static wf_status build_generic(const wf_cost_ctx *ctx, const wf_model_config *m, const wf_cluster *c,
+                               const wf_plan *p, wf_arena *a, sim_profile *pr)
+{
+    wf_graph g;
+    wf_status st = wf_model_build(m, 1, &g);
+    if (st) {
+        wf_graph_free(&g);
+        return st;
+    }
+    int n = g.nfwd;
+    if (n != ctx->nops) {
+        wf_graph_free(&g);
+        return wf_errorf(WF_INTERNAL, "model '%s': %d cost records for %d forward ops", m->name, ctx->nops, n);
+    }
+    const double b = (double)p->mbs;
+    pr->nunits = pr->ninst = n;
+    pr->unit = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->unit);
+    pr->inst = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->inst);
+    pr->inst_layer = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->inst_layer);
+    sim_step *stp = wf_arena_alloc(a, (size_t)(3 * n + 1) * sizeof *stp);
+    double *w = malloc(((size_t)n + 1) * sizeof *w);
+    double *out_bytes = malloc(((size_t)n + 1) * sizeof *out_bytes);
+    unsigned char *seen = calloc((size_t)g.ntensors + 1, 1);
+    if (!pr->unit || !pr->inst || !pr->inst_layer || !stp || !w || !out_bytes || !seen) {
+        free(w);
+        free(out_bytes);
+        free(seen);
+        wf_graph_free(&g);
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
+    }
+    for (int i = 0; i < n; i++) {
+        const wf_op *o = &g.ops[i];
+        sim_unit *u = &pr->unit[i];
+        u->name = wf_arena_strdup(a, o->name);
+        const wf_cost_op *cr = &ctx->ops[i];
+        for (int j = 0; j < o->nin; j++) {
+            const wf_tensor *x = &g.tensors[o->in[j]];
+            if (x->role != WF_ROLE_PARAM)
+                continue;
+            if (!seen[o->in[j]]) {
+                seen[o->in[j]] = 1;
+                u->params += (double)wf_tensor_numel(x);
+                u->ntensors++;
+            }
+        }
+        u->tensor_params = wf_arena_alloc(a, (size_t)(u->ntensors + 1) * sizeof *u->tensor_params);
+        if (!u->tensor_params) {
+            free(w);
+            free(out_bytes);
+            free(seen);
+            wf_graph_free(&g);
+            return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
+        }
+        for (int j = 0, k = 0; j < o->nin; j++) {
+            const wf_tensor *x = &g.tensors[o->in[j]];
+            if (x->role != WF_ROLE_PARAM || seen[o->in[j]] != 1)
+                continue;
+            seen[o->in[j]] = 2; /* listed */
+            u->tensor_params[k++] = (double)wf_tensor_numel(x);
+        }
+        double tf, tin, tw;
+        cost_op_times(ctx, cr, b, 1, 1, &tf, &tin, &tw);
+        u->fwd = &stp[3 * i];
+        u->bwd = &stp[3 * i + 1];
+        u->rec = &stp[3 * i + 2];
+        u->fwd[0] = (sim_step){STEP_COMPUTE, WF_SIM_CAT_FORWARD, tf, 0, u->name};
+        u->bwd[0] = (sim_step){STEP_COMPUTE, WF_SIM_CAT_BACKWARD, tin + tw, 0, u->name};
+        u->rec[0] = (sim_step){STEP_COMPUTE, WF_SIM_CAT_RECOMPUTE, tf, 0, u->name};
+        u->nfwd = u->nbwd = 1;
+        u->nrec = p->recompute == WF_RECOMPUTE_FULL;
+        u->act_bytes = cr->saved_repl * ctx->saved_dedup * b;
+        out_bytes[i] = 0;
+        for (int j = 0; j < o->nout; j++)
+            out_bytes[i] += (double)wf_tensor_bytes(&g.tensors[o->out[j]]);
+        w[i] = tf + tin + tw + (u->nrec ? tf : 0);
+        pr->inst[i] = i;
+        pr->inst_layer[i] = i;
+    }
+    for (int i = 0; i < n; i++) {
+        if (p->recompute == WF_RECOMPUTE_FULL) {
+            pr->unit[i].transient_bytes = pr->unit[i].act_bytes;
+            pr->unit[i].act_bytes = 0;
+        }
+        fold_unit(&pr->unit[i]);
+    }
+    free(seen);
+    wf_graph_free(&g);
+
+    /* Stages: the smallest bound on a stage's time for which a greedy cut
+     * needs at most pp stages, then a cut into exactly pp under it. */
+    int pp = p->pp < n ? p->pp : n;
+    pr->nvs = pp;
+    pr->vs_first = wf_arena_alloc(a, (size_t)(pp + 1) * sizeof *pr->vs_first);
+    pr->vs_send_s = wf_arena_alloc(a, (size_t)(pp + 1) * sizeof *pr->vs_send_s);
+    if (!pr->vs_first || !pr->vs_send_s) {
+        free(w);
+        free(out_bytes);
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+    }
+    double total = 0, wmax = 0;
+    for (int i = 0; i < n; i++) {
+        total += w[i];
+        wmax = w[i] > wmax ? w[i] : wmax;
+    }
+    double lo = wmax, hi = total > wmax ? total : wmax;
+    for (int it = 0; it < 60 && hi - lo > 1e-12 * hi; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (greedy_parts(w, n, mid) <= pp)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    int s = 0, cnt = 0;
+    double cur = 0;
+    pr->vs_first[0] = 0;
+    wf_group pair = wf_group_place(c, 2, p->dp);
+    for (int i = 0; i < n; i++) {
+        int left = n - i, after = pp - 1 - s;
+        if (cnt > 0 && s < pp - 1 && (cur + w[i] > hi || left == after)) {
+            pr->vs_send_s[s] = wf_coll_time(c, WF_COLL_SENDRECV, &pair, out_bytes[i - 1] * b);
+            if (p->recompute == WF_RECOMPUTE_FULL)
+                pr->unit[i].act_bytes += out_bytes[i - 1] * b; /* the stage keeps its input */
+            s++;
+            pr->vs_first[s] = i;
+            cnt = 0;
+            cur = 0;
+        }
+        cur += w[i];
+        cnt++;
+    }
+    pr->nvs = s + 1;
+    pr->vs_first[pr->nvs] = n;
+    free(w);
+    free(out_bytes);
+    if (p->zero == 3) {
+        double pmax = 0;
+        for (int k = 0; k < pr->nvs; k++) {
+            double sum = 0;
+            for (int i = pr->vs_first[k]; i < pr->vs_first[k + 1]; i++)
+                sum += pr->unit[i].params;
+            pmax = sum > pmax ? sum : pmax;
+        }
+        pr->buffer_bytes += 2.0 * pmax * pr->elem_bytes;
+    }
+    return WF_OK;
+}
+
+wf_status sim_profile_build(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, wf_arena *a,
+                            sim_profile *out)
+{
+    memset(out, 0, sizeof *out);
+    wf_cost_ctx *ctx = NULL;
+    wf_status st = wf_cost_ctx_create(m, c, &ctx);
+    if (st)
+        return st;
+    out->transformer = wf_model_is_transformer(m);
+    out->elem_bytes = (double)wf_dtype_bytes(m->dtype);
+    out->grad_bytes = wf_cost_grad_elem_bytes(ctx);
+    out->bytes_per_param = wf_cost_bytes_per_param(ctx, p->zero, p->dp);
+    out->opt_bytes_per_param = wf_cost_optimizer_bytes_per_param(ctx);
+    out->mem_bw_bps = c->dev.mem_bw_bps * c->dev.mem_eff;
+    out->buffer_bytes = c->mem_reserved_bytes;
+    out->dp_group = wf_group_place(c, p->dp, p->tp);
+    out->tp_group = wf_group_place(c, p->tp, 1);
+    st = out->transformer ? build_transformer(ctx, m, c, p, a, out) : build_generic(ctx, m, c, p, a, out);
+    wf_cost_ctx_free(ctx);
+    if (st)
+        return st;
+    if (!out->vs_send_s) {
+        out->vs_send_s = wf_arena_alloc(a, (size_t)(out->nvs + 1) * sizeof *out->vs_send_s);
+        if (!out->vs_send_s)
+            return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+        for (int k = 0; k < out->nvs; k++)
+            out->vs_send_s[k] = out->p2p_s;
+    }
+    return WF_OK;
+}
