@@ -77,7 +77,8 @@ typedef struct {
 } wf_estimate;
 
 /* A cost context: the model's per-block costs on a cluster, cached so that a
- * search can call wf_estimate_plan millions of times. */
+ * search can call wf_estimate_plan millions of times (docs/cost-model.md).
+ * Not thread-safe (the cache): use one context per thread. */
 typedef struct wf_cost_ctx wf_cost_ctx;
 wf_status wf_cost_ctx_create(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx **out);
 void wf_cost_ctx_free(wf_cost_ctx *ctx);
