@@ -51,8 +51,11 @@ typedef struct {
     int tie_layers;        /* 1: ops at the same (block, position) share a decision */
     int max_frontier;      /* points kept per partial frontier (memory buckets), >= 2 */
     int max_sweeps;        /* coordinate-descent sweeps per lambda, >= 1 */
-    int64_t max_table;     /* frontier tracking: largest factor table (entries) it builds
-                              before fixing a variable to the descent's choice instead */
+    int64_t max_elim_work; /* frontier tracking: largest elimination it runs (entries of
+                              the new table x choices of the variable x the average
+                              frontier sizes combined); beyond it, or
+                              where no variable has at most two neighbours, it fixes a
+                              variable to the descent's choice instead */
     double optimizer_bytes_per_param; /* Adam state per parameter; 0: 12 for fp16/bf16
                                          weights (fp32 master, m, v), 8 for fp32 (m, v) */
 } wf_oplevel_opts;

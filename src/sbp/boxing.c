@@ -5,8 +5,10 @@
  * on that axis's latency and bandwidth; the tensor's size "on an axis" is the
  * full tensor divided by the splits of the other axes at that moment. The
  * cheapest order is a shortest path (Dijkstra) over intermediate layouts: per
- * axis the source and target values plus S of every dim either layout splits,
- * each intermediate valid (exactly divisible) for the tensor. A cache keyed by
+ * axis its source and target values, plus, for P -> B, S of the largest dim
+ * (reduce-scatter now, all-gather later, so that the other axes reduce a
+ * shard: the hierarchical all-reduce); each intermediate must be valid
+ * (exactly divisible) for the tensor. A cache keyed by
  * (shape, element size, from, to) makes repeated queries O(1). */
 #include "weft/sbp.h"
 
@@ -41,7 +43,7 @@ double wf_sbp_box_axis_time(const wf_mesh *m, int axis, int8_t from, int8_t to,
 
 /* ---- shortest path over intermediate layouts ------------------------------------------ */
 
-#define MAX_CAND 8 /* per axis: from, to, and S of up to 6 split dims */
+#define MAX_CAND 3 /* per axis: from, to, and S of the largest dim */
 
 typedef struct {
     int n[WF_SBP_MAX_AXES];
@@ -89,19 +91,21 @@ int wf_sbp_boxing_path(const wf_mesh *m, int ndim, const int64_t *shape, size_t 
     double total = (double)elem_bytes;
     for (int k = 0; k < ndim; k++)
         total *= (double)shape[k];
+    /* Intermediate values per axis: its source and target, and for a partial
+     * sum going to B also S(k) of the tensor's largest dim: reduce-scattering
+     * first lets the other axes move a shard (the hierarchical all-reduce). */
+    int kbig = 0;
+    for (int k = 1; k < ndim; k++)
+        if (shape[k] > shape[kbig])
+            kbig = k;
     cand_set c;
     memset(&c, 0, sizeof c);
     for (int a = 0; a < naxes; a++) {
         cand_add(&c, a, from->ax[a]);
         cand_add(&c, a, to->ax[a]);
+        if (from->ax[a] == WF_SBP_P && to->ax[a] == WF_SBP_B && ndim > 0)
+            cand_add(&c, a, (int8_t)kbig);
     }
-    for (int a = 0; a < naxes; a++)
-        for (int b = 0; b < naxes; b++) {
-            if (from->ax[b] >= 0)
-                cand_add(&c, a, from->ax[b]);
-            if (to->ax[b] >= 0)
-                cand_add(&c, a, to->ax[b]);
-        }
     int nstates = 1;
     for (int a = 0; a < naxes; a++)
         nstates *= c.n[a];
@@ -255,11 +259,14 @@ void wf_sbp_cache_stats(const wf_sbp_cache *c, int64_t *lookups, int64_t *misses
 
 static uint64_t key_hash(const box_key *k)
 {
-    const unsigned char *p = (const unsigned char *)k;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < sizeof *k; i++) {
-        h ^= p[i];
-        h *= 1099511628211ull;
+    /* Word-wise multiply-xorshift over the (zero-padded) key. */
+    uint64_t w[sizeof(box_key) / 8 + 1] = {0};
+    memcpy(w, k, sizeof *k);
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        h ^= w[i];
+        h *= 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
     }
     return h;
 }

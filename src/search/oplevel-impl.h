@@ -83,6 +83,11 @@ wf_status ol_cd_search(const ol_problem *p, double mem_limit, int *best_assign, 
 wf_status ol_ft_search(const ol_problem *p, const int *anchor, ol_plan **plans, int *nplans,
                        int *cap_plans, int *conditioned, wf_arena *a);
 
+/* Sorts plans by (time, memory) and keeps the Pareto set (memory strictly
+ * decreasing; of two times equal up to rounding, the smaller memory).
+ * Returns the count kept (at the front). */
+int ol_plans_prune(ol_plan *plans, int n);
+
 /* Appends a plan (copying assign into the arena). */
 wf_status ol_plans_push(const ol_problem *p, ol_plan **plans, int *nplans, int *cap,
                         const int *assign, wf_arena *a);

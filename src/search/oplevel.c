@@ -34,7 +34,7 @@ void wf_oplevel_opts_default(wf_oplevel_opts *o)
     o->tie_layers = 1;
     o->max_frontier = 32;
     o->max_sweeps = 100;
-    o->max_table = (int64_t)1 << 22;
+    o->max_elim_work = (int64_t)5000000;
     o->optimizer_bytes_per_param = 0;
 }
 
@@ -46,9 +46,9 @@ static wf_status check_opts(const wf_oplevel_opts *o)
         return wf_errorf(WF_INVAL, "oplevel: max_frontier=%d outside [2, 4096]", o->max_frontier);
     if (o->max_sweeps < 1)
         return wf_errorf(WF_INVAL, "oplevel: max_sweeps=%d (expected >= 1)", o->max_sweeps);
-    if (o->max_table < 1)
-        return wf_errorf(WF_INVAL, "oplevel: max_table=%lld (expected >= 1)",
-                         (long long)o->max_table);
+    if (o->max_elim_work < 1)
+        return wf_errorf(WF_INVAL, "oplevel: max_elim_work=%lld (expected >= 1)",
+                         (long long)o->max_elim_work);
     if (!(o->optimizer_bytes_per_param >= 0) || o->optimizer_bytes_per_param > 1024)
         return wf_errorf(WF_INVAL, "oplevel: optimizer_bytes_per_param=%g outside [0, 1024]",
                          o->optimizer_bytes_per_param);
@@ -186,7 +186,7 @@ typedef struct {
 static double state_bytes(const ol_problem *p, const wf_tensor *w)
 {
     double wb = (double)wf_dtype_bytes(w->dtype);
-    double gb = p->c->grad_bytes > 0 ? p->c->grad_bytes : wb;
+    double gb = p->c->grad_bytes > wb ? p->c->grad_bytes : wb; /* never below the weight's */
     double ob = p->opts.optimizer_bytes_per_param > 0
                     ? p->opts.optimizer_bytes_per_param
                     : (w->dtype == WF_DTYPE_FP16 || w->dtype == WF_DTYPE_BF16 ? 12.0 : 8.0);
@@ -790,6 +790,20 @@ static int cmp_plan(const void *pa, const void *pb)
     return 0;
 }
 
+int ol_plans_prune(ol_plan *plans, int n)
+{
+    qsort(plans, (size_t)n, sizeof *plans, cmp_plan);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (k > 0 && plans[i].m >= plans[k - 1].m)
+            continue;
+        if (k > 0 && plans[i].t <= plans[k - 1].t + 1e-12 * plans[k - 1].t)
+            k--;
+        plans[k++] = plans[i];
+    }
+    return k;
+}
+
 void wf_oplevel_result_free(wf_oplevel_result *r)
 {
     wf_arena_free(&r->arena);
@@ -887,11 +901,7 @@ wf_status wf_oplevel_search(const wf_graph *g, const wf_cluster *c, const wf_mes
         }
     }
     /* The frontier: Pareto-prune everything met. */
-    qsort(plans, (size_t)nplans, sizeof *plans, cmp_plan);
-    int nfr = 0;
-    for (int i = 0; i < nplans; i++)
-        if (nfr == 0 || plans[i].m < plans[nfr - 1].m)
-            plans[nfr++] = plans[i];
+    int nfr = ol_plans_prune(plans, nplans);
     r->nops = p.nf;
     r->ntensors = g->ntensors;
     r->frontier = wf_arena_alloc(&r->arena, sizeof *r->frontier * (size_t)nfr + 1);

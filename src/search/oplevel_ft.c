@@ -12,12 +12,13 @@
  * first (parallel edges). prune(S) sorts by time and keeps the points whose
  * memory strictly decreases; when more than max_frontier remain, memory is
  * cut into max_frontier buckets and each bucket keeps its fastest point.
- * The variable eliminated next is the one whose new table is smallest
- * (leaves and chains first). A graph that is not series-parallel (treewidth
- * above 2) reaches a state where every variable has three or more
- * neighbours; then the variable with the most is fixed to the anchor's choice
- * (the descent's plan) and the elimination goes on: the frontier is then
- * conditioned on that choice. Every kept point remembers how it was made (a
+ * The variable eliminated next is the one whose elimination is cheapest
+ * (entries of the new table x its choices: leaves and chains first). A graph
+ * that is not series-parallel (treewidth above 2) reaches a state where every
+ * variable has three or more neighbours, and a mesh with many axes can make
+ * every elimination costlier than max_elim_work; then the most connected
+ * variable is fixed to the anchor's choice (the descent's plan) and the
+ * elimination goes on: the frontier is then conditioned on that choice. Every kept point remembers how it was made (a
  * DAG of choices), so each point of the final frontier yields its plan. */
 #include "search/oplevel-impl.h"
 
@@ -114,16 +115,26 @@ static int cmp_cand(const void *pa, const void *pb)
     return 0;
 }
 
-/* Pareto-prunes c[0..n) in place and bounds it to about K points; returns the count. */
-static int prune(cand *c, int n, int K)
+/* Keeps the Pareto points of c[0..n) sorted by (time, memory): memory
+ * strictly decreasing; of two times equal up to rounding (sums taken in
+ * another order), the smaller memory. Returns the count. */
+static int pareto_sorted(cand *c, int n)
 {
-    if (n <= 1)
-        return n;
-    qsort(c, (size_t)n, sizeof *c, cmp_cand);
     int k = 0;
-    for (int i = 0; i < n; i++)
-        if (k == 0 || c[i].m < c[k - 1].m)
-            c[k++] = c[i];
+    for (int i = 0; i < n; i++) {
+        if (k > 0 && c[i].m >= c[k - 1].m)
+            continue;
+        if (k > 0 && c[i].t <= c[k - 1].t + 1e-12 * c[k - 1].t)
+            k--;
+        c[k++] = c[i];
+    }
+    return k;
+}
+
+/* Bounds a Pareto list to about K points: memory cut into K buckets, each
+ * keeping its fastest point; the fastest and the smallest always stay. */
+static int bucket_bound(cand *c, int k, int K)
+{
     if (k <= K)
         return k;
     double hi = c[0].m, lo = c[k - 1].m, span = hi - lo;
@@ -137,6 +148,136 @@ static int prune(cand *c, int n, int K)
     }
     c[out++] = c[k - 1];
     return out;
+}
+
+/* Pareto-prunes c[0..n) in place and bounds it to about K points; returns the count. */
+static int prune(cand *c, int n, int K)
+{
+    if (n <= 1)
+        return n;
+    qsort(c, (size_t)n, sizeof *c, cmp_cand);
+    return bucket_bound(c, pareto_sorted(c, n), K);
+}
+
+/* Heap of list heads for the k-way merge (by time, memory, then list). */
+typedef struct {
+    const cand *c;
+    int list;
+} head;
+
+static int head_less(const head *a, const head *b)
+{
+    if (a->c->t != b->c->t)
+        return a->c->t < b->c->t;
+    if (a->c->m != b->c->m)
+        return a->c->m < b->c->m;
+    return a->list < b->list;
+}
+
+static void sift_down(head *h, int n, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && head_less(&h[l], &h[m]))
+            m = l;
+        if (r < n && head_less(&h[r], &h[m]))
+            m = r;
+        if (m == i)
+            return;
+        head t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+/* Merges nl sorted Pareto lists (list i = c[start[i] .. start[i+1])) into the
+ * Pareto set of their union, written to out, bounded to about K points.
+ * heap and pos have room for nl entries. Returns the count. */
+static int merge_lists(const cand *c, const size_t *start, int nl, head *heap, size_t *pos,
+                       int *fine, cand *out, int K)
+{
+    size_t n = start[nl];
+    if (n > (size_t)16 * (size_t)K) {
+        /* Many points: keep the fastest per fine memory bucket (4K of them)
+         * in one pass, then the Pareto set of those. Only points that the
+         * K-bucket bound would drop anyway are lost, up to the grid. */
+        double lo = 0, hi = 0;
+        int any = 0;
+        for (int i = 0; i < nl; i++) {
+            if (start[i] == start[i + 1])
+                continue;
+            double first = c[start[i]].m, last = c[start[i + 1] - 1].m;
+            if (!any || last < lo)
+                lo = last;
+            if (!any || first > hi)
+                hi = first;
+            any = 1;
+        }
+        int R = 4 * K;
+        for (int b = 0; b < R; b++)
+            fine[b] = -1;
+        double scale = hi > lo ? (double)(R - 1) / (hi - lo) : 0;
+        size_t mmin = 0; /* the smallest memory (then time) always survives */
+        for (size_t i = 0; i < n; i++) {
+            if (c[i].m < c[mmin].m || (c[i].m == c[mmin].m && c[i].t < c[mmin].t))
+                mmin = i;
+            int b = (int)((c[i].m - lo) * scale);
+            if (b < 0)
+                b = 0;
+            if (b >= R)
+                b = R - 1;
+            int w = fine[b];
+            if (w < 0 || c[i].t < c[w].t || (c[i].t == c[w].t && c[i].m < c[w].m))
+                fine[b] = (int)i;
+        }
+        /* Memory ascending: keep each bucket's winner that is faster than
+         * every smaller one; then reverse into time-ascending order. */
+        int k = 0;
+        double best_t = 0;
+        if (fine[0] != (int)mmin) {
+            out[k++] = c[mmin];
+            best_t = c[mmin].t;
+        }
+        for (int b = 0; b < R; b++) {
+            int w = fine[b];
+            if (w < 0 || (k > 0 && !(c[w].t < best_t)))
+                continue;
+            out[k++] = c[w];
+            best_t = c[w].t;
+        }
+        for (int i = 0; i < k / 2; i++) {
+            cand t = out[i];
+            out[i] = out[k - 1 - i];
+            out[k - 1 - i] = t;
+        }
+        return bucket_bound(out, k, K);
+    }
+    int nh = 0;
+    for (int i = 0; i < nl; i++) {
+        pos[i] = start[i];
+        if (start[i] < start[i + 1])
+            heap[nh++] = (head){&c[start[i]], i};
+    }
+    for (int i = nh / 2 - 1; i >= 0; i--)
+        sift_down(heap, nh, i);
+    int k = 0;
+    while (nh > 0) {
+        head top = heap[0];
+        const cand *p = top.c;
+        if (!(k > 0 && p->m >= out[k - 1].m)) {
+            if (k > 0 && p->t <= out[k - 1].t + 1e-12 * out[k - 1].t)
+                k--;
+            out[k++] = *p;
+        }
+        if (++pos[top.list] < start[top.list + 1]) {
+            heap[0] = (head){&c[pos[top.list]], top.list};
+        } else {
+            heap[0] = heap[--nh];
+        }
+        sift_down(heap, nh, 0);
+    }
+    return bucket_bound(out, k, K);
 }
 
 /* ---- factors -------------------------------------------------------------------- */
@@ -402,8 +543,17 @@ static wf_status eliminate(ft_state *s, int x)
     }
     pt *tmp = NULL;
     size_t captmp = 0;
+    size_t *start = malloc(sizeof(size_t) * (size_t)(nx + 1));
+    size_t *pos = malloc(sizeof(size_t) * (size_t)(nx + 1));
+    head *heap = malloc(sizeof(head) * (size_t)(nx + 1));
+    int *fine = malloc(sizeof(int) * (size_t)(4 * s->K));
+    if (!start || !pos || !heap || !fine) {
+        st = oom();
+        goto fail;
+    }
     for (int ca = 0; ca < na; ca++)
         for (int cb = 0; cb < nbb; cb++) {
+            /* Per choice of x a pruned frontier (sorted), then their union's. */
             size_t nu = 0;
             for (int c = 0; c < nx; c++) {
                 const pt *lists[3];
@@ -416,26 +566,43 @@ static wf_status eliminate(ft_state *s, int x)
                 }
                 int m = combine(s, k, lists, lens, c);
                 if (m < 0 || !RESERVE(s->cu, s->capu, nu + (size_t)m + 1)) {
-                    free(tmp);
-                    return oom();
+                    st = oom();
+                    goto fail;
                 }
+                start[c] = nu;
                 memcpy(s->cu + nu, s->c1, sizeof(cand) * (size_t)m);
                 nu += (size_t)m;
             }
-            int m = prune(s->cu, (int)nu, s->K);
-            if (!RESERVE(tmp, captmp, (size_t)m + 1) ||
-                !materialize(s, s->cu, m, x, tmp) || !put_entry(&s->f[gi], ca * nbb + cb, tmp, m)) {
-                free(tmp);
-                return oom();
+            start[nx] = nu;
+            if (!RESERVE(s->c2, s->cap2, nu + 1)) {
+                st = oom();
+                goto fail;
+            }
+            int m = merge_lists(s->cu, start, nx, heap, pos, fine, s->c2, s->K);
+            if (!RESERVE(tmp, captmp, (size_t)m + 1) || !materialize(s, s->c2, m, x, tmp) ||
+                !put_entry(&s->f[gi], ca * nbb + cb, tmp, m)) {
+                st = oom();
+                goto fail;
             }
         }
     free(tmp);
+    free(start);
+    free(pos);
+    free(heap);
+    free(fine);
     for (int i = 0; i < k; i++)
         kill(s, ids[i]);
     if (!attach(s, gi))
         return oom();
     s->gone[x] = 1;
     return WF_OK;
+fail:
+    free(tmp);
+    free(start);
+    free(pos);
+    free(heap);
+    free(fine);
+    return st;
 }
 
 /* Fixes x to choice c0: its factors lose x; its unary points remember the choice. */
@@ -613,12 +780,17 @@ wf_status ol_ft_search(const ol_problem *p, const int *anchor, ol_plan **plans, 
             int nn = neighbours(&s, x, nb);
             if (nn < 0)
                 continue;
-            double entries = 1;
+            /* Work: new entries x choices of x x the frontier points combined. */
+            double cost = nch(&s, x);
             for (int i = 0; i < nn; i++)
-                entries *= nch(&s, nb[i]);
-            if (entries > (double)p->opts.max_table)
+                cost *= nch(&s, nb[i]);
+            int ids[64], nfx = factors_of(&s, x, ids, 64);
+            for (int i = 0; i < nfx && i < 64; i++) {
+                const factor *F = &s.f[ids[i]];
+                cost *= (double)F->npts / (double)F->nent;
+            }
+            if (cost > (double)p->opts.max_elim_work)
                 continue;
-            double cost = entries * nch(&s, x);
             if (best < 0 || cost < best_cost) {
                 best = x;
                 best_cost = cost;
@@ -627,15 +799,17 @@ wf_status ol_ft_search(const ol_problem *p, const int *anchor, ol_plan **plans, 
         if (best >= 0) {
             st = eliminate(&s, best);
         } else {
-            /* Not series-parallel here: fix the most connected variable. */
-            int pick = -1, most = -1;
+            /* Not series-parallel here (or too costly): fix the most connected
+             * variable, the one with more choices on a tie. */
+            int pick = -1, most = -1, most_ch = -1;
             for (int x = 0; x < p->nvar; x++) {
                 if (s.gone[x])
                     continue;
                 int ids[1];
                 int d = factors_of(&s, x, ids, 0);
-                if (d > most) {
+                if (d > most || (d == most && nch(&s, x) > most_ch)) {
                     most = d;
+                    most_ch = nch(&s, x);
                     pick = x;
                 }
             }
@@ -694,12 +868,15 @@ wf_status ol_ft_search(const ol_problem *p, const int *anchor, ol_plan **plans, 
             st = oom();
             goto done;
         }
+        int first = *nplans;
         for (int i = 0; i < n; i++) {
             if ((st = reconstruct(&s, s.cu[i].kid, 3, assign)))
                 goto done;
             if ((st = ol_plans_push(p, plans, nplans, cap_plans, assign, a)))
                 goto done;
         }
+        /* Exact costs may reorder near-ties: prune again on them. */
+        *nplans = first + ol_plans_prune(*plans + first, *nplans - first);
     }
 done:
     free(assign);
