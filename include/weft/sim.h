@@ -247,10 +247,22 @@ wf_status wf_sim_dp_model_build(const wf_model_config *m, const wf_cluster *c, i
  * gradients and optimizer state as a base, activations from each forward to
  * its backward, recomputation and loss workspaces during a backward.
  * Per-op steps become a coarse graph (a few tasks per micro-batch and chunk)
- * when the fine one would exceed 300k tasks. */
+ * when the fine one would exceed 300k tasks.
+ *
+ * Joint operator and tensor fusion (DisCo, ALGORITHMS.md §4): fusion
+ * candidates are adjacent ops whose intermediate has one reader and that
+ * match a rule (elementwise chains, matmul + bias/activation, residual add +
+ * layer/RMS norm); fusing saves the intermediate's read, its gradient's
+ * write and read, and a launch per pass, and makes the consumer's gradients
+ * ready with its producer's. A backtracking search with a lower bound and a
+ * budget picks the fusions, each choice scored by simulating the plan under
+ * the comm schedule's thresholds. */
 typedef struct {
     int detail;             /* 0 automatic, 1 per-unit steps, 2 coarse */
     const char *trace_path; /* write the Chrome trace there, NULL for none */
+    int fuse;               /* 1: choose operator fusions jointly with the comm
+                             * schedule's tensor fusion (DisCo), by simulation */
+    int fuse_budget;        /* plans simulated by that search at most (0: 64) */
 } wf_sim_plan_opts;
 
 typedef struct {
@@ -276,6 +288,12 @@ typedef struct {
     int64_t tasks;            /* of the final graph */
     int coarse;
     double wall_s;            /* time taken to simulate */
+    /* With fuse: the operator fusions chosen ("a+b; c+d", truncated; for a
+     * transformer they apply to every layer), and the best iteration without
+     * operator fusion (its tensor fusion searched the same way). */
+    int fusion_candidates, fusions, fusion_evals;
+    double unfused_time_s;
+    char fused[1024];
 } wf_sim_plan_result;
 
 /* Validates the plan (wf_plan_validate) and simulates one iteration. */

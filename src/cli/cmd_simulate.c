@@ -2,7 +2,8 @@
  * (docs/simulator.md): iteration time, the per-stage breakdown (compute,
  * exposed communication, bubble, idle), peak memory, the data-parallel comm
  * schedule played (--comm overrides the plan's; auto chooses by simulation),
- * and with --trace a Chrome trace-event file that opens in Perfetto. The
+ * with --fuse auto the operator fusions chosen jointly with the schedule's
+ * tensor fusion (DisCo) and their gain, and with --trace a Chrome trace-event file that opens in Perfetto. The
  * human table goes to stderr; --json prints one object on stdout. */
 #include "cli/cli.h"
 #include "weft/sim.h"
@@ -34,6 +35,13 @@ static void print_table(FILE *f, const char *model, const char *cluster, int64_t
     if (r->candidates > 1)
         fprintf(f, ", chosen among %d", r->candidates);
     fprintf(f, ", %d collectives\n", r->dp_collectives);
+    if (r->fusion_candidates > 0) {
+        fprintf(f, "  operator fusion    %d of %d candidates fused (%d plans simulated): %.4f s -> %.4f s (%+.2f%%)\n",
+                r->fusions, r->fusion_candidates, r->fusion_evals, r->unfused_time_s, r->iteration_time_s,
+                100 * (r->unfused_time_s / r->iteration_time_s - 1));
+        if (r->fused[0])
+            fprintf(f, "    %s\n", r->fused);
+    }
     fprintf(f, "  %-6s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "stage", "compute", "recomp", "tp_exp", "pp",
             "dp_all", "dp_exp", "optim", "bubble", "mem GiB");
     for (int s = 0; s < r->nstages; s++) {
@@ -46,7 +54,8 @@ static void print_table(FILE *f, const char *model, const char *cluster, int64_t
 
 wf_status wf_cmd_simulate(int argc, char **argv)
 {
-    const char *model = NULL, *cluster = NULL, *plan_text = NULL, *comm = NULL, *trace = NULL, *detail = NULL;
+    const char *model = NULL, *cluster = NULL, *plan_text = NULL, *comm = NULL, *trace = NULL, *detail = NULL,
+               *fuse = NULL;
     int64_t batch = 0;
     int json = 0, help = 0, npos = 0;
     const wf_opt opts[] = {
@@ -56,6 +65,7 @@ wf_status wf_cmd_simulate(int argc, char **argv)
         {"plan", 0, WF_OPT_STR, &plan_text, "P", "dp=..,tp=..,pp=..,mbs=..,vpp=..,recompute=..,sp=..,zero=.. or a plan file", 1},
         {"comm", 0, WF_OPT_STR, &comm, "S", "data-parallel schedule: wfbp, ddp[:MB], horovod[:MB], bytescheduler, mgwfbp, dear[:MB], auto (overrides the plan's)", 0},
         {"trace", 0, WF_OPT_STR, &trace, "FILE", "write a Chrome trace-event JSON file (Perfetto, chrome://tracing)", 0},
+        {"fuse", 0, WF_OPT_STR, &fuse, "F", "operator fusion: none (default), or auto (chosen jointly with the comm schedule's tensor fusion by simulation)", 0},
         {"detail", 0, WF_OPT_STR, &detail, "D", "task graph detail: auto (default), fine (per layer step), coarse (per micro-batch)", 0},
         {"json", 0, WF_OPT_FLAG, &json, NULL, "print one JSON object on stdout", 0},
         {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
@@ -63,7 +73,7 @@ wf_status wf_cmd_simulate(int argc, char **argv)
     wf_status st = wf_opts_parse(opts, argc, argv, 1, NULL, 0, &npos, &help);
     if (help) {
         wf_opts_usage(stdout,
-                      "weft simulate --model M --cluster C --batch B --plan P [--comm S] [--trace FILE] [--json]",
+                      "weft simulate --model M --cluster C --batch B --plan P [--comm S] [--fuse auto] [--trace FILE] [--json]",
                       "Plays one training iteration of a plan out event by event.", opts);
         return WF_OK;
     }
@@ -71,7 +81,13 @@ wf_status wf_cmd_simulate(int argc, char **argv)
         return st;
     if (batch < 1)
         return wf_errorf(WF_INVAL, "--batch=%lld must be >= 1", (long long)batch);
-    wf_sim_plan_opts so = {0, trace};
+    wf_sim_plan_opts so = {.detail = 0, .trace_path = trace, .fuse = 0, .fuse_budget = 0};
+    if (fuse) {
+        if (strcmp(fuse, "auto") == 0)
+            so.fuse = 1;
+        else if (strcmp(fuse, "none") != 0)
+            return wf_errorf(WF_INVAL, "--fuse=%s: expected none or auto", fuse);
+    }
     if (detail) {
         if (strcmp(detail, "auto") == 0)
             so.detail = 0;

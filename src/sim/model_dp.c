@@ -36,8 +36,13 @@ wf_status wf_sim_dp_model_build(const wf_model_config *mc, const wf_cluster *c, 
     wf_plan_default(&p);
     p.dp = (int)dp;
     p.mbs = (int)mbs;
+    sim_model sm;
     sim_profile pr;
-    wf_status st = sim_profile_build(mc, c, &p, a, &pr);
+    wf_status st = sim_model_init(mc, c, &sm);
+    if (st)
+        return st;
+    st = sim_profile_build(&sm, mc, c, &p, NULL, a, &pr);
+    sim_model_free(&sm);
     if (st)
         return st;
     int L = pr.ninst, ng = 0;

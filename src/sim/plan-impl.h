@@ -64,7 +64,37 @@ typedef struct {
     wf_group dp_group, tp_group;
 } sim_profile;
 
-wf_status sim_profile_build(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, wf_arena *a,
-                            sim_profile *out);
+/* Operator fusion candidates (DisCo's rules): two ops adjacent in the graph,
+ * the second the only reader of the first's output. Fused, the second no
+ * longer reads that intermediate and the backward no longer writes and reads
+ * its gradient, and one kernel launch per pass goes away; a fused op's
+ * gradients become ready with its producer's (their backward is one kernel). */
+enum { SIM_FUSE_ELEMENTWISE, SIM_FUSE_MATMUL_EPILOGUE, SIM_FUSE_ADD_NORM };
+
+typedef struct {
+    int a, b;              /* forward ops in graph order: b reads a's output */
+    int rule;              /* SIM_FUSE_* */
+    double inter_bytes;    /* a's output at micro-batch 1 */
+    char name[2 * WF_NAME_LEN + 2]; /* "a+b" */
+} sim_fusion;
+
+/* What does not depend on the plan: the cost model's records and the graph
+ * they were built from (a transformer's one layer, or the whole model, at
+ * micro-batch 1), and the fusion candidates. */
+typedef struct {
+    wf_cost_ctx *ctx;
+    wf_graph g;
+    int transformer;
+    int nfusions;
+    sim_fusion *fusions;
+} sim_model;
+
+wf_status sim_model_init(const wf_model_config *m, const wf_cluster *c, sim_model *out);
+void sim_model_free(sim_model *sm);
+
+/* Units of `m` under plan `p`; fuse[k] != 0 applies sm->fusions[k] (fuse may
+ * be NULL: no fusion). */
+wf_status sim_profile_build(const sim_model *sm, const wf_model_config *m, const wf_cluster *c, const wf_plan *p,
+                            const unsigned char *fuse, wf_arena *a, sim_profile *out);
 
 #endif

@@ -685,87 +685,57 @@ static void fill_result(const pb *b, wf_sim *s, wf_sim_plan_result *r)
     }
 }
 
-wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
-                      const wf_sim_plan_opts *opts, wf_sim_plan_result *out)
+/* Plays the profile under each candidate schedule (one pass without data
+ * parallelism) and keeps the fastest in *out (and its trace). */
+static wf_status play_profile(const sim_profile *pr, const wf_plan *p, const wf_cluster *c, int64_t mm, int detail,
+                              const wf_comm_sched *cand, int nc, const char *trace, wf_sim_plan_result *out)
 {
-    double t0 = wf_now_s();
-    memset(out, 0, sizeof *out);
-    wf_status st = wf_plan_validate(p, m, c, batch);
-    if (st)
-        return st;
-    if (p->pp > WF_SIM_MAX_STAGES)
-        return wf_errorf(WF_INVAL, "pp=%d: the simulator handles at most %d stages", p->pp, WF_SIM_MAX_STAGES);
-    int64_t mm = batch / ((int64_t)p->mbs * p->dp);
-    if (mm < 1 || mm > 1000000)
-        return wf_errorf(WF_INVAL, "batch %lld gives %lld micro-batches per pipeline", (long long)batch,
-                         (long long)mm);
     wf_arena a;
     wf_arena_init(&a, 1 << 16);
-    sim_profile pr;
-    if ((st = sim_profile_build(m, c, p, &a, &pr))) {
-        wf_arena_free(&a);
-        return st;
-    }
     pb b;
     memset(&b, 0, sizeof b);
-    b.pr = &pr;
+    b.pr = pr;
     b.p = p;
     b.c = c;
     b.m = (int)mm;
-    b.nvs = pr.nvs;
+    b.nvs = pr->nvs;
     b.a = &a;
-    b.inst_grad_task = wf_arena_alloc(&a, (size_t)(pr.ninst + 1) * sizeof *b.inst_grad_task);
+    b.inst_grad_task = wf_arena_alloc(&a, (size_t)(pr->ninst + 1) * sizeof *b.inst_grad_task);
     b.stage_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_last);
     b.stage_dp_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_dp_last);
-    wf_ns *ready = wf_arena_alloc(&a, (size_t)(pr.ninst + 1) * sizeof *ready);
+    wf_ns *ready = wf_arena_alloc(&a, (size_t)(pr->ninst + 1) * sizeof *ready);
     if (!b.inst_grad_task || !b.stage_last || !b.stage_dp_last || !ready) {
         wf_arena_free(&a);
         return wf_errorf(WF_NOMEM, "out of memory simulating a plan");
     }
     /* Fine or coarse. */
     double fine = 0;
-    for (int i = 0; i < pr.ninst; i++) {
-        const sim_unit *u = &pr.unit[pr.inst[i]];
+    for (int i = 0; i < pr->ninst; i++) {
+        const sim_unit *u = &pr->unit[pr->inst[i]];
         fine += u->nfwd + u->nbwd + u->nrec + 2;
     }
     fine *= (double)mm;
-    int detail = opts ? opts->detail : 0;
     b.coarse = detail == 2 || (detail == 0 && fine > MAX_FINE_TASKS);
 
     /* Pass 1: no gradient collectives; the gradients' ready times. */
     wf_sim *s = NULL;
+    wf_status st;
     b.with_dp = 0;
     if ((st = run_pass(&b, &s)))
         goto done;
     if (p->dp <= 1) {
         out->comm = p->comm;
+        out->candidates = 1;
         fill_result(&b, s, out);
         goto trace;
     }
-    for (int i = 0; i < pr.ninst; i++)
+    for (int i = 0; i < pr->ninst; i++)
         ready[i] = b.inst_grad_task[i] >= 0 ? wf_sim_task_end_ns(s, b.inst_grad_task[i]) : 0;
     wf_sim_free(s);
     s = NULL;
 
     /* Pass 2 per candidate schedule. */
     {
-        wf_comm_sched cand[16];
-        int nc = 0;
-        if (p->comm.kind == WF_COMM_AUTO) {
-            const double MiB = 1048576.0;
-            cand[nc++] = (wf_comm_sched){WF_COMM_WFBP, 0};
-            cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 1 * MiB};
-            cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 25 * MiB};
-            cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 100 * MiB};
-            cand[nc++] = (wf_comm_sched){WF_COMM_HOROVOD, 0};
-            cand[nc++] = (wf_comm_sched){WF_COMM_BYTESCHEDULER, 0};
-            cand[nc++] = (wf_comm_sched){WF_COMM_MGWFBP, 0};
-            cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 5e6};
-            cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 25e6};
-            cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 100e6};
-        } else {
-            cand[nc++] = p->comm;
-        }
         int best = -1;
         wf_ns best_t = 0;
         wf_sim *best_s = NULL;
@@ -801,11 +771,251 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
         fill_result(&b, s, out);
     }
 trace:
-    if (opts && opts->trace_path)
-        st = wf_sim_write_trace(s, opts->trace_path);
+    if (trace)
+        st = wf_sim_write_trace(s, trace);
 done:
     wf_sim_free(s);
     wf_arena_free(&a);
+    return st;
+}
+
+/* The data-parallel schedules a run plays: auto's list, or the plan's; with
+ * `joint` (fusion search) the plan's kind at a sweep of its threshold. */
+static int comm_candidates(const wf_plan *p, int joint, wf_comm_sched *cand)
+{
+    const double MiB = 1048576.0;
+    int nc = 0;
+    if (p->dp <= 1) {
+        cand[nc++] = p->comm;
+    } else if (p->comm.kind == WF_COMM_AUTO) {
+        cand[nc++] = (wf_comm_sched){WF_COMM_WFBP, 0};
+        cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 1 * MiB};
+        cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 25 * MiB};
+        cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 100 * MiB};
+        cand[nc++] = (wf_comm_sched){WF_COMM_HOROVOD, 0};
+        cand[nc++] = (wf_comm_sched){WF_COMM_BYTESCHEDULER, 0};
+        cand[nc++] = (wf_comm_sched){WF_COMM_MGWFBP, 0};
+        cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 5e6};
+        cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 25e6};
+        cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 100e6};
+    } else if (joint && (p->comm.kind == WF_COMM_DDP || p->comm.kind == WF_COMM_HOROVOD ||
+                         p->comm.kind == WF_COMM_DEAR || p->comm.kind == WF_COMM_BYTESCHEDULER)) {
+        double base = p->comm.threshold_bytes;
+        if (base <= 0)
+            base = p->comm.kind == WF_COMM_DDP       ? WF_SCHED_DDP_BUCKET_BYTES
+                   : p->comm.kind == WF_COMM_HOROVOD ? WF_SCHED_HOROVOD_BYTES
+                   : p->comm.kind == WF_COMM_DEAR    ? WF_SCHED_DEAR_BYTES
+                                                     : WF_SCHED_BYTESCHED_PARAMS * 4.0;
+        static const double mult[] = {0.25, 0.5, 1, 2, 4};
+        for (int i = 0; i < 5; i++)
+            cand[nc++] = (wf_comm_sched){p->comm.kind, base * mult[i]};
+    } else {
+        cand[nc++] = p->comm;
+    }
+    return nc;
+}
+
+/* ---- joint operator and tensor fusion (DisCo) --------------------------------------------
+ * A backtracking search over the fusion candidates (fuse first, then not),
+ * each complete choice scored by simulating the plan under the tensor-fusion
+ * candidates. A branch is pruned when its lower bound, the busiest stage's
+ * stream time with every undecided candidate fused (fusion only removes
+ * compute), is no better than the best found; a candidate that cannot delay
+ * any gradient (its consumer holds no parameters, or the model's layer is one
+ * unit) is always fused, since fusing it only removes compute. A budget caps
+ * the simulations. */
+typedef struct {
+    const sim_model *sm;
+    const wf_model_config *m;
+    const wf_cluster *c;
+    const wf_plan *p;
+    int64_t mm;
+    int detail;
+    const wf_comm_sched *cand;
+    int nc;
+    unsigned char *cur, *best;
+    unsigned char *free_edge; /* always fused */
+    double best_t;
+    int evals, budget;
+    wf_status st;
+} fuse_search;
+
+static double stream_bound(const sim_profile *pr, const wf_plan *p, int64_t mm)
+{
+    double worst = 0;
+    for (int dev = 0; dev < p->pp; dev++) {
+        double t = 0, params = 0;
+        for (int cc = 0; cc < p->vpp; cc++) {
+            int vs = cc * p->pp + dev;
+            if (vs >= pr->nvs)
+                continue;
+            for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++) {
+                const sim_unit *u = &pr->unit[pr->inst[i]];
+                t += (double)mm * (u->fwd_comp + u->rec_comp + u->bwd_comp);
+                params += u->params;
+            }
+        }
+        t += params * pr->opt_bytes_per_param / pr->mem_bw_bps / (p->zero >= 1 ? (double)p->dp : 1.0);
+        worst = t > worst ? t : worst;
+    }
+    return worst;
+}
+
+static double fuse_eval(fuse_search *f, const unsigned char *mask, int bound_only)
+{
+    wf_arena a;
+    wf_arena_init(&a, 1 << 16);
+    sim_profile pr;
+    double t = -1;
+    f->st = sim_profile_build(f->sm, f->m, f->c, f->p, mask, &a, &pr);
+    if (f->st == WF_OK) {
+        if (bound_only) {
+            t = stream_bound(&pr, f->p, f->mm);
+        } else {
+            wf_sim_plan_result r;
+            f->st = play_profile(&pr, f->p, f->c, f->mm, f->detail, f->cand, f->nc, NULL, &r);
+            t = r.iteration_time_s;
+            f->evals++;
+        }
+    }
+    wf_arena_free(&a);
+    return t;
+}
+
+static void fuse_dfs(fuse_search *f, int k)
+{
+    int E = f->sm->nfusions;
+    if (f->st || f->evals >= f->budget)
+        return;
+    if (k == E) {
+        double t = fuse_eval(f, f->cur, 0);
+        if (f->st == WF_OK && t < f->best_t) {
+            f->best_t = t;
+            memcpy(f->best, f->cur, (size_t)E);
+        }
+        return;
+    }
+    for (int choice = 1; choice >= 0; choice--) {
+        if (choice == 0 && f->free_edge[k])
+            break;
+        f->cur[k] = (unsigned char)choice;
+        /* Lower bound: the undecided ones fused. */
+        for (int j = k + 1; j < E; j++)
+            f->cur[j] = 1;
+        if (choice == 0 && f->best_t < 1e300) {
+            double lb = fuse_eval(f, f->cur, 1);
+            if (f->st || lb >= f->best_t)
+                continue;
+        }
+        fuse_dfs(f, k + 1);
+    }
+    f->cur[k] = 1;
+}
+
+wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
+                      const wf_sim_plan_opts *opts, wf_sim_plan_result *out)
+{
+    double t0 = wf_now_s();
+    memset(out, 0, sizeof *out);
+    wf_status st = wf_plan_validate(p, m, c, batch);
+    if (st)
+        return st;
+    if (p->pp > WF_SIM_MAX_STAGES)
+        return wf_errorf(WF_INVAL, "pp=%d: the simulator handles at most %d stages", p->pp, WF_SIM_MAX_STAGES);
+    int64_t mm = batch / ((int64_t)p->mbs * p->dp);
+    if (mm < 1 || mm > 1000000)
+        return wf_errorf(WF_INVAL, "batch %lld gives %lld micro-batches per pipeline", (long long)batch,
+                         (long long)mm);
+    int detail = opts ? opts->detail : 0;
+    int fuse = opts ? opts->fuse : 0;
+    const char *trace = opts ? opts->trace_path : NULL;
+    if (detail < 0 || detail > 2)
+        return wf_errorf(WF_INVAL, "simulation detail %d: expected 0 (auto), 1 (fine) or 2 (coarse)", detail);
+    sim_model sm;
+    if ((st = sim_model_init(m, c, &sm)))
+        return st;
+    wf_comm_sched cand[16];
+    int nc = comm_candidates(p, fuse, cand);
+    unsigned char *mask = NULL;
+    if (fuse && sm.nfusions > 0) {
+        int E = sm.nfusions;
+        fuse_search f;
+        memset(&f, 0, sizeof f);
+        f.sm = &sm;
+        f.m = m;
+        f.c = c;
+        f.p = p;
+        f.mm = mm;
+        f.detail = detail;
+        f.cand = cand;
+        f.nc = nc;
+        f.budget = opts->fuse_budget > 0 ? opts->fuse_budget : 64;
+        f.cur = calloc((size_t)E, 1);
+        f.best = calloc((size_t)E, 1);
+        f.free_edge = calloc((size_t)E, 1);
+        if (!f.cur || !f.best || !f.free_edge) {
+            st = wf_errorf(WF_NOMEM, "out of memory searching fusions");
+        } else {
+            for (int k = 0; k < E; k++) {
+                const wf_op *ob = &sm.g.ops[sm.fusions[k].b];
+                int params = 0;
+                for (int j = 0; j < ob->nin; j++)
+                    params |= sm.g.tensors[ob->in[j]].role == WF_ROLE_PARAM;
+                f.free_edge[k] = sm.transformer || !params;
+            }
+            /* The baseline: no operator fusion, tensor fusion searched. */
+            out->unfused_time_s = fuse_eval(&f, f.best, 0);
+            f.best_t = out->unfused_time_s;
+            st = f.st;
+            if (st == WF_OK)
+                fuse_dfs(&f, 0);
+            st = st ? st : f.st;
+        }
+        if (st == WF_OK) {
+            int n = 0;
+            size_t len = 0;
+            for (int k = 0; k < E; k++) {
+                if (!f.best[k])
+                    continue;
+                n++;
+                int w = snprintf(out->fused + len, sizeof out->fused - len, "%s%s", len ? "; " : "",
+                                 sm.fusions[k].name);
+                if (w < 0 || (size_t)w >= sizeof out->fused - len) {
+                    len = sizeof out->fused - 1;
+                    break;
+                }
+                len += (size_t)w;
+            }
+            out->fusions = n;
+            out->fusion_candidates = E;
+            out->fusion_evals = f.evals;
+            mask = f.best;
+            f.best = NULL;
+        }
+        free(f.cur);
+        free(f.best);
+        free(f.free_edge);
+    }
+    if (st == WF_OK) {
+        wf_arena a;
+        wf_arena_init(&a, 1 << 16);
+        sim_profile pr;
+        double unfused = out->unfused_time_s;
+        int nfu = out->fusions, nfc = out->fusion_candidates, nev = out->fusion_evals;
+        char fused[sizeof out->fused];
+        memcpy(fused, out->fused, sizeof fused);
+        st = sim_profile_build(&sm, m, c, p, mask, &a, &pr);
+        if (st == WF_OK)
+            st = play_profile(&pr, p, c, mm, detail, cand, nc, trace, out);
+        out->unfused_time_s = unfused;
+        out->fusions = nfu;
+        out->fusion_candidates = nfc;
+        out->fusion_evals = nev;
+        memcpy(out->fused, fused, sizeof fused);
+        wf_arena_free(&a);
+    }
+    free(mask);
+    sim_model_free(&sm);
     if (st == WF_OK) {
         out->micro_batches = mm;
         out->devices = wf_plan_devices(p);
@@ -860,6 +1070,15 @@ cJSON *wf_sim_plan_to_json(const wf_sim_plan_result *r)
     cJSON_AddNumberToObject(c, "dp_exposed_s", r->stage[r->critical_stage].dp_exposed_s);
     if (r->candidates > 1)
         cJSON_AddNumberToObject(c, "candidates", r->candidates);
+    if (r->fusion_candidates > 0) {
+        cJSON *f = cJSON_AddObjectToObject(j, "fusion");
+        cJSON_AddNumberToObject(f, "candidates", r->fusion_candidates);
+        cJSON_AddNumberToObject(f, "fused", r->fusions);
+        cJSON_AddStringToObject(f, "ops", r->fused);
+        cJSON_AddNumberToObject(f, "unfused_time_s", r->unfused_time_s);
+        cJSON_AddNumberToObject(f, "gain", r->unfused_time_s / r->iteration_time_s - 1);
+        cJSON_AddNumberToObject(f, "simulations", r->fusion_evals);
+    }
     cJSON *sim = cJSON_AddObjectToObject(j, "simulation");
     cJSON_AddNumberToObject(sim, "tasks", (double)r->tasks);
     cJSON_AddBoolToObject(sim, "coarse", r->coarse);

@@ -54,6 +54,36 @@ static void cost_op_times(const wf_cost_ctx *ctx, const wf_cost_op *r, double b,
     }
 }
 
+/* Removes from op i's times what its fusions save: as a consumer, the read
+ * of the intermediate and one launch in forward, the write of its gradient
+ * and one launch in backward; as a producer, the read of that gradient.
+ * `scale` is the micro-batch over the op's activation divisor. */
+static void apply_fusions(const sim_model *sm, const unsigned char *fuse, const wf_cluster *c, int i,
+                          double scale, double *tf, double *tin, double *tw)
+{
+    if (!fuse)
+        return;
+    double bw = c->dev.mem_bw_bps * c->dev.mem_eff, oh = c->dev.op_overhead_s;
+    double sf = 0, sb = 0;
+    for (int k = 0; k < sm->nfusions; k++) {
+        const sim_fusion *f = &sm->fusions[k];
+        if (!fuse[k] || (f->a != i && f->b != i))
+            continue;
+        double t = f->inter_bytes * scale / bw;
+        if (f->b == i) {
+            sf += t + oh;
+            sb += t + oh;
+        } else {
+            sb += t;
+        }
+    }
+    *tf = *tf > sf ? *tf - sf : 0;
+    double take = *tin < sb ? *tin : sb;
+    *tin -= take;
+    sb -= take;
+    *tw = *tw > sb ? *tw - sb : 0;
+}
+
 /* ---- step lists ------------------------------------------------------------------ */
 
 typedef struct {
@@ -251,43 +281,33 @@ static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const
     return WF_OK;
 }
 
-static wf_status build_transformer(const wf_cost_ctx *ctx, const wf_model_config *m, const wf_cluster *c,
-                                   const wf_plan *p, wf_arena *a, sim_profile *pr)
+static wf_status build_transformer(const sim_model *sm, const unsigned char *fuse, const wf_model_config *m,
+                                   const wf_cluster *c, const wf_plan *p, wf_arena *a, sim_profile *pr)
 {
-    wf_model_config one = *m;
-    one.layers = 1;
-    wf_graph g;
-    wf_status st = wf_model_build(&one, 1, &g);
-    if (st) {
-        wf_graph_free(&g);
-        return st;
-    }
-    int n = g.nfwd;
-    if (n != ctx->nops) {
-        wf_graph_free(&g);
-        return wf_errorf(WF_INTERNAL, "model '%s': %d cost records for %d forward ops", m->name, ctx->nops, n);
-    }
+    const wf_cost_ctx *ctx = sm->ctx;
+    const wf_graph *g = &sm->g;
+    wf_status st;
+    int n = g->nfwd;
     top *ops = calloc((size_t)n + 1, sizeof *ops);
-    int *pt_of = malloc(((size_t)g.ntensors + 1) * sizeof *pt_of);
-    unsigned char *seen = calloc((size_t)g.ntensors + 1, 1);
+    int *pt_of = malloc(((size_t)g->ntensors + 1) * sizeof *pt_of);
+    unsigned char *seen = calloc((size_t)g->ntensors + 1, 1);
     if (!ops || !pt_of || !seen) {
         free(ops);
         free(pt_of);
         free(seen);
-        wf_graph_free(&g);
         return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
     }
     const double b = (double)p->mbs, t = (double)p->tp;
     double params_split[SEC_COUNT] = {0}, params_repl[SEC_COUNT] = {0};
     /* Parameter tensors per section, in the order first read (local elements). */
-    double *tens = malloc(((size_t)g.ntensors + 1) * sizeof *tens);
-    int *tens_sec = malloc(((size_t)g.ntensors + 1) * sizeof *tens_sec); /* section, -1 dropped */
+    double *tens = malloc(((size_t)g->ntensors + 1) * sizeof *tens);
+    int *tens_sec = malloc(((size_t)g->ntensors + 1) * sizeof *tens_sec); /* section, -1 dropped */
     int ntens = 0;
     double shared_split = 0, shared_repl = 0, logits_per_sample = 0, layer_input = 0;
     int first[SEC_COUNT] = {-1, -1, -1}, count[SEC_COUNT] = {0};
     int sec = -1, started = 0, npts = 0;
     for (int i = 0; i < n; i++) {
-        const wf_op *o = &g.ops[i];
+        const wf_op *o = &g->ops[i];
         int s = o->block >= 0 ? SEC_LAYER : (started ? SEC_POST : SEC_PRE);
         if (o->block >= 0)
             started = 1;
@@ -295,10 +315,10 @@ static wf_status build_transformer(const wf_cost_ctx *ctx, const wf_model_config
             /* Sections come in order; points do not cross them. */
             sec = s;
             first[s] = i;
-            for (int k = 0; k < g.ntensors; k++)
+            for (int k = 0; k < g->ntensors; k++)
                 pt_of[k] = -1;
             if (s == SEC_LAYER)
-                layer_input = (double)wf_tensor_bytes(&g.tensors[o->in[0]]);
+                layer_input = (double)wf_tensor_bytes(&g->tensors[o->in[0]]);
         }
         count[s]++;
         top *r = &ops[i];
@@ -309,7 +329,7 @@ static wf_status build_transformer(const wf_cost_ctx *ctx, const wf_model_config
         r->split = cr->split;
         r->attn_core = cr->attn_core;
         for (int j = 0; j < o->nin; j++) {
-            const wf_tensor *x = &g.tensors[o->in[j]];
+            const wf_tensor *x = &g->tensors[o->in[j]];
             if (x->role == WF_ROLE_PARAM) {
                 unsigned bit = s == SEC_PRE ? 1u : s == SEC_LAYER ? 2u : 4u;
                 if (!(seen[o->in[j]] & bit)) {
@@ -336,6 +356,7 @@ static wf_status build_transformer(const wf_cost_ctx *ctx, const wf_model_config
         }
         double div = (r->split || p->sp) ? t : 1.0, pdiv = r->split ? t : 1.0;
         cost_op_times(ctx, cr, b, div, pdiv, &r->tf, &r->tin, &r->tw);
+        apply_fusions(sm, fuse, c, i, b / div, &r->tf, &r->tin, &r->tw);
         r->repl = cr->saved_repl;
         r->split_b = cr->saved_split;
         r->scores = cr->saved_scores;
@@ -346,16 +367,16 @@ static wf_status build_transformer(const wf_cost_ctx *ctx, const wf_model_config
                 r->f_first = 1;
             }
             r->fpoint = pt_of[x];
-            r->f_bytes = (double)wf_tensor_bytes(&g.tensors[x]);
+            r->f_bytes = (double)wf_tensor_bytes(&g->tensors[x]);
         }
         if (is_g_op(o)) {
             r->is_g = 1;
-            r->g_bytes = (double)wf_tensor_bytes(&g.tensors[o->out[0]]);
+            r->g_bytes = (double)wf_tensor_bytes(&g->tensors[o->out[0]]);
         }
         if (o->kind == WF_OP_CROSS_ENTROPY) {
             if (o->tp == WF_TP_VOCAB)
-                r->ce_bytes = (double)wf_tensor_numel(&g.tensors[o->in[1]]) * 4.0;
-            logits_per_sample += (double)wf_tensor_numel(&g.tensors[o->in[0]]);
+                r->ce_bytes = (double)wf_tensor_numel(&g->tensors[o->in[1]]) * 4.0;
+            logits_per_sample += (double)wf_tensor_numel(&g->tensors[o->in[0]]);
         }
     }
     /* What the cost model counted, where it has its own number. */
@@ -378,7 +399,6 @@ static wf_status build_transformer(const wf_cost_ctx *ctx, const wf_model_config
     }
     free(pt_of);
     free(seen);
-    wf_graph_free(&g);
     if (count[SEC_LAYER] == 0 || !tens || !tens_sec) {
         free(ops);
         free(tens);
@@ -507,20 +527,28 @@ static int greedy_parts(const double *w, int n, double bound)
     return parts;
 }
 
-static wf_status build_generic(const wf_cost_ctx *ctx, const wf_model_config *m, const wf_cluster *c,
-                               const wf_plan *p, wf_arena *a, sim_profile *pr)
+static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, const wf_model_config *m,
+                               const wf_cluster *c, const wf_plan *p, wf_arena *a, sim_profile *pr)
 {
-    wf_graph g;
-    wf_status st = wf_model_build(m, 1, &g);
-    if (st) {
-        wf_graph_free(&g);
-        return st;
+    const wf_cost_ctx *ctx = sm->ctx;
+    const wf_graph *g = &sm->g;
+    int n = g->nfwd;
+    /* A fused op's gradients are ready with its producer's: owner[i] is the
+     * first op of i's fused chain, which lists i's parameter tensors. */
+    int *owner = malloc(((size_t)n + 1) * sizeof *owner);
+    int *ntens_of = calloc((size_t)n + 1, sizeof *ntens_of);
+    unsigned char *joined = calloc((size_t)n + 1, 1); /* op i fused to op i-1 */
+    if (!owner || !ntens_of || !joined) {
+        free(owner);
+        free(ntens_of);
+        free(joined);
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
     }
-    int n = g.nfwd;
-    if (n != ctx->nops) {
-        wf_graph_free(&g);
-        return wf_errorf(WF_INTERNAL, "model '%s': %d cost records for %d forward ops", m->name, ctx->nops, n);
-    }
+    for (int k = 0; fuse && k < sm->nfusions; k++)
+        if (fuse[k] && sm->fusions[k].b == sm->fusions[k].a + 1)
+            joined[sm->fusions[k].b] = 1;
+    for (int i = 0; i < n; i++)
+        owner[i] = i > 0 && joined[i] ? owner[i - 1] : i;
     const double b = (double)p->mbs;
     pr->nunits = pr->ninst = n;
     pr->unit = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->unit);
@@ -529,46 +557,59 @@ static wf_status build_generic(const wf_cost_ctx *ctx, const wf_model_config *m,
     sim_step *stp = wf_arena_alloc(a, (size_t)(3 * n + 1) * sizeof *stp);
     double *w = malloc(((size_t)n + 1) * sizeof *w);
     double *out_bytes = malloc(((size_t)n + 1) * sizeof *out_bytes);
-    unsigned char *seen = calloc((size_t)g.ntensors + 1, 1);
+    unsigned char *seen = calloc((size_t)g->ntensors + 1, 1);
     if (!pr->unit || !pr->inst || !pr->inst_layer || !stp || !w || !out_bytes || !seen) {
         free(w);
         free(out_bytes);
         free(seen);
-        wf_graph_free(&g);
+        free(owner);
+        free(ntens_of);
+        free(joined);
         return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
     }
+    /* Parameter tensors, each counted once, listed on their owner's unit. */
     for (int i = 0; i < n; i++) {
-        const wf_op *o = &g.ops[i];
-        sim_unit *u = &pr->unit[i];
-        u->name = wf_arena_strdup(a, o->name);
-        const wf_cost_op *cr = &ctx->ops[i];
+        const wf_op *o = &g->ops[i];
         for (int j = 0; j < o->nin; j++) {
-            const wf_tensor *x = &g.tensors[o->in[j]];
-            if (x->role != WF_ROLE_PARAM)
-                continue;
-            if (!seen[o->in[j]]) {
+            const wf_tensor *x = &g->tensors[o->in[j]];
+            if (x->role == WF_ROLE_PARAM && !seen[o->in[j]]) {
                 seen[o->in[j]] = 1;
-                u->params += (double)wf_tensor_numel(x);
-                u->ntensors++;
+                pr->unit[i].params += (double)wf_tensor_numel(x);
+                ntens_of[owner[i]]++;
             }
         }
-        u->tensor_params = wf_arena_alloc(a, (size_t)(u->ntensors + 1) * sizeof *u->tensor_params);
-        if (!u->tensor_params) {
+    }
+    for (int i = 0; i < n; i++) {
+        pr->unit[i].tensor_params = wf_arena_alloc(a, (size_t)(ntens_of[i] + 1) * sizeof(double));
+        if (!pr->unit[i].tensor_params) {
             free(w);
             free(out_bytes);
             free(seen);
-            wf_graph_free(&g);
+            free(owner);
+            free(ntens_of);
+            free(joined);
             return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
         }
-        for (int j = 0, k = 0; j < o->nin; j++) {
-            const wf_tensor *x = &g.tensors[o->in[j]];
-            if (x->role != WF_ROLE_PARAM || seen[o->in[j]] != 1)
-                continue;
-            seen[o->in[j]] = 2; /* listed */
-            u->tensor_params[k++] = (double)wf_tensor_numel(x);
+    }
+    for (int i = 0; i < n; i++) {
+        const wf_op *o = &g->ops[i];
+        sim_unit *ou = &pr->unit[owner[i]];
+        for (int j = 0; j < o->nin; j++) {
+            const wf_tensor *x = &g->tensors[o->in[j]];
+            if (x->role == WF_ROLE_PARAM && seen[o->in[j]] == 1) {
+                seen[o->in[j]] = 2; /* listed */
+                ou->tensor_params[ou->ntensors++] = (double)wf_tensor_numel(x);
+            }
         }
+    }
+    for (int i = 0; i < n; i++) {
+        const wf_op *o = &g->ops[i];
+        sim_unit *u = &pr->unit[i];
+        u->name = wf_arena_strdup(a, o->name);
+        const wf_cost_op *cr = &ctx->ops[i];
         double tf, tin, tw;
         cost_op_times(ctx, cr, b, 1, 1, &tf, &tin, &tw);
+        apply_fusions(sm, fuse, c, i, b, &tf, &tin, &tw);
         u->fwd = &stp[3 * i];
         u->bwd = &stp[3 * i + 1];
         u->rec = &stp[3 * i + 2];
@@ -580,7 +621,7 @@ static wf_status build_generic(const wf_cost_ctx *ctx, const wf_model_config *m,
         u->act_bytes = cr->saved_repl * ctx->saved_dedup * b;
         out_bytes[i] = 0;
         for (int j = 0; j < o->nout; j++)
-            out_bytes[i] += (double)wf_tensor_bytes(&g.tensors[o->out[j]]);
+            out_bytes[i] += (double)wf_tensor_bytes(&g->tensors[o->out[j]]);
         w[i] = tf + tin + tw + (u->nrec ? tf : 0);
         pr->inst[i] = i;
         pr->inst_layer[i] = i;
@@ -593,7 +634,6 @@ static wf_status build_generic(const wf_cost_ctx *ctx, const wf_model_config *m,
         fold_unit(&pr->unit[i]);
     }
     free(seen);
-    wf_graph_free(&g);
 
     /* Stages: the smallest bound on a stage's time for which a greedy cut
      * needs at most pp stages, then a cut into exactly pp under it. */
@@ -604,6 +644,9 @@ static wf_status build_generic(const wf_cost_ctx *ctx, const wf_model_config *m,
     if (!pr->vs_first || !pr->vs_send_s) {
         free(w);
         free(out_bytes);
+        free(owner);
+        free(ntens_of);
+        free(joined);
         return wf_errorf(WF_NOMEM, "out of memory building simulation units");
     }
     double total = 0, wmax = 0;
@@ -625,7 +668,7 @@ static wf_status build_generic(const wf_cost_ctx *ctx, const wf_model_config *m,
     wf_group pair = wf_group_place(c, 2, p->dp);
     for (int i = 0; i < n; i++) {
         int left = n - i, after = pp - 1 - s;
-        if (cnt > 0 && s < pp - 1 && (cur + w[i] > hi || left == after)) {
+        if (cnt > 0 && s < pp - 1 && !joined[i] && (cur + w[i] > hi || left == after)) {
             pr->vs_send_s[s] = wf_coll_time(c, WF_COLL_SENDRECV, &pair, out_bytes[i - 1] * b);
             if (p->recompute == WF_RECOMPUTE_FULL)
                 pr->unit[i].act_bytes += out_bytes[i - 1] * b; /* the stage keeps its input */
@@ -641,6 +684,9 @@ static wf_status build_generic(const wf_cost_ctx *ctx, const wf_model_config *m,
     pr->vs_first[pr->nvs] = n;
     free(w);
     free(out_bytes);
+    free(owner);
+    free(ntens_of);
+    free(joined);
     if (p->zero == 3) {
         double pmax = 0;
         for (int k = 0; k < pr->nvs; k++) {
@@ -654,15 +700,90 @@ static wf_status build_generic(const wf_cost_ctx *ctx, const wf_model_config *m,
     return WF_OK;
 }
 
-wf_status sim_profile_build(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, wf_arena *a,
-                            sim_profile *out)
+static int is_elementwise(wf_op_kind k)
+{
+    return k == WF_OP_RELU || k == WF_OP_GELU || k == WF_OP_SILU || k == WF_OP_DROPOUT || k == WF_OP_ADD ||
+           k == WF_OP_MUL || k == WF_OP_BIAS_ADD;
+}
+
+/* The fusion rule that joins ops a and a+1, or -1. */
+static int fusion_rule(const wf_graph *g, int a, const int *readers)
+{
+    const wf_op *x = &g->ops[a], *y = &g->ops[a + 1];
+    if (x->nout != 1 || readers[x->out[0]] != 1 || x->block != y->block || x->layer != y->layer)
+        return -1;
+    int reads = 0;
+    for (int j = 0; j < y->nin; j++)
+        reads |= y->in[j] == x->out[0];
+    if (!reads)
+        return -1;
+    int act = y->kind == WF_OP_RELU || y->kind == WF_OP_GELU || y->kind == WF_OP_SILU;
+    if ((x->kind == WF_OP_MATMUL || x->kind == WF_OP_LINEAR || x->kind == WF_OP_BATCH_MATMUL) &&
+        (y->kind == WF_OP_BIAS_ADD || act))
+        return SIM_FUSE_MATMUL_EPILOGUE;
+    if (x->kind == WF_OP_ADD && (y->kind == WF_OP_LAYERNORM || y->kind == WF_OP_RMSNORM))
+        return SIM_FUSE_ADD_NORM;
+    if (is_elementwise(x->kind) && is_elementwise(y->kind))
+        return SIM_FUSE_ELEMENTWISE;
+    return -1;
+}
+
+wf_status sim_model_init(const wf_model_config *m, const wf_cluster *c, sim_model *out)
 {
     memset(out, 0, sizeof *out);
-    wf_cost_ctx *ctx = NULL;
-    wf_status st = wf_cost_ctx_create(m, c, &ctx);
+    out->transformer = wf_model_is_transformer(m);
+    wf_status st = wf_cost_ctx_create(m, c, &out->ctx);
     if (st)
         return st;
-    out->transformer = wf_model_is_transformer(m);
+    wf_model_config one = *m;
+    if (out->transformer)
+        one.layers = 1;
+    st = wf_model_build(&one, 1, &out->g);
+    if (st == WF_OK && out->g.nfwd != out->ctx->nops)
+        st = wf_errorf(WF_INTERNAL, "model '%s': %d cost records for %d forward ops", m->name, out->ctx->nops,
+                       out->g.nfwd);
+    int n = out->g.nfwd;
+    int *readers = st ? NULL : calloc((size_t)out->g.ntensors + 1, sizeof *readers);
+    out->fusions = st ? NULL : calloc((size_t)n + 1, sizeof *out->fusions);
+    if (st == WF_OK && (!readers || !out->fusions))
+        st = wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
+    if (st) {
+        free(readers);
+        sim_model_free(out);
+        return st;
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < out->g.ops[i].nin; j++)
+            readers[out->g.ops[i].in[j]]++;
+    for (int i = 0; i + 1 < n; i++) {
+        int rule = fusion_rule(&out->g, i, readers);
+        if (rule < 0)
+            continue;
+        sim_fusion *f = &out->fusions[out->nfusions++];
+        f->a = i;
+        f->b = i + 1;
+        f->rule = rule;
+        f->inter_bytes = (double)wf_tensor_bytes(&out->g.tensors[out->g.ops[i].out[0]]);
+        snprintf(f->name, sizeof f->name, "%s+%s", out->g.ops[i].name, out->g.ops[i + 1].name);
+    }
+    free(readers);
+    return WF_OK;
+}
+
+void sim_model_free(sim_model *sm)
+{
+    wf_cost_ctx_free(sm->ctx);
+    wf_graph_free(&sm->g);
+    free(sm->fusions);
+    memset(sm, 0, sizeof *sm);
+}
+
+wf_status sim_profile_build(const sim_model *sm, const wf_model_config *m, const wf_cluster *c, const wf_plan *p,
+                            const unsigned char *fuse, wf_arena *a, sim_profile *out)
+{
+    memset(out, 0, sizeof *out);
+    const wf_cost_ctx *ctx = sm->ctx;
+    out->transformer = sm->transformer;
     out->elem_bytes = (double)wf_dtype_bytes(m->dtype);
     out->grad_bytes = wf_cost_grad_elem_bytes(ctx);
     out->bytes_per_param = wf_cost_bytes_per_param(ctx, p->zero, p->dp);
@@ -671,8 +792,8 @@ wf_status sim_profile_build(const wf_model_config *m, const wf_cluster *c, const
     out->buffer_bytes = c->mem_reserved_bytes;
     out->dp_group = wf_group_place(c, p->dp, p->tp);
     out->tp_group = wf_group_place(c, p->tp, 1);
-    st = out->transformer ? build_transformer(ctx, m, c, p, a, out) : build_generic(ctx, m, c, p, a, out);
-    wf_cost_ctx_free(ctx);
+    wf_status st = sm->transformer ? build_transformer(sm, fuse, m, c, p, a, out)
+                                   : build_generic(sm, fuse, m, c, p, a, out);
     if (st)
         return st;
     if (!out->vs_send_s) {

@@ -101,6 +101,21 @@ assert a['comm']['candidates'] > 5
 assert a['iteration_time_s'] <= min(d['iteration_time_s'], w['iteration_time_s']) + 1e-12
 assert d['iteration_time_s'] < w['iteration_time_s']" "$tmp/auto.json" "$tmp/dear.json" "$tmp/wfbp.json"
 
+# --fuse auto: the fusions chosen and their gain.
+"$WEFT" simulate --model resnet50 --cluster v100-ib100 --batch 4096 --plan dp=64,mbs=64 \
+  --comm dear --fuse auto --json >"$tmp/fuse.json" 2>"$tmp/fuse.txt"
+check "fuse exits 0" test $? -eq 0
+check "fuse report" $PY -c "
+import json,sys
+f=json.load(open(sys.argv[1]))['fusion']
+assert f['candidates'] == 16 and f['fused'] == 16, f
+assert 'layer1.0.add+layer1.0.relu' in f['ops'], f['ops']
+assert f['gain'] > 0, f" "$tmp/fuse.json"
+check "fuse table" grep -q "operator fusion" "$tmp/fuse.txt"
+"$WEFT" simulate --model resnet50 --cluster v100-ib100 --batch 4096 --plan dp=64,mbs=64 --fuse always >"$tmp/o" 2>"$tmp/e"
+check "bad --fuse exits 1" test $? -eq 1
+check "bad --fuse names it" grep -q "always" "$tmp/e"
+
 # Bad input: exit 1, one line naming the value.
 "$WEFT" simulate --model gpt3-175b --cluster dgx-a100:nodes=8 --batch 64 --plan dp=1,tp=8,pp=8 \
   --comm sometimes >"$tmp/o" 2>"$tmp/e"
