@@ -373,12 +373,18 @@ wf_status wf_dist_allgather(wf_dist *d, const double *in, int n, double *out)
 
 /* ---- updates ---------------------------------------------------------------------------------- */
 
+/* Sum of squares in double, eight partial sums in a fixed order (the same
+ * bits on every rank for the same input; the partials hide the add latency). */
 static double sumsq(const float *x, int64_t n)
 {
-    double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)x[i] * (double)x[i];
-    return s;
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            s[k] += (double)x[i + k] * (double)x[i + k];
+    for (; i < n; i++)
+        s[0] += (double)x[i] * (double)x[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
 static void update_group(wf_dist *d, int k, int64_t t, float scale)

@@ -132,40 +132,59 @@ double wf_optim_clip_factor(const wf_optim_config *c, double grad_norm)
     return c->clip_norm / grad_norm;
 }
 
+/* AdamW on n elements. Blocks of 256: the square roots in a loop of their
+ * own, so the two elementwise loops around it vectorize (a sqrtf inside them
+ * would not, for errno's sake). */
+#define ADAM_BLOCK 256
+
+static void adamw(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, int64_t n,
+                  float scale, float b1, float b2, float step, float rc2, float eps, float decay)
+{
+    float d[ADAM_BLOCK];
+    for (int64_t j0 = 0; j0 < n; j0 += ADAM_BLOCK) {
+        int64_t k = n - j0 < ADAM_BLOCK ? n - j0 : ADAM_BLOCK;
+        float *restrict wb = w + j0, *restrict mb = m + j0, *restrict vb = v + j0;
+        const float *restrict gb = g + j0;
+        for (int64_t j = 0; j < k; j++) {
+            float gj = scale * gb[j];
+            mb[j] = b1 * mb[j] + (1.0f - b1) * gj;
+            vb[j] = b2 * vb[j] + (1.0f - b2) * gj * gj;
+            d[j] = vb[j];
+        }
+        for (int64_t j = 0; j < k; j++)
+            d[j] = sqrtf(d[j]);
+        for (int64_t j = 0; j < k; j++)
+            wb[j] = wb[j] * decay - step * mb[j] / (d[j] * rc2 + eps);
+    }
+}
+
+static void sgd(float *restrict w, const float *restrict g, float *restrict buf, int64_t n, float scale, float mu,
+                float lr, float wd)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float gj = scale * g[j] + wd * w[j];
+        buf[j] = mu * buf[j] + gj;
+        w[j] -= lr * buf[j];
+    }
+}
+
 void wf_optim_update(wf_optim *o, wf_exec *e, int param, float grad_scale, int64_t t)
 {
     const wf_exec_param *p = wf_exec_param_at(e, param);
     if (!p || !p->has_grad)
         return;
-    float *w = p->data;
-    const float *g = p->grad;
-    int64_t n = p->numel;
     const float lr = (float)o->c.lr;
     const float wd = p->decay ? (float)o->c.weight_decay : 0.0f;
     if (o->c.kind == WF_OPTIM_SGD) {
-        float *buf = o->state[0] + o->offset[param];
-        const float mu = (float)o->c.momentum;
-        for (int64_t j = 0; j < n; j++) {
-            float gj = grad_scale * g[j] + wd * w[j];
-            buf[j] = mu * buf[j] + gj;
-            w[j] -= lr * buf[j];
-        }
+        sgd(p->data, p->grad, o->state[0] + o->offset[param], p->numel, grad_scale, (float)o->c.momentum, lr, wd);
         return;
     }
-    float *m = o->state[0] + o->offset[param];
-    float *v = o->state[1] + o->offset[param];
-    const float b1 = (float)o->c.beta1, b2 = (float)o->c.beta2, eps = (float)o->c.eps;
-    /* Bias corrections in double, folded into the step size and eps. */
+    /* Bias corrections in double, folded into the step size and the root:
+     * m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) = (1/(1-b1^t)) m / (sqrt(v) / sqrt(1-b2^t) + eps). */
     const double c1 = 1.0 - pow(o->c.beta1, (double)t), c2 = 1.0 - pow(o->c.beta2, (double)t);
-    const float step = (float)(o->c.lr / c1);
-    const float rc2 = (float)(1.0 / sqrt(c2));
-    const float decay = 1.0f - lr * wd;
-    for (int64_t j = 0; j < n; j++) {
-        float gj = grad_scale * g[j];
-        m[j] = b1 * m[j] + (1.0f - b1) * gj;
-        v[j] = b2 * v[j] + (1.0f - b2) * gj * gj;
-        w[j] = w[j] * decay - step * m[j] / (sqrtf(v[j]) * rc2 + eps);
-    }
+    adamw(p->data, p->grad, o->state[0] + o->offset[param], o->state[1] + o->offset[param], p->numel, grad_scale,
+          (float)o->c.beta1, (float)o->c.beta2, (float)(o->c.lr / c1), (float)(1.0 / sqrt(c2)), (float)o->c.eps,
+          1.0f - lr * wd);
 }
 
 int wf_optim_nstate(const wf_optim *o)
