@@ -662,7 +662,15 @@ static void test_plan_speed(void **state)
     double dt = wf_cpu_s() - t0;
     printf("gpt3-175b on 1536 GPUs: %.3f s simulated in %.3f s CPU (%lld tasks), estimate %.3f s\n",
            r.iteration_time_s, dt, (long long)r.tasks, e.iteration_time_s);
-    assert_true(dt < 1.0);
+    /* The time limit holds for the product build, not under valgrind or the
+     * sanitizers (which slow everything several-fold). */
+    const char *pre = getenv("LD_PRELOAD");
+    int instrumented = pre && strstr(pre, "vgpreload") != NULL;
+#if defined(__SANITIZE_ADDRESS__)
+    instrumented = 1;
+#endif
+    if (!instrumented)
+        assert_true(dt < 1.0);
     assert_int_equal(r.devices, 1536);
     assert_int_equal(r.nstages, 8);
     assert_true(fabs(r.iteration_time_s / e.iteration_time_s - 1) < 0.03);
