@@ -93,8 +93,9 @@ wf_status sim_model_init(const wf_model_config *m, const wf_cluster *c, sim_mode
 void sim_model_free(sim_model *sm);
 
 /* Units of `m` under plan `p`; fuse[k] != 0 applies sm->fusions[k] (fuse may
- * be NULL: no fusion). */
+ * be NULL: no fusion). op_level (tp = 1 only) makes a transformer one unit per
+ * op of each layer instead of one per layer (gradients ready op by op). */
 wf_status sim_profile_build(const sim_model *sm, const wf_model_config *m, const wf_cluster *c, const wf_plan *p,
-                            const unsigned char *fuse, wf_arena *a, sim_profile *out);
+                            const unsigned char *fuse, int op_level, wf_arena *a, sim_profile *out);
 
 #endif

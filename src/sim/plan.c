@@ -867,7 +867,7 @@ static double fuse_eval(fuse_search *f, const unsigned char *mask, int bound_onl
     wf_arena_init(&a, 1 << 16);
     sim_profile pr;
     double t = -1;
-    f->st = sim_profile_build(f->sm, f->m, f->c, f->p, mask, &a, &pr);
+    f->st = sim_profile_build(f->sm, f->m, f->c, f->p, mask, 0, &a, &pr);
     if (f->st == WF_OK) {
         if (bound_only) {
             t = stream_bound(&pr, f->p, f->mm);
@@ -1004,7 +1004,7 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
         int nfu = out->fusions, nfc = out->fusion_candidates, nev = out->fusion_evals;
         char fused[sizeof out->fused];
         memcpy(fused, out->fused, sizeof fused);
-        st = sim_profile_build(&sm, m, c, p, mask, &a, &pr);
+        st = sim_profile_build(&sm, m, c, p, mask, 0, &a, &pr);
         if (st == WF_OK)
             st = play_profile(&pr, p, c, mm, detail, cand, nc, trace, out);
         out->unfused_time_s = unfused;

@@ -281,8 +281,79 @@ static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const
     return WF_OK;
 }
 
-static wf_status build_transformer(const sim_model *sm, const unsigned char *fuse, const wf_model_config *m,
-                                   const wf_cluster *c, const wf_plan *p, wf_arena *a, sim_profile *pr)
+/* One unit per op of a transformer without tensor parallelism (the
+ * data-parallel model's granularity: each gradient ready when its op's
+ * backward ends): the embedding's ops, each layer's ops, the head's ops. */
+static wf_status op_level_units(const wf_plan *p, const top *ops, int n, const int *first, const int *count,
+                                const double *tens, const int *tens_sec, const int *tens_op, int ntens,
+                                int64_t layers, wf_arena *a, sim_profile *pr)
+{
+    const double b = (double)p->mbs;
+    pr->nunits = n;
+    pr->unit = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->unit);
+    sim_step *stp = wf_arena_alloc(a, (size_t)(3 * n + 1) * sizeof *stp);
+    if (!pr->unit || !stp)
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+    for (int i = 0; i < n; i++) {
+        const top *o = &ops[i];
+        sim_unit *u = &pr->unit[i];
+        u->name = o->section == SEC_PRE ? "embedding op" : o->section == SEC_LAYER ? "layer op" : "head op";
+        u->fwd = &stp[3 * i];
+        u->bwd = &stp[3 * i + 1];
+        u->rec = &stp[3 * i + 2];
+        u->fwd[0] = (sim_step){STEP_COMPUTE, WF_SIM_CAT_FORWARD, o->tf, 0, "forward"};
+        u->bwd[0] = (sim_step){STEP_COMPUTE, WF_SIM_CAT_BACKWARD, o->tin + o->tw, 0, "backward"};
+        u->rec[0] = (sim_step){STEP_COMPUTE, WF_SIM_CAT_RECOMPUTE, o->tf, 0, "recompute"};
+        u->nfwd = u->nbwd = 1;
+        u->nrec = o->section == SEC_LAYER && (p->recompute == WF_RECOMPUTE_FULL ||
+                                             (p->recompute == WF_RECOMPUTE_SELECTIVE && o->attn_core));
+        u->act_bytes = b * (o->repl + o->split_b + o->scores);
+        for (int k = 0; k < ntens; k++)
+            u->ntensors += tens_op[k] == i && tens_sec[k] >= 0;
+        u->tensor_params = wf_arena_alloc(a, (size_t)(u->ntensors + 1) * sizeof *u->tensor_params);
+        if (!u->tensor_params)
+            return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+        u->ntensors = 0;
+        for (int k = 0; k < ntens; k++)
+            if (tens_op[k] == i && tens_sec[k] >= 0) {
+                u->tensor_params[u->ntensors++] = tens[k];
+                u->params += tens[k];
+            }
+        fold_unit(u);
+    }
+    int L = (int)layers, nl = count[SEC_LAYER], npre = count[SEC_PRE], npost = count[SEC_POST];
+    pr->ninst = npre + L * nl + npost;
+    pr->inst = wf_arena_alloc(a, (size_t)pr->ninst * sizeof *pr->inst);
+    pr->inst_layer = wf_arena_alloc(a, (size_t)pr->ninst * sizeof *pr->inst_layer);
+    pr->nvs = p->pp * p->vpp;
+    pr->vs_first = wf_arena_alloc(a, (size_t)(pr->nvs + 1) * sizeof *pr->vs_first);
+    if (!pr->inst || !pr->inst_layer || !pr->vs_first)
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+    int k = 0;
+    for (int i = 0; i < npre; i++, k++) {
+        pr->inst[k] = first[SEC_PRE] + i;
+        pr->inst_layer[k] = -1;
+    }
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < nl; i++, k++) {
+            pr->inst[k] = first[SEC_LAYER] + i;
+            pr->inst_layer[k] = l;
+        }
+    for (int i = 0; i < npost; i++, k++) {
+        pr->inst[k] = first[SEC_POST] + i;
+        pr->inst_layer[k] = -1;
+    }
+    int per = L / pr->nvs;
+    pr->vs_first[0] = 0;
+    for (int v = 1; v < pr->nvs; v++)
+        pr->vs_first[v] = npre + v * per * nl;
+    pr->vs_first[pr->nvs] = pr->ninst;
+    return WF_OK;
+}
+
+static wf_status build_transformer(const sim_model *sm, const unsigned char *fuse, int op_level,
+                                   const wf_model_config *m, const wf_cluster *c, const wf_plan *p, wf_arena *a,
+                                   sim_profile *pr)
 {
     const wf_cost_ctx *ctx = sm->ctx;
     const wf_graph *g = &sm->g;
@@ -303,6 +374,7 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
     double *tens = malloc(((size_t)g->ntensors + 1) * sizeof *tens);
     int *tens_sec = malloc(((size_t)g->ntensors + 1) * sizeof *tens_sec); /* section, -1 dropped */
     int ntens = 0;
+    int *tens_op = malloc(((size_t)g->ntensors + 1) * sizeof *tens_op); /* the op that reads it first */
     double shared_split = 0, shared_repl = 0, logits_per_sample = 0, layer_input = 0;
     int first[SEC_COUNT] = {-1, -1, -1}, count[SEC_COUNT] = {0};
     int sec = -1, started = 0, npts = 0;
@@ -343,6 +415,8 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
                         /* With one stage the tied embedding is one tensor. */
                         int dup = s == SEC_POST && (seen[o->in[j]] & 1) && p->pp == 1;
                         tens[ntens] = r->split ? ne / t : ne;
+                        if (tens_op)
+                            tens_op[ntens] = i;
                         tens_sec[ntens++] = dup ? -1 : s;
                     }
                     if ((seen[o->in[j]] & 1) && (seen[o->in[j]] & 4)) {
@@ -399,21 +473,34 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
     }
     free(pt_of);
     free(seen);
-    if (count[SEC_LAYER] == 0 || !tens || !tens_sec) {
+    if (count[SEC_LAYER] == 0 || !tens || !tens_sec || !tens_op) {
         free(ops);
         free(tens);
         free(tens_sec);
+        free(tens_op);
         if (count[SEC_LAYER] > 0)
             return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
         return wf_errorf(WF_INTERNAL, "model '%s': no repeated layer found in its graph", m->name);
     }
 
+    if (op_level && tens_op) {
+        st = op_level_units(p, ops, n, first, count, tens, tens_sec, tens_op, ntens, m->layers, a, pr);
+        free(ops);
+        free(tens);
+        free(tens_sec);
+        free(tens_op);
+        if (st)
+            return st;
+        pr->shared_params = shared_split / t + shared_repl;
+        goto sends;
+    }
     pr->nunits = SEC_COUNT;
     pr->unit = wf_arena_alloc(a, SEC_COUNT * sizeof *pr->unit);
     if (!pr->unit) {
         free(ops);
         free(tens);
         free(tens_sec);
+        free(tens_op);
         return wf_errorf(WF_NOMEM, "out of memory building simulation units");
     }
     static const char *const names[SEC_COUNT] = {"embedding", "layer", "head"};
@@ -427,6 +514,7 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
                 free(ops);
                 free(tens);
                 free(tens_sec);
+                free(tens_op);
                 return st;
             }
         }
@@ -461,6 +549,7 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
             free(ops);
             free(tens);
             free(tens_sec);
+            free(tens_op);
             return wf_errorf(WF_NOMEM, "out of memory building simulation units");
         }
         for (int i = 0; i < ntens; i++)
@@ -469,6 +558,7 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
     }
     free(tens);
     free(tens_sec);
+    free(tens_op);
     free(ops);
     pr->shared_params = shared_split / t + shared_repl;
 
@@ -492,6 +582,7 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
         pr->vs_first[k] = (int)(1 + k * per);
     pr->vs_first[pr->nvs] = pr->ninst;
 
+sends:
     /* A pipeline send: the layer's input b s h, 1/t of it per rank, all-
      * gathered on arrival when tp > 1 without sequence parallelism. */
     if (p->pp > 1) {
@@ -779,7 +870,7 @@ void sim_model_free(sim_model *sm)
 }
 
 wf_status sim_profile_build(const sim_model *sm, const wf_model_config *m, const wf_cluster *c, const wf_plan *p,
-                            const unsigned char *fuse, wf_arena *a, sim_profile *out)
+                            const unsigned char *fuse, int op_level, wf_arena *a, sim_profile *out)
 {
     memset(out, 0, sizeof *out);
     const wf_cost_ctx *ctx = sm->ctx;
@@ -792,7 +883,9 @@ wf_status sim_profile_build(const sim_model *sm, const wf_model_config *m, const
     out->buffer_bytes = c->mem_reserved_bytes;
     out->dp_group = wf_group_place(c, p->dp, p->tp);
     out->tp_group = wf_group_place(c, p->tp, 1);
-    wf_status st = sm->transformer ? build_transformer(sm, fuse, m, c, p, a, out)
+    if (op_level && p->tp > 1)
+        return wf_errorf(WF_INVAL, "op-level units need tp=1 (tp=%d)", p->tp);
+    wf_status st = sm->transformer ? build_transformer(sm, fuse, op_level, m, c, p, a, out)
                                    : build_generic(sm, fuse, m, c, p, a, out);
     if (st)
         return st;
