@@ -765,6 +765,41 @@ static void test_plan_fusion_search(void **state)
            r.fusion_evals, r.unfused_time_s, r.iteration_time_s);
 }
 
+
+/* The DeAR evidence (bench_schedules) as a check: on 64 V100s over 10 GbE,
+ * with the DeAR paper's per-GPU batches, DeAR beats WFBP and DDP, and auto
+ * is no slower than any of them. */
+static void test_dear_evidence_10gbe(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model;
+        int64_t mbs;
+    } cases[] = {{"resnet50", 64}, {"bert-base:seq=64", 64}, {"bert-large:seq=64", 32}};
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("v100-10gbe", &c), WF_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        wf_model_config m;
+        assert_int_equal(wf_model_lookup(cases[i].model, &m), WF_OK);
+        wf_arena a;
+        wf_arena_init(&a, 0);
+        wf_dp_model dm;
+        assert_int_equal(wf_sim_dp_model_build(&m, &c, cases[i].mbs, 64, &a, &dm), WF_OK);
+        wf_dp_result r[WF_COMM_COUNT];
+        for (int k = 0; k < WF_COMM_COUNT; k++) {
+            wf_comm_sched s = {(wf_comm_kind)k, 0};
+            assert_int_equal(wf_sim_dp_iteration(&dm, &s, NULL, &r[k]), WF_OK);
+        }
+        assert_true(r[WF_COMM_DEAR].iteration_s < r[WF_COMM_WFBP].iteration_s);
+        assert_true(r[WF_COMM_DEAR].iteration_s < r[WF_COMM_DDP].iteration_s);
+        for (int k = 0; k < WF_COMM_AUTO; k++)
+            assert_true(r[WF_COMM_AUTO].iteration_s <= r[k].iteration_s + 1e-12);
+        /* WFBP: one all-reduce per parameter tensor. */
+        assert_int_equal(r[WF_COMM_WFBP].ncollectives, dm.ngrads);
+        wf_arena_free(&a);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -787,6 +822,7 @@ int main(void)
         cmocka_unit_test(test_plan_errors),
         cmocka_unit_test(test_plan_fusion_resnet),
         cmocka_unit_test(test_plan_fusion_search),
+        cmocka_unit_test(test_dear_evidence_10gbe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

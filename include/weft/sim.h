@@ -222,12 +222,13 @@ typedef struct {
 wf_status wf_sim_dp_iteration(const wf_dp_model *m, const wf_comm_sched *s, const char *trace_path,
                               wf_dp_result *out);
 
-/* The data-parallel model of `m` on cluster `c`: one layer per forward op of
- * its graph at micro-batch `mbs` per device, forward/backward times from
- * wf_compute_time, one gradient per parameter tensor (c->grad_bytes per
- * element), a memory-bound Adam step per op, and collectives over `dp` ranks
- * placed on the cluster (wf_coll_time). Arrays and the collective context live
- * in `a`; keep it until done with *out. */
+/* The data-parallel model of `m` on cluster `c` at micro-batch `mbs` per
+ * device: one layer per forward op (a transformer: every op of every layer),
+ * its forward/backward times and optimizer traffic from the cost model (the
+ * units of wf_sim_plan), one gradient per parameter tensor ready when its
+ * op's backward ends, and collectives over `dp` ranks placed on the cluster
+ * (wf_coll_time). Arrays and the collective context live in `a`; keep it
+ * until done with *out. */
 wf_status wf_sim_dp_model_build(const wf_model_config *m, const wf_cluster *c, int64_t mbs, int64_t dp,
                                 wf_arena *a, wf_dp_model *out);
 
