@@ -257,6 +257,35 @@ static void test_boxing_2d_order(void **state)
                          ring(WF_COLL_REDUCE_SCATTER, 2, T / 4, al[0], bw[0]));
     assert_true(REL(t, rs));
 
+    /* Every pair of valid layouts has a path, even where the direct moves
+     * would split a dim more than it divides (112 splits 8 ways, not 64):
+     * [S(2),S(3)] -> [S(3),S(2)] goes through B. */
+    {
+        int64_t s88[2] = {8, 8};
+        double a88[2] = {1e-5, 1e-6}, b88[2] = {1e10, 1e11};
+        wf_mesh m88 = hand_mesh(2, s88, a88, b88);
+        int64_t shape[4] = {64, 64, 112, 112};
+        int8_t vals[6] = {WF_SBP_B, WF_SBP_P, 0, 1, 2, 3};
+        int pairs = 0;
+        for (int i = 0; i < 36; i++)
+            for (int j = 0; j < 36; j++) {
+                wf_sbp f = wf_sbp_broadcast(), g = wf_sbp_broadcast();
+                f.ax[0] = vals[i / 6];
+                f.ax[1] = vals[i % 6];
+                g.ax[0] = vals[j / 6];
+                g.ax[1] = vals[j % 6];
+                if (!wf_sbp_valid(&m88, 4, shape, &f) || !wf_sbp_valid(&m88, 4, shape, &g))
+                    continue;
+                double tt;
+                assert_true(wf_sbp_boxing_path(&m88, 4, shape, 2, &f, &g, NULL, 0, &tt) >= 0);
+                assert_true(tt >= 0);
+                pairs++;
+            }
+        assert_true(pairs > 600);
+        wf_sbp f = L("[S(2),S(3)]", 2), g = L("[S(3),S(2)]", 2);
+        assert_int_equal(wf_sbp_boxing_path(&m88, 4, shape, 2, &f, &g, st, 8, &t), 3);
+    }
+
     /* The cache agrees with the path. */
     wf_sbp_cache *cache;
     assert_int_equal(wf_sbp_cache_create(&m, &cache), WF_OK);

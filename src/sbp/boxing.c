@@ -7,8 +7,11 @@
  * cheapest order is a shortest path (Dijkstra) over intermediate layouts: per
  * axis its source and target values, plus, for P -> B, S of the largest dim
  * (reduce-scatter now, all-gather later, so that the other axes reduce a
- * shard: the hierarchical all-reduce); each intermediate must be valid
- * (exactly divisible) for the tensor. A cache keyed by
+ * shard: the hierarchical all-reduce), and otherwise B (for when the direct
+ * moves would split a dim more than it divides: [S(2),S(3)] -> [S(3),S(2)] on
+ * 8x8 with dims of 112). Each intermediate must be valid for the tensor;
+ * moving axes to B never breaks divisibility, nor does slicing from all-B
+ * toward a valid target, so a path always exists. A cache keyed by
  * (shape, element size, from, to) makes repeated queries O(1). */
 #include "weft/sbp.h"
 
@@ -43,7 +46,7 @@ double wf_sbp_box_axis_time(const wf_mesh *m, int axis, int8_t from, int8_t to,
 
 /* ---- shortest path over intermediate layouts ------------------------------------------ */
 
-#define MAX_CAND 3 /* per axis: from, to, and S of the largest dim */
+#define MAX_CAND 3 /* per axis: from, to, and S of the largest dim or B */
 
 typedef struct {
     int n[WF_SBP_MAX_AXES];
@@ -105,6 +108,8 @@ int wf_sbp_boxing_path(const wf_mesh *m, int ndim, const int64_t *shape, size_t 
         cand_add(&c, a, to->ax[a]);
         if (from->ax[a] == WF_SBP_P && to->ax[a] == WF_SBP_B && ndim > 0)
             cand_add(&c, a, (int8_t)kbig);
+        else if (from->ax[a] != to->ax[a])
+            cand_add(&c, a, WF_SBP_B); /* through B: always reachable (gather, then slice) */
     }
     int nstates = 1;
     for (int a = 0; a < naxes; a++)

@@ -69,6 +69,7 @@ int ol_cd_run(const ol_problem *p, int *assign, double lambda, double mem_cap, i
 typedef struct {
     double t, m;
     int *assign; /* [nvar] */
+    int seq;     /* order of arrival: breaks exact ties deterministically */
 } ol_plan;
 
 /* Coordinate descent with the lambda schedule: best (fits mem_limit if any

@@ -391,6 +391,7 @@ static int cmp_raw(const void *pa, const void *pb)
 typedef struct {
     int u, v;
     double *t;
+    int seq; /* creation order: parallel edges are summed in a fixed order */
 } pair_t;
 
 static int cmp_pair(const void *pa, const void *pb)
@@ -400,7 +401,7 @@ static int cmp_pair(const void *pa, const void *pb)
         return a->u < b->u ? -1 : 1;
     if (a->v != b->v)
         return a->v < b->v ? -1 : 1;
-    return 0;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
 static int find_layout(wf_sbp *list, int *n, const wf_sbp *s, int naxes)
@@ -542,7 +543,8 @@ static wf_status build_edges(ol_problem *p, const build_ctx *b)
             for (int c = 0; c < U->nch; c++)
                 U->t[c] += t[(size_t)c * (size_t)U->nch + (size_t)c];
         } else if (raw[s].vu < raw[s].vv) {
-            pairs[npairs++] = (pair_t){raw[s].vu, raw[s].vv, t};
+            pairs[npairs] = (pair_t){raw[s].vu, raw[s].vv, t, npairs};
+            npairs++;
         } else {
             /* Store as [u][v] with u < v. */
             double *tt = aalloc(p, n, sizeof(double));
@@ -554,7 +556,8 @@ static wf_status build_edges(ol_problem *p, const build_ctx *b)
                 for (int cv = 0; cv < V->nch; cv++)
                     tt[(size_t)cv * (size_t)U->nch + (size_t)cu] =
                         t[(size_t)cu * (size_t)V->nch + (size_t)cv];
-            pairs[npairs++] = (pair_t){raw[s].vv, raw[s].vu, tt};
+            pairs[npairs] = (pair_t){raw[s].vv, raw[s].vu, tt, npairs};
+            npairs++;
         }
         s = e;
     }
@@ -742,7 +745,8 @@ wf_status ol_plans_push(const ol_problem *p, ol_plan **plans, int *nplans, int *
         *plans = np;
         *cap = nc;
     }
-    ol_plan *q = &(*plans)[(*nplans)++];
+    ol_plan *q = &(*plans)[*nplans];
+    q->seq = (*nplans)++;
     q->assign = wf_arena_alloc(a, sizeof(int) * (size_t)p->nvar + 1);
     if (!q->assign)
         return wf_errorf(WF_NOMEM, "oplevel: out of memory");
@@ -787,7 +791,7 @@ static int cmp_plan(const void *pa, const void *pb)
         return a->t < b->t ? -1 : 1;
     if (a->m != b->m)
         return a->m < b->m ? -1 : 1;
-    return 0;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
 int ol_plans_prune(ol_plan *plans, int n)

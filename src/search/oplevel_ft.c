@@ -65,6 +65,7 @@ typedef struct {
     size_t *capvf;
     unsigned char *gone;
     cand *c1, *c2, *cu; /* scratch: per-choice, sum, union */
+    int *fine;          /* scratch: 4K fine memory buckets */
     size_t cap1, cap2, capu;
 } ft_state;
 
@@ -191,68 +192,76 @@ static void sift_down(head *h, int n, int i)
     }
 }
 
+/* Beyond GRID_ABOVE x K candidate points, a union or a sum of frontiers is
+ * pruned on a grid (grid_pareto) instead of by sorting. */
+#define GRID_ABOVE 2
+
+/* The Pareto set of many unsorted points c[0..n), approximately and in one
+ * pass: the fastest point per fine memory bucket (4K buckets over the range),
+ * then those whose time beats every smaller one, bounded to about K points.
+ * Only points the K-bucket bound would mostly drop anyway are lost; the
+ * smallest memory always survives. fine has room for 4K ints. */
+static int grid_pareto(const cand *c, size_t n, int *fine, int K, cand *out)
+{
+    if (n == 0)
+        return 0;
+    double lo = c[0].m, hi = c[0].m;
+    size_t mmin = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (c[i].m < lo)
+            lo = c[i].m;
+        if (c[i].m > hi)
+            hi = c[i].m;
+        if (c[i].m < c[mmin].m || (c[i].m == c[mmin].m && c[i].t < c[mmin].t))
+            mmin = i;
+    }
+    int R = 4 * K;
+    for (int b = 0; b < R; b++)
+        fine[b] = -1;
+    double scale = hi > lo ? (double)(R - 1) / (hi - lo) : 0;
+    for (size_t i = 0; i < n; i++) {
+        int b = (int)((c[i].m - lo) * scale);
+        if (b < 0)
+            b = 0;
+        if (b >= R)
+            b = R - 1;
+        int w = fine[b];
+        if (w < 0 || c[i].t < c[w].t || (c[i].t == c[w].t && c[i].m < c[w].m))
+            fine[b] = (int)i;
+    }
+    /* Memory ascending: keep each bucket's winner faster than every smaller
+     * one; then reverse into time-ascending order. */
+    int k = 0;
+    double best_t = 0;
+    if (fine[0] != (int)mmin) {
+        out[k++] = c[mmin];
+        best_t = c[mmin].t;
+    }
+    for (int b = 0; b < R; b++) {
+        int w = fine[b];
+        if (w < 0 || (k > 0 && !(c[w].t < best_t)))
+            continue;
+        out[k++] = c[w];
+        best_t = c[w].t;
+    }
+    for (int i = 0; i < k / 2; i++) {
+        cand t = out[i];
+        out[i] = out[k - 1 - i];
+        out[k - 1 - i] = t;
+    }
+    return bucket_bound(out, k, K);
+}
+
 /* Merges nl sorted Pareto lists (list i = c[start[i] .. start[i+1])) into the
- * Pareto set of their union, written to out, bounded to about K points.
- * heap and pos have room for nl entries. Returns the count. */
+ * Pareto set of their union, written to out, bounded to about K points
+ * (exact up to GRID_ABOVE x K points, grid_pareto above). heap and pos have room for nl
+ * entries, fine for 4K. Returns the count. */
 static int merge_lists(const cand *c, const size_t *start, int nl, head *heap, size_t *pos,
                        int *fine, cand *out, int K)
 {
     size_t n = start[nl];
-    if (n > (size_t)16 * (size_t)K) {
-        /* Many points: keep the fastest per fine memory bucket (4K of them)
-         * in one pass, then the Pareto set of those. Only points that the
-         * K-bucket bound would drop anyway are lost, up to the grid. */
-        double lo = 0, hi = 0;
-        int any = 0;
-        for (int i = 0; i < nl; i++) {
-            if (start[i] == start[i + 1])
-                continue;
-            double first = c[start[i]].m, last = c[start[i + 1] - 1].m;
-            if (!any || last < lo)
-                lo = last;
-            if (!any || first > hi)
-                hi = first;
-            any = 1;
-        }
-        int R = 4 * K;
-        for (int b = 0; b < R; b++)
-            fine[b] = -1;
-        double scale = hi > lo ? (double)(R - 1) / (hi - lo) : 0;
-        size_t mmin = 0; /* the smallest memory (then time) always survives */
-        for (size_t i = 0; i < n; i++) {
-            if (c[i].m < c[mmin].m || (c[i].m == c[mmin].m && c[i].t < c[mmin].t))
-                mmin = i;
-            int b = (int)((c[i].m - lo) * scale);
-            if (b < 0)
-                b = 0;
-            if (b >= R)
-                b = R - 1;
-            int w = fine[b];
-            if (w < 0 || c[i].t < c[w].t || (c[i].t == c[w].t && c[i].m < c[w].m))
-                fine[b] = (int)i;
-        }
-        /* Memory ascending: keep each bucket's winner that is faster than
-         * every smaller one; then reverse into time-ascending order. */
-        int k = 0;
-        double best_t = 0;
-        if (fine[0] != (int)mmin) {
-            out[k++] = c[mmin];
-            best_t = c[mmin].t;
-        }
-        for (int b = 0; b < R; b++) {
-            int w = fine[b];
-            if (w < 0 || (k > 0 && !(c[w].t < best_t)))
-                continue;
-            out[k++] = c[w];
-            best_t = c[w].t;
-        }
-        for (int i = 0; i < k / 2; i++) {
-            cand t = out[i];
-            out[i] = out[k - 1 - i];
-            out[k - 1 - i] = t;
-        }
-        return bucket_bound(out, k, K);
-    }
+    if (n > (size_t)GRID_ABOVE * (size_t)K)
+        return grid_pareto(c, n, fine, K, out);
     int nh = 0;
     for (int i = 0; i < nl; i++) {
         pos[i] = start[i];
@@ -404,6 +413,9 @@ static int sum_lists(const cand *a, int na, const pt *b, int nb, int slot, cand 
  * points), pruned, into s->c1 tagged with choice ch. Returns the count or -1. */
 static int combine(ft_state *s, int k, const pt *const *lists, const int *lens, int ch)
 {
+    /* Factor entries are sorted Pareto lists; adding one point to every point
+     * of one keeps it so, which is the common case (original costs are
+     * single points): only two real frontiers need the pairs and a prune. */
     size_t need = (size_t)lens[0];
     if (!RESERVE(s->c1, s->cap1, need + 1))
         return -1;
@@ -413,19 +425,42 @@ static int combine(ft_state *s, int k, const pt *const *lists, const int *lens, 
         s->c1[n++] = c;
     }
     for (int i = 1; i < k; i++) {
+        if (lens[i] == 1) {
+            for (int j = 0; j < n; j++) {
+                s->c1[j].t += lists[i][0].t;
+                s->c1[j].m += lists[i][0].m;
+                s->c1[j].kid[i] = lists[i][0].node;
+            }
+            continue;
+        }
+        if (n == 1) {
+            cand base = s->c1[0];
+            if (!RESERVE(s->c1, s->cap1, (size_t)lens[i] + 1))
+                return -1;
+            for (int j = 0; j < lens[i]; j++) {
+                s->c1[j] = base;
+                s->c1[j].t += lists[i][j].t;
+                s->c1[j].m += lists[i][j].m;
+                s->c1[j].kid[i] = lists[i][j].node;
+            }
+            n = lens[i];
+            continue;
+        }
         size_t prod = (size_t)n * (size_t)lens[i];
         if (!RESERVE(s->c2, s->cap2, prod + 1))
             return -1;
         int m = sum_lists(s->c1, n, lists[i], lens[i], i, s->c2);
-        m = prune(s->c2, m, s->K);
         if (!RESERVE(s->c1, s->cap1, (size_t)m + 1))
             return -1;
-        memcpy(s->c1, s->c2, sizeof(cand) * (size_t)m);
-        n = m;
+        if (prod > (size_t)GRID_ABOVE * (size_t)s->K) {
+            n = grid_pareto(s->c2, (size_t)m, s->fine, s->K, s->c1);
+        } else {
+            m = prune(s->c2, m, s->K);
+            memcpy(s->c1, s->c2, sizeof(cand) * (size_t)m);
+            n = m;
+        }
     }
-    if (k > 1 || n > s->K)
-        n = prune(s->c1, n, s->K);
-    return n;
+    return bucket_bound(s->c1, n, s->K);
 }
 
 /* Materializes pruned candidates as points: a node per point that has
@@ -546,8 +581,7 @@ static wf_status eliminate(ft_state *s, int x)
     size_t *start = malloc(sizeof(size_t) * (size_t)(nx + 1));
     size_t *pos = malloc(sizeof(size_t) * (size_t)(nx + 1));
     head *heap = malloc(sizeof(head) * (size_t)(nx + 1));
-    int *fine = malloc(sizeof(int) * (size_t)(4 * s->K));
-    if (!start || !pos || !heap || !fine) {
+    if (!start || !pos || !heap) {
         st = oom();
         goto fail;
     }
@@ -578,7 +612,7 @@ static wf_status eliminate(ft_state *s, int x)
                 st = oom();
                 goto fail;
             }
-            int m = merge_lists(s->cu, start, nx, heap, pos, fine, s->c2, s->K);
+            int m = merge_lists(s->cu, start, nx, heap, pos, s->fine, s->c2, s->K);
             if (!RESERVE(tmp, captmp, (size_t)m + 1) || !materialize(s, s->c2, m, x, tmp) ||
                 !put_entry(&s->f[gi], ca * nbb + cb, tmp, m)) {
                 st = oom();
@@ -589,7 +623,6 @@ static wf_status eliminate(ft_state *s, int x)
     free(start);
     free(pos);
     free(heap);
-    free(fine);
     for (int i = 0; i < k; i++)
         kill(s, ids[i]);
     if (!attach(s, gi))
@@ -601,7 +634,6 @@ fail:
     free(start);
     free(pos);
     free(heap);
-    free(fine);
     return st;
 }
 
@@ -681,6 +713,7 @@ static void state_free(ft_state *s)
     free(s->nvf);
     free(s->capvf);
     free(s->gone);
+    free(s->fine);
     free(s->c1);
     free(s->c2);
     free(s->cu);
@@ -763,7 +796,8 @@ wf_status ol_ft_search(const ol_problem *p, const int *anchor, ol_plan **plans, 
     s.nvf = calloc((size_t)p->nvar + 1, sizeof(int));
     s.capvf = calloc((size_t)p->nvar + 1, sizeof(size_t));
     s.gone = calloc((size_t)p->nvar + 1, 1);
-    if (!s.vf || !s.nvf || !s.capvf || !s.gone) {
+    s.fine = malloc(sizeof(int) * (size_t)(4 * s.K));
+    if (!s.vf || !s.nvf || !s.capvf || !s.gone || !s.fine) {
         st = oom();
         goto done;
     }
