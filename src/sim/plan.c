@@ -152,6 +152,8 @@ static void run_steps(pb *b, int dev, const sim_step *s, int n, int mb, int laye
                 push_wait(b, id);
             else if (b->nbg < 64)
                 b->bg[b->nbg++] = id;
+            else if (b->st == WF_OK)
+                b->st = wf_errorf(WF_INTERNAL, "too many overlapped collectives in one unit");
             break;
         }
         case STEP_JOIN:
