@@ -177,7 +177,8 @@ typedef struct {
     const char *data;     /* data spec (weft/runtime_io.h) */
     int64_t batch;        /* global batch B */
     const char *plan;     /* plan string or file, or "auto" (dp = ranks, one micro-batch) */
-    const char *comm;     /* comm schedule; NULL: the plan's */
+    const char *comm;     /* comm schedule; NULL: the plan's; "auto": chosen by simulation */
+    const char *cluster;  /* cluster that "auto" simulates (NULL: "local", this machine) */
     wf_optim_config optim;
     uint64_t seed;
     int reference;        /* reference kernels */
@@ -234,7 +235,8 @@ typedef struct {
     int64_t tokens_per_sample; /* seq for token models, 0 for features */
     int ngroups;             /* collectives per step (dear: reduce-scatters) */
     int64_t params;          /* parameter elements */
-    char comm[64];           /* the schedule executed, e.g. "dear:25" */
+    char comm[64];           /* the schedule executed, e.g. "dear:23.8" (threshold in MiB) */
+    char comm_note[192];     /* with auto: how it was chosen; else "" */
     char model[128];         /* canonical model name */
     char data[256];          /* the loader's description */
     wf_exec_memory memory;

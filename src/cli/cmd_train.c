@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 typedef struct {
-    const char *model, *data, *plan, *comm, *optimizer, *checkpoint, *log;
+    const char *model, *data, *plan, *comm, *cluster, *optimizer, *checkpoint, *log;
     int64_t batch, steps, seed, every, threads, print_every;
     double lr, clip, wd;
     int resume, json, reference, help;
@@ -84,8 +84,8 @@ static void describe(const wf_train_info *in, const train_args *a, const wf_opti
     fprintf(stderr, "data       %s\n", in->data);
     fprintf(stderr, "ranks      %d, global batch %lld = %d x %lld micro-batch(es) of %lld\n", in->nranks,
             (long long)a->batch, in->nranks, (long long)in->micro_batches, (long long)in->micro_batch);
-    fprintf(stderr, "comm       %s (%d collective group%s per step)\n", in->comm, in->ngroups,
-            in->ngroups == 1 ? "" : "s");
+    fprintf(stderr, "comm       %s (%d collective group%s per step)%s%s\n", in->comm, in->ngroups,
+            in->ngroups == 1 ? "" : "s", in->comm_note[0] ? "; " : "", in->comm_note);
     fprintf(stderr, "optimizer  %s lr %g, weight decay %g, clip %g\n", wf_optim_name(oc->kind), oc->lr,
             oc->weight_decay, oc->clip_norm);
     fprintf(stderr, "memory     parameters %.1f MiB, gradients %.1f MiB, activations %.1f MiB (%.1f MiB unplanned)\n",
@@ -102,6 +102,7 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
     c.batch = a->batch;
     c.plan = a->plan;
     c.comm = a->comm;
+    c.cluster = a->cluster;
     c.optim = *oc;
     c.seed = (uint64_t)a->seed;
     c.reference = a->reference;
@@ -233,7 +234,9 @@ wf_status wf_cmd_train(int argc, char **argv)
         {"batch", 0, WF_OPT_INT, &a.batch, "B", "global batch (divided among the ranks)", 1},
         {"plan", 0, WF_OPT_STR, &a.plan, "P", "plan string or file (dp = ranks; mbs for micro-batches), or auto", 1},
         {"steps", 0, WF_OPT_INT, &a.steps, "N", "train until step N (a resumed run continues to N)", 1},
-        {"comm", 0, WF_OPT_STR, &a.comm, "S", "gradient schedule: wfbp, ddp[:MB], dear[:MB] (default: the plan's, ddp)", 0},
+        {"comm", 0, WF_OPT_STR, &a.comm, "S",
+         "gradient schedule: wfbp, ddp[:MB], dear[:MB], or auto (default: the plan's, ddp)", 0},
+        {"cluster", 0, WF_OPT_STR, &a.cluster, "C", "cluster that --comm auto simulates (default local)", 0},
         {"optimizer", 0, WF_OPT_STR, &a.optimizer, "O", "adamw (default) or sgd", 0},
         {"lr", 0, WF_OPT_NUM, &a.lr, "X", "learning rate (adamw 1e-3, sgd 0.01)", 0},
         {"clip", 0, WF_OPT_NUM, &a.clip, "X", "clip the global gradient norm to X (default 1; 0 = off)", 0},

@@ -107,14 +107,13 @@ static wf_status mpi_fail(int rc, const char *what)
 
 /* ---- setup ---------------------------------------------------------------------------- */
 
-/* Layer of each parameter for dear's whole-layer groups (see the top). */
+/* Layer of each parameter for dear's whole-layer groups (see the top); in a
+ * graph without repeated blocks (an mlp, a small cnn) every op is its own
+ * layer: the index of the first forward op reading the parameter. */
 static int param_layer(const wf_graph *g, const wf_exec_param *p)
 {
     if (p->first_fwd_op < 0)
         return 0;
-    const wf_op *op = &g->ops[p->first_fwd_op];
-    if (op->layer >= 0)
-        return op->layer + 1;
     int max_layer = -1, before = 1;
     for (int i = 0; i < g->nfwd; i++) {
         if (g->ops[i].layer > max_layer)
@@ -122,6 +121,11 @@ static int param_layer(const wf_graph *g, const wf_exec_param *p)
         if (i < p->first_fwd_op && g->ops[i].layer >= 0)
             before = 0;
     }
+    if (max_layer < 0)
+        return p->first_fwd_op;
+    const wf_op *op = &g->ops[p->first_fwd_op];
+    if (op->layer >= 0)
+        return op->layer + 1;
     return before ? 0 : max_layer + 2;
 }
 

@@ -24,8 +24,10 @@
 #include "runtime/dist-impl.h"
 #include "runtime/kernels-impl.h"
 
+#include "weft/cluster.h"
 #include "weft/models.h"
 #include "weft/runtime_io.h"
+#include "weft/sim.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -49,6 +51,7 @@ struct wf_train {
     int32_t *labbuf;             /* [b, lab_numel] */
     int in_t, lab_t;
     int64_t steps;
+    char comm_note[192];
 };
 
 static int mpi_up(void)
@@ -120,6 +123,53 @@ static wf_status resolve_plan(wf_train *t)
     return WF_OK;
 }
 
+/* comm "auto": simulates one data-parallel iteration of the model at the
+ * micro-batch on the cluster (weft/sim.h) under each schedule the runtime
+ * executes -- wfbp, and ddp and dear with a sweep of thresholds -- and takes
+ * the fastest (ties: the earlier candidate). Every rank computes the same
+ * choice from the same inputs. */
+static wf_status choose_comm(wf_train *t, wf_comm_sched *out)
+{
+    static const double mib[] = {0.25, 1, 4, 16, 25, 64};
+    const int nmib = (int)(sizeof mib / sizeof mib[0]);
+    wf_cluster cl;
+    const char *spec = t->c.cluster ? t->c.cluster : "local";
+    wf_status st = wf_cluster_lookup(spec, &cl);
+    if (st != WF_OK)
+        return st;
+    if (!t->c.cluster && wf_cluster_devices(&cl) < t->nranks) {
+        /* More ranks than cores: the local preset with one device per rank. */
+        char buf[64];
+        snprintf(buf, sizeof buf, "local:devices_per_node=%d", t->nranks);
+        if ((st = wf_cluster_lookup(buf, &cl)) != WF_OK)
+            return st;
+    }
+    wf_arena a;
+    wf_arena_init(&a, 1 << 16);
+    wf_dp_model dm;
+    st = wf_sim_dp_model_build(&t->model, &cl, t->mbs, t->nranks, &a, &dm);
+    double best = 0;
+    int n = 0;
+    for (int k = 0; st == WF_OK && k < 1 + 2 * nmib; k++) {
+        wf_comm_sched s;
+        s.kind = k == 0 ? WF_COMM_WFBP : k <= nmib ? WF_COMM_DDP : WF_COMM_DEAR;
+        s.threshold_bytes = k == 0 ? 0 : mib[(k - 1) % nmib] * 1048576.0;
+        wf_dp_result r;
+        st = wf_sim_dp_iteration(&dm, &s, NULL, &r);
+        if (st == WF_OK && (n == 0 || r.iteration_s < best)) {
+            best = r.iteration_s;
+            *out = s;
+        }
+        n++;
+    }
+    wf_arena_free(&a);
+    if (st != WF_OK)
+        return wf_errorf(st, "--comm auto: simulating on cluster %s: %s", spec, wf_last_error());
+    snprintf(t->comm_note, sizeof t->comm_note, "auto: the fastest of %d schedules simulated on cluster %s (%.3g ms)",
+             n, spec, 1e3 * best);
+    return WF_OK;
+}
+
 static wf_status setup(wf_train *t)
 {
     const wf_train_config *c = &t->c;
@@ -131,9 +181,8 @@ static wf_status setup(wf_train *t)
     wf_comm_sched cs = t->plan.comm;
     if (c->comm && (st = wf_comm_parse(c->comm, &cs)) != WF_OK)
         return st;
-    if (cs.kind == WF_COMM_AUTO)
-        return wf_errorf(WF_INVAL, "comm schedule 'auto' is chosen by `weft simulate`; the runtime executes wfbp, "
-                                   "ddp[:MB] or dear[:MB]");
+    if (cs.kind == WF_COMM_AUTO && (st = choose_comm(t, &cs)) != WF_OK)
+        return st;
     wf_graph g;
     st = wf_model_build(&t->model, t->mbs, &g);
     if (st == WF_OK)
@@ -325,6 +374,7 @@ void wf_train_info_of(const wf_train *t, wf_train_info *out)
     for (int i = 0; i < wf_exec_nparams(t->e); i++)
         out->params += wf_exec_param_at(t->e, i)->numel;
     snprintf(out->comm, sizeof out->comm, "%s", wf_dist_describe(t->d));
+    snprintf(out->comm_note, sizeof out->comm_note, "%s", t->comm_note);
     snprintf(out->model, sizeof out->model, "%s", t->model.name);
     snprintf(out->data, sizeof out->data, "%s", wf_data_describe(t->data));
     wf_exec_memory_of(t->e, &out->memory);

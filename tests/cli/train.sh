@@ -81,5 +81,10 @@ paste <(losses "$tmp/straight.jsonl") <(losses "$tmp/dear.jsonl") |
   || die "dear on 2 ranks differs from one process"
 [ "$(wc -l <"$tmp/dear.jsonl")" -eq 10 ] || die "rank 0 alone should write the log"
 
+# 6. --comm auto picks an executable schedule by simulation and says so.
+"$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan auto --steps 2 --comm auto 2>"$tmp/err" \
+  || die "--comm auto failed: $(tail -1 "$tmp/err")"
+grep -q "^comm .*auto: the fastest of" "$tmp/err" || die "--comm auto: no note of the choice: $(grep ^comm "$tmp/err")"
+
 [ $fail -eq 0 ] && echo "train.sh: all passed"
 exit $fail

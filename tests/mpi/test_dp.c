@@ -6,7 +6,7 @@
  * reference alone (self mode, on MPI_COMM_SELF, the same seed and global
  * batch: every rank computes it, so no rank idles in a busy-polling wait);
  * then all ranks train together under each schedule -- wfbp, ddp and dear
- * with small thresholds so that there are several groups, plus dear with two
+ * with small thresholds so that there are several groups (checked), plus dear with two
  * micro-batches per rank -- for 20 steps. Checks: every step's loss within
  * relative 1e-5 of the reference, and the parameter checksums identical on
  * every rank (MPI_Allreduce min/max) after the run.
@@ -50,8 +50,9 @@ static void config(wf_train_config *c, const char *model, const char *comm, cons
     c->self = self;
 }
 
-/* Trains STEPS steps; losses[] gets every step's loss, *sum the checksum. */
-static int train(const wf_train_config *c, double *losses, uint64_t *sum)
+/* Trains STEPS steps; losses[] gets every step's loss, *sum the checksum,
+ * *groups the collectives per step. */
+static int train(const wf_train_config *c, double *losses, uint64_t *sum, int *groups)
 {
     wf_train *t = NULL;
     wf_status st = wf_train_create(c, &t);
@@ -69,19 +70,27 @@ static int train(const wf_train_config *c, double *losses, uint64_t *sum)
     if (st != WF_OK)
         fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
     *sum = wf_train_checksum(t);
+    wf_train_info info;
+    wf_train_info_of(t, &info);
+    *groups = info.ngroups;
     wf_train_free(t);
     return st == WF_OK ? 0 : -1;
 }
 
-static void check_model(const char *model)
+/* thr: the ddp and dear threshold (MiB) that splits the model into several groups. */
+static void check_model(const char *model, const char *thr)
 {
     double ref[STEPS], dp[STEPS];
     uint64_t sum = 0, lo, hi;
+    int groups = 0;
     wf_train_config c;
     config(&c, model, "ddp", "auto", 1);
-    CHECK(train(&c, ref, &sum) == 0, "%s: single-process reference failed", model);
-    static const char *const comms[] = {"wfbp", "ddp:0.05", "dear:0.05", "dear:0.05"};
-    char plan[64];
+    CHECK(train(&c, ref, &sum, &groups) == 0, "%s: single-process reference failed", model);
+    char comms[4][32], plan[64];
+    snprintf(comms[0], sizeof comms[0], "wfbp");
+    snprintf(comms[1], sizeof comms[1], "ddp:%s", thr);
+    snprintf(comms[2], sizeof comms[2], "dear:%s", thr);
+    snprintf(comms[3], sizeof comms[3], "dear:%s", thr);
     for (int k = 0; k < 4; k++) {
         /* The last run: two micro-batches per rank (gradient accumulation). */
         if (k == 3)
@@ -89,7 +98,8 @@ static void check_model(const char *model)
         else
             snprintf(plan, sizeof plan, "auto");
         config(&c, model, comms[k], plan, 0);
-        CHECK(train(&c, dp, &sum) == 0, "%s %s: data-parallel run failed", model, comms[k]);
+        CHECK(train(&c, dp, &sum, &groups) == 0, "%s %s: data-parallel run failed", model, comms[k]);
+        CHECK(groups >= 2, "%s %s: %d group(s), want several", model, comms[k], groups);
         double worst = 0;
         for (int i = 0; i < STEPS; i++) {
             double rel = fabs(dp[i] - ref[i]) / fabs(ref[i]);
@@ -102,8 +112,9 @@ static void check_model(const char *model)
         CHECK(lo == hi, "%s %s: parameters differ across ranks (checksums %016llx .. %016llx)", model, comms[k],
               (unsigned long long)lo, (unsigned long long)hi);
         if (g_rank == 0)
-            printf("%s %-10s plan %-12s ranks %d: losses %.5f -> %.5f, worst relative difference %.2e\n", model,
-                   comms[k], plan, g_nranks, dp[0], dp[STEPS - 1], worst);
+            printf("%s %-10s plan %-12s ranks %d, %2d groups: losses %.5f -> %.5f, worst relative difference "
+                   "%.2e\n",
+                   model, comms[k], plan, g_nranks, groups, dp[0], dp[STEPS - 1], worst);
     }
     /* The loss fell in 20 steps. */
     CHECK(ref[STEPS - 1] < ref[0], "%s: loss did not fall (%g -> %g)", model, ref[0], ref[STEPS - 1]);
@@ -145,8 +156,8 @@ int main(void)
         return 1;
     }
     wf_mpi_world(&g_rank, &g_nranks);
-    check_model("gpt-tiny");
-    check_model("mlp-tiny");
+    check_model("gpt-tiny", "0.05");
+    check_model("mlp-tiny", "0.001");
     check_errors();
     /* Everyone's verdict. */
     uint64_t lo, hi;
