@@ -17,13 +17,20 @@
  *                           tensor-parallel collectives (6-50 MB messages)
  *   overlap      1.00-1.30  slowdown of compute that overlaps communication
  * Everything else (peaks, bandwidths, latencies, InfiniBand efficiency,
- * kernel launch floor) is a public number or a prior, not fitted.
+ * kernel launch floor, Megatron's fp32 gradients, the per-message pipeline
+ * overhead p2p_overhead_s) is a public number or a prior, not fitted.
+ *
+ * The pipeline message overhead is a prior because the rows cannot resolve
+ * it: a stage sends 2 vpp messages per micro-batch that computes for 0.1-0.5
+ * s, so 50 us moves a prediction by 0.1%. --profile shows this: it refits the
+ * five factors with the overhead held at 0 ... 5 ms and prints the best
+ * error at each (flat up to about 0.5 ms, worse from 1 ms on).
  *
  * Run by scripts/calibrate-dgx-a100; prints the grid's best factors, the
  * table to paste into src/cluster/cluster.c, and predicted vs measured rows.
- * Usage: bench_calibrate_dgx_a100 [DATA.json] [--check | --eval E_MAX F_HALF
- * MEM_EFF NVLINK_EFF OVERLAP] (--check: the preset as it is; --eval: one
- * factor set; both without searching). */
+ * Usage: bench_calibrate_dgx_a100 [DATA.json] [--profile] [--check | --eval
+ * E_MAX F_HALF MEM_EFF NVLINK_EFF OVERLAP P2P_S] (--check: the preset as it
+ * is; --eval: one factor set; both without searching). */
 #include "cost/cost-impl.h"
 
 #include <math.h>
@@ -32,7 +39,7 @@
 #include <string.h>
 
 typedef struct {
-    double e_max, f_half, mem_eff, nvlink_eff, overlap;
+    double e_max, f_half, mem_eff, nvlink_eff, overlap, p2p_s;
 } factors;
 
 /* The table points (FLOPs) sampled from the efficiency curve. */
@@ -49,6 +56,7 @@ static void apply(const wf_cluster *base, const factors *f, wf_cluster *c)
     c->dev.mem_eff = f->mem_eff;
     c->level[0].eff = f->nvlink_eff;
     c->overlap_slowdown = f->overlap;
+    c->p2p_overhead_s = f->p2p_s;
 }
 
 static double score(const wf_calib_data *d, const double *pred, double *mean_out, double *max_out)
@@ -96,22 +104,55 @@ static void report(const wf_calib_data *d, const wf_cluster *c, wf_cost_ctx **ct
     }
 }
 
+/* The grid over the five fitted factors with p2p_overhead_s fixed: the best
+ * set in *best and its score; returns the sets evaluated, -1 on error. */
+static long fit(const wf_calib_data *d, const wf_cluster *base, wf_cost_ctx **ctxs, double p2p_s,
+                factors *best, double *best_score)
+{
+    long evals = 0;
+    *best_score = 1e300;
+    for (double em = 0.70; em <= 0.921; em += 0.01)
+        for (double lf = 9.0; lf <= 10.01; lf += 0.125)
+            for (double me = 0.55; me <= 0.951; me += 0.05)
+                for (double ne = 0.50; ne <= 0.901; ne += 0.05)
+                    for (double ov = 1.00; ov <= 1.301; ov += 0.05) {
+                        factors f = {em, pow(10, lf), me, ne, ov, p2p_s};
+                        wf_cluster c;
+                        apply(base, &f, &c);
+                        double pt[WF_CALIB_MAX_ROWS], pw[WF_CALIB_MAX_ROWS], pa[WF_CALIB_MAX_ROWS];
+                        if (wf_calib_predict(d, &c, ctxs, pt, pw, pa) != WF_OK) {
+                            fprintf(stderr, "calibrate: %s\n", wf_last_error());
+                            return -1;
+                        }
+                        evals++;
+                        double s = score(d, pt, NULL, NULL);
+                        if (s < *best_score) {
+                            *best_score = s;
+                            *best = f;
+                        }
+                    }
+    return evals;
+}
+
 int main(int argc, char **argv)
 {
     const char *path = "tests/data/calibration-korthikanti2022.json";
-    int check = 0, eval = 0;
-    factors given = {0, 0, 0, 0, 0};
+    int check = 0, eval = 0, profile = 0;
+    factors given = {0, 0, 0, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--check") == 0) {
             check = 1;
-        } else if (strcmp(argv[i], "--eval") == 0 && i + 5 < argc) {
+        } else if (strcmp(argv[i], "--profile") == 0) {
+            profile = 1;
+        } else if (strcmp(argv[i], "--eval") == 0 && i + 6 < argc) {
             eval = 1;
             given.e_max = atof(argv[i + 1]);
             given.f_half = atof(argv[i + 2]);
             given.mem_eff = atof(argv[i + 3]);
             given.nvlink_eff = atof(argv[i + 4]);
             given.overlap = atof(argv[i + 5]);
-            i += 5;
+            given.p2p_s = atof(argv[i + 6]);
+            i += 6;
         } else {
             path = argv[i];
         }
@@ -133,31 +174,34 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    factors best = {0, 0, 0, 0, 0};
-    double best_score = 1e300;
-    long evals = 0;
-    double t0 = wf_now_s();
-    for (double em = 0.70; em <= 0.921; em += 0.01)
-        for (double lf = 9.0; lf <= 10.01; lf += 0.125)
-            for (double me = 0.55; me <= 0.951; me += 0.05)
-                for (double ne = 0.50; ne <= 0.901; ne += 0.05)
-                    for (double ov = 1.00; ov <= 1.301; ov += 0.05) {
-                        factors f = {em, pow(10, lf), me, ne, ov};
-                        wf_cluster c;
-                        apply(&base, &f, &c);
-                        double pt[WF_CALIB_MAX_ROWS], pw[WF_CALIB_MAX_ROWS], pa[WF_CALIB_MAX_ROWS];
-                        if (wf_calib_predict(&d, &c, ctxs, pt, pw, pa) != WF_OK) {
-                            fprintf(stderr, "calibrate: %s\n", wf_last_error());
-                            return 1;
-                        }
-                        evals++;
-                        double s = score(&d, pt, NULL, NULL);
-                        if (s < best_score) {
-                            best_score = s;
-                            best = f;
-                        }
-                    }
-    printf("grid search: %ld factor sets in %.1f s\n", evals, wf_now_s() - t0);
+    /* The five factors, with the per-message pipeline overhead at its prior. */
+    factors best;
+    double best_score = 0, t0 = wf_now_s();
+    long evals = fit(&d, &base, ctxs, base.p2p_overhead_s, &best, &best_score);
+    if (evals < 0)
+        return 1;
+    printf("grid search: %ld factor sets in %.1f s (p2p_overhead_s at its prior %.0f us)\n", evals,
+           wf_now_s() - t0, 1e6 * base.p2p_overhead_s);
+    if (profile) {
+        /* How much the data says about the per-message overhead: the best
+         * fit of the other five factors with it held at each value. */
+        static const double P2P_S[] = {0, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3};
+        printf("\nprofile of p2p_overhead_s (the other factors refitted at each value):\n");
+        printf("%10s %8s %8s %8s  %s\n", "p2p us", "score", "mean", "max", "e_max f_half mem_eff nvlink_eff overlap");
+        for (size_t i = 0; i < sizeof P2P_S / sizeof P2P_S[0]; i++) {
+            factors f;
+            double sc, mean, mx, pt[WF_CALIB_MAX_ROWS], pw[WF_CALIB_MAX_ROWS], pa[WF_CALIB_MAX_ROWS];
+            if (fit(&d, &base, ctxs, P2P_S[i], &f, &sc) < 0)
+                return 1;
+            wf_cluster c;
+            apply(&base, &f, &c);
+            if (wf_calib_predict(&d, &c, ctxs, pt, pw, pa) != WF_OK)
+                return 1;
+            score(&d, pt, &mean, &mx);
+            printf("%10.0f %7.2f%% %7.2f%% %7.2f%%  %.2f %.3g %.2f %.2f %.2f\n", 1e6 * P2P_S[i], 100 * sc,
+                   100 * mean, 100 * mx, f.e_max, f.f_half, f.mem_eff, f.nvlink_eff, f.overlap);
+        }
+    }
     printf("best: e_max %.2f, f_half %.3g FLOPs, mem_eff %.2f, nvlink_eff %.2f, overlap_slowdown %.2f\n",
            best.e_max, best.f_half, best.mem_eff, best.nvlink_eff, best.overlap);
     printf("\nfor src/cluster/cluster.c:\nstatic const wf_eff_point A100_MATRIX_EFF[] = {\n   ");

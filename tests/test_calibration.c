@@ -1,9 +1,13 @@
 /* Calibration: the dgx-a100 preset against Korthikanti et al. 2022
- * (tests/data/calibration-korthikanti2022.json). Prints predicted vs measured
- * and asserts the bounds: iteration time mean |error| <= 5% and max <= 10%;
- * params+optimizer and activation memory within 10% on every row. The preset's
- * factors were fitted once by scripts/calibrate-dgx-a100; this test keeps
- * them honest when the graph, the zoo or the cost model change. */
+ * (tests/data/calibration-korthikanti2022.json, committed with the tests).
+ * Prints predicted vs measured and asserts the bounds: iteration time mean
+ * |error| <= 5% and max <= 10%; params+optimizer and activation memory within
+ * 10% on every row. The paper's params+optimizer is the weights, fp32
+ * gradients and Adam state of the transformer layers of one GPU (18 bytes per
+ * parameter, no embedding), which the model predicts exactly
+ * (wf_estimate.mem_layer_weights_bytes): that column must stay within 1%. The
+ * preset's factors were fitted once by scripts/calibrate-dgx-a100; this test
+ * keeps them honest when the graph, the zoo or the cost model change. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,6 +57,8 @@ static void test_dgx_a100_fit(void **state)
     double mean = sum / d.ntime;
     printf("iteration time: mean |error| %.2f%% (bound 5%%), max %.2f%% (bound 10%%)\n", 100 * mean,
            100 * mx);
+    printf("dgx-a100: p2p_overhead_s %.0f us, grad_bytes %.0f, overlap_slowdown %.2f, node eff %.2f\n",
+           1e6 * c.p2p_overhead_s, c.grad_bytes, c.overlap_slowdown, c.level[0].eff);
     printf("%-13s %-7s %9s %9s %8s %9s %9s %8s\n", "model", "mode", "w+opt GiB", "predicted", "error",
            "act GiB", "predicted", "error");
     for (int i = 0; i < d.nmem; i++) {
@@ -60,7 +66,7 @@ static void test_dgx_a100_fit(void **state)
         double ew = pw[i] / r->weights_gib - 1, ea = pa[i] / r->act_gib - 1;
         printf("%-13s %-7s %9.2f %9.2f %+7.2f%% %9.2f %9.2f %+7.2f%%\n", r->model, r->mode,
                r->weights_gib, pw[i], 100 * ew, r->act_gib, pa[i], 100 * ea);
-        assert_true(fabs(ew) <= 0.10);
+        assert_true(fabs(ew) <= 0.01);
         assert_true(fabs(ea) <= 0.10);
     }
     assert_true(mean <= 0.05);

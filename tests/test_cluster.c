@@ -136,7 +136,7 @@ static void test_json_errors(void **state)
     assert_int_equal(mutated("\"size\":8", "\"size\":\"8\""), WF_FORMAT);
     assert_int_equal(mutated("\"fp16\":", "\"fp99\":"), WF_FORMAT);
     assert_non_null(strstr(wf_last_error(), "fp99"));
-    assert_int_equal(mutated("\"grad_bytes\":2", "\"grad_bytes\":3"), WF_FORMAT);
+    assert_int_equal(mutated("\"grad_bytes\":4", "\"grad_bytes\":3"), WF_FORMAT);
     assert_int_equal(mutated("\"latency_s\":", "\"latency\":"), WF_FORMAT);
     assert_non_null(strstr(wf_last_error(), "latency"));
     assert_int_equal(mutated("\"overlap_slowdown\"", "\"surprise\":1,\"overlap_slowdown\""), WF_FORMAT);

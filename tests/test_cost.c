@@ -1,6 +1,8 @@
 /* Cost model: activations against Korthikanti et al.'s closed forms, weight
  * memory with ZeRO 1/2/3 against byte counts, model FLOPs against Narayanan
- * et al.'s formula, the breakdown identity, the compute-time formula, sanity
+ * et al.'s formula, the transformer-layer weights against Korthikanti's 18
+ * bytes per parameter, the pipeline message overhead (exactly 2 vpp per
+ * micro-batch), the breakdown identity, the compute-time formula, sanity
  * (more dp helps until communication dominates; recomputation trades time
  * for memory; ZeRO saves memory), plan strings, files and validation (each
  * invalid plan is WF_INVAL with the values named), and the estimate's JSON. */
@@ -106,18 +108,28 @@ static void test_zero_bytes(void **state)
     assert_int_equal(wf_model_lookup("gpt3-1.3b", &m), WF_OK);
     double params = 0;
     assert_int_equal(wf_model_params(&m, &params), WF_OK);
-    wf_cost_ctx *ctx = make_ctx("gpt3-1.3b", "dgx-a100");
     const double d = 8;
-    /* Mixed-precision Adam: 2 (weight) + 2 (gradient) + 12 (fp32 master, m, v). */
-    const double ref[4] = {16, 2 + 2 + 12 / d, 2 + (2 + 12) / d, 16 / d};
-    double prev = 1e300;
-    for (int z = 0; z <= 3; z++) {
-        char plan[64];
-        snprintf(plan, sizeof plan, "dp=8,mbs=1,zero=%d", z);
-        wf_estimate e = est(ctx, plan, 64);
-        assert_true(REL(e.mem_weights_bytes, params * ref[z], 1e-9));
-        assert_true(e.memory_per_device_bytes < prev);
-        prev = e.memory_per_device_bytes;
+    /* Mixed-precision Adam: 2 (weight) + g (gradient: 4 with dgx-a100's fp32
+     * gradient buffer, Megatron-LM's main_grad; 2 with fp16 gradients, the
+     * ZeRO paper's rule) + 12 (fp32 master, m, v). */
+    const char *clusters[] = {"dgx-a100", "dgx-a100:grad_bytes=2"};
+    const double gbs[] = {4, 2};
+    wf_cost_ctx *ctx = NULL;
+    for (int k = 0; k < 2; k++) {
+        ctx = make_ctx("gpt3-1.3b", clusters[k]);
+        const double g = gbs[k];
+        const double ref[4] = {2 + g + 12, 2 + g + 12 / d, 2 + (g + 12) / d, (2 + g + 12) / d};
+        double prev = 1e300;
+        for (int z = 0; z <= 3; z++) {
+            char plan[64];
+            snprintf(plan, sizeof plan, "dp=8,mbs=1,zero=%d", z);
+            wf_estimate e = est(ctx, plan, 64);
+            assert_true(REL(e.mem_weights_bytes, params * ref[z], 1e-9));
+            assert_true(e.memory_per_device_bytes < prev);
+            prev = e.memory_per_device_bytes;
+        }
+        if (k == 0)
+            wf_cost_ctx_free(ctx);
     }
     /* Splitting over tp divides the split weights (the rest is tiny). */
     wf_estimate e1 = est(ctx, "dp=1,tp=1,mbs=1", 8), e8 = est(ctx, "dp=1,tp=8,mbs=1", 8);
@@ -131,6 +143,36 @@ static void test_zero_bytes(void **state)
     ctx = make_ctx("mlp", "local");
     wf_estimate e = est(ctx, "dp=1,mbs=4", 8);
     assert_true(REL(e.mem_weights_bytes, params * 16, 1e-9));
+    wf_cost_ctx_free(ctx);
+}
+
+static void test_layer_weights(void **state)
+{
+    (void)state;
+    /* Korthikanti et al. 2022 (Figure 1) count 18 bytes (2 + 4 + 12) per
+     * transformer-layer parameter of a GPU: 12 h^2 / t per GPT layer (the
+     * biases and norms, 13 h, are 1e-4 of it), L/p layers per stage, no
+     * embedding. gpt3-175b, tp=8, pp=8: 45.56 GiB published. */
+    wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-a100:nodes=8");
+    const double h = 12288, L = 96, t = 8, p = 8, GIB = 1024.0 * 1024.0 * 1024.0;
+    wf_estimate e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=selective,sp=1", 64);
+    double ref = 18 * L / p * 12 * h * h / t;
+    assert_true(REL(e.mem_layer_weights_bytes, ref, 5e-4));
+    assert_true(fabs(e.mem_layer_weights_bytes / GIB - 45.56) < 0.05);
+    /* The most loaded stage (the first) also holds the embeddings: the
+     * vocabulary-parallel word embedding (V h / t) and the positions (s h). */
+    double emb = 18 * (51200.0 / t + 2048) * h;
+    assert_true(REL(e.mem_weights_bytes - e.mem_layer_weights_bytes, emb, 0.01));
+    assert_true(REL(e.memory_per_device_bytes,
+                    e.mem_weights_bytes + e.mem_activation_bytes + e.mem_buffer_bytes, 1e-12));
+    /* One stage: every layer, the tied embedding once. */
+    e = est(ctx, "dp=8,tp=8,pp=1,mbs=1,recompute=full", 64);
+    assert_true(REL(e.mem_layer_weights_bytes, 18 * L * 12 * h * h / t, 5e-4));
+    wf_cost_ctx_free(ctx);
+    /* Generic models have no embedding: the layer part is all of it. */
+    ctx = make_ctx("resnet50", "dgx-a100");
+    e = est(ctx, "dp=2,pp=2,mbs=8", 64);
+    assert_true(e.mem_layer_weights_bytes == e.mem_weights_bytes);
     wf_cost_ctx_free(ctx);
 }
 
@@ -213,6 +255,66 @@ static void test_pipeline(void **state)
     assert_int_equal(wf_estimate_plan(ctx, &p, 200, &e), WF_INVAL);
     assert_non_null(strstr(wf_last_error(), "pp=200"));
     wf_cost_ctx_free(ctx);
+}
+
+static void test_p2p_overhead(void **state)
+{
+    (void)state;
+    /* A pipeline send costs alpha + n beta (+ the tp all-gather) plus the
+     * cluster's p2p_overhead_s; 2 vpp sends per micro-batch and stage, so
+     * pp_comm grows by exactly m x 2 vpp x overhead. */
+    wf_cluster c0, c1;
+    assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=8,p2p_overhead_s=0", &c0), WF_OK);
+    assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=8,p2p_overhead_s=1e-3", &c1), WF_OK);
+    wf_group pair = wf_group_place(&c0, 2, 8);
+    const double n = 2048.0 * 12288 * 2 / 8;
+    const wf_level *ib = &c0.level[1];
+    double wire = wf_coll_time_flat(WF_COLL_SENDRECV, WF_ALGO_AUTO, 2, n, ib->latency_s, ib->bw_bps * ib->eff);
+    assert_true(REL(wf_coll_time(&c0, WF_COLL_SENDRECV, &pair, n), wire, 1e-12));
+    assert_true(REL(wf_coll_time(&c1, WF_COLL_SENDRECV, &pair, n), wire + 1e-3, 1e-12));
+    /* Collectives do not pay it; a group of one sends nothing. */
+    wf_group tp8 = wf_group_place(&c0, 8, 1), one = wf_group_place(&c0, 1, 1);
+    assert_true(wf_coll_time(&c0, WF_COLL_ALLREDUCE, &tp8, n) == wf_coll_time(&c1, WF_COLL_ALLREDUCE, &tp8, n));
+    assert_true(wf_coll_time(&c1, WF_COLL_SENDRECV, &one, n) == 0);
+
+    wf_model_config m;
+    assert_int_equal(wf_model_lookup("gpt3-175b", &m), WF_OK);
+    wf_cost_ctx *a = NULL, *b = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c0, &a), WF_OK);
+    assert_int_equal(wf_cost_ctx_create(&m, &c1, &b), WF_OK);
+    const char *plans[] = {"dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full", "dp=1,tp=8,pp=8,mbs=1,vpp=12,recompute=selective,sp=1",
+                           "dp=2,tp=4,pp=8,mbs=1,vpp=1,recompute=selective,sp=1"};
+    const double vpps[] = {3, 12, 1}, ms[] = {64, 64, 32};
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+        wf_estimate e0 = est(a, plans[i], 64), e1 = est(b, plans[i], 64);
+        assert_true(REL(e1.breakdown.pp_comm - e0.breakdown.pp_comm, ms[i] * 2 * vpps[i] * 1e-3, 1e-6));
+        assert_true(e1.breakdown.bubble > e0.breakdown.bubble);
+        assert_true(e1.breakdown.compute == e0.breakdown.compute);
+    }
+    /* Without pipelining nothing changes. */
+    wf_estimate e0 = est(a, "dp=8,tp=8,pp=1,mbs=1,recompute=full", 64);
+    wf_estimate e1 = est(b, "dp=8,tp=8,pp=1,mbs=1,recompute=full", 64);
+    assert_true(e0.iteration_time_s == e1.iteration_time_s);
+    wf_cost_ctx_free(a);
+    wf_cost_ctx_free(b);
+
+    /* Overrides and files: range-checked, named, round-tripped. */
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("dgx-a100:p2p_overhead_s=2", &c), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "p2p_overhead_s"));
+    assert_int_equal(wf_cluster_lookup("dgx-a100:p2p_overhead_s=-1e-6", &c), WF_INVAL);
+    cJSON *j = wf_cluster_to_json(&c1);
+    assert_true(cJSON_GetObjectItemCaseSensitive(j, "p2p_overhead_s")->valuedouble == 1e-3);
+    assert_int_equal(wf_cluster_from_json(j, "c.json", &c), WF_OK);
+    assert_true(c.p2p_overhead_s == 1e-3);
+    cJSON_ReplaceItemInObjectCaseSensitive(j, "p2p_overhead_s", cJSON_CreateNumber(-1));
+    assert_int_equal(wf_cluster_from_json(j, "c.json", &c), WF_FORMAT);
+    assert_non_null(strstr(wf_last_error(), "p2p_overhead_s"));
+    /* Absent from a file: 0 (the wire alone). */
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "p2p_overhead_s");
+    assert_int_equal(wf_cluster_from_json(j, "c.json", &c), WF_OK);
+    assert_true(c.p2p_overhead_s == 0);
+    cJSON_Delete(j);
 }
 
 static void test_sanity(void **state)
@@ -502,9 +604,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_korthikanti_activations),
         cmocka_unit_test(test_zero_bytes),
+        cmocka_unit_test(test_layer_weights),
         cmocka_unit_test(test_compute_time),
         cmocka_unit_test(test_model_flops_and_identity),
         cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_p2p_overhead),
         cmocka_unit_test(test_sanity),
         cmocka_unit_test(test_plan_strings),
         cmocka_unit_test(test_plan_files),

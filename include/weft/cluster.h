@@ -60,6 +60,10 @@ typedef struct {
     double mem_reserved_bytes; /* memory the framework keeps (context, allocator slack) */
     double grad_bytes;         /* bytes per gradient element the framework keeps and reduces:
                                   2 (fp16) or 4 (fp32 accumulation, as Megatron-LM does) */
+    double p2p_overhead_s;     /* fixed software cost of one point-to-point message (a pipeline
+                                  send/recv): the framework's p2p call, the stream synchronization
+                                  after it and the re-launch of the next chunk; added by
+                                  wf_coll_time to every WF_COLL_SENDRECV */
 } wf_cluster;
 
 /* A preset with overrides ("dgx-a100:nodes=16"), or a cluster JSON file path.

@@ -48,7 +48,8 @@ int64_t wf_group_size(const wf_group *g);
 
 /* Time of a collective over a placed group: flat on the slowest level it spans
  * or hierarchical (reduce-scatter inside, all-reduce across, all-gather inside),
- * whichever is cheaper, with level efficiencies applied. */
+ * whichever is cheaper, with level efficiencies applied. A WF_COLL_SENDRECV
+ * also pays the cluster's p2p_overhead_s (per message). */
 double wf_coll_time(const wf_cluster *c, wf_coll_kind k, const wf_group *g, double bytes);
 
 /* ---- compute --------------------------------------------------------------- */
@@ -70,6 +71,9 @@ typedef struct {
     double mem_weights_bytes;          /* weights + gradients + optimizer state */
     double mem_activation_bytes;
     double mem_buffer_bytes;           /* collective buffers, workspaces, reserved */
+    double mem_layer_weights_bytes;    /* the part of mem_weights_bytes held for the repeated
+                                          blocks (transformer layers) of that stage, without
+                                          embedding and head; generic models: all of it */
     int fits;
     wf_breakdown breakdown;            /* seconds */
     int64_t devices;                   /* dp x tp x pp */

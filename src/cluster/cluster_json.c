@@ -108,7 +108,7 @@ wf_status wf_cluster_from_json(const cJSON *j, const char *ctx, wf_cluster *out)
     static const char *const keys[] = {"format",           "version",    "name",
                                        "device",           "levels",     "overlap_slowdown",
                                        "reduce_bps",       "mem_reserved_bytes", "grad_bytes",
-                                       NULL};
+                                       "p2p_overhead_s",   NULL};
     memset(out, 0, sizeof *out);
     wf_status st = wf_json_check_keys(j, ctx, keys);
     if (st != WF_OK)
@@ -157,7 +157,8 @@ wf_status wf_cluster_from_json(const cJSON *j, const char *ctx, wf_cluster *out)
     if ((st = wf_json_get_num(j, ctx, "overlap_slowdown", 0, 1, 10, &out->overlap_slowdown)) != WF_OK ||
         (st = wf_json_get_num(j, ctx, "reduce_bps", 0, 0, 1e15, &out->reduce_bps)) != WF_OK ||
         (st = wf_json_get_num(j, ctx, "mem_reserved_bytes", 0, 0, 1e15, &out->mem_reserved_bytes)) != WF_OK ||
-        (st = wf_json_get_num(j, ctx, "grad_bytes", 0, 2, 4, &out->grad_bytes)) != WF_OK)
+        (st = wf_json_get_num(j, ctx, "grad_bytes", 0, 2, 4, &out->grad_bytes)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "p2p_overhead_s", 0, 0, 1, &out->p2p_overhead_s)) != WF_OK)
         return st;
     st = wf_cluster_check(out);
     if (st != WF_OK) {
@@ -218,5 +219,6 @@ cJSON *wf_cluster_to_json(const wf_cluster *c)
     cJSON_AddNumberToObject(j, "reduce_bps", c->reduce_bps);
     cJSON_AddNumberToObject(j, "mem_reserved_bytes", c->mem_reserved_bytes);
     cJSON_AddNumberToObject(j, "grad_bytes", c->grad_bytes);
+    cJSON_AddNumberToObject(j, "p2p_overhead_s", c->p2p_overhead_s);
     return j;
 }

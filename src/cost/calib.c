@@ -151,7 +151,9 @@ wf_status wf_calib_predict(const wf_calib_data *d, const wf_cluster *c, wf_cost_
         const wf_calib_row *r = &d->mem[i];
         if ((st = wf_estimate_plan(ctxs[r->model_index], &r->plan, r->batch, &e)) != WF_OK)
             return st;
-        pred_weights[i] = e.mem_weights_bytes / GIB;
+        /* Figure 1's "params_and_optimizer" counts the transformer layers of
+         * a GPU (18 bytes per parameter), not the embedding or the head. */
+        pred_weights[i] = e.mem_layer_weights_bytes / GIB;
         pred_act[i] = e.mem_activation_bytes / GIB;
     }
     return WF_OK;

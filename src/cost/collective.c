@@ -9,7 +9,9 @@
  *
  * Bandwidths are per device and per direction, scaled by each level's
  * efficiency; `bytes` is always the full vector's size n (the input of an
- * all-reduce, the output of an all-gather, the input of a reduce-scatter). */
+ * all-reduce, the output of an all-gather, the input of a reduce-scatter).
+ * A send/recv on the hierarchy also pays the cluster's per-message
+ * p2p_overhead_s (the flat closed forms do not: they are the wire alone). */
 #include "weft/cost.h"
 
 #include <math.h>
@@ -185,5 +187,10 @@ double wf_coll_time(const wf_cluster *c, wf_coll_kind k, const wf_group *g, doub
     /* The reduction arithmetic: each member reduces (p-1)/p of the vector. */
     if (c->reduce_bps > 0 && (k == WF_COLL_ALLREDUCE || k == WF_COLL_REDUCE_SCATTER))
         t += (double)(p - 1) / (double)p * bytes / c->reduce_bps;
+    /* A point-to-point message pays the framework's fixed cost on top of the
+     * wire (the p2p call, the synchronization after it, the re-launch of the
+     * next chunk's kernels): what makes very fine pipeline chunks expensive. */
+    if (k == WF_COLL_SENDRECV)
+        t += c->p2p_overhead_s;
     return t;
 }

@@ -175,7 +175,9 @@ wf_status wf_calib_load(const char *path, wf_calib_data *out);
 /* Predictions for every row on cluster c, reusing one cost context per model
  * (ctxs[WF_CALIB_MAX_MODELS], NULL-initialized by the caller, freed with
  * wf_calib_free). pred_time[i] for time rows, pred_weights/pred_act in GiB for
- * memory rows. */
+ * memory rows: pred_weights is what the paper counts, the weights, gradients
+ * and optimizer state of the transformer layers of the most loaded stage
+ * (wf_estimate.mem_layer_weights_bytes), pred_act its activations. */
 wf_status wf_calib_predict(const wf_calib_data *d, const wf_cluster *c, wf_cost_ctx **ctxs,
                            double *pred_time, double *pred_weights, double *pred_act);
 void wf_calib_free(wf_cost_ctx **ctxs);

@@ -10,7 +10,8 @@
  * the activations kept. A plan then costs arithmetic only:
  *
  *   stage time per micro-batch S = layers/pp x layer + embedding (first) or
- *                                  head (last) + pipeline sends (2 x vpp)
+ *                                  head (last) + pipeline sends (2 x vpp, each
+ *                                  alpha + n beta + p2p_overhead_s)
  *   iteration = m x S_slowest + (pp-1)/vpp x S_mean            (1F1B bubble)
  *             + exposed data-parallel gradient reduction (bucketed, overlapped
  *               with the last micro-batch's backward unless overlap=0)
@@ -302,6 +303,7 @@ typedef struct {
     double comp, rec, tpc, ppc, zc; /* per micro-batch: compute, recompute, tp, pp, ZeRO-3 */
     double bwd_window, fwd_window;  /* last micro-batch's backward / first forward */
     double params;                  /* local parameter elements */
+    double block_params;            /* of them, the repeated blocks' (transformer layers) */
     double layer_params;
     double act, transient;          /* bytes */
 } stage_cost;
@@ -366,6 +368,7 @@ static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int6
         if (total > best) {
             best = total;
             out->mem_weights_bytes = w;
+            out->mem_layer_weights_bytes = st[k].block_params * bpp;
             out->mem_activation_bytes = st[k].act;
             out->mem_buffer_bytes = buf;
         }
@@ -395,7 +398,9 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
 
     /* Pipeline sends: the layer input b*s*h, 1/t of it per rank when tp > 1
      * (scattered, then all-gathered on arrival unless sequence-parallel). One
-     * exchange forward and one backward per micro-batch and model chunk. */
+     * exchange forward and one backward per micro-batch and model chunk, each
+     * paying the cluster's p2p_overhead_s on top of the wire (wf_coll_time):
+     * 2 vpp fixed costs per micro-batch is what bounds useful interleaving. */
     double ppc = 0;
     if (p->pp > 1) {
         double n = S[WF_SEC_LAYER].input_bytes * bb;
@@ -416,6 +421,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         add_section(&st[k], lay, Ls);
         st[k].ppc = ppc;
         st[k].params = Ls * lay_params;
+        st[k].block_params = st[k].params;
         st[k].layer_params = lay_params;
         st[k].transient = lay->transient_bytes;
     }
@@ -519,6 +525,7 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
         st[k].bwd_window = sp->bwd[k] + sp->rec[k];
         st[k].fwd_window = sp->fwd[k];
         st[k].params = sp->params[k];
+        st[k].block_params = sp->params[k];
         st[k].layer_params = sp->params[k];
         double in = k > 0 ? wf_coll_time(c, WF_COLL_SENDRECV, &pair, sp->boundary_bytes[k - 1] * bb) : 0;
         double o = k < nst - 1 ? wf_coll_time(c, WF_COLL_SENDRECV, &pair, sp->boundary_bytes[k] * bb) : 0;
@@ -601,6 +608,7 @@ cJSON *wf_estimate_to_json(const wf_estimate *e)
     cJSON *mem = cJSON_AddObjectToObject(j, "memory");
     if (mem) {
         cJSON_AddNumberToObject(mem, "weights_bytes", e->mem_weights_bytes);
+        cJSON_AddNumberToObject(mem, "layer_weights_bytes", e->mem_layer_weights_bytes);
         cJSON_AddNumberToObject(mem, "activation_bytes", e->mem_activation_bytes);
         cJSON_AddNumberToObject(mem, "buffer_bytes", e->mem_buffer_bytes);
     }
