@@ -43,7 +43,7 @@ static wf_status check_args(train_args *a, wf_optim_config *oc)
     if (a->resume && !a->checkpoint)
         return wf_errorf(WF_INVAL, "--resume needs --checkpoint DIR");
     if (a->threads < 0 || a->threads > 1024)
-        return wf_errorf(WF_INVAL, "--threads=%lld must be in [1, 1024]", (long long)a->threads);
+        return wf_errorf(WF_INVAL, "--threads=%lld must be in [1, 1024] (or 0: the default)", (long long)a->threads);
     if (a->print_every < 1)
         return wf_errorf(WF_INVAL, "--print-every=%lld must be at least 1", (long long)a->print_every);
     wf_optim_kind k;
@@ -118,6 +118,12 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
             wf_train_free(t);
             return st;
         }
+    }
+    if (wf_train_steps_done(t) >= a->steps) {
+        int64_t done = wf_train_steps_done(t);
+        wf_train_free(t);
+        return wf_errorf(WF_INVAL, "--steps=%lld: the checkpoint in %s is already at step %lld", (long long)a->steps,
+                         a->checkpoint, (long long)done);
     }
     wf_train_info info;
     wf_train_info_of(t, &info);
