@@ -58,6 +58,21 @@ typedef struct {
                               variable to the descent's choice instead */
     double optimizer_bytes_per_param; /* Adam state per parameter; 0: 12 for fp16/bf16
                                          weights (fp32 master, m, v), 8 for fp32 (m, v) */
+    int seq_dim;           /* -1 (default): no restriction. k >= 0: the dim of the sequence
+                              (tokens) in activations laid out [B, S, ...] (k = 1 in the zoo's
+                              transformer graphs); ops other than matmul, batch_matmul and
+                              linear take no signature splitting dim k of a non-parameter
+                              operand of rank >= k + 2, or of an integer one (ids, labels
+                              [B, S]) of rank >= k + 1: Megatron without sequence parallelism */
+    int op_begin, op_end;  /* the forward ops searched, [op_begin, op_end); 0, 0: all of them.
+                              A tensor produced before op_begin arrives (from the previous
+                              pipeline stage) in whichever layout its reader takes; choices of
+                              the other ops are -1 in results and ignored by evaluation */
+    double act_multiplier; /* saved activations count this many times in memory (the
+                              micro-batches a 1F1B stage keeps in flight); >= 1, default 1 */
+    double grad_sync_scale;/* weight-gradient reductions count x this in the time minimized
+                              (1/m on a pipeline stage, which reduces once per m micro-batches);
+                              [0, 1], default 1 */
 } wf_oplevel_opts;
 
 void wf_oplevel_opts_default(wf_oplevel_opts *o);

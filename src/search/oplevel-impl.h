@@ -8,7 +8,19 @@
  * group's instances); pairwise time tables between variables (parallel edges
  * summed, self-edges folded into the unary). A plan's time is the sum of its
  * unary times plus the pairwise entries it selects; its memory the sum of
- * unary memories. */
+ * unary memories.
+ *
+ * The objective time t of each entry is tn + grad_sync_scale x sy: tn the
+ * time of one pass (compute, in-op collectives, boxing of activations and
+ * their gradients), sy the weight-gradient reductions, kept apart so that a
+ * pipeline stage (which reduces once per m micro-batches) can weigh them
+ * and report them separately. Memory m = mw + act_multiplier x ma (weights
+ * with their gradients and optimizer state; saved activations).
+ *
+ * A problem may cover a range [lo, hi) of the forward ops (a pipeline
+ * stage): tensors produced before lo arrive from the previous stage in
+ * whichever layout the consumer wants (the send prices the move), like
+ * leaves; one read by several ops of the range is a leaf variable. */
 #ifndef WEFT_OPLEVEL_IMPL_H
 #define WEFT_OPLEVEL_IMPL_H
 
@@ -21,17 +33,25 @@ typedef struct {
     int rep;           /* representative op (OP) or the tensor (LEAF) */
     int mult;          /* tied instances */
     int nch;           /* choices */
+    int nall;          /* OP: signatures of rep before the options' filter */
     wf_sbp_sig *sigs;  /* OP: [nch] signatures of rep */
     wf_sbp *lay;       /* LEAF: [nch] layouts */
-    double *t;         /* [nch] time (compute + in-op comm + attached weights' sync) */
+    int *sidx;         /* OP: [nch] index of each choice in wf_sbp_op_sigs (NULL: the same) */
+    double *t;         /* [nch] objective time: tn + grad_sync_scale x sy */
+    double *tn;        /* [nch] compute + in-op comm */
+    double *sy;        /* [nch] attached weights' gradient reduction (unscaled) */
     double *tc;        /* [nch] of which compute */
-    double *m;         /* [nch] memory */
+    double *m;         /* [nch] memory: mw + act_multiplier x ma */
+    double *mw;        /* [nch] weights, gradients, optimizer state */
+    double *ma;        /* [nch] saved activations (one micro-batch) */
     int dp;            /* the data-parallel choice (start of the descent) */
 } ol_var;
 
 typedef struct {
-    int u, v;  /* u < v */
-    double *t; /* [nch_u * nch_v], entry cu * nch_v + cv */
+    int u, v;   /* u < v */
+    double *t;  /* [nch_u * nch_v], entry cu * nch_v + cv: the objective */
+    double *tn; /* the same without weight-gradient reduction; NULL: equal to t */
+    double *sy; /* the weight-gradient reduction (unscaled); NULL: none */
 } ol_edge;
 
 typedef struct {
@@ -39,7 +59,8 @@ typedef struct {
     const wf_cluster *c;
     wf_mesh mesh;
     wf_oplevel_opts opts;
-    int nf;            /* forward ops */
+    int nf;            /* forward ops of the graph */
+    int lo, hi;        /* the range of forward ops the problem covers */
     int nvar;
     ol_var *var;
     int nedge;
@@ -59,6 +80,41 @@ void ol_problem_free(ol_problem *p);
 /* Time, compute part and memory of an assignment (a choice per variable). */
 void ol_eval(const ol_problem *p, const int *assign, double *time_s, double *compute_s,
              double *memory_bytes);
+
+/* The parts of an assignment's cost. */
+typedef struct {
+    double t;       /* objective: tn + grad_sync_scale x sy */
+    double tn;      /* one pass without weight-gradient reduction */
+    double sy;      /* weight-gradient reduction */
+    double tc;      /* computation (part of tn) */
+    double m;       /* memory (mw + act_multiplier x ma, summed per choice) */
+    double mw, ma;  /* weights with state; saved activations of one micro-batch */
+} ol_parts;
+void ol_eval_parts(const ol_problem *p, const int *assign, ol_parts *out);
+
+/* Per op of the range, its share of an assignment's costs: its variable's
+ * unary costs divided by the tied instances, plus half of every edge of that
+ * variable (edges join two decisions), likewise divided; a shared leaf's
+ * costs go to its first reader. Arrays of g->nfwd entries; ops outside the
+ * range get 0. Any array may be NULL. A proxy for additive per-op costs
+ * (the pipeline DP's layer costs), exact in sum: the shares add up to
+ * ol_eval_parts's totals. */
+void ol_op_shares(const ol_problem *p, const int *assign, double *tn, double *sy, double *mw,
+                  double *ma);
+
+/* Per-op choices (indices into wf_sbp_op_sigs; -1 outside the range),
+ * signatures (may be NULL) and per-tensor layouts of an assignment. */
+void ol_fill_plan(const ol_problem *p, const int *assign, int *choice, wf_sbp_sig *sig,
+                  wf_sbp *layout);
+
+/* The assignment of per-op choices (full signature indices) and, for leaf
+ * variables, storage layouts (NULL: each as its first reader reads it).
+ * WF_INVAL naming the op when a choice is outside its signatures, not
+ * allowed by the options, or differs between ops tied into one decision
+ * (*untied_needed is then set, when non-NULL, and no message is recorded). */
+wf_status ol_assign_from_plan(const ol_problem *p, const int *choice, const wf_sbp *layout,
+                              int *assign, int *untied_needed);
+
 
 /* Coordinate descent from assign (updated in place): minimizes time + lambda x
  * memory; when mem_cap >= 0 and the plan fits it, moves keep it fitting.
@@ -92,5 +148,11 @@ int ol_plans_prune(ol_plan *plans, int n);
 /* Appends a plan (copying assign into the arena). */
 wf_status ol_plans_push(const ol_problem *p, ol_plan **plans, int *nplans, int *cap,
                         const int *assign, wf_arena *a);
+
+/* The whole search on a built problem: descent and/or frontier tracking per
+ * p->opts.algo; on return plans[0, *nfront) is the Pareto set (time
+ * ascending, memory strictly descending) of every plan met. */
+wf_status ol_search_run(const ol_problem *p, double mem_limit, ol_plan **plans, int *nplans,
+                        int *cap, int *nfront, int *sweeps, int *conditioned, wf_arena *scratch);
 
 #endif

@@ -19,7 +19,15 @@
  * is the data-parallel all-reduce when the weight is B where the op's output
  * is split. A leaf read by several ops (tied embeddings) is its own decision;
  * the gradient contributions are summed before the reduction, so each edge
- * carries an equal share of it. */
+ * carries an equal share of it.
+ *
+ * Ranges (pipeline stages): with opts.op_begin/op_end the problem covers a
+ * contiguous range of forward ops; a tensor produced before the range is
+ * treated like a leaf (it arrives in whichever layout its reader takes, or,
+ * read by several ops, in the layout of its own variable), and layers cut by
+ * the range's ends are left untied. Costs are split by kind (oplevel-impl.h:
+ * tn, sy, mw, ma) so that a stage can weigh the weight-gradient reduction
+ * once per iteration and keep several micro-batches' activations. */
 #include "graph/graph-impl.h"
 #include "search/oplevel-impl.h"
 
@@ -36,6 +44,10 @@ void wf_oplevel_opts_default(wf_oplevel_opts *o)
     o->max_sweeps = 100;
     o->max_elim_work = (int64_t)5000000;
     o->optimizer_bytes_per_param = 0;
+    o->seq_dim = -1;
+    o->op_begin = o->op_end = 0;
+    o->act_multiplier = 1;
+    o->grad_sync_scale = 1;
 }
 
 static wf_status check_opts(const wf_oplevel_opts *o)
@@ -52,6 +64,14 @@ static wf_status check_opts(const wf_oplevel_opts *o)
     if (!(o->optimizer_bytes_per_param >= 0) || o->optimizer_bytes_per_param > 1024)
         return wf_errorf(WF_INVAL, "oplevel: optimizer_bytes_per_param=%g outside [0, 1024]",
                          o->optimizer_bytes_per_param);
+    if (o->seq_dim < -1 || o->seq_dim >= WF_MAX_DIMS)
+        return wf_errorf(WF_INVAL, "oplevel: seq_dim=%d outside [-1, %d)", o->seq_dim, WF_MAX_DIMS);
+    if (o->op_begin < 0 || o->op_end < 0)
+        return wf_errorf(WF_INVAL, "oplevel: op range [%d, %d) is negative", o->op_begin, o->op_end);
+    if (!(o->act_multiplier >= 1) || o->act_multiplier > 1e6)
+        return wf_errorf(WF_INVAL, "oplevel: act_multiplier=%g outside [1, 1e6]", o->act_multiplier);
+    if (!(o->grad_sync_scale >= 0) || o->grad_sync_scale > 1)
+        return wf_errorf(WF_INVAL, "oplevel: grad_sync_scale=%g outside [0, 1]", o->grad_sync_scale);
     return WF_OK;
 }
 
@@ -129,9 +149,10 @@ static int cmp_bl(const void *pa, const void *pb)
     return a->op < b->op ? -1 : a->op > b->op;
 }
 
-/* rep[i] = the op whose decision op i shares (i itself when untied). */
-static wf_status tie_layers(const wf_graph *g, int nf, const unsigned char *ng, const int *ncons,
-                            int *rep)
+/* rep[i] = the op whose decision op i shares (i itself when untied). Only
+ * layers whose ops all lie in [lo, hi) take part (a range may cut a layer). */
+static wf_status tie_layers(const wf_graph *g, int nf, int lo, int hi, const unsigned char *ng,
+                            const int *ncons, int *rep)
 {
     for (int i = 0; i < nf; i++)
         rep[i] = i;
@@ -143,6 +164,18 @@ static wf_status tie_layers(const wf_graph *g, int nf, const unsigned char *ng, 
         if (g->ops[i].block >= 0 && g->ops[i].layer >= 0)
             k[n++] = (bl_key){g->ops[i].block, g->ops[i].layer, i};
     qsort(k, (size_t)n, sizeof *k, cmp_bl);
+    /* Keep the complete layers (ops sorted by index within a layer). */
+    int kept = 0;
+    for (int s = 0; s < n;) {
+        int e = s;
+        while (e < n && k[e].block == k[s].block && k[e].layer == k[s].layer)
+            e++;
+        if (k[s].op >= lo && k[e - 1].op < hi)
+            for (int i = s; i < e; i++)
+                k[kept++] = k[i];
+        s = e;
+    }
+    n = kept;
     /* Per block: its layers (runs of equal layer ids); the first is the representative. */
     int *starts = malloc(sizeof(int) * (size_t)(n + 1));
     if (!starts) {
@@ -207,24 +240,82 @@ static double numel_local(const ol_problem *p, const wf_tensor *t, const wf_sbp 
     return (double)wf_tensor_numel(t) / (double)wf_sbp_split_factor(&p->mesh, s);
 }
 
+/* A tensor laid out [B, S, ...] (or integer [B, S]) whose dim k is the sequence. */
+static int token_shaped(const wf_tensor *x, int k)
+{
+    return x->role != WF_ROLE_PARAM &&
+           (x->ndim >= k + 2 || (wf_dtype_is_int(x->dtype) && x->ndim >= k + 1));
+}
+
+/* opts.seq_dim: ops other than matrix products never split the sequence. */
+static int seq_allowed(const ol_problem *p, const wf_op *o, const wf_sbp_sig *s)
+{
+    int k = p->opts.seq_dim, naxes = p->mesh.naxes;
+    if (k < 0 || o->kind == WF_OP_MATMUL || o->kind == WF_OP_BATCH_MATMUL ||
+        o->kind == WF_OP_LINEAR)
+        return 1;
+    for (int j = 0; j < o->nin; j++)
+        if (token_shaped(&p->g->tensors[o->in[j]], k))
+            for (int a = 0; a < naxes; a++)
+                if (s->in[j].ax[a] == k)
+                    return 0;
+    for (int j = 0; j < o->nout; j++)
+        if (token_shaped(&p->g->tensors[o->out[j]], k))
+            for (int a = 0; a < naxes; a++)
+                if (s->out[j].ax[a] == k)
+                    return 0;
+    return 1;
+}
+
+static wf_status alloc_costs(ol_problem *p, ol_var *v, int n)
+{
+    v->t = aalloc(p, (size_t)n, sizeof(double));
+    v->tn = aalloc(p, (size_t)n, sizeof(double));
+    v->sy = aalloc(p, (size_t)n, sizeof(double));
+    v->tc = aalloc(p, (size_t)n, sizeof(double));
+    v->m = aalloc(p, (size_t)n, sizeof(double));
+    v->mw = aalloc(p, (size_t)n, sizeof(double));
+    v->ma = aalloc(p, (size_t)n, sizeof(double));
+    if (!v->t || !v->tn || !v->sy || !v->tc || !v->m || !v->mw || !v->ma)
+        return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    return WF_OK;
+}
+
 static wf_status op_unary(ol_problem *p, ol_var *v, const build_ctx *b)
 {
     const wf_graph *g = p->g;
     int r = v->rep, naxes = p->mesh.naxes;
     const wf_op *o = &g->ops[r];
-    int n = wf_sbp_op_sigs(g, r, &p->mesh, NULL, 0);
-    if (n < 0)
-        return (wf_status)n;
-    if (n == 0)
+    int nall = wf_sbp_op_sigs(g, r, &p->mesh, NULL, 0);
+    if (nall < 0)
+        return (wf_status)nall;
+    if (nall == 0)
         return wf_errorf(WF_INTERNAL, "oplevel: op '%s' has no signature", o->name);
-    v->nch = n;
-    v->sigs = aalloc(p, (size_t)n, sizeof *v->sigs);
-    v->t = aalloc(p, (size_t)n, sizeof(double));
-    v->tc = aalloc(p, (size_t)n, sizeof(double));
-    v->m = aalloc(p, (size_t)n, sizeof(double));
-    if (!v->sigs || !v->t || !v->tc || !v->m)
+    v->nall = nall;
+    v->sigs = aalloc(p, (size_t)nall, sizeof *v->sigs);
+    if (!v->sigs)
         return wf_errorf(WF_NOMEM, "oplevel: out of memory");
-    wf_sbp_op_sigs(g, r, &p->mesh, v->sigs, n);
+    wf_sbp_op_sigs(g, r, &p->mesh, v->sigs, nall);
+    /* Drop the signatures the options forbid, remembering the original indices. */
+    int n = nall;
+    if (p->opts.seq_dim >= 0) {
+        v->sidx = aalloc(p, (size_t)nall, sizeof(int));
+        if (!v->sidx)
+            return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+        n = 0;
+        for (int c = 0; c < nall; c++)
+            if (seq_allowed(p, o, &v->sigs[c])) {
+                v->sigs[n] = v->sigs[c];
+                v->sidx[n++] = c;
+            }
+        if (n == 0)
+            return wf_errorf(WF_INTERNAL, "oplevel: op '%s' has no signature under seq_dim=%d",
+                             o->name, p->opts.seq_dim);
+    }
+    v->nch = n;
+    wf_status st = alloc_costs(p, v, n);
+    if (st)
+        return st;
 
     wf_op_cost oc;
     wf_op_cost_flags(g, r, b->ng, &oc);
@@ -240,6 +331,7 @@ static wf_status op_unary(ol_problem *p, ol_var *v, const build_ctx *b)
     int ns = wf_op_saved_flags(g, r, b->ng, saved);
     const wf_device *dev = &p->c->dev;
     int best_dp = -1, dp = 0;
+    double mult = (double)v->mult;
 
     for (int c = 0; c < n; c++) {
         const wf_sbp_sig *s = &v->sigs[c];
@@ -247,35 +339,35 @@ static wf_status op_unary(ol_problem *p, ol_var *v, const build_ctx *b)
         double tc = wf_compute_time(dev, matrix, dt, oc.fwd_flops / d, oc.fwd_bytes / d);
         if (bwd_flops > 0 || oc.bwd_bytes > 0)
             tc += wf_compute_time(dev, matrix, dt, bwd_flops / d, oc.bwd_bytes / d);
-        double t = tc, mem = 0;
+        double tn = tc, sy = 0, mw = 0, ma = 0;
         for (int a = 0; a < naxes; a++)
             if (s->internal_bytes[a] > 0)
-                t += wf_coll_time_flat(WF_COLL_ALLREDUCE, p->mesh.algo, p->mesh.size[a],
-                                       s->internal_bytes[a], p->mesh.alpha_s[a],
-                                       p->mesh.bw_bps[a]);
+                tn += wf_coll_time_flat(WF_COLL_ALLREDUCE, p->mesh.algo, p->mesh.size[a],
+                                        s->internal_bytes[a], p->mesh.alpha_s[a],
+                                        p->mesh.bw_bps[a]);
         /* Weights read by this op alone: stored as read, gradient reduced to that. */
         for (int j = 0; j < o->nin; j++) {
             int x = o->in[j];
             const wf_tensor *w = &g->tensors[x];
             if (!is_leaf(g, x) || b->ncons[x] != 1 || w->role != WF_ROLE_PARAM)
                 continue;
-            wf_sbp st = wf_sbp_storage(&s->in[j], naxes);
-            mem += numel_local(p, w, &st) * state_bytes(p, w);
+            wf_sbp sto = wf_sbp_storage(&s->in[j], naxes);
+            mw += numel_local(p, w, &sto) * state_bytes(p, w);
             if (b->ng[x]) {
                 wf_sbp gl = wf_sbp_grad_of_input(s, o->nout, j, naxes);
                 wf_tensor gt = grad_tensor(p, w);
-                double bt = wf_sbp_boxing_time(b->cache, &gt, &gl, &st);
+                double bt = wf_sbp_boxing_time(b->cache, &gt, &gl, &sto);
                 if (bt < 0)
                     return wf_errorf(WF_INTERNAL, "oplevel: op '%s': gradient of '%s' not boxable",
                                      o->name, w->name);
-                t += bt;
+                sy += bt;
             }
         }
         /* Saved activations, each graph tensor counted at its first saver. */
         for (int k = 0; k < ns; k++) {
             int x = saved[k].tensor;
             if (x < 0) {
-                mem += saved[k].bytes / d;
+                ma += saved[k].bytes / d;
                 continue;
             }
             if (g->tensors[x].role == WF_ROLE_PARAM || b->claim[x] != r)
@@ -287,12 +379,16 @@ static wf_status op_unary(ol_problem *p, ol_var *v, const build_ctx *b)
             for (int j = 0; j < o->nout && !lay; j++)
                 if (o->out[j] == x)
                     lay = &s->out[j];
-            mem += lay ? saved[k].bytes / (double)wf_sbp_split_factor(&p->mesh, lay)
-                       : saved[k].bytes / d;
+            ma += lay ? saved[k].bytes / (double)wf_sbp_split_factor(&p->mesh, lay)
+                      : saved[k].bytes / d;
         }
-        v->t[c] = t * v->mult;
-        v->tc[c] = tc * v->mult;
-        v->m[c] = mem * v->mult;
+        v->tn[c] = tn * mult;
+        v->sy[c] = sy * mult;
+        v->t[c] = v->tn[c] + p->opts.grad_sync_scale * v->sy[c];
+        v->tc[c] = tc * mult;
+        v->mw[c] = mw * mult;
+        v->ma[c] = ma * mult;
+        v->m[c] = v->mw[c] + p->opts.act_multiplier * v->ma[c];
 
         /* Data-parallel score: axes on which every activation is S(0) (0-d
          * outputs anything) and every weight B. */
@@ -331,11 +427,11 @@ static wf_status leaf_unary(ol_problem *p, ol_var *v)
     for (int a = 0; a < naxes; a++)
         total *= p->mesh.size[a] > 1 ? nvals : 1;
     v->lay = aalloc(p, (size_t)total, sizeof *v->lay);
-    v->t = aalloc(p, (size_t)total, sizeof(double));
-    v->tc = aalloc(p, (size_t)total, sizeof(double));
-    v->m = aalloc(p, (size_t)total, sizeof(double));
-    if (!v->lay || !v->t || !v->tc || !v->m)
+    if (!v->lay)
         return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    wf_status st = alloc_costs(p, v, total);
+    if (st)
+        return st;
     int n = 0, best = -1, dp = 0;
     for (int e = 0; e < total; e++) {
         wf_sbp s = wf_sbp_broadcast();
@@ -350,8 +446,9 @@ static wf_status leaf_unary(ol_problem *p, ol_var *v)
         if (!wf_sbp_valid(&p->mesh, x->ndim, x->shape, &s))
             continue;
         v->lay[n] = s;
-        v->t[n] = v->tc[n] = 0;
-        v->m[n] = x->role == WF_ROLE_PARAM ? numel_local(p, x, &s) * state_bytes(p, x) : 0;
+        v->t[n] = v->tn[n] = v->sy[n] = v->tc[n] = v->ma[n] = 0;
+        v->mw[n] = x->role == WF_ROLE_PARAM ? numel_local(p, x, &s) * state_bytes(p, x) : 0;
+        v->m[n] = v->mw[n];
         int score = 0;
         for (int a = 0; a < naxes; a++)
             if (p->mesh.size[a] > 1)
@@ -363,6 +460,7 @@ static wf_status leaf_unary(ol_problem *p, ol_var *v)
         n++;
     }
     v->nch = n;
+    v->nall = n;
     v->dp = dp;
     return WF_OK;
 }
@@ -390,8 +488,8 @@ static int cmp_raw(const void *pa, const void *pb)
 
 typedef struct {
     int u, v;
-    double *t;
-    int seq; /* creation order: parallel edges are summed in a fixed order */
+    double *t, *tn, *sy; /* tn, sy: NULL when the edge carries no weight-gradient reduction */
+    int seq;             /* creation order: parallel edges are summed in a fixed order */
 } pair_t;
 
 static int cmp_pair(const void *pa, const void *pb)
@@ -413,9 +511,11 @@ static int find_layout(wf_sbp *list, int *n, const wf_sbp *s, int naxes)
     return (*n)++;
 }
 
-/* Time table [nch_u x nch_v] of one reduced edge, times `count`. */
+/* Tables [nch_u x nch_v] of one reduced edge, times `count`: the objective
+ * out_t, and when out_sy is given (a weight's edge) its parts without and
+ * with the weight-gradient reduction. */
 static wf_status edge_table(ol_problem *p, const raw_edge *e, int count, const build_ctx *b,
-                            double *out)
+                            double *out_t, double *out_tn, double *out_sy)
 {
     const wf_graph *g = p->g;
     int naxes = p->mesh.naxes;
@@ -424,10 +524,13 @@ static wf_status edge_table(ol_problem *p, const raw_edge *e, int count, const b
     int grad = b->ng[e->x];
     double share = 1.0;
     wf_tensor gt = *x;
+    int sync = 0; /* the backward part reduces a weight's gradient */
     if (U->kind == OL_VAR_LEAF) {
         share = 1.0 / (double)b->ncons[e->x];
-        if (x->role == WF_ROLE_PARAM)
+        if (x->role == WF_ROLE_PARAM) {
             gt = grad_tensor(p, x);
+            sync = 1;
+        }
     }
     int nu = U->nch, nv = V->nch, nout_v = g->ops[V->rep].nout;
     wf_sbp *pl = malloc(sizeof(wf_sbp) * (size_t)nu);
@@ -459,7 +562,8 @@ static wf_status edge_table(ol_problem *p, const raw_edge *e, int count, const b
         }
         ci[c] = found;
     }
-    fw = malloc(sizeof(double) * (size_t)npl * (size_t)ncl);
+    /* fw[2 k]: the part without reduction, fw[2 k + 1]: the reduction. */
+    fw = malloc(sizeof(double) * (size_t)npl * (size_t)ncl * 2);
     if (!fw) {
         st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
         goto done;
@@ -473,12 +577,21 @@ static wf_status edge_table(ol_problem *p, const raw_edge *e, int count, const b
                 st = wf_errorf(WF_INTERNAL, "oplevel: tensor '%s' not boxable", x->name);
                 goto done;
             }
-            fw[i * ncl + j] = (f + share * bw) * (double)count;
+            size_t k = (size_t)i * (size_t)ncl + (size_t)j;
+            fw[2 * k] = (sync ? f : f + share * bw) * (double)count;
+            fw[2 * k + 1] = sync ? share * bw * (double)count : 0.0;
         }
     }
     for (int cu = 0; cu < nu; cu++)
-        for (int cv = 0; cv < nv; cv++)
-            out[(size_t)cu * (size_t)nv + (size_t)cv] = fw[pi[cu] * ncl + ci[cv]];
+        for (int cv = 0; cv < nv; cv++) {
+            size_t k = (size_t)pi[cu] * (size_t)ncl + (size_t)ci[cv];
+            size_t o = (size_t)cu * (size_t)nv + (size_t)cv;
+            out_t[o] = fw[2 * k] + p->opts.grad_sync_scale * fw[2 * k + 1];
+            if (out_sy) {
+                out_tn[o] = fw[2 * k];
+                out_sy[o] = fw[2 * k + 1];
+            }
+        }
 done:
     free(pl);
     free(cl);
@@ -488,23 +601,37 @@ done:
     return st;
 }
 
+/* The transpose of an [nu x nv] table into the arena (NULL for NULL). */
+static double *transpose(ol_problem *p, const double *t, int nu, int nv)
+{
+    if (!t)
+        return NULL;
+    double *tt = aalloc(p, (size_t)nu * (size_t)nv, sizeof(double));
+    if (!tt)
+        return NULL;
+    for (int cu = 0; cu < nu; cu++)
+        for (int cv = 0; cv < nv; cv++)
+            tt[(size_t)cv * (size_t)nu + (size_t)cu] = t[(size_t)cu * (size_t)nv + (size_t)cv];
+    return tt;
+}
+
 static wf_status build_edges(ol_problem *p, const build_ctx *b)
 {
     const wf_graph *g = p->g;
     int nraw = 0, cap = 16;
-    for (int i = 0; i < p->nf; i++)
+    for (int i = p->lo; i < p->hi; i++)
         cap += g->ops[i].nin;
     raw_edge *raw = malloc(sizeof *raw * (size_t)cap);
     pair_t *pairs = NULL;
     wf_status st = WF_OK;
     if (!raw)
         return wf_errorf(WF_NOMEM, "oplevel: out of memory");
-    for (int i = 0; i < p->nf; i++) {
+    for (int i = p->lo; i < p->hi; i++) {
         const wf_op *o = &g->ops[i];
         for (int j = 0; j < o->nin; j++) {
             int x = o->in[j], prod = g->tensors[x].producer;
             raw_edge e = {-1, -1, p->var_of_op[i], j, i, x};
-            if (prod >= 0 && prod < p->nf) {
+            if (prod >= p->lo && prod < p->hi) {
                 e.vu = p->var_of_op[prod];
                 for (int k = 0; k < g->ops[prod].nout; k++)
                     if (g->ops[prod].out[k] == x)
@@ -512,7 +639,7 @@ static wf_status build_edges(ol_problem *p, const build_ctx *b)
             } else if (p->var_of_leaf[x] >= 0) {
                 e.vu = p->var_of_leaf[x];
             } else {
-                continue; /* attached to its only consumer */
+                continue; /* attached to its only consumer, or arriving from before the range */
             }
             raw[nraw++] = e;
         }
@@ -531,32 +658,37 @@ static wf_status build_edges(ol_problem *p, const build_ctx *b)
             e++;
         ol_var *U = &p->var[raw[s].vu], *V = &p->var[raw[s].vv];
         size_t n = (size_t)U->nch * (size_t)V->nch;
+        int sync = U->kind == OL_VAR_LEAF && g->tensors[raw[s].x].role == WF_ROLE_PARAM;
         double *t = aalloc(p, n, sizeof(double));
-        if (!t) {
+        double *tn = sync ? aalloc(p, n, sizeof(double)) : NULL;
+        double *sy = sync ? aalloc(p, n, sizeof(double)) : NULL;
+        if (!t || (sync && (!tn || !sy))) {
             st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
             goto done;
         }
-        if ((st = edge_table(p, &raw[s], e - s, b, t)))
+        if ((st = edge_table(p, &raw[s], e - s, b, t, tn, sy)))
             goto done;
         if (raw[s].vu == raw[s].vv) {
             /* Same decision on both ends (layer l feeding layer l+1 at the same position). */
-            for (int c = 0; c < U->nch; c++)
-                U->t[c] += t[(size_t)c * (size_t)U->nch + (size_t)c];
+            for (int c = 0; c < U->nch; c++) {
+                size_t d = (size_t)c * (size_t)U->nch + (size_t)c;
+                U->t[c] += t[d];
+                U->tn[c] += tn ? tn[d] : t[d];
+                U->sy[c] += sy ? sy[d] : 0.0;
+            }
         } else if (raw[s].vu < raw[s].vv) {
-            pairs[npairs] = (pair_t){raw[s].vu, raw[s].vv, t, npairs};
+            pairs[npairs] = (pair_t){raw[s].vu, raw[s].vv, t, tn, sy, npairs};
             npairs++;
         } else {
             /* Store as [u][v] with u < v. */
-            double *tt = aalloc(p, n, sizeof(double));
-            if (!tt) {
+            double *tt = transpose(p, t, U->nch, V->nch);
+            double *ttn = transpose(p, tn, U->nch, V->nch);
+            double *tsy = transpose(p, sy, U->nch, V->nch);
+            if (!tt || (sync && (!ttn || !tsy))) {
                 st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
                 goto done;
             }
-            for (int cu = 0; cu < U->nch; cu++)
-                for (int cv = 0; cv < V->nch; cv++)
-                    tt[(size_t)cv * (size_t)U->nch + (size_t)cu] =
-                        t[(size_t)cu * (size_t)V->nch + (size_t)cv];
-            pairs[npairs] = (pair_t){raw[s].vv, raw[s].vu, tt, npairs};
+            pairs[npairs] = (pair_t){raw[s].vv, raw[s].vu, tt, ttn, tsy, npairs};
             npairs++;
         }
         s = e;
@@ -570,14 +702,30 @@ static wf_status build_edges(ol_problem *p, const build_ctx *b)
     }
     p->nedge = 0;
     for (int s = 0; s < npairs;) {
-        int e = s + 1;
+        int e = s + 1, any_sy = pairs[s].sy != NULL;
         size_t n = (size_t)p->var[pairs[s].u].nch * (size_t)p->var[pairs[s].v].nch;
-        while (e < npairs && pairs[e].u == pairs[s].u && pairs[e].v == pairs[s].v) {
-            for (size_t i = 0; i < n; i++)
-                pairs[s].t[i] += pairs[e].t[i];
-            e++;
+        while (e < npairs && pairs[e].u == pairs[s].u && pairs[e].v == pairs[s].v)
+            any_sy |= pairs[e++].sy != NULL;
+        pair_t *P = &pairs[s];
+        if (any_sy && !P->sy) {
+            P->tn = aalloc(p, n, sizeof(double));
+            P->sy = aalloc(p, n, sizeof(double));
+            if (!P->tn || !P->sy) {
+                st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
+                goto done;
+            }
+            memcpy(P->tn, P->t, n * sizeof(double));
+            memset(P->sy, 0, n * sizeof(double));
         }
-        p->edge[p->nedge++] = (ol_edge){pairs[s].u, pairs[s].v, pairs[s].t};
+        for (int q = s + 1; q < e; q++)
+            for (size_t i = 0; i < n; i++) {
+                P->t[i] += pairs[q].t[i];
+                if (any_sy) {
+                    P->tn[i] += pairs[q].tn ? pairs[q].tn[i] : pairs[q].t[i];
+                    P->sy[i] += pairs[q].sy ? pairs[q].sy[i] : 0.0;
+                }
+            }
+        p->edge[p->nedge++] = (ol_edge){P->u, P->v, P->t, P->tn, P->sy};
         s = e;
     }
     /* CSR adjacency. */
@@ -625,13 +773,18 @@ wf_status ol_problem_build(const wf_graph *g, const wf_cluster *c, const wf_mesh
                          wf_strerror(g->status));
     if (p->nf <= 0)
         return wf_errorf(WF_INVAL, "oplevel: graph '%s' has no forward ops", g->name);
+    p->lo = o->op_begin;
+    p->hi = o->op_begin == 0 && o->op_end == 0 ? p->nf : o->op_end;
+    if (p->lo < 0 || p->lo >= p->hi || p->hi > p->nf)
+        return wf_errorf(WF_INVAL, "oplevel: op range [%d, %d) is not inside the %d forward ops of "
+                                   "graph '%s'", o->op_begin, o->op_end, p->nf, g->name);
     if (m->naxes < 1 || m->naxes > WF_SBP_MAX_AXES)
         return wf_errorf(WF_INVAL, "oplevel: mesh with %d axes", m->naxes);
     for (int a = 0; a < m->naxes; a++)
         if (m->size[a] < 1 || (m->size[a] > 1 && !(m->bw_bps[a] > 0)))
             return wf_errorf(WF_INVAL, "oplevel: mesh axis %d has size %lld, bandwidth %g", a,
                              (long long)m->size[a], m->bw_bps[a]);
-    int nt = g->ntensors, nf = p->nf;
+    int nt = g->ntensors, nf = p->nf, lo = p->lo, hi = p->hi;
     for (int i = 0; i < nf; i++) {
         const wf_op *op = &g->ops[i];
         if (op->pass != WF_PASS_FORWARD || op->kind >= WF_OP_COUNT)
@@ -652,6 +805,7 @@ wf_status ol_problem_build(const wf_graph *g, const wf_cluster *c, const wf_mesh
     p->var = aalloc(p, (size_t)(nf + nt), sizeof(ol_var));
     if (!ng || !ncons || !claim || !rep || !p->var_of_op || !p->var_of_leaf || !p->var)
         return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    /* Gradients over the whole graph: a stage's input needs one when the ops before it do. */
     wf_graph_grad_flags(g, nf, ng);
     for (int t = 0; t < nt; t++) {
         claim[t] = -1;
@@ -659,7 +813,7 @@ wf_status ol_problem_build(const wf_graph *g, const wf_cluster *c, const wf_mesh
     }
     for (int i = 0; i < nf; i++)
         p->var_of_op[i] = -1;
-    for (int i = 0; i < nf; i++) {
+    for (int i = lo; i < hi; i++) {
         const wf_op *op = &g->ops[i];
         for (int j = 0; j < op->nin; j++)
             ncons[op->in[j]]++;
@@ -671,18 +825,19 @@ wf_status ol_problem_build(const wf_graph *g, const wf_cluster *c, const wf_mesh
     }
     wf_status st;
     if (tie) {
-        if ((st = tie_layers(g, nf, ng, ncons, rep)))
+        if ((st = tie_layers(g, nf, lo, hi, ng, ncons, rep)))
             return st;
     } else {
         for (int i = 0; i < nf; i++)
             rep[i] = i;
     }
-    /* Variables in topological order: a shared leaf just before its first reader. */
-    for (int i = 0; i < nf; i++) {
+    /* Variables in topological order: a shared leaf (or a tensor arriving from
+     * before the range) just before its first reader. */
+    for (int i = lo; i < hi; i++) {
         const wf_op *op = &g->ops[i];
         for (int j = 0; j < op->nin; j++) {
             int x = op->in[j];
-            if (is_leaf(g, x) && ncons[x] >= 2 && p->var_of_leaf[x] < 0) {
+            if (g->tensors[x].producer < lo && ncons[x] >= 2 && p->var_of_leaf[x] < 0) {
                 ol_var *v = &p->var[p->nvar];
                 v->kind = OL_VAR_LEAF;
                 v->rep = x;
@@ -734,6 +889,93 @@ void ol_eval(const ol_problem *p, const int *assign, double *time_s, double *com
         *memory_bytes = m;
 }
 
+void ol_eval_parts(const ol_problem *p, const int *assign, ol_parts *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int v = 0; v < p->nvar; v++) {
+        const ol_var *V = &p->var[v];
+        int c = assign[v];
+        out->t += V->t[c];
+        out->tn += V->tn[c];
+        out->sy += V->sy[c];
+        out->tc += V->tc[c];
+        out->m += V->m[c];
+        out->mw += V->mw[c];
+        out->ma += V->ma[c];
+    }
+    for (int e = 0; e < p->nedge; e++) {
+        const ol_edge *E = &p->edge[e];
+        size_t k = (size_t)assign[E->u] * (size_t)p->var[E->v].nch + (size_t)assign[E->v];
+        out->t += E->t[k];
+        out->tn += E->tn ? E->tn[k] : E->t[k];
+        out->sy += E->sy ? E->sy[k] : 0.0;
+    }
+}
+
+/* The op a variable's costs are charged to per instance: every member op of
+ * an op variable (divided by the instances), a leaf's first reader. */
+static void add_share(const ol_problem *p, int v, double x, double *arr, const int *first_reader)
+{
+    if (!arr)
+        return;
+    const ol_var *V = &p->var[v];
+    if (V->kind == OL_VAR_LEAF) {
+        arr[first_reader[v]] += x;
+        return;
+    }
+    double per = x / (double)V->mult;
+    for (int i = p->lo; i < p->hi; i++)
+        if (p->var_of_op[i] == v)
+            arr[i] += per;
+}
+
+void ol_op_shares(const ol_problem *p, const int *assign, double *tn, double *sy, double *mw,
+                  double *ma)
+{
+    double *arrs[4] = {tn, sy, mw, ma};
+    for (int k = 0; k < 4; k++)
+        if (arrs[k])
+            memset(arrs[k], 0, sizeof(double) * (size_t)p->nf);
+    /* Per-variable totals first, then one pass to spread them over the ops. */
+    double *acc = calloc((size_t)p->nvar * 4 + 1, sizeof(double));
+    int *first = malloc(sizeof(int) * ((size_t)p->nvar + 1));
+    if (!acc || !first) {
+        free(acc);
+        free(first);
+        return; /* costs stay 0: a proxy, and only on out-of-memory */
+    }
+    for (int v = 0; v < p->nvar; v++)
+        first[v] = -1;
+    for (int i = p->lo; i < p->hi; i++)
+        for (int j = 0; j < p->g->ops[i].nin; j++) {
+            int lv = p->var_of_leaf[p->g->ops[i].in[j]];
+            if (lv >= 0 && first[lv] < 0)
+                first[lv] = i;
+        }
+    for (int v = 0; v < p->nvar; v++) {
+        const ol_var *V = &p->var[v];
+        int c = assign[v];
+        acc[4 * v] += V->tn[c];
+        acc[4 * v + 1] += V->sy[c];
+        acc[4 * v + 2] += V->mw[c];
+        acc[4 * v + 3] += V->ma[c];
+    }
+    for (int e = 0; e < p->nedge; e++) {
+        const ol_edge *E = &p->edge[e];
+        size_t k = (size_t)assign[E->u] * (size_t)p->var[E->v].nch + (size_t)assign[E->v];
+        double etn = E->tn ? E->tn[k] : E->t[k], esy = E->sy ? E->sy[k] : 0.0;
+        acc[4 * E->u] += 0.5 * etn;
+        acc[4 * E->v] += 0.5 * etn;
+        acc[4 * E->u + 1] += 0.5 * esy;
+        acc[4 * E->v + 1] += 0.5 * esy;
+    }
+    for (int v = 0; v < p->nvar; v++)
+        for (int k = 0; k < 4; k++)
+            add_share(p, v, acc[4 * v + k], arrs[k], first);
+    free(acc);
+    free(first);
+}
+
 wf_status ol_plans_push(const ol_problem *p, ol_plan **plans, int *nplans, int *cap,
                         const int *assign, wf_arena *a)
 {
@@ -757,19 +999,25 @@ wf_status ol_plans_push(const ol_problem *p, ol_plan **plans, int *nplans, int *
 
 /* ---- results ------------------------------------------------------------------------- */
 
-/* Per-op choices and per-tensor layouts of a variable assignment. */
-static void fill_plan(const ol_problem *p, const int *assign, int *choice, wf_sbp_sig *sig,
-                      wf_sbp *layout)
+void ol_fill_plan(const ol_problem *p, const int *assign, int *choice, wf_sbp_sig *sig,
+                  wf_sbp *layout)
 {
     const wf_graph *g = p->g;
     int naxes = p->mesh.naxes;
     for (int t = 0; t < g->ntensors; t++)
         layout[t] = wf_sbp_broadcast();
+    for (int i = 0; i < p->nf; i++)
+        if (i < p->lo || i >= p->hi) {
+            choice[i] = -1;
+            if (sig)
+                wf_sbp_sig_replicated(g, i, &sig[i]);
+        }
     /* Leaves read by one op: stored as read (first writer wins; later ones are shared leaves). */
-    for (int i = p->nf - 1; i >= 0; i--) {
+    for (int i = p->hi - 1; i >= p->lo; i--) {
         const ol_var *v = &p->var[p->var_of_op[i]];
-        const wf_sbp_sig *s = &v->sigs[assign[p->var_of_op[i]]];
-        choice[i] = assign[p->var_of_op[i]];
+        int c = assign[p->var_of_op[i]];
+        const wf_sbp_sig *s = &v->sigs[c];
+        choice[i] = v->sidx ? v->sidx[c] : c;
         if (sig)
             sig[i] = *s;
         const wf_op *o = &g->ops[i];
@@ -782,6 +1030,63 @@ static void fill_plan(const ol_problem *p, const int *assign, int *choice, wf_sb
     for (int t = 0; t < g->ntensors; t++)
         if (p->var_of_leaf[t] >= 0)
             layout[t] = p->var[p->var_of_leaf[t]].lay[assign[p->var_of_leaf[t]]];
+}
+
+wf_status ol_assign_from_plan(const ol_problem *p, const int *choice, const wf_sbp *layout,
+                              int *assign, int *untied_needed)
+{
+    const wf_graph *g = p->g;
+    int naxes = p->mesh.naxes;
+    for (int v = 0; v < p->nvar; v++)
+        assign[v] = -1;
+    for (int i = p->lo; i < p->hi; i++) {
+        int vi = p->var_of_op[i];
+        const ol_var *v = &p->var[vi];
+        if (choice[i] < 0 || choice[i] >= v->nall)
+            return wf_errorf(WF_INVAL, "oplevel: op '%s': choice %d outside %d signatures",
+                             g->ops[i].name, choice[i], v->nall);
+        int c = choice[i];
+        if (v->sidx) {
+            c = -1;
+            for (int k = 0; k < v->nch && c < 0; k++)
+                if (v->sidx[k] == choice[i])
+                    c = k;
+            if (c < 0)
+                return wf_errorf(WF_INVAL, "oplevel: op '%s': signature %d splits the sequence "
+                                           "(dim %d), which the options forbid",
+                                 g->ops[i].name, choice[i], p->opts.seq_dim);
+        }
+        if (assign[vi] >= 0 && assign[vi] != c) {
+            if (untied_needed)
+                *untied_needed = 1;
+            return wf_errorf(WF_INVAL, "oplevel: op '%s' shares a decision with '%s' but takes "
+                                       "another signature", g->ops[i].name, g->ops[v->rep].name);
+        }
+        assign[vi] = c;
+    }
+    /* A shared leaf is stored as given, else as its first reader reads it. */
+    for (int i = p->hi - 1; i >= p->lo; i--) {
+        const wf_op *op = &g->ops[i];
+        const wf_sbp_sig *s = &p->var[p->var_of_op[i]].sigs[assign[p->var_of_op[i]]];
+        for (int j = 0; j < op->nin; j++) {
+            int lv = p->var_of_leaf[op->in[j]];
+            if (lv < 0)
+                continue;
+            wf_sbp want = layout ? layout[op->in[j]] : wf_sbp_storage(&s->in[j], naxes);
+            int found = -1;
+            for (int k = 0; k < p->var[lv].nch && found < 0; k++)
+                if (wf_sbp_equal(&p->var[lv].lay[k], &want, naxes))
+                    found = k;
+            if (found < 0) {
+                char buf[64];
+                return wf_errorf(WF_INVAL, "oplevel: layout %s of '%s' is not a storage layout",
+                                 wf_sbp_str(&want, naxes, buf, sizeof buf),
+                                 g->tensors[op->in[j]].name);
+            }
+            assign[lv] = found;
+        }
+    }
+    return WF_OK;
 }
 
 static int cmp_plan(const void *pa, const void *pb)
@@ -821,7 +1126,7 @@ static wf_status set_point(wf_oplevel_result *r, const ol_problem *p, const ol_p
     pt->layout = wf_arena_alloc(&r->arena, sizeof(wf_sbp) * (size_t)r->ntensors + 1);
     if (!pt->choice || !pt->layout)
         return wf_errorf(WF_NOMEM, "oplevel: out of memory");
-    fill_plan(p, q->assign, pt->choice, NULL, pt->layout);
+    ol_fill_plan(p, q->assign, pt->choice, NULL, pt->layout);
     ol_eval(p, q->assign, &pt->time_s, &pt->compute_s, &pt->memory_bytes);
     return WF_OK;
 }
@@ -835,6 +1140,48 @@ static void adopt_point(wf_oplevel_result *r, const wf_oplevel_point *pt)
     r->comm_s = pt->time_s - pt->compute_s;
     r->memory_bytes = pt->memory_bytes;
     r->fits = pt->memory_bytes <= r->memory_limit_bytes;
+}
+
+wf_status ol_search_run(const ol_problem *p, double mem_limit, ol_plan **plans, int *nplans,
+                        int *cap, int *nfront, int *sweeps, int *conditioned, wf_arena *scratch)
+{
+    wf_status st = WF_OK;
+    int *best = malloc(sizeof(int) * (size_t)p->nvar + 1);
+    if (!best)
+        return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    wf_oplevel_algo algo = p->opts.algo;
+    if (algo == WF_OPLEVEL_CD || algo == WF_OPLEVEL_AUTO) {
+        if ((st = ol_cd_search(p, mem_limit, best, plans, nplans, cap, sweeps, scratch)))
+            goto done;
+    } else {
+        for (int v = 0; v < p->nvar; v++)
+            best[v] = p->var[v].dp;
+    }
+    if (algo == WF_OPLEVEL_FT || algo == WF_OPLEVEL_AUTO) {
+        int before = *nplans;
+        if ((st = ol_ft_search(p, best, plans, nplans, cap, conditioned, scratch)))
+            goto done;
+        if (algo == WF_OPLEVEL_AUTO) {
+            /* Polish the frontier's fastest fitting point by descent (it keeps fitting). */
+            int pick = -1;
+            for (int i = before; i < *nplans; i++)
+                if ((*plans)[i].m <= mem_limit && (pick < 0 || (*plans)[i].t < (*plans)[pick].t))
+                    pick = i;
+            if (pick >= 0) {
+                memcpy(best, (*plans)[pick].assign, sizeof(int) * (size_t)p->nvar);
+                *sweeps += ol_cd_run(p, best, 0.0, mem_limit, p->opts.max_sweeps);
+                if ((st = ol_plans_push(p, plans, nplans, cap, best, scratch)))
+                    goto done;
+            }
+        }
+    }
+    /* The frontier: Pareto-prune everything met. */
+    *nfront = ol_plans_prune(*plans, *nplans);
+    if (*nfront < 1)
+        st = wf_errorf(WF_INTERNAL, "oplevel: the search produced no plan");
+done:
+    free(best);
+    return st;
 }
 
 wf_status wf_oplevel_search(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
@@ -861,51 +1208,17 @@ wf_status wf_oplevel_search(const wf_graph *g, const wf_cluster *c, const wf_mes
 
     ol_problem p;
     ol_plan *plans = NULL;
-    int nplans = 0, cap = 0;
+    int nplans = 0, cap = 0, nfr = 0;
     wf_arena scratch;
     wf_arena_init(&scratch, (size_t)1 << 16);
-    int *best = NULL, *dp = NULL;
     if ((st = ol_problem_build(g, c, m, &o, o.tie_layers, &p)))
         goto done;
-    best = malloc(sizeof(int) * (size_t)p.nvar + 1);
-    dp = malloc(sizeof(int) * (size_t)p.nvar + 1);
-    if (!best || !dp) {
-        st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
-        goto done;
-    }
-    for (int v = 0; v < p.nvar; v++)
-        dp[v] = p.var[v].dp;
     r->ndecisions = p.nvar;
     for (int v = 0; v < p.nvar; v++)
         r->nchoices += p.var[v].nch;
-
-    if (o.algo == WF_OPLEVEL_CD || o.algo == WF_OPLEVEL_AUTO) {
-        if ((st = ol_cd_search(&p, mem_limit_bytes, best, &plans, &nplans, &cap, &r->sweeps,
-                               &scratch)))
-            goto done;
-    } else {
-        memcpy(best, dp, sizeof(int) * (size_t)p.nvar);
-    }
-    if (o.algo == WF_OPLEVEL_FT || o.algo == WF_OPLEVEL_AUTO) {
-        int before = nplans;
-        if ((st = ol_ft_search(&p, best, &plans, &nplans, &cap, &r->conditioned, &scratch)))
-            goto done;
-        if (o.algo == WF_OPLEVEL_AUTO) {
-            /* Polish the frontier's fastest fitting point by descent (it keeps fitting). */
-            int pick = -1;
-            for (int i = before; i < nplans; i++)
-                if (plans[i].m <= mem_limit_bytes && (pick < 0 || plans[i].t < plans[pick].t))
-                    pick = i;
-            if (pick >= 0) {
-                memcpy(best, plans[pick].assign, sizeof(int) * (size_t)p.nvar);
-                r->sweeps += ol_cd_run(&p, best, 0.0, mem_limit_bytes, o.max_sweeps);
-                if ((st = ol_plans_push(&p, &plans, &nplans, &cap, best, &scratch)))
-                    goto done;
-            }
-        }
-    }
-    /* The frontier: Pareto-prune everything met. */
-    int nfr = ol_plans_prune(plans, nplans);
+    if ((st = ol_search_run(&p, mem_limit_bytes, &plans, &nplans, &cap, &nfr, &r->sweeps,
+                            &r->conditioned, &scratch)))
+        goto done;
     r->nops = p.nf;
     r->ntensors = g->ntensors;
     r->frontier = wf_arena_alloc(&r->arena, sizeof *r->frontier * (size_t)nfr + 1);
@@ -927,11 +1240,7 @@ wf_status wf_oplevel_search(const wf_graph *g, const wf_cluster *c, const wf_mes
             pick = i;
     if (pick < 0)
         pick = nfr - 1;
-    if (pick < 0) {
-        st = wf_errorf(WF_INTERNAL, "oplevel: the search produced no plan");
-        goto done;
-    }
-    fill_plan(&p, plans[pick].assign, r->choice, r->sig, r->layout);
+    ol_fill_plan(&p, plans[pick].assign, r->choice, r->sig, r->layout);
     adopt_point(r, &r->frontier[pick]);
     if (!r->fits)
         st = wf_errorf(WF_NOFIT,
@@ -940,8 +1249,6 @@ wf_status wf_oplevel_search(const wf_graph *g, const wf_cluster *c, const wf_mes
                        r->memory_bytes / 1073741824.0, mem_limit_bytes / 1073741824.0);
 done:
     r->search_time_s = wf_now_s() - t0;
-    free(best);
-    free(dp);
     free(plans);
     wf_arena_free(&scratch);
     ol_problem_free(&p);
@@ -958,6 +1265,11 @@ wf_status wf_oplevel_result_select(wf_oplevel_result *r, const wf_graph *g, cons
     int cap = 0;
     wf_sbp_sig *buf = NULL;
     for (int op = 0; op < r->nops; op++) {
+        int c = r->frontier[i].choice[op];
+        if (c < 0) {
+            wf_sbp_sig_replicated(g, op, &r->sig[op]); /* outside the searched range */
+            continue;
+        }
         int n = wf_sbp_op_sigs(g, op, m, buf, cap);
         if (n < 0) {
             free(buf);
@@ -971,8 +1283,7 @@ wf_status wf_oplevel_result_select(wf_oplevel_result *r, const wf_graph *g, cons
                 return wf_errorf(WF_NOMEM, "oplevel: out of memory");
             wf_sbp_op_sigs(g, op, m, buf, cap);
         }
-        int c = r->frontier[i].choice[op];
-        if (c < 0 || c >= n) {
+        if (c >= n) {
             free(buf);
             return wf_errorf(WF_INVAL, "oplevel: op '%s': choice %d outside %d signatures",
                              g->ops[op].name, c, n);
@@ -1006,38 +1317,8 @@ wf_status wf_oplevel_evaluate(const wf_graph *g, const wf_cluster *c, const wf_m
         st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
         goto done;
     }
-    for (int i = 0; i < p.nf; i++) {
-        const ol_var *v = &p.var[p.var_of_op[i]];
-        if (choice[i] < 0 || choice[i] >= v->nch) {
-            st = wf_errorf(WF_INVAL, "oplevel: op '%s': choice %d outside %d signatures",
-                           g->ops[i].name, choice[i], v->nch);
-            goto done;
-        }
-        assign[p.var_of_op[i]] = choice[i];
-    }
-    /* A shared leaf is stored as its first reader reads it. */
-    for (int i = p.nf - 1; i >= 0; i--) {
-        const wf_op *op = &g->ops[i];
-        const wf_sbp_sig *s = &p.var[p.var_of_op[i]].sigs[choice[i]];
-        for (int j = 0; j < op->nin; j++) {
-            int lv = p.var_of_leaf[op->in[j]];
-            if (lv < 0)
-                continue;
-            wf_sbp want = layout ? layout[op->in[j]] : wf_sbp_storage(&s->in[j], m->naxes);
-            int found = -1;
-            for (int k = 0; k < p.var[lv].nch && found < 0; k++)
-                if (wf_sbp_equal(&p.var[lv].lay[k], &want, m->naxes))
-                    found = k;
-            if (found < 0) {
-                char buf[64];
-                st = wf_errorf(WF_INVAL, "oplevel: layout %s of '%s' is not a storage layout",
-                               wf_sbp_str(&want, m->naxes, buf, sizeof buf),
-                               g->tensors[op->in[j]].name);
-                goto done;
-            }
-            assign[lv] = found;
-        }
-    }
+    if ((st = ol_assign_from_plan(&p, choice, layout, assign, NULL)))
+        goto done;
     ol_eval(&p, assign, time_s, compute_s, memory_bytes);
 done:
     free(assign);
