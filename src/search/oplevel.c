@@ -247,12 +247,16 @@ static int token_shaped(const wf_tensor *x, int k)
            (x->ndim >= k + 2 || (wf_dtype_is_int(x->dtype) && x->ndim >= k + 1));
 }
 
+static int is_matmul(wf_op_kind k)
+{
+    return k == WF_OP_MATMUL || k == WF_OP_BATCH_MATMUL || k == WF_OP_LINEAR;
+}
+
 /* opts.seq_dim: ops other than matrix products never split the sequence. */
 static int seq_allowed(const ol_problem *p, const wf_op *o, const wf_sbp_sig *s)
 {
     int k = p->opts.seq_dim, naxes = p->mesh.naxes;
-    if (k < 0 || o->kind == WF_OP_MATMUL || o->kind == WF_OP_BATCH_MATMUL ||
-        o->kind == WF_OP_LINEAR)
+    if (k < 0 || is_matmul(o->kind))
         return 1;
     for (int j = 0; j < o->nin; j++)
         if (token_shaped(&p->g->tensors[o->in[j]], k))
@@ -266,6 +270,11 @@ static int seq_allowed(const ol_problem *p, const wf_op *o, const wf_sbp_sig *s)
                     return 0;
     return 1;
 }
+
+/* The time added to an edge the options forbid: larger than any plan, finite
+ * so that sums and comparisons stay ordinary (an all-replicated plan never
+ * pays it, so the search always has a plan without it). */
+#define OL_FORBIDDEN_S 1e9
 
 static wf_status alloc_costs(ol_problem *p, ol_var *v, int n)
 {
@@ -533,6 +542,11 @@ static wf_status edge_table(ol_problem *p, const raw_edge *e, int count, const b
         }
     }
     int nu = U->nch, nv = V->nch, nout_v = g->ops[V->rep].nout;
+    /* opts.seq_dim: a non-matmul reader takes a token-shaped activation split
+     * only as its producer split it (no slicing B -> S, no reduce-scatter
+     * P -> S): partial sums are all-reduced, the replicated stays replicated. */
+    int follow = p->opts.seq_dim >= 0 && !is_matmul(g->ops[V->rep].kind) &&
+                 token_shaped(x, p->opts.seq_dim);
     wf_sbp *pl = malloc(sizeof(wf_sbp) * (size_t)nu);
     wf_sbp *cl = malloc(sizeof(wf_sbp) * (size_t)nv * 2);
     int *pi = malloc(sizeof(int) * (size_t)nu), *ci = malloc(sizeof(int) * (size_t)nv);
@@ -578,6 +592,10 @@ static wf_status edge_table(ol_problem *p, const raw_edge *e, int count, const b
                 goto done;
             }
             size_t k = (size_t)i * (size_t)ncl + (size_t)j;
+            if (follow)
+                for (int a = 0; a < naxes; a++)
+                    if (cl[2 * j].ax[a] >= 0 && cl[2 * j].ax[a] != pl[i].ax[a])
+                        f += OL_FORBIDDEN_S;
             fw[2 * k] = (sync ? f : f + share * bw) * (double)count;
             fw[2 * k + 1] = sync ? share * bw * (double)count : 0.0;
         }
