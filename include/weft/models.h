@@ -21,10 +21,11 @@ typedef enum {
     WF_FAMILY_RESNET,
     WF_FAMILY_MLP,
     WF_FAMILY_GRAPH,  /* an explicit op list from a model JSON file */
-    WF_FAMILY_CNN     /* small conv net: (conv3x3-relu-maxpool2) per width in sizes[], then linear */
+    WF_FAMILY_CNN,    /* small conv net: (conv3x3-relu-maxpool2) per width in sizes[], then linear */
+    WF_FAMILY_ONNX    /* an ONNX file (weft/onnx.h): path; name is the spec "PATH.onnx[:dims]" */
 } wf_family;
 
-/* "gpt", "llama", ..., "graph", "cnn". */
+/* "gpt", "llama", ..., "graph", "cnn", "onnx". */
 const char *wf_family_name(wf_family f);
 
 #define WF_MLP_MAX_SIZES 16
@@ -47,7 +48,8 @@ typedef struct {
 } wf_model_config;
 
 /* A zoo name ("gpt3-175b"), a family with overrides ("gpt:layers=2,hidden=64"),
- * a zoo name with overrides ("gpt2:seq=512"), or a path to a model JSON file.
+ * a zoo name with overrides ("gpt2:seq=512"), a path to a model JSON file, or
+ * an ONNX file ("model.onnx", "model.onnx:seq=128" for its symbolic dims).
  * An unknown name or key, or a bad value, is WF_INVAL naming it. */
 wf_status wf_model_lookup(const char *spec, wf_model_config *out);
 

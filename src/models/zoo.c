@@ -9,6 +9,7 @@
  * check the shape rules (heads divide hidden, ...). Sources of the preset
  * numbers are listed in docs/model-format.md. */
 #include "models/models-impl.h"
+#include "weft/onnx.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -183,6 +184,7 @@ static const char *family_name(wf_family f)
     case WF_FAMILY_MLP: return "mlp";
     case WF_FAMILY_CNN: return "cnn";
     case WF_FAMILY_GRAPH: return "graph";
+    case WF_FAMILY_ONNX: return "onnx";
     }
     return "?";
 }
@@ -292,6 +294,7 @@ static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
         break;
     }
     case WF_FAMILY_GRAPH:
+    case WF_FAMILY_ONNX:
         hint = "none (explicit op lists take no overrides)";
         break;
     }
@@ -358,6 +361,7 @@ static wf_status finish_config(wf_model_config *m)
             return wf_errorf(WF_INVAL, "%s: an mlp needs at least 2 sizes", m->name);
         break;
     case WF_FAMILY_GRAPH:
+    case WF_FAMILY_ONNX:
         break;
     }
     return WF_OK;
@@ -503,12 +507,39 @@ static int ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* An ONNX file: the spec is the name, the file the path; the file is read
+ * and built now, so a bad file fails at lookup. */
+static wf_status lookup_onnx(const char *spec, wf_model_config *out)
+{
+    memset(out, 0, sizeof *out);
+    out->family = WF_FAMILY_ONNX;
+    char dims[128];
+    wf_status st = wf_onnx_split_spec(spec, out->path, sizeof out->path, dims, sizeof dims);
+    if (st != WF_OK)
+        return st;
+    if (strlen(spec) >= sizeof out->name)
+        return wf_errorf(WF_INVAL, "model spec too long: %s", spec);
+    snprintf(out->name, sizeof out->name, "%s", spec);
+    wf_graph g;
+    st = wf_onnx_build_spec(spec, 1, &g);
+    out->dtype = WF_DTYPE_FP32;
+    for (int i = 0; st == WF_OK && i < g.ntensors; i++)
+        if (g.tensors[i].role == WF_ROLE_PARAM) {
+            out->dtype = g.tensors[i].dtype;
+            break;
+        }
+    wf_graph_free(&g);
+    return st;
+}
+
 wf_status wf_model_lookup(const char *spec, wf_model_config *out)
 {
     if (!spec || !*spec)
         return wf_errorf(WF_INVAL, "empty model name (see weft models)");
     if (ends_with(spec, ".json"))
         return lookup_json(spec, out);
+    if (wf_onnx_is_spec(spec))
+        return lookup_onnx(spec, out);
     wf_spec s;
     wf_status st = wf_spec_parse(spec, &s);
     if (st != WF_OK)
@@ -560,6 +591,7 @@ wf_status wf_model_build(const wf_model_config *m, int64_t batch, wf_graph *g)
     case WF_FAMILY_RESNET: st = wf_build_resnet(m, batch, g); break;
     case WF_FAMILY_CNN: st = wf_build_cnn(m, batch, g); break;
     case WF_FAMILY_MLP: st = wf_build_mlp(m, batch, g); break;
+    case WF_FAMILY_ONNX: st = wf_onnx_build_spec(m->name, batch, g); break;
     case WF_FAMILY_GRAPH: {
         cJSON *j = NULL;
         st = wf_json_read_file(m->path, &j);

@@ -1,0 +1,824 @@
+/* Tests of ONNX import and export.
+ *
+ * - Shapes: every model of libonnx-testdata (node, pytorch-converted,
+ *   pytorch-operator, simple) that imports must give its outputs the dims of
+ *   the reference output_N.pb; a model that does not import must fail with a
+ *   user error (WF_INVAL / WF_FORMAT) whose message names the node, never a
+ *   crash or an internal error.
+ * - Numerics: a representative set of node models runs through the
+ *   runtime's fp32 CPU kernels (a forward interpreter over the imported IR,
+ *   below) on input_N.pb and matches ONNX's reference output_N.pb (rtol
+ *   1e-4), which checks the importer's mapping and our kernels at once.
+ * - Round trip: zoo models exported with wf_onnx_save and imported again have
+ *   the same ops (kind and output shape, in order), parameter count and
+ *   forward/backward FLOPs; parameter data written is read back exactly;
+ *   a file exported at one batch builds at another like the zoo does.
+ * - Bad files: missing, empty, garbage, truncated, an unsupported op.
+ * - The zoo hook: MODEL "x.onnx" is family onnx, with a loss attached.
+ * Tests that need libonnx-testdata skip (with a note) when it is absent. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "runtime/kernels-impl.h"
+#include "weft/models.h"
+#include "weft/onnx.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TESTDATA "/usr/share/libonnx-testdata/data"
+
+static int have_testdata(void)
+{
+    struct stat s;
+    if (stat(TESTDATA "/node", &s) == 0 && S_ISDIR(s.st_mode))
+        return 1;
+    printf("note: %s not found (apt install libonnx-testdata): skipped\n", TESTDATA);
+    return 0;
+}
+
+static int file_exists(const char *path)
+{
+    struct stat s;
+    return stat(path, &s) == 0;
+}
+
+static char tmpdir[256];
+
+static int setup_tmp(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/weft-test-onnx-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown_tmp(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- a forward interpreter over the IR on the fp32 kernels ---------------------------- */
+
+static int64_t numel(const wf_tensor *t) { return wf_tensor_numel(t); }
+
+static void extents(const wf_tensor *t, int axis, int *ax, int64_t *outer, int64_t *inner)
+{
+    int a = axis < 0 ? axis + t->ndim : axis;
+    int64_t o = 1, in = 1;
+    for (int i = 0; i < a; i++)
+        o *= t->shape[i];
+    for (int i = a + 1; i < t->ndim; i++)
+        in *= t->shape[i];
+    *ax = a;
+    *outer = o;
+    *inner = in;
+}
+
+static void conv_geom(const wf_graph *g, const wf_op *op, wf_k_conv_geom *c)
+{
+    const wf_tensor *x = &g->tensors[op->in[0]];
+    memset(c, 0, sizeof *c);
+    c->n = x->shape[0];
+    c->c = x->shape[1];
+    c->h = x->shape[2];
+    c->w = x->shape[3];
+    if (op->kind == WF_OP_CONV2D) {
+        const wf_tensor *w = &g->tensors[op->in[1]];
+        c->o = w->shape[0];
+        c->kh = w->shape[2];
+        c->kw = w->shape[3];
+        c->sh = op->attr.stride[0] > 0 ? op->attr.stride[0] : 1;
+        c->sw = op->attr.stride[1] > 0 ? op->attr.stride[1] : 1;
+        c->groups = op->attr.groups > 0 ? op->attr.groups : 1;
+    } else {
+        c->o = c->c;
+        c->kh = op->attr.kernel[0];
+        c->kw = op->attr.kernel[1];
+        c->sh = op->attr.stride[0] > 0 ? op->attr.stride[0] : c->kh;
+        c->sw = op->attr.stride[1] > 0 ? op->attr.stride[1] : c->kw;
+    }
+    c->ph = op->attr.pad[0];
+    c->pw = op->attr.pad[1];
+    assert_int_equal(wf_k_conv_geom_check(c, op->kind != WF_OP_CONV2D), WF_OK);
+}
+
+/* Runs the forward ops of g; d[t] holds tensor t (floats, or int32 for int
+ * tensors): leaves filled by the caller, the rest allocated here. */
+static void interpret(const wf_graph *g, void **d)
+{
+    const wf_tensor *T = g->tensors;
+#define F(t) ((float *)d[(t)])
+    for (int o = 0; o < g->nfwd; o++) {
+        const wf_op *op = &g->ops[o];
+        for (int i = 0; i < op->nout; i++) {
+            int t = op->out[i];
+            d[t] = calloc((size_t)(numel(&T[t]) ? numel(&T[t]) : 1), sizeof(float));
+        }
+        const wf_tensor *x = &T[op->in[0]];
+        float *y = F(op->out[0]);
+        switch (op->kind) {
+        case WF_OP_MATMUL: {
+            int64_t m = T[op->out[0]].shape[0], n = T[op->out[0]].shape[1];
+            int64_t k = op->attr.trans_a ? x->shape[0] : x->shape[1];
+            wf_k_matmul_fwd(F(op->in[0]), F(op->in[1]), y, m, k, n, op->attr.trans_a, op->attr.trans_b);
+            break;
+        }
+        case WF_OP_BATCH_MATMUL: {
+            const wf_tensor *yy = &T[op->out[0]];
+            int nd = yy->ndim;
+            int64_t m = yy->shape[nd - 2], n = yy->shape[nd - 1];
+            int64_t k = op->attr.trans_a ? x->shape[nd - 2] : x->shape[nd - 1];
+            wf_k_batch_matmul_fwd(F(op->in[0]), F(op->in[1]), y, numel(yy) / (m * n), m, k, n,
+                                  op->attr.trans_a, op->attr.trans_b);
+            break;
+        }
+        case WF_OP_LINEAR: {
+            const wf_tensor *w = &T[op->in[1]];
+            wf_k_linear_fwd(F(op->in[0]), F(op->in[1]), op->nin > 2 ? F(op->in[2]) : NULL, y,
+                            numel(x) / w->shape[0], w->shape[0], w->shape[1]);
+            break;
+        }
+        case WF_OP_BIAS_ADD: {
+            int64_t n = x->shape[x->ndim - 1];
+            wf_k_bias_add_fwd(F(op->in[0]), F(op->in[1]), y, numel(x) / n, n);
+            break;
+        }
+        case WF_OP_ADD:
+            wf_k_add_fwd(F(op->in[0]), F(op->in[1]), y, numel(x), numel(&T[op->in[1]]));
+            break;
+        case WF_OP_MUL:
+            if (op->nin > 1)
+                wf_k_mul_fwd(F(op->in[0]), F(op->in[1]), y, numel(x), numel(&T[op->in[1]]), 1.0f);
+            else
+                wf_k_mul_fwd(F(op->in[0]), NULL, y, numel(x), numel(x), (float)op->attr.scale);
+            break;
+        case WF_OP_RELU: wf_k_relu_fwd(F(op->in[0]), y, numel(x)); break;
+        case WF_OP_GELU: wf_k_gelu_fwd(F(op->in[0]), y, numel(x)); break;
+        case WF_OP_SILU: wf_k_silu_fwd(F(op->in[0]), y, numel(x)); break;
+        case WF_OP_DROPOUT:
+            wf_k_dropout_fwd(F(op->in[0]), y, numel(x), (float)op->attr.p, op->attr.seed, 0);
+            break;
+        case WF_OP_LAYERNORM: {
+            int64_t h = x->shape[x->ndim - 1];
+            wf_k_layernorm_fwd(F(op->in[0]), F(op->in[1]), F(op->in[2]), y, NULL, numel(x) / h, h,
+                               (float)op->attr.eps);
+            break;
+        }
+        case WF_OP_RMSNORM: {
+            int64_t h = x->shape[x->ndim - 1];
+            wf_k_rmsnorm_fwd(F(op->in[0]), F(op->in[1]), y, NULL, numel(x) / h, h, (float)op->attr.eps);
+            break;
+        }
+        case WF_OP_SOFTMAX: {
+            int64_t n = x->shape[x->ndim - 1];
+            wf_k_softmax_fwd(F(op->in[0]), y, numel(x) / n, n);
+            break;
+        }
+        case WF_OP_ATTENTION: {
+            wf_k_attn at;
+            memset(&at, 0, sizeof at);
+            at.b = x->shape[0];
+            at.s = x->shape[1];
+            at.heads = op->attr.heads;
+            at.kv_heads = op->attr.kv_heads ? op->attr.kv_heads : op->attr.heads;
+            at.d = x->shape[2] / op->attr.heads;
+            at.causal = op->attr.causal;
+            at.scale = (float)op->attr.scale;
+            float *ws = calloc(wf_k_attention_ws_floats(&at), sizeof(float));
+            wf_k_attention_fwd(&at, F(op->in[0]), F(op->in[1]), F(op->in[2]), y, NULL, ws);
+            free(ws);
+            break;
+        }
+        case WF_OP_EMBEDDING: {
+            const wf_tensor *tab = &T[op->in[1]];
+            assert_int_equal(wf_k_embedding_fwd((const int32_t *)d[op->in[0]], F(op->in[1]), y, numel(x),
+                                                tab->shape[0], tab->shape[1]),
+                             WF_OK);
+            break;
+        }
+        case WF_OP_ROTARY:
+            wf_k_rotary_fwd(F(op->in[0]), y, x->shape[0], x->shape[1], op->attr.heads,
+                            x->shape[2] / op->attr.heads, (float)op->attr.base);
+            break;
+        case WF_OP_CROSS_ENTROPY: {
+            int64_t v = x->shape[x->ndim - 1];
+            assert_int_equal(wf_k_cross_entropy_fwd(F(op->in[0]), (const int32_t *)d[op->in[1]], y, NULL,
+                                                    numel(x) / v, v),
+                             WF_OK);
+            break;
+        }
+        case WF_OP_CONV2D: {
+            wf_k_conv_geom c;
+            conv_geom(g, op, &c);
+            float *ws = calloc(wf_k_conv2d_ws_floats(&c), sizeof(float));
+            wf_k_conv2d_fwd(&c, F(op->in[0]), F(op->in[1]), op->nin > 2 ? F(op->in[2]) : NULL, y, ws);
+            free(ws);
+            break;
+        }
+        case WF_OP_MAXPOOL:
+        case WF_OP_AVGPOOL: {
+            wf_k_conv_geom c;
+            conv_geom(g, op, &c);
+            if (op->kind == WF_OP_MAXPOOL)
+                wf_k_maxpool_fwd(&c, F(op->in[0]), y);
+            else
+                wf_k_avgpool_fwd(&c, F(op->in[0]), y);
+            break;
+        }
+        case WF_OP_GLOBAL_AVGPOOL: {
+            int64_t nc = x->shape[0] * x->shape[1];
+            wf_k_global_avgpool_fwd(F(op->in[0]), y, nc, numel(x) / nc);
+            break;
+        }
+        case WF_OP_BATCHNORM: {
+            int64_t n = x->shape[0], c = x->shape[1];
+            wf_k_batchnorm_fwd(F(op->in[0]), F(op->in[1]), F(op->in[2]), y, NULL, n, c, numel(x) / (n * c),
+                               (float)op->attr.eps);
+            break;
+        }
+        case WF_OP_RESHAPE:
+        case WF_OP_FLATTEN:
+            memcpy(y, d[op->in[0]], (size_t)numel(x) * sizeof(float));
+            break;
+        case WF_OP_TRANSPOSE:
+            wf_k_transpose_fwd(F(op->in[0]), y, x->ndim, x->shape, op->attr.perm);
+            break;
+        case WF_OP_CONCAT: {
+            int ax;
+            int64_t outer, inner, sizes[WF_MAX_INPUTS];
+            const float *xs[WF_MAX_INPUTS];
+            extents(&T[op->out[0]], op->attr.axis, &ax, &outer, &inner);
+            for (int i = 0; i < op->nin; i++) {
+                xs[i] = F(op->in[i]);
+                sizes[i] = T[op->in[i]].shape[ax];
+            }
+            wf_k_concat_fwd(xs, op->nin, sizes, y, outer, inner);
+            break;
+        }
+        case WF_OP_SPLIT: {
+            int ax;
+            int64_t outer, inner, sizes[WF_MAX_OUTPUTS];
+            float *ys[WF_MAX_OUTPUTS];
+            extents(x, op->attr.axis, &ax, &outer, &inner);
+            for (int i = 0; i < op->nout; i++) {
+                ys[i] = F(op->out[i]);
+                sizes[i] = T[op->out[i]].shape[ax];
+            }
+            wf_k_split_fwd(F(op->in[0]), ys, op->nout, sizes, outer, inner);
+            break;
+        }
+        case WF_OP_COUNT:
+            fail_msg("bad op");
+        }
+    }
+#undef F
+}
+
+/* ---- node models -------------------------------------------------------------------------- */
+
+/* Imports dir/model.onnx at its own shapes and, when `numerics`, runs it on
+ * test_data_set_0 and compares every output (rtol, atol). Returns WF_OK, or
+ * the import's status (the model does not map). *worst: largest relative
+ * error seen. */
+static wf_status check_model(const char *dir, int numerics, double rtol, double *worst)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    wf_onnx_model *m = NULL;
+    wf_status st = wf_onnx_open(path, &m);
+    if (st != WF_OK)
+        return st;
+    wf_graph g;
+    wf_onnx_opts o = {0, NULL, 0};
+    st = wf_onnx_build(m, &o, &g);
+    if (st != WF_OK) {
+        const char *msg = wf_last_error();
+        if (!(st == WF_INVAL || st == WF_FORMAT))
+            fail_msg("%s: status %s: %s", path, wf_status_name(st), msg);
+        if (!strstr(msg, "node") && !strstr(msg, "input") && !strstr(msg, "initializer") &&
+            !strstr(msg, "output"))
+            fail_msg("%s: message names no node or value: %s", path, msg);
+        wf_graph_free(&g);
+        wf_onnx_close(m);
+        return st;
+    }
+    /* shapes: each output as the reference output file has it */
+    for (int i = 0; i < wf_onnx_noutputs(m); i++) {
+        char op[600];
+        snprintf(op, sizeof op, "%s/test_data_set_0/output_%d.pb", dir, i);
+        if (!file_exists(op))
+            continue;
+        wf_onnx_tensor ref;
+        assert_int_equal(wf_onnx_read_tensor(op, &ref), WF_OK);
+        int t, nd;
+        int64_t shape[WF_MAX_DIMS];
+        assert_int_equal(wf_onnx_output(m, i, NULL, &t, &nd, shape), WF_OK);
+        if (nd < 0) { /* an output weft does not compute (running statistics) */
+            wf_onnx_tensor_free(&ref);
+            continue;
+        }
+        if (nd != ref.ndim)
+            fail_msg("%s output %d: rank %d, reference %d", dir, i, nd, ref.ndim);
+        for (int k = 0; k < nd; k++)
+            if (shape[k] != ref.shape[k])
+                fail_msg("%s output %d: dim %d is %lld, reference %lld", dir, i, k,
+                         (long long)shape[k], (long long)ref.shape[k]);
+        if (t >= 0)
+            assert_int_equal(wf_tensor_numel(&g.tensors[t]), ref.numel);
+        wf_onnx_tensor_free(&ref);
+    }
+    if (numerics) {
+        void **d = calloc((size_t)g.ntensors, sizeof *d);
+        int nin = 0;
+        for (int t = 0; t < g.ntensors; t++) {
+            const wf_tensor *x = &g.tensors[t];
+            int64_t n = wf_tensor_numel(x);
+            if (x->role == WF_ROLE_PARAM) {
+                d[t] = calloc((size_t)(n ? n : 1), sizeof(float));
+                assert_int_equal(wf_onnx_param_data(m, &g, t, d[t], n), WF_OK);
+            } else if (x->role == WF_ROLE_INPUT || x->role == WF_ROLE_LABEL) {
+                char ip[600];
+                snprintf(ip, sizeof ip, "%s/test_data_set_0/input_%d.pb", dir, nin++);
+                wf_onnx_tensor in;
+                assert_int_equal(wf_onnx_read_tensor(ip, &in), WF_OK);
+                assert_int_equal(in.numel, n);
+                d[t] = calloc((size_t)(n ? n : 1), sizeof(float));
+                for (int64_t i = 0; i < n; i++) {
+                    if (in.f32)
+                        ((float *)d[t])[i] = in.f32[i];
+                    else
+                        ((int32_t *)d[t])[i] = (int32_t)in.i64[i];
+                }
+                wf_onnx_tensor_free(&in);
+            }
+        }
+        interpret(&g, d);
+        for (int i = 0; i < wf_onnx_noutputs(m); i++) {
+            char op[600];
+            snprintf(op, sizeof op, "%s/test_data_set_0/output_%d.pb", dir, i);
+            int t;
+            assert_int_equal(wf_onnx_output(m, i, NULL, &t, NULL, NULL), WF_OK);
+            if (t < 0 || !file_exists(op))
+                continue;
+            wf_onnx_tensor ref;
+            assert_int_equal(wf_onnx_read_tensor(op, &ref), WF_OK);
+            const float *y = d[t];
+            for (int64_t k = 0; k < ref.numel; k++) {
+                double want = ref.f32[k], got = y[k], err = fabs(got - want);
+                double rel = err / (fabs(want) > 1e-3 ? fabs(want) : 1e-3);
+                if (rel > *worst)
+                    *worst = rel;
+                if (err > rtol * fabs(want) + 1e-5)
+                    fail_msg("%s output %d element %lld: got %.8g, reference %.8g", dir, i,
+                             (long long)k, got, want);
+            }
+            wf_onnx_tensor_free(&ref);
+        }
+        for (int t = 0; t < g.ntensors; t++)
+            free(d[t]);
+        free(d);
+    }
+    wf_graph_free(&g);
+    wf_onnx_close(m);
+    return WF_OK;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every test model imports or fails with a user error naming the node; the
+ * ones that import have the reference output shapes. */
+static void test_testdata_shapes(void **state)
+{
+    (void)state;
+    if (!have_testdata())
+        return;
+    const char *sets[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
+    int imported = 0, total = 0;
+    for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
+        char dirp[512];
+        snprintf(dirp, sizeof dirp, "%s/%s", TESTDATA, sets[s]);
+        DIR *dir = opendir(dirp);
+        if (!dir)
+            continue;
+        char *names[2048];
+        int n = 0;
+        struct dirent *de;
+        while ((de = readdir(dir)) && n < 2048)
+            if (de->d_name[0] != '.')
+                names[n++] = strdup(de->d_name);
+        closedir(dir);
+        qsort(names, (size_t)n, sizeof names[0], by_name);
+        for (int i = 0; i < n; i++) {
+            char p[1024], mp[1100];
+            snprintf(p, sizeof p, "%s/%s", dirp, names[i]);
+            snprintf(mp, sizeof mp, "%s/model.onnx", p);
+            if (file_exists(mp)) {
+                double worst = 0;
+                total++;
+                imported += check_model(p, 0, 0, &worst) == WF_OK;
+            }
+            free(names[i]);
+        }
+    }
+    printf("testdata: %d of %d models import; all have the reference output shapes\n",
+           imported, total);
+    assert_true(total > 900);
+    assert_true(imported >= 150);
+}
+
+/* ONNX's reference outputs vs our kernels. */
+static void test_testdata_numerics(void **state)
+{
+    (void)state;
+    if (!have_testdata())
+        return;
+    static const char *const models[] = {
+        "node/test_matmul_2d", "node/test_matmul_3d", "node/test_matmul_4d",
+        "node/test_gemm_default_no_bias", "node/test_gemm_default_vector_bias",
+        "node/test_gemm_default_matrix_bias", "node/test_gemm_default_scalar_bias",
+        "node/test_gemm_default_single_elem_vector_bias", "node/test_gemm_default_zero_bias",
+        "node/test_gemm_transposeA", "node/test_gemm_transposeB", "node/test_gemm_alpha",
+        "node/test_gemm_beta", "node/test_gemm_all_attributes",
+        "node/test_add", "node/test_add_bcast", "node/test_mul", "node/test_mul_bcast",
+        "node/test_relu", "node/test_basic_conv_with_padding",
+        "node/test_basic_conv_without_padding", "node/test_conv_with_strides_padding",
+        "node/test_conv_with_strides_no_padding", "node/test_conv_with_autopad_same",
+        "node/test_maxpool_2d_default", "node/test_maxpool_2d_strides",
+        "node/test_maxpool_2d_precomputed_pads",
+        "node/test_maxpool_1d_default", "node/test_averagepool_2d_default",
+        "node/test_averagepool_2d_strides", 
+        "node/test_averagepool_1d_default", "node/test_globalaveragepool",
+        "node/test_globalaveragepool_precomputed", "node/test_globalmaxpool",
+        "node/test_batchnorm_example_training_mode", "node/test_batchnorm_epsilon_training_mode",
+        "node/test_softmax_axis_0", "node/test_softmax_axis_1", "node/test_softmax_axis_2",
+        "node/test_softmax_default_axis", "node/test_softmax_negative_axis",
+        "node/test_softmax_example", "node/test_softmax_large_number",
+        "node/test_layer_normalization_2d_axis0", "node/test_layer_normalization_3d_axis1_epsilon",
+        "node/test_layer_normalization_4d_axis_negative_1", "node/test_layer_normalization_4d_axis2",
+        "node/test_layer_normalization_default_axis",
+        "node/test_flatten_axis0", "node/test_flatten_axis1", "node/test_flatten_axis2",
+        "node/test_flatten_default_axis", "node/test_flatten_negative_axis1",
+        
+        "node/test_transpose_default",
+        "node/test_transpose_all_permutations_3", "node/test_concat_1d_axis_0",
+        "node/test_concat_2d_axis_1", "node/test_concat_3d_axis_negative_2",
+        "node/test_split_equal_parts_2d", 
+        
+        "node/test_sce_mean", "node/test_sce_mean_3d", 
+        "pytorch-converted/test_Conv2d", "pytorch-converted/test_Conv2d_groups",
+        "pytorch-converted/test_Conv2d_depthwise_padded", "pytorch-converted/test_Conv2d_strided",
+        "pytorch-converted/test_Conv1d", "pytorch-converted/test_Conv1d_pad2",
+        "pytorch-converted/test_Linear", "pytorch-converted/test_Linear_no_bias",
+        "pytorch-converted/test_Embedding", "pytorch-converted/test_MaxPool2d",
+        "pytorch-converted/test_AvgPool2d", "pytorch-converted/test_ReLU",
+        "pytorch-converted/test_Softmax", "pytorch-operator/test_operator_flatten",
+        "pytorch-operator/test_operator_mm", "pytorch-operator/test_operator_addmm",
+        "pytorch-operator/test_operator_conv", "pytorch-operator/test_operator_maxpool",
+        "pytorch-operator/test_operator_concat2", "pytorch-operator/test_operator_permute2",
+        "pytorch-operator/test_operator_view",
+    };
+    double worst = 0;
+    int ran = 0, failed = 0;
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", TESTDATA, models[i]);
+        wf_status st = check_model(p, 1, 1e-4, &worst);
+        if (st != WF_OK) {
+            printf("FAIL: %s does not import: %s\n", models[i], wf_last_error());
+            failed++;
+        }
+        ran++;
+    }
+    assert_int_equal(failed, 0);
+    printf("numerics: %d models match ONNX's reference outputs (worst relative error %.2e)\n",
+           ran, worst);
+}
+
+/* Models that must be refused, with the node and the reason named. */
+static void test_testdata_refused(void **state)
+{
+    (void)state;
+    if (!have_testdata())
+        return;
+    static const struct {
+        const char *model, *words[3];
+    } cases[] = {
+        {"node/test_sigmoid", {"Sigmoid", "node 0", "not supported"}},
+        {"node/test_maxpool_2d_same_lower", {"asymmetric", "MaxPool", "node 0"}},
+        {"node/test_maxpool_2d_pads", {"more than half the kernel", "MaxPool", "node 0"}},
+        {"node/test_maxpool_2d_dilations", {"dilation", "MaxPool", "node 0"}},
+        {"node/test_maxpool_2d_ceil", {"ceil_mode", "MaxPool", "node 0"}},
+        {"node/test_averagepool_2d_pads", {"count_include_pad", "AveragePool", "node 0"}},
+        {"node/test_logsoftmax_axis_0", {"LogSoftmax", "not supported", "node 0"}},
+        {"node/test_maxpool_3d_default", {"spatial", "MaxPool", "node 0"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", TESTDATA, cases[i].model);
+        double worst = 0;
+        wf_status st = check_model(p, 0, 0, &worst);
+        if (st != WF_INVAL)
+            fail_msg("%s: status %s (expected INVAL)", cases[i].model, wf_status_name(st));
+        for (int k = 0; k < 3; k++)
+            if (!strstr(wf_last_error(), cases[i].words[k]))
+                fail_msg("%s: message lacks '%s': %s", cases[i].model, cases[i].words[k],
+                         wf_last_error());
+    }
+}
+
+/* ---- round trip through export ------------------------------------------------------------ */
+
+static void build_zoo(const char *spec, int64_t batch, wf_graph *g)
+{
+    wf_model_config m;
+    if (wf_model_lookup(spec, &m) != WF_OK)
+        fail_msg("lookup %s: %s", spec, wf_last_error());
+    if (wf_model_build(&m, batch, g) != WF_OK)
+        fail_msg("build %s: %s", spec, wf_last_error());
+}
+
+static void assert_same_graph(const char *what, const wf_graph *a, const wf_graph *b)
+{
+    if (a->nfwd != b->nfwd)
+        fail_msg("%s: %d forward ops, re-imported %d", what, a->nfwd, b->nfwd);
+    for (int i = 0; i < a->nfwd; i++) {
+        const wf_op *x = &a->ops[i], *y = &b->ops[i];
+        if (x->kind != y->kind)
+            fail_msg("%s: op %d '%s' is %s, re-imported %s", what, i, x->name, wf_op_name(x->kind),
+                     wf_op_name(y->kind));
+        if (x->nin != y->nin || x->nout != y->nout)
+            fail_msg("%s: op %d '%s': inputs/outputs differ", what, i, x->name);
+        for (int k = 0; k < x->nout; k++) {
+            const wf_tensor *tx = &a->tensors[x->out[k]], *ty = &b->tensors[y->out[k]];
+            char bx[96], by[96];
+            if (strcmp(wf_shape_str(tx, bx, sizeof bx), wf_shape_str(ty, by, sizeof by)) != 0)
+                fail_msg("%s: op %d '%s' output %d: %s, re-imported %s", what, i, x->name, k, bx, by);
+        }
+    }
+    wf_graph_totals ta, tb;
+    wf_graph_totals_of(a, &ta);
+    wf_graph_totals_of(b, &tb);
+    if (ta.params != tb.params || ta.fwd_flops != tb.fwd_flops || ta.bwd_flops != tb.bwd_flops ||
+        ta.saved_bytes != tb.saved_bytes)
+        fail_msg("%s: params %.0f/%.0f fwd %.6g/%.6g bwd %.6g/%.6g saved %.6g/%.6g", what,
+                 ta.params, tb.params, ta.fwd_flops, tb.fwd_flops, ta.bwd_flops, tb.bwd_flops,
+                 ta.saved_bytes, tb.saved_bytes);
+    assert_true(b->loss >= 0);
+}
+
+static void test_roundtrip_zoo(void **state)
+{
+    (void)state;
+    static const char *const zoo[] = {"mlp",      "cnn-tiny",  "resnet50", "vgg16",
+                                      "gpt-tiny", "bert-tiny", "llama:layers=2,hidden=64,heads=4,kv_heads=2,seq=16,vocab=96,dtype=fp32"};
+    for (size_t i = 0; i < sizeof zoo / sizeof zoo[0]; i++) {
+        wf_graph a, b;
+        build_zoo(zoo[i], 2, &a);
+        char path[512];
+        snprintf(path, sizeof path, "%s/m%zu.onnx", tmpdir, i);
+        if (wf_onnx_save(&a, path, NULL) != WF_OK)
+            fail_msg("save %s: %s", zoo[i], wf_last_error());
+        if (wf_onnx_load(path, 2, &b) != WF_OK)
+            fail_msg("re-import %s: %s", zoo[i], wf_last_error());
+        assert_same_graph(zoo[i], &a, &b);
+        wf_graph_free(&a);
+        wf_graph_free(&b);
+    }
+}
+
+/* A file written at batch 2 builds at batch 5 as the zoo does at 5. */
+static void test_rebatch(void **state)
+{
+    (void)state;
+    static const char *const zoo[] = {"resnet18", "gpt-tiny"};
+    for (size_t i = 0; i < sizeof zoo / sizeof zoo[0]; i++) {
+        wf_graph a, b, z;
+        build_zoo(zoo[i], 2, &a);
+        char path[512];
+        snprintf(path, sizeof path, "%s/rb%zu.onnx", tmpdir, i);
+        assert_int_equal(wf_onnx_save(&a, path, NULL), WF_OK);
+        if (wf_onnx_load(path, 5, &b) != WF_OK)
+            fail_msg("import %s at batch 5: %s", zoo[i], wf_last_error());
+        build_zoo(zoo[i], 5, &z);
+        assert_same_graph(zoo[i], &z, &b);
+        wf_graph_free(&a);
+        wf_graph_free(&b);
+        wf_graph_free(&z);
+    }
+}
+
+/* Deterministic parameter data: element i of tensor t. */
+static float seeded(int t, int64_t i) { return (float)sin(0.37 * (double)t + 0.011 * (double)i); }
+
+typedef struct {
+    float *buf[4096];
+} param_src;
+
+static const float *param_data(void *ctx, const wf_graph *g, int t)
+{
+    param_src *s = ctx;
+    int64_t n = wf_tensor_numel(&g->tensors[t]);
+    s->buf[t] = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        s->buf[t][i] = seeded(t, i);
+    return s->buf[t];
+}
+
+/* Parameters written with data come back bit-exact (fp32), in the IR layout. */
+static void test_param_data(void **state)
+{
+    (void)state;
+    wf_graph a, b;
+    build_zoo("gpt-tiny", 1, &a);
+    param_src src;
+    memset(&src, 0, sizeof src);
+    wf_onnx_save_opts so = {param_data, &src};
+    char path[512];
+    snprintf(path, sizeof path, "%s/data.onnx", tmpdir);
+    assert_int_equal(wf_onnx_save(&a, path, &so), WF_OK);
+    wf_onnx_model *m;
+    assert_int_equal(wf_onnx_open(path, &m), WF_OK);
+    wf_onnx_opts o = {1, NULL, 0};
+    assert_int_equal(wf_onnx_build(m, &o, &b), WF_OK);
+    int checked = 0;
+    for (int t = 0; t < b.ntensors; t++) {
+        if (b.tensors[t].role != WF_ROLE_PARAM)
+            continue;
+        int ta = -1;
+        for (int k = 0; k < a.ntensors && ta < 0; k++)
+            if (strcmp(a.tensors[k].name, b.tensors[t].name) == 0)
+                ta = k;
+        assert_true(ta >= 0);
+        int64_t n = wf_tensor_numel(&b.tensors[t]);
+        float *d = malloc((size_t)n * sizeof(float));
+        assert_int_equal(wf_onnx_param_data(m, &b, t, d, n), WF_OK);
+        for (int64_t i = 0; i < n; i++)
+            if (d[i] != seeded(ta, i))
+                fail_msg("%s[%lld] = %g, written %g", b.tensors[t].name, (long long)i, d[i],
+                         seeded(ta, i));
+        free(d);
+        checked++;
+    }
+    assert_true(checked > 10);
+    /* a shapes-only file has no data to give */
+    snprintf(path, sizeof path, "%s/shapes.onnx", tmpdir);
+    assert_int_equal(wf_onnx_save(&a, path, NULL), WF_OK);
+    wf_onnx_model *m2;
+    wf_graph c;
+    assert_int_equal(wf_onnx_open(path, &m2), WF_OK);
+    assert_int_equal(wf_onnx_build(m2, &o, &c), WF_OK);
+    for (int t = 0; t < c.ntensors; t++)
+        if (c.tensors[t].role == WF_ROLE_PARAM) {
+            float x[1];
+            assert_int_equal(wf_onnx_param_data(m2, &c, t, x, 0), WF_INVAL); /* wrong count */
+            int64_t n = wf_tensor_numel(&c.tensors[t]);
+            float *d = malloc((size_t)n * sizeof(float));
+            assert_int_equal(wf_onnx_param_data(m2, &c, t, d, n), WF_NOTFOUND);
+            free(d);
+            break;
+        }
+    wf_graph_free(&c);
+    wf_onnx_close(m2);
+    for (int t = 0; t < 4096; t++)
+        free(src.buf[t]);
+    wf_graph_free(&a);
+    wf_graph_free(&b);
+    wf_onnx_close(m);
+}
+
+/* ---- bad input ------------------------------------------------------------------------------- */
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+static void test_bad_files(void **state)
+{
+    (void)state;
+    wf_graph g;
+    char p[512];
+    snprintf(p, sizeof p, "%s/missing.onnx", tmpdir);
+    assert_int_equal(wf_onnx_load(p, 1, &g), WF_IO);
+    wf_graph_free(&g);
+
+    snprintf(p, sizeof p, "%s/garbage.onnx", tmpdir);
+    const char text[] = "this is not a protobuf \xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff";
+    write_file(p, text, sizeof text);
+    assert_int_equal(wf_onnx_load(p, 1, &g), WF_FORMAT);
+    assert_non_null(strstr(wf_last_error(), "garbage.onnx"));
+    wf_graph_free(&g);
+
+    snprintf(p, sizeof p, "%s/empty.onnx", tmpdir);
+    write_file(p, "", 0);
+    assert_int_equal(wf_onnx_load(p, 1, &g), WF_FORMAT);
+    wf_graph_free(&g);
+
+    /* a real file cut short: every prefix is refused or (rarely) parses
+     * into a smaller model; none crashes */
+    wf_graph a;
+    build_zoo("cnn-tiny", 1, &a);
+    char full[512];
+    snprintf(full, sizeof full, "%s/full.onnx", tmpdir);
+    assert_int_equal(wf_onnx_save(&a, full, NULL), WF_OK);
+    wf_graph_free(&a);
+    FILE *f = fopen(full, "rb");
+    assert_non_null(f);
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(n > 100 && n < sizeof buf);
+    int refused = 0;
+    for (size_t cut = 1; cut < n; cut += 7) {
+        snprintf(p, sizeof p, "%s/cut.onnx", tmpdir);
+        write_file(p, buf, cut);
+        wf_status st = wf_onnx_load(p, 1, &g);
+        assert_true(st == WF_OK || st == WF_FORMAT || st == WF_INVAL);
+        refused += st != WF_OK;
+        wf_graph_free(&g);
+    }
+    assert_true(refused > 0);
+    snprintf(p, sizeof p, "%s/cut.onnx", tmpdir);
+    write_file(p, buf, n / 2);
+    assert_int_equal(wf_onnx_load(p, 1, &g), WF_FORMAT);
+    assert_non_null(strstr(wf_last_error(), "not an ONNX model"));
+    wf_graph_free(&g);
+}
+
+static void test_zoo_hook(void **state)
+{
+    (void)state;
+    wf_graph a, b;
+    build_zoo("resnet18", 1, &a);
+    char path[512];
+    snprintf(path, sizeof path, "%s/r18.onnx", tmpdir);
+    assert_int_equal(wf_onnx_save(&a, path, NULL), WF_OK);
+    wf_model_config m;
+    assert_int_equal(wf_model_lookup(path, &m), WF_OK);
+    assert_int_equal(m.family, WF_FAMILY_ONNX);
+    assert_string_equal(wf_family_name(m.family), "onnx");
+    assert_string_equal(m.path, path);
+    assert_int_equal(m.dtype, WF_DTYPE_FP16);
+    double params = 0;
+    assert_int_equal(wf_model_params(&m, &params), WF_OK);
+    assert_true(params == 11689512.0);
+    assert_int_equal(wf_model_build(&m, 3, &b), WF_OK);
+    assert_true(b.loss >= 0);
+    wf_graph_free(&b);
+    /* symbolic dims given that the file does not have */
+    char spec[600];
+    snprintf(spec, sizeof spec, "%s:seq=4", path);
+    assert_int_equal(wf_model_lookup(spec, &m), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "seq"));
+    /* a model without a loss gets one on its first output */
+    wf_graph c;
+    build_zoo("mlp-tiny", 1, &a);
+    wf_graph_free(&a);
+    if (have_testdata()) {
+        assert_int_equal(wf_model_lookup(TESTDATA "/pytorch-converted/test_Linear/model.onnx", &m), WF_OK);
+        assert_int_equal(wf_model_build(&m, 4, &c), WF_OK);
+        assert_true(c.loss >= 0);
+        assert_int_equal(c.tensors[c.loss].ndim, 0);
+        wf_graph_free(&c);
+    }
+    /* attach_loss refuses a second loss */
+    build_zoo("mlp-tiny", 1, &a);
+    assert_int_equal(wf_onnx_attach_loss(&a, -1), WF_INVAL);
+    wf_graph_free(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_testdata_shapes),
+        cmocka_unit_test(test_testdata_numerics),
+        cmocka_unit_test(test_testdata_refused),
+        cmocka_unit_test(test_roundtrip_zoo),
+        cmocka_unit_test(test_rebatch),
+        cmocka_unit_test(test_param_data),
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_zoo_hook),
+    };
+    if (!wf_onnx_available()) {
+        printf("note: weft was built without ONNX support: skipped\n");
+        return 0;
+    }
+    return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
+}
