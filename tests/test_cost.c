@@ -64,21 +64,21 @@ static void test_korthikanti_activations(void **state)
     for (size_t i = 0; i < sizeof tps / sizeof tps[0]; i++)
         for (size_t j = 0; j < sizeof bs / sizeof bs[0]; j++) {
             double t = tps[i], b = (double)bs[j], sbh = s * b * h;
-            const wf_sect_time *x = wf_cost_sections(ctx, bs[j], tps[i], 0, WF_RECOMPUTE_NONE);
+            const wf_cost_sect_time *x = wf_cost_sections(ctx, bs[j], tps[i], 0, WF_RECOMPUTE_NONE);
             assert_non_null(x);
-            assert_true(REL(x[WF_SEC_LAYER].act_bytes, sbh * (10 + 24 / t + 5 * a * s / (h * t)), 1e-9));
+            assert_true(REL(x[WF_COST_SEC_LAYER].act_bytes, sbh * (10 + 24 / t + 5 * a * s / (h * t)), 1e-9));
             x = wf_cost_sections(ctx, bs[j], tps[i], 0, WF_RECOMPUTE_SELECTIVE);
-            assert_true(REL(x[WF_SEC_LAYER].act_bytes, sbh * (10 + 24 / t), 1e-9));
+            assert_true(REL(x[WF_COST_SEC_LAYER].act_bytes, sbh * (10 + 24 / t), 1e-9));
             x = wf_cost_sections(ctx, bs[j], tps[i], 0, WF_RECOMPUTE_FULL);
-            assert_true(REL(x[WF_SEC_LAYER].act_bytes, 2 * sbh, 1e-9));
+            assert_true(REL(x[WF_COST_SEC_LAYER].act_bytes, 2 * sbh, 1e-9));
             if (tps[i] == 1)
                 continue;
             x = wf_cost_sections(ctx, bs[j], tps[i], 1, WF_RECOMPUTE_NONE);
-            assert_true(REL(x[WF_SEC_LAYER].act_bytes, sbh / t * (34 + 5 * a * s / h), 1e-9));
+            assert_true(REL(x[WF_COST_SEC_LAYER].act_bytes, sbh / t * (34 + 5 * a * s / h), 1e-9));
             x = wf_cost_sections(ctx, bs[j], tps[i], 1, WF_RECOMPUTE_SELECTIVE);
-            assert_true(REL(x[WF_SEC_LAYER].act_bytes, 34 * sbh / t, 1e-9));
+            assert_true(REL(x[WF_COST_SEC_LAYER].act_bytes, 34 * sbh / t, 1e-9));
             x = wf_cost_sections(ctx, bs[j], tps[i], 1, WF_RECOMPUTE_FULL);
-            assert_true(REL(x[WF_SEC_LAYER].act_bytes, 2 * sbh / t, 1e-9));
+            assert_true(REL(x[WF_COST_SEC_LAYER].act_bytes, 2 * sbh / t, 1e-9));
         }
 
     /* Whole device, pipelined: the first stage keeps p micro-batches of L/p
@@ -599,6 +599,115 @@ static void test_cache_consistency(void **state)
     wf_cost_ctx_free(b);
 }
 
+
+/* ---- the exported records (cost.h) ------------------------------------------ */
+
+/* The per-op times sum to the cached section times (the same function makes
+ * both), the model and op records describe a Megatron GPT layer (two f and
+ * two g points, the vocabulary-parallel loss, 12 h^2 + 13 h parameters), a
+ * pipeline message is the cost model's send-receive, and the stage cut is
+ * the balanced contiguous partition. */
+static void test_records(void **state)
+{
+    (void)state;
+    wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-a100");
+    wf_cost_model_info mi;
+    wf_cost_model_info_of(ctx, &mi);
+    const double h = 12288;
+    assert_true(mi.transformer);
+    assert_true(REL(mi.sec[WF_COST_SEC_LAYER].params_split + mi.sec[WF_COST_SEC_LAYER].params_repl,
+                    12 * h * h + 13 * h, 1e-12));
+    assert_true(REL(mi.sec[WF_COST_SEC_LAYER].input_bytes, 2048 * h * 2, 1e-12));
+    assert_int_equal(mi.sec[WF_COST_SEC_PRE].op0 + mi.sec[WF_COST_SEC_PRE].nop, mi.sec[WF_COST_SEC_LAYER].op0);
+    assert_int_equal(mi.sec[WF_COST_SEC_POST].op0 + mi.sec[WF_COST_SEC_POST].nop, mi.nops);
+    assert_true(mi.grad_elem_bytes == 4); /* dgx-a100 keeps Megatron-LM's fp32 gradients */
+    int nf = 0, ng = 0, nce = 0;
+    for (int i = mi.sec[WF_COST_SEC_LAYER].op0; i < mi.sec[WF_COST_SEC_LAYER].op0 + mi.sec[WF_COST_SEC_LAYER].nop;
+         i++) {
+        wf_cost_op_info oi;
+        assert_int_equal(wf_cost_op_info_of(ctx, i, &oi), WF_OK);
+        assert_int_equal(oi.section, WF_COST_SEC_LAYER);
+        if (oi.g_point >= 0) {
+            ng++;
+            assert_true(REL(oi.g_bytes, 2048 * h * 2, 1e-12));
+        }
+        nf += oi.f_point >= 0 && oi.f_bytes == 2048 * h * 2;
+    }
+    for (int i = 0; i < mi.nops; i++) {
+        wf_cost_op_info oi;
+        assert_int_equal(wf_cost_op_info_of(ctx, i, &oi), WF_OK);
+        nce += oi.ce_bytes == 2048 * 4.0;
+    }
+    assert_int_equal(ng, 2);
+    assert_true(nf >= 2); /* q, k, v (or qkv) read one point; fc1 another */
+    assert_int_equal(nce, 1);
+    wf_cost_op_info oi;
+    assert_int_equal(wf_cost_op_info_of(ctx, mi.nops, &oi), WF_INVAL);
+
+    wf_cost_op_time *t = calloc((size_t)mi.nops, sizeof *t);
+    assert_non_null(t);
+    static const int tps[] = {1, 2, 8};
+    for (size_t k = 0; k < 3; k++)
+        for (int sp = 0; sp <= (tps[k] > 1); sp++) {
+            assert_int_equal(wf_cost_op_times(ctx, 2, tps[k], sp, t), WF_OK);
+            const wf_cost_sect_time *x = wf_cost_sections(ctx, 2, tps[k], sp, WF_RECOMPUTE_FULL);
+            assert_non_null(x);
+            for (int s = 0; s < WF_COST_SEC_COUNT; s++) {
+                double f = 0, b = 0;
+                for (int i = mi.sec[s].op0; i < mi.sec[s].op0 + mi.sec[s].nop; i++) {
+                    f += t[i].fwd_s;
+                    b += t[i].bwd_in_s + t[i].bwd_w_s;
+                }
+                assert_true(REL(x[s].fwd, f, 1e-12));
+                assert_true(REL(x[s].bwd, b, 1e-12));
+                if (s == WF_COST_SEC_LAYER)
+                    assert_true(REL(x[s].rec, f, 1e-12));
+            }
+        }
+    free(t);
+
+    wf_plan p = plan_of("dp=2,tp=4,pp=4,mbs=1");
+    wf_group pair = wf_group_place(&ctx->cluster, 2, 8), tpg = wf_group_place(&ctx->cluster, 4, 1);
+    double n = 2048 * h * 2;
+    assert_true(REL(wf_cost_p2p_time(ctx, &p, n),
+                    wf_coll_time(&ctx->cluster, WF_COLL_SENDRECV, &pair, n / 4) +
+                        wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, &tpg, n),
+                    1e-12));
+    p.sp = 1;
+    assert_true(REL(wf_cost_p2p_time(ctx, &p, n), wf_coll_time(&ctx->cluster, WF_COLL_SENDRECV, &pair, n / 4), 1e-12));
+    wf_cost_ctx_free(ctx);
+
+    /* Other models: one section of every op, no tensor parallelism. */
+    ctx = make_ctx("resnet50", "v100-10gbe");
+    wf_cost_model_info_of(ctx, &mi);
+    assert_false(mi.transformer);
+    assert_int_equal(mi.sec[WF_COST_SEC_LAYER].op0, 0);
+    assert_int_equal(mi.sec[WF_COST_SEC_LAYER].nop, mi.nops);
+    assert_true(REL(mi.sec[WF_COST_SEC_LAYER].params_repl, 25557032.0, 1e-3)); /* ResNet-50 v1.5 */
+    assert_true(mi.saved_dedup > 0 && mi.saved_dedup <= 1);
+    t = calloc((size_t)mi.nops, sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(wf_cost_op_times(ctx, 4, 2, 0, t), WF_INVAL);
+    assert_int_equal(wf_cost_op_times(ctx, 4, 1, 0, t), WF_OK);
+    free(t);
+    wf_cost_ctx_free(ctx);
+
+    /* The cut: balanced, contiguous, exactly min(pp, n) stages, never before a
+     * forbidden op. */
+    int first[8];
+    const double w4[] = {1, 1, 1, 1}, w5[] = {4, 1, 1, 1, 1};
+    assert_int_equal(wf_cost_cut_stages(w4, 4, 2, NULL, first), 2);
+    assert_int_equal(first[1], 2);
+    assert_int_equal(first[2], 4);
+    assert_int_equal(wf_cost_cut_stages(w5, 5, 2, NULL, first), 2);
+    assert_int_equal(first[1], 1);
+    assert_int_equal(wf_cost_cut_stages(w4, 4, 9, NULL, first), 4);
+    assert_int_equal(first[3], 3);
+    const unsigned char nocut[] = {0, 0, 1, 0};
+    assert_int_equal(wf_cost_cut_stages(w4, 4, 2, nocut, first), 2);
+    assert_int_equal(first[1], 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -615,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_validation),
         cmocka_unit_test(test_estimate_json),
         cmocka_unit_test(test_cache_consistency),
+        cmocka_unit_test(test_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

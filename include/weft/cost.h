@@ -96,6 +96,127 @@ wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf
 wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_cluster *c,
                            int64_t batch);
 
+
+/* ---- the cost model's records ------------------------------------------------------
+ * What an estimate is made of, for the simulator (src/sim/) and anything else
+ * that composes a plan's iteration differently but must cost every op exactly
+ * as the estimate does (docs/cost-model.md, "How a plan is costed").
+ *
+ * A context holds the model's forward ops at micro-batch 1 with full
+ * (unsplit) sizes, in the order of wf_model_build's graph: for transformers
+ * the graph of the same model with layers=1 (embedding, one layer, head),
+ * sorted into three sections; for any other model the whole op list (one
+ * section, WF_COST_SEC_LAYER, no tensor parallelism). */
+typedef enum {
+    WF_COST_SEC_PRE,   /* embedding: on the first pipeline stage */
+    WF_COST_SEC_LAYER, /* the repeated block, costed once (other models: every op) */
+    WF_COST_SEC_POST,  /* final norm, logits and loss: on the last stage */
+    WF_COST_SEC_COUNT
+} wf_cost_sec;
+
+/* The model as the context costed it; nothing here depends on a plan. */
+typedef struct {
+    int transformer;               /* three sections; else one op list */
+    int nops;                      /* forward ops (the graph's nfwd) */
+    wf_dtype dtype;
+    double elem_bytes;             /* per weight or activation element */
+    double grad_elem_bytes;        /* per gradient element the framework keeps and reduces */
+    double logits_per_sample;      /* logits elements of one sample (the loss's fp32 workspace) */
+    double model_flops_per_sample; /* matrix FLOPs of one sample, forward + backward */
+    double saved_dedup;            /* other models: the graph's deduplicated saved bytes over
+                                      the ops' sum (<= 1), applied to each op's saved bytes */
+    double shared_split_params;    /* tied weights held by both the embedding and the head */
+    double shared_repl_params;
+    struct {
+        int op0, nop;              /* ops [op0, op0 + nop) */
+        double params_split;       /* parameter elements divided by tp */
+        double params_repl;        /* parameter elements replicated over tp */
+        double input_bytes;        /* input activation at micro-batch 1 (the layer's: s h) */
+        double flops;              /* matrix FLOPs forward + backward at micro-batch 1 */
+    } sec[WF_COST_SEC_COUNT];
+} wf_cost_model_info;
+
+void wf_cost_model_info_of(const wf_cost_ctx *ctx, wf_cost_model_info *out);
+
+/* One forward op at micro-batch 1: how tensor parallelism divides it, where
+ * Megatron's tensor-parallel collectives sit around it, what it keeps for
+ * backward. */
+typedef struct {
+    wf_cost_sec section;
+    int matrix;                /* runs on the matrix unit */
+    int split;                 /* work and weights divided by tp (column-, row-,
+                                  vocabulary-parallel, per head); 0 = replicated */
+    int attn_core;             /* what selective recomputation recomputes */
+    int f_point;               /* the f point (identity forward, all-reduce backward) this
+                                  op reads, numbered over the whole context; -1 none */
+    double f_bytes;            /* that point's tensor */
+    int g_point;               /* the g point (all-reduce forward) after this op; -1 none */
+    double g_bytes;            /* that point's tensor */
+    double ce_bytes;           /* vocabulary-parallel loss: fp32 per token, the size of each
+                                  of its three all-reduces */
+    double saved_repl_bytes;   /* saved for backward, replicated over tp (divided by tp with
+                                  sequence parallelism) */
+    double saved_split_bytes;  /* saved for backward, divided by tp */
+    double saved_scores_bytes; /* attention scores, masks (divided by tp; what selective
+                                  recomputation drops) */
+    double out_bytes;          /* outputs written (a pipeline boundary's activation) */
+    double owned_params;       /* other models: parameter elements this op holds, each
+                                  parameter counted at its first reader */
+} wf_cost_op_info;
+
+/* Op i (0 <= i < nops); WF_INVAL otherwise. */
+wf_status wf_cost_op_info_of(const wf_cost_ctx *ctx, int i, wf_cost_op_info *out);
+
+/* Times of one forward op for one micro-batch on one device (seconds). */
+typedef struct {
+    double fwd_s;    /* forward */
+    double bwd_in_s; /* backward: the input-gradient product */
+    double bwd_w_s;  /* backward: the weight-gradient product (0 without weights) */
+} wf_cost_op_time;
+
+/* The times of every op (out[nops]) at micro-batch mbs under tensor
+ * parallelism tp and sequence parallelism sp: split ops do 1/tp of the work
+ * and read 1/tp of the weights, replicated ones 1/tp of the work when sp.
+ * These are exactly the terms wf_cost_sections and the stage cut of other
+ * models sum (one function computes both). Other models take tp=1, sp=0. */
+wf_status wf_cost_op_times(const wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, wf_cost_op_time *out);
+
+/* Times of one transformer section for one micro-batch on one device
+ * (seconds) and its activation memory (bytes). */
+typedef struct {
+    double fwd, bwd, rec;          /* compute: forward, backward, recomputation */
+    double tp_fwd, tp_bwd, tp_rec; /* exposed tensor-parallel communication */
+    double slow;                   /* compute lost to overlapped communication */
+    double act_bytes;              /* kept for backward per micro-batch in flight */
+    double transient_bytes;        /* rematerialized while one micro-batch runs backward */
+} wf_cost_sect_time;
+
+/* The section times of a transformer (an array of WF_COST_SEC_COUNT) for
+ * (mbs, tp, sp, recompute), cached in the context: what every estimate of a
+ * plan with those four values composes. NULL for other models or on OOM. */
+const wf_cost_sect_time *wf_cost_sections(wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, wf_recompute rc);
+
+/* Bytes per parameter held on a device for weights, gradients and optimizer
+ * state (mixed-precision or fp32 Adam), sharded by ZeRO stage `zero` over dp. */
+double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp);
+/* Bytes per parameter the optimizer step reads and writes (it is memory-bound). */
+double wf_cost_optimizer_bytes_per_param(const wf_cost_ctx *ctx);
+
+/* One pipeline message of `bytes` (the full activation or gradient of one
+ * micro-batch) between neighbouring stages of plan p (stride tp x dp): 1/tp
+ * of it per rank, all-gathered over the tp group on arrival when tp > 1
+ * without sequence parallelism; the send pays the cluster's p2p_overhead_s. */
+double wf_cost_p2p_time(const wf_cost_ctx *ctx, const wf_plan *p, double bytes);
+
+/* Cuts n ops of times w[i] into at most pp contiguous non-empty stages that
+ * balance their time: the smallest bound on a stage's time for which a greedy
+ * cut needs at most pp stages (bisection), then a cut into exactly
+ * min(pp, n) stages under it (a stage closes early when the ops left are just
+ * enough for one per stage). nocut[i] != 0 forbids a cut before op i (NULL:
+ * none). Writes first[k], the first op of stage k, and first[nstages] = n;
+ * returns nstages. The estimate's cut of other models. */
+int wf_cost_cut_stages(const double *w, int n, int pp, const unsigned char *nocut, int *first);
+
 struct cJSON;
 struct cJSON *wf_estimate_to_json(const wf_estimate *e);
 

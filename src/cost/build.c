@@ -20,6 +20,7 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r)
     wf_op_cost_of(g, i, &c);
     memset(r, 0, sizeof *r);
     r->fpoint = -1;
+    r->gpoint = -1;
     r->matrix = wf_op_is_matrix(o->kind);
     r->split = o->tp != WF_TP_NONE;
     r->attn_core = o->kind == WF_OP_ATTENTION;
@@ -97,12 +98,12 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
     for (int t = 0; t < g.ntensors; t++)
         pt_of[t] = -1;
     memset(ctx->sec, 0, sizeof ctx->sec);
-    int sec = WF_SEC_PRE, started = 0;
+    int sec = WF_COST_SEC_PRE, started = 0;
     for (int i = 0; i < n; i++) {
         const wf_op *o = &g.ops[i];
         if (o->pass != WF_PASS_FORWARD)
             continue;
-        int s = o->block >= 0 ? WF_SEC_LAYER : (started ? WF_SEC_POST : WF_SEC_PRE);
+        int s = o->block >= 0 ? WF_COST_SEC_LAYER : (started ? WF_COST_SEC_POST : WF_COST_SEC_PRE);
         if (o->block >= 0)
             started = 1;
         if (s != sec) {
@@ -112,7 +113,7 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
             ctx->sec[s].pt0 = ctx->npts;
             for (int t = 0; t < g.ntensors; t++)
                 pt_of[t] = -1;
-            if (s == WF_SEC_LAYER)
+            if (s == WF_COST_SEC_LAYER)
                 ctx->sec[s].input_bytes = tensor_bytes(&g, o->in[0]);
         }
         wf_cost_section *S = &ctx->sec[s];
@@ -125,7 +126,7 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
             int p = o->in[j];
             if (g.tensors[p].role != WF_ROLE_PARAM)
                 continue;
-            unsigned bit = s == WF_SEC_PRE ? 1u : s == WF_SEC_LAYER ? 2u : 4u;
+            unsigned bit = s == WF_COST_SEC_PRE ? 1u : s == WF_COST_SEC_LAYER ? 2u : 4u;
             if (seen[p] & bit)
                 continue;
             seen[p] |= (unsigned char)bit;
@@ -148,14 +149,17 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
             r->fpoint = pt_of[x];
         }
         if (is_g_op(o)) {
+            r->gpoint = ctx->npts;
             ctx->pts[ctx->npts].is_f = 0;
             ctx->pts[ctx->npts].bytes = tensor_bytes(&g, o->out[0]);
             ctx->npts++;
             S->npt++;
         }
         if (o->kind == WF_OP_CROSS_ENTROPY) {
-            if (o->tp == WF_TP_VOCAB)
-                S->ce_bytes += tensor_numel(&g, o->in[1]) * 4.0; /* fp32 per token */
+            if (o->tp == WF_TP_VOCAB) {
+                r->ce_bytes = tensor_numel(&g, o->in[1]) * 4.0; /* fp32 per token */
+                S->ce_bytes += r->ce_bytes;
+            }
             ctx->logits_per_sample += tensor_numel(&g, o->in[0]);
         }
     }
@@ -168,14 +172,14 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
             else
                 ctx->shared_repl += tensor_numel(&g, t);
         }
-    ctx->model_flops_per_sample = ctx->sec[WF_SEC_PRE].flops +
-                                  (double)ctx->model.layers * ctx->sec[WF_SEC_LAYER].flops +
-                                  ctx->sec[WF_SEC_POST].flops;
+    ctx->model_flops_per_sample = ctx->sec[WF_COST_SEC_PRE].flops +
+                                  (double)ctx->model.layers * ctx->sec[WF_COST_SEC_LAYER].flops +
+                                  ctx->sec[WF_COST_SEC_POST].flops;
     free(pt_of);
     free(seen);
     free(param_split);
     wf_graph_free(&g);
-    if (ctx->sec[WF_SEC_LAYER].nop == 0)
+    if (ctx->sec[WF_COST_SEC_LAYER].nop == 0)
         return wf_errorf(WF_INTERNAL, "model '%s': no repeated layer found in its graph",
                          ctx->model.name);
     return WF_OK;
@@ -219,6 +223,7 @@ wf_status wf_cost_build_generic(wf_cost_ctx *ctx)
         }
         if (r->matrix)
             ctx->model_flops_per_sample += r->fwd_flops + r->bwd_in_flops + r->bwd_w_flops;
+        ctx->sec[WF_COST_SEC_LAYER].params_repl += r->owned_params;
         if (o->kind == WF_OP_CROSS_ENTROPY)
             ctx->logits_per_sample += tensor_numel(&g, o->in[0]);
     }
@@ -227,6 +232,10 @@ wf_status wf_cost_build_generic(wf_cost_ctx *ctx)
     wf_graph_totals tot;
     wf_graph_totals_of(&g, &tot);
     ctx->saved_dedup = saved_sum > 0 ? tot.saved_bytes / saved_sum : 1.0;
+    /* One section holds every op. */
+    ctx->sec[WF_COST_SEC_LAYER].op0 = 0;
+    ctx->sec[WF_COST_SEC_LAYER].nop = ctx->nops;
+    ctx->sec[WF_COST_SEC_LAYER].flops = ctx->model_flops_per_sample;
     if (ctx->saved_dedup > 1)
         ctx->saved_dedup = 1;
     free(seen);

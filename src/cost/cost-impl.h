@@ -1,7 +1,8 @@
 /* Private declarations of the cost module: the cost context (the model's ops
  * costed once at micro-batch 1), its cache of per-layer times keyed by
- * (micro-batch, tp, sp, recompute), and the pieces estimate.c, generic.c and
- * memory.c share.
+ * (micro-batch, tp, sp, recompute), and the pieces estimate.c, generic.c,
+ * records.c and memory.c share. What other modules may read of it, cost.h
+ * exports ("the cost model's records").
  *
  * Transformers are costed as three sections: "pre" (embedding, on the first
  * pipeline stage), one "layer" (the repeated block, costed once and
@@ -19,6 +20,8 @@ typedef struct {
     int split;       /* divided by tp (COL, ROW, SHARD, VOCAB); 0 = replicated (NONE) */
     int attn_core;   /* an ATTENTION op: what selective recomputation recomputes */
     int fpoint;      /* index of the tp point (f) this op reads, or -1 */
+    int gpoint;      /* index of the tp point (g) after this op, or -1 */
+    double ce_bytes; /* vocabulary-parallel loss: fp32 per token (each of its 3 all-reduces) */
     double fwd_flops, bwd_in_flops, bwd_w_flops;
     double fwd_act_bytes, bwd_act_bytes;     /* activation traffic: scales with the micro-batch */
     double params;       /* parameter elements read (weight traffic, fixed per micro-batch) */
@@ -41,8 +44,6 @@ typedef struct {
     double bytes;
 } wf_tp_point;
 
-enum { WF_SEC_PRE, WF_SEC_LAYER, WF_SEC_POST, WF_SEC_COUNT };
-
 typedef struct {
     int op0, nop;        /* ops [op0, op0 + nop) of ctx->ops */
     int pt0, npt;        /* tp points [pt0, pt0 + npt) */
@@ -52,16 +53,6 @@ typedef struct {
     double input_bytes;  /* the section's input activation (what full recompute keeps) */
     double flops;        /* matrix FLOPs forward + backward (model FLOPs) */
 } wf_cost_section;
-
-/* Times of one section for one micro-batch on one device (seconds) and its
- * activation memory (bytes). */
-typedef struct {
-    double fwd, bwd, rec;          /* compute: forward, backward, recomputation */
-    double tp_fwd, tp_bwd, tp_rec; /* exposed tensor-parallel communication */
-    double slow;                   /* compute lost to overlapped communication */
-    double act_bytes;              /* kept for backward per micro-batch in flight */
-    double transient_bytes;        /* rematerialized while one micro-batch runs backward */
-} wf_sect_time;
 
 /* Pipeline stages of a generic model for one (micro-batch, pp, recompute). */
 #define WF_COST_MAX_STAGES 256
@@ -79,7 +70,7 @@ typedef struct {
     int64_t mbs;
     int tp, sp, pp;
     wf_recompute rc;
-    wf_sect_time s[WF_SEC_COUNT];
+    wf_cost_sect_time s[WF_COST_SEC_COUNT];
     wf_stage_split *split; /* generic models only (owned) */
 } wf_cost_entry;
 
@@ -95,7 +86,7 @@ struct wf_cost_ctx {
     int nops;
     wf_tp_point *pts;
     int npts;
-    wf_cost_section sec[WF_SEC_COUNT];
+    wf_cost_section sec[WF_COST_SEC_COUNT];
     double shared_split;        /* tied parameters held by both pre and post (one copy at pp=1) */
     double shared_repl;
     double logits_per_sample;   /* logits elements of one sample (CE workspace) */
@@ -130,17 +121,14 @@ wf_status wf_cost_build_generic(wf_cost_ctx *ctx);
 void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc,
                           wf_stage_split *out);
 
-/* Bytes per parameter held on a device for weights, gradients and optimizer
- * state (mixed-precision Adam, or fp32 Adam), sharded by ZeRO over dp. */
-double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp);
-/* Bytes per parameter the optimizer step reads and writes. */
-double wf_cost_optimizer_bytes_per_param(const wf_cost_ctx *ctx);
 /* Micro-batches whose activations the first stage holds at once. */
 double wf_cost_inflight(const wf_plan *p, int64_t micro_batches);
 
-/* The cached per-micro-batch costs of a transformer's sections (pre, layer,
- * post) for (mbs, tp, sp, recompute); NULL for generic models or on OOM. */
-const wf_sect_time *wf_cost_sections(wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, wf_recompute rc);
+/* Times of op r at micro-batch b, its activation work divided by div
+ * (tensor or sequence parallelism) and its weights by pdiv (split ops): the
+ * one computation behind wf_cost_op_times, the sections and the stage cut. */
+wf_cost_op_time wf_cost_op_time_of(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div,
+                                   double pdiv);
 
 /* Replaces the cluster of a context and drops its cache (calibration). */
 void wf_cost_ctx_set_cluster(wf_cost_ctx *ctx, const wf_cluster *c);

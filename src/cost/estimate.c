@@ -91,11 +91,10 @@ static double overlapped(double comm, double window, double slowdown, double *sl
 #define MAX_WINDOWS 64
 
 static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp, wf_recompute rc,
-                         wf_sect_time *out)
+                         wf_cost_sect_time *out)
 {
     memset(out, 0, sizeof *out);
     const wf_cost_section *S = &ctx->sec[s];
-    const wf_device *d = &ctx->cluster.dev;
     const double bb = (double)b, tt = (double)t;
     double dgrad_win[MAX_WINDOWS] = {0}, wgrad_win[MAX_WINDOWS] = {0};
     double repl = 0, split = 0, scores = 0;
@@ -104,26 +103,13 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
         /* Split ops work on 1/t of the activation; with sequence parallelism
          * the replicated ones too (on 1/t of the sequence). Weights divide
          * only for split ops. */
-        double div = (r->split || sp) ? tt : 1.0, pdiv = r->split ? tt : 1.0;
-        double tf = wf_compute_time(d, r->matrix, ctx->dtype, r->fwd_flops * bb / div,
-                                    r->fwd_act_bytes * bb / div + wf_cost_fwd_weight_bytes(ctx, r) / pdiv);
-        double din = r->bwd_in_flops * bb / div, dw = r->bwd_w_flops * bb / div;
-        double bbytes = r->bwd_act_bytes * bb / div + wf_cost_bwd_weight_bytes(ctx, r) / pdiv;
-        double tin = 0, tw = 0;
-        if (din > 0 && dw > 0) {
-            double fin = din / (din + dw);
-            tin = wf_compute_time(d, r->matrix, ctx->dtype, din, bbytes * fin);
-            tw = wf_compute_time(d, r->matrix, ctx->dtype, dw, bbytes * (1 - fin));
-        } else if (dw > 0) {
-            tw = wf_compute_time(d, r->matrix, ctx->dtype, dw, bbytes);
-        } else {
-            tin = wf_compute_time(d, r->matrix, ctx->dtype, din, bbytes);
-        }
+        wf_cost_op_time ot = wf_cost_op_time_of(ctx, r, bb, (r->split || sp) ? tt : 1.0, r->split ? tt : 1.0);
+        double tf = ot.fwd_s, tin = ot.bwd_in_s, tw = ot.bwd_w_s;
         out->fwd += tf;
         out->bwd += tin + tw;
-        if (s == WF_SEC_LAYER && rc == WF_RECOMPUTE_FULL)
+        if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL)
             out->rec += tf;
-        else if (s == WF_SEC_LAYER && rc == WF_RECOMPUTE_SELECTIVE && r->attn_core)
+        else if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_SELECTIVE && r->attn_core)
             out->rec += tf;
         int w = r->fpoint - S->pt0;
         if (r->fpoint >= 0 && w >= 0 && w < MAX_WINDOWS) {
@@ -139,10 +125,10 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
      * saved tensors give 34 s b h + 5 a s^2 b bytes per GPT layer in fp16). */
     double rdiv = sp ? tt : 1.0;
     double all = bb * (repl / rdiv + split / tt + scores / tt);
-    if (s == WF_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {
+    if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {
         out->act_bytes = bb * S->input_bytes / rdiv;
         out->transient_bytes = all;
-    } else if (s == WF_SEC_LAYER && rc == WF_RECOMPUTE_SELECTIVE) {
+    } else if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_SELECTIVE) {
         out->act_bytes = bb * (repl / rdiv + split / tt);
         out->transient_bytes = bb * scores / tt;
     } else {
@@ -185,7 +171,7 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
      * target logit, each an all-reduce of one fp32 per token. */
     if (S->ce_bytes > 0)
         out->tp_fwd += 3.0 * wf_coll_time(c, WF_COLL_ALLREDUCE, &g, S->ce_bytes * bb);
-    if (s == WF_SEC_LAYER && rc == WF_RECOMPUTE_FULL)
+    if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL)
         out->tp_rec = out->tp_fwd;
 }
 
@@ -207,7 +193,7 @@ static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t b, int t, int sp, int pp,
     e->pp = pp;
     e->rc = rc;
     if (ctx->transformer) {
-        for (int s = 0; s < WF_SEC_COUNT; s++)
+        for (int s = 0; s < WF_COST_SEC_COUNT; s++)
             fill_section(ctx, s, b, t, sp, rc, &e->s[s]);
     } else {
         if (!e->split)
@@ -220,7 +206,7 @@ static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t b, int t, int sp, int pp,
     return e;
 }
 
-const wf_sect_time *wf_cost_sections(wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, wf_recompute rc)
+const wf_cost_sect_time *wf_cost_sections(wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, wf_recompute rc)
 {
     if (!ctx->transformer)
         return NULL;
@@ -310,7 +296,7 @@ typedef struct {
 
 static double stage_total(const stage_cost *s) { return s->comp + s->rec + s->tpc + s->ppc + s->zc; }
 
-static void add_section(stage_cost *st, const wf_sect_time *x, double times)
+static void add_section(stage_cost *st, const wf_cost_sect_time *x, double times)
 {
     st->comp += times * (x->fwd + x->bwd + x->slow);
     st->rec += times * x->rec;
@@ -386,14 +372,14 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     wf_cost_entry *e = lookup(ctx, p->mbs, p->tp, p->sp, 0, p->recompute);
     if (!e)
         return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
-    const wf_sect_time *pre = &e->s[WF_SEC_PRE], *lay = &e->s[WF_SEC_LAYER], *post = &e->s[WF_SEC_POST];
+    const wf_cost_sect_time *pre = &e->s[WF_COST_SEC_PRE], *lay = &e->s[WF_COST_SEC_LAYER], *post = &e->s[WF_COST_SEC_POST];
     const int64_t m = batch / ((int64_t)p->mbs * p->dp);
     const double tt = (double)p->tp, pp = (double)p->pp, v = (double)p->vpp, bb = (double)p->mbs;
     const double Ls = (double)ctx->model.layers / pp;
     const wf_cost_section *S = ctx->sec;
-    double lay_params = S[WF_SEC_LAYER].params_split / tt + S[WF_SEC_LAYER].params_repl;
-    double pre_params = S[WF_SEC_PRE].params_split / tt + S[WF_SEC_PRE].params_repl;
-    double post_params = S[WF_SEC_POST].params_split / tt + S[WF_SEC_POST].params_repl;
+    double lay_params = S[WF_COST_SEC_LAYER].params_split / tt + S[WF_COST_SEC_LAYER].params_repl;
+    double pre_params = S[WF_COST_SEC_PRE].params_split / tt + S[WF_COST_SEC_PRE].params_repl;
+    double post_params = S[WF_COST_SEC_POST].params_split / tt + S[WF_COST_SEC_POST].params_repl;
     double shared = ctx->shared_split / tt + ctx->shared_repl;
 
     /* Pipeline sends: the layer input b*s*h, 1/t of it per rank when tp > 1
@@ -401,17 +387,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
      * exchange forward and one backward per micro-batch and model chunk, each
      * paying the cluster's p2p_overhead_s on top of the wire (wf_coll_time):
      * 2 vpp fixed costs per micro-batch is what bounds useful interleaving. */
-    double ppc = 0;
-    if (p->pp > 1) {
-        double n = S[WF_SEC_LAYER].input_bytes * bb;
-        wf_group pair = wf_group_place(c, 2, (int64_t)p->tp * p->dp);
-        double t1 = wf_coll_time(c, WF_COLL_SENDRECV, &pair, n / tt);
-        if (p->tp > 1 && !p->sp) {
-            wf_group tpg = wf_group_place(c, p->tp, 1);
-            t1 += wf_coll_time(c, WF_COLL_ALLGATHER, &tpg, n);
-        }
-        ppc = 2.0 * v * t1;
-    }
+    double ppc = p->pp > 1 ? 2.0 * v * wf_cost_p2p_time(ctx, p, S[WF_COST_SEC_LAYER].input_bytes * bb) : 0;
 
     /* Stages: first (embedding), middle, last (head); one stage holds all. */
     stage_cost st[3];
@@ -494,7 +470,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         opt_params /= (double)p->dp;
     double buffers = 0;
     if (p->tp > 1)
-        buffers += S[WF_SEC_LAYER].input_bytes * bb; /* all-gather / all-reduce buffer */
+        buffers += S[WF_COST_SEC_LAYER].input_bytes * bb; /* all-gather / all-reduce buffer */
     if (p->zero == 3)
         buffers += 2.0 * lay_params * ctx->elem_bytes; /* gathered weights, prefetched */
     finish(ctx, p, batch, m, st, nst, crit, bubble, dp, emb_sync, opt_params, buffers, out);

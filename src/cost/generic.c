@@ -10,22 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Times of op r at micro-batch b: forward, backward. */
-static void op_times(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double *f, double *bw)
-{
-    const wf_device *d = &ctx->cluster.dev;
-    *f = wf_compute_time(d, r->matrix, ctx->dtype, r->fwd_flops * b, r->fwd_act_bytes * b + wf_cost_fwd_weight_bytes(ctx, r));
-    double din = r->bwd_in_flops * b, dw = r->bwd_w_flops * b;
-    double bytes = r->bwd_act_bytes * b + wf_cost_bwd_weight_bytes(ctx, r);
-    if (din > 0 && dw > 0) {
-        double fin = din / (din + dw);
-        *bw = wf_compute_time(d, r->matrix, ctx->dtype, din, bytes * fin) +
-              wf_compute_time(d, r->matrix, ctx->dtype, dw, bytes * (1 - fin));
-    } else {
-        *bw = wf_compute_time(d, r->matrix, ctx->dtype, din + dw, bytes);
-    }
-}
-
 static int greedy_parts(const double *w, int n, double bound)
 {
     int parts = 1;
@@ -43,26 +27,17 @@ static int greedy_parts(const double *w, int n, double bound)
     return parts;
 }
 
-void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc,
-                          wf_stage_split *out)
+int wf_cost_cut_stages(const double *w, int n, int pp, const unsigned char *nocut, int *first)
 {
-    memset(out, 0, sizeof *out);
-    int n = ctx->nops;
+    first[0] = 0;
+    if (n < 1)
+        return 0;
     if (pp > n)
         pp = n;
-    if (pp > WF_COST_MAX_STAGES)
-        pp = WF_COST_MAX_STAGES;
     if (pp < 1)
         pp = 1;
-    double bb = (double)b;
-    double *f = malloc(sizeof(double) * (size_t)n * 3);
-    if (!f)
-        return;
-    double *bw = f + n, *w = f + 2 * n;
     double total = 0, wmax = 0;
     for (int i = 0; i < n; i++) {
-        op_times(ctx, &ctx->ops[i], bb, &f[i], &bw[i]);
-        w[i] = f[i] + bw[i] + (rc == WF_RECOMPUTE_FULL ? f[i] : 0);
         total += w[i];
         if (w[i] > wmax)
             wmax = w[i];
@@ -80,25 +55,54 @@ void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recomput
      * remaining stage. */
     int s = 0, count = 0;
     double cur = 0;
-    int last_op_of_stage = -1;
     for (int i = 0; i < n; i++) {
         int left = n - i, stages_after = pp - 1 - s;
-        if (count > 0 && s < pp - 1 && (cur + w[i] > hi || left == stages_after)) {
-            out->boundary_bytes[s] = ctx->ops[last_op_of_stage].out_bytes;
-            s++;
+        if (count > 0 && s < pp - 1 && !(nocut && nocut[i]) && (cur + w[i] > hi || left == stages_after)) {
+            first[++s] = i;
             count = 0;
             cur = 0;
         }
-        const wf_cost_op *r = &ctx->ops[i];
         cur += w[i];
         count++;
-        last_op_of_stage = i;
-        out->fwd[s] += f[i];
-        out->bwd[s] += bw[i];
-        out->params[s] += r->owned_params;
-        out->act[s] += r->saved_repl * ctx->saved_dedup * bb;
     }
-    out->nstages = s + 1;
+    first[s + 1] = n;
+    return s + 1;
+}
+
+void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc,
+                          wf_stage_split *out)
+{
+    memset(out, 0, sizeof *out);
+    int n = ctx->nops;
+    if (pp > WF_COST_MAX_STAGES)
+        pp = WF_COST_MAX_STAGES;
+    double bb = (double)b;
+    double *f = malloc(sizeof(double) * (size_t)n * 3);
+    int *first = malloc(sizeof(int) * (size_t)(n + 2));
+    if (!f || !first) {
+        free(f);
+        free(first);
+        return;
+    }
+    double *bw = f + n, *w = f + 2 * n;
+    for (int i = 0; i < n; i++) {
+        wf_cost_op_time t = wf_cost_op_time_of(ctx, &ctx->ops[i], bb, 1.0, 1.0);
+        f[i] = t.fwd_s;
+        bw[i] = t.bwd_in_s + t.bwd_w_s;
+        w[i] = f[i] + bw[i] + (rc == WF_RECOMPUTE_FULL ? f[i] : 0);
+    }
+    out->nstages = wf_cost_cut_stages(w, n, pp, NULL, first);
+    for (int k = 0; k < out->nstages; k++) {
+        for (int i = first[k]; i < first[k + 1]; i++) {
+            const wf_cost_op *r = &ctx->ops[i];
+            out->fwd[k] += f[i];
+            out->bwd[k] += bw[i];
+            out->params[k] += r->owned_params;
+            out->act[k] += r->saved_repl * ctx->saved_dedup * bb;
+        }
+        if (k + 1 < out->nstages)
+            out->boundary_bytes[k] = ctx->ops[first[k + 1] - 1].out_bytes;
+    }
     for (int k = 0; k < out->nstages; k++) {
         if (rc == WF_RECOMPUTE_FULL) {
             /* Keep only the stage's input per micro-batch; rebuild the rest. */
@@ -110,4 +114,5 @@ void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recomput
         out->stage_time[k] = out->fwd[k] + out->bwd[k] + out->rec[k];
     }
     free(f);
+    free(first);
 }

@@ -78,11 +78,14 @@ typedef struct {
     char name[2 * WF_NAME_LEN + 2]; /* "a+b" */
 } sim_fusion;
 
-/* What does not depend on the plan: the cost model's records and the graph
- * they were built from (a transformer's one layer, or the whole model, at
- * micro-batch 1), and the fusion candidates. */
+/* What does not depend on the plan: the cost model's records (cost.h) and
+ * the graph they were built from (a transformer's one layer, or the whole
+ * model, at micro-batch 1), and the fusion candidates. */
 typedef struct {
     wf_cost_ctx *ctx;
+    wf_cost_model_info info;
+    wf_cost_op_info *ops; /* [g.nfwd] the cost model's record of each forward op */
+    int npoints;          /* tensor-parallel points (f and g) of the records */
     wf_graph g;
     int transformer;
     int nfusions;

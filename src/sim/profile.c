@@ -1,10 +1,11 @@
 /* A model on a plan as simulation units (plan-impl.h). The numbers come
- * from the cost model itself (a wf_cost_ctx: its per-op records, weight
- * traffic, bytes per parameter and optimizer traffic, read through
- * cost/cost-impl.h until cost.h exports them), so the simulator and `weft
+ * from the cost model itself through cost.h's records (wf_cost_op_times,
+ * wf_cost_op_info_of, wf_cost_model_info_of: per-op times, sections,
+ * tensor-parallel points, saved tensors, bytes per parameter, optimizer
+ * traffic, pipeline messages, the stage cut), so the simulator and `weft
  * estimate` cost every op identically and differ only in how they compose
- * them; the graph IR gives the structure (sections, tensor-parallel points,
- * parameter tensors).
+ * them; the graph IR gives the parameter tensors (one gradient each) and the
+ * fusion candidates.
  *
  * - Transformers: one layer built at micro-batch 1, its ops sorted into the
  *   embedding ("pre"), the tied layer and the head ("post"), as the estimate
@@ -24,35 +25,10 @@
  * Memory per unit follows Korthikanti et al. 2022 through the saved tensors,
  * with full or selective recomputation. */
 #include "sim/plan-impl.h"
-#include "cost/cost-impl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Times of one op for one micro-batch b on one device, from the cost
- * model's op record: forward, input-gradient and weight-gradient products.
- * `div` divides the activation part (tensor or sequence parallelism), `pdiv`
- * the weights (split ops). The arithmetic of the estimate's sections. */
-static void cost_op_times(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div, double pdiv,
-                          double *tf, double *tin, double *tw)
-{
-    const wf_device *d = &ctx->cluster.dev;
-    *tf = wf_compute_time(d, r->matrix, ctx->dtype, r->fwd_flops * b / div,
-                          r->fwd_act_bytes * b / div + wf_cost_fwd_weight_bytes(ctx, r) / pdiv);
-    double din = r->bwd_in_flops * b / div, dw = r->bwd_w_flops * b / div;
-    double bytes = r->bwd_act_bytes * b / div + wf_cost_bwd_weight_bytes(ctx, r) / pdiv;
-    *tin = *tw = 0;
-    if (din > 0 && dw > 0) {
-        double fin = din / (din + dw);
-        *tin = wf_compute_time(d, r->matrix, ctx->dtype, din, bytes * fin);
-        *tw = wf_compute_time(d, r->matrix, ctx->dtype, dw, bytes * (1 - fin));
-    } else if (dw > 0) {
-        *tw = wf_compute_time(d, r->matrix, ctx->dtype, dw, bytes);
-    } else {
-        *tin = wf_compute_time(d, r->matrix, ctx->dtype, din, bytes);
-    }
-}
 
 /* Removes from op i's times what its fusions save: as a consumer, the read
  * of the intermediate and one launch in forward, the write of its gradient
@@ -160,26 +136,16 @@ static void fold_unit(sim_unit *u)
 
 /* ---- transformers ------------------------------------------------------------------- */
 
-enum { SEC_PRE, SEC_LAYER, SEC_POST, SEC_COUNT };
+enum { SEC_PRE = WF_COST_SEC_PRE, SEC_LAYER = WF_COST_SEC_LAYER, SEC_POST = WF_COST_SEC_POST, SEC_COUNT = WF_COST_SEC_COUNT };
 
 /* One forward op of the one-layer graph at micro-batch 1. */
 typedef struct {
-    int section, matrix, split, attn_core, is_g, fpoint, f_first, f_last;
+    int section, split, attn_core, is_g, fpoint, f_first, f_last;
     double tf, tin, tw;        /* at the plan's micro-batch and tp */
     double f_bytes, g_bytes;   /* point tensors at micro-batch 1 */
     double ce_bytes;           /* vocab-parallel loss: fp32 per token */
     double repl, split_b, scores; /* saved for backward, micro-batch 1 */
 } top;
-
-static int is_f_op(const wf_op *o)
-{
-    return o->tp == WF_TP_COL || (o->tp == WF_TP_VOCAB && (o->kind == WF_OP_LINEAR || o->kind == WF_OP_MATMUL));
-}
-
-static int is_g_op(const wf_op *o)
-{
-    return o->tp == WF_TP_ROW || (o->tp == WF_TP_VOCAB && o->kind == WF_OP_EMBEDDING);
-}
 
 static double coll_t(const wf_cluster *c, const wf_group *g, wf_coll_kind k, double bytes)
 {
@@ -187,7 +153,7 @@ static double coll_t(const wf_cluster *c, const wf_group *g, wf_coll_kind k, dou
 }
 
 static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const wf_plan *p, const top *ops,
-                               int n, int section, wf_arena *a, sim_unit *u)
+                               int n, int npoints, int section, wf_arena *a, sim_unit *u)
 {
     const double b = (double)p->mbs, slow = c->overlap_slowdown >= 1 ? c->overlap_slowdown : 1.0;
     const int t = p->tp, sp = p->sp;
@@ -196,8 +162,8 @@ static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const
     steps f = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_FORWARD, "forward"};
     steps r = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_RECOMPUTE, "recompute"};
     steps w = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_BACKWARD, "backward"};
-    double *dwin = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *dwin);
-    double *wwin = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *wwin);
+    double *dwin = wf_arena_alloc(a, (size_t)(npoints + 1) * sizeof *dwin);
+    double *wwin = wf_arena_alloc(a, (size_t)(npoints + 1) * sizeof *wwin);
     if (!f.s || !r.s || !w.s || !dwin || !wwin)
         return wf_errorf(WF_NOMEM, "out of memory building simulation units");
 
@@ -235,8 +201,8 @@ static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const
     }
 
     /* Backward, ops in reverse. */
-    for (int i = 0; i < n; i++)
-        dwin[i] = wwin[i] = 0;
+    for (int k = 0; k < npoints; k++)
+        dwin[k] = wwin[k] = 0;
     for (int i = n - 1; i >= 0; i--) {
         const top *o = &ops[i];
         if (t > 1 && sp && o->is_g) {
@@ -355,170 +321,102 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
                                    const wf_model_config *m, const wf_cluster *c, const wf_plan *p, wf_arena *a,
                                    sim_profile *pr)
 {
-    const wf_cost_ctx *ctx = sm->ctx;
+    const wf_cost_model_info *mi = &sm->info;
     const wf_graph *g = &sm->g;
-    wf_status st;
-    int n = g->nfwd;
-    top *ops = calloc((size_t)n + 1, sizeof *ops);
-    int *pt_of = malloc(((size_t)g->ntensors + 1) * sizeof *pt_of);
-    unsigned char *seen = calloc((size_t)g->ntensors + 1, 1);
-    if (!ops || !pt_of || !seen) {
-        free(ops);
-        free(pt_of);
-        free(seen);
-        return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
-    }
+    wf_status st = WF_OK;
+    int n = g->nfwd, ntens = 0;
     const double b = (double)p->mbs, t = (double)p->tp;
-    double params_split[SEC_COUNT] = {0}, params_repl[SEC_COUNT] = {0};
+    top *ops = calloc((size_t)n + 1, sizeof *ops);
+    wf_cost_op_time *times = malloc(((size_t)n + 1) * sizeof *times);
+    int *pt_first = malloc(((size_t)sm->npoints + 1) * sizeof *pt_first);
+    int *pt_last = malloc(((size_t)sm->npoints + 1) * sizeof *pt_last);
+    unsigned char *seen = calloc((size_t)g->ntensors + 1, 1);
     /* Parameter tensors per section, in the order first read (local elements). */
     double *tens = malloc(((size_t)g->ntensors + 1) * sizeof *tens);
     int *tens_sec = malloc(((size_t)g->ntensors + 1) * sizeof *tens_sec); /* section, -1 dropped */
-    int ntens = 0;
-    int *tens_op = malloc(((size_t)g->ntensors + 1) * sizeof *tens_op); /* the op that reads it first */
-    double shared_split = 0, shared_repl = 0, logits_per_sample = 0, layer_input = 0;
-    int first[SEC_COUNT] = {-1, -1, -1}, count[SEC_COUNT] = {0};
-    int sec = -1, started = 0, npts = 0;
+    int *tens_op = malloc(((size_t)g->ntensors + 1) * sizeof *tens_op);  /* the op that reads it first */
+    if (!ops || !times || !pt_first || !pt_last || !seen || !tens || !tens_sec || !tens_op) {
+        st = wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
+        goto done;
+    }
+    if ((st = wf_cost_op_times(sm->ctx, p->mbs, p->tp, p->sp, times)))
+        goto done;
+    int first[SEC_COUNT], count[SEC_COUNT];
+    for (int s = 0; s < SEC_COUNT; s++) {
+        count[s] = mi->sec[s].nop;
+        first[s] = count[s] > 0 ? mi->sec[s].op0 : -1;
+    }
+    for (int k = 0; k < sm->npoints; k++)
+        pt_first[k] = pt_last[k] = -1;
     for (int i = 0; i < n; i++) {
         const wf_op *o = &g->ops[i];
-        int s = o->block >= 0 ? SEC_LAYER : (started ? SEC_POST : SEC_PRE);
-        if (o->block >= 0)
-            started = 1;
-        if (s != sec) {
-            /* Sections come in order; points do not cross them. */
-            sec = s;
-            first[s] = i;
-            for (int k = 0; k < g->ntensors; k++)
-                pt_of[k] = -1;
-            if (s == SEC_LAYER)
-                layer_input = (double)wf_tensor_bytes(&g->tensors[o->in[0]]);
-        }
-        count[s]++;
+        const wf_cost_op_info *ci = &sm->ops[i];
+        int s = (int)ci->section;
         top *r = &ops[i];
         r->section = s;
-        r->fpoint = -1;
-        const wf_cost_op *cr = &ctx->ops[i];
-        r->matrix = cr->matrix;
-        r->split = cr->split;
-        r->attn_core = cr->attn_core;
+        r->split = ci->split;
+        r->attn_core = ci->attn_core;
         for (int j = 0; j < o->nin; j++) {
             const wf_tensor *x = &g->tensors[o->in[j]];
-            if (x->role == WF_ROLE_PARAM) {
-                unsigned bit = s == SEC_PRE ? 1u : s == SEC_LAYER ? 2u : 4u;
-                if (!(seen[o->in[j]] & bit)) {
-                    seen[o->in[j]] |= (unsigned char)bit;
-                    double ne = (double)wf_tensor_numel(x);
-                    if (r->split)
-                        params_split[s] += ne;
-                    else
-                        params_repl[s] += ne;
-                    if (tens && tens_sec) {
-                        /* With one stage the tied embedding is one tensor. */
-                        int dup = s == SEC_POST && (seen[o->in[j]] & 1) && p->pp == 1;
-                        tens[ntens] = r->split ? ne / t : ne;
-                        if (tens_op)
-                            tens_op[ntens] = i;
-                        tens_sec[ntens++] = dup ? -1 : s;
-                    }
-                    if ((seen[o->in[j]] & 1) && (seen[o->in[j]] & 4)) {
-                        if (r->split)
-                            shared_split += ne;
-                        else
-                            shared_repl += ne;
-                    }
-                }
-            }
+            unsigned bit = s == SEC_PRE ? 1u : s == SEC_LAYER ? 2u : 4u;
+            if (x->role != WF_ROLE_PARAM || (seen[o->in[j]] & bit))
+                continue;
+            seen[o->in[j]] |= (unsigned char)bit;
+            double ne = (double)wf_tensor_numel(x);
+            /* With one stage the tied embedding is one tensor. */
+            int dup = s == SEC_POST && (seen[o->in[j]] & 1) && p->pp == 1;
+            tens[ntens] = r->split ? ne / t : ne;
+            tens_op[ntens] = i;
+            tens_sec[ntens++] = dup ? -1 : s;
         }
-        double div = (r->split || p->sp) ? t : 1.0, pdiv = r->split ? t : 1.0;
-        cost_op_times(ctx, cr, b, div, pdiv, &r->tf, &r->tin, &r->tw);
+        double div = (r->split || p->sp) ? t : 1.0;
+        r->tf = times[i].fwd_s;
+        r->tin = times[i].bwd_in_s;
+        r->tw = times[i].bwd_w_s;
         apply_fusions(sm, fuse, c, i, b / div, &r->tf, &r->tin, &r->tw);
-        r->repl = cr->saved_repl;
-        r->split_b = cr->saved_split;
-        r->scores = cr->saved_scores;
-        if (is_f_op(o)) {
-            int x = o->in[0];
-            if (pt_of[x] < 0) {
-                pt_of[x] = npts++;
-                r->f_first = 1;
-            }
-            r->fpoint = pt_of[x];
-            r->f_bytes = (double)wf_tensor_bytes(&g->tensors[x]);
-        }
-        if (is_g_op(o)) {
-            r->is_g = 1;
-            r->g_bytes = (double)wf_tensor_bytes(&g->tensors[o->out[0]]);
-        }
-        if (o->kind == WF_OP_CROSS_ENTROPY) {
-            if (o->tp == WF_TP_VOCAB)
-                r->ce_bytes = (double)wf_tensor_numel(&g->tensors[o->in[1]]) * 4.0;
-            logits_per_sample += (double)wf_tensor_numel(&g->tensors[o->in[0]]);
+        r->repl = ci->saved_repl_bytes;
+        r->split_b = ci->saved_split_bytes;
+        r->scores = ci->saved_scores_bytes;
+        r->fpoint = ci->f_point;
+        r->f_bytes = ci->f_bytes;
+        r->is_g = ci->g_point >= 0;
+        r->g_bytes = ci->g_bytes;
+        r->ce_bytes = ci->ce_bytes;
+        if (r->fpoint >= 0) {
+            if (pt_first[r->fpoint] < 0)
+                pt_first[r->fpoint] = i;
+            pt_last[r->fpoint] = i;
         }
     }
-    /* What the cost model counted, where it has its own number. */
-    logits_per_sample = ctx->logits_per_sample;
-    layer_input = ctx->sec[WF_SEC_LAYER].input_bytes;
-    for (int s2 = 0; s2 < SEC_COUNT; s2++) {
-        params_split[s2] = ctx->sec[s2].params_split;
-        params_repl[s2] = ctx->sec[s2].params_repl;
-    }
-    shared_split = ctx->shared_split;
-    shared_repl = ctx->shared_repl;
-    /* The last reader (in forward order) of each point. */
-    for (int i = n - 1; i >= 0; i--) {
+    /* The first and the last reader (in forward order) of each point. */
+    for (int i = 0; i < n; i++) {
         if (ops[i].fpoint < 0)
             continue;
-        int k = ops[i].fpoint, later = 0;
-        for (int j = i + 1; j < n && !later; j++)
-            later = ops[j].fpoint == k && ops[j].section == ops[i].section;
-        ops[i].f_last = !later;
+        ops[i].f_first = pt_first[ops[i].fpoint] == i;
+        ops[i].f_last = pt_last[ops[i].fpoint] == i;
     }
-    free(pt_of);
-    free(seen);
-    if (count[SEC_LAYER] == 0 || !tens || !tens_sec || !tens_op) {
-        free(ops);
-        free(tens);
-        free(tens_sec);
-        free(tens_op);
-        if (count[SEC_LAYER] > 0)
-            return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
-        return wf_errorf(WF_INTERNAL, "model '%s': no repeated layer found in its graph", m->name);
-    }
-
-    if (op_level && tens_op) {
+    const double layer_input = mi->sec[SEC_LAYER].input_bytes;
+    pr->shared_params = mi->shared_split_params / t + mi->shared_repl_params;
+    if (op_level) {
         st = op_level_units(p, ops, n, first, count, tens, tens_sec, tens_op, ntens, m->layers, a, pr);
-        free(ops);
-        free(tens);
-        free(tens_sec);
-        free(tens_op);
         if (st)
-            return st;
-        pr->shared_params = shared_split / t + shared_repl;
+            goto done;
         goto sends;
     }
     pr->nunits = SEC_COUNT;
     pr->unit = wf_arena_alloc(a, SEC_COUNT * sizeof *pr->unit);
     if (!pr->unit) {
-        free(ops);
-        free(tens);
-        free(tens_sec);
-        free(tens_op);
-        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+        st = wf_errorf(WF_NOMEM, "out of memory building simulation units");
+        goto done;
     }
     static const char *const names[SEC_COUNT] = {"embedding", "layer", "head"};
     double rdiv = p->sp ? t : 1.0;
     for (int s = 0; s < SEC_COUNT; s++) {
         sim_unit *u = &pr->unit[s];
         u->name = names[s];
-        if (count[s] > 0) {
-            st = section_steps(c, pr, p, &ops[first[s]], count[s], s, a, u);
-            if (st) {
-                free(ops);
-                free(tens);
-                free(tens_sec);
-                free(tens_op);
-                return st;
-            }
-        }
-        u->params = params_split[s] / t + params_repl[s];
+        if (count[s] > 0 && (st = section_steps(c, pr, p, &ops[first[s]], count[s], sm->npoints, s, a, u)))
+            goto done;
+        u->params = mi->sec[s].params_split / t + mi->sec[s].params_repl;
         double repl = 0, split = 0, scores = 0;
         for (int i = first[s]; i >= 0 && i < first[s] + count[s]; i++) {
             repl += ops[i].repl;
@@ -536,7 +434,7 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
             u->act_bytes = all;
         }
         if (s == SEC_POST)
-            u->transient_bytes += b * logits_per_sample / t * 4.0;
+            u->transient_bytes += b * mi->logits_per_sample / t * 4.0;
         fold_unit(u);
     }
     for (int s = 0; s < SEC_COUNT; s++) {
@@ -546,21 +444,13 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
             k += tens_sec[i] == s;
         u->tensor_params = wf_arena_alloc(a, (size_t)(k + 1) * sizeof *u->tensor_params);
         if (!u->tensor_params) {
-            free(ops);
-            free(tens);
-            free(tens_sec);
-            free(tens_op);
-            return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+            st = wf_errorf(WF_NOMEM, "out of memory building simulation units");
+            goto done;
         }
         for (int i = 0; i < ntens; i++)
             if (tens_sec[i] == s)
                 u->tensor_params[u->ntensors++] = tens[i];
     }
-    free(tens);
-    free(tens_sec);
-    free(tens_op);
-    free(ops);
-    pr->shared_params = shared_split / t + shared_repl;
 
     /* Instances: embedding, L layers, head; virtual stage k holds L/(p v)
      * layers, the first also the embedding, the last also the head. */
@@ -570,8 +460,10 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
     pr->inst_layer = wf_arena_alloc(a, (size_t)pr->ninst * sizeof *pr->inst_layer);
     pr->nvs = p->pp * p->vpp;
     pr->vs_first = wf_arena_alloc(a, (size_t)(pr->nvs + 1) * sizeof *pr->vs_first);
-    if (!pr->inst || !pr->inst_layer || !pr->vs_first)
-        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+    if (!pr->inst || !pr->inst_layer || !pr->vs_first) {
+        st = wf_errorf(WF_NOMEM, "out of memory building simulation units");
+        goto done;
+    }
     for (int i = 0; i < pr->ninst; i++) {
         pr->inst[i] = i == 0 ? SEC_PRE : i == pr->ninst - 1 ? SEC_POST : SEC_LAYER;
         pr->inst_layer[i] = i == 0 || i == pr->ninst - 1 ? -1 : i - 1;
@@ -583,81 +475,62 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
     pr->vs_first[pr->nvs] = pr->ninst;
 
 sends:
-    /* A pipeline send: the layer's input b s h, 1/t of it per rank, all-
-     * gathered on arrival when tp > 1 without sequence parallelism. */
-    if (p->pp > 1) {
-        double nb = layer_input * b;
-        wf_group pair = wf_group_place(c, 2, (int64_t)p->tp * p->dp);
-        pr->p2p_s = wf_coll_time(c, WF_COLL_SENDRECV, &pair, nb / t);
-        if (p->tp > 1 && !p->sp)
-            pr->p2p_s += wf_coll_time(c, WF_COLL_ALLGATHER, &pr->tp_group, nb);
-    }
+    /* A pipeline send: the layer's input b s h (the cost model's message). */
+    if (p->pp > 1)
+        pr->p2p_s = wf_cost_p2p_time(sm->ctx, p, layer_input * b);
     if (p->tp > 1)
         pr->buffer_bytes += layer_input * b; /* all-gather / all-reduce buffer */
     if (p->zero == 3)
         pr->buffer_bytes += 2.0 * pr->unit[SEC_LAYER].params * pr->elem_bytes;
-    return WF_OK;
+done:
+    free(ops);
+    free(times);
+    free(pt_first);
+    free(pt_last);
+    free(seen);
+    free(tens);
+    free(tens_sec);
+    free(tens_op);
+    return st;
 }
 
 /* ---- other models: one unit per op -------------------------------------------------- */
 
-static int greedy_parts(const double *w, int n, double bound)
-{
-    int parts = 1;
-    double cur = 0;
-    for (int i = 0; i < n; i++) {
-        if (w[i] > bound)
-            return n + 1;
-        if (cur > 0 && cur + w[i] > bound) {
-            parts++;
-            cur = w[i];
-        } else {
-            cur += w[i];
-        }
-    }
-    return parts;
-}
-
 static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, const wf_model_config *m,
                                const wf_cluster *c, const wf_plan *p, wf_arena *a, sim_profile *pr)
 {
-    const wf_cost_ctx *ctx = sm->ctx;
     const wf_graph *g = &sm->g;
-    int n = g->nfwd;
+    const int n = g->nfwd;
+    const double b = (double)p->mbs;
+    wf_status st = WF_OK;
     /* A fused op's gradients are ready with its producer's: owner[i] is the
      * first op of i's fused chain, which lists i's parameter tensors. */
     int *owner = malloc(((size_t)n + 1) * sizeof *owner);
     int *ntens_of = calloc((size_t)n + 1, sizeof *ntens_of);
     unsigned char *joined = calloc((size_t)n + 1, 1); /* op i fused to op i-1 */
-    if (!owner || !ntens_of || !joined) {
-        free(owner);
-        free(ntens_of);
-        free(joined);
-        return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
-    }
-    for (int k = 0; fuse && k < sm->nfusions; k++)
-        if (fuse[k] && sm->fusions[k].b == sm->fusions[k].a + 1)
-            joined[sm->fusions[k].b] = 1;
-    for (int i = 0; i < n; i++)
-        owner[i] = i > 0 && joined[i] ? owner[i - 1] : i;
-    const double b = (double)p->mbs;
+    double *w = malloc(((size_t)n + 1) * sizeof *w);
+    wf_cost_op_time *times = malloc(((size_t)n + 1) * sizeof *times);
+    unsigned char *seen = calloc((size_t)g->ntensors + 1, 1);
     pr->nunits = pr->ninst = n;
     pr->unit = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->unit);
     pr->inst = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->inst);
     pr->inst_layer = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->inst_layer);
     sim_step *stp = wf_arena_alloc(a, (size_t)(3 * n + 1) * sizeof *stp);
-    double *w = malloc(((size_t)n + 1) * sizeof *w);
-    double *out_bytes = malloc(((size_t)n + 1) * sizeof *out_bytes);
-    unsigned char *seen = calloc((size_t)g->ntensors + 1, 1);
-    if (!pr->unit || !pr->inst || !pr->inst_layer || !stp || !w || !out_bytes || !seen) {
-        free(w);
-        free(out_bytes);
-        free(seen);
-        free(owner);
-        free(ntens_of);
-        free(joined);
-        return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
+    int pp = p->pp < n ? p->pp : n;
+    pr->vs_first = wf_arena_alloc(a, (size_t)(pp + 1) * sizeof *pr->vs_first);
+    pr->vs_send_s = wf_arena_alloc(a, (size_t)(pp + 1) * sizeof *pr->vs_send_s);
+    if (!owner || !ntens_of || !joined || !w || !times || !seen || !pr->unit || !pr->inst || !pr->inst_layer ||
+        !stp || !pr->vs_first || !pr->vs_send_s) {
+        st = wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
+        goto done;
     }
+    if ((st = wf_cost_op_times(sm->ctx, p->mbs, 1, 0, times)))
+        goto done;
+    for (int k = 0; fuse && k < sm->nfusions; k++)
+        if (fuse[k] && sm->fusions[k].b == sm->fusions[k].a + 1)
+            joined[sm->fusions[k].b] = 1;
+    for (int i = 0; i < n; i++)
+        owner[i] = i > 0 && joined[i] ? owner[i - 1] : i;
     /* Parameter tensors, each counted once, listed on their owner's unit. */
     for (int i = 0; i < n; i++) {
         const wf_op *o = &g->ops[i];
@@ -673,13 +546,8 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
     for (int i = 0; i < n; i++) {
         pr->unit[i].tensor_params = wf_arena_alloc(a, (size_t)(ntens_of[i] + 1) * sizeof(double));
         if (!pr->unit[i].tensor_params) {
-            free(w);
-            free(out_bytes);
-            free(seen);
-            free(owner);
-            free(ntens_of);
-            free(joined);
-            return wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
+            st = wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
+            goto done;
         }
     }
     for (int i = 0; i < n; i++) {
@@ -694,12 +562,9 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
         }
     }
     for (int i = 0; i < n; i++) {
-        const wf_op *o = &g->ops[i];
         sim_unit *u = &pr->unit[i];
-        u->name = wf_arena_strdup(a, o->name);
-        const wf_cost_op *cr = &ctx->ops[i];
-        double tf, tin, tw;
-        cost_op_times(ctx, cr, b, 1, 1, &tf, &tin, &tw);
+        u->name = wf_arena_strdup(a, g->ops[i].name);
+        double tf = times[i].fwd_s, tin = times[i].bwd_in_s, tw = times[i].bwd_w_s;
         apply_fusions(sm, fuse, c, i, b, &tf, &tin, &tw);
         u->fwd = &stp[3 * i];
         u->bwd = &stp[3 * i + 1];
@@ -709,10 +574,7 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
         u->rec[0] = (sim_step){STEP_COMPUTE, WF_SIM_CAT_RECOMPUTE, tf, 0, u->name};
         u->nfwd = u->nbwd = 1;
         u->nrec = p->recompute == WF_RECOMPUTE_FULL;
-        u->act_bytes = cr->saved_repl * ctx->saved_dedup * b;
-        out_bytes[i] = 0;
-        for (int j = 0; j < o->nout; j++)
-            out_bytes[i] += (double)wf_tensor_bytes(&g->tensors[o->out[j]]);
+        u->act_bytes = sm->ops[i].saved_repl_bytes * sm->info.saved_dedup * b;
         w[i] = tf + tin + tw + (u->nrec ? tf : 0);
         pr->inst[i] = i;
         pr->inst_layer[i] = i;
@@ -724,60 +586,17 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
         }
         fold_unit(&pr->unit[i]);
     }
-    free(seen);
 
-    /* Stages: the smallest bound on a stage's time for which a greedy cut
-     * needs at most pp stages, then a cut into exactly pp under it. */
-    int pp = p->pp < n ? p->pp : n;
-    pr->nvs = pp;
-    pr->vs_first = wf_arena_alloc(a, (size_t)(pp + 1) * sizeof *pr->vs_first);
-    pr->vs_send_s = wf_arena_alloc(a, (size_t)(pp + 1) * sizeof *pr->vs_send_s);
-    if (!pr->vs_first || !pr->vs_send_s) {
-        free(w);
-        free(out_bytes);
-        free(owner);
-        free(ntens_of);
-        free(joined);
-        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+    /* Stages as the estimate cuts them (never between fused ops); each sends
+     * its last op's output to the next. */
+    pr->nvs = wf_cost_cut_stages(w, n, pp, joined, pr->vs_first);
+    for (int k = 0; k + 1 < pr->nvs; k++) {
+        int i = pr->vs_first[k + 1];
+        double bytes = sm->ops[i - 1].out_bytes * b;
+        pr->vs_send_s[k] = wf_cost_p2p_time(sm->ctx, p, bytes);
+        if (p->recompute == WF_RECOMPUTE_FULL)
+            pr->unit[i].act_bytes += bytes; /* the stage keeps its input */
     }
-    double total = 0, wmax = 0;
-    for (int i = 0; i < n; i++) {
-        total += w[i];
-        wmax = w[i] > wmax ? w[i] : wmax;
-    }
-    double lo = wmax, hi = total > wmax ? total : wmax;
-    for (int it = 0; it < 60 && hi - lo > 1e-12 * hi; it++) {
-        double mid = 0.5 * (lo + hi);
-        if (greedy_parts(w, n, mid) <= pp)
-            hi = mid;
-        else
-            lo = mid;
-    }
-    int s = 0, cnt = 0;
-    double cur = 0;
-    pr->vs_first[0] = 0;
-    wf_group pair = wf_group_place(c, 2, p->dp);
-    for (int i = 0; i < n; i++) {
-        int left = n - i, after = pp - 1 - s;
-        if (cnt > 0 && s < pp - 1 && !joined[i] && (cur + w[i] > hi || left == after)) {
-            pr->vs_send_s[s] = wf_coll_time(c, WF_COLL_SENDRECV, &pair, out_bytes[i - 1] * b);
-            if (p->recompute == WF_RECOMPUTE_FULL)
-                pr->unit[i].act_bytes += out_bytes[i - 1] * b; /* the stage keeps its input */
-            s++;
-            pr->vs_first[s] = i;
-            cnt = 0;
-            cur = 0;
-        }
-        cur += w[i];
-        cnt++;
-    }
-    pr->nvs = s + 1;
-    pr->vs_first[pr->nvs] = n;
-    free(w);
-    free(out_bytes);
-    free(owner);
-    free(ntens_of);
-    free(joined);
     if (p->zero == 3) {
         double pmax = 0;
         for (int k = 0; k < pr->nvs; k++) {
@@ -788,7 +607,14 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
         }
         pr->buffer_bytes += 2.0 * pmax * pr->elem_bytes;
     }
-    return WF_OK;
+done:
+    free(owner);
+    free(ntens_of);
+    free(joined);
+    free(w);
+    free(times);
+    free(seen);
+    return st;
 }
 
 static int is_elementwise(wf_op_kind k)
@@ -830,14 +656,23 @@ wf_status sim_model_init(const wf_model_config *m, const wf_cluster *c, sim_mode
     if (out->transformer)
         one.layers = 1;
     st = wf_model_build(&one, 1, &out->g);
-    if (st == WF_OK && out->g.nfwd != out->ctx->nops)
-        st = wf_errorf(WF_INTERNAL, "model '%s': %d cost records for %d forward ops", m->name, out->ctx->nops,
+    wf_cost_model_info_of(out->ctx, &out->info);
+    if (st == WF_OK && out->g.nfwd != out->info.nops)
+        st = wf_errorf(WF_INTERNAL, "model '%s': %d cost records for %d forward ops", m->name, out->info.nops,
                        out->g.nfwd);
     int n = out->g.nfwd;
     int *readers = st ? NULL : calloc((size_t)out->g.ntensors + 1, sizeof *readers);
     out->fusions = st ? NULL : calloc((size_t)n + 1, sizeof *out->fusions);
-    if (st == WF_OK && (!readers || !out->fusions))
+    out->ops = st ? NULL : calloc((size_t)n + 1, sizeof *out->ops);
+    if (st == WF_OK && (!readers || !out->fusions || !out->ops))
         st = wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
+    /* The cost model's record of each op; its tensor-parallel points. */
+    for (int i = 0; i < n && st == WF_OK; i++) {
+        st = wf_cost_op_info_of(out->ctx, i, &out->ops[i]);
+        int k = out->ops[i].f_point > out->ops[i].g_point ? out->ops[i].f_point : out->ops[i].g_point;
+        if (k + 1 > out->npoints)
+            out->npoints = k + 1;
+    }
     if (st) {
         free(readers);
         sim_model_free(out);
@@ -866,6 +701,7 @@ void sim_model_free(sim_model *sm)
     wf_cost_ctx_free(sm->ctx);
     wf_graph_free(&sm->g);
     free(sm->fusions);
+    free(sm->ops);
     memset(sm, 0, sizeof *sm);
 }
 
@@ -873,12 +709,11 @@ wf_status sim_profile_build(const sim_model *sm, const wf_model_config *m, const
                             const unsigned char *fuse, int op_level, wf_arena *a, sim_profile *out)
 {
     memset(out, 0, sizeof *out);
-    const wf_cost_ctx *ctx = sm->ctx;
     out->transformer = sm->transformer;
     out->elem_bytes = (double)wf_dtype_bytes(m->dtype);
-    out->grad_bytes = wf_cost_grad_elem_bytes(ctx);
-    out->bytes_per_param = wf_cost_bytes_per_param(ctx, p->zero, p->dp);
-    out->opt_bytes_per_param = wf_cost_optimizer_bytes_per_param(ctx);
+    out->grad_bytes = sm->info.grad_elem_bytes;
+    out->bytes_per_param = wf_cost_bytes_per_param(sm->ctx, p->zero, p->dp);
+    out->opt_bytes_per_param = wf_cost_optimizer_bytes_per_param(sm->ctx);
     out->mem_bw_bps = c->dev.mem_bw_bps * c->dev.mem_eff;
     out->buffer_bytes = c->mem_reserved_bytes;
     out->dp_group = wf_group_place(c, p->dp, p->tp);
