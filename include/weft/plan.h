@@ -3,7 +3,8 @@
  * A plan string is "dp=24,tp=8,pp=8,mbs=2,vpp=2,recompute=full,zero=1,sp=0"
  * (keys left out take their defaults); a plan file is the JSON written by
  * `weft plan -o`. Every plan read is validated against a model, a cluster and
- * a batch before use. */
+ * a batch before use. An op-level plan (per-op SBP layouts, below) is a file
+ * only. */
 #ifndef WEFT_PLAN_H
 #define WEFT_PLAN_H
 
@@ -84,6 +85,65 @@ wf_status wf_plan_read_file(const char *path, wf_plan *out, wf_plan_meta *meta);
 /* Writes the plan file atomically (temporary file, fsync, rename). */
 wf_status wf_plan_write_file(const char *path, const wf_plan *p, const wf_plan_meta *meta,
                              const struct cJSON *estimate);
+
+/* ---- op-level plans (docs/plan-format.md) --------------------------------------
+ * A plan of the op-level search (include/weft/search.h): every pipeline stage
+ * runs on the same mesh ("8x8", outermost axis first); pp stages hold
+ * contiguous ranges of the forward ops (stage s starts at the op named
+ * stage_first[s]); the global batch runs as micro_batches micro-batches of
+ * batch / micro_batches samples (the graph is built for that many); each
+ * forward op runs one SBP signature (sbp.h, wf_sbp_sig_str: "S0,B,B->S0|...");
+ * a tensor read by several ops of a stage that no op of the stage produces (a
+ * shared weight, the stage's input) records the layout it is kept in ("S0,B").
+ * The plan string of such a plan is "mesh=8x8,pp=2,micro_batches=8": it names
+ * the plan but cannot be estimated without the layouts, so whole-model
+ * readers (wf_plan_parse, wf_plan_read_file) reject it and the file with a
+ * message saying so. Checking against a model and a cluster is the search
+ * module's job (wf_oplevel_plan_check in search.h). */
+typedef struct {
+    char mesh[64];          /* the mesh of each stage, e.g. "8x8" */
+    int pp;                 /* pipeline stages, >= 1 */
+    int64_t micro_batches;  /* >= 1 */
+    int nlayouts, cap_layouts;
+    char **op;              /* [nlayouts] forward op names, in the order added */
+    char **sig;             /* [nlayouts] their signatures */
+    int nstorage, cap_storage;
+    char **tensor;          /* [nstorage] tensor names (a leaf, or a stage's input) */
+    char **layout;          /* [nstorage] their storage layouts */
+    int *storage_stage;     /* [nstorage] the stage each belongs to */
+    char **stage_first;     /* [pp] the first op of each stage (NULL entries until set) */
+} wf_plan_oplevel;
+
+void wf_plan_oplevel_init(wf_plan_oplevel *p);
+void wf_plan_oplevel_free(wf_plan_oplevel *p);
+/* Sets mesh, pp (>= 1, <= 4096) and micro-batches; clears the stages. */
+wf_status wf_plan_oplevel_set(wf_plan_oplevel *p, const char *mesh, int pp, int64_t micro_batches);
+/* Appends an op's signature, a leaf's storage; WF_INVAL naming a repeated name. */
+wf_status wf_plan_oplevel_add_layout(wf_plan_oplevel *p, const char *op, const char *sig);
+wf_status wf_plan_oplevel_add_storage(wf_plan_oplevel *p, int stage, const char *tensor,
+                                      const char *layout);
+/* Names the first op of stage s (0 <= s < pp). */
+wf_status wf_plan_oplevel_set_stage(wf_plan_oplevel *p, int s, const char *first_op);
+/* The signature recorded for op, or NULL. */
+const char *wf_plan_oplevel_layout_of(const wf_plan_oplevel *p, const char *op);
+/* "mesh=8x8,pp=2,micro_batches=8" into buf; returns snprintf's count. */
+int wf_plan_oplevel_format(const wf_plan_oplevel *p, char *buf, size_t cap);
+
+struct cJSON *wf_plan_oplevel_to_json(const wf_plan_oplevel *p, const wf_plan_meta *meta,
+                                      const struct cJSON *estimate);
+/* Reads an op-level plan object (ctx names it in messages). */
+wf_status wf_plan_oplevel_from_json(const struct cJSON *j, const char *ctx, wf_plan_oplevel *out,
+                                    wf_plan_meta *meta);
+wf_status wf_plan_oplevel_write_file(const char *path, const wf_plan_oplevel *p,
+                                     const wf_plan_meta *meta, const struct cJSON *estimate);
+/* Reads a plan file of either kind. A whole-model file fills whole and sets
+ * *is_oplevel = 0; an op-level file (one with "layouts") fills ol (which must
+ * be initialized; may be NULL, and then the file is an error pointing to
+ * `weft plan --verify`) and sets *is_oplevel = 1. */
+wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_plan_oplevel *ol,
+                                wf_plan_meta *meta, int *is_oplevel);
+/* 1 when text names a readable op-level plan file (no error recorded either way). */
+int wf_plan_is_oplevel_file(const char *text);
 
 #ifdef __cplusplus
 }

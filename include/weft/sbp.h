@@ -58,6 +58,12 @@ wf_status wf_mesh_parse(const char *text, const wf_cluster *c, wf_mesh *out);
 /* The natural mesh of the first `devices` devices: [devices] inside one node,
  * else [devices / devices_per_node, devices_per_node]. */
 wf_status wf_mesh_default(const wf_cluster *c, int64_t devices, wf_mesh *out);
+/* The meshes the op-level planner tries on `devices` devices of the cluster:
+ * the 1-D mesh [devices], then every 2-D factoring [a, devices / a] with
+ * 1 < a < devices, a ascending (the inner axis spans consecutive devices, so
+ * [nodes, devices per node] is among them). Writes up to cap meshes into out
+ * and returns how many there are, or a negative wf_status. */
+int wf_mesh_candidates(const wf_cluster *c, int64_t devices, wf_mesh *out, int cap);
 int64_t wf_mesh_devices(const wf_mesh *m);
 /* "8x8" into buf. */
 const char *wf_mesh_str(const wf_mesh *m, char *buf, size_t cap);
@@ -104,6 +110,20 @@ typedef struct {
  * size the array), or a negative wf_status (WF_INVAL naming the op). The list
  * is deterministic, data-parallel first and all-B last. */
 int wf_sbp_op_sigs(const wf_graph *g, int op, const wf_mesh *m, wf_sbp_sig *out, int cap);
+/* A signature as text: one 1-D signature per mesh axis, outermost first,
+ * separated by '|'; each is "inputs->outputs" with S<k>, B or P per operand:
+ * "S0,B,B->S0|B,S1,S0->S2" (a linear, batch split on axis 0 and columns on
+ * axis 1). Writes into buf and returns it. */
+const char *wf_sbp_sig_str(const wf_sbp_sig *s, int nin, int nout, int naxes, char *buf,
+                           size_t cap);
+/* Parses that form (spaces allowed) into s->in[0..nin) and s->out[0..nout);
+ * other fields are zeroed. WF_FORMAT naming the bad part. */
+wf_status wf_sbp_sig_parse(const char *text, int nin, int nout, int naxes, wf_sbp_sig *s);
+/* The index in wf_sbp_op_sigs(g, op, m) of the signature whose layouts text
+ * gives; a negative wf_status when text does not parse (WF_FORMAT) or names
+ * no signature of the op on that mesh (WF_INVAL naming the op and its kind). */
+int wf_sbp_sig_find(const wf_graph *g, int op, const wf_mesh *m, const char *text);
+
 /* The all-B signature (every op has one: run replicated). */
 void wf_sbp_sig_replicated(const wf_graph *g, int op, wf_sbp_sig *out);
 

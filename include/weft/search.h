@@ -31,6 +31,8 @@
 #include "weft/graph.h"
 #include "weft/sbp.h"
 #include "weft/cost.h"
+#include "weft/models.h"
+#include "weft/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -232,6 +234,157 @@ typedef struct {
 wf_status wf_pipeline_dp(int n, const double *layer_time_s, const double *send_s,
                          const double *weight_bytes, const double *act_bytes, int nstages,
                          int64_t micro, double mem_limit_bytes, wf_stage_plan *out);
+
+/* ==== op-level planner (src/search/opplan.c; owner: planner2) =====================
+ * `weft plan --op-level`, and `weft plan` for models the outer search does not
+ * cover (docs/planner.md): for any graph, the op-level search on every mesh
+ * of the devices, and Alpa's inter-operator pass on top of it:
+ *
+ *   pp = 1: one op-level search of the whole graph per mesh (wf_mesh_candidates
+ *           of the devices, or the given mesh); the iteration is one pass.
+ *   pp > 1 (every divisor of the devices): m micro-batches of batch/m samples
+ *           (m in {pp, 2 pp, 4 pp} dividing the batch, else the largest divisor
+ *           of the batch up to 4 pp); each stage runs on a mesh of devices/pp
+ *           devices (every candidate mesh of that size). The stage split comes
+ *           from wf_pipeline_dp over per-op costs (the proxy: one op-level search
+ *           of the whole graph on the stage mesh, with activations counted
+ *           min(pp, m) times, weight-gradient reductions 1/m times and the memory
+ *           limit x pp, its costs shared out per op, ol_op_shares; above 128 ops,
+ *           consecutive ops are merged into 128 units of about equal time), plus
+ *           the send of the tensors crossing each cut. Each stage of the split is
+ *           then searched on its own (its op range, its micro-batches in flight
+ *           min(pp - s, m), the memory limit), and the plan is costed as
+ *             T_s = stage s's pass (forward + backward of one micro-batch, without
+ *                   the weight-gradient reduction) + its boundary send (s < pp-1),
+ *             time = sum_s T_s + (m - 1) max_s T_s + max_s G_s,
+ *           G_s its weight-gradient reduction (once per iteration, the stages in
+ *           parallel); memory = the most loaded stage (weights + in-flight
+ *           activations). With pp = 1 this is the op-level search's own time.
+ *
+ * The best plan is the fastest that fits; ties go to less memory, then to the
+ * plan string. Every number reported is computed by the same code that checks a
+ * plan file (wf_oplevel_plan_evaluate), so a plan written and read back gives
+ * the same numbers. */
+
+typedef struct {
+    wf_oplevel_opts oplevel;  /* the per-stage search (algo, tying, seq_dim, ...); the op range,
+                                 act_multiplier and grad_sync_scale are set per stage */
+    const char *mesh;         /* NULL: every candidate mesh; else the stage mesh ("8x8"), and
+                                 pp = devices / its devices */
+    int64_t devices;          /* 0: all of the cluster's */
+    int pp;                   /* 0: 1 and every divisor of the devices; else only this */
+    double max_memory_bytes;  /* <= 0: the device's memory less the framework's reserve */
+    int top_k;                /* candidates kept in the ranking, >= 1 */
+    void (*progress)(double fraction, void *user); /* may be NULL */
+    void *progress_user;
+} wf_opplan_opts;
+
+void wf_opplan_opts_default(wf_opplan_opts *o);
+
+typedef struct {
+    int first_op, end_op;     /* the stage's forward ops [first_op, end_op) */
+    int inflight;             /* micro-batches whose activations it keeps: min(pp - s, m) */
+    double time_s;            /* T_s: one micro-batch's pass + its boundary send */
+    double compute_s;         /* of which computation */
+    double send_s;            /* of which the boundary send (0 for the last stage) */
+    double grad_sync_s;       /* G_s: its weight-gradient reduction, once per iteration */
+    double memory_bytes;      /* weights with state + inflight x activations */
+} wf_opplan_stage;
+
+typedef struct {
+    char plan[128];           /* "mesh=8x8,pp=1,micro_batches=1" */
+    char mesh[64];
+    int pp;
+    int64_t micro_batches;
+    int64_t devices;          /* mesh devices x pp */
+    double iteration_time_s;
+    double samples_per_s;
+    /* breakdown, adding up to the iteration time: m x the slowest stage's
+       computation, communication (boxing, in-op collectives) and boundary
+       send; the fill and drain of the pipeline; the slowest weight-gradient
+       reduction */
+    double compute_s, comm_s, pp_comm_s, bubble_s, grad_sync_s;
+    double memory_per_device_bytes; /* the most loaded stage */
+    int fits;                 /* every stage within the memory limit */
+    double model_flops_per_iteration; /* forward + backward FLOPs of the graph x m */
+    double tflops_per_device;
+    double mfu;               /* against the device's matrix peak for the graph's dtype */
+    int nstages;
+    wf_opplan_stage *stages;  /* [nstages] (owned by the result or the caller's arena) */
+} wf_opplan_point;
+
+typedef struct {
+    int has_best;
+    wf_opplan_point best;     /* the fastest plan that fits (else the smallest found) */
+    wf_plan_oplevel best_plan;/* its layouts */
+    wf_graph graph;           /* the graph of its micro-batch (op names, kinds) */
+    int *op_stage;            /* [graph.nfwd] the stage of each op */
+    double *op_compute_s;     /* [graph.nfwd] per op: its share of computation and */
+    double *op_comm_s;        /* communication (in-op, boxing halves, weight gradients) per
+                                 micro-batch (weight gradients per iteration) */
+    int ntop;
+    wf_opplan_point *top;     /* [ntop] fastest first, plans that fit */
+    int npareto;
+    wf_opplan_point *pareto;  /* time ascending, memory strictly descending, plans that fit
+                                 (pp = 1 frontier points of every mesh, pipelined plans) */
+    int64_t devices;
+    double budget_bytes;
+    int64_t searched;         /* candidates (mesh, pp, micro-batches) costed */
+    int64_t searches;         /* op-level searches run (whole graphs and stages) */
+    double search_time_s;
+    wf_arena arena;
+} wf_opplan_result;
+
+/* Plans model m on cluster c for the global batch. WF_NOFIT (message: the
+ * smallest memory found and the budget) when nothing fits, r->best then the
+ * smallest; WF_INVAL when no candidate divides (mesh, pp, batch). Free r with
+ * wf_opplan_result_free, also after an error. opts NULL: the defaults. */
+wf_status wf_opplan_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                           const wf_opplan_opts *opts, wf_opplan_result *r);
+void wf_opplan_result_free(wf_opplan_result *r);
+
+/* `weft plan --verify`: evaluates an op-level plan (wf_oplevel_plan_evaluate,
+ * opts->oplevel for the model options, opts->max_memory_bytes for the
+ * budget) into r as the search would report it: r->best, a copy of the plan
+ * in r->best_plan, the graph and the per-op shares; top = [best], no
+ * frontier. A plan that does not fit is not an error (r->best.fits = 0). */
+wf_status wf_opplan_verify(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                           const wf_plan_oplevel *plan, const wf_opplan_opts *opts,
+                           wf_opplan_result *r);
+
+/* The chain the planner's stage DP (wf_pipeline_dp) runs on, for graph g (built
+ * for one micro-batch) in pp stages on stage mesh `mesh` with m micro-batches:
+ * per forward op its proxy time (its share of one micro-batch's pass plus
+ * 1/m of its weight-gradient reduction), the send if a stage ended after it,
+ * its weight bytes (with gradients and optimizer state) and its activation
+ * bytes of one micro-batch (ol_op_shares of the proxy search described
+ * above). Arrays of g->nfwd entries; opts may be NULL. */
+wf_status wf_opplan_chain(const wf_graph *g, const wf_cluster *c, const wf_mesh *mesh, int pp,
+                          int64_t m, double mem_limit_bytes, const wf_oplevel_opts *opts,
+                          double *op_time_s, double *send_s, double *weight_bytes,
+                          double *act_bytes);
+
+/* Checks an op-level plan against model m, cluster c and the batch, and costs
+ * it as the planner does. Every check names what failed: micro_batches divides
+ * the batch; the mesh parses on the cluster and mesh x pp devices exist; every
+ * op named is a forward op of the model's graph; every forward op has a
+ * signature, legal for it on the mesh (wf_sbp_sig_find); the stages name
+ * increasing ops starting at the first; storage layouts are layouts the
+ * tensor can be kept in. mem_limit_bytes <= 0: the device's less the reserve.
+ * opts (may be NULL) gives the per-stage model options (tie_layers,
+ * optimizer_bytes_per_param). On success *out holds the numbers; its stages
+ * are allocated from arena. WF_INVAL/WF_FORMAT with the reason otherwise. */
+wf_status wf_oplevel_plan_evaluate(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                                   const wf_plan_oplevel *plan, double mem_limit_bytes,
+                                   const wf_oplevel_opts *opts, wf_arena *arena,
+                                   wf_opplan_point *out);
+
+/* A point's fields as JSON (plan, iteration_time_s, samples_per_s,
+ * memory_per_device_bytes, fits, breakdown{compute, comm, pp_comm, bubble,
+ * grad_sync}, mesh, pp, micro_batches, devices, model_flops_per_iteration,
+ * tflops_per_device, mfu, stages[{first_op, end_op, ...}] with op names from
+ * g when g is given). */
+struct cJSON *wf_opplan_point_to_json(const wf_opplan_point *pt, const wf_graph *g);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,14 @@
 WF_CLI_VERBS(WF_X)
 #undef WF_X
 
+/* `weft plan --verify FILE` (cmd_plan.c): checks a plan file of either kind
+ * against the model, the cluster and the batch and prints its numbers (an
+ * op-level file as `weft plan --op-level` reported it; a whole-model one as
+ * `weft estimate` does). `weft estimate --plan FILE` can hand op-level files
+ * here (wf_plan_is_oplevel_file in plan.h). max_memory_gib <= 0: the device's. */
+wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t batch,
+                                const char *path, double max_memory_gib, int json);
+
 /* Prints a cJSON value on stdout as the one JSON object of a --json run. */
 struct cJSON;
 wf_status wf_cli_print_json(const struct cJSON *j);

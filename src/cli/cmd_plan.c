@@ -9,7 +9,14 @@
  * pruned, search_time_s (and per_devices with --devices-range). -o writes the
  * chosen plan as a plan file (docs/plan-format.md) that `weft estimate --plan`
  * reads. No plan that fits is a user error (exit 1) naming the smallest memory
- * found and the budget. */
+ * found and the budget.
+ *
+ * Op-level plans (--op-level, and by default for models the outer search does
+ * not cover: everything but transformers) come from wf_opplan_search: per-op
+ * SBP signatures on a mesh, pipeline stages by Alpa's DP; the table of the
+ * best plan's layouts goes to stderr, -o writes an op-level plan file, and
+ * --verify FILE checks such a file (or a whole-model one) against the model
+ * and the cluster and prints its numbers as the search did. */
 #include "cli/cli.h"
 #include "weft/search.h"
 
@@ -159,10 +166,11 @@ static wf_status parse_range(const char *text, int64_t *lo, int64_t *hi)
 }
 
 typedef struct {
-    const char *model, *cluster, *out, *range;
-    int64_t batch, top, devices;
+    const char *model, *cluster, *out, *range, *mesh, *verify;
+    int64_t batch, top, devices, pp;
     double max_memory_gib, deadline_s;
     int pareto, json, tp_cross_node, exhaustive, comm_search;
+    int op_level, whole_model, no_seq_split;
 } plan_args;
 
 static wf_status write_plan(const plan_args *a, const wf_outer_point *pt)
@@ -362,12 +370,278 @@ out:
     return st;
 }
 
+/* ---- op-level plans --------------------------------------------------------------------- */
+
+static void ol_header(FILE *f, const char *first)
+{
+    fprintf(f, "%6s %10s %10s %6s %12s  %s\n", first, "time (s)", "samples/s", "MFU", "memory (GiB)",
+            "plan");
+}
+
+static void ol_row(FILE *f, long long label, const wf_opplan_point *pt)
+{
+    fprintf(f, "%6lld %10.4f %10.3f %5.1f%% %12.2f  %s%s\n", label, pt->iteration_time_s,
+            pt->samples_per_s, 100 * pt->mfu, pt->memory_per_device_bytes / GIB, pt->plan,
+            pt->fits ? "" : "  (does not fit)");
+}
+
+/* The best plan: its breakdown, stages and per-op layouts. */
+static void ol_print_best(FILE *f, const wf_opplan_result *r)
+{
+    const wf_opplan_point *b = &r->best;
+    const wf_graph *g = &r->graph;
+    fprintf(f, "best: %s on %lld devices: %.4f s per iteration (compute %.4f, comm %.4f, pipeline "
+               "sends %.4f, bubble %.4f, weight-gradient reduction %.4f), %.2f GiB per device%s\n",
+            b->plan, (long long)b->devices, b->iteration_time_s, b->compute_s, b->comm_s,
+            b->pp_comm_s, b->bubble_s, b->grad_sync_s, b->memory_per_device_bytes / GIB,
+            b->fits ? "" : " (DOES NOT FIT)");
+    if (b->nstages > 1) {
+        fprintf(f, "%6s %-28s %-28s %5s %8s %10s %10s %10s %12s\n", "stage", "first op", "last op",
+                "ops", "inflight", "time (s)", "send (s)", "grads (s)", "memory (GiB)");
+        for (int s = 0; s < b->nstages; s++) {
+            const wf_opplan_stage *S = &b->stages[s];
+            fprintf(f, "%6d %-28s %-28s %5d %8d %10.5f %10.5f %10.5f %12.2f\n", s,
+                    g->ops[S->first_op].name, g->ops[S->end_op - 1].name, S->end_op - S->first_op,
+                    S->inflight, S->time_s, S->send_s, S->grad_sync_s, S->memory_bytes / GIB);
+        }
+    }
+    fprintf(f, "layouts (per mesh axis %s, outermost first: inputs->outputs; comm: the op's share "
+               "of boxing, in-op collectives and weight-gradient reduction)\n", b->mesh);
+    fprintf(f, "%-32s %-14s %5s  %-40s %12s\n", "op", "kind", "stage", "signature", "comm (s)");
+    for (int i = 0; i < g->nfwd && i < r->best_plan.nlayouts; i++)
+        fprintf(f, "%-32s %-14s %5d  %-40s %12.6f\n", g->ops[i].name, wf_op_name(g->ops[i].kind),
+                r->op_stage[i], wf_plan_oplevel_layout_of(&r->best_plan, g->ops[i].name),
+                r->op_comm_s[i]);
+}
+
+static cJSON *ol_points_json(const wf_opplan_point *v, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < n; i++) {
+        cJSON *p = wf_opplan_point_to_json(&v[i], NULL);
+        if (!p) {
+            cJSON_Delete(a);
+            return NULL;
+        }
+        cJSON_AddItemToArray(a, p);
+    }
+    return a;
+}
+
+/* The best point with its layouts, as `--json` prints it under "best". */
+static cJSON *ol_best_json(const wf_opplan_result *r)
+{
+    cJSON *j = wf_opplan_point_to_json(&r->best, &r->graph);
+    if (!j)
+        return NULL;
+    cJSON *lay = cJSON_AddArrayToObject(j, "layouts");
+    const wf_graph *g = &r->graph;
+    for (int i = 0; lay && i < g->nfwd; i++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+            break;
+        const char *sig = wf_plan_oplevel_layout_of(&r->best_plan, g->ops[i].name);
+        cJSON_AddStringToObject(o, "op", g->ops[i].name);
+        cJSON_AddStringToObject(o, "kind", wf_op_name(g->ops[i].kind));
+        cJSON_AddStringToObject(o, "signature", sig ? sig : "");
+        cJSON_AddNumberToObject(o, "stage", r->op_stage[i]);
+        cJSON_AddNumberToObject(o, "compute_s", r->op_compute_s[i]);
+        cJSON_AddNumberToObject(o, "comm_s", r->op_comm_s[i]);
+        cJSON_AddItemToArray(lay, o);
+    }
+    return j;
+}
+
+static wf_status ol_write(const plan_args *a, const wf_opplan_result *r)
+{
+    wf_plan_meta meta;
+    memset(&meta, 0, sizeof meta);
+    snprintf(meta.model, sizeof meta.model, "%s", a->model);
+    snprintf(meta.cluster, sizeof meta.cluster, "%s", a->cluster);
+    meta.batch = a->batch;
+    cJSON *est = wf_opplan_point_to_json(&r->best, &r->graph);
+    if (!est)
+        return wf_errorf(WF_NOMEM, "out of memory writing %s", a->out);
+    wf_status st = wf_plan_oplevel_write_file(a->out, &r->best_plan, &meta, est);
+    cJSON_Delete(est);
+    if (st == WF_OK)
+        fprintf(stderr, "wrote %s\n", a->out);
+    return st;
+}
+
+static wf_status ol_opts(const plan_args *a, const wf_model_config *m, wf_opplan_opts *o)
+{
+    wf_opplan_opts_default(o);
+    o->mesh = a->mesh;
+    o->devices = a->devices;
+    o->pp = (int)a->pp;
+    o->max_memory_bytes = a->max_memory_gib > 0 ? a->max_memory_gib * GIB : 0;
+    o->top_k = (int)a->top;
+    if (a->no_seq_split) {
+        if (!wf_model_is_transformer(m))
+            return wf_errorf(WF_INVAL, "--no-seq-split: model '%s' is not a transformer (its "
+                                       "activations have no sequence dimension)", m->name);
+        o->oplevel.seq_dim = 1; /* the zoo's transformer activations are [B, S, ...] */
+    }
+    return WF_OK;
+}
+
+static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const wf_cluster *c,
+                             progress *pg)
+{
+    wf_opplan_opts o;
+    wf_status st = ol_opts(a, m, &o);
+    if (st != WF_OK)
+        return st;
+    o.progress = progress_cb;
+    o.progress_user = pg;
+    wf_opplan_result r;
+    st = wf_opplan_search(m, c, a->batch, &o, &r);
+    progress_end(pg);
+    if (st != WF_OK && !(st == WF_NOFIT && r.has_best)) {
+        wf_opplan_result_free(&r);
+        return st;
+    }
+    fprintf(stderr, "weft plan --op-level: %s on %s (%lld devices), batch %lld: %lld candidates "
+                    "(%lld op-level searches) in %.3f s; budget %.2f GiB per device\n",
+            m->name, c->name, (long long)r.devices, (long long)a->batch, (long long)r.searched,
+            (long long)r.searches, r.search_time_s, r.budget_bytes / GIB);
+    if (st == WF_NOFIT) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", wf_last_error());
+        ol_print_best(stderr, &r);
+        wf_opplan_result_free(&r);
+        return wf_errorf(WF_NOFIT, "%s", msg);
+    }
+    ol_header(stderr, "rank");
+    for (int i = 0; i < r.ntop; i++)
+        ol_row(stderr, i + 1, &r.top[i]);
+    if (a->pareto) {
+        fprintf(stderr, "time/memory frontier (%d plans: faster ones need more memory)\n",
+                r.npareto);
+        ol_header(stderr, "#");
+        for (int i = 0; i < r.npareto; i++)
+            ol_row(stderr, i + 1, &r.pareto[i]);
+    }
+    ol_print_best(stderr, &r);
+    if (a->out && (st = ol_write(a, &r)) != WF_OK) {
+        wf_opplan_result_free(&r);
+        return st;
+    }
+    if (a->json) {
+        cJSON *j = cJSON_CreateObject();
+        if (!j) {
+            wf_opplan_result_free(&r);
+            return wf_errorf(WF_NOMEM, "out of memory");
+        }
+        cJSON_AddStringToObject(j, "model", m->name);
+        cJSON_AddStringToObject(j, "cluster", c->name);
+        cJSON_AddNumberToObject(j, "batch", (double)a->batch);
+        cJSON_AddStringToObject(j, "mode", "op-level");
+        cJSON_AddItemToObject(j, "best", ol_best_json(&r));
+        cJSON_AddItemToObject(j, "top", ol_points_json(r.top, r.ntop));
+        cJSON_AddItemToObject(j, "pareto", ol_points_json(r.pareto, r.npareto));
+        cJSON_AddNumberToObject(j, "devices", (double)r.devices);
+        cJSON_AddNumberToObject(j, "budget_bytes", r.budget_bytes);
+        cJSON_AddNumberToObject(j, "searched", (double)r.searched);
+        cJSON_AddNumberToObject(j, "searches", (double)r.searches);
+        cJSON_AddNumberToObject(j, "search_time_s", r.search_time_s);
+        st = wf_cli_print_json(j);
+        cJSON_Delete(j);
+    } else {
+        printf("%s\n", r.best.plan);
+        st = fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
+    }
+    wf_opplan_result_free(&r);
+    return st;
+}
+
+wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t batch,
+                                const char *path, double max_memory_gib, int json)
+{
+    wf_model_config m;
+    wf_cluster c;
+    wf_status st;
+    if ((st = wf_model_lookup(model, &m)) != WF_OK || (st = wf_cluster_lookup(cluster, &c)) != WF_OK)
+        return st;
+    wf_plan_oplevel pl;
+    wf_plan_oplevel_init(&pl);
+    wf_plan_meta meta;
+    wf_plan whole;
+    int is_ol = 0;
+    if ((st = wf_plan_read_file_any(path, &whole, &pl, &meta, &is_ol)) != WF_OK) {
+        wf_plan_oplevel_free(&pl);
+        return st;
+    }
+    if (!is_ol) {
+        /* A whole-model plan file: the estimate's numbers. */
+        wf_cost_ctx *ctx = NULL;
+        wf_estimate e;
+        if ((st = wf_cost_ctx_create(&m, &c, &ctx)) == WF_OK)
+            st = wf_estimate_plan(ctx, &whole, batch, &e);
+        wf_cost_ctx_free(ctx);
+        if (st != WF_OK)
+            return st;
+        char text[PLAN_TEXT];
+        wf_plan_format(&whole, text, sizeof text);
+        fprintf(stderr, "%s: whole-model plan %s: %.4f s per iteration, %.2f GiB per device (%s)\n",
+                path, text, e.iteration_time_s, e.memory_per_device_bytes / GIB,
+                e.fits ? "fits" : "DOES NOT FIT");
+        if (!json)
+            return WF_OK;
+        cJSON *j = wf_estimate_to_json(&e);
+        if (!j)
+            return wf_errorf(WF_NOMEM, "out of memory");
+        cJSON_AddStringToObject(j, "plan", text);
+        st = wf_cli_print_json(j);
+        cJSON_Delete(j);
+        return st;
+    }
+    if (meta.model[0] && strcmp(meta.model, model) != 0 && strcmp(meta.model, m.name) != 0)
+        wf_log(WF_LOG_WARN, "plan file was made for model '%s', checking it against '%s'",
+               meta.model, model);
+    if (meta.batch > 0 && meta.batch != batch)
+        wf_log(WF_LOG_WARN, "plan file was made for batch %lld, checking it with batch %lld",
+               (long long)meta.batch, (long long)batch);
+    wf_opplan_opts o;
+    wf_opplan_opts_default(&o);
+    o.max_memory_bytes = max_memory_gib > 0 ? max_memory_gib * GIB : 0;
+    wf_opplan_result r;
+    st = wf_opplan_verify(&m, &c, batch, &pl, &o, &r);
+    wf_plan_oplevel_free(&pl);
+    if (st != WF_OK) {
+        wf_opplan_result_free(&r);
+        return st;
+    }
+    fprintf(stderr, "%s: op-level plan of %s on %s, batch %lld: valid\n", path, m.name, c.name,
+            (long long)batch);
+    ol_print_best(stderr, &r);
+    if (json) {
+        cJSON *j = ol_best_json(&r);
+        if (!j) {
+            wf_opplan_result_free(&r);
+            return wf_errorf(WF_NOMEM, "out of memory");
+        }
+        cJSON_AddStringToObject(j, "model", m.name);
+        cJSON_AddStringToObject(j, "cluster", c.name);
+        cJSON_AddNumberToObject(j, "batch", (double)batch);
+        st = wf_cli_print_json(j);
+        cJSON_Delete(j);
+    } else {
+        printf("%s\n", r.best.plan);
+        st = fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
+    }
+    wf_opplan_result_free(&r);
+    return st;
+}
+
 wf_status wf_cmd_plan(int argc, char **argv)
 {
     plan_args a;
     memset(&a, 0, sizeof a);
     a.top = 10;
-    const char *max_memory_text = NULL, *deadline_text = NULL, *devices_text = NULL;
+    const char *max_memory_text = NULL, *deadline_text = NULL, *devices_text = NULL,
+               *pp_text = NULL;
     int help = 0, npos = 0;
     const wf_opt opts[] = {
         {"model", 0, WF_OPT_STR, &a.model, "M", "zoo name, family with overrides, or model JSON file", 1},
@@ -382,6 +656,12 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"tp-cross-node", 0, WF_OPT_FLAG, &a.tp_cross_node, NULL, "let tensor parallelism span nodes", 0},
         {"comm-search", 0, WF_OPT_FLAG, &a.comm_search, NULL, "also try every data-parallel gradient schedule", 0},
         {"exhaustive", 0, WF_OPT_FLAG, &a.exhaustive, NULL, "score every candidate (no pruning)", 0},
+        {"op-level", 0, WF_OPT_FLAG, &a.op_level, NULL, "plan op by op: SBP layouts on a mesh, pipeline stages (the default for models that are not transformers)", 0},
+        {"whole-model", 0, WF_OPT_FLAG, &a.whole_model, NULL, "plan dp x pp for models that are not transformers (the estimate's model)", 0},
+        {"mesh", 0, WF_OPT_STR, &a.mesh, "M", "op-level: the mesh of each stage, e.g. 8x8 (default: every factoring)", 0},
+        {"pp", 0, WF_OPT_STR, &pp_text, "N", "op-level: pipeline stages (default: 1 and every divisor of the devices)", 0},
+        {"no-seq-split", 0, WF_OPT_FLAG, &a.no_seq_split, NULL, "op-level, transformers: no sequence splits outside matmuls (Megatron without sequence parallelism)", 0},
+        {"verify", 0, WF_OPT_STR, &a.verify, "FILE", "check a plan file against the model and cluster and print its numbers", 0},
         {"json", 0, WF_OPT_FLAG, &a.json, NULL, "print one JSON object on stdout", 0},
         {"output", 'o', WF_OPT_STR, &a.out, "FILE", "write the best plan (or the deadline's) as a plan file", 0},
         {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
@@ -390,7 +670,8 @@ wf_status wf_cmd_plan(int argc, char **argv)
     if (help) {
         wf_opts_usage(stdout,
                       "weft plan --model M --cluster C --batch B [--top K] [--pareto] [--max-memory GiB] "
-                      "[--devices N | --devices-range A-B [--deadline S]] [--json] [-o plan.json]",
+                      "[--devices N | --devices-range A-B [--deadline S]] [--op-level [--mesh M] [--pp N] "
+                      "[--no-seq-split] | --whole-model] [--verify FILE] [--json] [-o plan.json]",
                       "Searches the parallel plans of a model on a cluster: the fastest that fit, and "
                       "the time/memory frontier.", opts);
         return WF_OK;
@@ -413,11 +694,41 @@ wf_status wf_cmd_plan(int argc, char **argv)
         return st;
     if (a.range && devices_text)
         return wf_errorf(WF_INVAL, "--devices and --devices-range exclude each other");
+    if (pp_text && (st = wf_parse_int(pp_text, "--pp", 1, 4096, &a.pp)) != WF_OK)
+        return st;
+    if (a.op_level && a.whole_model)
+        return wf_errorf(WF_INVAL, "--op-level and --whole-model exclude each other");
+    if (a.verify) {
+        if (a.out || a.range || a.op_level || a.whole_model || a.mesh || pp_text)
+            return wf_errorf(WF_INVAL, "--verify FILE takes --model, --cluster, --batch, "
+                                       "--max-memory and --json only");
+        return wf_cli_verify_oplevel(a.model, a.cluster, a.batch, a.verify, a.max_memory_gib,
+                                     a.json);
+    }
 
     wf_model_config m;
     wf_cluster c;
     if ((st = wf_model_lookup(a.model, &m)) != WF_OK || (st = wf_cluster_lookup(a.cluster, &c)) != WF_OK)
         return st;
+    /* Op-level when asked, or for a model the outer search does not cover,
+     * unless an option of the whole-model search is given. */
+    const char *whole_only = a.range ? "--devices-range" : deadline_text ? "--deadline"
+                             : a.tp_cross_node ? "--tp-cross-node" : a.comm_search ? "--comm-search"
+                             : a.exhaustive ? "--exhaustive" : NULL;
+    const char *ol_only = a.mesh ? "--mesh" : pp_text ? "--pp" : a.no_seq_split ? "--no-seq-split"
+                                                                                : NULL;
+    if (a.op_level && whole_only)
+        return wf_errorf(WF_INVAL, "%s works with whole-model plans, not with --op-level", whole_only);
+    if (a.whole_model && ol_only)
+        return wf_errorf(WF_INVAL, "%s works with op-level plans, not with --whole-model", ol_only);
+    int op_level = a.op_level || (!a.whole_model && !whole_only &&
+                                  (ol_only || !wf_model_is_transformer(&m)));
+    if (!op_level && ol_only)
+        return wf_errorf(WF_INVAL, "%s works with op-level plans (add --op-level)", ol_only);
+    if (op_level) {
+        progress pg = {wf_now_s(), 0, 0, 1, 0, 1};
+        return run_oplevel(&a, &m, &c, &pg);
+    }
     wf_outer_opts o;
     wf_outer_opts_default(&o);
     o.top_k = (int)a.top;

@@ -3,7 +3,12 @@
  * ("ddp:25"), and plan JSON files (docs/plan-format.md).
  *
  * Parsing checks each value's range and names the bad key; whether a plan
- * fits a model, a cluster and a batch is wf_plan_validate's job. */
+ * fits a model, a cluster and a batch is wf_plan_validate's job.
+ *
+ * Op-level plan files (per-op SBP signatures on a mesh, pipeline stages) are
+ * read and written here too (wf_plan_oplevel_*); whether one matches a model
+ * graph and a cluster is checked by the search module. The whole-model
+ * readers refuse them with a message that says where they go. */
 #include "weft/plan.h"
 
 #include <cjson/cJSON.h>
@@ -122,6 +127,12 @@ static wf_status parse_string(const char *text, wf_plan *out)
     if (s.name[0])
         return wf_errorf(WF_INVAL, "plan '%s': expected key=value pairs (%s), or a plan file",
                          text, PLAN_KEYS);
+    const char *mesh = NULL;
+    if (wf_spec_get_str(&s, "mesh", &mesh) == 1)
+        return wf_errorf(WF_INVAL, "plan '%s' is an op-level plan (mesh=%s): it needs its per-op "
+                                   "layouts, so it is given as the plan file `weft plan --op-level "
+                                   "-o FILE` writes, and checked with `weft plan --verify FILE`",
+                         text, mesh);
     wf_plan p;
     wf_plan_default(&p);
     if ((st = get_int_key(&s, "dp", 1, 1 << 24, &p.dp)) != WF_OK ||
@@ -222,15 +233,14 @@ cJSON *wf_plan_to_json(const wf_plan *p, const wf_plan_meta *meta, const cJSON *
     return j;
 }
 
-wf_status wf_plan_from_json(const cJSON *j, const char *ctx, wf_plan *out, wf_plan_meta *meta)
+/* The fields both kinds of plan file share: format, version, plan (into
+ * *text), model, cluster, batch, estimate. */
+static wf_status read_common(const cJSON *j, const char *ctx, const char **text,
+                             wf_plan_meta *meta)
 {
-    static const char *const keys[] = {"format", "version", "plan",     "model",
-                                       "cluster", "batch",  "estimate", NULL};
-    wf_status st = wf_json_check_keys(j, ctx, keys);
-    if (st != WF_OK)
-        return st;
-    const char *fmt = NULL, *text = NULL, *model = "", *cluster = "";
+    const char *fmt = NULL, *model = "", *cluster = "";
     int64_t version = 0, batch = 0;
+    wf_status st;
     if ((st = wf_json_get_str(j, ctx, "format", 1, &fmt)) != WF_OK)
         return st;
     if (strcmp(fmt, PLAN_FORMAT) != 0)
@@ -240,7 +250,7 @@ wf_status wf_plan_from_json(const cJSON *j, const char *ctx, wf_plan *out, wf_pl
     if (version != PLAN_VERSION)
         return wf_errorf(WF_FORMAT, "%s.version: %lld, this weft reads version %d", ctx,
                          (long long)version, PLAN_VERSION);
-    if ((st = wf_json_get_str(j, ctx, "plan", 1, &text)) != WF_OK ||
+    if ((st = wf_json_get_str(j, ctx, "plan", 1, text)) != WF_OK ||
         (st = wf_json_get_str(j, ctx, "model", 0, &model)) != WF_OK ||
         (st = wf_json_get_str(j, ctx, "cluster", 0, &cluster)) != WF_OK ||
         (st = wf_json_get_int(j, ctx, "batch", 0, 1, (int64_t)1 << 40, &batch)) != WF_OK)
@@ -248,13 +258,9 @@ wf_status wf_plan_from_json(const cJSON *j, const char *ctx, wf_plan *out, wf_pl
     const cJSON *est = cJSON_GetObjectItemCaseSensitive(j, "estimate");
     if (est && !cJSON_IsObject(est))
         return wf_errorf(WF_FORMAT, "%s.estimate: expected an object", ctx);
-    if (!strchr(text, '='))
-        return wf_errorf(WF_FORMAT, "%s.plan: '%s' is not a plan string (key=value pairs)", ctx, text);
-    if ((st = parse_string(text, out)) != WF_OK) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", wf_last_error());
-        return wf_errorf(WF_FORMAT, "%s.plan: %s", ctx, msg);
-    }
+    if (!strchr(*text, '='))
+        return wf_errorf(WF_FORMAT, "%s.plan: '%s' is not a plan string (key=value pairs)", ctx,
+                         *text);
     if (meta) {
         memset(meta, 0, sizeof *meta);
         if (strlen(model) >= sizeof meta->model || strlen(cluster) >= sizeof meta->cluster)
@@ -267,21 +273,373 @@ wf_status wf_plan_from_json(const cJSON *j, const char *ctx, wf_plan *out, wf_pl
     return WF_OK;
 }
 
+static wf_status oplevel_refused(const char *ctx)
+{
+    return wf_errorf(WF_INVAL, "%s is an op-level plan (per-op layouts): this command takes "
+                               "whole-model plans (dp=..,tp=..,pp=..); check it with `weft plan "
+                               "--verify %s --model M --cluster C --batch B`", ctx, ctx);
+}
+
+wf_status wf_plan_from_json(const cJSON *j, const char *ctx, wf_plan *out, wf_plan_meta *meta)
+{
+    if (cJSON_GetObjectItemCaseSensitive(j, "layouts"))
+        return oplevel_refused(ctx);
+    static const char *const keys[] = {"format", "version", "plan",     "model",
+                                       "cluster", "batch",  "estimate", NULL};
+    wf_status st = wf_json_check_keys(j, ctx, keys);
+    if (st != WF_OK)
+        return st;
+    const char *text = NULL;
+    if ((st = read_common(j, ctx, &text, meta)) != WF_OK)
+        return st;
+    if ((st = parse_string(text, out)) != WF_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", wf_last_error());
+        return wf_errorf(WF_FORMAT, "%s.plan: %s", ctx, msg);
+    }
+    return WF_OK;
+}
+
 wf_status wf_plan_read_file(const char *path, wf_plan *out, wf_plan_meta *meta)
 {
+    int is_oplevel = 0;
+    return wf_plan_read_file_any(path, out, NULL, meta, &is_oplevel);
+}
+
+wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_plan_oplevel *ol,
+                                wf_plan_meta *meta, int *is_oplevel)
+{
     cJSON *j = NULL;
+    *is_oplevel = 0;
     wf_status st = wf_json_read_file(path, &j);
     if (st != WF_OK)
         return st;
-    st = wf_plan_from_json(j, path, out, meta);
+    if (cJSON_IsObject(j) && cJSON_GetObjectItemCaseSensitive(j, "layouts")) {
+        *is_oplevel = 1;
+        st = ol ? wf_plan_oplevel_from_json(j, path, ol, meta) : oplevel_refused(path);
+    } else {
+        st = wf_plan_from_json(j, path, whole, meta);
+    }
     cJSON_Delete(j);
     return st;
+}
+
+int wf_plan_is_oplevel_file(const char *text)
+{
+    if (!text || strchr(text, '=') || access(text, R_OK) != 0)
+        return 0;
+    cJSON *j = NULL;
+    int yes = 0;
+    if (wf_json_read_file(text, &j) == WF_OK)
+        yes = cJSON_IsObject(j) && cJSON_GetObjectItemCaseSensitive(j, "layouts") != NULL;
+    cJSON_Delete(j);
+    wf_clear_error(); /* a file that does not read is the caller's to report */
+    return yes;
 }
 
 wf_status wf_plan_write_file(const char *path, const wf_plan *p, const wf_plan_meta *meta,
                              const cJSON *estimate)
 {
     cJSON *j = wf_plan_to_json(p, meta, estimate);
+    if (!j)
+        return wf_errorf(WF_NOMEM, "out of memory writing plan file %s", path);
+    wf_status st = wf_json_write_file(path, j);
+    cJSON_Delete(j);
+    return st;
+}
+
+/* ---- op-level plans ------------------------------------------------------------------ */
+
+void wf_plan_oplevel_init(wf_plan_oplevel *p)
+{
+    memset(p, 0, sizeof *p);
+    p->pp = 1;
+    p->micro_batches = 1;
+}
+
+static void free_strs(char **v, int n)
+{
+    for (int i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+void wf_plan_oplevel_free(wf_plan_oplevel *p)
+{
+    free_strs(p->op, p->nlayouts);
+    free_strs(p->sig, p->nlayouts);
+    free_strs(p->tensor, p->nstorage);
+    free_strs(p->layout, p->nstorage);
+    free(p->storage_stage);
+    free_strs(p->stage_first, p->pp);
+    wf_plan_oplevel_init(p);
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+wf_status wf_plan_oplevel_set(wf_plan_oplevel *p, const char *mesh, int pp, int64_t micro_batches)
+{
+    if (!mesh || !*mesh || strlen(mesh) >= sizeof p->mesh)
+        return wf_errorf(WF_INVAL, "op-level plan: mesh '%s' is empty or longer than %zu characters",
+                         mesh ? mesh : "", sizeof p->mesh - 1);
+    if (pp < 1 || pp > 4096)
+        return wf_errorf(WF_INVAL, "op-level plan: pp=%d outside [1, 4096]", pp);
+    if (micro_batches < 1)
+        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld must be >= 1",
+                         (long long)micro_batches);
+    char **stages = calloc((size_t)pp, sizeof *stages);
+    if (!stages)
+        return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+    free_strs(p->stage_first, p->pp);
+    p->stage_first = stages;
+    snprintf(p->mesh, sizeof p->mesh, "%s", mesh);
+    p->pp = pp;
+    p->micro_batches = micro_batches;
+    return WF_OK;
+}
+
+/* Appends (a, b) to the parallel arrays va, vb of *n entries (capacity *cap),
+ * and the stage to vs when given (names are unique per stage). */
+static wf_status push_pair(char ***va, char ***vb, int **vs, int stage, int *n, int *cap,
+                           const char *a, const char *b, const char *what)
+{
+    for (int i = 0; i < *n; i++)
+        if (strcmp((*va)[i], a) == 0 && (!vs || (*vs)[i] == stage))
+            return wf_errorf(WF_INVAL, "op-level plan: %s '%s' appears twice", what, a);
+    if (*n == *cap) {
+        int nc = *cap ? 2 * *cap : 64;
+        char **na = realloc(*va, sizeof *na * (size_t)nc);
+        if (!na)
+            return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+        *va = na;
+        char **nb = realloc(*vb, sizeof *nb * (size_t)nc);
+        if (!nb)
+            return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+        *vb = nb;
+        if (vs) {
+            int *ns = realloc(*vs, sizeof *ns * (size_t)nc);
+            if (!ns)
+                return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+            *vs = ns;
+        }
+        *cap = nc;
+    }
+    if (vs)
+        (*vs)[*n] = stage;
+    char *da = dup_str(a), *db = dup_str(b);
+    if (!da || !db) {
+        free(da);
+        free(db);
+        return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+    }
+    (*va)[*n] = da;
+    (*vb)[*n] = db;
+    (*n)++;
+    return WF_OK;
+}
+
+wf_status wf_plan_oplevel_add_layout(wf_plan_oplevel *p, const char *op, const char *sig)
+{
+    return push_pair(&p->op, &p->sig, NULL, 0, &p->nlayouts, &p->cap_layouts, op, sig, "op");
+}
+
+wf_status wf_plan_oplevel_add_storage(wf_plan_oplevel *p, int stage, const char *tensor,
+                                      const char *layout)
+{
+    if (stage < 0 || stage >= p->pp)
+        return wf_errorf(WF_INVAL, "op-level plan: storage of '%s' in stage %d outside [0, %d)",
+                         tensor, stage, p->pp);
+    return push_pair(&p->tensor, &p->layout, &p->storage_stage, stage, &p->nstorage,
+                     &p->cap_storage, tensor, layout, "tensor");
+}
+
+wf_status wf_plan_oplevel_set_stage(wf_plan_oplevel *p, int s, const char *first_op)
+{
+    if (s < 0 || s >= p->pp || !p->stage_first)
+        return wf_errorf(WF_INVAL, "op-level plan: stage %d outside [0, %d)", s, p->pp);
+    char *d = dup_str(first_op);
+    if (!d)
+        return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+    free(p->stage_first[s]);
+    p->stage_first[s] = d;
+    return WF_OK;
+}
+
+const char *wf_plan_oplevel_layout_of(const wf_plan_oplevel *p, const char *op)
+{
+    for (int i = 0; i < p->nlayouts; i++)
+        if (strcmp(p->op[i], op) == 0)
+            return p->sig[i];
+    return NULL;
+}
+
+int wf_plan_oplevel_format(const wf_plan_oplevel *p, char *buf, size_t cap)
+{
+    return snprintf(buf, cap, "mesh=%s,pp=%d,micro_batches=%lld", p->mesh, p->pp,
+                    (long long)p->micro_batches);
+}
+
+cJSON *wf_plan_oplevel_to_json(const wf_plan_oplevel *p, const wf_plan_meta *meta,
+                               const cJSON *estimate)
+{
+    char text[256];
+    wf_plan_oplevel_format(p, text, sizeof text);
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "format", PLAN_FORMAT);
+    cJSON_AddNumberToObject(j, "version", PLAN_VERSION);
+    cJSON_AddStringToObject(j, "plan", text);
+    if (meta && meta->model[0])
+        cJSON_AddStringToObject(j, "model", meta->model);
+    if (meta && meta->cluster[0])
+        cJSON_AddStringToObject(j, "cluster", meta->cluster);
+    if (meta && meta->batch > 0)
+        cJSON_AddNumberToObject(j, "batch", (double)meta->batch);
+    cJSON *st = cJSON_AddArrayToObject(j, "stages");
+    for (int s = 0; st && s < p->pp; s++)
+        cJSON_AddItemToArray(st, cJSON_CreateString(p->stage_first[s] ? p->stage_first[s] : ""));
+    cJSON *lay = cJSON_AddObjectToObject(j, "layouts");
+    for (int i = 0; lay && i < p->nlayouts; i++)
+        cJSON_AddStringToObject(lay, p->op[i], p->sig[i]);
+    if (p->nstorage > 0) {
+        cJSON *sto = cJSON_AddArrayToObject(j, "storage");
+        for (int s = 0; sto && s < p->pp; s++) {
+            cJSON *o = cJSON_CreateObject();
+            if (!o)
+                break;
+            for (int i = 0; i < p->nstorage; i++)
+                if (p->storage_stage[i] == s)
+                    cJSON_AddStringToObject(o, p->tensor[i], p->layout[i]);
+            cJSON_AddItemToArray(sto, o);
+        }
+    }
+    if (estimate) {
+        cJSON *e = cJSON_Duplicate(estimate, 1);
+        if (!e) {
+            cJSON_Delete(j);
+            return NULL;
+        }
+        cJSON_AddItemToObject(j, "estimate", e);
+    }
+    return j;
+}
+
+/* The op-level plan string "mesh=8x8,pp=2,micro_batches=8". */
+static wf_status parse_oplevel_string(const char *text, wf_plan_oplevel *out)
+{
+    wf_spec s;
+    wf_status st = wf_spec_parse(text, &s);
+    if (st != WF_OK)
+        return st;
+    const char *mesh = NULL;
+    int64_t pp = 1, micro = 1;
+    if (s.name[0] || wf_spec_get_str(&s, "mesh", &mesh) != 1)
+        return wf_errorf(WF_INVAL, "op-level plan '%s': expected mesh=..,pp=..,micro_batches=..",
+                         text);
+    int r;
+    if ((r = wf_spec_get_int(&s, "pp", 1, 4096, &pp)) < 0 ||
+        (r = wf_spec_get_int(&s, "micro_batches", 1, (int64_t)1 << 40, &micro)) < 0)
+        return (wf_status)r;
+    if ((st = wf_spec_check_unused(&s, "op-level plan", "mesh, pp, micro_batches")) != WF_OK)
+        return st;
+    return wf_plan_oplevel_set(out, mesh, (int)pp, micro);
+}
+
+/* An object of name -> string pairs (ctx.key), appended as layouts, or as
+ * storage of `stage` when stage >= 0. */
+static wf_status read_pairs(const cJSON *o, const char *ctx, const char *key, int stage,
+                            wf_plan_oplevel *out)
+{
+    if (!cJSON_IsObject(o))
+        return wf_errorf(WF_FORMAT, "%s.%s: expected an object of name: \"layout\" pairs", ctx, key);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, o)
+    {
+        if (!cJSON_IsString(it))
+            return wf_errorf(WF_FORMAT, "%s.%s.%s: expected a string", ctx, key, it->string);
+        wf_status st = stage < 0 ? wf_plan_oplevel_add_layout(out, it->string, it->valuestring)
+                                 : wf_plan_oplevel_add_storage(out, stage, it->string,
+                                                               it->valuestring);
+        if (st != WF_OK) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", wf_last_error());
+            return wf_errorf(st == WF_NOMEM ? st : WF_FORMAT, "%s.%s: %s", ctx, key, msg);
+        }
+    }
+    return WF_OK;
+}
+
+wf_status wf_plan_oplevel_from_json(const cJSON *j, const char *ctx, wf_plan_oplevel *out,
+                                    wf_plan_meta *meta)
+{
+    static const char *const keys[] = {"format",   "version", "plan",    "model",   "cluster",
+                                       "batch",    "estimate", "stages", "layouts", "storage",
+                                       NULL};
+    wf_plan_oplevel_free(out);
+    wf_status st = wf_json_check_keys(j, ctx, keys);
+    if (st != WF_OK)
+        return st;
+    const char *text = NULL;
+    if ((st = read_common(j, ctx, &text, meta)) != WF_OK)
+        return st;
+    if ((st = parse_oplevel_string(text, out)) != WF_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", wf_last_error());
+        return wf_errorf(WF_FORMAT, "%s.plan: %s", ctx, msg);
+    }
+    const cJSON *stages = cJSON_GetObjectItemCaseSensitive(j, "stages");
+    if (stages) {
+        if (!cJSON_IsArray(stages) || cJSON_GetArraySize(stages) != out->pp)
+            return wf_errorf(WF_FORMAT, "%s.stages: expected an array of %d op names (pp=%d)", ctx,
+                             out->pp, out->pp);
+        int s = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, stages)
+        {
+            if (!cJSON_IsString(it) || !it->valuestring[0])
+                return wf_errorf(WF_FORMAT, "%s.stages[%d]: expected an op name", ctx, s);
+            if ((st = wf_plan_oplevel_set_stage(out, s++, it->valuestring)) != WF_OK)
+                return st;
+        }
+    } else if (out->pp > 1) {
+        return wf_errorf(WF_FORMAT, "%s: pp=%d needs \"stages\" (the first op of each)", ctx,
+                         out->pp);
+    }
+    if ((st = read_pairs(cJSON_GetObjectItemCaseSensitive(j, "layouts"), ctx, "layouts", -1,
+                         out)) != WF_OK)
+        return st;
+    if (out->nlayouts == 0)
+        return wf_errorf(WF_FORMAT, "%s.layouts: empty", ctx);
+    const cJSON *sto = cJSON_GetObjectItemCaseSensitive(j, "storage");
+    if (sto) {
+        if (!cJSON_IsArray(sto) || cJSON_GetArraySize(sto) != out->pp)
+            return wf_errorf(WF_FORMAT, "%s.storage: expected an array of %d objects (one per "
+                                        "stage)", ctx, out->pp);
+        int s = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, sto)
+        {
+            char key[32];
+            snprintf(key, sizeof key, "storage[%d]", s);
+            if ((st = read_pairs(it, ctx, key, s++, out)) != WF_OK)
+                return st;
+        }
+    }
+    return WF_OK;
+}
+
+wf_status wf_plan_oplevel_write_file(const char *path, const wf_plan_oplevel *p,
+                                     const wf_plan_meta *meta, const cJSON *estimate)
+{
+    cJSON *j = wf_plan_oplevel_to_json(p, meta, estimate);
     if (!j)
         return wf_errorf(WF_NOMEM, "out of memory writing plan file %s", path);
     wf_status st = wf_json_write_file(path, j);

@@ -97,6 +97,27 @@ wf_status wf_mesh_default(const wf_cluster *c, int64_t devices, wf_mesh *out)
     return wf_mesh_from_cluster(c, 2, sizes, out);
 }
 
+int wf_mesh_candidates(const wf_cluster *c, int64_t devices, wf_mesh *out, int cap)
+{
+    if (devices < 1 || devices > wf_cluster_devices(c))
+        return wf_errorf(WF_INVAL, "mesh: %lld devices, cluster '%s' has %lld", (long long)devices,
+                         c->name, (long long)wf_cluster_devices(c));
+    int n = 0;
+    wf_status st;
+    if (n < cap && (st = wf_mesh_from_cluster(c, 1, &devices, &out[n])))
+        return st;
+    n++;
+    for (int64_t a = 2; a < devices; a++) {
+        if (devices % a != 0)
+            continue;
+        int64_t sizes[2] = {a, devices / a};
+        if (n < cap && (st = wf_mesh_from_cluster(c, 2, sizes, &out[n])))
+            return st;
+        n++;
+    }
+    return n;
+}
+
 int64_t wf_mesh_devices(const wf_mesh *m)
 {
     int64_t n = 1;
@@ -303,3 +324,167 @@ wf_sbp wf_sbp_grad_need(const wf_sbp *s, int naxes)
 }
 
 wf_sbp wf_sbp_storage(const wf_sbp *s, int naxes) { return wf_sbp_grad_need(s, naxes); }
+
+/* ---- signatures as text ------------------------------------------------------------- */
+
+static int put_val(char *buf, size_t cap, size_t *used, int8_t v, const char *sep)
+{
+    int w;
+    if (v == WF_SBP_B)
+        w = snprintf(buf + *used, cap - *used, "%sB", sep);
+    else if (v == WF_SBP_P)
+        w = snprintf(buf + *used, cap - *used, "%sP", sep);
+    else
+        w = snprintf(buf + *used, cap - *used, "%sS%d", sep, v);
+    if (w < 0 || (size_t)w >= cap - *used) {
+        *used = cap - 1;
+        return 0;
+    }
+    *used += (size_t)w;
+    return 1;
+}
+
+const char *wf_sbp_sig_str(const wf_sbp_sig *s, int nin, int nout, int naxes, char *buf,
+                           size_t cap)
+{
+    if (cap == 0)
+        return buf;
+    buf[0] = 0;
+    size_t used = 0;
+    for (int a = 0; a < naxes; a++) {
+        for (int j = 0; j < nin; j++)
+            if (!put_val(buf, cap, &used, s->in[j].ax[a], j ? "," : a ? "|" : ""))
+                return buf;
+        for (int j = 0; j < nout; j++)
+            if (!put_val(buf, cap, &used, s->out[j].ax[a], j ? "," : "->"))
+                return buf;
+    }
+    return buf;
+}
+
+/* One value "S<k>", "S(k)", "B" or "P" at *p (spaces skipped). */
+static wf_status parse_val(const char *text, const char **p, int8_t *out)
+{
+    while (**p == ' ')
+        (*p)++;
+    if (**p == 'B' || **p == 'P') {
+        *out = **p == 'B' ? WF_SBP_B : WF_SBP_P;
+        (*p)++;
+    } else if (**p == 'S') {
+        (*p)++;
+        int paren = **p == '(';
+        if (paren)
+            (*p)++;
+        char *end;
+        long k = strtol(*p, &end, 10);
+        if (end == *p || k < 0 || k >= WF_MAX_DIMS)
+            return wf_errorf(WF_FORMAT, "signature '%s': bad split dim at '%s'", text, *p);
+        *p = end;
+        if (paren) {
+            if (**p != ')')
+                return wf_errorf(WF_FORMAT, "signature '%s': missing ')'", text);
+            (*p)++;
+        }
+        *out = (int8_t)k;
+    } else {
+        return wf_errorf(WF_FORMAT, "signature '%s': expected S<k>, B or P at '%s'", text, *p);
+    }
+    while (**p == ' ')
+        (*p)++;
+    return WF_OK;
+}
+
+wf_status wf_sbp_sig_parse(const char *text, int nin, int nout, int naxes, wf_sbp_sig *s)
+{
+    memset(s, 0, sizeof *s);
+    for (int j = 0; j < WF_MAX_INPUTS; j++)
+        s->in[j] = wf_sbp_broadcast();
+    for (int j = 0; j < WF_MAX_OUTPUTS; j++)
+        s->out[j] = wf_sbp_broadcast();
+    s->split = 1;
+    if (!text)
+        return wf_errorf(WF_FORMAT, "signature: missing");
+    if (nin < 0 || nin > WF_MAX_INPUTS || nout < 1 || nout > WF_MAX_OUTPUTS || naxes < 1 ||
+        naxes > WF_SBP_MAX_AXES)
+        return wf_errorf(WF_INVAL, "signature '%s': %d inputs, %d outputs, %d axes", text, nin,
+                         nout, naxes);
+    const char *p = text;
+    wf_status st;
+    for (int a = 0; a < naxes; a++) {
+        if (a) {
+            while (*p == ' ')
+                p++;
+            if (*p != '|')
+                return wf_errorf(WF_FORMAT, "signature '%s': %d axis part(s) for a %d-axis mesh "
+                                            "(parts are separated by '|')", text, a, naxes);
+            p++;
+        }
+        for (int j = 0; j < nin; j++) {
+            if ((st = parse_val(text, &p, &s->in[j].ax[a])))
+                return st;
+            if (j + 1 < nin) {
+                if (*p != ',')
+                    return wf_errorf(WF_FORMAT, "signature '%s': axis %d has fewer than %d inputs",
+                                     text, a, nin);
+                p++;
+            }
+        }
+        if (p[0] != '-' || p[1] != '>')
+            return wf_errorf(WF_FORMAT, "signature '%s': axis %d: expected %d input(s), then '->'",
+                             text, a, nin);
+        p += 2;
+        for (int j = 0; j < nout; j++) {
+            if ((st = parse_val(text, &p, &s->out[j].ax[a])))
+                return st;
+            if (j + 1 < nout) {
+                if (*p != ',')
+                    return wf_errorf(WF_FORMAT, "signature '%s': axis %d has fewer than %d outputs",
+                                     text, a, nout);
+                p++;
+            }
+        }
+    }
+    while (*p == ' ')
+        p++;
+    if (*p)
+        return wf_errorf(WF_FORMAT, "signature '%s': unexpected '%s' after %d axis part(s)", text,
+                         p, naxes);
+    return WF_OK;
+}
+
+int wf_sbp_sig_find(const wf_graph *g, int op, const wf_mesh *m, const char *text)
+{
+    if (op < 0 || op >= g->nfwd)
+        return wf_errorf(WF_INVAL, "signature: op %d is not a forward op of graph '%s'", op,
+                         g->name);
+    const wf_op *o = &g->ops[op];
+    wf_sbp_sig want;
+    wf_status st = wf_sbp_sig_parse(text, o->nin, o->nout, m->naxes, &want);
+    if (st)
+        return st;
+    int n = wf_sbp_op_sigs(g, op, m, NULL, 0);
+    if (n < 0)
+        return n;
+    wf_sbp_sig *all = malloc(sizeof *all * (size_t)(n + 1));
+    if (!all)
+        return wf_errorf(WF_NOMEM, "signature: out of memory");
+    wf_sbp_op_sigs(g, op, m, all, n);
+    int found = -1;
+    for (int c = 0; c < n && found < 0; c++) {
+        int eq = 1;
+        for (int j = 0; j < o->nin && eq; j++)
+            eq = wf_sbp_equal(&all[c].in[j], &want.in[j], m->naxes);
+        for (int j = 0; j < o->nout && eq; j++)
+            eq = wf_sbp_equal(&all[c].out[j], &want.out[j], m->naxes);
+        if (eq)
+            found = c;
+    }
+    free(all);
+    if (found < 0) {
+        char ms[64];
+        return wf_errorf(WF_INVAL, "op '%s' (%s): signature '%s' is not one of its %d signatures "
+                                   "on mesh %s", o->name, wf_op_name(o->kind), text, n,
+                         wf_mesh_str(m, ms, sizeof ms));
+    }
+    return found;
+}

@@ -99,8 +99,8 @@ void ol_eval_parts(const ol_problem *p, const int *assign, ol_parts *out);
  * range get 0. Any array may be NULL. A proxy for additive per-op costs
  * (the pipeline DP's layer costs), exact in sum: the shares add up to
  * ol_eval_parts's totals. */
-void ol_op_shares(const ol_problem *p, const int *assign, double *tn, double *sy, double *mw,
-                  double *ma);
+void ol_op_shares(const ol_problem *p, const int *assign, double *tn, double *sy, double *tc,
+                  double *mw, double *ma);
 
 /* Per-op choices (indices into wf_sbp_op_sigs; -1 outside the range),
  * signatures (may be NULL) and per-tensor layouts of an assignment. */
@@ -108,12 +108,13 @@ void ol_fill_plan(const ol_problem *p, const int *assign, int *choice, wf_sbp_si
                   wf_sbp *layout);
 
 /* The assignment of per-op choices (full signature indices) and, for leaf
- * variables, storage layouts (NULL: each as its first reader reads it).
- * WF_INVAL naming the op when a choice is outside its signatures, not
- * allowed by the options, or differs between ops tied into one decision
- * (*untied_needed is then set, when non-NULL, and no message is recorded). */
+ * variables, storage layouts: layout[t] where given[t] (given NULL: all
+ * given; layout NULL: none), else as the first reader reads it. WF_INVAL
+ * naming the op when a choice is outside its signatures, not allowed by the
+ * options, or differs between ops tied into one decision (*untied_needed is
+ * then set when non-NULL). */
 wf_status ol_assign_from_plan(const ol_problem *p, const int *choice, const wf_sbp *layout,
-                              int *assign, int *untied_needed);
+                              const unsigned char *given, int *assign, int *untied_needed);
 
 
 /* Coordinate descent from assign (updated in place): minimizes time + lambda x

@@ -947,15 +947,16 @@ static void add_share(const ol_problem *p, int v, double x, double *arr, const i
             arr[i] += per;
 }
 
-void ol_op_shares(const ol_problem *p, const int *assign, double *tn, double *sy, double *mw,
-                  double *ma)
+void ol_op_shares(const ol_problem *p, const int *assign, double *tn, double *sy, double *tc,
+                  double *mw, double *ma)
 {
-    double *arrs[4] = {tn, sy, mw, ma};
-    for (int k = 0; k < 4; k++)
+    enum { K = 5 };
+    double *arrs[K] = {tn, sy, mw, ma, tc};
+    for (int k = 0; k < K; k++)
         if (arrs[k])
             memset(arrs[k], 0, sizeof(double) * (size_t)p->nf);
     /* Per-variable totals first, then one pass to spread them over the ops. */
-    double *acc = calloc((size_t)p->nvar * 4 + 1, sizeof(double));
+    double *acc = calloc((size_t)p->nvar * K + 1, sizeof(double));
     int *first = malloc(sizeof(int) * ((size_t)p->nvar + 1));
     if (!acc || !first) {
         free(acc);
@@ -973,23 +974,24 @@ void ol_op_shares(const ol_problem *p, const int *assign, double *tn, double *sy
     for (int v = 0; v < p->nvar; v++) {
         const ol_var *V = &p->var[v];
         int c = assign[v];
-        acc[4 * v] += V->tn[c];
-        acc[4 * v + 1] += V->sy[c];
-        acc[4 * v + 2] += V->mw[c];
-        acc[4 * v + 3] += V->ma[c];
+        acc[K * v] += V->tn[c];
+        acc[K * v + 1] += V->sy[c];
+        acc[K * v + 2] += V->mw[c];
+        acc[K * v + 3] += V->ma[c];
+        acc[K * v + 4] += V->tc[c];
     }
     for (int e = 0; e < p->nedge; e++) {
         const ol_edge *E = &p->edge[e];
         size_t k = (size_t)assign[E->u] * (size_t)p->var[E->v].nch + (size_t)assign[E->v];
         double etn = E->tn ? E->tn[k] : E->t[k], esy = E->sy ? E->sy[k] : 0.0;
-        acc[4 * E->u] += 0.5 * etn;
-        acc[4 * E->v] += 0.5 * etn;
-        acc[4 * E->u + 1] += 0.5 * esy;
-        acc[4 * E->v + 1] += 0.5 * esy;
+        acc[K * E->u] += 0.5 * etn;
+        acc[K * E->v] += 0.5 * etn;
+        acc[K * E->u + 1] += 0.5 * esy;
+        acc[K * E->v + 1] += 0.5 * esy;
     }
     for (int v = 0; v < p->nvar; v++)
-        for (int k = 0; k < 4; k++)
-            add_share(p, v, acc[4 * v + k], arrs[k], first);
+        for (int k = 0; k < K; k++)
+            add_share(p, v, acc[K * v + k], arrs[k], first);
     free(acc);
     free(first);
 }
@@ -1051,7 +1053,7 @@ void ol_fill_plan(const ol_problem *p, const int *assign, int *choice, wf_sbp_si
 }
 
 wf_status ol_assign_from_plan(const ol_problem *p, const int *choice, const wf_sbp *layout,
-                              int *assign, int *untied_needed)
+                              const unsigned char *given, int *assign, int *untied_needed)
 {
     const wf_graph *g = p->g;
     int naxes = p->mesh.naxes;
@@ -1090,7 +1092,9 @@ wf_status ol_assign_from_plan(const ol_problem *p, const int *choice, const wf_s
             int lv = p->var_of_leaf[op->in[j]];
             if (lv < 0)
                 continue;
-            wf_sbp want = layout ? layout[op->in[j]] : wf_sbp_storage(&s->in[j], naxes);
+            int x = op->in[j];
+            wf_sbp want = layout && (!given || given[x]) ? layout[x]
+                                                         : wf_sbp_storage(&s->in[j], naxes);
             int found = -1;
             for (int k = 0; k < p->var[lv].nch && found < 0; k++)
                 if (wf_sbp_equal(&p->var[lv].lay[k], &want, naxes))
@@ -1335,7 +1339,7 @@ wf_status wf_oplevel_evaluate(const wf_graph *g, const wf_cluster *c, const wf_m
         st = wf_errorf(WF_NOMEM, "oplevel: out of memory");
         goto done;
     }
-    if ((st = ol_assign_from_plan(&p, choice, layout, assign, NULL)))
+    if ((st = ol_assign_from_plan(&p, choice, layout, NULL, assign, NULL)))
         goto done;
     ol_eval(&p, assign, time_s, compute_s, memory_bytes);
 done:

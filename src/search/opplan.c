@@ -1,0 +1,1196 @@
+/* The op-level planner: meshes x pipeline depths x micro-batches around the
+ * op-level search (oplevel*.c), with Alpa's inter-operator pass
+ * (pipeline_dp.c) cutting the graph into stages, and the evaluation of an
+ * op-level plan file against a model and a cluster (search.h says what is
+ * costed and how the stages are chosen).
+ *
+ * Symbols: D devices, pp stages, m micro-batches, b = batch / m samples per
+ * micro-batch (the graph is built for b), L the memory limit per device.
+ *
+ * One rule keeps the numbers honest: a plan's numbers are the sums of its
+ * stages' parts (ol_eval_parts: one micro-batch's pass tn, its weight-gradient
+ * reduction sy, its computation tc, its memory m), taken on the problem of
+ * each stage, built with the same options by the search and by the
+ * evaluation of a plan file; so `weft plan -o` and `weft plan --verify`
+ * print the same numbers, to the last bit (a test checks it). */
+#include "graph/graph-impl.h"
+#include "search/oplevel-impl.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_MESHES 64
+#define MAX_UNITS 128   /* the pipeline DP runs on at most this many op groups */
+#define MAX_GRAPHS 4    /* micro-batch sizes whose graphs are kept built */
+
+void wf_opplan_opts_default(wf_opplan_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    wf_oplevel_opts_default(&o->oplevel);
+    o->top_k = 10;
+}
+
+/* ---- one stage: its problem's options, its parts -------------------------------- */
+
+/* The options a stage's problem is built with, by the search and by the
+ * evaluation alike (the restriction of seq_dim only removes choices and so
+ * leaves every cost of the remaining ones as it is; see oplevel.c). */
+static wf_oplevel_opts stage_opts(const wf_oplevel_opts *base, int lo, int hi, int nf, int pp,
+                                  int s, int64_t m)
+{
+    wf_oplevel_opts o = *base;
+    o.op_begin = lo == 0 && hi == nf ? 0 : lo;
+    o.op_end = lo == 0 && hi == nf ? 0 : hi;
+    int64_t inflight = pp - s < m ? pp - s : m;
+    o.act_multiplier = (double)inflight;
+    o.grad_sync_scale = 1.0 / (double)m;
+    return o;
+}
+
+/* Bytes crossing each cut: cross_fw[j] of the tensors made by ops < j and
+ * read by ops >= j (1 <= j < nf), cross_bw[j] of those of them that carry a
+ * gradient back. */
+static wf_status crossing_bytes(const wf_graph *g, double *cross_fw, double *cross_bw)
+{
+    int nf = g->nfwd;
+    unsigned char *ng = malloc((size_t)g->ntensors + 1);
+    int *last = malloc(sizeof(int) * ((size_t)g->ntensors + 1));
+    if (!ng || !last) {
+        free(ng);
+        free(last);
+        return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+    }
+    wf_graph_grad_flags(g, nf, ng);
+    for (int t = 0; t < g->ntensors; t++)
+        last[t] = -1;
+    for (int i = 0; i < nf; i++)
+        for (int j = 0; j < g->ops[i].nin; j++)
+            last[g->ops[i].in[j]] = i;
+    for (int j = 0; j <= nf; j++)
+        cross_fw[j] = cross_bw[j] = 0;
+    /* Difference arrays: a tensor made by op a, last read by op z, crosses cuts a < j <= z. */
+    for (int t = 0; t < g->ntensors; t++) {
+        int a = g->tensors[t].producer, z = last[t];
+        if (a < 0 || a >= nf || z <= a)
+            continue;
+        double bytes = (double)wf_tensor_bytes(&g->tensors[t]);
+        cross_fw[a + 1] += bytes;
+        cross_fw[z + 1] -= bytes;
+        if (ng[t]) {
+            cross_bw[a + 1] += bytes;
+            cross_bw[z + 1] -= bytes;
+        }
+    }
+    for (int j = 1; j <= nf; j++) {
+        cross_fw[j] += cross_fw[j - 1];
+        cross_bw[j] += cross_bw[j - 1];
+    }
+    free(ng);
+    free(last);
+    return WF_OK;
+}
+
+/* The send between stage s and s+1 at cut j (ops < j before it): each of the
+ * stage's devices sends its share of the crossing tensors to its peer in the
+ * next stage (stride: the stage's devices), and the gradients come back. */
+static double send_time(const wf_cluster *c, int64_t stage_devices, double fw_bytes,
+                        double bw_bytes)
+{
+    if (fw_bytes <= 0 && bw_bytes <= 0)
+        return 0;
+    wf_group grp = wf_group_place(c, 2, stage_devices);
+    double t = wf_coll_time(c, WF_COLL_SENDRECV, &grp, fw_bytes / (double)stage_devices);
+    if (bw_bytes > 0)
+        t += wf_coll_time(c, WF_COLL_SENDRECV, &grp, bw_bytes / (double)stage_devices);
+    return t;
+}
+
+/* The dtype whose peak the graph's MFU is taken against: its first float weight. */
+static wf_dtype graph_dtype(const wf_graph *g)
+{
+    for (int t = 0; t < g->ntensors; t++)
+        if (g->tensors[t].role == WF_ROLE_PARAM && wf_dtype_is_float(g->tensors[t].dtype))
+            return g->tensors[t].dtype;
+    return WF_DTYPE_FP32;
+}
+
+/* A point from its stages' parts. st[s].time_s etc. are filled by the caller. */
+static void finish_point(wf_opplan_point *pt, const wf_graph *g, const wf_cluster *c,
+                         const char *mesh, int64_t mesh_devices, int pp, int64_t m,
+                         int64_t batch, double budget)
+{
+    snprintf(pt->mesh, sizeof pt->mesh, "%s", mesh);
+    snprintf(pt->plan, sizeof pt->plan, "mesh=%s,pp=%d,micro_batches=%lld", mesh, pp,
+             (long long)m);
+    pt->pp = pp;
+    pt->micro_batches = m;
+    pt->devices = mesh_devices * pp;
+    double sum = 0, gmax = 0, mem = 0;
+    int slow = 0, fits = 1;
+    for (int s = 0; s < pp; s++) {
+        const wf_opplan_stage *S = &pt->stages[s];
+        sum += S->time_s;
+        if (S->time_s > pt->stages[slow].time_s)
+            slow = s;
+        if (S->grad_sync_s > gmax)
+            gmax = S->grad_sync_s;
+        if (S->memory_bytes > mem)
+            mem = S->memory_bytes;
+        fits &= S->memory_bytes <= budget;
+    }
+    const wf_opplan_stage *W = &pt->stages[slow];
+    double md = (double)m;
+    pt->iteration_time_s = sum + (md - 1) * W->time_s + gmax;
+    pt->compute_s = md * W->compute_s;
+    pt->pp_comm_s = md * W->send_s;
+    pt->comm_s = md * (W->time_s - W->compute_s - W->send_s);
+    pt->bubble_s = sum - W->time_s;
+    pt->grad_sync_s = gmax;
+    pt->memory_per_device_bytes = mem;
+    pt->fits = fits;
+    pt->samples_per_s = pt->iteration_time_s > 0 ? (double)batch / pt->iteration_time_s : 0;
+    wf_graph_totals tot;
+    wf_graph_totals_of(g, &tot);
+    pt->model_flops_per_iteration = (tot.fwd_flops + tot.bwd_flops) * md;
+    double peak = c->dev.matrix_flops[graph_dtype(g)];
+    double denom = pt->iteration_time_s * (double)pt->devices;
+    pt->tflops_per_device = denom > 0 ? pt->model_flops_per_iteration / denom / 1e12 : 0;
+    pt->mfu = denom > 0 && peak > 0 ? pt->model_flops_per_iteration / (denom * peak) : 0;
+}
+
+static void stage_from_parts(wf_opplan_stage *S, const ol_parts *q, int lo, int hi, int inflight,
+                             double send_s)
+{
+    S->first_op = lo;
+    S->end_op = hi;
+    S->inflight = inflight;
+    S->time_s = q->tn + send_s;
+    S->compute_s = q->tc;
+    S->send_s = send_s;
+    S->grad_sync_s = q->sy;
+    S->memory_bytes = q->m;
+}
+
+/* ---- evaluation of a given plan --------------------------------------------------- */
+
+typedef struct {
+    const wf_graph *g;
+    const wf_cluster *c;
+    wf_mesh mesh;
+    int pp;
+    int64_t m, batch;
+    const int *first;          /* [pp + 1] */
+    const int *choice;         /* [nf] full signature indices */
+    const wf_sbp *stor;        /* [pp * ntensors] storage layouts per stage, or NULL */
+    const unsigned char *given;/* [pp * ntensors] which of them are given */
+    wf_oplevel_opts base;
+    double budget;
+} plan_in;
+
+/* Costs a plan stage by stage; per-op shares (computation, communication)
+ * and stages when the arrays are given. */
+static wf_status eval_plan(const plan_in *in, wf_opplan_point *pt, double *op_tc, double *op_comm,
+                           int *op_stage)
+{
+    const wf_graph *g = in->g;
+    int nf = g->nfwd, nt = g->ntensors;
+    double *cfw = malloc(sizeof(double) * ((size_t)nf + 1));
+    double *cbw = malloc(sizeof(double) * ((size_t)nf + 1));
+    double *tn = op_tc ? malloc(sizeof(double) * (size_t)nf) : NULL;
+    double *sy = op_tc ? malloc(sizeof(double) * (size_t)nf) : NULL;
+    double *tc = op_tc ? malloc(sizeof(double) * (size_t)nf) : NULL;
+    wf_status st = WF_OK;
+    if (!cfw || !cbw || (op_tc && (!tn || !sy || !tc))) {
+        st = wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+        goto done;
+    }
+    if ((st = crossing_bytes(g, cfw, cbw)))
+        goto done;
+    int64_t sdev = wf_mesh_devices(&in->mesh);
+    for (int s = 0; s < in->pp && st == WF_OK; s++) {
+        int lo = in->first[s], hi = in->first[s + 1];
+        wf_oplevel_opts o = stage_opts(&in->base, lo, hi, nf, in->pp, s, in->m);
+        o.seq_dim = -1;
+        ol_problem p;
+        int *assign = NULL;
+        int untied = 0;
+        for (int tie = o.tie_layers; tie >= 0; tie--) {
+            if ((st = ol_problem_build(g, in->c, &in->mesh, &o, tie, &p)))
+                break;
+            assign = malloc(sizeof(int) * ((size_t)p.nvar + 1));
+            if (!assign) {
+                st = wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+                break;
+            }
+            untied = 0;
+            st = ol_assign_from_plan(&p, in->choice, in->stor ? in->stor + (size_t)s * nt : NULL,
+                                     in->given ? in->given + (size_t)s * nt : NULL, assign,
+                                     &untied);
+            if (st == WF_OK || !untied || tie == 0)
+                break;
+            /* Ops tied into one decision take different signatures: cost them apart. */
+            wf_clear_error();
+            free(assign);
+            assign = NULL;
+            ol_problem_free(&p);
+        }
+        if (st == WF_OK) {
+            ol_parts q;
+            ol_eval_parts(&p, assign, &q);
+            double snd = s + 1 < in->pp ? send_time(in->c, sdev, cfw[hi], cbw[hi]) : 0;
+            stage_from_parts(&pt->stages[s], &q, lo, hi, (int)o.act_multiplier, snd);
+            if (op_tc) {
+                ol_op_shares(&p, assign, tn, sy, tc, NULL, NULL);
+                for (int i = lo; i < hi; i++) {
+                    op_tc[i] = tc[i];
+                    op_comm[i] = tn[i] - tc[i] + sy[i];
+                    op_stage[i] = s;
+                }
+            }
+        }
+        free(assign);
+        ol_problem_free(&p);
+    }
+    if (st == WF_OK) {
+        char ms[64];
+        finish_point(pt, g, in->c, wf_mesh_str(&in->mesh, ms, sizeof ms), sdev, in->pp, in->m,
+                     in->batch, in->budget);
+    }
+done:
+    free(cfw);
+    free(cbw);
+    free(tn);
+    free(sy);
+    free(tc);
+    return st;
+}
+
+/* The index of forward op `name` (try `hint` first: files list ops in order). */
+static int find_op(const wf_graph *g, const char *name, int hint)
+{
+    if (hint >= 0 && hint < g->nfwd && strcmp(g->ops[hint].name, name) == 0)
+        return hint;
+    for (int i = 0; i < g->nfwd; i++)
+        if (strcmp(g->ops[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int find_tensor(const wf_graph *g, const char *name)
+{
+    for (int t = 0; t < g->ntensors; t++)
+        if (strcmp(g->tensors[t].name, name) == 0)
+            return t;
+    return -1;
+}
+
+static double default_budget(const wf_cluster *c, double mem_limit_bytes)
+{
+    return mem_limit_bytes > 0 ? mem_limit_bytes : c->dev.mem_bytes - c->mem_reserved_bytes;
+}
+
+/* Checks plan against model graph g (built for batch / micro_batches) and
+ * fills the arrays of plan_in. */
+static wf_status check_plan(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
+                            const wf_plan_oplevel *plan, const wf_graph *g, wf_mesh *mesh,
+                            int *first, int *choice, wf_sbp *stor, unsigned char *given)
+{
+    int nf = g->nfwd, nt = g->ntensors;
+    wf_status st = wf_mesh_parse(plan->mesh, c, mesh);
+    if (st)
+        return st;
+    int64_t md = wf_mesh_devices(mesh), have = wf_cluster_devices(c);
+    if (md * plan->pp > have)
+        return wf_errorf(WF_INVAL, "op-level plan: mesh %s x pp=%d needs %lld devices, cluster '%s' has %lld",
+                         plan->mesh, plan->pp, (long long)(md * plan->pp), c->name,
+                         (long long)have);
+    if (plan->pp > nf)
+        return wf_errorf(WF_INVAL, "op-level plan: pp=%d stages for the %d ops of model '%s'", plan->pp, nf,
+                         mc->name);
+    for (int i = 0; i < nf; i++)
+        choice[i] = -1;
+    for (int k = 0; k < plan->nlayouts; k++) {
+        int i = find_op(g, plan->op[k], k);
+        if (i < 0)
+            return wf_errorf(WF_INVAL, "op-level plan: op '%s' is not an op of model '%s'", plan->op[k],
+                             mc->name);
+        int r = wf_sbp_sig_find(g, i, mesh, plan->sig[k]);
+        if (r < 0) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", wf_last_error());
+            return wf_errorf(r == WF_NOMEM ? WF_NOMEM : WF_INVAL,
+                             "op-level plan: %s (micro-batches of %lld samples)", msg,
+                             (long long)(batch / plan->micro_batches));
+        }
+        choice[i] = r;
+    }
+    for (int i = 0; i < nf; i++)
+        if (choice[i] < 0)
+            return wf_errorf(WF_INVAL, "op-level plan: op '%s' (%s) of model '%s' has no layout",
+                             g->ops[i].name, wf_op_name(g->ops[i].kind), mc->name);
+    first[0] = 0;
+    first[plan->pp] = nf;
+    for (int s = 0; s < plan->pp; s++) {
+        const char *name = plan->stage_first ? plan->stage_first[s] : NULL;
+        if (!name) {
+            if (s > 0)
+                return wf_errorf(WF_INVAL, "op-level plan: stage %d has no first op", s);
+            continue;
+        }
+        int i = find_op(g, name, -1);
+        if (i < 0)
+            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at op '%s', not an op of model '%s'",
+                             s, name, mc->name);
+        if (s == 0 && i != 0)
+            return wf_errorf(WF_INVAL, "op-level plan: stage 0 starts at op '%s', not at the first op '%s'",
+                             name, g->ops[0].name);
+        if (s > 0 && i <= first[s - 1])
+            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at op '%s', not after stage %d's "
+                                       "first op", s, name, s - 1);
+        first[s] = i;
+    }
+    memset(given, 0, (size_t)plan->pp * (size_t)nt);
+    for (int k = 0; k < plan->nstorage; k++) {
+        int s = plan->storage_stage[k];
+        int t = find_tensor(g, plan->tensor[k]);
+        if (t < 0)
+            return wf_errorf(WF_INVAL, "op-level plan: storage of '%s' (stage %d): no such tensor in model "
+                                       "'%s'", plan->tensor[k], s, mc->name);
+        wf_sbp lay;
+        if ((st = wf_sbp_parse(plan->layout[k], mesh->naxes, &lay))) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", wf_last_error());
+            return wf_errorf(WF_FORMAT, "op-level plan: storage of '%s': %s", plan->tensor[k], msg);
+        }
+        const wf_tensor *x = &g->tensors[t];
+        if (!wf_sbp_valid(mesh, x->ndim, x->shape, &lay))
+            return wf_errorf(WF_INVAL, "op-level plan: storage %s of '%s' does not divide its shape on "
+                                       "mesh %s", plan->layout[k], x->name, plan->mesh);
+        stor[(size_t)s * nt + t] = lay;
+        given[(size_t)s * nt + t] = 1;
+    }
+    return WF_OK;
+}
+
+static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
+                               const wf_plan_oplevel *plan, double mem_limit_bytes,
+                               const wf_oplevel_opts *opts, wf_arena *arena, wf_opplan_point *out,
+                               wf_graph *g, double **op_tc, double **op_comm, int **op_stage)
+{
+    memset(out, 0, sizeof *out);
+    wf_graph_init(g, mc->name);
+    if (batch < 1)
+        return wf_errorf(WF_INVAL, "op-level plan: batch=%lld must be >= 1", (long long)batch);
+    if (plan->micro_batches < 1 || batch % plan->micro_batches != 0)
+        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide batch=%lld",
+                         (long long)plan->micro_batches, (long long)batch);
+    if (plan->pp < 1 || plan->nlayouts < 1)
+        return wf_errorf(WF_INVAL, "op-level plan: pp=%d with %d layouts", plan->pp, plan->nlayouts);
+    wf_oplevel_opts base;
+    if (opts)
+        base = *opts;
+    else
+        wf_oplevel_opts_default(&base);
+    wf_status st = wf_model_build(mc, batch / plan->micro_batches, g);
+    if (st)
+        return st;
+    int nf = g->nfwd, nt = g->ntensors;
+    int *first = malloc(sizeof(int) * ((size_t)plan->pp + 1));
+    int *choice = malloc(sizeof(int) * ((size_t)nf + 1));
+    wf_sbp *stor = malloc(sizeof(wf_sbp) * ((size_t)plan->pp * (size_t)nt + 1));
+    unsigned char *given = malloc((size_t)plan->pp * (size_t)nt + 1);
+    out->stages = wf_arena_alloc(arena, sizeof(wf_opplan_stage) * (size_t)plan->pp);
+    if (!first || !choice || !stor || !given || !out->stages) {
+        st = wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+        goto done;
+    }
+    out->nstages = plan->pp;
+    plan_in in;
+    memset(&in, 0, sizeof in);
+    if ((st = check_plan(mc, c, batch, plan, g, &in.mesh, first, choice, stor, given)))
+        goto done;
+    in.g = g;
+    in.c = c;
+    in.pp = plan->pp;
+    in.m = plan->micro_batches;
+    in.batch = batch;
+    in.first = first;
+    in.choice = choice;
+    in.stor = stor;
+    in.given = given;
+    in.base = base;
+    in.budget = default_budget(c, mem_limit_bytes);
+    if (op_tc) {
+        *op_tc = wf_arena_alloc(arena, sizeof(double) * (size_t)nf + 1);
+        *op_comm = wf_arena_alloc(arena, sizeof(double) * (size_t)nf + 1);
+        *op_stage = wf_arena_alloc(arena, sizeof(int) * (size_t)nf + 1);
+        if (!*op_tc || !*op_comm || !*op_stage) {
+            st = wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+            goto done;
+        }
+    }
+    st = eval_plan(&in, out, op_tc ? *op_tc : NULL, op_tc ? *op_comm : NULL,
+                   op_tc ? *op_stage : NULL);
+    if (st == WF_OK)
+        snprintf(out->plan, sizeof out->plan, "mesh=%s,pp=%d,micro_batches=%lld", plan->mesh,
+                 plan->pp, (long long)plan->micro_batches);
+done:
+    free(first);
+    free(choice);
+    free(stor);
+    free(given);
+    return st;
+}
+
+wf_status wf_oplevel_plan_evaluate(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                                   const wf_plan_oplevel *plan, double mem_limit_bytes,
+                                   const wf_oplevel_opts *opts, wf_arena *arena,
+                                   wf_opplan_point *out)
+{
+    wf_graph g;
+    wf_status st = evaluate_with(m, c, batch, plan, mem_limit_bytes, opts, arena, out, &g, NULL,
+                                 NULL, NULL);
+    wf_graph_free(&g);
+    return st;
+}
+
+/* ---- the search --------------------------------------------------------------------- */
+
+/* A costed candidate: its point and what makes its plan. */
+typedef struct {
+    wf_opplan_point pt;
+    wf_mesh mesh;
+    int64_t graph_batch;   /* the micro-batch its graph is built for */
+    int *first;            /* [pp + 1] */
+    int *choice;           /* [nf] */
+    wf_sbp *stor;          /* [pp * ntensors] */
+    unsigned char *given;  /* [pp * ntensors] */
+} cand;
+
+typedef struct {
+    const wf_model_config *mc;
+    const wf_cluster *c;
+    int64_t batch;
+    wf_opplan_opts o;
+    double budget;
+    int64_t graph_batch[MAX_GRAPHS];
+    wf_graph graphs[MAX_GRAPHS];
+    int ngraphs;
+    int64_t next_evict;
+    cand *cands;
+    int ncands, cap_cands;
+    wf_opplan_point *front; /* pareto candidates (fitting) */
+    int nfront, cap_front;
+    wf_arena a;             /* the candidates' arrays and stages */
+    int64_t searches;
+    double work_done, work_total;
+} planner;
+
+/* The graph for micro-batch b (built once while it is among the last
+ * MAX_GRAPHS sizes used; the search asks for each size in runs). The index
+ * stays valid until the next call. */
+static wf_status get_graph(planner *P, int64_t b, int *idx)
+{
+    for (int i = 0; i < P->ngraphs; i++)
+        if (P->graph_batch[i] == b) {
+            *idx = i;
+            return WF_OK;
+        }
+    int i = P->ngraphs < MAX_GRAPHS ? P->ngraphs++ : (int)(P->next_evict++ % MAX_GRAPHS);
+    wf_graph_free(&P->graphs[i]);
+    P->graph_batch[i] = 0;
+    wf_status st = wf_model_build(P->mc, b, &P->graphs[i]);
+    if (st) {
+        wf_graph_free(&P->graphs[i]);
+        return st;
+    }
+    P->graph_batch[i] = b;
+    *idx = i;
+    return WF_OK;
+}
+
+static cand *new_cand(planner *P, int pp, const wf_graph *g)
+{
+    if (P->ncands == P->cap_cands) {
+        int nc = P->cap_cands ? 2 * P->cap_cands : 64;
+        cand *n = realloc(P->cands, sizeof *n * (size_t)nc);
+        if (!n)
+            return NULL;
+        P->cands = n;
+        P->cap_cands = nc;
+    }
+    cand *k = &P->cands[P->ncands];
+    memset(k, 0, sizeof *k);
+    size_t nt = (size_t)g->ntensors;
+    k->first = wf_arena_alloc(&P->a, sizeof(int) * ((size_t)pp + 1));
+    k->choice = wf_arena_alloc(&P->a, sizeof(int) * ((size_t)g->nfwd + 1));
+    k->stor = wf_arena_alloc(&P->a, sizeof(wf_sbp) * ((size_t)pp * nt + 1));
+    k->given = wf_arena_alloc(&P->a, (size_t)pp * nt + 1);
+    k->pt.stages = wf_arena_alloc(&P->a, sizeof(wf_opplan_stage) * (size_t)pp);
+    if (!k->first || !k->choice || !k->stor || !k->given || !k->pt.stages)
+        return NULL;
+    memset(k->given, 0, (size_t)pp * nt);
+    k->pt.nstages = pp;
+    P->ncands++;
+    return k;
+}
+
+static wf_status push_front(planner *P, const wf_opplan_point *pt)
+{
+    if (P->nfront == P->cap_front) {
+        int nc = P->cap_front ? 2 * P->cap_front : 64;
+        wf_opplan_point *n = realloc(P->front, sizeof *n * (size_t)nc);
+        if (!n)
+            return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        P->front = n;
+        P->cap_front = nc;
+    }
+    P->front[P->nfront++] = *pt;
+    return WF_OK;
+}
+
+static void tick(planner *P)
+{
+    P->work_done += 1;
+    if (P->o.progress && P->work_total > 0)
+        P->o.progress(P->work_done / P->work_total, P->o.progress_user);
+}
+
+/* The fastest fitting plan of a search's frontier, else the smallest. */
+static int pick_plan(const ol_plan *plans, int n, double limit)
+{
+    for (int i = 0; i < n; i++)
+        if (plans[i].m <= limit)
+            return i;
+    return n - 1;
+}
+
+/* Searches stage [lo, hi) of graph gi on mesh with its options; records its
+ * choices and storage into k, its parts into stage s, and (pp = 1) the
+ * frontier's fitting points. */
+static wf_status search_stage(planner *P, int gi, const wf_mesh *mesh, int pp, int s, int64_t m,
+                              int lo, int hi, double send_s, cand *k)
+{
+    const wf_graph *g = &P->graphs[gi];
+    int nf = g->nfwd, nt = g->ntensors;
+    wf_oplevel_opts o = stage_opts(&P->o.oplevel, lo, hi, nf, pp, s, m);
+    ol_problem p;
+    ol_plan *plans = NULL;
+    int nplans = 0, cap = 0, nfr = 0, sweeps = 0, cond = 0;
+    wf_arena scratch;
+    wf_arena_init(&scratch, (size_t)1 << 16);
+    int *choice = malloc(sizeof(int) * ((size_t)nf + 1));
+    wf_sbp *lay = malloc(sizeof(wf_sbp) * ((size_t)nt + 1));
+    wf_status st = WF_OK;
+    if (!choice || !lay) {
+        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        goto done;
+    }
+    if ((st = ol_problem_build(g, P->c, mesh, &o, o.tie_layers, &p)))
+        goto done;
+    P->searches++;
+    if ((st = ol_search_run(&p, P->budget, &plans, &nplans, &cap, &nfr, &sweeps, &cond, &scratch)))
+        goto done;
+    int pick = pick_plan(plans, nfr, P->budget);
+    ol_parts q;
+    ol_eval_parts(&p, plans[pick].assign, &q);
+    stage_from_parts(&k->pt.stages[s], &q, lo, hi, (int)o.act_multiplier, send_s);
+    ol_fill_plan(&p, plans[pick].assign, choice, NULL, lay);
+    for (int i = lo; i < hi; i++)
+        k->choice[i] = choice[i];
+    for (int t = 0; t < nt; t++)
+        if (p.var_of_leaf[t] >= 0) {
+            k->stor[(size_t)s * nt + t] = lay[t];
+            k->given[(size_t)s * nt + t] = 1;
+        }
+    if (pp == 1) {
+        /* Every fitting frontier point is a plan of its own (same mesh, other layouts). */
+        for (int i = 0; i < nfr && st == WF_OK; i++) {
+            if (plans[i].m > P->budget)
+                continue;
+            wf_opplan_point pt = k->pt;
+            pt.stages = wf_arena_alloc(&P->a, sizeof(wf_opplan_stage));
+            if (!pt.stages) {
+                st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+                break;
+            }
+            ol_eval_parts(&p, plans[i].assign, &q);
+            stage_from_parts(&pt.stages[0], &q, lo, hi, 1, 0);
+            char ms[64];
+            finish_point(&pt, g, P->c, wf_mesh_str(mesh, ms, sizeof ms), wf_mesh_devices(mesh), 1,
+                         1, P->batch, P->budget);
+            st = push_front(P, &pt);
+        }
+    }
+done:
+    free(choice);
+    free(lay);
+    free(plans);
+    wf_arena_free(&scratch);
+    ol_problem_free(&p);
+    return st;
+}
+
+/* pp = 1 on one mesh. */
+static wf_status plan_flat(planner *P, const wf_mesh *mesh)
+{
+    int gi;
+    wf_status st = get_graph(P, P->batch, &gi);
+    if (st)
+        return st;
+    const wf_graph *g = &P->graphs[gi];
+    cand *k = new_cand(P, 1, g);
+    if (!k)
+        return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+    k->mesh = *mesh;
+    k->graph_batch = P->batch;
+    k->first[0] = 0;
+    k->first[1] = g->nfwd;
+    if ((st = search_stage(P, gi, mesh, 1, 0, 1, 0, g->nfwd, 0, k)))
+        return st;
+    char ms[64];
+    finish_point(&k->pt, g, P->c, wf_mesh_str(mesh, ms, sizeof ms), wf_mesh_devices(mesh), 1, 1,
+                 P->batch, P->budget);
+    return WF_OK;
+}
+
+/* Units for the DP: ops, or above MAX_UNITS ops consecutive groups of about
+ * equal proxy time. ufirst[u] is the first op of unit u; returns the count. */
+static int make_units(const double *op_t, int nf, int *ufirst)
+{
+    if (nf <= MAX_UNITS) {
+        for (int i = 0; i <= nf; i++)
+            ufirst[i] = i;
+        return nf;
+    }
+    double total = 0;
+    for (int i = 0; i < nf; i++)
+        total += op_t[i];
+    int n = 0;
+    double acc = 0;
+    ufirst[n++] = 0;
+    for (int i = 0; i < nf; i++) {
+        acc += op_t[i];
+        /* Close a unit once it holds its share of the time, keeping room for
+         * the remaining units to hold an op each. */
+        if (n < MAX_UNITS && i + 1 < nf && nf - (i + 1) >= MAX_UNITS - n &&
+            (acc >= total * (double)n / MAX_UNITS || nf - (i + 1) == MAX_UNITS - n))
+            ufirst[n++] = i + 1;
+    }
+    ufirst[n] = nf;
+    return n;
+}
+
+wf_status wf_opplan_chain(const wf_graph *g, const wf_cluster *c, const wf_mesh *mesh, int pp,
+                          int64_t m, double mem_limit_bytes, const wf_oplevel_opts *opts,
+                          double *op_time_s, double *send_s, double *weight_bytes,
+                          double *act_bytes)
+{
+    int nf = g->nfwd;
+    if (pp < 1 || m < 1)
+        return wf_errorf(WF_INVAL, "op-level planner: pp=%d, m=%lld (expected >= 1)", pp,
+                         (long long)m);
+    wf_oplevel_opts base;
+    if (opts)
+        base = *opts;
+    else
+        wf_oplevel_opts_default(&base);
+    double budget = default_budget(c, mem_limit_bytes);
+    double *buf = malloc(sizeof(double) * ((size_t)nf + 1) * 4);
+    ol_problem p;
+    ol_plan *plans = NULL;
+    wf_arena scratch;
+    wf_arena_init(&scratch, (size_t)1 << 16);
+    memset(&p, 0, sizeof p);
+    wf_status st = WF_OK;
+    if (!buf) {
+        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        goto done;
+    }
+    double *tn = buf, *sy = tn + nf + 1, *cfw = sy + nf + 1, *cbw = cfw + nf + 1;
+    /* The whole graph on the stage mesh with a stage's share of memory: its
+     * activations as the first stage keeps them, pp times the limit. */
+    wf_oplevel_opts o = stage_opts(&base, 0, nf, nf, pp, 0, m);
+    if ((st = ol_problem_build(g, c, mesh, &o, o.tie_layers, &p)))
+        goto done;
+    int nplans = 0, cap = 0, nfr = 0, sweeps = 0, cond = 0;
+    if ((st = ol_search_run(&p, budget * pp, &plans, &nplans, &cap, &nfr, &sweeps, &cond,
+                            &scratch)))
+        goto done;
+    int pick = pick_plan(plans, nfr, budget * pp);
+    ol_op_shares(&p, plans[pick].assign, tn, sy, NULL, weight_bytes, act_bytes);
+    for (int i = 0; i < nf; i++)
+        op_time_s[i] = tn[i] + sy[i] / (double)m;
+    if ((st = crossing_bytes(g, cfw, cbw)))
+        goto done;
+    int64_t sdev = wf_mesh_devices(mesh);
+    for (int i = 0; i < nf; i++)
+        send_s[i] = i + 1 < nf ? send_time(c, sdev, cfw[i + 1], cbw[i + 1]) : 0;
+done:
+    free(buf);
+    free(plans);
+    wf_arena_free(&scratch);
+    ol_problem_free(&p);
+    return st;
+}
+
+/* pp > 1 with m micro-batches on stage mesh `mesh`. */
+static wf_status plan_pipelined(planner *P, int pp, int64_t m, const wf_mesh *mesh)
+{
+    int gi;
+    wf_status st = get_graph(P, P->batch / m, &gi);
+    if (st)
+        return st;
+    const wf_graph *g = &P->graphs[gi];
+    int nf = g->nfwd;
+    if (pp > nf || pp > WF_PIPELINE_MAX_STAGES)
+        return WF_OK; /* more stages than ops: not a candidate */
+    int64_t sdev = wf_mesh_devices(mesh);
+    double *buf = calloc((size_t)(nf + 1) * 8, sizeof(double));
+    int *ufirst = malloc(sizeof(int) * ((size_t)nf + 2));
+    if (!buf || !ufirst) {
+        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        goto done;
+    }
+    double *opt = buf, *osend = opt + nf + 1, *mw = osend + nf + 1, *ma = mw + nf + 1;
+    double *ut = ma + nf + 1, *us = ut + nf + 1, *uw = us + nf + 1, *ua = uw + nf + 1;
+    P->searches++;
+    if ((st = wf_opplan_chain(g, P->c, mesh, pp, m, P->budget, &P->o.oplevel, opt, osend, mw, ma)))
+        goto done;
+    int nu = make_units(opt, nf, ufirst);
+    if (pp > nu)
+        goto done;
+    for (int u = 0; u < nu; u++) {
+        ut[u] = uw[u] = ua[u] = 0;
+        for (int i = ufirst[u]; i < ufirst[u + 1]; i++) {
+            ut[u] += opt[i];
+            uw[u] += mw[i];
+            ua[u] += ma[i];
+        }
+        us[u] = osend[ufirst[u + 1] - 1];
+    }
+    wf_stage_plan sp;
+    st = wf_pipeline_dp(nu, ut, us, uw, ua, pp, m, P->budget, &sp);
+    if (st == WF_NOFIT) {
+        /* Nothing fits by the proxy: take the fastest split and let the stages' own
+         * searches say how much memory they need. */
+        wf_clear_error();
+        st = wf_pipeline_dp(nu, ut, us, uw, ua, pp, m, 0, &sp);
+    }
+    if (st)
+        goto done;
+    cand *k = new_cand(P, pp, g);
+    if (!k) {
+        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        goto done;
+    }
+    k->mesh = *mesh;
+    k->graph_batch = P->batch / m;
+    for (int s = 0; s <= pp; s++)
+        k->first[s] = ufirst[sp.first[s]];
+    for (int s = 0; s < pp && st == WF_OK; s++) {
+        int lo = k->first[s], hi = k->first[s + 1];
+        st = search_stage(P, gi, mesh, pp, s, m, lo, hi, s + 1 < pp ? osend[hi - 1] : 0, k);
+    }
+    if (st == WF_OK) {
+        char ms[64];
+        finish_point(&k->pt, g, P->c, wf_mesh_str(mesh, ms, sizeof ms), sdev, pp, m, P->batch,
+                     P->budget);
+        if (k->pt.fits)
+            st = push_front(P, &k->pt);
+    }
+done:
+    free(buf);
+    free(ufirst);
+    return st;
+}
+
+/* Micro-batch counts for pp stages: pp, 2 pp, 4 pp where they divide the
+ * batch; else the largest divisor of the batch up to 4 pp. */
+static int micro_counts(int64_t batch, int pp, int64_t *out)
+{
+    int n = 0;
+    for (int64_t f = 1; f <= 4; f *= 2)
+        if ((int64_t)pp * f <= batch && batch % ((int64_t)pp * f) == 0)
+            out[n++] = (int64_t)pp * f;
+    if (n == 0) {
+        int64_t best = 1;
+        for (int64_t d = 1; d <= 4 * (int64_t)pp && d <= batch; d++)
+            if (batch % d == 0)
+                best = d;
+        out[n++] = best;
+    }
+    return n;
+}
+
+static int cmp_point(const wf_opplan_point *a, const wf_opplan_point *b)
+{
+    if (a->iteration_time_s != b->iteration_time_s)
+        return a->iteration_time_s < b->iteration_time_s ? -1 : 1;
+    if (a->memory_per_device_bytes != b->memory_per_device_bytes)
+        return a->memory_per_device_bytes < b->memory_per_device_bytes ? -1 : 1;
+    return strcmp(a->plan, b->plan);
+}
+
+static int cmp_cand(const void *pa, const void *pb)
+{
+    const cand *a = pa, *b = pb;
+    if (a->pt.fits != b->pt.fits)
+        return a->pt.fits ? -1 : 1;
+    return cmp_point(&a->pt, &b->pt);
+}
+
+static int cmp_pt(const void *pa, const void *pb) { return cmp_point(pa, pb); }
+
+/* The best candidate's plan as names and signature strings. */
+static wf_status build_plan(const cand *k, const wf_graph *g, wf_plan_oplevel *out)
+{
+    char ms[64];
+    wf_status st = wf_plan_oplevel_set(out, wf_mesh_str(&k->mesh, ms, sizeof ms), k->pt.pp,
+                                       k->pt.micro_batches);
+    for (int s = 0; st == WF_OK && s < k->pt.pp; s++)
+        st = wf_plan_oplevel_set_stage(out, s, g->ops[k->first[s]].name);
+    int cap = 0;
+    wf_sbp_sig *sigs = NULL;
+    for (int i = 0; st == WF_OK && i < g->nfwd; i++) {
+        int n = wf_sbp_op_sigs(g, i, &k->mesh, NULL, 0);
+        if (n < 0) {
+            st = (wf_status)n;
+            break;
+        }
+        if (n > cap) {
+            free(sigs);
+            cap = n;
+            sigs = malloc(sizeof *sigs * (size_t)cap);
+            if (!sigs) {
+                st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+                break;
+            }
+        }
+        wf_sbp_op_sigs(g, i, &k->mesh, sigs, cap);
+        if (k->choice[i] < 0 || k->choice[i] >= n) {
+            st = wf_errorf(WF_INTERNAL, "op-level planner: op '%s' has no choice", g->ops[i].name);
+            break;
+        }
+        char text[512];
+        wf_sbp_sig_str(&sigs[k->choice[i]], g->ops[i].nin, g->ops[i].nout, k->mesh.naxes, text,
+                       sizeof text);
+        st = wf_plan_oplevel_add_layout(out, g->ops[i].name, text);
+    }
+    free(sigs);
+    for (int s = 0; st == WF_OK && s < k->pt.pp; s++)
+        for (int t = 0; st == WF_OK && t < g->ntensors; t++)
+            if (k->given[(size_t)s * g->ntensors + t]) {
+                char text[64];
+                wf_sbp_str(&k->stor[(size_t)s * g->ntensors + t], k->mesh.naxes, text, sizeof text);
+                st = wf_plan_oplevel_add_storage(out, s, g->tensors[t].name, text);
+            }
+    return st;
+}
+
+/* Copies a point's stages into the result's arena. */
+static wf_status keep_point(wf_opplan_result *r, const wf_opplan_point *src, wf_opplan_point *dst)
+{
+    *dst = *src;
+    dst->stages = wf_arena_alloc(&r->arena, sizeof(wf_opplan_stage) * (size_t)src->nstages + 1);
+    if (!dst->stages)
+        return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+    memcpy(dst->stages, src->stages, sizeof(wf_opplan_stage) * (size_t)src->nstages);
+    return WF_OK;
+}
+
+void wf_opplan_result_free(wf_opplan_result *r)
+{
+    wf_plan_oplevel_free(&r->best_plan);
+    wf_graph_free(&r->graph);
+    wf_arena_free(&r->arena);
+    memset(r, 0, sizeof *r);
+}
+
+wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
+                           const wf_opplan_opts *opts, wf_opplan_result *r)
+{
+    memset(r, 0, sizeof *r);
+    wf_arena_init(&r->arena, (size_t)1 << 16);
+    wf_plan_oplevel_init(&r->best_plan);
+    wf_graph_init(&r->graph, "");
+    double t0 = wf_now_s();
+    planner P;
+    memset(&P, 0, sizeof P);
+    P.mc = mc;
+    P.c = c;
+    P.batch = batch;
+    if (opts)
+        P.o = *opts;
+    else
+        wf_opplan_opts_default(&P.o);
+    wf_arena_init(&P.a, (size_t)1 << 16);
+    for (int i = 0; i < MAX_GRAPHS; i++)
+        wf_graph_init(&P.graphs[i], "");
+    wf_status st = WF_OK;
+    int64_t have = wf_cluster_devices(c);
+    int64_t D = P.o.devices > 0 ? P.o.devices : have;
+    wf_mesh *meshes = malloc(sizeof *meshes * MAX_MESHES);
+    int64_t *pps = malloc(sizeof *pps * 4096);
+    if (!meshes || !pps) {
+        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        goto out;
+    }
+    if (batch < 1) {
+        st = wf_errorf(WF_INVAL, "op-level planner: batch=%lld must be >= 1", (long long)batch);
+        goto out;
+    }
+    if (D > have) {
+        st = wf_errorf(WF_INVAL, "op-level planner: %lld devices, cluster '%s' has %lld",
+                       (long long)D, c->name, (long long)have);
+        goto out;
+    }
+    if (P.o.top_k < 1) {
+        st = wf_errorf(WF_INVAL, "op-level planner: top_k=%d (expected >= 1)", P.o.top_k);
+        goto out;
+    }
+    P.budget = default_budget(c, P.o.max_memory_bytes);
+    if (!(P.budget > 0)) {
+        st = wf_errorf(WF_INVAL, "op-level planner: memory budget %g bytes", P.budget);
+        goto out;
+    }
+    r->devices = D;
+    r->budget_bytes = P.budget;
+    /* Pipeline depths: 1 and the divisors of D (or the one asked for, or the one a
+     * given mesh leaves). */
+    wf_mesh given;
+    int npp = 0;
+    if (P.o.mesh) {
+        if ((st = wf_mesh_parse(P.o.mesh, c, &given)))
+            goto out;
+        int64_t md = wf_mesh_devices(&given);
+        if (D % md != 0) {
+            st = wf_errorf(WF_INVAL, "--mesh %s: its %lld devices do not divide the %lld devices",
+                           P.o.mesh, (long long)md, (long long)D);
+            goto out;
+        }
+        if (P.o.pp > 0 && P.o.pp != D / md) {
+            st = wf_errorf(WF_INVAL, "--mesh %s with pp=%d needs %lld devices, not %lld", P.o.mesh,
+                           P.o.pp, (long long)(md * P.o.pp), (long long)D);
+            goto out;
+        }
+        pps[npp++] = D / md;
+    } else if (P.o.pp > 0) {
+        if (D % P.o.pp != 0) {
+            st = wf_errorf(WF_INVAL, "pp=%d does not divide the %lld devices", P.o.pp,
+                           (long long)D);
+            goto out;
+        }
+        pps[npp++] = P.o.pp;
+    } else {
+        for (int64_t d = 1; d <= D && npp < 4096; d++)
+            if (D % d == 0)
+                pps[npp++] = d;
+    }
+    /* The work, for the progress bar. */
+    for (int i = 0; i < npp; i++) {
+        int64_t micro[3];
+        int nm = pps[i] == 1 ? 1 : micro_counts(batch, (int)pps[i], micro);
+        int nms = P.o.mesh ? 1 : wf_mesh_candidates(c, D / pps[i], NULL, 0);
+        P.work_total += (double)nm * (nms > 0 ? nms : 1);
+    }
+    for (int i = 0; i < npp && st == WF_OK; i++) {
+        int pp = (int)pps[i];
+        int nms = 1;
+        if (P.o.mesh) {
+            meshes[0] = given;
+        } else {
+            nms = wf_mesh_candidates(c, D / pp, meshes, MAX_MESHES);
+            if (nms < 0) {
+                st = (wf_status)nms;
+                break;
+            }
+            if (nms > MAX_MESHES)
+                nms = MAX_MESHES;
+        }
+        if (pp == 1) {
+            for (int k = 0; k < nms && st == WF_OK; k++) {
+                st = plan_flat(&P, &meshes[k]);
+                tick(&P);
+            }
+            continue;
+        }
+        int64_t micro[3];
+        int nm = micro_counts(batch, pp, micro);
+        for (int j = 0; j < nm && st == WF_OK; j++)
+            for (int k = 0; k < nms && st == WF_OK; k++) {
+                st = plan_pipelined(&P, pp, micro[j], &meshes[k]);
+                tick(&P);
+            }
+    }
+    if (st)
+        goto out;
+    r->searched = P.ncands;
+    r->searches = P.searches;
+    if (P.ncands == 0) {
+        st = wf_errorf(WF_INVAL, "op-level planner: no candidate for model '%s' on %lld devices "
+                                 "with batch %lld (pipeline stages need at least one op each)",
+                       mc->name, (long long)D, (long long)batch);
+        goto out;
+    }
+    /* Rank: fitting first, then time, memory, plan string. */
+    qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_cand);
+    int nfit = 0;
+    while (nfit < P.ncands && P.cands[nfit].pt.fits)
+        nfit++;
+    r->ntop = nfit < P.o.top_k ? nfit : P.o.top_k;
+    r->top = wf_arena_alloc(&r->arena, sizeof *r->top * ((size_t)r->ntop + 1));
+    if (!r->top) {
+        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < r->ntop && st == WF_OK; i++)
+        st = keep_point(r, &P.cands[i].pt, &r->top[i]);
+    /* The frontier: prune the fitting points. */
+    qsort(P.front, (size_t)P.nfront, sizeof *P.front, cmp_pt);
+    r->pareto = wf_arena_alloc(&r->arena, sizeof *r->pareto * ((size_t)P.nfront + 1));
+    if (!r->pareto) {
+        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < P.nfront && st == WF_OK; i++) {
+        if (r->npareto > 0 &&
+            P.front[i].memory_per_device_bytes >= r->pareto[r->npareto - 1].memory_per_device_bytes)
+            continue;
+        st = keep_point(r, &P.front[i], &r->pareto[r->npareto++]);
+    }
+    if (st)
+        goto out;
+    /* The chosen plan: the fastest that fits, else the smallest. */
+    int chosen = 0;
+    if (nfit == 0)
+        for (int i = 1; i < P.ncands; i++)
+            if (P.cands[i].pt.memory_per_device_bytes <
+                P.cands[chosen].pt.memory_per_device_bytes)
+                chosen = i;
+    const cand *k = &P.cands[chosen];
+    int gi;
+    if ((st = get_graph(&P, k->graph_batch, &gi)) ||
+        (st = build_plan(k, &P.graphs[gi], &r->best_plan)))
+        goto out;
+    /* Its numbers and per-op shares come from evaluating the plan just built,
+     * as `weft plan --verify` will. */
+    wf_oplevel_opts eo = P.o.oplevel;
+    st = evaluate_with(mc, c, batch, &r->best_plan, P.budget, &eo, &r->arena, &r->best, &r->graph,
+                       &r->op_compute_s, &r->op_comm_s, &r->op_stage);
+    if (st)
+        goto out;
+    r->has_best = 1;
+    if (!r->best.fits)
+        st = wf_errorf(WF_NOFIT, "no op-level plan fits: the smallest memory found is %.2f GiB per "
+                                 "device (%s), the budget is %.2f GiB",
+                       r->best.memory_per_device_bytes / 1073741824.0, r->best.plan,
+                       P.budget / 1073741824.0);
+out:
+    r->search_time_s = wf_now_s() - t0;
+    for (int i = 0; i < MAX_GRAPHS; i++)
+        wf_graph_free(&P.graphs[i]);
+    free(P.cands);
+    free(P.front);
+    wf_arena_free(&P.a);
+    free(meshes);
+    free(pps);
+    return st;
+}
+
+static wf_status copy_plan(const wf_plan_oplevel *src, wf_plan_oplevel *dst)
+{
+    wf_status st = wf_plan_oplevel_set(dst, src->mesh, src->pp, src->micro_batches);
+    for (int s = 0; st == WF_OK && s < src->pp; s++)
+        if (src->stage_first && src->stage_first[s])
+            st = wf_plan_oplevel_set_stage(dst, s, src->stage_first[s]);
+    for (int i = 0; st == WF_OK && i < src->nlayouts; i++)
+        st = wf_plan_oplevel_add_layout(dst, src->op[i], src->sig[i]);
+    for (int i = 0; st == WF_OK && i < src->nstorage; i++)
+        st = wf_plan_oplevel_add_storage(dst, src->storage_stage[i], src->tensor[i],
+                                         src->layout[i]);
+    return st;
+}
+
+wf_status wf_opplan_verify(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
+                           const wf_plan_oplevel *plan, const wf_opplan_opts *opts,
+                           wf_opplan_result *r)
+{
+    memset(r, 0, sizeof *r);
+    wf_arena_init(&r->arena, (size_t)1 << 16);
+    wf_plan_oplevel_init(&r->best_plan);
+    wf_graph_init(&r->graph, "");
+    double t0 = wf_now_s();
+    wf_opplan_opts o;
+    if (opts)
+        o = *opts;
+    else
+        wf_opplan_opts_default(&o);
+    r->budget_bytes = default_budget(c, o.max_memory_bytes);
+    wf_status st = copy_plan(plan, &r->best_plan);
+    if (st == WF_OK)
+        st = evaluate_with(mc, c, batch, plan, r->budget_bytes, &o.oplevel, &r->arena, &r->best,
+                           &r->graph, &r->op_compute_s, &r->op_comm_s, &r->op_stage);
+    if (st == WF_OK) {
+        r->has_best = 1;
+        r->devices = r->best.devices;
+        r->ntop = 1;
+        r->top = wf_arena_alloc(&r->arena, sizeof *r->top);
+        if (!r->top || (st = keep_point(r, &r->best, &r->top[0])))
+            st = st ? st : wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+    }
+    r->search_time_s = wf_now_s() - t0;
+    return st;
+}
+
+/* ---- JSON ------------------------------------------------------------------------------ */
+
+cJSON *wf_opplan_point_to_json(const wf_opplan_point *pt, const wf_graph *g)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "plan", pt->plan);
+    cJSON_AddNumberToObject(j, "iteration_time_s", pt->iteration_time_s);
+    cJSON_AddNumberToObject(j, "samples_per_s", pt->samples_per_s);
+    cJSON_AddNumberToObject(j, "memory_per_device_bytes", pt->memory_per_device_bytes);
+    cJSON_AddBoolToObject(j, "fits", pt->fits);
+    cJSON *b = cJSON_AddObjectToObject(j, "breakdown");
+    if (b) {
+        cJSON_AddNumberToObject(b, "compute", pt->compute_s);
+        cJSON_AddNumberToObject(b, "comm", pt->comm_s);
+        cJSON_AddNumberToObject(b, "pp_comm", pt->pp_comm_s);
+        cJSON_AddNumberToObject(b, "bubble", pt->bubble_s);
+        cJSON_AddNumberToObject(b, "grad_sync", pt->grad_sync_s);
+    }
+    cJSON_AddStringToObject(j, "mesh", pt->mesh);
+    cJSON_AddNumberToObject(j, "pp", pt->pp);
+    cJSON_AddNumberToObject(j, "micro_batches", (double)pt->micro_batches);
+    cJSON_AddNumberToObject(j, "devices", (double)pt->devices);
+    cJSON_AddNumberToObject(j, "model_flops_per_iteration", pt->model_flops_per_iteration);
+    cJSON_AddNumberToObject(j, "tflops_per_device", pt->tflops_per_device);
+    cJSON_AddNumberToObject(j, "mfu", pt->mfu);
+    cJSON *st = cJSON_AddArrayToObject(j, "stages");
+    for (int s = 0; st && s < pt->nstages; s++) {
+        const wf_opplan_stage *S = &pt->stages[s];
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+            break;
+        if (g && S->first_op < g->nfwd && S->end_op >= 1) {
+            cJSON_AddStringToObject(o, "first_op", g->ops[S->first_op].name);
+            cJSON_AddStringToObject(o, "last_op", g->ops[S->end_op - 1].name);
+        }
+        cJSON_AddNumberToObject(o, "ops", S->end_op - S->first_op);
+        cJSON_AddNumberToObject(o, "inflight", S->inflight);
+        cJSON_AddNumberToObject(o, "time_s", S->time_s);
+        cJSON_AddNumberToObject(o, "compute_s", S->compute_s);
+        cJSON_AddNumberToObject(o, "send_s", S->send_s);
+        cJSON_AddNumberToObject(o, "grad_sync_s", S->grad_sync_s);
+        cJSON_AddNumberToObject(o, "memory_bytes", S->memory_bytes);
+        cJSON_AddItemToArray(st, o);
+    }
+    return j;
+}
