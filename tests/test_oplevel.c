@@ -2,8 +2,12 @@
  * all-reduce, saved activations), frontier tracking against brute force on
  * small graphs, layer tying against the untied evaluation, and the two
  * rediscoveries: Megatron's column/row split of a transformer block on a
- * 1-D mesh when data parallelism does not fit, and VGG16's data-parallel
- * convolutions with model-parallel fully-connected layers on 64 devices. */
+ * 1-D mesh when data parallelism does not fit (literally, with two
+ * all-reduces, when the sequence may not be split; with sequence parallelism
+ * when it may), and VGG16's data-parallel convolutions with model-parallel
+ * fully-connected layers on 64 devices; op ranges (pipeline stages) tied
+ * against untied, and the cost parts (pass, weight-gradient reduction,
+ * weights, activations) against their sums. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -353,6 +357,78 @@ static void test_tying_matches_untied(void **state)
     wf_graph_free(&g);
 }
 
+/* ---- ranges (pipeline stages) and cost parts ------------------------------------------- */
+
+/* A range that cuts layers: the complete layers inside are tied, the cut
+ * ones not, and the tied search's plan evaluates op by op to what it
+ * reported; ops outside the range have no choice. The parts add up: the
+ * objective is tn + grad_sync_scale x sy, memory mw + act_multiplier x ma,
+ * and the per-op shares sum to the totals. */
+static void test_ranges_and_parts(void **state)
+{
+    (void)state;
+    wf_graph g;
+    build("gpt:layers=4,hidden=256,heads=8,seq=128,vocab=1024", 8, &g);
+    wf_cluster c;
+    wf_mesh m;
+    cluster_mesh("dgx-a100:nodes=1", "2x4", &c, &m);
+    wf_oplevel_opts o;
+    wf_oplevel_opts_default(&o);
+    o.op_begin = find_op(&g, "layers.0.attn.proj");
+    o.op_end = find_op(&g, "layers.3.mlp.fc1");
+    o.act_multiplier = 3;
+    o.grad_sync_scale = 0.25;
+    wf_oplevel_result r;
+    assert_int_equal(wf_oplevel_search(&g, &c, &m, 0, &o, &r), WF_OK);
+    int per_layer = 0;
+    for (int i = 0; i < g.nfwd; i++)
+        per_layer += g.ops[i].block == 0 && g.ops[i].layer == 0;
+    int in_range = o.op_end - o.op_begin;
+    /* layers 1 and 2 complete: one decision per position for both */
+    assert_int_equal(r.ndecisions, in_range - per_layer);
+    for (int i = 0; i < g.nfwd; i++)
+        assert_true((r.choice[i] < 0) == (i < o.op_begin || i >= o.op_end));
+    double t, tc, mem;
+    assert_int_equal(wf_oplevel_evaluate(&g, &c, &m, &o, r.choice, r.layout, &t, &tc, &mem), WF_OK);
+    assert_true(REL(t, r.time_s, 1e-9));
+    assert_true(REL(tc, r.compute_s, 1e-9));
+    assert_true(REL(mem, r.memory_bytes, 1e-9));
+    wf_oplevel_result_free(&r);
+
+    ol_problem p;
+    assert_int_equal(ol_problem_build(&g, &c, &m, &o, 1, &p), WF_OK);
+    int *as = calloc((size_t)p.nvar, sizeof(int));
+    for (int v = 0; v < p.nvar; v++)
+        as[v] = p.var[v].dp;
+    ol_parts q;
+    ol_eval_parts(&p, as, &q);
+    assert_true(q.sy > 0 && q.ma > 0 && q.mw > 0);
+    assert_true(REL(q.t, q.tn + 0.25 * q.sy, 1e-12));
+    assert_true(REL(q.m, q.mw + 3 * q.ma, 1e-12));
+    double *sh = calloc((size_t)g.nfwd * 5, sizeof(double));
+    ol_op_shares(&p, as, sh, sh + g.nfwd, sh + 2 * g.nfwd, sh + 3 * g.nfwd, sh + 4 * g.nfwd);
+    double sum[5] = {0};
+    for (int k = 0; k < 5; k++)
+        for (int i = 0; i < g.nfwd; i++) {
+            sum[k] += sh[k * g.nfwd + i];
+            if (i < o.op_begin || i >= o.op_end)
+                assert_true(sh[k * g.nfwd + i] == 0);
+        }
+    assert_true(REL(sum[0], q.tn, 1e-12));
+    assert_true(REL(sum[1], q.sy, 1e-12));
+    assert_true(REL(sum[2], q.tc, 1e-12));
+    assert_true(REL(sum[3], q.mw, 1e-12));
+    assert_true(REL(sum[4], q.ma, 1e-12));
+    free(sh);
+    free(as);
+    ol_problem_free(&p);
+    /* A range outside the graph. */
+    o.op_end = g.nfwd + 1;
+    assert_int_equal(wf_oplevel_search(&g, &c, &m, 0, &o, &r), WF_INVAL);
+    wf_oplevel_result_free(&r);
+    wf_graph_free(&g);
+}
+
 /* ---- rediscovery: Megatron ------------------------------------------------------------- */
 
 /* Collectives and the bytes each device sends per collective, summed (the
@@ -595,7 +671,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_costs_closed_form),   cmocka_unit_test(test_ft_chain_exact),
         cmocka_unit_test(test_ft_residual_exact),   cmocka_unit_test(test_ft_conditioning),
-        cmocka_unit_test(test_tying_matches_untied), cmocka_unit_test(test_rediscover_megatron),
+        cmocka_unit_test(test_tying_matches_untied), cmocka_unit_test(test_ranges_and_parts),
+        cmocka_unit_test(test_rediscover_megatron),
         cmocka_unit_test(test_rediscover_vgg16),    cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

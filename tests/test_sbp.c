@@ -1,7 +1,8 @@
 /* SBP layouts: meshes on cluster levels, layout strings and local shapes,
  * boxing costs against the closed forms of ALGORITHMS.md §2 (each 1-D
  * conversion, the cheapest order on a 2-D mesh), signature sets and counts
- * per op kind, and the gradient duals. */
+ * per op kind, the gradient duals, and signatures as text (every signature
+ * of every op of several zoo graphs prints, parses back and is found again). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "weft/models.h"
@@ -579,6 +581,83 @@ static void test_grad_duals(void **state)
     assert_int_equal(wf_sbp_storage(&pb, 2).ax[0], WF_SBP_B);
 }
 
+/* Every signature of every op on a 1-D and a 2-D mesh: its text parses back
+ * to the same layouts, and wf_sbp_sig_find returns a signature with them. */
+static void test_sig_text(void **state)
+{
+    (void)state;
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=1", &c), WF_OK);
+    const char *models[] = {"gpt-tiny", "resnet18:image=32", "mlp-tiny"};
+    const char *meshes[] = {"4", "2x4"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        wf_model_config mc;
+        wf_graph g;
+        assert_int_equal(wf_model_lookup(models[i], &mc), WF_OK);
+        assert_int_equal(wf_model_build(&mc, 8, &g), WF_OK);
+        for (size_t k = 0; k < 2; k++) {
+            wf_mesh m;
+            assert_int_equal(wf_mesh_parse(meshes[k], &c, &m), WF_OK);
+            for (int op = 0; op < g.nfwd; op++) {
+                const wf_op *o = &g.ops[op];
+                int n = wf_sbp_op_sigs(&g, op, &m, NULL, 0);
+                wf_sbp_sig *s = malloc(sizeof *s * (size_t)n);
+                wf_sbp_op_sigs(&g, op, &m, s, n);
+                for (int q = 0; q < n; q++) {
+                    char text[512];
+                    wf_sbp_sig_str(&s[q], o->nin, o->nout, m.naxes, text, sizeof text);
+                    wf_sbp_sig back;
+                    assert_int_equal(wf_sbp_sig_parse(text, o->nin, o->nout, m.naxes, &back), WF_OK);
+                    for (int j = 0; j < o->nin; j++)
+                        assert_true(wf_sbp_equal(&back.in[j], &s[q].in[j], m.naxes));
+                    for (int j = 0; j < o->nout; j++)
+                        assert_true(wf_sbp_equal(&back.out[j], &s[q].out[j], m.naxes));
+                    int f = wf_sbp_sig_find(&g, op, &m, text);
+                    assert_true(f >= 0 && f <= q);
+                    for (int j = 0; j < o->nin; j++)
+                        assert_true(wf_sbp_equal(&s[f].in[j], &s[q].in[j], m.naxes));
+                }
+                free(s);
+            }
+        }
+        wf_graph_free(&g);
+    }
+    /* The form: one part per axis, inputs -> outputs; S(k) and spaces accepted. */
+    wf_sbp_sig s;
+    assert_int_equal(wf_sbp_sig_parse(" S0 , B,B -> S0 | B,S(1),S0->S2 ", 3, 1, 2, &s), WF_OK);
+    assert_int_equal(s.in[0].ax[0], 0);
+    assert_int_equal(s.in[1].ax[0], WF_SBP_B);
+    assert_int_equal(s.in[1].ax[1], 1);
+    assert_int_equal(s.in[2].ax[1], 0);
+    assert_int_equal(s.out[0].ax[1], 2);
+    char text[128];
+    assert_string_equal(wf_sbp_sig_str(&s, 3, 1, 2, text, sizeof text), "S0,B,B->S0|B,S1,S0->S2");
+    const char *bad[] = {"S0,B->S0", "S0,B,B,B->S0|B,B,B->B", "S0,B,B->S0|", "S0,B,B S0|B,B,B->B",
+                         "Q,B,B->S0|B,B,B->B", "S0,B,B->S0|B,B,B->B|B,B,B->B", "S9,B,B->S0|B,B,B->B"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (wf_sbp_sig_parse(bad[i], 3, 1, 2, &s) != WF_FORMAT)
+            fail_msg("'%s' parsed", bad[i]);
+    /* A signature the op does not have names the op. */
+    wf_model_config mc;
+    wf_graph g;
+    assert_int_equal(wf_model_lookup("mlp-tiny", &mc), WF_OK);
+    assert_int_equal(wf_model_build(&mc, 8, &g), WF_OK);
+    wf_mesh m;
+    assert_int_equal(wf_mesh_parse("4", &c, &m), WF_OK);
+    assert_int_equal(wf_sbp_sig_find(&g, 0, &m, "P,P,P->S0"), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), g.ops[0].name));
+    wf_graph_free(&g);
+    /* The planner's meshes: [8], then [a, 8/a]. */
+    wf_mesh ms[8];
+    assert_int_equal(wf_mesh_candidates(&c, 8, ms, 8), 3);
+    assert_int_equal(ms[0].naxes, 1);
+    assert_int_equal(ms[1].size[0], 2);
+    assert_int_equal(ms[1].size[1], 4);
+    assert_int_equal(ms[2].size[0], 4);
+    assert_int_equal(wf_mesh_candidates(&c, 1, ms, 8), 1);
+    assert_int_equal(wf_mesh_candidates(&c, 16, ms, 8), WF_INVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -591,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_every_op_kind),
         cmocka_unit_test(test_reshape_and_split_mapping),
         cmocka_unit_test(test_grad_duals),
+        cmocka_unit_test(test_sig_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
