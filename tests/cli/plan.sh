@@ -5,7 +5,12 @@
 # the estimate's fields; the frontier is sorted; --max-memory binds; an
 # impossible budget exits 1 with one line naming the smallest memory and the
 # budget; --devices-range reports each count and the fewest devices meeting a
-# deadline; bad values exit 1. $1 is the weft binary.
+# deadline; bad values exit 1. Op-level plans: --op-level (and the default for
+# models that are not transformers) prints best/top/pareto with per-op
+# layouts; -o writes an op-level plan file that `weft plan --verify` reads back
+# to the same numbers; whole-model readers refuse it naming --verify; a plan
+# file that does not match the model exits 1 naming the op; a pipelined plan
+# comes out for a deep MLP on slow links. $1 is the weft binary.
 set -uo pipefail
 WEFT=$(readlink -f "$1")
 PY=/usr/bin/python3
@@ -123,14 +128,121 @@ EOF
 check "unmet deadline exits 1" test $? -eq 1
 check "unmet deadline message" grep -q "meets the deadline" "$tmp/dl.err"
 
-# ---- a CNN: data and pipeline parallelism only ------------------------------------------------
-"$WEFT" plan --model resnet50 --cluster dgx-a100:nodes=1 --batch 256 --json >"$tmp/cnn.json" 2>/dev/null
+# ---- a CNN with --whole-model: data and pipeline parallelism only ------------------------------
+"$WEFT" plan --model resnet50 --cluster dgx-a100:nodes=1 --batch 256 --whole-model --json >"$tmp/cnn.json" 2>/dev/null
 check "resnet50 plan exits 0" test $? -eq 0
 check "resnet50 plan has tp=1" "$PY" - "$tmp/cnn.json" <<'EOF'
 import json, sys
 for p in json.load(open(sys.argv[1]))["top"]:
     assert ",tp=1," in p["plan"] and ",vpp=1," in p["plan"], p["plan"]
 EOF
+
+# ---- op-level plans ------------------------------------------------------------------------------
+OM=vgg16
+OC=dgx-a100:nodes=2
+"$WEFT" plan --model $OM --cluster $OC --batch 64 --json --pareto -o "$tmp/ol.json" >"$tmp/olplan.json" 2>"$tmp/olplan.err"
+check "op-level plan (default for a CNN) exits 0" test $? -eq 0
+check "op-level plan --json fields" "$PY" - "$tmp/olplan.json" "$tmp/ol.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["mode"] == "op-level"
+for k in ("best", "top", "pareto", "searched", "search_time_s", "devices", "budget_bytes"):
+    assert k in j, k
+b = j["best"]
+for k in ("plan", "iteration_time_s", "memory_per_device_bytes", "fits", "layouts", "breakdown", "mesh", "pp"):
+    assert k in b, k
+assert b["fits"] is True and j["devices"] == 16 and j["searched"] > 1
+assert b["plan"].startswith("mesh=") and b["plan"] == j["top"][0]["plan"]
+assert j["top"][0]["iteration_time_s"] == b["iteration_time_s"]
+bd = b["breakdown"]
+assert abs(sum(bd.values()) - b["iteration_time_s"]) <= 1e-9 * b["iteration_time_s"]
+lay = b["layouts"]
+assert len(lay) == 40 and lay[0]["op"] == "conv1_1" and lay[0]["kind"] == "conv2d"
+axes = b["mesh"].count("x") + 1
+for e in lay:
+    assert e["signature"].count("|") == axes - 1 and "->" in e["signature"], e
+par = j["pareto"]
+assert par[0]["iteration_time_s"] == b["iteration_time_s"]
+for x, y in zip(par, par[1:]):
+    assert x["iteration_time_s"] <= y["iteration_time_s"]
+    assert x["memory_per_device_bytes"] > y["memory_per_device_bytes"]
+f = json.load(open(sys.argv[2]))
+assert f["format"] == "weft-plan" and f["version"] == 1 and f["plan"] == b["plan"]
+assert f["layouts"] == {e["op"]: e["signature"] for e in lay}
+assert f["stages"][0] == "conv1_1" and f["estimate"]["iteration_time_s"] == b["iteration_time_s"]
+EOF
+check "op-level table on stderr" grep -q "^conv1_1 .*conv2d .* S0" "$tmp/olplan.err"
+check "op-level frontier on stderr" grep -q "frontier" "$tmp/olplan.err"
+
+"$WEFT" plan --verify "$tmp/ol.json" --model $OM --cluster $OC --batch 64 --json >"$tmp/olver.json" 2>"$tmp/olver.err"
+check "--verify exits 0" test $? -eq 0
+check "--verify numbers = the plan's" "$PY" - "$tmp/olplan.json" "$tmp/olver.json" <<'EOF'
+import json, sys
+b = json.load(open(sys.argv[1]))["best"]
+v = json.load(open(sys.argv[2]))
+for k in ("plan", "iteration_time_s", "memory_per_device_bytes", "fits", "breakdown", "layouts", "stages"):
+    assert v[k] == b[k], k
+EOF
+"$WEFT" plan --verify "$tmp/p.json" --model $M --cluster $C --batch $B --json >"$tmp/wver.json" 2>/dev/null
+check "--verify of a whole-model file = estimate" "$PY" - "$tmp/est.json" "$tmp/wver.json" <<'EOF'
+import json, sys
+assert json.load(open(sys.argv[2]))["iteration_time_s"] == json.load(open(sys.argv[1]))["iteration_time_s"]
+EOF
+"$WEFT" estimate --model $OM --cluster $OC --batch 64 --plan "$tmp/ol.json" >/dev/null 2>"$tmp/olest.err"
+check "estimate of an op-level file exits 1" test $? -eq 1
+check "estimate of an op-level file names --verify" grep -q -- "--verify" "$tmp/olest.err"
+"$WEFT" plan --verify "$tmp/ol.json" --model resnet18 --cluster $OC --batch 64 >/dev/null 2>"$tmp/olbad.err"
+check "--verify against another model exits 1" test $? -eq 1
+check "--verify names the op" grep -q "op 'conv1_1' is not an op of model" "$tmp/olbad.err"
+sed 's/"relu1_1":[^,]*,/"relu1_1": "S3->S0|B->B",/' "$tmp/ol.json" >"$tmp/olsig.json"
+"$WEFT" plan --verify "$tmp/olsig.json" --model $OM --cluster $OC --batch 64 >/dev/null 2>"$tmp/olsig.err"
+check "--verify of an illegal signature exits 1" test $? -eq 1
+check "--verify names the signature" grep -q "op 'relu1_1' (relu): signature 'S3->S0|B->B'" "$tmp/olsig.err"
+"$WEFT" plan --verify "$tmp/ol.json" --model $OM --cluster dgx-a100:nodes=1 --batch 64 >/dev/null 2>"$tmp/olc.err"
+check "--verify on a smaller cluster exits 1" test $? -eq 1
+
+# A transformer with --op-level, a given mesh and no sequence splits.
+"$WEFT" plan --model gpt:layers=2,hidden=256,heads=8,seq=128,vocab=1024 --cluster dgx-a100:nodes=1 --batch 8 \
+  --op-level --mesh 2x4 --no-seq-split --json >"$tmp/olgpt.json" 2>/dev/null
+check "--op-level --mesh --no-seq-split exits 0" test $? -eq 0
+check "--mesh is the plan's mesh" "$PY" - "$tmp/olgpt.json" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["best"]["mesh"] == "2x4" and j["best"]["pp"] == 1, j["best"]["plan"]
+assert all(p["mesh"] == "2x4" for p in j["top"])
+EOF
+
+# A deep MLP on nodes joined by 10 GbE whose weights do not fit data parallelism: pipelined.
+MLP=mlp:sizes=8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192
+"$WEFT" plan --model $MLP --cluster v100-10gbe:nodes=8,devices_per_node=1 --batch 512 --max-memory 8 --json \
+  -o "$tmp/pipe.json" >"$tmp/pipe.out" 2>"$tmp/pipe.err"
+check "pipelined MLP exits 0" test $? -eq 0
+check "pipelined MLP has pp > 1 and stages" "$PY" - "$tmp/pipe.out" "$tmp/pipe.json" <<'EOF'
+import json, sys
+b = json.load(open(sys.argv[1]))["best"]
+assert b["pp"] > 1 and b["fits"], b["plan"]
+st = b["stages"]
+assert len(st) == b["pp"] and st[0]["first_op"] == "fc1" and st[-1]["last_op"] == "loss"
+assert all(s["memory_bytes"] <= 8 * 2**30 for s in st)
+f = json.load(open(sys.argv[2]))
+assert f["stages"] == [s["first_op"] for s in st]
+EOF
+check "pipelined MLP stage table" grep -q "^ *0 fc1 " "$tmp/pipe.err"
+"$WEFT" plan --verify "$tmp/pipe.json" --model $MLP --cluster v100-10gbe:nodes=8,devices_per_node=1 --batch 512 \
+  --max-memory 8 --json >"$tmp/pipever.json" 2>/dev/null
+check "pipelined plan verifies to the same time" "$PY" - "$tmp/pipe.out" "$tmp/pipever.json" <<'EOF'
+import json, sys
+assert json.load(open(sys.argv[2]))["iteration_time_s"] == json.load(open(sys.argv[1]))["best"]["iteration_time_s"]
+EOF
+
+for args in "--op-level --whole-model" "--op-level --devices-range 8-16" "--whole-model --mesh 8" "--mesh 3x3 --op-level" \
+  "--pp 0 --op-level" "--op-level --no-seq-split --model vgg16" "--verify /nonexistent.json"; do
+  # shellcheck disable=SC2086
+  "$WEFT" plan --model $M --cluster $C --batch $B $args >/dev/null 2>"$tmp/bad.err"
+  rc=$?
+  check "bad '$args' exits 1" test $rc -eq 1
+  check "bad '$args' one line" test "$(wc -l <"$tmp/bad.err")" -eq 1
+done
 
 # ---- bad input exits 1 with one line -----------------------------------------------------------
 for args in "--max-memory -3" "--max-memory 0" "--devices-range 9-3" "--devices-range x" "--devices 100" \
