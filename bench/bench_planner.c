@@ -6,6 +6,10 @@
  *  2. gpt3-175b on 64 GPUs, batch 64: the time/memory frontier (target: under
  *     1 s), pruned and exhaustive.
  *  3. The pipeline-stage DP on a 152-layer chain into 8 stages.
+ *  4. The op-level planner (`weft plan --op-level`: every mesh, pipeline depth
+ *     and micro-batch count, stages by the DP, every stage searched): vgg16 on
+ *     64 GPUs, bert-large and resnet50 on 16, gpt3-175b on 1024, a deep MLP
+ *     pipelined over 10 GbE.
  * Each search is repeated and the median wall time printed, with the
  * candidates scored. */
 #include "weft/search.h"
@@ -13,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define REPEAT 5
 
@@ -84,6 +89,46 @@ static int run_dp(void)
     return 0;
 }
 
+static int run_oplevel(const char *model, const char *cluster, int64_t batch, double mem_gib)
+{
+    wf_model_config m;
+    wf_cluster c;
+    if (wf_model_lookup(model, &m) != WF_OK || wf_cluster_lookup(cluster, &c) != WF_OK) {
+        fprintf(stderr, "bench_planner: %s\n", wf_last_error());
+        return 1;
+    }
+    int reps = 3;
+    double times[3], cpu[3];
+    wf_opplan_result r;
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < reps; i++) {
+        wf_opplan_result_free(&r);
+        wf_opplan_opts o;
+        wf_opplan_opts_default(&o);
+        o.max_memory_bytes = mem_gib * 1024.0 * 1024.0 * 1024.0;
+        double t0 = wf_now_s();
+        clock_t c0 = clock();
+        wf_status st = wf_opplan_search(&m, &c, batch, &o, &r);
+        cpu[i] = (double)(clock() - c0) / CLOCKS_PER_SEC;
+        times[i] = wf_now_s() - t0;
+        if (st != WF_OK && st != WF_NOFIT) {
+            fprintf(stderr, "bench_planner: %s\n", wf_last_error());
+            wf_opplan_result_free(&r);
+            return 1;
+        }
+    }
+    qsort(times, (size_t)reps, sizeof times[0], cmp_double);
+    qsort(cpu, (size_t)reps, sizeof cpu[0], cmp_double);
+    printf("op-level %-10.10s %-22s batch %5lld: %4lld candidates, %5lld searches, %8.4f s "
+           "(cpu %.4f s, medians of %d)\n    best %.4f s/iteration, %.2f GiB%s: %s\n",
+           model, cluster, (long long)batch, (long long)r.searched, (long long)r.searches,
+           times[reps / 2], cpu[reps / 2], reps, r.best.iteration_time_s,
+           r.best.memory_per_device_bytes / (1024.0 * 1024.0 * 1024.0),
+           r.best.fits ? "" : " (no plan fits)", r.best.plan);
+    wf_opplan_result_free(&r);
+    return 0;
+}
+
 int main(void)
 {
     printf("bench_planner: one core, wall clock\n");
@@ -93,6 +138,12 @@ int main(void)
     rc |= run("gpt3-175b", "dgx-a100:nodes=8", 64, 0);
     rc |= run("gpt3-175b", "dgx-a100:nodes=8", 64, 1);
     rc |= run_dp();
+    rc |= run_oplevel("vgg16", "dgx-a100:nodes=8", 128, 0);
+    rc |= run_oplevel("bert-large", "dgx-a100:nodes=2", 256, 0);
+    rc |= run_oplevel("resnet50", "dgx-a100:nodes=2", 256, 0);
+    rc |= run_oplevel("mlp:sizes=8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-"
+                      "8192-8192-8192", "v100-10gbe:nodes=8,devices_per_node=1", 512, 8);
+    rc |= run_oplevel("gpt3-175b", "dgx-a100:nodes=128", 1536, 0);
     printf("for scale: a published Python analytical planner needs about 11 minutes for the "
            "64-GPU gpt3-175b space\n");
     return rc;
