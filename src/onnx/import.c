@@ -69,6 +69,7 @@ typedef struct {
     const Onnx__NodeProto *node;
     int node_index;
     int64_t batch;
+    int64_t fixed_batch; /* > 0: a fixed first dim the build replaced by batch */
 } ictx;
 
 /* ---- errors --------------------------------------------------------------------------- */
@@ -92,8 +93,13 @@ static wf_status nerr(ictx *c, wf_status st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    st = wf_errorf(st, "%s: node %d '%s' (%s): %s", c->m->path, c->node_index,
-                   node_label(c->node), c->node->op_type ? c->node->op_type : "?", reason);
+    char hint[160] = "";
+    if (c->fixed_batch > 0)
+        snprintf(hint, sizeof hint, " (the model has a fixed batch of %" PRId64
+                                    "; its inputs' first dims were set to batch=%" PRId64 ")",
+                 c->fixed_batch, c->batch);
+    st = wf_errorf(st, "%s: node %d '%s' (%s): %s%s", c->m->path, c->node_index,
+                   node_label(c->node), c->node->op_type ? c->node->op_type : "?", reason, hint);
     if (c->g->status == WF_OK)
         c->g->status = st;
     return st;
@@ -2388,8 +2394,12 @@ static wf_status add_inputs(ictx *c, const wf_onnx_opts *o)
             dimkind k = dim_kind(d);
             if (k == DIM_VALUE) {
                 shape[j] = d->dim_value;
-                if (j == 0 && o->batch > 0 && !sym_batch)
-                    shape[j] = batch; /* a fixed-batch export, rebatched */
+                if (j == 0 && o->batch > 0 && !sym_batch) {
+                    /* a fixed-batch export, rebatched */
+                    if (shape[j] != batch && c->fixed_batch == 0)
+                        c->fixed_batch = shape[j];
+                    shape[j] = batch;
+                }
                 if (shape[j] <= 0)
                     return wf_errorf(WF_INVAL, "%s: graph input '%s' dim %zu is %" PRId64
                                                " (weft needs positive sizes)",
