@@ -1102,7 +1102,8 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
     for (int i = 0; i < r->ntop && st == WF_OK; i++)
         st = keep_point(r, &P.cands[i].pt, &r->top[i]);
     /* The frontier: prune the fitting points. */
-    qsort(P.front, (size_t)P.nfront, sizeof *P.front, cmp_pt);
+    if (P.nfront > 1)
+        qsort(P.front, (size_t)P.nfront, sizeof *P.front, cmp_pt);
     r->pareto = wf_arena_alloc(&r->arena, sizeof *r->pareto * ((size_t)P.nfront + 1));
     if (!r->pareto) {
         st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
