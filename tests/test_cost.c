@@ -5,7 +5,10 @@
  * micro-batch), the breakdown identity, the compute-time formula, sanity
  * (more dp helps until communication dominates; recomputation trades time
  * for memory; ZeRO saves memory), plan strings, files and validation (each
- * invalid plan is WF_INVAL with the values named), and the estimate's JSON. */
+ * invalid plan is WF_INVAL with the values named), the estimate's JSON, the
+ * exported records (per-op times add up to the section times), and the
+ * pipeline of other models (closed forms of the pass-by-pass play, one send
+ * per neighbour and direction). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -708,6 +711,48 @@ static void test_records(void **state)
     assert_int_equal(first[1], 3);
 }
 
+/* Pipelines of other models: the pass-by-pass play against closed forms
+ * (uniform stages: (m + p - 1)(F + B) for 1F1B and GPipe alike; one
+ * micro-batch: down and up once), and each stage paying one send per
+ * neighbour and direction per micro-batch (an MLP cut in two: m sends). */
+static void test_generic_pipeline(void **state)
+{
+    (void)state;
+    double buf[2 * 8 * 16 + 2 * 8], end[8];
+    const double fp[4] = {1, 1, 1, 1}, bp[4] = {2, 2, 2, 2};
+    for (int gpipe = 0; gpipe <= 1; gpipe++) {
+        assert_int_equal(wf_cost_pipeline_ends(fp, bp, 4, 8, gpipe, buf, end), 0);
+        assert_true(end[0] == (8 + 4 - 1) * 3.0);
+        assert_int_equal(wf_cost_pipeline_ends(fp, bp, 4, 2, gpipe, buf, end), 0);
+        assert_true(end[0] == (2 + 4 - 1) * 3.0);
+    }
+    const double uf[3] = {1, 5, 2}, ub[3] = {3, 1, 4};
+    assert_int_equal(wf_cost_pipeline_ends(uf, ub, 3, 1, 0, buf, end), 0);
+    assert_true(end[0] == 1 + 5 + 2 + 3 + 1 + 4);
+    assert_true(end[2] == 1 + 5 + 2 + 4);
+    /* Uneven stages, many micro-batches: the slowest stage (6 per
+     * micro-batch) sets the rate. */
+    assert_int_equal(wf_cost_pipeline_ends(uf, ub, 3, 16, 0, buf, end), 0);
+    double e16 = end[0];
+    assert_int_equal(wf_cost_pipeline_ends(uf, ub, 3, 15, 0, buf, end), 0);
+    assert_true(e16 - end[0] == 6);
+
+    wf_cost_ctx *ctx = make_ctx("mlp", "v100-10gbe");
+    wf_estimate e = est(ctx, "dp=16,pp=2,mbs=64", 4096);
+    wf_plan p = plan_of("dp=16,pp=2,mbs=64");
+    wf_stage_split *split = malloc(sizeof *split);
+    assert_non_null(split);
+    wf_cost_split_stages(ctx, 64, 2, WF_RECOMPUTE_NONE, split);
+    assert_int_equal(split->nstages, 2);
+    double m = 4096.0 / (16 * 64), send = wf_cost_p2p_time(ctx, &p, split->boundary_bytes[0] * 64);
+    assert_true(REL(e.breakdown.pp_comm, m * send, 1e-12)); /* was 2 m sends */
+    free(split);
+    assert_true(REL(e.iteration_time_s, e.breakdown.compute + e.breakdown.recompute + e.breakdown.bubble +
+                                            e.breakdown.optimizer + e.breakdown.exposed_comm,
+                    1e-12));
+    wf_cost_ctx_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -725,6 +770,7 @@ int main(void)
         cmocka_unit_test(test_estimate_json),
         cmocka_unit_test(test_cache_consistency),
         cmocka_unit_test(test_records),
+        cmocka_unit_test(test_generic_pipeline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,6 +92,8 @@ struct wf_cost_ctx {
     double logits_per_sample;   /* logits elements of one sample (CE workspace) */
     double model_flops_per_sample; /* matrix FLOPs of one sample, forward + backward */
     double saved_dedup;         /* generic: deduplicated / summed saved bytes of the graph */
+    double *pipe_buf;           /* generic: scratch of wf_cost_pipeline_ends (owned) */
+    size_t pipe_buf_n;          /* its doubles */
     wf_cost_entry cache[WF_COST_CACHE];
 };
 
@@ -120,6 +122,13 @@ wf_status wf_cost_build_generic(wf_cost_ctx *ctx);
 /* Splits a generic model into pp stages for micro-batch b (into *out). */
 void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc,
                           wf_stage_split *out);
+
+/* Plays a pipeline of p stages and m micro-batches (1F1B, or GPipe when
+ * gpipe) whose stage k takes fp[k] per forward (its activation send
+ * included) and bp[k] per backward (recomputation and gradient send
+ * included): end[k] = when stage k finishes its last pass. buf holds
+ * 2 p m + 2 p doubles. Returns 0, or -1 if the order cannot run. */
+int wf_cost_pipeline_ends(const double *fp, const double *bp, int p, int m, int gpipe, double *buf, double *end);
 
 /* Micro-batches whose activations the first stage holds at once. */
 double wf_cost_inflight(const wf_plan *p, int64_t micro_batches);

@@ -17,7 +17,12 @@
  *               with the last micro-batch's backward unless overlap=0)
  *             + tied-embedding gradient sync + optimizer step (memory-bound)
  *
- * and the breakdown satisfies iteration = compute + recompute + bubble +
+ * Other models (CNNs, MLPs) have uneven stages and messages: each stage pays
+ * one send per neighbour and direction per micro-batch, and the schedule is
+ * played pass by pass (generic.c) instead of the bubble formula; the stage
+ * that ends last, gradients and optimizer step included, sets the time.
+ *
+ * The breakdown satisfies iteration = compute + recompute + bubble +
  * optimizer + exposed_comm, where exposed_comm = tp_comm + pp_comm + the
  * exposed part of dp_comm (dp_comm is the whole data-parallel collective
  * time, hidden or not). The context is not thread-safe (its cache). */
@@ -66,6 +71,7 @@ void wf_cost_ctx_free(wf_cost_ctx *ctx)
     if (!ctx)
         return;
     drop_cache(ctx);
+    free(ctx->pipe_buf);
     free(ctx->ops);
     free(ctx->pts);
     free(ctx);
@@ -89,6 +95,9 @@ static double overlapped(double comm, double window, double slowdown, double *sl
 }
 
 #define MAX_WINDOWS 64
+
+/* Passes of a generic pipeline played exactly (2 p m); beyond, extrapolated. */
+#define PIPE_PASSES (1 << 14)
 
 static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp, wf_recompute rc,
                          wf_cost_sect_time *out)
@@ -493,8 +502,17 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     stage_cost *st = calloc((size_t)nst, sizeof *st);
     if (!st)
         return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
-    wf_group pair = wf_group_place(c, 2, p->dp);
     double inflight = wf_cost_inflight(p, m);
+    double *sends = calloc((size_t)nst * 5 + 1, sizeof *sends);
+    if (!sends) {
+        free(st);
+        return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+    }
+    /* Per stage and micro-batch: fwd_part = forward + activation send,
+     * bwd_part = recomputation + backward + gradient send. */
+    double *fwd_part = sends + nst, *bwd_part = sends + 2 * nst, *ends = sends + 3 * nst, *z3slow = sends + 4 * nst;
+    for (int k = 0; k + 1 < nst; k++)
+        sends[k] = wf_cost_p2p_time(ctx, p, sp->boundary_bytes[k] * bb);
     for (int k = 0; k < nst; k++) {
         st[k].comp = sp->fwd[k] + sp->bwd[k];
         st[k].rec = sp->rec[k];
@@ -503,9 +521,10 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
         st[k].params = sp->params[k];
         st[k].block_params = sp->params[k];
         st[k].layer_params = sp->params[k];
-        double in = k > 0 ? wf_coll_time(c, WF_COLL_SENDRECV, &pair, sp->boundary_bytes[k - 1] * bb) : 0;
-        double o = k < nst - 1 ? wf_coll_time(c, WF_COLL_SENDRECV, &pair, sp->boundary_bytes[k] * bb) : 0;
-        st[k].ppc = 2.0 * (in > o ? in : o);
+        /* Stage k sends its output activation forward and its input
+         * gradient backward, once each per micro-batch; a receive is the
+         * neighbour's send, so it costs nothing more than the wait. */
+        st[k].ppc = (k > 0 ? sends[k - 1] : 0) + sends[k];
         /* 1F1B: stage k keeps min(pp - k, m) micro-batches; GPipe all. */
         double n = p->pipe == WF_PIPE_GPIPE ? (double)m
                                              : ((double)(nst - k) < (double)m ? (double)(nst - k) : (double)m);
@@ -517,34 +536,88 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     if (nst > 0)
         st[nst - 1].transient += bb * ctx->logits_per_sample * 4.0;
     wf_group dpg = wf_group_place(c, p->dp, 1);
-    double z3slow = 0;
+    double pmax = 0;
     for (int k = 0; k < nst; k++) {
-        double sl = 0;
-        add_zero3(ctx, p, &dpg, &st[k], &sl);
-        if (k == 0)
-            z3slow = sl;
-    }
-    int crit = 0;
-    double smax = -1, ssum = 0, pmax = 0;
-    for (int k = 0; k < nst; k++) {
-        double sk = stage_total(&st[k]);
-        ssum += sk;
-        if (sk > smax) {
-            smax = sk;
-            crit = k;
-        }
+        add_zero3(ctx, p, &dpg, &st[k], &z3slow[k]);
+        /* ZeRO-3 gathers before the forward and before the backward. */
+        fwd_part[k] = sp->fwd[k] + sends[k] + 0.5 * st[k].zc;
+        bwd_part[k] = sp->bwd[k] + sp->rec[k] + (k > 0 ? sends[k - 1] : 0) + 0.5 * st[k].zc;
         if (st[k].params > pmax)
             pmax = st[k].params;
     }
-    double bubble = nst > 1 ? (double)(nst - 1) * ssum / (double)nst : 0;
-    dp_cost dp = dp_reduce(ctx, p, &dpg, st[0].params, st[0].params / 4.0, st[0].bwd_window,
-                           st[0].fwd_window);
-    dp.slow += z3slow * (double)m;
-    double opt_params = p->zero >= 1 ? pmax / (double)p->dp : pmax;
+
+    /* The pipeline, played pass by pass (generic.c): when each stage ends. A
+     * long pipeline (more than PIPE_PASSES passes) is played with fewer
+     * micro-batches and the rest added at the steady-state rate: the slowest
+     * stage's time per micro-batch (1F1B), or the slowest forward plus the
+     * slowest backward (GPipe: a forward and a backward flow shop). */
+    const double mm = (double)m;
+    int64_t m_play = m;
+    if (2 * (int64_t)nst * m > PIPE_PASSES) {
+        m_play = PIPE_PASSES / 2 / nst;
+        if (m_play < 4 * (int64_t)nst)
+            m_play = 4 * (int64_t)nst;
+        if (m_play > m)
+            m_play = m;
+    }
+    size_t need = 2 * (size_t)nst * (size_t)m_play + 2 * (size_t)nst;
+    wf_status status = WF_OK;
+    if (ctx->pipe_buf_n < need) {
+        double *nb = realloc(ctx->pipe_buf, need * sizeof *nb);
+        if (!nb) {
+            status = wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+            goto done;
+        }
+        ctx->pipe_buf = nb;
+        ctx->pipe_buf_n = need;
+    }
+    int gpipe = p->pipe == WF_PIPE_GPIPE;
+    if (wf_cost_pipeline_ends(fwd_part, bwd_part, nst, (int)m_play, gpipe, ctx->pipe_buf, ends) != 0) {
+        status = wf_errorf(WF_INTERNAL, "pipeline of %d stages, %lld micro-batches: the schedule cannot run", nst,
+                           (long long)m_play);
+        goto done;
+    }
+    if (m_play < m) {
+        double fmax = 0, bmax = 0, smax = 0;
+        for (int k = 0; k < nst; k++) {
+            fmax = fwd_part[k] > fmax ? fwd_part[k] : fmax;
+            bmax = bwd_part[k] > bmax ? bwd_part[k] : bmax;
+            smax = fwd_part[k] + bwd_part[k] > smax ? fwd_part[k] + bwd_part[k] : smax;
+        }
+        for (int k = 0; k < nst; k++)
+            ends[k] += (double)(m - m_play) * (gpipe ? fmax + bmax : smax);
+    }
+
+    /* Each stage ends its last backward at ends[k]; then its gradients are
+     * reduced (the part not hidden behind that backward is exposed) and it
+     * steps its optimizer. The stage that ends last sets the iteration and
+     * the breakdown (its idle time is the bubble). */
+    int crit = 0;
+    double end_max = -1;
+    dp_cost dp = {0, 0, 0};
+    double opt_params = 0;
+    const double opt_s_per_param = wf_cost_optimizer_bytes_per_param(ctx) / (c->dev.mem_bw_bps * c->dev.mem_eff);
+    for (int k = 0; k < nst; k++) {
+        dp_cost d = dp_reduce(ctx, p, &dpg, st[k].params, st[k].params / 4.0, st[k].bwd_window, st[k].fwd_window);
+        d.slow += z3slow[k] * mm;
+        double op = p->zero >= 1 ? st[k].params / (double)p->dp : st[k].params;
+        double end = ends[k] + d.slow + d.exposed + op * opt_s_per_param;
+        if (end > end_max) {
+            end_max = end;
+            crit = k;
+            dp = d;
+            opt_params = op;
+        }
+    }
+    double bubble = ends[crit] - mm * stage_total(&st[crit]);
+    if (bubble < 0)
+        bubble = 0;
     double buffers = p->zero == 3 ? 2.0 * pmax * ctx->elem_bytes : 0;
     finish(ctx, p, batch, m, st, nst, crit, bubble, dp, 0, opt_params, buffers, out);
+done:
     free(st);
-    return WF_OK;
+    free(sends);
+    return status;
 }
 
 wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf_estimate *out)

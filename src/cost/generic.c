@@ -116,3 +116,78 @@ void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recomput
     free(f);
     free(first);
 }
+
+/* ---- the pipeline of uneven stages ------------------------------------------------
+ * Stages of other models differ in time, and so do the messages between them
+ * (a CNN's early activations are large), so no closed form of the bubble
+ * holds for them. This plays the schedule's order (the one wf_pipe_order
+ * gives: 1F1B with min(p-1-k, m) warm-up forwards on stage k, or GPipe) as a
+ * longest-path recurrence over the 2 p m passes: a pass starts when its
+ * stage is free and its input is there (a forward: the previous stage's
+ * forward and send of that micro-batch; a backward: the next stage's
+ * backward and send, or on the last stage its own forward), and lasts fp[k]
+ * (forward + activation send) or bp[k] (recomputation + backward + gradient
+ * send). Sends block their stage (Megatron waits for each batched
+ * send/receive); the receiver pays nothing for them beyond waiting. Stages
+ * are swept alternately downward (forwards flow down) and upward (backwards
+ * flow up), each advancing while its next pass is ready: O(p m) work. */
+
+/* Stage k's pass at position pos: *bwd and its micro-batch. */
+static int pass_at(int k, int p, int m, int gpipe, int pos, int *bwd)
+{
+    if (gpipe) {
+        *bwd = pos >= m;
+        return pos < m ? pos : 2 * m - 1 - pos;
+    }
+    int w = p - 1 - k < m ? p - 1 - k : m;
+    if (pos < w) {
+        *bwd = 0;
+        return pos;
+    }
+    if (pos < w + 2 * (m - w)) {
+        int j = pos - w;
+        *bwd = j & 1;
+        return *bwd ? j / 2 : w + j / 2;
+    }
+    *bwd = 1;
+    return pos - m;
+}
+
+int wf_cost_pipeline_ends(const double *fp, const double *bp, int p, int m, int gpipe, double *buf, double *end)
+{
+    double *fe = buf, *be = buf + (size_t)p * (size_t)m;           /* [k m + i]: end of the pass, -1 not yet */
+    double *free_at = be + (size_t)p * (size_t)m;                  /* [p] */
+    double *pos = free_at + p;                                     /* [p] passes done (as doubles) */
+    for (size_t i = 0; i < 2 * (size_t)p * (size_t)m; i++)
+        buf[i] = -1;
+    for (int k = 0; k < p; k++)
+        free_at[k] = pos[k] = 0;
+    int64_t left = 2 * (int64_t)p * m;
+    for (int sweep = 0, stalled = 0; left > 0; sweep++) {
+        int64_t before = left;
+        for (int s = 0; s < p; s++) {
+            int k = sweep & 1 ? p - 1 - s : s;
+            for (;;) {
+                int n = (int)pos[k], bwd;
+                if (n >= 2 * m)
+                    break;
+                int i = pass_at(k, p, m, gpipe, n, &bwd);
+                size_t at = (size_t)k * (size_t)m + (size_t)i;
+                double ready = bwd ? (k + 1 < p ? be[at + (size_t)m] : fe[at]) : (k > 0 ? fe[at - (size_t)m] : 0);
+                if (ready < 0)
+                    break;
+                double t = (ready > free_at[k] ? ready : free_at[k]) + (bwd ? bp[k] : fp[k]);
+                (bwd ? be : fe)[at] = t;
+                free_at[k] = t;
+                pos[k] = n + 1;
+                left--;
+            }
+        }
+        stalled = left == before ? stalled + 1 : 0;
+        if (stalled == 2)
+            return -1; /* no pass could run in a down and an up sweep: a broken order */
+    }
+    for (int k = 0; k < p; k++)
+        end[k] = free_at[k];
+    return 0;
+}
