@@ -25,6 +25,7 @@
 #include "runtime/kernels-impl.h"
 #include "weft/models.h"
 #include "weft/onnx.h"
+#include "weft/runtime.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -700,6 +701,81 @@ static void test_param_data(void **state)
     wf_onnx_close(m);
 }
 
+/* The runtime runs an imported model with its ONNX weights: a zoo model's
+ * parameters (as the executor initialized them) written to a file, read
+ * back into a second executor of the imported graph, give the same loss on
+ * the same batch. */
+typedef struct {
+    wf_exec *e;
+} exec_src;
+
+static const float *exec_param(void *ctx, const wf_graph *g, int t)
+{
+    exec_src *s = ctx;
+    (void)g;
+    int i = wf_exec_param_of_tensor(s->e, t);
+    return i >= 0 ? wf_exec_param_at(s->e, i)->data : NULL;
+}
+
+static void fill_tokens(wf_exec *e, uint32_t seed)
+{
+    const char *names[2] = {"ids", "labels"};
+    for (int k = 0; k < 2; k++) {
+        int t = wf_exec_find_tensor(e, names[k]);
+        assert_true(t >= 0);
+        int32_t *d = wf_exec_leaf_data(e, t);
+        int64_t n = wf_tensor_numel(&wf_exec_graph(e)->tensors[t]);
+        uint32_t x = seed + (uint32_t)k;
+        for (int64_t i = 0; i < n; i++) {
+            x = x * 1664525u + 1013904223u;
+            d[i] = (int32_t)((x >> 8) % 96);
+        }
+    }
+}
+
+static void test_runtime_weights(void **state)
+{
+    (void)state;
+    wf_graph a, b;
+    build_zoo("gpt-tiny", 2, &a);
+    wf_exec_opts eo = {0, 7};
+    wf_exec *ea = NULL, *eb = NULL;
+    assert_int_equal(wf_exec_create(&a, &eo, &ea), WF_OK);
+    exec_src src = {ea};
+    wf_onnx_save_opts so = {exec_param, &src};
+    char path[512];
+    snprintf(path, sizeof path, "%s/trained.onnx", tmpdir);
+    assert_int_equal(wf_onnx_save(&a, path, &so), WF_OK);
+
+    wf_onnx_model *m;
+    assert_int_equal(wf_onnx_open(path, &m), WF_OK);
+    wf_onnx_opts o = {2, NULL, 1};
+    assert_int_equal(wf_onnx_build(m, &o, &b), WF_OK);
+    /* the same seed (dropout masks depend on it), every parameter scrambled
+     * and then loaded from the file */
+    assert_int_equal(wf_exec_create(&b, &eo, &eb), WF_OK);
+    assert_int_equal(wf_exec_nparams(eb), wf_exec_nparams(ea));
+    for (int i = 0; i < wf_exec_nparams(eb); i++) {
+        const wf_exec_param *p = wf_exec_param_at(eb, i);
+        for (int64_t k = 0; k < p->numel; k++)
+            p->data[k] = 0.5f;
+        assert_int_equal(wf_onnx_param_data(m, &b, p->tensor, p->data, p->numel), WF_OK);
+    }
+    fill_tokens(ea, 11);
+    fill_tokens(eb, 11);
+    float la = 0, lb = 0;
+    assert_int_equal(wf_exec_forward(ea, &la), WF_OK);
+    assert_int_equal(wf_exec_forward(eb, &lb), WF_OK);
+    printf("gpt-tiny loss %.7f, re-imported with its weights %.7f\n", la, lb);
+    assert_true(isfinite(la) && la > 1.0f);
+    assert_true(fabsf(la - lb) <= 1e-5f * fabsf(la));
+    wf_exec_free(ea);
+    wf_exec_free(eb);
+    wf_onnx_close(m);
+    wf_graph_free(&a);
+    wf_graph_free(&b);
+}
+
 /* ---- bad input ------------------------------------------------------------------------------- */
 
 static void write_file(const char *path, const void *data, size_t n)
@@ -1183,6 +1259,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_zoo),
         cmocka_unit_test(test_rebatch),
         cmocka_unit_test(test_param_data),
+        cmocka_unit_test(test_runtime_weights),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_zoo_hook),
         cmocka_unit_test(test_pytorch_cnn),
