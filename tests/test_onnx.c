@@ -543,6 +543,17 @@ static void test_testdata_refused(void **state)
 
 /* ---- round trip through export ------------------------------------------------------------ */
 
+static void assert_kinds(const wf_graph *g, const char *want)
+{
+    char got[512] = "";
+    for (int i = 0; i < g->nfwd; i++) {
+        strcat(got, i ? "," : "");
+        strcat(got, wf_op_name(g->ops[i].kind));
+    }
+    if (strcmp(got, want) != 0)
+        fail_msg("ops %s, expected %s", got, want);
+}
+
 static void build_zoo(const char *spec, int64_t batch, wf_graph *g)
 {
     wf_model_config m;
@@ -599,6 +610,93 @@ static void test_roundtrip_zoo(void **state)
         wf_graph_free(&a);
         wf_graph_free(&b);
     }
+}
+
+/* Ops the zoo does not use, in a hand-built graph (fp16 like the large
+ * zoo): each exports and comes back as itself. */
+static void test_roundtrip_ops(void **state)
+{
+    (void)state;
+    wf_graph a, b;
+    wf_graph_init(&a, "ops");
+    const wf_dtype h = WF_DTYPE_FP16;
+    int64_t xs[3] = {2, 6, 16}, ims[4] = {2, 4, 8, 8}, gs[1] = {16};
+    int x = wf_graph_add_tensor(&a, "x", h, WF_ROLE_INPUT, 3, xs);
+    int im = wf_graph_add_tensor(&a, "im", h, WF_ROLE_INPUT, 4, ims);
+    int gam = wf_graph_add_tensor(&a, "gamma", h, WF_ROLE_PARAM, 1, gs);
+    wf_op_attrs at;
+    memset(&at, 0, sizeof at);
+    at.scale = 0.125;
+    int t = wf_graph_op1(&a, WF_OP_MUL, "scaled", &x, 1, &at);
+    memset(&at, 0, sizeof at);
+    at.eps = 1e-6;
+    int in2[2] = {t, gam};
+    t = wf_graph_op1(&a, WF_OP_RMSNORM, "rms", in2, 2, &at);
+    memset(&at, 0, sizeof at);
+    at.heads = 4;
+    at.base = 500000;
+    int q = wf_graph_op1(&a, WF_OP_ROTARY, "rot", &t, 1, &at);
+    memset(&at, 0, sizeof at);
+    at.heads = 4;
+    at.kv_heads = 2;
+    at.causal = 1;
+    int kv[2];
+    memset(&at, 0, sizeof at);
+    at.axis = 2;
+    at.nsplit = 2;
+    int sp = wf_graph_add_op(&a, WF_OP_SPLIT, "kv", &t, 1, &at);
+    kv[0] = wf_graph_op_output(&a, sp, 0);
+    kv[1] = wf_graph_op_output(&a, sp, 1);
+    memset(&at, 0, sizeof at);
+    at.heads = 4;
+    at.kv_heads = 2;
+    at.causal = 1;
+    int qkv[3] = {q, kv[0], kv[1]};
+    t = wf_graph_op1(&a, WF_OP_ATTENTION, "attn", qkv, 3, &at); /* no dropout: standard Attention */
+    memset(&at, 0, sizeof at);
+    at.trans_b = 1;
+    int bm[2] = {t, t};
+    t = wf_graph_op1(&a, WF_OP_BATCH_MATMUL, "scores", bm, 2, &at); /* [2,6,6] */
+    memset(&at, 0, sizeof at);
+    at.perm[0] = 0;
+    at.perm[1] = 2;
+    at.perm[2] = 1;
+    t = wf_graph_op1(&a, WF_OP_TRANSPOSE, "scores_t", &t, 1, &at);
+    t = wf_graph_op1(&a, WF_OP_SOFTMAX, "probs", &t, 1, NULL);
+    memset(&at, 0, sizeof at);
+    at.kernel[0] = at.kernel[1] = 3;
+    at.stride[0] = at.stride[1] = 1;
+    at.pad[0] = at.pad[1] = 1;
+    int p = wf_graph_op1(&a, WF_OP_AVGPOOL, "avg", &im, 1, &at);
+    int cat[2] = {p, im};
+    memset(&at, 0, sizeof at);
+    at.axis = 1;
+    p = wf_graph_op1(&a, WF_OP_CONCAT, "cat", cat, 2, &at);
+    memset(&at, 0, sizeof at);
+    at.axis = 2;
+    p = wf_graph_op1(&a, WF_OP_FLATTEN, "flat2", &p, 1, &at); /* [2,8,64] */
+    (void)t;
+    (void)p;
+    if (a.status != WF_OK)
+        fail_msg("%s", wf_last_error());
+    char path[512];
+    snprintf(path, sizeof path, "%s/ops.onnx", tmpdir);
+    assert_int_equal(wf_onnx_save(&a, path, NULL), WF_OK);
+    if (wf_onnx_load(path, 2, &b) != WF_OK)
+        fail_msg("%s", wf_last_error());
+    assert_kinds(&b, "mul,rmsnorm,rotary,split,attention,batch_matmul,transpose,softmax,avgpool,concat,reshape");
+    assert_true(b.ops[0].attr.scale == 0.125);
+    assert_true(b.ops[2].attr.base == 500000 && b.ops[2].attr.heads == 4);
+    assert_true(b.ops[4].attr.kv_heads == 2 && b.ops[4].attr.causal == 1);
+    assert_int_equal(b.ops[5].kind, WF_OP_BATCH_MATMUL);
+    for (int i = 0; i < b.nfwd; i++) {
+        const wf_tensor *ta = &a.tensors[a.ops[i].out[0]], *tb = &b.tensors[b.ops[i].out[0]];
+        char sa[96], sb[96];
+        assert_string_equal(wf_shape_str(ta, sa, sizeof sa), wf_shape_str(tb, sb, sizeof sb));
+        assert_int_equal(tb->dtype, WF_DTYPE_FP16);
+    }
+    wf_graph_free(&a);
+    wf_graph_free(&b);
 }
 
 /* A file written at batch 2 builds at batch 5 as the zoo does at 5. */
@@ -1041,16 +1139,6 @@ static void write_model(const char *path, pb *g, int opset)
     free(m.b);
 }
 
-static void assert_kinds(const wf_graph *g, const char *want)
-{
-    char got[512] = "";
-    for (int i = 0; i < g->nfwd; i++) {
-        strcat(got, i ? "," : "");
-        strcat(got, wf_op_name(g->ops[i].kind));
-    }
-    if (strcmp(got, want) != 0)
-        fail_msg("ops %s, expected %s", got, want);
-}
 
 /* A PyTorch-style CNN: Conv without bias + Add of a [1,O,1,1] bias (folded
  * into the conv), x.view(x.size(0), -1) as Shape/Gather/Unsqueeze/Concat/
@@ -1236,10 +1324,36 @@ static void test_shared_and_errors(void **state)
     assert_true(t.params == 64);
     wf_graph_free(&gr);
 
+    /* MatMul of a transposed run-time tensor: a trans flag where the ranks
+     * allow, else an explicit transpose */
+    pb f = {0}, n;
+    int64_t perm[3] = {0, 2, 1};
+    add_value(&f, 11, "x", 1, "N,4,8");
+    add_value(&f, 11, "m", 1, "4,3");
+    add_value(&f, 11, "z", 1, "N,4,8");
+    n = mk_node("Transpose", "x", "xt");
+    attr_ints(&n, "perm", 3, perm);
+    pb_msg(&f, 1, &n);
+    add_node(&f, "MatMul", "xt,m", "y"); /* [N,8,4] x [4,3]: an explicit transpose */
+    n = mk_node("Transpose", "z", "zt");
+    attr_ints(&n, "perm", 3, perm);
+    pb_msg(&f, 1, &n);
+    add_node(&f, "MatMul", "zt,z", "y3"); /* [N,8,4] x [N,4,8]: trans_a */
+    add_value(&f, 12, "y", 1, "N,8,3");
+    add_value(&f, 12, "y3", 1, "N,8,8");
+    snprintf(path, sizeof path, "%s/trans.onnx", tmpdir);
+    write_model(path, &f, 17);
+    if (wf_onnx_load(path, 2, &gr) != WF_OK)
+        fail_msg("%s", wf_last_error());
+    assert_kinds(&gr, "transpose,reshape,matmul,batch_matmul");
+    assert_true(gr.ops[3].attr.trans_a == 1 && gr.ops[3].attr.trans_b == 0);
+    assert_int_equal(gr.tensors[gr.ops[3].out[0]].shape[1], 8);
+    wf_graph_free(&gr);
+
     pb h = {0};
     add_value(&h, 11, "x", 1, "N,8");
     add_node(&h, "Relu", "x", "r");
-    pb n = mk_node("Tanh", "r", "t");
+    n = mk_node("Tanh", "r", "t");
     pb_str(&n, 3, "act2");
     pb_msg(&h, 1, &n);
     add_value(&h, 12, "t", 1, "N,8");
@@ -1257,6 +1371,7 @@ int main(void)
         cmocka_unit_test(test_testdata_numerics),
         cmocka_unit_test(test_testdata_refused),
         cmocka_unit_test(test_roundtrip_zoo),
+        cmocka_unit_test(test_roundtrip_ops),
         cmocka_unit_test(test_rebatch),
         cmocka_unit_test(test_param_data),
         cmocka_unit_test(test_runtime_weights),

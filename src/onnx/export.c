@@ -208,7 +208,11 @@ static const char *const_i64(ectx *e, const char *base, const char *what, int n,
     return name;
 }
 
-/* A constant of type float or bool: a scalar (nd = 0) or a vector of n copies. */
+static uint16_t float_to_half(float f);
+static uint16_t float_to_bf16(float f);
+
+/* A constant of type float, half, bfloat16 or bool: a scalar (nd = 0) or a
+ * vector of n copies. */
 static const char *const_f(ectx *e, const char *base, const char *what, int32_t type, int nd,
                            int64_t n, double v)
 {
@@ -218,12 +222,17 @@ static const char *const_f(ectx *e, const char *base, const char *what, int32_t 
     if (!t)
         return NULL;
     int64_t k = nd ? n : 1;
-    if (type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL) {
+    if (type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL || type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ||
+        type == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16) {
+        /* bools and the 16-bit patterns of half floats go in int32_data */
+        int32_t x = type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL      ? v != 0
+                    : type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ? float_to_half((float)v)
+                                                                     : float_to_bf16((float)v);
         t->int32_data = alloc(e, sizeof(int32_t) * (size_t)k);
         if (!t->int32_data)
             return NULL;
         for (int64_t i = 0; i < k; i++)
-            t->int32_data[i] = v != 0;
+            t->int32_data[i] = x;
         t->n_int32_data = (size_t)k;
     } else {
         t->float_data = alloc(e, sizeof(float) * (size_t)k);
@@ -560,9 +569,7 @@ static wf_status emit(ectx *e, int opi)
         /* ONNX wants running statistics; the IR normalizes with batch ones
          * (training_mode = 1), so they are zeros and ones, never read back. */
         int64_t C = x0->shape[1];
-        int32_t type = wf_onnx_type_of(x0->dtype);
-        if (type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-            type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+        int32_t type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT; /* T2 may differ from X's */
         const char *ins[5] = {in[0], in[1], in[2], const_f(e, out[0], "running_mean", type, 1, C, 0),
                               const_f(e, out[0], "running_var", type, 1, C, 1)};
         n = ins[3] && ins[4] ? node(e, "BatchNormalization", 0, ins, 5, out, 1) : NULL;

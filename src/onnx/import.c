@@ -54,6 +54,7 @@ typedef struct {
     int skip;             /* fused into a later node */
     wf_op_kind fused;     /* WF_OP_SILU / WF_OP_GELU for the node that emits a fusion */
     const char *fused_in; /* that fusion's input; SCE: the un-transposed scores */
+    const char *tin[2];   /* MatMul: operand k before a fused last-two-dims Transpose */
 } nodeinfo;
 
 typedef struct {
@@ -839,12 +840,81 @@ static wf_status h_binary(ictx *c, const char *optype)
 
 /* ---- linear algebra ------------------------------------------------------------------------ */
 
+/* MatMul whose operands were Transposes of their last two dims (fused away):
+ * matmul / batch_matmul with trans_a / trans_b, or, when the ranks do not
+ * allow it, the transposes made explicit. 1 when handled here. */
+static int matmul_trans(ictx *c, val *a, val *b, int ta, int tb, wf_status *st)
+{
+    int ra = a->ndim, rb = b->ndim;
+    int ok = ra == rb && ra >= 2;
+    for (int i = 0; ok && i < ra - 2; i++)
+        ok = a->shape[i] == b->shape[i];
+    int64_t M = a->shape[ra - (ta ? 1 : 2)], K = a->shape[ra - (ta ? 2 : 1)];
+    int64_t Kb = b->shape[rb - (tb ? 1 : 2)], N = b->shape[rb - (tb ? 2 : 1)];
+    if (!ok || K != Kb)
+        return 0;
+    wf_op_attrs at;
+    memset(&at, 0, sizeof at);
+    at.trans_a = ta;
+    at.trans_b = tb;
+    int in[2] = {ir(c, a), ir(c, b)};
+    if (c->g->status != WF_OK) {
+        *st = c->g->status;
+        return 1;
+    }
+    int64_t os[WF_MAX_DIMS];
+    memcpy(os, a->shape, sizeof os);
+    os[ra - 2] = M;
+    os[ra - 1] = N;
+    set_out(c, 0, op1(c, ra == 2 ? WF_OP_MATMUL : WF_OP_BATCH_MATMUL, "", in, 2, &at), ra, os);
+    *st = c->g->status;
+    return 1;
+}
+
 static wf_status h_matmul(ictx *c)
 {
     wf_status st = WF_OK;
-    val *a = need_in(c, 0, &st), *b = need_in(c, 1, &st);
-    if (st != WF_OK)
-        return st;
+    nodeinfo *ni = &c->ni[c->node_index];
+    val *a, *b, tv[2];
+    if (ni->tin[0] || ni->tin[1]) {
+        int ta = ni->tin[0] != NULL, tb = ni->tin[1] != NULL;
+        a = ta ? vfind(c, ni->tin[0]) : need_in(c, 0, &st);
+        b = tb ? vfind(c, ni->tin[1]) : need_in(c, 1, &st);
+        if (st != WF_OK)
+            return st;
+        if (!a || !b || a->kind == V_NONE || b->kind == V_NONE)
+            return nerr(c, WF_INTERNAL, "fused transpose input missing");
+        if (matmul_trans(c, a, b, ta, tb, &st))
+            return st;
+        /* make the transposes explicit and go on as a plain MatMul */
+        val *ops[2] = {a, b};
+        for (int k = 0; k < 2; k++) {
+            if (!(k ? tb : ta))
+                continue;
+            val *x = ops[k];
+            int perm[WF_MAX_DIMS];
+            for (int i = 0; i < x->ndim; i++)
+                perm[i] = i;
+            perm[x->ndim - 1] = x->ndim - 2;
+            perm[x->ndim - 2] = x->ndim - 1;
+            tv[k] = *x;
+            tv[k].kind = V_TENSOR;
+            tv[k].t = transpose_t(c, ir(c, x), x->ndim, perm, k ? "/b_t" : "/a_t");
+            tv[k].t_onnx = -1;
+            tv[k].shape[x->ndim - 1] = x->shape[x->ndim - 2];
+            tv[k].shape[x->ndim - 2] = x->shape[x->ndim - 1];
+            if (c->g->status != WF_OK)
+                return c->g->status;
+            ops[k] = &tv[k];
+        }
+        a = ops[0];
+        b = ops[1];
+    } else {
+        a = need_in(c, 0, &st);
+        b = need_in(c, 1, &st);
+        if (st != WF_OK)
+            return st;
+    }
     int ra = a->ndim, rb = b->ndim;
     char ba[96], bb[96];
     if (ra < 1 || rb < 2)
@@ -2290,6 +2360,29 @@ static void find_patterns(ictx *c)
             c->ni[kd].skip = c->ni[i].skip = c->ni[ka].skip = 1;
             c->ni[kf].fused = WF_OP_GELU;
             c->ni[kf].fused_in = x;
+        } else if (is_op(n, "MatMul") && n->n_input == 2) {
+            /* MatMul(Transpose(x) swapping the last two dims): trans flags */
+            for (int j = 0; j < 2; j++) {
+                const Onnx__NodeProto *t = producer(c, n->input[j], &k);
+                val *tv = vfind(c, n->input[j]);
+                if (!t || !is_op(t, "Transpose") || (t->domain && *t->domain) || !tv ||
+                    tv->nuse != 1 || t->n_input != 1)
+                    continue;
+                int kc;
+                val *src = vfind(c, t->input[0]);
+                const Onnx__NodeProto *pc = producer(c, t->input[0], &kc);
+                if (!src || src->kind == V_CONST || (pc && is_op(pc, "Constant")))
+                    continue; /* a transposed weight: the parameter is stored transposed */
+                int64_t p[WF_MAX_DIMS + 1];
+                int r = wf_onnx_attr_ints(t, "perm", p, WF_MAX_DIMS + 1);
+                int ok = r >= 2 && r <= WF_MAX_DIMS && p[r - 1] == r - 2 && p[r - 2] == r - 1;
+                for (int d = 0; ok && d < r - 2; d++)
+                    ok = p[d] == d;
+                if (ok) {
+                    c->ni[k].skip = 1;
+                    c->ni[i].tin[j] = t->input[0];
+                }
+            }
         } else if (is_op(n, "SoftmaxCrossEntropyLoss") && n->n_input >= 2) {
             /* Transpose(perm [0, r-1, 1..r-2]) feeding the scores */
             const Onnx__NodeProto *t = producer(c, n->input[0], &k);
