@@ -86,7 +86,7 @@ static cJSON *config_json(const wf_model_config *m)
         cJSON_AddNumberToObject(c, "image", (double)m->image);
         cJSON_AddNumberToObject(c, "channels", (double)m->channels);
         cJSON_AddNumberToObject(c, "classes", (double)m->classes);
-    } else if (m->family == WF_FAMILY_GRAPH) {
+    } else if (m->family == WF_FAMILY_GRAPH || m->family == WF_FAMILY_ONNX) {
         cJSON_AddStringToObject(c, "path", m->path);
     }
     if (m->family == WF_FAMILY_MLP || m->family == WF_FAMILY_CNN) {
