@@ -219,6 +219,10 @@ int wf_cost_cut_stages(const double *w, int n, int pp, const unsigned char *nocu
 
 struct cJSON;
 struct cJSON *wf_estimate_to_json(const wf_estimate *e);
+/* The breakdown as the JSON object of `weft estimate` and `weft simulate`
+ * (seconds: compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer,
+ * exposed_comm). */
+struct cJSON *wf_breakdown_to_json(const wf_breakdown *b);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,9 @@
 #ifndef WEFT_CLI_H
 #define WEFT_CLI_H
 
-#include "weft/core.h"
+#include "weft/cost.h"
+
+#include <stdio.h>
 
 /* Each verb: argv[0] is the verb name. On --help it prints usage to stdout and
  * returns WF_OK. */
@@ -34,5 +36,44 @@ wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t 
 /* Prints a cJSON value on stdout as the one JSON object of a --json run. */
 struct cJSON;
 wf_status wf_cli_print_json(const struct cJSON *j);
+
+/* ---- what the verbs that evaluate one plan share (cli_common.c) ------------------
+ * The option rows, so that every verb words --model, --cluster, --batch, --plan
+ * and --json the same in its table and --help. */
+#define WF_CLI_OPT_MODEL(var) {"model", 0, WF_OPT_STR, (var), "M", "zoo name, family with overrides, or model JSON file", 1}
+#define WF_CLI_OPT_CLUSTER(var)                                                                                        \
+    {"cluster", 0, WF_OPT_STR, (var), "C", "preset with overrides (dgx-a100:nodes=16) or cluster JSON file", 1}
+#define WF_CLI_OPT_BATCH(var) {"batch", 0, WF_OPT_INT, (var), "B", "global batch size (samples per iteration)", 1}
+#define WF_CLI_OPT_PLAN(var)                                                                                           \
+    {"plan", 0, WF_OPT_STR, (var), "P", "dp=..,tp=..,pp=..,mbs=..,vpp=..,recompute=..,sp=..,zero=.. or a plan file", 1}
+#define WF_CLI_OPT_JSON(var) {"json", 0, WF_OPT_FLAG, (var), NULL, "print one JSON object on stdout", 0}
+
+/* A model, a cluster, a batch and a plan as the options gave them, and what
+ * they name. */
+typedef struct {
+    const char *model, *cluster, *plan; /* the options' text */
+    int64_t batch;
+    wf_model_config mc;
+    wf_cluster c;
+    wf_plan p;
+    char canon[256];                    /* the plan in canonical form */
+} wf_cli_plan_input;
+
+/* --batch at least 1, then the model and the cluster looked up. */
+wf_status wf_cli_load_model_cluster(const char *model, const char *cluster, int64_t batch, wf_model_config *mc,
+                                    wf_cluster *c);
+
+/* Fills in->mc, c, p and canon from in->model, cluster, batch and plan (a
+ * plan spec with '=' or a plan file; a file made for another model, cluster
+ * or batch is warned about, `verb_ing` naming what is done with it:
+ * "estimating"). The plan is validated later, by the verb's library call. */
+wf_status wf_cli_load_plan_input(wf_cli_plan_input *in, const char *verb_ing);
+
+/* The first two lines of a plan's human table: model, cluster, batch; the
+ * plan, its devices and micro-batches. */
+void wf_cli_print_plan_header(FILE *f, const wf_cli_plan_input *in, int64_t devices, int64_t micro_batches);
+
+/* Adds plan (canonical), model, cluster and batch to a --json object. */
+void wf_cli_add_plan_fields(struct cJSON *j, const wf_cli_plan_input *in);
 
 #endif

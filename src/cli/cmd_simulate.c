@@ -14,16 +14,14 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static void print_table(FILE *f, const char *model, const char *cluster, int64_t batch, const char *plan,
-                        const wf_sim_plan_result *r)
+static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_sim_plan_result *r)
 {
     static const char *const comm_names[] = {
 #define WF_X(e, name) name,
         WF_COMM_LIST(WF_X)
 #undef WF_X
     };
-    fprintf(f, "model %s on %s, batch %lld\nplan %s (%lld devices, %lld micro-batches per pipeline)\n", model,
-            cluster, (long long)batch, plan, (long long)r->devices, (long long)r->micro_batches);
+    wf_cli_print_plan_header(f, in, r->devices, r->micro_batches);
     fprintf(f, "  iteration time     %12.4f s (simulated: %lld tasks%s, %.3f s)\n", r->iteration_time_s,
             (long long)r->tasks, r->coarse ? ", coarse" : "", r->wall_s);
     fprintf(f, "  throughput         %12.2f samples/s\n", r->samples_per_s);
@@ -54,20 +52,20 @@ static void print_table(FILE *f, const char *model, const char *cluster, int64_t
 
 wf_status wf_cmd_simulate(int argc, char **argv)
 {
-    const char *model = NULL, *cluster = NULL, *plan_text = NULL, *comm = NULL, *trace = NULL, *detail = NULL,
-               *fuse = NULL;
-    int64_t batch = 0;
+    wf_cli_plan_input in;
+    memset(&in, 0, sizeof in);
+    const char *comm = NULL, *trace = NULL, *detail = NULL, *fuse = NULL;
     int json = 0, help = 0, npos = 0;
     const wf_opt opts[] = {
-        {"model", 0, WF_OPT_STR, &model, "M", "zoo name, family with overrides, or model JSON file", 1},
-        {"cluster", 0, WF_OPT_STR, &cluster, "C", "preset with overrides (dgx-a100:nodes=16) or cluster JSON file", 1},
-        {"batch", 0, WF_OPT_INT, &batch, "B", "global batch size (samples per iteration)", 1},
-        {"plan", 0, WF_OPT_STR, &plan_text, "P", "dp=..,tp=..,pp=..,mbs=..,vpp=..,recompute=..,sp=..,zero=.. or a plan file", 1},
+        WF_CLI_OPT_MODEL(&in.model),
+        WF_CLI_OPT_CLUSTER(&in.cluster),
+        WF_CLI_OPT_BATCH(&in.batch),
+        WF_CLI_OPT_PLAN(&in.plan),
         {"comm", 0, WF_OPT_STR, &comm, "S", "data-parallel schedule: wfbp, ddp[:MB], horovod[:MB], bytescheduler, mgwfbp, dear[:MB], auto (overrides the plan's)", 0},
         {"trace", 0, WF_OPT_STR, &trace, "FILE", "write a Chrome trace-event JSON file (Perfetto, chrome://tracing)", 0},
         {"fuse", 0, WF_OPT_STR, &fuse, "F", "operator fusion: none (default), or auto (chosen jointly with the comm schedule's tensor fusion by simulation)", 0},
         {"detail", 0, WF_OPT_STR, &detail, "D", "task graph detail: auto (default), fine (per layer step), coarse (per micro-batch)", 0},
-        {"json", 0, WF_OPT_FLAG, &json, NULL, "print one JSON object on stdout", 0},
+        WF_CLI_OPT_JSON(&json),
         {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
     };
     wf_status st = wf_opts_parse(opts, argc, argv, 1, NULL, 0, &npos, &help);
@@ -77,10 +75,8 @@ wf_status wf_cmd_simulate(int argc, char **argv)
                       "Plays one training iteration of a plan out event by event.", opts);
         return WF_OK;
     }
-    if (st != WF_OK)
+    if (st != WF_OK || (st = wf_cli_load_plan_input(&in, "simulating")) != WF_OK)
         return st;
-    if (batch < 1)
-        return wf_errorf(WF_INVAL, "--batch=%lld must be >= 1", (long long)batch);
     wf_sim_plan_opts so = {.detail = 0, .trace_path = trace, .fuse = 0, .fuse_budget = 0};
     if (fuse) {
         if (strcmp(fuse, "auto") == 0)
@@ -98,27 +94,14 @@ wf_status wf_cmd_simulate(int argc, char **argv)
         else
             return wf_errorf(WF_INVAL, "--detail=%s: expected auto, fine or coarse", detail);
     }
-
-    wf_model_config mc;
-    wf_cluster c;
-    wf_plan p;
-    if ((st = wf_model_lookup(model, &mc)) != WF_OK || (st = wf_cluster_lookup(cluster, &c)) != WF_OK)
+    if (comm && (st = wf_comm_parse(comm, &in.p.comm)) != WF_OK)
         return st;
-    if (strchr(plan_text, '='))
-        st = wf_plan_parse(plan_text, &p);
-    else
-        st = wf_plan_read_file(plan_text, &p, NULL);
-    if (st != WF_OK)
-        return st;
-    if (comm && (st = wf_comm_parse(comm, &p.comm)) != WF_OK)
-        return st;
+    wf_plan_format(&in.p, in.canon, sizeof in.canon);
 
     wf_sim_plan_result r;
-    if ((st = wf_sim_plan(&mc, &c, &p, batch, &so, &r)) != WF_OK)
+    if ((st = wf_sim_plan(&in.mc, &in.c, &in.p, in.batch, &so, &r)) != WF_OK)
         return st;
-    char canon[256];
-    wf_plan_format(&p, canon, sizeof canon);
-    print_table(stderr, mc.name, c.name, batch, canon, &r);
+    print_table(stderr, &in, &r);
     if (trace)
         fprintf(stderr, "  trace written to %s\n", trace);
     if (!json)
@@ -126,10 +109,7 @@ wf_status wf_cmd_simulate(int argc, char **argv)
     cJSON *j = wf_sim_plan_to_json(&r);
     if (!j)
         return wf_errorf(WF_NOMEM, "out of memory");
-    cJSON_AddStringToObject(j, "plan", canon);
-    cJSON_AddStringToObject(j, "model", mc.name);
-    cJSON_AddStringToObject(j, "cluster", c.name);
-    cJSON_AddNumberToObject(j, "batch", (double)batch);
+    wf_cli_add_plan_fields(j, &in);
     if (trace)
         cJSON_AddStringToObject(j, "trace", trace);
     st = wf_cli_print_json(j);

@@ -629,6 +629,22 @@ wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf
                             : estimate_generic(ctx, p, batch, out);
 }
 
+cJSON *wf_breakdown_to_json(const wf_breakdown *b)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddNumberToObject(j, "compute", b->compute);
+    cJSON_AddNumberToObject(j, "recompute", b->recompute);
+    cJSON_AddNumberToObject(j, "tp_comm", b->tp_comm);
+    cJSON_AddNumberToObject(j, "pp_comm", b->pp_comm);
+    cJSON_AddNumberToObject(j, "dp_comm", b->dp_comm);
+    cJSON_AddNumberToObject(j, "bubble", b->bubble);
+    cJSON_AddNumberToObject(j, "optimizer", b->optimizer);
+    cJSON_AddNumberToObject(j, "exposed_comm", b->exposed_comm);
+    return j;
+}
+
 cJSON *wf_estimate_to_json(const wf_estimate *e)
 {
     cJSON *j = cJSON_CreateObject();
@@ -643,17 +659,9 @@ cJSON *wf_estimate_to_json(const wf_estimate *e)
     cJSON_AddBoolToObject(j, "fits", e->fits);
     cJSON_AddNumberToObject(j, "devices", (double)e->devices);
     cJSON_AddNumberToObject(j, "micro_batches", (double)e->micro_batches);
-    cJSON *b = cJSON_AddObjectToObject(j, "breakdown");
-    if (b) {
-        cJSON_AddNumberToObject(b, "compute", e->breakdown.compute);
-        cJSON_AddNumberToObject(b, "recompute", e->breakdown.recompute);
-        cJSON_AddNumberToObject(b, "tp_comm", e->breakdown.tp_comm);
-        cJSON_AddNumberToObject(b, "pp_comm", e->breakdown.pp_comm);
-        cJSON_AddNumberToObject(b, "dp_comm", e->breakdown.dp_comm);
-        cJSON_AddNumberToObject(b, "bubble", e->breakdown.bubble);
-        cJSON_AddNumberToObject(b, "optimizer", e->breakdown.optimizer);
-        cJSON_AddNumberToObject(b, "exposed_comm", e->breakdown.exposed_comm);
-    }
+    cJSON *b = wf_breakdown_to_json(&e->breakdown);
+    if (b)
+        cJSON_AddItemToObject(j, "breakdown", b);
     cJSON *mem = cJSON_AddObjectToObject(j, "memory");
     if (mem) {
         cJSON_AddNumberToObject(mem, "weights_bytes", e->mem_weights_bytes);

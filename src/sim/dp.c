@@ -16,7 +16,7 @@
  *                 order): gate_g = max(end of group g-1's forward, AG_g end);
  *                 AG_{g+1} issued at gate_g; step of g; forward of g. This is
  *                 the recurrence of ALGORITHMS.md §4 task for task. */
-#include "weft/sim.h"
+#include "sim/plan-impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,15 +24,12 @@
 #include <string.h>
 
 typedef struct {
-    wf_sim *s;
+    sim_builder sb; /* the first error sticks */
     int stream, chan;
-    wf_status st;
-} gb; /* graph builder: the first error sticks */
+} gb;
 
 static int task(gb *b, const char *name, wf_sim_cat cat, wf_ns dur, int on_res, const int *deps, int ndeps)
 {
-    if (b->st)
-        return -1;
     wf_sim_task_desc d;
     wf_sim_task_desc_init(&d);
     d.name = name;
@@ -42,18 +39,10 @@ static int task(gb *b, const char *name, wf_sim_cat cat, wf_ns dur, int on_res, 
     d.res = &on_res;
     d.ndeps = ndeps;
     d.deps = deps;
-    int id = wf_sim_add_task(b->s, &d);
-    if (id < 0)
-        b->st = id;
-    return id;
+    return sim_task(&b->sb, &d);
 }
 
-static void dep(gb *b, int t, int on)
-{
-    if (b->st || t < 0 || on < 0)
-        return;
-    b->st = wf_sim_add_dep(b->s, t, on);
-}
+static void dep(gb *b, int t, int on) { sim_dep(&b->sb, t, on); }
 
 static double coll_s(const wf_dp_model *m, wf_coll_kind k, double bytes)
 {
@@ -128,7 +117,7 @@ static wf_status play(const wf_dp_model *m, const wf_comm_sched *cs, const char 
 
     if ((st = wf_sim_create(&s)))
         goto done;
-    b.s = s;
+    b.sb.s = s;
     int dev = wf_sim_add_device(s, "data-parallel rank", 1, 1);
     if (dev < 0) {
         st = dev;
@@ -204,11 +193,9 @@ static wf_status play(const wf_dp_model *m, const wf_comm_sched *cs, const char 
         d.pool_amount = (int64_t)ceil(op->bytes);
         d.layer = op->min_layer;
         d.bytes = op->bytes;
-        if (b.st == WF_OK && d.dur_ns < 0)
-            b.st = wf_errorf(WF_INVAL, "collective time %g s for %g bytes is not a time", secs, op->bytes);
-        top[k] = b.st ? -1 : wf_sim_add_task(s, &d);
-        if (top[k] < 0 && b.st == WF_OK)
-            b.st = top[k];
+        if (b.sb.st == WF_OK && d.dur_ns < 0)
+            b.sb.st = wf_errorf(WF_INVAL, "collective time %g s for %g bytes is not a time", secs, op->bytes);
+        top[k] = sim_task(&b.sb, &d);
         comm_ns += (double)d.dur_ns;
         dep(&b, top[k], gate);
         for (int q = 0; q < op->nparts; q++) {
@@ -269,7 +256,7 @@ static wf_status play(const wf_dp_model *m, const wf_comm_sched *cs, const char 
                 ag = task(&b, name, WF_SIM_CAT_DP_COMM, wf_sim_ns(coll_s(m, WF_COLL_ALLGATHER, op->bytes)), b.chan,
                           &gate_prev, 1);
             }
-            comm_ns += b.st ? 0 : (double)wf_sim_ns(coll_s(m, WF_COLL_ALLGATHER, op->bytes));
+            comm_ns += b.sb.st ? 0 : (double)wf_sim_ns(coll_s(m, WF_COLL_ALLGATHER, op->bytes));
             snprintf(name, sizeof name, "gate %d", gi);
             int gate = task(&b, name, WF_SIM_CAT_MARKER, 0, -1, &ag, 1);
             dep(&b, gate, ff_prev);
@@ -312,7 +299,7 @@ static wf_status play(const wf_dp_model *m, const wf_comm_sched *cs, const char 
         }
     }
     int m2 = task(&b, "next backward start", WF_SIM_CAT_MARKER, 0, -1, &prev, 1);
-    if ((st = b.st))
+    if ((st = b.sb.st))
         goto done;
     if ((st = wf_sim_run(s)))
         goto done;

@@ -23,6 +23,20 @@ static double dp_coll(void *ctx, wf_coll_kind kind, double bytes)
     return wf_coll_time(&c->cluster, kind, &c->group, bytes);
 }
 
+wf_status sim_coll_env(const wf_cluster *c, const wf_group *g, double elem_bytes, wf_arena *a, wf_sched_env *env)
+{
+    memset(env, 0, sizeof *env);
+    dp_coll_ctx *cc = wf_arena_alloc(a, sizeof *cc);
+    if (!cc)
+        return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
+    cc->cluster = *c;
+    cc->group = *g;
+    env->coll = dp_coll;
+    env->coll_ctx = cc;
+    env->elem_bytes = elem_bytes;
+    return WF_OK;
+}
+
 wf_status wf_sim_dp_model_build(const wf_model_config *mc, const wf_cluster *c, int64_t mbs, int64_t dp,
                                 wf_arena *a, wf_dp_model *out)
 {
@@ -52,8 +66,7 @@ wf_status wf_sim_dp_model_build(const wf_model_config *mc, const wf_cluster *c, 
     double *bwd = wf_arena_alloc(a, (size_t)(L + 1) * sizeof *bwd);
     double *opt = wf_arena_alloc(a, (size_t)(L + 1) * sizeof *opt);
     wf_grad *grads = wf_arena_alloc(a, (size_t)(ng + 1) * sizeof *grads);
-    dp_coll_ctx *cc = wf_arena_alloc(a, sizeof *cc);
-    if (!fwd || !bwd || !opt || !grads || !cc)
+    if (!fwd || !bwd || !opt || !grads)
         return wf_errorf(WF_NOMEM, "out of memory building the dp model of %s", mc->name);
     int k = 0;
     for (int i = 0; i < L; i++) {
@@ -71,16 +84,11 @@ wf_status wf_sim_dp_model_build(const wf_model_config *mc, const wf_cluster *c, 
             k++;
         }
     }
-    cc->cluster = *c;
-    cc->group = pr.dp_group;
     out->nlayers = L;
     out->fwd_s = fwd;
     out->bwd_s = bwd;
     out->opt_s = opt;
     out->ngrads = k;
     out->grads = grads;
-    out->env.coll = dp_coll;
-    out->env.coll_ctx = cc;
-    out->env.elem_bytes = pr.grad_bytes;
-    return WF_OK;
+    return sim_coll_env(c, &pr.dp_group, pr.grad_bytes, a, &out->env);
 }

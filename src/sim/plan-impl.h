@@ -64,6 +64,35 @@ typedef struct {
     wf_group dp_group, tp_group;
 } sim_profile;
 
+/* Building a task graph with a sticky status: after the first error nothing
+ * more is added and -1 comes back, so a builder checks once at the end. */
+typedef struct {
+    wf_sim *s;
+    wf_status st;
+} sim_builder;
+
+static inline int sim_task(sim_builder *b, const wf_sim_task_desc *d)
+{
+    if (b->st)
+        return -1;
+    int id = wf_sim_add_task(b->s, d);
+    if (id < 0)
+        b->st = id;
+    return id;
+}
+
+/* Task t waits for task `on` (either may be -1: nothing). */
+static inline void sim_dep(sim_builder *b, int t, int on)
+{
+    if (b->st || t < 0 || on < 0)
+        return;
+    b->st = wf_sim_add_dep(b->s, t, on);
+}
+
+/* A collective-time callback over group g of cluster c for a gradient
+ * schedule (wf_sched_env.coll / coll_ctx), both copied into the arena. */
+wf_status sim_coll_env(const wf_cluster *c, const wf_group *g, double elem_bytes, wf_arena *a, wf_sched_env *env);
+
 /* Operator fusion candidates (DisCo's rules): two ops adjacent in the graph,
  * the second the only reader of the first's output. Fused, the second no
  * longer reads that intermediate and the backward no longer writes and reads

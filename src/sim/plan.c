@@ -33,13 +33,12 @@ typedef struct {
 } stage_dp;
 
 typedef struct {
-    wf_sim *s;
+    sim_builder sb; /* the simulation being built; the first error sticks */
     const sim_profile *pr;
     const wf_plan *p;
     const wf_cluster *c;
     int m, nvs, coarse, with_dp;
     wf_comm_kind kind;
-    wf_status st;
     wf_arena *a;
     /* per (vs, mb): first and last task of each op, and its send */
     int *f_first, *f_last, *f_send, *b_first, *b_last, *b_send;
@@ -56,8 +55,6 @@ typedef struct {
 static int add_task(pb *b, const char *name, wf_sim_cat cat, double dur_s, int res, int mb, int layer, int chunk,
                     double bytes)
 {
-    if (b->st)
-        return -1;
     wf_sim_task_desc d;
     wf_sim_task_desc_init(&d);
     d.name = name;
@@ -69,27 +66,17 @@ static int add_task(pb *b, const char *name, wf_sim_cat cat, double dur_s, int r
     d.layer = layer;
     d.chunk = chunk;
     d.bytes = bytes;
-    if (d.dur_ns < 0) {
-        b->st = wf_errorf(WF_INTERNAL, "task '%s': duration %g s is not a time", name, dur_s);
-        return -1;
-    }
-    int id = wf_sim_add_task(b->s, &d);
-    if (id < 0)
-        b->st = id;
-    return id;
+    if (d.dur_ns < 0 && b->sb.st == WF_OK)
+        b->sb.st = wf_errorf(WF_INTERNAL, "task '%s': duration %g s is not a time", name, dur_s);
+    return sim_task(&b->sb, &d);
 }
 
-static void dep(pb *b, int t, int on)
-{
-    if (b->st || t < 0 || on < 0)
-        return;
-    b->st = wf_sim_add_dep(b->s, t, on);
-}
+static void dep(pb *b, int t, int on) { sim_dep(&b->sb, t, on); }
 
-/* A stream task after the chain and everything waited for. */
-static int stream_task(pb *b, int dev, const char *name, wf_sim_cat cat, double dur, int mb, int layer, int chunk)
+/* Puts task id on the stream chain: after the previous stream task and
+ * every collective waited for; it becomes the chain's end. */
+static int chain(pb *b, int id)
 {
-    int id = add_task(b, name, cat, dur, wf_sim_stream(b->s, dev), mb, layer, chunk, -1);
     dep(b, id, b->prev);
     for (int i = 0; i < b->nwait; i++)
         dep(b, id, b->wait[i]);
@@ -98,12 +85,18 @@ static int stream_task(pb *b, int dev, const char *name, wf_sim_cat cat, double 
     return id;
 }
 
+/* A stream task after the chain and everything waited for. */
+static int stream_task(pb *b, int dev, const char *name, wf_sim_cat cat, double dur, int mb, int layer, int chunk)
+{
+    return chain(b, add_task(b, name, cat, dur, wf_sim_stream(b->sb.s, dev), mb, layer, chunk, -1));
+}
+
 static void push_wait(pb *b, int id)
 {
     if (b->nwait < 64)
         b->wait[b->nwait++] = id;
-    else if (b->st == WF_OK)
-        b->st = wf_errorf(WF_INTERNAL, "too many outstanding collectives in one unit");
+    else if (b->sb.st == WF_OK)
+        b->sb.st = wf_errorf(WF_INTERNAL, "too many outstanding collectives in one unit");
 }
 
 /* Closes an op: a marker when collectives are still waited for, so that the
@@ -112,13 +105,7 @@ static int close_op(pb *b)
 {
     if (b->nwait == 0)
         return b->prev;
-    int id = add_task(b, "end", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
-    dep(b, id, b->prev);
-    for (int i = 0; i < b->nwait; i++)
-        dep(b, id, b->wait[i]);
-    b->nwait = 0;
-    b->prev = id;
-    return id;
+    return chain(b, add_task(b, "end", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1));
 }
 
 /* Opens an op with a marker that everything in it follows (through the
@@ -126,18 +113,12 @@ static int close_op(pb *b)
  * op, collectives issued first included. */
 static int open_op(pb *b, const char *name, int mb, int chunk)
 {
-    int id = add_task(b, name, WF_SIM_CAT_MARKER, 0, -1, mb, -1, chunk, -1);
-    dep(b, id, b->prev);
-    for (int i = 0; i < b->nwait; i++)
-        dep(b, id, b->wait[i]);
-    b->nwait = 0;
-    b->prev = id;
-    return id;
+    return chain(b, add_task(b, name, WF_SIM_CAT_MARKER, 0, -1, mb, -1, chunk, -1));
 }
 
 static void run_steps(pb *b, int dev, const sim_step *s, int n, int mb, int layer, int chunk)
 {
-    int ch = wf_sim_channel(b->s, dev, 0);
+    int ch = wf_sim_channel(b->sb.s, dev, 0);
     for (int i = 0; i < n; i++) {
         switch (s[i].kind) {
         case STEP_COMPUTE:
@@ -152,8 +133,8 @@ static void run_steps(pb *b, int dev, const sim_step *s, int n, int mb, int laye
                 push_wait(b, id);
             else if (b->nbg < 64)
                 b->bg[b->nbg++] = id;
-            else if (b->st == WF_OK)
-                b->st = wf_errorf(WF_INTERNAL, "too many overlapped collectives in one unit");
+            else if (b->sb.st == WF_OK)
+                b->sb.st = wf_errorf(WF_INTERNAL, "too many overlapped collectives in one unit");
             break;
         }
         case STEP_JOIN:
@@ -173,16 +154,12 @@ static void dear_gates(pb *b, int dev, int inst, int mb)
     while (d->next_group < d->ngroups && d->group_first[d->next_group] <= inst) {
         int g = d->next_group++;
         int gate = add_task(b, "dear gate", WF_SIM_CAT_MARKER, 0, -1, mb, -1, -1, -1);
-        dep(b, gate, b->prev);
         dep(b, gate, d->ag_next);
-        for (int i = 0; i < b->nwait; i++)
-            dep(b, gate, b->wait[i]);
-        b->nwait = 0;
-        b->prev = gate;
+        chain(b, gate);
         if (g + 1 < d->ngroups) {
             int ag = add_task(b, "dp all-gather", WF_SIM_CAT_DP_COMM,
                               wf_coll_time(b->c, WF_COLL_ALLGATHER, &b->pr->dp_group, d->group_bytes[g + 1]),
-                              wf_sim_channel(b->s, dev, 1), -1, -1, -1, d->group_bytes[g + 1]);
+                              wf_sim_channel(b->sb.s, dev, 1), -1, -1, -1, d->group_bytes[g + 1]);
             dep(b, ag, gate);
             d->ag_next = ag;
         }
@@ -196,7 +173,7 @@ static void dear_gates(pb *b, int dev, int inst, int mb)
 static int coarse_pair(pb *b, int dev, const char *name, wf_sim_cat cat, double comp, double exposed,
                        double hidden, int mb, int chunk)
 {
-    int ch = wf_sim_channel(b->s, dev, 0);
+    int ch = wf_sim_channel(b->sb.s, dev, 0);
     if (hidden > 0) {
         int h = add_task(b, "tp comm (overlapped)", WF_SIM_CAT_TP_COMM, hidden, ch, mb, -1, chunk, -1);
         dep(b, h, b->prev);
@@ -255,21 +232,21 @@ static void build_backward(pb *b, int dev, int vs, int mb, int chunk, int last_o
         }
         coarse_pair(b, dev, "recompute", WF_SIM_CAT_RECOMPUTE, rcomp, rexp, 0, mb, chunk);
         int c = coarse_pair(b, dev, "backward", WF_SIM_CAT_BACKWARD, comp, exposed, hidden, mb, chunk);
-        if (transient > 0 && b->st == WF_OK)
-            b->st = wf_sim_add_buffer(b->s, dev, (int64_t)transient, c, 0, NULL);
+        if (transient > 0 && b->sb.st == WF_OK)
+            b->sb.st = wf_sim_add_buffer(b->sb.s, dev, (int64_t)transient, c, 0, NULL);
         if (last_of_vs)
             for (int i = lo; i < hi; i++)
                 b->inst_grad_task[i] = c;
     } else {
         for (int i = hi - 1; i >= lo; i--) {
             const sim_unit *u = &pr->unit[pr->inst[i]];
-            int first = wf_sim_ntasks(b->s);
+            int first = wf_sim_ntasks(b->sb.s);
             run_steps(b, dev, u->rec, u->nrec, mb, pr->inst_layer[i], chunk);
             run_steps(b, dev, u->bwd, u->nbwd, mb, pr->inst_layer[i], chunk);
             if (last_of_vs)
                 b->inst_grad_task[i] = b->prev;
-            if (u->transient_bytes > 0 && first < wf_sim_ntasks(b->s) && b->st == WF_OK)
-                b->st = wf_sim_add_buffer(b->s, dev, (int64_t)u->transient_bytes, first, 1, &b->prev);
+            if (u->transient_bytes > 0 && first < wf_sim_ntasks(b->sb.s) && b->sb.st == WF_OK)
+                b->sb.st = wf_sim_add_buffer(b->sb.s, dev, (int64_t)u->transient_bytes, first, 1, &b->prev);
         }
     }
     b->b_last[vs * b->m + mb] = close_op(b);
@@ -297,16 +274,16 @@ static void build_dp(pb *b, int dev)
 {
     stage_dp *d = &b->dp[dev];
     const wf_comm_schedule *sc = &d->sc;
-    int ch = wf_sim_channel(b->s, dev, 1);
+    int ch = wf_sim_channel(b->sb.s, dev, 1);
     int pool = -1;
     if (sc->kind == WF_COMM_BYTESCHEDULER && sc->credit_bytes > 0) {
-        pool = wf_sim_add_pool(b->s, "credit", (int64_t)ceil(sc->credit_bytes));
-        if (pool < 0 && b->st == WF_OK)
-            b->st = pool;
+        pool = wf_sim_add_pool(b->sb.s, "credit", (int64_t)ceil(sc->credit_bytes));
+        if (pool < 0 && b->sb.st == WF_OK)
+            b->sb.st = pool;
     }
     int all = add_task(b, "gradients reduced", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
     int prev_issue = -1;
-    for (int k = 0; k < sc->nops && b->st == WF_OK; k++) {
+    for (int k = 0; k < sc->nops && b->sb.st == WF_OK; k++) {
         const wf_comm_op *op = &sc->ops[k];
         const char *name = op->kind == WF_COLL_REDUCE_SCATTER ? "dp reduce-scatter" : "dp all-reduce";
         wf_sim_task_desc t;
@@ -322,11 +299,9 @@ static void build_dp(pb *b, int dev)
         t.not_before_ns = op->tick >= 0 ? wf_sim_ns(op->issue_s) : 0;
         t.layer = op->min_layer;
         t.bytes = op->bytes;
-        int id = wf_sim_add_task(b->s, &t);
-        if (id < 0) {
-            b->st = id;
+        int id = sim_task(&b->sb, &t);
+        if (id < 0)
             return;
-        }
         int gate = id;
         if (op->after >= 0) {
             gate = add_task(b, "issue", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
@@ -349,7 +324,7 @@ static void build_tail(pb *b)
     const sim_profile *pr = b->pr;
     int emb = -1;
     if (p->pp > 1 && pr->shared_params > 0) {
-        int res[2] = {wf_sim_channel(b->s, 0, 1), wf_sim_channel(b->s, p->pp - 1, 1)};
+        int res[2] = {wf_sim_channel(b->sb.s, 0, 1), wf_sim_channel(b->sb.s, p->pp - 1, 1)};
         wf_group ends = wf_group_place(b->c, 2, (int64_t)p->tp * p->dp * (p->pp - 1));
         wf_sim_task_desc t;
         wf_sim_task_desc_init(&t);
@@ -359,9 +334,7 @@ static void build_tail(pb *b)
         t.nres = 2;
         t.res = res;
         t.bytes = pr->shared_params * pr->grad_bytes;
-        emb = b->st ? -1 : wf_sim_add_task(b->s, &t);
-        if (emb < 0 && b->st == WF_OK)
-            b->st = emb;
+        emb = sim_task(&b->sb, &t);
         int ends_dev[2] = {0, p->pp - 1};
         for (int e = 0; e < 2; e++) {
             dep(b, emb, b->stage_last[ends_dev[e]]);
@@ -388,7 +361,7 @@ static void build_tail(pb *b)
             double wbytes = params * pr->elem_bytes;
             int ag = add_task(b, "dp all-gather (weights)", WF_SIM_CAT_DP_COMM,
                               wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, wbytes),
-                              wf_sim_channel(b->s, dev, 1), -1, -1, -1, wbytes);
+                              wf_sim_channel(b->sb.s, dev, 1), -1, -1, -1, wbytes);
             dep(b, ag, b->prev);
         }
     }
@@ -399,7 +372,7 @@ static int pipe_cap(const wf_plan *p, int m)
     return 2 * m * p->vpp;
 }
 
-/* Builds the whole graph into b->s (fresh). */
+/* Builds the whole graph into b->sb.s (fresh). */
 static void build_graph(pb *b)
 {
     const wf_plan *p = b->p;
@@ -413,25 +386,25 @@ static void build_graph(pb *b)
         free(ops);
         free(last_b);
         free(first_f);
-        b->st = wf_errorf(WF_NOMEM, "out of memory building a plan's task graph");
+        b->sb.st = wf_errorf(WF_NOMEM, "out of memory building a plan's task graph");
         return;
     }
-    for (int dev = 0; dev < P && b->st == WF_OK; dev++) {
+    for (int dev = 0; dev < P && b->sb.st == WF_OK; dev++) {
         char name[64];
         snprintf(name, sizeof name, "stage %d", dev);
-        int d = wf_sim_add_device(b->s, name, 2, (int64_t)p->tp * p->dp);
+        int d = wf_sim_add_device(b->sb.s, name, 2, (int64_t)p->tp * p->dp);
         if (d < 0) {
-            b->st = d;
+            b->sb.st = d;
             break;
         }
     }
-    for (int dev = 0; dev < P && b->st == WF_OK; dev++) {
+    for (int dev = 0; dev < P && b->sb.st == WF_OK; dev++) {
         double params = stage_params(b, dev);
-        b->st = wf_sim_set_mem_base(b->s, dev, (int64_t)(params * pr->bytes_per_param + pr->buffer_bytes));
+        b->sb.st = wf_sim_set_mem_base(b->sb.s, dev, (int64_t)(params * pr->bytes_per_param + pr->buffer_bytes));
         int n = 0;
-        if (b->st == WF_OK)
-            b->st = wf_pipe_order(p->pipe, P, m, p->vpp, dev, ops, cap, &n);
-        if (b->st)
+        if (b->sb.st == WF_OK)
+            b->sb.st = wf_pipe_order(p->pipe, P, m, p->vpp, dev, ops, cap, &n);
+        if (b->sb.st)
             break;
         for (int c = 0; c < p->vpp; c++)
             last_b[c] = first_f[c] = -1;
@@ -450,14 +423,14 @@ static void build_graph(pb *b)
                 /* The first group's all-gather opens the iteration. */
                 int ag = add_task(b, "dp all-gather", WF_SIM_CAT_DP_COMM,
                                   wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, b->dp[dev].group_bytes[0]),
-                                  wf_sim_channel(b->s, dev, 1), -1, -1, -1, b->dp[dev].group_bytes[0]);
+                                  wf_sim_channel(b->sb.s, dev, 1), -1, -1, -1, b->dp[dev].group_bytes[0]);
                 b->dp[dev].ag_next = ag;
             }
         }
         /* ZeRO-3: each op's weights gathered one op ahead. */
         int zero3 = p->zero == 3 && p->dp > 1;
         int prev_end[2] = {-1, -1};
-        for (int k = 0; k < n && b->st == WF_OK; k++) {
+        for (int k = 0; k < n && b->sb.st == WF_OK; k++) {
             int vs = ops[k].chunk * P + dev, mb = ops[k].mb;
             int gather = -1;
             if (zero3) {
@@ -466,7 +439,7 @@ static void build_graph(pb *b)
                     wb += pr->unit[pr->inst[i]].params * pr->elem_bytes;
                 gather = add_task(b, "zero-3 all-gather", WF_SIM_CAT_DP_COMM,
                                   wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, wb),
-                                  wf_sim_channel(b->s, dev, 1), mb, -1, ops[k].chunk, wb);
+                                  wf_sim_channel(b->sb.s, dev, 1), mb, -1, ops[k].chunk, wb);
                 dep(b, gather, prev_end[0]);
                 push_wait(b, gather);
             }
@@ -491,7 +464,7 @@ static void build_graph(pb *b)
     free(ops);
     free(last_b);
     free(first_f);
-    if (b->st)
+    if (b->sb.st)
         return;
     /* Across stages: a forward needs the previous virtual stage's forward (its
      * send when on another device); a backward the next one's backward. */
@@ -513,31 +486,20 @@ static void build_graph(pb *b)
             double act = 0;
             for (int k = pr->vs_first[vs]; k < pr->vs_first[vs + 1]; k++)
                 act += pr->unit[pr->inst[k]].act_bytes;
-            if (act > 0 && b->st == WF_OK)
-                b->st = wf_sim_add_buffer(b->s, vs % P, (int64_t)act, b->f_first[i], 1, &b->b_last[i]);
+            if (act > 0 && b->sb.st == WF_OK)
+                b->sb.st = wf_sim_add_buffer(b->sb.s, vs % P, (int64_t)act, b->f_first[i], 1, &b->b_last[i]);
         }
     }
     for (int dev = 0; dev < P; dev++) {
         b->stage_dp_last[dev] = -1;
-        if (b->with_dp && b->st == WF_OK)
+        if (b->with_dp && b->sb.st == WF_OK)
             build_dp(b, dev);
     }
-    if (b->st == WF_OK)
+    if (b->sb.st == WF_OK)
         build_tail(b);
 }
 
 /* ---- schedules per stage ---------------------------------------------------------------- */
-
-typedef struct {
-    const wf_cluster *c;
-    const wf_group *g;
-} coll_ctx;
-
-static double coll_cb(void *ctx, wf_coll_kind k, double bytes)
-{
-    const coll_ctx *x = ctx;
-    return wf_coll_time(x->c, k, x->g, bytes);
-}
 
 /* Groups each stage's gradients by the schedule, from the ready times of
  * the first pass. */
@@ -545,17 +507,17 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
 {
     const wf_plan *p = b->p;
     const sim_profile *pr = b->pr;
-    coll_ctx *cc = wf_arena_alloc(a, sizeof *cc);
     b->dp = wf_arena_alloc(a, (size_t)p->pp * sizeof *b->dp);
     int ntens = 0;
     for (int i = 0; i < pr->ninst; i++)
         ntens += pr->unit[pr->inst[i]].ntensors;
     wf_grad *grads = wf_arena_alloc(a, (size_t)(ntens + 1) * sizeof *grads);
-    if (!cc || !b->dp || !grads)
+    if (!b->dp || !grads)
         return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
-    cc->c = b->c;
-    cc->g = &pr->dp_group;
-    wf_sched_env env = {coll_cb, cc, 0, pr->grad_bytes, 0, 0};
+    wf_sched_env env;
+    wf_status st = sim_coll_env(b->c, &pr->dp_group, pr->grad_bytes, a, &env);
+    if (st)
+        return st;
     for (int dev = 0; dev < p->pp; dev++) {
         stage_dp *d = &b->dp[dev];
         d->grad_inst = wf_arena_alloc(a, (size_t)(ntens + 1) * sizeof *d->grad_inst);
@@ -576,7 +538,7 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
                 }
             }
         }
-        wf_status st = wf_sched_build(cs, grads, n, &env, a, &d->sc);
+        st = wf_sched_build(cs, grads, n, &env, a, &d->sc);
         if (st)
             return st;
         if (p->zero >= 1)
@@ -611,13 +573,13 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
 static wf_status run_pass(pb *b, wf_sim **keep)
 {
     *keep = NULL;
-    wf_status st = wf_sim_create(&b->s);
+    wf_status st = wf_sim_create(&b->sb.s);
     if (st)
         return st;
     size_t n = (size_t)b->nvs * (size_t)b->m;
     int *ids = malloc(6 * n * sizeof *ids);
     if (!ids) {
-        wf_sim_free(b->s);
+        wf_sim_free(b->sb.s);
         return wf_errorf(WF_NOMEM, "out of memory building a plan's task graph");
     }
     for (size_t i = 0; i < 6 * n; i++)
@@ -630,18 +592,18 @@ static wf_status run_pass(pb *b, wf_sim **keep)
     b->b_send = ids + 5 * n;
     for (int i = 0; i < b->pr->ninst; i++)
         b->inst_grad_task[i] = -1;
-    b->st = WF_OK;
+    b->sb.st = WF_OK;
     build_graph(b);
     free(ids);
-    st = b->st;
+    st = b->sb.st;
     if (st == WF_OK)
-        st = wf_sim_run(b->s);
+        st = wf_sim_run(b->sb.s);
     if (st) {
-        wf_sim_free(b->s);
-        b->s = NULL;
+        wf_sim_free(b->sb.s);
+        b->sb.s = NULL;
         return st;
     }
-    *keep = b->s;
+    *keep = b->sb.s;
     return WF_OK;
 }
 
@@ -1044,15 +1006,8 @@ cJSON *wf_sim_plan_to_json(const wf_sim_plan_result *r)
     cJSON_AddNumberToObject(j, "devices", (double)r->devices);
     cJSON_AddNumberToObject(j, "micro_batches", (double)r->micro_batches);
     cJSON_AddNumberToObject(j, "critical_stage", r->critical_stage);
-    const char *keys[8] = {"compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer",
-                           "exposed_comm"};
     for (int s = -1; s < r->nstages; s++) {
-        const wf_breakdown *bd = s < 0 ? &r->breakdown : &r->stage[s].bd;
-        double v[8] = {bd->compute, bd->recompute, bd->tp_comm, bd->pp_comm,
-                       bd->dp_comm, bd->bubble,    bd->optimizer, bd->exposed_comm};
-        cJSON *o = cJSON_CreateObject();
-        for (int k = 0; k < 8; k++)
-            cJSON_AddNumberToObject(o, keys[k], v[k]);
+        cJSON *o = wf_breakdown_to_json(s < 0 ? &r->breakdown : &r->stage[s].bd);
         if (s < 0) {
             cJSON_AddItemToObject(j, "breakdown", o);
             cJSON_AddArrayToObject(j, "stages");

@@ -4,20 +4,7 @@
 # the iteration time); the human table goes to stderr only; a plan file works
 # like a plan string; invalid plans and bad options exit 1 with one stderr
 # line naming the bad value. $1 is the weft binary.
-set -uo pipefail
-WEFT=$(readlink -f "$1")
-PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # name, then a command; counts failures
-  local name=$1
-  shift
-  if ! "$@"; then
-    echo "FAIL: $name"
-    fail=$((fail + 1))
-  fi
-}
+source "$(dirname "$0")/lib.sh" "$1"
 
 cat >"$tmp/check.py" <<'PYEOF'
 import json, sys
@@ -78,17 +65,6 @@ check "plan file" $PY "$tmp/check.py" "$tmp/file.json" devices=8 \
   --plan dp=2,tp=4,pp=1,mbs=2,recompute=selective,sp=1 --json >"$tmp/str.json" 2>/dev/null
 check "plan file = plan string" cmp -s "$tmp/file.json" "$tmp/str.json"
 
-# expect_fail NAME WORD ARGS...: exit 1, nothing on stdout, one stderr line containing WORD.
-expect_fail() {
-  local name=$1 word=$2
-  shift 2
-  "$WEFT" "$@" >"$tmp/f.out" 2>"$tmp/f.err"
-  local rc=$?
-  check "$name: exit 1 (got $rc)" test $rc -eq 1
-  check "$name: empty stdout" test ! -s "$tmp/f.out"
-  check "$name: one stderr line" test "$(wc -l <"$tmp/f.err")" -eq 1
-  check "$name: names '$word'" grep -q -- "$word" "$tmp/f.err"
-}
 E="estimate --model gpt3-175b --cluster dgx-a100:nodes=8 --batch 64"
 expect_fail "tp vs heads" "tp=7" $E --plan dp=1,tp=7,pp=8 --json
 expect_fail "layers vs pp" "layers=96" $E --plan dp=1,tp=8,pp=5 --json
@@ -122,8 +98,4 @@ assert a['iteration_time_s']==b['iteration_time_s'], (a['iteration_time_s'], b['
 check "clusters table on stderr" grep -q "dgx-a100" "$tmp/list.err"
 expect_fail "unknown cluster key" "bogus" clusters dgx-a100:bogus=1
 
-if [ $fail -ne 0 ]; then
-  echo "estimate.sh: $fail check(s) failed"
-  exit 1
-fi
-echo "estimate.sh: all checks passed"
+finish estimate.sh

@@ -7,20 +7,7 @@
 # --comm overrides the plan's schedule and `auto` picks one; the human table
 # goes to stderr only; bad options exit 1 with one line naming the value.
 # $1 is the weft binary.
-set -uo pipefail
-WEFT=$(readlink -f "$1")
-PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # name, then a command; counts failures
-  local name=$1
-  shift
-  if ! "$@"; then
-    echo "FAIL: $name"
-    fail=$((fail + 1))
-  fi
-}
+source "$(dirname "$0")/lib.sh" "$1"
 
 cat >"$tmp/check.py" <<'PYEOF'
 import json, sys
@@ -112,25 +99,17 @@ assert f['candidates'] == 16 and f['fused'] == 16, f
 assert 'layer1.0.add+layer1.0.relu' in f['ops'], f['ops']
 assert f['gain'] > 0, f" "$tmp/fuse.json"
 check "fuse table" grep -q "operator fusion" "$tmp/fuse.txt"
-"$WEFT" simulate --model resnet50 --cluster v100-ib100 --batch 4096 --plan dp=64,mbs=64 --fuse always >"$tmp/o" 2>"$tmp/e"
-check "bad --fuse exits 1" test $? -eq 1
-check "bad --fuse names it" grep -q "always" "$tmp/e"
+expect_fail "bad --fuse" "always" simulate --model resnet50 --cluster v100-ib100 --batch 4096 --plan dp=64,mbs=64 \
+  --fuse always
 
-# Bad input: exit 1, one line naming the value.
-"$WEFT" simulate --model gpt3-175b --cluster dgx-a100:nodes=8 --batch 64 --plan dp=1,tp=8,pp=8 \
-  --comm sometimes >"$tmp/o" 2>"$tmp/e"
-check "bad --comm exits 1" test $? -eq 1
-check "bad --comm names it" grep -q "sometimes" "$tmp/e"
-check "bad --comm: one line" test "$(wc -l <"$tmp/e")" -eq 1
-"$WEFT" simulate --model gpt3-175b --cluster dgx-a100:nodes=8 --batch 64 --plan dp=1,tp=8,pp=8 \
-  --detail extreme >"$tmp/o" 2>"$tmp/e"
-check "bad --detail exits 1" test $? -eq 1
-check "bad --detail names it" grep -q "extreme" "$tmp/e"
-"$WEFT" simulate --model gpt3-175b --cluster dgx-a100:nodes=8 --batch 64 --plan dp=1,tp=7,pp=8 >"$tmp/o" 2>"$tmp/e"
-check "invalid plan exits 1" test $? -eq 1
-check "invalid plan names tp" grep -q "tp=7" "$tmp/e"
+# Bad input: exit 1, nothing on stdout, one line naming the value.
+S="simulate --model gpt3-175b --cluster dgx-a100:nodes=8 --batch 64"
+expect_fail "bad --comm" "sometimes" $S --plan dp=1,tp=8,pp=8 --comm sometimes
+expect_fail "bad --detail" "extreme" $S --plan dp=1,tp=8,pp=8 --detail extreme
+expect_fail "invalid plan" "tp=7" $S --plan dp=1,tp=7,pp=8
+expect_fail "bad --batch" "--batch=0" simulate --model gpt2 --cluster dgx-a100 --batch 0 --plan dp=1
 "$WEFT" simulate --help >"$tmp/o" 2>&1
 check "help exits 0" test $? -eq 0
 check "help lists --trace" grep -q -- "--trace" "$tmp/o"
 
-exit $((fail > 0))
+finish simulate.sh
