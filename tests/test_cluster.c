@@ -1,6 +1,7 @@
 /* Cluster: presets hold the public hardware numbers, overrides apply by name,
  * JSON round-trips exactly, every malformed field is rejected with its name,
- * and the matrix efficiency curve interpolates in log(FLOPs). */
+ * the matrix efficiency curve interpolates in log(FLOPs), and the factor
+ * table matches the overrides and the file. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -190,12 +191,65 @@ static void test_matrix_eff(void **state)
     }
 }
 
+/* The factor table: every factor is an override that sets exactly its field
+ * (read back through wf_cluster_factor_value), a value outside its range is
+ * rejected naming the key, and it is a field of the cluster file. */
+static void test_factor_table(void **state)
+{
+    (void)state;
+    assert_int_equal(wf_cluster_factor_count(), 10);
+    assert_null(wf_cluster_factor_at(10));
+    wf_cluster base;
+    assert_int_equal(wf_cluster_lookup("dgx-a100", &base), WF_OK);
+    const wf_cluster_factor *p2p = NULL;
+    for (int i = 0; i < wf_cluster_factor_count(); i++) {
+        const wf_cluster_factor *f = wf_cluster_factor_at(i);
+        assert_non_null(f);
+        assert_true(f->help[0] != 0);
+        if (strcmp(f->key, "p2p_overhead_s") == 0)
+            p2p = f;
+        /* A value inside the range, different from the preset's (and
+         * consistent with the rest: reserved below memory, 2 or 4 bytes). */
+        double v = 0.9 * wf_cluster_factor_value(&base, f);
+        if (v == 0)
+            v = f->lo + 1e-3 * (f->hi - f->lo);
+        if (strcmp(f->key, "grad_bytes") == 0)
+            v = 2;
+        char spec[128];
+        snprintf(spec, sizeof spec, "dgx-a100:%s=%.17g", f->key, v);
+        wf_cluster c;
+        assert_int_equal(wf_cluster_lookup(spec, &c), WF_OK);
+        assert_true(wf_cluster_factor_value(&c, f) == v);
+        /* Nothing else moved. */
+        *(double *)((char *)&c + f->offset) = wf_cluster_factor_value(&base, f);
+        memcpy(c.name, base.name, sizeof c.name);
+        assert_memory_equal(&c, &base, sizeof c);
+        snprintf(spec, sizeof spec, "dgx-a100:%s=%.17g", f->key, f->hi * 2 + 1);
+        assert_int_equal(wf_cluster_lookup(spec, &c), WF_INVAL);
+        assert_non_null(strstr(wf_last_error(), f->key));
+        /* The cluster file carries it (inside "device" for device fields). */
+        cJSON *j = wf_cluster_to_json(&base);
+        assert_non_null(j);
+        const cJSON *holder = f->offset < sizeof(wf_device) + offsetof(wf_cluster, dev) &&
+                                      f->offset >= offsetof(wf_cluster, dev)
+                                  ? cJSON_GetObjectItemCaseSensitive(j, "device")
+                                  : j;
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(holder, f->key);
+        assert_non_null(x);
+        assert_true(x->valuedouble == wf_cluster_factor_value(&base, f));
+        cJSON_Delete(j);
+    }
+    assert_non_null(p2p);
+    assert_true(wf_cluster_factor_value(&base, p2p) == 50e-6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_presets),       cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_json_roundtrip), cmocka_unit_test(test_json_errors),
         cmocka_unit_test(test_file_lookup),   cmocka_unit_test(test_matrix_eff),
+        cmocka_unit_test(test_factor_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

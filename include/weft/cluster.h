@@ -83,6 +83,21 @@ struct cJSON;
 wf_status wf_cluster_from_json(const struct cJSON *j, const char *ctx, wf_cluster *out);
 struct cJSON *wf_cluster_to_json(const wf_cluster *c);
 
+/* The scalar factors settable by name: `preset:key=value` overrides and the
+ * cluster file's fields. One table drives the overrides, their error hint and
+ * `weft clusters`' listing. */
+typedef struct {
+    const char *key;  /* override name (the file's field name, device. ones inside "device") */
+    size_t offset;    /* of the double in wf_cluster */
+    double lo, hi;    /* accepted range */
+    const char *unit; /* "s", "bytes", "B/s" or "" (a ratio or a count) */
+    const char *help; /* what it means, one line */
+} wf_cluster_factor;
+
+int wf_cluster_factor_count(void);
+const wf_cluster_factor *wf_cluster_factor_at(int i);
+double wf_cluster_factor_value(const wf_cluster *c, const wf_cluster_factor *f);
+
 /* Matrix efficiency of one op of `flops` FLOPs on this device. */
 double wf_device_matrix_eff(const wf_device *d, double flops);
 

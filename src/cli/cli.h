@@ -76,4 +76,9 @@ void wf_cli_print_plan_header(FILE *f, const wf_cli_plan_input *in, int64_t devi
 /* Adds plan (canonical), model, cluster and batch to a --json object. */
 void wf_cli_add_plan_fields(struct cJSON *j, const wf_cli_plan_input *in);
 
+/* A cluster's description: device, peaks, efficiency table, levels, and
+ * every factor settable by name with its value and meaning (`weft clusters
+ * CLUSTER`). */
+void wf_cli_print_cluster(FILE *f, const wf_cluster *c);
+
 #endif

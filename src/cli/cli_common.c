@@ -1,10 +1,12 @@
-/* weft CLI: what the verbs that evaluate one plan share (cli.h): loading the
- * model, the cluster and the plan named by their options (a plan spec or a
- * plan file, with a warning when the file was made for something else), the
- * header of their human tables and the fields their --json objects carry. */
+/* weft CLI: what the verbs share (cli.h): loading the model, the cluster and
+ * the plan named by their options (a plan spec or a plan file, with a warning
+ * when the file was made for something else), the header of a plan's human
+ * table and the fields its --json object carries, and a cluster's
+ * description with every calibration factor. */
 #include "cli/cli.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <string.h>
 
 wf_status wf_cli_load_model_cluster(const char *model, const char *cluster, int64_t batch, wf_model_config *mc,
@@ -61,4 +63,44 @@ void wf_cli_add_plan_fields(cJSON *j, const wf_cli_plan_input *in)
     cJSON_AddStringToObject(j, "model", in->mc.name);
     cJSON_AddStringToObject(j, "cluster", in->c.name);
     cJSON_AddNumberToObject(j, "batch", (double)in->batch);
+}
+
+/* A factor's value in its unit: microseconds for short times, GiB for
+ * memory, GB/s for bandwidths. */
+static void factor_text(const wf_cluster_factor *f, double v, char *out, size_t n)
+{
+    if (strcmp(f->unit, "s") == 0)
+        snprintf(out, n, "%g us", v * 1e6);
+    else if (strcmp(f->unit, "bytes") == 0)
+        snprintf(out, n, "%.2f GiB", v / (1024.0 * 1024.0 * 1024.0));
+    else if (strcmp(f->unit, "B/s") == 0)
+        snprintf(out, n, v > 0 ? "%g GB/s" : "0", v / 1e9);
+    else
+        snprintf(out, n, "%g", v);
+}
+
+void wf_cli_print_cluster(FILE *f, const wf_cluster *c)
+{
+    const wf_device *d = &c->dev;
+    fprintf(f, "cluster %s: %lld devices of %s\n", c->name, (long long)wf_cluster_devices(c), d->name);
+    fprintf(f, "  device memory %.1f GiB, bandwidth %.0f GB/s (eff %.2f)\n",
+            d->mem_bytes / (1024.0 * 1024.0 * 1024.0), d->mem_bw_bps / 1e9, d->mem_eff);
+    for (int t = 0; t < WF_DTYPE_COUNT; t++)
+        if (d->matrix_flops[t] > 0 || d->vector_flops[t] > 0)
+            fprintf(f, "  %-5s matrix %8.1f TFLOP/s   vector %7.1f TFLOP/s\n",
+                    wf_dtype_name((wf_dtype)t), d->matrix_flops[t] / 1e12, d->vector_flops[t] / 1e12);
+    fprintf(f, "  matrix efficiency by op FLOPs:");
+    for (int i = 0; i < d->neff; i++)
+        fprintf(f, " >=%.0e:%.2f", d->matrix_eff[i].min_flops, d->matrix_eff[i].eff);
+    fprintf(f, "\n  %-8s %10s %12s %12s %6s\n", "level", "size", "GB/s/device", "latency_us", "eff");
+    for (int l = 0; l < c->nlevels; l++)
+        fprintf(f, "  %-8s %10lld %12.3f %12.1f %6.2f\n", c->level[l].name, (long long)c->level[l].size,
+                c->level[l].bw_bps / 1e9, c->level[l].latency_s * 1e6, c->level[l].eff);
+    fprintf(f, "  factors (preset:key=value overrides them, as do a cluster file's fields):\n");
+    for (int i = 0; i < wf_cluster_factor_count(); i++) {
+        const wf_cluster_factor *x = wf_cluster_factor_at(i);
+        char v[64];
+        factor_text(x, wf_cluster_factor_value(c, x), v, sizeof v);
+        fprintf(f, "    %-20s %-12s %s\n", x->key, v, x->help);
+    }
 }

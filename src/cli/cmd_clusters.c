@@ -1,5 +1,6 @@
-/* weft clusters: lists the cluster presets (name, devices, device kind,
- * summary), or describes one cluster (a preset with overrides or a JSON file).
+/* weft clusters: lists the cluster presets (name, devices, device kind, the
+ * calibration factors that differ between presets, summary), or describes
+ * one cluster (a preset with overrides or a JSON file) with every factor.
  * Tables go to stderr; --json prints one object on stdout: the list, or the
  * cluster in the cluster file format (so `weft clusters C --json > c.json`
  * makes an editable cluster file). */
@@ -8,27 +9,6 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
-
-static void print_cluster(FILE *f, const wf_cluster *c)
-{
-    const wf_device *d = &c->dev;
-    fprintf(f, "cluster %s: %lld devices of %s\n", c->name, (long long)wf_cluster_devices(c), d->name);
-    fprintf(f, "  device memory %.1f GiB, bandwidth %.0f GB/s (eff %.2f)\n",
-            d->mem_bytes / (1024.0 * 1024.0 * 1024.0), d->mem_bw_bps / 1e9, d->mem_eff);
-    for (int t = 0; t < WF_DTYPE_COUNT; t++)
-        if (d->matrix_flops[t] > 0 || d->vector_flops[t] > 0)
-            fprintf(f, "  %-5s matrix %8.1f TFLOP/s   vector %7.1f TFLOP/s\n",
-                    wf_dtype_name((wf_dtype)t), d->matrix_flops[t] / 1e12, d->vector_flops[t] / 1e12);
-    fprintf(f, "  matrix efficiency by op FLOPs:");
-    for (int i = 0; i < d->neff; i++)
-        fprintf(f, " >=%.0e:%.2f", d->matrix_eff[i].min_flops, d->matrix_eff[i].eff);
-    fprintf(f, "\n  %-8s %10s %12s %12s %6s\n", "level", "size", "GB/s/device", "latency_us", "eff");
-    for (int l = 0; l < c->nlevels; l++)
-        fprintf(f, "  %-8s %10lld %12.3f %12.1f %6.2f\n", c->level[l].name, (long long)c->level[l].size,
-                c->level[l].bw_bps / 1e9, c->level[l].latency_s * 1e6, c->level[l].eff);
-    fprintf(f, "  overlap slowdown %.3f, reserved %.2f GiB, gradient bytes %g\n", c->overlap_slowdown,
-            c->mem_reserved_bytes / (1024.0 * 1024.0 * 1024.0), c->grad_bytes);
-}
 
 wf_status wf_cmd_clusters(int argc, char **argv)
 {
@@ -53,7 +33,7 @@ wf_status wf_cmd_clusters(int argc, char **argv)
         if ((st = wf_cluster_lookup(pos[0], &c)) != WF_OK)
             return st;
         if (!json) {
-            print_cluster(stderr, &c);
+            wf_cli_print_cluster(stderr, &c);
             return WF_OK;
         }
         cJSON *j = wf_cluster_to_json(&c);
@@ -70,7 +50,8 @@ wf_status wf_cmd_clusters(int argc, char **argv)
         return wf_errorf(WF_NOMEM, "out of memory");
     }
     if (!json)
-        fprintf(stderr, "%-12s %8s  %-16s %s\n", "name", "devices", "device", "summary");
+        fprintf(stderr, "%-12s %8s  %-16s %8s %6s %7s  %s\n", "name", "devices", "device", "overlap", "grad B",
+                "p2p us", "summary");
     for (int i = 0; i < wf_cluster_preset_count(); i++) {
         const wf_cluster_preset *p = wf_cluster_preset_at(i);
         wf_cluster c;
@@ -79,8 +60,8 @@ wf_status wf_cmd_clusters(int argc, char **argv)
             return st;
         }
         if (!json) {
-            fprintf(stderr, "%-12s %8lld  %-16s %s\n", p->name, (long long)wf_cluster_devices(&c),
-                    c.dev.name, p->summary);
+            fprintf(stderr, "%-12s %8lld  %-16s %8.3f %6g %7.1f  %s\n", p->name, (long long)wf_cluster_devices(&c),
+                    c.dev.name, c.overlap_slowdown, c.grad_bytes, c.p2p_overhead_s * 1e6, p->summary);
             continue;
         }
         cJSON *o = cJSON_CreateObject();
@@ -89,6 +70,9 @@ wf_status wf_cmd_clusters(int argc, char **argv)
         cJSON_AddNumberToObject(o, "devices_per_node", (double)c.level[0].size);
         cJSON_AddStringToObject(o, "device", c.dev.name);
         cJSON_AddNumberToObject(o, "device_mem_bytes", c.dev.mem_bytes);
+        cJSON_AddNumberToObject(o, "overlap_slowdown", c.overlap_slowdown);
+        cJSON_AddNumberToObject(o, "grad_bytes", c.grad_bytes);
+        cJSON_AddNumberToObject(o, "p2p_overhead_s", c.p2p_overhead_s);
         cJSON_AddStringToObject(o, "summary", p->summary);
         cJSON_AddItemToArray(arr, o);
     }

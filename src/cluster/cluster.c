@@ -250,30 +250,28 @@ wf_status wf_cluster_from_preset(const char *name, wf_cluster *out)
 /* ---- overrides ------------------------------------------------------------------ */
 
 /* Scalar calibration factors settable by name, with their ranges. */
-typedef struct {
-    const char *key;
-    size_t offset;
-    double lo, hi;
-} factor_def;
-
-static const factor_def FACTORS[] = {
-    {"mem_eff", offsetof(wf_cluster, dev.mem_eff), 1e-3, 1},
-    {"vector_eff", offsetof(wf_cluster, dev.vector_eff), 1e-3, 1},
-    {"op_overhead_s", offsetof(wf_cluster, dev.op_overhead_s), 0, 1},
-    {"mem_bw_bps", offsetof(wf_cluster, dev.mem_bw_bps), 1e6, 1e15},
-    {"mem_bytes", offsetof(wf_cluster, dev.mem_bytes), 1e6, 1e15},
-    {"overlap_slowdown", offsetof(wf_cluster, overlap_slowdown), 1, 10},
-    {"reduce_bps", offsetof(wf_cluster, reduce_bps), 0, 1e15},
-    {"mem_reserved_bytes", offsetof(wf_cluster, mem_reserved_bytes), 0, 1e15},
-    {"grad_bytes", offsetof(wf_cluster, grad_bytes), 2, 4},
-    {"p2p_overhead_s", offsetof(wf_cluster, p2p_overhead_s), 0, 1},
+static const wf_cluster_factor FACTORS[] = {
+    {"mem_eff", offsetof(wf_cluster, dev.mem_eff), 1e-3, 1, "", "achieved fraction of the memory bandwidth (memory-bound ops)"},
+    {"vector_eff", offsetof(wf_cluster, dev.vector_eff), 1e-3, 1, "", "achieved fraction of the vector unit's peak"},
+    {"op_overhead_s", offsetof(wf_cluster, dev.op_overhead_s), 0, 1, "s", "shortest time of one op and pass (launch, dispatch)"},
+    {"mem_bw_bps", offsetof(wf_cluster, dev.mem_bw_bps), 1e6, 1e15, "B/s", "device memory bandwidth"},
+    {"mem_bytes", offsetof(wf_cluster, dev.mem_bytes), 1e6, 1e15, "bytes", "device memory"},
+    {"overlap_slowdown", offsetof(wf_cluster, overlap_slowdown), 1, 10, "", "compute time x this while communication overlaps it"},
+    {"reduce_bps", offsetof(wf_cluster, reduce_bps), 0, 1e15, "B/s", "speed of the reduction arithmetic in collectives (0: hidden)"},
+    {"mem_reserved_bytes", offsetof(wf_cluster, mem_reserved_bytes), 0, 1e15, "bytes", "memory the framework keeps (context, allocator slack)"},
+    {"grad_bytes", offsetof(wf_cluster, grad_bytes), 2, 4, "", "bytes per gradient element kept and reduced (2 fp16, 4 fp32)"},
+    {"p2p_overhead_s", offsetof(wf_cluster, p2p_overhead_s), 0, 1, "s", "fixed software cost of one pipeline send/recv"},
 };
 #define NFACTORS ((int)(sizeof FACTORS / sizeof FACTORS[0]))
 
-#define OVERRIDE_HINT                                                                       \
-    "nodes, devices_per_node, mem_eff, vector_eff, op_overhead_s, mem_bw_bps, mem_bytes, "   \
-    "overlap_slowdown, reduce_bps, mem_reserved_bytes, grad_bytes, p2p_overhead_s, "        \
-    "<level>_bw_bps, <level>_latency_s, <level>_eff with <level> node or cluster"
+int wf_cluster_factor_count(void) { return NFACTORS; }
+
+const wf_cluster_factor *wf_cluster_factor_at(int i) { return i >= 0 && i < NFACTORS ? &FACTORS[i] : NULL; }
+
+double wf_cluster_factor_value(const wf_cluster *c, const wf_cluster_factor *f)
+{
+    return *(const double *)((const char *)c + f->offset);
+}
 
 wf_status wf_cluster_apply_overrides(wf_cluster *c, wf_spec *s)
 {
@@ -319,7 +317,15 @@ wf_status wf_cluster_apply_overrides(wf_cluster *c, wf_spec *s)
         if (r == 1)
             c->level[l].eff = x;
     }
-    return wf_spec_check_unused(s, "cluster", OVERRIDE_HINT);
+    /* The accepted keys, for the message about an unknown one. */
+    char hint[512] = "nodes, devices_per_node";
+    for (int i = 0; i < NFACTORS; i++) {
+        strncat(hint, ", ", sizeof hint - strlen(hint) - 1);
+        strncat(hint, FACTORS[i].key, sizeof hint - strlen(hint) - 1);
+    }
+    strncat(hint, ", <level>_bw_bps, <level>_latency_s, <level>_eff with <level> node or cluster",
+            sizeof hint - strlen(hint) - 1);
+    return wf_spec_check_unused(s, "cluster", hint);
 }
 
 wf_status wf_cluster_check(const wf_cluster *c)

@@ -3,7 +3,9 @@
 # and carries every contract field with sane values (the breakdown adds up to
 # the iteration time); the human table goes to stderr only; a plan file works
 # like a plan string; invalid plans and bad options exit 1 with one stderr
-# line naming the bad value. $1 is the weft binary.
+# line naming the bad value; `weft clusters` lists the presets with their
+# calibration factors and describes one cluster with every factor. $1 is the
+# weft binary.
 source "$(dirname "$0")/lib.sh" "$1"
 
 cat >"$tmp/check.py" <<'PYEOF'
@@ -96,6 +98,20 @@ import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2]))
 assert a['iteration_time_s']==b['iteration_time_s'], (a['iteration_time_s'], b['iteration_time_s'])" "$tmp/cf.json" "$tmp/str.json"
 "$WEFT" clusters >"$tmp/list.out" 2>"$tmp/list.err"
 check "clusters table on stderr" grep -q "dgx-a100" "$tmp/list.err"
+# The calibration factors that differ between presets, in the list (text and
+# JSON), and every factor with its value in a cluster's description.
+check "clusters table: factor columns" grep -q "overlap grad B  p2p us" "$tmp/list.err"
+check "clusters table: dgx-a100 factors" grep -Eq "^dgx-a100 .* 1\.250 +4 +50\.0 " "$tmp/list.err"
+check "clusters json: factors" $PY -c "
+import json,sys; c={x['name']: x for x in json.load(open(sys.argv[1]))['clusters']}
+a=c['dgx-a100']; assert (a['overlap_slowdown'], a['grad_bytes'], a['p2p_overhead_s']) == (1.25, 4, 5e-05), a
+assert c['v100-10gbe']['grad_bytes'] == 2 and c['local']['p2p_overhead_s'] == 0" "$tmp/cl.json"
+"$WEFT" clusters v100-10gbe:p2p_overhead_s=2e-4,grad_bytes=4 >"$tmp/one.out" 2>"$tmp/one.err"
+check "cluster description: empty stdout" test ! -s "$tmp/one.out"
+for row in "p2p_overhead_s +200 us" "grad_bytes +4 " "overlap_slowdown +1.25 " "op_overhead_s +4 us" \
+  "mem_reserved_bytes +2.00 GiB"; do
+  check "cluster description: $row" grep -Eq "^ +$row" "$tmp/one.err"
+done
 expect_fail "unknown cluster key" "bogus" clusters dgx-a100:bogus=1
 
 finish estimate.sh
