@@ -57,7 +57,13 @@ wf_status wf_cmd_estimate(int argc, char **argv)
                       "Predicts the iteration time and the memory per device of one plan.", opts);
         return WF_OK;
     }
-    if (st != WF_OK || (st = wf_cli_load_plan_input(&in, "estimating")) != WF_OK)
+    if (st != WF_OK)
+        return st;
+    /* An op-level plan file (per-op SBP layouts, written by `weft plan --op-level -o`)
+     * is costed by the op-level model that chose it. */
+    if (in.plan && wf_plan_is_oplevel_file(in.plan))
+        return wf_cli_verify_oplevel(in.model, in.cluster, in.batch, in.plan, 0, json);
+    if ((st = wf_cli_load_plan_input(&in, "estimating")) != WF_OK)
         return st;
 
     wf_cost_ctx *ctx = NULL;

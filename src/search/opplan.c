@@ -1218,6 +1218,15 @@ cJSON *wf_opplan_point_to_json(const wf_opplan_point *pt, const wf_graph *g)
         cJSON_AddNumberToObject(b, "pp_comm", pt->pp_comm_s);
         cJSON_AddNumberToObject(b, "bubble", pt->bubble_s);
         cJSON_AddNumberToObject(b, "grad_sync", pt->grad_sync_s);
+        /* The estimate contract's keys (ARCHITECTURE.md), mapped from the op-level
+         * model: in-op and boxing collectives are the operator-parallel (tp) traffic,
+         * the weight-gradient reduction is the data-parallel one; the op-level model
+         * has no recompute, charges no optimizer step and overlaps no communication. */
+        cJSON_AddNumberToObject(b, "recompute", 0.0);
+        cJSON_AddNumberToObject(b, "tp_comm", pt->comm_s);
+        cJSON_AddNumberToObject(b, "dp_comm", pt->grad_sync_s);
+        cJSON_AddNumberToObject(b, "optimizer", 0.0);
+        cJSON_AddNumberToObject(b, "exposed_comm", pt->comm_s + pt->pp_comm_s + pt->grad_sync_s);
     }
     cJSON_AddStringToObject(j, "mesh", pt->mesh);
     cJSON_AddNumberToObject(j, "pp", pt->pp);
