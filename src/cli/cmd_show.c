@@ -227,21 +227,7 @@ static wf_status show_cluster(const char *spec, int json)
         cJSON_Delete(j);
         return st;
     }
-    const wf_device *d = &c.dev;
-    char a[32], b[32];
-    printf("cluster      %s: %" PRId64 " devices of %s\n", c.name, wf_cluster_devices(&c), d->name);
-    printf("memory       %s per device, bandwidth %s\n", human_bytes(d->mem_bytes, a, sizeof a),
-           human(d->mem_bw_bps, "B/s", b, sizeof b));
-    for (int t = 0; t < WF_DTYPE_COUNT; t++)
-        if (d->matrix_flops[t] > 0 || d->vector_flops[t] > 0)
-            printf("peak %-7s matrix %s/s, vector %s/s\n", wf_dtype_name((wf_dtype)t),
-                   human(d->matrix_flops[t], "FLOP", a, sizeof a),
-                   human(d->vector_flops[t], "FLOP", b, sizeof b));
-    printf("\n%-10s %8s %14s %12s %6s\n", "level", "size", "bw/device", "latency", "eff");
-    for (int l = 0; l < c.nlevels; l++)
-        printf("%-10s %8" PRId64 " %14s %9.2f us %6.2f\n", c.level[l].name, c.level[l].size,
-               human(c.level[l].bw_bps, "B/s", a, sizeof a), c.level[l].latency_s * 1e6,
-               c.level[l].eff);
+    wf_cli_print_cluster(stdout, &c);
     return fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
 }
 
