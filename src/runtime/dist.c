@@ -37,6 +37,7 @@
  * every rank gets the same bits. With one rank nothing is sent and the same
  * code paths run (dear still defers its updates into the next forward). */
 #include "runtime/dist-impl.h"
+#include "runtime/kernels-impl.h"
 
 #include "weft/sched.h"
 
@@ -377,18 +378,25 @@ wf_status wf_dist_allgather(wf_dist *d, const double *in, int n, double *out)
 
 /* ---- updates ---------------------------------------------------------------------------------- */
 
-/* Sum of squares in double, eight partial sums in a fixed order (the same
- * bits on every rank for the same input; the partials hide the add latency). */
-static double sumsq(const float *x, int64_t n)
+/* Sum of squares in double, 32 partial sums in a fixed order (the same bits
+ * on every rank for the same input, whichever ISA clone runs; enough
+ * independent sums that the add latency does not bound the pass, which then
+ * streams at memory speed). */
+#define SUMSQ_LANES 32
+
+WF_K_HOT static double sumsq(const float *x, int64_t n)
 {
-    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    double s[SUMSQ_LANES] = {0};
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
+    for (; i + SUMSQ_LANES <= n; i += SUMSQ_LANES)
+        for (int k = 0; k < SUMSQ_LANES; k++)
             s[k] += (double)x[i + k] * (double)x[i + k];
-    for (; i < n; i++)
-        s[0] += (double)x[i] * (double)x[i];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (int k = 0; i < n; i++, k++)
+        s[k] += (double)x[i] * (double)x[i];
+    for (int w = SUMSQ_LANES / 2; w >= 1; w /= 2)
+        for (int k = 0; k < w; k++)
+            s[k] += s[k + w];
+    return s[0];
 }
 
 static void update_group(wf_dist *d, int k, int64_t t, float scale)

@@ -53,6 +53,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Most dimensions a transposed tensor may have (as WF_MAX_DIMS of the IR). */
 #define WF_K_MAX_DIMS 8
@@ -82,6 +83,75 @@ static inline uint64_t wf_k_seed_mix(uint64_t seed, uint64_t stream)
     return wf_k_rng_u64(seed ^ 0xD1B54A32D192ED03ull, stream);
 }
 
+/* ---- vectorizable math -------------------------------------------------------------------
+ * Building blocks of the loops that GCC vectorizes at -O2 (kernels.c says how
+ * and why): blocks of WF_K_VL floats, no calls, no float comparisons. */
+
+#define WF_K_VL 16
+
+/* The ISA clones of a hot loop (GCC's function multi-versioning, resolved
+ * once at load time through an ifunc): x86-64-v4 (AVX-512), x86-64-v3 (AVX2)
+ * and the baseline; elsewhere the baseline alone. Without FMA contraction
+ * (ISO C mode, -std=c11) every clone computes the same bits. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && \
+    defined(__linux__)
+#define WF_K_HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define WF_K_HOT
+#endif
+
+static inline int32_t wf_k_f2i(float x)
+{
+    int32_t i;
+    memcpy(&i, &x, sizeof i);
+    return i;
+}
+
+static inline float wf_k_i2f(int32_t i)
+{
+    float x;
+    memcpy(&x, &i, sizeof x);
+    return x;
+}
+
+/* exp(x) in float, within 2 ulp of expf, with no call and no float
+ * comparison: |x| is clamped to 87 on its bits (so 2^n stays a normal float;
+ * NaN passes through), n = round(x / ln 2) by the 1.5 * 2^23 shifter,
+ * r = x - n ln 2 in two parts (Cody-Waite), exp(r) by Cephes' expf
+ * polynomial, times 2^n built in the exponent bits. exp(-inf) gives exp(-87)
+ * (1.6e-38), exp(+inf) exp(87). */
+static inline float wf_k_expf(float x)
+{
+    const int32_t xi = wf_k_f2i(x), ax = xi & 0x7fffffff, lim = 0x42ae0000; /* 87.0f */
+    x = wf_k_i2f(ax > lim && ax <= 0x7f800000 ? (int32_t)((uint32_t)xi & 0x80000000u) | lim : xi);
+    const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    const float t = x * 1.44269504088896341f + shifter;
+    const float n = t - shifter;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const float e = p * r * r + r + 1.0f;
+    /* t's low mantissa bits hold n + 0x400000 */
+    return e * wf_k_i2f((int32_t)(((uint32_t)wf_k_f2i(t) - 0x4B400000u + 127u) << 23));
+}
+
+/* sqrt(v) for v >= 0 (+0 gives 0) as v / sqrt(v): the reciprocal root from
+ * the bit estimate and three Newton steps, relative error about 2e-7. */
+static inline float wf_k_sqrtf(float v)
+{
+    float y = wf_k_i2f(0x5f375a86 - (wf_k_f2i(v) >> 1));
+    const float h = 0.5f * v;
+    y = y * (1.5f - h * y * y);
+    y = y * (1.5f - h * y * y);
+    y = y * (1.5f - h * y * y);
+    return v * y;
+}
+
 /* ---- BLAS control ------------------------------------------------------------- */
 
 /* Sets the number of BLAS threads (OpenBLAS); WF_INVAL for n < 1 and
@@ -89,6 +159,17 @@ static inline uint64_t wf_k_seed_mix(uint64_t seed, uint64_t stream)
 wf_status wf_k_set_threads(int n);
 /* A one-line description of the BLAS library (static string). */
 const char *wf_k_blas_info(void);
+/* The core type whose kernels OpenBLAS runs on this CPU ("Haswell",
+ * "SkylakeX", ...; OPENBLAS_CORETYPE overrides its choice), "unknown" for
+ * another BLAS. */
+const char *wf_k_blas_core(void);
+/* 1 when the CPU executes AVX-512F. */
+int wf_k_cpu_has_avx512f(void);
+/* NULL, or a one-line hint when OpenBLAS leaves this CPU's AVX-512 unused:
+ * OPENBLAS_CORETYPE names an AVX2 core (Haswell), or OpenBLAS does not know
+ * the CPU model and falls back to one. Setting OPENBLAS_CORETYPE=SkylakeX (or
+ * unsetting a forced core) selects its AVX-512 sgemm (static string). */
+const char *wf_k_blas_hint(void);
 
 /* ---- geometry of conv2d and the pools --------------------------------------- */
 

@@ -1,17 +1,152 @@
 /* Fast CPU kernels (fp32): matmul, batch_matmul, linear, conv2d (im2col) and
- * attention call CBLAS sgemm (OpenBLAS); the other ops are flat loops over
- * contiguous rows that the compiler can vectorize. Every kernel here has a
- * reference twin in kernels_ref.c with the same signature, and the tests hold
- * the two together; conventions are documented in kernels-impl.h.
+ * attention call CBLAS sgemm (OpenBLAS); the other ops are loops over
+ * contiguous rows written so that the compiler vectorizes them (below). Every
+ * kernel here has a reference twin in kernels_ref.c with the same signature,
+ * and the tests hold the two together; conventions are documented in
+ * kernels-impl.h.
+ *
+ * Vectorization. GCC vectorizes at -O2 only loops whose trip count is a known
+ * multiple of the vector width (its "very cheap" cost model), never through a
+ * call (expf, tanhf, sqrtf: errno), and never through a float comparison
+ * (which may trap under the default -ftrapping-math). So the elementwise
+ * loops run over blocks of VL = 16 floats with a fixed inner trip count,
+ * followed by a scalar tail that runs the same per-element code; exp is
+ * written inline (wf_k_expf in kernels-impl.h: Cody-Waite reduction and
+ * Cephes' polynomial), comparisons are made on the floats' bits, and
+ * reductions keep VL partial results (element i in partial i % VL) combined
+ * in a fixed order. Every result is therefore the same whatever vector width
+ * the compiler picked, whatever the alignment, and whichever ISA clone runs
+ * (HOT: x86-64-v4, x86-64-v3 or the baseline, chosen at load time).
  *
  * Not here: threading outside BLAS (one rank per core is the plan under
  * MPI), fp16/bf16, in-place aliasing of inputs and outputs (only the
- * elementwise ops tolerate y == x). */
+ * elementwise ops tolerate y == x: they read a block before writing it). */
 #include "runtime/kernels-impl.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* ---- vectorizable building blocks --------------------------------------------------------- */
+
+#define VL WF_K_VL
+#define HOT WF_K_HOT
+
+/* An integer whose order is the order of the floats (for every non-NaN;
+ * NaNs of either sign sort beyond +-inf); its own inverse. */
+static inline int32_t order_key(float x)
+{
+    int32_t i = wf_k_f2i(x);
+    return i ^ ((i >> 31) & 0x7fffffff);
+}
+
+/* Sum of VL partials in a fixed order (pairwise). */
+static inline float sum_lanes(const float *p)
+{
+    float s8[8];
+    for (int j = 0; j < 8; j++)
+        s8[j] = p[j] + p[j + 8];
+    return ((s8[0] + s8[4]) + (s8[2] + s8[6])) + ((s8[1] + s8[5]) + (s8[3] + s8[7]));
+}
+
+/* sum of x[0..n) and sum of x[j] * y[j] with VL partial sums. */
+static inline float vsum(const float *x, int64_t n)
+{
+    float acc[VL] = {0};
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL)
+        for (int j = 0; j < VL; j++)
+            acc[j] += x[i + j];
+    for (int j = 0; i < n; i++, j++)
+        acc[j] += x[i];
+    return sum_lanes(acc);
+}
+
+static inline float vdot(const float *x, const float *y, int64_t n)
+{
+    float acc[VL] = {0};
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL)
+        for (int j = 0; j < VL; j++)
+            acc[j] += x[i + j] * y[i + j];
+    for (int j = 0; i < n; i++, j++)
+        acc[j] += x[i] * y[i];
+    return sum_lanes(acc);
+}
+
+/* max of x[0..n) (n >= 1), NaN when one is NaN. */
+static inline float vmax(const float *x, int64_t n)
+{
+    int32_t acc[VL];
+    const int32_t k0 = order_key(x[0]);
+    for (int j = 0; j < VL; j++)
+        acc[j] = k0;
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL)
+        for (int j = 0; j < VL; j++) {
+            const int32_t k = order_key(x[i + j]);
+            acc[j] = k > acc[j] ? k : acc[j];
+        }
+    for (int j = 0; i < n; i++, j++) {
+        const int32_t k = order_key(x[i]);
+        acc[j] = k > acc[j] ? k : acc[j];
+    }
+    int32_t m = acc[0];
+    for (int j = 1; j < VL; j++)
+        m = acc[j] > m ? acc[j] : m;
+    return wf_k_i2f(order_key(wf_k_i2f(m)));
+}
+
+/* y[j] = exp(x[j] - c) for j < n; returns their sum (VL partials). y may be x. */
+static inline float vexp_shift_sum(const float *x, float *y, int64_t n, float c)
+{
+    float acc[VL] = {0};
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        float b[VL];
+        for (int j = 0; j < VL; j++)
+            b[j] = wf_k_expf(x[i + j] - c);
+        for (int j = 0; j < VL; j++) {
+            acc[j] += b[j];
+            y[i + j] = b[j];
+        }
+    }
+    for (int j = 0; i < n; i++, j++) {
+        y[i] = wf_k_expf(x[i] - c);
+        acc[j] += y[i];
+    }
+    return sum_lanes(acc);
+}
+
+/* y[j] = x[j] * s (y may be x). */
+static inline void vscale(const float *x, float *y, int64_t n, float s)
+{
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        float b[VL];
+        for (int j = 0; j < VL; j++)
+            b[j] = x[i + j] * s;
+        memcpy(y + i, b, sizeof b);
+    }
+    for (; i < n; i++)
+        y[i] = x[i] * s;
+}
+
+/* acc[j] += x[j] */
+static inline void vacc(float *acc, const float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        float b[VL];
+        for (int j = 0; j < VL; j++)
+            b[j] = acc[i + j] + x[i + j];
+        memcpy(acc + i, b, sizeof b);
+    }
+    for (; i < n; i++)
+        acc[i] += x[i];
+}
 
 /* ---- BLAS control and sizes ------------------------------------------------------ */
 
@@ -34,6 +169,57 @@ const char *wf_k_blas_info(void)
 #else
     return "CBLAS (not OpenBLAS)";
 #endif
+}
+
+const char *wf_k_blas_core(void)
+{
+#if defined(OPENBLAS_VERSION)
+    const char *c = openblas_get_corename();
+    return c ? c : "unknown";
+#else
+    return "unknown";
+#endif
+}
+
+/* Lower-case copy of s into buf (cap > 0). */
+static void lower(const char *s, char *buf, size_t cap)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; i++)
+        buf[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] - 'A' + 'a') : s[i];
+    buf[i] = 0;
+}
+
+int wf_k_cpu_has_avx512f(void)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+#else
+    return 0;
+#endif
+}
+
+const char *wf_k_blas_hint(void)
+{
+    static char hint[400];
+    char core[64];
+    lower(wf_k_blas_core(), core, sizeof core);
+    const int avx512_core = strstr(core, "skylakex") || strstr(core, "cooperlake") || strstr(core, "sapphirerapids");
+    if (!wf_k_cpu_has_avx512f() || avx512_core || !strcmp(core, "unknown"))
+        return NULL;
+    const char *env = getenv("OPENBLAS_CORETYPE");
+    if (env && env[0])
+        snprintf(hint, sizeof hint,
+                 "this CPU has AVX-512 but OPENBLAS_CORETYPE=%s in the environment makes OpenBLAS run its %s "
+                 "(AVX2) kernels: unset it (OpenBLAS then picks its own) or set OPENBLAS_CORETYPE=SkylakeX for "
+                 "its AVX-512 sgemm, usually much faster (compare with bench_kernels)", env, wf_k_blas_core());
+    else
+        snprintf(hint, sizeof hint,
+                 "this CPU has AVX-512 but OpenBLAS runs its %s kernels (it does not know this CPU model): "
+                 "OPENBLAS_CORETYPE=SkylakeX selects its AVX-512 sgemm, usually much faster "
+                 "(compare with bench_kernels)", wf_k_blas_core());
+    return hint;
 }
 
 size_t wf_k_layernorm_saved_floats(int64_t m) { return (size_t)(2 * m); }
@@ -140,15 +326,13 @@ void wf_k_batch_matmul_bwd(const float *a, const float *b, const float *dc, floa
                         db ? db + t * k * n : NULL, m, k, n, trans_a, trans_b);
 }
 
-/* out[n] = sum over rows of x[m,n] (row by row, so the inner loop vectorizes). */
-static void col_sums(const float *restrict x, float *restrict out, int64_t m, int64_t n)
+/* out[n] = sum over rows of x[m,n] (row by row, so the inner loop vectorizes;
+ * each column's sum is in row order). */
+static void col_sums(const float *x, float *out, int64_t m, int64_t n)
 {
     memset(out, 0, sizeof(float) * (size_t)n);
-    for (int64_t i = 0; i < m; i++) {
-        const float *restrict r = x + i * n;
-        for (int64_t j = 0; j < n; j++)
-            out[j] += r[j];
-    }
+    for (int64_t i = 0; i < m; i++)
+        vacc(out, x + i * n, n);
 }
 
 void wf_k_linear_fwd(const float *x, const float *w, const float *bias, float *y, int64_t m,
@@ -182,14 +366,25 @@ void wf_k_bias_add_bwd(const float *dy, float *dx, float *db, int64_t m, int64_t
     wf_k_add_bwd(dy, dx, db, m * n, n);
 }
 
-void wf_k_add_fwd(const float *a, const float *b, float *y, int64_t n, int64_t nb)
-{
-    for (int64_t r = 0; r < n; r += nb) {
-        const float *ar = a + r;
-        float *yr = y + r;
-        for (int64_t j = 0; j < nb; j++)
-            yr[j] = ar[j] + b[j];
+/* y[r*nb + j] = a[r*nb + j] OP b[j], a block of VL at a time (y may be a). */
+#define BROADCAST_LOOP(OP)                                                              \
+    for (int64_t r = 0; r < n; r += nb) {                                               \
+        const float *ar = a + r;                                                        \
+        float *yr = y + r;                                                              \
+        int64_t j = 0;                                                                  \
+        for (; j + VL <= nb; j += VL) {                                                 \
+            float t[VL];                                                                \
+            for (int k = 0; k < VL; k++)                                                \
+                t[k] = ar[j + k] OP b[j + k];                                           \
+            memcpy(yr + j, t, sizeof t);                                                \
+        }                                                                               \
+        for (; j < nb; j++)                                                             \
+            yr[j] = ar[j] OP b[j];                                                      \
     }
+
+HOT void wf_k_add_fwd(const float *a, const float *b, float *y, int64_t n, int64_t nb)
+{
+    BROADCAST_LOOP(+)
 }
 
 void wf_k_add_bwd(const float *dy, float *da, float *db, int64_t n, int64_t nb)
@@ -200,31 +395,32 @@ void wf_k_add_bwd(const float *dy, float *da, float *db, int64_t n, int64_t nb)
         col_sums(dy, db, n / nb, nb);
 }
 
-void wf_k_mul_fwd(const float *a, const float *b, float *y, int64_t n, int64_t nb, float scale)
+HOT void wf_k_mul_fwd(const float *a, const float *b, float *y, int64_t n, int64_t nb, float scale)
 {
     if (!b) {
-        for (int64_t i = 0; i < n; i++)
-            y[i] = a[i] * scale;
+        vscale(a, y, n, scale);
         return;
     }
-    for (int64_t r = 0; r < n; r += nb) {
-        const float *ar = a + r;
-        float *yr = y + r;
-        for (int64_t j = 0; j < nb; j++)
-            yr[j] = ar[j] * b[j];
-    }
+    BROADCAST_LOOP(*)
 }
 
-void wf_k_mul_bwd(const float *a, const float *b, const float *dy, float *da, float *db,
-                  int64_t n, int64_t nb, float scale)
+HOT void wf_k_mul_bwd(const float *a, const float *b, const float *dy, float *da, float *db,
+                      int64_t n, int64_t nb, float scale)
 {
     if (da)
         wf_k_mul_fwd(dy, b, da, n, nb, scale);
     if (db && b) {
         memset(db, 0, sizeof(float) * (size_t)nb);
         for (int64_t r = 0; r < n; r += nb) {
-            const float *restrict ar = a + r, *restrict dr = dy + r;
-            for (int64_t j = 0; j < nb; j++)
+            const float *ar = a + r, *dr = dy + r;
+            int64_t j = 0;
+            for (; j + VL <= nb; j += VL) {
+                float t[VL];
+                for (int k = 0; k < VL; k++)
+                    t[k] = db[j + k] + dr[j + k] * ar[j + k];
+                memcpy(db + j, t, sizeof t);
+            }
+            for (; j < nb; j++)
                 db[j] += dr[j] * ar[j];
         }
     }
@@ -232,60 +428,131 @@ void wf_k_mul_bwd(const float *a, const float *b, const float *dy, float *da, fl
 
 /* ---- activations and dropout ------------------------------------------------------------- */
 
-void wf_k_relu_fwd(const float *x, float *y, int64_t n)
+/* y[i] = F(x[i]) (F an expression of the float v), a block of VL at a time;
+ * y may be x. */
+#define MAP_LOOP(F)                                                                     \
+    do {                                                                                \
+        int64_t i = 0;                                                                  \
+        for (; i + VL <= n; i += VL) {                                                  \
+            float t[VL];                                                                \
+            for (int k = 0; k < VL; k++) {                                              \
+                const float v = x[i + k];                                               \
+                t[k] = (F);                                                             \
+            }                                                                           \
+            memcpy(y + i, t, sizeof t);                                                 \
+        }                                                                               \
+        for (; i < n; i++) {                                                            \
+            const float v = x[i];                                                       \
+            y[i] = (F);                                                                 \
+        }                                                                               \
+    } while (0)
+
+/* dx[i] = dy[i] * F(x[i]) likewise; dx may be x or dy. */
+#define GRAD_LOOP(F)                                                                    \
+    do {                                                                                \
+        int64_t i = 0;                                                                  \
+        for (; i + VL <= n; i += VL) {                                                  \
+            float t[VL];                                                                \
+            for (int k = 0; k < VL; k++) {                                              \
+                const float v = x[i + k];                                               \
+                t[k] = dy[i + k] * (F);                                                 \
+            }                                                                           \
+            memcpy(dx + i, t, sizeof t);                                                \
+        }                                                                               \
+        for (; i < n; i++) {                                                            \
+            const float v = x[i];                                                       \
+            dx[i] = dy[i] * (F);                                                        \
+        }                                                                               \
+    } while (0)
+
+/* relu on the bits: a float is > 0 exactly when its bits are a positive integer. */
+HOT void wf_k_relu_fwd(const float *x, float *y, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    MAP_LOOP(wf_k_f2i(v) > 0 ? v : 0.0f);
 }
 
-void wf_k_relu_bwd(const float *x, const float *dy, float *dx, int64_t n)
+HOT void wf_k_relu_bwd(const float *x, const float *dy, float *dx, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        float t[VL];
+        for (int k = 0; k < VL; k++) {
+            const float d = dy[i + k]; /* loaded unconditionally, so the select vectorizes */
+            t[k] = wf_k_f2i(x[i + k]) > 0 ? d : 0.0f;
+        }
+        memcpy(dx + i, t, sizeof t);
+    }
+    for (; i < n; i++)
+        dx[i] = wf_k_f2i(x[i]) > 0 ? dy[i] : 0.0f;
 }
 
+/* gelu (tanh form) as x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), since
+ * 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)): one exp, no cancellation for x << 0.
+ * Its derivative: s + 2 x s (1 - s) u', with 1 - s = exp(-2u) s. */
 #define GELU_CF 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
 
-void wf_k_gelu_fwd(const float *x, float *y, int64_t n)
+static inline float gelu1(float v)
 {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanhf(GELU_CF * (v + 0.044715f * v * v * v)));
-    }
+    return v / (1.0f + wf_k_expf(-2.0f * GELU_CF * (v + GELU_A * v * v * v)));
 }
 
-void wf_k_gelu_bwd(const float *x, const float *dy, float *dx, int64_t n)
+static inline float gelu_grad1(float v)
 {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        float t = tanhf(GELU_CF * (v + 0.044715f * v * v * v));
-        float dt = (1.0f - t * t) * GELU_CF * (1.0f + 3.0f * 0.044715f * v * v);
-        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
-    }
+    const float e = wf_k_expf(-2.0f * GELU_CF * (v + GELU_A * v * v * v));
+    const float s = 1.0f / (1.0f + e);
+    const float du = GELU_CF * (1.0f + 3.0f * GELU_A * v * v);
+    return s + 2.0f * v * s * (e * s) * du;
 }
 
-void wf_k_silu_fwd(const float *x, float *y, int64_t n)
+HOT void wf_k_gelu_fwd(const float *x, float *y, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] = x[i] / (1.0f + expf(-x[i]));
+    MAP_LOOP(gelu1(v));
 }
 
-void wf_k_silu_bwd(const float *x, const float *dy, float *dx, int64_t n)
+HOT void wf_k_gelu_bwd(const float *x, const float *dy, float *dx, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) {
-        float sg = 1.0f / (1.0f + expf(-x[i]));
-        dx[i] = dy[i] * sg * (1.0f + x[i] * (1.0f - sg));
-    }
+    GRAD_LOOP(gelu_grad1(v));
+}
+
+static inline float silu_grad1(float v)
+{
+    const float sg = 1.0f / (1.0f + wf_k_expf(-v));
+    return sg * (1.0f + v * (1.0f - sg));
+}
+
+HOT void wf_k_silu_fwd(const float *x, float *y, int64_t n)
+{
+    MAP_LOOP(v / (1.0f + wf_k_expf(-v)));
+}
+
+HOT void wf_k_silu_bwd(const float *x, const float *dy, float *dx, int64_t n)
+{
+    GRAD_LOOP(silu_grad1(v));
 }
 
 /* y[i] = keep(i) ? x[i] / (1-p) : 0 (shared by forward and backward, which
- * applies the same mask to dy); y may be x. */
-static void dropout_apply(const float *x, float *y, int64_t n, float p,
-                          uint64_t seed, uint64_t offset)
+ * applies the same mask to dy); y may be x. keep(i) is wf_k_rng_uniform(seed,
+ * offset + i) >= p, tested on the integer: the uniform is k / 2^24 exactly,
+ * so it is >= p exactly when k >= ceil(p 2^24). */
+static HOT void dropout_apply(const float *x, float *y, int64_t n, float p, uint64_t seed,
+                              uint64_t offset)
 {
     const float inv = (float)(1.0 / (1.0 - (double)p));
-    for (int64_t i = 0; i < n; i++)
-        y[i] = wf_k_rng_uniform(seed, offset + (uint64_t)i) >= p ? x[i] * inv : 0.0f;
+    const uint64_t thr = (uint64_t)ceil((double)p * 16777216.0);
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        float t[VL];
+        for (int k = 0; k < VL; k++) {
+            const float v = x[i + k] * inv;
+            t[k] = wf_k_rng_u64(seed, offset + (uint64_t)(i + k)) >> 40 >= thr ? v : 0.0f;
+        }
+        memcpy(y + i, t, sizeof t);
+    }
+    for (; i < n; i++) {
+        const float v = x[i] * inv;
+        y[i] = wf_k_rng_u64(seed, offset + (uint64_t)i) >> 40 >= thr ? v : 0.0f;
+    }
 }
 
 void wf_k_dropout_fwd(const float *x, float *y, int64_t n, float p, uint64_t seed,
@@ -302,20 +569,29 @@ void wf_k_dropout_bwd(const float *dy, float *dx, int64_t n, float p, uint64_t s
 
 /* ---- normalizations and softmax ------------------------------------------------------------ */
 
-void wf_k_layernorm_fwd(const float *x, const float *gamma, const float *beta, float *y,
-                        float *saved, int64_t m, int64_t h, float eps)
+HOT void wf_k_layernorm_fwd(const float *x, const float *gamma, const float *beta, float *y,
+                            float *saved, int64_t m, int64_t h, float eps)
 {
     for (int64_t i = 0; i < m; i++) {
-        const float *restrict xr = x + i * h;
-        float *restrict yr = y + i * h;
-        float sum = 0.0f, var = 0.0f;
-        for (int64_t j = 0; j < h; j++)
-            sum += xr[j];
-        const float mean = sum / (float)h;
-        for (int64_t j = 0; j < h; j++)
-            var += (xr[j] - mean) * (xr[j] - mean);
-        const float rstd = 1.0f / sqrtf(var / (float)h + eps);
-        for (int64_t j = 0; j < h; j++)
+        const float *xr = x + i * h;
+        float *yr = y + i * h;
+        const float mean = vsum(xr, h) / (float)h;
+        float acc[VL] = {0};
+        int64_t j = 0;
+        for (; j + VL <= h; j += VL)
+            for (int k = 0; k < VL; k++)
+                acc[k] += (xr[j + k] - mean) * (xr[j + k] - mean);
+        for (int k = 0; j < h; j++, k++)
+            acc[k] += (xr[j] - mean) * (xr[j] - mean);
+        const float rstd = 1.0f / sqrtf(sum_lanes(acc) / (float)h + eps);
+        j = 0;
+        for (; j + VL <= h; j += VL) {
+            float t[VL];
+            for (int k = 0; k < VL; k++)
+                t[k] = (xr[j + k] - mean) * rstd * gamma[j + k] + beta[j + k];
+            memcpy(yr + j, t, sizeof t);
+        }
+        for (; j < h; j++)
             yr[j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
         if (saved) {
             saved[i] = mean;
@@ -324,97 +600,133 @@ void wf_k_layernorm_fwd(const float *x, const float *gamma, const float *beta, f
     }
 }
 
-void wf_k_layernorm_bwd(const float *x, const float *gamma, const float *dy, const float *saved,
-                        float *dx, float *dgamma, float *dbeta, int64_t m, int64_t h)
+/* Per row: g = dy * gamma, xh = (x - mean) rstd; dx = rstd (g - mean(g) - xh
+ * mean(g xh)); dgamma += dy xh and dbeta += dy over the rows (in row order). */
+HOT void wf_k_layernorm_bwd(const float *x, const float *gamma, const float *dy, const float *saved,
+                            float *dx, float *dgamma, float *dbeta, int64_t m, int64_t h)
 {
     if (dgamma)
         memset(dgamma, 0, sizeof(float) * (size_t)h);
     if (dbeta)
         memset(dbeta, 0, sizeof(float) * (size_t)h);
     for (int64_t i = 0; i < m; i++) {
-        const float *restrict xr = x + i * h, *restrict dr = dy + i * h;
+        const float *xr = x + i * h, *dr = dy + i * h;
         const float mean = saved[i], rstd = saved[m + i];
-        float sg = 0.0f, sgx = 0.0f;
-        for (int64_t j = 0; j < h; j++) {
-            float xh = (xr[j] - mean) * rstd, g = dr[j] * gamma[j];
-            sg += g;
-            sgx += g * xh;
-            if (dgamma)
-                dgamma[j] += dr[j] * xh;
-            if (dbeta)
-                dbeta[j] += dr[j];
+        if (dgamma) {
+            int64_t j = 0;
+            for (; j + VL <= h; j += VL) {
+                float t[VL];
+                for (int k = 0; k < VL; k++)
+                    t[k] = dgamma[j + k] + dr[j + k] * ((xr[j + k] - mean) * rstd);
+                memcpy(dgamma + j, t, sizeof t);
+            }
+            for (; j < h; j++)
+                dgamma[j] += dr[j] * ((xr[j] - mean) * rstd);
         }
+        if (dbeta)
+            vacc(dbeta, dr, h);
         if (!dx)
             continue;
-        sg /= (float)h;
-        sgx /= (float)h;
-        float *restrict dxr = dx + i * h;
-        for (int64_t j = 0; j < h; j++) {
-            float xh = (xr[j] - mean) * rstd;
-            dxr[j] = rstd * (dr[j] * gamma[j] - sg - xh * sgx);
+        float sg[VL] = {0}, sgx[VL] = {0};
+        int64_t j = 0;
+        for (; j + VL <= h; j += VL)
+            for (int k = 0; k < VL; k++) {
+                const float g = dr[j + k] * gamma[j + k];
+                sg[k] += g;
+                sgx[k] += g * ((xr[j + k] - mean) * rstd);
+            }
+        for (int k = 0; j < h; j++, k++) {
+            const float g = dr[j] * gamma[j];
+            sg[k] += g;
+            sgx[k] += g * ((xr[j] - mean) * rstd);
         }
+        const float mg = sum_lanes(sg) / (float)h, mgx = sum_lanes(sgx) / (float)h;
+        float *dxr = dx + i * h;
+        j = 0;
+        for (; j + VL <= h; j += VL) {
+            float t[VL];
+            for (int k = 0; k < VL; k++)
+                t[k] = rstd * (dr[j + k] * gamma[j + k] - mg - ((xr[j + k] - mean) * rstd) * mgx);
+            memcpy(dxr + j, t, sizeof t);
+        }
+        for (; j < h; j++)
+            dxr[j] = rstd * (dr[j] * gamma[j] - mg - ((xr[j] - mean) * rstd) * mgx);
     }
 }
 
-void wf_k_rmsnorm_fwd(const float *x, const float *gamma, float *y, float *saved, int64_t m,
-                      int64_t h, float eps)
+HOT void wf_k_rmsnorm_fwd(const float *x, const float *gamma, float *y, float *saved, int64_t m,
+                          int64_t h, float eps)
 {
     for (int64_t i = 0; i < m; i++) {
-        const float *restrict xr = x + i * h;
-        float *restrict yr = y + i * h;
-        float ss = 0.0f;
-        for (int64_t j = 0; j < h; j++)
-            ss += xr[j] * xr[j];
-        const float rstd = 1.0f / sqrtf(ss / (float)h + eps);
-        for (int64_t j = 0; j < h; j++)
+        const float *xr = x + i * h;
+        float *yr = y + i * h;
+        const float rstd = 1.0f / sqrtf(vdot(xr, xr, h) / (float)h + eps);
+        int64_t j = 0;
+        for (; j + VL <= h; j += VL) {
+            float t[VL];
+            for (int k = 0; k < VL; k++)
+                t[k] = xr[j + k] * rstd * gamma[j + k];
+            memcpy(yr + j, t, sizeof t);
+        }
+        for (; j < h; j++)
             yr[j] = xr[j] * rstd * gamma[j];
         if (saved)
             saved[i] = rstd;
     }
 }
 
-void wf_k_rmsnorm_bwd(const float *x, const float *gamma, const float *dy, const float *saved,
-                      float *dx, float *dgamma, int64_t m, int64_t h)
+HOT void wf_k_rmsnorm_bwd(const float *x, const float *gamma, const float *dy, const float *saved,
+                          float *dx, float *dgamma, int64_t m, int64_t h)
 {
     if (dgamma)
         memset(dgamma, 0, sizeof(float) * (size_t)h);
     for (int64_t i = 0; i < m; i++) {
-        const float *restrict xr = x + i * h, *restrict dr = dy + i * h;
+        const float *xr = x + i * h, *dr = dy + i * h;
         const float r = saved[i];
-        float sgx = 0.0f;
-        for (int64_t j = 0; j < h; j++) {
-            sgx += dr[j] * gamma[j] * xr[j];
-            if (dgamma)
+        float acc[VL] = {0};
+        int64_t j = 0;
+        for (; j + VL <= h; j += VL)
+            for (int k = 0; k < VL; k++)
+                acc[k] += dr[j + k] * gamma[j + k] * xr[j + k];
+        for (int k = 0; j < h; j++, k++)
+            acc[k] += dr[j] * gamma[j] * xr[j];
+        if (dgamma) {
+            for (j = 0; j + VL <= h; j += VL) {
+                float t[VL];
+                for (int k = 0; k < VL; k++)
+                    t[k] = dgamma[j + k] + dr[j + k] * xr[j + k] * r;
+                memcpy(dgamma + j, t, sizeof t);
+            }
+            for (; j < h; j++)
                 dgamma[j] += dr[j] * xr[j] * r;
         }
         if (!dx)
             continue;
-        const float c = r * r * r * sgx / (float)h;
-        float *restrict dxr = dx + i * h;
-        for (int64_t j = 0; j < h; j++)
+        const float c = r * r * r * sum_lanes(acc) / (float)h;
+        float *dxr = dx + i * h;
+        for (j = 0; j + VL <= h; j += VL) {
+            float t[VL];
+            for (int k = 0; k < VL; k++)
+                t[k] = r * dr[j + k] * gamma[j + k] - c * xr[j + k];
+            memcpy(dxr + j, t, sizeof t);
+        }
+        for (; j < h; j++)
             dxr[j] = r * dr[j] * gamma[j] - c * xr[j];
     }
 }
 
 /* Softmax of one row of n values in place over its first `len` entries; the
  * entries from len on are set to 0 (causal masking). */
-static void softmax_row(float *restrict r, int64_t len, int64_t n)
+static HOT void softmax_row(float *r, int64_t len, int64_t n)
 {
-    float mx = r[0], sum = 0.0f;
-    for (int64_t j = 1; j < len; j++)
-        mx = r[j] > mx ? r[j] : mx;
-    for (int64_t j = 0; j < len; j++) {
-        r[j] = expf(r[j] - mx);
-        sum += r[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < len; j++)
-        r[j] *= inv;
-    for (int64_t j = len; j < n; j++)
-        r[j] = 0.0f;
+    const float mx = vmax(r, len);
+    const float sum = vexp_shift_sum(r, r, len, mx);
+    vscale(r, r, len, 1.0f / sum);
+    if (n > len)
+        memset(r + len, 0, sizeof(float) * (size_t)(n - len));
 }
 
-void wf_k_softmax_fwd(const float *x, float *y, int64_t m, int64_t n)
+HOT void wf_k_softmax_fwd(const float *x, float *y, int64_t m, int64_t n)
 {
     for (int64_t i = 0; i < m; i++) {
         if (y != x)
@@ -423,17 +735,25 @@ void wf_k_softmax_fwd(const float *x, float *y, int64_t m, int64_t n)
     }
 }
 
-void wf_k_softmax_bwd(const float *y, const float *dy, float *dx, int64_t m, int64_t n)
+/* dx = y * (dy - <dy, y>) over each row; dx may be dy. */
+static inline void softmax_grad_row(const float *yr, const float *dr, float *dxr, int64_t n)
 {
-    for (int64_t i = 0; i < m; i++) {
-        const float *restrict yr = y + i * n, *restrict dr = dy + i * n;
-        float *restrict dxr = dx + i * n;
-        float dot = 0.0f;
-        for (int64_t j = 0; j < n; j++)
-            dot += dr[j] * yr[j];
-        for (int64_t j = 0; j < n; j++)
-            dxr[j] = yr[j] * (dr[j] - dot);
+    const float dot = vdot(dr, yr, n);
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        float t[VL];
+        for (int k = 0; k < VL; k++)
+            t[k] = yr[j + k] * (dr[j + k] - dot);
+        memcpy(dxr + j, t, sizeof t);
     }
+    for (; j < n; j++)
+        dxr[j] = yr[j] * (dr[j] - dot);
+}
+
+HOT void wf_k_softmax_bwd(const float *y, const float *dy, float *dx, int64_t m, int64_t n)
+{
+    for (int64_t i = 0; i < m; i++)
+        softmax_grad_row(y + i * n, dy + i * n, dx + i * n, n);
 }
 
 /* ---- attention ---------------------------------------------------------------------------------
@@ -452,16 +772,27 @@ static float attn_scale_f(const wf_k_attn *at)
     return at->scale != 0 ? at->scale : (float)(1.0 / sqrt((double)at->d));
 }
 
-/* Applies head (b,h)'s dropout mask to src[S,S] into dst (scaled by 1/(1-p)). */
+/* Applies head (b,h)'s dropout mask to src[S,S] into dst (scaled by 1/(1-p)).
+ * With a causal mask only each row's first i+1 entries are drawn: the others
+ * are zero in the probabilities (dst's are set to 0), and in backward they
+ * meet a zero probability (softmax_grad_row reads only the first i+1). */
 static void attn_dropout(const wf_k_attn *at, int64_t b, int64_t h, const float *src,
                          float *dst)
 {
     const int64_t S = at->s;
-    dropout_apply(src, dst, S * S, at->p, at->seed,
-                  at->offset + (uint64_t)((b * at->heads + h) * S * S));
+    const uint64_t base = at->offset + (uint64_t)((b * at->heads + h) * S * S);
+    if (!at->causal) {
+        dropout_apply(src, dst, S * S, at->p, at->seed, base);
+        return;
+    }
+    for (int64_t i = 0; i < S; i++) {
+        dropout_apply(src + i * S, dst + i * S, i + 1, at->p, at->seed, base + (uint64_t)(i * S));
+        if (i + 1 < S)
+            memset(dst + i * S + i + 1, 0, sizeof(float) * (size_t)(S - i - 1));
+    }
 }
 
-void wf_k_attention_fwd(const wf_k_attn *at, const float *q, const float *k, const float *v,
+HOT void wf_k_attention_fwd(const wf_k_attn *at, const float *q, const float *k, const float *v,
                         float *out, float *saved, float *ws)
 {
     const int64_t B = at->b, S = at->s, A = at->heads, Akv = at->kv_heads, D = at->d;
@@ -485,7 +816,7 @@ void wf_k_attention_fwd(const wf_k_attn *at, const float *q, const float *k, con
         }
 }
 
-void wf_k_attention_bwd(const wf_k_attn *at, const float *q, const float *k, const float *v,
+HOT void wf_k_attention_bwd(const wf_k_attn *at, const float *q, const float *k, const float *v,
                         const float *dout, const float *saved, float *dq, float *dk, float *dv,
                         float *ws)
 {
@@ -517,13 +848,11 @@ void wf_k_attention_bwd(const wf_k_attn *at, const float *q, const float *k, con
             if (at->p > 0)
                 attn_dropout(at, b, h, dP, dP);
             for (int64_t i = 0; i < S; i++) {
-                const float *restrict pr = P + i * S;
-                float *restrict dr = dP + i * S;
-                float dot = 0.0f;
-                for (int64_t j = 0; j < S; j++)
-                    dot += dr[j] * pr[j];
-                for (int64_t j = 0; j < S; j++)
-                    dr[j] = pr[j] * (dr[j] - dot);
+                /* Causal rows are zero past the diagonal in P, so in dS too. */
+                const int64_t len = at->causal ? i + 1 : S;
+                softmax_grad_row(P + i * S, dP + i * S, dP + i * S, len);
+                if (len < S)
+                    memset(dP + i * S + len, 0, sizeof(float) * (size_t)(S - len));
             }
             if (dq)
                 gemm(0, 0, S, D, S, scale, dP, S, kb, ldk, 0.0f, dq + b * S * ldq + h * D, ldq);
@@ -550,12 +879,8 @@ void wf_k_embedding_bwd(const int32_t *ids, const float *dy, float *dtable, int6
                         int64_t v, int64_t h)
 {
     memset(dtable, 0, sizeof(float) * (size_t)(v * h));
-    for (int64_t i = 0; i < m; i++) {
-        float *restrict r = dtable + (int64_t)ids[i] * h;
-        const float *restrict d = dy + i * h;
-        for (int64_t j = 0; j < h; j++)
-            r[j] += d[j];
-    }
+    for (int64_t i = 0; i < m; i++)
+        vacc(dtable + (int64_t)ids[i] * h, dy + i * h, h);
 }
 
 static void rotary(const float *x, float *y, int64_t B, int64_t S, int64_t A, int64_t D,
@@ -589,21 +914,30 @@ void wf_k_rotary_bwd(const float *dy, float *dx, int64_t b, int64_t s, int64_t h
     rotary(dy, dx, b, s, heads, d, base, -1.0);
 }
 
-wf_status wf_k_cross_entropy_fwd(const float *logits, const int32_t *labels, float *loss,
-                                 float *saved, int64_t m, int64_t v)
+/* sum of exp(x[j] - c) for j < n (VL partials). */
+static inline float vexp_sum(const float *x, int64_t n, float c)
+{
+    float acc[VL] = {0};
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL)
+        for (int j = 0; j < VL; j++)
+            acc[j] += wf_k_expf(x[i + j] - c);
+    for (int j = 0; i < n; i++, j++)
+        acc[j] += wf_k_expf(x[i] - c);
+    return sum_lanes(acc);
+}
+
+HOT wf_status wf_k_cross_entropy_fwd(const float *logits, const int32_t *labels, float *loss,
+                                     float *saved, int64_t m, int64_t v)
 {
     double total = 0;
     for (int64_t i = 0; i < m; i++) {
         if (labels[i] < 0 || labels[i] >= v)
             return wf_errorf(WF_INVAL, "cross_entropy: label %d at row %lld is outside "
                              "[0, %lld)", (int)labels[i], (long long)i, (long long)v);
-        const float *restrict r = logits + i * v;
-        float mx = r[0], sum = 0.0f;
-        for (int64_t j = 1; j < v; j++)
-            mx = r[j] > mx ? r[j] : mx;
-        for (int64_t j = 0; j < v; j++)
-            sum += expf(r[j] - mx);
-        const float lse = mx + logf(sum);
+        const float *r = logits + i * v;
+        const float mx = vmax(r, v);
+        const float lse = mx + logf(vexp_sum(r, v, mx));
         if (saved)
             saved[i] = lse;
         total += (double)lse - (double)r[labels[i]];
@@ -612,16 +946,23 @@ wf_status wf_k_cross_entropy_fwd(const float *logits, const int32_t *labels, flo
     return WF_OK;
 }
 
-void wf_k_cross_entropy_bwd(const float *logits, const int32_t *labels, const float *saved,
-                            float dloss, float *dlogits, int64_t m, int64_t v)
+HOT void wf_k_cross_entropy_bwd(const float *logits, const int32_t *labels, const float *saved,
+                                float dloss, float *dlogits, int64_t m, int64_t v)
 {
     const float c = dloss / (float)m;
     for (int64_t i = 0; i < m; i++) {
-        const float *restrict r = logits + i * v;
-        float *restrict d = dlogits + i * v;
+        const float *r = logits + i * v;
+        float *d = dlogits + i * v;
         const float lse = saved[i];
-        for (int64_t j = 0; j < v; j++)
-            d[j] = c * expf(r[j] - lse);
+        int64_t j = 0;
+        for (; j + VL <= v; j += VL) {
+            float t[VL];
+            for (int k = 0; k < VL; k++)
+                t[k] = c * wf_k_expf(r[j + k] - lse);
+            memcpy(d + j, t, sizeof t);
+        }
+        for (; j < v; j++)
+            d[j] = c * wf_k_expf(r[j] - lse);
         d[labels[i]] -= c;
     }
 }

@@ -11,6 +11,8 @@
  * with ndim >= 2 only (not to biases and norm gains). */
 #include "weft/runtime.h"
 
+#include "runtime/kernels-impl.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,38 +134,53 @@ double wf_optim_clip_factor(const wf_optim_config *c, double grad_norm)
     return c->clip_norm / grad_norm;
 }
 
-/* AdamW on n elements. Blocks of 256: the square roots in a loop of their
- * own, so the two elementwise loops around it vectorize (a sqrtf inside them
- * would not, for errno's sake). */
-#define ADAM_BLOCK 256
-
-static void adamw(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, int64_t n,
-                  float scale, float b1, float b2, float step, float rc2, float eps, float decay)
+/* AdamW on n elements in one pass (read w, g, m, v; write w, m, v: 28 bytes
+ * per element, the least there is), a block of WF_K_VL at a time so that it
+ * vectorizes; the root is wf_k_sqrtf (sqrtf would not vectorize, for errno's
+ * sake). Every element's arithmetic is the same in the blocks and the tail. */
+static inline float adamw1(float w, float g, float *m, float *v, float scale, float b1, float b2, float step,
+                           float rc2, float eps, float decay)
 {
-    float d[ADAM_BLOCK];
-    for (int64_t j0 = 0; j0 < n; j0 += ADAM_BLOCK) {
-        int64_t k = n - j0 < ADAM_BLOCK ? n - j0 : ADAM_BLOCK;
-        float *restrict wb = w + j0, *restrict mb = m + j0, *restrict vb = v + j0;
-        const float *restrict gb = g + j0;
-        for (int64_t j = 0; j < k; j++) {
-            float gj = scale * gb[j];
-            mb[j] = b1 * mb[j] + (1.0f - b1) * gj;
-            vb[j] = b2 * vb[j] + (1.0f - b2) * gj * gj;
-            d[j] = vb[j];
-        }
-        for (int64_t j = 0; j < k; j++)
-            d[j] = sqrtf(d[j]);
-        for (int64_t j = 0; j < k; j++)
-            wb[j] = wb[j] * decay - step * mb[j] / (d[j] * rc2 + eps);
-    }
+    const float gj = scale * g;
+    const float mj = b1 * *m + (1.0f - b1) * gj;
+    const float vj = b2 * *v + (1.0f - b2) * gj * gj;
+    *m = mj;
+    *v = vj;
+    return w * decay - step * mj / (wf_k_sqrtf(vj) * rc2 + eps);
 }
 
-static void sgd(float *restrict w, const float *restrict g, float *restrict buf, int64_t n, float scale, float mu,
-                float lr, float wd)
+WF_K_HOT static void adamw(float *w, const float *g, float *m, float *v, int64_t n, float scale, float b1, float b2,
+                           float step, float rc2, float eps, float decay)
 {
-    for (int64_t j = 0; j < n; j++) {
-        float gj = scale * g[j] + wd * w[j];
-        buf[j] = mu * buf[j] + gj;
+    int64_t j = 0;
+    for (; j + WF_K_VL <= n; j += WF_K_VL) {
+        float tw[WF_K_VL], tm[WF_K_VL], tv[WF_K_VL];
+        memcpy(tm, m + j, sizeof tm);
+        memcpy(tv, v + j, sizeof tv);
+        for (int k = 0; k < WF_K_VL; k++)
+            tw[k] = adamw1(w[j + k], g[j + k], &tm[k], &tv[k], scale, b1, b2, step, rc2, eps, decay);
+        memcpy(w + j, tw, sizeof tw);
+        memcpy(m + j, tm, sizeof tm);
+        memcpy(v + j, tv, sizeof tv);
+    }
+    for (; j < n; j++)
+        w[j] = adamw1(w[j], g[j], &m[j], &v[j], scale, b1, b2, step, rc2, eps, decay);
+}
+
+WF_K_HOT static void sgd(float *w, const float *g, float *buf, int64_t n, float scale, float mu, float lr, float wd)
+{
+    int64_t j = 0;
+    for (; j + WF_K_VL <= n; j += WF_K_VL) {
+        float tw[WF_K_VL], tb[WF_K_VL];
+        for (int k = 0; k < WF_K_VL; k++) {
+            tb[k] = mu * buf[j + k] + (scale * g[j + k] + wd * w[j + k]);
+            tw[k] = w[j + k] - lr * tb[k];
+        }
+        memcpy(buf + j, tb, sizeof tb);
+        memcpy(w + j, tw, sizeof tw);
+    }
+    for (; j < n; j++) {
+        buf[j] = mu * buf[j] + (scale * g[j] + wd * w[j]);
         w[j] -= lr * buf[j];
     }
 }
