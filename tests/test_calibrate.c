@@ -1,7 +1,9 @@
 /* Calibration arithmetic: the alpha-beta least-squares fit against exact
  * lines, and the mapping of a (hand-written) measurement into a cluster:
- * efficiency table, peaks, link latency/bandwidth/efficiency, level sizes,
- * and a cluster that passes wf_cluster_check and survives its JSON. The
+ * efficiency table (each product's memory traffic taken out of its time),
+ * peaks, memory bandwidth, link latency/bandwidth/efficiency, the overlap
+ * slowdown, level sizes, and a cluster that passes wf_cluster_check and
+ * survives its JSON. The
  * measurements themselves are exercised by tests/cli/calibrate.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,6 +81,7 @@ static wf_calib_result fake_result(int nranks)
     }
     r.gemm_peak_flops_per_s = 100e9;
     r.vector_flops_per_s = 30e9;
+    r.stream_bw_bps = 40e9;
     r.copy_bw_bps = 20e9;
     r.triad_bw_bps = 15e9;
     r.mem_bytes = 8e9;
@@ -92,6 +95,18 @@ static wf_calib_result fake_result(int nranks)
     return r;
 }
 
+/* The efficiency table's entry for a product measured at `rate`: its time
+ * without its three matrices' traffic at bandwidth bw (at most half of it
+ * taken out), as a share of the peak, at most 1 (the closed form of
+ * wf_calibrate_to_cluster). */
+static double eff_of(double m, double n, double k, double rate, double peak, double bw)
+{
+    double f = 2 * m * n * k, t = f / rate, tc = t - 4 * (m * k + k * n + m * n) / bw;
+    if (tc < 0.5 * t)
+        tc = 0.5 * t;
+    return f / tc / peak > 1 ? 1 : f / tc / peak;
+}
+
 static void test_to_cluster(void **state)
 {
     (void)state;
@@ -99,17 +114,33 @@ static void test_to_cluster(void **state)
     wf_cluster c, local;
     assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
     assert_int_equal(wf_cluster_lookup("local", &local), WF_OK);
+    /* The peak is the best measured rate; the bandwidth the optimizer-like
+     * stream's (the triad's when the stream was not measured). */
     assert_rel(c.dev.matrix_flops[WF_DTYPE_FP32], 100e9, 1e-15);
     assert_rel(c.dev.vector_flops[WF_DTYPE_FP32], 30e9, 1e-15);
-    assert_rel(c.dev.mem_bw_bps, 15e9, 1e-15);
+    assert_rel(c.dev.mem_bw_bps, 40e9, 1e-15);
     /* 64x1024x1024 and 1024x64x1024 share a FLOP count: their mean. */
     assert_int_equal(c.dev.neff, 4);
+    const double bw = 40e9;
     double want_flops[4] = {2.0 * 64 * 1024 * 1024, 2.0 * 256 * 256 * 256, 2.0 * 64 * 64 * 64, 2.0 * 32 * 32 * 32};
-    double want_eff[4] = {0.9, 0.9, 0.5, 0.2};
+    double want_eff[4] = {
+        0.5 * (eff_of(64, 1024, 1024, 100e9, 100e9, bw) + eff_of(1024, 64, 1024, 80e9, 100e9, bw)),
+        eff_of(256, 256, 256, 90e9, 100e9, bw), eff_of(64, 64, 64, 50e9, 100e9, bw),
+        eff_of(32, 32, 32, 20e9, 100e9, bw)};
     for (int i = 0; i < 4; i++) {
         assert_rel(c.dev.matrix_eff[i].min_flops, want_flops[i], 1e-15);
         assert_rel(c.dev.matrix_eff[i].eff, want_eff[i], 1e-12);
     }
+    /* The traffic taken out: 256^3 at 90 GFLOP/s moves 768 KiB (19.7 us at
+     * 40 GB/s) in 372.8 us, so its compute rate is 95.0 GFLOP/s. */
+    assert_rel(want_eff[1], 0.95019, 1e-4);
+    /* Without the stream, the triad's bandwidth. */
+    r.stream_bw_bps = 0;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
+    assert_rel(c.dev.mem_bw_bps, 15e9, 1e-15);
+    assert_rel(c.dev.matrix_eff[1].eff, eff_of(256, 256, 256, 90e9, 100e9, 15e9), 1e-12);
+    r.stream_bw_bps = 40e9;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
     /* One process: links and sizes stay the preset's. */
     assert_int_equal(c.nlevels, local.nlevels);
     assert_int_equal(c.level[0].size, local.level[0].size);
@@ -143,6 +174,13 @@ static void test_to_cluster_links(void **state)
     assert_true(c.reduce_bps == 0);
     assert_rel(c.dev.mem_bytes, 8e9, 1e-15);
     assert_non_null(strstr(c.name, "ranks=2"));
+    /* The measured overlap slowdown replaces the preset's; unmeasured (0) keeps it. */
+    wf_cluster local;
+    assert_int_equal(wf_cluster_lookup("local", &local), WF_OK);
+    assert_rel(c.overlap_slowdown, local.overlap_slowdown, 1e-15);
+    r.overlap_slowdown = 1.9;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
+    assert_rel(c.overlap_slowdown, 1.9, 1e-15);
 
     /* Four ranks whose all-reduce beats the ping-pong (bus bandwidth
      * 4e9 * 1.5 = 6 GB/s > 5 GB/s): bandwidth = the bus bandwidth, eff 1. */

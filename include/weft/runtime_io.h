@@ -203,11 +203,18 @@ typedef struct {
 typedef struct {
     int nranks, nodes, ranks_per_node;
     int threads;
+    int cpu_clock;                 /* 1: compute and memory timed on the thread CPU clock
+                                    * (one BLAS thread), so other jobs' use of the core is not
+                                    * counted; 0: wall clock */
+    char blas_core[32];            /* OpenBLAS's core type ("Haswell", "SkylakeX", ...) */
     /* compute, measured on every rank at once and averaged over ranks */
     int ngemm;
     wf_calib_gemm gemm[WF_CALIB_MAX_GEMM];
     double gemm_peak_flops_per_s;  /* the best of gemm[] */
-    double vector_flops_per_s;     /* saxpy on L1-resident vectors (2 FLOPs per element) */
+    double vector_flops_per_s;     /* the runtime's GELU forward on L1-resident data, in the
+                                    * graph's FLOPs per element */
+    double stream_bw_bps;          /* an optimizer-like stream on large arrays (4 read, 3
+                                    * written, as the fused AdamW pass): 28 bytes per element / time */
     double copy_bw_bps;            /* memcpy of a large buffer: (read + written bytes) / time */
     double triad_bw_bps;           /* a = b + s c on large arrays: 3 arrays' bytes / time */
     double mem_bytes;              /* physical memory / ranks on this node */
@@ -220,13 +227,16 @@ typedef struct {
     double pingpong_s[WF_CALIB_MAX_MSG];
     double pingpong_inter_s[WF_CALIB_MAX_MSG];
     double allreduce_s[WF_CALIB_MAX_MSG];
-    double p2p_alpha_s;            /* fit of pingpong_s = alpha + bytes / bw */
+    double p2p_alpha_s;            /* latency and bandwidth of pingpong_s: the intercept of the
+                                    * alpha-beta fit, the largest message's rate after it */
     double p2p_bw_bps;
     double inter_alpha_s;          /* fit of pingpong_inter_s */
     double inter_bw_bps;
     double allreduce_alpha_s;      /* fit of allreduce_s = alpha + bytes / bw (raw) */
     double allreduce_bw_bps;
     double allreduce_busbw_bps;    /* allreduce_bw_bps x 2 (p-1) / p (nccl-tests convention) */
+    double overlap_slowdown;       /* compute time x this while an all-reduce overlaps it,
+                                    * measured (>= 1; 0 when not measured) */
 } wf_calib_result;
 
 /* Collective. Runs the measurements (compute on every rank at once, message
@@ -235,9 +245,12 @@ typedef struct {
 wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r);
 
 /* The cluster these measurements describe: starts from the "local" preset and
- * sets the device's fp32 matrix peak (the best GEMM) and efficiency table (each
- * measured GEMM's FLOPs -> its share of that peak), vector peak, memory and
- * memory bandwidth, and with nranks >= 2 the link latency and bandwidth. */
+ * sets the device's memory bandwidth (stream_bw_bps, or triad_bw_bps when the
+ * stream was not measured), fp32 matrix peak and efficiency table (each
+ * measured GEMM's rate with its memory traffic -- its three matrices over that
+ * bandwidth -- taken out of its time, as the cost model adds it back: the
+ * best such rate is the peak, each one's share of it the entry at its FLOPs),
+ * vector peak, memory, and with nranks >= 2 the link latency and bandwidth. */
 wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c);
 
 /* The human table of the measurements. */

@@ -3,19 +3,39 @@
  *
  * Measured, on every rank at once (so shared caches and memory are contended
  * as in training) and averaged over ranks:
- *   - sgemm (CBLAS, row-major) GFLOP/s at several cubes and rectangles: the
- *     best one is the device's fp32 matrix peak, each size's share of it an
- *     entry of the matrix efficiency table, keyed by the op's FLOPs;
- *   - vector throughput: saxpy on L1-resident vectors;
- *   - memory bandwidth: memcpy and the STREAM triad on arrays far beyond cache.
+ *   - sgemm (CBLAS, row-major) GFLOP/s at sizes shaped like training's
+ *     products (small cubes, attention heads, token-major products of a
+ *     transformer, a batch-64 MLP layer, a large product): the best one is
+ *     the measured sgemm peak;
+ *   - vector throughput: the runtime's own GELU forward (the graph's FLOPs of
+ *     it per element) on L1-resident data;
+ *   - memory bandwidth: an optimizer-like stream (4 arrays read, 3 written,
+ *     as the fused AdamW pass does) on arrays far beyond cache, counted as
+ *     that pass's 28 bytes per element; memcpy and the STREAM triad, printed
+ *     for reference.
+ * Each of these repeats a kernel until it runs for a minimum time and keeps
+ * the best of three trials; with one BLAS thread the clock is this thread's
+ * CPU time, so on a machine shared with other jobs the time the kernel spent
+ * descheduled is not counted (their contention for caches and memory is).
  * Under mpiexec with two ranks or more:
  *   - ping-pong between rank 0 and a rank on its node (and one on another
  *     node, when there is one), and MPI_Allreduce over all ranks, at several
- *     message sizes; alpha (latency) and bandwidth by least squares.
- * Each measurement repeats a kernel until it runs for a minimum time and keeps
- * the best of three trials, so one interruption does not skew it. This file
- * measures; it does not decide plans. */
+ *     message sizes up to 64 MiB, each the fastest of many calls timed one
+ *     by one; the latency from a least-squares fit, the bandwidth from the
+ *     largest message (fit_link says why).
+ *
+ * Also measured with two ranks or more: how much a collective in flight
+ * slows the compute that it overlaps (the cluster's overlap_slowdown).
+ *
+ * wf_calibrate_to_cluster turns these into the cost model's terms. The cost
+ * model adds an op's memory traffic (bytes / bandwidth) to its FLOPs over the
+ * unit's rate, so each measured sgemm's own traffic (its three matrices) is
+ * taken out of its time before its rate enters the efficiency table: the
+ * model then reproduces the measured products whose matrices stream from
+ * memory. This file measures; it does not decide plans. */
 #include "weft/runtime_io.h"
+
+#include "runtime/kernels-impl.h"
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -23,6 +43,7 @@
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- fitting ------------------------------------------------------------------------ */
@@ -65,18 +86,28 @@ wf_status wf_fit_alpha_beta(const double *n, const double *t, int k, double *alp
 
 typedef void (*kernel_fn)(void *ctx);
 
-/* Runs fn until one trial of `reps` calls lasts at least min_s, then keeps the
- * best of three trials; returns seconds per call. */
-static double time_kernel(kernel_fn fn, void *ctx, double min_s)
+static double cpu_thread_s(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs fn until one trial of `reps` calls lasts at least min_s, then keeps the
+ * best of three trials; returns seconds per call. cpu: time on this thread's
+ * CPU clock (valid when the work runs on this thread alone: one BLAS thread),
+ * else the wall clock. */
+static double time_kernel(kernel_fn fn, void *ctx, double min_s, int cpu)
+{
+    double (*clock_s)(void) = cpu ? cpu_thread_s : wf_now_s;
     fn(ctx); /* warm-up: page faults, caches, BLAS buffers */
     long reps = 1;
     double t;
     for (;;) {
-        double t0 = wf_now_s();
+        double t0 = clock_s();
         for (long i = 0; i < reps; i++)
             fn(ctx);
-        t = wf_now_s() - t0;
+        t = clock_s() - t0;
         if (t >= min_s || reps >= (1L << 30))
             break;
         double grow = t > 0 ? 1.3 * min_s / t : 16;
@@ -84,10 +115,10 @@ static double time_kernel(kernel_fn fn, void *ctx, double min_s)
     }
     double best = t / (double)reps;
     for (int trial = 0; trial < 2; trial++) {
-        double t0 = wf_now_s();
+        double t0 = clock_s();
         for (long i = 0; i < reps; i++)
             fn(ctx);
-        double per = (wf_now_s() - t0) / (double)reps;
+        double per = (clock_s() - t0) / (double)reps;
         if (per < best)
             best = per;
     }
@@ -139,7 +170,7 @@ static void fill(float *x, size_t n, float scale)
         x[i] = scale * (float)((i * 2654435761u) % 1000) / 1000.0f;
 }
 
-static wf_status measure_gemm(int m, int n, int k, double min_s, double *flops_per_s)
+static wf_status measure_gemm(int m, int n, int k, double min_s, int cpu, double *flops_per_s)
 {
     gemm_ctx g = {m, n, k, malloc(sizeof(float) * (size_t)m * k), malloc(sizeof(float) * (size_t)k * n),
                   malloc(sizeof(float) * (size_t)m * n)};
@@ -149,7 +180,7 @@ static wf_status measure_gemm(int m, int n, int k, double min_s, double *flops_p
     } else {
         fill(g.a, (size_t)m * k, 1.0f);
         fill(g.b, (size_t)k * n, 0.5f);
-        double t = time_kernel(gemm_kernel, &g, min_s);
+        double t = time_kernel(gemm_kernel, &g, min_s, cpu);
         *flops_per_s = 2.0 * m * n * k / t;
     }
     free(g.a);
@@ -159,30 +190,75 @@ static wf_status measure_gemm(int m, int n, int k, double min_s, double *flops_p
 }
 
 typedef struct {
-    int n;
+    int64_t n;
     float *x, *y;
-} axpy_ctx;
+} gelu_ctx;
 
-static void axpy_kernel(void *p)
+static void gelu_kernel(void *p)
 {
-    axpy_ctx *a = p;
-    cblas_saxpy(a->n, 1e-7f, a->x, 1, a->y, 1);
+    gelu_ctx *g = p;
+    wf_k_gelu_fwd(g->x, g->y, g->n);
+}
+
+/* FLOPs per element of a GELU forward as the graph counts them (what the cost
+ * model divides by the vector rate). */
+static double gelu_flops_per_elem(void)
+{
+    wf_graph g;
+    wf_graph_init(&g, "calibrate-gelu");
+    const int64_t shape[1] = {1024};
+    int x = wf_graph_add_tensor(&g, "x", WF_DTYPE_FP32, WF_ROLE_INPUT, 1, shape);
+    int op = wf_graph_add_op(&g, WF_OP_GELU, "gelu", &x, 1, NULL);
+    double f = 0;
+    if (g.status == WF_OK && op >= 0) {
+        wf_op_cost c;
+        wf_op_cost_of(&g, op, &c);
+        f = c.fwd_flops / 1024.0;
+    }
+    wf_graph_free(&g);
+    wf_clear_error();
+    return f > 0 ? f : 1.0;
 }
 
 typedef struct {
     size_t n; /* multiple of 16 */
-    float *restrict a, *restrict b, *restrict c;
+    float *a, *b, *c, *d;
 } stream_ctx;
 
-/* a = b + s c, in blocks of 16 so the compiler vectorizes at -O2. */
+/* a = b + s c, in blocks of 16 so the compiler vectorizes at -O2 (restrict
+ * parameters: GCC does not trust restrict locals loaded from a struct). */
+static void triad(float *restrict a, const float *restrict b, const float *restrict c, int64_t n)
+{
+    for (int64_t i = 0; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++)
+            a[i + j] = b[i + j] + 0.5f * c[i + j];
+}
+
 static void triad_kernel(void *p)
 {
     stream_ctx *s = p;
-    float *restrict a = s->a;
-    const float *restrict b = s->b, *restrict c = s->c;
-    for (size_t i = 0; i < s->n; i += 16)
-        for (int j = 0; j < 16; j++)
-            a[i + j] = b[i + j] + 0.5f * c[i + j];
+    triad(s->a, s->b, s->c, (int64_t)s->n);
+}
+
+/* The memory traffic of the fused AdamW pass (optim.c): read a weight, its
+ * gradient and two moments, write the weight and the moments. */
+static void optimizer_stream(float *restrict w, const float *restrict g, float *restrict m, float *restrict v,
+                             int64_t n)
+{
+    for (int64_t i = 0; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) {
+            const float gj = g[i + j];
+            const float mj = 0.9f * m[i + j] + 0.1f * gj;
+            m[i + j] = mj;
+            v[i + j] = 0.999f * v[i + j] + 0.001f * gj * gj;
+            w[i + j] = 0.999f * w[i + j] - 1e-9f * mj;
+        }
+}
+
+static void optimizer_stream_kernel(void *p)
+{
+    stream_ctx *s = p;
+    optimizer_stream(s->a, s->b, s->c, s->d, (int64_t)s->n);
 }
 
 static void copy_kernel(void *p)
@@ -225,36 +301,37 @@ static void allreduce_kernel(void *p)
     MPI_Allreduce(c->in, c->out, c->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
-/* Seconds per call of a collective kernel (ping-pong round trip, all-reduce):
- * the best of five trials. A trial runs chunks of calls, each chunk timed
- * between a barrier and an all-reduce of its slowest rank's time, until the
- * chunks add up to min_s; the chunk doubles while it is short. Every rank sees
- * the same reduced times, so all agree on when to stop, and a descheduled
- * rank stretches a trial by at most one chunk. */
+#define COLL_MAX_CALLS 1000
+
+/* Seconds per call of a collective kernel (ping-pong round trip, all-reduce),
+ * robust to a machine shared with other jobs: calls are timed one by one,
+ * each after a barrier; a call's time is its slowest rank's, and the result
+ * is the fastest call (one in which no rank was descheduled). The number of
+ * calls is enough for min_s (at least 5, at most COLL_MAX_CALLS), from the
+ * slowest rank's first estimate, so every rank makes the same calls. */
 static double time_collective(kernel_fn fn, void *ctx, double min_s)
 {
+    static double ts[COLL_MAX_CALLS];
     fn(ctx); /* warm-up: connections, buffers */
-    long chunk = 1;
-    double best = INFINITY;
-    for (int trial = 0; trial < 5; trial++) {
-        double total = 0;
-        long calls = 0;
-        while (total < min_s) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = wf_now_s();
-            for (long i = 0; i < chunk; i++)
-                fn(ctx);
-            double t = wf_now_s() - t0, tmax = 0;
-            MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            total += tmax;
-            calls += chunk;
-            if (tmax < min_s / 8 && chunk < (1L << 20))
-                chunk *= 2;
-        }
-        double per = total / (double)calls;
-        if (per < best)
-            best = per;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = wf_now_s();
+    for (int i = 0; i < 3; i++)
+        fn(ctx);
+    double est = (wf_now_s() - t0) / 3, est_max = 0;
+    MPI_Allreduce(&est, &est_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double want = est_max > 0 ? min_s / est_max : COLL_MAX_CALLS;
+    int calls = want < 5 ? 5 : want > COLL_MAX_CALLS ? COLL_MAX_CALLS : (int)want;
+    for (int i = 0; i < calls; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = wf_now_s();
+        fn(ctx);
+        ts[i] = wf_now_s() - t0;
     }
+    MPI_Allreduce(MPI_IN_PLACE, ts, calls, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double best = ts[0];
+    for (int i = 1; i < calls; i++)
+        if (ts[i] < best)
+            best = ts[i];
     return best;
 }
 
@@ -316,23 +393,98 @@ static void pingpong_series(int peer, const wf_calib_result *r, double min_s, do
 /* Latency and bandwidth of a series of message times t[i] at sizes n[i]
  * (ascending). Interference (a descheduled rank) only ever adds time, so the
  * times first become their lower monotone envelope (a message never takes
- * longer than a bigger one), then the alpha-beta fit. When the fit has no
- * positive slope (noise), the bandwidth is the largest message's rate; when
- * its intercept clamps at 0, the latency is the smallest message's time. */
+ * longer than a bigger one). The latency is the intercept of the alpha-beta
+ * fit (relative residuals, so the small messages fix it), or the smallest
+ * message's time when the fit has none. The bandwidth is the largest
+ * message's, after that latency: the largest message is sized beyond the
+ * caches, as a training step's gradient buckets are, and a copy through
+ * memory is slower than one between caches (a fit through every size would
+ * blend the two). */
 static void fit_link(const double *n, const double *t, int k, double *alpha_s, double *bw_bps)
 {
     double env[WF_CALIB_MAX_MSG];
     for (int i = k - 1; i >= 0; i--)
         env[i] = i == k - 1 || t[i] < env[i + 1] ? t[i] : env[i + 1];
     double a = 0, b = 0;
-    if (wf_fit_alpha_beta(n, env, k, &a, &b) == WF_OK && b > 0) {
-        *bw_bps = 1.0 / b;
-    } else {
+    if (wf_fit_alpha_beta(n, env, k, &a, &b) != WF_OK)
         wf_clear_error();
-        a = 0;
-        *bw_bps = n[k - 1] / env[k - 1];
-    }
     *alpha_s = a > 0 ? a : env[0];
+    double rest = env[k - 1] - *alpha_s;
+    *bw_bps = n[k - 1] / (rest > 0.5 * env[k - 1] ? rest : env[k - 1]);
+}
+
+/* ---- overlap -------------------------------------------------------------------------------- */
+
+typedef struct {
+    gemm_ctx g;
+    int gemms;
+    float *buf;
+    int count;
+    int overlap; /* 1: an MPI_Iallreduce of buf in flight during the products */
+} overlap_ctx;
+
+/* `gemms` products, each followed by MPI_Test as the executor's hook does
+ * between kernels; with `overlap`, an all-reduce in flight from the start. */
+static void overlap_kernel(void *p)
+{
+    overlap_ctx *o = p;
+    MPI_Request req = MPI_REQUEST_NULL;
+    int flag = 0;
+    if (o->overlap)
+        MPI_Iallreduce(MPI_IN_PLACE, o->buf, o->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+    for (int i = 0; i < o->gemms; i++) {
+        gemm_kernel(&o->g);
+        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    }
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+}
+
+static void blocking_allreduce_kernel(void *p)
+{
+    overlap_ctx *o = p;
+    MPI_Allreduce(MPI_IN_PLACE, o->buf, o->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+/* The cluster's overlap_slowdown: compute time x this while communication
+ * overlaps it. An all-reduce of `bytes` alone takes T_m; products with
+ * MPI_Test between them, about twice as long, take T_c; the same products
+ * with the all-reduce in flight take T_o. Hidden for free, T_o would be T_c;
+ * the cost model charges T_c + (s - 1) T_m, so s = 1 + (T_o - T_c) / T_m
+ * (in [1, 3]). On CPUs without an offload engine or a progress thread the
+ * ranks' own cores copy and reduce the messages, inside the MPI calls, so s
+ * comes out near 2: the communication adds to the compute instead of hiding
+ * behind it. */
+static wf_status measure_overlap(double bytes, double min_s, double *slowdown)
+{
+    overlap_ctx o;
+    memset(&o, 0, sizeof o);
+    o.g.m = o.g.n = o.g.k = 256;
+    o.count = (int)(bytes / sizeof(float));
+    o.g.a = malloc(sizeof(float) * 256 * 256);
+    o.g.b = malloc(sizeof(float) * 256 * 256);
+    o.g.c = malloc(sizeof(float) * 256 * 256);
+    o.buf = calloc((size_t)o.count, sizeof(float));
+    wf_status st = o.g.a && o.g.b && o.g.c && o.buf ? WF_OK : wf_errorf(WF_NOMEM, "calibrate: out of memory");
+    st = wf_mpi_agree(st);
+    if (st == WF_OK) {
+        fill(o.g.a, 256 * 256, 1.0f);
+        fill(o.g.b, 256 * 256, 0.5f);
+        double tm = time_collective(blocking_allreduce_kernel, &o, min_s);
+        o.gemms = 1;
+        double tg = time_collective(overlap_kernel, &o, min_s);
+        double want = 2.0 * tm / (tg > 0 ? tg : 1e-6);
+        o.gemms = want < 1 ? 1 : want > 100000 ? 100000 : (int)want;
+        double tc = time_collective(overlap_kernel, &o, min_s);
+        o.overlap = 1;
+        double to = time_collective(overlap_kernel, &o, min_s);
+        double s = tm > 0 ? 1.0 + (to - tc) / tm : 1.0;
+        *slowdown = s < 1 ? 1 : s > 3 ? 3 : s;
+    }
+    free(o.g.a);
+    free(o.g.b);
+    free(o.g.c);
+    free(o.buf);
+    return st;
 }
 
 /* ---- the run ----------------------------------------------------------------------------------- */
@@ -341,15 +493,20 @@ typedef struct {
     int m, n, k;
 } gemm_size;
 
-static const gemm_size GEMM_QUICK[] = {{32, 32, 32},   {64, 64, 64},   {128, 128, 128},
-                                       {256, 256, 256}, {512, 512, 512}, {64, 1024, 1024}};
-static const gemm_size GEMM_FULL[] = {{32, 32, 32},    {64, 64, 64},     {128, 128, 128},  {256, 256, 256},
-                                      {512, 512, 512}, {64, 4096, 1024}, {1024, 1024, 1024}, {2048, 2048, 2048}};
-_Static_assert(sizeof GEMM_FULL / sizeof GEMM_FULL[0] <= WF_CALIB_MAX_GEMM, "gemm table too long");
-_Static_assert(sizeof GEMM_FULL / sizeof GEMM_FULL[0] <= WF_MAX_EFF, "one efficiency entry per gemm");
+/* C[m,n] = A[m,k] B[k,n] at shapes like training's products, one per FLOP
+ * count: small cubes, an attention head (S=128, D=64), token-major products
+ * of a transformer (1024 tokens, hidden 256, 4h = 1024), a batch-64 MLP layer
+ * with a 64 MiB weight, and a large product. --quick runs them shorter. */
+static const gemm_size GEMMS[] = {{32, 32, 32},       {64, 64, 64},       {128, 128, 64},   {256, 256, 256},
+                                  {1024, 256, 256},   {1024, 1024, 256},  {64, 4096, 4096}, {2048, 2048, 1024}};
+#define NGEMMS ((int)(sizeof GEMMS / sizeof GEMMS[0]))
+_Static_assert(sizeof GEMMS / sizeof GEMMS[0] <= WF_CALIB_MAX_GEMM, "gemm table too long");
+_Static_assert(sizeof GEMMS / sizeof GEMMS[0] <= WF_MAX_EFF, "one efficiency entry per gemm");
 
-static const double MSG_QUICK[] = {8, 1024, 65536, 1048576};
-static const double MSG_FULL[] = {8, 64, 512, 4096, 32768, 262144, 2097152, 16777216};
+/* Message sizes: the largest, 64 MiB, is beyond the caches (as a step's
+ * gradient buckets are); its rate is the link's bandwidth (fit_link). */
+static const double MSG_QUICK[] = {8, 65536, 1048576, 67108864};
+static const double MSG_FULL[] = {8, 64, 512, 4096, 32768, 262144, 2097152, 16777216, 67108864};
 _Static_assert(sizeof MSG_FULL / sizeof MSG_FULL[0] <= WF_CALIB_MAX_MSG, "message table too long");
 
 wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
@@ -367,66 +524,71 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
     openblas_set_num_threads(o->threads);
 #endif
     const double min_s = o->quick ? 0.02 : 0.2;
+    const int cpu = o->threads == 1;
+    r->cpu_clock = cpu;
+    snprintf(r->blas_core, sizeof r->blas_core, "%s", wf_k_blas_core());
     wf_status st = WF_OK;
 
     /* sgemm */
-    const gemm_size *sizes = o->quick ? GEMM_QUICK : GEMM_FULL;
-    int nsizes = o->quick ? (int)(sizeof GEMM_QUICK / sizeof GEMM_QUICK[0])
-                          : (int)(sizeof GEMM_FULL / sizeof GEMM_FULL[0]);
-    for (int i = 0; i < nsizes; i++) {
+    for (int i = 0; i < NGEMMS; i++) {
         barrier();
         double fps = 0;
-        st = wf_mpi_agree(measure_gemm(sizes[i].m, sizes[i].n, sizes[i].k, min_s, &fps));
+        st = wf_mpi_agree(measure_gemm(GEMMS[i].m, GEMMS[i].n, GEMMS[i].k, min_s, cpu, &fps));
         if (st != WF_OK)
             return st;
         wf_calib_gemm *g = &r->gemm[r->ngemm++];
-        g->m = sizes[i].m;
-        g->n = sizes[i].n;
-        g->k = sizes[i].k;
+        g->m = GEMMS[i].m;
+        g->n = GEMMS[i].n;
+        g->k = GEMMS[i].k;
         g->flops = 2.0 * g->m * g->n * g->k;
         g->flops_per_s = mean_over_ranks(fps);
         if (g->flops_per_s > r->gemm_peak_flops_per_s)
             r->gemm_peak_flops_per_s = g->flops_per_s;
     }
 
-    /* vector: saxpy on 2 x 8 KiB, resident in L1 */
+    /* vector: the runtime's GELU forward on 2 x 16 KiB, resident in L1 */
     {
-        axpy_ctx a = {2048, malloc(2048 * sizeof(float)), malloc(2048 * sizeof(float))};
-        st = a.x && a.y ? WF_OK : wf_errorf(WF_NOMEM, "calibrate: out of memory");
-        st = wf_mpi_agree(st);
+        gelu_ctx gc = {4096, malloc(4096 * sizeof(float)), malloc(4096 * sizeof(float))};
+        st = wf_mpi_agree(gc.x && gc.y ? WF_OK : wf_errorf(WF_NOMEM, "calibrate: out of memory"));
         if (st == WF_OK) {
-            fill(a.x, 2048, 1.0f);
-            fill(a.y, 2048, 1.0f);
+            fill(gc.x, 4096, 4.0f);
             barrier();
-            double t = time_kernel(axpy_kernel, &a, min_s);
-            r->vector_flops_per_s = mean_over_ranks(2.0 * a.n / t);
+            double t = time_kernel(gelu_kernel, &gc, min_s, cpu);
+            r->vector_flops_per_s = mean_over_ranks(gelu_flops_per_elem() * (double)gc.n / t);
         }
-        free(a.x);
-        free(a.y);
+        free(gc.x);
+        free(gc.y);
         if (st != WF_OK)
             return st;
     }
 
-    /* memory: three arrays of 32 MiB (quick) or 128 MiB, far beyond any cache */
+    /* memory: four arrays of 32 MiB (quick) or 128 MiB, far beyond any cache */
     {
         size_t n = (o->quick ? 8u : 32u) << 20;
-        stream_ctx s = {n, malloc(n * sizeof(float)), malloc(n * sizeof(float)), malloc(n * sizeof(float))};
-        st = s.a && s.b && s.c ? WF_OK : wf_errorf(WF_NOMEM, "calibrate: out of memory for the bandwidth arrays");
+        stream_ctx s = {n, malloc(n * sizeof(float)), malloc(n * sizeof(float)), malloc(n * sizeof(float)),
+                        malloc(n * sizeof(float))};
+        st = s.a && s.b && s.c && s.d ? WF_OK
+                                      : wf_errorf(WF_NOMEM, "calibrate: out of memory for the bandwidth arrays");
         st = wf_mpi_agree(st);
         if (st == WF_OK) {
             fill(s.a, n, 1.0f);
             fill(s.b, n, 1.0f);
             fill(s.c, n, 1.0f);
+            fill(s.d, n, 1.0f);
             barrier();
-            double t = time_kernel(copy_kernel, &s, min_s);
+            double t = time_kernel(optimizer_stream_kernel, &s, min_s, cpu);
+            r->stream_bw_bps = mean_over_ranks(28.0 * (double)n / t);
+            barrier();
+            t = time_kernel(copy_kernel, &s, min_s, cpu);
             r->copy_bw_bps = mean_over_ranks(2.0 * (double)n * sizeof(float) / t);
             barrier();
-            t = time_kernel(triad_kernel, &s, min_s);
+            t = time_kernel(triad_kernel, &s, min_s, cpu);
             r->triad_bw_bps = mean_over_ranks(3.0 * (double)n * sizeof(float) / t);
         }
         free(s.a);
         free(s.b);
         free(s.c);
+        free(s.d);
         if (st != WF_OK)
             return st;
     }
@@ -466,6 +628,7 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
             fit_link(r->msg_bytes, r->pingpong_inter_s, r->nmsg, &r->inter_alpha_s, &r->inter_bw_bps);
         fit_link(r->msg_bytes, r->allreduce_s, r->nmsg, &r->allreduce_alpha_s, &r->allreduce_bw_bps);
         r->allreduce_busbw_bps = r->allreduce_bw_bps * 2.0 * (nranks - 1) / nranks;
+        st = measure_overlap(16777216.0, mmin_s, &r->overlap_slowdown);
     }
     free(buf);
     free(in);
@@ -507,12 +670,34 @@ wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c)
         return st;
     snprintf(c->name, sizeof c->name, "local-calibrated:ranks=%d,nodes=%d", r->nranks, r->nodes);
     wf_device *d = &c->dev;
-    d->matrix_flops[WF_DTYPE_FP32] = r->gemm_peak_flops_per_s;
-    /* The efficiency table: one point per distinct measured FLOPs (the mean
-     * where several sizes share a FLOP count), sorted by FLOPs descending. */
+    /* The bandwidth of memory-bound work: the optimizer-like stream when it
+     * was measured, else the triad. */
+    const double bw = r->stream_bw_bps > 0 ? r->stream_bw_bps : r->triad_bw_bps;
+    /* Each product's rate without its memory traffic: the cost model adds
+     * bytes / bandwidth to FLOPs / (peak x eff), so the rate that makes the
+     * sum equal the measured time t is FLOPs / (t - bytes / bw), bytes being
+     * its three matrices (at most half of t is taken out, should the
+     * bandwidth be underestimated). The peak stays the best measured rate
+     * (what MFU is relative to), and each product's efficiency is its rate's
+     * share of it, at most 1: exact for the products whose matrices stream
+     * from memory (the large ones), while a small product held in L1 keeps
+     * efficiency 1 and the model charges its bytes anyway. The table has one
+     * point per distinct measured FLOPs (the mean where several sizes share
+     * a FLOP count), sorted by FLOPs descending. */
+    const double peak = r->gemm_peak_flops_per_s;
+    double rate[WF_CALIB_MAX_GEMM];
+    for (int i = 0; i < r->ngemm && i < WF_CALIB_MAX_GEMM; i++) {
+        const wf_calib_gemm *g = &r->gemm[i];
+        double t = g->flops / g->flops_per_s;
+        double tc = t - 4.0 * (double)(g->m * g->k + g->k * g->n + g->m * g->n) / bw;
+        rate[i] = g->flops / (tc > 0.5 * t ? tc : 0.5 * t);
+        if (rate[i] > peak)
+            rate[i] = peak;
+    }
+    d->matrix_flops[WF_DTYPE_FP32] = peak;
     wf_eff_point pts[WF_CALIB_MAX_GEMM];
     int cnt[WF_CALIB_MAX_GEMM], np = 0;
-    for (int i = 0; i < r->ngemm; i++) {
+    for (int i = 0; i < r->ngemm && i < WF_CALIB_MAX_GEMM; i++) {
         int j = 0;
         while (j < np && pts[j].min_flops != r->gemm[i].flops)
             j++;
@@ -521,7 +706,7 @@ wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c)
             pts[np].eff = 0;
             cnt[np++] = 0;
         }
-        pts[j].eff += r->gemm[i].flops_per_s / r->gemm_peak_flops_per_s;
+        pts[j].eff += rate[i] / peak;
         cnt[j]++;
     }
     for (int j = 0; j < np; j++)
@@ -536,7 +721,7 @@ wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c)
     /* Achieved rates are measured directly, so their efficiency factors are 1. */
     d->vector_flops[WF_DTYPE_FP32] = r->vector_flops_per_s;
     d->vector_eff = 1.0;
-    d->mem_bw_bps = r->triad_bw_bps;
+    d->mem_bw_bps = bw;
     d->mem_eff = 1.0;
     if (r->nranks > 1) {
         d->mem_bytes = r->mem_bytes;
@@ -554,6 +739,8 @@ wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c)
         }
         /* The all-reduce fit includes the reduction arithmetic: do not count it twice. */
         c->reduce_bps = 0;
+        if (r->overlap_slowdown >= 1)
+            c->overlap_slowdown = r->overlap_slowdown;
     }
     if (c->mem_reserved_bytes >= d->mem_bytes)
         c->mem_reserved_bytes = 0.1 * d->mem_bytes;
@@ -581,11 +768,17 @@ void wf_calibrate_print(FILE *f, const wf_calib_result *r)
         fprintf(f, "  %6lld %6lld %6lld %12.3e %10.1f %8.2f\n", (long long)g->m, (long long)g->n, (long long)g->k,
                 g->flops, g->flops_per_s / 1e9, g->flops_per_s / r->gemm_peak_flops_per_s);
     }
-    fprintf(f, "\n  %-28s %10.1f GFLOP/s\n", "sgemm peak", r->gemm_peak_flops_per_s / 1e9);
-    fprintf(f, "  %-28s %10.1f GFLOP/s\n", "vector (saxpy, in L1)", r->vector_flops_per_s / 1e9);
-    fprintf(f, "  %-28s %10.2f GB/s\n", "memory copy (read+write)", r->copy_bw_bps / 1e9);
-    fprintf(f, "  %-28s %10.2f GB/s\n", "memory triad (a = b + s c)", r->triad_bw_bps / 1e9);
-    fprintf(f, "  %-28s %10.2f GiB\n", "memory per rank", r->mem_bytes / (1024.0 * 1024 * 1024));
+    fprintf(f, "\n  %-34s %10.1f GFLOP/s\n", "sgemm peak", r->gemm_peak_flops_per_s / 1e9);
+    fprintf(f, "  %-34s %10.1f GFLOP/s (graph FLOPs)\n", "vector (GELU forward, in L1)", r->vector_flops_per_s / 1e9);
+    fprintf(f, "  %-34s %10.2f GB/s\n", "memory, optimizer stream (4r + 3w)", r->stream_bw_bps / 1e9);
+    fprintf(f, "  %-34s %10.2f GB/s\n", "memory copy (read+write)", r->copy_bw_bps / 1e9);
+    fprintf(f, "  %-34s %10.2f GB/s\n", "memory triad (a = b + s c)", r->triad_bw_bps / 1e9);
+    fprintf(f, "  %-34s %10.2f GiB\n", "memory per rank", r->mem_bytes / (1024.0 * 1024 * 1024));
+    fprintf(f, "  (compute and memory timed on the %s clock)\n", r->cpu_clock ? "thread CPU" : "wall");
+    fprintf(f, "\nBLAS: %s, core %s\n", wf_k_blas_info(), r->blas_core[0] ? r->blas_core : "unknown");
+    const char *hint = wf_k_blas_hint();
+    if (hint)
+        fprintf(f, "hint: %s\n", hint);
     if (r->nranks < 2) {
         fprintf(f, "\n(one process: run under mpiexec -n 2 or more to measure communication)\n");
         return;
@@ -614,4 +807,6 @@ void wf_calibrate_print(FILE *f, const wf_calib_result *r)
                 r->inter_bw_bps / 1e9);
     fprintf(f, "  allreduce:     alpha %.2f us, algorithm bandwidth %.2f GB/s, bus bandwidth %.2f GB/s\n",
             r->allreduce_alpha_s * 1e6, r->allreduce_bw_bps / 1e9, r->allreduce_busbw_bps / 1e9);
+    fprintf(f, "  overlap:       compute x %.2f while a 16 MiB all-reduce is in flight (1: hidden for free)\n",
+            r->overlap_slowdown);
 }

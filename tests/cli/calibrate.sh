@@ -31,7 +31,9 @@ assert c["name"] == "local-calibrated:ranks=%d,nodes=1" % ranks, c["name"]
 d = c["device"]
 peak = d["matrix_flops"]["fp32"]
 assert 1e9 < peak < 1e13, peak
-assert 1e8 < d["vector_flops"]["fp32"] < 1e13, d["vector_flops"]
+# the vector rate is the runtime's own GELU kernel: a Debug/sanitizer build
+# (unoptimized, instrumented) runs it near 1e8 FLOP/s
+assert 1e7 < d["vector_flops"]["fp32"] < 1e13, d["vector_flops"]
 assert 1e8 < d["mem_bw_bps"] < 1e13, d["mem_bw_bps"]
 assert d["mem_eff"] == 1 and d["vector_eff"] == 1
 eff = d["matrix_eff"]
