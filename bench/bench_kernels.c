@@ -12,8 +12,17 @@
  *    conv2d of the small CNN (batch 64, 1->32 channels, 28x28, pad 1), forward
  *    plus backward.
  *
+ * 4. The row and elementwise kernels of the small gpt (batch 8, seq 128, hidden
+ *    256, vocab 2048) and the AdamW step of the mlp's 21M parameters, fast
+ *    path against the reference kernel, in thread CPU time (a shared
+ *    machine's other processes do not count), one BLAS thread: ns per
+ *    element, the speedup, and AdamW's bandwidth at its 28 bytes per
+ *    parameter.
+ *
  * Usage: bench_kernels [repetitions] (default 5). */
 #include "runtime/kernels-impl.h"
+#include "weft/models.h"
+#include "weft/runtime.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -78,6 +87,187 @@ static void run_gemm(void *p)
 {
     gemm_ctx *g = p;
     wf_k_matmul_fwd(g->a, g->b, g->c, g->n, g->n, g->n, 0, 0);
+}
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Best thread CPU time of fn(ctx) over reps runs after a warm-up. */
+static double best_cpu(void (*fn)(void *), void *ctx, int reps)
+{
+    fn(ctx);
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = cpu_s();
+        fn(ctx);
+        double t = cpu_s() - t0;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+/* ---- row and elementwise kernels (section 4) ------------------------------------- */
+
+typedef struct {
+    int ref;
+    int64_t m, n;  /* rows, row length */
+    float *x, *y, *dy, *dx, *g, *b, *dg, *db, *saved;
+    int32_t *labels;
+    wf_k_attn at;
+    float *q, *k, *v, *o, *ws, *dq, *dk, *dv;
+} row_ctx;
+
+static void run_gelu_fwd(void *p)
+{
+    row_ctx *c = p;
+    (c->ref ? wf_k_gelu_fwd_ref : wf_k_gelu_fwd)(c->x, c->y, c->m * c->n);
+}
+
+static void run_gelu_bwd(void *p)
+{
+    row_ctx *c = p;
+    (c->ref ? wf_k_gelu_bwd_ref : wf_k_gelu_bwd)(c->x, c->dy, c->dx, c->m * c->n);
+}
+
+static void run_ln_fwd(void *p)
+{
+    row_ctx *c = p;
+    (c->ref ? wf_k_layernorm_fwd_ref : wf_k_layernorm_fwd)(c->x, c->g, c->b, c->y, c->saved, c->m, c->n, 1e-5f);
+}
+
+static void run_ln_bwd(void *p)
+{
+    row_ctx *c = p;
+    (c->ref ? wf_k_layernorm_bwd_ref : wf_k_layernorm_bwd)(c->x, c->g, c->dy, c->saved, c->dx, c->dg, c->db, c->m,
+                                                           c->n);
+}
+
+static void run_softmax(void *p)
+{
+    row_ctx *c = p;
+    (c->ref ? wf_k_softmax_fwd_ref : wf_k_softmax_fwd)(c->x, c->y, c->m, c->n);
+    (c->ref ? wf_k_softmax_bwd_ref : wf_k_softmax_bwd)(c->y, c->dy, c->dx, c->m, c->n);
+}
+
+static void run_xent(void *p)
+{
+    row_ctx *c = p;
+    float loss;
+    (c->ref ? wf_k_cross_entropy_fwd_ref : wf_k_cross_entropy_fwd)(c->x, c->labels, &loss, c->saved, c->m, c->n);
+    (c->ref ? wf_k_cross_entropy_bwd_ref : wf_k_cross_entropy_bwd)(c->x, c->labels, c->saved, 1.0f, c->dx, c->m, c->n);
+}
+
+static void run_attn_drop(void *p)
+{
+    row_ctx *c = p;
+    (c->ref ? wf_k_attention_fwd_ref : wf_k_attention_fwd)(&c->at, c->q, c->k, c->v, c->o, c->saved, c->ws);
+    (c->ref ? wf_k_attention_bwd_ref : wf_k_attention_bwd)(&c->at, c->q, c->k, c->v, c->o, c->saved, c->dq, c->dk,
+                                                           c->dv, c->ws);
+}
+
+typedef struct {
+    wf_exec *e;
+    wf_optim *o;
+    int64_t t;
+} adam_ctx;
+
+static void run_adam(void *p)
+{
+    adam_ctx *a = p;
+    a->t++;
+    for (int i = 0; i < wf_exec_nparams(a->e); i++)
+        wf_optim_update(a->o, a->e, i, 1.0f, a->t);
+}
+
+static void row_kernels(int reps)
+{
+    enum { M = 1024, H = 256, F = 1024, V = 2048, SM = 4096, S = 128 };
+    row_ctx c;
+    memset(&c, 0, sizeof c);
+    const int64_t big = (int64_t)M * V; /* the largest buffer: logits [1024, 2048] */
+    c.x = alloc_rand(big, 90);
+    c.y = alloc_rand(big, 91);
+    c.dy = alloc_rand(big, 92);
+    c.dx = alloc_rand(big, 93);
+    c.g = alloc_rand(H, 94);
+    c.b = alloc_rand(H, 95);
+    c.dg = alloc_rand(H, 96);
+    c.db = alloc_rand(H, 97);
+    c.saved = alloc_rand(8 * 4 * 128 * 128, 98);
+    c.labels = malloc(sizeof(int32_t) * M);
+    for (int i = 0; i < M; i++)
+        c.labels[i] = (int32_t)((i * 7919) % V);
+    c.at = (wf_k_attn){8, S, 4, 4, 64, 1, 0.0f, 0.1f, 7, 0};
+    const int64_t nq = 8 * S * 256;
+    c.q = alloc_rand(nq, 100);
+    c.k = alloc_rand(nq, 101);
+    c.v = alloc_rand(nq, 102);
+    c.o = alloc_rand(nq, 103);
+    c.dq = alloc_rand(nq, 104);
+    c.dk = alloc_rand(nq, 105);
+    c.dv = alloc_rand(nq, 106);
+    c.ws = alloc_rand((int64_t)wf_k_attention_ws_floats(&c.at), 107);
+    struct {
+        const char *name;
+        void (*fn)(void *);
+        int64_t m, n;
+    } k[] = {
+        {"gelu fwd [1024,1024]", run_gelu_fwd, M, F},
+        {"gelu bwd [1024,1024]", run_gelu_bwd, M, F},
+        {"layernorm fwd [1024,256]", run_ln_fwd, M, H},
+        {"layernorm bwd [1024,256]", run_ln_bwd, M, H},
+        {"softmax fwd+bwd [4096,128]", run_softmax, SM, S},
+        {"cross-entropy fwd+bwd [1024,2048]", run_xent, M, V},
+        {"attention p=0.1 fwd+bwd [8x4x128x128]", run_attn_drop, 8 * 4 * S, S},
+    };
+    printf("\ngpt row and elementwise kernels, thread CPU time, best of %d:\n", reps);
+    printf("  %-38s %10s %10s %10s %8s\n", "kernel", "fast_ms", "ref_ms", "ns/elem", "speedup");
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        c.m = k[i].m;
+        c.n = k[i].n;
+        c.ref = 0;
+        double tf = best_cpu(k[i].fn, &c, reps);
+        c.ref = 1;
+        double tr = best_cpu(k[i].fn, &c, reps < 3 ? reps : 3);
+        printf("  %-38s %10.3f %10.3f %10.2f %7.1fx\n", k[i].name, tf * 1e3, tr * 1e3,
+               tf * 1e9 / (double)(k[i].m * k[i].n), tr / tf);
+    }
+    float *bufs[] = {c.x, c.y, c.dy, c.dx, c.g, c.b, c.dg, c.db, c.saved, c.q, c.k, c.v, c.o, c.dq, c.dk, c.dv, c.ws};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    free(c.labels);
+
+    /* AdamW over the mlp 1024-4096-4096-10's parameters, as the trainer runs it. */
+    wf_model_config mc;
+    wf_graph g;
+    adam_ctx a = {NULL, NULL, 0};
+    wf_exec_opts eo = {0, 1};
+    wf_optim_config oc;
+    wf_optim_defaults(WF_OPTIM_ADAMW, &oc);
+    if (wf_model_lookup("mlp:sizes=1024-4096-4096-10", &mc) != WF_OK || wf_model_build(&mc, 1, &g) != WF_OK) {
+        printf("  adamw: %s\n", wf_last_error());
+        return;
+    }
+    wf_status st = wf_exec_create(&g, &eo, &a.e);
+    wf_graph_free(&g);
+    if (st == WF_OK)
+        st = wf_optim_create(&oc, a.e, &a.o);
+    if (st == WF_OK) {
+        int64_t np = 0;
+        for (int i = 0; i < wf_exec_nparams(a.e); i++)
+            np += wf_exec_param_at(a.e, i)->numel;
+        double t = best_cpu(run_adam, &a, reps);
+        printf("  %-38s %10.3f %10s %10.2f   (%.1f GB/s at 28 bytes per parameter)\n", "adamw, 21M parameters",
+               t * 1e3, "-", t * 1e9 / (double)np, 28.0 * (double)np / t / 1e9);
+    } else {
+        printf("  adamw: %s\n", wf_last_error());
+    }
+    wf_optim_free(a.o);
+    wf_exec_free(a.e);
 }
 
 /* ---- mlp linears -------------------------------------------------------------- */
@@ -155,7 +345,9 @@ int main(int argc, char **argv)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (ncpu < 1)
         ncpu = 1;
-    printf("blas: %s\n", wf_k_blas_info());
+    printf("blas: %s (core %s)\n", wf_k_blas_info(), wf_k_blas_core());
+    if (wf_k_blas_hint())
+        printf("hint: %s\n", wf_k_blas_hint());
     printf("cpus online: %ld, repetitions: %d (best and median reported)\n", ncpu, reps);
 
     const int64_t n = 1024;
@@ -226,6 +418,9 @@ int main(int argc, char **argv)
         printf("conv2d N64 1->32 28x28 k3 p1 fwd+bwd threads=%d: best %.2f ms, %.1f GFLOP/s\n",
                nthreads[t], tc.best_s * 1e3, conv_flops / tc.best_s * 1e-9);
     }
+
+    wf_k_set_threads(1);
+    row_kernels(reps);
 
     free(g.a);
     free(g.b);

@@ -1,15 +1,33 @@
 /* Runtime benchmark (prints numbers; not a test): training iteration time of
  *   gpt  4 layers, hidden 256, 4 heads, seq 128, vocab 2048 (fp32), batch 8 per rank
  *   mlp  1024-4096-4096-10, batch 64 per rank
- * with one process and, per comm schedule (wfbp, ddp, dear), with 2 ranks;
- * the achieved GFLOP/s (training FLOPs of the graph, dense attention, per
- * rank) against the measured single-core sgemm peak, for the kernels alone
- * (forward + backward) and for the whole iteration (with the AdamW update and
- * the communication); and the iteration time the cost model predicts on the
- * machine as `weft calibrate --quick` measures it.
+ * with one process and, per comm schedule (wfbp, ddp, dear), with 2 ranks,
+ * against weft's own prediction of that iteration on this machine.
  *
- * Every rank runs one BLAS thread (one core per rank). Run it as
- *   bench_runtime [--iters N] [--ranks P]
+ * For each model and configuration it prints the step time of the trainer
+ * (wall clock: best and median of the timed steps, and the best step's CPU
+ * time), the achieved GFLOP/s (training FLOPs of the graph, dense attention,
+ * per rank) as a share of the measured one-core sgemm peak, for the whole step
+ * and for the kernels alone (forward + backward), and the predicted iteration
+ * time with its error against the best step: `est` is wf_estimate_plan of the
+ * plan dp=ranks with the schedule, `sim` the simulator's data-parallel
+ * iteration (wf_sim_dp_model_build + wf_sim_dp_iteration) under the schedule,
+ * both on the cluster `weft calibrate` measures here (calibrated at the start
+ * of each run, by the same ranks; or --cluster FILE).
+ *
+ * With one process it also prints, per model, where the time goes: every op
+ * of the forward and backward pass timed alone (the fastest of the passes, in
+ * thread CPU time, which a shared machine's other processes do not inflate),
+ * summed by op kind and pass, beside the cost model's time of the same ops
+ * (wf_cost_op_times), and the optimizer step against the cost model's
+ * memory-bound optimizer time. That table is how a systematic prediction
+ * error is traced to a component (docs/runtime.md, "Prediction").
+ *
+ * The machine may be shared: the load average is printed at the start and
+ * the end, best and median are both reported, and the prediction is compared
+ * with the best step (the least disturbed). Every rank runs one BLAS thread
+ * (one core per rank). Run it as
+ *   bench_runtime [--iters N] [--ranks P] [--full] [--cluster FILE] [--no-profile]
  * which measures one process, then runs itself under $MPIEXEC (default
  * mpiexec) -n P for the data-parallel part; or directly under mpiexec. */
 #include "runtime/kernels-impl.h"
@@ -17,10 +35,12 @@
 #include "weft/models.h"
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
+#include "weft/sim.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -35,19 +55,61 @@ static const bench_model MODELS[] = {
 };
 #define NMODELS 2
 
+static double cpu_thread_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double cpu_process_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void loadavg(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "?");
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f)
+        return;
+    double a, b, c;
+    if (fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3)
+        snprintf(buf, cap, "%.2f %.2f %.2f (1, 5, 15 min) on %ld cores", a, b, c, sysconf(_SC_NPROCESSORS_ONLN));
+    fclose(f);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-static double median(double *x, int n)
+static double median(const double *x, int n)
 {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+    double *c = malloc(sizeof *c * (size_t)n);
+    if (!c)
+        return x[0];
+    memcpy(c, x, sizeof *c * (size_t)n);
+    qsort(c, (size_t)n, sizeof *c, cmp_double);
+    double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    free(c);
+    return m;
 }
 
-/* Best sgemm rate of the fast kernel over a few square sizes, FLOP/s. */
+static double minimum(const double *x, int n)
+{
+    double m = x[0];
+    for (int i = 1; i < n; i++)
+        if (x[i] < m)
+            m = x[i];
+    return m;
+}
+
+/* Best sgemm rate (thread CPU time) of the fast kernel over a few square
+ * sizes, FLOP/s. */
 static double sgemm_peak(void)
 {
     double best = 0;
@@ -67,10 +129,10 @@ static double sgemm_peak(void)
             b[i] = (float)(i % 5) * 0.1f;
         }
         wf_k_matmul_fwd(a, b, c, n, n, n, 0, 0);
-        for (int r = 0; r < 3; r++) {
-            double t0 = wf_now_s();
+        for (int r = 0; r < 4; r++) {
+            double t0 = cpu_thread_s();
             wf_k_matmul_fwd(a, b, c, n, n, n, 0, 0);
-            double rate = 2.0 * (double)n * (double)n * (double)n / (wf_now_s() - t0);
+            double rate = 2.0 * (double)n * (double)n * (double)n / (cpu_thread_s() - t0);
             if (rate > best)
                 best = rate;
         }
@@ -94,22 +156,271 @@ static double train_flops(const char *spec, int64_t batch)
     return t.fwd_flops + t.bwd_flops;
 }
 
-typedef struct {
-    double step_s, compute_s, comm_s, kernels_s; /* medians */
-    double best_step_s, best_kernels_s;         /* minima: this machine may be shared */
-} timing;
+/* ---- predictions ------------------------------------------------------------------------ */
 
-static double minimum(const double *x, int n)
+typedef struct {
+    double est_s;       /* wf_estimate_plan: iteration */
+    double est_opt_s;   /* its optimizer part */
+    double est_comm_s;  /* its exposed communication */
+    double sim_s;       /* wf_sim_dp_iteration: iteration */
+    double sim_comm_s;  /* its exposed communication */
+} prediction;
+
+static wf_status predict(const wf_cluster *cl, const bench_model *bm, int nranks, const char *comm, prediction *out)
 {
-    double m = x[0];
-    for (int i = 1; i < n; i++)
-        if (x[i] < m)
-            m = x[i];
-    return m;
+    memset(out, 0, sizeof *out);
+    wf_model_config m;
+    wf_status st = wf_model_lookup(bm->spec, &m);
+    if (st != WF_OK)
+        return st;
+    wf_plan p;
+    wf_plan_default(&p);
+    p.dp = nranks;
+    p.mbs = (int)bm->batch;
+    if (comm && (st = wf_comm_parse(comm, &p.comm)) != WF_OK)
+        return st;
+    wf_cost_ctx *ctx = NULL;
+    if ((st = wf_cost_ctx_create(&m, cl, &ctx)) != WF_OK)
+        return st;
+    wf_estimate est;
+    st = wf_estimate_plan(ctx, &p, bm->batch * nranks, &est);
+    wf_cost_ctx_free(ctx);
+    if (st != WF_OK)
+        return st;
+    out->est_s = est.iteration_time_s;
+    out->est_opt_s = est.breakdown.optimizer;
+    out->est_comm_s = est.breakdown.exposed_comm;
+    wf_arena a;
+    wf_arena_init(&a, 1 << 16);
+    wf_dp_model dm;
+    st = wf_sim_dp_model_build(&m, cl, bm->batch, nranks, &a, &dm);
+    if (st == WF_OK) {
+        wf_dp_result r;
+        st = wf_sim_dp_iteration(&dm, &p.comm, NULL, &r);
+        if (st == WF_OK) {
+            out->sim_s = r.iteration_s;
+            out->sim_comm_s = r.exposed_comm_s;
+        }
+    }
+    wf_arena_free(&a);
+    return st;
 }
 
-/* Median step time of `iters` steps after two warm-up steps; kernels_s: the
- * median of forward + backward alone on the trainer's executor. */
+/* ---- where the time goes (one process) ---------------------------------------------------- */
+
+typedef struct {
+    double t0_cpu, t0_wall;
+    double *cpu, *wall; /* [nops] fastest time of each op over the passes */
+} op_timer;
+
+static wf_status timer_before(void *ctx, int op)
+{
+    op_timer *t = ctx;
+    (void)op;
+    t->t0_wall = wf_now_s();
+    t->t0_cpu = cpu_thread_s();
+    return WF_OK;
+}
+
+static wf_status timer_after(void *ctx, int op)
+{
+    op_timer *t = ctx;
+    double c = cpu_thread_s() - t->t0_cpu, w = wf_now_s() - t->t0_wall;
+    if (c < t->cpu[op])
+        t->cpu[op] = c;
+    if (w < t->wall[op])
+        t->wall[op] = w;
+    return WF_OK;
+}
+
+/* One row of the profile: an op kind in one pass. */
+typedef struct {
+    int kind;     /* wf_op_kind; WF_OP_COUNT for the backward's gradient sums */
+    int bwd;
+    int nops;
+    double cpu_s, wall_s, pred_s;
+} prof_row;
+
+static prof_row *row_of(prof_row *rows, int *nrows, int kind, int bwd)
+{
+    for (int i = 0; i < *nrows; i++)
+        if (rows[i].kind == kind && rows[i].bwd == bwd)
+            return &rows[i];
+    prof_row *r = &rows[(*nrows)++];
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->bwd = bwd;
+    return r;
+}
+
+/* The cost model's time of every forward op of the model (and of its
+ * backward), summed into rows by op kind: the context's ops are those of the
+ * graph of wf_model_build at batch 1 (for transformers, of the model with one
+ * layer, whose layer section counts `layers` times). */
+static wf_status add_predicted(const wf_cluster *cl, const wf_model_config *m, int64_t mbs, prof_row *rows,
+                               int *nrows)
+{
+    wf_cost_ctx *ctx = NULL;
+    wf_status st = wf_cost_ctx_create(m, cl, &ctx);
+    if (st != WF_OK)
+        return st;
+    wf_cost_model_info info;
+    wf_cost_model_info_of(ctx, &info);
+    wf_model_config one = *m;
+    if (info.transformer)
+        one.layers = 1;
+    wf_graph g;
+    wf_cost_op_time *t = calloc((size_t)info.nops + 1, sizeof *t);
+    if (!t) {
+        wf_cost_ctx_free(ctx);
+        return wf_errorf(WF_NOMEM, "out of memory");
+    }
+    if ((st = wf_model_build(&one, 1, &g)) != WF_OK) {
+        free(t);
+        wf_cost_ctx_free(ctx);
+        return st;
+    }
+    st = wf_cost_op_times(ctx, mbs, 1, 0, t);
+    int k = 0;
+    for (int i = 0; st == WF_OK && i < g.nfwd; i++) {
+        if (g.ops[i].pass != WF_PASS_FORWARD)
+            continue;
+        if (k >= info.nops) {
+            st = wf_errorf(WF_INTERNAL, "the cost model has %d ops, the graph more", info.nops);
+            break;
+        }
+        wf_cost_op_info oi;
+        if ((st = wf_cost_op_info_of(ctx, k, &oi)) != WF_OK)
+            break;
+        double times = info.transformer && oi.section == WF_COST_SEC_LAYER ? (double)m->layers : 1.0;
+        row_of(rows, nrows, g.ops[i].kind, 0)->pred_s += times * t[k].fwd_s;
+        row_of(rows, nrows, g.ops[i].kind, 1)->pred_s += times * (t[k].bwd_in_s + t[k].bwd_w_s);
+        k++;
+    }
+    wf_graph_free(&g);
+    free(t);
+    wf_cost_ctx_free(ctx);
+    return st;
+}
+
+/* Times every op of `passes` forward + backward passes and the optimizer
+ * step, and prints them beside the cost model's times. */
+static wf_status profile(const wf_cluster *cl, const bench_model *bm, int passes, int nranks, int print)
+{
+    wf_model_config m;
+    wf_graph g;
+    wf_status st = wf_model_lookup(bm->spec, &m);
+    if (st != WF_OK || (st = wf_model_build(&m, bm->batch, &g)) != WF_OK)
+        return st;
+    wf_exec_opts eo = {0, 1};
+    wf_exec *e = NULL;
+    st = wf_exec_create(&g, &eo, &e);
+    wf_graph_free(&g);
+    if (st != WF_OK)
+        return st;
+    const wf_graph *eg = wf_exec_graph(e);
+    op_timer tm = {0, 0, malloc(sizeof(double) * (size_t)eg->nops), malloc(sizeof(double) * (size_t)eg->nops)};
+    prof_row rows[2 * WF_OP_COUNT + 2];
+    int nrows = 0;
+    wf_optim_config oc;
+    wf_optim_defaults(WF_OPTIM_ADAMW, &oc);
+    wf_optim *o = NULL;
+    if (!tm.cpu || !tm.wall) {
+        st = wf_errorf(WF_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = wf_optim_create(&oc, e, &o)) != WF_OK)
+        goto done;
+    for (int i = 0; i < eg->nops; i++)
+        tm.cpu[i] = tm.wall[i] = 1e30;
+    wf_exec_hooks h = {&tm, timer_before, timer_after};
+    wf_exec_set_hooks(e, &h);
+    double opt_cpu = 1e30, opt_wall = 1e30;
+    int64_t nparams = 0;
+    for (int i = 0; i < wf_exec_nparams(e); i++)
+        nparams += wf_exec_param_at(e, i)->numel;
+    for (int it = 0; it < passes + 1 && st == WF_OK; it++) {
+        float loss;
+        if ((st = wf_exec_forward(e, &loss)) != WF_OK || (st = wf_exec_backward(e, 0)) != WF_OK)
+            break;
+        double w0 = wf_now_s(), c0 = cpu_thread_s();
+        for (int i = 0; i < wf_exec_nparams(e); i++)
+            wf_optim_update(o, e, i, 1.0f, it + 1);
+        double c = cpu_thread_s() - c0, w = wf_now_s() - w0;
+        if (it > 0) { /* the first pass warms up (page faults, BLAS buffers) */
+            opt_cpu = c < opt_cpu ? c : opt_cpu;
+            opt_wall = w < opt_wall ? w : opt_wall;
+        } else {
+            for (int i = 0; i < eg->nops; i++)
+                tm.cpu[i] = tm.wall[i] = 1e30;
+        }
+    }
+    if (st != WF_OK)
+        goto done;
+    for (int i = 0; i < eg->nops; i++) {
+        const wf_op *op = &eg->ops[i];
+        int bwd = op->pass == WF_PASS_BACKWARD;
+        int kind = !bwd ? (int)op->kind : op->fwd_op >= 0 ? (int)eg->ops[op->fwd_op].kind : WF_OP_COUNT;
+        prof_row *r = row_of(rows, &nrows, kind, bwd);
+        r->nops++;
+        r->cpu_s += tm.cpu[i];
+        r->wall_s += tm.wall[i];
+    }
+    if ((st = add_predicted(cl, &m, bm->batch, rows, &nrows)) != WF_OK || !print)
+        goto done;
+    if (nranks == 1)
+        printf("\n%s, one process, batch %lld: ", bm->label, (long long)bm->batch);
+    else
+        printf("\n%s, %d ranks at once (rank 0's times), batch %lld per rank: ", bm->label, nranks,
+               (long long)bm->batch);
+    printf("each op the fastest of %d passes (thread CPU time;\nwall in brackets), summed by kind, against the cost "
+           "model's time of the same ops on the calibrated cluster\n", passes);
+    printf("  %-16s %4s %4s %10s %10s %10s %7s\n", "op", "pass", "ops", "cpu_ms", "(wall_ms)", "model_ms", "model/cpu");
+    double tot[2][3] = {{0}};
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < nrows; i++) {
+            const prof_row *r = &rows[i];
+            if (r->bwd != pass || (r->nops == 0 && r->pred_s == 0))
+                continue;
+            const char *name = r->kind == WF_OP_COUNT ? "(gradient sums)" : wf_op_name((wf_op_kind)r->kind);
+            printf("  %-16s %4s %4d %10.2f %10.2f %10.2f %7.2f\n", name, pass ? "bwd" : "fwd", r->nops, 1e3 * r->cpu_s,
+                   1e3 * r->wall_s, 1e3 * r->pred_s, r->cpu_s > 0 ? r->pred_s / r->cpu_s : 0);
+            tot[pass][0] += r->cpu_s;
+            tot[pass][1] += r->wall_s;
+            tot[pass][2] += r->pred_s;
+        }
+    prediction pr;
+    if ((st = predict(cl, bm, 1, NULL, &pr)) != WF_OK)
+        goto done;
+    for (int pass = 0; pass < 2; pass++)
+        printf("  %-16s %4s %4s %10.2f %10.2f %10.2f %7.2f\n", pass ? "backward" : "forward", "", "", 1e3 * tot[pass][0],
+               1e3 * tot[pass][1], 1e3 * tot[pass][2], tot[pass][2] / tot[pass][0]);
+    printf("  %-16s %4s %4s %10.2f %10.2f %10.2f %7.2f   (%.1fM parameters: %.1f GB/s)\n", "optimizer", "", "",
+           1e3 * opt_cpu, 1e3 * opt_wall, 1e3 * pr.est_opt_s, pr.est_opt_s / opt_cpu, (double)nparams / 1e6,
+           28.0 * (double)nparams / opt_cpu / 1e9);
+    double mc = tot[0][0] + tot[1][0] + opt_cpu, mw = tot[0][1] + tot[1][1] + opt_wall;
+    printf("  %-16s %4s %4s %10.2f %10.2f %10.2f %7.2f   (estimate %.2f ms, simulator %.2f ms)\n", "total", "", "",
+           1e3 * mc, 1e3 * mw, 1e3 * (tot[0][2] + tot[1][2] + pr.est_opt_s), (tot[0][2] + tot[1][2] + pr.est_opt_s) / mc,
+           1e3 * pr.est_s, 1e3 * pr.sim_s);
+done:
+    wf_optim_free(o);
+    free(tm.cpu);
+    free(tm.wall);
+    wf_exec_free(e);
+    return st;
+}
+
+/* ---- the trainer's steps -------------------------------------------------------------------- */
+
+typedef struct {
+    double step_s, best_step_s;     /* wall: median, fastest */
+    double cpu_best_s;              /* process CPU time of the fastest step */
+    double comm_s;                  /* exposed communication, median */
+    double kernels_s, best_kernels_s; /* forward + backward alone: median, fastest */
+} timing;
+
+/* `iters` steps after two warm-up steps; then forward + backward alone on the
+ * trainer's executor. */
 static wf_status time_training(const bench_model *bm, const char *comm, int self, int nranks, int iters, timing *out)
 {
     wf_train_config c;
@@ -134,10 +445,11 @@ static wf_status time_training(const bench_model *bm, const char *comm, int self
     }
     for (int i = 0; i < iters + 2 && st == WF_OK; i++) {
         wf_train_stats s;
+        double c0 = cpu_process_s();
         st = wf_train_step(t, &s);
         if (i >= 2) {
             ts[i - 2] = s.time_s;
-            cs[i - 2] = s.compute_s;
+            cs[i - 2] = cpu_process_s() - c0;
             ms[i - 2] = s.comm_s;
         }
     }
@@ -145,11 +457,14 @@ static wf_status time_training(const bench_model *bm, const char *comm, int self
         st = wf_train_sync(t);
     if (st != WF_OK)
         goto done;
-    out->best_step_s = minimum(ts, iters);
+    int best = 0;
+    for (int i = 1; i < iters; i++)
+        if (ts[i] < ts[best])
+            best = i;
+    out->best_step_s = ts[best];
+    out->cpu_best_s = cs[best];
     out->step_s = median(ts, iters);
-    out->compute_s = median(cs, iters);
     out->comm_s = median(ms, iters);
-    /* The kernels alone: forward + backward of one micro-batch, no hooks. */
     wf_exec *e = wf_train_exec(t);
     wf_exec_set_hooks(e, NULL);
     for (int i = 0; i < iters; i++) {
@@ -169,66 +484,53 @@ done:
     return st;
 }
 
-/* The cost model's iteration time on the calibrated machine. */
-static double predict(const wf_cluster *cl, const bench_model *bm, int nranks, const char *comm)
-{
-    wf_model_config m;
-    if (wf_model_lookup(bm->spec, &m) != WF_OK)
-        return 0;
-    wf_cost_ctx *ctx = NULL;
-    if (wf_cost_ctx_create(&m, cl, &ctx) != WF_OK)
-        return 0;
-    wf_plan p;
-    wf_plan_default(&p);
-    p.dp = nranks;
-    p.mbs = (int)bm->batch;
-    if (comm && wf_comm_parse(comm, &p.comm) != WF_OK)
-        p.comm.kind = WF_COMM_DDP;
-    wf_estimate est;
-    double r = wf_estimate_plan(ctx, &p, bm->batch * nranks, &est) == WF_OK ? est.iteration_time_s : 0;
-    wf_cost_ctx_free(ctx);
-    return r;
-}
-
-static int calibrated(wf_cluster *cl)
-{
-    wf_calib_opts o = {1, 1};
-    wf_calib_result r;
-    if (wf_calibrate_run(&o, &r) != WF_OK)
-        return 0;
-    return wf_calibrate_to_cluster(&r, cl) == WF_OK;
-}
-
 static void header(void)
 {
-    printf("medians of the timed iterations; best_*: the fastest iteration; %%peak: kernels (forward + backward)\n"
-           "at their best against the sgemm peak\n");
-    printf("%-4s %-5s %5s %-9s %8s %8s %8s %8s %8s %8s %7s %8s %6s %8s\n", "mdl", "ranks", "batch", "comm", "iter_ms",
-           "best_ms", "compute", "comm_exp", "kern_ms", "kbest_ms", "GF/s", "kern_GF/s", "%peak", "pred_ms");
+    printf("\nwall-clock step times: best and median of the timed steps; cpu: the best step's process CPU time;\n"
+           "est/sim: predicted iteration and its error against the best step; GF/s and %%peak: the step at its best,\n"
+           "kern: forward + backward alone at their best\n");
+    printf("%-4s %-5s %5s %-5s %8s %8s %8s %8s %8s %7s %8s %7s %7s %6s %8s %7s %6s\n", "mdl", "ranks", "batch",
+           "comm", "best_ms", "med_ms", "cpu_ms", "comm_ms", "est_ms", "err", "sim_ms", "err", "GF/s", "%peak",
+           "kern_ms", "GF/s", "%peak");
 }
 
-static void row(const bench_model *bm, int nranks, const char *comm, const timing *t, double peak, double pred)
+static void row(const bench_model *bm, int nranks, const char *comm, const timing *t, double peak,
+                const prediction *p)
 {
     double f = train_flops(bm->spec, bm->batch);
-    printf("%-4s %-5d %5lld %-9s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %7.1f %8.1f %5.0f%% %8.1f\n", bm->label, nranks,
-           (long long)(bm->batch * nranks), comm ? comm : "-", 1e3 * t->step_s, 1e3 * t->best_step_s,
-           1e3 * t->compute_s, 1e3 * t->comm_s, 1e3 * t->kernels_s, 1e3 * t->best_kernels_s, f / t->step_s / 1e9,
-           f / t->best_kernels_s / 1e9, 100.0 * f / t->best_kernels_s / peak, 1e3 * pred);
+    printf("%-4s %-5d %5lld %-5s %8.1f %8.1f %8.1f %8.1f %8.1f %+6.0f%% %8.1f %+6.0f%% %7.1f %5.0f%% %8.1f %7.1f %5.0f%%\n",
+           bm->label, nranks, (long long)(bm->batch * nranks), comm ? comm : "-", 1e3 * t->best_step_s,
+           1e3 * t->step_s, 1e3 * t->cpu_best_s, 1e3 * t->comm_s, 1e3 * p->est_s,
+           100.0 * (p->est_s / t->best_step_s - 1), 1e3 * p->sim_s, 100.0 * (p->sim_s / t->best_step_s - 1),
+           f / t->best_step_s / 1e9, 100.0 * f / t->best_step_s / peak, 1e3 * t->best_kernels_s,
+           f / t->best_kernels_s / 1e9, 100.0 * f / t->best_kernels_s / peak);
     fflush(stdout);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench_runtime [--iters N] [--ranks P] [--full] [--cluster FILE] [--no-profile]\n");
 }
 
 int main(int argc, char **argv)
 {
-    int iters = 5, ranks = 2, child = 0;
+    int iters = 5, ranks = 2, child = 0, full = 0, prof = 1;
+    const char *cluster_file = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc)
             iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
             ranks = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--cluster") && i + 1 < argc)
+            cluster_file = argv[++i];
+        else if (!strcmp(argv[i], "--full"))
+            full = 1;
+        else if (!strcmp(argv[i], "--no-profile"))
+            prof = 0;
         else if (!strcmp(argv[i], "--child"))
             child = 1;
         else {
-            fprintf(stderr, "usage: bench_runtime [--iters N] [--ranks P]\n");
+            usage();
             return 1;
         }
     }
@@ -242,44 +544,89 @@ int main(int argc, char **argv)
     }
     int rank, nranks;
     wf_mpi_world(&rank, &nranks);
+    char load[128];
+    loadavg(load, sizeof load);
     double peak = sgemm_peak();
+    /* The cluster: a file, or this machine measured now by these ranks. */
     wf_cluster cl;
-    int have_cl = calibrated(&cl);
+    wf_status st;
+    if (cluster_file) {
+        st = wf_cluster_lookup(cluster_file, &cl);
+    } else {
+        wf_calib_opts o = {!full, 1};
+        wf_calib_result r;
+        st = wf_calibrate_run(&o, &r);
+        if (st == WF_OK)
+            st = wf_calibrate_to_cluster(&r, &cl);
+    }
+    if (st != WF_OK) {
+        if (rank == 0)
+            fprintf(stderr, "bench_runtime: no cluster to predict on: %s\n", wf_last_error());
+        wf_mpi_stop(started);
+        return 1;
+    }
+    wf_runtime_set_threads(1);
     if (rank == 0) {
         if (!child) {
-            printf("BLAS: %s\none-core sgemm peak: %.1f GFLOP/s; %d timed iterations (median), AdamW\n", wf_k_blas_info(),
-                   peak / 1e9, iters);
+            const char *hint = wf_k_blas_hint();
+            printf("load: %s\n", load);
+            printf("BLAS: %s (core %s)\n", wf_k_blas_info(), wf_k_blas_core());
+            if (hint)
+                printf("hint: %s\n", hint);
+            printf("one-core sgemm peak (best of 512^3, 1024^3, 2048^3, thread CPU time): %.1f GFLOP/s; "
+                   "%d timed steps, AdamW\n", peak / 1e9, iters);
             for (int k = 0; k < NMODELS; k++)
                 printf("%s: %s, %.2f GFLOP per rank per iteration\n", MODELS[k].label, MODELS[k].spec,
                        train_flops(MODELS[k].spec, MODELS[k].batch) / 1e9);
-            header();
+        } else {
+            printf("(%d ranks: load %s)\n", nranks, load);
         }
-        if (!have_cl)
-            fprintf(stderr, "calibration failed (%s): no prediction\n", wf_last_error());
+        printf("cluster (%s): %s; sgemm peak %.1f GFLOP/s, vector %.1f GFLOP/s, memory %.1f GB/s, "
+               "link %.2f GB/s + %.1f us\n",
+               cluster_file ? "file" : full ? "calibrated now" : "calibrated now, --quick", cl.name,
+               cl.dev.matrix_flops[WF_DTYPE_FP32] / 1e9, cl.dev.vector_flops[WF_DTYPE_FP32] / 1e9,
+               cl.dev.mem_bw_bps * cl.dev.mem_eff / 1e9, cl.level[0].bw_bps * cl.level[0].eff / 1e9,
+               cl.level[0].latency_s * 1e6);
+        if (!child)
+            header();
     }
     static const char *const comms[] = {"wfbp", "ddp", "dear"};
     for (int k = 0; k < NMODELS; k++) {
         timing t;
+        prediction p;
         if (nranks == 1) {
-            if (time_training(&MODELS[k], NULL, 1, 1, iters, &t) != WF_OK) {
+            if ((st = time_training(&MODELS[k], NULL, 1, 1, iters, &t)) != WF_OK ||
+                (st = predict(&cl, &MODELS[k], 1, NULL, &p)) != WF_OK) {
                 fprintf(stderr, "%s: %s\n", MODELS[k].label, wf_last_error());
                 continue;
             }
-            row(&MODELS[k], 1, NULL, &t, peak, have_cl ? predict(&cl, &MODELS[k], 1, NULL) : 0);
+            row(&MODELS[k], 1, NULL, &t, peak, &p);
             continue;
         }
         for (int c = 0; c < 3; c++) {
-            wf_status st = time_training(&MODELS[k], comms[c], 0, nranks, iters, &t);
+            st = time_training(&MODELS[k], comms[c], 0, nranks, iters, &t);
+            if (st == WF_OK)
+                st = predict(&cl, &MODELS[k], nranks, comms[c], &p);
             if (st != WF_OK) {
                 if (rank == 0)
                     fprintf(stderr, "%s %s: %s\n", MODELS[k].label, comms[c], wf_last_error());
                 continue;
             }
-            double pred = have_cl ? predict(&cl, &MODELS[k], nranks, comms[c]) : 0;
             if (rank == 0)
-                row(&MODELS[k], nranks, comms[c], &t, peak, pred);
+                row(&MODELS[k], nranks, comms[c], &t, peak, &p);
         }
     }
+    /* Every rank profiles at once (ranks share the machine's caches and memory
+     * as in training); rank 0 prints. */
+    if (prof)
+        for (int k = 0; k < NMODELS; k++) {
+            wf_world_barrier();
+            if (profile(&cl, &MODELS[k], iters, nranks, rank == 0) != WF_OK)
+                fprintf(stderr, "%s profile: %s\n", MODELS[k].label, wf_last_error());
+        }
+    loadavg(load, sizeof load);
+    if (rank == 0)
+        printf("load at the end%s: %s\n", child ? " (ranks)" : "", load);
     wf_mpi_stop(started);
     if (nranks == 1 && !child && ranks > 1) {
         char self[4096], cmd[8192];
@@ -288,7 +635,10 @@ int main(int argc, char **argv)
             return 0;
         self[n] = 0;
         const char *mpiexec = getenv("MPIEXEC") ? getenv("MPIEXEC") : "mpiexec";
-        snprintf(cmd, sizeof cmd, "%s -n %d %s --child --iters %d", mpiexec, ranks, self, iters);
+        int len = snprintf(cmd, sizeof cmd, "%s -n %d %s --child --iters %d%s%s", mpiexec, ranks, self, iters,
+                           full ? " --full" : "", prof ? "" : " --no-profile");
+        if (cluster_file && len > 0 && (size_t)len < sizeof cmd)
+            snprintf(cmd + len, sizeof cmd - (size_t)len, " --cluster '%s'", cluster_file);
         fflush(stdout);
         if (system(cmd) != 0)
             fprintf(stderr, "the data-parallel part failed: %s\n", cmd);
