@@ -5,7 +5,10 @@
  * reference value, ~1e-5), and the backward against central finite
  * differences of L = sum(dy * y) computed with the reference forward (eps
  * 1e-3, relative tolerance ~1e-2) for a sample of each input's elements.
- * Op-specific checks: the causal mask really masks, dropout replays by seed
+ * The vectorized building blocks (exp, the optimizer's square root, GELU at
+ * its extremes, NaN, every tail length of the 16-lane loops) against libm
+ * and the reference. Op-specific checks: the causal mask really masks,
+ * dropout replays by seed
  * and offset and preserves the mean, cross-entropy against a hand-computed
  * value, conv2d with groups and stride 2, avgpool's count_include_pad. */
 #include <setjmp.h>
@@ -390,6 +393,102 @@ static void test_activations(void **state)
     wf_k_silu_fwd(&one, &s, 1);
     assert_float_equal(g, 0.841191990, 1e-6);
     assert_float_equal(s, 0.731058579, 1e-6);
+}
+
+/* ---- the vectorized building blocks -------------------------------------------------------------
+ * The fast kernels run blocks of 16 lanes and a scalar tail, their own exp
+ * and square root, and compare floats on their bits (kernels.c); these check
+ * that math against libm, the extremes, NaN, and every tail length. */
+
+static void test_vector_math(void **state)
+{
+    (void)state;
+    /* exp within 2 ulp over the range it does not clamp. */
+    double worst = 0;
+    for (int i = -87000; i <= 87000; i += 7) {
+        float x = (float)i / 1000.0f;
+        double e = exp((double)x), rel = fabs((double)wf_k_expf(x) - e) / e;
+        worst = rel > worst ? rel : worst;
+    }
+    assert_true(worst < 2.4e-7);
+    /* Clamped at |x| = 87: finite, positive; NaN stays NaN. */
+    assert_true(wf_k_expf(-INFINITY) > 0 && wf_k_expf(-INFINITY) == wf_k_expf(-87.0f));
+    assert_true(isfinite(wf_k_expf(INFINITY)) && wf_k_expf(1000.0f) == wf_k_expf(87.0f));
+    assert_true(isnan(wf_k_expf(NAN)));
+    /* The square root of the optimizer: relative 1e-6 over 60 decades, 0 at 0. */
+    for (int k = -30; k <= 30; k++)
+        for (int j = 1; j < 10; j += 2) {
+            float v = (float)j * powf(10.0f, (float)k);
+            assert_true(fabs((double)wf_k_sqrtf(v) - sqrt((double)v)) <= 1e-6 * sqrt((double)v));
+        }
+    assert_true(wf_k_sqrtf(0.0f) == 0.0f);
+
+    /* GELU and its derivative at the extremes: no NaN, the right limits. */
+    float x[8] = {-1e30f, -30.0f, -10.0f, -5.0f, 5.0f, 10.0f, 30.0f, 1e30f}, y[8], dy[8], dx[8];
+    for (int i = 0; i < 8; i++)
+        dy[i] = 1.0f;
+    wf_k_gelu_fwd(x, y, 8);
+    wf_k_gelu_bwd(x, dy, dx, 8);
+    for (int i = 0; i < 8; i++)
+        assert_true(isfinite(y[i]) && isfinite(dx[i]));
+    assert_true(y[6] == 30.0f && y[7] == 1e30f && dx[6] == 1.0f && dx[7] == 1.0f);
+    for (int i = 0; i < 3; i++) /* below -10: 0 to float precision (about 1e-37) */
+        assert_true(fabsf(y[i]) < 1e-30f && fabsf(dx[i]) < 1e-30f);
+    /* silu likewise: x above, 0 far below. */
+    wf_k_silu_fwd(x, y, 8);
+    wf_k_silu_bwd(x, dy, dx, 8);
+    assert_true(y[7] == 1e30f && dx[7] == 1.0f && y[6] == 30.0f);
+    assert_true(fabsf(y[0]) < 1e-30f && fabsf(dx[0]) < 1e-30f && fabsf(y[1]) < 1e-11f);
+    /* NaN propagates through gelu, softmax and the loss. */
+    float nx[3] = {0.5f, NAN, -0.5f}, ny[3], lse[1], loss;
+    int32_t lab[1] = {0};
+    wf_k_gelu_fwd(nx, ny, 3);
+    assert_true(isnan(ny[1]) && !isnan(ny[0]));
+    wf_k_softmax_fwd(nx, ny, 1, 3);
+    assert_true(isnan(ny[0]) && isnan(ny[2]));
+    assert_int_equal(wf_k_cross_entropy_fwd(nx, lab, &loss, lse, 1, 3), WF_OK);
+    assert_true(isnan(loss));
+    /* The max of a row in any position (the 16 lanes and the tail). */
+    for (int at = 0; at < 37; at++) {
+        float r[37], out[37];
+        for (int i = 0; i < 37; i++)
+            r[i] = -1.0f - (float)i;
+        r[at] = 3.0f;
+        wf_k_softmax_fwd(r, out, 1, 37);
+        for (int i = 0; i < 37; i++)
+            assert_true(i == at ? out[i] > 0.9f : out[i] < 0.05f);
+    }
+
+    /* Every tail length, fast against reference: elementwise, broadcast, rows. */
+    for (int64_t n = 1; n <= 40; n++) {
+        float a[40], b[40], d[40], o1[40], o2[40], o3[40], o4[40], st1[2], st2[2];
+        for (int64_t i = 0; i < n; i++) {
+            a[i] = (2.0f * urand() - 1.0f) * 4.0f;
+            b[i] = 2.0f * urand() - 1.0f;
+            d[i] = 2.0f * urand() - 1.0f;
+        }
+        wf_k_gelu_fwd(a, o1, n);
+        wf_k_gelu_fwd_ref(a, o2, n);
+        expect_close("gelu tail", o1, o2, n, 1e-6);
+        wf_k_gelu_bwd(a, d, o1, n);
+        wf_k_gelu_bwd_ref(a, d, o2, n);
+        expect_close("gelu bwd tail", o1, o2, n, 1e-5);
+        wf_k_relu_bwd(a, d, o1, n);
+        wf_k_relu_bwd_ref(a, d, o2, n);
+        expect_close("relu bwd tail", o1, o2, n, 0);
+        wf_k_mul_fwd(a, b, o1, n, n, 0.0f);
+        wf_k_mul_fwd_ref(a, b, o2, n, n, 0.0f);
+        expect_close("mul tail", o1, o2, n, 1e-7);
+        wf_k_softmax_fwd(a, o1, 1, n);
+        wf_k_softmax_fwd_ref(a, o2, 1, n);
+        expect_close("softmax tail", o1, o2, n, 1e-6);
+        wf_k_softmax_bwd(o2, d, o3, 1, n);
+        wf_k_softmax_bwd_ref(o2, d, o4, 1, n);
+        expect_close("softmax bwd tail", o3, o4, n, 1e-5);
+        wf_k_layernorm_fwd(a, b, d, o1, st1, 1, n, 1e-5f);
+        wf_k_layernorm_fwd_ref(a, b, d, o2, st2, 1, n, 1e-5f);
+        expect_close("layernorm tail", o1, o2, n, 1e-5);
+    }
 }
 
 /* ---- dropout --------------------------------------------------------------------------------- */
@@ -1103,6 +1202,7 @@ int main(void)
         cmocka_unit_test_teardown(test_linear, release_bufs),
         cmocka_unit_test_teardown(test_binary, release_bufs),
         cmocka_unit_test_teardown(test_activations, release_bufs),
+        cmocka_unit_test_teardown(test_vector_math, release_bufs),
         cmocka_unit_test_teardown(test_dropout, release_bufs),
         cmocka_unit_test_teardown(test_norms_softmax, release_bufs),
         cmocka_unit_test_teardown(test_attention, release_bufs),

@@ -488,21 +488,34 @@ HOT void wf_k_relu_bwd(const float *x, const float *dy, float *dx, int64_t n)
 
 /* gelu (tanh form) as x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), since
  * 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)): one exp, no cancellation for x << 0.
- * Its derivative: s + 2 x s (1 - s) u', with 1 - s = exp(-2u) s. */
+ * Its derivative: s + 2 x s (1 - s) u', with 1 - s = exp(-2u) s. Beyond
+ * |x| = 10 the function is x (or 0) to float precision: u and the derivative's
+ * x take x clamped to +-10 (on its bits; NaN passes), so x^3 cannot overflow
+ * and gelu(x) = x, gelu'(x) = 1 above, and about 1e-37 below. */
 #define GELU_CF 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_A 0.044715f
+#define GELU_LIM 0x41200000 /* 10.0f */
+
+static inline float gelu_clamp(float v)
+{
+    const int32_t vi = wf_k_f2i(v), av = vi & 0x7fffffff;
+    return av > GELU_LIM && av <= 0x7f800000 ? wf_k_i2f((int32_t)((uint32_t)vi & 0x80000000u) | GELU_LIM) : v;
+}
 
 static inline float gelu1(float v)
 {
-    return v / (1.0f + wf_k_expf(-2.0f * GELU_CF * (v + GELU_A * v * v * v)));
+    const float c = gelu_clamp(v);
+    const float s = 1.0f / (1.0f + wf_k_expf(-2.0f * GELU_CF * (c + GELU_A * c * c * c)));
+    return (wf_k_f2i(v) < 0 ? c : v) * s;
 }
 
 static inline float gelu_grad1(float v)
 {
-    const float e = wf_k_expf(-2.0f * GELU_CF * (v + GELU_A * v * v * v));
+    const float c = gelu_clamp(v);
+    const float e = wf_k_expf(-2.0f * GELU_CF * (c + GELU_A * c * c * c));
     const float s = 1.0f / (1.0f + e);
-    const float du = GELU_CF * (1.0f + 3.0f * GELU_A * v * v);
-    return s + 2.0f * v * s * (e * s) * du;
+    const float du = GELU_CF * (1.0f + 3.0f * GELU_A * c * c);
+    return s + 2.0f * c * s * (e * s) * du;
 }
 
 HOT void wf_k_gelu_fwd(const float *x, float *y, int64_t n)
@@ -515,15 +528,28 @@ HOT void wf_k_gelu_bwd(const float *x, const float *dy, float *dx, int64_t n)
     GRAD_LOOP(gelu_grad1(v));
 }
 
+/* silu = x sigmoid(x); below x = -87 (where exp clamps) it is 0 to float
+ * precision, so the factor x is clamped there too (as gelu's). */
+static inline float silu_clamp(float v)
+{
+    const int32_t vi = wf_k_f2i(v), lim = 0x42ae0000; /* 87.0f */
+    return vi < 0 && (vi & 0x7fffffff) > lim && (vi & 0x7fffffff) <= 0x7f800000 ? -87.0f : v;
+}
+
+static inline float silu1(float v)
+{
+    return silu_clamp(v) / (1.0f + wf_k_expf(-v));
+}
+
 static inline float silu_grad1(float v)
 {
     const float sg = 1.0f / (1.0f + wf_k_expf(-v));
-    return sg * (1.0f + v * (1.0f - sg));
+    return sg * (1.0f + silu_clamp(v) * (1.0f - sg));
 }
 
 HOT void wf_k_silu_fwd(const float *x, float *y, int64_t n)
 {
-    MAP_LOOP(v / (1.0f + wf_k_expf(-v)));
+    MAP_LOOP(silu1(v));
 }
 
 HOT void wf_k_silu_bwd(const float *x, const float *dy, float *dx, int64_t n)
