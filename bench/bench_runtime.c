@@ -487,23 +487,25 @@ done:
 static void header(void)
 {
     printf("\nwall-clock step times: best and median of the timed steps; cpu: the best step's process CPU time;\n"
-           "est/sim: predicted iteration and its error against the best step; GF/s and %%peak: the step at its best,\n"
-           "kern: forward + backward alone at their best\n");
-    printf("%-4s %-5s %5s %-5s %8s %8s %8s %8s %8s %7s %8s %7s %7s %6s %8s %7s %6s\n", "mdl", "ranks", "batch",
-           "comm", "best_ms", "med_ms", "cpu_ms", "comm_ms", "est_ms", "err", "sim_ms", "err", "GF/s", "%peak",
-           "kern_ms", "GF/s", "%peak");
+           "est/sim: predicted iteration and its error against the best and the median step; GF/s and %%peak: the\n"
+           "step at its best; kern: forward + backward alone at their best\n");
+    printf("%-4s %-5s %5s %-5s %8s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %8s %7s %6s\n", "mdl", "ranks",
+           "batch", "comm", "best_ms", "med_ms", "cpu_ms", "comm_ms", "est_ms", "e/best", "e/med", "sim_ms", "e/best",
+           "e/med", "GF/s", "%peak", "kern_ms", "GF/s", "%peak");
 }
 
 static void row(const bench_model *bm, int nranks, const char *comm, const timing *t, double peak,
                 const prediction *p)
 {
     double f = train_flops(bm->spec, bm->batch);
-    printf("%-4s %-5d %5lld %-5s %8.1f %8.1f %8.1f %8.1f %8.1f %+6.0f%% %8.1f %+6.0f%% %7.1f %5.0f%% %8.1f %7.1f %5.0f%%\n",
+    printf("%-4s %-5d %5lld %-5s %8.1f %8.1f %8.1f %8.1f %8.1f %+5.0f%% %+5.0f%% %8.1f %+5.0f%% %+5.0f%% %7.1f %5.0f%% "
+           "%8.1f %7.1f %5.0f%%\n",
            bm->label, nranks, (long long)(bm->batch * nranks), comm ? comm : "-", 1e3 * t->best_step_s,
            1e3 * t->step_s, 1e3 * t->cpu_best_s, 1e3 * t->comm_s, 1e3 * p->est_s,
-           100.0 * (p->est_s / t->best_step_s - 1), 1e3 * p->sim_s, 100.0 * (p->sim_s / t->best_step_s - 1),
-           f / t->best_step_s / 1e9, 100.0 * f / t->best_step_s / peak, 1e3 * t->best_kernels_s,
-           f / t->best_kernels_s / 1e9, 100.0 * f / t->best_kernels_s / peak);
+           100.0 * (p->est_s / t->best_step_s - 1), 100.0 * (p->est_s / t->step_s - 1), 1e3 * p->sim_s,
+           100.0 * (p->sim_s / t->best_step_s - 1), 100.0 * (p->sim_s / t->step_s - 1), f / t->best_step_s / 1e9,
+           100.0 * f / t->best_step_s / peak, 1e3 * t->best_kernels_s, f / t->best_kernels_s / 1e9,
+           100.0 * f / t->best_kernels_s / peak);
     fflush(stdout);
 }
 
@@ -587,8 +589,7 @@ int main(int argc, char **argv)
                cl.dev.matrix_flops[WF_DTYPE_FP32] / 1e9, cl.dev.vector_flops[WF_DTYPE_FP32] / 1e9,
                cl.dev.mem_bw_bps * cl.dev.mem_eff / 1e9, cl.level[0].bw_bps * cl.level[0].eff / 1e9,
                cl.level[0].latency_s * 1e6);
-        if (!child)
-            header();
+        header();
     }
     static const char *const comms[] = {"wfbp", "ddp", "dear"};
     for (int k = 0; k < NMODELS; k++) {

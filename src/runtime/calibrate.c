@@ -12,11 +12,13 @@
  *   - memory bandwidth: an optimizer-like stream (4 arrays read, 3 written,
  *     as the fused AdamW pass does) on arrays far beyond cache, counted as
  *     that pass's 28 bytes per element; memcpy and the STREAM triad, printed
- *     for reference.
- * Each of these repeats a kernel until it runs for a minimum time and keeps
- * the best of three trials; with one BLAS thread the clock is this thread's
- * CPU time, so on a machine shared with other jobs the time the kernel spent
- * descheduled is not counted (their contention for caches and memory is).
+ *     for reference; the best of three rounds spread over the run.
+ * Each of these repeats a kernel until it runs for a minimum time, then runs
+ * five trials in step on every rank and keeps the best (time_kernel); with
+ * one BLAS thread compute is timed on the thread's CPU clock, so on a machine
+ * shared with other jobs the time a kernel spent descheduled is not counted
+ * (their contention for caches and memory is); with two ranks or more the
+ * memory kernels are timed as one trial of all ranks at once.
  * Under mpiexec with two ranks or more:
  *   - ping-pong between rank 0 and a rank on its node (and one on another
  *     node, when there is one), and MPI_Allreduce over all ranks, at several
@@ -93,38 +95,6 @@ static double cpu_thread_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Runs fn until one trial of `reps` calls lasts at least min_s, then keeps the
- * best of three trials; returns seconds per call. cpu: time on this thread's
- * CPU clock (valid when the work runs on this thread alone: one BLAS thread),
- * else the wall clock. */
-static double time_kernel(kernel_fn fn, void *ctx, double min_s, int cpu)
-{
-    double (*clock_s)(void) = cpu ? cpu_thread_s : wf_now_s;
-    fn(ctx); /* warm-up: page faults, caches, BLAS buffers */
-    long reps = 1;
-    double t;
-    for (;;) {
-        double t0 = clock_s();
-        for (long i = 0; i < reps; i++)
-            fn(ctx);
-        t = clock_s() - t0;
-        if (t >= min_s || reps >= (1L << 30))
-            break;
-        double grow = t > 0 ? 1.3 * min_s / t : 16;
-        reps = (long)((double)reps * (grow < 2 ? 2 : grow > 16 ? 16 : grow));
-    }
-    double best = t / (double)reps;
-    for (int trial = 0; trial < 2; trial++) {
-        double t0 = clock_s();
-        for (long i = 0; i < reps; i++)
-            fn(ctx);
-        double per = (clock_s() - t0) / (double)reps;
-        if (per < best)
-            best = per;
-    }
-    return best;
-}
-
 static int mpi_on(void)
 {
     int rank, nranks;
@@ -136,6 +106,57 @@ static void barrier(void)
 {
     if (mpi_on())
         MPI_Barrier(MPI_COMM_WORLD);
+}
+
+typedef enum { TRIALS_OWN, TRIALS_IN_STEP } trial_stat;
+
+/* Seconds per call of fn. The repetitions grow until one trial lasts at least
+ * min_s; every rank then runs the same number (the most any rank needed) in
+ * five trials that start together after a barrier, so the ranks' kernels
+ * overlap in time as they do in training. TRIALS_OWN (compute): each rank's
+ * best trial on its own clock -- this thread's CPU clock when `cpu` (valid
+ * when the work runs on this thread alone: one BLAS thread), else the wall
+ * clock. TRIALS_IN_STEP (memory, with two ranks or more): a trial's time is
+ * the slowest rank's wall time and the best trial is kept, i.e. one in which
+ * every rank streamed for the whole trial at once and none was descheduled
+ * (a rank streaming while its peers wait for a core would see a machine's
+ * bandwidth to itself, which training's ranks, in step, never do). With one
+ * rank TRIALS_IN_STEP is TRIALS_OWN. */
+static double time_kernel(kernel_fn fn, void *ctx, double min_s, int cpu, trial_stat stat)
+{
+    const int in_step = stat == TRIALS_IN_STEP && mpi_on();
+    double (*clock_s)(void) = cpu && !in_step ? cpu_thread_s : wf_now_s;
+    fn(ctx); /* warm-up: page faults, caches, BLAS buffers */
+    long reps = 1;
+    for (;;) {
+        double t0 = clock_s();
+        for (long i = 0; i < reps; i++)
+            fn(ctx);
+        double t = clock_s() - t0;
+        if (t >= min_s || reps >= (1L << 30))
+            break;
+        double grow = t > 0 ? 1.3 * min_s / t : 16;
+        reps = (long)((double)reps * (grow < 2 ? 2 : grow > 16 ? 16 : grow));
+    }
+    if (mpi_on()) {
+        long most = reps;
+        MPI_Allreduce(&reps, &most, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+        reps = most;
+    }
+    double per[5];
+    for (int trial = 0; trial < 5; trial++) {
+        barrier();
+        double t0 = clock_s();
+        for (long i = 0; i < reps; i++)
+            fn(ctx);
+        per[trial] = (clock_s() - t0) / (double)reps;
+    }
+    if (in_step)
+        MPI_Allreduce(MPI_IN_PLACE, per, 5, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double best = per[0];
+    for (int i = 1; i < 5; i++)
+        best = per[i] < best ? per[i] : best;
+    return best;
 }
 
 /* The mean of a value over ranks. */
@@ -170,17 +191,19 @@ static void fill(float *x, size_t n, float scale)
         x[i] = scale * (float)((i * 2654435761u) % 1000) / 1000.0f;
 }
 
+/* Collective: every rank measures the same product at once. */
 static wf_status measure_gemm(int m, int n, int k, double min_s, int cpu, double *flops_per_s)
 {
     gemm_ctx g = {m, n, k, malloc(sizeof(float) * (size_t)m * k), malloc(sizeof(float) * (size_t)k * n),
                   malloc(sizeof(float) * (size_t)m * n)};
-    wf_status st = WF_OK;
-    if (!g.a || !g.b || !g.c) {
-        st = wf_errorf(WF_NOMEM, "calibrate: out of memory for a %dx%dx%d sgemm", m, n, k);
-    } else {
+    /* Collective from here (time_kernel keeps the ranks in step): agree first. */
+    wf_status st = wf_mpi_agree(g.a && g.b && g.c ? WF_OK
+                                                  : wf_errorf(WF_NOMEM, "calibrate: out of memory for a %dx%dx%d sgemm",
+                                                              m, n, k));
+    if (st == WF_OK) {
         fill(g.a, (size_t)m * k, 1.0f);
         fill(g.b, (size_t)k * n, 0.5f);
-        double t = time_kernel(gemm_kernel, &g, min_s, cpu);
+        double t = time_kernel(gemm_kernel, &g, min_s, cpu, TRIALS_OWN);
         *flops_per_s = 2.0 * m * n * k / t;
     }
     free(g.a);
@@ -487,6 +510,63 @@ static wf_status measure_overlap(double bytes, double min_s, double *slowdown)
     return st;
 }
 
+/* ---- memory bandwidth ---------------------------------------------------------------- */
+
+/* Collective: four arrays of n floats on every rank (agreed). */
+static wf_status stream_alloc(stream_ctx *s, size_t n)
+{
+    s->n = n;
+    s->a = malloc(n * sizeof(float));
+    s->b = malloc(n * sizeof(float));
+    s->c = malloc(n * sizeof(float));
+    s->d = malloc(n * sizeof(float));
+    wf_status st = s->a && s->b && s->c && s->d
+                       ? WF_OK
+                       : wf_errorf(WF_NOMEM, "calibrate: out of memory for the bandwidth arrays");
+    if ((st = wf_mpi_agree(st)) == WF_OK) {
+        fill(s->a, n, 1.0f);
+        fill(s->b, n, 1.0f);
+        fill(s->c, n, 1.0f);
+        fill(s->d, n, 1.0f);
+    }
+    return st;
+}
+
+static void stream_free(stream_ctx *s)
+{
+    free(s->a);
+    free(s->b);
+    free(s->c);
+    free(s->d);
+    memset(s, 0, sizeof *s);
+}
+
+static void keep_max(double *best, double v)
+{
+    if (v > *best)
+        *best = v;
+}
+
+/* Collective. One round of the memory kernels, keeping in r the best rate of
+ * every round so far. The run makes three rounds, spread over it (before the
+ * products, between them and the vector kernel, at the end): a machine shared
+ * with other jobs has spells of memory traffic that no clock excludes, and
+ * the best round is the machine's own bandwidth. */
+static wf_status stream_round(stream_ctx *s, double min_s, int cpu, wf_calib_result *r)
+{
+    const double n = (double)s->n;
+    barrier();
+    double t = time_kernel(optimizer_stream_kernel, s, min_s, cpu, TRIALS_IN_STEP);
+    keep_max(&r->stream_bw_bps, mean_over_ranks(28.0 * n / t));
+    barrier();
+    t = time_kernel(copy_kernel, s, min_s, cpu, TRIALS_IN_STEP);
+    keep_max(&r->copy_bw_bps, mean_over_ranks(2.0 * n * sizeof(float) / t));
+    barrier();
+    t = time_kernel(triad_kernel, s, min_s, cpu, TRIALS_IN_STEP);
+    keep_max(&r->triad_bw_bps, mean_over_ranks(3.0 * n * sizeof(float) / t));
+    return WF_OK;
+}
+
 /* ---- the run ----------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -529,13 +609,24 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
     snprintf(r->blas_core, sizeof r->blas_core, "%s", wf_k_blas_core());
     wf_status st = WF_OK;
 
+    /* memory, first round: four arrays of 32 MiB (quick) or 128 MiB each, far
+     * beyond any cache */
+    stream_ctx mem;
+    if ((st = stream_alloc(&mem, (size_t)(o->quick ? 8u : 32u) << 20)) != WF_OK ||
+        (st = stream_round(&mem, min_s, cpu, r)) != WF_OK) {
+        stream_free(&mem);
+        return st;
+    }
+
     /* sgemm */
     for (int i = 0; i < NGEMMS; i++) {
         barrier();
         double fps = 0;
-        st = wf_mpi_agree(measure_gemm(GEMMS[i].m, GEMMS[i].n, GEMMS[i].k, min_s, cpu, &fps));
-        if (st != WF_OK)
+        st = measure_gemm(GEMMS[i].m, GEMMS[i].n, GEMMS[i].k, min_s, cpu, &fps);
+        if (st != WF_OK) {
+            stream_free(&mem);
             return st;
+        }
         wf_calib_gemm *g = &r->gemm[r->ngemm++];
         g->m = GEMMS[i].m;
         g->n = GEMMS[i].n;
@@ -546,6 +637,12 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
             r->gemm_peak_flops_per_s = g->flops_per_s;
     }
 
+    /* memory, second round */
+    if ((st = stream_round(&mem, min_s, cpu, r)) != WF_OK) {
+        stream_free(&mem);
+        return st;
+    }
+
     /* vector: the runtime's GELU forward on 2 x 16 KiB, resident in L1 */
     {
         gelu_ctx gc = {4096, malloc(4096 * sizeof(float)), malloc(4096 * sizeof(float))};
@@ -553,45 +650,23 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
         if (st == WF_OK) {
             fill(gc.x, 4096, 4.0f);
             barrier();
-            double t = time_kernel(gelu_kernel, &gc, min_s, cpu);
+            double t = time_kernel(gelu_kernel, &gc, min_s, cpu, TRIALS_OWN);
             r->vector_flops_per_s = mean_over_ranks(gelu_flops_per_elem() * (double)gc.n / t);
         }
         free(gc.x);
         free(gc.y);
-        if (st != WF_OK)
+        if (st != WF_OK) {
+            stream_free(&mem);
             return st;
+        }
     }
 
-    /* memory: four arrays of 32 MiB (quick) or 128 MiB, far beyond any cache */
-    {
-        size_t n = (o->quick ? 8u : 32u) << 20;
-        stream_ctx s = {n, malloc(n * sizeof(float)), malloc(n * sizeof(float)), malloc(n * sizeof(float)),
-                        malloc(n * sizeof(float))};
-        st = s.a && s.b && s.c && s.d ? WF_OK
-                                      : wf_errorf(WF_NOMEM, "calibrate: out of memory for the bandwidth arrays");
-        st = wf_mpi_agree(st);
-        if (st == WF_OK) {
-            fill(s.a, n, 1.0f);
-            fill(s.b, n, 1.0f);
-            fill(s.c, n, 1.0f);
-            fill(s.d, n, 1.0f);
-            barrier();
-            double t = time_kernel(optimizer_stream_kernel, &s, min_s, cpu);
-            r->stream_bw_bps = mean_over_ranks(28.0 * (double)n / t);
-            barrier();
-            t = time_kernel(copy_kernel, &s, min_s, cpu);
-            r->copy_bw_bps = mean_over_ranks(2.0 * (double)n * sizeof(float) / t);
-            barrier();
-            t = time_kernel(triad_kernel, &s, min_s, cpu);
-            r->triad_bw_bps = mean_over_ranks(3.0 * (double)n * sizeof(float) / t);
-        }
-        free(s.a);
-        free(s.b);
-        free(s.c);
-        free(s.d);
-        if (st != WF_OK)
-            return st;
+    /* memory: the third of three rounds (stream_round says why) */
+    if ((st = stream_round(&mem, min_s, cpu, r)) != WF_OK) {
+        stream_free(&mem);
+        return st;
     }
+    stream_free(&mem);
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
 
     if (nranks == 1) {
