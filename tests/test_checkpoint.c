@@ -217,6 +217,7 @@ static void test_absent(void **state_)
     char dir[64];
     make_dir(dir);
     state s;
+    fill_state(&s, 6);
     wf_ckpt_tensor t[NT];
     describe(&s, t);
     expect_refused(dir, NULL, t, NT, WF_NOTFOUND, dir, "no manifest");

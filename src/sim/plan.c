@@ -614,6 +614,9 @@ static void fill_result(const pb *b, wf_sim *s, wf_sim_plan_result *r)
     r->nstages = p->pp;
     r->tasks = wf_sim_ntasks(s);
     r->coarse = b->coarse;
+    /* The maxima below start from nothing: callers may pass a result they reuse. */
+    r->peak_memory_bytes = 0;
+    r->critical_stage = 0;
     double best = -1;
     for (int dev = 0; dev < p->pp; dev++) {
         wf_sim_device_stats ds;
