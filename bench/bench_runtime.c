@@ -584,11 +584,11 @@ int main(int argc, char **argv)
             printf("(%d ranks: load %s)\n", nranks, load);
         }
         printf("cluster (%s): %s; sgemm peak %.1f GFLOP/s, vector %.1f GFLOP/s, memory %.1f GB/s, "
-               "link %.2f GB/s + %.1f us\n",
+               "link %.2f GB/s + %.1f us, overlap slowdown %.2f\n",
                cluster_file ? "file" : full ? "calibrated now" : "calibrated now, --quick", cl.name,
                cl.dev.matrix_flops[WF_DTYPE_FP32] / 1e9, cl.dev.vector_flops[WF_DTYPE_FP32] / 1e9,
                cl.dev.mem_bw_bps * cl.dev.mem_eff / 1e9, cl.level[0].bw_bps * cl.level[0].eff / 1e9,
-               cl.level[0].latency_s * 1e6);
+               cl.level[0].latency_s * 1e6, cl.overlap_slowdown);
         header();
     }
     static const char *const comms[] = {"wfbp", "ddp", "dear"};
