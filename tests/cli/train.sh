@@ -70,7 +70,13 @@ bad "dp=2" "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan dp=2
 bad "sgdx" "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan auto --steps 1 --optimizer sgdx
 bad "horovod" "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan auto --steps 1 --comm horovod
 bad "resume" "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan auto --steps 1 --resume
-bad "not divisible" "$MPIEXEC" -n 2 "$WEFT" train --model mlp-tiny --data synthetic --batch 7 --plan auto --steps 1
+# Under a launcher, weft's own lines are those starting "weft": Open MPI's
+# mpirun adds a banner about the failed job, MPICH's mpiexec adds nothing.
+"$MPIEXEC" -n 2 "$WEFT" train --model mlp-tiny --data synthetic --batch 7 --plan auto --steps 1 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] || die "mpiexec -n 2 --batch 7: exit $rc, want 1"
+[ "$(grep -c '^weft' "$tmp/err")" -eq 1 ] || die "mpiexec -n 2 --batch 7: $(grep -c '^weft' "$tmp/err") lines from weft, want 1: $(cat "$tmp/err")"
+grep -q "not divisible" "$tmp/err" || die "mpiexec -n 2 --batch 7: message lacks 'not divisible': $(cat "$tmp/err")"
 
 # 5. Two ranks with dear give the losses of one process (relative 1e-5).
 "$MPIEXEC" -n 2 "$WEFT" train "${common[@]}" --steps 10 --comm dear:0.05 --log "$tmp/dear.jsonl" --json >"$tmp/dear.json" 2>"$tmp/err" \
