@@ -548,7 +548,7 @@ static void test_quality_calibration(void **state)
     (void)state;
     const char *src = getenv("WEFT_SOURCE_DIR");
     char path[1024];
-    snprintf(path, sizeof path, "%s/../shared/data/calibration-korthikanti2022.json", src ? src : ".");
+    snprintf(path, sizeof path, "%s/tests/data/calibration-korthikanti2022.json", src ? src : ".");
     cJSON *j = NULL;
     assert_int_equal(wf_json_read_file(path, &j), WF_OK);
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "iteration_time_s");

@@ -535,7 +535,7 @@ static void test_plan_consistency(void **state)
     (void)state;
     const char *src = getenv("WEFT_SOURCE_DIR");
     char path[1024];
-    snprintf(path, sizeof path, "%s/../shared/data/calibration-korthikanti2022.json", src ? src : ".");
+    snprintf(path, sizeof path, "%s/tests/data/calibration-korthikanti2022.json", src ? src : ".");
     cJSON *j = NULL;
     assert_int_equal(wf_json_read_file(path, &j), WF_OK);
     cJSON *runs = cJSON_GetObjectItemCaseSensitive(j, "iteration_time_s");
