@@ -25,6 +25,7 @@
  *   ...  tensor data, in table order, contiguous
  *   end  u32      CRC32 (zlib) of every byte before it
  * This file is not the training loop; it stores what the caller hands it. */
+#include "runtime/dist-impl.h"
 #include "weft/runtime_io.h"
 
 #include <cjson/cJSON.h>
@@ -97,25 +98,30 @@ void wf_mpi_stop(int started)
         MPI_Finalize();
 }
 
-wf_status wf_mpi_agree(wf_status st)
+wf_status wf_mpi_agree_on(MPI_Comm comm, int rank, int nranks, wf_status st)
 {
-    int rank, nranks;
-    wf_mpi_world(&rank, &nranks);
-    if (nranks == 1)
+    if (comm == MPI_COMM_NULL || nranks == 1)
         return st;
     int mine[2] = {(int)st, rank}, worst[2];
-    if (MPI_Allreduce(mine, worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (MPI_Allreduce(mine, worst, 1, MPI_2INT, MPI_MINLOC, comm) != MPI_SUCCESS)
         return wf_errorf(WF_MPI, "MPI_Allreduce failed while agreeing on a status");
     if (worst[0] == WF_OK)
         return WF_OK;
     char msg[512];
     if (rank == worst[1])
         snprintf(msg, sizeof msg, "%s", wf_last_error());
-    if (MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, worst[1], MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, worst[1], comm) != MPI_SUCCESS)
         return wf_errorf(WF_MPI, "MPI_Bcast failed while agreeing on a status");
     if (rank != worst[1])
         wf_errorf((wf_status)worst[0], "rank %d: %s", worst[1], msg);
     return (wf_status)worst[0];
+}
+
+wf_status wf_mpi_agree(wf_status st)
+{
+    int rank, nranks;
+    wf_mpi_world(&rank, &nranks);
+    return wf_mpi_agree_on(MPI_COMM_WORLD, rank, nranks, st);
 }
 
 /* ---- encoding helpers -------------------------------------------------------------- */

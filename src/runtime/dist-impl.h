@@ -21,6 +21,11 @@ typedef struct {
  * lays the gradient block out so that each group is contiguous (dear: padded
  * to a multiple of the ranks), and installs the executor's hooks. No
  * communication: every rank computes the same groups from the same graph. */
+/* Every rank of comm agrees on the worst status (checkpoint.c); the message is
+ * the lowest failing rank's, prefixed "rank N: " on the others. A null comm or
+ * one rank returns st. wf_mpi_agree is this on MPI_COMM_WORLD. */
+wf_status wf_mpi_agree_on(MPI_Comm comm, int rank, int nranks, wf_status st);
+
 wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_dist **out);
 void wf_dist_free(wf_dist *d);
 

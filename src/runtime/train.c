@@ -64,27 +64,6 @@ static int mpi_up(void)
     return !fin;
 }
 
-/* Every rank of t's group agrees on the worst status; the message is the lowest
- * failing rank's. */
-static wf_status agree(MPI_Comm comm, int rank, int nranks, wf_status st)
-{
-    if (comm == MPI_COMM_NULL || nranks == 1)
-        return st;
-    int mine[2] = {(int)st, rank}, worst[2];
-    if (MPI_Allreduce(mine, worst, 1, MPI_2INT, MPI_MINLOC, comm) != MPI_SUCCESS)
-        return wf_errorf(WF_MPI, "MPI_Allreduce failed while agreeing on a status");
-    if (worst[0] == WF_OK)
-        return WF_OK;
-    char msg[512];
-    if (rank == worst[1])
-        snprintf(msg, sizeof msg, "%s", wf_last_error());
-    if (MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, worst[1], comm) != MPI_SUCCESS)
-        return wf_errorf(WF_MPI, "MPI_Bcast failed while agreeing on a status");
-    if (rank != worst[1])
-        wf_errorf((wf_status)worst[0], "%s", msg);
-    return (wf_status)worst[0];
-}
-
 /* The plan the runtime executes: data parallelism over every rank. */
 static wf_status resolve_plan(wf_train *t)
 {
@@ -243,7 +222,7 @@ wf_status wf_train_create(const wf_train_config *c, wf_train **out)
         MPI_Comm_size(t->comm, &t->nranks);
     }
     wf_status st = setup(t);
-    st = agree(t->comm, t->rank, t->nranks, st);
+    st = wf_mpi_agree_on(t->comm, t->rank, t->nranks, st);
     if (st != WF_OK) {
         wf_train_free(t);
         return st;
@@ -319,7 +298,7 @@ wf_status wf_train_step(wf_train *t, wf_train_stats *s)
     if (gs != WF_OK)
         return gs;
     if (worst != WF_OK)
-        return agree(t->comm, t->rank, t->nranks, st);
+        return wf_mpi_agree_on(t->comm, t->rank, t->nranks, st);
     t->steps++;
     s->step = t->steps;
     s->loss = loss / (double)t->nranks;
@@ -336,7 +315,7 @@ wf_status wf_train_sync(wf_train *t)
 {
     wf_status st = wf_dist_sync(t->d);
     wf_dist_take_comm_s(t->d);
-    return agree(t->comm, t->rank, t->nranks, st);
+    return wf_mpi_agree_on(t->comm, t->rank, t->nranks, st);
 }
 
 int64_t wf_train_steps_done(const wf_train *t)
