@@ -3,20 +3,8 @@
 # numbers match closed forms (GPT-3 175B parameters and Megatron's training
 # FLOPs), errors exit 1 with one line on stderr, and the listing has the zoo.
 # $1 is the weft binary.
-set -uo pipefail
-WEFT=$(readlink -f "$1")
-PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # name, then a command; counts failures
-  local name=$1
-  shift
-  if ! "$@"; then
-    echo "FAIL: $name"
-    fail=$((fail + 1))
-  fi
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh" "$1"
 
 # ---- weft show gpt3-175b --json --------------------------------------------------
 "$WEFT" show gpt3-175b --json >"$tmp/g.json" 2>"$tmp/g.err"

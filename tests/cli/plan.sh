@@ -8,23 +8,11 @@
 # deadline; bad values exit 1. Op-level plans: --op-level (and the default for
 # models that are not transformers) prints best/top/pareto with per-op
 # layouts; -o writes an op-level plan file that `weft plan --verify` reads back
-# to the same numbers; whole-model readers refuse it naming --verify; a plan
+# to the same numbers, as does weft estimate --plan FILE; a plan
 # file that does not match the model exits 1 naming the op; a pipelined plan
 # comes out for a deep MLP on slow links. $1 is the weft binary.
-set -uo pipefail
-WEFT=$(readlink -f "$1")
-PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # name, then a command; counts failures
-  local name=$1
-  shift
-  if ! "$@"; then
-    echo "FAIL: $name"
-    fail=$((fail + 1))
-  fi
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh" "$1"
 
 M=gpt3-175b
 C=dgx-a100:nodes=8
