@@ -563,6 +563,16 @@ static void alias_out(ictx *c, int i, const val *x)
 
 static int norm_axis(int64_t axis, int nd) { return (int)(axis < 0 ? axis + nd : axis); }
 
+/* The node's "axis" attribute (default `def`) normalized for rank r into *a;
+ * it must lie in [0, r), or in [0, r] when `upto_rank`. */
+static wf_status axis_attr(ictx *c, int64_t def, int r, int upto_rank, int *a)
+{
+    *a = norm_axis(wf_onnx_attr_i(c->node, "axis", def), r);
+    if (*a < 0 || *a > r || (*a == r && !upto_rank))
+        return nerr(c, WF_FORMAT, "axis out of range for rank %d", r);
+    return WF_OK;
+}
+
 /* The integer list of input i (opset >= some version) or of attribute `attr`
  * (older opsets); count or -1 when neither is given. */
 static int ints_from(ictx *c, int i, const char *attr, int64_t *out, int cap, wf_status *st)
@@ -1056,6 +1066,31 @@ typedef struct {
     int64_t k[2], s[2], p[2];
 } geom;
 
+/* The IR attributes of geometry gm; 1-D: the IR's first spatial dim is a
+ * unit height. */
+static void geom_attrs(const geom *gm, int nsp, wf_op_attrs *at)
+{
+    memset(at, 0, sizeof *at);
+    at->kernel[0] = nsp == 2 ? (int)gm->k[0] : 1;
+    at->kernel[1] = (int)gm->k[nsp - 1];
+    at->stride[0] = nsp == 2 ? (int)gm->s[0] : 1;
+    at->stride[1] = (int)gm->s[nsp - 1];
+    at->pad[0] = nsp == 2 ? (int)gm->p[0] : 0;
+    at->pad[1] = (int)gm->p[nsp - 1];
+}
+
+/* Node output 0 := IR tensor y ([N,C,H,W]); with one spatial dim, the
+ * unit height is dropped again ([N,C,W]). */
+static wf_status set_out_from_2d(ictx *c, int y, int nsp)
+{
+    if (y < 0)
+        return c->g->status;
+    const wf_tensor *t = &c->g->tensors[y];
+    int64_t os[3] = {t->shape[0], t->shape[1], t->shape[3]};
+    set_out(c, 0, y, nsp == 2 ? 4 : 3, nsp == 2 ? t->shape : os);
+    return c->g->status;
+}
+
 static wf_status get_geom(ictx *c, int nsp, const int64_t *in, const int64_t *kernel, int pool,
                           geom *o)
 {
@@ -1166,14 +1201,7 @@ static wf_status h_conv(ictx *c)
     if ((st = get_geom(c, nsp, ins, kernel, 0, &gm)) != WF_OK)
         return st;
     wf_op_attrs at;
-    memset(&at, 0, sizeof at);
-    /* 1-D: the IR's first spatial dim is a unit height */
-    at.kernel[0] = nsp == 2 ? (int)gm.k[0] : 1;
-    at.kernel[1] = (int)gm.k[nsp - 1];
-    at.stride[0] = nsp == 2 ? (int)gm.s[0] : 1;
-    at.stride[1] = (int)gm.s[nsp - 1];
-    at.pad[0] = nsp == 2 ? (int)gm.p[0] : 0;
-    at.pad[1] = (int)gm.p[nsp - 1];
+    geom_attrs(&gm, nsp, &at);
     at.groups = (int)wf_onnx_attr_i(c->node, "group", 1);
     int in[3];
     int64_t xs[4], ws[4];
@@ -1194,13 +1222,7 @@ static wf_status h_conv(ictx *c)
     }
     if (c->g->status != WF_OK)
         return c->g->status;
-    int y = op1(c, WF_OP_CONV2D, "", in, n, &at);
-    if (y < 0)
-        return c->g->status;
-    const wf_tensor *t = &c->g->tensors[y];
-    int64_t os[3] = {t->shape[0], t->shape[1], t->shape[3]};
-    set_out(c, 0, y, nsp == 2 ? 4 : 3, nsp == 2 ? t->shape : os);
-    return c->g->status;
+    return set_out_from_2d(c, op1(c, WF_OP_CONV2D, "", in, n, &at), nsp);
 }
 
 static wf_status h_pool(ictx *c, wf_op_kind k)
@@ -1229,23 +1251,11 @@ static wf_status h_pool(ictx *c, wf_op_kind k)
         return unsupported(c, "AveragePool with padding and count_include_pad=0 (the IR's "
                               "avgpool counts padding as zeros)");
     wf_op_attrs at;
-    memset(&at, 0, sizeof at);
-    at.kernel[0] = nsp == 2 ? (int)gm.k[0] : 1;
-    at.kernel[1] = (int)gm.k[nsp - 1];
-    at.stride[0] = nsp == 2 ? (int)gm.s[0] : 1;
-    at.stride[1] = (int)gm.s[nsp - 1];
-    at.pad[0] = nsp == 2 ? (int)gm.p[0] : 0;
-    at.pad[1] = (int)gm.p[nsp - 1];
+    geom_attrs(&gm, nsp, &at);
     int64_t xs[4];
     as_2d(x->ndim, x->shape, xs);
     int t = nsp == 2 ? ir(c, x) : ir_shaped(c, x, 4, xs, "/as2d");
-    int y = op1(c, k, "", &t, 1, &at);
-    if (y < 0)
-        return c->g->status;
-    const wf_tensor *yt = &c->g->tensors[y];
-    int64_t os[3] = {yt->shape[0], yt->shape[1], yt->shape[3]};
-    set_out(c, 0, y, x->ndim, nsp == 2 ? yt->shape : os);
-    return c->g->status;
+    return set_out_from_2d(c, op1(c, k, "", &t, 1, &at), nsp);
 }
 
 static wf_status h_global_pool(ictx *c, int max)
@@ -1322,9 +1332,9 @@ static wf_status h_norm(ictx *c, wf_op_kind k)
         if (out_read(c, i))
             return unsupported(c, "reading output %d (mean / inverse std)", i);
     int r = x->ndim;
-    int a = norm_axis(wf_onnx_attr_i(c->node, "axis", -1), r);
-    if (r < 1 || a < 0 || a >= r)
-        return nerr(c, WF_FORMAT, "axis out of range for rank %d", r);
+    int a;
+    if ((st = axis_attr(c, -1, r, 0, &a)) != WF_OK)
+        return st;
     int64_t H = numel_of(r - a, x->shape + a);
     if (vnumel(gm) != H || (bt && vnumel(bt) != H))
         return unsupported(c, "scale or bias that broadcasts over the normalized dims (expected "
@@ -1354,9 +1364,9 @@ static wf_status h_softmax(ictx *c)
     int r = x->ndim;
     if (r < 1)
         return nerr(c, WF_FORMAT, "softmax of a scalar");
-    int a = norm_axis(wf_onnx_attr_i(c->node, "axis", c->m->opset >= 13 ? -1 : 1), r);
-    if (a < 0 || a >= r)
-        return nerr(c, WF_FORMAT, "axis out of range for rank %d", r);
+    int a;
+    if ((st = axis_attr(c, c->m->opset >= 13 ? -1 : 1, r, 0, &a)) != WF_OK)
+        return st;
     int y;
     if (a == r - 1) {
         int t = ir(c, x);
@@ -1434,9 +1444,9 @@ static wf_status h_flatten(ictx *c)
     if (!x)
         return st;
     int r = x->ndim;
-    int a = norm_axis(wf_onnx_attr_i(c->node, "axis", 1), r);
-    if (a < 0 || a > r)
-        return nerr(c, WF_FORMAT, "axis out of range for rank %d", r);
+    int a;
+    if ((st = axis_attr(c, 1, r, 1, &a)) != WF_OK)
+        return st;
     int64_t s[2] = {numel_of(a, x->shape), numel_of(r - a, x->shape + a)};
     return reshape_out(c, x, 2, s, 1);
 }
@@ -1603,9 +1613,9 @@ static wf_status h_concat(ictx *c)
         allconst &= xs[i]->kind == V_CONST && (vnumel(xs[i]) <= 4096 || !is_float_type(xs[i]->type));
     }
     int r = xs[0]->ndim;
-    int a = norm_axis(wf_onnx_attr_i(c->node, "axis", 0), r);
-    if (a < 0 || a >= r)
-        return nerr(c, WF_FORMAT, "axis out of range for rank %d", r);
+    int a;
+    if ((st = axis_attr(c, 0, r, 0, &a)) != WF_OK)
+        return st;
     int64_t os[WF_MAX_DIMS];
     memcpy(os, xs[0]->shape, sizeof os);
     os[a] = 0;
@@ -1661,9 +1671,9 @@ static wf_status h_split(ictx *c)
         return st;
     int nout_ = (int)c->node->n_output;
     int r = x->ndim;
-    int a = norm_axis(wf_onnx_attr_i(c->node, "axis", 0), r);
-    if (a < 0 || a >= r)
-        return nerr(c, WF_FORMAT, "axis out of range for rank %d", r);
+    int a;
+    if ((st = axis_attr(c, 0, r, 0, &a)) != WF_OK)
+        return st;
     int64_t sizes[WF_MAX_OUTPUTS + 1];
     int n = c->m->opset >= 13 ? ints_from(c, 1, "", sizes, WF_MAX_OUTPUTS + 1, &st)
                               : wf_onnx_attr_ints(c->node, "split", sizes, WF_MAX_OUTPUTS + 1);
@@ -1719,9 +1729,9 @@ static wf_status h_gather(ictx *c)
     if (st != WF_OK)
         return st;
     int r = d->ndim;
-    int a = norm_axis(wf_onnx_attr_i(c->node, "axis", 0), r);
-    if (a < 0 || a >= r)
-        return nerr(c, WF_FORMAT, "axis out of range for rank %d", r);
+    int a;
+    if ((st = axis_attr(c, 0, r, 0, &a)) != WF_OK)
+        return st;
     int64_t os[WF_MAX_DIMS];
     int nd = 0;
     for (int i = 0; i < a; i++)
