@@ -206,10 +206,11 @@ int wf_plan_format(const wf_plan *p, char *buf, size_t cap)
 
 /* ---- files ------------------------------------------------------------------------ */
 
-cJSON *wf_plan_to_json(const wf_plan *p, const wf_plan_meta *meta, const cJSON *estimate)
+/* A plan file's object with the fields both kinds share: format, version,
+ * plan (the plan string `text`), and model, cluster, batch where meta has
+ * them; NULL when out of memory. */
+static cJSON *json_head(const char *text, const wf_plan_meta *meta)
 {
-    char text[256];
-    wf_plan_format(p, text, sizeof text);
     cJSON *j = cJSON_CreateObject();
     if (!j)
         return NULL;
@@ -222,6 +223,13 @@ cJSON *wf_plan_to_json(const wf_plan *p, const wf_plan_meta *meta, const cJSON *
         cJSON_AddStringToObject(j, "cluster", meta->cluster);
     if (meta && meta->batch > 0)
         cJSON_AddNumberToObject(j, "batch", (double)meta->batch);
+    return j;
+}
+
+/* j with a copy of `estimate` (when given) as its last field; on running out
+ * of memory j is freed and the result is NULL. */
+static cJSON *json_add_estimate(cJSON *j, const cJSON *estimate)
+{
     if (estimate) {
         cJSON *e = cJSON_Duplicate(estimate, 1);
         if (!e) {
@@ -233,14 +241,46 @@ cJSON *wf_plan_to_json(const wf_plan *p, const wf_plan_meta *meta, const cJSON *
     return j;
 }
 
+/* Writes plan object j (NULL: out of memory) to `path` and frees it. */
+static wf_status write_json(const char *path, cJSON *j)
+{
+    if (!j)
+        return wf_errorf(WF_NOMEM, "out of memory writing plan file %s", path);
+    wf_status st = wf_json_write_file(path, j);
+    cJSON_Delete(j);
+    return st;
+}
+
+/* The error of a plan string that does not parse, as a format error of the
+ * file's "plan" field. */
+static wf_status plan_string_error(const char *ctx)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", wf_last_error());
+    return wf_errorf(WF_FORMAT, "%s.plan: %s", ctx, msg);
+}
+
+cJSON *wf_plan_to_json(const wf_plan *p, const wf_plan_meta *meta, const cJSON *estimate)
+{
+    char text[256];
+    wf_plan_format(p, text, sizeof text);
+    cJSON *j = json_head(text, meta);
+    if (!j)
+        return NULL;
+    return json_add_estimate(j, estimate);
+}
+
 /* The fields both kinds of plan file share: format, version, plan (into
- * *text), model, cluster, batch, estimate. */
-static wf_status read_common(const cJSON *j, const char *ctx, const char **text,
-                             wf_plan_meta *meta)
+ * *text), model, cluster, batch, estimate; first, j may have no key but
+ * those of `keys` (NULL-terminated). */
+static wf_status read_common(const cJSON *j, const char *ctx, const char *const *keys,
+                             const char **text, wf_plan_meta *meta)
 {
     const char *fmt = NULL, *model = "", *cluster = "";
     int64_t version = 0, batch = 0;
-    wf_status st;
+    wf_status st = wf_json_check_keys(j, ctx, keys);
+    if (st != WF_OK)
+        return st;
     if ((st = wf_json_get_str(j, ctx, "format", 1, &fmt)) != WF_OK)
         return st;
     if (strcmp(fmt, PLAN_FORMAT) != 0)
@@ -286,17 +326,12 @@ wf_status wf_plan_from_json(const cJSON *j, const char *ctx, wf_plan *out, wf_pl
         return oplevel_refused(ctx);
     static const char *const keys[] = {"format", "version", "plan",     "model",
                                        "cluster", "batch",  "estimate", NULL};
-    wf_status st = wf_json_check_keys(j, ctx, keys);
+    const char *text = NULL;
+    wf_status st = read_common(j, ctx, keys, &text, meta);
     if (st != WF_OK)
         return st;
-    const char *text = NULL;
-    if ((st = read_common(j, ctx, &text, meta)) != WF_OK)
-        return st;
-    if ((st = parse_string(text, out)) != WF_OK) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", wf_last_error());
-        return wf_errorf(WF_FORMAT, "%s.plan: %s", ctx, msg);
-    }
+    if ((st = parse_string(text, out)) != WF_OK)
+        return plan_string_error(ctx);
     return WF_OK;
 }
 
@@ -341,11 +376,7 @@ wf_status wf_plan_write_file(const char *path, const wf_plan *p, const wf_plan_m
                              const cJSON *estimate)
 {
     cJSON *j = wf_plan_to_json(p, meta, estimate);
-    if (!j)
-        return wf_errorf(WF_NOMEM, "out of memory writing plan file %s", path);
-    wf_status st = wf_json_write_file(path, j);
-    cJSON_Delete(j);
-    return st;
+    return write_json(path, j);
 }
 
 /* ---- op-level plans ------------------------------------------------------------------ */
@@ -491,18 +522,9 @@ cJSON *wf_plan_oplevel_to_json(const wf_plan_oplevel *p, const wf_plan_meta *met
 {
     char text[256];
     wf_plan_oplevel_format(p, text, sizeof text);
-    cJSON *j = cJSON_CreateObject();
+    cJSON *j = json_head(text, meta);
     if (!j)
         return NULL;
-    cJSON_AddStringToObject(j, "format", PLAN_FORMAT);
-    cJSON_AddNumberToObject(j, "version", PLAN_VERSION);
-    cJSON_AddStringToObject(j, "plan", text);
-    if (meta && meta->model[0])
-        cJSON_AddStringToObject(j, "model", meta->model);
-    if (meta && meta->cluster[0])
-        cJSON_AddStringToObject(j, "cluster", meta->cluster);
-    if (meta && meta->batch > 0)
-        cJSON_AddNumberToObject(j, "batch", (double)meta->batch);
     cJSON *st = cJSON_AddArrayToObject(j, "stages");
     for (int s = 0; st && s < p->pp; s++)
         cJSON_AddItemToArray(st, cJSON_CreateString(p->stage_first[s] ? p->stage_first[s] : ""));
@@ -521,15 +543,7 @@ cJSON *wf_plan_oplevel_to_json(const wf_plan_oplevel *p, const wf_plan_meta *met
             cJSON_AddItemToArray(sto, o);
         }
     }
-    if (estimate) {
-        cJSON *e = cJSON_Duplicate(estimate, 1);
-        if (!e) {
-            cJSON_Delete(j);
-            return NULL;
-        }
-        cJSON_AddItemToObject(j, "estimate", e);
-    }
-    return j;
+    return json_add_estimate(j, estimate);
 }
 
 /* The op-level plan string "mesh=8x8,pp=2,micro_batches=8". */
@@ -584,17 +598,12 @@ wf_status wf_plan_oplevel_from_json(const cJSON *j, const char *ctx, wf_plan_opl
                                        "batch",    "estimate", "stages", "layouts", "storage",
                                        NULL};
     wf_plan_oplevel_free(out);
-    wf_status st = wf_json_check_keys(j, ctx, keys);
+    const char *text = NULL;
+    wf_status st = read_common(j, ctx, keys, &text, meta);
     if (st != WF_OK)
         return st;
-    const char *text = NULL;
-    if ((st = read_common(j, ctx, &text, meta)) != WF_OK)
-        return st;
-    if ((st = parse_oplevel_string(text, out)) != WF_OK) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", wf_last_error());
-        return wf_errorf(WF_FORMAT, "%s.plan: %s", ctx, msg);
-    }
+    if ((st = parse_oplevel_string(text, out)) != WF_OK)
+        return plan_string_error(ctx);
     const cJSON *stages = cJSON_GetObjectItemCaseSensitive(j, "stages");
     if (stages) {
         if (!cJSON_IsArray(stages) || cJSON_GetArraySize(stages) != out->pp)
@@ -640,9 +649,5 @@ wf_status wf_plan_oplevel_write_file(const char *path, const wf_plan_oplevel *p,
                                      const wf_plan_meta *meta, const cJSON *estimate)
 {
     cJSON *j = wf_plan_oplevel_to_json(p, meta, estimate);
-    if (!j)
-        return wf_errorf(WF_NOMEM, "out of memory writing plan file %s", path);
-    wf_status st = wf_json_write_file(path, j);
-    cJSON_Delete(j);
-    return st;
+    return write_json(path, j);
 }
