@@ -169,13 +169,37 @@ static void add_inputs(wf_graph *g, const wf_model_config *m, int64_t batch, int
     *labels = wf_graph_add_tensor(g, "labels", WF_DTYPE_INT32, WF_ROLE_LABEL, 2, shape);
 }
 
-/* Token embedding ids[B,S] with table[V,H] -> [B,S,H], split over the vocabulary. */
-static int token_embedding(wf_graph *g, const char *name, int ids, int table)
+/* Token embedding ids[B,S] with a new table[V,H] (its id into *table) ->
+ * [B,S,H], split over the vocabulary. */
+static int token_embedding(wf_graph *g, const wf_model_config *m, int ids, int *table)
 {
+    *table = wf_model_param(g, m->dtype, 2, m->vocab, m->hidden, 0, 0, "embed.tokens.weight");
     wf_graph_set_tp(g, WF_TP_VOCAB);
-    int x = binary(g, WF_OP_EMBEDDING, name, ids, table);
+    int x = binary(g, WF_OP_EMBEDDING, "embed.tokens", ids, *table);
     wf_graph_set_tp(g, WF_TP_NONE);
     return x;
+}
+
+/* x[B,S,H] + learned positions[S,H]. */
+static int add_positions(wf_graph *g, const wf_model_config *m, int x)
+{
+    int pos = wf_model_param(g, m->dtype, 2, m->seq, m->hidden, 0, 0, "embed.positions.weight");
+    return binary(g, WF_OP_ADD, "embed.add_positions", x, pos);
+}
+
+/* The residual x + o of a layer's `part` ("attn" or "mlp"). */
+static int residual(wf_graph *g, const char *pfx, const char *part, int x, int o)
+{
+    char n[WF_NAME_LEN];
+    return binary(g, WF_OP_ADD, wf_model_name(n, "%s.%s.residual", pfx, part), x, o);
+}
+
+/* The residual x + dropout(o) of a layer's `part` ("attn" or "mlp"). */
+static int dropout_residual(wf_graph *g, const char *pfx, const char *part, int x, int o)
+{
+    char n[WF_NAME_LEN];
+    o = dropout(g, wf_model_name(n, "%s.%s.dropout", pfx, part), o, GPT_DROPOUT);
+    return residual(g, pfx, part, x, o);
 }
 
 /* Tied output head: x[B,S,H] . table[V,H]^T (+ bias[V]) -> logits[B,S,V] -> loss. */
@@ -199,28 +223,25 @@ static void tied_head(wf_graph *g, const wf_model_config *m, int64_t batch, int 
 /* GPT (Megatron-LM): pre-LN layers, GELU MLP, learned positions, tied head. */
 wf_status wf_build_gpt(const wf_model_config *m, int64_t batch, wf_graph *g)
 {
-    int64_t H = m->hidden, S = m->seq, V = m->vocab;
+    int64_t H = m->hidden;
     wf_dtype dt = m->dtype;
     char n[WF_NAME_LEN], pfx[WF_NAME_LEN];
     int ids, labels;
     wf_graph_set_block(g, -1, -1);
     add_inputs(g, m, batch, &ids, &labels);
-    int wte = wf_model_param(g, dt, 2, V, H, 0, 0, "embed.tokens.weight"); /* [V,H] */
-    int x = token_embedding(g, "embed.tokens", ids, wte);                  /* [B,S,H] */
-    int wpe = wf_model_param(g, dt, 2, S, H, 0, 0, "embed.positions.weight"); /* [S,H] */
-    x = binary(g, WF_OP_ADD, "embed.add_positions", x, wpe);
+    int wte; /* [V,H] */
+    int x = token_embedding(g, m, ids, &wte); /* [B,S,H] */
+    x = add_positions(g, m, x);
     x = dropout(g, "embed.dropout", x, GPT_DROPOUT);
     for (int64_t i = 0; i < m->layers; i++) {
         wf_graph_set_block(g, 0, (int)i);
         wf_model_name(pfx, "layers.%d", (int)i);
         int h = layernorm(g, wf_model_name(n, "%s.ln1", pfx), x, H, GPT_LN_EPS, dt);
         int o = self_attention(g, pfx, h, m, 1, 0, GPT_DROPOUT);
-        o = dropout(g, wf_model_name(n, "%s.attn.dropout", pfx), o, GPT_DROPOUT);
-        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.attn.residual", pfx), x, o);
+        x = dropout_residual(g, pfx, "attn", x, o);
         h = layernorm(g, wf_model_name(n, "%s.ln2", pfx), x, H, GPT_LN_EPS, dt);
         o = gelu_mlp(g, pfx, h, m);
-        o = dropout(g, wf_model_name(n, "%s.mlp.dropout", pfx), o, GPT_DROPOUT);
-        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.mlp.residual", pfx), x, o);
+        x = dropout_residual(g, pfx, "mlp", x, o);
     }
     wf_graph_set_block(g, -1, -1);
     x = layernorm(g, "final.ln", x, H, GPT_LN_EPS, dt);
@@ -238,14 +259,14 @@ wf_status wf_build_llama(const wf_model_config *m, int64_t batch, wf_graph *g)
     int ids, labels;
     wf_graph_set_block(g, -1, -1);
     add_inputs(g, m, batch, &ids, &labels);
-    int tab = wf_model_param(g, dt, 2, V, H, 0, 0, "embed.tokens.weight"); /* [V,H] */
-    int x = token_embedding(g, "embed.tokens", ids, tab);                  /* [B,S,H] */
+    int tab; /* [V,H] */
+    int x = token_embedding(g, m, ids, &tab); /* [B,S,H] */
     for (int64_t i = 0; i < m->layers; i++) {
         wf_graph_set_block(g, 0, (int)i);
         wf_model_name(pfx, "layers.%d", (int)i);
         int h = rmsnorm(g, wf_model_name(n, "%s.attn_norm", pfx), x, H, dt);
         int o = self_attention(g, pfx, h, m, 0, 1, 0.0);
-        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.attn.residual", pfx), x, o);
+        x = residual(g, pfx, "attn", x, o);
         h = rmsnorm(g, wf_model_name(n, "%s.mlp_norm", pfx), x, H, dt);
         wf_graph_set_tp(g, WF_TP_COL);
         int gate = linear(g, wf_model_name(n, "%s.mlp.gate", pfx), h, H, F, 0, dt); /* [B,S,F] */
@@ -256,7 +277,7 @@ wf_status wf_build_llama(const wf_model_config *m, int64_t batch, wf_graph *g)
         wf_graph_set_tp(g, WF_TP_ROW);
         o = linear(g, wf_model_name(n, "%s.mlp.down", pfx), o, F, H, 0, dt);
         wf_graph_set_tp(g, WF_TP_NONE);
-        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.mlp.residual", pfx), x, o);
+        x = residual(g, pfx, "mlp", x, o);
     }
     wf_graph_set_block(g, -1, -1);
     x = rmsnorm(g, "final.norm", x, H, dt);
@@ -281,10 +302,9 @@ wf_status wf_build_bert(const wf_model_config *m, int64_t batch, wf_graph *g)
     add_inputs(g, m, batch, &ids, &labels);
     int64_t tshape[2] = {batch, S};
     int types = wf_graph_add_tensor(g, "token_types", WF_DTYPE_INT32, WF_ROLE_INPUT, 2, tshape);
-    int word = wf_model_param(g, dt, 2, V, H, 0, 0, "embed.tokens.weight"); /* [V,H] */
-    int x = token_embedding(g, "embed.tokens", ids, word);                  /* [B,S,H] */
-    int pos = wf_model_param(g, dt, 2, S, H, 0, 0, "embed.positions.weight"); /* [S,H] */
-    x = binary(g, WF_OP_ADD, "embed.add_positions", x, pos);
+    int word; /* [V,H] */
+    int x = token_embedding(g, m, ids, &word); /* [B,S,H] */
+    x = add_positions(g, m, x);
     int ttab = wf_model_param(g, dt, 2, 2, H, 0, 0, "embed.token_types.weight"); /* [2,H] */
     int t = binary(g, WF_OP_EMBEDDING, "embed.token_types", types, ttab);
     x = binary(g, WF_OP_ADD, "embed.add_token_types", x, t);
@@ -294,12 +314,10 @@ wf_status wf_build_bert(const wf_model_config *m, int64_t batch, wf_graph *g)
         wf_graph_set_block(g, 0, (int)i);
         wf_model_name(pfx, "layers.%d", (int)i);
         int o = self_attention(g, pfx, x, m, 1, 0, GPT_DROPOUT);
-        o = dropout(g, wf_model_name(n, "%s.attn.dropout", pfx), o, GPT_DROPOUT);
-        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.attn.residual", pfx), x, o);
+        x = dropout_residual(g, pfx, "attn", x, o);
         x = layernorm(g, wf_model_name(n, "%s.ln1", pfx), x, H, BERT_LN_EPS, dt);
         o = gelu_mlp(g, pfx, x, m);
-        o = dropout(g, wf_model_name(n, "%s.mlp.dropout", pfx), o, GPT_DROPOUT);
-        x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.mlp.residual", pfx), x, o);
+        x = dropout_residual(g, pfx, "mlp", x, o);
         x = layernorm(g, wf_model_name(n, "%s.ln2", pfx), x, H, BERT_LN_EPS, dt);
     }
     wf_graph_set_block(g, -1, -1);
