@@ -75,6 +75,16 @@ static wf_status check_opts(const wf_oplevel_opts *o)
     return WF_OK;
 }
 
+/* *o := *opts, or the defaults when opts is NULL; then checked. */
+static wf_status get_opts(const wf_oplevel_opts *opts, wf_oplevel_opts *o)
+{
+    if (opts)
+        *o = *opts;
+    else
+        wf_oplevel_opts_default(o);
+    return check_opts(o);
+}
+
 /* ---- problem building ----------------------------------------------------------- */
 
 static void *aalloc(ol_problem *p, size_t n, size_t size)
@@ -139,14 +149,18 @@ typedef struct {
     int block, layer, op;
 } bl_key;
 
+/* -1, 0 or 1 as a lies below, at or above b (a pair that is not equal but not
+ * below, such as a NaN, counts as above); the qsort comparators chain it over
+ * their fields. */
+static int cmp_num(double a, double b) { return a == b ? 0 : a < b ? -1 : 1; }
+
 static int cmp_bl(const void *pa, const void *pb)
 {
     const bl_key *a = pa, *b = pb;
-    if (a->block != b->block)
-        return a->block < b->block ? -1 : 1;
-    if (a->layer != b->layer)
-        return a->layer < b->layer ? -1 : 1;
-    return a->op < b->op ? -1 : a->op > b->op;
+    int d;
+    if ((d = cmp_num(a->block, b->block)) || (d = cmp_num(a->layer, b->layer)))
+        return d;
+    return cmp_num(a->op, b->op);
 }
 
 /* rep[i] = the op whose decision op i shares (i itself when untied). Only
@@ -484,15 +498,11 @@ typedef struct {
 static int cmp_raw(const void *pa, const void *pb)
 {
     const raw_edge *a = pa, *b = pb;
-    if (a->vu != b->vu)
-        return a->vu < b->vu ? -1 : 1;
-    if (a->ku != b->ku)
-        return a->ku < b->ku ? -1 : 1;
-    if (a->vv != b->vv)
-        return a->vv < b->vv ? -1 : 1;
-    if (a->kv != b->kv)
-        return a->kv < b->kv ? -1 : 1;
-    return a->op < b->op ? -1 : a->op > b->op;
+    int d;
+    if ((d = cmp_num(a->vu, b->vu)) || (d = cmp_num(a->ku, b->ku)) ||
+        (d = cmp_num(a->vv, b->vv)) || (d = cmp_num(a->kv, b->kv)))
+        return d;
+    return cmp_num(a->op, b->op);
 }
 
 typedef struct {
@@ -504,11 +514,10 @@ typedef struct {
 static int cmp_pair(const void *pa, const void *pb)
 {
     const pair_t *a = pa, *b = pb;
-    if (a->u != b->u)
-        return a->u < b->u ? -1 : 1;
-    if (a->v != b->v)
-        return a->v < b->v ? -1 : 1;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
+    int d;
+    if ((d = cmp_num(a->u, b->u)) || (d = cmp_num(a->v, b->v)))
+        return d;
+    return cmp_num(a->seq, b->seq);
 }
 
 static int find_layout(wf_sbp *list, int *n, const wf_sbp *s, int naxes)
@@ -1114,11 +1123,10 @@ wf_status ol_assign_from_plan(const ol_problem *p, const int *choice, const wf_s
 static int cmp_plan(const void *pa, const void *pb)
 {
     const ol_plan *a = pa, *b = pb;
-    if (a->t != b->t)
-        return a->t < b->t ? -1 : 1;
-    if (a->m != b->m)
-        return a->m < b->m ? -1 : 1;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
+    int d;
+    if ((d = cmp_num(a->t, b->t)) || (d = cmp_num(a->m, b->m)))
+        return d;
+    return cmp_num(a->seq, b->seq);
 }
 
 int ol_plans_prune(ol_plan *plans, int n)
@@ -1214,11 +1222,7 @@ wf_status wf_oplevel_search(const wf_graph *g, const wf_cluster *c, const wf_mes
     wf_arena_init(&r->arena, (size_t)1 << 16);
     double t0 = wf_now_s();
     wf_oplevel_opts o;
-    if (opts)
-        o = *opts;
-    else
-        wf_oplevel_opts_default(&o);
-    wf_status st = check_opts(&o);
+    wf_status st = get_opts(opts, &o);
     if (st)
         return st;
     if (!(mem_limit_bytes > 0))
@@ -1323,11 +1327,7 @@ wf_status wf_oplevel_evaluate(const wf_graph *g, const wf_cluster *c, const wf_m
                               double *memory_bytes)
 {
     wf_oplevel_opts o;
-    if (opts)
-        o = *opts;
-    else
-        wf_oplevel_opts_default(&o);
-    wf_status st = check_opts(&o);
+    wf_status st = get_opts(opts, &o);
     if (st)
         return st;
     ol_problem p;
