@@ -173,21 +173,41 @@ typedef struct {
     int op_level, whole_model, no_seq_split;
 } plan_args;
 
+/* The plan file's record of the run: model, cluster and batch as given. */
+static void plan_meta(const plan_args *a, wf_plan_meta *meta)
+{
+    memset(meta, 0, sizeof *meta);
+    snprintf(meta->model, sizeof meta->model, "%s", a->model);
+    snprintf(meta->cluster, sizeof meta->cluster, "%s", a->cluster);
+    meta->batch = a->batch;
+}
+
+/* Status st of writing the plan file a->out, said on stderr when it worked. */
+static wf_status wrote(const plan_args *a, wf_status st)
+{
+    if (st == WF_OK)
+        fprintf(stderr, "wrote %s\n", a->out);
+    return st;
+}
+
+/* The fields that open every JSON answer: the model, the cluster and the batch. */
+static void add_run_json(cJSON *j, const char *model, const char *cluster, int64_t batch)
+{
+    cJSON_AddStringToObject(j, "model", model);
+    cJSON_AddStringToObject(j, "cluster", cluster);
+    cJSON_AddNumberToObject(j, "batch", (double)batch);
+}
+
 static wf_status write_plan(const plan_args *a, const wf_outer_point *pt)
 {
     wf_plan_meta meta;
-    memset(&meta, 0, sizeof meta);
-    snprintf(meta.model, sizeof meta.model, "%s", a->model);
-    snprintf(meta.cluster, sizeof meta.cluster, "%s", a->cluster);
-    meta.batch = a->batch;
+    plan_meta(a, &meta);
     cJSON *est = wf_estimate_to_json(&pt->est);
     if (!est)
         return wf_errorf(WF_NOMEM, "out of memory writing %s", a->out);
     wf_status st = wf_plan_write_file(a->out, &pt->plan, &meta, est);
     cJSON_Delete(est);
-    if (st == WF_OK)
-        fprintf(stderr, "wrote %s\n", a->out);
-    return st;
+    return wrote(a, st);
 }
 
 static wf_status emit_best(const plan_args *a, cJSON *j, const wf_outer_point *chosen)
@@ -228,9 +248,7 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
         wf_outer_result_free(&r);
         return wf_errorf(WF_NOMEM, "out of memory");
     }
-    cJSON_AddStringToObject(j, "model", m->name);
-    cJSON_AddStringToObject(j, "cluster", c->name);
-    cJSON_AddNumberToObject(j, "batch", (double)a->batch);
+    add_run_json(j, m->name, c->name, a->batch);
     add_result_json(j, &r);
     st = emit_best(a, j, &r.top[0]);
     cJSON_Delete(j);
@@ -336,9 +354,7 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
         st = wf_errorf(WF_NOMEM, "out of memory");
         goto out;
     }
-    cJSON_AddStringToObject(j, "model", m->name);
-    cJSON_AddStringToObject(j, "cluster", c->name);
-    cJSON_AddNumberToObject(j, "batch", (double)a->batch);
+    add_run_json(j, m->name, c->name, a->batch);
     add_result_json(j, &res[chosen]);
     /* The counters cover every count searched. */
     cJSON_ReplaceItemInObject(j, "searched", cJSON_CreateNumber((double)searched));
@@ -455,18 +471,13 @@ static cJSON *ol_best_json(const wf_opplan_result *r)
 static wf_status ol_write(const plan_args *a, const wf_opplan_result *r)
 {
     wf_plan_meta meta;
-    memset(&meta, 0, sizeof meta);
-    snprintf(meta.model, sizeof meta.model, "%s", a->model);
-    snprintf(meta.cluster, sizeof meta.cluster, "%s", a->cluster);
-    meta.batch = a->batch;
+    plan_meta(a, &meta);
     cJSON *est = wf_opplan_point_to_json(&r->best, &r->graph);
     if (!est)
         return wf_errorf(WF_NOMEM, "out of memory writing %s", a->out);
     wf_status st = wf_plan_oplevel_write_file(a->out, &r->best_plan, &meta, est);
     cJSON_Delete(est);
-    if (st == WF_OK)
-        fprintf(stderr, "wrote %s\n", a->out);
-    return st;
+    return wrote(a, st);
 }
 
 static wf_status ol_opts(const plan_args *a, const wf_model_config *m, wf_opplan_opts *o)
@@ -534,9 +545,7 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
             wf_opplan_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
         }
-        cJSON_AddStringToObject(j, "model", m->name);
-        cJSON_AddStringToObject(j, "cluster", c->name);
-        cJSON_AddNumberToObject(j, "batch", (double)a->batch);
+        add_run_json(j, m->name, c->name, a->batch);
         cJSON_AddStringToObject(j, "mode", "op-level");
         cJSON_AddItemToObject(j, "best", ol_best_json(&r));
         cJSON_AddItemToObject(j, "top", ol_points_json(r.top, r.ntop));
@@ -622,9 +631,7 @@ wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t 
             wf_opplan_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
         }
-        cJSON_AddStringToObject(j, "model", m.name);
-        cJSON_AddStringToObject(j, "cluster", c.name);
-        cJSON_AddNumberToObject(j, "batch", (double)batch);
+        add_run_json(j, m.name, c.name, batch);
         st = wf_cli_print_json(j);
         cJSON_Delete(j);
     } else {
