@@ -413,23 +413,39 @@ static int self_alone(const wf_train *t)
     return t->c.self && wn > 1;
 }
 
-wf_status wf_train_save(wf_train *t, const char *dir)
+/* What save and load do first, on every rank: refuse a rank alone (`verb`
+ * says what the world does with checkpoints), sync the weights, and list the
+ * tensors into *ts (names in *names), agreed on by the world. On an error
+ * nothing is left to free. */
+static wf_status ckpt_begin(wf_train *t, const char *verb, wf_ckpt_tensor **ts, char **names,
+                            int *n)
 {
     if (self_alone(t))
-        return wf_errorf(WF_INVAL, "checkpoints are written by the whole MPI world, not by one rank alone");
+        return wf_errorf(WF_INVAL, "checkpoints are %s by the whole MPI world, not by one rank alone",
+                         verb);
     wf_status st = wf_train_sync(t);
     if (st != WF_OK)
         return st;
+    st = ckpt_tensors(t, ts, names, n);
+    st = wf_mpi_agree(st);
+    if (st != WF_OK) {
+        free(*ts);
+        free(*names);
+        *ts = NULL;
+        *names = NULL;
+        return st;
+    }
+    return WF_OK;
+}
+
+wf_status wf_train_save(wf_train *t, const char *dir)
+{
     wf_ckpt_tensor *ts = NULL;
     char *names = NULL;
     int n = 0;
-    st = ckpt_tensors(t, &ts, &names, &n);
-    st = wf_mpi_agree(st);
-    if (st != WF_OK) {
-        free(ts);
-        free(names);
+    wf_status st = ckpt_begin(t, "written", &ts, &names, &n);
+    if (st != WF_OK)
         return st;
-    }
     wf_ckpt_meta meta;
     memset(&meta, 0, sizeof meta);
     meta.step = t->steps;
@@ -444,21 +460,12 @@ wf_status wf_train_save(wf_train *t, const char *dir)
 
 wf_status wf_train_load(wf_train *t, const char *dir)
 {
-    if (self_alone(t))
-        return wf_errorf(WF_INVAL, "checkpoints are read by the whole MPI world, not by one rank alone");
-    wf_status st = wf_train_sync(t);
-    if (st != WF_OK)
-        return st;
     wf_ckpt_tensor *ts = NULL;
     char *names = NULL;
     int n = 0;
-    st = ckpt_tensors(t, &ts, &names, &n);
-    st = wf_mpi_agree(st);
-    if (st != WF_OK) {
-        free(ts);
-        free(names);
+    wf_status st = ckpt_begin(t, "read", &ts, &names, &n);
+    if (st != WF_OK)
         return st;
-    }
     /* Load into scratch copies first, so a checkpoint of another run leaves
      * this trainer untouched. */
     size_t bytes = 0;
