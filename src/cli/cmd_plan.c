@@ -468,6 +468,21 @@ static cJSON *ol_best_json(const wf_opplan_result *r)
     return j;
 }
 
+/* The op-level answer on stdout: j as JSON (then freed) when json, else the
+ * best plan's string alone. */
+static wf_status ol_answer(int json, cJSON *j, const wf_opplan_result *r)
+{
+    wf_status st;
+    if (json) {
+        st = wf_cli_print_json(j);
+        cJSON_Delete(j);
+    } else {
+        printf("%s\n", r->best.plan);
+        st = fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
+    }
+    return st;
+}
+
 static wf_status ol_write(const plan_args *a, const wf_opplan_result *r)
 {
     wf_plan_meta meta;
@@ -539,8 +554,9 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         wf_opplan_result_free(&r);
         return st;
     }
+    cJSON *j = NULL;
     if (a->json) {
-        cJSON *j = cJSON_CreateObject();
+        j = cJSON_CreateObject();
         if (!j) {
             wf_opplan_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
@@ -555,12 +571,8 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         cJSON_AddNumberToObject(j, "searched", (double)r.searched);
         cJSON_AddNumberToObject(j, "searches", (double)r.searches);
         cJSON_AddNumberToObject(j, "search_time_s", r.search_time_s);
-        st = wf_cli_print_json(j);
-        cJSON_Delete(j);
-    } else {
-        printf("%s\n", r.best.plan);
-        st = fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
     }
+    st = ol_answer(a->json, j, &r);
     wf_opplan_result_free(&r);
     return st;
 }
@@ -625,19 +637,16 @@ wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t 
     fprintf(stderr, "%s: op-level plan of %s on %s, batch %lld: valid\n", path, m.name, c.name,
             (long long)batch);
     ol_print_best(stderr, &r);
+    cJSON *j = NULL;
     if (json) {
-        cJSON *j = ol_best_json(&r);
+        j = ol_best_json(&r);
         if (!j) {
             wf_opplan_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
         }
         add_run_json(j, m.name, c.name, batch);
-        st = wf_cli_print_json(j);
-        cJSON_Delete(j);
-    } else {
-        printf("%s\n", r.best.plan);
-        st = fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
     }
+    st = ol_answer(json, j, &r);
     wf_opplan_result_free(&r);
     return st;
 }
