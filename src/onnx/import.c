@@ -545,6 +545,17 @@ static void set_out(ictx *c, int i, int t, int nd, const int64_t *shape)
     }
 }
 
+/* Node output 0 := a new IR op k over in[0, n) (nd, shape as set_out takes
+ * them), unless building has already failed; the graph's status. */
+static wf_status out_op(ictx *c, wf_op_kind k, const int *in, int n, const wf_op_attrs *at, int nd,
+                        const int64_t *shape)
+{
+    if (c->g->status != WF_OK)
+        return c->g->status;
+    set_out(c, 0, op1(c, k, "", in, n, at), nd, shape);
+    return c->g->status;
+}
+
 /* Node output i := the value x (an alias, as Identity). */
 static void alias_out(ictx *c, int i, const val *x)
 {
@@ -940,19 +951,13 @@ static wf_status h_matmul(ictx *c)
     if (rb == 2 && no_param(c, b)) {
         /* x[...,K] W[K,N]: a linear layer */
         int in[2] = {ir(c, a), mkparam(c, b, 2, b->shape, 0, 1.0)};
-        if (c->g->status != WF_OK)
-            return c->g->status;
-        set_out(c, 0, op1(c, WF_OP_LINEAR, "", in, 2, NULL), ra, os);
-        return c->g->status;
+        return out_op(c, WF_OP_LINEAR, in, 2, NULL, ra, os);
     }
     if (rb == 2) {
         /* [...,K] -> [M,K] x [K,N] -> [M,N], shown as [...,N] */
         int64_t s2[2] = {numel_of(ra - 1, a->shape), K};
         int in[2] = {ir_shaped(c, a, 2, s2, "/rows"), ir(c, b)};
-        if (c->g->status != WF_OK)
-            return c->g->status;
-        set_out(c, 0, op1(c, WF_OP_MATMUL, "", in, 2, NULL), ra, os);
-        return c->g->status;
+        return out_op(c, WF_OP_MATMUL, in, 2, NULL, ra, os);
     }
     if (ra == rb) {
         for (int i = 0; i < ra - 2; i++)
@@ -961,10 +966,7 @@ static wf_status h_matmul(ictx *c)
                                    shape_str(ra, a->shape, ba, sizeof ba),
                                    shape_str(rb, b->shape, bb, sizeof bb));
         int in[2] = {ir(c, a), ir(c, b)};
-        if (c->g->status != WF_OK)
-            return c->g->status;
-        set_out(c, 0, op1(c, WF_OP_BATCH_MATMUL, "", in, 2, NULL), ra, os);
-        return c->g->status;
+        return out_op(c, WF_OP_BATCH_MATMUL, in, 2, NULL, ra, os);
     }
     return unsupported(c, "MatMul of %s by %s (batch dims must be equal)",
                        shape_str(ra, a->shape, ba, sizeof ba), shape_str(rb, b->shape, bb, sizeof bb));
@@ -1311,10 +1313,7 @@ static wf_status h_batchnorm(ictx *c)
      * batchnorm normalizes with batch statistics (training), so they are
      * not tensors of the graph. */
     int in[3] = {ir(c, x), ir_shaped(c, gm, 1, C, "/gamma"), ir_shaped(c, bt, 1, C, "/beta")};
-    if (c->g->status != WF_OK)
-        return c->g->status;
-    set_out(c, 0, op1(c, WF_OP_BATCHNORM, "", in, 3, &at), x->ndim, x->shape);
-    return c->g->status;
+    return out_op(c, WF_OP_BATCHNORM, in, 3, &at, x->ndim, x->shape);
 }
 
 /* LayerNormalization / RMSNormalization over dims [axis, rank). */
@@ -1349,10 +1348,7 @@ static wf_status h_norm(ictx *c, wf_op_kind k)
     int in[3] = {ir_shaped(c, x, a + 1, xs, "/rows"), ir_shaped(c, gm, 1, hs, "/gamma"), -1};
     if (bt)
         in[2] = ir_shaped(c, bt, 1, hs, "/beta");
-    if (c->g->status != WF_OK)
-        return c->g->status;
-    set_out(c, 0, op1(c, k, "", in, bt ? 3 : 2, &at), r, x->shape);
-    return c->g->status;
+    return out_op(c, k, in, bt ? 3 : 2, &at, r, x->shape);
 }
 
 static wf_status h_softmax(ictx *c)
@@ -1769,10 +1765,7 @@ static wf_status h_gather(ictx *c)
     if (a == 0 && r == 2 && d->kind == V_CONST && ix->kind != V_CONST) {
         /* ids[...] into table[V,H]: an embedding */
         int in[2] = {ir(c, ix), ir(c, d)};
-        if (c->g->status != WF_OK)
-            return c->g->status;
-        set_out(c, 0, op1(c, WF_OP_EMBEDDING, "", in, 2, NULL), nd, os);
-        return c->g->status;
+        return out_op(c, WF_OP_EMBEDDING, in, 2, NULL, nd, os);
     }
     double k;
     if (ix->kind == V_CONST && ix->ndim == 0 && scalar_of(c, ix, &k)) {
@@ -2068,10 +2061,7 @@ static wf_status h_sce(ictx *c)
         t = transpose_t(c, ir(c, x), r, perm, "/classes_last");
     }
     int in[2] = {t, ir(c, lab)};
-    if (c->g->status != WF_OK)
-        return c->g->status;
-    set_out(c, 0, op1(c, WF_OP_CROSS_ENTROPY, "", in, 2, NULL), 0, NULL);
-    return c->g->status;
+    return out_op(c, WF_OP_CROSS_ENTROPY, in, 2, NULL, 0, NULL);
 }
 
 static wf_status h_attention(ictx *c, int weft)
@@ -2102,10 +2092,7 @@ static wf_status h_attention(ictx *c, int weft)
     if (at.heads <= 0)
         return nerr(c, WF_FORMAT, "q_num_heads is required for 3-D inputs");
     int in[3] = {ir(c, q), ir(c, k), ir(c, v)};
-    if (c->g->status != WF_OK)
-        return c->g->status;
-    set_out(c, 0, op1(c, WF_OP_ATTENTION, "", in, 3, &at), 0, NULL);
-    return c->g->status;
+    return out_op(c, WF_OP_ATTENTION, in, 3, &at, 0, NULL);
 }
 
 static wf_status h_rotary(ictx *c)
