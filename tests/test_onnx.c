@@ -86,32 +86,10 @@ static void extents(const wf_tensor *t, int axis, int *ax, int64_t *outer, int64
     *inner = in;
 }
 
+/* The executor's geometry of a conv2d or pool op, which must be valid here. */
 static void conv_geom(const wf_graph *g, const wf_op *op, wf_k_conv_geom *c)
 {
-    const wf_tensor *x = &g->tensors[op->in[0]];
-    memset(c, 0, sizeof *c);
-    c->n = x->shape[0];
-    c->c = x->shape[1];
-    c->h = x->shape[2];
-    c->w = x->shape[3];
-    if (op->kind == WF_OP_CONV2D) {
-        const wf_tensor *w = &g->tensors[op->in[1]];
-        c->o = w->shape[0];
-        c->kh = w->shape[2];
-        c->kw = w->shape[3];
-        c->sh = op->attr.stride[0] > 0 ? op->attr.stride[0] : 1;
-        c->sw = op->attr.stride[1] > 0 ? op->attr.stride[1] : 1;
-        c->groups = op->attr.groups > 0 ? op->attr.groups : 1;
-    } else {
-        c->o = c->c;
-        c->kh = op->attr.kernel[0];
-        c->kw = op->attr.kernel[1];
-        c->sh = op->attr.stride[0] > 0 ? op->attr.stride[0] : c->kh;
-        c->sw = op->attr.stride[1] > 0 ? op->attr.stride[1] : c->kw;
-    }
-    c->ph = op->attr.pad[0];
-    c->pw = op->attr.pad[1];
-    assert_int_equal(wf_k_conv_geom_check(c, op->kind != WF_OP_CONV2D), WF_OK);
+    assert_int_equal(wf_k_conv_geom_of(g, op, c), WF_OK);
 }
 
 /* Runs the forward ops of g; d[t] holds tensor t (floats, or int32 for int

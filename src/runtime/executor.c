@@ -206,9 +206,9 @@ static void attn_of(const wf_exec *e, const wf_op *op, wf_k_attn *at)
     at->offset = (uint64_t)e->first_sample * (uint64_t)(at->heads * at->s * at->s);
 }
 
-static wf_status conv_of(const wf_exec *e, const wf_op *op, wf_k_conv_geom *c)
+wf_status wf_k_conv_geom_of(const wf_graph *g, const wf_op *op, wf_k_conv_geom *c)
 {
-    const wf_tensor *x = &e->g.tensors[op->in[0]];
+    const wf_tensor *x = &g->tensors[op->in[0]];
     memset(c, 0, sizeof *c);
     c->n = x->shape[0];
     c->c = x->shape[1];
@@ -216,7 +216,7 @@ static wf_status conv_of(const wf_exec *e, const wf_op *op, wf_k_conv_geom *c)
     c->w = x->shape[3];
     int pool = op->kind != WF_OP_CONV2D;
     if (!pool) {
-        const wf_tensor *w = &e->g.tensors[op->in[1]];
+        const wf_tensor *w = &g->tensors[op->in[1]];
         c->o = w->shape[0];
         c->kh = w->shape[2];
         c->kw = w->shape[3];
@@ -301,7 +301,7 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
         if (T[op->in[0]].ndim != 4)
             return wf_errorf(WF_INVAL, "op '%s' (%s): input must be [N,C,H,W]", op->name, wf_op_name(op->kind));
         wf_k_conv_geom c;
-        wf_status st = conv_of(e, op, &c);
+        wf_status st = wf_k_conv_geom_of(&e->g, op, &c);
         if (st != WF_OK)
             return wf_errorf(st, "op '%s': %s", op->name, wf_last_error());
         if (op->kind == WF_OP_CONV2D)
@@ -1073,20 +1073,20 @@ static wf_status run_fwd(wf_exec *e, int o)
     }
     case WF_OP_CONV2D: {
         wf_k_conv_geom c;
-        conv_of(e, op, &c);
+        wf_k_conv_geom_of(&e->g, op, &c);
         K(e, conv2d_fwd)(&c, F(op->in[0]), F(op->in[1]), op->nin > 2 && op->in[2] >= 0 ? F(op->in[2]) : NULL, y,
                          e->ws);
         return WF_OK;
     }
     case WF_OP_MAXPOOL: {
         wf_k_conv_geom c;
-        conv_of(e, op, &c);
+        wf_k_conv_geom_of(&e->g, op, &c);
         K(e, maxpool_fwd)(&c, F(op->in[0]), y);
         return WF_OK;
     }
     case WF_OP_AVGPOOL: {
         wf_k_conv_geom c;
-        conv_of(e, op, &c);
+        wf_k_conv_geom_of(&e->g, op, &c);
         K(e, avgpool_fwd)(&c, F(op->in[0]), y);
         return WF_OK;
     }
@@ -1265,19 +1265,19 @@ static void run_bwd(wf_exec *e, int o)
     }
     case WF_OP_CONV2D: {
         wf_k_conv_geom c;
-        conv_of(e, f, &c);
+        wf_k_conv_geom_of(&e->g, f, &c);
         K(e, conv2d_bwd)(&c, F(f->in[0]), F(f->in[1]), dy, d0, d1, f->nin > 2 ? d2 : NULL, e->ws);
         break;
     }
     case WF_OP_MAXPOOL: {
         wf_k_conv_geom c;
-        conv_of(e, f, &c);
+        wf_k_conv_geom_of(&e->g, f, &c);
         K(e, maxpool_bwd)(&c, F(f->in[0]), dy, d0);
         break;
     }
     case WF_OP_AVGPOOL: {
         wf_k_conv_geom c;
-        conv_of(e, f, &c);
+        wf_k_conv_geom_of(&e->g, f, &c);
         K(e, avgpool_bwd)(&c, dy, d0);
         break;
     }

@@ -50,6 +50,7 @@
 #define WEFT_RUNTIME_KERNELS_IMPL_H
 
 #include "weft/core.h"
+#include "weft/graph.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -188,6 +189,12 @@ typedef struct {
  * wo likewise. `pool` != 0 skips the checks on o and groups. WF_INVAL with a
  * message naming the bad value. */
 wf_status wf_k_conv_geom_check(wf_k_conv_geom *g, int pool);
+
+/* The geometry of a graph's conv2d or pool op (x's shape, the weight's kernel,
+ * the op's stride/pad/groups with their defaults), checked. Defined in
+ * executor.c, the bridge from the graph to these kernels; the kernels
+ * themselves never see a graph. */
+wf_status wf_k_conv_geom_of(const wf_graph *g, const wf_op *op, wf_k_conv_geom *c);
 
 /* ---- attention ---------------------------------------------------------------- */
 
