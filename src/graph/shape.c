@@ -186,6 +186,21 @@ static wf_status infer_attention(ictx *c)
     return WF_OK;
 }
 
+/* Output extent of spatial dim d (2 + d of x[N,C,H,W]) for kernel K, stride s
+ * and padding p on each side, shared by conv2d and the pools. */
+static wf_status spatial_out(ictx *c, const wf_tensor *x, int d, int64_t K, int64_t s, int64_t p)
+{
+    char bx[96];
+    if (s < 0 || p < 0)
+        return bad(c, "stride[%d]=%" PRId64 " / pad[%d]=%" PRId64 " is negative", d, s, d, p);
+    int64_t span = x->shape[2 + d] + 2 * p - K;
+    if (span < 0)
+        return bad(c, "kernel %" PRId64 " larger than padded input %" PRId64 " (dim %d of %s)",
+                   K, x->shape[2 + d] + 2 * p, 2 + d, shp(x, bx));
+    c->out[0].shape[2 + d] = span / s + 1;
+    return WF_OK;
+}
+
 static wf_status infer_conv2d(ictx *c)
 {
     const wf_tensor *x = c->x[0], *w = c->x[1];
@@ -216,13 +231,8 @@ static wf_status infer_conv2d(ictx *c)
             return bad(c, "attr kernel[%d]=%d but the weight's kernel is %" PRId64, d,
                        c->a->kernel[d], K);
         int64_t s = c->a->stride[d] ? c->a->stride[d] : 1, p = c->a->pad[d];
-        if (s < 0 || p < 0)
-            return bad(c, "stride[%d]=%" PRId64 " / pad[%d]=%" PRId64 " is negative", d, s, d, p);
-        int64_t span = x->shape[2 + d] + 2 * p - K;
-        if (span < 0)
-            return bad(c, "kernel %" PRId64 " larger than padded input %" PRId64 " (dim %d of %s)",
-                       K, x->shape[2 + d] + 2 * p, 2 + d, shp(x, bx));
-        c->out[0].shape[2 + d] = span / s + 1;
+        if ((st = spatial_out(c, x, d, K, s, p)))
+            return st;
     }
     return WF_OK;
 }
@@ -231,7 +241,6 @@ static wf_status infer_pool(ictx *c)
 {
     const wf_tensor *x = c->x[0];
     wf_status st;
-    char bx[96];
     if ((st = need_float(c, 0)) || (st = need_rank(c, 0, 4, 4)))
         return st;
     same_as(c, x);
@@ -244,15 +253,10 @@ static wf_status infer_pool(ictx *c)
         int64_t s = c->a->stride[d] ? c->a->stride[d] : K;
         if (K <= 0)
             return bad(c, "kernel[%d]=%" PRId64 " (must be positive)", d, K);
-        if (s < 0 || p < 0)
-            return bad(c, "stride[%d]=%" PRId64 " / pad[%d]=%" PRId64 " is negative", d, s, d, p);
         if (2 * p > K)
             return bad(c, "pad[%d]=%" PRId64 " is more than half the kernel %" PRId64, d, p, K);
-        int64_t span = x->shape[2 + d] + 2 * p - K;
-        if (span < 0)
-            return bad(c, "kernel %" PRId64 " larger than padded input %" PRId64 " (dim %d of %s)",
-                       K, x->shape[2 + d] + 2 * p, 2 + d, shp(x, bx));
-        c->out[0].shape[2 + d] = span / s + 1;
+        if ((st = spatial_out(c, x, d, K, s, p)))
+            return st;
     }
     return WF_OK;
 }
