@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build test demo bench sanitize valgrind clean
+.PHONY: all setup configure build test demo bench sanitize valgrind fuzz clean
 
 all: build
 
@@ -40,5 +40,14 @@ valgrind: setup
 	$(MAKE) build
 	bash scripts/valgrind-suite $(BUILD)
 
+# libFuzzer campaigns over every reader of untrusted input (docs/fuzzing.md):
+# FUZZ_SECONDS per harness (default 60), corpora grown in build-fuzz/corpus.
+FUZZ_SECONDS ?= 60
+fuzz:
+	bash scripts/setup-deps --fuzz
+	CC=clang cmake -S . -B build-fuzz -DWEFT_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-fuzz -j $(JOBS)
+	bash scripts/fuzz build-fuzz $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

@@ -73,11 +73,53 @@ void wf_arena_free(wf_arena *a);
 /* Checked heap allocation helpers: abort-free, return NULL on failure. */
 void *wf_calloc(size_t n, size_t size);
 
-/* ---- files -------------------------------------------------------------------- */
+/* ---- limits and checked arithmetic (docs/limits.md) ---------------------------
+ * Every size computed from input (element counts, devices, buffers, batch x
+ * sequence) goes through these, so no input can wrap an int64 or ask for an
+ * allocation that no machine has. */
+#define WF_MAX_NUMEL ((int64_t)1 << 48)  /* elements of one tensor */
+#define WF_MAX_BATCH ((int64_t)1 << 32)  /* samples per iteration (--batch, plan files) */
+#define WF_MAX_DEVICES ((int64_t)1 << 24) /* devices of a cluster or a plan */
+/* a * b into *out; 0, or -1 when it overflows int64 (then *out is unspecified). */
+static inline int wf_mul_i64(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+/* Product of dims[0..n) (each >= 1) when it is at most `limit`: WF_OK, else
+ * WF_INVAL naming `what` and the limit. */
+wf_status wf_checked_product(const int64_t *dims, int n, int64_t limit, const char *what,
+                             int64_t *out);
+
+/* ---- files -------------------------------------------------------------------- *
+ * One policy for every input file: regular files only (a FIFO, a device, a
+ * directory is "not a regular file", refused without blocking), and a size cap
+ * per kind. One policy for every output: regular targets only, checked before
+ * any work starts, written atomically with the old file's mode kept. */
+typedef enum {
+    WF_FILE_TEXT,       /* model, cluster, plan JSON, manifests, configs: 64 MiB */
+    WF_FILE_ONNX,       /* ONNX models and their external data: 2 GiB */
+    WF_FILE_CHECKPOINT, /* one checkpoint shard: 16 GiB */
+    WF_FILE_DATA        /* data sets (IDX .gz, text corpora): 4 GiB */
+} wf_file_kind;
+size_t wf_file_cap(wf_file_kind k);
+/* Opens path for reading when it is a regular file within the kind's cap:
+ * *fd (blocking mode restored) and its size. */
+wf_status wf_file_open_input(const char *path, wf_file_kind k, int *fd, size_t *size);
 /* Reads a whole file into a NUL-terminated heap buffer (caller frees). */
+wf_status wf_file_read_kind(const char *path, wf_file_kind k, char **data, size_t *len);
+/* wf_file_read_kind(path, WF_FILE_TEXT, ...). */
 wf_status wf_file_read(const char *path, char **data, size_t *len);
+/* Checks, before any work, that path can be written as an output file: a
+ * non-empty name, an existing directory above it, and no existing non-regular
+ * file in its place. `what` names the option in the message ("-o"). */
+wf_status wf_file_check_output(const char *path, const char *what);
+/* The same for an output directory (--checkpoint): an existing directory, or
+ * a name whose parent directory exists. */
+wf_status wf_file_check_output_dir(const char *path, const char *what);
 /* Writes a file atomically: PATH.tmp.<pid>, fsync, rename, fsync the directory.
- * Either the old content or the new content is there, never a torn file. */
+ * Either the old content or the new content is there, never a torn file. A
+ * target that exists and is not a regular file is refused; an existing file's
+ * mode is kept. */
 wf_status wf_file_write_atomic(const char *path, const void *data, size_t len);
 
 /* ---- JSON (cJSON underneath; include <cjson/cJSON.h> to use the tree) ------- */

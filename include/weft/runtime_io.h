@@ -152,6 +152,10 @@ typedef struct {
     int64_t data_position;  /* wf_data_position at the save */
     uint64_t rng[4];        /* the caller's RNG state (opaque words) */
     char model[WF_CKPT_MODEL_LEN]; /* canonical model name */
+    /* What else the run was made of, as "key=value" lines ("data=...\n
+     * optimizer=adamw\n..."): kept in the manifest, compared key by key on
+     * resume so that every mismatch is named. "" when not recorded. */
+    char run[512];
 } wf_ckpt_meta;
 
 /* One named tensor: parameters, optimizer state ("adam.m.<param>"), anything.
@@ -181,6 +185,10 @@ wf_status wf_ckpt_save(const char *dir, const wf_ckpt_meta *meta, const wf_ckpt_
  * untouched, and load never writes to DIR. */
 wf_status wf_ckpt_load(const char *dir, const char *model, wf_ckpt_meta *meta,
                        const wf_ckpt_tensor *t, int n);
+
+/* Reads only the manifest of the checkpoint in DIR: step, model and run
+ * (the rest of *meta is zero). Not collective. WF_NOTFOUND when absent. */
+wf_status wf_ckpt_peek(const char *dir, wf_ckpt_meta *meta);
 
 /* 1 when DIR holds a manifest (a complete checkpoint, unless corrupt). */
 int wf_ckpt_exists(const char *dir);

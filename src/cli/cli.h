@@ -60,6 +60,8 @@ typedef struct {
 } wf_cli_plan_input;
 
 /* --batch at least 1, then the model and the cluster looked up. */
+/* --batch within [1, WF_MAX_BATCH], or WF_INVAL naming it. */
+wf_status wf_cli_check_batch(int64_t batch);
 wf_status wf_cli_load_model_cluster(const char *model, const char *cluster, int64_t batch, wf_model_config *mc,
                                     wf_cluster *c);
 

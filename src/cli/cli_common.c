@@ -9,12 +9,20 @@
 #include <stdio.h>
 #include <string.h>
 
+wf_status wf_cli_check_batch(int64_t batch)
+{
+    if (batch < 1 || batch > WF_MAX_BATCH)
+        return wf_errorf(WF_INVAL, "--batch=%lld must be in [1, %lld]", (long long)batch,
+                         (long long)WF_MAX_BATCH);
+    return WF_OK;
+}
+
 wf_status wf_cli_load_model_cluster(const char *model, const char *cluster, int64_t batch, wf_model_config *mc,
                                     wf_cluster *c)
 {
-    if (batch < 1)
-        return wf_errorf(WF_INVAL, "--batch=%lld must be >= 1", (long long)batch);
-    wf_status st = wf_model_lookup(model, mc);
+    wf_status st = wf_cli_check_batch(batch);
+    if (st == WF_OK)
+        st = wf_model_lookup(model, mc);
     return st != WF_OK ? st : wf_cluster_lookup(cluster, c);
 }
 

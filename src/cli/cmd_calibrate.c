@@ -10,22 +10,9 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-/* Fails before measuring when FILE's directory cannot take it. */
-static wf_status check_writable(const char *out)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", out) >= (int)sizeof buf)
-        return wf_errorf(WF_INVAL, "-o: path too long: %s", out);
-    const char *dir = dirname(buf);
-    if (access(dir, W_OK) != 0)
-        return wf_errorf(WF_IO, "cannot write %s: directory %s: %s", out, dir, strerror(errno));
-    return WF_OK;
-}
 
 static wf_status write_cluster(const wf_calib_result *r, const char *out)
 {
@@ -68,7 +55,7 @@ wf_status wf_cmd_calibrate(int argc, char **argv)
     }
     if (threads < 1 || threads > 1024)
         return wf_errorf(WF_INVAL, "--threads=%lld must be in [1, 1024]", (long long)threads);
-    if (out && (st = check_writable(out)) != WF_OK)
+    if (out && (st = wf_file_check_output(out, "-o")) != WF_OK)
         return st;
     int started = 0;
     if ((st = wf_mpi_start(&started)) != WF_OK)

@@ -694,8 +694,10 @@ wf_status wf_cmd_plan(int argc, char **argv)
     }
     if (st != WF_OK)
         return st;
-    if (a.batch < 1)
-        return wf_errorf(WF_INVAL, "--batch=%lld must be >= 1", (long long)a.batch);
+    if ((st = wf_cli_check_batch(a.batch)) != WF_OK)
+        return st;
+    if (a.out && (st = wf_file_check_output(a.out, "-o")) != WF_OK)
+        return st;
     if (a.top < 1 || a.top > 100000)
         return wf_errorf(WF_INVAL, "--top=%lld: expected 1..100000", (long long)a.top);
     /* Given values must be positive (absent ones take the defaults). */

@@ -264,8 +264,8 @@ wf_status wf_cmd_show(int argc, char **argv)
     }
     if (npos == 0)
         return wf_errorf(WF_INVAL, "missing MODEL (see weft models, or weft show --help)");
-    if (batch < 1 || batch > ((int64_t)1 << 40))
-        return wf_errorf(WF_INVAL, "--batch %" PRId64 ": must be a positive integer", batch);
+    if ((st = wf_cli_check_batch(batch)) != WF_OK)
+        return st;
     wf_model_config m;
     if ((st = wf_model_lookup(pos[0], &m)) != WF_OK)
         return st;

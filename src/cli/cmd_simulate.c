@@ -75,6 +75,8 @@ wf_status wf_cmd_simulate(int argc, char **argv)
                       "Plays one training iteration of a plan out event by event.", opts);
         return WF_OK;
     }
+    if (st == WF_OK && trace)
+        st = wf_file_check_output(trace, "--trace");
     if (st != WF_OK || (st = wf_cli_load_plan_input(&in, "simulating")) != WF_OK)
         return st;
     wf_sim_plan_opts so = {.detail = 0, .trace_path = trace, .fuse = 0, .fuse_budget = 0};

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -30,8 +31,9 @@ typedef struct {
 
 static wf_status check_args(train_args *a, wf_optim_config *oc)
 {
-    if (a->batch < 1)
-        return wf_errorf(WF_INVAL, "--batch=%lld must be at least 1", (long long)a->batch);
+    wf_status bst = wf_cli_check_batch(a->batch);
+    if (bst != WF_OK)
+        return bst;
     if (a->steps < 1)
         return wf_errorf(WF_INVAL, "--steps=%lld must be at least 1", (long long)a->steps);
     if (a->seed < 0)
@@ -42,8 +44,25 @@ static wf_status check_args(train_args *a, wf_optim_config *oc)
         return wf_errorf(WF_INVAL, "--checkpoint-every needs --checkpoint DIR");
     if (a->resume && !a->checkpoint)
         return wf_errorf(WF_INVAL, "--resume needs --checkpoint DIR");
-    if (a->threads < 0 || a->threads > 1024)
-        return wf_errorf(WF_INVAL, "--threads=%lld must be in [1, 1024] (or 0: the default)", (long long)a->threads);
+    if (a->threads != INT64_MIN && (a->threads < 1 || a->threads > 1024))
+        return wf_errorf(WF_INVAL, "--threads=%lld must be in [1, 1024]", (long long)a->threads);
+    if (a->cluster) {
+        wf_cluster cl;
+        wf_status cs = wf_cluster_lookup(a->cluster, &cl);
+        if (cs != WF_OK)
+            return cs;
+    }
+    /* Output paths are checked before any work. */
+    if (a->checkpoint) {
+        wf_status cs = wf_file_check_output_dir(a->checkpoint, "--checkpoint");
+        if (cs != WF_OK)
+            return cs;
+    }
+    if (a->log) {
+        wf_status cs = wf_file_check_output(a->log, "--log");
+        if (cs != WF_OK)
+            return cs;
+    }
     if (a->print_every < 1)
         return wf_errorf(WF_INVAL, "--print-every=%lld must be at least 1", (long long)a->print_every);
     wf_optim_kind k;
@@ -76,6 +95,36 @@ static int log_step(FILE *f, const wf_train_stats *s, int tokens)
         fprintf(f, ",\"tokens_per_s\":%.9g", per_s((double)s->tokens, s->time_s));
     fprintf(f, ",\"grad_norm\":%.9g}\n", s->grad_norm);
     return fflush(f);
+}
+
+/* On resume, cuts the log back to the checkpoint's step: the rows a crashed
+ * or stopped run wrote after its last checkpoint are dropped (they are
+ * replayed, bit-identically, by the resumed run), and so is a torn last line.
+ * The cut log replaces the old one atomically. */
+static wf_status cut_log(const char *path, int64_t step)
+{
+    if (access(path, F_OK) != 0)
+        return WF_OK;
+    char *text = NULL;
+    size_t len = 0;
+    wf_status st = wf_file_read_kind(path, WF_FILE_DATA, &text, &len);
+    if (st != WF_OK)
+        return st;
+    size_t keep = 0;
+    for (size_t i = 0; i < len;) {
+        char *nl = memchr(text + i, '\n', len - i);
+        if (!nl)
+            break; /* a torn last line */
+        long long s = -1;
+        if (sscanf(text + i, "{\"step\":%lld", &s) != 1 || s > step)
+            break;
+        i = (size_t)(nl - text) + 1;
+        keep = i;
+    }
+    if (keep != len)
+        st = wf_file_write_atomic(path, text, keep);
+    free(text);
+    return st;
 }
 
 static void describe(const wf_train_info *in, const train_args *a, const wf_optim_config *oc)
@@ -132,7 +181,9 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
      * leaves every file as it was. */
     FILE *log = NULL;
     st = WF_OK;
-    if (a->log && rank == 0) {
+    if (a->log && rank == 0 && a->resume)
+        st = cut_log(a->log, wf_train_steps_done(t));
+    if (a->log && rank == 0 && st == WF_OK) {
         log = fopen(a->log, a->resume ? "a" : "w");
         if (!log)
             st = wf_errorf(WF_IO, "--log: cannot open %s: %s", a->log, strerror(errno));
@@ -154,6 +205,14 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
         wf_train_stats s;
         st = wf_train_step(t, &s);
         if (st != WF_OK)
+            break;
+        /* A diverged run stops here on every rank, before a checkpoint could
+         * save its non-finite state: the last checkpoint stays the last good one. */
+        if (!isfinite(s.loss))
+            st = wf_errorf(WF_INVAL, "step %lld: the loss is %g; stopping (try a lower --lr)%s%s%s",
+                           (long long)s.step, s.loss, a->checkpoint ? "; the checkpoint in " : "",
+                           a->checkpoint ? a->checkpoint : "", a->checkpoint ? " is left as it was" : "");
+        if ((st = wf_mpi_agree(st)) != WF_OK)
             break;
         if (isnan(first_loss))
             first_loss = s.loss;
@@ -234,6 +293,7 @@ wf_status wf_cmd_train(int argc, char **argv)
     a.optimizer = "adamw";
     a.lr = a.clip = a.wd = NAN;
     a.print_every = 1;
+    a.threads = INT64_MIN; /* not given */
     const wf_opt opts[] = {
         {"model", 0, WF_OPT_STR, &a.model, "M", "model: zoo name, family with overrides, or model JSON", 1},
         {"data", 0, WF_OPT_STR, &a.data, "D", "synthetic, fashion-mnist, text:PATH, text:fortunes, or a path", 1},
@@ -251,7 +311,7 @@ wf_status wf_cmd_train(int argc, char **argv)
         {"checkpoint", 0, WF_OPT_STR, &a.checkpoint, "DIR", "write a checkpoint to DIR at the end (and every K steps)", 0},
         {"checkpoint-every", 0, WF_OPT_INT, &a.every, "K", "also checkpoint every K steps", 0},
         {"resume", 0, WF_OPT_FLAG, &a.resume, NULL, "continue from the checkpoint in DIR (bit-identical losses)", 0},
-        {"log", 0, WF_OPT_STR, &a.log, "FILE", "one JSON object per step (appended when resuming)", 0},
+        {"log", 0, WF_OPT_STR, &a.log, "FILE", "one JSON object per step (on --resume, cut back to the checkpoint's step, then appended)", 0},
         {"print-every", 0, WF_OPT_INT, &a.print_every, "K", "print one line every K steps (default 1)", 0},
         {"threads", 0, WF_OPT_INT, &a.threads, "N", "BLAS threads per rank (default: 1 under mpiexec, else BLAS's)", 0},
         {"reference", 0, WF_OPT_FLAG, &a.reference, NULL, "run the naive reference kernels (slow; for checking)", 0},
@@ -282,7 +342,7 @@ wf_status wf_cmd_train(int argc, char **argv)
     if (st == WF_OK)
         st = check_args(&a, &oc);
     /* One BLAS thread per rank under mpiexec unless told otherwise. */
-    if (st == WF_OK && a.threads > 0)
+    if (st == WF_OK && a.threads != INT64_MIN)
         st = wf_runtime_set_threads((int)a.threads);
     else if (st == WF_OK && nranks > 1)
         (void)wf_runtime_set_threads(1);

@@ -387,9 +387,10 @@ wf_status wf_cluster_check(const wf_cluster *c)
     if (c->grad_bytes != 2 && c->grad_bytes != 4)
         return wf_errorf(WF_FORMAT, "cluster '%s': grad_bytes=%g must be 2 or 4", c->name,
                          c->grad_bytes);
-    if (wf_cluster_devices(c) > ((int64_t)1 << 24))
-        return wf_errorf(WF_FORMAT, "cluster '%s': %lld devices is more than weft supports (2^24)",
-                         c->name, (long long)wf_cluster_devices(c));
+    if (wf_cluster_devices(c) > WF_MAX_DEVICES)
+        return wf_errorf(WF_FORMAT, "cluster '%s': its level sizes multiply to more than the %lld "
+                                    "devices weft supports",
+                         c->name, (long long)WF_MAX_DEVICES);
     return WF_OK;
 }
 
@@ -432,9 +433,12 @@ wf_status wf_cluster_lookup(const char *spec, wf_cluster *out)
 
 int64_t wf_cluster_devices(const wf_cluster *c)
 {
+    /* Saturates: a product past int64 reads as INT64_MAX, which the device cap
+     * in wf_cluster_check rejects. */
     int64_t n = 1;
     for (int l = 0; l < c->nlevels; l++)
-        n *= c->level[l].size;
+        if (wf_mul_i64(n, c->level[l].size, &n) != 0)
+            return INT64_MAX;
     return n;
 }
 

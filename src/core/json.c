@@ -7,6 +7,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int cmp_key(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The first key that appears twice in an object anywhere in j (NULL: none).
+ * cJSON keeps duplicates and its lookups take the first, which would silently
+ * ignore the second; sorting the keys finds repeats in n log n. */
+static const char *duplicate_key(const cJSON *j, int *nomem)
+{
+    if (!cJSON_IsObject(j) && !cJSON_IsArray(j))
+        return NULL;
+    size_t n = 0;
+    for (const cJSON *it = j->child; it; it = it->next) {
+        const char *d = duplicate_key(it, nomem);
+        if (d || *nomem)
+            return d;
+        n++;
+    }
+    if (!cJSON_IsObject(j) || n < 2)
+        return NULL;
+    const char **keys = malloc(n * sizeof *keys);
+    if (!keys) {
+        *nomem = 1;
+        return NULL;
+    }
+    size_t k = 0;
+    for (const cJSON *it = j->child; it; it = it->next)
+        keys[k++] = it->string ? it->string : "";
+    qsort(keys, n, sizeof *keys, cmp_key);
+    const char *dup = NULL;
+    for (size_t i = 1; i < n && !dup; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0)
+            dup = keys[i];
+    free(keys);
+    return dup;
+}
+
 wf_status wf_json_parse(const char *text, const char *what, cJSON **out)
 {
     const char *end = NULL;
@@ -14,6 +52,15 @@ wf_status wf_json_parse(const char *text, const char *what, cJSON **out)
     if (!*out) {
         long off = end ? (long)(end - text) : 0;
         return wf_errorf(WF_FORMAT, "%s: malformed JSON near byte %ld", what, off);
+    }
+    int nomem = 0;
+    const char *dup = duplicate_key(*out, &nomem);
+    if (dup || nomem) {
+        wf_status st = nomem ? wf_errorf(WF_NOMEM, "%s: out of memory checking keys", what)
+                             : wf_errorf(WF_FORMAT, "%s: key \"%.100s\" appears twice in one object", what, dup);
+        cJSON_Delete(*out);
+        *out = NULL;
+        return st;
     }
     return WF_OK;
 }

@@ -25,7 +25,8 @@ static wf_status set_value(const wf_opt *o, const char *val)
     snprintf(what, sizeof what, "--%s", o->name);
     switch (o->type) {
     case WF_OPT_INT:
-        return wf_parse_int(val, what, INT64_MIN, INT64_MAX, (int64_t *)o->dest);
+        /* INT64_MIN is the tables' "not given" sentinel: it cannot be typed. */
+        return wf_parse_int(val, what, INT64_MIN + 1, INT64_MAX, (int64_t *)o->dest);
     case WF_OPT_NUM:
         return wf_parse_num(val, what, -1e308, 1e308, (double *)o->dest);
     case WF_OPT_STR:

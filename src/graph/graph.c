@@ -277,6 +277,10 @@ int wf_graph_add_tensor(wf_graph *g, const char *name, wf_dtype dtype, wf_role r
                                      name, i, shape[i]));
         t.shape[i] = shape[i];
     }
+    int64_t numel;
+    if (wf_checked_product(t.shape, ndim, WF_MAX_NUMEL, name, &numel) != WF_OK)
+        return fail(g, wf_errorf(WF_INVAL, "tensor '%s': more than %" PRId64 " elements", name,
+                                 WF_MAX_NUMEL));
     t.producer = -1;
     t.grad = -1;
     t.grad_of = -1;
@@ -305,6 +309,13 @@ int wf_graph_add_op(wf_graph *g, wf_op_kind kind, const char *name, const int *i
     wf_status st = wf_graph_infer(g, kind, name, in, nin, attr, &nout, outs);
     if (st != WF_OK)
         return fail(g, st);
+    for (int i = 0; i < nout; i++) {
+        int64_t numel;
+        if (wf_checked_product(outs[i].shape, outs[i].ndim, WF_MAX_NUMEL, name, &numel) != WF_OK)
+            return fail(g, wf_errorf(WF_INVAL, "op '%s': output %d has more than %" PRId64
+                                               " elements (inputs too large)",
+                                     name, i, WF_MAX_NUMEL));
+    }
 
     wf_op o;
     memset(&o, 0, sizeof o);

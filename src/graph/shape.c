@@ -279,7 +279,8 @@ static wf_status infer_reshape(ictx *c)
         } else if (d <= 0) {
             return bad(c, "target dim %d is %" PRId64 " (must be positive or -1)", i, d);
         } else {
-            known *= d;
+            if (wf_mul_i64(known, d, &known) != 0 || known > WF_MAX_NUMEL)
+                return bad(c, "target shape has more than %" PRId64 " elements", WF_MAX_NUMEL);
         }
     }
     c->nout = 1;

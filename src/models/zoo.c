@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the zoo table ------------------------------------------------------------ */
 
@@ -548,6 +549,8 @@ wf_status wf_model_lookup(const char *spec, wf_model_config *out)
     int is_family = 0;
     if (!p && (p = find_family_base(s.name)) != NULL)
         is_family = 1;
+    if (!p && access(spec, F_OK) == 0)
+        return lookup_json(spec, out); /* a model file without the .json suffix */
     if (!p)
         return wf_errorf(WF_INVAL,
                          "unknown model '%s' (see weft models; families: gpt, llama, bert, vgg, "

@@ -208,11 +208,14 @@ static val *vadd(ictx *c, const char *name, int *dup)
     return x;
 }
 
+/* Saturates at INT64_MAX (dims come from the file), which every size check
+ * downstream rejects. */
 static int64_t numel_of(int nd, const int64_t *s)
 {
     int64_t n = 1;
     for (int i = 0; i < nd; i++)
-        n *= s[i];
+        if (s[i] < 0 || wf_mul_i64(n, s[i], &n) != 0)
+            return INT64_MAX;
     return n;
 }
 
@@ -601,7 +604,7 @@ static int ints_from(ictx *c, int i, const char *attr, int64_t *out, int cap, wf
             return -1;
         }
         for (int64_t k = 0; k < n; k++)
-            out[k] = (int64_t)d[k];
+            out[k] = wf_onnx_d2i(d[k]);
         return (int)n;
     }
     int n = wf_onnx_attr_ints(c->node, attr, out, cap);
@@ -1002,7 +1005,7 @@ static wf_status h_gemm(ictx *c)
         int in[3] = {ir(c, A), mkparam(c, B, 2, ws, tb, s), -1};
         int nin_ = 2;
         if (!biased && scaled && no_param(c, C) && vnumel(C) == N &&
-            C->shape[C->ndim - 1] == N && (beta == 1.0 || C->nuse == 1)) {
+            C->ndim >= 1 && C->shape[C->ndim - 1] == N && (beta == 1.0 || C->nuse == 1)) {
             int64_t bs[1] = {N};
             in[2] = mkparam(c, C, 1, bs, 0, beta);
             nin_ = 3;
@@ -1031,7 +1034,7 @@ static wf_status h_gemm(ictx *c)
         /* C broadcasts to [M,N]: [N], [1,N], [M,N] or a scalar */
         int ct;
         int64_t n = vnumel(C);
-        int row = n == N && C->shape[C->ndim - 1] == N;
+        int row = n == N && C->ndim >= 1 && C->shape[C->ndim - 1] == N;
         if (!(row || (C->ndim == 2 && C->shape[0] == M && C->shape[1] == N) || n == 1))
             return unsupported(c, "Gemm bias C of shape [%" PRId64 ",...] (expected [N], [1,N], "
                                   "[M,N] or a scalar)",
@@ -1480,8 +1483,8 @@ static wf_status h_reshape(ictx *c)
             infer = i;
         } else if (s[i] <= 0) {
             return unsupported(c, "target dim %d is %" PRId64, i, s[i]);
-        } else {
-            known *= s[i];
+        } else if (wf_mul_i64(known, s[i], &known) != 0 || known > WF_MAX_NUMEL) {
+            return nerr(c, WF_INVAL, "target shape has more than %" PRId64 " elements", WF_MAX_NUMEL);
         }
     }
     if (infer >= 0) {
@@ -1681,6 +1684,8 @@ static wf_status h_split(ictx *c)
     int64_t dim = x->shape[a];
     if (n < 0) {
         /* equal parts; opset 18's num_outputs lets the last be smaller */
+        if (nout_ < 1)
+            return nerr(c, WF_FORMAT, "Split with no outputs and no split sizes");
         n = nout_;
         int64_t part = (dim + n - 1) / n;
         for (int i = 0; i < n; i++)
@@ -1692,6 +1697,8 @@ static wf_status h_split(ictx *c)
     for (int i = 0; i < n; i++) {
         if (sizes[i] <= 0)
             return unsupported(c, "split size %" PRId64 " (parts must be non-empty)", sizes[i]);
+        if (sizes[i] > dim)
+            return nerr(c, WF_FORMAT, "split size %" PRId64 " is larger than the dim %" PRId64, sizes[i], dim);
         sum += sizes[i];
     }
     if (sum != dim)
@@ -1750,12 +1757,12 @@ static wf_status h_gather(ictx *c)
             return st;
         for (int64_t p = 0; p < outer; p++)
             for (int64_t q = 0; q < ni; q++) {
-                int64_t k = (int64_t)iv[q];
+                int64_t k = wf_onnx_d2i(iv[q]);
                 if (k < 0)
                     k += da;
                 if (k < 0 || k >= da)
                     return nerr(c, WF_INVAL, "index %" PRId64 " out of range [0, %" PRId64 ")",
-                                (int64_t)iv[q], da);
+                                wf_onnx_d2i(iv[q]), da);
                 memcpy(o + (p * ni + q) * inner, dv + (p * da + k) * inner,
                        (size_t)inner * sizeof *o);
             }
@@ -2287,7 +2294,7 @@ static const Onnx__NodeProto *sole_reader(ictx *c, const char *name, int *idx)
 /* The other input of a 2-input node than `name`, NULL if name is not one. */
 static const char *other_in(const Onnx__NodeProto *n, const char *name)
 {
-    if (n->n_input != 2)
+    if (n->n_input != 2 || !n->input[0] || !n->input[1])
         return NULL;
     if (strcmp(n->input[0], name) == 0)
         return n->input[1];
@@ -2329,11 +2336,11 @@ static void find_patterns(ictx *c)
             if (!okd || !dv || dv->nuse != 1)
                 continue;
             const Onnx__NodeProto *a = sole_reader(c, n->output[0], &ka);
-            const char *one = a && is_op(a, "Add") ? other_in(a, n->output[0]) : NULL;
+            const char *one = a && is_op(a, "Add") && a->n_output == 1 ? other_in(a, n->output[0]) : NULL;
             if (!one || !pre_scalar(c, one, &s) || s != 1.0)
                 continue;
             const Onnx__NodeProto *m = sole_reader(c, a->output[0], &km);
-            const char *o = m && is_op(m, "Mul") ? other_in(m, a->output[0]) : NULL;
+            const char *o = m && is_op(m, "Mul") && m->n_output == 1 ? other_in(m, a->output[0]) : NULL;
             if (!o)
                 continue;
             if (strcmp(o, x) == 0) {
@@ -2384,7 +2391,8 @@ static void find_patterns(ictx *c)
             /* Transpose(perm [0, r-1, 1..r-2]) feeding the scores */
             const Onnx__NodeProto *t = producer(c, n->input[0], &k);
             val *tv = vfind(c, n->input[0]);
-            if (!t || !is_op(t, "Transpose") || !tv || tv->nuse != 1)
+            if (!t || !is_op(t, "Transpose") || !tv || tv->nuse != 1 || t->n_input != 1 ||
+                !t->input[0])
                 continue;
             int64_t p[WF_MAX_DIMS + 1];
             int r = wf_onnx_attr_ints(t, "perm", p, WF_MAX_DIMS + 1);

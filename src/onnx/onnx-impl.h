@@ -75,4 +75,16 @@ int wf_onnx_attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *out, 
  * distinct long names stay distinct. */
 void wf_onnx_ir_name(char *dst, const char *onnx_name, size_t reserve);
 
+/* A decoded value as an int64 without undefined behaviour: NaN and values
+ * outside int64's range saturate (INT64_MIN, INT64_MAX), so the caller's
+ * range check rejects them. */
+static inline int64_t wf_onnx_d2i(double v)
+{
+    if (!(v >= -9223372036854775808.0))
+        return INT64_MIN;
+    if (v >= 9223372036854775808.0)
+        return INT64_MAX;
+    return (int64_t)v;
+}
+
 #endif

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int wf_onnx_available(void) { return 1; }
 
@@ -205,10 +206,20 @@ static wf_status read_external(const Onnx__TensorProto *t, const char *dir, size
                          name, len, want);
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", dir, loc);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return wf_errorf(WF_IO, "tensor '%s': cannot open external data %s: %s", name, path,
-                         strerror(errno));
+    int fd;
+    size_t fsize;
+    if (wf_file_open_input(path, WF_FILE_ONNX, &fd, &fsize) != WF_OK)
+        return wf_errorf(WF_IO, "tensor '%s': external data: %s", name, wf_last_error());
+    if ((uint64_t)off > fsize || want > fsize - (uint64_t)off) {
+        close(fd);
+        return wf_errorf(WF_FORMAT, "tensor '%s': %s is shorter than offset %" PRId64 " + %zu bytes",
+                         name, path, off, want);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return wf_errorf(WF_IO, "tensor '%s': cannot open external data %s", name, path);
+    }
     *buf = malloc(want ? want : 1);
     wf_status st = WF_OK;
     if (!*buf)
@@ -377,7 +388,7 @@ wf_status wf_onnx_open(const char *path, wf_onnx_model **out)
         return wf_errorf(WF_INVAL, "ONNX path too long: %s", path);
     char *data = NULL;
     size_t len = 0;
-    wf_status st = wf_file_read(path, &data, &len);
+    wf_status st = wf_file_read_kind(path, WF_FILE_ONNX, &data, &len);
     if (st != WF_OK)
         return st;
     Onnx__ModelProto *p = onnx__model_proto__unpack(NULL, len, (const uint8_t *)data);
@@ -538,7 +549,7 @@ wf_status wf_onnx_read_tensor(const char *path, wf_onnx_tensor *t)
     memset(t, 0, sizeof *t);
     char *data = NULL;
     size_t len = 0;
-    wf_status st = wf_file_read(path, &data, &len);
+    wf_status st = wf_file_read_kind(path, WF_FILE_ONNX, &data, &len);
     if (st != WF_OK)
         return st;
     Onnx__TensorProto *p = onnx__tensor_proto__unpack(NULL, len, (const uint8_t *)data);
@@ -571,7 +582,7 @@ wf_status wf_onnx_read_tensor(const char *path, wf_onnx_tensor *t)
             if (is_float)
                 t->f32[i] = (float)tmp[i];
             else
-                t->i64[i] = (int64_t)tmp[i];
+                t->i64[i] = wf_onnx_d2i(tmp[i]);
         }
     }
     free(tmp);

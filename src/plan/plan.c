@@ -293,7 +293,7 @@ static wf_status read_common(const cJSON *j, const char *ctx, const char *const 
     if ((st = wf_json_get_str(j, ctx, "plan", 1, text)) != WF_OK ||
         (st = wf_json_get_str(j, ctx, "model", 0, &model)) != WF_OK ||
         (st = wf_json_get_str(j, ctx, "cluster", 0, &cluster)) != WF_OK ||
-        (st = wf_json_get_int(j, ctx, "batch", 0, 1, (int64_t)1 << 40, &batch)) != WF_OK)
+        (st = wf_json_get_int(j, ctx, "batch", 0, 1, WF_MAX_BATCH, &batch)) != WF_OK)
         return st;
     const cJSON *est = cJSON_GetObjectItemCaseSensitive(j, "estimate");
     if (est && !cJSON_IsObject(est))
@@ -560,7 +560,7 @@ static wf_status parse_oplevel_string(const char *text, wf_plan_oplevel *out)
                          text);
     int r;
     if ((r = wf_spec_get_int(&s, "pp", 1, 4096, &pp)) < 0 ||
-        (r = wf_spec_get_int(&s, "micro_batches", 1, (int64_t)1 << 40, &micro)) < 0)
+        (r = wf_spec_get_int(&s, "micro_batches", 1, WF_MAX_BATCH, &micro)) < 0)
         return (wf_status)r;
     if ((st = wf_spec_check_unused(&s, "op-level plan", "mesh, pp, micro_batches")) != WF_OK)
         return st;

@@ -343,6 +343,7 @@ static wf_status write_shard(const char *dir, const char *path, const wf_ckpt_me
 typedef struct {
     int64_t generation, step, nranks;
     const char *model;
+    const char *run; /* "" when the manifest has none (older checkpoints) */
     cJSON *json;  /* owns the strings */
     cJSON *files; /* array */
 } manifest;
@@ -350,6 +351,7 @@ typedef struct {
 static wf_status read_manifest(const char *dir, manifest *m)
 {
     memset(m, 0, sizeof *m);
+    m->run = "";
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, MANIFEST);
     struct stat sb;
@@ -363,7 +365,7 @@ static wf_status read_manifest(const char *dir, manifest *m)
     free(text);
     if (st != WF_OK)
         return st;
-    static const char *const keys[] = {"format", "version", "generation", "step", "nranks", "model", "files", NULL};
+    static const char *const keys[] = {"format", "version", "generation", "step", "nranks", "model", "run", "files", NULL};
     const char *format = NULL;
     int64_t version = 0;
     if ((st = wf_json_check_keys(m->json, path, keys)) != WF_OK ||
@@ -383,7 +385,8 @@ static wf_status read_manifest(const char *dir, manifest *m)
     if ((st = wf_json_get_int(m->json, path, "generation", 1, 1, INT64_MAX / 2, &m->generation)) != WF_OK ||
         (st = wf_json_get_int(m->json, path, "step", 1, 0, INT64_MAX / 2, &m->step)) != WF_OK ||
         (st = wf_json_get_int(m->json, path, "nranks", 1, 1, 1 << 24, &m->nranks)) != WF_OK ||
-        (st = wf_json_get_str(m->json, path, "model", 1, &m->model)) != WF_OK)
+        (st = wf_json_get_str(m->json, path, "model", 1, &m->model)) != WF_OK ||
+        (st = wf_json_get_str(m->json, path, "run", 0, &m->run)) != WF_OK)
         goto fail;
     m->files = cJSON_GetObjectItemCaseSensitive(m->json, "files");
     if (!cJSON_IsArray(m->files) || cJSON_GetArraySize(m->files) != m->nranks) {
@@ -416,6 +419,11 @@ static wf_status write_manifest(const char *dir, int64_t gen, const wf_ckpt_meta
     char model[WF_CKPT_MODEL_LEN];
     snprintf(model, sizeof model, "%s", meta->model);
     cJSON_AddStringToObject(j, "model", model);
+    if (meta->run[0]) {
+        char run[sizeof meta->run];
+        snprintf(run, sizeof run, "%s", meta->run);
+        cJSON_AddStringToObject(j, "run", run);
+    }
     cJSON_AddItemToObject(j, "files", files);
     for (int r = 0; r < nranks; r++) {
         cJSON *f = cJSON_CreateObject();
@@ -603,7 +611,7 @@ static wf_status load_shard(const char *dir, const manifest *m, int rank, int nr
                          path, (long long)sb.st_size, (long long)want_bytes);
     char *raw;
     size_t len;
-    if ((st = wf_file_read(path, &raw, &len)) != WF_OK)
+    if ((st = wf_file_read_kind(path, WF_FILE_CHECKPOINT, &raw, &len)) != WF_OK)
         return st;
     unsigned char *b = (unsigned char *)raw;
     st = WF_OK;
@@ -765,6 +773,22 @@ wf_status wf_ckpt_load(const char *dir, const char *model, wf_ckpt_meta *meta, c
     memcpy(meta->model, buf + 72, WF_CKPT_MODEL_LEN);
     meta->model[WF_CKPT_MODEL_LEN - 1] = 0;
     free(buf);
+    cJSON_Delete(m.json);
+    return WF_OK;
+}
+
+wf_status wf_ckpt_peek(const char *dir, wf_ckpt_meta *meta)
+{
+    memset(meta, 0, sizeof *meta);
+    if (!dir || !dir[0] || strlen(dir) > 4000)
+        return wf_errorf(WF_INVAL, "checkpoint: directory name empty or too long");
+    manifest m;
+    wf_status st = read_manifest(dir, &m);
+    if (st != WF_OK)
+        return st;
+    meta->step = m.step;
+    snprintf(meta->model, sizeof meta->model, "%s", m.model);
+    snprintf(meta->run, sizeof meta->run, "%s", m.run);
     cJSON_Delete(m.json);
     return WF_OK;
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
@@ -226,16 +227,22 @@ void wf_idx_free(wf_idx *x)
     memset(x, 0, sizeof *x);
 }
 
-static wf_status open_gz(const char *path, const char *hint, gzFile *out)
+static wf_status open_gz(const char *path, const char *hint, gzFile *out, size_t *size_out)
 {
-    struct stat sb;
-    if (stat(path, &sb) != 0)
+    int fd;
+    size_t size;
+    if (access(path, F_OK) != 0)
         return wf_errorf(WF_IO, "cannot open %s: %s%s", path, strerror(errno), hint);
-    if (!S_ISREG(sb.st_mode))
-        return wf_errorf(WF_IO, "cannot read %s: not a regular file", path);
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return wf_errorf(WF_IO, "cannot open %s: %s", path, errno ? strerror(errno) : "gzopen failed");
+    wf_status st = wf_file_open_input(path, WF_FILE_DATA, &fd, &size);
+    if (st != WF_OK)
+        return st;
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return wf_errorf(WF_IO, "cannot open %s: gzdopen failed", path);
+    }
+    if (size_out)
+        *size_out = size;
     gzbuffer(f, 1 << 17);
     *out = f;
     return WF_OK;
@@ -269,7 +276,8 @@ static wf_status idx_read_hint(const char *path, uint32_t expect_magic, const ch
 {
     memset(out, 0, sizeof *out);
     gzFile f = NULL;
-    wf_status st = open_gz(path, hint, &f);
+    size_t file_bytes = 0;
+    wf_status st = open_gz(path, hint, &f, &file_bytes);
     if (st != WF_OK)
         return st;
     unsigned char hdr[4 * 5];
@@ -308,12 +316,18 @@ static wf_status idx_read_hint(const char *path, uint32_t expect_magic, const ch
             st = wf_errorf(WF_FORMAT, "%s: IDX dimension %d is 0", path, i);
             goto done;
         }
-        total *= out->dims[i];
-        if (total > IDX_MAX_BYTES) {
+        if (wf_mul_i64(total, out->dims[i], &total) != 0 || total > IDX_MAX_BYTES) {
             st = wf_errorf(WF_FORMAT, "%s: IDX dimensions announce more than %lld bytes", path,
                            (long long)IDX_MAX_BYTES);
             goto done;
         }
+    }
+    /* Deflate expands at most 1032:1, so a file this small cannot hold what its
+     * header announces: refuse before allocating. */
+    if ((uint64_t)total > (uint64_t)file_bytes * 1032u + 64u) {
+        st = wf_errorf(WF_FORMAT, "%s: IDX header announces %lld bytes, more than a %zu-byte gzip file can hold",
+                       path, (long long)total, file_bytes);
+        goto done;
     }
     out->data = malloc((size_t)total);
     if (!out->data) {
@@ -457,7 +471,7 @@ static wf_status read_fortunes(char **text, size_t *len)
             continue;
         char *part;
         size_t plen;
-        st = wf_file_read(path, &part, &plen);
+        st = wf_file_read_kind(path, WF_FILE_DATA, &part, &plen);
         if (st != WF_OK) {
             free(all);
             goto out;
@@ -517,7 +531,7 @@ static wf_status open_text(wf_data *d, const char *path)
             return wf_errorf(WF_IO, "cannot open text data %s: %s", path, strerror(errno));
         if (!S_ISREG(sb.st_mode))
             return wf_errorf(WF_IO, "text data %s is not a regular file", path);
-        st = wf_file_read(path, &raw, &len);
+        st = wf_file_read_kind(path, WF_FILE_DATA, &raw, &len);
     }
     if (st != WF_OK)
         return st;

@@ -406,6 +406,42 @@ static void ckpt_rng(const wf_train *t, uint64_t rng[4])
     rng[3] = (uint64_t)t->m;
 }
 
+/* The run's settings a resume must match, as "key=value" lines. */
+static void ckpt_run(const wf_train *t, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "data=%s\noptimizer=%s\nseed=%llu\nbatch=%lld\nmicro-batches per step=%lld\n",
+             t->c.data ? t->c.data : "", wf_optim_name(t->c.optim.kind), (unsigned long long)t->c.seed,
+             (long long)t->c.batch, (long long)t->m);
+}
+
+/* The first key whose value differs between two run descriptions, named in
+ * a message; WF_OK when they agree (or the checkpoint recorded none). */
+static wf_status compare_run(const char *dir, const char *saved, const char *now)
+{
+    for (const char *line = now; *line;) {
+        const char *eq = strchr(line, '='), *nl = strchr(line, '\n');
+        if (!eq || !nl)
+            break;
+        size_t klen = (size_t)(eq - line) + 1;
+        /* the same key in the saved description */
+        const char *s = saved;
+        while (*s && strncmp(s, line, klen) != 0) {
+            const char *snl = strchr(s, '\n');
+            s = snl ? snl + 1 : s + strlen(s);
+        }
+        if (*s) {
+            const char *snl = strchr(s, '\n');
+            size_t slen = snl ? (size_t)(snl - s) : strlen(s);
+            size_t nlen = (size_t)(nl - line);
+            if (slen != nlen || strncmp(s, line, nlen) != 0)
+                return wf_errorf(WF_INVAL, "checkpoint %s was written with %.*s, this run has %.*s", dir,
+                                 (int)slen, s, (int)nlen, line);
+        }
+        line = nl + 1;
+    }
+    return WF_OK;
+}
+
 static int self_alone(const wf_train *t)
 {
     int wr, wn;
@@ -452,6 +488,7 @@ wf_status wf_train_save(wf_train *t, const char *dir)
     meta.data_position = wf_data_position(t->data);
     ckpt_rng(t, meta.rng);
     snprintf(meta.model, sizeof meta.model, "%s", t->model.name);
+    ckpt_run(t, meta.run, sizeof meta.run);
     st = wf_ckpt_save(dir, &meta, ts, n);
     free(ts);
     free(names);
@@ -466,6 +503,24 @@ wf_status wf_train_load(wf_train *t, const char *dir)
     wf_status st = ckpt_begin(t, "read", &ts, &names, &n);
     if (st != WF_OK)
         return st;
+    /* Name what differs between the checkpoint's run and this one before
+     * comparing tensors (another optimizer has other tensors). */
+    wf_ckpt_meta saved;
+    st = wf_ckpt_peek(dir, &saved);
+    if (st == WF_OK && strcmp(saved.model, t->model.name) != 0)
+        st = wf_errorf(WF_INVAL, "checkpoint %s was written for model %s, this run trains %s", dir, saved.model,
+                       t->model.name);
+    if (st == WF_OK) {
+        char now[sizeof saved.run];
+        ckpt_run(t, now, sizeof now);
+        st = compare_run(dir, saved.run, now);
+    }
+    st = wf_mpi_agree(st);
+    if (st != WF_OK) {
+        free(ts);
+        free(names);
+        return st;
+    }
     /* Load into scratch copies first, so a checkpoint of another run leaves
      * this trainer untouched. */
     size_t bytes = 0;

@@ -1,0 +1,27 @@
+/* Fuzzes the cluster readers: preset specs with overrides ("dgx-a100:nodes=2")
+ * and cluster JSON files. Byte 0 picks the reader (even: spec, odd: file). */
+#include "fuzz.h"
+
+#include <stdlib.h>
+
+#include "weft/cluster.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    char *text = NULL;
+    const char *spec;
+    if (data[0] % 2 == 0) {
+        text = fuzz_strndup(data + 1, size - 1);
+        spec = text;
+    } else {
+        spec = fuzz_write_temp(0, ".json", data + 1, size - 1);
+    }
+    wf_cluster c;
+    if (spec && wf_cluster_lookup(spec, &c) == WF_OK)
+        (void)wf_cluster_devices(&c);
+    wf_clear_error();
+    free(text);
+    return 0;
+}
