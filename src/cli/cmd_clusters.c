@@ -1,7 +1,7 @@
 /* weft clusters: lists the cluster presets (name, devices, device kind, the
  * calibration factors that differ between presets, summary), or describes
  * one cluster (a preset with overrides or a JSON file) with every factor.
- * Tables go to stderr; --json prints one object on stdout: the list, or the
+ * Tables go to stdout; --json prints one object on stdout: the list, or the
  * cluster in the cluster file format (so `weft clusters C --json > c.json`
  * makes an editable cluster file). */
 #include "cli/cli.h"
@@ -33,7 +33,7 @@ wf_status wf_cmd_clusters(int argc, char **argv)
         if ((st = wf_cluster_lookup(pos[0], &c)) != WF_OK)
             return st;
         if (!json) {
-            wf_cli_print_cluster(stderr, &c);
+            wf_cli_print_cluster(stdout, &c);
             return WF_OK;
         }
         cJSON *j = wf_cluster_to_json(&c);
@@ -50,7 +50,7 @@ wf_status wf_cmd_clusters(int argc, char **argv)
         return wf_errorf(WF_NOMEM, "out of memory");
     }
     if (!json)
-        fprintf(stderr, "%-12s %8s  %-16s %8s %6s %7s  %s\n", "name", "devices", "device", "overlap", "grad B",
+        fprintf(stdout, "%-12s %8s  %-16s %8s %6s %7s  %s\n", "name", "devices", "device", "overlap", "grad B",
                 "p2p us", "summary");
     for (int i = 0; i < wf_cluster_preset_count(); i++) {
         const wf_cluster_preset *p = wf_cluster_preset_at(i);
@@ -60,7 +60,7 @@ wf_status wf_cmd_clusters(int argc, char **argv)
             return st;
         }
         if (!json) {
-            fprintf(stderr, "%-12s %8lld  %-16s %8.3f %6g %7.1f  %s\n", p->name, (long long)wf_cluster_devices(&c),
+            fprintf(stdout, "%-12s %8lld  %-16s %8.3f %6g %7.1f  %s\n", p->name, (long long)wf_cluster_devices(&c),
                     c.dev.name, c.overlap_slowdown, c.grad_bytes, c.p2p_overhead_s * 1e6, p->summary);
             continue;
         }

@@ -1,7 +1,7 @@
 /* weft estimate: predicts the iteration time, throughput, MFU and memory per
  * device of one plan for a model on a cluster (the cost model of
- * docs/cost-model.md). The human table goes to stderr; --json prints one
- * object on stdout. An invalid plan is a user error (exit 1) whose one-line
+ * docs/cost-model.md). The human table goes to stdout; --json prints one
+ * object on stdout instead (the table then goes to stderr). An invalid plan is a user error (exit 1) whose one-line
  * message names the values that disagree. */
 #include "cli/cli.h"
 #include "weft/cost.h"
@@ -75,7 +75,7 @@ wf_status wf_cmd_estimate(int argc, char **argv)
     if (st != WF_OK)
         return st;
 
-    print_table(stderr, &in, &e);
+    print_table(json ? stderr : stdout, &in, &e);
     if (!json)
         return WF_OK;
     cJSON *j = wf_estimate_to_json(&e);

@@ -4,8 +4,9 @@
  * frontier, and, over a range of device counts, the best plan per count and
  * the fewest devices that meet a deadline (docs/planner.md).
  *
- * Human tables, progress and warnings go to stderr; stdout gets the best plan
- * string, or with --json one object: best, top, pareto, searched, space,
+ * Results go to stdout (docs/cli.md, "Streams"): the human tables ending with
+ * the best plan string on its own last line, or with --json one object (the
+ * tables then go to stderr): best, top, pareto, searched, space,
  * pruned, search_time_s (and per_devices with --devices-range). -o writes the
  * chosen plan as a plan file (docs/plan-format.md) that `weft estimate --plan`
  * reads. No plan that fits is a user error (exit 1) naming the smallest memory
@@ -14,7 +15,7 @@
  * Op-level plans (--op-level, and by default for models the outer search does
  * not cover: everything but transformers) come from wf_opplan_search: per-op
  * SBP signatures on a mesh, pipeline stages by Alpa's DP; the table of the
- * best plan's layouts goes to stderr, -o writes an op-level plan file, and
+ * best plan's layouts is printed with --detail, -o writes an op-level plan file, and
  * --verify FILE checks such a file (or a whole-model one) against the model
  * and the cluster and prints its numbers as the search did. */
 #include "cli/cli.h"
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define PLAN_TEXT 256
@@ -170,8 +172,14 @@ typedef struct {
     int64_t batch, top, devices, pp;
     double max_memory_gib, deadline_s;
     int pareto, json, tp_cross_node, exhaustive, comm_search;
-    int op_level, whole_model, no_seq_split;
+    int op_level, whole_model, no_seq_split, detail;
 } plan_args;
+
+/* Where the human tables go: stdout, or stderr when stdout carries --json. */
+static FILE *human(const plan_args *a)
+{
+    return a->json ? stderr : stdout;
+}
 
 /* The plan file's record of the run: model, cluster and batch as given. */
 static void plan_meta(const plan_args *a, wf_plan_meta *meta)
@@ -233,9 +241,9 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
         wf_outer_result_free(&r);
         return st;
     }
-    fprintf(stderr, "weft plan: %s on %s (%lld devices), batch %lld\n", m->name, c->name,
+    fprintf(human(a), "weft plan: %s on %s (%lld devices), batch %lld\n", m->name, c->name,
             (long long)r.devices, (long long)a->batch);
-    print_result(stderr, &r, a->pareto);
+    print_result(human(a), &r, a->pareto);
     if (a->deadline_s > 0 && r.top[0].est.iteration_time_s > a->deadline_s) {
         st = wf_errorf(WF_NOFIT, "no plan on %lld devices meets the deadline of %g s per iteration "
                                  "(fastest: %.4f s)",
@@ -313,29 +321,29 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
             fewest = i;
     }
     progress_end(pg);
-    fprintf(stderr, "weft plan: %s on %s, %d device counts in %s, batch %lld: %lld candidates scored "
+    fprintf(human(a), "weft plan: %s on %s, %d device counts in %s, batch %lld: %lld candidates scored "
                     "in %.3f s\n",
             m->name, c->name, n, a->range, (long long)a->batch, (long long)searched, total_time);
-    table_header(stderr, "devs");
+    table_header(human(a), "devs");
     int undivided = 0;
     for (int i = 0; i < n; i++) {
         if (sts[i] == WF_OK)
-            table_row(stderr, (long long)counts[i], &res[i].top[0]);
+            table_row(human(a), (long long)counts[i], &res[i].top[0]);
         else if (sts[i] == WF_NOFIT)
-            fprintf(stderr, "%6lld no plan fits\n", (long long)counts[i]);
+            fprintf(human(a), "%6lld no plan fits\n", (long long)counts[i]);
         else
             undivided++;
     }
     if (undivided)
-        fprintf(stderr, "(%d other device counts: no plan divides the model and the batch)\n", undivided);
+        fprintf(human(a), "(%d other device counts: no plan divides the model and the batch)\n", undivided);
     if (best < 0) {
         st = wf_errorf(WF_NOFIT, "no plan fits on any device count in %s (budget %.2f GiB per device)",
                        a->range, res[0].budget_bytes / GIB);
         goto out;
     }
     if (a->pareto) {
-        fprintf(stderr, "on %lld devices (the fastest count):\n", (long long)counts[best]);
-        print_result(stderr, &res[best], 1);
+        fprintf(human(a), "on %lld devices (the fastest count):\n", (long long)counts[best]);
+        print_result(human(a), &res[best], 1);
     }
     if (a->deadline_s > 0) {
         if (fewest < 0) {
@@ -345,7 +353,7 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
                            (long long)counts[best]);
             goto out;
         }
-        fprintf(stderr, "fewest devices meeting the deadline of %g s: %lld (%.4f s)\n", a->deadline_s,
+        fprintf(human(a), "fewest devices meeting the deadline of %g s: %lld (%.4f s)\n", a->deadline_s,
                 (long long)counts[fewest], res[fewest].top[0].est.iteration_time_s);
     }
     int chosen = fewest >= 0 ? fewest : best;
@@ -402,7 +410,19 @@ static void ol_row(FILE *f, long long label, const wf_opplan_point *pt)
 }
 
 /* The best plan: its breakdown, stages and per-op layouts. */
-static void ol_print_best(FILE *f, const wf_opplan_result *r)
+/* An op name for a fixed-width column: names longer than w keep their head and
+ * tail around "..." (layer numbers and suffixes stay readable). */
+static const char *short_name(const char *name, int w, char *buf, size_t cap)
+{
+    size_t n = strlen(name);
+    if ((int)n <= w || w < 8 || cap <= (size_t)w)
+        return name;
+    int head = (w - 3) / 2, tail = w - 3 - head;
+    snprintf(buf, cap, "%.*s...%s", head, name, name + n - tail);
+    return buf;
+}
+
+static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail)
 {
     const wf_opplan_point *b = &r->best;
     const wf_graph *g = &r->graph;
@@ -416,16 +436,24 @@ static void ol_print_best(FILE *f, const wf_opplan_result *r)
                 "ops", "inflight", "time (s)", "send (s)", "grads (s)", "memory (GiB)");
         for (int s = 0; s < b->nstages; s++) {
             const wf_opplan_stage *S = &b->stages[s];
+            char b1[32], b2[32];
             fprintf(f, "%6d %-28s %-28s %5d %8d %10.5f %10.5f %10.5f %12.2f\n", s,
-                    g->ops[S->first_op].name, g->ops[S->end_op - 1].name, S->end_op - S->first_op,
+                    short_name(g->ops[S->first_op].name, 28, b1, sizeof b1),
+                    short_name(g->ops[S->end_op - 1].name, 28, b2, sizeof b2), S->end_op - S->first_op,
                     S->inflight, S->time_s, S->send_s, S->grad_sync_s, S->memory_bytes / GIB);
         }
+    }
+    if (!detail) {
+        fprintf(f, "(%d ops; --detail prints each op's layout)\n", g->nfwd);
+        return;
     }
     fprintf(f, "layouts (per mesh axis %s, outermost first: inputs->outputs; comm: the op's share "
                "of boxing, in-op collectives and weight-gradient reduction)\n", b->mesh);
     fprintf(f, "%-32s %-14s %5s  %-40s %12s\n", "op", "kind", "stage", "signature", "comm (s)");
+    char nb[40];
     for (int i = 0; i < g->nfwd && i < r->best_plan.nlayouts; i++)
-        fprintf(f, "%-32s %-14s %5d  %-40s %12.6f\n", g->ops[i].name, wf_op_name(g->ops[i].kind),
+        fprintf(f, "%-32s %-14s %5d  %-40s %12.6f\n", short_name(g->ops[i].name, 32, nb, sizeof nb),
+                wf_op_name(g->ops[i].kind),
                 r->op_stage[i], wf_plan_oplevel_layout_of(&r->best_plan, g->ops[i].name),
                 r->op_comm_s[i]);
 }
@@ -528,28 +556,28 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         wf_opplan_result_free(&r);
         return st;
     }
-    fprintf(stderr, "weft plan --op-level: %s on %s (%lld devices), batch %lld: %lld candidates "
+    fprintf(human(a), "weft plan --op-level: %s on %s (%lld devices), batch %lld: %lld candidates "
                     "(%lld op-level searches) in %.3f s; budget %.2f GiB per device\n",
             m->name, c->name, (long long)r.devices, (long long)a->batch, (long long)r.searched,
             (long long)r.searches, r.search_time_s, r.budget_bytes / GIB);
     if (st == WF_NOFIT) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", wf_last_error());
-        ol_print_best(stderr, &r);
+        ol_print_best(human(a), &r, a->detail);
         wf_opplan_result_free(&r);
         return wf_errorf(WF_NOFIT, "%s", msg);
     }
-    ol_header(stderr, "rank");
+    ol_header(human(a), "rank");
     for (int i = 0; i < r.ntop; i++)
-        ol_row(stderr, i + 1, &r.top[i]);
+        ol_row(human(a), i + 1, &r.top[i]);
     if (a->pareto) {
-        fprintf(stderr, "time/memory frontier (%d plans: faster ones need more memory)\n",
+        fprintf(human(a), "time/memory frontier (%d plans: faster ones need more memory)\n",
                 r.npareto);
-        ol_header(stderr, "#");
+        ol_header(human(a), "#");
         for (int i = 0; i < r.npareto; i++)
-            ol_row(stderr, i + 1, &r.pareto[i]);
+            ol_row(human(a), i + 1, &r.pareto[i]);
     }
-    ol_print_best(stderr, &r);
+    ol_print_best(human(a), &r, a->detail);
     if (a->out && (st = ol_write(a, &r)) != WF_OK) {
         wf_opplan_result_free(&r);
         return st;
@@ -605,7 +633,7 @@ wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t 
             return st;
         char text[PLAN_TEXT];
         wf_plan_format(&whole, text, sizeof text);
-        fprintf(stderr, "%s: whole-model plan %s: %.4f s per iteration, %.2f GiB per device (%s)\n",
+        fprintf(json ? stderr : stdout, "%s: whole-model plan %s: %.4f s per iteration, %.2f GiB per device (%s)\n",
                 path, text, e.iteration_time_s, e.memory_per_device_bytes / GIB,
                 e.fits ? "fits" : "DOES NOT FIT");
         if (!json)
@@ -634,9 +662,9 @@ wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t 
         wf_opplan_result_free(&r);
         return st;
     }
-    fprintf(stderr, "%s: op-level plan of %s on %s, batch %lld: valid\n", path, m.name, c.name,
+    fprintf(json ? stderr : stdout, "%s: op-level plan of %s on %s, batch %lld: valid\n", path, m.name, c.name,
             (long long)batch);
-    ol_print_best(stderr, &r);
+    ol_print_best(json ? stderr : stdout, &r, 0);
     cJSON *j = NULL;
     if (json) {
         j = ol_best_json(&r);
@@ -678,6 +706,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"pp", 0, WF_OPT_STR, &pp_text, "N", "op-level: pipeline stages (default: 1 and every divisor of the devices)", 0},
         {"no-seq-split", 0, WF_OPT_FLAG, &a.no_seq_split, NULL, "op-level, transformers: no sequence splits outside matmuls (Megatron without sequence parallelism)", 0},
         {"verify", 0, WF_OPT_STR, &a.verify, "FILE", "check a plan file against the model and cluster and print its numbers", 0},
+        {"detail", 0, WF_OPT_FLAG, &a.detail, NULL, "op-level: also print every op's layout", 0},
         {"json", 0, WF_OPT_FLAG, &a.json, NULL, "print one JSON object on stdout", 0},
         {"output", 'o', WF_OPT_STR, &a.out, "FILE", "write the best plan (or the deadline's) as a plan file", 0},
         {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
@@ -744,7 +773,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
     if (!op_level && ol_only)
         return wf_errorf(WF_INVAL, "%s works with op-level plans (add --op-level)", ol_only);
     if (op_level) {
-        progress pg = {wf_now_s(), 0, 0, 1, 0, 1};
+        progress pg = {wf_now_s(), 0, 0, isatty(STDERR_FILENO), 0, 1};
         return run_oplevel(&a, &m, &c, &pg);
     }
     wf_outer_opts o;
@@ -755,7 +784,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
     o.tp_cross_node = a.tp_cross_node;
     o.exhaustive = a.exhaustive;
     o.search_comm = a.comm_search;
-    progress pg = {wf_now_s(), 0, 0, 1, 0, 1};
+    progress pg = {wf_now_s(), 0, 0, isatty(STDERR_FILENO), 0, 1}; /* a bar only on a terminal */
     o.progress = progress_cb;
     o.progress_user = &pg;
     return a.range ? run_range(&a, &m, &c, &o, &pg) : run_one(&a, &m, &c, &o, &pg);

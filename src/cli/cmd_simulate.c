@@ -4,7 +4,8 @@
  * schedule played (--comm overrides the plan's; auto chooses by simulation),
  * with --fuse auto the operator fusions chosen jointly with the schedule's
  * tensor fusion (DisCo) and their gain, and with --trace a Chrome trace-event file that opens in Perfetto. The
- * human table goes to stderr; --json prints one object on stdout. */
+ * human table goes to stdout; --json prints one object on stdout instead (the
+ * table then goes to stderr). */
 #include "cli/cli.h"
 #include "weft/sim.h"
 
@@ -29,7 +30,7 @@ static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_sim_plan_
             r->fits ? "fits" : "DOES NOT FIT");
     fprintf(f, "  dp comm schedule   %s", comm_names[r->comm.kind]);
     if (r->comm.threshold_bytes > 0)
-        fprintf(f, " (threshold %.3g MB)", r->comm.threshold_bytes / 1e6);
+        fprintf(f, " (threshold %.3g MiB)", r->comm.threshold_bytes / 1048576.0);
     if (r->candidates > 1)
         fprintf(f, ", chosen among %d", r->candidates);
     fprintf(f, ", %d collectives\n", r->dp_collectives);
@@ -61,7 +62,7 @@ wf_status wf_cmd_simulate(int argc, char **argv)
         WF_CLI_OPT_CLUSTER(&in.cluster),
         WF_CLI_OPT_BATCH(&in.batch),
         WF_CLI_OPT_PLAN(&in.plan),
-        {"comm", 0, WF_OPT_STR, &comm, "S", "data-parallel schedule: wfbp, ddp[:MB], horovod[:MB], bytescheduler, mgwfbp, dear[:MB], auto (overrides the plan's)", 0},
+        {"comm", 0, WF_OPT_STR, &comm, "S", "data-parallel schedule: wfbp, ddp[:MiB], horovod[:MiB], bytescheduler, mgwfbp, dear[:MiB], auto (overrides the plan's)", 0},
         {"trace", 0, WF_OPT_STR, &trace, "FILE", "write a Chrome trace-event JSON file (Perfetto, chrome://tracing)", 0},
         {"fuse", 0, WF_OPT_STR, &fuse, "F", "operator fusion: none (default), or auto (chosen jointly with the comm schedule's tensor fusion by simulation)", 0},
         {"detail", 0, WF_OPT_STR, &detail, "D", "task graph detail: auto (default), fine (per layer step), coarse (per micro-batch)", 0},
@@ -103,9 +104,9 @@ wf_status wf_cmd_simulate(int argc, char **argv)
     wf_sim_plan_result r;
     if ((st = wf_sim_plan(&in.mc, &in.c, &in.p, in.batch, &so, &r)) != WF_OK)
         return st;
-    print_table(stderr, &in, &r);
+    print_table(json ? stderr : stdout, &in, &r);
     if (trace)
-        fprintf(stderr, "  trace written to %s\n", trace);
+        fprintf(stderr, "trace written to %s\n", trace);
     if (!json)
         return WF_OK;
     cJSON *j = wf_sim_plan_to_json(&r);

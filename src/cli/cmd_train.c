@@ -301,7 +301,7 @@ wf_status wf_cmd_train(int argc, char **argv)
         {"plan", 0, WF_OPT_STR, &a.plan, "P", "plan string or file (dp = ranks; mbs for micro-batches), or auto", 1},
         {"steps", 0, WF_OPT_INT, &a.steps, "N", "train until step N (a resumed run continues to N)", 1},
         {"comm", 0, WF_OPT_STR, &a.comm, "S",
-         "gradient schedule: wfbp, ddp[:MB], dear[:MB], or auto (default: the plan's, ddp)", 0},
+         "gradient schedule: wfbp, ddp[:MiB], dear[:MiB], or auto (default: the plan's, ddp)", 0},
         {"cluster", 0, WF_OPT_STR, &a.cluster, "C", "cluster that --comm auto simulates (default local)", 0},
         {"optimizer", 0, WF_OPT_STR, &a.optimizer, "O", "adamw (default) or sgd", 0},
         {"lr", 0, WF_OPT_NUM, &a.lr, "X", "learning rate (adamw 1e-3, sgd 0.01)", 0},

@@ -34,7 +34,7 @@ const char *wf_comm_name(wf_comm_kind k)
     return COMM_NAMES[k];
 }
 
-/* Schedules that group gradients by a size threshold accept ":MB". */
+/* Schedules that group gradients by a size threshold accept ":MiB" (2^20 bytes). */
 static int comm_takes_threshold(wf_comm_kind k)
 {
     return k == WF_COMM_DDP || k == WF_COMM_HOROVOD || k == WF_COMM_DEAR ||
@@ -44,8 +44,8 @@ static int comm_takes_threshold(wf_comm_kind k)
 wf_status wf_comm_parse(const char *text, wf_comm_sched *out)
 {
     if (!text || !*text)
-        return wf_errorf(WF_INVAL, "empty comm schedule (one of wfbp, ddp[:MB], horovod[:MB], "
-                                   "bytescheduler[:MB], mgwfbp, dear[:MB], auto)");
+        return wf_errorf(WF_INVAL, "empty comm schedule (one of wfbp, ddp[:MiB], horovod[:MiB], "
+                                   "bytescheduler[:MiB], mgwfbp, dear[:MiB], auto)");
     const char *colon = strchr(text, ':');
     size_t n = colon ? (size_t)(colon - text) : strlen(text);
     for (int k = 0; k < WF_COMM_COUNT; k++) {
@@ -59,14 +59,14 @@ wf_status wf_comm_parse(const char *text, wf_comm_sched *out)
             return wf_errorf(WF_INVAL, "comm schedule '%s': %s takes no size threshold", text,
                              COMM_NAMES[k]);
         double mb = 0;
-        wf_status st = wf_parse_num(colon + 1, "comm threshold (MB)", 1e-3, 1e6, &mb);
+        wf_status st = wf_parse_num(colon + 1, "comm threshold (MiB)", 1e-3, 1e6, &mb);
         if (st != WF_OK)
             return st;
         out->threshold_bytes = mb * MIB;
         return WF_OK;
     }
-    return wf_errorf(WF_INVAL, "unknown comm schedule '%s' (one of wfbp, ddp[:MB], horovod[:MB], "
-                               "bytescheduler[:MB], mgwfbp, dear[:MB], auto)", text);
+    return wf_errorf(WF_INVAL, "unknown comm schedule '%s' (one of wfbp, ddp[:MiB], horovod[:MiB], "
+                               "bytescheduler[:MiB], mgwfbp, dear[:MiB], auto)", text);
 }
 
 const char *wf_recompute_name(wf_recompute r)

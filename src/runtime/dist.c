@@ -12,10 +12,10 @@
  *
  *   wfbp     one MPI_Iallreduce per gradient tensor, issued right after the
  *            backward op that produced it.
- *   ddp[:MB] buckets in reverse parameter order (the first 1 MiB, the others
+ *   ddp[:MiB] buckets in reverse parameter order (the first 1 MiB, the others
  *            25 MiB by default); bucket k's MPI_Iallreduce is issued once all
  *            its gradients are ready and bucket k-1 was issued.
- *   dear[:MB] groups of whole layers up to the threshold (25 MB by default).
+ *   dear[:MiB] groups of whole layers up to the threshold (25 MiB by default).
  *            During backward, each group's MPI_Ireduce_scatter_block is issued
  *            as soon as the group is ready. The step ends without waiting.
  *            In the next forward, before the first op (barrier B0): wait for
@@ -136,7 +136,7 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     if (c->sched.kind != WF_COMM_WFBP && c->sched.kind != WF_COMM_DDP && c->sched.kind != WF_COMM_DEAR)
         return wf_errorf(WF_INVAL,
                          "comm schedule '%s' is planned and simulated but not executed by the runtime "
-                         "(use wfbp, ddp[:MB] or dear[:MB])",
+                         "(use wfbp, ddp[:MiB] or dear[:MiB])",
                          wf_comm_name(c->sched.kind));
     wf_dist *d = calloc(1, sizeof *d);
     if (!d)
@@ -253,7 +253,7 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     if (c->sched.kind == WF_COMM_WFBP)
         snprintf(d->desc, sizeof d->desc, "wfbp");
     else
-        snprintf(d->desc, sizeof d->desc, "%s:%.3g", wf_comm_name(c->sched.kind), cs.threshold_bytes / 1048576.0);
+        snprintf(d->desc, sizeof d->desc, "%s:%.3g (MiB)", wf_comm_name(c->sched.kind), cs.threshold_bytes / 1048576.0);
 done:
     wf_arena_free(&arena);
     free(grads);

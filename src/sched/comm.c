@@ -8,11 +8,11 @@
  * descending index (the backward walks the parameters in reverse).
  *
  *   wfbp           one all-reduce per tensor, issued when it is ready.
- *   ddp[:MB]       buckets filled in reverse parameter order, closed once they
+ *   ddp[:MiB]       buckets filled in reverse parameter order, closed once they
  *                  reach the cap (the first bucket 1 MiB, the rest 25 MiB);
  *                  bucket k is issued when all its tensors are ready and bucket
  *                  k-1 was issued.
- *   horovod[:MB]   at every cycle tick (1 ms) the tensors ready and not yet
+ *   horovod[:MiB]   at every cycle tick (1 ms) the tensors ready and not yet
  *                  sent are packed in ready order into messages of at most the
  *                  threshold (128 MiB); a larger tensor goes alone.
  *   bytescheduler  tensors cut into chunks of about 4M parameters, each chunk
@@ -23,7 +23,7 @@
  *                  group when waiting for it costs less than one collective
  *                  start-up alpha (the group could not start before it anyway,
  *                  or only a little earlier).
- *   dear[:MB]      groups of whole layers closed once they reach the threshold
+ *   dear[:MiB]      groups of whole layers closed once they reach the threshold
  *                  (25 MB); each group's reduce-scatter is issued when the group
  *                  is ready, its all-gather (same bytes) runs in the next
  *                  forward (the simulator builds those from these groups). */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CLI tests of `weft estimate` and `weft clusters`: the --json object parses
 # and carries every contract field with sane values (the breakdown adds up to
-# the iteration time); the human table goes to stderr only; a plan file works
+# the iteration time); the human table goes to stdout (stderr with --json); a plan file works
 # like a plan string; invalid plans and bad options exit 1 with one stderr
 # line naming the bad value; `weft clusters` lists the presets with their
 # calibration factors and describes one cluster with every factor. $1 is the
@@ -42,12 +42,12 @@ check "stdout is one JSON object" $PY -c "import json,sys; json.load(open(sys.ar
 check "175B full near 18.13 s" $PY -c "
 import json,sys; t=json.load(open(sys.argv[1]))['iteration_time_s']; assert 16.3 < t < 19.9, t" "$tmp/out.json"
 
-# Without --json nothing goes to stdout.
+# Without --json the table is the result: on stdout, and nothing on stderr.
 "$WEFT" estimate --model gpt3-175b --cluster dgx-a100:nodes=8 --batch 64 \
   --plan dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full >"$tmp/out2.txt" 2>"$tmp/err2.txt"
 check "table exits 0" test $? -eq 0
-check "table: empty stdout" test ! -s "$tmp/out2.txt"
-check "table: breakdown" grep -q "exposed_comm" "$tmp/err2.txt"
+check "table: empty stderr" test ! -s "$tmp/err2.txt"
+check "table: breakdown on stdout" grep -q "exposed_comm" "$tmp/out2.txt"
 
 # Non-transformers take dp and pp.
 "$WEFT" estimate --model resnet50 --cluster dgx-a100 --batch 256 --plan dp=4,pp=2,mbs=32 --json \
@@ -97,20 +97,21 @@ check "cluster file = preset" $PY -c "
 import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2]))
 assert a['iteration_time_s']==b['iteration_time_s'], (a['iteration_time_s'], b['iteration_time_s'])" "$tmp/cf.json" "$tmp/str.json"
 "$WEFT" clusters >"$tmp/list.out" 2>"$tmp/list.err"
-check "clusters table on stderr" grep -q "dgx-a100" "$tmp/list.err"
+check "clusters table on stdout" grep -q "dgx-a100" "$tmp/list.out"
+check "clusters: empty stderr" test ! -s "$tmp/list.err"
 # The calibration factors that differ between presets, in the list (text and
 # JSON), and every factor with its value in a cluster's description.
-check "clusters table: factor columns" grep -q "overlap grad B  p2p us" "$tmp/list.err"
-check "clusters table: dgx-a100 factors" grep -Eq "^dgx-a100 .* 1\.250 +4 +50\.0 " "$tmp/list.err"
+check "clusters table: factor columns" grep -q "overlap grad B  p2p us" "$tmp/list.out"
+check "clusters table: dgx-a100 factors" grep -Eq "^dgx-a100 .* 1\.250 +4 +50\.0 " "$tmp/list.out"
 check "clusters json: factors" $PY -c "
 import json,sys; c={x['name']: x for x in json.load(open(sys.argv[1]))['clusters']}
 a=c['dgx-a100']; assert (a['overlap_slowdown'], a['grad_bytes'], a['p2p_overhead_s']) == (1.25, 4, 5e-05), a
 assert c['v100-10gbe']['grad_bytes'] == 2 and c['local']['p2p_overhead_s'] == 0" "$tmp/cl.json"
 "$WEFT" clusters v100-10gbe:p2p_overhead_s=2e-4,grad_bytes=4 >"$tmp/one.out" 2>"$tmp/one.err"
-check "cluster description: empty stdout" test ! -s "$tmp/one.out"
+check "cluster description: empty stderr" test ! -s "$tmp/one.err"
 for row in "p2p_overhead_s +200 us" "grad_bytes +4 " "overlap_slowdown +1.25 " "op_overhead_s +4 us" \
   "mem_reserved_bytes +2.00 GiB"; do
-  check "cluster description: $row" grep -Eq "^ +$row" "$tmp/one.err"
+  check "cluster description: $row" grep -Eq "^ +$row" "$tmp/one.out"
 done
 expect_fail "unknown cluster key" "bogus" clusters dgx-a100:bogus=1
 

@@ -64,17 +64,18 @@ assert pf["model"] == "gpt3-175b" and pf["batch"] == 64
 assert pf["estimate"]["iteration_time_s"] == best["iteration_time_s"]
 EOF
 
-# ---- plain run: the best plan string on stdout, tables on stderr ----------------------
+# ---- plain run: tables on stdout ending with the best plan string; stderr quiet ----------
 "$WEFT" plan --model $M --cluster $C --batch $B --top 3 --pareto >"$tmp/plain.out" 2>"$tmp/plain.err"
 check "plain plan exits 0" test $? -eq 0
-check "stdout is one plan string" test "$(wc -l <"$tmp/plain.out")" -eq 1
-check "stdout plan = --json best" "$PY" - "$tmp/plan.json" "$tmp/plain.out" <<'EOF'
+check "nothing on stderr (no progress bar off a terminal)" test ! -s "$tmp/plain.err"
+tail -n 1 "$tmp/plain.out" >"$tmp/plain.best"
+check "stdout's last line plan = --json best" "$PY" - "$tmp/plan.json" "$tmp/plain.best" <<'EOF'
 import json, sys
 assert open(sys.argv[2]).read().strip() == json.load(open(sys.argv[1]))["best"]["plan"]
 EOF
-check "top 3 table" test "$(grep -cE '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+% +[0-9.]+  dp=' "$tmp/plain.err")" -gt 3
-check "frontier table" grep -q "frontier" "$tmp/plain.err"
-"$WEFT" estimate --model $M --cluster $C --batch $B --plan "$(cat "$tmp/plain.out")" --json >"$tmp/est2.json" 2>/dev/null
+check "top 3 table" test "$(grep -cE '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+% +[0-9.]+  dp=' "$tmp/plain.out")" -gt 3
+check "frontier table" grep -q "frontier" "$tmp/plain.out"
+"$WEFT" estimate --model $M --cluster $C --batch $B --plan "$(cat "$tmp/plain.best")" --json >"$tmp/est2.json" 2>/dev/null
 check "estimate of the plan string = plan's best" "$PY" - "$tmp/plan.json" "$tmp/est2.json" <<'EOF'
 import json, sys
 assert json.load(open(sys.argv[2]))["iteration_time_s"] == json.load(open(sys.argv[1]))["best"]["iteration_time_s"]
@@ -160,7 +161,9 @@ assert f["format"] == "weft-plan" and f["version"] == 1 and f["plan"] == b["plan
 assert f["layouts"] == {e["op"]: e["signature"] for e in lay}
 assert f["stages"][0] == "conv1_1" and f["estimate"]["iteration_time_s"] == b["iteration_time_s"]
 EOF
-check "op-level table on stderr" grep -q "^conv1_1 .*conv2d .* S0" "$tmp/olplan.err"
+check "op-level: no per-op table without --detail" test "$(grep -c "conv2d" "$tmp/olplan.err")" -eq 0
+"$WEFT" plan --model $OM --cluster $OC --batch 64 --detail >"$tmp/oldetail.out" 2>/dev/null
+check "op-level --detail table on stdout" grep -q "^conv1_1 .*conv2d .* S0" "$tmp/oldetail.out"
 check "op-level frontier on stderr" grep -q "frontier" "$tmp/olplan.err"
 
 "$WEFT" plan --verify "$tmp/ol.json" --model $OM --cluster $OC --batch 64 --json >"$tmp/olver.json" 2>"$tmp/olver.err"
