@@ -199,6 +199,20 @@ wf_status wf_opts_parse(const wf_opt *opts, int argc, char **argv, int first,
                         const char **pos, int max_pos, int *npos, int *help);
 void wf_opts_usage(FILE *f, const char *usage_line, const char *summary, const wf_opt *opts);
 
+/* ---- suggestions for misspelt names (src/core/suggest.c) ---------------------- */
+/* Lowercase, without '-', '_' and '.': "Llama-2-7B" -> "llama27b". */
+void wf_name_fold(const char *in, char *out, size_t cap);
+/* Levenshtein distance between the folded names. */
+int wf_edit_distance(const char *a, const char *b);
+/* The index of the one candidate that folds like name, or -1 (none, or several). */
+int wf_resolve_fold(const char *name, const char *const *cands, int n);
+/* The candidate name most likely meant, or NULL when none is close. */
+const char *wf_suggest(const char *name, const char *const *cands, int n);
+/* The same over a list written "a, b, c"; the answer is copied into buf. */
+const char *wf_suggest_in_list(const char *name, const char *list, char *buf, size_t cap);
+/* "; did you mean 'X'?" into buf, or "" when suggestion is NULL. */
+const char *wf_did_you_mean(const char *suggestion, char *buf, size_t cap);
+
 /* ---- small numeric helpers ------------------------------------------------------- */
 /* Monotonic wall clock in seconds. */
 double wf_now_s(void);

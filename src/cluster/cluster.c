@@ -230,9 +230,14 @@ const wf_cluster_preset *wf_cluster_preset_at(int i)
 
 wf_status wf_cluster_from_preset(const char *name, wf_cluster *out)
 {
+    const char *cands[NPRESETS];
+    for (int i = 0; i < NPRESETS; i++)
+        cands[i] = PRESETS[i].name;
+    int folded = wf_resolve_fold(name, cands, NPRESETS); /* "DGX_A100" is dgx-a100 */
     for (int i = 0; i < NPRESETS; i++) {
-        if (strcmp(PRESETS[i].name, name) != 0)
+        if (strcmp(PRESETS[i].name, name) != 0 && i != folded)
             continue;
+        name = PRESETS[i].name;
         memset(out, 0, sizeof *out);
         PRESETS[i].fill(out);
         snprintf(out->name, sizeof out->name, "%s", name);
@@ -244,7 +249,9 @@ wf_status wf_cluster_from_preset(const char *name, wf_cluster *out)
         if (i + 1 < NPRESETS)
             strncat(names, ", ", sizeof names - strlen(names) - 1);
     }
-    return wf_errorf(WF_NOTFOUND, "unknown cluster '%s' (presets: %s; or a .json file)", name, names);
+    char dym[96];
+    return wf_errorf(WF_NOTFOUND, "unknown cluster '%s' (presets: %s; or a .json file)%s", name, names,
+                     wf_did_you_mean(wf_suggest(name, cands, NPRESETS), dym, sizeof dym));
 }
 
 /* ---- overrides ------------------------------------------------------------------ */

@@ -19,6 +19,24 @@ static const wf_opt *find_short(const wf_opt *opts, char c)
     return NULL;
 }
 
+/* "; did you mean '--batch'?" for an unknown option (name without dashes). */
+static const char *option_hint(const wf_opt *opts, const char *name, size_t n, char *buf, size_t cap)
+{
+    const char *cands[64];
+    int k = 0;
+    for (const wf_opt *o = opts; o->name && k < 64; o++)
+        cands[k++] = o->name;
+    char given[128];
+    snprintf(given, sizeof given, "%.*s", (int)(n < sizeof given ? n : sizeof given - 1), name);
+    const char *s = wf_suggest(given, cands, k);
+    if (!s) {
+        buf[0] = 0;
+        return buf;
+    }
+    snprintf(buf, cap, "; did you mean '--%s'?", s);
+    return buf;
+}
+
 static wf_status set_value(const wf_opt *o, const char *val)
 {
     char what[64];
@@ -63,7 +81,11 @@ wf_status wf_opts_parse(const wf_opt *opts, int argc, char **argv, int first,
             size_t n = eq ? (size_t)(eq - name) : strlen(name);
             o = find_long(opts, name, n);
             if (!o)
-                return wf_errorf(WF_INVAL, "unknown option '%.*s' (see --help)", (int)(n + 2), a);
+            {
+                char hint[96];
+                return wf_errorf(WF_INVAL, "unknown option '%.*s' (see --help)%s", (int)(n + 2), a,
+                                 option_hint(opts, name, n, hint, sizeof hint));
+            }
             if (eq)
                 val = eq + 1;
         } else if (a[0] == '-' && a[1] && !a[2] && !(a[1] >= '0' && a[1] <= '9')) {

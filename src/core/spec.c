@@ -133,8 +133,11 @@ int wf_spec_get_str(wf_spec *s, const char *key, const char **out)
 wf_status wf_spec_check_unused(const wf_spec *s, const char *what, const char *allowed_hint)
 {
     for (int i = 0; i < s->nkv; i++)
-        if (!(s->used & (1u << i)))
-            return wf_errorf(WF_INVAL, "unknown %s key '%s' (allowed: %s)", what, s->key[i],
-                             allowed_hint ? allowed_hint : "none");
+        if (!(s->used & (1u << i))) {
+            char sug[64], dym[96];
+            wf_did_you_mean(wf_suggest_in_list(s->key[i], allowed_hint, sug, sizeof sug), dym, sizeof dym);
+            return wf_errorf(WF_INVAL, "unknown %s key '%s' (allowed: %s)%s", what, s->key[i],
+                             allowed_hint ? allowed_hint : "none", dym);
+        }
     return WF_OK;
 }

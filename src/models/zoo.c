@@ -551,11 +551,30 @@ wf_status wf_model_lookup(const char *spec, wf_model_config *out)
         is_family = 1;
     if (!p && access(spec, F_OK) == 0)
         return lookup_json(spec, out); /* a model file without the .json suffix */
-    if (!p)
+    /* Spelling variants resolve ("Llama-2-7B" is llama2-7b); other names get a
+     * suggestion. Candidates: the zoo's names, then the families. */
+    enum { NFAM = (int)(sizeof g_family_base / sizeof g_family_base[0]) };
+    const char *cands[ZOO_N + NFAM];
+    for (int i = 0; i < ZOO_N; i++)
+        cands[i] = g_zoo[i].e.name;
+    for (int i = 0; i < NFAM; i++)
+        cands[ZOO_N + i] = g_family_base[i].family;
+    if (!p) {
+        int k = wf_resolve_fold(s.name, cands, ZOO_N + NFAM);
+        if (k >= 0 && k < ZOO_N) {
+            p = &g_zoo[k];
+        } else if (k >= ZOO_N) {
+            p = find_family_base(cands[k]);
+            is_family = 1;
+        }
+    }
+    if (!p) {
+        char dym[96];
         return wf_errorf(WF_INVAL,
                          "unknown model '%s' (see weft models; families: gpt, llama, bert, vgg, "
-                         "resnet, mlp, cnn; or a .json file)",
-                         s.name);
+                         "resnet, mlp, cnn; or a .json file)%s",
+                         s.name, wf_did_you_mean(wf_suggest(s.name, cands, ZOO_N + NFAM), dym, sizeof dym));
+    }
     from_preset(p, out);
     /* The canonical name is the spec itself when it overrides anything. */
     if (s.nkv > 0 || is_family)

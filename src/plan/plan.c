@@ -65,8 +65,17 @@ wf_status wf_comm_parse(const char *text, wf_comm_sched *out)
         out->threshold_bytes = mb * MIB;
         return WF_OK;
     }
+    char given[64], dym[96];
+    snprintf(given, sizeof given, "%.*s", (int)(n < sizeof given ? n : sizeof given - 1), text);
+    int k = wf_resolve_fold(given, COMM_NAMES, WF_COMM_COUNT);
+    if (k >= 0) { /* "DeAR:25" is dear:25 */
+        char fixed[128];
+        snprintf(fixed, sizeof fixed, "%s%s", COMM_NAMES[k], colon ? colon : "");
+        return wf_comm_parse(fixed, out);
+    }
     return wf_errorf(WF_INVAL, "unknown comm schedule '%s' (one of wfbp, ddp[:MiB], horovod[:MiB], "
-                               "bytescheduler[:MiB], mgwfbp, dear[:MiB], auto)", text);
+                               "bytescheduler[:MiB], mgwfbp, dear[:MiB], auto)%s", text,
+                     wf_did_you_mean(wf_suggest(given, COMM_NAMES, WF_COMM_COUNT), dym, sizeof dym));
 }
 
 const char *wf_recompute_name(wf_recompute r)

@@ -614,7 +614,23 @@ wf_status wf_data_open(const char *spec, const wf_data_layout *layout, uint64_t 
     d->seed = seed;
     wf_status st;
     struct stat sb;
-    if (strcmp(spec, "synthetic") == 0) {
+    /* Spelling variants of the named sets resolve ("Fashion_MNIST"). */
+    static const char *const named[] = {"synthetic", "fashion-mnist", "fortunes"};
+    char fixed[1024], head[64];
+    const char *colon = strchr(spec, ':');
+    size_t hn = colon ? (size_t)(colon - spec) : strlen(spec);
+    snprintf(head, sizeof head, "%.*s", (int)(hn < sizeof head ? hn : sizeof head - 1), spec);
+    int k = strncmp(spec, "text:", 5) == 0 || stat(spec, &sb) == 0 ? -1 : wf_resolve_fold(head, named, 3);
+    if (k >= 0) {
+        snprintf(fixed, sizeof fixed, "%s%s", named[k], colon ? colon : "");
+        spec = fixed;
+    }
+    char dym[96];
+    if (strncmp(spec, "text:", 5) == 0 && spec[5] && strcmp(spec + 5, "fortunes") != 0 &&
+        stat(spec + 5, &sb) != 0 && wf_suggest(spec + 5, named + 2, 1)) {
+        st = wf_errorf(WF_INVAL, "data %s: no such file%s", spec,
+                       wf_did_you_mean("text:fortunes", dym, sizeof dym));
+    } else if (strcmp(spec, "synthetic") == 0) {
         st = open_synthetic(d);
     } else if (strncmp(spec, "text:", 5) == 0) {
         st = spec[5] ? open_text(d, spec + 5) : wf_errorf(WF_INVAL, "data text: needs a path (text:PATH)");
@@ -638,8 +654,8 @@ wf_status wf_data_open(const char *spec, const wf_data_layout *layout, uint64_t 
     } else {
         st = wf_errorf(WF_INVAL,
                        "unknown data '%s' (expected synthetic, fashion-mnist, text:PATH, fortunes or an "
-                       "existing text file)",
-                       spec);
+                       "existing text file)%s",
+                       spec, wf_did_you_mean(wf_suggest(spec, named, 3), dym, sizeof dym));
     }
     if (st != WF_OK) {
         wf_data_close(d);
