@@ -28,7 +28,8 @@ extern "C" {
     X(NOFIT, -5, "does not fit")                                        \
     X(NOMEM, -6, "out of memory")                                       \
     X(INTERNAL, -7, "internal error")                                   \
-    X(MPI, -8, "MPI error")
+    X(MPI, -8, "MPI error")                                             \
+    X(INTERRUPTED, -9, "interrupted by a signal")
 
 typedef enum {
 #define WF_X(name, value, desc) WF_##name = value,

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,44 @@ static wf_status check_args(train_args *a, wf_optim_config *oc)
     if (!isnan(a->wd))
         oc->weight_decay = a->wd;
     return wf_optim_check(oc);
+}
+
+/* ---- stopping on SIGINT / SIGTERM ----------------------------------------------
+ * The first signal asks the run to stop after the step in progress: every rank
+ * agrees on it at the end of the step, the checkpoint is written on every rank
+ * (with --checkpoint), and weft exits 130. A second signal exits at once; the
+ * last complete checkpoint stays intact (checkpoints are written atomically). */
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (g_stop)
+        _exit(130);
+    g_stop = 1;
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* "42 s", "12 min 5 s", "3 h 20 min" */
+static const char *fmt_dur(double s, char *buf, size_t cap)
+{
+    long long t = (long long)(s + 0.5);
+    if (t < 60)
+        snprintf(buf, cap, "%lld s", t);
+    else if (t < 3600)
+        snprintf(buf, cap, "%lld min %lld s", t / 60, t % 60);
+    else
+        snprintf(buf, cap, "%lld h %lld min", t / 3600, t % 3600 / 60);
+    return buf;
 }
 
 static double per_s(double n, double s)
@@ -201,6 +240,9 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
     double first_loss = NAN, last_loss = NAN, time_s = 0, comm_s = 0, compute_s = 0;
     int64_t samples = 0, ntok = 0, nsteps = 0;
     int log_err = 0;
+    int on_tty = isatty(STDERR_FILENO);
+    double run_start_s = wf_now_s();
+    char d1[32], d2[32];
     for (int64_t i = start; i < a->steps && st == WF_OK; i++) {
         wf_train_stats s;
         st = wf_train_step(t, &s);
@@ -226,16 +268,41 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
             ntok += s.tokens;
             nsteps++;
         }
-        if (rank == 0 && ((s.step % a->print_every) == 0 || s.step == a->steps || i == start))
-            fprintf(stderr, "step %6lld/%lld  loss %.5f  %s %9.0f  compute %.4f s  comm %.4f s\n", (long long)s.step,
+        if (rank == 0 && ((s.step % a->print_every) == 0 || s.step == a->steps || i == start)) {
+            fprintf(stderr, "step %6lld/%lld  loss %.5f  %s %9.0f  compute %.4f s  comm %.4f s", (long long)s.step,
                     (long long)a->steps, s.loss, tokens ? "tokens/s" : "samples/s",
                     per_s((double)(tokens ? s.tokens : s.samples), s.time_s), s.compute_s, s.comm_s);
+            /* Elapsed time and ETA (from the mean step so far) on a terminal only. */
+            if (on_tty) {
+                double el = wf_now_s() - run_start_s;
+                double eta = el / (double)(i - start + 1) * (double)(a->steps - 1 - i);
+                fprintf(stderr, "  elapsed %s", fmt_dur(el, d1, sizeof d1));
+                fprintf(stderr, "  ETA %s", fmt_dur(eta, d2, sizeof d2));
+            }
+            fputc('\n', stderr);
+        }
         if (log && log_step(log, &s, tokens) != 0)
             log_err = 1;
+        int saved = 0;
         if (a->checkpoint && ((a->every > 0 && s.step % a->every == 0) || s.step == a->steps)) {
             st = wf_train_save(t, a->checkpoint);
+            saved = st == WF_OK;
             if (st == WF_OK && rank == 0)
                 fprintf(stderr, "checkpoint step %lld -> %s\n", (long long)s.step, a->checkpoint);
+        }
+        /* A signal: stop after this step on every rank, saving it first. */
+        wf_status stop = st == WF_OK && g_stop ? WF_INTERRUPTED : WF_OK;
+        if (st == WF_OK && wf_mpi_agree(stop) == WF_INTERRUPTED) {
+            if (a->checkpoint && !saved)
+                st = wf_train_save(t, a->checkpoint);
+            if (st == WF_OK)
+                st = a->checkpoint
+                         ? wf_errorf(WF_INTERRUPTED, "interrupted: stopped after step %lld and saved it in %s "
+                                                     "(continue with --resume)",
+                                     (long long)s.step, a->checkpoint)
+                         : wf_errorf(WF_INTERRUPTED, "interrupted: stopped after step %lld (nothing saved: "
+                                                     "no --checkpoint)",
+                                     (long long)s.step);
         }
     }
     if (st == WF_OK)
@@ -319,6 +386,7 @@ wf_status wf_cmd_train(int argc, char **argv)
         {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
     };
     int started = 0, npos = 0;
+    catch_signals();
     wf_status st = wf_mpi_start(&started);
     if (st != WF_OK)
         return st;

@@ -33,6 +33,8 @@ int wf_exit_code(wf_status st)
         return 0;
     if (st == WF_NOMEM || st == WF_INTERNAL)
         return 2;
+    if (st == WF_INTERRUPTED)
+        return 130; /* 128 + SIGINT, as shells report an interrupted command */
     return 1;
 }
 
