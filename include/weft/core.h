@@ -198,7 +198,9 @@ typedef struct {
  * positionals is WF_INVAL with a message. */
 wf_status wf_opts_parse(const wf_opt *opts, int argc, char **argv, int first,
                         const char **pos, int max_pos, int *npos, int *help);
-void wf_opts_usage(FILE *f, const char *usage_line, const char *summary, const wf_opt *opts);
+/* "usage: COMMAND <every option of the table>", the summary, then one line per
+ * option. COMMAND is the verb and its positionals ("weft show MODEL"). */
+void wf_opts_usage(FILE *f, const char *command, const char *summary, const wf_opt *opts);
 
 /* ---- suggestions for misspelt names (src/core/suggest.c) ---------------------- */
 /* Lowercase, without '-', '_' and '.': "Llama-2-7B" -> "llama27b". */

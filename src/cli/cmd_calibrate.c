@@ -45,7 +45,7 @@ wf_status wf_cmd_calibrate(int argc, char **argv)
     if (st != WF_OK)
         return st;
     if (help) {
-        wf_opts_usage(stdout, "weft calibrate [-o cluster.json] [--quick] [--threads N]",
+        wf_opts_usage(stdout, "weft calibrate",
                       "Measures this machine: sgemm GFLOP/s by size (the matrix efficiency table),\n"
                       "vector throughput and memory bandwidth; under mpiexec with 2 ranks or more also\n"
                       "the latency and bandwidth of point-to-point messages and MPI_Allreduce. Writes a\n"

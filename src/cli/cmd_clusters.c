@@ -22,7 +22,7 @@ wf_status wf_cmd_clusters(int argc, char **argv)
     if (st != WF_OK)
         return st;
     if (help) {
-        wf_opts_usage(stdout, "weft clusters [CLUSTER] [--json]",
+        wf_opts_usage(stdout, "weft clusters [CLUSTER]",
                       "Lists the cluster presets, or describes CLUSTER (a preset with overrides such\n"
                       "as dgx-a100:nodes=16, or a cluster JSON file).",
                       opts);

@@ -53,7 +53,7 @@ wf_status wf_cmd_estimate(int argc, char **argv)
     };
     wf_status st = wf_opts_parse(opts, argc, argv, 1, NULL, 0, &npos, &help);
     if (help) {
-        wf_opts_usage(stdout, "weft estimate --model M --cluster C --batch B --plan P [--json]",
+        wf_opts_usage(stdout, "weft estimate",
                       "Predicts the iteration time and the memory per device of one plan.", opts);
         return WF_OK;
     }

@@ -33,7 +33,7 @@ wf_status wf_cmd_models(int argc, char **argv)
     if (st != WF_OK)
         return st;
     if (help) {
-        wf_opts_usage(stdout, "weft models [--json]",
+        wf_opts_usage(stdout, "weft models",
                       "Lists the model zoo. Any name can take overrides (gpt2:seq=512), and the\n"
                       "families gpt, llama, bert, vgg, resnet, mlp and cnn take keys\n"
                       "(gpt:layers=2,hidden=64); see docs/model-format.md and weft show MODEL.",

@@ -713,10 +713,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
     };
     wf_status st = wf_opts_parse(opts, argc, argv, 1, NULL, 0, &npos, &help);
     if (help) {
-        wf_opts_usage(stdout,
-                      "weft plan --model M --cluster C --batch B [--top K] [--pareto] [--max-memory GiB] "
-                      "[--devices N | --devices-range A-B [--deadline S]] [--op-level [--mesh M] [--pp N] "
-                      "[--no-seq-split] | --whole-model] [--verify FILE] [--json] [-o plan.json]",
+        wf_opts_usage(stdout, "weft plan",
                       "Searches the parallel plans of a model on a cluster: the fastest that fit, and "
                       "the time/memory frontier.", opts);
         return WF_OK;

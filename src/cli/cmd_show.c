@@ -248,7 +248,7 @@ wf_status wf_cmd_show(int argc, char **argv)
     if (st != WF_OK)
         return st;
     if (help) {
-        wf_opts_usage(stdout, "weft show MODEL [--json] [--batch B] [--seq S]\n       weft show --cluster C [--json]",
+        wf_opts_usage(stdout, "weft show [MODEL]",
                       "Shows a model's parameters, FLOPs per sample (forward, and training =\n"
                       "forward + backward without recomputation), activation bytes saved for\n"
                       "backward, and its op table. MODEL is a zoo name (weft models), a family\n"

@@ -71,8 +71,7 @@ wf_status wf_cmd_simulate(int argc, char **argv)
     };
     wf_status st = wf_opts_parse(opts, argc, argv, 1, NULL, 0, &npos, &help);
     if (help) {
-        wf_opts_usage(stdout,
-                      "weft simulate --model M --cluster C --batch B --plan P [--comm S] [--fuse auto] [--trace FILE] [--json]",
+        wf_opts_usage(stdout, "weft simulate",
                       "Plays one training iteration of a plan out event by event.", opts);
         return WF_OK;
     }

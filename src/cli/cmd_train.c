@@ -395,10 +395,7 @@ wf_status wf_cmd_train(int argc, char **argv)
     st = wf_opts_parse(opts, argc, argv, 1, NULL, 0, &npos, &a.help);
     if (st == WF_OK && a.help) {
         if (rank == 0)
-            wf_opts_usage(stdout,
-                          "weft train --model M --data D --batch B --plan P|auto --steps N [--comm S] [--lr X] "
-                          "[--optimizer adamw|sgd] [--seed N] [--checkpoint DIR] [--checkpoint-every K] [--resume] "
-                          "[--log FILE] [--json]",
+            wf_opts_usage(stdout, "weft train",
                           "Trains the model on this machine's CPUs. Under mpiexec -n N the global batch is\n"
                           "split over N ranks (data parallelism) and the gradients are reduced by the comm\n"
                           "schedule, overlapping the backward pass (dear also overlaps the next forward).",

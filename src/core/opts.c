@@ -121,9 +121,37 @@ wf_status wf_opts_parse(const wf_opt *opts, int argc, char **argv, int first,
     return WF_OK;
 }
 
-void wf_opts_usage(FILE *f, const char *usage_line, const char *summary, const wf_opt *opts)
+/* One option as the usage line writes it: "--model M", "--json". */
+static void usage_word(const wf_opt *o, char *buf, size_t cap)
 {
-    fprintf(f, "usage: %s\n", usage_line);
+    const char *mv = o->type == WF_OPT_FLAG ? "" : (o->metavar ? o->metavar : "V");
+    snprintf(buf, cap, "--%s%s%s", o->name, *mv ? " " : "", mv);
+}
+
+void wf_opts_usage(FILE *f, const char *command, const char *summary, const wf_opt *opts)
+{
+    /* The usage line comes from the table, so it lists every option: the
+     * required ones first, then the others in brackets, wrapped at 100
+     * columns. `command` is what precedes them ("weft show MODEL"). */
+    fprintf(f, "usage: %s", command);
+    size_t col = 7 + strlen(command), indent = 8 + strlen(command);
+    if (indent > 40)
+        indent = 12;
+    for (int pass = 0; pass < 2; pass++)
+        for (const wf_opt *o = opts; o->name; o++) {
+            if ((pass == 0) != (o->required != 0))
+                continue;
+            char w[96], word[100];
+            usage_word(o, w, sizeof w);
+            snprintf(word, sizeof word, pass == 0 ? "%s" : "[%s]", w);
+            if (col + 1 + strlen(word) > 100) {
+                fprintf(f, "\n%*s", (int)indent - 1, "");
+                col = indent - 1;
+            }
+            fprintf(f, " %s", word);
+            col += 1 + strlen(word);
+        }
+    fputc('\n', f);
     if (summary)
         fprintf(f, "\n%s\n", summary);
     fprintf(f, "\noptions:\n");

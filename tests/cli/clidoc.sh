@@ -11,3 +11,16 @@ if diff -u "$SRC/docs/cli.md" "$tmp/docs/cli.md" > "$tmp/diff"; then
 else
   head -40 "$tmp/diff"; echo "docs/cli.md is stale: run scripts/gen-cli-doc build/weft"; echo "0 passed, 1 failed"; exit 1
 fi
+# Every verb's usage line lists every option of its table (issue 13: the
+# usage line is generated from the table, as the option list is).
+for v in $("$WEFT" --help | awk '/^verbs:/{f=1;next} f&&NF{print $1}'); do
+  "$WEFT" "$v" --help >"$tmp/h"
+  usage=$(awk '/^usage:/{f=1} f&&/^$/{exit} f' "$tmp/h")
+  for opt in $(awk '/^options:/{f=1;next} f' "$tmp/h" | grep -o -- '--[a-z][a-z0-9-]*' | sort -u); do
+    [ "$opt" = "--help" ] && continue
+    if ! grep -q -- "$opt\b" <<<"$usage"; then
+      echo "FAIL: weft $v: usage line lacks $opt"; exit 1
+    fi
+  done
+done
+echo "usage lines: every option listed"
