@@ -19,7 +19,8 @@
     X(plan, "search for the fastest plan that fits, and the frontier")        \
     X(simulate, "play one iteration out event by event, with a trace")        \
     X(train, "train for real on CPUs (under mpiexec for several ranks)")      \
-    X(calibrate, "measure this machine into a cluster file")
+    X(calibrate, "measure this machine into a cluster file")                  \
+    X(export, "write a plan as a framework's settings (Megatron-LM, DeepSpeed, torchtitan, FSDP)")
 
 #define WF_X(verb, help) wf_status wf_cmd_##verb(int argc, char **argv);
 WF_CLI_VERBS(WF_X)
@@ -60,6 +61,14 @@ typedef struct {
 } wf_cli_plan_input;
 
 /* --batch at least 1, then the model and the cluster looked up. */
+/* Tokens per second per device of an estimate (samples/s x sequence length /
+ * devices) for models that read token sequences (transformers); 0 otherwise. */
+double wf_cli_tokens_per_s_per_device(const wf_model_config *m, const wf_estimate *e);
+/* Writes plan p as FORMAT's settings on f (export.c, docs/export.md):
+ * megatron, deepspeed, torchtitan or fsdp; WF_INVAL naming what the framework
+ * lacks when it cannot express the plan. */
+wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_model_config *m,
+                        const wf_cluster *c, int64_t batch);
 /* --batch within [1, WF_MAX_BATCH], or WF_INVAL naming it. */
 wf_status wf_cli_check_batch(int64_t batch);
 wf_status wf_cli_load_model_cluster(const char *model, const char *cluster, int64_t batch, wf_model_config *mc,

@@ -9,6 +9,13 @@
 #include <stdio.h>
 #include <string.h>
 
+double wf_cli_tokens_per_s_per_device(const wf_model_config *m, const wf_estimate *e)
+{
+    if (!wf_model_is_transformer(m) || m->seq < 1 || e->devices < 1)
+        return 0;
+    return e->samples_per_s * (double)m->seq / (double)e->devices;
+}
+
 wf_status wf_cli_check_batch(int64_t batch)
 {
     if (batch < 1 || batch > WF_MAX_BATCH)

@@ -18,6 +18,11 @@ static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_estimate 
     wf_cli_print_plan_header(f, in, e->devices, e->micro_batches);
     fprintf(f, "  iteration time     %12.4f s\n", e->iteration_time_s);
     fprintf(f, "  throughput         %12.2f samples/s\n", e->samples_per_s);
+    /* In users' units, for models that read tokens. */
+    double tps = wf_cli_tokens_per_s_per_device(&in->mc, e);
+    if (tps > 0)
+        fprintf(f, "  tokens             %12.1f per s per device, %.2f days per trillion tokens\n", tps,
+                1e12 / (tps * (double)e->devices) / 86400.0);
     fprintf(f, "  model FLOPs        %12.4g per iteration\n", e->model_flops_per_iteration);
     fprintf(f, "  per device         %12.1f TFLOP/s (MFU %.1f%%)\n", e->tflops_per_device, 100 * e->mfu);
     fprintf(f, "  breakdown (s):\n");
@@ -82,6 +87,11 @@ wf_status wf_cmd_estimate(int argc, char **argv)
     if (!j)
         return wf_errorf(WF_NOMEM, "out of memory");
     wf_cli_add_plan_fields(j, &in);
+    double tps = wf_cli_tokens_per_s_per_device(&in.mc, &e);
+    if (tps > 0) {
+        cJSON_AddNumberToObject(j, "tokens_per_s_per_device", tps);
+        cJSON_AddNumberToObject(j, "days_per_trillion_tokens", 1e12 / (tps * (double)e.devices) / 86400.0);
+    }
     st = wf_cli_print_json(j);
     cJSON_Delete(j);
     return st;

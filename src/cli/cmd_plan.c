@@ -173,12 +173,14 @@ typedef struct {
     double max_memory_gib, deadline_s;
     int pareto, json, tp_cross_node, exhaustive, comm_search;
     int op_level, whole_model, no_seq_split, detail;
+    const char *emit; /* --emit FORMAT: the chosen plan as a framework's settings */
 } plan_args;
 
-/* Where the human tables go: stdout, or stderr when stdout carries --json. */
+/* Where the human tables go: stdout, or stderr when stdout carries --json or
+ * --emit's output. */
 static FILE *human(const plan_args *a)
 {
-    return a->json ? stderr : stdout;
+    return a->json || a->emit ? stderr : stdout;
 }
 
 /* The plan file's record of the run: model, cluster and batch as given. */
@@ -218,13 +220,18 @@ static wf_status write_plan(const plan_args *a, const wf_outer_point *pt)
     return wrote(a, st);
 }
 
-static wf_status emit_best(const plan_args *a, cJSON *j, const wf_outer_point *chosen)
+static wf_status emit_best(const plan_args *a, const wf_model_config *m, const wf_cluster *c, cJSON *j,
+                           const wf_outer_point *chosen)
 {
     wf_status st = WF_OK;
     if (a->out && (st = write_plan(a, chosen)) != WF_OK)
         return st;
     if (a->json)
         return wf_cli_print_json(j);
+    if (a->emit) {
+        st = wf_cli_export(stdout, a->emit, &chosen->plan, m, c, a->batch);
+        return st != WF_OK || fflush(stdout) == 0 ? st : wf_errorf(WF_IO, "cannot write standard output");
+    }
     char text[PLAN_TEXT];
     wf_plan_format(&chosen->plan, text, sizeof text);
     printf("%s\n", text);
@@ -258,7 +265,7 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
     }
     add_run_json(j, m->name, c->name, a->batch);
     add_result_json(j, &r);
-    st = emit_best(a, j, &r.top[0]);
+    st = emit_best(a, m, c, j, &r.top[0]);
     cJSON_Delete(j);
     wf_outer_result_free(&r);
     return st;
@@ -382,7 +389,7 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
         cJSON_AddNumberToObject(j, "fewest_devices_meeting_deadline", (double)counts[fewest]);
     }
     cJSON_AddNumberToObject(j, "fastest_devices", (double)counts[best]);
-    st = emit_best(a, j, &res[chosen].top[0]);
+    st = emit_best(a, m, c, j, &res[chosen].top[0]);
 out:
     cJSON_Delete(j);
     if (res)
@@ -684,6 +691,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
     plan_args a;
     memset(&a, 0, sizeof a);
     a.top = 10;
+    const char *tokens_text = NULL, *days_text = NULL;
     const char *max_memory_text = NULL, *deadline_text = NULL, *devices_text = NULL,
                *pp_text = NULL;
     int help = 0, npos = 0;
@@ -697,6 +705,8 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"devices", 0, WF_OPT_STR, &devices_text, "N", "devices the plans use (default: all of the cluster's)", 0},
         {"devices-range", 0, WF_OPT_STR, &a.range, "A-B", "search every device count in A..B (whole nodes, or a divisor of one node)", 0},
         {"deadline", 0, WF_OPT_STR, &deadline_text, "S", "iteration time to meet; with --devices-range, the fewest devices that meet it", 0},
+        {"tokens", 0, WF_OPT_STR, &tokens_text, "T", "tokens to train on (with --days: the deadline per iteration they imply, e.g. 300e9)", 0},
+        {"days", 0, WF_OPT_STR, &days_text, "D", "days to train --tokens in", 0},
         {"tp-cross-node", 0, WF_OPT_FLAG, &a.tp_cross_node, NULL, "let tensor parallelism span nodes", 0},
         {"comm-search", 0, WF_OPT_FLAG, &a.comm_search, NULL, "also try every data-parallel gradient schedule", 0},
         {"exhaustive", 0, WF_OPT_FLAG, &a.exhaustive, NULL, "score every candidate (no pruning)", 0},
@@ -707,6 +717,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"no-seq-split", 0, WF_OPT_FLAG, &a.no_seq_split, NULL, "op-level, transformers: no sequence splits outside matmuls (Megatron without sequence parallelism)", 0},
         {"verify", 0, WF_OPT_STR, &a.verify, "FILE", "check a plan file against the model and cluster and print its numbers", 0},
         {"detail", 0, WF_OPT_FLAG, &a.detail, NULL, "op-level: also print every op's layout", 0},
+        {"emit", 0, WF_OPT_STR, &a.emit, "FORMAT", "print the chosen plan as megatron, deepspeed, torchtitan or fsdp settings (docs/export.md)", 0},
         {"json", 0, WF_OPT_FLAG, &a.json, NULL, "print one JSON object on stdout", 0},
         {"output", 'o', WF_OPT_STR, &a.out, "FILE", "write the best plan (or the deadline's) as a plan file", 0},
         {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
@@ -754,6 +765,25 @@ wf_status wf_cmd_plan(int argc, char **argv)
     wf_cluster c;
     if ((st = wf_model_lookup(a.model, &m)) != WF_OK || (st = wf_cluster_lookup(a.cluster, &c)) != WF_OK)
         return st;
+    /* Tokens in days: the deadline per iteration they imply. */
+    if ((tokens_text != NULL) != (days_text != NULL))
+        return wf_errorf(WF_INVAL, "--tokens and --days go together");
+    if (tokens_text) {
+        double tokens, days;
+        if (deadline_text)
+            return wf_errorf(WF_INVAL, "--tokens/--days and --deadline exclude each other");
+        if ((st = wf_parse_num(tokens_text, "--tokens", 1, 1e18, &tokens)) != WF_OK ||
+            (st = wf_parse_num(days_text, "--days", 1e-6, 1e6, &days)) != WF_OK)
+            return st;
+        if (!wf_model_is_transformer(&m) || m.seq < 1)
+            return wf_errorf(WF_INVAL, "--tokens: model '%s' does not read token sequences", m.name);
+        double per_iter = (double)a.batch * (double)m.seq, iters = tokens / per_iter;
+        a.deadline_s = days * 86400.0 / iters;
+        deadline_text = tokens_text; /* a whole-model search option, as --deadline is */
+        fprintf(human(&a), "%g tokens in %g days at batch %lld x sequence %lld = %.4g tokens per "
+                           "iteration: %.4g iterations, each within %.4f s\n",
+                tokens, days, (long long)a.batch, (long long)m.seq, per_iter, iters, a.deadline_s);
+    }
     /* Op-level when asked, or for a model the outer search does not cover,
      * unless an option of the whole-model search is given. */
     const char *whole_only = a.range ? "--devices-range" : deadline_text ? "--deadline"
@@ -769,6 +799,9 @@ wf_status wf_cmd_plan(int argc, char **argv)
                                   (ol_only || !wf_model_is_transformer(&m)));
     if (!op_level && ol_only)
         return wf_errorf(WF_INVAL, "%s works with op-level plans (add --op-level)", ol_only);
+    if (op_level && a.emit)
+        return wf_errorf(WF_INVAL, "--emit %s: an op-level plan (per-op layouts) has no framework form; "
+                                   "add --whole-model for a plan of dp, tp and pp degrees", a.emit);
     if (op_level) {
         progress pg = {wf_now_s(), 0, 0, isatty(STDERR_FILENO), 0, 1};
         return run_oplevel(&a, &m, &c, &pg);
