@@ -69,6 +69,25 @@ double wf_cli_tokens_per_s_per_device(const wf_model_config *m, const wf_estimat
  * lacks when it cannot express the plan. */
 wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_model_config *m,
                         const wf_cluster *c, int64_t batch);
+/* ---- pictures (plot.c) ------------------------------------------------------------- */
+/* One series of the frontier: n plans (label: the plan string; short_label,
+ * may be NULL, what is drawn beside the point) on `devices` devices. */
+typedef struct {
+    int64_t devices;
+    int n;
+    const double *time_s, *mem_gib;
+    const char *const *label;
+    const char *const *short_label;
+} wf_plot_series;
+/* The time/memory frontier as SVG (svg_path) and/or CSV (csv_path), either may
+ * be NULL: a point per plan, a line per series, the chosen plan circled, the
+ * memory budget as a dashed line (budget_gib <= 0: none). */
+wf_status wf_plot_frontier(const char *svg_path, const char *csv_path, const wf_plot_series *s, int ns,
+                           int chosen_series, int chosen_point, double budget_gib, const char *title);
+/* The timeline of a simulated iteration from its Chrome trace (weft's own
+ * trace file): a lane per stream, tasks coloured by category, idle gaps of
+ * compute streams drawn as the bubble; CSV: one row per task. */
+wf_status wf_plot_timeline(const char *trace_path, const char *svg_path, const char *csv_path, const char *title);
 /* --batch within [1, WF_MAX_BATCH], or WF_INVAL naming it. */
 wf_status wf_cli_check_batch(int64_t batch);
 wf_status wf_cli_load_model_cluster(const char *model, const char *cluster, int64_t batch, wf_model_config *mc,

@@ -174,7 +174,126 @@ typedef struct {
     int pareto, json, tp_cross_node, exhaustive, comm_search;
     int op_level, whole_model, no_seq_split, detail;
     const char *emit; /* --emit FORMAT: the chosen plan as a framework's settings */
+    const char *plot, *csv; /* --plot frontier.svg, --csv frontier.csv */
 } plan_args;
+
+/* A plan string shortened for a label beside a point: default keys dropped,
+ * "dp=2,tp=4,pp=8,mbs=2,vpp=6,recompute=selective,sp=1,zero=2,..." becomes
+ * "dp2 tp4 pp8 mbs2 vpp6 selective sp z2". */
+static void short_plan(const char *text, char *out, size_t cap)
+{
+    static const char *const dflt[] = {"vpp=1", "sp=0", "zero=0", "overlap=1", "pipe=1f1b", "comm=ddp",
+                                       "recompute=none", "micro_batches=1"};
+    size_t n = 0;
+    out[0] = 0;
+    char copy[PLAN_TEXT];
+    snprintf(copy, sizeof copy, "%s", text);
+    for (char *tok = strtok(copy, ","); tok && n + 1 < cap; tok = strtok(NULL, ",")) {
+        int skip = 0;
+        for (size_t k = 0; k < sizeof dflt / sizeof dflt[0]; k++)
+            skip |= strcmp(tok, dflt[k]) == 0;
+        if (skip)
+            continue;
+        char w[64];
+        char *eq = strchr(tok, '=');
+        if (eq && strncmp(tok, "recompute", 9) == 0)
+            snprintf(w, sizeof w, "%s", eq + 1);
+        else if (eq && strcmp(tok, "sp=1") == 0)
+            snprintf(w, sizeof w, "sp");
+        else if (eq && strncmp(tok, "zero", 4) == 0)
+            snprintf(w, sizeof w, "z%s", eq + 1);
+        else if (eq)
+            snprintf(w, sizeof w, "%.*s%s", (int)(eq - tok), tok, eq + 1);
+        else
+            snprintf(w, sizeof w, "%s", tok);
+        n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? " " : "", w);
+    }
+}
+
+/* One frontier series of whole-model plans; strings live in txt[n][2][PLAN_TEXT]. */
+typedef struct {
+    double *t, *mem;
+    const char **lab, **sl;
+    char (*txt)[2][PLAN_TEXT];
+} series_buf;
+
+static int series_fill(series_buf *b, wf_plot_series *s, int64_t devices, const wf_outer_point *pts, int n)
+{
+    b->t = malloc((size_t)(n + 1) * sizeof *b->t);
+    b->mem = malloc((size_t)(n + 1) * sizeof *b->mem);
+    b->lab = malloc((size_t)(n + 1) * sizeof *b->lab);
+    b->sl = malloc((size_t)(n + 1) * sizeof *b->sl);
+    b->txt = malloc((size_t)(n + 1) * sizeof *b->txt);
+    if (!b->t || !b->mem || !b->lab || !b->sl || !b->txt)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        b->t[i] = pts[i].est.iteration_time_s;
+        b->mem[i] = pts[i].est.memory_per_device_bytes / GIB;
+        wf_plan_format(&pts[i].plan, b->txt[i][0], PLAN_TEXT);
+        short_plan(b->txt[i][0], b->txt[i][1], PLAN_TEXT);
+        b->lab[i] = b->txt[i][0];
+        b->sl[i] = b->txt[i][1];
+    }
+    *s = (wf_plot_series){devices, n, b->t, b->mem, b->lab, b->sl};
+    return 0;
+}
+
+static void series_free(series_buf *b)
+{
+    free(b->t);
+    free(b->mem);
+    free(b->lab);
+    free(b->sl);
+    free(b->txt);
+    memset(b, 0, sizeof *b);
+}
+
+/* The index of the point whose plan is `chosen`'s, or -1. */
+static int index_of(const wf_outer_point *pts, int n, const wf_outer_point *chosen)
+{
+    for (int i = 0; i < n; i++)
+        if (memcmp(&pts[i].plan, &chosen->plan, sizeof chosen->plan) == 0)
+            return i;
+    return -1;
+}
+
+/* --plot / --csv of whole-model results: one series per result. */
+static wf_status plot_results(const plan_args *a, const wf_model_config *m, const wf_outer_result *res,
+                              const int64_t *counts, const int *use, int n, int chosen)
+{
+    if (!a->plot && !a->csv)
+        return WF_OK;
+    wf_plot_series *s = calloc((size_t)n, sizeof *s);
+    series_buf *b = calloc((size_t)n, sizeof *b);
+    int ns = 0, cs = -1, cp = -1;
+    wf_status st = s && b ? WF_OK : wf_errorf(WF_NOMEM, "out of memory");
+    for (int i = 0; st == WF_OK && i < n; i++) {
+        if (!use[i])
+            continue;
+        if (series_fill(&b[ns], &s[ns], counts[i], res[i].pareto, res[i].npareto) != 0) {
+            st = wf_errorf(WF_NOMEM, "out of memory");
+            break;
+        }
+        if (i == chosen) {
+            cs = ns;
+            cp = index_of(res[i].pareto, res[i].npareto, &res[i].top[0]);
+        }
+        ns++;
+    }
+    char title[300];
+    snprintf(title, sizeof title, "%s, batch %lld: time/memory frontier", m->name, (long long)a->batch);
+    if (st == WF_OK)
+        st = wf_plot_frontier(a->plot, a->csv, s, ns, cs, cp, res[chosen].budget_bytes / GIB, title);
+    for (int i = 0; b && i < n; i++)
+        series_free(&b[i]);
+    free(b);
+    free(s);
+    if (st == WF_OK && a->plot)
+        fprintf(stderr, "wrote %s\n", a->plot);
+    if (st == WF_OK && a->csv)
+        fprintf(stderr, "wrote %s\n", a->csv);
+    return st;
+}
 
 /* Where the human tables go: stdout, or stderr when stdout carries --json or
  * --emit's output. */
@@ -265,7 +384,11 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
     }
     add_run_json(j, m->name, c->name, a->batch);
     add_result_json(j, &r);
-    st = emit_best(a, m, c, j, &r.top[0]);
+    int one = 1;
+    int64_t devs = r.devices;
+    st = plot_results(a, m, &r, &devs, &one, 1, 0);
+    if (st == WF_OK)
+        st = emit_best(a, m, c, j, &r.top[0]);
     cJSON_Delete(j);
     wf_outer_result_free(&r);
     return st;
@@ -389,7 +512,17 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
         cJSON_AddNumberToObject(j, "fewest_devices_meeting_deadline", (double)counts[fewest]);
     }
     cJSON_AddNumberToObject(j, "fastest_devices", (double)counts[best]);
-    st = emit_best(a, m, c, j, &res[chosen].top[0]);
+    int *use = calloc((size_t)n, sizeof *use);
+    if (!use) {
+        st = wf_errorf(WF_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        use[i] = sts[i] == WF_OK;
+    st = plot_results(a, m, res, counts, use, n, chosen);
+    free(use);
+    if (st == WF_OK)
+        st = emit_best(a, m, c, j, &res[chosen].top[0]);
 out:
     cJSON_Delete(j);
     if (res)
@@ -717,6 +850,8 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"no-seq-split", 0, WF_OPT_FLAG, &a.no_seq_split, NULL, "op-level, transformers: no sequence splits outside matmuls (Megatron without sequence parallelism)", 0},
         {"verify", 0, WF_OPT_STR, &a.verify, "FILE", "check a plan file against the model and cluster and print its numbers", 0},
         {"detail", 0, WF_OPT_FLAG, &a.detail, NULL, "op-level: also print every op's layout", 0},
+        {"plot", 0, WF_OPT_STR, &a.plot, "FILE", "draw the time/memory frontier as SVG (one series per device count with --devices-range)", 0},
+        {"csv", 0, WF_OPT_STR, &a.csv, "FILE", "the frontier's points as CSV", 0},
         {"emit", 0, WF_OPT_STR, &a.emit, "FORMAT", "print the chosen plan as megatron, deepspeed, torchtitan or fsdp settings (docs/export.md)", 0},
         {"json", 0, WF_OPT_FLAG, &a.json, NULL, "print one JSON object on stdout", 0},
         {"output", 'o', WF_OPT_STR, &a.out, "FILE", "write the best plan (or the deadline's) as a plan file", 0},
@@ -733,7 +868,9 @@ wf_status wf_cmd_plan(int argc, char **argv)
         return st;
     if ((st = wf_cli_check_batch(a.batch)) != WF_OK)
         return st;
-    if (a.out && (st = wf_file_check_output(a.out, "-o")) != WF_OK)
+    if ((a.out && (st = wf_file_check_output(a.out, "-o")) != WF_OK) ||
+        (a.plot && (st = wf_file_check_output(a.plot, "--plot")) != WF_OK) ||
+        (a.csv && (st = wf_file_check_output(a.csv, "--csv")) != WF_OK))
         return st;
     if (a.top < 1 || a.top > 100000)
         return wf_errorf(WF_INVAL, "--top=%lld: expected 1..100000", (long long)a.top);

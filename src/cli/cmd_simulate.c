@@ -11,7 +11,9 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -55,7 +57,7 @@ wf_status wf_cmd_simulate(int argc, char **argv)
 {
     wf_cli_plan_input in;
     memset(&in, 0, sizeof in);
-    const char *comm = NULL, *trace = NULL, *detail = NULL, *fuse = NULL;
+    const char *comm = NULL, *trace = NULL, *detail = NULL, *fuse = NULL, *plot = NULL, *csv = NULL;
     int json = 0, help = 0, npos = 0;
     const wf_opt opts[] = {
         WF_CLI_OPT_MODEL(&in.model),
@@ -64,6 +66,8 @@ wf_status wf_cmd_simulate(int argc, char **argv)
         WF_CLI_OPT_PLAN(&in.plan),
         {"comm", 0, WF_OPT_STR, &comm, "S", "data-parallel schedule: wfbp, ddp[:MiB], horovod[:MiB], bytescheduler, mgwfbp, dear[:MiB], auto (overrides the plan's)", 0},
         {"trace", 0, WF_OPT_STR, &trace, "FILE", "write a Chrome trace-event JSON file (Perfetto, chrome://tracing)", 0},
+        {"plot", 0, WF_OPT_STR, &plot, "FILE", "draw the iteration's timeline as SVG (streams per stage, compute and communication, the bubble)", 0},
+        {"csv", 0, WF_OPT_STR, &csv, "FILE", "the timeline's tasks as CSV", 0},
         {"fuse", 0, WF_OPT_STR, &fuse, "F", "operator fusion: none (default), or auto (chosen jointly with the comm schedule's tensor fusion by simulation)", 0},
         {"detail", 0, WF_OPT_STR, &detail, "D", "task graph detail: auto (default), fine (per layer step), coarse (per micro-batch)", 0},
         WF_CLI_OPT_JSON(&json),
@@ -77,6 +81,10 @@ wf_status wf_cmd_simulate(int argc, char **argv)
     }
     if (st == WF_OK && trace)
         st = wf_file_check_output(trace, "--trace");
+    if (st == WF_OK && plot)
+        st = wf_file_check_output(plot, "--plot");
+    if (st == WF_OK && csv)
+        st = wf_file_check_output(csv, "--csv");
     if (st != WF_OK || (st = wf_cli_load_plan_input(&in, "simulating")) != WF_OK)
         return st;
     wf_sim_plan_opts so = {.detail = 0, .trace_path = trace, .fuse = 0, .fuse_budget = 0};
@@ -100,8 +108,32 @@ wf_status wf_cmd_simulate(int argc, char **argv)
         return st;
     wf_plan_format(&in.p, in.canon, sizeof in.canon);
 
+    /* The pictures are drawn from the simulator's trace: a temporary one when
+     * --trace is not asked for. */
+    char tmp_trace[64] = "";
+    if ((plot || csv) && !trace) {
+        snprintf(tmp_trace, sizeof tmp_trace, "/tmp/weft-timeline-XXXXXX");
+        int fd = mkstemp(tmp_trace);
+        if (fd < 0)
+            return wf_errorf(WF_IO, "cannot create a temporary trace file in /tmp");
+        close(fd);
+        so.trace_path = tmp_trace;
+    }
     wf_sim_plan_result r;
-    if ((st = wf_sim_plan(&in.mc, &in.c, &in.p, in.batch, &so, &r)) != WF_OK)
+    st = wf_sim_plan(&in.mc, &in.c, &in.p, in.batch, &so, &r);
+    if (st == WF_OK && (plot || csv)) {
+        char title[1024];
+        snprintf(title, sizeof title, "%s on %s, batch %lld: %.4g s per iteration\n%s", in.mc.name, in.c.name,
+                 (long long)in.batch, r.iteration_time_s, in.canon);
+        st = wf_plot_timeline(so.trace_path, plot, csv, title);
+        if (st == WF_OK && plot)
+            fprintf(stderr, "wrote %s\n", plot);
+        if (st == WF_OK && csv)
+            fprintf(stderr, "wrote %s\n", csv);
+    }
+    if (tmp_trace[0])
+        unlink(tmp_trace);
+    if (st != WF_OK)
         return st;
     print_table(json ? stderr : stdout, &in, &r);
     if (trace)
