@@ -323,7 +323,7 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
         return st;
     if (rank == 0) {
         double step_s = nsteps > 0 ? time_s / (double)nsteps : 0;
-        fprintf(stderr, "done       %lld steps, loss %.5f -> %.5f, %.4f s/step (compute %.4f, comm %.4f)\n",
+        fprintf(a->json ? stderr : stdout, "done       %lld steps, loss %.5f -> %.5f, %.4f s/step (compute %.4f, comm %.4f)\n",
                 (long long)(a->steps - start), first_loss, last_loss, step_s,
                 nsteps ? compute_s / (double)nsteps : 0.0, nsteps ? comm_s / (double)nsteps : 0.0);
         if (a->json) {
