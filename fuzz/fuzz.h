@@ -26,4 +26,9 @@ const char *fuzz_write_temp(int slot, const char *suffix, const uint8_t *data, s
  * are kept, so the string may end early. */
 char *fuzz_strndup(const uint8_t *data, size_t size);
 
+/* Byte 0 picks how the rest reaches a reader that takes a spec or a path:
+ * even, as a string (*owned holds it; the caller frees it); odd, as a file
+ * whose name ends in suffix. NULL when size is 0 or the file cannot be made. */
+const char *fuzz_spec_or_path(const uint8_t *data, size_t size, const char *suffix, char **owned);
+
 #endif

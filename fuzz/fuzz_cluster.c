@@ -8,16 +8,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    char *text = NULL;
-    const char *spec;
-    if (data[0] % 2 == 0) {
-        text = fuzz_strndup(data + 1, size - 1);
-        spec = text;
-    } else {
-        spec = fuzz_write_temp(0, ".json", data + 1, size - 1);
-    }
+    char *text;
+    const char *spec = fuzz_spec_or_path(data, size, ".json", &text);
     wf_cluster c;
     if (spec && wf_cluster_lookup(spec, &c) == WF_OK)
         (void)wf_cluster_devices(&c);

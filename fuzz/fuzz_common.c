@@ -48,3 +48,13 @@ char *fuzz_strndup(const uint8_t *data, size_t size)
     s[size] = 0;
     return s;
 }
+
+const char *fuzz_spec_or_path(const uint8_t *data, size_t size, const char *suffix, char **owned)
+{
+    *owned = NULL;
+    if (size < 1)
+        return NULL;
+    if (data[0] % 2 == 0)
+        return *owned = fuzz_strndup(data + 1, size - 1);
+    return fuzz_write_temp(0, suffix, data + 1, size - 1);
+}

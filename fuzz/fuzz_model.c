@@ -11,16 +11,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    const char *spec = NULL;
-    char *text = NULL;
-    if (data[0] % 2 == 0) {
-        text = fuzz_strndup(data + 1, size - 1);
-        spec = text;
-    } else {
-        spec = fuzz_write_temp(0, ".json", data + 1, size - 1);
-    }
+    char *text;
+    const char *spec = fuzz_spec_or_path(data, size, ".json", &text);
     wf_model_config m;
     if (spec && wf_model_lookup(spec, &m) == WF_OK) {
         wf_graph g;
