@@ -81,6 +81,7 @@ void *wf_calloc(size_t n, size_t size);
 #define WF_MAX_NUMEL ((int64_t)1 << 48)  /* elements of one tensor */
 #define WF_MAX_BATCH ((int64_t)1 << 32)  /* samples per iteration (--batch, plan files) */
 #define WF_MAX_DEVICES ((int64_t)1 << 24) /* devices of a cluster or a plan */
+#define WF_MAX_LAYERS 4096                /* layers of a zoo family model (the largest trained: ~200) */
 /* a * b into *out; 0, or -1 when it overflows int64 (then *out is unspecified). */
 static inline int wf_mul_i64(int64_t a, int64_t b, int64_t *out)
 {

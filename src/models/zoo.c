@@ -246,7 +246,7 @@ static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
     case WF_FAMILY_LLAMA:
     case WF_FAMILY_BERT: {
         int64_t ffn = -1, kv = -1;
-        if ((st = get_i64(s, "layers", 1, 100000, &m->layers)) ||
+        if ((st = get_i64(s, "layers", 1, WF_MAX_LAYERS, &m->layers)) ||
             (st = get_i64(s, "hidden", 1, LIM_BIG, &m->hidden)) ||
             (st = get_i64(s, "heads", 1, 1 << 20, &m->heads)) ||
             (st = get_i64(s, "seq", 1, LIM_BIG, &m->seq)) ||
