@@ -651,6 +651,39 @@ static wf_status ol_answer(int json, cJSON *j, const wf_opplan_result *r)
     return st;
 }
 
+/* --plot / --csv of an op-level search: its frontier, the best plan chosen. */
+static wf_status ol_plot(const plan_args *a, const wf_model_config *m, const wf_opplan_result *r)
+{
+    if (!a->plot && !a->csv)
+        return WF_OK;
+    int n = r->npareto;
+    double *t = malloc((size_t)(n + 1) * sizeof *t), *mem = malloc((size_t)(n + 1) * sizeof *mem);
+    const char **lab = malloc((size_t)(n + 1) * sizeof *lab);
+    wf_status st = t && mem && lab ? WF_OK : wf_errorf(WF_NOMEM, "out of memory");
+    int chosen = -1;
+    for (int i = 0; st == WF_OK && i < n; i++) {
+        t[i] = r->pareto[i].iteration_time_s;
+        mem[i] = r->pareto[i].memory_per_device_bytes / GIB;
+        lab[i] = r->pareto[i].plan;
+        if (strcmp(r->pareto[i].plan, r->best.plan) == 0 && chosen < 0)
+            chosen = i;
+    }
+    if (st == WF_OK) {
+        wf_plot_series s = {r->devices, n, t, mem, lab, NULL};
+        char title[300];
+        snprintf(title, sizeof title, "%s, batch %lld: op-level time/memory frontier", m->name, (long long)a->batch);
+        st = wf_plot_frontier(a->plot, a->csv, &s, 1, 0, chosen, r->budget_bytes / GIB, title);
+    }
+    free(t);
+    free(mem);
+    free(lab);
+    if (st == WF_OK && a->plot)
+        fprintf(stderr, "wrote %s\n", a->plot);
+    if (st == WF_OK && a->csv)
+        fprintf(stderr, "wrote %s\n", a->csv);
+    return st;
+}
+
 static wf_status ol_write(const plan_args *a, const wf_opplan_result *r)
 {
     wf_plan_meta meta;
@@ -718,7 +751,7 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
             ol_row(human(a), i + 1, &r.pareto[i]);
     }
     ol_print_best(human(a), &r, a->detail);
-    if (a->out && (st = ol_write(a, &r)) != WF_OK) {
+    if ((st = ol_plot(a, m, &r)) != WF_OK || (a->out && (st = ol_write(a, &r)) != WF_OK)) {
         wf_opplan_result_free(&r);
         return st;
     }

@@ -61,6 +61,16 @@ end = max(float(r["start_s"]) + float(r["duration_s"]) for r in rows)
 assert abs(end - j["iteration_time_s"]) <= 0.01 * j["iteration_time_s"], (end, j["iteration_time_s"])
 assert {r["device"] for r in rows} == {"0", "1", "2", "3"} | ({"4"} & {r["device"] for r in rows})
 PYEOF
+"$WEFT" plan --model vgg16 --cluster dgx-a100:nodes=2 --batch 64 --pareto --plot ol.svg --csv ol.csv --json >ol.json 2>/dev/null
+check "op-level frontier: marks" "$PY" - <<'PYEOF'
+import csv, json, xml.etree.ElementTree as ET
+root = ET.parse("ol.svg").getroot()
+rows = list(csv.DictReader(open("ol.csv")))
+j = json.load(open("ol.json"))
+pts = [e for e in root.iter() if e.get("class") == "pt"]
+assert len(pts) == len(rows) == len(j["pareto"]) > 0, (len(pts), len(rows), len(j["pareto"]))
+assert sum(1 for e in root.iter() if e.get("class") == "chosen") == 1
+PYEOF
 "$WEFT" simulate --model gpt2 --cluster dgx-a100:nodes=1 --batch 8 --plan dp=8 --plot only.svg >/dev/null 2>&1
 check "--plot without --trace leaves no temporary trace" test -z "$(ls /tmp/weft-timeline-* 2>/dev/null)"
 expect_fail "--plot in a missing directory" "does not exist" plan --model gpt2 --cluster dgx-a100:nodes=1 \
