@@ -54,11 +54,22 @@ typedef struct {
     int overlap;          /* 1: dp gradient reduction overlaps backward (default) */
     wf_pipe_kind pipe;    /* pipeline schedule */
     wf_comm_sched comm;   /* dp gradient schedule */
+    unsigned given;       /* WF_PLAN_GIVEN_*: keys the plan string named (a default plan: all) */
 } wf_plan;
+
+/* Keys whose defaults depend on the devices and the batch (wf_plan_complete). */
+#define WF_PLAN_GIVEN_DP 1u
+#define WF_PLAN_GIVEN_MBS 2u
 
 void wf_plan_default(wf_plan *p);
 /* Parses a plan string or, when text names an existing file, a plan JSON file. */
 wf_status wf_plan_parse(const char *text, wf_plan *out);
+/* Fills the keys a plan string left out whose defaults depend on the run:
+ * dp = devices / (tp x pp); with pp = 1 the micro-batch is the whole
+ * per-rank batch (mbs = batch / dp: no gradient accumulation), with pp > 1
+ * Megatron's micro-batch of 1. What was assumed is written to note ("" when
+ * nothing; cap >= 1). A dp that cannot fill the devices is WF_INVAL. */
+wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *note, size_t cap);
 /* Canonical string (every key), e.g. "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full,sp=0,zero=0". */
 int wf_plan_format(const wf_plan *p, char *buf, size_t cap);
 const char *wf_recompute_name(wf_recompute r);

@@ -237,6 +237,7 @@ typedef struct {
     int64_t params;          /* parameter elements */
     char comm[64];           /* the schedule executed, e.g. "dear:23.8" (threshold in MiB) */
     char comm_note[192];     /* with auto: how it was chosen; else "" */
+    char plan_note[256];     /* the plan keys filled by default (wf_plan_complete); else "" */
     char model[128];         /* canonical model name */
     char data[256];          /* the loader's description */
     wf_exec_memory memory;

@@ -58,7 +58,12 @@ typedef struct {
     wf_cluster c;
     wf_plan p;
     char canon[256];                    /* the plan in canonical form */
+    char assumed[512];                  /* what defaults were filled in ("" when none) */
 } wf_cli_plan_input;
+
+/* "cluster dgx-a100: the preset's 64 nodes x 8 = 512 devices (add :nodes=N)"
+ * when spec names a multi-node preset without nodes=, else "". */
+void wf_cli_cluster_note(const char *spec, const wf_cluster *c, char *buf, size_t cap);
 
 /* --batch at least 1, then the model and the cluster looked up. */
 /* Tokens per second per device of an estimate (samples/s x sequence length /

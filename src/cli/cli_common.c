@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 double wf_cli_tokens_per_s_per_device(const wf_model_config *m, const wf_estimate *e)
 {
@@ -61,15 +62,37 @@ wf_status wf_cli_load_plan_input(wf_cli_plan_input *in, const char *verb_ing)
         if (st == WF_OK)
             check_meta(&meta, in, verb_ing);
     }
+    /* Keys left out take the defaults a user expects on this cluster and batch;
+     * the output says what was assumed. */
+    char note[256] = "";
     if (st == WF_OK)
+        st = wf_plan_complete(&in->p, wf_cluster_devices(&in->c), in->batch, note, sizeof note);
+    if (st == WF_OK) {
+        char cl[160];
+        wf_cli_cluster_note(in->cluster, &in->c, cl, sizeof cl);
+        snprintf(in->assumed, sizeof in->assumed, "%s%s%s", note, note[0] && cl[0] ? "; " : "", cl);
         wf_plan_format(&in->p, in->canon, sizeof in->canon);
+    }
     return st;
+}
+
+void wf_cli_cluster_note(const char *spec, const wf_cluster *c, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    /* A preset named without nodes= is its full size: say so. */
+    if (!spec || strstr(spec, "nodes=") || strstr(spec, ".json") || access(spec, F_OK) == 0 || c->nlevels < 2)
+        return;
+    snprintf(buf, cap, "cluster %s: the preset's %lld nodes x %lld = %lld devices (add :nodes=N)", c->name,
+             (long long)(wf_cluster_devices(c) / c->level[0].size), (long long)c->level[0].size,
+             (long long)wf_cluster_devices(c));
 }
 
 void wf_cli_print_plan_header(FILE *f, const wf_cli_plan_input *in, int64_t devices, int64_t micro_batches)
 {
     fprintf(f, "model %s on %s, batch %lld\nplan %s (%lld devices, %lld micro-batches per pipeline)\n", in->mc.name,
             in->c.name, (long long)in->batch, in->canon, (long long)devices, (long long)micro_batches);
+    if (in->assumed[0])
+        fprintf(f, "assumed %s\n", in->assumed);
 }
 
 void wf_cli_add_plan_fields(cJSON *j, const wf_cli_plan_input *in)
@@ -78,6 +101,8 @@ void wf_cli_add_plan_fields(cJSON *j, const wf_cli_plan_input *in)
     cJSON_AddStringToObject(j, "model", in->mc.name);
     cJSON_AddStringToObject(j, "cluster", in->c.name);
     cJSON_AddNumberToObject(j, "batch", (double)in->batch);
+    if (in->assumed[0])
+        cJSON_AddStringToObject(j, "assumed", in->assumed);
 }
 
 /* A factor's value in its unit: microseconds for short times, GiB for

@@ -369,6 +369,10 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
     }
     fprintf(human(a), "weft plan: %s on %s (%lld devices), batch %lld\n", m->name, c->name,
             (long long)r.devices, (long long)a->batch);
+    char cl[160];
+    wf_cli_cluster_note(a->cluster, c, cl, sizeof cl);
+    if (cl[0])
+        fprintf(human(a), "assumed %s\n", cl);
     print_result(human(a), &r, a->pareto);
     if (a->deadline_s > 0 && r.top[0].est.iteration_time_s > a->deadline_s) {
         st = wf_errorf(WF_NOFIT, "no plan on %lld devices meets the deadline of %g s per iteration "
@@ -733,6 +737,10 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
                     "(%lld op-level searches) in %.3f s; budget %.2f GiB per device\n",
             m->name, c->name, (long long)r.devices, (long long)a->batch, (long long)r.searched,
             (long long)r.searches, r.search_time_s, r.budget_bytes / GIB);
+    char cl[160];
+    wf_cli_cluster_note(a->cluster, c, cl, sizeof cl);
+    if (cl[0])
+        fprintf(human(a), "assumed %s\n", cl);
     if (st == WF_NOFIT) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", wf_last_error());

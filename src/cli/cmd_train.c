@@ -174,6 +174,8 @@ static void describe(const wf_train_info *in, const train_args *a, const wf_opti
             (long long)a->batch, in->nranks, (long long)in->micro_batches, (long long)in->micro_batch);
     fprintf(stderr, "comm       %s (%d collective group%s per step)%s%s\n", in->comm, in->ngroups,
             in->ngroups == 1 ? "" : "s", in->comm_note[0] ? "; " : "", in->comm_note);
+    if (in->plan_note[0])
+        fprintf(stderr, "assumed    %s\n", in->plan_note);
     fprintf(stderr, "optimizer  %s lr %g, weight decay %g, clip %g\n", wf_optim_name(oc->kind), oc->lr,
             oc->weight_decay, oc->clip_norm);
     fprintf(stderr, "memory     parameters %.1f MiB, gradients %.1f MiB, activations %.1f MiB (%.1f MiB unplanned)\n",

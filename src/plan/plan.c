@@ -107,6 +107,37 @@ void wf_plan_default(wf_plan *p)
     p->pipe = WF_PIPE_1F1B;
     p->comm.kind = WF_COMM_DDP;
     p->comm.threshold_bytes = 0;
+    p->given = WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
+}
+
+wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *note, size_t cap)
+{
+    note[0] = 0;
+    size_t n = 0;
+    if (!(p->given & WF_PLAN_GIVEN_DP)) {
+        int64_t other = (int64_t)p->tp * p->pp;
+        if (devices < other || devices % other != 0)
+            return wf_errorf(WF_INVAL, "plan without dp: tp x pp = %lld does not divide the %lld devices (give dp)",
+                             (long long)other, (long long)devices);
+        if (devices / other > (int64_t)1 << 24)
+            return wf_errorf(WF_INVAL, "plan without dp: %lld devices / tp x pp is too many (give dp)",
+                             (long long)devices);
+        p->dp = (int)(devices / other);
+        n += (size_t)snprintf(note + n, cap - n, "dp=%d (the %lld devices / tp x pp = %lld)", p->dp,
+                              (long long)devices, (long long)other);
+    }
+    if (!(p->given & WF_PLAN_GIVEN_MBS) && n < cap) {
+        const char *sep = n ? "; " : "";
+        if (p->pp > 1) {
+            p->mbs = 1;
+            n += (size_t)snprintf(note + n, cap - n, "%smbs=1 (Megatron's micro-batch with pipelining)", sep);
+        } else if (batch % p->dp == 0 && batch / p->dp <= (int64_t)1 << 24) {
+            p->mbs = (int)(batch / p->dp);
+            n += (size_t)snprintf(note + n, cap - n, "%smbs=%d (batch / dp: no gradient accumulation)", sep, p->mbs);
+        }
+    }
+    p->given |= WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
+    return WF_OK;
 }
 
 int64_t wf_plan_devices(const wf_plan *p)
@@ -144,6 +175,12 @@ static wf_status parse_string(const char *text, wf_plan *out)
                          text, mesh);
     wf_plan p;
     wf_plan_default(&p);
+    p.given = 0;
+    int64_t probe;
+    if (wf_spec_get_int(&s, "dp", 1, 1 << 24, &probe) == 1)
+        p.given |= WF_PLAN_GIVEN_DP;
+    if (wf_spec_get_int(&s, "mbs", 1, 1 << 24, &probe) == 1)
+        p.given |= WF_PLAN_GIVEN_MBS;
     if ((st = get_int_key(&s, "dp", 1, 1 << 24, &p.dp)) != WF_OK ||
         (st = get_int_key(&s, "tp", 1, 1 << 16, &p.tp)) != WF_OK ||
         (st = get_int_key(&s, "pp", 1, 1 << 16, &p.pp)) != WF_OK ||

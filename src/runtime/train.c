@@ -52,6 +52,7 @@ struct wf_train {
     int in_t, lab_t;
     int64_t steps;
     char comm_note[192];
+    char plan_note[256];
 };
 
 static int mpi_up(void)
@@ -76,6 +77,9 @@ static wf_status resolve_plan(wf_train *t)
             t->plan.mbs = 1;
     } else {
         wf_status st = wf_plan_parse(c->plan, &t->plan);
+        /* dp left out is the ranks launched; mbs the whole per-rank batch. */
+        if (st == WF_OK)
+            st = wf_plan_complete(&t->plan, t->nranks, c->batch, t->plan_note, sizeof t->plan_note);
         if (st != WF_OK)
             return st;
     }
@@ -354,6 +358,7 @@ void wf_train_info_of(const wf_train *t, wf_train_info *out)
         out->params += wf_exec_param_at(t->e, i)->numel;
     snprintf(out->comm, sizeof out->comm, "%s", wf_dist_describe(t->d));
     snprintf(out->comm_note, sizeof out->comm_note, "%s", t->comm_note);
+    snprintf(out->plan_note, sizeof out->plan_note, "%s", t->plan_note);
     snprintf(out->model, sizeof out->model, "%s", t->model.name);
     snprintf(out->data, sizeof out->data, "%s", wf_data_describe(t->data));
     wf_exec_memory_of(t->e, &out->memory);

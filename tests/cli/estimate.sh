@@ -79,7 +79,7 @@ expect_fail "bad cluster" "no-such-cluster" estimate --model gpt2 --cluster no-s
 expect_fail "cluster override" "nodes" estimate --model gpt2 --cluster dgx-a100:nodes=0 --batch 8 --plan dp=1
 expect_fail "missing option" "--plan" estimate --model gpt2 --cluster dgx-a100 --batch 8
 expect_fail "bad batch" "--batch" estimate --model gpt2 --cluster dgx-a100 --batch x --plan dp=1
-expect_fail "tp on a CNN" "tp=2" estimate --model resnet50 --cluster dgx-a100 --batch 64 --plan tp=2
+expect_fail "tp on a CNN" "tp=2" estimate --model resnet50 --cluster dgx-a100:nodes=1 --batch 64 --plan tp=2
 
 # weft clusters: the list, and one cluster as a cluster file usable by estimate.
 "$WEFT" clusters --json >"$tmp/cl.json" 2>/dev/null

@@ -34,7 +34,9 @@ import json, re, sys
 fmt, model, batch, plan, out, err, rc = sys.argv[1:8]
 m = json.load(open(model)); batch = int(batch); rc = int(rc)
 p = dict(kv.split("=") for kv in plan.split(","))
-dp, tp, pp, mbs, vpp = (int(p.get(k, 1)) for k in ("dp", "tp", "pp", "mbs", "vpp"))
+dp, tp, pp, vpp = (int(p.get(k, 1)) for k in ("dp", "tp", "pp", "vpp"))
+# a plan without mbs: the whole per-rank batch at pp = 1, Megatron's 1 with pipelining (docs/plan-format.md)
+mbs = int(p["mbs"]) if "mbs" in p else (batch // dp if pp == 1 else 1)
 sp, zero = int(p.get("sp", 0)), int(p.get("zero", 0))
 rec = p.get("recompute", "none")
 text, errtext = open(out).read(), open(err).read()
