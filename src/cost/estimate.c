@@ -295,7 +295,8 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
 /* ---- the estimate --------------------------------------------------------------------- */
 
 typedef struct {
-    double comp, rec, tpc, ppc, zc; /* per micro-batch: compute, recompute, tp, pp, ZeRO-3 */
+    double comp, rec, tpc, ppc, zc; /* per micro-batch: compute, recompute, tp, pp, ZeRO-3 (exposed) */
+    double zc_total;                /* per micro-batch: ZeRO-3's gathers, all of them */
     double bwd_window, fwd_window;  /* last micro-batch's backward / first forward */
     double params;                  /* local parameter elements */
     double block_params;            /* of them, the repeated blocks' (transformer layers) */
@@ -323,6 +324,7 @@ static void add_zero3(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *
         return;
     double gather = 2.0 * wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, dpg, s->params * ctx->elem_bytes);
     double slow = 0;
+    s->zc_total = gather;
     s->zc = overlapped(gather, s->comp, ctx->cluster.overlap_slowdown, &slow);
     *slow_total = slow;
 }
@@ -341,7 +343,10 @@ static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int6
     bd->tp_comm = mm * s->tpc;
     bd->pp_comm = mm * s->ppc;
     bd->bubble = bubble;
-    bd->dp_comm = dp.total + emb_sync + mm * s->zc;
+    /* dp_comm is the data-parallel collectives' whole time, as the simulator
+     * counts it: ZeRO-3's two gathers of every micro-batch included, hidden or
+     * not (only their exposed part is in exposed_comm). */
+    bd->dp_comm = dp.total + emb_sync + mm * s->zc_total;
     bd->optimizer = opt_params * wf_cost_optimizer_bytes_per_param(ctx) /
                     (c->dev.mem_bw_bps * c->dev.mem_eff);
     bd->exposed_comm = bd->tp_comm + bd->pp_comm + mm * s->zc + dp.exposed + emb_sync;
