@@ -23,6 +23,11 @@ wf_status wf_build_mlp(const wf_model_config *m, int64_t batch, wf_graph *g);
  * the op list of the parsed file `j` (ctx names it in messages) for `batch`
  * samples; every problem in the file is WF_FORMAT naming the bad field. */
 int wf_graph_json_is_oplist(const struct cJSON *j);
+/* Hugging Face config.json (hf_config.c): 1 when j has "architectures"; the
+ * family spec it describes ("llama:layers=32,...") into spec, or one error
+ * naming the architecture or field. */
+int wf_hf_is_config(const struct cJSON *j);
+wf_status wf_hf_config_spec(const struct cJSON *j, const char *path, char *spec, size_t cap);
 wf_status wf_build_json_graph(const struct cJSON *j, const char *ctx, int64_t batch, wf_graph *g);
 
 /* Name helper: snprintf into a WF_NAME_LEN buffer (names that do not fit are

@@ -79,6 +79,9 @@ static const zoo_preset g_zoo[] = {
     LLAMA("llama2-7b", "Llama 2 7B: 32 layers, hidden 4096, 32 heads, ffn 11008, seq 4096", 32, 4096, 32, 0, 4096, 32000, 11008),
     LLAMA("llama2-13b", "Llama 2 13B: 40 layers, hidden 5120, 40 heads, ffn 13824, seq 4096", 40, 5120, 40, 0, 4096, 32000, 13824),
     LLAMA("llama2-70b", "Llama 2 70B: 80 layers, hidden 8192, 64 heads (8 kv), ffn 28672, seq 4096", 80, 8192, 64, 8, 4096, 32000, 28672),
+    LLAMA("llama3-8b", "Llama 3 8B: 32 layers, hidden 4096, 32 heads (8 kv), ffn 14336, seq 8192, vocab 128256", 32, 4096, 32, 8, 8192, 128256, 14336),
+    LLAMA("llama3-70b", "Llama 3 70B: 80 layers, hidden 8192, 64 heads (8 kv), ffn 28672, seq 8192, vocab 128256", 80, 8192, 64, 8, 8192, 128256, 28672),
+    LLAMA("llama3-405b", "Llama 3.1 405B: 126 layers, hidden 16384, 128 heads (8 kv), ffn 53248, seq 8192, vocab 128256", 126, 16384, 128, 8, 8192, 128256, 53248),
     /* BERT (Devlin et al. 2019): vocabulary 30522, 2 token types, seq 512. */
     BERT("bert-base", "BERT base: 12 layers, hidden 768, 12 heads, seq 512, MLM head", 12, 768, 12, 512, 30522, FP16),
     BERT("bert-large", "BERT large: 24 layers, hidden 1024, 16 heads, seq 512, MLM head", 24, 1024, 16, 512, 30522, FP16),
@@ -447,6 +450,18 @@ static wf_status lookup_json(const char *path, wf_model_config *out)
         return wf_errorf(WF_FORMAT, "%s: expected a JSON object", path);
     }
     const char *name = NULL;
+    if (wf_hf_is_config(j)) {
+        /* A Hugging Face config.json: the family spec it describes, named after the file. */
+        char spec[512];
+        st = wf_hf_config_spec(j, path, spec, sizeof spec);
+        if (st == WF_OK)
+            st = wf_model_lookup(spec, out);
+        if (st == WF_OK) {
+            snprintf(out->name, sizeof out->name, "%s", path);
+            snprintf(out->path, sizeof out->path, "%s", path);
+        }
+        goto done;
+    }
     if ((st = wf_json_get_str(j, path, "name", 0, &name)))
         goto done;
 
