@@ -94,10 +94,11 @@ static wf_status nerr(ictx *c, wf_status st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    char hint[160] = "";
+    char hint[256] = "";
     if (c->fixed_batch > 0)
-        snprintf(hint, sizeof hint, " (the model has a fixed batch of %" PRId64
-                                    "; its inputs' first dims were set to batch=%" PRId64 ")",
+        snprintf(hint, sizeof hint, " (the model was exported with a fixed batch of %" PRId64
+                                    ", rebatched to %" PRId64 ": re-export it with a dynamic batch axis, "
+                                    "torch.onnx.export(..., dynamic_axes={input: {0: 'batch'}}))",
                  c->fixed_batch, c->batch);
     st = wf_errorf(st, "%s: node %d '%s' (%s): %s%s", c->m->path, c->node_index,
                    node_label(c->node), c->node->op_type ? c->node->op_type : "?", reason, hint);
@@ -2655,6 +2656,17 @@ wf_status wf_onnx_build(wf_onnx_model *m, const wf_onnx_opts *opts, wf_graph *g)
         if (x)
             x->nuse++;
     }
+    /* Ops weft does not run at all (recurrences, control flow) are named before
+     * anything else: the ops in front of them (an LSTM's weight slicing) would
+     * otherwise fail first with a less telling reason. */
+    static const char *const never[] = {"LSTM", "GRU", "RNN", "Loop", "If", "Scan"};
+    for (size_t i = 0; i < gp->n_node; i++)
+        for (size_t k = 0; k < sizeof never / sizeof never[0]; k++)
+            if (is_op(gp->node[i], never[k])) {
+                st = wf_errorf(WF_INVAL, "%s: op type '%s' (node %zu '%s') is not supported", c.m->path, never[k], i,
+                               node_label(gp->node[i]));
+                goto done;
+            }
     if ((st = add_inputs(&c, o)) != WF_OK)
         goto done;
     find_patterns(&c);
