@@ -63,6 +63,17 @@ static void test_korthikanti_activations(void **state)
     wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-a100");
     const double s = 2048, h = 12288, a = 96;
     const int tps[] = {1, 2, 4, 8};
+    /* Flash attention (the default profile) keeps no score matrix: q, k, v
+     * as before and one fp32 log-sum-exp per row and head (4 a s b bytes). */
+    for (size_t i = 0; i < sizeof tps / sizeof tps[0]; i++) {
+        double t = tps[i], sbh = s * 2 * h;
+        const wf_cost_sect_time *x = wf_cost_sections(ctx, 2, tps[i], 0, WF_RECOMPUTE_NONE);
+        assert_non_null(x);
+        assert_true(REL(x[WF_COST_SEC_LAYER].act_bytes, sbh * (10 + 24 / t) + 4 * a * s * 2 / t, 1e-9));
+    }
+    /* The unfused kernels of Megatron-LM 2022 keep 5 a s^2 b more. */
+    wf_plan unf = plan_of("sw=megatron-2022");
+    wf_cost_ctx_use(ctx, &unf);
     const int64_t bs[] = {1, 2, 4};
     for (size_t i = 0; i < sizeof tps / sizeof tps[0]; i++)
         for (size_t j = 0; j < sizeof bs / sizeof bs[0]; j++) {
@@ -89,15 +100,15 @@ static void test_korthikanti_activations(void **state)
      * the embedding adds little. */
     double t = 8, p = 8, v = 3, L = 96, sbh = s * h;
     double layer = sbh * (10 + 24 / t + 5 * a * s / (h * t));
-    wf_estimate e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,vpp=3", 64);
+    wf_estimate e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,vpp=3,sw=megatron-2022", 64);
     double ref = L / p * p * (1 + (p - 1) / (p * v)) * layer;
     assert_true(REL(e.mem_activation_bytes, ref, 0.01));
     /* Without interleaving and with fewer micro-batches than stages. */
-    e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,sp=1,recompute=selective", 4);
+    e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,sp=1,recompute=selective,sw=megatron-2022", 4);
     ref = L / p * 4 * 34 * sbh / t;
     assert_true(REL(e.mem_activation_bytes, ref, 0.01));
     /* GPipe keeps every micro-batch. */
-    e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,sp=1,recompute=selective,pipe=gpipe", 64);
+    e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,sp=1,recompute=selective,pipe=gpipe,sw=megatron-2022", 64);
     ref = L / p * 64 * 34 * sbh / t;
     assert_true(REL(e.mem_activation_bytes, ref, 0.01));
     wf_cost_ctx_free(ctx);
@@ -115,17 +126,17 @@ static void test_zero_bytes(void **state)
     /* Mixed-precision Adam: 2 (weight) + g (gradient: 4 with dgx-a100's fp32
      * gradient buffer, Megatron-LM's main_grad; 2 with fp16 gradients, the
      * ZeRO paper's rule) + 12 (fp32 master, m, v). */
-    const char *clusters[] = {"dgx-a100", "dgx-a100:grad_bytes=2"};
+    const char *keys[] = {",grad=fp32", ",grad=fp16"};
     const double gbs[] = {4, 2};
     wf_cost_ctx *ctx = NULL;
     for (int k = 0; k < 2; k++) {
-        ctx = make_ctx("gpt3-1.3b", clusters[k]);
+        ctx = make_ctx("gpt3-1.3b", "dgx-a100");
         const double g = gbs[k];
         const double ref[4] = {2 + g + 12, 2 + g + 12 / d, 2 + (g + 12) / d, (2 + g + 12) / d};
         double prev = 1e300;
         for (int z = 0; z <= 3; z++) {
             char plan[64];
-            snprintf(plan, sizeof plan, "dp=8,mbs=1,zero=%d", z);
+            snprintf(plan, sizeof plan, "dp=8,mbs=1,zero=%d%s", z, keys[k]);
             wf_estimate e = est(ctx, plan, 64);
             assert_true(REL(e.mem_weights_bytes, params * ref[z], 1e-9));
             assert_true(e.memory_per_device_bytes < prev);
@@ -158,7 +169,7 @@ static void test_layer_weights(void **state)
      * embedding. gpt3-175b, tp=8, pp=8: 45.56 GiB published. */
     wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-a100:nodes=8");
     const double h = 12288, L = 96, t = 8, p = 8, GIB = 1024.0 * 1024.0 * 1024.0;
-    wf_estimate e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=selective,sp=1", 64);
+    wf_estimate e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=selective,sp=1,sw=megatron-2022", 64);
     double ref = 18 * L / p * 12 * h * h / t;
     assert_true(REL(e.mem_layer_weights_bytes, ref, 5e-4));
     assert_true(fabs(e.mem_layer_weights_bytes / GIB - 45.56) < 0.05);
@@ -169,7 +180,7 @@ static void test_layer_weights(void **state)
     assert_true(REL(e.memory_per_device_bytes,
                     e.mem_weights_bytes + e.mem_activation_bytes + e.mem_buffer_bytes, 1e-12));
     /* One stage: every layer, the tied embedding once. */
-    e = est(ctx, "dp=8,tp=8,pp=1,mbs=1,recompute=full", 64);
+    e = est(ctx, "dp=8,tp=8,pp=1,mbs=1,recompute=full,sw=megatron-2022", 64);
     assert_true(REL(e.mem_layer_weights_bytes, 18 * L * 12 * h * h / t, 5e-4));
     wf_cost_ctx_free(ctx);
     /* Generic models have no embedding: the layer part is all of it. */
@@ -623,7 +634,11 @@ static void test_records(void **state)
     assert_true(REL(mi.sec[WF_COST_SEC_LAYER].input_bytes, 2048 * h * 2, 1e-12));
     assert_int_equal(mi.sec[WF_COST_SEC_PRE].op0 + mi.sec[WF_COST_SEC_PRE].nop, mi.sec[WF_COST_SEC_LAYER].op0);
     assert_int_equal(mi.sec[WF_COST_SEC_POST].op0 + mi.sec[WF_COST_SEC_POST].nop, mi.nops);
-    assert_true(mi.grad_elem_bytes == 4); /* dgx-a100 keeps Megatron-LM's fp32 gradients */
+    assert_true(mi.grad_elem_bytes == 2); /* megatron-core: fp16 models reduce fp16 gradients */
+    wf_plan m22 = plan_of("sw=megatron-2022");
+    wf_cost_ctx_use(ctx, &m22);
+    wf_cost_model_info_of(ctx, &mi);
+    assert_true(mi.grad_elem_bytes == 4); /* Megatron-LM 2022's fp32 main_grad */
     int nf = 0, ng = 0, nce = 0;
     for (int i = mi.sec[WF_COST_SEC_LAYER].op0; i < mi.sec[WF_COST_SEC_LAYER].op0 + mi.sec[WF_COST_SEC_LAYER].nop;
          i++) {

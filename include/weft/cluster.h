@@ -39,6 +39,8 @@ typedef struct {
     int neff;
     wf_eff_point matrix_eff[WF_MAX_EFF];
     double op_overhead_s;                /* shortest time of one op and pass (launch, dispatch) */
+    double fp8_flops;                    /* dense FP8 peak of the matrix unit (0: no FP8 unit) */
+    double fp8_eff;                      /* FP8 products reach fp8_eff x the matrix_eff curve of fp8_flops */
 } wf_device;
 
 typedef struct {

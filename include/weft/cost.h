@@ -86,6 +86,17 @@ typedef struct {
 typedef struct wf_cost_ctx wf_cost_ctx;
 wf_status wf_cost_ctx_create(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx **out);
 void wf_cost_ctx_free(wf_cost_ctx *ctx);
+/* Costs everything that follows under plan p's framework profile and its
+ * attn, fp8, cp, grad and loss keys (wf_estimate_plan does this itself; the
+ * simulator calls it before reading the records below). */
+void wf_cost_ctx_use(wf_cost_ctx *ctx, const wf_plan *p);
+/* Sets the variant of plan p (wf_cost_ctx_use) and returns p as the profile
+ * runs it: zero as run (fsdp: 3 unless given) and overlap as run (local DDP
+ * and DeepSpeed below ZeRO-3 reduce after backward). */
+void wf_cost_plan_as_run(wf_cost_ctx *ctx, const wf_plan *p, wf_plan *out);
+/* One line naming the profile and what it resolved for plan p, e.g.
+ * "megatron-core (default): flash attention, bf16 matrix products, ..." */
+int wf_cost_profile_line(const wf_cost_ctx *ctx, const wf_plan *p, char *buf, size_t cap);
 
 /* Validates the plan against the model, the cluster and the batch (tp divides
  * heads, layers divisible by pp x vpp, batch by mbs x dp, dp x tp x pp equals
@@ -114,7 +125,8 @@ typedef enum {
     WF_COST_SEC_COUNT
 } wf_cost_sec;
 
-/* The model as the context costed it; nothing here depends on a plan. */
+/* The model as the context costed it under the variant in use
+ * (wf_cost_ctx_use): nothing else here depends on a plan. */
 typedef struct {
     int transformer;               /* three sections; else one op list */
     int nops;                      /* forward ops (the graph's nfwd) */
@@ -125,6 +137,9 @@ typedef struct {
     double model_flops_per_sample; /* matrix FLOPs of one sample, forward + backward */
     double saved_dedup;            /* other models: the graph's deduplicated saved bytes over
                                       the ops' sum (<= 1), applied to each op's saved bytes */
+    int cp;                        /* the variant's context parallelism (sizes below are per rank) */
+    int tp_overlap;                /* 0 synchronous, 1 backward overlapped, 2 also forward (userbuffers) */
+    double loss_elem_bytes;        /* per logit of the loss computation */
     double shared_split_params;    /* tied weights held by both the embedding and the head */
     double shared_repl_params;
     struct {
@@ -207,6 +222,13 @@ double wf_cost_optimizer_bytes_per_param(const wf_cost_ctx *ctx);
  * of it per rank, all-gathered over the tp group on arrival when tp > 1
  * without sequence parallelism; the send pays the cluster's p2p_overhead_s. */
 double wf_cost_p2p_time(const wf_cost_ctx *ctx, const wf_plan *p, double bytes);
+
+/* Context parallelism's ring around attention op i for one micro-batch of
+ * plan p (seconds of communication; 0 when cp = 1 or op i is no attention):
+ * forward passes each rank's K and V chunk cp - 1 times, backward K, V and
+ * their gradients. Megatron-Core overlaps both with the blockwise attention
+ * (the estimate and the simulator hide them behind the op's compute). */
+void wf_cost_cp_ring(const wf_cost_ctx *ctx, const wf_plan *p, int i, double *fwd_s, double *bwd_s);
 
 /* Cuts n ops of times w[i] into at most pp contiguous non-empty stages that
  * balance their time: the smallest bound on a stage's time for which a greedy

@@ -44,6 +44,32 @@ const char *wf_comm_name(wf_comm_kind k);
 
 typedef enum { WF_PIPE_1F1B, WF_PIPE_GPIPE } wf_pipe_kind;
 
+/* Attention kernels: the framework profile's choice (AUTO), a fused
+ * flash-attention kernel (no score matrix kept, scores recomputed in
+ * backward), or the unfused kernels (scores, softmax, dropout materialized). */
+typedef enum { WF_ATTN_AUTO, WF_ATTN_FLASH, WF_ATTN_UNFUSED } wf_attn;
+
+/* Framework profiles (sw=NAME): what a framework version does that moves
+ * iteration time and memory (docs/cost-model.md, "Framework profiles").
+ * The first is the default. */
+#define WF_SW_LIST(X)                       \
+    X(MEGATRON_CORE, "megatron-core")       \
+    X(MEGATRON_2022, "megatron-2022")       \
+    X(MEGATRON_2021, "megatron-2021")       \
+    X(DEEPSPEED, "deepspeed")               \
+    X(FSDP, "fsdp")
+
+typedef enum {
+#define WF_X(e, name) WF_SW_##e,
+    WF_SW_LIST(WF_X)
+#undef WF_X
+    WF_SW_COUNT
+} wf_sw;
+
+const char *wf_sw_name(wf_sw s);
+/* A profile by name (case-insensitive, '_' for '-'); WF_INVAL naming the choices. */
+wf_status wf_sw_parse(const char *text, wf_sw *out);
+
 typedef struct {
     int dp, tp, pp;       /* data, tensor, pipeline degrees */
     int mbs;              /* micro-batch size (samples per micro-batch per data-parallel rank) */
@@ -54,6 +80,12 @@ typedef struct {
     int overlap;          /* 1: dp gradient reduction overlaps backward (default) */
     wf_pipe_kind pipe;    /* pipeline schedule */
     wf_comm_sched comm;   /* dp gradient schedule */
+    int cp;               /* context parallelism: the sequence split over cp ranks */
+    int fp8;              /* 1: matrix products in FP8 (Transformer Engine) */
+    wf_attn attn;         /* attention kernels (AUTO: the profile's) */
+    wf_sw sw;             /* framework profile */
+    int grad_dtype;       /* gradient reduction dtype (a wf_dtype), or -1: the profile's */
+    int loss_dtype;       /* dtype of the loss computation (a wf_dtype), or -1: the profile's */
     unsigned given;       /* WF_PLAN_GIVEN_*: keys the plan string named (a default plan: all) */
 } wf_plan;
 
@@ -70,10 +102,14 @@ wf_status wf_plan_parse(const char *text, wf_plan *out);
  * Megatron's micro-batch of 1. What was assumed is written to note ("" when
  * nothing; cap >= 1). A dp that cannot fill the devices is WF_INVAL. */
 wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *note, size_t cap);
-/* Canonical string (every key), e.g. "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full,sp=0,zero=0". */
+/* Canonical string: every key of the whole-model plan, e.g.
+ * "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full,sp=0,zero=0,overlap=1,pipe=1f1b,comm=ddp",
+ * then cp, fp8, attn, grad, loss and sw only where they differ from their
+ * defaults (cp=1, fp8=0, the profile's attention and dtypes, megatron-core). */
 int wf_plan_format(const wf_plan *p, char *buf, size_t cap);
 const char *wf_recompute_name(wf_recompute r);
 const char *wf_pipe_name(wf_pipe_kind k);
+/* dp x tp x pp x cp. */
 int64_t wf_plan_devices(const wf_plan *p);
 
 /* ---- plan files (docs/plan-format.md) ----------------------------------------

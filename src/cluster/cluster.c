@@ -93,6 +93,8 @@ static void gpu_device(wf_device *d, const char *name, double fp16_tensor, doubl
     d->mem_eff = A100_MEM_EFF;
     d->vector_eff = A100_VECTOR_EFF;
     d->op_overhead_s = A100_OP_OVERHEAD_S;
+    d->fp8_flops = 0;
+    d->fp8_eff = 1;
     set_eff_table(d, A100_MATRIX_EFF, A100_NEFF);
 }
 
@@ -122,6 +124,7 @@ static void preset_dgx_h100(wf_cluster *c)
 {
     /* H100 SXM 80GB: 989 TFLOP/s fp16 tensor, 67 fp32, 134 fp16 vector, 3350 GB/s. */
     gpu_device(&c->dev, "H100-SXM-80GB", 989e12, 67e12, 134e12, 1, 80, 3350e9);
+    c->dev.fp8_flops = 1979e12; /* dense FP8 (E4M3/E5M2) tensor peak */
     /* NVSwitch 450 GB/s each direction per GPU; one 400 Gb/s NDR NIC per GPU. */
     set_levels(c, 8, 450e9, 3e-6, A100_NVLINK_EFF, 64, 50e9, 6e-6, A100_IB_EFF);
     gpu_factors(c);
@@ -183,6 +186,7 @@ static void preset_local(wf_cluster *c)
     d->mem_eff = 0.8;
     d->vector_eff = 0.5;
     d->op_overhead_s = 2e-6;
+    d->fp8_eff = 1;
     static const wf_eff_point cpu_eff[] = {
         {1e9, 0.95}, {1e8, 0.85}, {1e7, 0.6}, {1e6, 0.3}, {1e5, 0.1},
     };
@@ -261,6 +265,8 @@ static const wf_cluster_factor FACTORS[] = {
     {"mem_eff", offsetof(wf_cluster, dev.mem_eff), 1e-3, 1, "", "achieved fraction of the memory bandwidth (memory-bound ops)"},
     {"vector_eff", offsetof(wf_cluster, dev.vector_eff), 1e-3, 1, "", "achieved fraction of the vector unit's peak"},
     {"op_overhead_s", offsetof(wf_cluster, dev.op_overhead_s), 0, 1, "s", "shortest time of one op and pass (launch, dispatch)"},
+    {"fp8_flops", offsetof(wf_cluster, dev.fp8_flops), 0, 1e18, "FLOP/s", "dense FP8 peak of the matrix unit (0: none)"},
+    {"fp8_eff", offsetof(wf_cluster, dev.fp8_eff), 1e-3, 1, "", "FP8 products reach this x the matrix efficiency curve"},
     {"mem_bw_bps", offsetof(wf_cluster, dev.mem_bw_bps), 1e6, 1e15, "B/s", "device memory bandwidth"},
     {"mem_bytes", offsetof(wf_cluster, dev.mem_bytes), 1e6, 1e15, "bytes", "device memory"},
     {"overlap_slowdown", offsetof(wf_cluster, overlap_slowdown), 1, 10, "", "compute time x this while communication overlaps it"},
@@ -360,6 +366,9 @@ wf_status wf_cluster_check(const wf_cluster *c)
     if (!(d->op_overhead_s >= 0 && d->op_overhead_s < 1))
         return wf_errorf(WF_FORMAT, "cluster '%s': op_overhead_s=%g must be in [0, 1)", c->name,
                          d->op_overhead_s);
+    if (!(d->fp8_flops >= 0 && d->fp8_flops < 1e18) || !(d->fp8_eff > 0 && d->fp8_eff <= 1))
+        return wf_errorf(WF_FORMAT, "cluster '%s': fp8_flops=%g must be >= 0 and fp8_eff=%g in (0, 1]",
+                         c->name, d->fp8_flops, d->fp8_eff);
     if (d->neff < 1 || d->neff > WF_MAX_EFF)
         return wf_errorf(WF_FORMAT, "cluster '%s': matrix efficiency table has %d points, expected "
                                     "1..%d", c->name, d->neff, WF_MAX_EFF);

@@ -34,7 +34,7 @@ static wf_status read_device(const cJSON *j, const char *ctx, wf_device *d)
 {
     static const char *const keys[] = {"name",       "matrix_flops", "vector_flops", "mem_bytes",
                                        "mem_bw_bps", "mem_eff",      "vector_eff",   "matrix_eff",
-                                       "op_overhead_s", NULL};
+                                       "op_overhead_s", "fp8_flops", "fp8_eff", NULL};
     wf_status st = wf_json_check_keys(j, ctx, keys);
     if (st != WF_OK)
         return st;
@@ -62,6 +62,11 @@ static wf_status read_device(const cJSON *j, const char *ctx, wf_device *d)
         return st;
     d->op_overhead_s = 0;
     if ((st = wf_json_get_num(j, ctx, "op_overhead_s", 0, 0, 1, &d->op_overhead_s)) != WF_OK)
+        return st;
+    d->fp8_flops = 0;
+    d->fp8_eff = 1;
+    if ((st = wf_json_get_num(j, ctx, "fp8_flops", 0, 0, 1e18, &d->fp8_flops)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "fp8_eff", 0, 1e-3, 1, &d->fp8_eff)) != WF_OK)
         return st;
     const cJSON *me = cJSON_GetObjectItemCaseSensitive(j, "matrix_eff");
     if (!cJSON_IsArray(me))
@@ -197,6 +202,8 @@ cJSON *wf_cluster_to_json(const wf_cluster *c)
         cJSON_AddNumberToObject(d, "mem_eff", c->dev.mem_eff);
         cJSON_AddNumberToObject(d, "vector_eff", c->dev.vector_eff);
         cJSON_AddNumberToObject(d, "op_overhead_s", c->dev.op_overhead_s);
+        cJSON_AddNumberToObject(d, "fp8_flops", c->dev.fp8_flops);
+        cJSON_AddNumberToObject(d, "fp8_eff", c->dev.fp8_eff);
         cJSON *me = cJSON_AddArrayToObject(d, "matrix_eff");
         for (int i = 0; me && i < c->dev.neff; i++) {
             cJSON *p = cJSON_CreateObject();

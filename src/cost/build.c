@@ -12,6 +12,52 @@
 static double tensor_bytes(const wf_graph *g, int t) { return (double)wf_tensor_bytes(&g->tensors[t]); }
 static double tensor_numel(const wf_graph *g, int t) { return (double)wf_tensor_numel(&g->tensors[t]); }
 
+/* An attention op two ways (docs/cost-model.md, "Attention kinds").
+ *
+ * Unfused, as Megatron-LM's kernels run it: the graph's forward traffic
+ * (baddbmm writes the scores; the fused scale-mask-softmax reads them and
+ * writes the probabilities; dropout reads those and writes the dropped
+ * probabilities and a 1-byte mask; the AV bmm reads them: 6 dt + 1 bytes per
+ * score) and, backward, the kernels' own traffic: the AV bmm's gradient
+ * writes dP (dt) and reads the dropped probabilities for dV (dt); dropout's
+ * backward reads dP and the mask and writes its gradient (2 dt + 1); the
+ * softmax backward reads that and the probabilities and writes the score
+ * gradient (3 dt); the two QK^T gradient products read it (2 dt): 9 dt + 1
+ * per score (7 dt without dropout) where the graph counts 4 dt + 1 (3 dt).
+ *
+ * Flash (FlashAttention-2 as Transformer Engine and PyTorch's SDPA run it):
+ * reads q, k, v and writes the output and one fp32 log-sum-exp per row and
+ * head forward; backward reads q, k, v, the output, its gradient and the
+ * log-sum-exp and writes dq, dk, dv. It keeps no score matrix: backward
+ * recomputes QK^T (2 S Skv D per head) and the softmax (5 per score) on top of
+ * the unfused backward's products. A causal mask skips the key blocks above
+ * the diagonal: with 128-wide blocks, (n + 1) / 2n of the work for n blocks
+ * (the unfused kernels compute every score). Dropout is regenerated from the
+ * RNG state, so no mask is kept either. */
+static void fill_attention(const wf_graph *g, const wf_op *o, double qkv, wf_cost_op *r)
+{
+    const wf_tensor *q = &g->tensors[o->in[0]], *k = &g->tensors[o->in[1]];
+    const double dt = (double)wf_dtype_bytes(q->dtype);
+    const double B = (double)q->shape[0], S = (double)q->shape[1], Skv = (double)k->shape[1];
+    const double A = o->attr.heads > 0 ? o->attr.heads : 1, D = (double)q->shape[2] / A;
+    const double scores = B * A * S * Skv, p = o->attr.p;
+    r->unf_bwd_extra = scores * (p > 0 ? 5.0 * dt : 4.0 * dt);
+    double frac = 1.0;
+    if (o->attr.causal) {
+        double n = Skv / 128.0 < 1 ? 1 : Skv / 128.0;
+        frac = (n + 1.0) / (2.0 * n);
+    }
+    double mm = 4.0 * scores * D, sm = 5.0 * scores + (p > 0 ? 2.0 * scores : 0);
+    r->fl_fwd_flops = frac * (mm + sm);
+    r->fl_bwd_flops = frac * (2.0 * (mm + sm) + 0.5 * mm + 5.0 * scores);
+    double out = (double)wf_tensor_bytes(&g->tensors[o->out[0]]);
+    double lse = B * A * S * 4.0;
+    r->fl_fwd_bytes = qkv + out + lse;
+    r->fl_bwd_bytes = 2.0 * qkv + 2.0 * out + lse;
+    r->fl_saved_scores = lse;
+    r->kv_bytes = qkv - (double)wf_tensor_bytes(q);
+}
+
 /* Fills the parts of a cost op that do not depend on sections. */
 static void fill_op(const wf_graph *g, int i, wf_cost_op *r)
 {
@@ -50,6 +96,7 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r)
                 qkv += tensor_bytes(g, o->in[j]);
         r->saved_split = qkv < c.saved_bytes ? qkv : c.saved_bytes;
         r->saved_scores = c.saved_bytes - r->saved_split;
+        fill_attention(g, o, qkv, r);
     } else if (o->tp == WF_TP_NONE || o->tp == WF_TP_COL ||
                (o->tp == WF_TP_VOCAB && (o->kind == WF_OP_LINEAR || o->kind == WF_OP_MATMUL ||
                                          o->kind == WF_OP_EMBEDDING))) {
@@ -161,6 +208,7 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
                 S->ce_bytes += r->ce_bytes;
             }
             ctx->logits_per_sample += tensor_numel(&g, o->in[0]);
+            r->loss_logits = tensor_numel(&g, o->in[0]);
         }
     }
     /* Tied weights (the embedding reused by the head) live on both the first

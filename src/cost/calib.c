@@ -62,6 +62,9 @@ static wf_status read_row(const cJSON *r, const char *ctx, const wf_calib_data *
     row->plan.dp = (int)dp;
     row->plan.mbs = (int)mbs;
     row->plan.vpp = (int)vpp;
+    /* The code these rows ran: Megatron-LM as of 2022 (unfused attention,
+     * fp32 gradients, backward tensor-parallel all-reduce overlapped). */
+    row->plan.sw = WF_SW_MEGATRON_2022;
     if ((st = set_mode(mode, ctx, &row->plan)) != WF_OK)
         return st;
     if (gpus && gpus != tp * pp * dp)

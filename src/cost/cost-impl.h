@@ -22,6 +22,11 @@ typedef struct {
     int fpoint;      /* index of the tp point (f) this op reads, or -1 */
     int gpoint;      /* index of the tp point (g) after this op, or -1 */
     double ce_bytes; /* vocabulary-parallel loss: fp32 per token (each of its 3 all-reduces) */
+    /* Attention (attn_core): what the flash kernel does instead (micro-batch 1). */
+    double fl_fwd_flops, fl_bwd_flops, fl_fwd_bytes, fl_bwd_bytes, fl_saved_scores;
+    double kv_bytes;     /* its key and value inputs (what context parallelism's ring passes) */
+    double loss_logits;    /* the loss op: logits elements (its traffic follows the loss dtype) */
+    double unf_bwd_extra;  /* unfused backward traffic of the framework's kernels beyond the graph's */
     double fwd_flops, bwd_in_flops, bwd_w_flops;
     double fwd_act_bytes, bwd_act_bytes;     /* activation traffic: scales with the micro-batch */
     double params;       /* parameter elements read (weight traffic, fixed per micro-batch) */
@@ -67,12 +72,35 @@ typedef struct {
 
 typedef struct {
     int valid;
+    unsigned var;  /* wf_cost_var_code of the variant it was costed under */
     int64_t mbs;
     int tp, sp, pp;
     wf_recompute rc;
     wf_cost_sect_time s[WF_COST_SEC_COUNT];
     wf_stage_split *split; /* generic models only (owned) */
 } wf_cost_entry;
+
+/* What a plan's framework profile and its keys (attn, fp8, cp, grad, loss)
+ * change in how ops are costed (framework.c, docs/cost-model.md). */
+typedef struct {
+    wf_sw sw;
+    int flash;          /* attention: the fused flash kernel (else unfused kernels) */
+    int fp8;            /* matrix products other than attention in FP8 */
+    int cp;             /* context parallelism: the sequence split over cp ranks */
+    int tp_overlap;     /* 0: tensor-parallel collectives synchronous; 1: the backward ones
+                           behind the weight/input-gradient GEMMs (Megatron-LM 2022); 2: also the
+                           forward ones behind the GEMMs they feed (Megatron-Core's userbuffers) */
+    int dp_overlap;     /* the gradient reduction overlaps backward (1) or follows it (0) */
+    int ag_overlap;     /* ZeRO-1/2's parameter all-gather behind the next forward */
+    int zero;           /* ZeRO stage as run */
+    double grad_bytes;  /* per gradient element kept and reduced */
+    double loss_bytes;  /* per logit element of the loss computation */
+} wf_cost_var;
+
+/* The variant of plan p for ctx's model (defaults resolved by the profile). */
+void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *out);
+/* A code of the variant's fields that change section times (the cache key). */
+unsigned wf_cost_var_code(const wf_cost_var *v);
 
 #define WF_COST_CACHE 1024
 
@@ -92,6 +120,7 @@ struct wf_cost_ctx {
     double logits_per_sample;   /* logits elements of one sample (CE workspace) */
     double model_flops_per_sample; /* matrix FLOPs of one sample, forward + backward */
     double saved_dedup;         /* generic: deduplicated / summed saved bytes of the graph */
+    wf_cost_var var;            /* the variant in use (wf_cost_ctx_use; default plan's at first) */
     double *pipe_buf;           /* generic: scratch of wf_cost_pipeline_ends (owned) */
     size_t pipe_buf_n;          /* its doubles */
     wf_cost_entry cache[WF_COST_CACHE];
@@ -100,7 +129,7 @@ struct wf_cost_ctx {
 /* Bytes of one gradient element the framework keeps, accumulates and reduces. */
 static inline double wf_cost_grad_elem_bytes(const wf_cost_ctx *ctx)
 {
-    return ctx->dtype == WF_DTYPE_FP32 ? 4.0 : ctx->cluster.grad_bytes;
+    return ctx->var.grad_bytes;
 }
 
 /* Weight traffic of an op per micro-batch: forward reads each weight;

@@ -48,6 +48,9 @@ wf_status wf_cost_ctx_create(const wf_model_config *m, const wf_cluster *c, wf_c
     ctx->transformer = wf_model_is_transformer(m);
     ctx->dtype = m->dtype;
     ctx->elem_bytes = (double)wf_dtype_bytes(m->dtype);
+    wf_plan dflt;
+    wf_plan_default(&dflt);
+    wf_cost_var_of(ctx, &dflt, &ctx->var);
     st = ctx->transformer ? wf_cost_build_transformer(ctx) : wf_cost_build_generic(ctx);
     if (st != WF_OK) {
         wf_cost_ctx_free(ctx);
@@ -104,9 +107,17 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
 {
     memset(out, 0, sizeof *out);
     const wf_cost_section *S = &ctx->sec[s];
-    const double bb = (double)b, tt = (double)t;
-    double dgrad_win[MAX_WINDOWS] = {0}, wgrad_win[MAX_WINDOWS] = {0};
-    double repl = 0, split = 0, scores = 0;
+    const wf_cost_var *v = &ctx->var;
+    const double bb = (double)b, tt = (double)t, cp = (double)v->cp;
+    const wf_cluster *c = &ctx->cluster;
+    const double slowdown = c->overlap_slowdown;
+    double dgrad_win[MAX_WINDOWS] = {0}, wgrad_win[MAX_WINDOWS] = {0}, fwd_win[MAX_WINDOWS] = {0};
+    double repl = 0, split = 0, scores = 0, ring_fwd_slow = 0;
+    wf_plan ring_plan;
+    wf_plan_default(&ring_plan);
+    ring_plan.tp = t;
+    ring_plan.cp = v->cp;
+    ring_plan.mbs = (int)b;
     for (int i = S->op0; i < S->op0 + S->nop; i++) {
         const wf_cost_op *r = &ctx->ops[i];
         /* Split ops work on 1/t of the activation; with sequence parallelism
@@ -114,6 +125,18 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
          * only for split ops. */
         wf_cost_op_time ot = wf_cost_op_time_of(ctx, r, bb, (r->split || sp) ? tt : 1.0, r->split ? tt : 1.0);
         double tf = ot.fwd_s, tin = ot.bwd_in_s, tw = ot.bwd_w_s;
+        if (v->cp > 1 && r->attn_core) {
+            /* Context parallelism: K and V around the ring, behind the
+             * blockwise attention (forward and backward). */
+            double rf, rb, fslow = 0;
+            wf_cost_cp_ring(ctx, &ring_plan, i, &rf, &rb);
+            out->tp_fwd += overlapped(rf, tf, slowdown, &fslow);
+            out->tp_bwd += overlapped(rb, tin + tw, slowdown, &out->slow);
+            out->slow += fslow;
+            ring_fwd_slow += fslow;
+            if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_SELECTIVE)
+                out->tp_rec += overlapped(rf, tf, slowdown, &out->slow);
+        }
         out->fwd += tf;
         out->bwd += tin + tw;
         if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL)
@@ -124,42 +147,57 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
         if (r->fpoint >= 0 && w >= 0 && w < MAX_WINDOWS) {
             dgrad_win[w] += tin;
             wgrad_win[w] += tw;
+            fwd_win[w] += tf;
         }
+        int gw = r->gpoint - S->pt0;
+        if (r->gpoint >= 0 && gw >= 0 && gw < MAX_WINDOWS)
+            fwd_win[gw] += tf;
         repl += r->saved_repl;
         split += r->saved_split;
-        scores += r->saved_scores;
+        scores += r->attn_core && v->flash ? r->fl_saved_scores : r->saved_scores;
     }
 
     /* Activations kept per micro-batch (Korthikanti et al. 2022: the graph's
-     * saved tensors give 34 s b h + 5 a s^2 b bytes per GPT layer in fp16). */
-    double rdiv = sp ? tt : 1.0;
-    double all = bb * (repl / rdiv + split / tt + scores / tt);
+     * saved tensors give 34 s b h + 5 a s^2 b bytes per GPT layer in fp16;
+     * flash attention keeps 34 s b h + 4 a s b); context parallelism divides
+     * them all. */
+    double rdiv = (sp ? tt : 1.0) * cp;
+    double all = bb * (repl / rdiv + split / (tt * cp) + scores / (tt * cp));
     if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {
         out->act_bytes = bb * S->input_bytes / rdiv;
         out->transient_bytes = all;
     } else if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_SELECTIVE) {
-        out->act_bytes = bb * (repl / rdiv + split / tt);
-        out->transient_bytes = bb * scores / tt;
+        out->act_bytes = bb * (repl / rdiv + split / (tt * cp));
+        out->transient_bytes = bb * scores / (tt * cp);
     } else {
         out->act_bytes = all;
     }
 
-    if (t <= 1)
+    if (t <= 1) {
+        if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {
+            out->tp_rec += out->tp_fwd;
+            out->slow += ring_fwd_slow;
+        }
         return;
-    const wf_cluster *c = &ctx->cluster;
-    const double slowdown = c->overlap_slowdown;
+    }
     wf_group g = wf_group_place(c, t, 1);
+    /* Backward collectives hide behind the GEMMs beside them unless the
+     * framework runs them synchronously (tp_overlap 0). */
+    const double bwd_ok = v->tp_overlap >= 1 ? 1.0 : 0.0, fwd_ok = v->tp_overlap >= 2 ? 1.0 : 0.0;
+    double tp_fwd_slow = 0;
     for (int k = 0; k < S->npt; k++) {
         const wf_tp_point *pt = &ctx->pts[S->pt0 + k];
-        double n = pt->bytes * bb;
-        double dwin = k < MAX_WINDOWS ? dgrad_win[k] : 0, wwin = k < MAX_WINDOWS ? wgrad_win[k] : 0;
+        double n = pt->bytes * bb / cp;
+        double dwin = k < MAX_WINDOWS ? bwd_ok * dgrad_win[k] : 0, wwin = k < MAX_WINDOWS ? bwd_ok * wgrad_win[k] : 0;
+        double fwin = k < MAX_WINDOWS ? fwd_ok * fwd_win[k] : 0;
         if (pt->is_f) {
             if (sp) {
-                /* Forward all-gather; backward re-gathers the input for the
-                 * weight gradient (hidden behind the input-gradient product)
-                 * and reduce-scatters the input gradient (hidden behind the
+                /* Forward all-gather (behind the column GEMMs it feeds with
+                 * userbuffers); backward re-gathers the input for the weight
+                 * gradient (hidden behind the input-gradient product) and
+                 * reduce-scatters the input gradient (hidden behind the
                  * weight-gradient product). */
-                out->tp_fwd += wf_coll_time(c, WF_COLL_ALLGATHER, &g, n);
+                out->tp_fwd += overlapped(wf_coll_time(c, WF_COLL_ALLGATHER, &g, n), fwin, slowdown, &tp_fwd_slow);
                 out->tp_bwd += overlapped(wf_coll_time(c, WF_COLL_ALLGATHER, &g, n), dwin, slowdown,
                                           &out->slow);
                 out->tp_bwd += overlapped(wf_coll_time(c, WF_COLL_REDUCE_SCATTER, &g, n), wwin,
@@ -171,17 +209,23 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
                                           &out->slow);
             }
         } else {
-            out->tp_fwd += wf_coll_time(c, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, &g, n);
+            /* After a row-parallel product: with userbuffers the reduce-
+             * scatter is pipelined with the product's chunks. */
+            out->tp_fwd += overlapped(wf_coll_time(c, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, &g, n),
+                                      sp ? fwin : 0, slowdown, &tp_fwd_slow);
             if (sp)
                 out->tp_bwd += wf_coll_time(c, WF_COLL_ALLGATHER, &g, n);
         }
     }
+    out->slow += tp_fwd_slow;
     /* Vocabulary-parallel cross-entropy: max, sum of exponentials and the
      * target logit, each an all-reduce of one fp32 per token. */
     if (S->ce_bytes > 0)
-        out->tp_fwd += 3.0 * wf_coll_time(c, WF_COLL_ALLREDUCE, &g, S->ce_bytes * bb);
-    if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL)
-        out->tp_rec = out->tp_fwd;
+        out->tp_fwd += 3.0 * wf_coll_time(c, WF_COLL_ALLREDUCE, &g, S->ce_bytes * bb / cp);
+    if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {
+        out->tp_rec += out->tp_fwd;
+        out->slow += tp_fwd_slow + ring_fwd_slow;
+    }
 }
 
 /* ---- cache -------------------------------------------------------------------------- */
@@ -191,11 +235,14 @@ static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t b, int t, int sp, int pp,
     uint64_t h = (uint64_t)b * 0x9E3779B97F4A7C15ull ^ (uint64_t)t * 0xC2B2AE3D27D4EB4Full ^
                  (uint64_t)sp * 0x165667B19E3779F9ull ^ (uint64_t)pp * 0x27D4EB2F165667C5ull ^
                  (uint64_t)rc * 0x94D049BB133111EBull;
+    unsigned var = wf_cost_var_code(&ctx->var);
+    h ^= (uint64_t)var * 0xD6E8FEB86659FD93ull;
     h ^= h >> 29;
     wf_cost_entry *e = &ctx->cache[h % WF_COST_CACHE];
-    if (e->valid && e->mbs == b && e->tp == t && e->sp == sp && e->pp == pp && e->rc == rc)
+    if (e->valid && e->var == var && e->mbs == b && e->tp == t && e->sp == sp && e->pp == pp && e->rc == rc)
         return e;
     e->valid = 0;
+    e->var = var;
     e->mbs = b;
     e->tp = t;
     e->sp = sp;
@@ -271,6 +318,10 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
          * after the (sharded) optimizer step. */
         first_half = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, grads);
         second_half = wf_coll_time(c, WF_COLL_ALLGATHER, g, p->zero == 3 ? 0 : weights);
+        /* Megatron-Core's distributed optimizer gathers the updated
+         * parameters behind the next forward (overlap_param_gather). */
+        if (ctx->var.ag_overlap)
+            second_window = fwd_window;
     } else if (p->comm.kind == WF_COMM_DEAR) {
         /* DeAR: reduce-scatter in backward, all-gather behind the next forward. */
         first_half = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, grads);
@@ -423,7 +474,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     if (nst == 1)
         first->params -= shared;
     /* The head's fp32 softmax workspace on the last stage. */
-    last->transient += bb * ctx->logits_per_sample / tt * 4.0;
+    last->transient += bb * ctx->logits_per_sample / tt / (double)p->cp * ctx->var.loss_bytes;
     if (nst == 3) {
         /* Keep st[] ordered first, middle, last. */
         stage_cost tmp = st[1];
@@ -443,11 +494,17 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     }
     last->act += post->act_bytes;
 
-    wf_group dpg = wf_group_place(c, p->dp, p->tp);
+    /* Gradients are reduced (and ZeRO shards) over dp x cp ranks, stride tp:
+     * from here on pg is the plan as its data-parallel group sees it. */
+    wf_plan pgv = *p;
+    pgv.dp = p->dp * p->cp;
+    pgv.cp = 1;
+    const wf_plan *pg = &pgv;
+    wf_group dpg = wf_group_place(c, pg->dp, p->tp);
     double z3slow = 0;
     for (int k = 0; k < nst; k++) {
         double sl = 0;
-        add_zero3(ctx, p, &dpg, &st[k], &sl);
+        add_zero3(ctx, pg, &dpg, &st[k], &sl);
         if (k == 0)
             z3slow = sl;
     }
@@ -470,24 +527,24 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
 
     /* In 1F1B the first stage finishes its backward last: its gradient
      * reduction and optimizer step end the iteration. */
-    dp_cost dp = dp_reduce(ctx, p, &dpg, first->params, lay_params, first->bwd_window,
+    dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, first->bwd_window,
                            first->fwd_window);
     dp.slow += z3slow * (double)m;
     double emb_sync = 0;
     if (p->pp > 1 && shared > 0) {
-        wf_group ends = wf_group_place(c, 2, (int64_t)p->tp * p->dp * (p->pp - 1));
+        wf_group ends = wf_group_place(c, 2, (int64_t)p->tp * pg->dp * (p->pp - 1));
         double gb = wf_cost_grad_elem_bytes(ctx);
         emb_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &ends, shared * gb);
     }
     double opt_params = first->params > last->params ? first->params : last->params;
     if (p->zero >= 1)
-        opt_params /= (double)p->dp;
+        opt_params /= (double)pg->dp;
     double buffers = 0;
     if (p->tp > 1)
-        buffers += S[WF_COST_SEC_LAYER].input_bytes * bb; /* all-gather / all-reduce buffer */
+        buffers += S[WF_COST_SEC_LAYER].input_bytes * bb / (double)p->cp; /* all-gather / all-reduce buffer */
     if (p->zero == 3)
         buffers += 2.0 * lay_params * ctx->elem_bytes; /* gathered weights, prefetched */
-    finish(ctx, p, batch, m, st, nst, crit, bubble, dp, emb_sync, opt_params, buffers, out);
+    finish(ctx, pg, batch, m, st, nst, crit, bubble, dp, emb_sync, opt_params, buffers, out);
     return WF_OK;
 }
 
@@ -539,7 +596,7 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
         st[k].transient = sp->transient[k];
     }
     if (nst > 0)
-        st[nst - 1].transient += bb * ctx->logits_per_sample * 4.0;
+        st[nst - 1].transient += bb * ctx->logits_per_sample * ctx->var.loss_bytes;
     wf_group dpg = wf_group_place(c, p->dp, 1);
     double pmax = 0;
     for (int k = 0; k < nst; k++) {
@@ -625,13 +682,25 @@ done:
     return status;
 }
 
+void wf_cost_plan_as_run(wf_cost_ctx *ctx, const wf_plan *p, wf_plan *out)
+{
+    wf_cost_ctx_use(ctx, p);
+    *out = *p;
+    out->zero = ctx->var.zero;
+    out->overlap = ctx->var.dp_overlap;
+    if (out->cp < 1)
+        out->cp = 1;
+}
+
 wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf_estimate *out)
 {
     wf_status st = wf_plan_validate(p, &ctx->model, &ctx->cluster, batch);
     if (st != WF_OK)
         return st;
-    return ctx->transformer ? estimate_transformer(ctx, p, batch, out)
-                            : estimate_generic(ctx, p, batch, out);
+    wf_plan q;
+    wf_cost_plan_as_run(ctx, p, &q);
+    return ctx->transformer ? estimate_transformer(ctx, &q, batch, out)
+                            : estimate_generic(ctx, &q, batch, out);
 }
 
 cJSON *wf_breakdown_to_json(const wf_breakdown *b)

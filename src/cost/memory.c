@@ -6,7 +6,7 @@
 #include "cost/cost-impl.h"
 
 /* Mixed precision (fp16/bf16 weights): the weight (2 bytes), the gradient
- * (the cluster's grad_bytes: 2, or 4 when the framework accumulates in fp32
+ * (the framework profile's: 2, or 4 when the framework accumulates in fp32
  * as Megatron-LM does) and Adam's fp32 master weight, first and second moment
  * (12). Pure fp32: weight 4, gradient 4, moments 8. ZeRO stage 1 shards the
  * optimizer state over dp, stage 2 also the gradients, stage 3 also the
@@ -20,7 +20,7 @@ double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp)
         o = 8;
     } else {
         w = ctx->elem_bytes;
-        g = ctx->cluster.grad_bytes;
+        g = wf_cost_grad_elem_bytes(ctx);
         o = 12;
     }
     double d = dp > 0 ? (double)dp : 1;
@@ -50,7 +50,7 @@ double wf_cost_optimizer_bytes_per_param(const wf_cost_ctx *ctx)
 {
     if (ctx->dtype == WF_DTYPE_FP32)
         return 4 + 28;
-    double g = ctx->cluster.grad_bytes, e = ctx->elem_bytes;
+    double g = wf_cost_grad_elem_bytes(ctx), e = ctx->elem_bytes;
     double to_fp32 = g < 4 ? g + 4 : 0;
     return to_fp32 + 8 + 4 + 28 + (4 + e) + g;
 }

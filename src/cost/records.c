@@ -8,25 +8,63 @@
 
 #include <string.h>
 
+/* One kernel's time: wf_compute_time, or for an FP8 product the FP8 peak
+ * times the matrix-efficiency curve scaled by the device's fp8_eff (what
+ * Transformer Engine's FP8 GEMMs reach relative to the 16-bit ones). */
+static double kernel_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double flops, double bytes)
+{
+    const wf_device *d = &ctx->cluster.dev;
+    if (!(ctx->var.fp8 && r->matrix && !r->attn_core && d->fp8_flops > 0))
+        return wf_compute_time(d, r->matrix, ctx->dtype, flops, bytes);
+    if (!(flops > 0) && !(bytes > 0))
+        return 0;
+    double t = 0;
+    if (flops > 0)
+        t += flops / (d->fp8_flops * wf_device_matrix_eff(d, flops) * d->fp8_eff);
+    if (bytes > 0)
+        t += bytes / (d->mem_bw_bps * d->mem_eff);
+    return t > d->op_overhead_s ? t : d->op_overhead_s;
+}
+
 wf_cost_op_time wf_cost_op_time_of(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div,
                                    double pdiv)
 {
-    const wf_device *d = &ctx->cluster.dev;
     wf_cost_op_time t = {0, 0, 0};
-    t.fwd_s = wf_compute_time(d, r->matrix, ctx->dtype, r->fwd_flops * b / div,
-                              r->fwd_act_bytes * b / div + wf_cost_fwd_weight_bytes(ctx, r) / pdiv);
+    /* Context parallelism divides every op's activation work (attention's
+     * too: each rank's queries against all keys) but no weight. */
+    div *= (double)ctx->var.cp;
+    double ff = r->fwd_flops, fb = r->fwd_act_bytes, bin = r->bwd_in_flops, bb = r->bwd_act_bytes;
+    if (r->attn_core && ctx->var.flash) {
+        ff = r->fl_fwd_flops;
+        fb = r->fl_fwd_bytes;
+        bin = r->fl_bwd_flops;
+        bb = r->fl_bwd_bytes;
+    } else if (r->attn_core) {
+        bb += r->unf_bwd_extra;
+    }
+    if (r->loss_logits > 0) {
+        /* The loss in loss_bytes precision (fp32: Megatron's vocabulary-
+         * parallel cross-entropy on logits.float()): cast (read dt, write
+         * L), max (read L), subtract (read and write L), exp (read and
+         * write L), sum (read L); backward the softmax minus the target in
+         * place (read and write L) and the cast back (read L, write dt). */
+        double L = ctx->var.loss_bytes, e = ctx->elem_bytes;
+        fb = r->loss_logits * (e + 7.0 * L);
+        bb = r->loss_logits * (3.0 * L + e);
+    }
+    t.fwd_s = kernel_time(ctx, r, ff * b / div, fb * b / div + wf_cost_fwd_weight_bytes(ctx, r) / pdiv);
     /* Backward is two products, input and weight gradient, each with its
      * share of the traffic (by FLOPs). */
-    double din = r->bwd_in_flops * b / div, dw = r->bwd_w_flops * b / div;
-    double bytes = r->bwd_act_bytes * b / div + wf_cost_bwd_weight_bytes(ctx, r) / pdiv;
+    double din = bin * b / div, dw = r->bwd_w_flops * b / div;
+    double bytes = bb * b / div + wf_cost_bwd_weight_bytes(ctx, r) / pdiv;
     if (din > 0 && dw > 0) {
         double fin = din / (din + dw);
-        t.bwd_in_s = wf_compute_time(d, r->matrix, ctx->dtype, din, bytes * fin);
-        t.bwd_w_s = wf_compute_time(d, r->matrix, ctx->dtype, dw, bytes * (1 - fin));
+        t.bwd_in_s = kernel_time(ctx, r, din, bytes * fin);
+        t.bwd_w_s = kernel_time(ctx, r, dw, bytes * (1 - fin));
     } else if (dw > 0) {
-        t.bwd_w_s = wf_compute_time(d, r->matrix, ctx->dtype, dw, bytes);
+        t.bwd_w_s = kernel_time(ctx, r, dw, bytes);
     } else {
-        t.bwd_in_s = wf_compute_time(d, r->matrix, ctx->dtype, din, bytes);
+        t.bwd_in_s = kernel_time(ctx, r, din, bytes);
     }
     return t;
 }
@@ -54,6 +92,9 @@ void wf_cost_model_info_of(const wf_cost_ctx *ctx, wf_cost_model_info *out)
     out->dtype = ctx->dtype;
     out->elem_bytes = ctx->elem_bytes;
     out->grad_elem_bytes = wf_cost_grad_elem_bytes(ctx);
+    out->cp = ctx->var.cp;
+    out->tp_overlap = ctx->var.tp_overlap;
+    out->loss_elem_bytes = ctx->var.loss_bytes;
     out->logits_per_sample = ctx->logits_per_sample;
     out->model_flops_per_sample = ctx->model_flops_per_sample;
     out->saved_dedup = ctx->transformer ? 1.0 : ctx->saved_dedup;
@@ -65,7 +106,7 @@ void wf_cost_model_info_of(const wf_cost_ctx *ctx, wf_cost_model_info *out)
         out->sec[s].nop = S->nop;
         out->sec[s].params_split = S->params_split;
         out->sec[s].params_repl = S->params_repl;
-        out->sec[s].input_bytes = S->input_bytes;
+        out->sec[s].input_bytes = S->input_bytes / (double)ctx->var.cp;
         out->sec[s].flops = S->flops;
     }
 }
@@ -88,10 +129,16 @@ wf_status wf_cost_op_info_of(const wf_cost_ctx *ctx, int i, wf_cost_op_info *out
     out->g_point = r->gpoint;
     out->g_bytes = r->gpoint >= 0 ? ctx->pts[r->gpoint].bytes : 0;
     out->ce_bytes = r->ce_bytes;
-    out->saved_repl_bytes = r->saved_repl;
-    out->saved_split_bytes = r->saved_split;
-    out->saved_scores_bytes = r->saved_scores;
-    out->out_bytes = r->out_bytes;
+    /* Under the variant in use: per context-parallel rank, and the flash
+     * kernel's log-sum-exp instead of the score matrices. */
+    const double cp = (double)ctx->var.cp;
+    out->f_bytes /= cp;
+    out->g_bytes /= cp;
+    out->ce_bytes /= cp;
+    out->saved_repl_bytes = r->saved_repl / cp;
+    out->saved_split_bytes = r->saved_split / cp;
+    out->saved_scores_bytes = (r->attn_core && ctx->var.flash ? r->fl_saved_scores : r->saved_scores) / cp;
+    out->out_bytes = r->out_bytes / cp;
     out->owned_params = r->owned_params;
     return WF_OK;
 }
@@ -100,11 +147,31 @@ double wf_cost_p2p_time(const wf_cost_ctx *ctx, const wf_plan *p, double bytes)
 {
     const wf_cluster *c = &ctx->cluster;
     const double t = (double)p->tp;
-    wf_group pair = wf_group_place(c, 2, (int64_t)p->tp * p->dp);
+    const int64_t cp = p->cp > 1 ? p->cp : 1;
+    bytes /= (double)cp; /* each context-parallel rank sends its part of the sequence */
+    wf_group pair = wf_group_place(c, 2, (int64_t)p->tp * cp * p->dp);
     double time = wf_coll_time(c, WF_COLL_SENDRECV, &pair, bytes / t);
     if (p->tp > 1 && !p->sp) {
         wf_group tpg = wf_group_place(c, p->tp, 1);
         time += wf_coll_time(c, WF_COLL_ALLGATHER, &tpg, bytes);
     }
     return time;
+}
+
+void wf_cost_cp_ring(const wf_cost_ctx *ctx, const wf_plan *p, int i, double *fwd_s, double *bwd_s)
+{
+    *fwd_s = *bwd_s = 0;
+    if (p->cp <= 1 || i < 0 || i >= ctx->nops || !ctx->ops[i].attn_core)
+        return;
+    const wf_cluster *c = &ctx->cluster;
+    /* The cp ranks of one tensor-parallel rank: stride tp (Megatron-Core's
+     * order tp, cp, dp, pp). Each of the cp - 1 steps sends this rank's K and
+     * V chunk to the next rank while receiving the previous one's. */
+    wf_group ring = wf_group_place(c, p->cp, p->tp);
+    double chunk = ctx->ops[i].kv_bytes * (double)p->mbs / ((double)p->tp * (double)p->cp);
+    double steps = (double)(p->cp - 1);
+    *fwd_s = steps * wf_coll_time(c, WF_COLL_SENDRECV, &ring, chunk);
+    /* Backward passes K and V again with their gradients (dK, dV travel
+     * back around the ring with them). */
+    *bwd_s = steps * wf_coll_time(c, WF_COLL_SENDRECV, &ring, 2.0 * chunk);
 }

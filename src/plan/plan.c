@@ -10,6 +10,7 @@
  * graph and a cluster is checked by the search module. The whole-model
  * readers refuse them with a message that says where they go. */
 #include "weft/plan.h"
+#include "weft/graph.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -78,6 +79,37 @@ wf_status wf_comm_parse(const char *text, wf_comm_sched *out)
                      wf_did_you_mean(wf_suggest(given, COMM_NAMES, WF_COMM_COUNT), dym, sizeof dym));
 }
 
+static const char *const SW_NAMES[WF_SW_COUNT] = {
+#define WF_X(e, name) name,
+    WF_SW_LIST(WF_X)
+#undef WF_X
+};
+
+const char *wf_sw_name(wf_sw s)
+{
+    if ((int)s < 0 || s >= WF_SW_COUNT)
+        return "?";
+    return SW_NAMES[s];
+}
+
+wf_status wf_sw_parse(const char *text, wf_sw *out)
+{
+    int k = text ? wf_resolve_fold(text, SW_NAMES, WF_SW_COUNT) : -1;
+    if (k >= 0) {
+        *out = (wf_sw)k;
+        return WF_OK;
+    }
+    char dym[96];
+    return wf_errorf(WF_INVAL, "sw=%s: unknown framework profile (one of megatron-core, megatron-2022, "
+                               "megatron-2021, deepspeed, fsdp)%s", text ? text : "",
+                     wf_did_you_mean(wf_suggest(text ? text : "", SW_NAMES, WF_SW_COUNT), dym, sizeof dym));
+}
+
+static const char *attn_name(wf_attn a)
+{
+    return a == WF_ATTN_FLASH ? "flash" : a == WF_ATTN_UNFUSED ? "unfused" : "auto";
+}
+
 const char *wf_recompute_name(wf_recompute r)
 {
     switch (r) {
@@ -107,6 +139,12 @@ void wf_plan_default(wf_plan *p)
     p->pipe = WF_PIPE_1F1B;
     p->comm.kind = WF_COMM_DDP;
     p->comm.threshold_bytes = 0;
+    p->cp = 1;
+    p->fp8 = 0;
+    p->attn = WF_ATTN_AUTO;
+    p->sw = WF_SW_MEGATRON_CORE;
+    p->grad_dtype = -1;
+    p->loss_dtype = -1;
     p->given = WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
 }
 
@@ -115,16 +153,17 @@ wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *not
     note[0] = 0;
     size_t n = 0;
     if (!(p->given & WF_PLAN_GIVEN_DP)) {
-        int64_t other = (int64_t)p->tp * p->pp;
+        int64_t other = (int64_t)p->tp * p->pp * p->cp;
+        const char *what = p->cp > 1 ? "tp x pp x cp" : "tp x pp";
         if (devices < other || devices % other != 0)
-            return wf_errorf(WF_INVAL, "plan without dp: tp x pp = %lld does not divide the %lld devices (give dp)",
-                             (long long)other, (long long)devices);
+            return wf_errorf(WF_INVAL, "plan without dp: %s = %lld does not divide the %lld devices (give dp)",
+                             what, (long long)other, (long long)devices);
         if (devices / other > (int64_t)1 << 24)
-            return wf_errorf(WF_INVAL, "plan without dp: %lld devices / tp x pp is too many (give dp)",
-                             (long long)devices);
+            return wf_errorf(WF_INVAL, "plan without dp: %lld devices / %s is too many (give dp)",
+                             (long long)devices, what);
         p->dp = (int)(devices / other);
-        n += (size_t)snprintf(note + n, cap - n, "dp=%d (the %lld devices / tp x pp = %lld)", p->dp,
-                              (long long)devices, (long long)other);
+        n += (size_t)snprintf(note + n, cap - n, "dp=%d (the %lld devices / %s = %lld)", p->dp,
+                              (long long)devices, what, (long long)other);
     }
     if (!(p->given & WF_PLAN_GIVEN_MBS) && n < cap) {
         const char *sep = n ? "; " : "";
@@ -142,10 +181,23 @@ wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *not
 
 int64_t wf_plan_devices(const wf_plan *p)
 {
-    return (int64_t)p->dp * (int64_t)p->tp * (int64_t)p->pp;
+    return (int64_t)p->dp * (int64_t)p->tp * (int64_t)p->pp * (int64_t)(p->cp > 0 ? p->cp : 1);
 }
 
-#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, sp, zero, overlap, pipe, comm"
+#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, sp, zero, overlap, pipe, comm, cp, fp8, attn, grad, loss, sw"
+
+/* grad= and loss=: a floating dtype (fp32, bf16, fp16). */
+static wf_status get_dtype_key(wf_spec *s, const char *key, int *dst)
+{
+    const char *v = NULL;
+    if (wf_spec_get_str(s, key, &v) != 1)
+        return WF_OK;
+    wf_dtype d;
+    if (wf_dtype_parse(v, &d) != WF_OK || (d != WF_DTYPE_FP32 && d != WF_DTYPE_BF16 && d != WF_DTYPE_FP16))
+        return wf_errorf(WF_INVAL, "%s=%s: expected fp32, bf16 or fp16", key, v);
+    *dst = (int)d;
+    return WF_OK;
+}
 
 static wf_status get_int_key(wf_spec *s, const char *key, int64_t lo, int64_t hi, int *dst)
 {
@@ -181,6 +233,7 @@ static wf_status parse_string(const char *text, wf_plan *out)
         p.given |= WF_PLAN_GIVEN_DP;
     if (wf_spec_get_int(&s, "mbs", 1, 1 << 24, &probe) == 1)
         p.given |= WF_PLAN_GIVEN_MBS;
+    int zero_given = wf_spec_get_int(&s, "zero", 0, 3, &probe) == 1;
     if ((st = get_int_key(&s, "dp", 1, 1 << 24, &p.dp)) != WF_OK ||
         (st = get_int_key(&s, "tp", 1, 1 << 16, &p.tp)) != WF_OK ||
         (st = get_int_key(&s, "pp", 1, 1 << 16, &p.pp)) != WF_OK ||
@@ -188,7 +241,11 @@ static wf_status parse_string(const char *text, wf_plan *out)
         (st = get_int_key(&s, "vpp", 1, 1 << 10, &p.vpp)) != WF_OK ||
         (st = get_int_key(&s, "sp", 0, 1, &p.sp)) != WF_OK ||
         (st = get_int_key(&s, "zero", 0, 3, &p.zero)) != WF_OK ||
-        (st = get_int_key(&s, "overlap", 0, 1, &p.overlap)) != WF_OK)
+        (st = get_int_key(&s, "overlap", 0, 1, &p.overlap)) != WF_OK ||
+        (st = get_int_key(&s, "cp", 1, 1 << 16, &p.cp)) != WF_OK ||
+        (st = get_int_key(&s, "fp8", 0, 1, &p.fp8)) != WF_OK ||
+        (st = get_dtype_key(&s, "grad", &p.grad_dtype)) != WF_OK ||
+        (st = get_dtype_key(&s, "loss", &p.loss_dtype)) != WF_OK)
         return st;
     const char *v = NULL;
     if (wf_spec_get_str(&s, "recompute", &v) == 1) {
@@ -211,6 +268,20 @@ static wf_status parse_string(const char *text, wf_plan *out)
     }
     if (wf_spec_get_str(&s, "comm", &v) == 1 && (st = wf_comm_parse(v, &p.comm)) != WF_OK)
         return st;
+    if (wf_spec_get_str(&s, "attn", &v) == 1) {
+        if (strcmp(v, "flash") == 0)
+            p.attn = WF_ATTN_FLASH;
+        else if (strcmp(v, "unfused") == 0)
+            p.attn = WF_ATTN_UNFUSED;
+        else
+            return wf_errorf(WF_INVAL, "attn=%s: expected flash or unfused", v);
+    }
+    if (wf_spec_get_str(&s, "sw", &v) == 1 && (st = wf_sw_parse(v, &p.sw)) != WF_OK)
+        return st;
+    /* PyTorch FSDP shards fully unless told otherwise (zero=0 NO_SHARD,
+     * zero=2 SHARD_GRAD_OP, zero=3 FULL_SHARD). */
+    if (p.sw == WF_SW_FSDP && !zero_given)
+        p.zero = 3;
     if ((st = wf_spec_check_unused(&s, "plan", PLAN_KEYS)) != WF_OK)
         return st;
     *out = p;
@@ -243,11 +314,25 @@ int wf_plan_format(const wf_plan *p, char *buf, size_t cap)
                  p->comm.threshold_bytes / MIB);
     else
         snprintf(comm, sizeof comm, "%s", wf_comm_name(p->comm.kind));
+    char extra[160] = "";
+    size_t n = 0;
+    if (p->cp > 1)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ",cp=%d", p->cp);
+    if (p->fp8 && n < sizeof extra)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ",fp8=1");
+    if (p->attn != WF_ATTN_AUTO && n < sizeof extra)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ",attn=%s", attn_name(p->attn));
+    if (p->grad_dtype >= 0 && n < sizeof extra)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ",grad=%s", wf_dtype_name((wf_dtype)p->grad_dtype));
+    if (p->loss_dtype >= 0 && n < sizeof extra)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ",loss=%s", wf_dtype_name((wf_dtype)p->loss_dtype));
+    if (p->sw != WF_SW_MEGATRON_CORE && n < sizeof extra)
+        snprintf(extra + n, sizeof extra - n, ",sw=%s", wf_sw_name(p->sw));
     return snprintf(buf, cap,
                     "dp=%d,tp=%d,pp=%d,mbs=%d,vpp=%d,recompute=%s,sp=%d,zero=%d,overlap=%d,"
-                    "pipe=%s,comm=%s",
+                    "pipe=%s,comm=%s%s",
                     p->dp, p->tp, p->pp, p->mbs, p->vpp, wf_recompute_name(p->recompute), p->sp,
-                    p->zero, p->overlap, wf_pipe_name(p->pipe), comm);
+                    p->zero, p->overlap, wf_pipe_name(p->pipe), comm, extra);
 }
 
 /* ---- files ------------------------------------------------------------------------ */

@@ -24,10 +24,41 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
         return wf_errorf(WF_INVAL, "sp=%d and overlap=%d must be 0 or 1", p->sp, p->overlap);
     if (batch < 1)
         return wf_errorf(WF_INVAL, "batch=%lld must be >= 1", (long long)batch);
+    if (p->cp < 0)
+        return wf_errorf(WF_INVAL, "cp=%d: expected >= 1", p->cp);
     int64_t devices = wf_plan_devices(p), have = wf_cluster_devices(c);
+    if (devices > have && p->cp > 1)
+        return wf_errorf(WF_INVAL, "plan needs dp*tp*pp*cp = %d*%d*%d*%d = %lld devices, cluster '%s' has %lld",
+                         p->dp, p->tp, p->pp, p->cp, (long long)devices, c->name, (long long)have);
     if (devices > have)
         return wf_errorf(WF_INVAL, "plan needs dp*tp*pp = %d*%d*%d = %lld devices, cluster '%s' has %lld",
                          p->dp, p->tp, p->pp, (long long)devices, c->name, (long long)have);
+    /* What each framework profile can run (docs/cost-model.md). */
+    const char *sw = wf_sw_name(p->sw);
+    if (p->fp8 && (p->sw == WF_SW_MEGATRON_2021 || p->sw == WF_SW_MEGATRON_2022))
+        return wf_errorf(WF_INVAL, "fp8=1: sw=%s has no FP8 (Transformer Engine came with Megatron-Core; "
+                                   "use sw=megatron-core)", sw);
+    if (p->fp8 && !(c->dev.fp8_flops > 0))
+        return wf_errorf(WF_INVAL, "fp8=1: device %s of cluster '%s' has no FP8 unit (fp8_flops=0)",
+                         c->dev.name, c->name);
+    if (p->fp8 && m->dtype == WF_DTYPE_FP32)
+        return wf_errorf(WF_INVAL, "fp8=1: model '%s' trains in fp32; FP8 products come with bf16 or fp16 "
+                                   "mixed precision (dtype=bf16)", m->name);
+    if (p->cp > 1 && p->sw != WF_SW_MEGATRON_CORE && p->sw != WF_SW_FSDP)
+        return wf_errorf(WF_INVAL, "cp=%d: sw=%s has no context parallelism (megatron-core and fsdp do)",
+                         p->cp, sw);
+    if (p->zero >= 1 && p->sw == WF_SW_MEGATRON_2021)
+        return wf_errorf(WF_INVAL, "zero=%d: sw=megatron-2021 has no optimizer sharding (megatron-2022 has "
+                                   "zero=1, megatron-core, deepspeed and fsdp up to 3)", p->zero);
+    if (p->zero >= 2 && p->sw == WF_SW_MEGATRON_2022)
+        return wf_errorf(WF_INVAL, "zero=%d: sw=megatron-2022 shards the optimizer state only (zero=1, its "
+                                   "distributed optimizer)", p->zero);
+    if (p->sw == WF_SW_DEEPSPEED && p->pp > 1 && p->zero >= 2)
+        return wf_errorf(WF_INVAL, "zero=%d with pp=%d: DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only",
+                         p->zero, p->pp);
+    if (p->sw == WF_SW_DEEPSPEED && p->vpp > 1)
+        return wf_errorf(WF_INVAL, "vpp=%d: DeepSpeed's pipeline engine has no interleaved schedule (vpp=1)",
+                         p->vpp);
     int64_t per_step = (int64_t)p->mbs * p->dp;
     if (batch % per_step != 0)
         return wf_errorf(WF_INVAL, "batch=%lld is not divisible by mbs*dp = %d*%d = %lld",
@@ -47,6 +78,9 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
                                        "be divisible by pp=%d", p->vpp, (long long)micro, p->pp);
     }
     if (!wf_model_is_transformer(m)) {
+        if (p->cp > 1)
+            return wf_errorf(WF_INVAL, "cp=%d: model '%s' is not a transformer; context parallelism splits "
+                                       "a sequence (cp=1)", p->cp, m->name);
         if (p->tp != 1)
             return wf_errorf(WF_INVAL, "tp=%d: model '%s' is not a transformer; it takes data and "
                                        "pipeline parallelism only (tp=1)", p->tp, m->name);
@@ -70,6 +104,9 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
     if (m->ffn > 0 && m->ffn % p->tp != 0)
         return wf_errorf(WF_INVAL, "tp=%d does not divide ffn=%lld of model '%s'", p->tp,
                          (long long)m->ffn, m->name);
+    if (p->cp > 1 && m->seq % (2 * (int64_t)p->cp) != 0)
+        return wf_errorf(WF_INVAL, "cp=%d: seq=%lld of model '%s' must divide into 2 x cp chunks (the causal "
+                                   "load balancing)", p->cp, (long long)m->seq, m->name);
     if (p->sp && m->seq % p->tp != 0)
         return wf_errorf(WF_INVAL, "sp=1: tp=%d does not divide seq=%lld of model '%s'", p->tp,
                          (long long)m->seq, m->name);

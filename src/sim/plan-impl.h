@@ -62,6 +62,8 @@ typedef struct {
     double mem_bw_bps;          /* achieved memory bandwidth (optimizer step) */
     double buffer_bytes;        /* collective buffers and workspaces per device */
     wf_group dp_group, tp_group;
+    int cp;                     /* context parallelism (the cost context's variant) */
+    int tp_overlap;             /* the variant's tensor-parallel overlap (wf_cost_var) */
 } sim_profile;
 
 /* Building a task graph with a sticky status: after the first error nothing
@@ -127,7 +129,7 @@ void sim_model_free(sim_model *sm);
 /* Units of `m` under plan `p`; fuse[k] != 0 applies sm->fusions[k] (fuse may
  * be NULL: no fusion). op_level (tp = 1 only) makes a transformer one unit per
  * op of each layer instead of one per layer (gradients ready op by op). */
-wf_status sim_profile_build(const sim_model *sm, const wf_model_config *m, const wf_cluster *c, const wf_plan *p,
+wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cluster *c, const wf_plan *p,
                             const unsigned char *fuse, int op_level, wf_arena *a, sim_profile *out);
 
 #endif

@@ -792,7 +792,7 @@ static int comm_candidates(const wf_plan *p, int joint, wf_comm_sched *cand)
  * unit) is always fused, since fusing it only removes compute. A budget caps
  * the simulations. */
 typedef struct {
-    const sim_model *sm;
+    sim_model *sm;
     const wf_model_config *m;
     const wf_cluster *c;
     const wf_plan *p;
@@ -901,6 +901,14 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
     sim_model sm;
     if ((st = sim_model_init(m, c, &sm)))
         return st;
+    /* The plan as its framework profile runs it (ZeRO stage, overlap), seen
+     * by its data-parallel group: gradients are reduced over dp x cp ranks
+     * (the per-rank sizes of context parallelism are in the cost records). */
+    wf_plan run;
+    wf_cost_plan_as_run(sm.ctx, p, &run);
+    run.dp = p->dp * run.cp;
+    run.cp = 1;
+    p = &run;
     wf_comm_sched cand[16];
     int nc = comm_candidates(p, fuse, cand);
     unsigned char *mask = NULL;

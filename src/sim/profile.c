@@ -145,6 +145,7 @@ typedef struct {
     double f_bytes, g_bytes;   /* point tensors at micro-batch 1 */
     double ce_bytes;           /* vocab-parallel loss: fp32 per token */
     double repl, split_b, scores; /* saved for backward, micro-batch 1 */
+    double ring_f, ring_b;     /* context parallelism's K/V ring around attention (plan's mbs) */
 } top;
 
 static double coll_t(const wf_cluster *c, const wf_group *g, wf_coll_kind k, double bytes)
@@ -152,11 +153,28 @@ static double coll_t(const wf_cluster *c, const wf_group *g, wf_coll_kind k, dou
     return wf_coll_time(c, k, g, bytes);
 }
 
+/* Compute `dur` with a collective of `comm` running beside it (context
+ * parallelism's ring, a userbuffers-overlapped tensor-parallel collective):
+ * the collective in the background, the compute slowed while they overlap,
+ * then a join. */
+static void beside(steps *s, double comm, double bytes, double dur, double slow, const char *name)
+{
+    flush(s);
+    emit_bytes(s, STEP_COLL_BG, WF_SIM_CAT_TP_COMM, comm, bytes, name);
+    s->comp += dur + (slow - 1.0) * (comm < dur ? comm : dur);
+    flush(s);
+    emit(s, STEP_JOIN, 0, 0, "join");
+}
+
 static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const wf_plan *p, const top *ops,
                                int n, int npoints, int section, wf_arena *a, sim_unit *u)
 {
     const double b = (double)p->mbs, slow = c->overlap_slowdown >= 1 ? c->overlap_slowdown : 1.0;
     const int t = p->tp, sp = p->sp;
+    /* Tensor-parallel overlap as the framework runs it (wf_cost_var): 0
+     * synchronous, 1 backward collectives behind the GEMMs beside them, 2
+     * also the forward ones (userbuffers, with sequence parallelism). */
+    const int bwd_ov = pr->tp_overlap >= 1, fwd_ov = pr->tp_overlap >= 2 && sp;
     const wf_group *tg = &pr->tp_group;
     int cap = 8 * n + 16;
     steps f = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_FORWARD, "forward"};
@@ -171,19 +189,37 @@ static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const
     int full = section == SEC_LAYER && p->recompute == WF_RECOMPUTE_FULL;
     for (int pass = 0; pass < 1 + full; pass++) {
         steps *s = pass ? &r : &f;
+        double ag = 0, ag_win = 0; /* an overlapped all-gather and the compute beside it */
         for (int i = 0; i < n; i++) {
             const top *o = &ops[i];
             if (t > 1 && sp && o->fpoint >= 0 && o->f_first) {
                 flush(s);
-                emit_bytes(s, STEP_COLL, WF_SIM_CAT_TP_COMM, coll_t(c, tg, WF_COLL_ALLGATHER, o->f_bytes * b),
-                           o->f_bytes * b, "tp all-gather");
+                ag = coll_t(c, tg, WF_COLL_ALLGATHER, o->f_bytes * b);
+                emit_bytes(s, fwd_ov ? STEP_COLL_BG : STEP_COLL, WF_SIM_CAT_TP_COMM, ag, o->f_bytes * b,
+                           "tp all-gather");
+                ag_win = 0;
             }
-            s->comp += o->tf;
-            if (t > 1 && o->is_g) {
-                flush(s);
-                emit_bytes(s, STEP_COLL, WF_SIM_CAT_TP_COMM,
-                           coll_t(c, tg, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, o->g_bytes * b),
-                           o->g_bytes * b, sp ? "tp reduce-scatter" : "tp all-reduce");
+            if (o->ring_f > 0) {
+                beside(s, o->ring_f, 0, o->tf, slow, "cp ring");
+            } else if (t > 1 && o->is_g && fwd_ov) {
+                double rs = coll_t(c, tg, WF_COLL_REDUCE_SCATTER, o->g_bytes * b);
+                beside(s, rs, o->g_bytes * b, o->tf, slow, "tp reduce-scatter");
+            } else {
+                s->comp += o->tf;
+                if (t > 1 && o->is_g) {
+                    flush(s);
+                    emit_bytes(s, STEP_COLL, WF_SIM_CAT_TP_COMM,
+                               coll_t(c, tg, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, o->g_bytes * b),
+                               o->g_bytes * b, sp ? "tp reduce-scatter" : "tp all-reduce");
+                }
+            }
+            if (t > 1 && sp && fwd_ov && o->fpoint >= 0) {
+                ag_win += o->tf;
+                if (o->f_last) {
+                    s->comp += (slow - 1.0) * (ag < ag_win ? ag : ag_win);
+                    flush(s);
+                    emit(s, STEP_JOIN, 0, 0, "join");
+                }
             }
             if (t > 1 && o->ce_bytes > 0) {
                 flush(s);
@@ -194,9 +230,14 @@ static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const
         flush(s);
     }
     if (section == SEC_LAYER && p->recompute == WF_RECOMPUTE_SELECTIVE) {
-        for (int i = 0; i < n; i++)
-            if (ops[i].attn_core)
+        for (int i = 0; i < n; i++) {
+            if (!ops[i].attn_core)
+                continue;
+            if (ops[i].ring_f > 0)
+                beside(&r, ops[i].ring_f, 0, ops[i].tf, slow, "cp ring");
+            else
                 r.comp += ops[i].tf;
+        }
         flush(&r);
     }
 
@@ -215,24 +256,28 @@ static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const
             double ag = sp ? coll_t(c, tg, WF_COLL_ALLGATHER, o->f_bytes * b) : 0;
             if (sp && o->f_last) {
                 flush(&w);
-                emit_bytes(&w, STEP_COLL_BG, WF_SIM_CAT_TP_COMM, ag, o->f_bytes * b, "tp re-gather");
+                emit_bytes(&w, bwd_ov ? STEP_COLL_BG : STEP_COLL, WF_SIM_CAT_TP_COMM, ag, o->f_bytes * b,
+                           "tp re-gather");
             }
             w.comp += o->tin;
             dwin[k] += o->tin;
             wwin[k] += o->tw;
             if (o->f_first) {
-                if (sp)
+                if (sp && bwd_ov)
                     w.comp += (slow - 1.0) * (ag < dwin[k] ? ag : dwin[k]);
                 flush(&w);
-                if (sp)
+                if (sp && bwd_ov)
                     emit(&w, STEP_JOIN, 0, 0, "join");
                 double gc = coll_t(c, tg, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, o->f_bytes * b);
-                emit_bytes(&w, STEP_COLL_BG, WF_SIM_CAT_TP_COMM, gc, o->f_bytes * b,
+                emit_bytes(&w, bwd_ov ? STEP_COLL_BG : STEP_COLL, WF_SIM_CAT_TP_COMM, gc, o->f_bytes * b,
                            sp ? "tp reduce-scatter" : "tp all-reduce");
-                emit(&w, STEP_COMPUTE, WF_SIM_CAT_BACKWARD, wwin[k] + (slow - 1.0) * (gc < wwin[k] ? gc : wwin[k]),
-                     "weight gradients");
-                emit(&w, STEP_JOIN, 0, 0, "join");
+                double hid = bwd_ov ? (gc < wwin[k] ? gc : wwin[k]) : 0;
+                emit(&w, STEP_COMPUTE, WF_SIM_CAT_BACKWARD, wwin[k] + (slow - 1.0) * hid, "weight gradients");
+                if (bwd_ov)
+                    emit(&w, STEP_JOIN, 0, 0, "join");
             }
+        } else if (o->ring_b > 0) {
+            beside(&w, o->ring_b, 0, o->tin + o->tw, slow, "cp ring");
         } else {
             w.comp += o->tin + o->tw;
         }
@@ -317,7 +362,7 @@ static wf_status op_level_units(const wf_plan *p, const top *ops, int n, const i
     return WF_OK;
 }
 
-static wf_status build_transformer(const sim_model *sm, const unsigned char *fuse, int op_level,
+static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int op_level,
                                    const wf_model_config *m, const wf_cluster *c, const wf_plan *p, wf_arena *a,
                                    sim_profile *pr)
 {
@@ -382,6 +427,11 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
         r->is_g = ci->g_point >= 0;
         r->g_bytes = ci->g_bytes;
         r->ce_bytes = ci->ce_bytes;
+        if (mi->cp > 1 && ci->attn_core) {
+            wf_plan rp = *p;
+            rp.cp = mi->cp;
+            wf_cost_cp_ring(sm->ctx, &rp, i, &r->ring_f, &r->ring_b);
+        }
         if (r->fpoint >= 0) {
             if (pt_first[r->fpoint] < 0)
                 pt_first[r->fpoint] = i;
@@ -434,7 +484,7 @@ static wf_status build_transformer(const sim_model *sm, const unsigned char *fus
             u->act_bytes = all;
         }
         if (s == SEC_POST)
-            u->transient_bytes += b * mi->logits_per_sample / t * 4.0;
+            u->transient_bytes += b * mi->logits_per_sample / t / (double)mi->cp * mi->loss_elem_bytes;
         fold_unit(u);
     }
     for (int s = 0; s < SEC_COUNT; s++) {
@@ -705,10 +755,20 @@ void sim_model_free(sim_model *sm)
     memset(sm, 0, sizeof *sm);
 }
 
-wf_status sim_profile_build(const sim_model *sm, const wf_model_config *m, const wf_cluster *c, const wf_plan *p,
+wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cluster *c, const wf_plan *p,
                             const unsigned char *fuse, int op_level, wf_arena *a, sim_profile *out)
 {
     memset(out, 0, sizeof *out);
+    /* The records under the cost context's variant in use (the caller set
+     * it with wf_cost_plan_as_run, or it is the default profile's). */
+    wf_cost_model_info_of(sm->ctx, &sm->info);
+    for (int i = 0; i < sm->info.nops; i++) {
+        wf_status rs = wf_cost_op_info_of(sm->ctx, i, &sm->ops[i]);
+        if (rs)
+            return rs;
+    }
+    out->cp = sm->info.cp;
+    out->tp_overlap = sm->info.tp_overlap;
     out->transformer = sm->transformer;
     out->elem_bytes = (double)wf_dtype_bytes(m->dtype);
     out->grad_bytes = sm->info.grad_elem_bytes;

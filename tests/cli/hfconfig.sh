@@ -33,7 +33,7 @@ PYEOF
 check "a config estimates like the zoo name" "$PY" - e.json <<PYEOF
 import json, subprocess, sys
 a = json.load(open(sys.argv[1]))
-b = json.loads(subprocess.run(["$WEFT", "estimate", "--model", "llama3-8b", "--cluster", "dgx-h100:nodes=1",
+b = json.loads(subprocess.run(["$WEFT", "estimate", "--model", "llama3-8b:dtype=bf16", "--cluster", "dgx-h100:nodes=1",
     "--batch", "8", "--plan", "tp=8", "--json"], capture_output=True, text=True).stdout)
 assert a["iteration_time_s"] == b["iteration_time_s"], (a["iteration_time_s"], b["iteration_time_s"])
 PYEOF

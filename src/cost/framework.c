@@ -1,0 +1,123 @@
+/* weft cost: framework profiles (plan key sw=NAME) and the plan keys that
+ * refine them (attn, fp8, cp, grad, loss), resolved into the variant every
+ * cost of the context follows. Each choice is a fact about a framework
+ * version's code; docs/cost-model.md ("Framework profiles") gives the code
+ * path or paper behind each one.
+ *
+ *   megatron-2021  Megatron-LM as of mid-2021 (Narayanan et al. 2021): the
+ *                  backward tensor-parallel all-reduce synchronous; unfused
+ *                  attention; fp16 gradients all-reduced in fp16 (bf16 ones
+ *                  in fp32); cross-entropy in fp32; local DDP (reduction
+ *                  after the whole backward) with pp > 1, PyTorch DDP
+ *                  (overlapped) with pp = 1; no optimizer sharding.
+ *   megatron-2022  the code Korthikanti et al. 2022 ran: backward tensor-
+ *                  parallel all-reduce behind the weight-gradient GEMM;
+ *                  unfused attention; fp32 gradient accumulation and
+ *                  reduction; overlapped gradient reduction; ZeRO-1 at most
+ *                  (distributed optimizer).
+ *   megatron-core  flash attention; tensor-parallel collectives overlapped
+ *                  with the GEMMs in both passes when sequence-parallel
+ *                  (userbuffers); distributed optimizer with the gradient
+ *                  reduce-scatter behind backward and the parameter
+ *                  all-gather behind the next forward; fp32 gradients for
+ *                  bf16 models; optional FP8 and context parallelism.
+ *   deepspeed      ZeRO 0-3 with overlap_comm off below stage 3 (DeepSpeed's
+ *                  default) and on at stage 3; reduction in the model dtype;
+ *                  unfused attention (Megatron-DeepSpeed's default); the
+ *                  pipeline engine: no interleaving, ZeRO <= 1, gradients
+ *                  reduced after the pipeline flushes.
+ *   fsdp           PyTorch FSDP: full sharding (ZeRO-3; the plan string's
+ *                  default zero with sw=fsdp), forward and backward prefetch, reduction in
+ *                  fp32, flash attention (scaled_dot_product_attention),
+ *                  synchronous tensor parallelism (DTensor). */
+#include "cost/cost-impl.h"
+
+#include <stdio.h>
+
+void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
+{
+    const int half = ctx->dtype != WF_DTYPE_FP32;
+    v->sw = p->sw;
+    v->fp8 = p->fp8 && half;
+    v->cp = p->cp > 1 ? p->cp : 1;
+    v->zero = p->zero;
+    v->loss_bytes = 4; /* every profile computes the loss in fp32 */
+    switch (p->sw) {
+    case WF_SW_MEGATRON_2021:
+        v->flash = 0;
+        v->tp_overlap = 0;
+        v->dp_overlap = p->pp == 1;
+        v->ag_overlap = 0;
+        v->grad_bytes = ctx->dtype == WF_DTYPE_FP16 ? 2 : 4;
+        break;
+    case WF_SW_MEGATRON_2022:
+        v->flash = 0;
+        v->tp_overlap = 1;
+        v->dp_overlap = 1;
+        v->ag_overlap = 0;
+        v->grad_bytes = 4;
+        break;
+    case WF_SW_DEEPSPEED:
+        v->flash = 0;
+        v->tp_overlap = 1;
+        v->dp_overlap = p->zero == 3 && p->pp == 1;
+        v->ag_overlap = 0;
+        v->grad_bytes = ctx->elem_bytes;
+        break;
+    case WF_SW_FSDP:
+        v->flash = 1;
+        v->tp_overlap = 0;
+        v->dp_overlap = 1;
+        v->ag_overlap = 0;
+        v->grad_bytes = 4;
+        break;
+    default: /* megatron-core */
+        v->flash = 1;
+        v->tp_overlap = p->sp ? 2 : 1;
+        v->dp_overlap = 1;
+        v->ag_overlap = 1;
+        v->grad_bytes = ctx->dtype == WF_DTYPE_FP16 ? 2 : 4;
+        break;
+    }
+    if (!p->overlap)
+        v->dp_overlap = 0, v->ag_overlap = 0;
+    if (p->attn != WF_ATTN_AUTO)
+        v->flash = p->attn == WF_ATTN_FLASH;
+    if (p->grad_dtype >= 0)
+        v->grad_bytes = (double)wf_dtype_bytes((wf_dtype)p->grad_dtype);
+    if (p->loss_dtype >= 0)
+        v->loss_bytes = (double)wf_dtype_bytes((wf_dtype)p->loss_dtype);
+    if (!half) {
+        v->grad_bytes = 4;
+        v->loss_bytes = 4;
+    }
+}
+
+unsigned wf_cost_var_code(const wf_cost_var *v)
+{
+    unsigned loss = v->loss_bytes >= 4 ? 2u : v->loss_bytes >= 2 ? 1u : 0u;
+    return (unsigned)v->flash | (unsigned)v->fp8 << 1 | (unsigned)v->tp_overlap << 2 | loss << 4 |
+           (unsigned)v->cp << 6;
+}
+
+void wf_cost_ctx_use(wf_cost_ctx *ctx, const wf_plan *p)
+{
+    wf_cost_var_of(ctx, p, &ctx->var);
+}
+
+int wf_cost_profile_line(const wf_cost_ctx *ctx, const wf_plan *p, char *buf, size_t cap)
+{
+    wf_cost_var v;
+    wf_cost_var_of(ctx, p, &v);
+    static const char *const TP[] = {"synchronous", "backward overlapped", "overlapped with GEMMs"};
+    const char *mm = v.fp8 ? "fp8" : wf_dtype_name(ctx->dtype);
+    return snprintf(buf, cap,
+                    "%s%s: %s attention, %s matrix products, tp collectives %s, gradients %s in %s%s, "
+                    "loss in %s",
+                    wf_sw_name(p->sw), p->sw == WF_SW_MEGATRON_CORE ? " (default)" : "",
+                    v.flash ? "flash" : "unfused", mm, TP[v.tp_overlap],
+                    v.dp_overlap ? "reduced during backward" : "reduced after backward",
+                    v.grad_bytes >= 4 ? "fp32" : wf_dtype_name(ctx->dtype),
+                    v.zero ? (v.zero == 3 ? ", ZeRO-3" : v.zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "",
+                    v.loss_bytes >= 4 ? "fp32" : wf_dtype_name(ctx->dtype));
+}
