@@ -20,11 +20,32 @@
 
 #include "cost/cost-impl.h"
 
-static void data_path(char *buf, size_t cap)
+static void data_file(const char *name, char *buf, size_t cap)
 {
     const char *root = getenv("WEFT_SOURCE_DIR");
-    snprintf(buf, cap, "%s%stests/data/calibration-korthikanti2022.json", root ? root : "",
-             root ? "/" : "");
+    snprintf(buf, cap, "%s%stests/data/%s", root ? root : "", root ? "/" : "", name);
+}
+
+static void data_path(char *buf, size_t cap) { data_file("calibration-korthikanti2022.json", buf, cap); }
+
+/* Every time row ran on its GPUs: none may be predicted not to fit. */
+static void assert_rows_fit(const wf_calib_data *d, const char *cluster_base)
+{
+    for (int i = 0; i < d->ntime; i++) {
+        const wf_calib_row *r = &d->time[i];
+        char spec[96];
+        snprintf(spec, sizeof spec, "%s:nodes=%lld", cluster_base, (long long)((wf_plan_devices(&r->plan) + 7) / 8));
+        wf_cluster c;
+        assert_int_equal(wf_cluster_lookup(spec, &c), WF_OK);
+        wf_cost_ctx *ctx = NULL;
+        assert_int_equal(wf_cost_ctx_create(&d->models[r->model_index], &c, &ctx), WF_OK);
+        wf_estimate e;
+        assert_int_equal(wf_estimate_plan(ctx, &r->plan, r->batch, &e), WF_OK);
+        printf("%-24s memory %6.2f GiB of %.0f GiB%s\n", r->model, e.memory_per_device_bytes / (1 << 30),
+               c.dev.mem_bytes / (1 << 30), e.fits ? "" : "  DOES NOT FIT");
+        assert_true(e.fits);
+        wf_cost_ctx_free(ctx);
+    }
 }
 
 static void test_dgx_a100_fit(void **state)
@@ -72,12 +93,51 @@ static void test_dgx_a100_fit(void **state)
     assert_true(mean <= 0.05);
     assert_true(mx <= 0.10);
     wf_calib_free(ctxs);
+    assert_rows_fit(&d, "dgx-a100");
+}
+
+/* The dgx-h100 preset against NVIDIA's NeMo 24.07 H100 results (Megatron-
+ * Core, FP8, flash attention; tests/data/calibration-h100.json, a copy of
+ * ../shared/data/calibration-h100.json): iteration time mean |error| <= 5%,
+ * max <= 10%, and every row fits in 80 GB. */
+static void test_dgx_h100_fit(void **state)
+{
+    (void)state;
+    char path[1024];
+    data_file("calibration-h100.json", path, sizeof path);
+    static wf_calib_data d;
+    if (wf_calib_load_h100(path, &d) != WF_OK)
+        fail_msg("%s", wf_last_error());
+    assert_int_equal(d.ntime, 7);
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("dgx-h100", &c), WF_OK);
+    wf_cost_ctx *ctxs[WF_CALIB_MAX_MODELS] = {NULL};
+    double pt[WF_CALIB_MAX_ROWS], pw[WF_CALIB_MAX_ROWS], pa[WF_CALIB_MAX_ROWS];
+    if (wf_calib_predict(&d, &c, ctxs, pt, pw, pa) != WF_OK)
+        fail_msg("%s", wf_last_error());
+    double sum = 0, mx = 0;
+    printf("%-24s %5s %10s %10s %8s\n", "row", "gpus", "measured", "predicted", "error");
+    for (int i = 0; i < d.ntime; i++) {
+        const wf_calib_row *r = &d.time[i];
+        double err = pt[i] / r->time_s - 1;
+        printf("%-24s %5lld %9.3fs %9.3fs %+7.2f%%\n", r->model, (long long)wf_plan_devices(&r->plan), r->time_s,
+               pt[i], 100 * err);
+        sum += fabs(err);
+        mx = fabs(err) > mx ? fabs(err) : mx;
+    }
+    double mean = sum / d.ntime;
+    printf("iteration time: mean |error| %.2f%% (bound 5%%), max %.2f%% (bound 10%%)\n", 100 * mean, 100 * mx);
+    assert_true(mean <= 0.05);
+    assert_true(mx <= 0.10);
+    wf_calib_free(ctxs);
+    assert_rows_fit(&d, "dgx-h100");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dgx_a100_fit),
+        cmocka_unit_test(test_dgx_h100_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -528,8 +528,43 @@ static wf_status sim_plan(const char *model, const char *cluster, const char *pl
     return st;
 }
 
-/* The transformer plans of the calibration file: the simulated iteration and
- * peak memory agree with `weft estimate` within 3%. */
+/* One calibration plan under every framework profile: the simulated
+ * iteration and peak memory agree with `weft estimate` within 3%. A profile
+ * that cannot run the plan (megatron-2021 has no ZeRO, no FP8; DeepSpeed no
+ * interleaving) is skipped; returns the profiles run. */
+static int consistent_under_profiles(const char *model, const char *cluster, const char *plan, int64_t batch)
+{
+    static const char *const SW[] = {"megatron-core", "megatron-2022", "megatron-2021", "deepspeed", "fsdp"};
+    int ran = 0;
+    for (size_t k = 0; k < sizeof SW / sizeof SW[0]; k++) {
+        char full[320];
+        snprintf(full, sizeof full, "%s,sw=%s", plan, SW[k]);
+        wf_model_config m;
+        wf_cluster c;
+        wf_plan p;
+        assert_int_equal(wf_model_lookup(model, &m), WF_OK);
+        assert_int_equal(wf_cluster_lookup(cluster, &c), WF_OK);
+        assert_int_equal(wf_plan_parse(full, &p), WF_OK);
+        if (wf_plan_validate(&p, &m, &c, batch) != WF_OK)
+            continue;
+        wf_sim_plan_result sr;
+        wf_estimate e;
+        if (sim_plan(model, cluster, full, batch, NULL, &sr, &e) != WF_OK)
+            fail_msg("%s %s: %s", model, full, wf_last_error());
+        double dt = sr.iteration_time_s / e.iteration_time_s - 1;
+        double dm = sr.peak_memory_bytes / e.memory_per_device_bytes - 1;
+        printf("%-26.26s %-14s est %8.3f s sim %8.3f s (%+.2f%%), memory %+.2f%%%s\n", model, SW[k],
+               e.iteration_time_s, sr.iteration_time_s, 100 * dt, 100 * dm, sr.coarse ? " (coarse)" : "");
+        if (!(fabs(dt) < 0.03 && fabs(dm) < 0.03))
+            fail_msg("%s %s: simulated %.4f s vs estimated %.4f s, memory %+.2f%%", model, full,
+                     sr.iteration_time_s, e.iteration_time_s, 100 * dm);
+        ran++;
+    }
+    return ran;
+}
+
+/* The transformer plans of both calibration files (Korthikanti et al. on
+ * DGX A100, NVIDIA's FP8 runs on DGX H100) under every profile. */
 static void test_plan_consistency(void **state)
 {
     (void)state;
@@ -540,7 +575,7 @@ static void test_plan_consistency(void **state)
     assert_int_equal(wf_json_read_file(path, &j), WF_OK);
     cJSON *runs = cJSON_GetObjectItemCaseSensitive(j, "iteration_time_s");
     assert_true(cJSON_IsArray(runs));
-    int n = 0;
+    int n = 0, ran = 0;
     cJSON *r;
     cJSON_ArrayForEach(r, runs)
     {
@@ -551,20 +586,37 @@ static void test_plan_consistency(void **state)
         snprintf(plan, sizeof plan, "dp=%d,tp=%d,pp=%d,mbs=%d,vpp=%d,%s", NUM("dp"), NUM("tp"), NUM("pp"), NUM("mbs"),
                  NUM("vpp"), strcmp(mode, "full") == 0 ? "recompute=full,sp=0" : "recompute=selective,sp=1");
         snprintf(cluster, sizeof cluster, "dgx-a100:nodes=%d", NUM("gpus") / 8);
-        wf_sim_plan_result sr;
-        wf_estimate e;
-        assert_int_equal(sim_plan(model, cluster, plan, NUM("batch"), NULL, &sr, &e), WF_OK);
+        ran += consistent_under_profiles(model, cluster, plan, NUM("batch"));
 #undef NUM
-        double dt = sr.iteration_time_s / e.iteration_time_s - 1;
-        double dm = sr.peak_memory_bytes / e.memory_per_device_bytes - 1;
-        printf("%-13s %-6s est %8.3f s sim %8.3f s (%+.2f%%), memory %+.2f%%, %lld tasks%s\n", model, mode,
-               e.iteration_time_s, sr.iteration_time_s, 100 * dt, 100 * dm, (long long)sr.tasks,
-               sr.coarse ? " (coarse)" : "");
-        assert_true(fabs(dt) < 0.03);
-        assert_true(fabs(dm) < 0.03);
         n++;
     }
     assert_int_equal(n, 8);
+    cJSON_Delete(j);
+    snprintf(path, sizeof path, "%s/tests/data/calibration-h100.json", src ? src : ".");
+    assert_int_equal(wf_json_read_file(path, &j), WF_OK);
+    runs = cJSON_GetObjectItemCaseSensitive(j, "rows");
+    assert_true(cJSON_IsArray(runs));
+    cJSON_ArrayForEach(r, runs)
+    {
+        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(r, "plan");
+#define NUM(o, k) ((int)cJSON_GetObjectItemCaseSensitive(o, k)->valuedouble)
+        char model[160], plan[256], cluster[64];
+        const char *spec = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "model"), "spec"));
+        snprintf(model, sizeof model, "%s%sdtype=bf16", spec, strchr(spec, ':') ? "," : ":");
+        /* FP8 where the profile has it, else the same plan in bf16. */
+        for (int fp8 = 0; fp8 <= 1; fp8++) {
+            snprintf(plan, sizeof plan, "dp=%d,tp=%d,pp=%d,mbs=%d,vpp=%d,sp=%d,fp8=%d", NUM(pl, "dp"), NUM(pl, "tp"),
+                     NUM(pl, "pp"), NUM(pl, "mbs"), NUM(pl, "vpp"), NUM(pl, "sp"), fp8);
+            snprintf(cluster, sizeof cluster, "dgx-h100:nodes=%d", (NUM(r, "gpus") + 7) / 8);
+            ran += consistent_under_profiles(model, cluster, plan, NUM(r, "batch"));
+        }
+#undef NUM
+        n++;
+    }
+    assert_int_equal(n, 15);
+    printf("%d plans x profiles simulated\n", ran);
+    assert_true(ran >= 60);
     cJSON_Delete(j);
 }
 

@@ -53,6 +53,25 @@ static const wf_eff_point A100_MATRIX_EFF[] = {
  * first kernels that the synchronization exposes. */
 #define A100_P2P_OVERHEAD_S 50e-6
 
+/* Factors fitted for DGX H100 by scripts/calibrate-dgx-h100 (the grid search
+ * of bench/bench_calibrate_dgx_h100.c on NVIDIA's NeMo 24.07 H100 results,
+ * Megatron-Core with FP8; docs/cost-model.md lists the fit): the 16-bit
+ * matrix efficiency curve e_max F / (F + f_half), what FP8 products reach of
+ * it, HBM3 and NVSwitch efficiencies. Launch floor, overlap slowdown,
+ * InfiniBand efficiency and the pipeline message overhead keep the A100
+ * priors. */
+static const wf_eff_point H100_MATRIX_EFF[] = {
+    {1e13, 0.550}, {1e12, 0.549}, {3e11, 0.548}, {1e11, 0.545},
+    {3e10, 0.532}, {1e10, 0.500}, {1e9, 0.275},  {1e8, 0.050},
+};
+#define H100_NEFF ((int)(sizeof H100_MATRIX_EFF / sizeof H100_MATRIX_EFF[0]))
+/* Every row runs its products in FP8, so only e_max x fp8_eff (0.55: 1090
+ * TFLOP/s on large FP8 GEMMs) is well determined; the grid's best puts FP8
+ * at the 16-bit curve's fraction of its own peak. */
+#define H100_FP8_EFF 1.00
+#define H100_MEM_EFF 0.85
+#define H100_NVLINK_EFF 0.90
+
 static void set_eff_table(wf_device *d, const wf_eff_point *pts, int n)
 {
     d->neff = n;
@@ -125,8 +144,11 @@ static void preset_dgx_h100(wf_cluster *c)
     /* H100 SXM 80GB: 989 TFLOP/s fp16 tensor, 67 fp32, 134 fp16 vector, 3350 GB/s. */
     gpu_device(&c->dev, "H100-SXM-80GB", 989e12, 67e12, 134e12, 1, 80, 3350e9);
     c->dev.fp8_flops = 1979e12; /* dense FP8 (E4M3/E5M2) tensor peak */
+    c->dev.fp8_eff = H100_FP8_EFF;
+    c->dev.mem_eff = H100_MEM_EFF;
+    set_eff_table(&c->dev, H100_MATRIX_EFF, H100_NEFF);
     /* NVSwitch 450 GB/s each direction per GPU; one 400 Gb/s NDR NIC per GPU. */
-    set_levels(c, 8, 450e9, 3e-6, A100_NVLINK_EFF, 64, 50e9, 6e-6, A100_IB_EFF);
+    set_levels(c, 8, 450e9, 3e-6, H100_NVLINK_EFF, 64, 50e9, 6e-6, A100_IB_EFF);
     gpu_factors(c);
 }
 

@@ -169,3 +169,96 @@ void wf_calib_free(wf_cost_ctx **ctxs)
         ctxs[i] = NULL;
     }
 }
+
+/* ---- NVIDIA's H100 results (calibration-h100.json) ------------------------------
+ * Rows of {id, gpus, model: {spec}, plan: {dp, tp, pp, mbs, vpp, sp, ...},
+ * batch, measured: {iteration_time_s}}: NeMo 24.07 on Megatron-Core with
+ * FP8 and flash attention. The rows state the distributed optimizer and no
+ * recomputation as assumed; they are run as sw=megatron-core, fp8=1,
+ * zero=1, recompute=none. */
+wf_status wf_calib_load_h100(const char *path, wf_calib_data *out)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *j = NULL;
+    wf_status st = wf_json_read_file(path, &j);
+    if (st != WF_OK)
+        return st;
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows");
+    if (!cJSON_IsArray(rows)) {
+        cJSON_Delete(j);
+        return wf_errorf(WF_FORMAT, "%s: expected \"rows\" (an array)", path);
+    }
+    char ctx[512];
+    for (int i = 0; st == WF_OK && i < cJSON_GetArraySize(rows); i++) {
+        const cJSON *r = cJSON_GetArrayItem(rows, i);
+        snprintf(ctx, sizeof ctx, "%s: rows[%d]", path, i);
+        if (out->ntime == WF_CALIB_MAX_ROWS) {
+            st = wf_errorf(WF_FORMAT, "%s: more than %d rows", path, WF_CALIB_MAX_ROWS);
+            break;
+        }
+        const char *id = NULL, *spec = NULL;
+        const cJSON *model = cJSON_GetObjectItemCaseSensitive(r, "model");
+        const cJSON *plan = cJSON_GetObjectItemCaseSensitive(r, "plan");
+        const cJSON *meas = cJSON_GetObjectItemCaseSensitive(r, "measured");
+        if (!cJSON_IsObject(model) || !cJSON_IsObject(plan) || !cJSON_IsObject(meas)) {
+            st = wf_errorf(WF_FORMAT, "%s: expected objects \"model\", \"plan\" and \"measured\"", ctx);
+            break;
+        }
+        int64_t gpus = 0, batch = 0, dp = 1, tp = 1, pp = 1, mbs = 1, vpp = 1, sp = 0;
+        wf_calib_row *row = &out->time[out->ntime];
+        memset(row, 0, sizeof *row);
+        char sub[560];
+        snprintf(sub, sizeof sub, "%s.plan", ctx);
+        if ((st = wf_json_get_str(r, ctx, "id", 1, &id)) != WF_OK ||
+            (st = wf_json_get_int(r, ctx, "gpus", 1, 1, 1 << 24, &gpus)) != WF_OK ||
+            (st = wf_json_get_int(r, ctx, "batch", 1, 1, 1 << 30, &batch)) != WF_OK ||
+            (st = wf_json_get_str(model, ctx, "spec", 1, &spec)) != WF_OK ||
+            (st = wf_json_get_int(plan, sub, "dp", 1, 1, 1 << 24, &dp)) != WF_OK ||
+            (st = wf_json_get_int(plan, sub, "tp", 1, 1, 1 << 16, &tp)) != WF_OK ||
+            (st = wf_json_get_int(plan, sub, "pp", 1, 1, 1 << 16, &pp)) != WF_OK ||
+            (st = wf_json_get_int(plan, sub, "mbs", 1, 1, 1 << 20, &mbs)) != WF_OK ||
+            (st = wf_json_get_int(plan, sub, "vpp", 1, 1, 1 << 10, &vpp)) != WF_OK ||
+            (st = wf_json_get_int(plan, sub, "sp", 1, 0, 1, &sp)) != WF_OK)
+            break;
+        snprintf(sub, sizeof sub, "%s.measured", ctx);
+        if ((st = wf_json_get_num(meas, sub, "iteration_time_s", 1, 1e-6, 1e6, &row->time_s)) != WF_OK)
+            break;
+        if (gpus != dp * tp * pp) {
+            st = wf_errorf(WF_FORMAT, "%s: gpus=%lld but dp*tp*pp = %lld", ctx, (long long)gpus,
+                           (long long)(dp * tp * pp));
+            break;
+        }
+        snprintf(row->model, sizeof row->model, "%s", id);
+        row->model_index = -1;
+        for (int k = 0; k < out->nmodels; k++)
+            if (strcmp(out->spec[k], spec) == 0)
+                row->model_index = k;
+        if (row->model_index < 0) {
+            if (out->nmodels == WF_CALIB_MAX_MODELS) {
+                st = wf_errorf(WF_FORMAT, "%s: more than %d models", path, WF_CALIB_MAX_MODELS);
+                break;
+            }
+            if ((st = wf_model_lookup(spec, &out->models[out->nmodels])) != WF_OK)
+                break;
+            /* NeMo trains these in bf16. */
+            out->models[out->nmodels].dtype = WF_DTYPE_BF16;
+            snprintf(out->spec[out->nmodels], sizeof out->spec[0], "%s", spec);
+            row->model_index = out->nmodels++;
+        }
+        wf_plan_default(&row->plan);
+        row->plan.dp = (int)dp;
+        row->plan.tp = (int)tp;
+        row->plan.pp = (int)pp;
+        row->plan.mbs = (int)mbs;
+        row->plan.vpp = (int)vpp;
+        row->plan.sp = (int)sp;
+        row->plan.zero = 1;
+        row->plan.fp8 = 1;
+        row->plan.sw = WF_SW_MEGATRON_CORE;
+        row->batch = batch;
+        snprintf(row->mode, sizeof row->mode, "fp8");
+        out->ntime++;
+    }
+    cJSON_Delete(j);
+    return st;
+}

@@ -190,6 +190,7 @@ typedef struct {
 typedef struct {
     int nmodels, ntime, nmem;
     wf_model_config models[WF_CALIB_MAX_MODELS];
+    char spec[WF_CALIB_MAX_MODELS][128]; /* the model as the file names it (H100 rows) */
     wf_calib_row time[WF_CALIB_MAX_ROWS];
     wf_calib_row mem[WF_CALIB_MAX_ROWS];
 } wf_calib_data;
@@ -204,6 +205,11 @@ wf_status wf_calib_load(const char *path, wf_calib_data *out);
  * memory rows: pred_weights is what the paper counts, the weights, gradients
  * and optimizer state of the transformer layers of the most loaded stage
  * (wf_estimate.mem_layer_weights_bytes), pred_act its activations. */
+/* Reads NVIDIA's H100 rows (../shared/data/calibration-h100.json, copied to
+ * tests/data/calibration-h100.json) into time rows, each run as
+ * sw=megatron-core, fp8=1, zero=1, recompute=none, in bf16. */
+wf_status wf_calib_load_h100(const char *path, wf_calib_data *out);
+
 wf_status wf_calib_predict(const wf_calib_data *d, const wf_cluster *c, wf_cost_ctx **ctxs,
                            double *pred_time, double *pred_weights, double *pred_act);
 void wf_calib_free(wf_cost_ctx **ctxs);

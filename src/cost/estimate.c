@@ -150,8 +150,10 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
             fwd_win[w] += tf;
         }
         int gw = r->gpoint - S->pt0;
-        if (r->gpoint >= 0 && gw >= 0 && gw < MAX_WINDOWS)
+        if (r->gpoint >= 0 && gw >= 0 && gw < MAX_WINDOWS) {
             fwd_win[gw] += tf;
+            dgrad_win[gw] += tin;
+        }
         repl += r->saved_repl;
         split += r->saved_split;
         scores += r->attn_core && v->flash ? r->fl_saved_scores : r->saved_scores;
@@ -213,8 +215,11 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
              * scatter is pipelined with the product's chunks. */
             out->tp_fwd += overlapped(wf_coll_time(c, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, &g, n),
                                       sp ? fwin : 0, slowdown, &tp_fwd_slow);
+            /* Backward all-gather of the output gradient: with userbuffers
+             * pipelined with the product's input-gradient GEMM. */
             if (sp)
-                out->tp_bwd += wf_coll_time(c, WF_COLL_ALLGATHER, &g, n);
+                out->tp_bwd += overlapped(wf_coll_time(c, WF_COLL_ALLGATHER, &g, n),
+                                          fwd_ok * (k < MAX_WINDOWS ? dgrad_win[k] : 0), slowdown, &out->slow);
         }
     }
     out->slow += tp_fwd_slow;
@@ -367,7 +372,7 @@ static void add_section(stage_cost *st, const wf_cost_sect_time *x, double times
 }
 
 /* ZeRO-3 gathers a stage's weights before its forward and again before its
- * backward, every micro-batch, prefetched behind the stage's compute. */
+ * backward, every micro-batch, prefetched one pass ahead. */
 static void add_zero3(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *dpg, stage_cost *s,
                       double *slow_total)
 {
@@ -376,7 +381,14 @@ static void add_zero3(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *
     double gather = 2.0 * wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, dpg, s->params * ctx->elem_bytes);
     double slow = 0;
     s->zc_total = gather;
-    s->zc = overlapped(gather, s->comp, ctx->cluster.overlap_slowdown, &slow);
+    /* Prefetched one layer ahead on the communication channel, as the
+     * simulator plays it: hidden behind the compute without slowing it (the
+     * gather is a copy; the reduction's SM use is what overlap_slowdown
+     * charges elsewhere). */
+    /* The backward's gather runs beside the forward, the next forward's
+     * beside the backward (one stage pass ahead). */
+    double half = 0.5 * gather;
+    s->zc = overlapped(half, s->fwd_window, 1.0, &slow) + overlapped(half, s->bwd_window, 1.0, &slow);
     *slow_total = slow;
 }
 
@@ -527,9 +539,21 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
 
     /* In 1F1B the first stage finishes its backward last: its gradient
      * reduction and optimizer step end the iteration. */
-    dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, first->bwd_window,
-                           first->fwd_window);
+    /* ZeRO-3's backward gathers share the channel with the reduce-scatter
+     * during the last backward: what is left of the window is the RS's. */
+    double z3_bwd = 0.5 * first->zc_total;
+    double rs_window = first->bwd_window > z3_bwd ? first->bwd_window - z3_bwd : 0;
+    dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, rs_window, first->fwd_window);
     dp.slow += z3slow * (double)m;
+    if (p->zero == 3 && pg->dp > 1) {
+        /* The channel carries every gather and the reduce-scatter: when that
+         * is more than the stream's work, the difference shows. */
+        double busy = (double)m * (stage_total(first) - first->zc);
+        double channel = (double)m * first->zc_total + dp.total;
+        double shown = (double)m * first->zc + dp.exposed;
+        if (channel - busy > shown)
+            dp.exposed += channel - busy - shown;
+    }
     double emb_sync = 0;
     if (p->pp > 1 && shared > 0) {
         wf_group ends = wf_group_place(c, 2, (int64_t)p->tp * pg->dp * (p->pp - 1));

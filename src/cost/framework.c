@@ -19,8 +19,10 @@
  *                  with the GEMMs in both passes when sequence-parallel
  *                  (userbuffers); distributed optimizer with the gradient
  *                  reduce-scatter behind backward and the parameter
- *                  all-gather behind the next forward; fp32 gradients for
- *                  bf16 models; optional FP8 and context parallelism.
+ *                  all-gather behind the next forward; gradients in the
+ *                  model dtype (grad_reduce_in_fp32 off, the library's
+ *                  default; grad=fp32 is Megatron-LM's training script with
+ *                  bf16); optional FP8 and context parallelism.
  *   deepspeed      ZeRO 0-3 with overlap_comm off below stage 3 (DeepSpeed's
  *                  default) and on at stage 3; reduction in the model dtype;
  *                  unfused attention (Megatron-DeepSpeed's default); the
@@ -76,7 +78,9 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
         v->tp_overlap = p->sp ? 2 : 1;
         v->dp_overlap = 1;
         v->ag_overlap = 1;
-        v->grad_bytes = ctx->dtype == WF_DTYPE_FP16 ? 2 : 4;
+        /* DistributedDataParallelConfig.grad_reduce_in_fp32 is off by
+         * default: gradients kept and reduced in the model's dtype. */
+        v->grad_bytes = ctx->elem_bytes;
         break;
     }
     if (!p->overlap)

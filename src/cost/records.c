@@ -150,6 +150,10 @@ double wf_cost_p2p_time(const wf_cost_ctx *ctx, const wf_plan *p, double bytes)
     const int64_t cp = p->cp > 1 ? p->cp : 1;
     bytes /= (double)cp; /* each context-parallel rank sends its part of the sequence */
     wf_group pair = wf_group_place(c, 2, (int64_t)p->tp * cp * p->dp);
+    /* Megatron-Core's interleaved schedule overlaps the sends with the next
+     * chunk's compute (overlap_p2p_comm): only the call's fixed cost shows. */
+    if (ctx->var.sw == WF_SW_MEGATRON_CORE && p->vpp > 1)
+        return c->p2p_overhead_s;
     double time = wf_coll_time(c, WF_COLL_SENDRECV, &pair, bytes / t);
     if (p->tp > 1 && !p->sp) {
         wf_group tpg = wf_group_place(c, p->tp, 1);

@@ -56,6 +56,9 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
     if (p->sw == WF_SW_DEEPSPEED && p->pp > 1 && p->zero >= 2)
         return wf_errorf(WF_INVAL, "zero=%d with pp=%d: DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only",
                          p->zero, p->pp);
+    if (p->sw == WF_SW_FSDP && p->vpp > 1)
+        return wf_errorf(WF_INVAL, "vpp=%d: the fsdp profile models FSDP with a plain 1F1B or GPipe pipeline, "
+                                   "not an interleaved one (vpp=1)", p->vpp);
     if (p->sw == WF_SW_DEEPSPEED && p->vpp > 1)
         return wf_errorf(WF_INVAL, "vpp=%d: DeepSpeed's pipeline engine has no interleaved schedule (vpp=1)",
                          p->vpp);

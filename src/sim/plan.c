@@ -311,6 +311,10 @@ static void build_dp(pb *b, int dev)
         }
         for (int q = 0; q < op->nparts; q++)
             dep(b, gate, b->inst_grad_task[d->grad_inst[sc->parts[op->first_part + q].grad]]);
+        /* overlap=0 (local DDP, DeepSpeed's overlap_comm off): the
+         * reduction starts when the stage's backward is over. */
+        if (!b->p->overlap)
+            dep(b, gate, b->stage_last[dev]);
         dep(b, all, id);
     }
     b->stage_dp_last[dev] = all;

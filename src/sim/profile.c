@@ -246,6 +246,14 @@ static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const
         dwin[k] = wwin[k] = 0;
     for (int i = n - 1; i >= 0; i--) {
         const top *o = &ops[i];
+        if (t > 1 && sp && o->is_g && fwd_ov && o->fpoint < 0 && o->ring_b <= 0) {
+            /* Userbuffers: the output gradient's all-gather pipelined with
+             * this row-parallel product's input-gradient GEMM. */
+            beside(&w, coll_t(c, tg, WF_COLL_ALLGATHER, o->g_bytes * b), o->g_bytes * b, o->tin, slow,
+                   "tp all-gather");
+            w.comp += o->tw;
+            continue;
+        }
         if (t > 1 && sp && o->is_g) {
             flush(&w);
             emit_bytes(&w, STEP_COLL, WF_SIM_CAT_TP_COMM, coll_t(c, tg, WF_COLL_ALLGATHER, o->g_bytes * b),
