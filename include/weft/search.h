@@ -161,6 +161,12 @@ typedef struct {
     int exhaustive;          /* 1: no pruning and no dominated-point skipping (tests compare) */
     int search_comm;         /* 1: also try every dp gradient schedule (ddp, wfbp, horovod,
                                 bytescheduler, mgwfbp, dear) when dp > 1 and overlapped */
+    wf_sw sw;                /* framework profile of every plan (default megatron-core) */
+    int fp8;                 /* 1: every plan runs its products in FP8 */
+    wf_attn attn;            /* attention kernels of every plan (AUTO: the profile's) */
+    int cp;                  /* context parallelism: 0 searches it (1, and for sequences of
+                                8192 tokens or more 2, 4, 8, 16 where the profile has it),
+                                >= 1 fixes it */
     /* Called after each (tp, pp, zero) group with the fraction of the space done; may be NULL. */
     void (*progress)(double fraction, void *user);
     void *progress_user;

@@ -12,10 +12,11 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_estimate *e)
+static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_estimate *e, const char *framework)
 {
     const wf_breakdown *b = &e->breakdown;
     wf_cli_print_plan_header(f, in, e->devices, e->micro_batches);
+    fprintf(f, "  framework          %s\n", framework);
     fprintf(f, "  iteration time     %12.4f s\n", e->iteration_time_s);
     fprintf(f, "  throughput         %12.2f samples/s\n", e->samples_per_s);
     /* In users' units, for models that read tokens. */
@@ -75,18 +76,21 @@ wf_status wf_cmd_estimate(int argc, char **argv)
     if ((st = wf_cost_ctx_create(&in.mc, &in.c, &ctx)) != WF_OK)
         return st;
     wf_estimate e;
+    char framework[320];
     st = wf_estimate_plan(ctx, &in.p, in.batch, &e);
+    wf_cost_profile_line(ctx, &in.p, framework, sizeof framework);
     wf_cost_ctx_free(ctx);
     if (st != WF_OK)
         return st;
 
-    print_table(json ? stderr : stdout, &in, &e);
+    print_table(json ? stderr : stdout, &in, &e, framework);
     if (!json)
         return WF_OK;
     cJSON *j = wf_estimate_to_json(&e);
     if (!j)
         return wf_errorf(WF_NOMEM, "out of memory");
     wf_cli_add_plan_fields(j, &in);
+    cJSON_AddStringToObject(j, "framework", framework);
     double tps = wf_cli_tokens_per_s_per_device(&in.mc, &e);
     if (tps > 0) {
         cJSON_AddNumberToObject(j, "tokens_per_s_per_device", tps);

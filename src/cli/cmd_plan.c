@@ -867,8 +867,8 @@ wf_status wf_cmd_plan(int argc, char **argv)
     a.top = 10;
     const char *tokens_text = NULL, *days_text = NULL;
     const char *max_memory_text = NULL, *deadline_text = NULL, *devices_text = NULL,
-               *pp_text = NULL;
-    int help = 0, npos = 0;
+               *pp_text = NULL, *sw_text = NULL, *attn_text = NULL, *cp_text = NULL;
+    int help = 0, npos = 0, fp8 = 0;
     const wf_opt opts[] = {
         {"model", 0, WF_OPT_STR, &a.model, "M", "zoo name, family with overrides, or model JSON file", 1},
         {"cluster", 0, WF_OPT_STR, &a.cluster, "C", "preset with overrides (dgx-a100:nodes=16) or cluster JSON file", 1},
@@ -883,6 +883,10 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"days", 0, WF_OPT_STR, &days_text, "D", "days to train --tokens in", 0},
         {"tp-cross-node", 0, WF_OPT_FLAG, &a.tp_cross_node, NULL, "let tensor parallelism span nodes", 0},
         {"comm-search", 0, WF_OPT_FLAG, &a.comm_search, NULL, "also try every data-parallel gradient schedule", 0},
+        {"sw", 0, WF_OPT_STR, &sw_text, "NAME", "framework profile of the plans: megatron-core (default), megatron-2022, megatron-2021, deepspeed or fsdp (docs/cost-model.md)", 0},
+        {"fp8", 0, WF_OPT_FLAG, &fp8, NULL, "matrix products in FP8 (a device with an FP8 unit)", 0},
+        {"attn", 0, WF_OPT_STR, &attn_text, "KIND", "attention kernels: flash or unfused (default: the profile's)", 0},
+        {"cp", 0, WF_OPT_STR, &cp_text, "N", "context parallelism (default: searched for sequences of 8192 tokens or more)", 0},
         {"exhaustive", 0, WF_OPT_FLAG, &a.exhaustive, NULL, "score every candidate (no pruning)", 0},
         {"op-level", 0, WF_OPT_FLAG, &a.op_level, NULL, "plan op by op: SBP layouts on a mesh, pipeline stages (the default for models that are not transformers)", 0},
         {"whole-model", 0, WF_OPT_FLAG, &a.whole_model, NULL, "plan dp x pp for models that are not transformers (the estimate's model)", 0},
@@ -966,7 +970,8 @@ wf_status wf_cmd_plan(int argc, char **argv)
      * unless an option of the whole-model search is given. */
     const char *whole_only = a.range ? "--devices-range" : deadline_text ? "--deadline"
                              : a.tp_cross_node ? "--tp-cross-node" : a.comm_search ? "--comm-search"
-                             : a.exhaustive ? "--exhaustive" : NULL;
+                             : a.exhaustive ? "--exhaustive" : sw_text ? "--sw" : fp8 ? "--fp8"
+                             : attn_text ? "--attn" : cp_text ? "--cp" : NULL;
     const char *ol_only = a.mesh ? "--mesh" : pp_text ? "--pp" : a.no_seq_split ? "--no-seq-split"
                                                                                 : NULL;
     if (a.op_level && whole_only)
@@ -986,6 +991,20 @@ wf_status wf_cmd_plan(int argc, char **argv)
     }
     wf_outer_opts o;
     wf_outer_opts_default(&o);
+    /* The profile keys every plan of the search carries, read as a plan
+     * string reads them. */
+    if (sw_text || attn_text || fp8 || cp_text) {
+        char keys[256];
+        snprintf(keys, sizeof keys, "sw=%s,attn=%s,fp8=%d,cp=%s", sw_text ? sw_text : "megatron-core",
+                 attn_text ? attn_text : "flash", fp8, cp_text ? cp_text : "1");
+        wf_plan k;
+        if ((st = wf_plan_parse(keys, &k)) != WF_OK)
+            return st;
+        o.sw = k.sw;
+        o.fp8 = k.fp8;
+        o.attn = attn_text ? k.attn : WF_ATTN_AUTO;
+        o.cp = cp_text ? k.cp : 0;
+    }
     o.top_k = (int)a.top;
     o.max_memory_bytes = a.max_memory_gib > 0 ? a.max_memory_gib * GIB : 0;
     o.devices = a.devices > 0 ? a.devices : 0;

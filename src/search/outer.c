@@ -183,6 +183,7 @@ typedef struct {
     int transformer;
     int exhaustive;
     int search_comm;
+    const wf_outer_opts *opts;
     double budget_bytes;
     int k;
     wf_outer_point *top;
@@ -198,7 +199,8 @@ static int plan_equal(const wf_plan *a, const wf_plan *b)
     return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp && a->mbs == b->mbs &&
            a->vpp == b->vpp && a->recompute == b->recompute && a->sp == b->sp &&
            a->zero == b->zero && a->overlap == b->overlap && a->pipe == b->pipe &&
-           a->comm.kind == b->comm.kind && a->comm.threshold_bytes == b->comm.threshold_bytes;
+           a->comm.kind == b->comm.kind && a->comm.threshold_bytes == b->comm.threshold_bytes &&
+           a->cp == b->cp && a->fp8 == b->fp8 && a->attn == b->attn && a->sw == b->sw;
 }
 
 static int point_fits(const search *s, const wf_outer_point *p)
@@ -242,7 +244,7 @@ static wf_status score(search *s, const wf_plan *plan, wf_outer_point *out, int 
 }
 
 typedef struct {
-    int tp, pp, dp, zero;
+    int tp, pp, dp, zero, cp;
 } group;
 
 /* Gradient schedules tried with search_comm (dp > 1, overlapped): each at its
@@ -340,6 +342,10 @@ static wf_status walk_group(search *s, const group *g, int eval, int64_t *count)
     base.tp = g->tp;
     base.pp = g->pp;
     base.zero = g->zero;
+    base.cp = g->cp;
+    base.sw = s->opts->sw;
+    base.fp8 = s->opts->fp8;
+    base.attn = s->opts->attn;
     s->have_probe = 0;
     if (mem_prune) {
         /* Pruning 1: the probe (mbs 1, no interleaving, full recomputation,
@@ -424,6 +430,7 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
     s.transformer = wf_model_is_transformer(m);
     s.exhaustive = opts->exhaustive;
     s.search_comm = opts->search_comm;
+    s.opts = opts;
     s.budget_bytes = opts->max_memory_bytes > 0 ? opts->max_memory_bytes : c->dev.mem_bytes;
     s.k = opts->top_k;
     s.r = r;
@@ -456,12 +463,24 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
                               (m->kv_heads > 0 && m->kv_heads % tp != 0) ||
                               (m->ffn > 0 && m->ffn % tp != 0)))
             continue;
+        /* Context parallelism: searched for long sequences where the
+         * profile has it (the ring pays off once attention dominates). */
+        int cps[5] = {opts->cp >= 1 ? opts->cp : 1}, ncp = 1;
+        if (opts->cp == 0 && s.transformer && m->seq >= 8192 &&
+            (opts->sw == WF_SW_MEGATRON_CORE || opts->sw == WF_SW_FSDP))
+            for (int cp = 2; cp <= 16; cp *= 2)
+                if (m->seq % (2 * cp) == 0)
+                    cps[ncp++] = cp;
+        for (int ic = 0; ic < ncp; ic++) {
+        int64_t cp = cps[ic];
+        if ((n / tp) % cp != 0)
+            continue;
         free(pps.v);
         pps.v = NULL;
-        if ((st = divisors(n / tp, &pps)) != WF_OK)
+        if ((st = divisors(n / tp / cp, &pps)) != WF_OK)
             goto out;
         for (int ip = 0; ip < pps.n; ip++) {
-            int64_t pp = pps.v[ip], dp = n / tp / pp;
+            int64_t pp = pps.v[ip], dp = n / tp / cp / pp;
             if (s.transformer && m->layers % pp != 0)
                 continue;
             if (batch % dp != 0)
@@ -480,13 +499,14 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
                         goto out;
                     }
                 }
-                group g = {(int)tp, (int)pp, (int)dp, z};
+                group g = {(int)tp, (int)pp, (int)dp, z, (int)cp};
                 gspace[ngroups] = 0;
                 if ((st = walk_group(&s, &g, 0, &gspace[ngroups])) != WF_OK)
                     goto out;
                 r->space += gspace[ngroups];
                 groups[ngroups++] = g;
             }
+        }
         }
     }
     if (r->space == 0) {
