@@ -190,6 +190,118 @@ static void test_layer_weights(void **state)
     wf_cost_ctx_free(ctx);
 }
 
+/* ---- attention kinds, FP8, context parallelism (docs/cost-model.md) -------------- */
+
+static int attention_op(const wf_cost_ctx *ctx)
+{
+    for (int i = 0; i < ctx->nops; i++)
+        if (ctx->ops[i].attn_core)
+            return i;
+    fail_msg("no attention op");
+    return -1;
+}
+
+/* FlashAttention-2's work: forward QK^T and PV (4 s^2 d per head) and the
+ * softmax; backward the five products of the unfused backward's four plus
+ * the recomputed QK^T (2.5 x the forward's products) and the softmax again;
+ * a causal mask skips the blocks above the diagonal, (n + 1) / 2n of them
+ * with n 128-wide blocks. It keeps q, k, v and one fp32 log-sum-exp per row
+ * and head. */
+static void test_flash_closed_form(void **state)
+{
+    (void)state;
+    const char *models[] = {"gpt3-175b", "bert-large"};
+    for (int k = 0; k < 2; k++) {
+        wf_cost_ctx *ctx = make_ctx(models[k], "dgx-a100");
+        const wf_cost_op *r = &ctx->ops[attention_op(ctx)];
+        double s = (double)ctx->model.seq, a = (double)ctx->model.heads, d = (double)ctx->model.hidden / a;
+        double scores = a * s * s, n = s / 128.0;
+        double frac = ctx->model.causal ? (n + 1) / (2 * n) : 1.0;
+        /* Softmax and scale 5 per score, dropout 2 more (GPT has it, BERT
+         * here too): the graph's unfused count. */
+        double sm = r->fwd_flops - 4 * scores * d;
+        assert_true(REL(sm, 5 * scores, 1e-9) || REL(sm, 7 * scores, 1e-9));
+        assert_true(REL(r->fl_fwd_flops, frac * (4 * scores * d + sm), 1e-12));
+        assert_true(REL(r->fl_bwd_flops, frac * (10 * scores * d + 2 * sm + 5 * scores), 1e-12));
+        assert_true(REL(r->fl_saved_scores, 4 * a * s, 1e-12));
+        /* Unfused keeps the full score matrix (probabilities, and with
+         * dropout its mask and output). */
+        assert_true(r->saved_scores > 2 * scores);
+        wf_cost_ctx_free(ctx);
+    }
+}
+
+/* An FP8 product of large size takes its FLOPs over (FP8 peak x the matrix
+ * efficiency x fp8_eff) plus its traffic over the achieved bandwidth. */
+static void test_fp8_gemm(void **state)
+{
+    (void)state;
+    wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-h100");
+    const wf_device *d = &ctx->cluster.dev;
+    int lin = -1;
+    for (int i = 0; i < ctx->nops && lin < 0; i++)
+        if (ctx->ops[i].matrix && !ctx->ops[i].attn_core && ctx->ops[i].params > 1e8)
+            lin = i;
+    assert_true(lin >= 0);
+    const wf_cost_op *r = &ctx->ops[lin];
+    const double b = 16;
+    wf_plan p8 = plan_of("fp8=1"), p16 = plan_of("fp8=0");
+    wf_cost_ctx_use(ctx, &p8);
+    wf_cost_op_time t8 = wf_cost_op_time_of(ctx, r, b, 1, 1);
+    double f = r->fwd_flops * b;
+    double bytes = r->fwd_act_bytes * b + r->params * ctx->elem_bytes;
+    double ref = f / (d->fp8_flops * wf_device_matrix_eff(d, f) * d->fp8_eff) + bytes / (d->mem_bw_bps * d->mem_eff);
+    assert_true(REL(t8.fwd_s, ref, 1e-12));
+    wf_cost_ctx_use(ctx, &p16);
+    wf_cost_op_time t16 = wf_cost_op_time_of(ctx, r, b, 1, 1);
+    double ref16 = f / (d->matrix_flops[ctx->dtype] * wf_device_matrix_eff(d, f)) + bytes / (d->mem_bw_bps * d->mem_eff);
+    assert_true(REL(t16.fwd_s, ref16, 1e-12));
+    assert_true(t8.fwd_s < 0.6 * t16.fwd_s);
+    /* Attention stays in 16 bits. */
+    const wf_cost_op *at = &ctx->ops[attention_op(ctx)];
+    wf_cost_ctx_use(ctx, &p8);
+    double a8 = wf_cost_op_time_of(ctx, at, b, 1, 1).fwd_s;
+    wf_cost_ctx_use(ctx, &p16);
+    assert_true(REL(a8, wf_cost_op_time_of(ctx, at, b, 1, 1).fwd_s, 1e-12));
+    wf_cost_ctx_free(ctx);
+}
+
+/* Context parallelism: each rank keeps 1/cp of the activations and does 1/cp
+ * of the work; the ring passes its K and V chunk cp - 1 times forward and
+ * K, V and their gradients backward. */
+static void test_context_parallel(void **state)
+{
+    (void)state;
+    wf_cost_ctx *ctx = make_ctx("llama2-7b:seq=32768", "dgx-h100:nodes=2");
+    const int i = attention_op(ctx);
+    const double kv = ctx->ops[i].kv_bytes; /* k and v of one sample, all heads */
+    const double s = 32768, h = 4096;
+    assert_true(REL(kv, 2 * s * h * 2, 1e-12)); /* fp16 k and v, 32 kv heads */
+    wf_plan p = plan_of("dp=1,tp=2,cp=4,mbs=1");
+    wf_cost_ctx_use(ctx, &p);
+    double rf, rb;
+    wf_cost_cp_ring(ctx, &p, i, &rf, &rb);
+    wf_group ring = wf_group_place(&ctx->cluster, 4, 2);
+    double chunk = kv / (2 * 4);
+    assert_true(REL(rf, 3 * wf_coll_time(&ctx->cluster, WF_COLL_SENDRECV, &ring, chunk), 1e-12));
+    assert_true(REL(rb, 3 * wf_coll_time(&ctx->cluster, WF_COLL_SENDRECV, &ring, 2 * chunk), 1e-12));
+    /* Per-rank activations: 1/cp of cp=1's. */
+    const wf_cost_sect_time *x4 = wf_cost_sections(ctx, 1, 2, 0, WF_RECOMPUTE_NONE);
+    double a4 = x4[WF_COST_SEC_LAYER].act_bytes, f4 = x4[WF_COST_SEC_LAYER].fwd;
+    wf_plan p1 = plan_of("dp=1,tp=2,cp=1,mbs=1");
+    wf_cost_ctx_use(ctx, &p1);
+    const wf_cost_sect_time *x1 = wf_cost_sections(ctx, 1, 2, 0, WF_RECOMPUTE_NONE);
+    assert_true(REL(a4, x1[WF_COST_SEC_LAYER].act_bytes / 4, 1e-12));
+    assert_true(f4 < x1[WF_COST_SEC_LAYER].fwd / 3.5);
+    /* Gradients are reduced over dp x cp: cp=4 alone on 8 devices. */
+    wf_estimate e;
+    wf_plan q = plan_of("tp=2,cp=4,mbs=1");
+    assert_int_equal(wf_estimate_plan(ctx, &q, 8, &e), WF_OK);
+    assert_true(e.breakdown.dp_comm > 0);
+    assert_int_equal(e.devices, 8);
+    wf_cost_ctx_free(ctx);
+}
+
 /* ---- time -------------------------------------------------------------------- */
 
 static void test_compute_time(void **state)
@@ -793,6 +905,9 @@ int main(void)
         cmocka_unit_test(test_estimate_json),
         cmocka_unit_test(test_cache_consistency),
         cmocka_unit_test(test_records),
+        cmocka_unit_test(test_flash_closed_form),
+        cmocka_unit_test(test_fp8_gemm),
+        cmocka_unit_test(test_context_parallel),
         cmocka_unit_test(test_generic_pipeline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,15 +24,19 @@ double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp)
         o = 12;
     }
     double d = dp > 0 ? (double)dp : 1;
+    /* FP8 (Transformer Engine): each weight's FP8 copy, cached across the
+     * micro-batches of an iteration (its transpose for the backward GEMMs is
+     * made per layer, a transient). */
+    double f8 = ctx->var.fp8 ? 1.0 : 0.0;
     switch (zero) {
     case 0:
-        return w + g + o;
+        return w + g + o + f8;
     case 1:
-        return w + g + o / d;
+        return w + g + o / d + f8;
     case 2:
-        return w + (g + o) / d;
+        return w + (g + o) / d + f8;
     default:
-        return (w + g + o) / d;
+        return (w + g + o + f8) / d;
     }
 }
 
