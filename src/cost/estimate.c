@@ -343,8 +343,10 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
     double exposed = window < first_half ? first_half - window : 0;
     if (exposed < first_half * last)
         exposed = first_half * last;
-    r.slow += (c->overlap_slowdown - 1.0) * (first_half - exposed);
-    r.exposed = exposed + overlapped(second_half, second_window, c->overlap_slowdown, &r.slow);
+    /* Data-parallel collectives run beside the compute without slowing it
+     * (as the simulator plays them; overlap_slowdown is calibrated on the
+     * tensor-parallel overlaps inside a layer, which the A100 rows measure). */
+    r.exposed = exposed + overlapped(second_half, second_window, 1.0, &r.slow);
     return r;
 }
 
@@ -539,13 +541,11 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
 
     /* In 1F1B the first stage finishes its backward last: its gradient
      * reduction and optimizer step end the iteration. */
-    /* ZeRO-3's backward gathers share the channel with the reduce-scatter
-     * during the last backward: what is left of the window is the RS's. */
-    double z3_bwd = 0.5 * first->zc_total;
-    double rs_window = first->bwd_window > z3_bwd ? first->bwd_window - z3_bwd : 0;
-    dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, rs_window, first->fwd_window);
+    dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, first->bwd_window, first->fwd_window);
     dp.slow += z3slow * (double)m;
     if (p->zero == 3 && pg->dp > 1) {
+        /* Nothing runs before the iteration's first gather: it shows. */
+        dp.exposed += 0.5 * first->zc_total;
         /* The channel carries every gather and the reduce-scatter: when that
          * is more than the stream's work, the difference shows. */
         double busy = (double)m * (stage_total(first) - first->zc);
@@ -714,6 +714,13 @@ void wf_cost_plan_as_run(wf_cost_ctx *ctx, const wf_plan *p, wf_plan *out)
     out->overlap = ctx->var.dp_overlap;
     if (out->cp < 1)
         out->cp = 1;
+    /* Megatron-Core's distributed optimizer with overlap_param_gather is
+     * DeAR's schedule with ZeRO: gradients reduce-scattered bucket by bucket
+     * in backward, each bucket's parameters all-gathered before its layers'
+     * next forward (the simulator plays it as such; the estimate's ZeRO
+     * branch hides the gather behind the forward). */
+    if (ctx->var.ag_overlap && (out->zero == 1 || out->zero == 2) && out->comm.kind == WF_COMM_DDP)
+        out->comm.kind = WF_COMM_DEAR;
 }
 
 wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf_estimate *out)
