@@ -254,6 +254,124 @@ static void test_autodiff_and_params(void **state)
     wf_graph_free(&g);
 }
 
+/* ---- zoo models ----------------------------------------------------------------- */
+
+static void model_counts(const char *spec, double *params, double *active)
+{
+    wf_model_config m;
+    if (wf_model_lookup(spec, &m) != WF_OK)
+        fail_msg("%s: %s", spec, wf_last_error());
+    assert_int_equal(wf_model_params(&m, params), WF_OK);
+    assert_int_equal(wf_model_active_params(&m, active), WF_OK);
+}
+
+/* |got - published| within rel of published. */
+static void assert_near_rel(double got, double published, double rel, const char *what)
+{
+    if (!(fabs(got - published) <= rel * published))
+        fail_msg("%s: %.0f is not within %g%% of the published %.0f", what, got, 100 * rel,
+                 published);
+}
+
+static void test_zoo_params(void **state)
+{
+    (void)state;
+    double p, a;
+    /* Mixtral 8x7B, per layer: attention 2*H^2 + 2*H*(8*128), 8 experts of
+     * 3*H*14336, router H*8, two norms; embedding and head 32000*H. The model
+     * card's 46.7B total and 12.9B active are these, rounded. */
+    const double H = 4096, L = 32, V = 32000, F = 14336;
+    double attn = 2 * H * H + 2 * H * 1024, expert = 3 * H * F, other = attn + 8 * H + 2 * H;
+    model_counts("mixtral-8x7b", &p, &a);
+    assert_exact(p, L * (other + 8 * expert) + 2 * V * H + H);
+    assert_exact(p, 46702792704.0);
+    assert_exact(a, L * (other + 2 * expert) + 2 * V * H + H);
+    assert_near_rel(p, 46.7e9, 0.01, "mixtral-8x7b total");
+    assert_near_rel(a, 12.9e9, 0.01, "mixtral-8x7b active");
+
+    model_counts("mixtral-8x22b", &p, &a);
+    assert_exact(p, 140630071296.0);
+    assert_near_rel(p, 141e9, 0.01, "mixtral-8x22b total");
+    assert_near_rel(a, 39e9, 0.01, "mixtral-8x22b active");
+
+    /* DeepSeek-V3: 671B without the multi-token-prediction module (the
+     * sigmoid router's 256 bias terms per layer are not modelled: 14,848 in
+     * all). Active per token we count 37.55B: every non-expert weight in full,
+     * the input embedding's 0.93B included (as Mixtral's 12.9B includes its
+     * own); without it 36.63B. The report's "37B" lies between the two, so the
+     * check allows 2%. */
+    model_counts("deepseek-v3", &p, &a);
+    assert_exact(p, 671026404352.0);
+    assert_near_rel(p, 671e9, 0.01, "deepseek-v3 total");
+    assert_near_rel(a, 37e9, 0.02, "deepseek-v3 active");
+
+    /* moe-tiny, exactly: H 64, 4 heads, 2 layers, 4 experts of 96 top-2, a
+     * shared expert of 96, vocabulary 96. */
+    const double h = 64, e = 3 * h * 96;
+    double layer = 4 * h * h + 2 * h + h * 4 + 3 * h * 96;
+    model_counts("moe-tiny", &p, &a);
+    assert_exact(p, 2 * (layer + 4 * e) + 2 * 96 * h + h);
+    assert_exact(a, 2 * (layer + 2 * e) + 2 * 96 * h + h);
+
+    /* A dense model uses all of its weights. */
+    model_counts("gpt-tiny", &p, &a);
+    assert_exact(a, p);
+}
+
+/* The tiny models build, validate, differentiate and cost to finite numbers;
+ * DeepSeek's first layer is dense and its others have experts. */
+static void test_tiny_models(void **state)
+{
+    (void)state;
+    const char *names[] = {"moe-tiny", "deepseek-tiny", "mixtral-8x7b:layers=2,hidden=64,heads=4,kv_heads=2,ffn=96,seq=16,vocab=64,capacity=1.5"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        wf_model_config m;
+        wf_graph g;
+        if (wf_model_lookup(names[i], &m) != WF_OK)
+            fail_msg("%s: %s", names[i], wf_last_error());
+        assert_true(wf_model_is_moe(&m));
+        assert_int_equal(wf_model_build(&m, 2, &g), WF_OK);
+        int routers[4] = {0};
+        for (int k = 0; k < g.nops; k++)
+            if (g.ops[k].kind == WF_OP_ROUTER && g.ops[k].layer >= 0 && g.ops[k].layer < 4)
+                routers[g.ops[k].layer]++;
+        if (i == 1) {
+            assert_int_equal(routers[0], 0);
+            assert_int_equal(routers[1], 1);
+            assert_int_equal(routers[2], 1);
+        } else {
+            assert_int_equal(routers[0], 1);
+        }
+        assert_int_equal(wf_graph_autodiff(&g), WF_OK);
+        assert_int_equal(wf_graph_validate(&g), WF_OK);
+        wf_graph_totals t;
+        wf_graph_totals_of(&g, &t);
+        assert_true(isfinite(t.fwd_flops) && t.fwd_flops > 0);
+        assert_true(isfinite(t.bwd_flops) && t.bwd_flops > t.fwd_flops);
+        assert_true(isfinite(t.saved_bytes) && t.saved_bytes > 0);
+        assert_true(t.active_params < t.params);
+        wf_graph_free(&g);
+    }
+}
+
+static void test_config_errors(void **state)
+{
+    (void)state;
+    wf_model_config m;
+    assert_int_equal(wf_model_lookup("mixtral-8x7b:top_k=9", &m), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "top_k=9 exceeds experts=8"));
+    assert_int_equal(wf_model_lookup("llama:shared_experts=1", &m), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "without experts"));
+    assert_int_equal(wf_model_lookup("deepseek-v3:v_head=64", &m), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "v_head=64 differs from qk_nope=128"));
+    assert_int_equal(wf_model_lookup("mixtral-8x7b:router=relu", &m), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "router=relu"));
+    assert_int_equal(wf_model_lookup("mixtral-8x7b:capacity=0", &m), WF_INVAL);
+    /* experts=0 makes Mixtral a dense Mistral-shaped model. */
+    assert_int_equal(wf_model_lookup("mixtral-8x7b:experts=0", &m), WF_OK);
+    assert_false(wf_model_is_moe(&m));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +379,9 @@ int main(void)
         cmocka_unit_test(test_shapes_and_errors),
         cmocka_unit_test(test_flops),
         cmocka_unit_test(test_autodiff_and_params),
+        cmocka_unit_test(test_zoo_params),
+        cmocka_unit_test(test_tiny_models),
+        cmocka_unit_test(test_config_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
