@@ -257,6 +257,10 @@ static void interpret(const wf_graph *g, void **d)
             wf_k_split_fwd(F(op->in[0]), ys, op->nout, sizes, outer, inner);
             break;
         }
+        case WF_OP_ROUTER:
+        case WF_OP_MOE_DISPATCH:
+        case WF_OP_GROUPED_MLP:
+        case WF_OP_MOE_COMBINE: /* ONNX imports have no experts */
         case WF_OP_COUNT:
             fail_msg("bad op");
         }

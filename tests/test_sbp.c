@@ -489,6 +489,23 @@ static void test_every_op_kind(void **state)
     at.stride[0] = at.stride[1] = 2;
     wf_graph_op1(&g, WF_OP_AVGPOOL, "avgpool", &img, 1, &at);
     wf_graph_op1(&g, WF_OP_MUL, "scale", &z, 1, NULL);
+    /* A mixture-of-experts MLP on x[4,6,8]: 4 experts, top-2, hidden width 16. */
+    int64_t rs[2] = {8, 4}, w1s[3] = {4, 8, 32}, w2s[3] = {4, 16, 8};
+    int rw = wf_graph_add_tensor(&g, "router.w", WF_DTYPE_FP32, WF_ROLE_PARAM, 2, rs);
+    int w1 = wf_graph_add_tensor(&g, "experts.w1", WF_DTYPE_FP32, WF_ROLE_PARAM, 3, w1s);
+    int w2 = wf_graph_add_tensor(&g, "experts.w2", WF_DTYPE_FP32, WF_ROLE_PARAM, 3, w2s);
+    memset(&at, 0, sizeof at);
+    at.top_k = 2;
+    at.experts = 4;
+    int rin[2] = {x, rw};
+    int ro = wf_graph_add_op(&g, WF_OP_ROUTER, "router", rin, 2, &at);
+    int wts = wf_graph_op_output(&g, ro, 0), ids = wf_graph_op_output(&g, ro, 1);
+    int din[2] = {x, ids};
+    int xe = wf_graph_op1(&g, WF_OP_MOE_DISPATCH, "dispatch", din, 2, &at); /* [4,12,8] */
+    int gin[3] = {xe, w1, w2};
+    int ye = wf_graph_op1(&g, WF_OP_GROUPED_MLP, "experts", gin, 3, &at);
+    int cin[3] = {ye, wts, ids};
+    wf_graph_op1(&g, WF_OP_MOE_COMBINE, "combine", cin, 3, &at);
     if (g.status != WF_OK)
         fail_msg("%s", wf_last_error());
     check_graph_sigs(&g, &m, seen);

@@ -5,7 +5,9 @@
  * a few flat arrays: tensors and ops refer to each other by index.
  *
  * Symbols in shape comments: B batch, S sequence, H hidden, A heads, D head
- * dim, V vocabulary, N/C/Hi/Wi image batch/channels/height/width.
+ * dim, V vocabulary, N/C/Hi/Wi image batch/channels/height/width; for
+ * mixtures of experts E experts, K experts per token (top-k), C tokens per
+ * expert (the capacity), F an expert's hidden width.
  *
  * Building is sticky-error: the first failing wf_graph_* call records its
  * status in g->status (and the message via wf_errorf); later calls return -1
@@ -85,7 +87,23 @@ typedef struct {
     int nsplit;                   /* split: number of outputs */
     int64_t sizes[WF_MAX_OUTPUTS];/* split: sizes along axis (all 0 = equal) */
     uint64_t seed;                /* dropout */
+    int experts;                  /* router (0 = the weight's E), moe_dispatch: E */
+    int top_k;                    /* router, moe_dispatch: experts per token K */
+    int score;                    /* router: a wf_moe_score */
+    int act;                      /* grouped_mlp: a wf_moe_act */
+    double capacity_factor;       /* moe_dispatch: C = ceil(cf*T*K/E), at most T (0 = 1) */
 } wf_op_attrs;
+
+/* How a router scores experts: softmax over the E logits (Mixtral, Qwen2-MoE)
+ * or a sigmoid per logit, the chosen K renormalized (DeepSeek-V3). */
+typedef enum { WF_MOE_SCORE_SOFTMAX, WF_MOE_SCORE_SIGMOID } wf_moe_score;
+/* An expert MLP: SwiGLU, down(silu(gate) * up) with fc1 = [gate|up] of width
+ * 2F, or GELU, fc2(gelu(fc1)) with fc1 of width F. */
+typedef enum { WF_MOE_ACT_SWIGLU, WF_MOE_ACT_GELU } wf_moe_act;
+
+/* Tokens per expert: C = min(T, ceil(cf*T*K/E)) for T tokens (cf 0 = 1). An
+ * expert sees a token at most once, so more than T is never used. */
+int64_t wf_moe_capacity(int64_t tokens, int top_k, int experts, double capacity_factor);
 
 /* The op table. X(ENUM, "name", min_inputs, max_inputs, outputs, matrix_unit)
  * Inputs are listed in order; [] marks optional ones. Shapes are row-major. */
@@ -140,7 +158,23 @@ typedef struct {
     /* x0, x1, ... -> concatenated along axis */                                          \
     X(CONCAT, "concat", 1, WF_MAX_INPUTS, 1, 0)                                           \
     /* x -> nsplit outputs along axis (sizes or equal) */                                 \
-    X(SPLIT, "split", 1, 1, WF_MAX_OUTPUTS, 0)
+    X(SPLIT, "split", 1, 1, WF_MAX_OUTPUTS, 0)                                           \
+    /* x[B,S,H], W[H,E] -> weights[B,S,K] (x's dtype), experts[B,S,K] (int32): logits  \
+     * x.W scored by `score`, the top_k experts per token (ties to the lower index)    \
+     * and their weights, renormalized to sum 1; the auxiliary load-balancing loss is  \
+     * computed inside (counted in the op's FLOPs and bytes, not a graph output);      \
+     * experts, top_k, score */                                                        \
+    X(ROUTER, "router", 2, 2, 2, 1)                                                       \
+    /* x[B,S,H], experts[B,S,K] (int) -> [E,C,H]: each token copied to the rows of its  \
+     * K experts, C = wf_moe_capacity(B*S, K, E, cf), overflow dropped, the rest       \
+     * padded; experts (E), capacity_factor */                                         \
+    X(MOE_DISPATCH, "moe_dispatch", 2, 2, 1, 0)                                           \
+    /* x[E,C,H], w1[E,H,2F] (swiglu) or [E,H,F] (gelu), w2[E,F,H] -> [E,C,H]: one MLP   \
+     * per expert on its C rows (a grouped GEMM); act */                               \
+    X(GROUPED_MLP, "grouped_mlp", 3, 3, 1, 1)                                             \
+    /* y[E,C,H], weights[B,S,K], experts[B,S,K] (int) -> [B,S,H]: each token's K      \
+     * expert outputs gathered back and summed, weighted by the router */             \
+    X(MOE_COMBINE, "moe_combine", 3, 3, 1, 0)
 
 typedef enum {
 #define WF_X(e, name, mi, ma, no, mx) WF_OP_##e,
@@ -238,6 +272,9 @@ void wf_op_cost_of(const wf_graph *g, int op, wf_op_cost *c);
  * otherwise only ops of layer == layer, block == block). */
 typedef struct {
     double params;         /* parameter elements (each parameter tensor once) */
+    double active_params;  /* those one token uses: routed experts count top_k/E
+                            * of their weights (a grouped_mlp fed by a
+                            * moe_dispatch), everything else in full */
     double fwd_flops;
     double bwd_flops;      /* input + weight gradients */
     double fwd_bytes;

@@ -37,6 +37,19 @@ typedef struct {
     /* transformers */
     int64_t layers, hidden, heads, kv_heads, seq, vocab, ffn;
     int causal;          /* decoder attention mask */
+    /* llama mixtures of experts (experts 0: dense). Layer i has experts when
+     * i >= first_dense and i % moe_freq == 0 (DeepSeek's rule); its MLP is a
+     * router over `experts` SwiGLU experts of width moe_ffn, top_k per token,
+     * plus a shared SwiGLU expert of width shared_ffn (0: none) on every
+     * token; the other layers keep the dense MLP of width ffn. */
+    int64_t experts, top_k, moe_ffn, shared_experts, shared_ffn, first_dense, moe_freq;
+    double capacity_factor; /* tokens per expert = cf x the even share (0 = 1) */
+    int moe_score;       /* a wf_moe_score: softmax (Mixtral) or sigmoid (DeepSeek-V3) */
+    /* llama multi-head latent attention (DeepSeek-V2/V3; kv_lora 0: standard
+     * attention): q through a rank-q_lora bottleneck (0: a plain projection),
+     * keys and values through a rank-kv_lora latent, per head qk_nope + qk_rope
+     * query/key dims and v_head value dims. */
+    int64_t q_lora, kv_lora, qk_nope, qk_rope, v_head;
     /* CNNs */
     int64_t depth;       /* vgg 11/13/16/19, resnet 18/34/50/101/152 */
     int64_t image, channels, classes;
@@ -64,6 +77,12 @@ wf_status wf_model_build(const wf_model_config *m, int64_t batch, wf_graph *g);
 
 /* Parameter count from the shapes (builds the graph at batch 1). */
 wf_status wf_model_params(const wf_model_config *m, double *params);
+/* Parameters one token uses (builds the graph at batch 1): everything but
+ * the routed experts in full, the routed experts top_k/experts of theirs.
+ * Equals wf_model_params for a dense model. */
+wf_status wf_model_active_params(const wf_model_config *m, double *active);
+/* 1 when some layer of m has experts. */
+int wf_model_is_moe(const wf_model_config *m);
 
 /* The zoo, for `weft models`: name, family and a one-line description. */
 typedef struct {

@@ -79,6 +79,25 @@ static cJSON *config_json(const wf_model_config *m)
         cJSON_AddNumberToObject(c, "vocab", (double)m->vocab);
         cJSON_AddNumberToObject(c, "ffn", (double)m->ffn);
         cJSON_AddBoolToObject(c, "causal", m->causal);
+        if (wf_model_is_moe(m)) {
+            cJSON_AddNumberToObject(c, "experts", (double)m->experts);
+            cJSON_AddNumberToObject(c, "top_k", (double)m->top_k);
+            cJSON_AddNumberToObject(c, "moe_ffn", (double)m->moe_ffn);
+            cJSON_AddNumberToObject(c, "shared_ffn", (double)m->shared_ffn);
+            cJSON_AddNumberToObject(c, "first_dense", (double)m->first_dense);
+            cJSON_AddNumberToObject(c, "moe_freq", (double)m->moe_freq);
+            cJSON_AddNumberToObject(c, "capacity_factor",
+                                    m->capacity_factor > 0 ? m->capacity_factor : 1.0);
+            cJSON_AddStringToObject(c, "router",
+                                    m->moe_score == WF_MOE_SCORE_SIGMOID ? "sigmoid" : "softmax");
+        }
+        if (m->family == WF_FAMILY_LLAMA && m->kv_lora > 0) {
+            cJSON_AddNumberToObject(c, "q_lora", (double)m->q_lora);
+            cJSON_AddNumberToObject(c, "kv_lora", (double)m->kv_lora);
+            cJSON_AddNumberToObject(c, "qk_nope", (double)m->qk_nope);
+            cJSON_AddNumberToObject(c, "qk_rope", (double)m->qk_rope);
+            cJSON_AddNumberToObject(c, "v_head", (double)m->v_head);
+        }
     } else if (m->family == WF_FAMILY_VGG || m->family == WF_FAMILY_RESNET ||
                m->family == WF_FAMILY_CNN) {
         if (m->family != WF_FAMILY_CNN)
@@ -110,6 +129,8 @@ static wf_status print_model_json(const wf_model_config *m, const wf_graph *g, i
     cJSON_AddItemToObject(j, "config", config_json(m));
     cJSON_AddNumberToObject(j, "batch", b);
     cJSON_AddNumberToObject(j, "params", t->params);
+    if (wf_model_is_moe(m))
+        cJSON_AddNumberToObject(j, "active_params", t->active_params);
     cJSON_AddNumberToObject(j, "forward_flops_per_sample", t->fwd_flops / b);
     cJSON_AddNumberToObject(j, "backward_flops_per_sample", t->bwd_flops / b);
     cJSON_AddNumberToObject(j, "training_flops_per_sample", (t->fwd_flops + t->bwd_flops) / b);
@@ -178,7 +199,20 @@ static void print_model_human(const wf_model_config *m, const wf_graph *g, int64
         printf("shape        depth %" PRId64 ", %" PRId64 "x%" PRId64 "x%" PRId64
                " images, %" PRId64 " classes\n",
                m->depth, m->image, m->image, m->channels, m->classes);
+    if (wf_model_is_moe(m)) {
+        int64_t nmoe = 0; /* layers with experts: i >= first_dense, i % moe_freq == 0 */
+        for (int64_t i = m->first_dense; i < m->layers; i++)
+            nmoe += i % (m->moe_freq > 0 ? m->moe_freq : 1) == 0;
+        printf("experts      %" PRId64 " of ffn %" PRId64 ", top-%" PRId64 " (%s router)%s, in %" PRId64
+               " of %" PRId64 " layers\n",
+               m->experts, m->moe_ffn, m->top_k,
+               m->moe_score == WF_MOE_SCORE_SIGMOID ? "sigmoid" : "softmax",
+               m->shared_ffn > 0 ? ", a shared expert" : "", nmoe, m->layers);
+    }
     printf("params       %s (%.0f)\n", human(t->params, "", a, sizeof a), t->params);
+    if (wf_model_is_moe(m))
+        printf("active       %s (%.0f) per token\n", human(t->active_params, "", a, sizeof a),
+               t->active_params);
     printf("FLOPs/sample forward %s, training %s (forward + backward, no recompute)\n",
            human(t->fwd_flops / b, "FLOP", a, sizeof a),
            human((t->fwd_flops + t->bwd_flops) / b, "FLOP", c, sizeof c));

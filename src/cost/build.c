@@ -123,6 +123,9 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
 {
     wf_model_config one = ctx->model;
     one.layers = 1;
+    /* A mixture of experts is costed by its expert layer: the few leading
+     * dense layers (DeepSeek-V3's 3 of 61) are costed as expert layers. */
+    one.first_dense = 0;
     wf_graph g;
     wf_status st = wf_model_build(&one, 1, &g);
     if (st != WF_OK) {

@@ -43,6 +43,29 @@
  *   its logits and labels. add, bias_add, rotary, avgpool, global_avgpool and
  *   the shape ops save nothing. Norm statistics (a few bytes per row) are not
  *   counted. PARAMs are never "saved": they persist anyway.
+ * - Mixtures of experts (T = B*S tokens, K experts per token, E experts, C
+ *   tokens per expert, R = min(E*C, T*K) routed rows, s = 5 per score for a
+ *   softmax router and 4 for a sigmoid one):
+ *   router: the logits 2*T*H*E, then per score s (scoring) + K (top-k as K
+ *   max passes) + 1 (the load-balancing loss accumulates each expert's mean
+ *   probability); backward the two logit products (input and weight
+ *   gradients) plus 2*(s+1) per score, input-gradient. Its logits and
+ *   probabilities are written and read back (4 dt per score) and the logit
+ *   gradients likewise backward; it saves its input and the probabilities.
+ *   moe_dispatch: a copy, 0 FLOPs; backward R*H (each routed row added into
+ *   its token's gradient); saves the expert ids.
+ *   grouped_mlp: 2*E*C*H*F*(2+1) for SwiGLU (gate, up, down), 2*E*C*H*F*(1+1)
+ *   for GELU, which with C = cf*T*K/E is 2*T*K*cf*(3 or 2)*H*F: the active
+ *   experts only, padded to capacity. The activation is fused into the grouped
+ *   GEMM's epilogue and its few FLOPs per hidden element (under 0.1% of the
+ *   op) are not counted; its hidden [E,C,gF] and activated [E,C,F] tensors are
+ *   written and read back, forward and (as gradients) backward. Backward is
+ *   2 x forward: input gradients = forward, weight gradients = forward. Saves
+ *   its input, the hidden and the activated tensors (the dense MLP's three).
+ *   moe_combine: 2*R*H (scale and sum); backward R*H to the expert outputs
+ *   and 2*R*H to the weights (a dot per routed row); saves each operand
+ *   whose partner needs a gradient, and the expert ids.
+ *   Shared experts are ordinary linears on every token.
  * - params: elements of the op's PARAM inputs. */
 #include "graph/graph-impl.h"
 
@@ -106,6 +129,59 @@ static attn_dims attn_of(const wf_graph *g, const wf_op *o)
     d.A = o->attr.heads > 0 ? o->attr.heads : 1;
     d.D = (double)q->shape[2] / d.A;
     d.scores = d.B * d.A * d.S * d.Skv;
+    return d;
+}
+
+/* Mixture-of-experts dimensions of a router, dispatch, grouped MLP or combine
+ * op; fields an op cannot see are 0 (a grouped MLP knows no tokens). */
+typedef struct {
+    double T, H, E, K, C, F, gF, R, dt;
+} moe_dims;
+
+static moe_dims moe_of(const wf_graph *g, const wf_op *o)
+{
+    moe_dims d;
+    memset(&d, 0, sizeof d);
+    const wf_tensor *x = &g->tensors[o->in[0]];
+    d.dt = (double)wf_dtype_bytes(x->dtype);
+    switch (o->kind) {
+    case WF_OP_ROUTER: {
+        const wf_tensor *y = &g->tensors[o->out[0]];
+        d.T = (double)(x->shape[0] * x->shape[1]);
+        d.H = (double)x->shape[2];
+        d.E = (double)g->tensors[o->in[1]].shape[1];
+        d.K = (double)y->shape[2];
+        break;
+    }
+    case WF_OP_MOE_DISPATCH: {
+        const wf_tensor *y = &g->tensors[o->out[0]];
+        d.T = (double)(x->shape[0] * x->shape[1]);
+        d.H = (double)x->shape[2];
+        d.K = (double)g->tensors[o->in[1]].shape[2];
+        d.E = (double)y->shape[0];
+        d.C = (double)y->shape[1];
+        break;
+    }
+    case WF_OP_GROUPED_MLP:
+        d.E = (double)x->shape[0];
+        d.C = (double)x->shape[1];
+        d.H = (double)x->shape[2];
+        d.F = (double)g->tensors[o->in[2]].shape[1];
+        d.gF = (double)g->tensors[o->in[1]].shape[2];
+        break;
+    case WF_OP_MOE_COMBINE: {
+        const wf_tensor *w = &g->tensors[o->in[1]];
+        d.E = (double)x->shape[0];
+        d.C = (double)x->shape[1];
+        d.H = (double)x->shape[2];
+        d.T = (double)(w->shape[0] * w->shape[1]);
+        d.K = (double)w->shape[2];
+        break;
+    }
+    default:
+        break;
+    }
+    d.R = d.E * d.C < d.T * d.K ? d.E * d.C : d.T * d.K;
     return d;
 }
 
@@ -192,6 +268,28 @@ int wf_op_saved_flags(const wf_graph *g, int op, const unsigned char *ng,
     }
     case WF_OP_EMBEDDING:
         n = add_saved(saved, n, x, nb(g, x));
+        break;
+    case WF_OP_ROUTER: {
+        moe_dims d = moe_of(g, o);
+        n = save_partner(g, ng, saved, n, o->in[0], o->in[1]);
+        n = add_saved(saved, n, -1, d.T * d.E * d.dt); /* probabilities */
+        break;
+    }
+    case WF_OP_MOE_DISPATCH:
+        n = add_saved(saved, n, o->in[1], nb(g, o->in[1]));
+        break;
+    case WF_OP_GROUPED_MLP: {
+        moe_dims d = moe_of(g, o);
+        if (!is_param(g, x))
+            n = add_saved(saved, n, x, nb(g, x));
+        n = add_saved(saved, n, -1, d.E * d.C * d.gF * d.dt); /* hidden */
+        n = add_saved(saved, n, -1, d.E * d.C * d.F * d.dt);  /* activated */
+        break;
+    }
+    case WF_OP_MOE_COMBINE:
+        n = save_partner(g, ng, saved, n, o->in[0], o->in[1]);
+        n = save_partner(g, ng, saved, n, o->in[1], o->in[0]);
+        n = add_saved(saved, n, o->in[2], nb(g, o->in[2]));
         break;
     case WF_OP_CROSS_ENTROPY:
         n = add_saved(saved, n, o->in[0], nb(g, o->in[0]));
@@ -393,6 +491,42 @@ static void cost_forward(const wf_graph *g, int op, const unsigned char *ng, wf_
         grad_cost(g, ng, x, 2.0 * f, c);
         break;
     }
+    case WF_OP_ROUTER: {
+        moe_dims d = moe_of(g, o);
+        double s = o->attr.score == WF_MOE_SCORE_SIGMOID ? 4.0 : 5.0;
+        double mm = 2.0 * d.T * d.H * d.E;
+        c->fwd_flops = mm + d.T * d.E * (s + d.K + 1.0);
+        grad_cost(g, ng, o->in[0], mm, c);
+        grad_cost(g, ng, o->in[1], mm, c);
+        if (needs)
+            c->bwd_in_flops += 2.0 * (s + 1.0) * d.T * d.E;
+        extra_fwd_bytes = 4.0 * d.dt * d.T * d.E; /* logits and probabilities */
+        extra_bwd_bytes = 2.0 * d.dt * d.T * d.E; /* logit gradients */
+        break;
+    }
+    case WF_OP_MOE_DISPATCH: {
+        moe_dims d = moe_of(g, o);
+        grad_cost(g, ng, x, d.R * d.H, c);
+        break;
+    }
+    case WF_OP_GROUPED_MLP: {
+        moe_dims d = moe_of(g, o);
+        double f1 = 2.0 * d.E * d.C * d.H * d.gF, f2 = 2.0 * d.E * d.C * d.F * d.H;
+        c->fwd_flops = f1 + f2;
+        grad_cost(g, ng, x, f1 + f2, c);
+        grad_cost(g, ng, o->in[1], f1, c);
+        grad_cost(g, ng, o->in[2], f2, c);
+        extra_fwd_bytes = 2.0 * d.dt * d.E * d.C * (d.gF + d.F);
+        extra_bwd_bytes = extra_fwd_bytes;
+        break;
+    }
+    case WF_OP_MOE_COMBINE: {
+        moe_dims d = moe_of(g, o);
+        c->fwd_flops = 2.0 * d.R * d.H;
+        grad_cost(g, ng, x, d.R * d.H, c);
+        grad_cost(g, ng, o->in[1], 2.0 * d.R * d.H, c);
+        break;
+    }
     case WF_OP_RESHAPE:
     case WF_OP_FLATTEN:
     case WF_OP_SPLIT:
@@ -472,6 +606,19 @@ void wf_op_cost_of(const wf_graph *g, int op, wf_op_cost *c)
     free(ng);
 }
 
+/* The share of an op's weights one token uses: K/E for the routed experts (a
+ * grouped MLP fed by a dispatch of K of E experts), else 1. */
+static double expert_share(const wf_graph *g, const wf_op *o)
+{
+    if (o->kind != WF_OP_GROUPED_MLP)
+        return 1.0;
+    int p = g->tensors[o->in[0]].producer;
+    if (p < 0 || p >= g->nops || g->ops[p].kind != WF_OP_MOE_DISPATCH)
+        return 1.0;
+    moe_dims d = moe_of(g, &g->ops[p]);
+    return d.E > 0 ? d.K / d.E : 1.0;
+}
+
 void wf_graph_block_totals_of(const wf_graph *g, int block, int layer, wf_graph_totals *t)
 {
     memset(t, 0, sizeof *t);
@@ -496,11 +643,13 @@ void wf_graph_block_totals_of(const wf_graph *g, int block, int layer, wf_graph_
         t->fwd_flops += c.fwd_flops;
         t->bwd_flops += c.bwd_in_flops + c.bwd_w_flops;
         t->fwd_bytes += c.fwd_bytes;
+        double active = expert_share(g, o);
         for (int j = 0; j < o->nin; j++) {
             int p = o->in[j];
             if (is_param(g, p) && !(seen[p] & 1)) {
                 seen[p] |= 1;
                 t->params += ne(g, p);
+                t->active_params += (j > 0 ? active : 1.0) * ne(g, p);
             }
         }
         wf_saved s[WF_MAX_SAVED];

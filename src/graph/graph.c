@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 /* ---- dtypes ------------------------------------------------------------------ */
@@ -97,6 +98,16 @@ int wf_op_is_matrix(wf_op_kind k)
     if ((int)k < 0 || k >= WF_OP_COUNT)
         return 0;
     return wf_op_table[k].matrix;
+}
+
+int64_t wf_moe_capacity(int64_t tokens, int top_k, int experts, double capacity_factor)
+{
+    if (tokens <= 0 || top_k <= 0 || experts <= 0)
+        return 0;
+    double cf = capacity_factor > 0 ? capacity_factor : 1.0;
+    /* The product is rounded once: cf*T*K/E is exact for the usual powers of two. */
+    double c = ceil(cf * (double)tokens * (double)top_k / (double)experts);
+    return c > (double)tokens ? tokens : (int64_t)c;
 }
 
 /* ---- tensors -------------------------------------------------------------------- */

@@ -399,6 +399,121 @@ static wf_status infer_split(ictx *c)
     return WF_OK;
 }
 
+/* The [B,S,K] routing tensors of moe_dispatch/moe_combine against the tokens
+ * x[B,S,H] they route (dispatch) or rebuild (combine). */
+static wf_status need_routing(const ictx *c, int i, const wf_tensor *ref, int is_int)
+{
+    const wf_tensor *r = c->x[i];
+    char br[96];
+    if (is_int && !wf_dtype_is_int(r->dtype))
+        return bad(c, "expert ids (input %d '%s') have dtype %s (expected int32 or int64)", i,
+                   r->name, wf_dtype_name(r->dtype));
+    if (!is_int && !wf_dtype_is_float(r->dtype))
+        return bad(c, "routing weights (input %d '%s') have dtype %s (expected a float type)", i,
+                   r->name, wf_dtype_name(r->dtype));
+    if (r->ndim != 3 || r->shape[0] != ref->shape[0] || r->shape[1] != ref->shape[1] ||
+        r->shape[2] < 1)
+        return bad(c, "input %d '%s' has shape %s but expected [%" PRId64 ",%" PRId64 ",K]", i,
+                   r->name, shp(r, br), ref->shape[0], ref->shape[1]);
+    return WF_OK;
+}
+
+static wf_status infer_router(ictx *c)
+{
+    const wf_tensor *x = c->x[0], *W = c->x[1];
+    wf_status st;
+    char b[96];
+    if ((st = need_float(c, 0)) || (st = need_float(c, 1)) || (st = need_rank(c, 0, 3, 3)))
+        return st;
+    if (W->ndim != 2 || W->shape[0] != x->shape[2])
+        return bad(c, "weight (input 1 '%s') has shape %s but expected [%" PRId64 ",E]", W->name,
+                   shp(W, b), x->shape[2]);
+    int64_t E = W->shape[1];
+    if (c->a->experts != 0 && c->a->experts != E)
+        return bad(c, "experts=%d but the weight scores %" PRId64, c->a->experts, E);
+    if (c->a->top_k < 1 || c->a->top_k > E)
+        return bad(c, "top_k=%d outside [1, %" PRId64 "] (the experts)", c->a->top_k, E);
+    if (c->a->score != WF_MOE_SCORE_SOFTMAX && c->a->score != WF_MOE_SCORE_SIGMOID)
+        return bad(c, "score=%d (expected %d softmax or %d sigmoid)", c->a->score,
+                   WF_MOE_SCORE_SOFTMAX, WF_MOE_SCORE_SIGMOID);
+    c->nout = 2;
+    for (int i = 0; i < 2; i++) {
+        c->out[i].dtype = i == 0 ? x->dtype : WF_DTYPE_INT32;
+        c->out[i].ndim = 3;
+        c->out[i].shape[0] = x->shape[0];
+        c->out[i].shape[1] = x->shape[1];
+        c->out[i].shape[2] = c->a->top_k;
+    }
+    return WF_OK;
+}
+
+static wf_status infer_dispatch(ictx *c)
+{
+    const wf_tensor *x = c->x[0];
+    wf_status st;
+    if ((st = need_float(c, 0)) || (st = need_rank(c, 0, 3, 3)) ||
+        (st = need_routing(c, 1, x, 1)))
+        return st;
+    int E = c->a->experts;
+    int64_t K = c->x[1]->shape[2];
+    if (E < 1 || K > E)
+        return bad(c, "experts=%d (must be positive and at least top_k=%" PRId64 ")", E, K);
+    if (!(c->a->capacity_factor >= 0) || c->a->capacity_factor > 1e6)
+        return bad(c, "capacity_factor=%g outside [0, 1e6]", c->a->capacity_factor);
+    same_as(c, x);
+    c->out[0].shape[0] = E;
+    c->out[0].shape[1] =
+        wf_moe_capacity(x->shape[0] * x->shape[1], (int)K, E, c->a->capacity_factor);
+    return WF_OK;
+}
+
+static wf_status infer_grouped_mlp(ictx *c)
+{
+    const wf_tensor *x = c->x[0], *w1 = c->x[1], *w2 = c->x[2];
+    wf_status st;
+    char bx[96], b1[96], b2[96];
+    for (int i = 0; i < 3; i++)
+        if ((st = need_float(c, i)) || (st = need_rank(c, i, 3, 3)))
+            return st;
+    if (c->a->act != WF_MOE_ACT_SWIGLU && c->a->act != WF_MOE_ACT_GELU)
+        return bad(c, "act=%d (expected %d swiglu or %d gelu)", c->a->act, WF_MOE_ACT_SWIGLU,
+                   WF_MOE_ACT_GELU);
+    int64_t E = x->shape[0], H = x->shape[2], F = w2->shape[1];
+    int64_t gF = c->a->act == WF_MOE_ACT_SWIGLU ? 2 * F : F;
+    if (w1->shape[0] != E || w1->shape[1] != H || w1->shape[2] != gF)
+        return bad(c, "w1 %s does not match x %s and w2 %s (expected [%" PRId64 ",%" PRId64
+                      ",%" PRId64 "] for %s)",
+                   shp(w1, b1), shp(x, bx), shp(w2, b2), E, H, gF,
+                   c->a->act == WF_MOE_ACT_SWIGLU ? "swiglu" : "gelu");
+    if (w2->shape[0] != E || w2->shape[2] != H)
+        return bad(c, "w2 %s does not match x %s (expected [%" PRId64 ",F,%" PRId64 "])",
+                   shp(w2, b2), shp(x, bx), E, H);
+    same_as(c, x);
+    return WF_OK;
+}
+
+static wf_status infer_combine(ictx *c)
+{
+    const wf_tensor *y = c->x[0], *w = c->x[1], *ids = c->x[2];
+    wf_status st;
+    char bw[96], bi[96];
+    if ((st = need_float(c, 0)) || (st = need_rank(c, 0, 3, 3)) || (st = need_rank(c, 1, 3, 3)) ||
+        (st = need_routing(c, 1, w, 0)) || (st = need_routing(c, 2, w, 1)))
+        return st;
+    if (ids->shape[2] != w->shape[2])
+        return bad(c, "weights %s and expert ids %s differ", shp(w, bw), shp(ids, bi));
+    if (w->shape[2] > y->shape[0])
+        return bad(c, "top_k=%" PRId64 " exceeds the %" PRId64 " experts of input 0",
+                   w->shape[2], y->shape[0]);
+    c->nout = 1;
+    c->out[0].dtype = y->dtype;
+    c->out[0].ndim = 3;
+    c->out[0].shape[0] = w->shape[0];
+    c->out[0].shape[1] = w->shape[1];
+    c->out[0].shape[2] = y->shape[2];
+    return WF_OK;
+}
+
 wf_status wf_graph_infer(const wf_graph *g, wf_op_kind kind, const char *opname, const int *in,
                          int nin, const wf_op_attrs *attr, int *nout,
                          wf_tensor outs[WF_MAX_OUTPUTS])
@@ -598,6 +713,18 @@ wf_status wf_graph_infer(const wf_graph *g, wf_op_kind kind, const char *opname,
         break;
     case WF_OP_SPLIT:
         st = infer_split(&c);
+        break;
+    case WF_OP_ROUTER:
+        st = infer_router(&c);
+        break;
+    case WF_OP_MOE_DISPATCH:
+        st = infer_dispatch(&c);
+        break;
+    case WF_OP_GROUPED_MLP:
+        st = infer_grouped_mlp(&c);
+        break;
+    case WF_OP_MOE_COMBINE:
+        st = infer_combine(&c);
         break;
     case WF_OP_COUNT:
         st = bad(&c, "not an op");

@@ -131,7 +131,8 @@ static wf_status parse_attrs(const cJSON *a, const char *ctx, int64_t batch, wf_
     static const char *const keys[] = {"trans_a", "trans_b", "causal", "heads", "kv_heads",
                                        "axis",    "kernel",  "stride", "pad",   "groups",
                                        "eps",     "p",       "scale",  "base",  "shape",
-                                       "perm",    "nsplit",  "sizes",  "seed",  NULL};
+                                       "perm",    "nsplit",  "sizes",  "seed",  "experts",
+                                       "top_k",   "score",   "act",    "capacity_factor", NULL};
     char c[CTX_LEN];
     wf_status st = wf_json_check_keys(a, ctx, keys);
     if (st)
@@ -154,6 +155,22 @@ static wf_status parse_attrs(const cJSON *a, const char *ctx, int64_t batch, wf_
               : !strcmp(k, "kv_heads") ? &at->kv_heads
               : !strcmp(k, "groups")   ? &at->groups
                                        : &at->nsplit) = (int)v;
+        } else if (!strcmp(k, "experts") || !strcmp(k, "top_k")) {
+            if ((st = json_intval(e, c, 1, 1 << 24, &v)))
+                return st;
+            *(!strcmp(k, "experts") ? &at->experts : &at->top_k) = (int)v;
+        } else if (!strcmp(k, "score") || !strcmp(k, "act")) {
+            /* Names, as the op table's comments give them. */
+            static const char *const scores[] = {"softmax", "sigmoid"}, *const acts[] = {"swiglu", "gelu"};
+            const char *const *names = !strcmp(k, "score") ? scores : acts;
+            int *dst = !strcmp(k, "score") ? &at->score : &at->act;
+            if (!cJSON_IsString(e) || (strcmp(e->valuestring, names[0]) && strcmp(e->valuestring, names[1])))
+                return wf_errorf(WF_FORMAT, "%s: expected \"%s\" or \"%s\"", c, names[0], names[1]);
+            *dst = strcmp(e->valuestring, names[0]) == 0 ? 0 : 1;
+        } else if (!strcmp(k, "capacity_factor")) {
+            if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || e->valuedouble > 1e6)
+                return wf_errorf(WF_FORMAT, "%s: expected a number in [0, 1e6]", c);
+            at->capacity_factor = e->valuedouble;
         } else if (!strcmp(k, "axis")) {
             if ((st = json_intval(e, c, -WF_MAX_DIMS, WF_MAX_DIMS, &v)))
                 return st;

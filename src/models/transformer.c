@@ -1,15 +1,21 @@
-/* Transformer builders: GPT (Megatron-LM layout), Llama and BERT.
+/* Transformer builders: GPT (Megatron-LM layout), Llama and BERT; Llama
+ * layers may be mixtures of experts (Mixtral, DeepSeek-V3) and use
+ * multi-head latent attention (DeepSeek-V2/V3).
  *
  * Symbols: B batch, S sequence, H hidden, A heads, Akv key/value heads,
- * D = H/A head dim, F ffn width, V vocabulary, L layers.
+ * D = H/A head dim, F ffn width, V vocabulary, L layers; E experts, K
+ * experts per token, Fe an expert's width, C tokens per expert.
  *
  * Every op is stamped with its Megatron tensor-parallel role: the qkv and
  * first MLP linears split their output features (COL), the attention output
  * and second MLP linears split their input features (ROW), everything between
  * them works on the split activation (SHARD), embedding and logits split the
  * vocabulary (VOCAB), and norms, residual adds and the dropouts after the row
- * linears are replicated (NONE). Layer i is stamped block 0, layer i; the
- * embedding and the head are unstamped (-1, -1). */
+ * linears are replicated (NONE). The router and the routed experts are
+ * replicated too (no tensor parallelism inside an expert; a shared expert
+ * splits like a dense MLP), as are MLA's down-projections to its latents.
+ * Layer i is stamped block 0, layer i; the embedding and the head are
+ * unstamped (-1, -1). */
 #include "models/models-impl.h"
 
 #include <string.h>
@@ -249,8 +255,133 @@ wf_status wf_build_gpt(const wf_model_config *m, int64_t batch, wf_graph *g)
     return g->status;
 }
 
-/* Llama: pre-RMSNorm layers, rotary q/k, grouped-query attention, SwiGLU MLP
- * (down(silu(gate) * up)), no biases, no dropout, untied output head. */
+/* SwiGLU MLP down(silu(gate(x)) * up(x)): x[B,S,H] -> [B,S,H] (before the
+ * residual); `part` names it ("mlp" or "moe.shared"). */
+static int swiglu_mlp(wf_graph *g, const char *pfx, const char *part, int x, int64_t H, int64_t F,
+                      wf_dtype dt)
+{
+    char n[WF_NAME_LEN];
+    wf_graph_set_tp(g, WF_TP_COL);
+    int gate = linear(g, wf_model_name(n, "%s.%s.gate", pfx, part), x, H, F, 0, dt); /* [B,S,F] */
+    int up = linear(g, wf_model_name(n, "%s.%s.up", pfx, part), x, H, F, 0, dt);
+    wf_graph_set_tp(g, WF_TP_SHARD);
+    gate = unary(g, WF_OP_SILU, wf_model_name(n, "%s.%s.silu", pfx, part), gate);
+    int o = binary(g, WF_OP_MUL, wf_model_name(n, "%s.%s.mul", pfx, part), gate, up);
+    wf_graph_set_tp(g, WF_TP_ROW);
+    o = linear(g, wf_model_name(n, "%s.%s.down", pfx, part), o, F, H, 0, dt);
+    wf_graph_set_tp(g, WF_TP_NONE);
+    return o;
+}
+
+/* Mixture-of-experts MLP: x[B,S,H] -> router -> dispatch [E,C,H] -> grouped
+ * SwiGLU experts -> combine [B,S,H] (+ the shared expert on every token). */
+static int moe_mlp(wf_graph *g, const char *pfx, int x, const wf_model_config *m)
+{
+    char n[WF_NAME_LEN];
+    int64_t H = m->hidden, E = m->experts, Fe = m->moe_ffn;
+    wf_dtype dt = m->dtype;
+    wf_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.experts = (int)E;
+    a.top_k = (int)m->top_k;
+    a.score = m->moe_score;
+    a.act = WF_MOE_ACT_SWIGLU;
+    a.capacity_factor = m->capacity_factor;
+    int wr = wf_model_param(g, dt, 2, H, E, 0, 0, "%s.moe.router.weight", pfx); /* [H,E] */
+    int w1 = wf_model_param(g, dt, 3, E, H, 2 * Fe, 0, "%s.moe.experts.w1", pfx); /* [E,H,2Fe] */
+    int w2 = wf_model_param(g, dt, 3, E, Fe, H, 0, "%s.moe.experts.w2", pfx);     /* [E,Fe,H] */
+    if (g->status != WF_OK)
+        return -1;
+    int in[3] = {x, wr, -1};
+    int r = wf_graph_add_op(g, WF_OP_ROUTER, wf_model_name(n, "%s.moe.router", pfx), in, 2, &a);
+    int weights = wf_graph_op_output(g, r, 0), ids = wf_graph_op_output(g, r, 1); /* [B,S,K] */
+    int xe = op1(g, WF_OP_MOE_DISPATCH, wf_model_name(n, "%s.moe.dispatch", pfx), x, ids, -1,
+                 &a); /* [E,C,H] */
+    int ye = op1(g, WF_OP_GROUPED_MLP, wf_model_name(n, "%s.moe.experts", pfx), xe, w1, w2, &a);
+    int o = op1(g, WF_OP_MOE_COMBINE, wf_model_name(n, "%s.moe.combine", pfx), ye, weights, ids,
+                &a); /* [B,S,H] */
+    int64_t Fs = m->shared_ffn;
+    if (Fs > 0) {
+        int sh = swiglu_mlp(g, pfx, "moe.shared", x, H, Fs, dt);
+        o = binary(g, WF_OP_ADD, wf_model_name(n, "%s.moe.add_shared", pfx), o, sh);
+    }
+    return o;
+}
+
+/* Multi-head latent attention (DeepSeek-V2/V3) in a stand-in form that
+ * keeps its parameters and projections exact: q = q_b(rmsnorm(q_a(x)))
+ * [B,S,A*(nope+rope)] (or one projection when q_lora is 0); kv_a(x) gives
+ * the latent [B,S,kv_lora] and a rope key [B,S,rope] shared by the heads;
+ * kv_b(rmsnorm(latent)) gives per-head keys and values [B,S,A*(nope+v)].
+ * The attention core runs on the rotary-free parts with head dim nope = v
+ * (q_nope, k_nope, v): weft's attention op has one head dim for q, k and v,
+ * so the rope half of each score (rope/(nope+rope) of QK^T, 1/3 for
+ * DeepSeek-V3) and the rotary of the rope parts are not costed, and the
+ * rope slices of q and kv_a's output feed nothing. Output o[A*v] -> H. */
+static int mla_attention(wf_graph *g, const char *pfx, int x, const wf_model_config *m)
+{
+    char n[WF_NAME_LEN];
+    int64_t H = m->hidden, A = m->heads, nope = m->qk_nope, rope = m->qk_rope, vd = m->v_head;
+    wf_dtype dt = m->dtype;
+    int q;
+    if (m->q_lora > 0) {
+        q = linear(g, wf_model_name(n, "%s.attn.q_a", pfx), x, H, m->q_lora, 0, dt);
+        q = rmsnorm(g, wf_model_name(n, "%s.attn.q_norm", pfx), q, m->q_lora, dt);
+        wf_graph_set_tp(g, WF_TP_COL);
+        q = linear(g, wf_model_name(n, "%s.attn.q_b", pfx), q, m->q_lora, A * (nope + rope), 0, dt);
+    } else {
+        wf_graph_set_tp(g, WF_TP_COL);
+        q = linear(g, wf_model_name(n, "%s.attn.q", pfx), x, H, A * (nope + rope), 0, dt);
+    }
+    wf_graph_set_tp(g, WF_TP_NONE);
+    int kva = linear(g, wf_model_name(n, "%s.attn.kv_a", pfx), x, H, m->kv_lora + rope, 0, dt);
+    wf_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.axis = 2;
+    a.nsplit = 2;
+    a.sizes[0] = m->kv_lora;
+    a.sizes[1] = rope;
+    int sp = g->status == WF_OK ? wf_graph_add_op(g, WF_OP_SPLIT,
+                                                  wf_model_name(n, "%s.attn.kv_a_split", pfx),
+                                                  &kva, 1, &a)
+                                : -1;
+    int lat = rmsnorm(g, wf_model_name(n, "%s.attn.kv_norm", pfx), wf_graph_op_output(g, sp, 0),
+                      m->kv_lora, dt);
+    wf_graph_set_tp(g, WF_TP_COL);
+    int kv = linear(g, wf_model_name(n, "%s.attn.kv_b", pfx), lat, m->kv_lora, A * (nope + vd), 0,
+                    dt);
+    wf_graph_set_tp(g, WF_TP_SHARD);
+    a.sizes[0] = A * nope;
+    a.sizes[1] = A * rope;
+    int qs = g->status == WF_OK ? wf_graph_add_op(g, WF_OP_SPLIT,
+                                                  wf_model_name(n, "%s.attn.q_split", pfx), &q,
+                                                  1, &a)
+                                : -1;
+    a.sizes[0] = A * nope;
+    a.sizes[1] = A * vd;
+    int kvs = g->status == WF_OK ? wf_graph_add_op(g, WF_OP_SPLIT,
+                                                   wf_model_name(n, "%s.attn.kv_split", pfx), &kv,
+                                                   1, &a)
+                                 : -1;
+    int o = attention(g, wf_model_name(n, "%s.attn.core", pfx), wf_graph_op_output(g, qs, 0),
+                      wf_graph_op_output(g, kvs, 0), wf_graph_op_output(g, kvs, 1), A, A,
+                      m->causal, 0.0);
+    wf_graph_set_tp(g, WF_TP_ROW);
+    o = linear(g, wf_model_name(n, "%s.attn.proj", pfx), o, A * vd, H, 0, dt);
+    wf_graph_set_tp(g, WF_TP_NONE);
+    return o;
+}
+
+/* Whether layer i of m has experts (see wf_model_config). */
+static int moe_layer(const wf_model_config *m, int64_t i)
+{
+    int64_t f = m->moe_freq > 0 ? m->moe_freq : 1;
+    return m->experts > 0 && i >= m->first_dense && i % f == 0;
+}
+
+/* Llama: pre-RMSNorm layers, rotary q/k, grouped-query attention (or MLA),
+ * SwiGLU MLP (down(silu(gate) * up)) or a mixture of SwiGLU experts, no
+ * biases, no dropout, untied output head. */
 wf_status wf_build_llama(const wf_model_config *m, int64_t batch, wf_graph *g)
 {
     int64_t H = m->hidden, V = m->vocab, F = m->ffn;
@@ -265,18 +396,10 @@ wf_status wf_build_llama(const wf_model_config *m, int64_t batch, wf_graph *g)
         wf_graph_set_block(g, 0, (int)i);
         wf_model_name(pfx, "layers.%d", (int)i);
         int h = rmsnorm(g, wf_model_name(n, "%s.attn_norm", pfx), x, H, dt);
-        int o = self_attention(g, pfx, h, m, 0, 1, 0.0);
+        int o = m->kv_lora > 0 ? mla_attention(g, pfx, h, m) : self_attention(g, pfx, h, m, 0, 1, 0.0);
         x = residual(g, pfx, "attn", x, o);
         h = rmsnorm(g, wf_model_name(n, "%s.mlp_norm", pfx), x, H, dt);
-        wf_graph_set_tp(g, WF_TP_COL);
-        int gate = linear(g, wf_model_name(n, "%s.mlp.gate", pfx), h, H, F, 0, dt); /* [B,S,F] */
-        int up = linear(g, wf_model_name(n, "%s.mlp.up", pfx), h, H, F, 0, dt);
-        wf_graph_set_tp(g, WF_TP_SHARD);
-        gate = unary(g, WF_OP_SILU, wf_model_name(n, "%s.mlp.silu", pfx), gate);
-        o = binary(g, WF_OP_MUL, wf_model_name(n, "%s.mlp.mul", pfx), gate, up);
-        wf_graph_set_tp(g, WF_TP_ROW);
-        o = linear(g, wf_model_name(n, "%s.mlp.down", pfx), o, F, H, 0, dt);
-        wf_graph_set_tp(g, WF_TP_NONE);
+        o = moe_layer(m, i) ? moe_mlp(g, pfx, h, m) : swiglu_mlp(g, pfx, "mlp", h, H, F, dt);
         x = residual(g, pfx, "mlp", x, o);
     }
     wf_graph_set_block(g, -1, -1);

@@ -32,18 +32,50 @@ typedef struct {
     int64_t depth, image, channels, classes;
     /* mlp layer sizes / cnn conv widths, "a-b-c" */
     const char *sizes;
+    /* llama mixtures of experts and latent attention, NULL for dense models */
+    const struct zoo_moe *moe;
 } zoo_preset;
+
+/* The expert and MLA numbers of a llama preset (fields as in wf_model_config). */
+typedef struct zoo_moe {
+    int64_t experts, top_k, moe_ffn, shared_experts, first_dense;
+    wf_moe_score score;
+    int64_t q_lora, kv_lora, qk_nope, qk_rope, v_head;
+} zoo_moe;
+
+/* Mixtral (Jiang et al. 2024): 8 SwiGLU experts of the dense width, top-2, softmax router. */
+static const zoo_moe g_mixtral = {.experts = 8, .top_k = 2, .score = WF_MOE_SCORE_SOFTMAX};
+/* DeepSeek-V3 (DeepSeek-AI 2024, Table and config.json): 256 routed experts of
+ * width 2048, top-8 by sigmoid scores, 1 shared expert, the first 3 layers
+ * dense (width 18432); MLA with q_lora 1536, kv_lora 512, per head 128 + 64
+ * query/key dims and 128 value dims. */
+static const zoo_moe g_deepseek_v3 = {.experts = 256, .top_k = 8, .moe_ffn = 2048,
+                                      .shared_experts = 1, .first_dense = 3,
+                                      .score = WF_MOE_SCORE_SIGMOID, .q_lora = 1536,
+                                      .kv_lora = 512, .qk_nope = 128, .qk_rope = 64,
+                                      .v_head = 128};
+/* Tiny fp32 mixtures for tests: 4 experts top-2 with a shared expert; and a
+ * DeepSeek-shaped one (MLA, a dense first layer, sigmoid routing). */
+static const zoo_moe g_moe_tiny = {.experts = 4, .top_k = 2, .moe_ffn = 96, .shared_experts = 1,
+                                   .score = WF_MOE_SCORE_SOFTMAX};
+static const zoo_moe g_deepseek_tiny = {.experts = 8, .top_k = 2, .moe_ffn = 32,
+                                        .shared_experts = 1, .first_dense = 1,
+                                        .score = WF_MOE_SCORE_SIGMOID, .q_lora = 32,
+                                        .kv_lora = 16, .qk_nope = 16, .qk_rope = 8,
+                                        .v_head = 16};
 
 #define FP16 WF_DTYPE_FP16
 #define FP32 WF_DTYPE_FP32
 #define GPT(nm, sum, L, H, A, S, V, dt) \
-    {{nm, "gpt", sum}, WF_FAMILY_GPT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL}
+    {{nm, "gpt", sum}, WF_FAMILY_GPT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL}
 #define LLAMA(nm, sum, L, H, A, AKV, S, V, F) \
-    {{nm, "llama", sum}, WF_FAMILY_LLAMA, FP16, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL}
+    {{nm, "llama", sum}, WF_FAMILY_LLAMA, FP16, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL, NULL}
+#define MOE(nm, sum, L, H, A, AKV, S, V, F, dt, moe) \
+    {{nm, "llama", sum}, WF_FAMILY_LLAMA, dt, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL, moe}
 #define BERT(nm, sum, L, H, A, S, V, dt) \
-    {{nm, "bert", sum}, WF_FAMILY_BERT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL}
+    {{nm, "bert", sum}, WF_FAMILY_BERT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL}
 #define CNN(nm, fam, famname, sum, D, I, C, K, dt, sz) \
-    {{nm, famname, sum}, fam, dt, 0, 0, 0, 0, 0, 0, 0, D, I, C, K, sz}
+    {{nm, famname, sum}, fam, dt, 0, 0, 0, 0, 0, 0, 0, D, I, C, K, sz, NULL}
 
 static const zoo_preset g_zoo[] = {
     /* GPT-2 (Radford et al. 2019): vocabulary 50257, context 1024. */
@@ -82,6 +114,14 @@ static const zoo_preset g_zoo[] = {
     LLAMA("llama3-8b", "Llama 3 8B: 32 layers, hidden 4096, 32 heads (8 kv), ffn 14336, seq 8192, vocab 128256", 32, 4096, 32, 8, 8192, 128256, 14336),
     LLAMA("llama3-70b", "Llama 3 70B: 80 layers, hidden 8192, 64 heads (8 kv), ffn 28672, seq 8192, vocab 128256", 80, 8192, 64, 8, 8192, 128256, 28672),
     LLAMA("llama3-405b", "Llama 3.1 405B: 126 layers, hidden 16384, 128 heads (8 kv), ffn 53248, seq 8192, vocab 128256", 126, 16384, 128, 8, 8192, 128256, 53248),
+    /* Mixtures of experts (llama layers with experts; sources in docs/model-format.md).
+     * Mixtral 8x7B: 46.7B total, 12.9B active; 8x22B: 141B, 39B (model cards). */
+    MOE("mixtral-8x7b", "Mixtral 8x7B: 32 layers, hidden 4096, 32 heads (8 kv), 8 experts of ffn 14336, top-2, seq 4096", 32, 4096, 32, 8, 4096, 32000, 14336, FP16, &g_mixtral),
+    MOE("mixtral-8x22b", "Mixtral 8x22B: 56 layers, hidden 6144, 48 heads (8 kv), 8 experts of ffn 16384, top-2, seq 4096", 56, 6144, 48, 8, 4096, 32768, 16384, FP16, &g_mixtral),
+    /* DeepSeek-V3: 671B total, 37B active, without the 14B multi-token-prediction module. */
+    MOE("deepseek-v3", "DeepSeek-V3: 61 layers, hidden 7168, MLA with 128 heads, 256 experts of ffn 2048 top-8 + 1 shared, first 3 dense, seq 4096", 61, 7168, 128, 128, 4096, 129280, 18432, FP16, &g_deepseek_v3),
+    MOE("moe-tiny", "tiny mixture of experts for tests: 2 layers, hidden 64, 4 heads, 4 experts of ffn 96 top-2 + 1 shared, seq 32, vocab 96, fp32", 2, 64, 4, 4, 32, 96, 128, FP32, &g_moe_tiny),
+    MOE("deepseek-tiny", "tiny DeepSeek-shaped model for tests: 3 layers (first dense), hidden 64, MLA, 8 experts top-2 + 1 shared, sigmoid router, fp32", 3, 64, 4, 4, 32, 96, 128, FP32, &g_deepseek_tiny),
     /* BERT (Devlin et al. 2019): vocabulary 30522, 2 token types, seq 512. */
     BERT("bert-base", "BERT base: 12 layers, hidden 768, 12 heads, seq 512, MLM head", 12, 768, 12, 512, 30522, FP16),
     BERT("bert-large", "BERT large: 24 layers, hidden 1024, 16 heads, seq 512, MLM head", 24, 1024, 16, 512, 30522, FP16),
@@ -215,6 +255,19 @@ static void from_preset(const zoo_preset *p, wf_model_config *m)
     m->classes = p->classes;
     if (p->sizes)
         parse_sizes("sizes", p->sizes, 1, m->sizes, &m->nsizes);
+    if (p->moe) {
+        m->experts = p->moe->experts;
+        m->top_k = p->moe->top_k;
+        m->moe_ffn = p->moe->moe_ffn;
+        m->shared_experts = p->moe->shared_experts;
+        m->first_dense = p->moe->first_dense;
+        m->moe_score = p->moe->score;
+        m->q_lora = p->moe->q_lora;
+        m->kv_lora = p->moe->kv_lora;
+        m->qk_nope = p->moe->qk_nope;
+        m->qk_rope = p->moe->qk_rope;
+        m->v_head = p->moe->v_head;
+    }
 }
 
 /* Reads an integer key; 1 = set, 0 = absent, <0 = bad value (message set). */
@@ -239,6 +292,43 @@ static wf_status get_dtype(wf_spec *s, wf_dtype *dst)
 
 #define LIM_BIG ((int64_t)1 << 30)
 
+/* The llama keys of experts and latent attention. experts=0 makes the model
+ * dense; kv_lora=0 gives it standard attention. */
+static wf_status moe_overrides(wf_spec *s, wf_model_config *m)
+{
+    wf_status st;
+    if ((st = get_i64(s, "experts", 0, 1 << 20, &m->experts)) ||
+        (st = get_i64(s, "top_k", 1, 1 << 20, &m->top_k)) ||
+        (st = get_i64(s, "moe_ffn", 1, LIM_BIG, &m->moe_ffn)) ||
+        (st = get_i64(s, "shared_experts", 0, 1 << 20, &m->shared_experts)) ||
+        (st = get_i64(s, "shared_ffn", 0, LIM_BIG, &m->shared_ffn)) ||
+        (st = get_i64(s, "first_dense", 0, WF_MAX_LAYERS, &m->first_dense)) ||
+        (st = get_i64(s, "moe_freq", 1, WF_MAX_LAYERS, &m->moe_freq)) ||
+        (st = get_i64(s, "q_lora", 0, LIM_BIG, &m->q_lora)) ||
+        (st = get_i64(s, "kv_lora", 0, LIM_BIG, &m->kv_lora)) ||
+        (st = get_i64(s, "qk_nope", 1, 1 << 20, &m->qk_nope)) ||
+        (st = get_i64(s, "qk_rope", 1, 1 << 20, &m->qk_rope)) ||
+        (st = get_i64(s, "v_head", 1, 1 << 20, &m->v_head)))
+        return st;
+    const char *v = NULL;
+    if (wf_spec_get_str(s, "capacity", &v)) {
+        char *end = NULL;
+        double cf = strtod(v, &end);
+        if (end == v || *end || !(cf > 0) || cf > 1e6)
+            return wf_errorf(WF_INVAL, "capacity=%s: expected a capacity factor in (0, 1e6]", v);
+        m->capacity_factor = cf;
+    }
+    if (wf_spec_get_str(s, "router", &v)) {
+        if (strcmp(v, "softmax") == 0)
+            m->moe_score = WF_MOE_SCORE_SOFTMAX;
+        else if (strcmp(v, "sigmoid") == 0)
+            m->moe_score = WF_MOE_SCORE_SIGMOID;
+        else
+            return wf_errorf(WF_INVAL, "router=%s: expected softmax or sigmoid", v);
+    }
+    return WF_OK;
+}
+
 /* Applies the overrides of s to m (family already set) and rejects unknown keys. */
 static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
 {
@@ -256,14 +346,17 @@ static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
             (st = get_i64(s, "vocab", 1, LIM_BIG, &m->vocab)) ||
             (st = get_i64(s, "ffn", 1, LIM_BIG, &ffn)) || (st = get_dtype(s, &m->dtype)))
             return st;
-        if (m->family == WF_FAMILY_LLAMA && (st = get_i64(s, "kv_heads", 1, 1 << 20, &kv)))
+        if (m->family == WF_FAMILY_LLAMA && ((st = get_i64(s, "kv_heads", 1, 1 << 20, &kv)) ||
+                                             (st = moe_overrides(s, m))))
             return st;
         if (ffn > 0)
             m->ffn = ffn;
         if (kv > 0)
             m->kv_heads = kv;
         hint = m->family == WF_FAMILY_LLAMA
-                   ? "layers, hidden, heads, kv_heads, seq, vocab, ffn, dtype"
+                   ? "layers, hidden, heads, kv_heads, seq, vocab, ffn, dtype; experts, top_k, "
+                     "moe_ffn, shared_experts, shared_ffn, first_dense, moe_freq, capacity, "
+                     "router (softmax or sigmoid); q_lora, kv_lora, qk_nope, qk_rope, v_head"
                    : "layers, hidden, heads, seq, vocab, ffn, dtype";
         break;
     }
@@ -307,6 +400,51 @@ static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
     return wf_spec_check_unused(s, what, hint);
 }
 
+/* Derived defaults and shape rules of llama experts and latent attention:
+ * an expert is as wide as the dense MLP unless moe_ffn says otherwise; the
+ * shared expert is shared_experts experts wide unless shared_ffn says so. */
+static wf_status finish_moe(wf_model_config *m)
+{
+    if (m->experts > 0) {
+        if (m->top_k == 0)
+            m->top_k = 1;
+        if (m->top_k > m->experts)
+            return wf_errorf(WF_INVAL, "%s: top_k=%" PRId64 " exceeds experts=%" PRId64, m->name,
+                             m->top_k, m->experts);
+        if (m->experts > (1 << 24))
+            return wf_errorf(WF_INVAL, "%s: experts=%" PRId64 " is more than %d", m->name,
+                             m->experts, 1 << 24);
+        if (m->moe_ffn == 0)
+            m->moe_ffn = m->ffn;
+        if (m->shared_ffn == 0)
+            m->shared_ffn = m->shared_experts * m->moe_ffn;
+        if (m->moe_freq == 0)
+            m->moe_freq = 1;
+        if (m->first_dense >= m->layers)
+            return wf_errorf(WF_INVAL, "%s: first_dense=%" PRId64 " leaves none of the %" PRId64
+                                       " layers with experts",
+                             m->name, m->first_dense, m->layers);
+    } else if (m->shared_experts > 0 || m->shared_ffn > 0 || m->first_dense > 0) {
+        return wf_errorf(WF_INVAL, "%s: shared experts or first_dense without experts (set experts=N)",
+                         m->name);
+    }
+    if (m->kv_lora > 0) {
+        if (m->qk_nope == 0 || m->qk_rope == 0 || m->v_head == 0)
+            return wf_errorf(WF_INVAL, "%s: kv_lora=%" PRId64 " needs qk_nope, qk_rope and v_head",
+                             m->name, m->kv_lora);
+        if (m->v_head != m->qk_nope)
+            return wf_errorf(WF_INVAL,
+                             "%s: v_head=%" PRId64 " differs from qk_nope=%" PRId64
+                             " (weft's latent attention runs its core at one head dim)",
+                             m->name, m->v_head, m->qk_nope);
+        m->kv_heads = m->heads;
+    } else if (m->q_lora > 0) {
+        return wf_errorf(WF_INVAL, "%s: q_lora without kv_lora (latent attention needs kv_lora=N)",
+                         m->name);
+    }
+    return WF_OK;
+}
+
 /* Fills derived defaults and checks the shape rules. */
 static wf_status finish_config(wf_model_config *m)
 {
@@ -332,6 +470,11 @@ static wf_status finish_config(wf_model_config *m)
                 m->ffn = (8 * m->hidden / 3 + 255) / 256 * 256;
             else
                 m->ffn = 4 * m->hidden;
+        }
+        if (m->family == WF_FAMILY_LLAMA) {
+            wf_status st = finish_moe(m);
+            if (st != WF_OK)
+                return st;
         }
         m->causal = m->family != WF_FAMILY_BERT;
         break;
@@ -644,6 +787,24 @@ wf_status wf_model_build(const wf_model_config *m, int64_t batch, wf_graph *g)
         g->status = st;
     if (st == WF_OK && g->loss < 0)
         st = g->status = wf_errorf(WF_INTERNAL, "model '%s': the graph has no loss", m->name);
+    return st;
+}
+
+int wf_model_is_moe(const wf_model_config *m)
+{
+    return m->family == WF_FAMILY_LLAMA && m->experts > 0;
+}
+
+wf_status wf_model_active_params(const wf_model_config *m, double *active)
+{
+    wf_graph g;
+    wf_status st = wf_model_build(m, 1, &g);
+    if (st == WF_OK) {
+        wf_graph_totals t;
+        wf_graph_totals_of(&g, &t);
+        *active = t.active_params;
+    }
+    wf_graph_free(&g);
     return st;
 }
 

@@ -607,6 +607,13 @@ static wf_status emit(ectx *e, int opi)
         attr_i(e, n, "axis", ax);
         break;
     }
+    case WF_OP_ROUTER:
+    case WF_OP_MOE_DISPATCH:
+    case WF_OP_GROUPED_MLP:
+    case WF_OP_MOE_COMBINE:
+        /* ONNX has no standard top-k routing or grouped GEMM operator. */
+        return wf_errorf(WF_INVAL, "ONNX export: op '%s' (%s): ONNX has no standard mixture-of-experts "
+                                   "operator", op->name, wf_op_name(op->kind));
     case WF_OP_COUNT:
         break;
     }

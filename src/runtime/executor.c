@@ -431,12 +431,22 @@ static wf_status copy_graph(const wf_graph *src, wf_graph *dst)
     return WF_OK;
 }
 
+/* Router, dispatch, grouped MLP and combine: planned and costed, not run. */
+static int is_moe(wf_op_kind k)
+{
+    return k == WF_OP_ROUTER || k == WF_OP_MOE_DISPATCH || k == WF_OP_GROUPED_MLP || k == WF_OP_MOE_COMBINE;
+}
+
 static wf_status check_graph(const wf_graph *g)
 {
     if (g->status != WF_OK)
         return wf_errorf(g->status, "graph %s failed to build", g->name);
     if (g->loss < 0)
         return wf_errorf(WF_INVAL, "graph %s has no loss to train", g->name);
+    for (int i = 0; i < g->nops; i++)
+        if (is_moe(g->ops[i].kind))
+            return wf_errorf(WF_INVAL, "op '%s' (%s): the runtime has no mixture-of-experts kernels yet",
+                             g->ops[i].name, wf_op_name(g->ops[i].kind));
     for (int t = 0; t < g->ntensors; t++) {
         const wf_tensor *x = &g->tensors[t];
         if (is_int(x->dtype)) {
@@ -1133,6 +1143,10 @@ static wf_status run_fwd(wf_exec *e, int o)
         K(e, split_fwd)(F(op->in[0]), ys, op->nout, sizes, outer, inner);
         return WF_OK;
     }
+    case WF_OP_ROUTER:
+    case WF_OP_MOE_DISPATCH:
+    case WF_OP_GROUPED_MLP:
+    case WF_OP_MOE_COMBINE: /* refused by check_graph */
     case WF_OP_COUNT:
         break;
     }
@@ -1325,6 +1339,10 @@ static void run_bwd(wf_exec *e, int o)
         K(e, split_bwd)(dys, d0, f->nout, sizes, outer, inner);
         break;
     }
+    case WF_OP_ROUTER:
+    case WF_OP_MOE_DISPATCH:
+    case WF_OP_GROUPED_MLP:
+    case WF_OP_MOE_COMBINE: /* refused by check_graph */
     case WF_OP_COUNT:
         break;
     }

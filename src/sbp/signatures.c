@@ -156,7 +156,7 @@ static void sigs_1d(const wf_graph *g, const wf_op *o, sig1_list *l)
     const wf_tensor *x = T(g, o->in[0]);
     int r = x->ndim;
     sig1 *s;
-    _Static_assert(WF_OP_COUNT == 27, "a new op kind needs its SBP signatures here");
+    _Static_assert(WF_OP_COUNT == 31, "a new op kind needs its SBP signatures here");
     switch (o->kind) {
     case WF_OP_MATMUL: {
         /* A[M,K] (trans_a: [K,M]) x B[K,N] (trans_b: [N,K]) -> Y[M,N] */
@@ -361,6 +361,63 @@ static void sigs_1d(const wf_graph *g, const wf_op *o, sig1_list *l)
     case WF_OP_SPLIT:
         /* Any dim (the op's own axis part-blocked, see the top comment). */
         elementwise(l, r, 1);
+        break;
+    case WF_OP_ROUTER:
+        /* x[B,S,H], W[H,E] -> weights, ids [B,S,K]: tokens only (top-k needs
+         * every expert's score of a token). */
+        for (int k = 0; k < 2; k++) {
+            s = add(l, B);
+            s->in[0] = (int8_t)k;
+            s->out[0] = (int8_t)k;
+            s->out[1] = (int8_t)k;
+        }
+        break;
+    case WF_OP_MOE_DISPATCH:
+        /* x[B,S,H], ids[B,S,K] -> [E,C,H]: each device dispatches its own
+         * tokens into its share of every expert's capacity, or a slice of the
+         * hidden features. */
+        for (int k = 0; k < 2; k++) {
+            s = add(l, B);
+            s->in[0] = (int8_t)k;
+            s->in[1] = (int8_t)k;
+            s->out[0] = 1;
+        }
+        s = add(l, B);
+        s->in[0] = 2;
+        s->out[0] = 2;
+        break;
+    case WF_OP_GROUPED_MLP:
+        /* x[E,C,H], w1[E,H,gF], w2[E,F,H] -> [E,C,H]: capacity rows; whole
+         * experts (expert parallelism); or the hidden width F, w1's [gate|up]
+         * stored part-blocked, with a partial output. */
+        s = add(l, B);
+        s->in[0] = 1;
+        s->out[0] = 1;
+        add(l, 0);
+        s = add(l, B);
+        s->in[1] = 2;
+        s->in[2] = 1;
+        s->out[0] = P;
+        break;
+    case WF_OP_MOE_COMBINE:
+        /* y[E,C,H], weights, ids [B,S,K] -> [B,S,H]: the mirror of dispatch;
+         * split experts give partial sums (linear in y). */
+        for (int k = 0; k < 2; k++) {
+            s = add(l, B);
+            s->in[0] = 1;
+            s->in[1] = (int8_t)k;
+            s->in[2] = (int8_t)k;
+            s->out[0] = (int8_t)k;
+        }
+        s = add(l, B);
+        s->in[0] = 2;
+        s->out[0] = 2;
+        s = add(l, B);
+        s->in[0] = 0;
+        s->out[0] = P;
+        s = add(l, B);
+        s->in[0] = P;
+        s->out[0] = P;
         break;
     case WF_OP_COUNT:
         break;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Hugging Face config.json files as models (issue 15, item 5, dense
-# architectures) and the Llama 3 zoo entries: parameter counts against the
-# published totals; mixture-of-experts, unknown architectures and missing
+# Hugging Face config.json files as models (issue 15, item 5) and the Llama 3
+# zoo entries: parameter counts (and, for mixtures of experts, the active
+# ones) against the published totals; unknown architectures and missing
 # fields are one line naming them; a config plans and estimates like a zoo
 # name. $1 is the weft binary.
 source "$(dirname "$0")/lib.sh" "$1"
@@ -9,6 +9,7 @@ HF="${WEFT_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/data/hf"
 cd "$tmp"
 
 params() { "$WEFT" show "$1" --json 2>/dev/null | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["params"])'; }
+active() { "$WEFT" show "$1" --json 2>/dev/null | "$PY" -c 'import json,sys; print(int(json.load(sys.stdin)["active_params"]))'; }
 # published totals (model cards / the papers)
 check "llama2-7b config: 6,738,415,616" test "$(params "$HF/llama2-7b.json")" = 6738415616
 check "llama3-8b config: 8,030,261,248" test "$(params "$HF/llama3-8b.json")" = 8030261248
@@ -39,7 +40,37 @@ assert a["iteration_time_s"] == b["iteration_time_s"], (a["iteration_time_s"], b
 PYEOF
 check "a config plans" sh -c '"$0" plan --model "$1" --cluster dgx-a100:nodes=1 --batch 64 --json -o p.json >/dev/null 2>&1' \
   "$WEFT" "$HF/gpt2.json"
-expect_fail "mixture of experts" "MixtralForCausalLM is a mixture of experts" show "$HF/mixtral-8x7b.json"
+# Mixtures of experts. Mixtral 8x7B: 46.7B total, 12.9B active (model card),
+# exactly those of the mixtral-8x7b zoo entry.
+check "mixtral-8x7b config: 46,702,792,704" test "$(params "$HF/mixtral-8x7b.json")" = 46702792704
+check "mixtral-8x7b config: 12,879,925,248 active" test "$(active "$HF/mixtral-8x7b.json")" = 12879925248
+check "mixtral-8x7b zoo = its config" test "$(params mixtral-8x7b)" = 46702792704
+# Qwen1.5-MoE-A2.7B publishes 14.3B total and 2.7B active; weft's llama has
+# no q/k/v biases and no shared-expert gate (a [H,1] linear): 24 layers x
+# (3 x 2048 + 2048) fewer than the checkpoint's 14,315,784,192.
+check "qwen1.5-moe-a2.7b config: 14,315,784,192 less qkv biases and shared gates" \
+  test "$(params "$HF/qwen1.5-moe-a2.7b.json")" = $((14315784192 - 24 * (3 * 2048 + 2048)))
+check "qwen1.5-moe-a2.7b config: 2.7B active" "$PY" -c "assert abs($(active "$HF/qwen1.5-moe-a2.7b.json") / 2.7e9 - 1) < 0.01"
+# DeepSeek-V3: 671B without its multi-token-prediction module; = the zoo entry.
+check "deepseek-v3 config: 671,026,404,352" test "$(params "$HF/deepseek-v3.json")" = 671026404352
+check "deepseek-v3 config = zoo" test "$(active "$HF/deepseek-v3.json")" = "$(active deepseek-v3)"
+"$WEFT" show "$HF/deepseek-v3.json" --json >d.json 2>/dev/null
+check "deepseek-v3 config fields" "$PY" - d.json <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))["config"]
+want = dict(experts=256, top_k=8, moe_ffn=2048, shared_ffn=2048, first_dense=3, router="sigmoid", q_lora=1536,
+            kv_lora=512, qk_nope=128, qk_rope=64, v_head=128, ffn=18432)
+assert all(c[k] == v for k, v in want.items()), c
+PYEOF
+"$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); del j["num_local_experts"]; json.dump(j, open("noexp.json","w"))' \
+  "$HF/mixtral-8x7b.json"
+expect_fail "mixtral missing experts" "missing field \"num_local_experts\"" show noexp.json
+"$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); del j["kv_lora_rank"]; json.dump(j, open("nokv.json","w"))' \
+  "$HF/deepseek-v3.json"
+expect_fail "deepseek missing kv_lora_rank" "missing field \"kv_lora_rank\"" show nokv.json
+"$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); j["decoder_sparse_step"]=2; json.dump(j, open("sparse.json","w"))' \
+  "$HF/qwen1.5-moe-a2.7b.json"
+expect_fail "qwen2-moe sparse step" "\"decoder_sparse_step\" other than 1" show sparse.json
 printf '{"architectures": ["FalconForCausalLM"], "hidden_size": 4544}' >falcon.json
 expect_fail "unknown architecture" "architecture FalconForCausalLM" show falcon.json
 printf '{"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 2}' >short.json
