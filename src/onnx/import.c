@@ -2313,7 +2313,7 @@ static void find_patterns(ictx *c)
         const Onnx__NodeProto *n = gp->node[i];
         if (n->domain && *n->domain)
             continue;
-        int k;
+        int k = -1;
         if (is_op(n, "Sigmoid") && n->n_input == 1 && n->n_output == 1) {
             /* silu: Mul(x, Sigmoid(x)) */
             const Onnx__NodeProto *m = sole_reader(c, n->output[0], &k);
