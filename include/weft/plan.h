@@ -81,6 +81,8 @@ typedef struct {
     wf_pipe_kind pipe;    /* pipeline schedule */
     wf_comm_sched comm;   /* dp gradient schedule */
     int cp;               /* context parallelism: the sequence split over cp ranks */
+    int ep;               /* expert parallelism: each MoE layer's experts over ep ranks */
+    int etp;              /* expert tensor parallelism (0: tp, Megatron-Core's default) */
     int fp8;              /* 1: matrix products in FP8 (Transformer Engine) */
     wf_attn attn;         /* attention kernels (AUTO: the profile's) */
     wf_sw sw;             /* framework profile */
@@ -104,8 +106,9 @@ wf_status wf_plan_parse(const char *text, wf_plan *out);
 wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *note, size_t cap);
 /* Canonical string: every key of the whole-model plan, e.g.
  * "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full,sp=0,zero=0,overlap=1,pipe=1f1b,comm=ddp",
- * then cp, fp8, attn, grad, loss and sw only where they differ from their
- * defaults (cp=1, fp8=0, the profile's attention and dtypes, megatron-core). */
+ * then cp, ep, etp, fp8, attn, grad, loss and sw only where they differ from
+ * their defaults (cp=1, ep=1, etp=tp, fp8=0, the profile's attention and
+ * dtypes, megatron-core). */
 int wf_plan_format(const wf_plan *p, char *buf, size_t cap);
 const char *wf_recompute_name(wf_recompute r);
 const char *wf_pipe_name(wf_pipe_kind k);

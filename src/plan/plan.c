@@ -140,6 +140,8 @@ void wf_plan_default(wf_plan *p)
     p->comm.kind = WF_COMM_DDP;
     p->comm.threshold_bytes = 0;
     p->cp = 1;
+    p->ep = 1;
+    p->etp = 0;
     p->fp8 = 0;
     p->attn = WF_ATTN_AUTO;
     p->sw = WF_SW_MEGATRON_CORE;
@@ -184,7 +186,7 @@ int64_t wf_plan_devices(const wf_plan *p)
     return (int64_t)p->dp * (int64_t)p->tp * (int64_t)p->pp * (int64_t)(p->cp > 0 ? p->cp : 1);
 }
 
-#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, sp, zero, overlap, pipe, comm, cp, fp8, attn, grad, loss, sw"
+#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, sp, zero, overlap, pipe, comm, cp, ep, etp, fp8, attn, grad, loss, sw"
 
 /* grad= and loss=: a floating dtype (fp32, bf16, fp16). */
 static wf_status get_dtype_key(wf_spec *s, const char *key, int *dst)
@@ -243,6 +245,8 @@ static wf_status parse_string(const char *text, wf_plan *out)
         (st = get_int_key(&s, "zero", 0, 3, &p.zero)) != WF_OK ||
         (st = get_int_key(&s, "overlap", 0, 1, &p.overlap)) != WF_OK ||
         (st = get_int_key(&s, "cp", 1, 1 << 16, &p.cp)) != WF_OK ||
+        (st = get_int_key(&s, "ep", 1, 1 << 16, &p.ep)) != WF_OK ||
+        (st = get_int_key(&s, "etp", 1, 1 << 16, &p.etp)) != WF_OK ||
         (st = get_int_key(&s, "fp8", 0, 1, &p.fp8)) != WF_OK ||
         (st = get_dtype_key(&s, "grad", &p.grad_dtype)) != WF_OK ||
         (st = get_dtype_key(&s, "loss", &p.loss_dtype)) != WF_OK)
@@ -318,6 +322,10 @@ int wf_plan_format(const wf_plan *p, char *buf, size_t cap)
     size_t n = 0;
     if (p->cp > 1)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ",cp=%d", p->cp);
+    if (p->ep > 1 && n < sizeof extra)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ",ep=%d", p->ep);
+    if (p->etp > 0 && p->etp != p->tp && n < sizeof extra)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ",etp=%d", p->etp);
     if (p->fp8 && n < sizeof extra)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ",fp8=1");
     if (p->attn != WF_ATTN_AUTO && n < sizeof extra)

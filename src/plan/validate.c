@@ -33,6 +33,24 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
     if (devices > have)
         return wf_errorf(WF_INVAL, "plan needs dp*tp*pp = %d*%d*%d = %lld devices, cluster '%s' has %lld",
                          p->dp, p->tp, p->pp, (long long)devices, c->name, (long long)have);
+    /* Expert parallelism (Megatron-Core's folding): the expert layers lay
+     * etp x ep x expert-dp over the same tp x cp x dp ranks. */
+    if (p->ep < 0 || p->etp < 0)
+        return wf_errorf(WF_INVAL, "ep=%d, etp=%d: expected >= 1", p->ep, p->etp);
+    if (p->ep > 1 || p->etp > 0) {
+        int64_t etp = p->etp > 0 ? p->etp : p->tp, ranks = (int64_t)p->tp * (p->cp > 1 ? p->cp : 1) * p->dp;
+        if (!wf_model_is_moe(m))
+            return wf_errorf(WF_INVAL, "ep=%d, etp=%lld: model '%s' has no experts", p->ep, (long long)etp, m->name);
+        if (m->experts % p->ep != 0)
+            return wf_errorf(WF_INVAL, "ep=%d does not divide the %lld experts of model '%s'", p->ep,
+                             (long long)m->experts, m->name);
+        if (ranks % ((int64_t)p->ep * etp) != 0)
+            return wf_errorf(WF_INVAL, "ep x etp = %d x %lld does not divide tp x cp x dp = %lld (the ranks a "
+                                       "stage's expert layers are laid over)", p->ep, (long long)etp, (long long)ranks);
+        if (m->moe_ffn > 0 && m->moe_ffn % etp != 0)
+            return wf_errorf(WF_INVAL, "etp=%lld does not divide the experts' ffn=%lld of model '%s'", (long long)etp,
+                             (long long)m->moe_ffn, m->name);
+    }
     /* What each framework profile can run (docs/cost-model.md). */
     const char *sw = wf_sw_name(p->sw);
     if (p->fp8 && (p->sw == WF_SW_MEGATRON_2021 || p->sw == WF_SW_MEGATRON_2022))
