@@ -59,6 +59,7 @@ double wf_compute_time(const wf_device *d, int matrix, wf_dtype dtype, double fl
 /* ---- estimate ------------------------------------------------------------------- */
 typedef struct {
     double compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, exposed_comm;
+    double ep_comm; /* of tp_comm, the experts' all-to-all and expert-tp collectives */
 } wf_breakdown;
 
 typedef struct {
@@ -139,6 +140,7 @@ typedef struct {
                                       the ops' sum (<= 1), applied to each op's saved bytes */
     int cp;                        /* the variant's context parallelism (sizes below are per rank) */
     int tp_overlap;                /* 0 synchronous, 1 backward overlapped, 2 also forward (userbuffers) */
+    int ep, etp;                   /* the variant's expert and expert-tensor parallelism */
     double loss_elem_bytes;        /* per logit of the loss computation */
     double shared_split_params;    /* tied weights held by both the embedding and the head */
     double shared_repl_params;
@@ -146,6 +148,7 @@ typedef struct {
         int op0, nop;              /* ops [op0, op0 + nop) */
         double params_split;       /* parameter elements divided by tp */
         double params_repl;        /* parameter elements replicated over tp */
+        double params_expert;      /* expert parameter elements of one rank (already / (ep x etp)) */
         double input_bytes;        /* input activation at micro-batch 1 (the layer's: s h) */
         double flops;              /* matrix FLOPs forward + backward at micro-batch 1 */
     } sec[WF_COST_SEC_COUNT];
@@ -177,6 +180,7 @@ typedef struct {
     double out_bytes;          /* outputs written (a pipeline boundary's activation) */
     double owned_params;       /* other models: parameter elements this op holds, each
                                   parameter counted at its first reader */
+    int expert;                /* a mixture-of-experts op (its weights / (ep x etp)) */
 } wf_cost_op_info;
 
 /* Op i (0 <= i < nops); WF_INVAL otherwise. */
@@ -201,6 +205,7 @@ wf_status wf_cost_op_times(const wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, 
 typedef struct {
     double fwd, bwd, rec;          /* compute: forward, backward, recomputation */
     double tp_fwd, tp_bwd, tp_rec; /* exposed tensor-parallel communication */
+    double ep;                     /* of those, the experts' all-to-all and expert-tp collectives */
     double slow;                   /* compute lost to overlapped communication */
     double act_bytes;              /* kept for backward per micro-batch in flight */
     double transient_bytes;        /* rematerialized while one micro-batch runs backward */
@@ -222,6 +227,12 @@ double wf_cost_optimizer_bytes_per_param(const wf_cost_ctx *ctx);
  * of it per rank, all-gathered over the tp group on arrival when tp > 1
  * without sequence parallelism; the send pays the cluster's p2p_overhead_s. */
 double wf_cost_p2p_time(const wf_cost_ctx *ctx, const wf_plan *p, double bytes);
+
+/* The experts' collectives around op i (a moe_dispatch; 0 otherwise) for one
+ * micro-batch of mbs under tp, in the variant in use: two all-to-alls over
+ * the ep group each pass (dispatch and combine) and, with etp > 1, the
+ * tokens' all-gather and reduce-scatter over the etp group; exposed. */
+void wf_cost_expert_comm(const wf_cost_ctx *ctx, int i, int64_t mbs, int tp, double *fwd_s, double *bwd_s);
 
 /* Context parallelism's ring around attention op i for one micro-batch of
  * plan p (seconds of communication; 0 when cp = 1 or op i is no attention):

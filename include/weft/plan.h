@@ -83,6 +83,8 @@ typedef struct {
     int cp;               /* context parallelism: the sequence split over cp ranks */
     int ep;               /* expert parallelism: each MoE layer's experts over ep ranks */
     int etp;              /* expert tensor parallelism (0: tp, Megatron-Core's default) */
+    double imb;           /* expert load imbalance: the busiest expert rank's tokens over the
+                             mean (>= 1; 1: balanced routing) */
     int fp8;              /* 1: matrix products in FP8 (Transformer Engine) */
     wf_attn attn;         /* attention kernels (AUTO: the profile's) */
     wf_sw sw;             /* framework profile */

@@ -35,9 +35,13 @@ static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_estimate 
         {"pp_comm", b->pp_comm},   {"bubble", b->bubble},             {"dp_comm", b->dp_comm},
         {"optimizer", b->optimizer}, {"exposed_comm", b->exposed_comm},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         fprintf(f, "    %-14s %12.4f  %5.1f%%\n", rows[i].name, rows[i].v,
                 100 * rows[i].v / e->iteration_time_s);
+        if (i == 2 && b->ep_comm > 0)
+            fprintf(f, "      %-12s %12.4f  %5.1f%%  (of tp_comm: expert all-to-all)\n", "ep_comm", b->ep_comm,
+                    100 * b->ep_comm / e->iteration_time_s);
+    }
     fprintf(f, "  memory per device  %12.2f GiB (%s): weights+grads+optimizer %.2f, activations %.2f, "
                "buffers %.2f\n",
             e->memory_per_device_bytes / GIB, e->fits ? "fits" : "DOES NOT FIT",

@@ -70,6 +70,9 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r)
     r->matrix = wf_op_is_matrix(o->kind);
     r->split = o->tp != WF_TP_NONE;
     r->attn_core = o->kind == WF_OP_ATTENTION;
+    r->expert = o->kind == WF_OP_MOE_DISPATCH || o->kind == WF_OP_GROUPED_MLP || o->kind == WF_OP_MOE_COMBINE;
+    if (o->kind == WF_OP_MOE_DISPATCH)
+        r->a2a_bytes = (double)wf_tensor_bytes(&g->tensors[o->out[0]]);
     r->fwd_flops = c.fwd_flops;
     r->bwd_in_flops = c.bwd_in_flops;
     r->bwd_w_flops = c.bwd_w_flops;
@@ -97,6 +100,9 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r)
         r->saved_split = qkv < c.saved_bytes ? qkv : c.saved_bytes;
         r->saved_scores = c.saved_bytes - r->saved_split;
         fill_attention(g, o, qkv, r);
+    } else if (r->expert) {
+        /* Expert activations live with the tokens a rank holds. */
+        r->saved_split = c.saved_bytes;
     } else if (o->tp == WF_TP_NONE || o->tp == WF_TP_COL ||
                (o->tp == WF_TP_VOCAB && (o->kind == WF_OP_LINEAR || o->kind == WF_OP_MATMUL ||
                                          o->kind == WF_OP_EMBEDDING))) {
@@ -182,7 +188,9 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
             seen[p] |= (unsigned char)bit;
             if (!(seen[p] & ~bit))
                 param_split[p] = (signed char)r->split;
-            if (r->split)
+            if (r->expert)
+                S->params_expert += tensor_numel(&g, p);
+            else if (r->split)
                 S->params_split += tensor_numel(&g, p);
             else
                 S->params_repl += tensor_numel(&g, p);

@@ -26,6 +26,9 @@ typedef struct {
     double fl_fwd_flops, fl_bwd_flops, fl_fwd_bytes, fl_bwd_bytes, fl_saved_scores;
     double kv_bytes;     /* its key and value inputs (what context parallelism's ring passes) */
     double loss_logits;    /* the loss op: logits elements (its traffic follows the loss dtype) */
+    int expert;            /* a mixture-of-experts op (dispatch, grouped MLP, combine): its work
+                              spreads over the stage's ranks, its weights over ep x etp */
+    double a2a_bytes;      /* moe_dispatch: the tokens it sends to their experts (micro-batch 1) */
     double unf_bwd_extra;  /* unfused backward traffic of the framework's kernels beyond the graph's */
     double fwd_flops, bwd_in_flops, bwd_w_flops;
     double fwd_act_bytes, bwd_act_bytes;     /* activation traffic: scales with the micro-batch */
@@ -55,6 +58,7 @@ typedef struct {
     double ce_bytes;     /* vocab-parallel cross-entropy: 3 small all-reduces of this size */
     double params_split; /* parameter elements divided by tp */
     double params_repl;  /* replicated parameter elements */
+    double params_expert;/* expert parameter elements (divided by ep x etp) */
     double input_bytes;  /* the section's input activation (what full recompute keeps) */
     double flops;        /* matrix FLOPs forward + backward (model FLOPs) */
 } wf_cost_section;
@@ -94,6 +98,8 @@ typedef struct {
     int ag_overlap;     /* ZeRO-1/2's parameter all-gather behind the next forward */
     int zero;           /* ZeRO stage as run */
     double grad_bytes;  /* per gradient element kept and reduced */
+    int ep, etp;        /* expert and expert-tensor parallelism */
+    double imb;         /* expert load imbalance (>= 1) */
     double loss_bytes;  /* per logit element of the loss computation */
 } wf_cost_var;
 
@@ -167,6 +173,11 @@ double wf_cost_inflight(const wf_plan *p, int64_t micro_batches);
  * one computation behind wf_cost_op_times, the sections and the stage cut. */
 wf_cost_op_time wf_cost_op_time_of(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div,
                                    double pdiv);
+
+/* Op r's times under tensor parallelism t and sequence parallelism sp, the
+ * experts' layout and imbalance of the variant applied (what the sections,
+ * the stage cut and wf_cost_op_times all use). */
+wf_cost_op_time wf_cost_op_time_tp(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double t, int sp);
 
 /* Replaces the cluster of a context and drops its cache (calibration). */
 void wf_cost_ctx_set_cluster(wf_cost_ctx *ctx, const wf_cluster *c);

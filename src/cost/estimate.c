@@ -123,7 +123,7 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
         /* Split ops work on 1/t of the activation; with sequence parallelism
          * the replicated ones too (on 1/t of the sequence). Weights divide
          * only for split ops. */
-        wf_cost_op_time ot = wf_cost_op_time_of(ctx, r, bb, (r->split || sp) ? tt : 1.0, r->split ? tt : 1.0);
+        wf_cost_op_time ot = wf_cost_op_time_tp(ctx, r, bb, tt, sp);
         double tf = ot.fwd_s, tin = ot.bwd_in_s, tw = ot.bwd_w_s;
         if (v->cp > 1 && r->attn_core) {
             /* Context parallelism: K and V around the ring, behind the
@@ -175,10 +175,18 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
         out->act_bytes = all;
     }
 
+    for (int i = S->op0; i < S->op0 + S->nop; i++) {
+        double ef, eb;
+        wf_cost_expert_comm(ctx, i, b, t, &ef, &eb);
+        out->tp_fwd += ef;
+        out->tp_bwd += eb;
+        out->ep += ef + eb;
+    }
     if (t <= 1) {
         if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {
             out->tp_rec += out->tp_fwd;
             out->slow += ring_fwd_slow;
+            out->ep *= 1.5; /* the forward's half again */
         }
         return;
     }
@@ -230,6 +238,7 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
     if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {
         out->tp_rec += out->tp_fwd;
         out->slow += tp_fwd_slow + ring_fwd_slow;
+        out->ep *= 1.5;
     }
 }
 
@@ -359,6 +368,8 @@ typedef struct {
     double params;                  /* local parameter elements */
     double block_params;            /* of them, the repeated blocks' (transformer layers) */
     double layer_params;
+    double eparams;                 /* local expert parameter elements (not in params) */
+    double epc;                     /* per micro-batch: the experts' collectives (in tpc) */
     double act, transient;          /* bytes */
 } stage_cost;
 
@@ -369,18 +380,21 @@ static void add_section(stage_cost *st, const wf_cost_sect_time *x, double times
     st->comp += times * (x->fwd + x->bwd + x->slow);
     st->rec += times * x->rec;
     st->tpc += times * (x->tp_fwd + x->tp_bwd + x->tp_rec);
+    st->epc += times * x->ep;
     st->bwd_window += times * (x->bwd + x->rec + x->tp_bwd + x->tp_rec);
     st->fwd_window += times * (x->fwd + x->tp_fwd);
 }
 
 /* ZeRO-3 gathers a stage's weights before its forward and again before its
  * backward, every micro-batch, prefetched one pass ahead. */
-static void add_zero3(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *dpg, stage_cost *s,
-                      double *slow_total)
+static void add_zero3(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *dpg, const wf_group *edpg,
+                      stage_cost *s, double *slow_total)
 {
     if (p->zero != 3 || p->dp <= 1)
         return;
     double gather = 2.0 * wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, dpg, s->params * ctx->elem_bytes);
+    if (s->eparams > 0 && edpg)
+        gather += 2.0 * wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, edpg, s->eparams * ctx->elem_bytes);
     double slow = 0;
     s->zc_total = gather;
     /* Prefetched one layer ahead on the communication channel, as the
@@ -425,15 +439,20 @@ static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int6
     out->mfu = out->tflops_per_device * 1e12 / peak;
     /* Memory: the most loaded stage. */
     double bpp = wf_cost_bytes_per_param(ctx, p->zero, p->dp);
+    /* Expert weights shard over the expert-data-parallel ranks. */
+    double epx = (double)ctx->var.ep * (double)ctx->var.etp;
+    double edp = (double)p->tp * (double)p->dp / epx;
+    double ebpp = wf_cost_bytes_per_param(ctx, p->zero, edp >= 1 ? (int)edp : 1);
     double best = -1;
+    bd->ep_comm = mm * s->epc;
     for (int k = 0; k < nst; k++) {
-        double w = st[k].params * bpp;
+        double w = st[k].params * bpp + st[k].eparams * ebpp;
         double buf = c->mem_reserved_bytes + st[k].transient + buffers_extra;
         double total = w + st[k].act + buf;
         if (total > best) {
             best = total;
             out->mem_weights_bytes = w;
-            out->mem_layer_weights_bytes = st[k].block_params * bpp;
+            out->mem_layer_weights_bytes = st[k].block_params * bpp + st[k].eparams * ebpp;
             out->mem_activation_bytes = st[k].act;
             out->mem_buffer_bytes = buf;
         }
@@ -472,9 +491,11 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     stage_cost st[3];
     memset(st, 0, sizeof st);
     int nst = p->pp == 1 ? 1 : p->pp == 2 ? 2 : 3;
+    const double lay_eparams = S[WF_COST_SEC_LAYER].params_expert / ((double)ctx->var.ep * (double)ctx->var.etp);
     for (int k = 0; k < nst; k++) {
         add_section(&st[k], lay, Ls);
         st[k].ppc = ppc;
+        st[k].eparams = Ls * lay_eparams;
         st[k].params = Ls * lay_params;
         st[k].block_params = st[k].params;
         st[k].layer_params = lay_params;
@@ -515,10 +536,15 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     pgv.cp = 1;
     const wf_plan *pg = &pgv;
     wf_group dpg = wf_group_place(c, pg->dp, p->tp);
+    /* Expert weights: their gradients are reduced (and ZeRO shards) over the
+     * expert-data-parallel ranks, stride ep x etp. */
+    const int epx = ctx->var.ep * ctx->var.etp;
+    const int edp = (int)((int64_t)p->tp * pg->dp / epx);
+    wf_group edpg = wf_group_place(c, edp >= 1 ? edp : 1, epx);
     double z3slow = 0;
     for (int k = 0; k < nst; k++) {
         double sl = 0;
-        add_zero3(ctx, pg, &dpg, &st[k], &sl);
+        add_zero3(ctx, pg, &dpg, &edpg, &st[k], &sl);
         if (k == 0)
             z3slow = sl;
     }
@@ -542,6 +568,16 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     /* In 1F1B the first stage finishes its backward last: its gradient
      * reduction and optimizer step end the iteration. */
     dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, first->bwd_window, first->fwd_window);
+    if (first->eparams > 0 && edp > 1) {
+        /* After the dense gradients on the same channel. */
+        wf_plan ep_plan = *pg;
+        ep_plan.dp = edp;
+        double win = first->bwd_window > dp.total ? first->bwd_window - dp.total : 0;
+        dp_cost de = dp_reduce(ctx, &ep_plan, &edpg, first->eparams, lay_eparams, win, first->fwd_window);
+        dp.total += de.total;
+        dp.exposed += de.exposed;
+        dp.slow += de.slow;
+    }
     dp.slow += z3slow * (double)m;
     if (p->zero == 3 && pg->dp > 1) {
         /* Nothing runs before the iteration's first gather: it shows. */
@@ -560,9 +596,13 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         double gb = wf_cost_grad_elem_bytes(ctx);
         emb_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &ends, shared * gb);
     }
-    double opt_params = first->params > last->params ? first->params : last->params;
-    if (p->zero >= 1)
+    const stage_cost *big = first->params + first->eparams > last->params + last->eparams ? first : last;
+    double opt_params = big->params, opt_eparams = big->eparams;
+    if (p->zero >= 1) {
         opt_params /= (double)pg->dp;
+        opt_eparams /= edp >= 1 ? (double)edp : 1.0;
+    }
+    opt_params += opt_eparams;
     double buffers = 0;
     if (p->tp > 1)
         buffers += S[WF_COST_SEC_LAYER].input_bytes * bb / (double)p->cp; /* all-gather / all-reduce buffer */
@@ -624,7 +664,7 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     wf_group dpg = wf_group_place(c, p->dp, 1);
     double pmax = 0;
     for (int k = 0; k < nst; k++) {
-        add_zero3(ctx, p, &dpg, &st[k], &z3slow[k]);
+        add_zero3(ctx, p, &dpg, NULL, &st[k], &z3slow[k]);
         /* ZeRO-3 gathers before the forward and before the backward. */
         fwd_part[k] = sp->fwd[k] + sends[k] + 0.5 * st[k].zc;
         bwd_part[k] = sp->bwd[k] + sp->rec[k] + (k > 0 ? sends[k - 1] : 0) + 0.5 * st[k].zc;
@@ -747,6 +787,7 @@ cJSON *wf_breakdown_to_json(const wf_breakdown *b)
     cJSON_AddNumberToObject(j, "bubble", b->bubble);
     cJSON_AddNumberToObject(j, "optimizer", b->optimizer);
     cJSON_AddNumberToObject(j, "exposed_comm", b->exposed_comm);
+    cJSON_AddNumberToObject(j, "ep_comm", b->ep_comm);
     return j;
 }
 

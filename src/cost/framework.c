@@ -42,6 +42,9 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
     v->sw = p->sw;
     v->fp8 = p->fp8 && half;
     v->cp = p->cp > 1 ? p->cp : 1;
+    v->ep = p->ep > 1 ? p->ep : 1;
+    v->etp = p->etp > 0 ? p->etp : (p->tp > 0 ? p->tp : 1);
+    v->imb = p->imb >= 1.0 ? p->imb : 1.0;
     v->zero = p->zero;
     v->loss_bytes = 4; /* every profile computes the loss in fp32 */
     switch (p->sw) {
@@ -100,8 +103,10 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
 unsigned wf_cost_var_code(const wf_cost_var *v)
 {
     unsigned loss = v->loss_bytes >= 4 ? 2u : v->loss_bytes >= 2 ? 1u : 0u;
-    return (unsigned)v->flash | (unsigned)v->fp8 << 1 | (unsigned)v->tp_overlap << 2 | loss << 4 |
-           (unsigned)v->cp << 6;
+    unsigned imb = (unsigned)((v->imb - 1.0) * 1000.0 + 0.5);
+    return ((unsigned)v->flash | (unsigned)v->fp8 << 1 | (unsigned)v->tp_overlap << 2 | loss << 4 |
+            (unsigned)v->cp << 6) ^
+           ((unsigned)v->ep * 0x9E3779B1u) ^ ((unsigned)v->etp * 0x85EBCA77u) ^ (imb * 0xC2B2AE3Du);
 }
 
 void wf_cost_ctx_use(wf_cost_ctx *ctx, const wf_plan *p)

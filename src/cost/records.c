@@ -69,6 +69,40 @@ wf_cost_op_time wf_cost_op_time_of(const wf_cost_ctx *ctx, const wf_cost_op *r, 
     return t;
 }
 
+/* Op r's times at micro-batch b under tp t: split ops do 1/t of the work and
+ * read 1/t of the weights, replicated ones 1/t of the work with sequence
+ * parallelism. Expert ops: the stage's tokens spread over all its ranks
+ * (their work 1/t here, 1/cp inside), each rank reading its experts' weights
+ * (1/(ep x etp)); the busiest rank does imb times the mean. */
+wf_cost_op_time wf_cost_op_time_tp(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double t, int sp)
+{
+    const wf_cost_var *v = &ctx->var;
+    if (!r->expert)
+        return wf_cost_op_time_of(ctx, r, b, (r->split || sp) ? t : 1.0, r->split ? t : 1.0);
+    wf_cost_op_time ot = wf_cost_op_time_of(ctx, r, b, t, (double)v->ep * (double)v->etp);
+    ot.fwd_s *= v->imb;
+    ot.bwd_in_s *= v->imb;
+    ot.bwd_w_s *= v->imb;
+    return ot;
+}
+
+void wf_cost_expert_comm(const wf_cost_ctx *ctx, int i, int64_t mbs, int tp, double *fwd_s, double *bwd_s)
+{
+    *fwd_s = *bwd_s = 0;
+    const wf_cost_var *v = &ctx->var;
+    if (i < 0 || i >= ctx->nops || !(ctx->ops[i].a2a_bytes > 0) || (v->ep <= 1 && v->etp <= 1))
+        return;
+    const wf_cluster *c = &ctx->cluster;
+    wf_group eg = wf_group_place(c, v->ep, v->etp), xg = wf_group_place(c, v->etp, 1);
+    double n = ctx->ops[i].a2a_bytes * (double)mbs / ((double)tp * (double)v->cp) * v->imb;
+    double a2a = v->ep > 1 ? wf_coll_time(c, WF_COLL_ALLTOALL, &eg, n) : 0;
+    double tpx = v->etp > 1 ? wf_coll_time(c, WF_COLL_ALLGATHER, &xg, n * v->etp) +
+                                  wf_coll_time(c, WF_COLL_REDUCE_SCATTER, &xg, n * v->etp)
+                            : 0;
+    *fwd_s = 2.0 * a2a + tpx;
+    *bwd_s = 2.0 * a2a + tpx;
+}
+
 wf_status wf_cost_op_times(const wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, wf_cost_op_time *out)
 {
     if (mbs < 1 || tp < 1)
@@ -79,7 +113,7 @@ wf_status wf_cost_op_times(const wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, 
     const double b = (double)mbs, t = (double)tp;
     for (int i = 0; i < ctx->nops; i++) {
         const wf_cost_op *r = &ctx->ops[i];
-        out[i] = wf_cost_op_time_of(ctx, r, b, (r->split || sp) ? t : 1.0, r->split ? t : 1.0);
+        out[i] = wf_cost_op_time_tp(ctx, r, b, t, sp);
     }
     return WF_OK;
 }
@@ -94,6 +128,8 @@ void wf_cost_model_info_of(const wf_cost_ctx *ctx, wf_cost_model_info *out)
     out->grad_elem_bytes = wf_cost_grad_elem_bytes(ctx);
     out->cp = ctx->var.cp;
     out->tp_overlap = ctx->var.tp_overlap;
+    out->ep = ctx->var.ep;
+    out->etp = ctx->var.etp;
     out->loss_elem_bytes = ctx->var.loss_bytes;
     out->logits_per_sample = ctx->logits_per_sample;
     out->model_flops_per_sample = ctx->model_flops_per_sample;
@@ -106,6 +142,7 @@ void wf_cost_model_info_of(const wf_cost_ctx *ctx, wf_cost_model_info *out)
         out->sec[s].nop = S->nop;
         out->sec[s].params_split = S->params_split;
         out->sec[s].params_repl = S->params_repl;
+        out->sec[s].params_expert = S->params_expert / ((double)ctx->var.ep * (double)ctx->var.etp);
         out->sec[s].input_bytes = S->input_bytes / (double)ctx->var.cp;
         out->sec[s].flops = S->flops;
     }
@@ -139,6 +176,7 @@ wf_status wf_cost_op_info_of(const wf_cost_ctx *ctx, int i, wf_cost_op_info *out
     out->saved_split_bytes = r->saved_split / cp;
     out->saved_scores_bytes = (r->attn_core && ctx->var.flash ? r->fl_saved_scores : r->saved_scores) / cp;
     out->out_bytes = r->out_bytes / cp;
+    out->expert = r->expert;
     out->owned_params = r->owned_params;
     return WF_OK;
 }

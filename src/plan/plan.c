@@ -142,6 +142,7 @@ void wf_plan_default(wf_plan *p)
     p->cp = 1;
     p->ep = 1;
     p->etp = 0;
+    p->imb = 1.0;
     p->fp8 = 0;
     p->attn = WF_ATTN_AUTO;
     p->sw = WF_SW_MEGATRON_CORE;
@@ -186,7 +187,7 @@ int64_t wf_plan_devices(const wf_plan *p)
     return (int64_t)p->dp * (int64_t)p->tp * (int64_t)p->pp * (int64_t)(p->cp > 0 ? p->cp : 1);
 }
 
-#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, sp, zero, overlap, pipe, comm, cp, ep, etp, fp8, attn, grad, loss, sw"
+#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, sp, zero, overlap, pipe, comm, cp, ep, etp, imb, fp8, attn, grad, loss, sw"
 
 /* grad= and loss=: a floating dtype (fp32, bf16, fp16). */
 static wf_status get_dtype_key(wf_spec *s, const char *key, int *dst)
@@ -272,6 +273,8 @@ static wf_status parse_string(const char *text, wf_plan *out)
     }
     if (wf_spec_get_str(&s, "comm", &v) == 1 && (st = wf_comm_parse(v, &p.comm)) != WF_OK)
         return st;
+    if (wf_spec_get_str(&s, "imb", &v) == 1 && (st = wf_parse_num(v, "imb (expert load imbalance)", 1.0, 64.0, &p.imb)) != WF_OK)
+        return st;
     if (wf_spec_get_str(&s, "attn", &v) == 1) {
         if (strcmp(v, "flash") == 0)
             p.attn = WF_ATTN_FLASH;
@@ -326,6 +329,8 @@ int wf_plan_format(const wf_plan *p, char *buf, size_t cap)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ",ep=%d", p->ep);
     if (p->etp > 0 && p->etp != p->tp && n < sizeof extra)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ",etp=%d", p->etp);
+    if (p->imb > 1.0 && n < sizeof extra)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ",imb=%.15g", p->imb);
     if (p->fp8 && n < sizeof extra)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ",fp8=1");
     if (p->attn != WF_ATTN_AUTO && n < sizeof extra)

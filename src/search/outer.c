@@ -200,7 +200,8 @@ static int plan_equal(const wf_plan *a, const wf_plan *b)
            a->vpp == b->vpp && a->recompute == b->recompute && a->sp == b->sp &&
            a->zero == b->zero && a->overlap == b->overlap && a->pipe == b->pipe &&
            a->comm.kind == b->comm.kind && a->comm.threshold_bytes == b->comm.threshold_bytes &&
-           a->cp == b->cp && a->fp8 == b->fp8 && a->attn == b->attn && a->sw == b->sw;
+           a->cp == b->cp && a->fp8 == b->fp8 && a->attn == b->attn && a->sw == b->sw && a->ep == b->ep &&
+           a->etp == b->etp && a->imb == b->imb;
 }
 
 static int point_fits(const search *s, const wf_outer_point *p)
@@ -244,7 +245,7 @@ static wf_status score(search *s, const wf_plan *plan, wf_outer_point *out, int 
 }
 
 typedef struct {
-    int tp, pp, dp, zero, cp;
+    int tp, pp, dp, zero, cp, ep, etp;
 } group;
 
 /* Gradient schedules tried with search_comm (dp > 1, overlapped): each at its
@@ -343,6 +344,8 @@ static wf_status walk_group(search *s, const group *g, int eval, int64_t *count)
     base.pp = g->pp;
     base.zero = g->zero;
     base.cp = g->cp;
+    base.ep = g->ep;
+    base.etp = g->etp;
     base.sw = s->opts->sw;
     base.fp8 = s->opts->fp8;
     base.attn = s->opts->attn;
@@ -485,6 +488,15 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
                 continue;
             if (batch % dp != 0)
                 continue;
+            /* Expert parallelism for models with experts: ep = 1 (experts
+             * split like the MLP over tp), or ep | experts over the stage's
+             * ranks with etp = 1 (Megatron-Core's usual MoE recipe). */
+            int eps[16] = {1}, nep = 1;
+            if (wf_model_is_moe(m))
+                for (int64_t e = 2; e <= m->experts && nep < 16; e++)
+                    if (m->experts % e == 0 && (tp * cp * dp) % e == 0)
+                        eps[nep++] = (int)e;
+            for (int ie = 0; ie < nep; ie++)
             for (int z = 0; z <= 3; z++) {
                 if (ngroups == capg) {
                     capg = capg ? 2 * capg : 64;
@@ -499,7 +511,7 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
                         goto out;
                     }
                 }
-                group g = {(int)tp, (int)pp, (int)dp, z, (int)cp};
+                group g = {(int)tp, (int)pp, (int)dp, z, (int)cp, eps[ie], eps[ie] > 1 ? 1 : 0};
                 gspace[ngroups] = 0;
                 if ((st = walk_group(&s, &g, 0, &gspace[ngroups])) != WF_OK)
                     goto out;

@@ -32,6 +32,7 @@ typedef struct {
     sim_step *fwd, *bwd, *rec;
     int nfwd, nbwd, nrec;
     double params;          /* parameter elements held by one device */
+    double eparams;         /* of them, expert parameters (sharded over expert-data-parallel ranks) */
     int ntensors;           /* its parameter tensors (each one gradient), forward order */
     double *tensor_params;  /* [ntensors] elements held by one device */
     double act_bytes;       /* kept from its forward to its backward, per micro-batch */
@@ -58,6 +59,7 @@ typedef struct {
     double grad_bytes;   /* per gradient element */
     double elem_bytes;   /* per weight element */
     double bytes_per_param;     /* weights + gradients + optimizer state (ZeRO applied) */
+    double expert_bytes_per_param; /* the same for expert weights (ZeRO over ep's data-parallel ranks) */
     double opt_bytes_per_param; /* the optimizer step's memory traffic */
     double mem_bw_bps;          /* achieved memory bandwidth (optimizer step) */
     double buffer_bytes;        /* collective buffers and workspaces per device */

@@ -269,6 +269,21 @@ static double stage_params(const pb *b, int dev)
     return sum;
 }
 
+/* Of stage_params, the expert parameters. */
+static double stage_eparams(const pb *b, int dev)
+{
+    const sim_profile *pr = b->pr;
+    double sum = 0;
+    for (int c = 0; c < b->p->vpp; c++) {
+        int vs = c * b->p->pp + dev;
+        if (vs >= b->nvs)
+            continue;
+        for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++)
+            sum += pr->unit[pr->inst[i]].eparams;
+    }
+    return sum;
+}
+
 /* Gradient collectives of one stage (pass 2), after its backward. */
 static void build_dp(pb *b, int dev)
 {
@@ -403,8 +418,10 @@ static void build_graph(pb *b)
         }
     }
     for (int dev = 0; dev < P && b->sb.st == WF_OK; dev++) {
-        double params = stage_params(b, dev);
-        b->sb.st = wf_sim_set_mem_base(b->sb.s, dev, (int64_t)(params * pr->bytes_per_param + pr->buffer_bytes));
+        double params = stage_params(b, dev), eparams = stage_eparams(b, dev);
+        b->sb.st = wf_sim_set_mem_base(b->sb.s, dev,
+                                       (int64_t)((params - eparams) * pr->bytes_per_param +
+                                                 eparams * pr->expert_bytes_per_param + pr->buffer_bytes));
         int n = 0;
         if (b->sb.st == WF_OK)
             b->sb.st = wf_pipe_order(p->pipe, P, m, p->vpp, dev, ops, cap, &n);

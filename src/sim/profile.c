@@ -146,6 +146,7 @@ typedef struct {
     double ce_bytes;           /* vocab-parallel loss: fp32 per token */
     double repl, split_b, scores; /* saved for backward, micro-batch 1 */
     double ring_f, ring_b;     /* context parallelism's K/V ring around attention (plan's mbs) */
+    double ep_f, ep_b;         /* the experts' all-to-alls (and etp collectives) after a dispatch */
 } top;
 
 static double coll_t(const wf_cluster *c, const wf_group *g, wf_coll_kind k, double bytes)
@@ -226,6 +227,10 @@ static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const
                 emit(s, STEP_COLL, WF_SIM_CAT_TP_COMM, 3.0 * coll_t(c, tg, WF_COLL_ALLREDUCE, o->ce_bytes * b),
                      "vocab-parallel loss all-reduces");
             }
+            if (o->ep_f > 0) {
+                flush(s);
+                emit(s, STEP_COLL, WF_SIM_CAT_TP_COMM, o->ep_f, "expert all-to-all");
+            }
         }
         flush(s);
     }
@@ -288,6 +293,10 @@ static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const
             beside(&w, o->ring_b, 0, o->tin + o->tw, slow, "cp ring");
         } else {
             w.comp += o->tin + o->tw;
+        }
+        if (o->ep_b > 0) {
+            flush(&w);
+            emit(&w, STEP_COLL, WF_SIM_CAT_TP_COMM, o->ep_b, "expert all-to-all");
         }
     }
     flush(&w);
@@ -418,7 +427,7 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
             double ne = (double)wf_tensor_numel(x);
             /* With one stage the tied embedding is one tensor. */
             int dup = s == SEC_POST && (seen[o->in[j]] & 1) && p->pp == 1;
-            tens[ntens] = r->split ? ne / t : ne;
+            tens[ntens] = ci->expert ? ne / ((double)mi->ep * (double)mi->etp) : r->split ? ne / t : ne;
             tens_op[ntens] = i;
             tens_sec[ntens++] = dup ? -1 : s;
         }
@@ -435,6 +444,7 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
         r->is_g = ci->g_point >= 0;
         r->g_bytes = ci->g_bytes;
         r->ce_bytes = ci->ce_bytes;
+        wf_cost_expert_comm(sm->ctx, i, p->mbs, p->tp, &r->ep_f, &r->ep_b);
         if (mi->cp > 1 && ci->attn_core) {
             wf_plan rp = *p;
             rp.cp = mi->cp;
@@ -474,7 +484,8 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
         u->name = names[s];
         if (count[s] > 0 && (st = section_steps(c, pr, p, &ops[first[s]], count[s], sm->npoints, s, a, u)))
             goto done;
-        u->params = mi->sec[s].params_split / t + mi->sec[s].params_repl;
+        u->params = mi->sec[s].params_split / t + mi->sec[s].params_repl + mi->sec[s].params_expert;
+        u->eparams = mi->sec[s].params_expert;
         double repl = 0, split = 0, scores = 0;
         for (int i = first[s]; i >= 0 && i < first[s] + count[s]; i++) {
             repl += ops[i].repl;
@@ -781,6 +792,8 @@ wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cl
     out->elem_bytes = (double)wf_dtype_bytes(m->dtype);
     out->grad_bytes = sm->info.grad_elem_bytes;
     out->bytes_per_param = wf_cost_bytes_per_param(sm->ctx, p->zero, p->dp);
+    int64_t epx = (int64_t)sm->info.ep * sm->info.etp, edp = (int64_t)p->tp * p->dp / (epx > 0 ? epx : 1);
+    out->expert_bytes_per_param = wf_cost_bytes_per_param(sm->ctx, p->zero, edp >= 1 ? (int)edp : 1);
     out->opt_bytes_per_param = wf_cost_optimizer_bytes_per_param(sm->ctx);
     out->mem_bw_bps = c->dev.mem_bw_bps * c->dev.mem_eff;
     out->buffer_bytes = c->mem_reserved_bytes;
