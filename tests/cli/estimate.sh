@@ -117,4 +117,18 @@ for row in "p2p_overhead_s +200 us" "grad_bytes +4 " "overlap_slowdown +1.3 " "o
 done
 expect_fail "unknown cluster key" "bogus" clusters dgx-a100:bogus=1
 
+# Framework profiles (issue 11): FSDP with flash attention trains a 13B model
+# on eight 80 GB GPUs without recomputation; the unfused kernels' score
+# matrices would not fit. The default profile is named in --help.
+fits() { "$WEFT" estimate --model llama2-13b:dtype=bf16 --cluster dgx-a100:nodes=1 --batch 8 --plan "$1" --json 2>/dev/null |
+  $PY -c "import json,sys; sys.exit(0 if json.load(sys.stdin)['fits'] == (sys.argv[1] == 'yes') else 1)" "$2"; }
+check "fsdp + flash: llama2-13b fits on 8 x 80 GB" fits dp=8,mbs=1,sw=fsdp yes
+check "fsdp + unfused attention: does not fit" fits dp=8,mbs=1,sw=fsdp,attn=unfused no
+check "--help names the default profile" sh -c '"$0" estimate --help | grep -q "megatron-core (default)"' "$WEFT"
+expect_fail "fp8 on A100" "no FP8 unit" estimate --model gpt2 --cluster dgx-a100:nodes=1 --batch 8 --plan dp=8,fp8=1
+expect_fail "fp8 with the 2022 code" "megatron-2022 has no FP8" estimate --model gpt2 --cluster dgx-h100:nodes=1 --batch 8 --plan dp=8,fp8=1,sw=megatron-2022
+expect_fail "unknown profile" "megatron-core" estimate --model gpt2 --cluster dgx-h100:nodes=1 --batch 8 --plan dp=8,sw=megatron-2020
+expect_fail "cp needs a sequence split" "cp=3" estimate --model gpt2 --cluster dgx-h100:nodes=1 --batch 8 --plan dp=2,cp=3
+expect_fail "ep needs experts" "has no experts" estimate --model gpt2 --cluster dgx-h100:nodes=1 --batch 8 --plan dp=8,ep=2
+
 finish estimate.sh
