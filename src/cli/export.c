@@ -52,8 +52,33 @@ static wf_status emit_megatron(FILE *f, const ectx *e)
         return wf_errorf(WF_INVAL, "megatron cannot run this plan: comm schedule '%s' has no Megatron-LM equivalent (its "
                                    "DDP reduces gradients in buckets: comm=ddp)",
                          wf_comm_name(p->comm.kind));
+    if (p->sw == WF_SW_MEGATRON_2021 && p->zero >= 1)
+        return refuse(e, "Megatron-LM 2021 has no distributed optimizer (zero=0, or sw=megatron-core)");
     fprintf(f, "--tensor-model-parallel-size %d \\\n", p->tp);
     fprintf(f, "--pipeline-model-parallel-size %d \\\n", p->pp);
+    if (p->cp > 1)
+        fprintf(f, "--context-parallel-size %d \\\n", p->cp);
+    if (p->ep > 1)
+        fprintf(f, "--expert-model-parallel-size %d \\\n", p->ep);
+    if (p->etp > 0 && wf_model_is_moe(m))
+        fprintf(f, "--expert-tensor-parallel-size %d \\\n", p->etp);
+    if (wf_model_is_moe(m))
+        fprintf(f, "--num-experts %lld \\\n--moe-router-topk %lld \\\n--moe-grouped-gemm \\\n",
+                (long long)m->experts, (long long)m->top_k);
+    /* Attention and precision as the profile resolved them. */
+    int flash = p->attn == WF_ATTN_AUTO ? (p->sw == WF_SW_MEGATRON_CORE || p->sw == WF_SW_FSDP) : p->attn == WF_ATTN_FLASH;
+    if (p->sw == WF_SW_MEGATRON_CORE)
+        fprintf(f, "--transformer-impl transformer_engine \\\n");
+    if (flash)
+        fprintf(f, "--attention-backend flash \\\n");
+    if (p->fp8)
+        fprintf(f, "--fp8-format hybrid \\\n");
+    if (p->sw == WF_SW_MEGATRON_CORE && p->sp && p->tp > 1)
+        fprintf(f, "--tp-comm-overlap \\\n");
+    if (p->sw == WF_SW_MEGATRON_CORE && p->vpp > 1)
+        fprintf(f, "--overlap-p2p-communication \\\n");
+    if (p->grad_dtype == WF_DTYPE_FP32 || (p->grad_dtype < 0 && p->sw == WF_SW_MEGATRON_2022))
+        fprintf(f, "--accumulate-allreduce-grads-in-fp32 \\\n");
     if (p->vpp > 1)
         fprintf(f, "--num-layers-per-virtual-pipeline-stage %lld \\\n", (long long)(m->layers / (p->pp * p->vpp)));
     fprintf(f, "--micro-batch-size %d \\\n", p->mbs);
@@ -98,6 +123,12 @@ static wf_status emit_deepspeed(FILE *f, const ectx *e)
         return refuse(e, "DeepSpeed's pipeline engine runs 1F1B, not GPipe");
     if (p->recompute == WF_RECOMPUTE_SELECTIVE)
         return refuse(e, "Megatron-DeepSpeed checkpoints whole layers (recompute=full or none)");
+    if (p->cp > 1)
+        return refuse(e, "this export has no DeepSpeed form of context parallelism (cp=1; Ulysses is another scheme)");
+    if (p->fp8)
+        return refuse(e, "DeepSpeed's config has no FP8 matrix products (fp8=0)");
+    if (p->ep > 1)
+        return refuse(e, "expert parallelism is set in DeepSpeed's MoE layer constructor (ep_size), not its config (ep=1)");
     cJSON *j = cJSON_CreateObject();
     if (!j)
         return wf_errorf(WF_NOMEM, "out of memory");
@@ -160,7 +191,11 @@ static wf_status emit_torchtitan(FILE *f, const ectx *e)
         if (p->vpp > 1)
             fprintf(f, "pipeline_parallel_layers_per_stage = %lld\n", (long long)(m->layers / (p->pp * p->vpp)));
     }
-    fprintf(f, "context_parallel_degree = 1\n");
+    fprintf(f, "context_parallel_degree = %d\n", p->cp > 1 ? p->cp : 1);
+    if (p->ep > 1)
+        fprintf(f, "expert_parallel_degree = %d\n", p->ep);
+    if (p->fp8)
+        fprintf(f, "\n[model]\nconverters = [\"float8\"]\n");
     fprintf(f, "\n[activation_checkpoint]\nmode = \"%s\"\n",
             p->recompute == WF_RECOMPUTE_FULL ? "full" : p->recompute == WF_RECOMPUTE_SELECTIVE ? "selective" : "none");
     if (p->recompute == WF_RECOMPUTE_SELECTIVE)
@@ -177,6 +212,10 @@ static wf_status emit_fsdp(FILE *f, const ectx *e)
         return refuse(e, "FSDP plans are pure (sharded) data parallelism (tp=1, pp=1)");
     if (p->zero == 1)
         return refuse(e, "FSDP has no optimizer-only sharding (zero=0 is NO_SHARD, 2 SHARD_GRAD_OP, 3 FULL_SHARD)");
+    if (p->cp > 1 || p->ep > 1)
+        return refuse(e, "plain FSDP has no context or expert parallelism (cp=1, ep=1; torchtitan has both)");
+    if (p->fp8)
+        return refuse(e, "plain FSDP runs no FP8 products (fp8=0; torchtitan's float8 converter does)");
     if (p->comm.kind != WF_COMM_DDP)
         return wf_errorf(WF_INVAL, "fsdp cannot run this plan: comm schedule '%s' has no FSDP setting (comm=ddp)",
                          wf_comm_name(p->comm.kind));
