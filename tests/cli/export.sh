@@ -68,6 +68,11 @@ if fmt == "megatron":
     if zero >= 1: want.update({"--use-distributed-optimizer": True, "--overlap-param-gather": True})
     if m["kv_heads"] < m["heads"]: want.update({"--group-query-attention": True, "--num-query-groups": str(m["kv_heads"])})
     want[{"fp16": "--fp16", "bf16": "--bf16"}[m["dtype"]]] = True
+    # The default profile, megatron-core: Transformer Engine with flash
+    # attention, userbuffers with sp, overlapped interleaved sends.
+    want.update({"--transformer-impl": "transformer_engine", "--attention-backend": "flash"})
+    if sp and tp > 1: want["--tp-comm-overlap"] = True
+    if vpp > 1: want["--overlap-p2p-communication"] = True
     assert a == want, (plan, sorted(set(a.items()) ^ set(want.items())))
 elif fmt == "deepspeed":
     if vpp > 1: refused("interleaved"); sys.exit()
@@ -158,6 +163,18 @@ for plan in dp=8,zero=3 dp=8,zero=2,mbs=2 dp=8,zero=0,recompute=full dp=2,tp=2,p
     check "gpt2 $plan $fmt" "$PY" "$tmp/check.py" $fmt "$tmp/m.json" 64 "$plan" "$tmp/o" "$tmp/e" "$rc"
   done
 done
+# The profile keys (issue 11) and expert parallelism (issue 15) in the exports.
+"$WEFT" export dp=16,tp=2,cp=2,ep=8,etp=1,sp=1,zero=1,fp8=1 --to megatron --model mixtral-8x7b:dtype=bf16 \
+  --cluster dgx-h100:nodes=8 --batch 256 >"$tmp/moe.txt" 2>/dev/null
+for flag in "--context-parallel-size 2" "--expert-model-parallel-size 8" "--expert-tensor-parallel-size 1" \
+  "--num-experts 8" "--moe-router-topk 2" "--fp8-format hybrid"; do
+  check "megatron: $flag" grep -q -- "$flag" "$tmp/moe.txt"
+done
+"$WEFT" export dp=16,tp=2,cp=2,ep=8,sp=1,zero=2 --to torchtitan --model mixtral-8x7b:dtype=bf16 \
+  --cluster dgx-h100:nodes=8 --batch 256 >"$tmp/tt.toml" 2>/dev/null
+check "torchtitan: context and expert degrees" sh -c 'grep -q "context_parallel_degree = 2" "$0" && grep -q "expert_parallel_degree = 8" "$0"' "$tmp/tt.toml"
+expect_fail "deepspeed refuses cp" "context parallelism" export dp=4,cp=2 --to deepspeed --model llama2-7b --cluster dgx-h100:nodes=1 --batch 8
+expect_fail "fsdp refuses fp8" "FP8" export dp=8,zero=3,fp8=1 --to fsdp --model llama2-7b --cluster dgx-h100:nodes=1 --batch 8
 expect_fail "unknown format" "did you mean 'megatron'" export dp=8 --to megatrn --model gpt2 \
   --cluster dgx-a100:nodes=1 --batch 64
 expect_fail "megatron: gpipe" "GPipe" export dp=2,pp=2,pipe=gpipe --to megatron --model gpt2 \
