@@ -302,6 +302,45 @@ static void test_context_parallel(void **state)
     wf_cost_ctx_free(ctx);
 }
 
+/* Expert parallelism: each moe_dispatch's tokens (tokens x top_k x capacity x
+ * h bytes, 1/tp of them per rank) cross the ep group twice per pass; expert
+ * weights divide by ep x etp; with epo=1 the exchanges hide behind the
+ * layer's compute up to its length. */
+static void test_expert_parallel(void **state)
+{
+    (void)state;
+    wf_cost_ctx *ctx = make_ctx("mixtral-8x7b:dtype=bf16", "dgx-h100:nodes=8");
+    int d = -1;
+    for (int i = 0; i < ctx->nops && d < 0; i++)
+        if (ctx->ops[i].a2a_bytes > 0)
+            d = i;
+    assert_true(d >= 0);
+    const double s = 4096, h = 4096, k = 2;
+    /* capacity = ceil(cf x tokens x k / E) rows per expert, cf 1: all tokens */
+    assert_true(REL(ctx->ops[d].a2a_bytes, s * k * h * 2, 1e-9));
+    wf_plan p = plan_of("dp=32,tp=2,ep=8,etp=1,mbs=1");
+    wf_cost_ctx_use(ctx, &p);
+    double ef, eb;
+    wf_cost_expert_comm(ctx, d, 1, 2, &ef, &eb);
+    wf_group eg = wf_group_place(&ctx->cluster, 8, 1);
+    double a2a = wf_coll_time(&ctx->cluster, WF_COLL_ALLTOALL, &eg, s * k * h * 2 / 2);
+    assert_true(REL(ef, 2 * a2a, 1e-12) && REL(eb, 2 * a2a, 1e-12));
+    /* Expert weights per rank: 1/8 of the experts'. */
+    wf_estimate e1 = est(ctx, "dp=32,tp=2,ep=1,mbs=1", 64), e8 = est(ctx, "dp=32,tp=2,ep=8,etp=1,mbs=1", 64);
+    assert_true(e8.mem_weights_bytes < e1.mem_weights_bytes / 2);
+    assert_true(e8.breakdown.ep_comm > 0 && e1.breakdown.ep_comm > 0); /* etp = tp = 2: the tokens gathered */
+    /* Imbalance scales the busiest rank's exchange and expert work. */
+    wf_estimate eimb = est(ctx, "dp=32,tp=2,ep=8,etp=1,mbs=1,imb=1.5", 64);
+    double r = eimb.breakdown.ep_comm / e8.breakdown.ep_comm; /* 1.5 on the bytes, not the latency */
+    assert_true(r > 1.3 && r <= 1.5 + 1e-12);
+    assert_true(eimb.breakdown.compute > e8.breakdown.compute);
+    /* Overlapped: what shows is the excess over the layer's compute. */
+    wf_estimate eo = est(ctx, "dp=32,tp=2,ep=8,etp=1,mbs=1,epo=1", 64);
+    assert_true(eo.breakdown.ep_comm < e8.breakdown.ep_comm);
+    assert_true(eo.iteration_time_s < e8.iteration_time_s);
+    wf_cost_ctx_free(ctx);
+}
+
 /* ---- time -------------------------------------------------------------------- */
 
 static void test_compute_time(void **state)
@@ -908,6 +947,7 @@ int main(void)
         cmocka_unit_test(test_flash_closed_form),
         cmocka_unit_test(test_fp8_gemm),
         cmocka_unit_test(test_context_parallel),
+        cmocka_unit_test(test_expert_parallel),
         cmocka_unit_test(test_generic_pipeline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -615,6 +615,19 @@ static void test_plan_consistency(void **state)
         n++;
     }
     assert_int_equal(n, 15);
+    /* Mixtures of experts: expert parallelism, imbalance, overlapped
+     * all-to-alls (megatron-core). */
+    static const char *const MOE[] = {"dp=16,tp=2,pp=2,ep=8,etp=1,sp=1,zero=1", "dp=32,tp=2,ep=4,etp=1,sp=1,imb=1.3",
+                                      "dp=16,tp=2,pp=2,ep=8,etp=1,sp=1,epo=1", "dp=32,tp=2,sp=1"};
+    for (size_t k = 0; k < sizeof MOE / sizeof MOE[0]; k++) {
+        wf_sim_plan_result sr;
+        wf_estimate e;
+        assert_int_equal(sim_plan("mixtral-8x7b:dtype=bf16", "dgx-h100:nodes=8", MOE[k], 256, NULL, &sr, &e), WF_OK);
+        double dt = sr.iteration_time_s / e.iteration_time_s - 1, dm = sr.peak_memory_bytes / e.memory_per_device_bytes - 1;
+        printf("mixtral-8x7b %-40s est %8.3f s sim %8.3f s (%+.2f%%), memory %+.2f%%\n", MOE[k], e.iteration_time_s,
+               sr.iteration_time_s, 100 * dt, 100 * dm);
+        assert_true(fabs(dt) < 0.03 && fabs(dm) < 0.03);
+    }
     printf("%d plans x profiles simulated\n", ran);
     assert_true(ran >= 60);
     cJSON_Delete(j);

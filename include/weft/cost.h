@@ -234,6 +234,12 @@ double wf_cost_p2p_time(const wf_cost_ctx *ctx, const wf_plan *p, double bytes);
  * tokens' all-gather and reduce-scatter over the etp group; exposed. */
 void wf_cost_expert_comm(const wf_cost_ctx *ctx, int i, int64_t mbs, int tp, double *fwd_s, double *bwd_s);
 
+/* With epo=1 the experts' all-to-alls of a layer (comm, per micro-batch, both
+ * passes) hide behind another micro-batch's compute of that layer (window,
+ * forward + backward): what shows, and the compute the overlap slows down.
+ * Without epo all of comm shows. */
+void wf_cost_expert_overlap(const wf_cost_ctx *ctx, double comm, double window, double *exposed, double *slow);
+
 /* Context parallelism's ring around attention op i for one micro-batch of
  * plan p (seconds of communication; 0 when cp = 1 or op i is no attention):
  * forward passes each rank's K and V chunk cp - 1 times, backward K, V and

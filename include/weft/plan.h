@@ -85,6 +85,8 @@ typedef struct {
     int etp;              /* expert tensor parallelism (0: tp, Megatron-Core's default) */
     double imb;           /* expert load imbalance: the busiest expert rank's tokens over the
                              mean (>= 1; 1: balanced routing) */
+    int epo;              /* 1: the experts' all-to-alls overlap another micro-batch's compute
+                             (Megatron-Core's --overlap-moe-expert-parallel-comm, DualPipe) */
     int fp8;              /* 1: matrix products in FP8 (Transformer Engine) */
     wf_attn attn;         /* attention kernels (AUTO: the profile's) */
     wf_sw sw;             /* framework profile */

@@ -100,6 +100,7 @@ typedef struct {
     double grad_bytes;  /* per gradient element kept and reduced */
     int ep, etp;        /* expert and expert-tensor parallelism */
     double imb;         /* expert load imbalance (>= 1) */
+    int epo;            /* the experts' all-to-alls overlap another micro-batch's compute */
     double loss_bytes;  /* per logit element of the loss computation */
 } wf_cost_var;
 

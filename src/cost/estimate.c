@@ -175,12 +175,21 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
         out->act_bytes = all;
     }
 
+    double ef_all = 0, eb_all = 0;
     for (int i = S->op0; i < S->op0 + S->nop; i++) {
         double ef, eb;
         wf_cost_expert_comm(ctx, i, b, t, &ef, &eb);
-        out->tp_fwd += ef;
-        out->tp_bwd += eb;
-        out->ep += ef + eb;
+        ef_all += ef;
+        eb_all += eb;
+    }
+    if (ef_all + eb_all > 0) {
+        double shown, eslow;
+        wf_cost_expert_overlap(ctx, ef_all + eb_all, out->fwd + out->bwd, &shown, &eslow);
+        double k = shown / (ef_all + eb_all);
+        out->tp_fwd += k * ef_all;
+        out->tp_bwd += k * eb_all;
+        out->ep += shown;
+        out->slow += eslow;
     }
     if (t <= 1) {
         if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {

@@ -45,6 +45,7 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
     v->ep = p->ep > 1 ? p->ep : 1;
     v->etp = p->etp > 0 ? p->etp : (p->tp > 0 ? p->tp : 1);
     v->imb = p->imb >= 1.0 ? p->imb : 1.0;
+    v->epo = p->epo != 0;
     v->zero = p->zero;
     v->loss_bytes = 4; /* every profile computes the loss in fp32 */
     switch (p->sw) {
@@ -105,7 +106,7 @@ unsigned wf_cost_var_code(const wf_cost_var *v)
     unsigned loss = v->loss_bytes >= 4 ? 2u : v->loss_bytes >= 2 ? 1u : 0u;
     unsigned imb = (unsigned)((v->imb - 1.0) * 1000.0 + 0.5);
     return ((unsigned)v->flash | (unsigned)v->fp8 << 1 | (unsigned)v->tp_overlap << 2 | loss << 4 |
-            (unsigned)v->cp << 6) ^
+            (unsigned)v->cp << 6 | (unsigned)v->epo << 30) ^
            ((unsigned)v->ep * 0x9E3779B1u) ^ ((unsigned)v->etp * 0x85EBCA77u) ^ (imb * 0xC2B2AE3Du);
 }
 

@@ -217,3 +217,15 @@ void wf_cost_cp_ring(const wf_cost_ctx *ctx, const wf_plan *p, int i, double *fw
      * back around the ring with them). */
     *bwd_s = steps * wf_coll_time(c, WF_COLL_SENDRECV, &ring, 2.0 * chunk);
 }
+
+void wf_cost_expert_overlap(const wf_cost_ctx *ctx, double comm, double window, double *exposed, double *slow)
+{
+    if (!ctx->var.epo) {
+        *exposed = comm;
+        *slow = 0;
+        return;
+    }
+    double hidden = comm < window ? comm : window;
+    *exposed = comm - hidden;
+    *slow = (ctx->cluster.overlap_slowdown - 1.0) * hidden;
+}

@@ -187,7 +187,7 @@ int64_t wf_plan_devices(const wf_plan *p)
     return (int64_t)p->dp * (int64_t)p->tp * (int64_t)p->pp * (int64_t)(p->cp > 0 ? p->cp : 1);
 }
 
-#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, sp, zero, overlap, pipe, comm, cp, ep, etp, imb, fp8, attn, grad, loss, sw"
+#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, sp, zero, overlap, pipe, comm, cp, ep, etp, imb, epo, fp8, attn, grad, loss, sw"
 
 /* grad= and loss=: a floating dtype (fp32, bf16, fp16). */
 static wf_status get_dtype_key(wf_spec *s, const char *key, int *dst)
@@ -248,6 +248,7 @@ static wf_status parse_string(const char *text, wf_plan *out)
         (st = get_int_key(&s, "cp", 1, 1 << 16, &p.cp)) != WF_OK ||
         (st = get_int_key(&s, "ep", 1, 1 << 16, &p.ep)) != WF_OK ||
         (st = get_int_key(&s, "etp", 1, 1 << 16, &p.etp)) != WF_OK ||
+        (st = get_int_key(&s, "epo", 0, 1, &p.epo)) != WF_OK ||
         (st = get_int_key(&s, "fp8", 0, 1, &p.fp8)) != WF_OK ||
         (st = get_dtype_key(&s, "grad", &p.grad_dtype)) != WF_OK ||
         (st = get_dtype_key(&s, "loss", &p.loss_dtype)) != WF_OK)
@@ -331,6 +332,8 @@ int wf_plan_format(const wf_plan *p, char *buf, size_t cap)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ",etp=%d", p->etp);
     if (p->imb > 1.0 && n < sizeof extra)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ",imb=%.15g", p->imb);
+    if (p->epo && n < sizeof extra)
+        n += (size_t)snprintf(extra + n, sizeof extra - n, ",epo=1");
     if (p->fp8 && n < sizeof extra)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ",fp8=1");
     if (p->attn != WF_ATTN_AUTO && n < sizeof extra)

@@ -37,6 +37,10 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
      * etp x ep x expert-dp over the same tp x cp x dp ranks. */
     if (p->ep < 0 || p->etp < 0)
         return wf_errorf(WF_INVAL, "ep=%d, etp=%d: expected >= 1", p->ep, p->etp);
+    if (p->epo && p->ep <= 1)
+        return wf_errorf(WF_INVAL, "epo=1 overlaps the experts' all-to-alls, which need ep > 1 (ep=%d)", p->ep);
+    if (p->epo && p->sw != WF_SW_MEGATRON_CORE)
+        return wf_errorf(WF_INVAL, "epo=1: sw=%s has no overlapped expert all-to-all (megatron-core has)", wf_sw_name(p->sw));
     if (p->ep > 1 || p->etp > 0) {
         int64_t etp = p->etp > 0 ? p->etp : p->tp, ranks = (int64_t)p->tp * (p->cp > 1 ? p->cp : 1) * p->dp;
         if (!wf_model_is_moe(m))

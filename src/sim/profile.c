@@ -403,6 +403,20 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
     }
     if ((st = wf_cost_op_times(sm->ctx, p->mbs, p->tp, p->sp, times)))
         goto done;
+    /* Expert gradients are reduced over the expert-data-parallel ranks
+     * (stride ep x etp), not the dp group the simulator's gradient channel
+     * plays: their sizes are scaled by the ratio of the two groups' times
+     * for the layer's expert gradients, so each takes its own group's time
+     * (memory keeps the true sizes, u->eparams). */
+    double egrad = 1.0;
+    if (mi->ep * mi->etp > 1 && p->dp > 1) {
+        int64_t epx = (int64_t)mi->ep * mi->etp, edp = (int64_t)p->tp * p->dp / epx;
+        wf_group eg = wf_group_place(c, edp >= 1 ? edp : 1, epx);
+        double ref = mi->sec[SEC_LAYER].params_expert * pr->grad_bytes;
+        wf_coll_kind k = p->zero >= 1 ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE;
+        double tdp = wf_coll_time(c, k, &pr->dp_group, ref);
+        egrad = tdp > 0 && ref > 0 ? wf_coll_time(c, k, &eg, ref) / tdp : 1.0;
+    }
     int first[SEC_COUNT], count[SEC_COUNT];
     for (int s = 0; s < SEC_COUNT; s++) {
         count[s] = mi->sec[s].nop;
@@ -427,7 +441,7 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
             double ne = (double)wf_tensor_numel(x);
             /* With one stage the tied embedding is one tensor. */
             int dup = s == SEC_POST && (seen[o->in[j]] & 1) && p->pp == 1;
-            tens[ntens] = ci->expert ? ne / ((double)mi->ep * (double)mi->etp) : r->split ? ne / t : ne;
+            tens[ntens] = ci->expert ? ne / ((double)mi->ep * (double)mi->etp) * egrad : r->split ? ne / t : ne;
             tens_op[ntens] = i;
             tens_sec[ntens++] = dup ? -1 : s;
         }
@@ -454,6 +468,27 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
             if (pt_first[r->fpoint] < 0)
                 pt_first[r->fpoint] = i;
             pt_last[r->fpoint] = i;
+        }
+    }
+    /* epo=1: each section's expert all-to-alls hide behind another
+     * micro-batch's compute of the section; the cost model's split of what
+     * shows and what it slows (cross-micro-batch overlap is not played step
+     * by step) scales each exchange. */
+    for (int sct = 0; sct < SEC_COUNT; sct++) {
+        double comm = 0, window = 0;
+        for (int i = first[sct]; i >= 0 && i < first[sct] + count[sct]; i++) {
+            comm += ops[i].ep_f + ops[i].ep_b;
+            window += ops[i].tf + ops[i].tin + ops[i].tw;
+        }
+        if (!(comm > 0))
+            continue;
+        double shown, eslow;
+        wf_cost_expert_overlap(sm->ctx, comm, window, &shown, &eslow);
+        for (int i = first[sct]; i < first[sct] + count[sct]; i++) {
+            double share = (ops[i].ep_f + ops[i].ep_b) / comm;
+            ops[i].ep_f *= shown / comm;
+            ops[i].ep_b *= shown / comm;
+            ops[i].tf += share * eslow;
         }
     }
     /* The first and the last reader (in forward order) of each point. */
@@ -722,8 +757,10 @@ wf_status sim_model_init(const wf_model_config *m, const wf_cluster *c, sim_mode
     if (st)
         return st;
     wf_model_config one = *m;
-    if (out->transformer)
+    if (out->transformer) {
         one.layers = 1;
+        one.first_dense = 0; /* the layer the cost context costs (cost/build.c) */
+    }
     st = wf_model_build(&one, 1, &out->g);
     wf_cost_model_info_of(out->ctx, &out->info);
     if (st == WF_OK && out->g.nfwd != out->info.nops)
