@@ -17,7 +17,7 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_sim_plan_result *r)
+static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_sim_plan_result *r, const char *framework)
 {
     static const char *const comm_names[] = {
 #define WF_X(e, name) name,
@@ -25,6 +25,8 @@ static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_sim_plan_
 #undef WF_X
     };
     wf_cli_print_plan_header(f, in, r->devices, r->micro_batches);
+    if (framework[0])
+        fprintf(f, "  framework          %s\n", framework);
     fprintf(f, "  iteration time     %12.4f s (simulated: %lld tasks%s, %.3f s)\n", r->iteration_time_s,
             (long long)r->tasks, r->coarse ? ", coarse" : "", r->wall_s);
     fprintf(f, "  throughput         %12.2f samples/s\n", r->samples_per_s);
@@ -135,7 +137,13 @@ wf_status wf_cmd_simulate(int argc, char **argv)
         unlink(tmp_trace);
     if (st != WF_OK)
         return st;
-    print_table(json ? stderr : stdout, &in, &r);
+    /* The framework profile the plan ran under, as `weft estimate` names it. */
+    char framework[320] = "";
+    wf_cost_ctx *ctx = NULL;
+    if (wf_cost_ctx_create(&in.mc, &in.c, &ctx) == WF_OK)
+        wf_cost_profile_line(ctx, &in.p, framework, sizeof framework);
+    wf_cost_ctx_free(ctx);
+    print_table(json ? stderr : stdout, &in, &r, framework);
     if (trace)
         fprintf(stderr, "trace written to %s\n", trace);
     if (!json)
@@ -144,6 +152,8 @@ wf_status wf_cmd_simulate(int argc, char **argv)
     if (!j)
         return wf_errorf(WF_NOMEM, "out of memory");
     wf_cli_add_plan_fields(j, &in);
+    if (framework[0])
+        cJSON_AddStringToObject(j, "framework", framework);
     if (trace)
         cJSON_AddStringToObject(j, "trace", trace);
     st = wf_cli_print_json(j);

@@ -119,13 +119,15 @@ int wf_cost_profile_line(const wf_cost_ctx *ctx, const wf_plan *p, char *buf, si
 {
     wf_cost_var v;
     wf_cost_var_of(ctx, p, &v);
-    static const char *const TP[] = {"synchronous", "backward overlapped", "overlapped with GEMMs"};
+    static const char *const TP[] = {"tp collectives synchronous", "tp collectives backward overlapped",
+                                     "tp collectives overlapped with GEMMs"};
     const char *mm = v.fp8 ? "fp8" : wf_dtype_name(ctx->dtype);
+    const char *attn = !ctx->transformer ? "no" : v.flash ? "flash" : "unfused";
     return snprintf(buf, cap,
-                    "%s%s: %s attention, %s matrix products, tp collectives %s, gradients %s in %s%s, "
+                    "%s%s: %s attention, %s matrix products, %s, gradients %s in %s%s, "
                     "loss in %s",
                     wf_sw_name(p->sw), p->sw == WF_SW_MEGATRON_CORE ? " (default)" : "",
-                    v.flash ? "flash" : "unfused", mm, TP[v.tp_overlap],
+                    attn, mm, p->tp > 1 ? TP[v.tp_overlap] : "no tensor parallelism",
                     v.dp_overlap ? "reduced during backward" : "reduced after backward",
                     v.grad_bytes >= 4 ? "fp32" : wf_dtype_name(ctx->dtype),
                     v.zero ? (v.zero == 3 ? ", ZeRO-3" : v.zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "",
