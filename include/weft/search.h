@@ -349,6 +349,17 @@ wf_status wf_opplan_search(const wf_model_config *m, const wf_cluster *c, int64_
                            const wf_opplan_opts *opts, wf_opplan_result *r);
 void wf_opplan_result_free(wf_opplan_result *r);
 
+/* Lowers a whole-model plan to the op-level plan of the same layouts
+ * (src/search/lower.c, docs/plan-format.md "Lowering"): mesh dp x tp (outer
+ * axis dp), pp stages by layer ranges, batch / (mbs x dp) micro-batches,
+ * Megatron's signature for every forward op (column/row splits, per-head
+ * ops, the vocabulary-parallel embedding, logits and loss, sequence
+ * parallelism as S1 between them, the batch split on the dp axis). out must
+ * be initialized. Keys the op-level plan cannot hold yet (recompute, zero,
+ * vpp, gpipe) are listed in dropped ("" when none); cp and ep are WF_INVAL. */
+wf_status wf_plan_lower(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
+                        wf_plan_oplevel *out, char *dropped, size_t cap);
+
 /* `weft plan --verify`: evaluates an op-level plan (wf_oplevel_plan_evaluate,
  * opts->oplevel for the model options, opts->max_memory_bytes for the
  * budget) into r as the search would report it: r->best, a copy of the plan

@@ -31,6 +31,12 @@ WF_CLI_VERBS(WF_X)
  * op-level file as `weft plan --op-level` reported it; a whole-model one as
  * `weft estimate` does). `weft estimate --plan FILE` can hand op-level files
  * here (wf_plan_is_oplevel_file in plan.h). max_memory_gib <= 0: the device's. */
+/* `weft plan --verify PLAN [-o FILE]`: a whole-model plan (string or file) is
+ * estimated, lowered to its op-level form (wf_plan_lower), checked and costed
+ * as an op-level plan, and with out written as an op-level plan file; an
+ * op-level file is checked and costed. */
+wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t batch, const char *path,
+                             double max_memory_gib, int json, const char *out);
 wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t batch,
                                 const char *path, double max_memory_gib, int json);
 

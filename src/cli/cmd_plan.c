@@ -789,6 +789,12 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
 wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t batch,
                                 const char *path, double max_memory_gib, int json)
 {
+    return wf_cli_verify_plan(model, cluster, batch, path, max_memory_gib, json, NULL);
+}
+
+wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t batch, const char *path,
+                             double max_memory_gib, int json, const char *out)
+{
     wf_model_config m;
     wf_cluster c;
     wf_status st;
@@ -797,14 +803,25 @@ wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t 
     wf_plan_oplevel pl;
     wf_plan_oplevel_init(&pl);
     wf_plan_meta meta;
+    memset(&meta, 0, sizeof meta);
     wf_plan whole;
     int is_ol = 0;
-    if ((st = wf_plan_read_file_any(path, &whole, &pl, &meta, &is_ol)) != WF_OK) {
-        wf_plan_oplevel_free(&pl);
+    if (wf_plan_is_oplevel_file(path)) {
+        if ((st = wf_plan_read_file_any(path, &whole, &pl, &meta, &is_ol)) != WF_OK) {
+            wf_plan_oplevel_free(&pl);
+            return st;
+        }
+    } else if ((st = wf_plan_parse(path, &whole)) != WF_OK) {
         return st;
     }
+    FILE *h = json ? stderr : stdout;
+    cJSON *whole_j = NULL;
     if (!is_ol) {
-        /* A whole-model plan file: the estimate's numbers. */
+        /* A whole-model plan (string or file): the estimate's numbers, then
+         * its lowering to the op-level plan of the same layouts. */
+        char note[256];
+        if ((st = wf_plan_complete(&whole, wf_cluster_devices(&c), batch, note, sizeof note)) != WF_OK)
+            return st;
         wf_cost_ctx *ctx = NULL;
         wf_estimate e;
         if ((st = wf_cost_ctx_create(&m, &c, &ctx)) == WF_OK)
@@ -812,48 +829,86 @@ wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t 
         wf_cost_ctx_free(ctx);
         if (st != WF_OK)
             return st;
-        char text[PLAN_TEXT];
+        char text[PLAN_TEXT], head[2 * PLAN_TEXT + 512];
         wf_plan_format(&whole, text, sizeof text);
-        fprintf(json ? stderr : stdout, "%s: whole-model plan %s: %.4f s per iteration, %.2f GiB per device (%s)\n",
-                path, text, e.iteration_time_s, e.memory_per_device_bytes / GIB,
-                e.fits ? "fits" : "DOES NOT FIT");
-        if (!json)
-            return WF_OK;
-        cJSON *j = wf_estimate_to_json(&e);
-        if (!j)
-            return wf_errorf(WF_NOMEM, "out of memory");
-        cJSON_AddStringToObject(j, "plan", text);
-        st = wf_cli_print_json(j);
-        cJSON_Delete(j);
-        return st;
+        /* Printed once the lowering is known (an error leaves stdout empty). */
+        snprintf(head, sizeof head, "whole-model plan %s: %.4f s per iteration, %.2f GiB per device (%s)\n%s%s%s",
+                 text, e.iteration_time_s, e.memory_per_device_bytes / GIB, e.fits ? "fits" : "DOES NOT FIT",
+                 note[0] ? "assumed " : "", note, note[0] ? "\n" : "");
+        if (json) {
+            whole_j = wf_estimate_to_json(&e);
+            if (!whole_j)
+                return wf_errorf(WF_NOMEM, "out of memory");
+            cJSON_AddStringToObject(whole_j, "plan", text);
+        }
+        char dropped[256];
+        st = wf_plan_lower(&m, &c, &whole, batch, &pl, dropped, sizeof dropped);
+        if (st != WF_OK) {
+            wf_plan_oplevel_free(&pl);
+            if (out || !json) {
+                cJSON_Delete(whole_j);
+                return st;
+            }
+            /* --json without -o: the estimate's numbers still answer. */
+            fputs(head, h);
+            fprintf(h, "not lowered: %s\n", wf_last_error());
+            st = wf_cli_print_json(whole_j);
+            cJSON_Delete(whole_j);
+            return st;
+        }
+        char ol_text[PLAN_TEXT];
+        wf_plan_oplevel_format(&pl, ol_text, sizeof ol_text);
+        fputs(head, h);
+        fprintf(h, "lowered to the op-level plan %s (docs/plan-format.md, \"Lowering\")%s%s\n", ol_text,
+                dropped[0] ? "; not carried by op-level plans yet: " : "", dropped);
+        snprintf(meta.model, sizeof meta.model, "%s", m.name);
+        snprintf(meta.cluster, sizeof meta.cluster, "%s", c.name);
+        meta.batch = batch;
+    } else {
+        if (out) {
+            wf_plan_oplevel_free(&pl);
+            return wf_errorf(WF_INVAL, "-o with --verify writes the op-level form of a whole-model plan; %s is one "
+                                       "already", path);
+        }
+        if (meta.model[0] && strcmp(meta.model, model) != 0 && strcmp(meta.model, m.name) != 0)
+            wf_log(WF_LOG_WARN, "plan file was made for model '%s', checking it against '%s'",
+                   meta.model, model);
+        if (meta.batch > 0 && meta.batch != batch)
+            wf_log(WF_LOG_WARN, "plan file was made for batch %lld, checking it with batch %lld",
+                   (long long)meta.batch, (long long)batch);
     }
-    if (meta.model[0] && strcmp(meta.model, model) != 0 && strcmp(meta.model, m.name) != 0)
-        wf_log(WF_LOG_WARN, "plan file was made for model '%s', checking it against '%s'",
-               meta.model, model);
-    if (meta.batch > 0 && meta.batch != batch)
-        wf_log(WF_LOG_WARN, "plan file was made for batch %lld, checking it with batch %lld",
-               (long long)meta.batch, (long long)batch);
     wf_opplan_opts o;
     wf_opplan_opts_default(&o);
     o.max_memory_bytes = max_memory_gib > 0 ? max_memory_gib * GIB : 0;
     wf_opplan_result r;
     st = wf_opplan_verify(&m, &c, batch, &pl, &o, &r);
+    if (st == WF_OK && out) {
+        cJSON *est = wf_opplan_point_to_json(&r.best, &r.graph);
+        st = est ? wf_plan_oplevel_write_file(out, &pl, &meta, est) : wf_errorf(WF_NOMEM, "out of memory writing %s", out);
+        cJSON_Delete(est);
+        if (st == WF_OK)
+            fprintf(stderr, "wrote %s\n", out);
+    }
     wf_plan_oplevel_free(&pl);
     if (st != WF_OK) {
+        cJSON_Delete(whole_j);
         wf_opplan_result_free(&r);
         return st;
     }
-    fprintf(json ? stderr : stdout, "%s: op-level plan of %s on %s, batch %lld: valid\n", path, m.name, c.name,
+    fprintf(h, "%s: op-level plan of %s on %s, batch %lld: valid\n", is_ol ? path : "lowered", m.name, c.name,
             (long long)batch);
-    ol_print_best(json ? stderr : stdout, &r, 0);
+    ol_print_best(h, &r, 0);
     cJSON *j = NULL;
     if (json) {
         j = ol_best_json(&r);
         if (!j) {
+            cJSON_Delete(whole_j);
             wf_opplan_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
         }
         add_run_json(j, m.name, c.name, batch);
+        if (whole_j)
+            cJSON_AddItemToObject(j, "whole_model", whole_j);
     }
     st = ol_answer(json, j, &r);
     wf_opplan_result_free(&r);
@@ -893,7 +948,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"mesh", 0, WF_OPT_STR, &a.mesh, "M", "op-level: the mesh of each stage, e.g. 8x8 (default: every factoring)", 0},
         {"pp", 0, WF_OPT_STR, &pp_text, "N", "op-level: pipeline stages (default: 1 and every divisor of the devices)", 0},
         {"no-seq-split", 0, WF_OPT_FLAG, &a.no_seq_split, NULL, "op-level, transformers: no sequence splits outside matmuls (Megatron without sequence parallelism)", 0},
-        {"verify", 0, WF_OPT_STR, &a.verify, "FILE", "check a plan file against the model and cluster and print its numbers", 0},
+        {"verify", 0, WF_OPT_STR, &a.verify, "PLAN", "check a plan (string or file) against the model and cluster and print its numbers; a whole-model plan is also lowered to its op-level form (-o FILE writes it)", 0},
         {"detail", 0, WF_OPT_FLAG, &a.detail, NULL, "op-level: also print every op's layout", 0},
         {"plot", 0, WF_OPT_STR, &a.plot, "FILE", "draw the time/memory frontier as SVG (one series per device count with --devices-range)", 0},
         {"csv", 0, WF_OPT_STR, &a.csv, "FILE", "the frontier's points as CSV", 0},
@@ -936,11 +991,12 @@ wf_status wf_cmd_plan(int argc, char **argv)
     if (a.op_level && a.whole_model)
         return wf_errorf(WF_INVAL, "--op-level and --whole-model exclude each other");
     if (a.verify) {
-        if (a.out || a.range || a.op_level || a.whole_model || a.mesh || pp_text)
-            return wf_errorf(WF_INVAL, "--verify FILE takes --model, --cluster, --batch, "
-                                       "--max-memory and --json only");
-        return wf_cli_verify_oplevel(a.model, a.cluster, a.batch, a.verify, a.max_memory_gib,
-                                     a.json);
+        if (a.range || a.op_level || a.whole_model || a.mesh || pp_text)
+            return wf_errorf(WF_INVAL, "--verify PLAN takes --model, --cluster, --batch, --max-memory, "
+                                       "--json and -o only");
+        if (a.out && (st = wf_file_check_output(a.out, "-o")) != WF_OK)
+            return st;
+        return wf_cli_verify_plan(a.model, a.cluster, a.batch, a.verify, a.max_memory_gib, a.json, a.out);
     }
 
     wf_model_config m;

@@ -176,9 +176,11 @@ for k in ("plan", "iteration_time_s", "memory_per_device_bytes", "fits", "breakd
     assert v[k] == b[k], k
 EOF
 "$WEFT" plan --verify "$tmp/p.json" --model $M --cluster $C --batch $B --json >"$tmp/wver.json" 2>/dev/null
-check "--verify of a whole-model file = estimate" "$PY" - "$tmp/est.json" "$tmp/wver.json" <<'EOF'
+check "--verify of a whole-model file = estimate, and its lowering" "$PY" - "$tmp/est.json" "$tmp/wver.json" <<'EOF'
 import json, sys
-assert json.load(open(sys.argv[2]))["iteration_time_s"] == json.load(open(sys.argv[1]))["iteration_time_s"]
+v = json.load(open(sys.argv[2]))
+assert v["whole_model"]["iteration_time_s"] == json.load(open(sys.argv[1]))["iteration_time_s"]
+assert v["plan"].startswith("mesh="), v["plan"]
 EOF
 "$WEFT" estimate --model $OM --cluster $OC --batch 64 --plan "$tmp/ol.json" --json >"$tmp/olest.json" 2>"$tmp/olest.err"
 check "estimate of an op-level file exits 0" test $? -eq 0

@@ -1,0 +1,269 @@
+/* Lowering a whole-model plan (dp, tp, pp, mbs, sp) to the op-level plan
+ * that runs the same layouts (docs/plan-format.md, "Lowering"): a mesh of
+ * dp x tp (outer axis dp), pp stages by layer ranges, batch / (mbs x dp)
+ * micro-batches, and for every forward op the SBP signature Megatron-LM's
+ * layout gives it:
+ *
+ *   axis dp   every activation split by the batch (S0), weights replicated;
+ *   axis tp   column-parallel products (QKV, fc1, the SwiGLU gate and up):
+ *             input B, output split by its last dim; row-parallel ones (the
+ *             attention projection, fc2): input split by its last dim,
+ *             output partial sums (P); per-head ops (attention, the split of
+ *             QKV, the MLP activation): split by the last dim throughout;
+ *             the vocabulary-parallel embedding: ids B, output P; the
+ *             logits: input B, output split by the vocabulary; the loss:
+ *             logits split by the vocabulary, labels B; everything else
+ *             replicated, or with sequence parallelism split by the
+ *             sequence (S1), which turns Megatron's all-reduces into the
+ *             reduce-scatter / all-gather pairs (the boxing P -> S1, S1 -> B).
+ *
+ * The signature is picked among wf_sbp_op_sigs' candidates by those tags, so
+ * a lowered plan is one the op-level model can cost and check. Keys the
+ * op-level plan cannot hold yet (recompute, zero, vpp, cp, ep, the profile)
+ * are reported, not silently dropped. */
+#include "weft/search.h"
+#include "weft/cost.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What one operand must be on one axis: a tag ("S0", "B", "P") or NULL (any). */
+typedef struct {
+    const char *in[WF_MAX_INPUTS];
+    const char *out[WF_MAX_OUTPUTS];
+} want_axis;
+
+static int is_param(const wf_graph *g, int t) { return g->tensors[t].role == WF_ROLE_PARAM; }
+
+static const char *last_split(const wf_graph *g, int t)
+{
+    static const char *const S[] = {"S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7"};
+    int r = g->tensors[t].ndim;
+    return r >= 1 && r <= 8 ? S[r - 1] : "B";
+}
+
+/* The tags of op i on the data-parallel axis. */
+static void want_dp(const wf_graph *g, int i, want_axis *w)
+{
+    const wf_op *o = &g->ops[i];
+    memset(w, 0, sizeof *w);
+    for (int j = 0; j < o->nin; j++)
+        w->in[j] = is_param(g, o->in[j]) ? "B" : "S0";
+}
+
+/* The tags of op i on the tensor-parallel axis (Megatron's layout). */
+static void want_tp(const wf_graph *g, int i, int sp, want_axis *w)
+{
+    const wf_op *o = &g->ops[i];
+    memset(w, 0, sizeof *w);
+    const char *rep = sp ? "S1" : "B";
+    switch (o->tp) {
+    case WF_TP_COL:
+        for (int j = 0; j < o->nin; j++)
+            if (!is_param(g, o->in[j]))
+                w->in[j] = "B";
+        w->out[0] = last_split(g, o->out[0]);
+        return;
+    case WF_TP_ROW:
+        for (int j = 0; j < o->nin; j++)
+            if (!is_param(g, o->in[j]))
+                w->in[j] = last_split(g, o->in[j]);
+        w->out[0] = "P";
+        return;
+    case WF_TP_SHARD:
+        for (int j = 0; j < o->nin; j++)
+            if (!is_param(g, o->in[j]))
+                w->in[j] = last_split(g, o->in[j]);
+        for (int j = 0; j < o->nout; j++)
+            w->out[j] = last_split(g, o->out[j]);
+        return;
+    case WF_TP_VOCAB:
+        if (o->kind == WF_OP_EMBEDDING) {
+            w->in[0] = "B";
+            w->out[0] = "P";
+        } else if (o->kind == WF_OP_CROSS_ENTROPY) {
+            w->in[0] = last_split(g, o->in[0]);
+            w->in[1] = "B";
+        } else if (o->kind == WF_OP_RESHAPE || o->kind == WF_OP_FLATTEN) {
+            w->in[0] = last_split(g, o->in[0]);
+            w->out[0] = last_split(g, o->out[0]);
+        } else {
+            for (int j = 0; j < o->nin; j++)
+                if (!is_param(g, o->in[j]))
+                    w->in[j] = "B";
+            w->out[0] = last_split(g, o->out[0]);
+        }
+        return;
+    default:
+        break;
+    }
+    /* Replicated ops; with sequence parallelism split by the sequence, except
+     * where the sequence dim is gone (the flatten before the logits). */
+    if (o->kind == WF_OP_RESHAPE || o->kind == WF_OP_FLATTEN)
+        rep = "B";
+    for (int j = 0; j < o->nin; j++)
+        if (!is_param(g, o->in[j]))
+            w->in[j] = g->tensors[o->in[j]].ndim >= 2 ? rep : "B";
+    for (int j = 0; j < o->nout; j++)
+        w->out[j] = g->tensors[o->out[j]].ndim >= 2 ? rep : "B";
+}
+
+/* Does the 1-D signature text "a,b->c" match w? */
+static int match_axis(const char *text, const wf_op *o, const want_axis *w)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    char *arrow = strstr(buf, "->");
+    if (!arrow)
+        return 0;
+    *arrow = 0;
+    char *ins = buf, *outs = arrow + 2;
+    char *save = NULL;
+    int j = 0;
+    for (char *tok = strtok_r(ins, ",", &save); tok; tok = strtok_r(NULL, ",", &save), j++)
+        if (j < o->nin && w->in[j] && strcmp(tok, w->in[j]) != 0)
+            return 0;
+    j = 0;
+    for (char *tok = strtok_r(outs, ",", &save); tok; tok = strtok_r(NULL, ",", &save), j++)
+        if (j < o->nout && w->out[j] && strcmp(tok, w->out[j]) != 0)
+            return 0;
+    return 1;
+}
+
+/* The signature text of op i on mesh m matching the wanted tags per axis
+ * (axis_want[k] NULL: any), into buf. */
+static wf_status pick(const wf_graph *g, int i, const wf_mesh *m, const want_axis *const *axis_want,
+                      char *buf, size_t cap)
+{
+    int n = wf_sbp_op_sigs(g, i, m, NULL, 0);
+    if (n < 0)
+        return (wf_status)n;
+    wf_sbp_sig *sigs = malloc((size_t)(n > 0 ? n : 1) * sizeof *sigs);
+    if (!sigs)
+        return wf_errorf(WF_NOMEM, "out of memory lowering op '%s'", g->ops[i].name);
+    wf_sbp_op_sigs(g, i, m, sigs, n);
+    const wf_op *o = &g->ops[i];
+    wf_status st = WF_INVAL;
+    for (int k = 0; k < n && st != WF_OK; k++) {
+        char text[512];
+        wf_sbp_sig_str(&sigs[k], o->nin, o->nout, m->naxes, text, sizeof text);
+        int ok = 1;
+        char *save = NULL, copy[512];
+        snprintf(copy, sizeof copy, "%s", text);
+        int a = 0;
+        for (char *ax = strtok_r(copy, "|", &save); ax && ok; ax = strtok_r(NULL, "|", &save), a++)
+            if (a < m->naxes && axis_want[a] && !match_axis(ax, o, axis_want[a]))
+                ok = 0;
+        if (ok) {
+            snprintf(buf, cap, "%s", text);
+            st = WF_OK;
+        }
+    }
+    free(sigs);
+    if (st != WF_OK)
+        return wf_errorf(WF_INVAL, "lowering: op '%s' (%s) has no signature with Megatron's layout on mesh %lld axes",
+                         o->name, wf_op_name(o->kind), (long long)m->naxes);
+    return WF_OK;
+}
+
+wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf_plan *p, int64_t batch,
+                        wf_plan_oplevel *out, char *dropped, size_t cap)
+{
+    dropped[0] = 0;
+    wf_status st = wf_plan_validate(p, mc, c, batch);
+    if (st != WF_OK)
+        return st;
+    if (p->cp > 1 || p->ep > 1)
+        return wf_errorf(WF_INVAL, "lowering: cp=%d, ep=%d have no op-level form yet (the op-level plan has "
+                                   "no sequence ring or expert layout)", p->cp, p->ep);
+    /* What the op-level plan cannot say yet, named. */
+    size_t n = 0;
+    if (p->recompute != WF_RECOMPUTE_NONE)
+        n += (size_t)snprintf(dropped + n, cap - n, "%srecompute=%s", n ? ", " : "", wf_recompute_name(p->recompute));
+    if (p->zero && n < cap)
+        n += (size_t)snprintf(dropped + n, cap - n, "%szero=%d", n ? ", " : "", p->zero);
+    if (p->vpp > 1 && n < cap)
+        n += (size_t)snprintf(dropped + n, cap - n, "%svpp=%d", n ? ", " : "", p->vpp);
+    if (p->pipe == WF_PIPE_GPIPE && n < cap)
+        n += (size_t)snprintf(dropped + n, cap - n, "%spipe=gpipe", n ? ", " : "");
+    int64_t micro = batch / ((int64_t)p->mbs * p->dp);
+    char mesh_text[64];
+    if (p->dp > 1 && p->tp > 1)
+        snprintf(mesh_text, sizeof mesh_text, "%dx%d", p->dp, p->tp);
+    else
+        snprintf(mesh_text, sizeof mesh_text, "%d", p->tp > 1 ? p->tp : p->dp);
+    wf_mesh mesh;
+    if ((st = wf_mesh_parse(mesh_text, c, &mesh)) != WF_OK)
+        return st;
+    wf_graph g;
+    if ((st = wf_model_build(mc, batch / micro, &g)) != WF_OK) {
+        wf_graph_free(&g);
+        return st;
+    }
+    if ((st = wf_plan_oplevel_set(out, mesh_text, p->pp, micro)) != WF_OK) {
+        wf_graph_free(&g);
+        return st;
+    }
+    const int dp_axis = p->dp > 1 ? 0 : -1, tp_axis = p->tp > 1 ? (p->dp > 1 ? 1 : 0) : -1;
+    for (int i = 0; i < g.nfwd && st == WF_OK; i++) {
+        want_axis wd, wt;
+        want_dp(&g, i, &wd);
+        want_tp(&g, i, p->sp, &wt);
+        const want_axis *axes[WF_SBP_MAX_AXES] = {NULL};
+        if (dp_axis >= 0)
+            axes[dp_axis] = &wd;
+        if (tp_axis >= 0)
+            axes[tp_axis] = &wt;
+        char sig[512];
+        if ((st = pick(&g, i, &mesh, axes, sig, sizeof sig)) == WF_OK)
+            st = wf_plan_oplevel_add_layout(out, g.ops[i].name, sig);
+    }
+    /* Other models: the estimate's cut, balancing each stage's forward and
+     * backward time at the plan's micro-batch (wf_cost_cut_stages). */
+    if (st == WF_OK && !wf_model_is_transformer(mc) && p->pp > 1) {
+        wf_cost_ctx *ctx = NULL;
+        double *w = malloc((size_t)(g.nfwd + 1) * sizeof *w);
+        wf_cost_op_time *t = malloc((size_t)(g.nfwd + 1) * sizeof *t);
+        int *first = malloc((size_t)(p->pp + 1) * sizeof *first);
+        if (!w || !t || !first)
+            st = wf_errorf(WF_NOMEM, "out of memory lowering a plan");
+        if (st == WF_OK)
+            st = wf_cost_ctx_create(mc, c, &ctx);
+        if (st == WF_OK)
+            st = wf_cost_op_times(ctx, p->mbs, 1, 0, t);
+        if (st == WF_OK) {
+            for (int i = 0; i < g.nfwd; i++)
+                w[i] = t[i].fwd_s + t[i].bwd_in_s + t[i].bwd_w_s;
+            int ns = wf_cost_cut_stages(w, g.nfwd, p->pp, NULL, first);
+            if (ns != p->pp)
+                st = wf_errorf(WF_INVAL, "lowering: model '%s' cuts into %d stages, not pp=%d", mc->name, ns, p->pp);
+            for (int k = 0; k < ns && st == WF_OK; k++)
+                st = wf_plan_oplevel_set_stage(out, k, g.ops[first[k]].name);
+        }
+        wf_cost_ctx_free(ctx);
+        free(w);
+        free(t);
+        free(first);
+        wf_graph_free(&g);
+        return st;
+    }
+    /* Stages by layer ranges: stage s starts at layer s x layers / pp. */
+    if (st == WF_OK) {
+        st = wf_plan_oplevel_set_stage(out, 0, g.ops[0].name);
+        int64_t per = mc->layers / p->pp;
+        for (int s = 1; s < p->pp && st == WF_OK; s++) {
+            int first = -1;
+            for (int i = 0; i < g.nfwd && first < 0; i++)
+                if (g.ops[i].block >= 0 && g.ops[i].layer == (int)(s * per))
+                    first = i;
+            if (first < 0)
+                st = wf_errorf(WF_INVAL, "lowering: model '%s' has no layer %lld to start stage %d", mc->name,
+                               (long long)(s * per), s);
+            else
+                st = wf_plan_oplevel_set_stage(out, s, g.ops[first].name);
+        }
+    }
+    wf_graph_free(&g);
+    return st;
+}
