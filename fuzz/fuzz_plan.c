@@ -1,6 +1,7 @@
 /* Fuzzes the plan readers: plan strings ("dp=2,tp=2,..."), whole-model plan
  * files and op-level plan files, each then checked against a small model and
- * cluster as `weft estimate` and `weft plan --verify` do. Byte 0 picks the
+ * cluster as `weft estimate` and `weft plan --verify` do (the whole-model
+ * ones also lowered to their op-level form). Byte 0 picks the
  * reader (even: string, odd: file). */
 #include "fuzz.h"
 
@@ -22,6 +23,12 @@ static void check_whole(const wf_plan *p, const char *model)
     if (wf_cost_ctx_create(&m, &c, &ctx) == WF_OK)
         (void)wf_estimate_plan(ctx, p, 16, &e);
     wf_cost_ctx_free(ctx);
+    /* Its lowering to the op-level form (weft plan --verify PLAN). */
+    wf_plan_oplevel pl;
+    wf_plan_oplevel_init(&pl);
+    char dropped[256];
+    (void)wf_plan_lower(&m, &c, p, 16, &pl, dropped, sizeof dropped);
+    wf_plan_oplevel_free(&pl);
 }
 
 static void check_oplevel(const wf_plan_oplevel *pl)
@@ -47,6 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (text && wf_plan_parse(text, &whole) == WF_OK) {
             check_whole(&whole, "gpt-tiny");
             check_whole(&whole, "mlp-tiny");
+            check_whole(&whole, "moe-tiny");
         }
         free(text);
     } else {
