@@ -360,6 +360,13 @@ void wf_opplan_result_free(wf_opplan_result *r);
 wf_status wf_plan_lower(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
                         wf_plan_oplevel *out, char *dropped, size_t cap);
 
+/* The whole-model plan whose lowering is op-level plan ol (mesh dp x tp, or
+ * one of them, with or without sequence parallelism), into out; WF_INVAL
+ * naming the first op whose layout no whole-model plan gives. What lets the
+ * simulator and the runtime take op-level plans of Megatron's family. */
+wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,
+                        wf_plan *out);
+
 /* `weft plan --verify`: evaluates an op-level plan (wf_oplevel_plan_evaluate,
  * opts->oplevel for the model options, opts->max_memory_bytes for the
  * budget) into r as the search would report it: r->best, a copy of the plan

@@ -4,6 +4,7 @@
  * table and the fields its --json object carries, and a cluster's
  * description with every calibration factor. */
 #include "cli/cli.h"
+#include "weft/search.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -55,6 +56,21 @@ wf_status wf_cli_load_plan_input(wf_cli_plan_input *in, const char *verb_ing)
         return st;
     if (strchr(in->plan, '=')) {
         st = wf_plan_parse(in->plan, &in->p);
+    } else if (wf_plan_is_oplevel_file(in->plan)) {
+        /* An op-level plan of Megatron's family: the whole-model plan whose
+         * lowering it is (others are named and refused). */
+        wf_plan_oplevel ol;
+        wf_plan_oplevel_init(&ol);
+        wf_plan_meta meta;
+        int is_ol = 0;
+        st = wf_plan_read_file_any(in->plan, &in->p, &ol, &meta, &is_ol);
+        if (st == WF_OK && is_ol) {
+            check_meta(&meta, in, verb_ing);
+            st = wf_plan_raise(&in->mc, &in->c, in->batch, &ol, &in->p);
+            if (st == WF_OK)
+                in->p.given |= WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
+        }
+        wf_plan_oplevel_free(&ol);
     } else {
         wf_plan_meta meta;
         memset(&meta, 0, sizeof meta);

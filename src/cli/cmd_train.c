@@ -11,6 +11,7 @@
  * with exit 1 and no rank is left waiting. Only rank 0 prints the error line:
  * the other ranks close their stderr before returning the agreed status. */
 #include "cli/cli.h"
+#include "weft/search.h"
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
 
@@ -183,6 +184,31 @@ static void describe(const wf_train_info *in, const train_args *a, const wf_opti
             (double)in->memory.arena_bytes / 1048576.0, (double)in->memory.unplanned_bytes / 1048576.0);
 }
 
+/* An op-level plan file of Megatron's family as the whole-model plan string
+ * whose lowering it is (buf); other op-level plans are refused naming the
+ * first op whose layout the runtime cannot run. */
+static wf_status raise_oplevel(const train_args *a, char *buf, size_t cap)
+{
+    wf_model_config m;
+    wf_cluster cl;
+    wf_status st;
+    if ((st = wf_model_lookup(a->model, &m)) != WF_OK ||
+        (st = wf_cluster_lookup(a->cluster ? a->cluster : "local", &cl)) != WF_OK)
+        return st;
+    wf_plan_oplevel ol;
+    wf_plan_oplevel_init(&ol);
+    wf_plan whole;
+    wf_plan_meta meta;
+    int is_ol = 0;
+    st = wf_plan_read_file_any(a->plan, &whole, &ol, &meta, &is_ol);
+    if (st == WF_OK)
+        st = wf_plan_raise(&m, &cl, a->batch, &ol, &whole);
+    wf_plan_oplevel_free(&ol);
+    if (st == WF_OK)
+        wf_plan_format(&whole, buf, cap);
+    return st;
+}
+
 static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
 {
     wf_train_config c;
@@ -191,6 +217,15 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
     c.data = a->data;
     c.batch = a->batch;
     c.plan = a->plan;
+    char raised[256];
+    if (a->plan && wf_plan_is_oplevel_file(a->plan)) {
+        wf_status rs = raise_oplevel(a, raised, sizeof raised);
+        if (rs != WF_OK)
+            return rs;
+        if (rank == 0)
+            fprintf(stderr, "plan       %s: the op-level form of %s\n", a->plan, raised);
+        c.plan = raised;
+    }
     c.comm = a->comm;
     c.cluster = a->cluster;
     c.optim = *oc;

@@ -267,3 +267,86 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
     wf_graph_free(&g);
     return st;
 }
+
+/* Two op-level plans hold the same layouts: mesh, stages, micro-batches and
+ * every op's signature (spaces ignored). Names the first difference. */
+static int same_layouts(const wf_plan_oplevel *a, const wf_plan_oplevel *b, char *diff, size_t cap)
+{
+    if (strcmp(a->mesh, b->mesh) != 0 || a->pp != b->pp || a->micro_batches != b->micro_batches) {
+        snprintf(diff, cap, "mesh, stages or micro-batches");
+        return 0;
+    }
+    for (int s = 0; s < a->pp; s++)
+        if (!a->stage_first[s] || !b->stage_first[s] || strcmp(a->stage_first[s], b->stage_first[s]) != 0) {
+            snprintf(diff, cap, "stage %d's first op", s);
+            return 0;
+        }
+    for (int i = 0; i < b->nlayouts; i++) {
+        const char *x = wf_plan_oplevel_layout_of(a, b->op[i]);
+        char u[200], v[200];
+        size_t n = 0, k = 0;
+        for (const char *q = x ? x : ""; *q && n + 1 < sizeof u; q++)
+            if (*q != ' ')
+                u[n++] = *q;
+        u[n] = 0;
+        for (const char *q = b->sig[i]; *q && k + 1 < sizeof v; q++)
+            if (*q != ' ')
+                v[k++] = *q;
+        v[k] = 0;
+        if (strcmp(u, v) != 0) {
+            snprintf(diff, cap, "op '%s' runs %s where the lowering runs %s", b->op[i], x ? u : "nothing", v);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,
+                        wf_plan *out)
+{
+    int64_t ax[2] = {0, 0};
+    int naxes = sscanf(ol->mesh, "%lldx%lld", (long long *)&ax[0], (long long *)&ax[1]);
+    if (naxes < 1 || ax[0] < 1 || (naxes == 2 && ax[1] < 1) || ol->micro_batches < 1)
+        return wf_errorf(WF_INVAL, "op-level plan mesh=%s: expected one or two axes", ol->mesh);
+    /* The whole-model plans whose lowering has this mesh: dp x tp, or one of
+     * them alone; with and without sequence parallelism. */
+    int cand[4][2], nc = 0;
+    if (naxes == 2) {
+        cand[nc][0] = (int)ax[0], cand[nc++][1] = (int)ax[1];
+    } else {
+        cand[nc][0] = (int)ax[0], cand[nc++][1] = 1;
+        cand[nc][0] = 1, cand[nc++][1] = (int)ax[0];
+    }
+    char diff[640] = "its layouts", best[640] = "";
+    for (int k = 0; k < nc; k++) {
+        int64_t per = (int64_t)cand[k][0] * ol->micro_batches;
+        if (per <= 0 || batch % per != 0)
+            continue;
+        for (int sp = 0; sp <= 1; sp++) {
+            wf_plan p;
+            wf_plan_default(&p);
+            p.dp = cand[k][0];
+            p.tp = cand[k][1];
+            p.pp = ol->pp;
+            p.sp = sp;
+            p.mbs = (int)(batch / per);
+            if (sp && p.tp < 2)
+                continue;
+            wf_plan_oplevel low;
+            wf_plan_oplevel_init(&low);
+            char dropped[256];
+            wf_status st = wf_plan_lower(m, c, &p, batch, &low, dropped, sizeof dropped);
+            int same = st == WF_OK && same_layouts(ol, &low, diff, sizeof diff);
+            wf_plan_oplevel_free(&low);
+            if (same) {
+                *out = p;
+                wf_clear_error();
+                return WF_OK;
+            }
+            if (st == WF_OK && !best[0])
+                snprintf(best, sizeof best, "%s", diff);
+        }
+    }
+    return wf_errorf(WF_INVAL, "op-level plan %s is not the lowering of a whole-model plan (dp, tp, pp, sp): %s",
+                     ol->mesh, best[0] ? best : diff);
+}
