@@ -84,6 +84,10 @@ wf_status wf_onnx_param_data(const wf_onnx_model *m, const wf_graph *g, int para
  * wf_onnx_opts.batch; dims NULL, no loss added). */
 wf_status wf_onnx_load(const char *path, int64_t batch, wf_graph *g);
 
+/* The multi-node patterns the last build recognized and fused, with counts
+ * ("attention (matmul, scale, mask, softmax, matmul) x2, ..."; "" for none). */
+const char *wf_onnx_patterns(const wf_onnx_model *m);
+
 /* Attaches a loss: a LABEL tensor "labels" (int32, the logits' shape without
  * its last dim) and cross_entropy(logits, labels), which becomes g->loss.
  * logits is a forward float tensor of rank >= 1, or -1 for the output of the
@@ -139,6 +143,9 @@ wf_status wf_onnx_split_spec(const char *spec, char *path, size_t path_cap, char
  * the graph for `batch` with the spec's dims, attaches a loss to the first
  * output when the model has none (wf_onnx_opts.add_loss), and closes it. */
 wf_status wf_onnx_build_spec(const char *spec, int64_t batch, wf_graph *g);
+/* wf_onnx_build_spec that also copies wf_onnx_patterns into buf[cap]. */
+wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t batch, wf_graph *g, char *buf,
+                                      size_t cap);
 
 #ifdef __cplusplus
 }
