@@ -3379,6 +3379,15 @@ static wf_status add_inputs(ictx *c, const wf_onnx_opts *o)
         if (dims.name[0])
             return wf_errorf(WF_INVAL, "%s: dims '%s': expected name=size,...", c->m->path,
                              o->dims);
+        /* dtype=fp16|bf16|fp32: the float parameters and inputs (mixed precision) */
+        const char *dts = NULL;
+        if (wf_spec_get_str(&dims, "dtype", &dts) == 1) {
+            wf_dtype dt;
+            if (wf_dtype_parse(dts, &dt) != WF_OK || !(dt == WF_DTYPE_FP32 || dt == WF_DTYPE_FP16 ||
+                                                       dt == WF_DTYPE_BF16))
+                return wf_errorf(WF_INVAL, "%s: dtype=%s (allowed: fp32, fp16, bf16)", c->m->path, dts);
+            c->fdtype = dt;
+        }
     }
     /* Does any input have a symbolic first dim? */
     int sym_batch = 0;
@@ -3412,6 +3421,8 @@ static wf_status add_inputs(ictx *c, const wf_onnx_opts *o)
         wf_dtype dt;
         if ((st = wf_onnx_dtype(tt->elem_type, what, &dt)) != WF_OK)
             return st;
+        if (c->fdtype != WF_DTYPE_COUNT && is_float_type(tt->elem_type))
+            dt = c->fdtype;
         int64_t shape[WF_MAX_DIMS];
         for (size_t j = 0; j < sp->n_dim; j++) {
             const Onnx__TensorShapeProto__Dimension *d = sp->dim[j];
@@ -3486,7 +3497,9 @@ static wf_status add_inputs(ictx *c, const wf_onnx_opts *o)
     }
     char what[1400];
     snprintf(what, sizeof what, "%s dims", c->m->path);
-    return wf_spec_check_unused(&dims, what, *allowed ? allowed : "none (no symbolic dims)");
+    if (k < sizeof allowed)
+        snprintf(allowed + k, sizeof allowed - k, "%sdtype", k ? ", " : "");
+    return wf_spec_check_unused(&dims, what, allowed);
 }
 
 /* ---- the build -------------------------------------------------------------------------------- */
