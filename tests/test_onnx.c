@@ -1502,6 +1502,7 @@ static void test_pytorch_exports(void **state)
      * per activation at most, hence the looser bounds there. */
     static const pt_case cases[] = {
         {"gpt", 1e-5, 1e-4},          {"gpt_opset14", 1e-5, 1e-4},  {"gpt_fixed_batch", 1e-5, 1e-4},
+        {"gpt2_additive_mask", 1e-5, 1e-4},
         {"bert", 1e-3, 1e-2},         {"torch_encoder", 1e-5, 1e-4}, {"mobilenet_v2", 1e-5, 1e-4},
         {"mobilenet_v3", 1e-5, 1e-4}, {"squeezenet", 1e-5, 1e-4},   {"densenet", 1e-5, 1e-4},
     };
@@ -1552,6 +1553,14 @@ static void test_pytorch_patterns(void **state)
            L * 4 * B * A * T * T * D);
     assert_true(got == lin);
     assert_true(att >= L * 4 * B * A * T * T * D && att <= 1.5 * L * 4 * B * A * T * T * D);
+    wf_graph_free(&g);
+
+    /* GPT-2's additive -inf mask buffer is causal attention too, and no parameter */
+    assert_int_equal(wf_onnx_build_spec_patterns(PTDATA "/gpt2_additive_mask.onnx", 2, &g, pat, sizeof pat), WF_OK);
+    assert_non_null(strstr(pat, "attention (matmul, scale, mask, softmax, matmul) x2"));
+    wf_graph_totals tt;
+    wf_graph_totals_of(&g, &tt);
+    assert_true(tt.params == 28032);
     wf_graph_free(&g);
 
     /* opset 14: five decomposed LayerNorms become layernorm ops */

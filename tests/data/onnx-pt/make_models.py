@@ -35,15 +35,20 @@ class NewGELU(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd, n_head, block_size):
+    def __init__(self, n_embd, n_head, block_size, additive=False):
         super().__init__()
+        self.additive = additive
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
         self.attn_dropout = nn.Dropout(0.0)
         self.resid_dropout = nn.Dropout(0.0)
         self.n_head, self.n_embd = n_head, n_embd
-        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size))
-                             .view(1, 1, block_size, block_size))
+        if additive:
+            # GPT-2 ports that keep an additive mask: 0 on and below the diagonal, -inf above
+            self.register_buffer("mask", torch.triu(torch.full((block_size, block_size), float('-inf')), 1))
+        else:
+            self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size))
+                                 .view(1, 1, block_size, block_size))
 
     def forward(self, x):
         B_, T, C = x.size()
@@ -52,7 +57,10 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B_, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B_, T, self.n_head, C // self.n_head).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
+        if self.additive:
+            att = att + self.mask[:T, :T]
+        else:
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
         att = F.softmax(att, dim=-1)
         att = self.attn_dropout(att)
         y = att @ v
@@ -73,10 +81,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, n_embd, n_head, block_size):
+    def __init__(self, n_embd, n_head, block_size, additive=False):
         super().__init__()
         self.ln_1 = nn.LayerNorm(n_embd)
-        self.attn = CausalSelfAttention(n_embd, n_head, block_size)
+        self.attn = CausalSelfAttention(n_embd, n_head, block_size, additive)
         self.ln_2 = nn.LayerNorm(n_embd)
         self.mlp = MLP(n_embd)
 
@@ -87,13 +95,13 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab=64, block_size=16, n_layer=2, n_head=2, n_embd=32):
+    def __init__(self, vocab=64, block_size=16, n_layer=2, n_head=2, n_embd=32, additive=False):
         super().__init__()
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(vocab, n_embd),
             wpe=nn.Embedding(block_size, n_embd),
             drop=nn.Dropout(0.0),
-            h=nn.ModuleList([Block(n_embd, n_head, block_size) for _ in range(n_layer)]),
+            h=nn.ModuleList([Block(n_embd, n_head, block_size, additive) for _ in range(n_layer)]),
             ln_f=nn.LayerNorm(n_embd),
         ))
         self.lm_head = nn.Linear(n_embd, vocab, bias=False)
@@ -408,6 +416,7 @@ def main():
         ('gpt', GPT, (ids,), ['input'], tgt, 17, True),
         ('gpt_opset14', GPT, (ids,), ['input'], tgt, 14, True),
         ('gpt_fixed_batch', GPT, (ids,), ['input'], tgt, 17, False),
+        ('gpt2_additive_mask', lambda: GPT(additive=True), (ids,), ['input'], tgt, 17, True),
         ('bert', Bert, (ids, mask), ['input', 'attention_mask'], tgt, 17, True),
         ('torch_encoder', TorchEncoderLM, (ids,), ['input'], tgt, 17, True),
         ('mobilenet_v2', MobileNetV2, (img,), ['input'], cls, 17, True),
