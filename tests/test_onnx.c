@@ -692,6 +692,70 @@ static void test_roundtrip_ops(void **state)
 }
 
 /* A file written at batch 2 builds at batch 5 as the zoo does at 5. */
+/* The ops PyTorch exports bring (tanh, clip as ReLU6 and HardSigmoid,
+ * hardswish, cast of a mask, expand, ceil-mode max pooling) survive export
+ * and import with their attributes. */
+static void test_roundtrip_pytorch_ops(void **state)
+{
+    (void)state;
+    wf_graph a, b;
+    wf_graph_init(&a, "ptops");
+    int64_t xs[3] = {2, 6, 16}, x1s[3] = {2, 1, 16}, ms[2] = {2, 6}, ims[4] = {2, 4, 7, 7};
+    int x = wf_graph_add_tensor(&a, "x", WF_DTYPE_FP32, WF_ROLE_INPUT, 3, xs);
+    int x1 = wf_graph_add_tensor(&a, "x1", WF_DTYPE_FP32, WF_ROLE_INPUT, 3, x1s);
+    int mk = wf_graph_add_tensor(&a, "mask", WF_DTYPE_INT32, WF_ROLE_INPUT, 2, ms);
+    int im = wf_graph_add_tensor(&a, "im", WF_DTYPE_FP32, WF_ROLE_INPUT, 4, ims);
+    wf_op_attrs at;
+    int t = wf_graph_op1(&a, WF_OP_TANH, "tanh", &x, 1, NULL);
+    memset(&at, 0, sizeof at);
+    at.alpha = 1;
+    at.hi = 6;
+    t = wf_graph_op1(&a, WF_OP_CLIP, "relu6", &t, 1, &at);
+    t = wf_graph_op1(&a, WF_OP_HARDSWISH, "hswish", &t, 1, NULL);
+    memset(&at, 0, sizeof at);
+    at.alpha = 1.0 / 6;
+    at.beta = 0.5;
+    at.hi = 1;
+    t = wf_graph_op1(&a, WF_OP_CLIP, "hsigmoid", &t, 1, &at);
+    memset(&at, 0, sizeof at);
+    wf_graph_op1(&a, WF_OP_CAST, "maskf", &mk, 1, &at);
+    memset(&at, 0, sizeof at);
+    at.ndim = 3;
+    memcpy(at.shape, xs, sizeof xs);
+    int e = wf_graph_op1(&a, WF_OP_EXPAND, "expand", &x1, 1, &at);
+    int in2[2] = {t, e};
+    wf_graph_op1(&a, WF_OP_ADD, "sum", in2, 2, NULL);
+    memset(&at, 0, sizeof at);
+    at.kernel[0] = at.kernel[1] = 3;
+    at.stride[0] = at.stride[1] = 2;
+    at.ceil_mode = 1;
+    int p = wf_graph_op1(&a, WF_OP_MAXPOOL, "pool", &im, 1, &at);
+    if (a.status != WF_OK)
+        fail_msg("%s", wf_last_error());
+    assert_int_equal(a.tensors[p].shape[2], 3); /* ceil((7-3)/2)+1 = 3: the same as floor here */
+    char path[512];
+    snprintf(path, sizeof path, "%s/ptops.onnx", tmpdir);
+    assert_int_equal(wf_onnx_save(&a, path, NULL), WF_OK);
+    if (wf_onnx_load(path, 2, &b) != WF_OK)
+        fail_msg("%s", wf_last_error());
+    assert_kinds(&b, "tanh,clip,hardswish,clip,cast,expand,add,maxpool");
+    assert_true(b.ops[1].attr.lo == 0 && b.ops[1].attr.hi == 6 && b.ops[1].attr.alpha == 1);
+    assert_true(fabs(b.ops[3].attr.alpha - 1.0 / 6) < 1e-7 && b.ops[3].attr.beta == 0.5 && b.ops[3].attr.hi == 1);
+    assert_int_equal(b.tensors[b.ops[4].out[0]].dtype, WF_DTYPE_FP32);
+    for (int i = 0; i < b.nfwd; i++) {
+        const wf_tensor *ta = &a.tensors[a.ops[i].out[0]], *tb = &b.tensors[b.ops[i].out[0]];
+        char sa[96], sb[96];
+        assert_string_equal(wf_shape_str(ta, sa, sizeof sa), wf_shape_str(tb, sb, sizeof sb));
+    }
+    wf_graph_free(&a);
+    wf_graph_free(&b);
+    /* ceil_mode where it changes the size: [8,8], kernel 3, stride 2 -> 4 (floor 3) */
+    assert_int_equal(wf_pool_out(8, 3, 2, 0, 1), 4);
+    assert_int_equal(wf_pool_out(8, 3, 2, 0, 0), 3);
+    /* PyTorch's rule: a last window starting in the right padding is dropped */
+    assert_int_equal(wf_pool_out(5, 2, 2, 1, 1), 3);
+}
+
 static void test_rebatch(void **state)
 {
     (void)state;
@@ -1605,6 +1669,7 @@ int main(void)
         cmocka_unit_test(test_testdata_refused),
         cmocka_unit_test(test_roundtrip_zoo),
         cmocka_unit_test(test_roundtrip_ops),
+        cmocka_unit_test(test_roundtrip_pytorch_ops),
         cmocka_unit_test(test_rebatch),
         cmocka_unit_test(test_param_data),
         cmocka_unit_test(test_runtime_weights),

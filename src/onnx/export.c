@@ -616,6 +616,12 @@ static wf_status emit(ectx *e, int opi)
         n = node(e, "HardSwish", 0, in, 1, out, 1);
         break;
     case WF_OP_CLIP: {
+        if (a->lo == 0.0 && a->hi == 1.0) {
+            n = node(e, "HardSigmoid", 0, in, 1, out, 1);
+            attr_f(e, n, "alpha", a->alpha);
+            attr_f(e, n, "beta", a->beta);
+            break;
+        }
         /* Mul and Add for the affine part (when not the identity), then Clip */
         int32_t ft = wf_onnx_type_of(x0->dtype);
         const char *cur = in[0];
