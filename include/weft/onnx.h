@@ -5,9 +5,11 @@
  * layout the IR uses), graph inputs that are not initializers become INPUT
  * tensors (LABEL when they feed a loss), and nodes become IR ops (a table in
  * docs/onnx.md). Shape arithmetic (Shape, Constant, Gather/Concat/Unsqueeze
- * of constants) is folded at import; a few multi-node patterns are fused
- * (x*Sigmoid(x) -> silu, the erf GELU -> gelu, Add of a bias after MatMul or
- * Conv -> the op's bias). A node the IR cannot express is WF_INVAL naming the
+ * of constants) is folded at import; multi-node patterns are fused
+ * (x*Sigmoid(x) -> silu, the erf and tanh GELUs -> gelu, decomposed LayerNorm
+ * -> layernorm, hand-written causal attention -> attention, Add of a bias
+ * after MatMul or Conv -> the op's bias). Constants that are not weights
+ * (masks, position ids) are folded and never become parameters. A node the IR cannot express is WF_INVAL naming the
  * node and its op type; a file that is not an ONNX model is WF_FORMAT.
  *
  * Export writes a weft graph as a ModelProto (opset 23, plus the "ai.weft"

@@ -14,9 +14,13 @@
  *             kept so wf_onnx_param_data can produce the data.
  *   V_NONE    not (yet) computed: an output the IR does not produce.
  * Nodes run in file order (ONNX requires topological order). Patterns are
- * found before the walk: x*Sigmoid(x) -> silu, the erf form of GELU -> gelu,
+ * found before the walk: x*Sigmoid(x) -> silu, the erf and tanh forms of GELU
+ * -> gelu, LayerNorm decomposed below opset 17 -> layernorm, a hand-written
+ * attention (matmul, scale, causal mask, softmax, matmul with its head
+ * reshapes) -> attention, a zero Pad in front of a Conv -> the Conv's pads,
  * Transpose feeding SoftmaxCrossEntropyLoss -> cross_entropy over the class
- * dim as the last one. Every error names the file, the node (index, name,
+ * dim as the last one. PyTorch's buffers (masks, position ids) are folded
+ * where they are used and become no tensor: only weights are parameters. Every error names the file, the node (index, name,
  * op type) and the reason. */
 #include "onnx/onnx-impl.h"
 
@@ -1151,27 +1155,31 @@ static int scalar_in(ictx *c, int i, double dflt, double *out, wf_status *st)
  * when they are not constant or the padding is not zeros. */
 static int pad_amounts(ictx *c, const Onnx__NodeProto *n, int r, int64_t *pads, wf_status *st)
 {
+    /* read (and report errors) as the Pad node, which may be fused into a later one */
     const Onnx__NodeProto *keep = c->node;
+    int keep_i = c->node_index;
     c->node = n;
+    for (size_t i = 0; i < c->gp->n_node; i++)
+        if (c->gp->node[i] == n)
+            c->node_index = (int)i;
     char buf[32];
     const char *mode = wf_onnx_attr_s(n, "mode", "constant", buf, sizeof buf);
     int k = c->m->opset >= 11 ? ints_from(c, 1, "", pads, 2 * WF_MAX_DIMS, st)
                               : wf_onnx_attr_ints(n, "pads", pads, 2 * WF_MAX_DIMS);
     double v = 0;
     if (*st == WF_OK && c->m->opset >= 11 && n->n_input > 3 && n->input[3] && *n->input[3])
-        return c->node = keep, (*st = unsupported(c, "Pad along chosen axes")), -1;
-    if (*st == WF_OK && c->m->opset >= 11)
+        *st = unsupported(c, "Pad along chosen axes");
+    else if (*st == WF_OK && c->m->opset >= 11)
         scalar_in(c, 2, 0.0, &v, st);
     else if (*st == WF_OK)
         v = wf_onnx_attr_f(n, "value", 0.0);
+    if (*st == WF_OK && (strcmp(mode, "constant") != 0 || v != 0))
+        *st = unsupported(c, "Pad mode '%s' value %g (weft pads with zeros)", mode, v);
+    if (*st == WF_OK && k != 2 * r)
+        *st = nerr(c, WF_FORMAT, "%d pads for rank %d", k, r);
     c->node = keep;
-    if (*st != WF_OK)
-        return -1;
-    if (strcmp(mode, "constant") != 0 || v != 0)
-        return *st = unsupported(c, "Pad mode '%s' value %g (weft pads with zeros)", mode, v), -1;
-    if (k != 2 * r)
-        return *st = nerr(c, WF_FORMAT, "%d pads for rank %d", k, r), -1;
-    return 0;
+    c->node_index = keep_i;
+    return *st == WF_OK ? 0 : -1;
 }
 
 /* ---- convolution and pooling ------------------------------------------------------------- */
