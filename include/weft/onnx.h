@@ -1,7 +1,7 @@
 /* weft ONNX: reads ONNX model files into the graph IR and writes graphs back.
  *
- * Import maps an ONNX ModelProto onto WF_OP_LIST: initializers become PARAM
- * tensors (their data stays readable through wf_onnx_param_data, in the
+ * Import maps an ONNX ModelProto onto WF_OP_LIST: initializers used as weights
+ * become PARAM tensors (their data stays readable through wf_onnx_param_data, in the
  * layout the IR uses), graph inputs that are not initializers become INPUT
  * tensors (LABEL when they feed a loss), and nodes become IR ops (a table in
  * docs/onnx.md). Shape arithmetic (Shape, Constant, Gather/Concat/Unsqueeze
@@ -9,8 +9,9 @@
  * (x*Sigmoid(x) -> silu, the erf and tanh GELUs -> gelu, decomposed LayerNorm
  * -> layernorm, hand-written causal attention -> attention, Add of a bias
  * after MatMul or Conv -> the op's bias). Constants that are not weights
- * (masks, position ids) are folded and never become parameters. A node the IR cannot express is WF_INVAL naming the
- * node and its op type; a file that is not an ONNX model is WF_FORMAT.
+ * (masks, position ids) are folded and never become parameters. A node the
+ * IR cannot express is WF_INVAL naming the node and its op type; a file that
+ * is not an ONNX model is WF_FORMAT.
  *
  * Export writes a weft graph as a ModelProto (opset 23, plus the "ai.weft"
  * domain for the ops ONNX has no operator for), with parameter data when the
