@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "runtime/kernels-impl.h"
+#include <cjson/cJSON.h>
 #include "weft/models.h"
 #include "weft/onnx.h"
 #include "weft/runtime.h"
@@ -145,6 +146,16 @@ static void interpret(const wf_graph *g, void **d)
         case WF_OP_RELU: wf_k_relu_fwd(F(op->in[0]), y, numel(x)); break;
         case WF_OP_GELU: wf_k_gelu_fwd(F(op->in[0]), y, numel(x)); break;
         case WF_OP_SILU: wf_k_silu_fwd(F(op->in[0]), y, numel(x)); break;
+        case WF_OP_TANH: wf_k_tanh_fwd(F(op->in[0]), y, numel(x)); break;
+        case WF_OP_HARDSWISH: wf_k_hardswish_fwd(F(op->in[0]), y, numel(x)); break;
+        case WF_OP_CLIP:
+            wf_k_clip_fwd(F(op->in[0]), y, numel(x), (float)op->attr.alpha, (float)op->attr.beta,
+                          (float)op->attr.lo, (float)op->attr.hi);
+            break;
+        case WF_OP_CAST: wf_k_cast_fwd((const int32_t *)d[op->in[0]], y, numel(x)); break;
+        case WF_OP_EXPAND:
+            wf_k_expand_fwd(F(op->in[0]), y, x->ndim, x->shape, T[op->out[0]].ndim, T[op->out[0]].shape);
+            break;
         case WF_OP_DROPOUT:
             wf_k_dropout_fwd(F(op->in[0]), y, numel(x), (float)op->attr.p, op->attr.seed, 0);
             break;
@@ -504,7 +515,6 @@ static void test_testdata_refused(void **state)
         {"node/test_maxpool_2d_same_lower", {"asymmetric", "MaxPool", "node 0"}},
         {"node/test_maxpool_2d_pads", {"more than half the kernel", "MaxPool", "node 0"}},
         {"node/test_maxpool_2d_dilations", {"dilation", "MaxPool", "node 0"}},
-        {"node/test_maxpool_2d_ceil", {"ceil_mode", "MaxPool", "node 0"}},
         {"node/test_averagepool_2d_pads", {"count_include_pad", "AveragePool", "node 0"}},
         {"node/test_logsoftmax_axis_0", {"LogSoftmax", "not supported", "node 0"}},
         {"node/test_maxpool_3d_default", {"spatial", "MaxPool", "node 0"}},
@@ -682,6 +692,70 @@ static void test_roundtrip_ops(void **state)
 }
 
 /* A file written at batch 2 builds at batch 5 as the zoo does at 5. */
+/* The ops PyTorch exports bring (tanh, clip as ReLU6 and HardSigmoid,
+ * hardswish, cast of a mask, expand, ceil-mode max pooling) survive export
+ * and import with their attributes. */
+static void test_roundtrip_pytorch_ops(void **state)
+{
+    (void)state;
+    wf_graph a, b;
+    wf_graph_init(&a, "ptops");
+    int64_t xs[3] = {2, 6, 16}, x1s[3] = {2, 1, 16}, ms[2] = {2, 6}, ims[4] = {2, 4, 7, 7};
+    int x = wf_graph_add_tensor(&a, "x", WF_DTYPE_FP32, WF_ROLE_INPUT, 3, xs);
+    int x1 = wf_graph_add_tensor(&a, "x1", WF_DTYPE_FP32, WF_ROLE_INPUT, 3, x1s);
+    int mk = wf_graph_add_tensor(&a, "mask", WF_DTYPE_INT32, WF_ROLE_INPUT, 2, ms);
+    int im = wf_graph_add_tensor(&a, "im", WF_DTYPE_FP32, WF_ROLE_INPUT, 4, ims);
+    wf_op_attrs at;
+    int t = wf_graph_op1(&a, WF_OP_TANH, "tanh", &x, 1, NULL);
+    memset(&at, 0, sizeof at);
+    at.alpha = 1;
+    at.hi = 6;
+    t = wf_graph_op1(&a, WF_OP_CLIP, "relu6", &t, 1, &at);
+    t = wf_graph_op1(&a, WF_OP_HARDSWISH, "hswish", &t, 1, NULL);
+    memset(&at, 0, sizeof at);
+    at.alpha = 1.0 / 6;
+    at.beta = 0.5;
+    at.hi = 1;
+    t = wf_graph_op1(&a, WF_OP_CLIP, "hsigmoid", &t, 1, &at);
+    memset(&at, 0, sizeof at);
+    wf_graph_op1(&a, WF_OP_CAST, "maskf", &mk, 1, &at);
+    memset(&at, 0, sizeof at);
+    at.ndim = 3;
+    memcpy(at.shape, xs, sizeof xs);
+    int e = wf_graph_op1(&a, WF_OP_EXPAND, "expand", &x1, 1, &at);
+    int in2[2] = {t, e};
+    wf_graph_op1(&a, WF_OP_ADD, "sum", in2, 2, NULL);
+    memset(&at, 0, sizeof at);
+    at.kernel[0] = at.kernel[1] = 3;
+    at.stride[0] = at.stride[1] = 2;
+    at.ceil_mode = 1;
+    int p = wf_graph_op1(&a, WF_OP_MAXPOOL, "pool", &im, 1, &at);
+    if (a.status != WF_OK)
+        fail_msg("%s", wf_last_error());
+    assert_int_equal(a.tensors[p].shape[2], 3); /* ceil((7-3)/2)+1 = 3: the same as floor here */
+    char path[512];
+    snprintf(path, sizeof path, "%s/ptops.onnx", tmpdir);
+    assert_int_equal(wf_onnx_save(&a, path, NULL), WF_OK);
+    if (wf_onnx_load(path, 2, &b) != WF_OK)
+        fail_msg("%s", wf_last_error());
+    assert_kinds(&b, "tanh,clip,hardswish,clip,cast,expand,add,maxpool");
+    assert_true(b.ops[1].attr.lo == 0 && b.ops[1].attr.hi == 6 && b.ops[1].attr.alpha == 1);
+    assert_true(fabs(b.ops[3].attr.alpha - 1.0 / 6) < 1e-7 && b.ops[3].attr.beta == 0.5 && b.ops[3].attr.hi == 1);
+    assert_int_equal(b.tensors[b.ops[4].out[0]].dtype, WF_DTYPE_FP32);
+    for (int i = 0; i < b.nfwd; i++) {
+        const wf_tensor *ta = &a.tensors[a.ops[i].out[0]], *tb = &b.tensors[b.ops[i].out[0]];
+        char sa[96], sb[96];
+        assert_string_equal(wf_shape_str(ta, sa, sizeof sa), wf_shape_str(tb, sb, sizeof sb));
+    }
+    wf_graph_free(&a);
+    wf_graph_free(&b);
+    /* ceil_mode where it changes the size: [8,8], kernel 3, stride 2 -> 4 (floor 3) */
+    assert_int_equal(wf_pool_out(8, 3, 2, 0, 1), 4);
+    assert_int_equal(wf_pool_out(8, 3, 2, 0, 0), 3);
+    /* PyTorch's rule: a last window starting in the right padding is dropped */
+    assert_int_equal(wf_pool_out(5, 2, 2, 1, 1), 3);
+}
+
 static void test_rebatch(void **state)
 {
     (void)state;
@@ -1335,15 +1409,256 @@ static void test_shared_and_errors(void **state)
     pb h = {0};
     add_value(&h, 11, "x", 1, "N,8");
     add_node(&h, "Relu", "x", "r");
-    n = mk_node("Tanh", "r", "t");
+    n = mk_node("Sin", "r", "t");
     pb_str(&n, 3, "act2");
     pb_msg(&h, 1, &n);
     add_value(&h, 12, "t", 1, "N,8");
-    snprintf(path, sizeof path, "%s/tanh.onnx", tmpdir);
+    snprintf(path, sizeof path, "%s/sin.onnx", tmpdir);
     write_model(path, &h, 17);
     assert_int_equal(wf_onnx_load(path, 1, &gr), WF_INVAL);
-    assert_non_null(strstr(wf_last_error(), "node 1 'act2' (Tanh)"));
+    assert_non_null(strstr(wf_last_error(), "node 1 'act2' (Sin)"));
     wf_graph_free(&gr);
+}
+
+/* ---- models as PyTorch exports them (tests/data/onnx-pt, issue 14) ------------------------ */
+
+#define PTDATA "tests/data/onnx-pt"
+
+static cJSON *read_json(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = 0;
+    fclose(f);
+    cJSON *j = cJSON_Parse(buf);
+    free(buf);
+    assert_non_null(j);
+    return j;
+}
+
+/* Fills leaf tensor t (floats, or int32 for integer tensors) from a reference
+ * array {"shape": [...], "data": [...]}. */
+static void fill_leaf(const wf_tensor *x, void *dst, const cJSON *ref)
+{
+    const cJSON *data = cJSON_GetObjectItem(ref, "data");
+    assert_int_equal(cJSON_GetArraySize(data), numel(x));
+    int i = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, data)
+    {
+        if (x->dtype == WF_DTYPE_FP32)
+            ((float *)dst)[i++] = (float)v->valuedouble;
+        else
+            ((int32_t *)dst)[i++] = (int32_t)v->valuedouble;
+    }
+}
+
+typedef struct {
+    const char *name;
+    double loss_rtol; /* weft's first loss against PyTorch's */
+    double out_atol;  /* outputs, absolute (logits of order 1) */
+} pt_case;
+
+/* Imports the model at the reference batch with a loss, and checks its
+ * parameter count, its outputs through the forward interpreter and its
+ * first loss through the executor, both from the file's weights, against
+ * PyTorch's. */
+static void check_pt_model(const pt_case *pc)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.json", PTDATA, pc->name);
+    cJSON *ref = read_json(path);
+    snprintf(path, sizeof path, "%s/%s.onnx", PTDATA, pc->name);
+    const cJSON *inputs = cJSON_GetObjectItem(ref, "inputs");
+    int64_t B = (int64_t)cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(ref, "labels"), "shape"), 0)
+                    ->valuedouble;
+    wf_onnx_model *m = NULL;
+    assert_int_equal(wf_onnx_open(path, &m), WF_OK);
+    wf_graph g;
+    wf_onnx_opts o = {B, NULL, 1};
+    if (wf_onnx_build(m, &o, &g) != WF_OK)
+        fail_msg("%s: %s", pc->name, wf_last_error());
+    wf_graph_totals t;
+    wf_graph_totals_of(&g, &t);
+    double params = cJSON_GetObjectItem(ref, "params")->valuedouble;
+    if (t.params != params)
+        fail_msg("%s: %.0f parameters, PyTorch counts %.0f", pc->name, t.params, params);
+
+    /* outputs through the interpreter */
+    void **d = calloc((size_t)g.ntensors, sizeof *d);
+    assert_non_null(d);
+    for (int i = 0; i < g.ntensors; i++) {
+        const wf_tensor *x = &g.tensors[i];
+        if (x->producer >= 0 || x->role == WF_ROLE_LABEL)
+            continue;
+        d[i] = calloc((size_t)(numel(x) ? numel(x) : 1), sizeof(float));
+        assert_non_null(d[i]);
+        if (x->role == WF_ROLE_PARAM)
+            assert_int_equal(wf_onnx_param_data(m, &g, i, d[i], numel(x)), WF_OK);
+        else
+            fill_leaf(x, d[i], cJSON_GetObjectItem(inputs, x->name));
+    }
+    /* the forward ops up to the loss (which reads labels the interpreter has not) */
+    int nf = g.nfwd;
+    g.nfwd = nf - 1;
+    interpret(&g, d);
+    g.nfwd = nf;
+    const char *oname;
+    int ot, ond;
+    int64_t os[WF_MAX_DIMS];
+    assert_int_equal(wf_onnx_output(m, 0, &oname, &ot, &ond, os), WF_OK);
+    const cJSON *out = cJSON_GetObjectItem(cJSON_GetObjectItem(ref, "output"), "data");
+    assert_int_equal(cJSON_GetArraySize(out), numel(&g.tensors[ot]));
+    double worst = 0;
+    int i = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, out)
+    {
+        double e = fabs((double)((float *)d[ot])[i++] - v->valuedouble);
+        worst = e > worst ? e : worst;
+    }
+    for (int k = 0; k < g.ntensors; k++)
+        free(d[k]);
+    free(d);
+
+    /* the first loss through the executor, from the file's weights */
+    wf_exec_opts eo = {1, 0};
+    wf_exec *e = NULL;
+    if (wf_exec_create(&g, &eo, &e) != WF_OK)
+        fail_msg("%s: %s", pc->name, wf_last_error());
+    for (int k = 0; k < wf_exec_nparams(e); k++) {
+        const wf_exec_param *p = wf_exec_param_at(e, k);
+        assert_int_equal(wf_onnx_param_data(m, &g, p->tensor, p->data, p->numel), WF_OK);
+    }
+    const wf_graph *eg = wf_exec_graph(e);
+    for (int k = 0; k < eg->ntensors; k++) {
+        const wf_tensor *x = &eg->tensors[k];
+        if (x->role == WF_ROLE_INPUT)
+            fill_leaf(x, wf_exec_leaf_data(e, k), cJSON_GetObjectItem(inputs, x->name));
+        else if (x->role == WF_ROLE_LABEL)
+            fill_leaf(x, wf_exec_leaf_data(e, k), cJSON_GetObjectItem(ref, "labels"));
+    }
+    float loss = 0;
+    assert_int_equal(wf_exec_forward(e, &loss), WF_OK);
+    double want = cJSON_GetObjectItem(ref, "loss")->valuedouble;
+    printf("%-14s params %8.0f  outputs max |err| %.2e  loss %.7f (PyTorch %.7f)\n", pc->name, t.params,
+           worst, loss, want);
+    if (worst > pc->out_atol)
+        fail_msg("%s: outputs differ from PyTorch's by %g (allowed %g)", pc->name, worst, pc->out_atol);
+    if (fabs(loss - want) > pc->loss_rtol * fabs(want))
+        fail_msg("%s: first loss %.7f, PyTorch %.7f", pc->name, loss, want);
+    wf_exec_free(e);
+    wf_onnx_close(m);
+    wf_graph_free(&g);
+    cJSON_Delete(ref);
+}
+
+static void test_pytorch_exports(void **state)
+{
+    (void)state;
+    /* BERT uses the erf GELU, weft's kernel the tanh form: a 1e-3 difference
+     * per activation at most, hence the looser bounds there. */
+    static const pt_case cases[] = {
+        {"gpt", 1e-5, 1e-4},          {"gpt_opset14", 1e-5, 1e-4},  {"gpt_fixed_batch", 1e-5, 1e-4},
+        {"gpt2_additive_mask", 1e-5, 1e-4},
+        {"bert", 1e-3, 1e-2},         {"torch_encoder", 1e-5, 1e-4}, {"mobilenet_v2", 1e-5, 1e-4},
+        {"mobilenet_v3", 1e-5, 1e-4}, {"squeezenet", 1e-5, 1e-4},   {"densenet", 1e-5, 1e-4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_pt_model(&cases[i]);
+}
+
+/* What the import makes of the PyTorch-specific parts: the recognized
+ * patterns, the buffers kept out of the parameters, LSTM named. */
+static void test_pytorch_patterns(void **state)
+{
+    (void)state;
+    wf_graph g;
+    char pat[512];
+    /* nanoGPT: attention with its causal mask buffer, tanh GELU, wpe(arange) */
+    assert_int_equal(wf_onnx_build_spec_patterns(PTDATA "/gpt.onnx", 2, &g, pat, sizeof pat), WF_OK);
+    assert_non_null(strstr(pat, "attention (matmul, scale, mask, softmax, matmul) x2"));
+    assert_non_null(strstr(pat, "gelu (tanh form) x2"));
+    int natt = 0;
+    for (int i = 0; i < g.nfwd; i++)
+        if (g.ops[i].kind == WF_OP_ATTENTION) {
+            natt++;
+            assert_int_equal(g.ops[i].attr.causal, 1);
+            assert_int_equal(g.ops[i].attr.heads, 2);
+        }
+    assert_int_equal(natt, 2);
+    /* the mask buffers ("transformer.h.N.attn.bias") are no tensors at all */
+    for (int i = 0; i < g.ntensors; i++)
+        assert_true(strcmp(g.tensors[i].name, "transformer.h.0.attn.bias") != 0 &&
+                    strcmp(g.tensors[i].name, "transformer.h.1.attn.bias") != 0);
+    /* FLOPs of the matrix products against a hand count: B=2, T=8, C=32,
+     * V=64, L=2, ffn 4C; per layer c_attn C->3C, c_proj C->C, c_fc C->4C,
+     * mlp c_proj 4C->C (each 2*B*T*in*out plus B*T*out for the bias), and
+     * lm_head C->V without bias; attention QK^T and AV 4*B*A*T*T*D. */
+    double B = 2, T = 8, C = 32, V = 64, L = 2, A = 2, D = 16;
+    double lin = L * (2 * B * T * (C * 3 * C + C * C + C * 4 * C + 4 * C * C) + B * T * (3 * C + C + 4 * C + C)) +
+                 2 * B * T * C * V;
+    double got = 0, att = 0;
+    for (int i = 0; i < g.nfwd; i++) {
+        wf_op_cost c;
+        wf_op_cost_of(&g, i, &c);
+        if (g.ops[i].kind == WF_OP_LINEAR || g.ops[i].kind == WF_OP_MATMUL)
+            got += c.fwd_flops;
+        if (g.ops[i].kind == WF_OP_ATTENTION)
+            att += c.fwd_flops;
+    }
+    printf("gpt: matrix FLOPs %.0f (hand count %.0f), attention %.0f (products %.0f)\n", got, lin, att,
+           L * 4 * B * A * T * T * D);
+    assert_true(got == lin);
+    assert_true(att >= L * 4 * B * A * T * T * D && att <= 1.5 * L * 4 * B * A * T * T * D);
+    wf_graph_free(&g);
+
+    /* GPT-2's additive -inf mask buffer is causal attention too, and no parameter */
+    assert_int_equal(wf_onnx_build_spec_patterns(PTDATA "/gpt2_additive_mask.onnx", 2, &g, pat, sizeof pat), WF_OK);
+    assert_non_null(strstr(pat, "attention (matmul, scale, mask, softmax, matmul) x2"));
+    wf_graph_totals tt;
+    wf_graph_totals_of(&g, &tt);
+    assert_true(tt.params == 28032);
+    wf_graph_free(&g);
+
+    /* opset 14: five decomposed LayerNorms become layernorm ops */
+    assert_int_equal(wf_onnx_build_spec_patterns(PTDATA "/gpt_opset14.onnx", 2, &g, pat, sizeof pat), WF_OK);
+    assert_non_null(strstr(pat, "layernorm (decomposed) x5"));
+    wf_graph_free(&g);
+
+    /* BERT: position_ids and token_type_ids buffers are no tensors */
+    assert_int_equal(wf_onnx_build_spec_patterns(PTDATA "/bert.onnx", 2, &g, pat, sizeof pat), WF_OK);
+    for (int i = 0; i < g.ntensors; i++)
+        if (g.tensors[i].role == WF_ROLE_PARAM)
+            assert_null(strstr(g.tensors[i].name, "_ids"));
+    wf_graph_free(&g);
+
+    /* a fixed-batch export rebatches once the reshapes are inside attention */
+    assert_int_equal(wf_onnx_build_spec(PTDATA "/gpt_fixed_batch.onnx", 4, &g), WF_OK);
+    assert_int_equal(g.tensors[g.loss].ndim, 0);
+    wf_graph_free(&g);
+
+    /* mixed precision */
+    assert_int_equal(wf_onnx_build_spec(PTDATA "/mobilenet_v3.onnx:dtype=bf16", 2, &g), WF_OK);
+    for (int i = 0; i < g.ntensors; i++)
+        if (g.tensors[i].role == WF_ROLE_PARAM)
+            assert_int_equal(g.tensors[i].dtype, WF_DTYPE_BF16);
+    wf_graph_free(&g);
+    assert_int_equal(wf_onnx_build_spec(PTDATA "/gpt.onnx:dtype=int8", 2, &g), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "allowed: fp32, fp16, bf16"));
+    wf_graph_free(&g);
+
+    /* LSTM: refused by name, before the weight slicing in front of it */
+    assert_int_equal(wf_onnx_build_spec(PTDATA "/lstm_lm.onnx", 2, &g), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "op type 'LSTM' (node"));
+    assert_non_null(strstr(wf_last_error(), "is not supported"));
+    wf_graph_free(&g);
 }
 
 int main(void)
@@ -1354,6 +1669,7 @@ int main(void)
         cmocka_unit_test(test_testdata_refused),
         cmocka_unit_test(test_roundtrip_zoo),
         cmocka_unit_test(test_roundtrip_ops),
+        cmocka_unit_test(test_roundtrip_pytorch_ops),
         cmocka_unit_test(test_rebatch),
         cmocka_unit_test(test_param_data),
         cmocka_unit_test(test_runtime_weights),
@@ -1362,6 +1678,8 @@ int main(void)
         cmocka_unit_test(test_pytorch_cnn),
         cmocka_unit_test(test_patterns_and_dims),
         cmocka_unit_test(test_shared_and_errors),
+        cmocka_unit_test(test_pytorch_exports),
+        cmocka_unit_test(test_pytorch_patterns),
     };
     if (!wf_onnx_available()) {
         /* without protobuf-c an .onnx MODEL is a clear user error */

@@ -506,6 +506,25 @@ static void test_every_op_kind(void **state)
     int ye = wf_graph_op1(&g, WF_OP_GROUPED_MLP, "experts", gin, 3, &at);
     int cin[3] = {ye, wts, ids};
     wf_graph_op1(&g, WF_OP_MOE_COMBINE, "combine", cin, 3, &at);
+    /* The ops of imported ONNX models: activations, a cast of ids, an expand
+     * of [4,1,8] to [4,6,8] (dim 1 broadcast, so never split there). */
+    wf_graph_op1(&g, WF_OP_TANH, "tanh", &x, 1, NULL);
+    wf_graph_op1(&g, WF_OP_HARDSWISH, "hardswish", &x, 1, NULL);
+    memset(&at, 0, sizeof at);
+    at.alpha = 1.0 / 6;
+    at.beta = 0.5;
+    at.hi = 1;
+    wf_graph_op1(&g, WF_OP_CLIP, "hardsigmoid", &x, 1, &at);
+    int64_t idss[2] = {4, 6}, xs1[3] = {4, 1, 8};
+    int tok = wf_graph_add_tensor(&g, "mask", WF_DTYPE_INT32, WF_ROLE_INPUT, 2, idss);
+    memset(&at, 0, sizeof at);
+    wf_graph_op1(&g, WF_OP_CAST, "cast", &tok, 1, &at);
+    int x1 = wf_graph_add_tensor(&g, "x1", WF_DTYPE_FP32, WF_ROLE_INPUT, 3, xs1);
+    at.ndim = 3;
+    at.shape[0] = 4;
+    at.shape[1] = 6;
+    at.shape[2] = 8;
+    wf_graph_op1(&g, WF_OP_EXPAND, "expand", &x1, 1, &at);
     if (g.status != WF_OK)
         fail_msg("%s", wf_last_error());
     check_graph_sigs(&g, &m, seen);

@@ -76,6 +76,9 @@ typedef struct {
     int heads, kv_heads;          /* attention, rotary (kv_heads 0 = heads) */
     int axis;                     /* softmax, concat, split, flatten (start axis) */
     int kernel[2], stride[2], pad[2]; /* conv2d, pools */
+    int ceil_mode;                /* maxpool, avgpool: output size rounded up, as PyTorch's
+                                   * ceil_mode (the last window starts inside the input or
+                                   * its left padding) */
     int groups;                   /* conv2d (0 = 1) */
     double eps;                   /* layernorm, rmsnorm, batchnorm */
     double p;                     /* dropout probability; attention dropout */
@@ -92,6 +95,8 @@ typedef struct {
     int score;                    /* router: a wf_moe_score */
     int act;                      /* grouped_mlp: a wf_moe_act */
     double capacity_factor;       /* moe_dispatch: C = ceil(cf*T*K/E), at most T (0 = 1) */
+    double alpha, beta, lo, hi;   /* clip: min(max(alpha*x + beta, lo), hi) */
+    int dtype;                    /* cast: the output's wf_dtype */
 } wf_op_attrs;
 
 /* How a router scores experts: softmax over the E logits (Mixtral, Qwen2-MoE)
@@ -174,7 +179,18 @@ int64_t wf_moe_capacity(int64_t tokens, int top_k, int experts, double capacity_
     X(GROUPED_MLP, "grouped_mlp", 3, 3, 1, 1)                                             \
     /* y[E,C,H], weights[B,S,K], experts[B,S,K] (int) -> [B,S,H]: each token's K      \
      * expert outputs gathered back and summed, weighted by the router */             \
-    X(MOE_COMBINE, "moe_combine", 3, 3, 1, 0)
+    X(MOE_COMBINE, "moe_combine", 3, 3, 1, 0)                                             \
+    /* x -> tanh(x) */                                                                    \
+    X(TANH, "tanh", 1, 1, 1, 0)                                                           \
+    /* x -> min(max(alpha*x + beta, lo), hi): ReLU6 (1, 0, 0, 6), HardSigmoid (1/6,     \
+     * 1/2, 0, 1), an affine map (lo -inf, hi +inf); alpha, beta, lo, hi */              \
+    X(CLIP, "clip", 1, 1, 1, 0)                                                           \
+    /* x -> x * min(max(x/6 + 1/2, 0), 1) */                                              \
+    X(HARDSWISH, "hardswish", 1, 1, 1, 0)                                                 \
+    /* x (int) -> the same values as floats of dtype; no gradient */                      \
+    X(CAST, "cast", 1, 1, 1, 0)                                                           \
+    /* x -> broadcast (numpy rules) to (ndim, shape); x's rank at most ndim */           \
+    X(EXPAND, "expand", 1, 1, 1, 0)
 
 typedef enum {
 #define WF_X(e, name, mi, ma, no, mx) WF_OP_##e,
@@ -286,6 +302,11 @@ void wf_graph_totals_of(const wf_graph *g, wf_graph_totals *t);
  * block == block and layer == layer); block < 0 means all forward ops, which
  * is what wf_graph_totals_of computes. */
 void wf_graph_block_totals_of(const wf_graph *g, int block, int layer, wf_graph_totals *t);
+
+/* Output size of a pool (or, ceil_mode 0, a convolution) along one spatial
+ * dim: floor((in + 2p - k) / s) + 1, or with ceil_mode the ceiling, less one
+ * when the last window would start in the right padding (PyTorch's rule). */
+int64_t wf_pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int ceil_mode);
 
 int64_t wf_tensor_numel(const wf_tensor *t);
 size_t wf_tensor_bytes(const wf_tensor *t);

@@ -1,14 +1,17 @@
 /* weft ONNX: reads ONNX model files into the graph IR and writes graphs back.
  *
- * Import maps an ONNX ModelProto onto WF_OP_LIST: initializers become PARAM
- * tensors (their data stays readable through wf_onnx_param_data, in the
+ * Import maps an ONNX ModelProto onto WF_OP_LIST: initializers used as weights
+ * become PARAM tensors (their data stays readable through wf_onnx_param_data, in the
  * layout the IR uses), graph inputs that are not initializers become INPUT
  * tensors (LABEL when they feed a loss), and nodes become IR ops (a table in
  * docs/onnx.md). Shape arithmetic (Shape, Constant, Gather/Concat/Unsqueeze
- * of constants) is folded at import; a few multi-node patterns are fused
- * (x*Sigmoid(x) -> silu, the erf GELU -> gelu, Add of a bias after MatMul or
- * Conv -> the op's bias). A node the IR cannot express is WF_INVAL naming the
- * node and its op type; a file that is not an ONNX model is WF_FORMAT.
+ * of constants) is folded at import; multi-node patterns are fused
+ * (x*Sigmoid(x) -> silu, the erf and tanh GELUs -> gelu, decomposed LayerNorm
+ * -> layernorm, hand-written causal attention -> attention, Add of a bias
+ * after MatMul or Conv -> the op's bias). Constants that are not weights
+ * (masks, position ids) are folded and never become parameters. A node the
+ * IR cannot express is WF_INVAL naming the node and its op type; a file that
+ * is not an ONNX model is WF_FORMAT.
  *
  * Export writes a weft graph as a ModelProto (opset 23, plus the "ai.weft"
  * domain for the ops ONNX has no operator for), with parameter data when the
@@ -84,6 +87,10 @@ wf_status wf_onnx_param_data(const wf_onnx_model *m, const wf_graph *g, int para
  * wf_onnx_opts.batch; dims NULL, no loss added). */
 wf_status wf_onnx_load(const char *path, int64_t batch, wf_graph *g);
 
+/* The multi-node patterns the last build recognized and fused, with counts
+ * ("attention (matmul, scale, mask, softmax, matmul) x2, ..."; "" for none). */
+const char *wf_onnx_patterns(const wf_onnx_model *m);
+
 /* Attaches a loss: a LABEL tensor "labels" (int32, the logits' shape without
  * its last dim) and cross_entropy(logits, labels), which becomes g->loss.
  * logits is a forward float tensor of rank >= 1, or -1 for the output of the
@@ -139,6 +146,9 @@ wf_status wf_onnx_split_spec(const char *spec, char *path, size_t path_cap, char
  * the graph for `batch` with the spec's dims, attaches a loss to the first
  * output when the model has none (wf_onnx_opts.add_loss), and closes it. */
 wf_status wf_onnx_build_spec(const char *spec, int64_t batch, wf_graph *g);
+/* wf_onnx_build_spec that also copies wf_onnx_patterns into buf[cap]. */
+wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t batch, wf_graph *g, char *buf,
+                                      size_t cap);
 
 #ifdef __cplusplus
 }

@@ -184,6 +184,8 @@ typedef struct {
     int reference;        /* reference kernels */
     int self;             /* 1: train on this process alone, even inside an MPI job */
     int verbose;          /* 1: describe the setup on stderr (rank 0) */
+    int init_random;      /* 1: an ONNX model starts from the seed's random initialization;
+                           * 0: from the initializers in the file (its trained weights) */
 } wf_train_config;
 
 /* Collective. Builds the model at the micro-batch size, checks the plan
@@ -240,6 +242,7 @@ typedef struct {
     char plan_note[256];     /* the plan keys filled by default (wf_plan_complete); else "" */
     char model[128];         /* canonical model name */
     char data[256];          /* the loader's description */
+    char init[160];          /* where the parameters start: "random (seed N)" or the file */
     wf_exec_memory memory;
 } wf_train_info;
 void wf_train_info_of(const wf_train *t, wf_train_info *out);

@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "weft/cluster.h"
 #include "weft/models.h"
+#include "weft/onnx.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -117,7 +118,7 @@ static cJSON *config_json(const wf_model_config *m)
 }
 
 static wf_status print_model_json(const wf_model_config *m, const wf_graph *g, int64_t batch,
-                                  const wf_graph_totals *t)
+                                  const wf_graph_totals *t, const char *patterns)
 {
     double b = (double)batch;
     cJSON *j = cJSON_CreateObject();
@@ -142,6 +143,8 @@ static wf_status print_model_json(const wf_model_config *m, const wf_graph *g, i
     }
     cJSON_AddNumberToObject(j, "activation_bytes_per_sample", t->saved_bytes / b);
     cJSON_AddNumberToObject(j, "forward_ops", g->nfwd);
+    if (m->family == WF_FAMILY_ONNX)
+        cJSON_AddStringToObject(j, "patterns", patterns);
     cJSON *arr = cJSON_AddArrayToObject(j, "layers");
     for (int i = 0; arr && i < g->nfwd; i++) {
         const wf_op *o = &g->ops[i];
@@ -184,7 +187,7 @@ static void op_row(const wf_graph *g, int i, const char *indent)
 }
 
 static void print_model_human(const wf_model_config *m, const wf_graph *g, int64_t batch,
-                              const wf_graph_totals *t)
+                              const wf_graph_totals *t, const char *patterns)
 {
     double b = (double)batch;
     char a[32], c[32], d[32];
@@ -222,6 +225,8 @@ static void print_model_human(const wf_model_config *m, const wf_graph *g, int64
                human((t->fwd_flops + t->bwd_flops) / (b * (double)m->seq), "FLOP", c, sizeof c));
     printf("activations  %s per sample saved for backward (no recompute)\n",
            human_bytes(t->saved_bytes / b, d, sizeof d));
+    if (m->family == WF_FAMILY_ONNX)
+        printf("patterns     %s\n", *patterns ? patterns : "none recognized");
     printf("\nops at batch %" PRId64 ":\n", batch);
     printf("%-30s %-14s %-5s %-20s %10s %12s %11s\n", "name", "kind", "tp", "output", "params",
            "fwd", "saved");
@@ -314,13 +319,20 @@ wf_status wf_cmd_show(int argc, char **argv)
     st = wf_model_build(&m, batch, &g);
     if (st == WF_OK)
         st = wf_graph_validate(&g);
+    /* ONNX: the multi-node patterns the import recognized (a second build) */
+    char patterns[512] = "";
+    if (st == WF_OK && m.family == WF_FAMILY_ONNX) {
+        wf_graph g2;
+        st = wf_onnx_build_spec_patterns(m.name, batch, &g2, patterns, sizeof patterns);
+        wf_graph_free(&g2);
+    }
     if (st == WF_OK) {
         wf_graph_totals t;
         wf_graph_totals_of(&g, &t);
         if (json) {
-            st = print_model_json(&m, &g, batch, &t);
+            st = print_model_json(&m, &g, batch, &t, patterns);
         } else {
-            print_model_human(&m, &g, batch, &t);
+            print_model_human(&m, &g, batch, &t, patterns);
             if (fflush(stdout) != 0)
                 st = wf_errorf(WF_IO, "cannot write standard output");
         }

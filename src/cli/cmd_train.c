@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 typedef struct {
-    const char *model, *data, *plan, *comm, *cluster, *optimizer, *checkpoint, *log;
+    const char *model, *data, *plan, *comm, *cluster, *optimizer, *checkpoint, *log, *init;
     int64_t batch, steps, seed, every, threads, print_every;
     double lr, clip, wd;
     int resume, json, reference, help;
@@ -46,6 +46,8 @@ static wf_status check_args(train_args *a, wf_optim_config *oc)
         return wf_errorf(WF_INVAL, "--checkpoint-every needs --checkpoint DIR");
     if (a->resume && !a->checkpoint)
         return wf_errorf(WF_INVAL, "--resume needs --checkpoint DIR");
+    if (a->init && strcmp(a->init, "file") != 0 && strcmp(a->init, "random") != 0)
+        return wf_errorf(WF_INVAL, "--init=%s (allowed: file, random)", a->init);
     if (a->threads != INT64_MIN && (a->threads < 1 || a->threads > 1024))
         return wf_errorf(WF_INVAL, "--threads=%lld must be in [1, 1024]", (long long)a->threads);
     if (a->cluster) {
@@ -171,6 +173,7 @@ static void describe(const wf_train_info *in, const train_args *a, const wf_opti
 {
     fprintf(stderr, "model      %s (%.3g M parameters)\n", in->model, (double)in->params / 1e6);
     fprintf(stderr, "data       %s\n", in->data);
+    fprintf(stderr, "init       %s\n", in->init);
     fprintf(stderr, "ranks      %d, global batch %lld = %d x %lld micro-batch(es) of %lld\n", in->nranks,
             (long long)a->batch, in->nranks, (long long)in->micro_batches, (long long)in->micro_batch);
     fprintf(stderr, "comm       %s (%d collective group%s per step)%s%s\n", in->comm, in->ngroups,
@@ -231,6 +234,7 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
     c.optim = *oc;
     c.seed = (uint64_t)a->seed;
     c.reference = a->reference;
+    c.init_random = a->init && strcmp(a->init, "random") == 0;
     wf_train *t = NULL;
     wf_status st = wf_train_create(&c, &t);
     if (st != WF_OK)
@@ -369,6 +373,7 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
             snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sum);
             cJSON_AddStringToObject(j, "model", info.model);
             cJSON_AddStringToObject(j, "comm", info.comm);
+            cJSON_AddStringToObject(j, "init", info.init);
             cJSON_AddNumberToObject(j, "ranks", info.nranks);
             cJSON_AddNumberToObject(j, "batch", (double)a->batch);
             cJSON_AddNumberToObject(j, "steps", (double)a->steps);
@@ -412,6 +417,7 @@ wf_status wf_cmd_train(int argc, char **argv)
         {"clip", 0, WF_OPT_NUM, &a.clip, "X", "clip the global gradient norm to X (default 1; 0 = off)", 0},
         {"weight-decay", 0, WF_OPT_NUM, &a.wd, "X", "weight decay of matrices (adamw 0.01, sgd 0)", 0},
         {"seed", 0, WF_OPT_INT, &a.seed, "N", "seed of initialization, data order and dropout (default 0)", 0},
+        {"init", 0, WF_OPT_STR, &a.init, "FROM", "an .onnx model's parameters: file (its weights, the default) or random (from --seed)", 0},
         {"checkpoint", 0, WF_OPT_STR, &a.checkpoint, "DIR", "write a checkpoint to DIR at the end (and every K steps)", 0},
         {"checkpoint-every", 0, WF_OPT_INT, &a.every, "K", "also checkpoint every K steps", 0},
         {"resume", 0, WF_OPT_FLAG, &a.resume, NULL, "continue from the checkpoint in DIR (bit-identical losses)", 0},

@@ -242,11 +242,14 @@ int wf_op_saved_flags(const wf_graph *g, int op, const unsigned char *ng,
     case WF_OP_GELU:
     case WF_OP_SILU:
     case WF_OP_MAXPOOL:
+    case WF_OP_CLIP:
+    case WF_OP_HARDSWISH:
         if (!is_param(g, x))
             n = add_saved(saved, n, x, nb(g, x));
         break;
     case WF_OP_RELU:
     case WF_OP_SOFTMAX:
+    case WF_OP_TANH:
         n = add_saved(saved, n, o->out[0], nb(g, o->out[0]));
         break;
     case WF_OP_DROPOUT:
@@ -305,6 +308,8 @@ int wf_op_saved_flags(const wf_graph *g, int op, const unsigned char *ng,
     case WF_OP_FLATTEN:
     case WF_OP_CONCAT:
     case WF_OP_SPLIT:
+    case WF_OP_CAST:
+    case WF_OP_EXPAND:
     case WF_OP_COUNT:
         break;
     }
@@ -361,6 +366,12 @@ static double elem_flops(const wf_op *o)
         return 5;
     case WF_OP_ROTARY:
         return 3;
+    case WF_OP_TANH:
+        return 4;
+    case WF_OP_CLIP:
+        return 3;
+    case WF_OP_HARDSWISH:
+        return 5;
     default:
         return 0;
     }
@@ -460,7 +471,10 @@ static void cost_forward(const wf_graph *g, int op, const unsigned char *ng, wf_
     case WF_OP_SILU:
     case WF_OP_DROPOUT:
     case WF_OP_SOFTMAX:
-    case WF_OP_ROTARY: {
+    case WF_OP_ROTARY:
+    case WF_OP_TANH:
+    case WF_OP_CLIP:
+    case WF_OP_HARDSWISH: {
         double f = elem_flops(o) * E;
         c->fwd_flops = f;
         grad_cost(g, ng, x, 2.0 * f, c);
@@ -531,6 +545,13 @@ static void cost_forward(const wf_graph *g, int op, const unsigned char *ng, wf_
     case WF_OP_FLATTEN:
     case WF_OP_SPLIT:
         view = 1;
+        break;
+    case WF_OP_CAST:
+        c->fwd_flops = E; /* one conversion per element; ids need no gradient */
+        break;
+    case WF_OP_EXPAND:
+        /* a copy forward; backward sums the broadcast copies (one add each) */
+        grad_cost(g, ng, x, E, c);
         break;
     case WF_OP_TRANSPOSE:
     case WF_OP_CONCAT:

@@ -197,7 +197,44 @@ static wf_status spatial_out(ictx *c, const wf_tensor *x, int d, int64_t K, int6
     if (span < 0)
         return bad(c, "kernel %" PRId64 " larger than padded input %" PRId64 " (dim %d of %s)",
                    K, x->shape[2 + d] + 2 * p, 2 + d, shp(x, bx));
-    c->out[0].shape[2 + d] = span / s + 1;
+    int ceil_mode = c->kind != WF_OP_CONV2D && c->a->ceil_mode;
+    c->out[0].shape[2 + d] = wf_pool_out(x->shape[2 + d], K, s, p, ceil_mode);
+    return WF_OK;
+}
+
+int64_t wf_pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int ceil_mode)
+{
+    int64_t span = in + 2 * p - k;
+    if (!ceil_mode)
+        return span / s + 1;
+    int64_t out = (span + s - 1) / s + 1;
+    /* PyTorch's rule: the last window must start inside the input or its left padding */
+    if ((out - 1) * s >= in + p)
+        out--;
+    return out;
+}
+
+/* expand: x broadcast to the attribute's shape (numpy rules). */
+static wf_status infer_expand(ictx *c)
+{
+    const wf_tensor *x = c->x[0];
+    char bx[96];
+    int nd = c->a->ndim;
+    if (nd < x->ndim || nd > WF_MAX_DIMS)
+        return bad(c, "target rank %d is below the input's rank %d or above %d", nd, x->ndim,
+                   WF_MAX_DIMS);
+    for (int i = 0; i < nd; i++) {
+        int64_t t = c->a->shape[i];
+        int k = i - (nd - x->ndim);
+        if (t <= 0)
+            return bad(c, "target dim %d is %" PRId64 " (must be positive)", i, t);
+        if (k >= 0 && x->shape[k] != 1 && x->shape[k] != t)
+            return bad(c, "cannot broadcast %s to target dim %d of size %" PRId64, shp(x, bx), i, t);
+    }
+    c->nout = 1;
+    c->out[0].dtype = x->dtype;
+    c->out[0].ndim = nd;
+    memcpy(c->out[0].shape, c->a->shape, sizeof(int64_t) * (size_t)nd);
     return WF_OK;
 }
 
@@ -582,9 +619,24 @@ wf_status wf_graph_infer(const wf_graph *g, wf_op_kind kind, const char *opname,
     case WF_OP_RELU:
     case WF_OP_GELU:
     case WF_OP_SILU:
+    case WF_OP_TANH:
+    case WF_OP_CLIP:
+    case WF_OP_HARDSWISH:
         if ((st = need_float(&c, 0)))
             break;
         same_as(&c, x);
+        break;
+    case WF_OP_CAST:
+        if (wf_dtype_is_float(x->dtype) || !wf_dtype_is_float((wf_dtype)c.a->dtype)) {
+            st = bad(&c, "casts an integer tensor to a float dtype (got %s to %s)",
+                     wf_dtype_name(x->dtype), wf_dtype_name((wf_dtype)c.a->dtype));
+            break;
+        }
+        same_as(&c, x);
+        c.out[0].dtype = (wf_dtype)c.a->dtype;
+        break;
+    case WF_OP_EXPAND:
+        st = infer_expand(&c);
         break;
     case WF_OP_LAYERNORM:
     case WF_OP_RMSNORM:

@@ -547,6 +547,8 @@ static wf_status emit(ectx *e, int opi)
     case WF_OP_MAXPOOL:
     case WF_OP_AVGPOOL: {
         n = node(e, op->kind == WF_OP_MAXPOOL ? "MaxPool" : "AveragePool", 0, in, 1, out, 1);
+        if (a->ceil_mode)
+            attr_i(e, n, "ceil_mode", 1);
         int64_t k[2] = {a->kernel[0], a->kernel[1]};
         int64_t s[2] = {a->stride[0] ? a->stride[0] : a->kernel[0],
                         a->stride[1] ? a->stride[1] : a->kernel[1]};
@@ -605,6 +607,45 @@ static wf_status emit(ectx *e, int opi)
         const char *ins[2] = {in[0], const_i64(e, out[0], "split", op->nout, sizes)};
         n = ins[1] ? node(e, "Split", 0, ins, 2, out, op->nout) : NULL;
         attr_i(e, n, "axis", ax);
+        break;
+    }
+    case WF_OP_TANH:
+        n = node(e, "Tanh", 0, in, 1, out, 1);
+        break;
+    case WF_OP_HARDSWISH:
+        n = node(e, "HardSwish", 0, in, 1, out, 1);
+        break;
+    case WF_OP_CLIP: {
+        if (a->lo == 0.0 && a->hi == 1.0) {
+            n = node(e, "HardSigmoid", 0, in, 1, out, 1);
+            attr_f(e, n, "alpha", a->alpha);
+            attr_f(e, n, "beta", a->beta);
+            break;
+        }
+        /* Mul and Add for the affine part (when not the identity), then Clip */
+        int32_t ft = wf_onnx_type_of(x0->dtype);
+        const char *cur = in[0];
+        if (a->alpha != 1.0) {
+            const char *ins[2] = {cur, const_f(e, out[0], "alpha", ft, 0, 1, a->alpha)};
+            const char *o = fresh(e, out[0], "scaled");
+            cur = ins[1] && o && node(e, "Mul", 0, ins, 2, &o, 1) ? o : NULL;
+        }
+        if (cur && a->beta != 0.0) {
+            const char *ins[2] = {cur, const_f(e, out[0], "beta", ft, 0, 1, a->beta)};
+            const char *o = fresh(e, out[0], "shifted");
+            cur = ins[1] && o && node(e, "Add", 0, ins, 2, &o, 1) ? o : NULL;
+        }
+        const char *ins[3] = {cur, const_f(e, out[0], "lo", ft, 0, 1, a->lo), const_f(e, out[0], "hi", ft, 0, 1, a->hi)};
+        n = cur && ins[1] && ins[2] ? node(e, "Clip", 0, ins, 3, out, 1) : NULL;
+        break;
+    }
+    case WF_OP_CAST:
+        n = node(e, "Cast", 0, in, 1, out, 1);
+        attr_i(e, n, "to", wf_onnx_type_of(y0->dtype));
+        break;
+    case WF_OP_EXPAND: {
+        const char *ins[2] = {in[0], const_i64(e, out[0], "shape", y0->ndim, y0->shape)};
+        n = ins[1] ? node(e, "Expand", 0, ins, 2, out, 1) : NULL;
         break;
     }
     case WF_OP_ROUTER:

@@ -14,9 +14,13 @@
  *             kept so wf_onnx_param_data can produce the data.
  *   V_NONE    not (yet) computed: an output the IR does not produce.
  * Nodes run in file order (ONNX requires topological order). Patterns are
- * found before the walk: x*Sigmoid(x) -> silu, the erf form of GELU -> gelu,
+ * found before the walk: x*Sigmoid(x) -> silu, the erf and tanh forms of GELU
+ * -> gelu, LayerNorm decomposed below opset 17 -> layernorm, a hand-written
+ * attention (matmul, scale, causal mask, softmax, matmul with its head
+ * reshapes) -> attention, a zero Pad in front of a Conv -> the Conv's pads,
  * Transpose feeding SoftmaxCrossEntropyLoss -> cross_entropy over the class
- * dim as the last one. Every error names the file, the node (index, name,
+ * dim as the last one. PyTorch's buffers (masks, position ids) are folded
+ * where they are used and become no tensor: only weights are parameters. Every error names the file, the node (index, name,
  * op type) and the reason. */
 #include "onnx/onnx-impl.h"
 
@@ -47,15 +51,32 @@ typedef struct {
     int ctrans;       /* V_CONST: the value is src transposed (2-D) */
     int prod;         /* producing node, -1 for inputs and initializers */
     int nuse;         /* node inputs and graph outputs reading it */
+    int stat;         /* known before the walk to need no graph input (initializers,
+                       * Constant nodes, Shape, and nodes of such values only) */
 } val;
 
 /* Per-node results of the pattern scan. */
 typedef struct {
     int skip;             /* fused into a later node */
-    wf_op_kind fused;     /* WF_OP_SILU / WF_OP_GELU for the node that emits a fusion */
+    wf_op_kind fused;     /* SILU / GELU / LAYERNORM / ATTENTION for the node that emits a
+                           * fusion (0, matmul, for none: never a fusion) */
     const char *fused_in; /* that fusion's input; SCE: the un-transposed scores */
     const char *tin[2];   /* MatMul: operand k before a fused last-two-dims Transpose */
+    /* LAYERNORM: gamma, beta, epsilon. ATTENTION: the values of q, k, v
+     * ([B,S,A*D] before their head reshapes), the q reshape node, the scale
+     * node (-1 none), the mask node (-1 none), the dropout node (-1 none). */
+    const char *aux[3];
+    int qnode, snode, mnode, dnode;
+    int pad_node;         /* Conv: the zero Pad node fused into its padding, -1 none */
 } nodeinfo;
+
+/* The patterns recognized by a build (counted for `weft show`). */
+enum { PAT_ATTENTION, PAT_LAYERNORM, PAT_GELU_TANH, PAT_GELU_ERF, PAT_SILU, PAT_PAD, PAT_ROWS,
+       PAT_COUNT };
+static const char *const pat_names[PAT_COUNT] = {
+    "attention (matmul, scale, mask, softmax, matmul)", "layernorm (decomposed)",
+    "gelu (tanh form)", "gelu (erf form)", "silu (x*sigmoid(x))", "pad folded into conv",
+    "embedding rows by constant ids"};
 
 typedef struct {
     wf_onnx_model *m;
@@ -71,6 +92,9 @@ typedef struct {
     int node_index;
     int64_t batch;
     int64_t fixed_batch; /* > 0: a fixed first dim the build replaced by batch */
+    wf_dtype fdtype;     /* the dtype of float inputs and parameters (fp32, or the
+                          * spec's dtype= override) */
+    int npat[PAT_COUNT];
 } ictx;
 
 /* ---- errors --------------------------------------------------------------------------- */
@@ -434,8 +458,11 @@ static int mkparam(ictx *c, val *x, int nd, const int64_t *shape, int transpose,
              x->name, wf_onnx_type_name(x->type));
         return -1;
     }
-    /* double initializers become fp32 parameters (the IR has no fp64) */
-    if (x->type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
+    /* double initializers become fp32 parameters (the IR has no fp64); a
+     * dtype= override sets every float parameter's dtype */
+    if (c->fdtype != WF_DTYPE_COUNT)
+        dt = c->fdtype;
+    else if (x->type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
         dt = WF_DTYPE_FP32;
     else if ((st = wf_onnx_dtype(x->type, x->name, &dt)) != WF_OK) {
         char msg[512];
@@ -572,6 +599,23 @@ static void alias_out(ictx *c, int i, const val *x)
     o->name = name;
     o->prod = prod;
     o->nuse = nuse;
+}
+
+/* The IR tensor of x as it is (constants in their ONNX shape). */
+static int ir_any(ictx *c, val *x) { return x->kind == V_CONST ? ir(c, x) : x->t; }
+
+/* y = clip(alpha*x + beta, lo, hi) as node output 0. */
+static wf_status clip_out(ictx *c, val *x, double alpha, double beta, double lo, double hi)
+{
+    wf_op_attrs at;
+    memset(&at, 0, sizeof at);
+    at.alpha = alpha;
+    at.beta = beta;
+    at.lo = lo;
+    at.hi = hi;
+    int t = ir_any(c, x);
+    set_out(c, 0, op1(c, WF_OP_CLIP, "", &t, 1, &at), x->ndim, x->shape);
+    return c->g->status;
 }
 
 /* ---- attribute helpers ------------------------------------------------------------------ */
@@ -770,7 +814,14 @@ static wf_status h_binary(ictx *c, const char *optype)
         return fold_binary(c, optype, a, b);
     int add = strcmp(optype, "Add") == 0 || strcmp(optype, "Sum") == 0;
     int mul = strcmp(optype, "Mul") == 0, div = strcmp(optype, "Div") == 0;
+    int sub = strcmp(optype, "Sub") == 0;
     double s = 0;
+    /* x + c, c + x, x - c, c - x with a literal scalar c (a Constant node or
+     * folded, not an initializer that may be trained): an affine clip */
+    if ((add || sub) && b->prod >= 0 && a->kind == V_TENSOR && scalar_of(c, b, &s) && b->ndim <= a->ndim)
+        return clip_out(c, a, 1.0, sub ? -s : s, -INFINITY, INFINITY);
+    if ((add || sub) && a->prod >= 0 && b->kind == V_TENSOR && scalar_of(c, a, &s) && a->ndim <= b->ndim)
+        return clip_out(c, b, sub ? -1.0 : 1.0, s, -INFINITY, INFINITY);
     /* x * scalar, scalar * x, x / scalar: mul with a scale */
     val *x = NULL;
     if ((mul || div) && scalar_of(c, b, &s))
@@ -797,14 +848,30 @@ static wf_status h_binary(ictx *c, const char *optype)
         set_out(c, 0, y, no, os);
         return c->g->status;
     }
-    if (!add && !mul) {
+    if (!add && !mul && !sub) {
         char ba[96], bb[96];
         return unsupported(c, "%s of %s by %s (only division by a constant scalar has an IR "
                               "form)",
                            optype, shape_str(a->ndim, a->shape, ba, sizeof ba),
                            shape_str(b->ndim, b->shape, bb, sizeof bb));
     }
-    if (add) {
+    val negb;
+    if (sub) {
+        /* a - b = a + (-1 * b) */
+        wf_op_attrs at;
+        memset(&at, 0, sizeof at);
+        at.scale = -1.0;
+        int t = ir_any(c, b);
+        negb = *b;
+        negb.kind = V_TENSOR;
+        negb.t = op1(c, WF_OP_MUL, "/neg", &t, 1, &at);
+        negb.t_onnx = -1;
+        if (c->g->status != WF_OK)
+            return c->g->status;
+        b = &negb;
+        add = 1;
+    }
+    if (add && !sub) {
         val *xa = a;
         int f = fold_bias(c, a, b);
         if (f == 0 && (f = fold_bias(c, b, a)) > 0)
@@ -821,37 +888,40 @@ static wf_status h_binary(ictx *c, const char *optype)
     if (!broadcast(a->ndim, a->shape, b->ndim, b->shape, &no, os))
         return nerr(c, WF_FORMAT, "shapes do not broadcast");
     /* The IR broadcasts b over a when b's shape (without leading 1s) is a
-     * suffix of a's: make a the full-shape operand. */
+     * suffix of a's: make a the full-shape operand; any other broadcast
+     * expands the operands to the full shape first. */
     val *y = b;
     x = a;
     if (!same_shape(a->ndim, a->shape, no, os)) {
         x = b;
         y = a;
     }
-    if (!same_shape(x->ndim, x->shape, no, os)) {
-        char ba[96], bb[96];
-        return unsupported(c, "broadcast of %s and %s (the IR broadcasts one operand over the "
-                              "leading dims of the other)",
-                           shape_str(a->ndim, a->shape, ba, sizeof ba),
-                           shape_str(b->ndim, b->shape, bb, sizeof bb));
-    }
+    int in[2];
     int lead = 0;
     while (lead < y->ndim && y->shape[lead] == 1 && y->ndim - lead > 0 &&
            !(y->ndim - lead == 1 && vnumel(y) == 1 && x->ndim == 0))
         lead++;
-    int ynd = y->ndim - lead;
+    int ynd = y->ndim - lead, suffix = same_shape(x->ndim, x->shape, no, os);
     const int64_t *ys = y->shape + lead;
-    for (int i = 0; i < ynd; i++)
-        if (ys[i] != x->shape[x->ndim - ynd + i]) {
-            char ba[96], bb[96];
-            return unsupported(c, "broadcast of %s and %s (the IR broadcasts one operand over "
-                                  "the leading dims of the other)",
-                               shape_str(a->ndim, a->shape, ba, sizeof ba),
-                               shape_str(b->ndim, b->shape, bb, sizeof bb));
+    for (int i = 0; suffix && i < ynd; i++)
+        suffix = ys[i] == x->shape[x->ndim - ynd + i];
+    if (suffix) {
+        in[0] = ir(c, x);
+        in[1] = ir_shaped(c, y, ynd, ys, "/bcast");
+    } else {
+        wf_op_attrs at;
+        memset(&at, 0, sizeof at);
+        at.ndim = no;
+        memcpy(at.shape, os, sizeof(int64_t) * (size_t)no);
+        val *ops[2] = {x, y};
+        for (int k = 0; k < 2; k++) {
+            int t = ir(c, ops[k]);
+            if (t >= 0 && !same_shape(ops[k]->ndim, ops[k]->shape, no, os))
+                t = op1(c, WF_OP_EXPAND, k ? "/expand_b" : "/expand_a", &t, 1, &at);
+            in[k] = t;
         }
-    int in[2];
-    in[0] = ir(c, x);
-    in[1] = ir_shaped(c, y, ynd, ys, "/bcast");
+        ynd = 0;
+    }
     if (c->g->status != WF_OK)
         return c->g->status;
     wf_op_kind k = mul ? WF_OP_MUL : WF_OP_ADD;
@@ -1063,6 +1133,55 @@ static wf_status h_gemm(ictx *c)
     return c->g->status;
 }
 
+/* A scalar input i, or dflt when the input is absent; 0 when present but not
+ * a constant scalar (an error recorded in *st). */
+static int scalar_in(ictx *c, int i, double dflt, double *out, wf_status *st)
+{
+    val *x = nin(c, i, st);
+    if (*st != WF_OK)
+        return 0;
+    if (!x) {
+        *out = dflt;
+        return 1;
+    }
+    if (!scalar_of(c, x, out)) {
+        *st = unsupported(c, "input %d '%s' must be a constant scalar", i, x->name);
+        return 0;
+    }
+    return 1;
+}
+
+/* The pads of Pad node n (input of rank r) into pads[2r]; -1 with *st set
+ * when they are not constant or the padding is not zeros. */
+static int pad_amounts(ictx *c, const Onnx__NodeProto *n, int r, int64_t *pads, wf_status *st)
+{
+    /* read (and report errors) as the Pad node, which may be fused into a later one */
+    const Onnx__NodeProto *keep = c->node;
+    int keep_i = c->node_index;
+    c->node = n;
+    for (size_t i = 0; i < c->gp->n_node; i++)
+        if (c->gp->node[i] == n)
+            c->node_index = (int)i;
+    char buf[32];
+    const char *mode = wf_onnx_attr_s(n, "mode", "constant", buf, sizeof buf);
+    int k = c->m->opset >= 11 ? ints_from(c, 1, "", pads, 2 * WF_MAX_DIMS, st)
+                              : wf_onnx_attr_ints(n, "pads", pads, 2 * WF_MAX_DIMS);
+    double v = 0;
+    if (*st == WF_OK && c->m->opset >= 11 && n->n_input > 3 && n->input[3] && *n->input[3])
+        *st = unsupported(c, "Pad along chosen axes");
+    else if (*st == WF_OK && c->m->opset >= 11)
+        scalar_in(c, 2, 0.0, &v, st);
+    else if (*st == WF_OK)
+        v = wf_onnx_attr_f(n, "value", 0.0);
+    if (*st == WF_OK && (strcmp(mode, "constant") != 0 || v != 0))
+        *st = unsupported(c, "Pad mode '%s' value %g (weft pads with zeros)", mode, v);
+    if (*st == WF_OK && k != 2 * r)
+        *st = nerr(c, WF_FORMAT, "%d pads for rank %d", k, r);
+    c->node = keep;
+    c->node_index = keep_i;
+    return *st == WF_OK ? 0 : -1;
+}
+
 /* ---- convolution and pooling ------------------------------------------------------------- */
 
 /* Spatial geometry of Conv / pools: kernel, strides, symmetric pads for 1 or
@@ -1070,6 +1189,7 @@ static wf_status h_gemm(ictx *c)
 typedef struct {
     int nsp;
     int64_t k[2], s[2], p[2];
+    int ceil_mode;
 } geom;
 
 /* The IR attributes of geometry gm; 1-D: the IR's first spatial dim is a
@@ -1083,6 +1203,7 @@ static void geom_attrs(const geom *gm, int nsp, wf_op_attrs *at)
     at->stride[1] = (int)gm->s[nsp - 1];
     at->pad[0] = nsp == 2 ? (int)gm->p[0] : 0;
     at->pad[1] = (int)gm->p[nsp - 1];
+    at->ceil_mode = gm->ceil_mode;
 }
 
 /* Node output 0 := IR tensor y ([N,C,H,W]); with one spatial dim, the
@@ -1097,6 +1218,7 @@ static wf_status set_out_from_2d(ictx *c, int y, int nsp)
     return c->g->status;
 }
 
+/* pool: 0 conv, 1 maxpool, 2 avgpool. */
 static wf_status get_geom(ictx *c, int nsp, const int64_t *in, const int64_t *kernel, int pool,
                           geom *o)
 {
@@ -1160,10 +1282,14 @@ static wf_status get_geom(ictx *c, int nsp, const int64_t *in, const int64_t *ke
     if (pool && wf_onnx_attr_i(c->node, "ceil_mode", 0)) {
         for (int d = 0; d < nsp; d++) {
             int64_t span = in[d] + 2 * o->p[d] - o->k[d];
-            if (span >= 0 && span % o->s[d] != 0)
-                return unsupported(c, "ceil_mode=1 where it changes the output size (spatial dim "
-                                      "%d: %" PRId64 " + 2x%" PRId64 " pad - kernel %" PRId64
-                                      " is not a multiple of stride %" PRId64 ")",
+            if (span >= 0 && wf_pool_out(in[d], o->k[d], o->s[d], o->p[d], 1) !=
+                                 wf_pool_out(in[d], o->k[d], o->s[d], o->p[d], 0))
+                o->ceil_mode = 1;
+            if (o->ceil_mode && pool == 2)
+                return unsupported(c, "AveragePool with ceil_mode=1 where it changes the output "
+                                      "size (spatial dim %d: %" PRId64 " + 2x%" PRId64 " pad - "
+                                      "kernel %" PRId64 " is not a multiple of stride %" PRId64
+                                      "; weft's avgpool divides every window by its full size)",
                                    d, in[d], o->p[d], o->k[d], o->s[d]);
         }
     }
@@ -1182,7 +1308,11 @@ static void as_2d(int nd, const int64_t *s, int64_t *o)
 static wf_status h_conv(ictx *c)
 {
     wf_status st = WF_OK;
-    val *x = need_in(c, 0, &st), *w = need_in(c, 1, &st), *b = NULL;
+    int pn = c->ni[c->node_index].pad_node;
+    val *x = pn >= 0 ? vfind(c, c->gp->node[pn]->input[0]) : need_in(c, 0, &st);
+    val *w = need_in(c, 1, &st), *b = NULL;
+    if (!x || x->kind == V_NONE)
+        return st != WF_OK ? st : nerr(c, WF_INTERNAL, "padded input missing");
     if (st == WF_OK)
         b = nin(c, 2, &st);
     if (st != WF_OK)
@@ -1206,6 +1336,22 @@ static wf_status h_conv(ictx *c)
     geom gm;
     if ((st = get_geom(c, nsp, ins, kernel, 0, &gm)) != WF_OK)
         return st;
+    if (pn >= 0) {
+        /* x is Pad(x0) with zero padding: the convolution pads instead */
+        int64_t pads[2 * WF_MAX_DIMS];
+        if (pad_amounts(c, c->gp->node[pn], x->ndim, pads, &st) < 0)
+            return st;
+        int r = x->ndim;
+        if (pads[0] || pads[1] || pads[r] || pads[r + 1])
+            return unsupported(c, "a Pad of the batch or channel dims in front of a Conv");
+        for (int d = 0; d < nsp; d++) {
+            if (pads[2 + d] != pads[r + 2 + d])
+                return unsupported(c, "asymmetric Pad (%" PRId64 " before, %" PRId64 " after) in "
+                                      "front of a Conv", pads[2 + d], pads[r + 2 + d]);
+            gm.p[d] += pads[2 + d];
+        }
+        c->npat[PAT_PAD]++;
+    }
     wf_op_attrs at;
     geom_attrs(&gm, nsp, &at);
     at.groups = (int)wf_onnx_attr_i(c->node, "group", 1);
@@ -1250,7 +1396,7 @@ static wf_status h_pool(ictx *c, wf_op_kind k)
     for (int d = 0; d < nsp; d++)
         ins[d] = x->shape[2 + d];
     geom gm;
-    if ((st = get_geom(c, nsp, ins, kernel, 1, &gm)) != WF_OK)
+    if ((st = get_geom(c, nsp, ins, kernel, k == WF_OP_MAXPOOL ? 1 : 2, &gm)) != WF_OK)
         return st;
     if (k == WF_OP_AVGPOOL && !wf_onnx_attr_i(c->node, "count_include_pad", 0) &&
         (gm.p[0] || gm.p[nsp - 1]))
@@ -1581,6 +1727,30 @@ static wf_status h_transpose(ictx *c)
         alias_out(c, 0, x);
         return WF_OK;
     }
+    if (x->kind == V_CONST && no_param(c, x) && !is_float_type(x->type) && vnumel(x) <= CONST_MAX) {
+        /* integer constants (shape and pad arithmetic): folded */
+        const double *v = cval(c, x, &st);
+        double *o = v ? cnew(c, vnumel(x), &st) : NULL;
+        if (!o)
+            return st;
+        for (int64_t i = 0; i < vnumel(x); i++) {
+            /* output element i at output index (j_0..j_{r-1}) reads input index j_perm^-1 */
+            int64_t rem = i, src = 0, in_stride[WF_MAX_DIMS];
+            int64_t acc = 1;
+            for (int k = r - 1; k >= 0; k--) {
+                in_stride[k] = acc;
+                acc *= x->shape[k];
+            }
+            for (int k = r - 1; k >= 0; k--) {
+                int64_t idx = rem % s[k];
+                rem /= s[k];
+                src += idx * in_stride[perm[k]];
+            }
+            o[i] = v[src];
+        }
+        set_const(c, 0, x->type, r, s, o);
+        return WF_OK;
+    }
     if (no_param(c, x) && r == 2 && !x->cv) {
         /* a transposed weight: the parameter will be stored transposed */
         alias_out(c, 0, x);
@@ -1726,6 +1896,72 @@ static wf_status h_split(ictx *c)
     return WF_OK;
 }
 
+/* table[V,H] (an initializer: a trainable embedding) indexed by constant ids
+ * (position ids from a range or a buffer, token types of zeros): the rows
+ * k0..k0+m-1 of the table, repeated over the ids' leading dims. The table
+ * stays one parameter; the ids become no tensor. */
+static wf_status gather_rows(ictx *c, val *d, val *ix, int nd, const int64_t *os)
+{
+    wf_status st = WF_OK;
+    const double *iv = cval(c, ix, &st);
+    if (!iv)
+        return st;
+    int64_t n = vnumel(ix), V = d->shape[0];
+    if (n == 0)
+        return unsupported(c, "Gather with no indices");
+    for (int64_t q = 0; q < n; q++) {
+        int64_t k = wf_onnx_d2i(iv[q]);
+        if (k < -V || k >= V)
+            return nerr(c, WF_INVAL, "index %" PRId64 " out of range [0, %" PRId64 ")", k, V);
+    }
+    int64_t k0 = wf_onnx_d2i(iv[0]);
+    if (k0 < 0)
+        k0 += V;
+    int64_t m = ix->ndim ? ix->shape[ix->ndim - 1] : 1;
+    for (int pass = 0; pass < 2; pass++) {
+        int ok = m >= 1 && k0 >= 0 && k0 + m <= V;
+        for (int64_t q = 0; ok && q < n; q++) {
+            int64_t k = wf_onnx_d2i(iv[q]);
+            ok = (k < 0 ? k + V : k) == k0 + q % m;
+        }
+        if (ok)
+            break;
+        if (pass == 1 || m == 1)
+            return unsupported(c, "Gather of a parameter table by constant indices that are not "
+                                  "consecutive rows (as position ids are)");
+        m = 1;
+    }
+    int t = ir(c, d);
+    if (t < 0)
+        return c->g->status;
+    if (m < V) {
+        wf_op_attrs at;
+        memset(&at, 0, sizeof at);
+        at.axis = 0;
+        if (k0 > 0)
+            at.sizes[at.nsplit++] = k0;
+        int part = at.nsplit;
+        at.sizes[at.nsplit++] = m;
+        if (V - k0 - m > 0)
+            at.sizes[at.nsplit++] = V - k0 - m;
+        t = wf_graph_op_output(c->g, add_op(c, WF_OP_SPLIT, "/rows", &t, 1, &at), part);
+    }
+    if (t < 0)
+        return c->g->status;
+    c->npat[PAT_ROWS]++;
+    if (n == m) {
+        set_out(c, 0, t, nd, os);
+        return WF_OK;
+    }
+    /* rows [m,H] repeated over the leading dims of the ids: [...,m,H] */
+    wf_op_attrs at;
+    memset(&at, 0, sizeof at);
+    at.ndim = nd;
+    memcpy(at.shape, os, sizeof(int64_t) * (size_t)nd);
+    set_out(c, 0, op1(c, WF_OP_EXPAND, "/repeat", &t, 1, &at), nd, os);
+    return c->g->status;
+}
+
 static wf_status h_gather(ictx *c)
 {
     wf_status st = WF_OK;
@@ -1746,6 +1982,9 @@ static wf_status h_gather(ictx *c)
         os[nd++] = ix->shape[i];
     for (int i = a + 1; i < r; i++)
         os[nd++] = d->shape[i];
+    if (d->kind == V_CONST && ix->kind == V_CONST && is_float_type(d->type) && a == 0 && r == 2 &&
+        d->src && !d->ctrans)
+        return gather_rows(c, d, ix, nd, os);
     if (d->kind == V_CONST && ix->kind == V_CONST && vnumel(d) <= CONST_MAX &&
         (!is_float_type(d->type) || vnumel(d) <= 4096)) {
         const double *dv = cval(c, d, &st), *iv = dv ? cval(c, ix, &st) : NULL;
@@ -1943,57 +2182,19 @@ static wf_status h_cast(ictx *c)
         alias_out(c, 0, x);
         return WF_OK;
     }
+    if (is_float_type(to) && x->kind == V_TENSOR) {
+        /* ids or a 0/1 mask to floats (an attention_mask input) */
+        wf_op_attrs at;
+        memset(&at, 0, sizeof at);
+        at.dtype = c->fdtype != WF_DTYPE_COUNT ? (int)c->fdtype : (int)WF_DTYPE_FP32;
+        set_out(c, 0, op1(c, WF_OP_CAST, "", &x->t, 1, &at), x->ndim, x->shape);
+        val *o = nout(c, 0);
+        if (o)
+            o->type = to;
+        return c->g->status;
+    }
     return unsupported(c, "Cast of a run-time %s tensor to %s", wf_onnx_type_name(x->type),
                        wf_onnx_type_name(to));
-}
-
-static wf_status h_slice(ictx *c)
-{
-    wf_status st = WF_OK;
-    val *x = need_in(c, 0, &st);
-    if (!x)
-        return st;
-    if (x->kind != V_CONST || x->ndim != 1)
-        return unsupported(c, "Slice of a %s (only 1-D constants, as in shape arithmetic)",
-                           x->kind == V_CONST ? "constant of rank > 1" : "run-time tensor");
-    int64_t s[2], e[2], ax[2] = {0, 0}, stp[2] = {1, 1};
-    int ns, ne;
-    if (c->m->opset >= 10) {
-        ns = ints_from(c, 1, "", s, 2, &st);
-        ne = ints_from(c, 2, "", e, 2, &st);
-        ints_from(c, 3, "", ax, 2, &st);
-        ints_from(c, 4, "", stp, 2, &st);
-    } else {
-        ns = wf_onnx_attr_ints(c->node, "starts", s, 2);
-        ne = wf_onnx_attr_ints(c->node, "ends", e, 2);
-    }
-    if (st != WF_OK)
-        return st;
-    if (ns != 1 || ne != 1 || ax[0] != 0 || stp[0] == 0)
-        return unsupported(c, "Slice with these starts/ends/axes/steps");
-    int64_t d = x->shape[0];
-    int64_t b = s[0] < 0 ? s[0] + d : s[0], en = e[0] < 0 ? e[0] + d : e[0];
-    const double *v = cval(c, x, &st);
-    if (!v)
-        return st;
-    double *o = cnew(c, d, &st);
-    if (!o)
-        return st;
-    int64_t n = 0;
-    if (stp[0] > 0) {
-        b = b < 0 ? 0 : (b > d ? d : b);
-        en = en < 0 ? 0 : (en > d ? d : en);
-        for (int64_t i = b; i < en; i += stp[0])
-            o[n++] = v[i];
-    } else {
-        b = b < 0 ? -1 : (b > d - 1 ? d - 1 : b);
-        en = en < -1 ? -1 : (en > d - 1 ? d - 1 : en);
-        for (int64_t i = b; i > en; i += stp[0])
-            o[n++] = v[i];
-    }
-    int64_t os[1] = {n};
-    set_const(c, 0, x->type, 1, os, o);
-    return WF_OK;
 }
 
 /* ---- training ops -------------------------------------------------------------------------- */
@@ -2138,6 +2339,431 @@ static wf_status h_fused(ictx *c, wf_op_kind k, const char *in_name)
     return c->g->status;
 }
 
+/* ---- PyTorch export patterns: ranges, slices, masks, activations ----------------------- */
+
+/* Clip (ReLU6 as PyTorch exports it): min/max from inputs (opset >= 11) or
+ * attributes; Clip(x, 0, +inf) is a relu. */
+static wf_status h_clip(ictx *c)
+{
+    wf_status st = WF_OK;
+    val *x = need_in(c, 0, &st);
+    if (!x)
+        return st;
+    double lo = -INFINITY, hi = INFINITY;
+    if (c->m->opset >= 11) {
+        if (!scalar_in(c, 1, -INFINITY, &lo, &st) || !scalar_in(c, 2, INFINITY, &hi, &st))
+            return st;
+    } else {
+        lo = wf_onnx_attr_f(c->node, "min", -INFINITY);
+        hi = wf_onnx_attr_f(c->node, "max", INFINITY);
+    }
+    if (lo == 0 && hi == INFINITY) {
+        int t = ir_any(c, x);
+        set_out(c, 0, op1(c, WF_OP_RELU, "", &t, 1, NULL), x->ndim, x->shape);
+        return c->g->status;
+    }
+    return clip_out(c, x, 1.0, 0.0, lo, hi);
+}
+
+static wf_status h_hardsigmoid(ictx *c)
+{
+    wf_status st = WF_OK;
+    val *x = need_in(c, 0, &st);
+    if (!x)
+        return st;
+    return clip_out(c, x, wf_onnx_attr_f(c->node, "alpha", 0.2), wf_onnx_attr_f(c->node, "beta", 0.5),
+                    0.0, 1.0);
+}
+
+/* Range(start, limit, delta) of constants: folded. */
+static wf_status h_range(ictx *c)
+{
+    wf_status st = WF_OK;
+    val *a = need_in(c, 0, &st), *b = need_in(c, 1, &st), *d = need_in(c, 2, &st);
+    if (st != WF_OK)
+        return st;
+    double s, l, dl;
+    if (!scalar_of(c, a, &s) || !scalar_of(c, b, &l) || !scalar_of(c, d, &dl))
+        return unsupported(c, "Range of run-time values (start, limit and delta must be "
+                              "constants, as with a fixed sequence length)");
+    if (dl == 0)
+        return nerr(c, WF_FORMAT, "Range with delta 0");
+    double nn = ceil((l - s) / dl);
+    int64_t n = nn > 0 ? (int64_t)nn : 0;
+    if (n > CONST_MAX)
+        return unsupported(c, "a Range of %" PRId64 " elements", n);
+    double *o = cnew(c, n, &st);
+    if (!o)
+        return st;
+    for (int64_t i = 0; i < n; i++)
+        o[i] = s + (double)i * dl;
+    int64_t os[1] = {n};
+    set_const(c, 0, a->type, 1, os, o);
+    return WF_OK;
+}
+
+/* Equal, Not, Where, Less, Greater of constants: folded (bool as 0/1). */
+static wf_status h_logic(ictx *c, const char *op)
+{
+    wf_status st = WF_OK;
+    int n = !strcmp(op, "Not") ? 1 : !strcmp(op, "Where") ? 3 : 2;
+    val *x[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < n; i++)
+        if (!(x[i] = need_in(c, i, &st)))
+            return st;
+    for (int i = 0; i < n; i++)
+        if (x[i]->kind != V_CONST)
+            return unsupported(c, "%s of a run-time tensor ('%s'; weft folds %s over constants, "
+                                  "and recognizes masks inside attention)",
+                               op, x[i]->name, op);
+    int no = x[0]->ndim;
+    int64_t os[WF_MAX_DIMS];
+    memcpy(os, x[0]->shape, sizeof os);
+    for (int i = 1; i < n; i++)
+        if (!broadcast(no, os, x[i]->ndim, x[i]->shape, &no, os))
+            return nerr(c, WF_FORMAT, "shapes do not broadcast");
+    int64_t total = numel_of(no, os);
+    if (total > CONST_MAX)
+        return unsupported(c, "folding %" PRId64 " elements", total);
+    const double *v[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < n; i++)
+        if (!(v[i] = cval(c, x[i], &st)))
+            return st;
+    double *d = cnew(c, total, &st);
+    if (!d)
+        return st;
+    for (int64_t i = 0; i < total; i++) {
+        double e[3];
+        for (int k = 0; k < n; k++) {
+            /* broadcast index of element i into x[k] */
+            int64_t r = i, idx = 0, stride = 1;
+            for (int j = no - 1; j >= 0; j--) {
+                int64_t p = r % os[j];
+                r /= os[j];
+                int jk = j - (no - x[k]->ndim);
+                if (jk < 0)
+                    continue;
+                idx += (x[k]->shape[jk] == 1 ? 0 : p) * stride;
+                stride *= x[k]->shape[jk];
+            }
+            e[k] = v[k][idx];
+        }
+        if (n == 1)
+            d[i] = e[0] == 0;
+        else if (n == 3)
+            d[i] = e[0] != 0 ? e[1] : e[2];
+        else if (!strcmp(op, "Equal"))
+            d[i] = e[0] == e[1];
+        else if (!strcmp(op, "Less"))
+            d[i] = e[0] < e[1];
+        else
+            d[i] = e[0] > e[1];
+    }
+    int32_t type = n == 3 ? x[1]->type : ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    set_const(c, 0, type, no, os, d);
+    return WF_OK;
+}
+
+/* Expand: constants folded; a run-time tensor becomes an expand op (or
+ * itself, when the shape does not change). */
+static wf_status h_expand(ictx *c)
+{
+    wf_status st = WF_OK;
+    val *x = need_in(c, 0, &st);
+    if (!x)
+        return st;
+    int64_t s[WF_MAX_DIMS + 1];
+    int n = ints_from(c, 1, "", s, WF_MAX_DIMS + 1, &st);
+    if (st != WF_OK)
+        return st;
+    if (n < 0 || n > WF_MAX_DIMS)
+        return unsupported(c, "Expand to rank %d", n);
+    int no;
+    int64_t os[WF_MAX_DIMS];
+    if (!broadcast(x->ndim, x->shape, n, s, &no, os))
+        return nerr(c, WF_FORMAT, "shapes do not broadcast");
+    if (same_shape(x->ndim, x->shape, no, os)) {
+        alias_out(c, 0, x);
+        return WF_OK;
+    }
+    if (x->kind == V_CONST && !is_float_type(x->type)) {
+        int64_t total = numel_of(no, os);
+        if (total > CONST_MAX)
+            return unsupported(c, "folding %" PRId64 " elements", total);
+        const double *v = cval(c, x, &st);
+        double *d = v ? cnew(c, total, &st) : NULL;
+        if (!d)
+            return st;
+        for (int64_t i = 0; i < total; i++) {
+            int64_t r = i, idx = 0, stride = 1;
+            for (int j = no - 1; j >= 0; j--) {
+                int64_t p = r % os[j];
+                r /= os[j];
+                int jk = j - (no - x->ndim);
+                if (jk < 0)
+                    continue;
+                idx += (x->shape[jk] == 1 ? 0 : p) * stride;
+                stride *= x->shape[jk];
+            }
+            d[i] = v[idx];
+        }
+        set_const(c, 0, x->type, no, os, d);
+        return WF_OK;
+    }
+    wf_op_attrs at;
+    memset(&at, 0, sizeof at);
+    at.ndim = no;
+    memcpy(at.shape, os, sizeof(int64_t) * (size_t)no);
+    int t = ir_any(c, x);
+    set_out(c, 0, op1(c, WF_OP_EXPAND, "", &t, 1, &at), no, os);
+    return c->g->status;
+}
+
+/* The begin and end (exclusive) of a step-1 slice of a dim of size d, or of
+ * any step: the first index and the count, as ONNX clamps them. */
+static void slice_range(int64_t d, int64_t b, int64_t e, int64_t step, int64_t *first, int64_t *count)
+{
+    b = b < 0 ? b + d : b;
+    e = e < 0 ? e + d : e;
+    int64_t n = 0;
+    if (step > 0) {
+        b = b < 0 ? 0 : (b > d ? d : b);
+        e = e < 0 ? 0 : (e > d ? d : e);
+        n = e > b ? (e - b + step - 1) / step : 0;
+    } else {
+        b = b < 0 ? -1 : (b > d - 1 ? d - 1 : b);
+        e = e < -1 ? -1 : (e > d - 1 ? d - 1 : e);
+        n = b > e ? (b - e + (-step) - 1) / (-step) : 0;
+    }
+    *first = b;
+    *count = n;
+}
+
+/* Slice: constants of any rank are folded; a run-time tensor is cut by split
+ * ops (step 1 on each sliced axis: q, k, v out of a packed projection). */
+static wf_status h_slice(ictx *c)
+{
+    wf_status st = WF_OK;
+    val *x = need_in(c, 0, &st);
+    if (!x)
+        return st;
+    int r = x->ndim;
+    int64_t s[WF_MAX_DIMS], e[WF_MAX_DIMS], ax[WF_MAX_DIMS], stp[WF_MAX_DIMS];
+    int ns, ne, na = -1, nst = -1;
+    if (c->m->opset >= 10) {
+        ns = ints_from(c, 1, "", s, WF_MAX_DIMS, &st);
+        ne = ints_from(c, 2, "", e, WF_MAX_DIMS, &st);
+        na = ints_from(c, 3, "", ax, WF_MAX_DIMS, &st);
+        nst = ints_from(c, 4, "", stp, WF_MAX_DIMS, &st);
+    } else {
+        ns = wf_onnx_attr_ints(c->node, "starts", s, WF_MAX_DIMS);
+        ne = wf_onnx_attr_ints(c->node, "ends", e, WF_MAX_DIMS);
+        na = wf_onnx_attr_ints(c->node, "axes", ax, WF_MAX_DIMS);
+    }
+    if (st != WF_OK)
+        return st;
+    if (ns < 1 || ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns) || ns > r)
+        return nerr(c, WF_FORMAT, "Slice with %d starts, %d ends, %d axes and %d steps for rank %d",
+                    ns, ne, na, nst, r);
+    /* per dim: first index, count, step */
+    int64_t first[WF_MAX_DIMS], cnt[WF_MAX_DIMS], step[WF_MAX_DIMS];
+    for (int i = 0; i < r; i++) {
+        first[i] = 0;
+        cnt[i] = x->shape[i];
+        step[i] = 1;
+    }
+    for (int i = 0; i < ns; i++) {
+        int a = norm_axis(na >= 0 ? ax[i] : i, r);
+        int64_t sp = nst >= 0 ? stp[i] : 1;
+        if (a < 0 || a >= r || sp == 0)
+            return nerr(c, WF_FORMAT, "Slice axis %d or step %" PRId64 " out of range", a, sp);
+        step[a] = sp;
+        slice_range(x->shape[a], s[i], e[i], sp, &first[a], &cnt[a]);
+    }
+    if (x->kind == V_CONST && (!is_float_type(x->type) || vnumel(x) <= 4096 || x->nuse == 1) &&
+        vnumel(x) <= CONST_MAX && no_param(c, x)) {
+        const double *v = cval(c, x, &st);
+        if (!v)
+            return st;
+        int64_t total = numel_of(r, cnt);
+        double *o = cnew(c, total, &st);
+        if (!o)
+            return st;
+        for (int64_t i = 0; i < total; i++) {
+            int64_t rem = i, src = 0, stride = 1;
+            for (int k = r - 1; k >= 0; k--) {
+                int64_t p = rem % cnt[k];
+                rem /= cnt[k];
+                src += (first[k] + p * step[k]) * stride;
+                stride *= x->shape[k];
+            }
+            o[i] = v[src];
+        }
+        set_const(c, 0, x->type, r, cnt, o);
+        return WF_OK;
+    }
+    int t = ir_any(c, x);
+    int64_t cur[WF_MAX_DIMS];
+    memcpy(cur, x->shape, sizeof cur);
+    for (int a = 0; a < r && t >= 0; a++) {
+        if (cnt[a] == x->shape[a] && (step[a] == 1 || cnt[a] <= 1))
+            continue;
+        if (step[a] != 1 && cnt[a] > 1)
+            return unsupported(c, "Slice of a run-time tensor with step %" PRId64 " on axis %d",
+                               step[a], a);
+        if (cnt[a] == 0)
+            return unsupported(c, "an empty Slice of a run-time tensor (axis %d)", a);
+        wf_op_attrs at;
+        memset(&at, 0, sizeof at);
+        at.axis = a;
+        int part = 0;
+        if (first[a] > 0)
+            at.sizes[at.nsplit++] = first[a];
+        part = at.nsplit;
+        at.sizes[at.nsplit++] = cnt[a];
+        if (x->shape[a] - first[a] - cnt[a] > 0)
+            at.sizes[at.nsplit++] = x->shape[a] - first[a] - cnt[a];
+        char sfx[32];
+        snprintf(sfx, sizeof sfx, "/axis%d", a);
+        t = wf_graph_op_output(c->g, add_op(c, WF_OP_SPLIT, sfx, &t, 1, &at), part);
+        cur[a] = cnt[a];
+    }
+    if (c->g->status != WF_OK)
+        return c->g->status;
+    set_out(c, 0, t, r, cur);
+    return WF_OK;
+}
+
+/* Pad: zero padding of nothing is the input itself; zero spatial padding in
+ * front of a Conv is folded into the Conv (pattern scan). */
+static wf_status h_pad(ictx *c)
+{
+    wf_status st = WF_OK;
+    val *x = need_in(c, 0, &st);
+    if (!x)
+        return st;
+    int64_t pads[2 * WF_MAX_DIMS];
+    if (pad_amounts(c, c->node, x->ndim, pads, &st) < 0)
+        return st;
+    for (int i = 0; i < 2 * x->ndim; i++)
+        if (pads[i] != 0)
+            return unsupported(c, "Pad of %" PRId64 " on dim %d that no Conv takes over (weft "
+                                  "folds zero padding into the convolution that reads it)",
+                               pads[i], i % x->ndim);
+    alias_out(c, 0, x);
+    return WF_OK;
+}
+
+/* The attention subgraph found by the scan: q, k, v [B,S,A*D] with A from
+ * the q reshape, the scale, a causal or absent mask, and dropout. */
+static wf_status h_attention_fused(ictx *c)
+{
+    wf_status st = WF_OK;
+    nodeinfo *ni = &c->ni[c->node_index];
+    val *q = vfind(c, ni->aux[0]), *k = vfind(c, ni->aux[1]), *v = vfind(c, ni->aux[2]);
+    if (!q || !k || !v || q->kind == V_NONE || k->kind == V_NONE || v->kind == V_NONE)
+        return nerr(c, WF_INTERNAL, "attention inputs missing");
+    if (q->ndim != 3 || !same_shape(3, q->shape, 3, k->shape) || !same_shape(3, q->shape, 3, v->shape))
+        return unsupported(c, "attention whose q, k, v are not [B,S,A*D] of one shape");
+    const Onnx__NodeProto *keep = c->node;
+    int keep_i = c->node_index;
+    /* heads: the q reshape's target [B,S,A,D] */
+    c->node = c->gp->node[ni->qnode];
+    c->node_index = ni->qnode;
+    int64_t rs[WF_MAX_DIMS + 1];
+    int nr = ints_from(c, 1, "", rs, WF_MAX_DIMS + 1, &st);
+    wf_op_attrs at;
+    memset(&at, 0, sizeof at);
+    at.seed = (uint64_t)keep_i + 1;
+    double sc = 1.0, p = 0;
+    if (st == WF_OK && ni->snode >= 0) {
+        c->node = c->gp->node[ni->snode];
+        c->node_index = ni->snode;
+        /* the scores operand was fused away: only the constant is read */
+        val *a = vfind(c, c->node->input[0]), *b = vfind(c, c->node->input[1]);
+        double s;
+        if (scalar_of(c, b, &s) || scalar_of(c, a, &s))
+            sc = strcmp(c->node->op_type, "Div") == 0 ? 1.0 / s : s;
+        else
+            st = unsupported(c, "an attention scale that is not a constant scalar");
+    }
+    if (st == WF_OK && ni->mnode >= 0) {
+        /* the mask: causal (key j > query i masked) or nothing masked */
+        c->node = c->gp->node[ni->mnode];
+        c->node_index = ni->mnode;
+        int where = strcmp(c->node->op_type, "Where") == 0;
+        val *m = vfind(c, c->node->input[where ? 0 : 1]), *f = where ? vfind(c, c->node->input[1]) : NULL;
+        if (!where && m && m->kind != V_CONST)
+            m = vfind(c, c->node->input[0]);
+        double fill = 0;
+        if (!m || m->kind != V_CONST || (where && !scalar_of(c, f, &fill)))
+            st = unsupported(c, "an attention mask computed at run time (weft's attention op "
+                                "takes causal masks only)");
+        const double *mv = st == WF_OK ? cval(c, m, &st) : NULL;
+        int64_t S = q->shape[1];
+        if (mv && (m->ndim < 2 || m->shape[m->ndim - 1] != S || m->shape[m->ndim - 2] != S))
+            st = unsupported(c, "an attention mask that is not [...,S,S]");
+        int causal = 1, none = 1;
+        for (int64_t i = 0; mv && st == WF_OK && i < vnumel(m); i++) {
+            int64_t col = i % S, row = (i / S) % S;
+            int masked = where ? mv[i] != 0 && fill <= -1e4 : mv[i] <= -1e4;
+            int kept = where ? mv[i] == 0 : mv[i] == 0;
+            if (!masked && !kept)
+                causal = none = 0;
+            causal &= col > row ? masked : kept;
+            none &= kept;
+        }
+        if (st == WF_OK && !causal && !none)
+            st = unsupported(c, "an attention mask that is neither causal nor empty");
+        at.causal = causal && !none;
+    }
+    if (st == WF_OK && ni->dnode >= 0) {
+        c->node = c->gp->node[ni->dnode];
+        c->node_index = ni->dnode;
+        val *r = nin(c, 1, &st);
+        if (st == WF_OK && r && !scalar_of(c, r, &p))
+            st = unsupported(c, "a run-time dropout ratio");
+    }
+    c->node = keep;
+    c->node_index = keep_i;
+    if (st != WF_OK)
+        return st;
+    if (nr != 4 || rs[2] <= 0 || q->shape[2] % rs[2] != 0)
+        return unsupported(c, "attention heads from a reshape to %d dims", nr);
+    at.heads = (int)rs[2];
+    int64_t D = q->shape[2] / rs[2];
+    at.scale = fabs(sc - 1.0 / sqrt((double)D)) <= 1e-6 * sc ? 0.0 : sc;
+    at.p = p;
+    int in[3] = {ir_any(c, q), ir_any(c, k), ir_any(c, v)};
+    if (c->g->status != WF_OK)
+        return c->g->status;
+    c->npat[PAT_ATTENTION]++;
+    return out_op(c, WF_OP_ATTENTION, in, 3, &at, 3, q->shape);
+}
+
+/* LayerNorm decomposed (opset < 17): ReduceMean, Sub, Pow, ReduceMean, Add
+ * eps, Sqrt, Div, Mul gamma, Add beta; the scan found it. */
+static wf_status h_layernorm_fused(ictx *c)
+{
+    nodeinfo *ni = &c->ni[c->node_index];
+    val *x = vfind(c, ni->fused_in), *gm = vfind(c, ni->aux[0]), *bt = vfind(c, ni->aux[1]),
+        *ep = vfind(c, ni->aux[2]);
+    double eps;
+    if (!x || !gm || !bt || !ep || x->kind == V_NONE)
+        return nerr(c, WF_INTERNAL, "layernorm inputs missing");
+    if (!scalar_of(c, ep, &eps))
+        return unsupported(c, "a layernorm epsilon that is not a constant scalar");
+    int64_t H = x->ndim ? x->shape[x->ndim - 1] : 0, hs[1] = {H};
+    if (vnumel(gm) != H || vnumel(bt) != H || gm->kind != V_CONST || bt->kind != V_CONST)
+        return unsupported(c, "a decomposed layernorm whose scale or bias is not a constant [H]");
+    wf_op_attrs at;
+    memset(&at, 0, sizeof at);
+    at.eps = eps;
+    int in[3] = {ir_any(c, x), ir_shaped(c, gm, 1, hs, "/gamma"), ir_shaped(c, bt, 1, hs, "/beta")};
+    c->npat[PAT_LAYERNORM]++;
+    return out_op(c, WF_OP_LAYERNORM, in, 3, &at, x->ndim, x->shape);
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------ */
 
 static int is_op(const Onnx__NodeProto *n, const char *type)
@@ -2153,6 +2779,10 @@ static wf_status run_node(ictx *c)
     nodeinfo *ni = &c->ni[c->node_index];
     if (ni->fused == WF_OP_SILU || ni->fused == WF_OP_GELU)
         return h_fused(c, ni->fused, ni->fused_in);
+    if (ni->fused == WF_OP_LAYERNORM)
+        return h_layernorm_fused(c);
+    if (ni->fused == WF_OP_ATTENTION)
+        return h_attention_fused(c);
     if (strcmp(dom, "ai.weft") == 0) {
         if (strcmp(op, "Attention") == 0)
             return h_attention(c, 1);
@@ -2165,7 +2795,7 @@ static wf_status run_node(ictx *c)
     static const struct {
         const char *name;
         wf_op_kind kind;
-    } unary[] = {{"Relu", WF_OP_RELU}};
+    } unary[] = {{"Relu", WF_OP_RELU}, {"Tanh", WF_OP_TANH}, {"HardSwish", WF_OP_HARDSWISH}};
     for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
         if (strcmp(op, unary[i].name) == 0)
             return h_unary(c, unary[i].kind);
@@ -2227,6 +2857,19 @@ static wf_status run_node(ictx *c)
         return h_cast(c);
     if (!strcmp(op, "Slice"))
         return h_slice(c);
+    if (!strcmp(op, "Range"))
+        return h_range(c);
+    if (!strcmp(op, "Clip"))
+        return h_clip(c);
+    if (!strcmp(op, "HardSigmoid"))
+        return h_hardsigmoid(c);
+    if (!strcmp(op, "Expand"))
+        return h_expand(c);
+    if (!strcmp(op, "Pad"))
+        return h_pad(c);
+    if (!strcmp(op, "Equal") || !strcmp(op, "Not") || !strcmp(op, "Where") || !strcmp(op, "Less") ||
+        !strcmp(op, "Greater"))
+        return h_logic(c, op);
     if (!strcmp(op, "Dropout"))
         return h_dropout(c);
     if (!strcmp(op, "SoftmaxCrossEntropyLoss"))
@@ -2306,14 +2949,302 @@ static const char *other_in(const Onnx__NodeProto *n, const char *name)
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-4 * fabs(b); }
 
+/* Marks the values known before the walk to need no graph input: the
+ * initializers, and the outputs of nodes that read only such values (Shape
+ * reads no data). Masks and scales of attention must be such values. */
+static void mark_static(ictx *c)
+{
+    for (int k = 0; k < c->nv; k++)
+        c->v[k].stat = c->v[k].kind == V_CONST;
+    for (size_t i = 0; i < c->gp->n_node; i++) {
+        const Onnx__NodeProto *n = c->gp->node[i];
+        int st = 1;
+        for (size_t j = 0; !is_op(n, "Shape") && j < n->n_input; j++) {
+            val *x = vfind(c, n->input[j]);
+            if (x && !x->stat)
+                st = 0;
+        }
+        for (size_t j = 0; j < n->n_output; j++) {
+            val *x = vfind(c, n->output[j]);
+            if (x)
+                x->stat = st;
+        }
+    }
+}
+
+static int is_static(ictx *c, const char *name)
+{
+    val *x = vfind(c, name);
+    return x && x->stat;
+}
+
+static int nuse_of(ictx *c, const char *name)
+{
+    val *x = vfind(c, name);
+    return x ? x->nuse : -1;
+}
+
+/* The producer of `name` when it is op `type` and `name` has one reader. */
+static const Onnx__NodeProto *only_from(ictx *c, const char *name, const char *type, int *idx)
+{
+    if (nuse_of(c, name) != 1)
+        return NULL;
+    const Onnx__NodeProto *p = producer(c, name, idx);
+    return p && is_op(p, type) && (!p->domain || !*p->domain) ? p : NULL;
+}
+
+/* 1 when Transpose node t has exactly the permutation want[0..r). */
+static int perm_is(const Onnx__NodeProto *t, int r, const int64_t *want)
+{
+    int64_t p[WF_MAX_DIMS + 1];
+    int n = wf_onnx_attr_ints(t, "perm", p, WF_MAX_DIMS + 1);
+    if (n != r)
+        return 0;
+    for (int i = 0; i < r; i++)
+        if (p[i] != want[i])
+            return 0;
+    return 1;
+}
+
+/* The i-th node reading `name` (in file order), NULL when fewer. */
+static const Onnx__NodeProto *reader_k(ictx *c, const char *name, int which, int *idx)
+{
+    for (size_t i = 0; i < c->gp->n_node; i++) {
+        const Onnx__NodeProto *n = c->gp->node[i];
+        for (size_t j = 0; j < n->n_input; j++)
+            if (n->input[j] && strcmp(n->input[j], name) == 0) {
+                if (which-- == 0) {
+                    *idx = (int)i;
+                    return n;
+                }
+                break;
+            }
+    }
+    return NULL;
+}
+
+/* The attention subgraph as PyTorch exports a hand-written attention
+ * (nanoGPT, minGPT, GPT-2): at MatMul i = probs @ v,
+ *   q = Transpose[0,2,1,3](Reshape(Xq)), k^T = Transpose[0,2,3,1](Reshape(Xk))
+ *   (or Transpose[0,1,3,2] of Transpose[0,2,1,3]), v likewise as q;
+ *   s = MatMul(q, k^T), [Mul|Div by a constant], [Where(mask, fill, s) | Add(s,
+ *   mask) with a constant mask], Softmax, [Dropout], MatMul with v, then
+ *   Transpose[0,2,1,3] and Reshape to [B,S,A*D].
+ * Every value inside has one reader. Marks the nodes; 1 when found. */
+static int scan_attention(ictx *c, int i)
+{
+    static const int64_t P0213[4] = {0, 2, 1, 3}, P0231[4] = {0, 2, 3, 1}, P0132[4] = {0, 1, 3, 2};
+    const Onnx__NodeProto *n2 = c->gp->node[i];
+    if (n2->n_input != 2 || n2->n_output != 1)
+        return 0;
+    int kd = -1, km = -1, ks = -1, ksm, kmm, k;
+    const char *p = n2->input[0];
+    const Onnx__NodeProto *pn = only_from(c, p, "Dropout", &k);
+    if (pn) {
+        if (pn->n_output > 1 && nuse_of(c, pn->output[1]) > 0)
+            return 0;
+        kd = k;
+        p = pn->input[0];
+    }
+    pn = only_from(c, p, "Softmax", &ksm);
+    if (!pn || wf_onnx_attr_i(pn, "axis", -1) != -1 || c->m->opset < 13)
+        return 0;
+    const char *s = pn->input[0];
+    const Onnx__NodeProto *mn = NULL;
+    if ((mn = only_from(c, s, "Where", &k)) && mn->n_input == 3 && is_static(c, mn->input[0]) &&
+        is_static(c, mn->input[1])) {
+        km = k;
+        s = mn->input[2];
+    } else if ((mn = only_from(c, s, "Add", &k)) && mn->n_input == 2 &&
+               (is_static(c, mn->input[0]) || is_static(c, mn->input[1]))) {
+        if (is_static(c, mn->input[0]) && is_static(c, mn->input[1]))
+            return 0;
+        km = k;
+        s = is_static(c, mn->input[1]) ? mn->input[0] : mn->input[1];
+    }
+    const Onnx__NodeProto *sn = only_from(c, s, "Mul", &k);
+    if (!sn)
+        sn = only_from(c, s, "Div", &k);
+    if (sn && sn->n_input == 2 && (is_static(c, sn->input[1]) || (is_op(sn, "Mul") && is_static(c, sn->input[0])))) {
+        ks = k;
+        s = is_static(c, sn->input[1]) ? sn->input[0] : sn->input[1];
+    }
+    const Onnx__NodeProto *mm = only_from(c, s, "MatMul", &kmm);
+    if (!mm || mm->n_input != 2)
+        return 0;
+    int kqt, kqr, kkt, kk2 = -1, kkr, kvt, kvr, kot, kor;
+    const Onnx__NodeProto *qt = only_from(c, mm->input[0], "Transpose", &kqt);
+    const Onnx__NodeProto *qr = qt && perm_is(qt, 4, P0213) ? only_from(c, qt->input[0], "Reshape", &kqr) : NULL;
+    const Onnx__NodeProto *kt = only_from(c, mm->input[1], "Transpose", &kkt), *kr = NULL;
+    if (kt && perm_is(kt, 4, P0231)) {
+        kr = only_from(c, kt->input[0], "Reshape", &kkr);
+    } else if (kt && perm_is(kt, 4, P0132)) {
+        const Onnx__NodeProto *k2 = only_from(c, kt->input[0], "Transpose", &kk2);
+        kr = k2 && perm_is(k2, 4, P0213) ? only_from(c, k2->input[0], "Reshape", &kkr) : NULL;
+    }
+    const Onnx__NodeProto *vt = only_from(c, n2->input[1], "Transpose", &kvt);
+    const Onnx__NodeProto *vr = vt && perm_is(vt, 4, P0213) ? only_from(c, vt->input[0], "Reshape", &kvr) : NULL;
+    const Onnx__NodeProto *ot = nuse_of(c, n2->output[0]) == 1 ? sole_reader(c, n2->output[0], &kot) : NULL;
+    if (ot && !(is_op(ot, "Transpose") && perm_is(ot, 4, P0213)))
+        ot = NULL;
+    const Onnx__NodeProto *orr = ot && nuse_of(c, ot->output[0]) == 1 ? sole_reader(c, ot->output[0], &kor) : NULL;
+    if (!qr || !kr || !vr || !orr || !is_op(orr, "Reshape") || orr->input[0] == NULL ||
+        strcmp(orr->input[0], ot->output[0]) != 0)
+        return 0;
+    int skip[] = {kd, ksm, km, ks, kmm, kqt, kqr, kkt, kk2, kkr, kvt, kvr, i, kot};
+    for (size_t j = 0; j < sizeof skip / sizeof skip[0]; j++)
+        if (skip[j] >= 0)
+            c->ni[skip[j]].skip = 1;
+    nodeinfo *ni = &c->ni[kor];
+    ni->fused = WF_OP_ATTENTION;
+    ni->aux[0] = qr->input[0];
+    ni->aux[1] = kr->input[0];
+    ni->aux[2] = vr->input[0];
+    ni->qnode = kqr;
+    ni->snode = ks;
+    ni->mnode = km;
+    ni->dnode = kd;
+    return 1;
+}
+
+/* LayerNorm as PyTorch exports it below opset 17, from ReduceMean node i:
+ * m = ReduceMean(x, -1); d = x - m; v = ReduceMean(d^2, -1);
+ * y = d / Sqrt(v + eps) * gamma + beta. */
+static int reduce_last(const Onnx__NodeProto *n)
+{
+    int64_t ax[2];
+    return is_op(n, "ReduceMean") && wf_onnx_attr_ints(n, "axes", ax, 2) == 1 && ax[0] == -1 &&
+           wf_onnx_attr_i(n, "keepdims", 1) == 1 && n->n_input == 1;
+}
+
+static int scan_layernorm(ictx *c, int i)
+{
+    const Onnx__NodeProto *n = c->gp->node[i];
+    if (!reduce_last(n) || n->n_output != 1)
+        return 0;
+    const char *x = n->input[0];
+    int ksub, kpw, km2, kad, ksq, kdv, kmu, kba, k0 = -1, k1 = -1;
+    const Onnx__NodeProto *sub = nuse_of(c, n->output[0]) == 1 ? sole_reader(c, n->output[0], &ksub) : NULL;
+    if (!sub || !is_op(sub, "Sub") || sub->n_input != 2 || strcmp(sub->input[0], x) != 0 ||
+        strcmp(sub->input[1], n->output[0]) != 0)
+        return 0;
+    const char *d = sub->output[0];
+    if (nuse_of(c, d) != 2)
+        return 0;
+    const Onnx__NodeProto *r0 = reader_k(c, d, 0, &k0), *r1 = reader_k(c, d, 1, &k1);
+    const Onnx__NodeProto *pw = r0 && is_op(r0, "Pow") ? r0 : (r1 && is_op(r1, "Pow") ? r1 : NULL);
+    const Onnx__NodeProto *dv = r0 && is_op(r0, "Div") ? r0 : (r1 && is_op(r1, "Div") ? r1 : NULL);
+    double e;
+    if (!pw || !dv || pw->n_input != 2 || !pre_scalar(c, pw->input[1], &e) || e != 2.0 ||
+        strcmp(dv->input[0], d) != 0)
+        return 0;
+    kpw = pw == r0 ? k0 : k1;
+    kdv = dv == r0 ? k0 : k1;
+    const Onnx__NodeProto *m2 = nuse_of(c, pw->output[0]) == 1 ? sole_reader(c, pw->output[0], &km2) : NULL;
+    if (!m2 || !reduce_last(m2))
+        return 0;
+    const Onnx__NodeProto *ad = nuse_of(c, m2->output[0]) == 1 ? sole_reader(c, m2->output[0], &kad) : NULL;
+    const char *eps = ad && is_op(ad, "Add") ? other_in(ad, m2->output[0]) : NULL;
+    if (!eps || !pre_scalar(c, eps, &e))
+        return 0;
+    const Onnx__NodeProto *sq = nuse_of(c, ad->output[0]) == 1 ? sole_reader(c, ad->output[0], &ksq) : NULL;
+    if (!sq || !is_op(sq, "Sqrt") || nuse_of(c, sq->output[0]) != 1 || strcmp(dv->input[1], sq->output[0]) != 0)
+        return 0;
+    const Onnx__NodeProto *mu = nuse_of(c, dv->output[0]) == 1 ? sole_reader(c, dv->output[0], &kmu) : NULL;
+    const char *gamma = mu && is_op(mu, "Mul") ? other_in(mu, dv->output[0]) : NULL;
+    const Onnx__NodeProto *ba = gamma && nuse_of(c, mu->output[0]) == 1 ? sole_reader(c, mu->output[0], &kba) : NULL;
+    const char *beta = ba && is_op(ba, "Add") ? other_in(ba, mu->output[0]) : NULL;
+    val *gv = gamma ? vfind(c, gamma) : NULL, *bv = beta ? vfind(c, beta) : NULL;
+    if (!gv || !bv || gv->kind != V_CONST || bv->kind != V_CONST)
+        return 0;
+    int skip[] = {i, ksub, kpw, km2, kad, ksq, kdv, kmu};
+    for (size_t j = 0; j < sizeof skip / sizeof skip[0]; j++)
+        c->ni[skip[j]].skip = 1;
+    nodeinfo *ni = &c->ni[kba];
+    ni->fused = WF_OP_LAYERNORM;
+    ni->fused_in = x;
+    ni->aux[0] = gamma;
+    ni->aux[1] = beta;
+    ni->aux[2] = eps;
+    return 1;
+}
+
+/* GELU in its tanh form as minGPT / GPT-2 write it and PyTorch exports it:
+ * 0.5*x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), from Tanh node i. */
+static int scan_gelu_tanh(ictx *c, int i)
+{
+    const Onnx__NodeProto *t = c->gp->node[i];
+    int ks, ka, kq, kp, k1, kf, kh;
+    double v;
+    if (t->n_input != 1 || t->n_output != 1)
+        return 0;
+    const Onnx__NodeProto *sn = only_from(c, t->input[0], "Mul", &ks);
+    if (!sn || sn->n_input != 2)
+        return 0;
+    const char *r = pre_scalar(c, sn->input[1], &v) && near(v, 0.7978845608028654 /* sqrt(2/pi) */) ? sn->input[0]
+                    : pre_scalar(c, sn->input[0], &v) && near(v, 0.7978845608028654 /* sqrt(2/pi) */) ? sn->input[1]
+                                                                                    : NULL;
+    const Onnx__NodeProto *an = r ? only_from(c, r, "Add", &ka) : NULL;
+    if (!an || an->n_input != 2)
+        return 0;
+    const char *x = NULL;
+    for (int j = 0; j < 2 && !x; j++) {
+        const Onnx__NodeProto *qn = only_from(c, an->input[1 - j], "Mul", &kq);
+        const char *pv = qn && qn->n_input == 2 && pre_scalar(c, qn->input[1], &v) && near(v, 0.044715)
+                             ? qn->input[0]
+                             : NULL;
+        const Onnx__NodeProto *pn = pv ? only_from(c, pv, "Pow", &kp) : NULL;
+        if (pn && pn->n_input == 2 && strcmp(pn->input[0], an->input[j]) == 0 &&
+            pre_scalar(c, pn->input[1], &v) && v == 3.0)
+            x = an->input[j];
+    }
+    if (!x)
+        return 0;
+    const Onnx__NodeProto *un = nuse_of(c, t->output[0]) == 1 ? sole_reader(c, t->output[0], &k1) : NULL;
+    const char *one = un && is_op(un, "Add") ? other_in(un, t->output[0]) : NULL;
+    if (!one || !pre_scalar(c, one, &v) || v != 1.0)
+        return 0;
+    const Onnx__NodeProto *mn = nuse_of(c, un->output[0]) == 1 ? sole_reader(c, un->output[0], &kf) : NULL;
+    const char *h = mn && is_op(mn, "Mul") && mn->n_output == 1 ? other_in(mn, un->output[0]) : NULL;
+    const Onnx__NodeProto *hn = h ? only_from(c, h, "Mul", &kh) : NULL;
+    const char *half = hn ? other_in(hn, x) : NULL;
+    if (!half || !pre_scalar(c, half, &v) || v != 0.5)
+        return 0;
+    int skip[] = {ks, ka, kq, kp, i, k1, kh};
+    for (size_t j = 0; j < sizeof skip / sizeof skip[0]; j++)
+        c->ni[skip[j]].skip = 1;
+    c->ni[kf].fused = WF_OP_GELU;
+    c->ni[kf].fused_in = x;
+    return 1;
+}
+
 static void find_patterns(ictx *c)
 {
     const Onnx__GraphProto *gp = c->gp;
+    mark_static(c);
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *n = gp->node[i];
         if (n->domain && *n->domain)
             continue;
         int k = -1;
+        if (c->ni[i].skip)
+            continue;
+        if (is_op(n, "MatMul") && scan_attention(c, (int)i))
+            continue;
+        if (is_op(n, "ReduceMean") && scan_layernorm(c, (int)i))
+            continue;
+        if (is_op(n, "Tanh") && scan_gelu_tanh(c, (int)i)) {
+            c->npat[PAT_GELU_TANH]++;
+            continue;
+        }
+        if (is_op(n, "Pad") && n->n_output == 1 && nuse_of(c, n->output[0]) == 1) {
+            const Onnx__NodeProto *r = sole_reader(c, n->output[0], &k);
+            if (r && is_op(r, "Conv") && strcmp(r->input[0], n->output[0]) == 0) {
+                c->ni[i].skip = 1;
+                c->ni[k].pad_node = (int)i;
+            }
+            continue;
+        }
         if (is_op(n, "Sigmoid") && n->n_input == 1 && n->n_output == 1) {
             /* silu: Mul(x, Sigmoid(x)) */
             const Onnx__NodeProto *m = sole_reader(c, n->output[0], &k);
@@ -2322,6 +3253,7 @@ static void find_patterns(ictx *c)
                 c->ni[i].skip = 1;
                 c->ni[k].fused = WF_OP_SILU;
                 c->ni[k].fused_in = n->input[0];
+                c->npat[PAT_SILU]++;
             }
         } else if (is_op(n, "Erf") && n->n_input == 1 && n->n_output == 1) {
             /* gelu: x * 0.5 * (1 + erf(x / sqrt(2))) in PyTorch's orders */
@@ -2365,6 +3297,7 @@ static void find_patterns(ictx *c)
             c->ni[kd].skip = c->ni[i].skip = c->ni[ka].skip = 1;
             c->ni[kf].fused = WF_OP_GELU;
             c->ni[kf].fused_in = x;
+            c->npat[PAT_GELU_ERF]++;
         } else if (is_op(n, "MatMul") && n->n_input == 2) {
             /* MatMul(Transpose(x) swapping the last two dims): trans flags */
             for (int j = 0; j < 2; j++) {
@@ -2454,6 +3387,15 @@ static wf_status add_inputs(ictx *c, const wf_onnx_opts *o)
         if (dims.name[0])
             return wf_errorf(WF_INVAL, "%s: dims '%s': expected name=size,...", c->m->path,
                              o->dims);
+        /* dtype=fp16|bf16|fp32: the float parameters and inputs (mixed precision) */
+        const char *dts = NULL;
+        if (wf_spec_get_str(&dims, "dtype", &dts) == 1) {
+            wf_dtype dt;
+            if (wf_dtype_parse(dts, &dt) != WF_OK || !(dt == WF_DTYPE_FP32 || dt == WF_DTYPE_FP16 ||
+                                                       dt == WF_DTYPE_BF16))
+                return wf_errorf(WF_INVAL, "%s: dtype=%s (allowed: fp32, fp16, bf16)", c->m->path, dts);
+            c->fdtype = dt;
+        }
     }
     /* Does any input have a symbolic first dim? */
     int sym_batch = 0;
@@ -2487,6 +3429,8 @@ static wf_status add_inputs(ictx *c, const wf_onnx_opts *o)
         wf_dtype dt;
         if ((st = wf_onnx_dtype(tt->elem_type, what, &dt)) != WF_OK)
             return st;
+        if (c->fdtype != WF_DTYPE_COUNT && is_float_type(tt->elem_type))
+            dt = c->fdtype;
         int64_t shape[WF_MAX_DIMS];
         for (size_t j = 0; j < sp->n_dim; j++) {
             const Onnx__TensorShapeProto__Dimension *d = sp->dim[j];
@@ -2561,7 +3505,9 @@ static wf_status add_inputs(ictx *c, const wf_onnx_opts *o)
     }
     char what[1400];
     snprintf(what, sizeof what, "%s dims", c->m->path);
-    return wf_spec_check_unused(&dims, what, *allowed ? allowed : "none (no symbolic dims)");
+    if (k < sizeof allowed)
+        snprintf(allowed + k, sizeof allowed - k, "%sdtype", k ? ", " : "");
+    return wf_spec_check_unused(&dims, what, allowed);
 }
 
 /* ---- the build -------------------------------------------------------------------------------- */
@@ -2586,11 +3532,14 @@ wf_status wf_onnx_build(wf_onnx_model *m, const wf_onnx_opts *opts, wf_graph *g)
     wf_arena_init(&c.arena, 1 << 20);
     wf_status st = WF_OK;
     int dup = 0;
+    c.fdtype = WF_DTYPE_COUNT;
     c.ni = wf_calloc(gp->n_node ? gp->n_node : 1, sizeof *c.ni);
     if (!c.ni) {
         st = wf_errorf(WF_NOMEM, "%s: out of memory", m->path);
         goto done;
     }
+    for (size_t i = 0; i < gp->n_node; i++)
+        c.ni[i].pad_node = c.ni[i].qnode = c.ni[i].snode = c.ni[i].mnode = c.ni[i].dnode = -1;
     /* initializers */
     for (size_t i = 0; i < gp->n_initializer; i++) {
         const Onnx__TensorProto *t = gp->initializer[i];
@@ -2731,6 +3680,13 @@ wf_status wf_onnx_build(wf_onnx_model *m, const wf_onnx_opts *opts, wf_graph *g)
         goto done;
     }
     st = wf_graph_validate(g);
+    /* the recognized patterns, for `weft show` */
+    size_t pk = 0;
+    m->patterns[0] = 0;
+    for (int i = 0; i < PAT_COUNT && pk < sizeof m->patterns; i++)
+        if (c.npat[i])
+            pk += (size_t)snprintf(m->patterns + pk, sizeof m->patterns - pk, "%s%s x%d",
+                                   pk ? ", " : "", pat_names[i], c.npat[i]);
 done:
     if (st != WF_OK && g->status == WF_OK)
         g->status = st;

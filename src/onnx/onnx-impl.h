@@ -35,6 +35,7 @@ struct wf_onnx_model {
     int nrecipes, cap_recipes;
     wf_onnx_out *outs;
     int nouts;
+    char patterns[512];           /* the patterns the last build recognized ("" none) */
 };
 
 /* Forgets the recipes and outputs of an earlier build. */

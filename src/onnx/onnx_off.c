@@ -79,3 +79,17 @@ wf_status wf_onnx_build_spec(const char *spec, int64_t batch, wf_graph *g)
     wf_graph_init(g, "onnx");
     return g->status = off(spec);
 }
+
+wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t batch, wf_graph *g, char *buf,
+                                      size_t cap)
+{
+    if (buf && cap)
+        buf[0] = 0;
+    return wf_onnx_build_spec(spec, batch, g);
+}
+
+const char *wf_onnx_patterns(const wf_onnx_model *m)
+{
+    (void)m;
+    return "";
+}

@@ -525,7 +525,15 @@ wf_status wf_onnx_load(const char *path, int64_t batch, wf_graph *g)
     return st;
 }
 
+const char *wf_onnx_patterns(const wf_onnx_model *m) { return m->patterns; }
+
 wf_status wf_onnx_build_spec(const char *spec, int64_t batch, wf_graph *g)
+{
+    return wf_onnx_build_spec_patterns(spec, batch, g, NULL, 0);
+}
+
+wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t batch, wf_graph *g, char *buf,
+                                      size_t cap)
 {
     char path[1024], dims[512];
     wf_status st = wf_onnx_split_spec(spec, path, sizeof path, dims, sizeof dims);
@@ -538,6 +546,8 @@ wf_status wf_onnx_build_spec(const char *spec, int64_t batch, wf_graph *g)
     }
     wf_onnx_opts o = {batch, dims, 1};
     st = wf_onnx_build(m, &o, g);
+    if (buf && cap)
+        snprintf(buf, cap, "%s", m->patterns);
     wf_onnx_close(m);
     return st;
 }

@@ -172,6 +172,8 @@ static int need_fwd_in(wf_op_kind k, int i)
     case WF_OP_GELU:
     case WF_OP_SILU:
     case WF_OP_MAXPOOL:
+    case WF_OP_CLIP:
+    case WF_OP_HARDSWISH:
         return i == 0;
     default:
         return 0;
@@ -180,7 +182,7 @@ static int need_fwd_in(wf_op_kind k, int i)
 
 static int need_fwd_out(wf_op_kind k)
 {
-    return k == WF_OP_SOFTMAX;
+    return k == WF_OP_SOFTMAX || k == WF_OP_TANH;
 }
 
 static int is_view(wf_op_kind k)
@@ -233,7 +235,13 @@ wf_status wf_k_conv_geom_of(const wf_graph *g, const wf_op *op, wf_k_conv_geom *
     }
     c->ph = op->attr.pad[0];
     c->pw = op->attr.pad[1];
-    return wf_k_conv_geom_check(c, pool);
+    wf_status st = wf_k_conv_geom_check(c, pool);
+    if (st == WF_OK && pool && op->attr.ceil_mode) {
+        /* the kernels skip window cells past the input, as they do padding */
+        c->ho = wf_pool_out(c->h, c->kh, c->sh, c->ph, 1);
+        c->wo = wf_pool_out(c->w, c->kw, c->sw, c->pw, 1);
+    }
+    return st;
 }
 
 /* Normalized axis and the outer/inner extents of concat and split around it. */
@@ -1042,6 +1050,22 @@ static wf_status run_fwd(wf_exec *e, int o)
     case WF_OP_SILU:
         K(e, silu_fwd)(F(op->in[0]), y, numel(x));
         return WF_OK;
+    case WF_OP_TANH:
+        wf_k_tanh_fwd(F(op->in[0]), y, numel(x));
+        return WF_OK;
+    case WF_OP_CLIP:
+        wf_k_clip_fwd(F(op->in[0]), y, numel(x), (float)op->attr.alpha, (float)op->attr.beta,
+                      (float)op->attr.lo, (float)op->attr.hi);
+        return WF_OK;
+    case WF_OP_HARDSWISH:
+        wf_k_hardswish_fwd(F(op->in[0]), y, numel(x));
+        return WF_OK;
+    case WF_OP_CAST:
+        wf_k_cast_fwd(I32(op->in[0]), y, numel(x));
+        return WF_OK;
+    case WF_OP_EXPAND:
+        wf_k_expand_fwd(F(op->in[0]), y, x->ndim, x->shape, T[yt].ndim, T[yt].shape);
+        return WF_OK;
     case WF_OP_DROPOUT:
         K(e, dropout_fwd)(F(op->in[0]), y, numel(x), (float)op->attr.p, dropout_seed(e, op), dropout_offset(e, x));
         return WF_OK;
@@ -1238,6 +1262,23 @@ static void run_bwd(wf_exec *e, int o)
     case WF_OP_SILU:
         K(e, silu_bwd)(F(f->in[0]), dy, d0, numel(x));
         break;
+    case WF_OP_TANH:
+        wf_k_tanh_bwd(F(f->out[0]), dy, d0, numel(x));
+        break;
+    case WF_OP_CLIP:
+        wf_k_clip_bwd(F(f->in[0]), dy, d0, numel(x), (float)f->attr.alpha, (float)f->attr.beta,
+                      (float)f->attr.lo, (float)f->attr.hi);
+        break;
+    case WF_OP_HARDSWISH:
+        wf_k_hardswish_bwd(F(f->in[0]), dy, d0, numel(x));
+        break;
+    case WF_OP_CAST: /* integer input: no gradient */
+        break;
+    case WF_OP_EXPAND: {
+        const wf_tensor *yy = &T[f->out[0]];
+        wf_k_expand_bwd(dy, d0, x->ndim, x->shape, yy->ndim, yy->shape);
+        break;
+    }
     case WF_OP_DROPOUT:
         K(e, dropout_bwd)(dy, d0, numel(x), (float)f->attr.p, dropout_seed(e, f), dropout_offset(e, x));
         break;

@@ -363,4 +363,19 @@ size_t wf_k_batchnorm_saved_floats(int64_t c);     /* 2*C */
  * (forward uses the first half). */
 size_t wf_k_conv2d_ws_floats(const wf_k_conv_geom *g);
 
+/* ---- ops of imported ONNX models (kernels_ext.c; one version for both paths) ---- */
+
+void wf_k_tanh_fwd(const float *x, float *y, int64_t n);
+void wf_k_tanh_bwd(const float *y, const float *dy, float *dx, int64_t n);
+/* y = min(max(alpha*x + beta, lo), hi) */
+void wf_k_clip_fwd(const float *x, float *y, int64_t n, float alpha, float beta, float lo, float hi);
+void wf_k_clip_bwd(const float *x, const float *dy, float *dx, int64_t n, float alpha, float beta,
+                   float lo, float hi);
+void wf_k_hardswish_fwd(const float *x, float *y, int64_t n);
+void wf_k_hardswish_bwd(const float *x, const float *dy, float *dx, int64_t n);
+void wf_k_cast_fwd(const int32_t *x, float *y, int64_t n);
+/* x[xs] broadcast to y[ys] (numpy rules, ranks aligned on the right) */
+void wf_k_expand_fwd(const float *x, float *y, int xnd, const int64_t *xs, int ynd, const int64_t *ys);
+void wf_k_expand_bwd(const float *dy, float *dx, int xnd, const int64_t *xs, int ynd, const int64_t *ys);
+
 #endif

@@ -26,6 +26,7 @@
 
 #include "weft/cluster.h"
 #include "weft/models.h"
+#include "weft/onnx.h"
 #include "weft/runtime_io.h"
 #include "weft/sim.h"
 
@@ -53,6 +54,7 @@ struct wf_train {
     int64_t steps;
     char comm_note[192];
     char plan_note[256];
+    char init_note[160];
 };
 
 static int mpi_up(void)
@@ -153,6 +155,41 @@ static wf_status choose_comm(wf_train *t, wf_comm_sched *out)
     return WF_OK;
 }
 
+/* An ONNX model starts from the initializers of its file: the model is built
+ * again from the file at the micro-batch size (the same build, so the same
+ * tensor indices as the executor's copy) and each parameter's data copied in
+ * the IR's layout. Every rank reads the file, so they start equal. */
+static wf_status load_onnx_weights(wf_train *t)
+{
+    char path[1024], dims[512];
+    wf_status st = wf_onnx_split_spec(t->model.name, path, sizeof path, dims, sizeof dims);
+    wf_onnx_model *m = NULL;
+    if (st == WF_OK)
+        st = wf_onnx_open(path, &m);
+    if (st != WF_OK)
+        return st;
+    wf_graph g;
+    wf_onnx_opts o = {t->mbs, dims, 1};
+    st = wf_onnx_build(m, &o, &g);
+    int64_t n = 0;
+    for (int i = 0; st == WF_OK && i < wf_exec_nparams(t->e); i++) {
+        const wf_exec_param *p = wf_exec_param_at(t->e, i);
+        if (p->tensor >= g.ntensors || strcmp(g.tensors[p->tensor].name, p->name) != 0)
+            st = wf_errorf(WF_INTERNAL, "%s: parameter '%s' not found again in the file", path, p->name);
+        else if ((st = wf_onnx_param_data(m, &g, p->tensor, p->data, p->numel)) == WF_NOTFOUND)
+            st = wf_errorf(WF_INVAL, "%s: parameter '%s' has no data in the file (a shapes-only "
+                                     "export): train it with --init random",
+                           path, p->name);
+        n += p->numel;
+    }
+    wf_graph_free(&g);
+    wf_onnx_close(m);
+    if (st == WF_OK)
+        snprintf(t->init_note, sizeof t->init_note, "the weights in the .onnx file (%lld values)",
+                 (long long)n);
+    return st;
+}
+
 static wf_status setup(wf_train *t)
 {
     const wf_train_config *c = &t->c;
@@ -176,6 +213,9 @@ static wf_status setup(wf_train *t)
     }
     wf_graph_free(&g);
     if (st != WF_OK)
+        return st;
+    snprintf(t->init_note, sizeof t->init_note, "random (seed %llu)", (unsigned long long)c->seed);
+    if (t->model.family == WF_FAMILY_ONNX && !c->init_random && (st = load_onnx_weights(t)) != WF_OK)
         return st;
     if ((st = wf_data_open(c->data, &t->layout, c->seed, &t->data)) != WF_OK)
         return st;
@@ -361,6 +401,7 @@ void wf_train_info_of(const wf_train *t, wf_train_info *out)
     snprintf(out->plan_note, sizeof out->plan_note, "%s", t->plan_note);
     snprintf(out->model, sizeof out->model, "%s", t->model.name);
     snprintf(out->data, sizeof out->data, "%s", wf_data_describe(t->data));
+    snprintf(out->init, sizeof out->init, "%s", t->init_note);
     wf_exec_memory_of(t->e, &out->memory);
 }
 

@@ -156,7 +156,7 @@ static void sigs_1d(const wf_graph *g, const wf_op *o, sig1_list *l)
     const wf_tensor *x = T(g, o->in[0]);
     int r = x->ndim;
     sig1 *s;
-    _Static_assert(WF_OP_COUNT == 31, "a new op kind needs its SBP signatures here");
+    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its SBP signatures here");
     switch (o->kind) {
     case WF_OP_MATMUL: {
         /* A[M,K] (trans_a: [K,M]) x B[K,N] (trans_b: [N,K]) -> Y[M,N] */
@@ -222,8 +222,28 @@ static void sigs_1d(const wf_graph *g, const wf_op *o, sig1_list *l)
     case WF_OP_GELU:
     case WF_OP_SILU:
     case WF_OP_DROPOUT:
+    case WF_OP_TANH:
+    case WF_OP_CLIP:
+    case WF_OP_HARDSWISH:
+    case WF_OP_CAST:
         elementwise(l, r, 0);
         break;
+    case WF_OP_EXPAND: {
+        /* x broadcast to y: a dim x has whole (not broadcast) splits on both
+         * sides; a broadcast copy of a partial sum is a partial sum. */
+        const wf_tensor *y = T(g, o->out[0]);
+        int off = y->ndim - r;
+        for (int k = 0; k < r; k++)
+            if (x->shape[k] == y->shape[k + off]) {
+                s = add(l, B);
+                s->in[0] = (int8_t)k;
+                s->out[0] = (int8_t)(k + off);
+            }
+        s = add(l, B);
+        s->in[0] = P;
+        s->out[0] = P;
+        break;
+    }
     case WF_OP_LAYERNORM:
     case WF_OP_RMSNORM:
     case WF_OP_SOFTMAX:

@@ -34,6 +34,29 @@ check "missing .onnx: exit 1, one line" one_line_error "$WEFT" show "$tmp/missin
 check "estimate with a garbage .onnx: exit 1" one_line_error "$WEFT" estimate --model "$tmp/garbage.onnx" \
   --cluster dgx-a100:nodes=1 --batch 8 --plan dp=8
 
+# ---- PyTorch exports (tests/data/onnx-pt, issue 14) -------------------------------------------
+PT=$(dirname "$(readlink -f "$0")")/../data/onnx-pt
+if "$WEFT" show "$PT/gpt.onnx" >/dev/null 2>&1; then
+  "$WEFT" show "$PT/gpt.onnx" --json >"$tmp/gpt.json"
+  check "gpt.onnx: PyTorch's 28032 parameters" $PY -c "import json,sys; sys.exit(json.load(open('$tmp/gpt.json'))['params'] != 28032)"
+  check "gpt.onnx: attention recognized" grep -q '"patterns":.*attention (matmul, scale, mask, softmax, matmul) x2' "$tmp/gpt.json"
+  check "gpt.onnx:dtype=bf16 plans in bf16" bash -c "'$WEFT' show '$PT/gpt.onnx:dtype=bf16' --json | grep -q '\"dtype\":.*\"bf16\"'"
+  check "gpt.onnx:dtype=int8 refused" one_line_error "$WEFT" show "$PT/gpt.onnx:dtype=int8"
+  check "lstm: refused by name" one_line_error "$WEFT" show "$PT/lstm_lm.onnx"
+  check "lstm: message names LSTM" grep -q "op type 'LSTM' (node" "$tmp/err"
+  for m in bert torch_encoder mobilenet_v2 mobilenet_v3 squeezenet densenet gpt_opset14; do
+    check "$m.onnx estimates" bash -c "'$WEFT' estimate --model '$PT/$m.onnx' --cluster dgx-a100:nodes=1 --batch 8 --plan dp=8 >/dev/null"
+    check "$m.onnx simulates" bash -c "'$WEFT' simulate --model '$PT/$m.onnx' --cluster dgx-a100:nodes=1 --batch 8 --plan dp=8 >/dev/null"
+  done
+  # weft train starts from the file's weights; --init random from the seed
+  "$WEFT" train --model "$PT/gpt.onnx" --data synthetic --batch 2 --plan auto --steps 1 --json >"$tmp/tf.json" 2>"$tmp/tf.err"
+  "$WEFT" train --model "$PT/gpt.onnx" --data synthetic --batch 2 --plan auto --steps 1 --json --init random >"$tmp/tr.json" 2>"$tmp/tr.err"
+  check "train: init from the file" grep -q "init       the weights in the .onnx file (28032 values)" "$tmp/tf.err"
+  check "train --init random: from the seed" grep -q "init       random (seed 0)" "$tmp/tr.err"
+  check "train: file and random start differ" bash -c "! cmp -s <(grep param_checksum '$tmp/tf.json') <(grep param_checksum '$tmp/tr.json')"
+  check "train --init bogus: exit 1" one_line_error "$WEFT" train --model "$PT/gpt.onnx" --data synthetic --batch 2 --plan auto --steps 1 --init bogus
+fi
+
 if ! "$WEFT" show "$DATA/pytorch-converted/test_Conv2d/model.onnx" >/dev/null 2>&1; then
   if grep -q "without ONNX support" <("$WEFT" show "$DATA/pytorch-converted/test_Conv2d/model.onnx" 2>&1); then
     echo "note: weft built without ONNX support: only error paths tested"
