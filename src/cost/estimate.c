@@ -747,7 +747,18 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     double bubble = ends[crit] - mm * stage_total(&st[crit]);
     if (bubble < 0)
         bubble = 0;
-    double buffers = p->zero == 3 ? 2.0 * pmax * ctx->elem_bytes : 0;
+    /* ZeRO-3 holds gathered the op being run and the next one with weights,
+     * prefetched (FSDP's per-module units), not the whole stage. */
+    double pair = 0, prev = 0;
+    for (int i = 0; i < ctx->nops; i++) {
+        double w = ctx->ops[i].owned_params;
+        if (w <= 0)
+            continue;
+        pair = prev + w > pair ? prev + w : pair;
+        prev = w;
+    }
+    (void)pmax;
+    double buffers = p->zero == 3 ? pair * ctx->elem_bytes : 0;
     finish(ctx, p, batch, m, st, nst, crit, bubble, dp, 0, opt_params, buffers, out);
 done:
     free(st);

@@ -702,14 +702,17 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
             pr->unit[i].act_bytes += bytes; /* the stage keeps its input */
     }
     if (p->zero == 3) {
-        double pmax = 0;
-        for (int k = 0; k < pr->nvs; k++) {
-            double sum = 0;
-            for (int i = pr->vs_first[k]; i < pr->vs_first[k + 1]; i++)
-                sum += pr->unit[i].params;
-            pmax = sum > pmax ? sum : pmax;
+        /* The op being run and the next one with weights, prefetched (as
+         * the estimate holds them). */
+        double pair = 0, prev = 0;
+        for (int i = 0; i < pr->nunits; i++) {
+            double pw = pr->unit[i].params;
+            if (pw <= 0)
+                continue;
+            pair = prev + pw > pair ? prev + pw : pair;
+            prev = pw;
         }
-        pr->buffer_bytes += 2.0 * pmax * pr->elem_bytes;
+        pr->buffer_bytes += pair * pr->elem_bytes;
     }
 done:
     free(owner);
