@@ -48,11 +48,7 @@ static const double POINTS[WF_MAX_EFF] = {1e13, 1e12, 3e11, 1e11, 3e10, 1e10, 1e
 static void apply(const wf_cluster *base, const factors *f, wf_cluster *c)
 {
     *c = *base;
-    c->dev.neff = WF_MAX_EFF;
-    for (int i = 0; i < WF_MAX_EFF; i++) {
-        c->dev.matrix_eff[i].min_flops = POINTS[i];
-        c->dev.matrix_eff[i].eff = f->e_max * POINTS[i] / (POINTS[i] + f->f_half);
-    }
+    wf_calib_set_curve(&c->dev, f->e_max, f->f_half);
     c->dev.mem_eff = f->mem_eff;
     c->level[0].eff = f->nvlink_eff;
     c->overlap_slowdown = f->overlap;
@@ -61,19 +57,7 @@ static void apply(const wf_cluster *base, const factors *f, wf_cluster *c)
 
 static double score(const wf_calib_data *d, const double *pred, double *mean_out, double *max_out)
 {
-    double sum = 0, mx = 0;
-    for (int i = 0; i < d->ntime; i++) {
-        double e = fabs(pred[i] / d->time[i].time_s - 1);
-        sum += e;
-        if (e > mx)
-            mx = e;
-    }
-    double mean = sum / d->ntime;
-    if (mean_out)
-        *mean_out = mean;
-    if (max_out)
-        *max_out = mx;
-    return mean + (mx > 0.06 ? mx - 0.06 : 0);
+    return wf_calib_score(d, pred, mean_out, max_out);
 }
 
 static void report(const wf_calib_data *d, const wf_cluster *c, wf_cost_ctx **ctxs)

@@ -9,6 +9,7 @@
 #include "cost/cost-impl.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -261,4 +262,30 @@ wf_status wf_calib_load_h100(const char *path, wf_calib_data *out)
     }
     cJSON_Delete(j);
     return st;
+}
+
+double wf_calib_score(const wf_calib_data *d, const double *pred, double *mean_out, double *max_out)
+{
+    double sum = 0, mx = 0;
+    for (int i = 0; i < d->ntime; i++) {
+        double e = fabs(pred[i] / d->time[i].time_s - 1);
+        sum += e;
+        mx = e > mx ? e : mx;
+    }
+    double mean = d->ntime > 0 ? sum / d->ntime : 0;
+    if (mean_out)
+        *mean_out = mean;
+    if (max_out)
+        *max_out = mx;
+    return mean + (mx > 0.06 ? mx - 0.06 : 0);
+}
+
+void wf_calib_set_curve(wf_device *dev, double e_max, double f_half)
+{
+    static const double POINTS[WF_MAX_EFF] = {1e13, 1e12, 3e11, 1e11, 3e10, 1e10, 1e9, 1e8};
+    dev->neff = WF_MAX_EFF;
+    for (int i = 0; i < WF_MAX_EFF; i++) {
+        dev->matrix_eff[i].min_flops = POINTS[i];
+        dev->matrix_eff[i].eff = e_max * POINTS[i] / (POINTS[i] + f_half);
+    }
 }

@@ -226,4 +226,12 @@ wf_status wf_calib_predict(const wf_calib_data *d, const wf_cluster *c, wf_cost_
                            double *pred_time, double *pred_weights, double *pred_act);
 void wf_calib_free(wf_cost_ctx **ctxs);
 
+/* What the calibration grids minimize: the mean |relative error| of the
+ * time rows plus any excess of the worst over 6% (mean and max returned when
+ * not NULL). */
+double wf_calib_score(const wf_calib_data *d, const double *pred, double *mean_out, double *max_out);
+/* The matrix efficiency curve e_max F / (F + f_half) sampled at 1e13 ... 1e8
+ * FLOPs into dev's table (both presets' fitted form). */
+void wf_calib_set_curve(wf_device *dev, double e_max, double f_half);
+
 #endif

@@ -253,7 +253,9 @@ static void build_backward(pb *b, int dev, int vs, int mb, int chunk, int last_o
     b->b_first[vs * b->m + mb] = start;
 }
 
-static double stage_params(const pb *b, int dev)
+/* Parameter elements held by stage dev (its virtual stages' units), or with
+ * experts only, of them the expert parameters. */
+static double stage_sum(const pb *b, int dev, int experts)
 {
     const sim_profile *pr = b->pr;
     double sum = 0;
@@ -262,27 +264,15 @@ static double stage_params(const pb *b, int dev)
         if (vs >= b->nvs)
             continue;
         for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++)
-            sum += pr->unit[pr->inst[i]].params;
+            sum += experts ? pr->unit[pr->inst[i]].eparams : pr->unit[pr->inst[i]].params;
     }
-    if (b->p->pp == 1)
+    if (b->p->pp == 1 && !experts)
         sum -= pr->shared_params; /* one copy of the tied embedding */
     return sum;
 }
 
-/* Of stage_params, the expert parameters. */
-static double stage_eparams(const pb *b, int dev)
-{
-    const sim_profile *pr = b->pr;
-    double sum = 0;
-    for (int c = 0; c < b->p->vpp; c++) {
-        int vs = c * b->p->pp + dev;
-        if (vs >= b->nvs)
-            continue;
-        for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++)
-            sum += pr->unit[pr->inst[i]].eparams;
-    }
-    return sum;
-}
+static double stage_params(const pb *b, int dev) { return stage_sum(b, dev, 0); }
+static double stage_eparams(const pb *b, int dev) { return stage_sum(b, dev, 1); }
 
 /* Gradient collectives of one stage (pass 2), after its backward. */
 static void build_dp(pb *b, int dev)
