@@ -172,6 +172,16 @@ static void test_fd_bert_tiny(void **state)
     check_fd("bert-tiny", 2, 1e-2f);
 }
 
+/* Mixtures of experts: router (softmax top-2, renormalized), dispatch by
+ * capacity, SwiGLU experts, combine, a shared expert. The routing is
+ * piecewise constant in the weights; eps is small against the score gaps of
+ * this seed, so no perturbation flips an expert. */
+static void test_fd_moe_tiny(void **state)
+{
+    (void)state;
+    check_fd("moe-tiny", 2, 3e-3f);
+}
+
 /* ---- fast path against the reference ------------------------------------------------------- */
 
 static double rel_diff(const float *a, const float *b, int64_t n)
@@ -422,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_fd_mlp_tiny),
         cmocka_unit_test(test_fd_cnn_tiny),
         cmocka_unit_test(test_fd_bert_tiny),
+        cmocka_unit_test(test_fd_moe_tiny),
         cmocka_unit_test(test_fast_vs_ref),
         cmocka_unit_test(test_memory_plan),
         cmocka_unit_test(test_accumulation),

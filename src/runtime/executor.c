@@ -175,6 +175,12 @@ static int need_fwd_in(wf_op_kind k, int i)
     case WF_OP_CLIP:
     case WF_OP_HARDSWISH:
         return i == 0;
+    case WF_OP_ROUTER: /* x, W (the probabilities are saved) */
+    case WF_OP_GROUPED_MLP:
+    case WF_OP_MOE_COMBINE:
+        return 1;
+    case WF_OP_MOE_DISPATCH:
+        return i == 1; /* the expert ids */
     default:
         return 0;
     }
@@ -276,6 +282,8 @@ static size_t saved_floats(const wf_exec *e, const wf_op *op)
         attn_of(e, op, &at);
         return wf_k_attention_saved_floats(&at);
     }
+    case WF_OP_ROUTER: /* the scores of every expert, per token */
+        return (size_t)(numel(x) / last_dim(x) * e->g.tensors[op->in[1]].shape[1]);
     default:
         return 0;
     }
@@ -328,6 +336,26 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
         if (T[op->in[0]].ndim > WF_K_MAX_DIMS)
             return wf_errorf(WF_INVAL, "op '%s' (transpose): too many dimensions", op->name);
         return WF_OK;
+    case WF_OP_ROUTER:
+        *ws = (size_t)T[op->in[1]].shape[1];
+        if (op->attr.top_k > 64)
+            return wf_errorf(WF_INVAL, "op '%s' (router): top_k=%d, the runtime routes at most 64", op->name,
+                             op->attr.top_k);
+        return WF_OK;
+    case WF_OP_MOE_DISPATCH:
+    case WF_OP_MOE_COMBINE: {
+        /* Slot table and per-expert counts, int32 in the workspace. */
+        const wf_tensor *ids = &T[op->in[op->kind == WF_OP_MOE_DISPATCH ? 1 : 2]];
+        const wf_tensor *rows = op->kind == WF_OP_MOE_DISPATCH ? &T[op->out[0]] : &T[op->in[0]];
+        *ws = (size_t)(numel(ids) + rows->shape[0]);
+        return WF_OK;
+    }
+    case WF_OP_GROUPED_MLP: {
+        const wf_tensor *xx = &T[op->in[0]], *w2 = &T[op->in[2]];
+        int64_t C = xx->shape[1], F = w2->shape[1], G = op->attr.act == WF_MOE_ACT_SWIGLU ? 2 * F : F;
+        *ws = (size_t)(2 * C * G + 2 * C * F);
+        return WF_OK;
+    }
     case WF_OP_DROPOUT:
         if (numel(&T[op->in[0]]) % e->batch != 0)
             return wf_errorf(WF_INVAL, "op '%s' (dropout): %lld elements are not a multiple of the batch %lld",
@@ -440,25 +468,18 @@ static wf_status copy_graph(const wf_graph *src, wf_graph *dst)
 }
 
 /* Router, dispatch, grouped MLP and combine: planned and costed, not run. */
-static int is_moe(wf_op_kind k)
-{
-    return k == WF_OP_ROUTER || k == WF_OP_MOE_DISPATCH || k == WF_OP_GROUPED_MLP || k == WF_OP_MOE_COMBINE;
-}
-
 static wf_status check_graph(const wf_graph *g)
 {
     if (g->status != WF_OK)
         return wf_errorf(g->status, "graph %s failed to build", g->name);
     if (g->loss < 0)
         return wf_errorf(WF_INVAL, "graph %s has no loss to train", g->name);
-    for (int i = 0; i < g->nops; i++)
-        if (is_moe(g->ops[i].kind))
-            return wf_errorf(WF_INVAL, "op '%s' (%s): the runtime has no mixture-of-experts kernels yet",
-                             g->ops[i].name, wf_op_name(g->ops[i].kind));
     for (int t = 0; t < g->ntensors; t++) {
         const wf_tensor *x = &g->tensors[t];
         if (is_int(x->dtype)) {
-            if (x->role != WF_ROLE_INPUT && x->role != WF_ROLE_LABEL)
+            /* The router's expert ids are the one integer activation. */
+            int routed = x->producer >= 0 && g->ops[x->producer].kind == WF_OP_ROUTER;
+            if (x->role != WF_ROLE_INPUT && x->role != WF_ROLE_LABEL && !routed)
                 return wf_errorf(WF_INVAL, "tensor '%s': the runtime holds integer data only in inputs and labels",
                                  x->name);
         } else if (x->dtype != WF_DTYPE_FP32) {
@@ -1167,10 +1188,35 @@ static wf_status run_fwd(wf_exec *e, int o)
         K(e, split_fwd)(F(op->in[0]), ys, op->nout, sizes, outer, inner);
         return WF_OK;
     }
-    case WF_OP_ROUTER:
-    case WF_OP_MOE_DISPATCH:
-    case WF_OP_GROUPED_MLP:
-    case WF_OP_MOE_COMBINE: /* refused by check_graph */
+    case WF_OP_ROUTER: {
+        const wf_tensor *w = &T[op->in[1]];
+        int64_t H = w->shape[0], E = w->shape[1], Kk = op->attr.top_k;
+        wf_k_router_fwd(F(op->in[0]), F(op->in[1]), y, (int32_t *)e->ptr[op->out[1]], sv, numel(x) / H, H, E, Kk,
+                        op->attr.score == WF_MOE_SCORE_SIGMOID);
+        return WF_OK;
+    }
+    case WF_OP_MOE_DISPATCH: {
+        const wf_tensor *yy = &T[yt], *ids = &T[op->in[1]];
+        int64_t E = yy->shape[0], C = yy->shape[1], H = yy->shape[2], Kk = ids->shape[2], Tn = numel(ids) / Kk;
+        int32_t *count = (int32_t *)e->ws, *slot = count + E;
+        wf_k_moe_slots(I32(op->in[1]), Tn, Kk, E, C, count, slot);
+        wf_k_moe_dispatch_fwd(F(op->in[0]), I32(op->in[1]), slot, y, Tn, Kk, E, C, H);
+        return WF_OK;
+    }
+    case WF_OP_GROUPED_MLP: {
+        const wf_tensor *w2 = &T[op->in[2]];
+        wf_k_grouped_mlp_fwd(F(op->in[0]), F(op->in[1]), F(op->in[2]), y, e->ws, x->shape[0], x->shape[1],
+                             x->shape[2], w2->shape[1], op->attr.act == WF_MOE_ACT_SWIGLU);
+        return WF_OK;
+    }
+    case WF_OP_MOE_COMBINE: {
+        const wf_tensor *ids = &T[op->in[2]];
+        int64_t E = x->shape[0], C = x->shape[1], H = x->shape[2], Kk = ids->shape[2], Tn = numel(ids) / Kk;
+        int32_t *count = (int32_t *)e->ws, *slot = count + E;
+        wf_k_moe_slots(I32(op->in[2]), Tn, Kk, E, C, count, slot);
+        wf_k_moe_combine_fwd(F(op->in[0]), F(op->in[1]), I32(op->in[2]), slot, y, Tn, Kk, C, H);
+        return WF_OK;
+    }
     case WF_OP_COUNT:
         break;
     }
@@ -1380,10 +1426,37 @@ static void run_bwd(wf_exec *e, int o)
         K(e, split_bwd)(dys, d0, f->nout, sizes, outer, inner);
         break;
     }
-    case WF_OP_ROUTER:
-    case WF_OP_MOE_DISPATCH:
-    case WF_OP_GROUPED_MLP:
-    case WF_OP_MOE_COMBINE: /* refused by check_graph */
+    case WF_OP_ROUTER: {
+        const wf_tensor *w = &T[f->in[1]];
+        int64_t H = w->shape[0], E = w->shape[1], Kk = f->attr.top_k;
+        if (dy)
+            wf_k_router_bwd(F(f->in[0]), F(f->in[1]), sv, dy, d0, d1, e->ws, numel(x) / H, H, E, Kk,
+                            f->attr.score == WF_MOE_SCORE_SIGMOID);
+        break;
+    }
+    case WF_OP_MOE_DISPATCH: {
+        const wf_tensor *yy = &T[f->out[0]], *ids = &T[f->in[1]];
+        int64_t E = yy->shape[0], C = yy->shape[1], H = yy->shape[2], Kk = ids->shape[2], Tn = numel(ids) / Kk;
+        int32_t *count = (int32_t *)e->ws, *slot = count + E;
+        wf_k_moe_slots(I32(f->in[1]), Tn, Kk, E, C, count, slot);
+        if (d0)
+            wf_k_moe_dispatch_bwd(dy, I32(f->in[1]), slot, d0, Tn, Kk, C, H);
+        break;
+    }
+    case WF_OP_GROUPED_MLP: {
+        const wf_tensor *w2 = &T[f->in[2]];
+        wf_k_grouped_mlp_bwd(F(f->in[0]), F(f->in[1]), F(f->in[2]), dy, d0, d1, d2, e->ws, x->shape[0], x->shape[1],
+                             x->shape[2], w2->shape[1], f->attr.act == WF_MOE_ACT_SWIGLU);
+        break;
+    }
+    case WF_OP_MOE_COMBINE: {
+        const wf_tensor *ids = &T[f->in[2]];
+        int64_t E = x->shape[0], C = x->shape[1], H = x->shape[2], Kk = ids->shape[2], Tn = numel(ids) / Kk;
+        int32_t *count = (int32_t *)e->ws, *slot = count + E;
+        wf_k_moe_slots(I32(f->in[2]), Tn, Kk, E, C, count, slot);
+        wf_k_moe_combine_bwd(F(f->in[0]), F(f->in[1]), I32(f->in[2]), slot, dy, d0, d1, Tn, Kk, E, C, H);
+        break;
+    }
     case WF_OP_COUNT:
         break;
     }

@@ -378,4 +378,25 @@ void wf_k_cast_fwd(const int32_t *x, float *y, int64_t n);
 void wf_k_expand_fwd(const float *x, float *y, int xnd, const int64_t *xs, int ynd, const int64_t *ys);
 void wf_k_expand_bwd(const float *dy, float *dx, int xnd, const int64_t *xs, int ynd, const int64_t *ys);
 
+
+/* ---- mixtures of experts (kernels_moe.c; one set for fast and reference) ---------- */
+void wf_k_router_fwd(const float *x, const float *w, float *weights, int32_t *experts, float *probs, int64_t T,
+                     int64_t H, int64_t E, int64_t K, int sigmoid);
+void wf_k_router_bwd(const float *x, const float *w, const float *probs, const float *dweights, float *dx, float *dw,
+                     float *scratch, int64_t T, int64_t H, int64_t E, int64_t K, int sigmoid);
+void wf_k_moe_slots(const int32_t *experts, int64_t T, int64_t K, int64_t E, int64_t C, int32_t *count, int32_t *slot);
+void wf_k_moe_dispatch_fwd(const float *x, const int32_t *experts, const int32_t *slot, float *y, int64_t T,
+                           int64_t K, int64_t E, int64_t C, int64_t H);
+void wf_k_moe_dispatch_bwd(const float *dy, const int32_t *experts, const int32_t *slot, float *dx, int64_t T,
+                           int64_t K, int64_t C, int64_t H);
+void wf_k_moe_combine_fwd(const float *y, const float *weights, const int32_t *experts, const int32_t *slot,
+                          float *out, int64_t T, int64_t K, int64_t C, int64_t H);
+void wf_k_moe_combine_bwd(const float *y, const float *weights, const int32_t *experts, const int32_t *slot,
+                          const float *dout, float *dy, float *dweights, int64_t T, int64_t K, int64_t E, int64_t C,
+                          int64_t H);
+void wf_k_grouped_mlp_fwd(const float *x, const float *w1, const float *w2, float *y, float *scratch, int64_t E,
+                          int64_t C, int64_t H, int64_t F, int swiglu);
+void wf_k_grouped_mlp_bwd(const float *x, const float *w1, const float *w2, const float *dy, float *dx, float *dw1,
+                          float *dw2, float *scratch, int64_t E, int64_t C, int64_t H, int64_t F, int swiglu);
+
 #endif

@@ -89,6 +89,10 @@ static wf_status resolve_plan(wf_train *t)
     if (p->tp > 1 || p->pp > 1 || p->vpp > 1)
         return wf_errorf(WF_INVAL, "the runtime executes data parallelism only (tp=%d, pp=%d, vpp=%d)", p->tp, p->pp,
                          p->vpp);
+    if (p->cp > 1 || p->ep > 1 || p->fp8)
+        return wf_errorf(WF_INVAL, "the runtime executes data parallelism only (cp=%d, ep=%d, fp8=%d: context and "
+                                   "expert parallelism and FP8 are planned and simulated, not run)",
+                         p->cp, p->ep, p->fp8);
     if (p->sp || p->zero || p->recompute != WF_RECOMPUTE_NONE)
         return wf_errorf(WF_INVAL, "the runtime executes plain data parallelism (sp=%d, zero=%d, recompute=%s)", p->sp,
                          p->zero, wf_recompute_name(p->recompute));

@@ -1,8 +1,8 @@
 /* Data-parallel training over MPI against one process (run by CTest under
  * mpiexec -n 2 and -n 4).
  *
- * For gpt-tiny (dropout on: the masks follow global sample indices) and
- * mlp-tiny, global batch 8: every rank first trains a single-process
+ * For gpt-tiny (dropout on: the masks follow global sample indices),
+ * mlp-tiny and a dropless moe-tiny, global batch 8: every rank first trains a single-process
  * reference alone (self mode, on MPI_COMM_SELF, the same seed and global
  * batch: every rank computes it, so no rank idles in a busy-polling wait);
  * then all ranks train together under each schedule -- wfbp, ddp and dear
@@ -158,6 +158,10 @@ int main(void)
     wf_mpi_world(&g_rank, &g_nranks);
     check_model("gpt-tiny", "0.05");
     check_model("mlp-tiny", "0.001");
+    /* A mixture of experts, dropless (capacity factor 2 = E / top_k: every
+     * expert can take every token, so the routing of a rank's samples is
+     * the single process's). */
+    check_model("moe-tiny:capacity=2", "0.01");
     check_errors();
     /* Everyone's verdict. */
     uint64_t lo, hi;

@@ -1,0 +1,310 @@
+/* fp32 kernels of the mixture-of-experts ops (graph.h: router, moe_dispatch,
+ * grouped_mlp, moe_combine), forward and backward, written plainly: the
+ * models they train here are small. One set serves the fast and the reference
+ * executor.
+ *
+ * Routing is deterministic: the top_k experts of a token by score, ties to
+ * the lower index; their scores renormalized to sum 1 are the combine
+ * weights. Slots: tokens in order, and for each its K experts in rank order,
+ * take the next free row of their expert; a token beyond an expert's
+ * capacity C is dropped there (its row stays zero and it gets nothing back
+ * from that expert). Dispatch and combine recompute the same slots from the
+ * expert ids, so they agree by construction. The router's auxiliary
+ * load-balancing loss is not part of the graph's loss and has no gradient
+ * here. Grouped MLP, SwiGLU: w1[e] = [gate | up] (first F columns the gate),
+ * h = silu(x w1_gate) * (x w1_up), y = h w2[e]; GELU: y = gelu(x w1) w2. */
+#include "runtime/kernels-impl.h"
+
+#include <math.h>
+#include <string.h>
+
+static float silu(float v) { return v / (1.0f + expf(-v)); }
+static float dsilu(float v)
+{
+    float s = 1.0f / (1.0f + expf(-v));
+    return s * (1.0f + v * (1.0f - s));
+}
+/* The tanh form, as the executor's gelu kernel. */
+static float gelu(float v)
+{
+    const float c = 0.7978845608f;
+    return 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
+}
+static float dgelu(float v)
+{
+    const float c = 0.7978845608f;
+    float u = c * (v + 0.044715f * v * v * v), t = tanhf(u);
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * v * v);
+}
+
+/* The top k of p[E] (ties to the lower index) into idx[k]. */
+static void top_k(const float *p, int64_t E, int64_t k, int32_t *idx)
+{
+    for (int64_t j = 0; j < k; j++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (int64_t q = 0; q < j; q++)
+                taken |= idx[q] == (int32_t)e;
+            if (!taken && (best < 0 || p[e] > p[best]))
+                best = e;
+        }
+        idx[j] = (int32_t)best;
+    }
+}
+
+void wf_k_router_fwd(const float *x, const float *w, float *weights, int32_t *experts, float *probs, int64_t T,
+                     int64_t H, int64_t E, int64_t K, int sigmoid)
+{
+    for (int64_t t = 0; t < T; t++) {
+        float *p = probs + t * E;
+        for (int64_t e = 0; e < E; e++) {
+            double s = 0;
+            for (int64_t h = 0; h < H; h++)
+                s += (double)x[t * H + h] * w[h * E + e];
+            p[e] = (float)s;
+        }
+        if (sigmoid) {
+            for (int64_t e = 0; e < E; e++)
+                p[e] = 1.0f / (1.0f + expf(-p[e]));
+        } else {
+            float mx = p[0];
+            for (int64_t e = 1; e < E; e++)
+                mx = p[e] > mx ? p[e] : mx;
+            double z = 0;
+            for (int64_t e = 0; e < E; e++) {
+                p[e] = expf(p[e] - mx);
+                z += p[e];
+            }
+            for (int64_t e = 0; e < E; e++)
+                p[e] = (float)(p[e] / z);
+        }
+        int32_t *id = experts + t * K;
+        top_k(p, E, K, id);
+        double z = 0;
+        for (int64_t j = 0; j < K; j++)
+            z += p[id[j]];
+        for (int64_t j = 0; j < K; j++)
+            weights[t * K + j] = z > 0 ? (float)(p[id[j]] / z) : 0.0f;
+    }
+}
+
+void wf_k_router_bwd(const float *x, const float *w, const float *probs, const float *dweights, float *dx, float *dw,
+                     float *scratch, int64_t T, int64_t H, int64_t E, int64_t K, int sigmoid)
+{
+    int32_t id[64];
+    if (dw)
+        memset(dw, 0, sizeof(float) * (size_t)(H * E));
+    for (int64_t t = 0; t < T; t++) {
+        const float *p = probs + t * E;
+        float *dl = scratch; /* d logits [E] */
+        int64_t k = K < 64 ? K : 64;
+        top_k(p, E, k, id);
+        double z = 0, gw = 0;
+        for (int64_t j = 0; j < k; j++)
+            z += p[id[j]];
+        /* w_j = p_j / Z: dp_j = (g_j - sum_k g_k w_k) / Z on the chosen. */
+        for (int64_t j = 0; j < k; j++)
+            gw += (double)dweights[t * K + j] * (p[id[j]] / z);
+        for (int64_t e = 0; e < E; e++)
+            dl[e] = 0;
+        for (int64_t j = 0; j < k; j++)
+            dl[id[j]] = (float)((dweights[t * K + j] - gw) / z);
+        if (sigmoid) {
+            for (int64_t e = 0; e < E; e++)
+                dl[e] *= p[e] * (1.0f - p[e]);
+        } else {
+            double s = 0;
+            for (int64_t e = 0; e < E; e++)
+                s += (double)p[e] * dl[e];
+            for (int64_t e = 0; e < E; e++)
+                dl[e] = (float)(p[e] * (dl[e] - s));
+        }
+        for (int64_t h = 0; h < H; h++) {
+            double s = 0;
+            for (int64_t e = 0; e < E; e++) {
+                s += (double)dl[e] * w[h * E + e];
+                if (dw)
+                    dw[h * E + e] += x[t * H + h] * dl[e];
+            }
+            if (dx)
+                dx[t * H + h] = (float)s;
+        }
+    }
+}
+
+void wf_k_moe_slots(const int32_t *experts, int64_t T, int64_t K, int64_t E, int64_t C, int32_t *count, int32_t *slot)
+{
+    for (int64_t e = 0; e < E; e++)
+        count[e] = 0;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < K; j++) {
+            int32_t e = experts[t * K + j];
+            if (e < 0 || e >= E || count[e] >= C) {
+                slot[t * K + j] = -1;
+                continue;
+            }
+            slot[t * K + j] = count[e]++;
+        }
+}
+
+void wf_k_moe_dispatch_fwd(const float *x, const int32_t *experts, const int32_t *slot, float *y, int64_t T,
+                           int64_t K, int64_t E, int64_t C, int64_t H)
+{
+    memset(y, 0, sizeof(float) * (size_t)(E * C * H));
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < K; j++)
+            if (slot[t * K + j] >= 0)
+                memcpy(y + ((int64_t)experts[t * K + j] * C + slot[t * K + j]) * H, x + t * H, sizeof(float) * (size_t)H);
+}
+
+void wf_k_moe_dispatch_bwd(const float *dy, const int32_t *experts, const int32_t *slot, float *dx, int64_t T,
+                           int64_t K, int64_t C, int64_t H)
+{
+    memset(dx, 0, sizeof(float) * (size_t)(T * H));
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < K; j++) {
+            if (slot[t * K + j] < 0)
+                continue;
+            const float *row = dy + ((int64_t)experts[t * K + j] * C + slot[t * K + j]) * H;
+            for (int64_t h = 0; h < H; h++)
+                dx[t * H + h] += row[h];
+        }
+}
+
+void wf_k_moe_combine_fwd(const float *y, const float *weights, const int32_t *experts, const int32_t *slot,
+                          float *out, int64_t T, int64_t K, int64_t C, int64_t H)
+{
+    memset(out, 0, sizeof(float) * (size_t)(T * H));
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < K; j++) {
+            if (slot[t * K + j] < 0)
+                continue;
+            const float *row = y + ((int64_t)experts[t * K + j] * C + slot[t * K + j]) * H;
+            float wt = weights[t * K + j];
+            for (int64_t h = 0; h < H; h++)
+                out[t * H + h] += wt * row[h];
+        }
+}
+
+void wf_k_moe_combine_bwd(const float *y, const float *weights, const int32_t *experts, const int32_t *slot,
+                          const float *dout, float *dy, float *dweights, int64_t T, int64_t K, int64_t E, int64_t C,
+                          int64_t H)
+{
+    if (dy)
+        memset(dy, 0, sizeof(float) * (size_t)(E * C * H));
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < K; j++) {
+            int32_t s = slot[t * K + j];
+            if (dweights)
+                dweights[t * K + j] = 0;
+            if (s < 0)
+                continue;
+            int64_t r = ((int64_t)experts[t * K + j] * C + s) * H;
+            double d = 0;
+            for (int64_t h = 0; h < H; h++) {
+                d += (double)dout[t * H + h] * y[r + h];
+                if (dy)
+                    dy[r + h] += weights[t * K + j] * dout[t * H + h];
+            }
+            if (dweights)
+                dweights[t * K + j] = (float)d;
+        }
+}
+
+/* One expert's hidden pre-activation a = x w1 ([C, G], G = 2F or F). */
+static void expert_pre(const float *x, const float *w1, float *a, int64_t C, int64_t H, int64_t G)
+{
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t g = 0; g < G; g++) {
+            double s = 0;
+            for (int64_t h = 0; h < H; h++)
+                s += (double)x[c * H + h] * w1[h * G + g];
+            a[c * G + g] = (float)s;
+        }
+}
+
+/* h = act(a) ([C, F]). */
+static void expert_act(const float *a, float *hid, int64_t C, int64_t F, int swiglu)
+{
+    int64_t G = swiglu ? 2 * F : F;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t f = 0; f < F; f++)
+            hid[c * F + f] = swiglu ? silu(a[c * G + f]) * a[c * G + F + f] : gelu(a[c * G + f]);
+}
+
+void wf_k_grouped_mlp_fwd(const float *x, const float *w1, const float *w2, float *y, float *scratch, int64_t E,
+                          int64_t C, int64_t H, int64_t F, int swiglu)
+{
+    int64_t G = swiglu ? 2 * F : F;
+    float *a = scratch, *hid = scratch + C * G;
+    for (int64_t e = 0; e < E; e++) {
+        const float *xe = x + e * C * H;
+        expert_pre(xe, w1 + e * H * G, a, C, H, G);
+        expert_act(a, hid, C, F, swiglu);
+        const float *w2e = w2 + e * F * H;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t h = 0; h < H; h++) {
+                double s = 0;
+                for (int64_t f = 0; f < F; f++)
+                    s += (double)hid[c * F + f] * w2e[f * H + h];
+                y[(e * C + c) * H + h] = (float)s;
+            }
+    }
+}
+
+void wf_k_grouped_mlp_bwd(const float *x, const float *w1, const float *w2, const float *dy, float *dx, float *dw1,
+                          float *dw2, float *scratch, int64_t E, int64_t C, int64_t H, int64_t F, int swiglu)
+{
+    int64_t G = swiglu ? 2 * F : F;
+    float *a = scratch, *hid = a + C * G, *dh = hid + C * F, *da = dh + C * F;
+    for (int64_t e = 0; e < E; e++) {
+        const float *xe = x + e * C * H, *w1e = w1 + e * H * G, *w2e = w2 + e * F * H, *dye = dy + e * C * H;
+        expert_pre(xe, w1e, a, C, H, G);
+        expert_act(a, hid, C, F, swiglu);
+        /* dw2 = hid^T dy; dh = dy w2^T */
+        for (int64_t f = 0; f < F; f++)
+            for (int64_t h = 0; h < H; h++) {
+                double s = 0;
+                for (int64_t c = 0; c < C; c++)
+                    s += (double)hid[c * F + f] * dye[c * H + h];
+                if (dw2)
+                    dw2[e * F * H + f * H + h] = (float)s;
+            }
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t f = 0; f < F; f++) {
+                double s = 0;
+                for (int64_t h = 0; h < H; h++)
+                    s += (double)dye[c * H + h] * w2e[f * H + h];
+                dh[c * F + f] = (float)s;
+            }
+        /* da through the activation */
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t f = 0; f < F; f++) {
+                if (swiglu) {
+                    float g = a[c * G + f], u = a[c * G + F + f];
+                    da[c * G + f] = dh[c * F + f] * u * dsilu(g);
+                    da[c * G + F + f] = dh[c * F + f] * silu(g);
+                } else {
+                    da[c * G + f] = dh[c * F + f] * dgelu(a[c * G + f]);
+                }
+            }
+        /* dw1 = x^T da; dx = da w1^T */
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t g = 0; g < G; g++) {
+                double s = 0;
+                for (int64_t c = 0; c < C; c++)
+                    s += (double)xe[c * H + h] * da[c * G + g];
+                if (dw1)
+                    dw1[e * H * G + h * G + g] = (float)s;
+            }
+        if (dx)
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t h = 0; h < H; h++) {
+                    double s = 0;
+                    for (int64_t g = 0; g < G; g++)
+                        s += (double)da[c * G + g] * w1e[h * G + g];
+                    dx[(e * C + c) * H + h] = (float)s;
+                }
+    }
+}
