@@ -18,9 +18,12 @@
  *             reduce-scatter / all-gather pairs (the boxing P -> S1, S1 -> B).
  *
  * The signature is picked among wf_sbp_op_sigs' candidates by those tags, so
- * a lowered plan is one the op-level model can cost and check. Keys the
- * op-level plan cannot hold yet (recompute, zero, vpp, cp, ep, the profile)
- * are reported, not silently dropped. */
+ * a lowered plan is one the op-level model can cost and check. Expert
+ * parallelism lowers to an expert axis carved out of the data-parallel ranks
+ * (mesh edp x ep x tp): experts and their weights split on it, each rank's
+ * tokens in its own capacity rows, the boxing between them the all-to-all.
+ * Keys the op-level plan cannot hold yet (recompute, zero, vpp, cp, the
+ * profile) are reported, not silently dropped. */
 #include "weft/search.h"
 #include "weft/cost.h"
 
@@ -43,21 +46,64 @@ static const char *last_split(const wf_graph *g, int t)
     return r >= 1 && r <= 8 ? S[r - 1] : "B";
 }
 
-/* The tags of op i on the data-parallel axis. */
-static void want_dp(const wf_graph *g, int i, want_axis *w)
+/* The tags of op i on a data-parallel axis: the batch split (S0) for
+ * activations, weights replicated. Expert ops: the dispatch keeps each
+ * rank's tokens in its own capacity rows (S1); on the expert-parallel axis
+ * (ep_axis) the experts and their weights are split (S0), so the boxing
+ * S1 -> S0 before them and back after is the all-to-all; on the other
+ * data-parallel axis they run on the rank's rows (S1) with every expert. */
+static void want_dp(const wf_graph *g, int i, int ep_axis, want_axis *w)
 {
     const wf_op *o = &g->ops[i];
     memset(w, 0, sizeof *w);
+    switch (o->kind) {
+    case WF_OP_MOE_DISPATCH:
+        w->in[0] = "S0";
+        w->in[1] = "S0";
+        w->out[0] = "S1";
+        return;
+    case WF_OP_GROUPED_MLP:
+        w->in[0] = ep_axis ? "S0" : "S1";
+        w->in[1] = ep_axis ? "S0" : "B";
+        w->in[2] = ep_axis ? "S0" : "B";
+        w->out[0] = ep_axis ? "S0" : "S1";
+        return;
+    case WF_OP_MOE_COMBINE:
+        w->in[0] = "S1";
+        w->in[1] = "S0";
+        w->in[2] = "S0";
+        w->out[0] = "S0";
+        return;
+    default:
+        break;
+    }
     for (int j = 0; j < o->nin; j++)
         w->in[j] = is_param(g, o->in[j]) ? "B" : "S0";
 }
 
 /* The tags of op i on the tensor-parallel axis (Megatron's layout). */
-static void want_tp(const wf_graph *g, int i, int sp, want_axis *w)
+static void want_tp(const wf_graph *g, int i, int sp, int etp_split, want_axis *w)
 {
     const wf_op *o = &g->ops[i];
     memset(w, 0, sizeof *w);
     const char *rep = sp ? "S1" : "B";
+    /* Expert ops on the tensor-parallel axis: with etp = tp each expert's
+     * MLP is split like the dense one (hidden columns, partial sums out);
+     * with etp = 1 the experts run whole on every tp rank. */
+    if (o->kind == WF_OP_MOE_DISPATCH || o->kind == WF_OP_GROUPED_MLP || o->kind == WF_OP_MOE_COMBINE) {
+        for (int j = 0; j < o->nin; j++)
+            w->in[j] = "B";
+        w->out[0] = "B";
+        if (etp_split && o->kind == WF_OP_GROUPED_MLP) {
+            w->in[1] = "S2";
+            w->in[2] = "S1";
+            w->out[0] = "P";
+        } else if (etp_split && o->kind == WF_OP_MOE_COMBINE) {
+            w->in[0] = "P";
+            w->out[0] = "P";
+        }
+        return;
+    }
     switch (o->tp) {
     case WF_TP_COL:
         for (int j = 0; j < o->nin; j++)
@@ -174,9 +220,13 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
     wf_status st = wf_plan_validate(p, mc, c, batch);
     if (st != WF_OK)
         return st;
-    if (p->cp > 1 || p->ep > 1)
-        return wf_errorf(WF_INVAL, "lowering: cp=%d, ep=%d have no op-level form yet (the op-level plan has "
-                                   "no sequence ring or expert layout)", p->cp, p->ep);
+    if (p->cp > 1)
+        return wf_errorf(WF_INVAL, "lowering: cp=%d has no op-level form yet (the op-level plan has no sequence "
+                                   "ring)", p->cp);
+    const int etp = p->etp > 0 ? p->etp : p->tp;
+    if (p->ep > 1 && (p->dp % p->ep != 0 || (etp != 1 && etp != p->tp)))
+        return wf_errorf(WF_INVAL, "lowering: ep=%d, etp=%d: the op-level form lays experts over the data-parallel "
+                                   "ranks (ep dividing dp=%d) with etp 1 or tp", p->ep, etp, p->dp);
     /* What the op-level plan cannot say yet, named. */
     size_t n = 0;
     if (p->recompute != WF_RECOMPUTE_NONE)
@@ -188,11 +238,22 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
     if (p->pipe == WF_PIPE_GPIPE && n < cap)
         n += (size_t)snprintf(dropped + n, cap - n, "%spipe=gpipe", n ? ", " : "");
     int64_t micro = batch / ((int64_t)p->mbs * p->dp);
+    /* Mesh axes, outermost first: expert-data-parallel, expert-parallel
+     * (ep > 1), tensor-parallel; axes of size 1 left out. */
+    int sizes[3], kinds[3], naxes = 0; /* kinds: 0 data, 1 expert, 2 tensor */
+    int ep = p->ep > 1 ? p->ep : 1;
+    if (p->dp / ep > 1)
+        sizes[naxes] = p->dp / ep, kinds[naxes++] = 0;
+    if (ep > 1)
+        sizes[naxes] = ep, kinds[naxes++] = 1;
+    if (p->tp > 1)
+        sizes[naxes] = p->tp, kinds[naxes++] = 2;
+    if (naxes == 0)
+        sizes[naxes] = 1, kinds[naxes++] = 0;
     char mesh_text[64];
-    if (p->dp > 1 && p->tp > 1)
-        snprintf(mesh_text, sizeof mesh_text, "%dx%d", p->dp, p->tp);
-    else
-        snprintf(mesh_text, sizeof mesh_text, "%d", p->tp > 1 ? p->tp : p->dp);
+    size_t ml = 0;
+    for (int a = 0; a < naxes && ml < sizeof mesh_text; a++)
+        ml += (size_t)snprintf(mesh_text + ml, sizeof mesh_text - ml, "%s%d", a ? "x" : "", sizes[a]);
     wf_mesh mesh;
     if ((st = wf_mesh_parse(mesh_text, c, &mesh)) != WF_OK)
         return st;
@@ -205,16 +266,18 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
         wf_graph_free(&g);
         return st;
     }
-    const int dp_axis = p->dp > 1 ? 0 : -1, tp_axis = p->tp > 1 ? (p->dp > 1 ? 1 : 0) : -1;
     for (int i = 0; i < g.nfwd && st == WF_OK; i++) {
-        want_axis wd, wt;
-        want_dp(&g, i, &wd);
-        want_tp(&g, i, p->sp, &wt);
+        want_axis w[3];
         const want_axis *axes[WF_SBP_MAX_AXES] = {NULL};
-        if (dp_axis >= 0)
-            axes[dp_axis] = &wd;
-        if (tp_axis >= 0)
-            axes[tp_axis] = &wt;
+        for (int a = 0; a < naxes; a++) {
+            if (kinds[a] == 2)
+                want_tp(&g, i, p->sp, etp > 1, &w[a]);
+            else if (sizes[a] > 1)
+                want_dp(&g, i, kinds[a] == 1, &w[a]);
+            else
+                continue;
+            axes[a] = &w[a];
+        }
         char sig[512];
         if ((st = pick(&g, i, &mesh, axes, sig, sizeof sig)) == WF_OK)
             st = wf_plan_oplevel_add_layout(out, g.ops[i].name, sig);

@@ -38,6 +38,17 @@ assert abs(a / b - 1) < 0.05, (a, b)
 PYEOF
 "$WEFT" plan --model "$M" --cluster dgx-a100:nodes=1 --batch 16 --verify dp=8,recompute=full,zero=1 >"$tmp/d.txt" 2>&1
 check "dropped keys named" grep -q "not carried by op-level plans yet: recompute=full, zero=1" "$tmp/d.txt"
+# Expert parallelism: an expert axis carved out of the data-parallel ranks.
+"$WEFT" plan --model moe-tiny --cluster dgx-a100:nodes=1 --batch 16 --verify dp=8,ep=4 -o "$tmp/ep.json" \
+  >"$tmp/ep.txt" 2>/dev/null
+check "ep lowers to mesh edp x ep" grep -q "op-level plan mesh=2x4,pp=1" "$tmp/ep.txt"
+check "experts split on the ep axis, tokens' rows on the other" "$PY" - "$tmp/ep.json" <<'PYEOF'
+import json, sys
+L = {k: v.replace(" ", "") for k, v in json.load(open(sys.argv[1]))["layouts"].items()}
+assert L["layers.0.moe.dispatch"] == "S0,S0->S1|S0,S0->S1", L["layers.0.moe.dispatch"]
+assert L["layers.0.moe.experts"] == "S1,B,B->S1|S0,S0,S0->S0", L["layers.0.moe.experts"]
+assert L["layers.0.moe.combine"] == "S1,S0,S0->S0|S1,S0,S0->S0", L["layers.0.moe.combine"]
+PYEOF
 expect_fail "cp has no op-level form" "no op-level form" plan --model "$M" --cluster dgx-h100:nodes=1 --batch 16 \
   --verify dp=4,cp=2 -o "$tmp/x.json"
 expect_fail "-o of an op-level file" "already" plan --model "$M" --cluster dgx-a100:nodes=2 --batch 16 \
