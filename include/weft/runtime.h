@@ -107,6 +107,20 @@ typedef struct {
 } wf_exec_hooks;
 void wf_exec_set_hooks(wf_exec *e, const wf_exec_hooks *h); /* NULL clears */
 
+/* Expert parallelism: ranks of an ep group each run experts
+ * [g E/ep, (g+1) E/ep) of every MoE layer (g: the rank's index in its group)
+ * on the capacity rows of all the group's ranks. alltoall exchanges block
+ * b of send (block_floats floats each, ep blocks) with rank b of the group
+ * (MPI_Alltoall). The weights stay whole on every rank: each computes with
+ * its own experts' slice, and the data-parallel reduction of the gradients
+ * (zero outside a rank's slice) sums every slice over the ranks that own it. */
+typedef struct {
+    int ep, group_rank;
+    void *ctx;
+    wf_status (*alltoall)(void *ctx, const float *send, float *recv, int64_t block_floats);
+} wf_exec_experts;
+void wf_exec_set_experts(wf_exec *e, const wf_exec_experts *x); /* NULL clears */
+
 /* Runs the forward ops; *loss = the loss (mean over this replica's batch).
  * A kernel that fails (a token id out of range) records its status and the
  * pass goes on calling the hooks without running kernels, so collectives stay

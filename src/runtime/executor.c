@@ -92,6 +92,10 @@ struct wf_exec {
 
     wf_exec_hooks hooks;
     int has_hooks;
+    wf_exec_experts ex;   /* expert parallelism (ep 0 or 1: none) */
+    float *exbuf;         /* its exchange buffers */
+    wf_status bwd_status; /* what a backward op's exchange returned */
+    size_t exbuf_floats;
     int accumulate;
 };
 
@@ -853,6 +857,7 @@ void wf_exec_free(wf_exec *e)
     free(e->pblock);
     free(e->gblock);
     free(e->ws);
+    free(e->exbuf);
     free(e->acc);
     free(e->params);
     free(e->param_of_tensor);
@@ -980,6 +985,14 @@ void wf_exec_set_stream(wf_exec *e, uint64_t stream, int64_t first_sample)
     e->first_sample = first_sample;
 }
 
+void wf_exec_set_experts(wf_exec *e, const wf_exec_experts *x)
+{
+    if (x)
+        e->ex = *x;
+    else
+        memset(&e->ex, 0, sizeof e->ex);
+}
+
 void wf_exec_set_hooks(wf_exec *e, const wf_exec_hooks *h)
 {
     if (h) {
@@ -1014,6 +1027,85 @@ static uint64_t dropout_seed(const wf_exec *e, const wf_op *op)
 static uint64_t dropout_offset(const wf_exec *e, const wf_tensor *x)
 {
     return (uint64_t)e->first_sample * (uint64_t)(numel(x) / e->batch);
+}
+
+/* ---- expert parallelism ---------------------------------------------------------------- */
+
+/* Exchange buffers of n floats each (four of them), grown on demand. */
+static float *ex_buffers(wf_exec *e, size_t n)
+{
+    if (e->exbuf_floats < 4 * n) {
+        float *b = realloc(e->exbuf, 4 * n * sizeof *b);
+        if (!b)
+            return NULL;
+        e->exbuf = b;
+        e->exbuf_floats = 4 * n;
+    }
+    return e->exbuf;
+}
+
+/* The grouped MLP of a rank's experts on the whole group's rows: x[E,C,H]
+ * (this rank's tokens for every expert) goes out expert block by expert
+ * block; each rank runs its E/ep experts on the ep blocks of C rows it
+ * receives; the outputs come back the same way into y. */
+static wf_status ep_grouped_fwd(wf_exec *e, const wf_op *op, float *y)
+{
+    const wf_tensor *T = e->g.tensors, *x = &T[op->in[0]], *w2 = &T[op->in[2]];
+    int64_t E = x->shape[0], C = x->shape[1], H = x->shape[2], Fd = w2->shape[1];
+    int swiglu = op->attr.act == WF_MOE_ACT_SWIGLU;
+    int64_t G = swiglu ? 2 * Fd : Fd, ep = e->ex.ep, El = E / ep, g = e->ex.group_rank;
+    int64_t block = El * C * H;
+    float *b = ex_buffers(e, (size_t)(E * C * H));
+    if (!b)
+        return wf_errorf(WF_NOMEM, "out of memory exchanging tokens for op '%s'", op->name);
+    float *xr = b, *yr = b + E * C * H;
+    wf_status st = e->ex.alltoall(e->ex.ctx, F(op->in[0]), xr, block);
+    if (st != WF_OK)
+        return st;
+    for (int64_t p = 0; p < ep; p++)
+        wf_k_grouped_mlp_fwd(xr + p * block, F(op->in[1]) + g * El * H * G, F(op->in[2]) + g * El * Fd * H,
+                             yr + p * block, e->ws, El, C, H, Fd, swiglu);
+    return e->ex.alltoall(e->ex.ctx, yr, y, block);
+}
+
+/* Its backward: the rows' gradients go to their experts' ranks, which
+ * recompute from the rows (exchanged again), accumulate their slice of the
+ * weight gradients over the group's blocks (zero elsewhere) and send the
+ * rows' input gradients back. */
+static wf_status ep_grouped_bwd(wf_exec *e, const wf_op *f, const float *dy, float *d0, float *d1, float *d2)
+{
+    const wf_tensor *T = e->g.tensors, *x = &T[f->in[0]], *w2 = &T[f->in[2]];
+    int64_t E = x->shape[0], C = x->shape[1], H = x->shape[2], Fd = w2->shape[1];
+    int swiglu = f->attr.act == WF_MOE_ACT_SWIGLU;
+    int64_t G = swiglu ? 2 * Fd : Fd, ep = e->ex.ep, El = E / ep, g = e->ex.group_rank;
+    int64_t block = El * C * H, n1 = El * H * G, n2 = El * Fd * H;
+    size_t n = (size_t)(E * C * H);
+    if ((size_t)(n1 + n2) > n)
+        n = (size_t)(n1 + n2);
+    float *b = ex_buffers(e, n);
+    if (!b)
+        return wf_errorf(WF_NOMEM, "out of memory exchanging tokens for op '%s'", f->name);
+    float *xr = b, *dyr = b + n, *dxr = b + 2 * n, *tw = b + 3 * n;
+    wf_status st = e->ex.alltoall(e->ex.ctx, F(f->in[0]), xr, block);
+    if (st == WF_OK)
+        st = e->ex.alltoall(e->ex.ctx, dy, dyr, block);
+    if (st != WF_OK)
+        return st;
+    if (d1)
+        memset(d1, 0, sizeof(float) * (size_t)(E * H * G));
+    if (d2)
+        memset(d2, 0, sizeof(float) * (size_t)(E * Fd * H));
+    for (int64_t p = 0; p < ep; p++) {
+        wf_k_grouped_mlp_bwd(xr + p * block, F(f->in[1]) + g * n1, F(f->in[2]) + g * n2, dyr + p * block,
+                             dxr + p * block, d1 ? tw : NULL, d2 ? tw + n1 : NULL, e->ws, El, C, H, Fd, swiglu);
+        for (int64_t j = 0; d1 && j < n1; j++)
+            d1[g * n1 + j] += tw[j];
+        for (int64_t j = 0; d2 && j < n2; j++)
+            d2[g * n2 + j] += tw[n1 + j];
+    }
+    if (!d0)
+        return WF_OK;
+    return e->ex.alltoall(e->ex.ctx, dxr, d0, block);
 }
 
 static wf_status run_fwd(wf_exec *e, int o)
@@ -1205,6 +1297,8 @@ static wf_status run_fwd(wf_exec *e, int o)
     }
     case WF_OP_GROUPED_MLP: {
         const wf_tensor *w2 = &T[op->in[2]];
+        if (e->ex.ep > 1)
+            return ep_grouped_fwd(e, op, y);
         wf_k_grouped_mlp_fwd(F(op->in[0]), F(op->in[1]), F(op->in[2]), y, e->ws, x->shape[0], x->shape[1],
                              x->shape[2], w2->shape[1], op->attr.act == WF_MOE_ACT_SWIGLU);
         return WF_OK;
@@ -1445,6 +1539,10 @@ static void run_bwd(wf_exec *e, int o)
     }
     case WF_OP_GROUPED_MLP: {
         const wf_tensor *w2 = &T[f->in[2]];
+        if (e->ex.ep > 1) {
+            e->bwd_status = ep_grouped_bwd(e, f, dy, d0, d1, d2);
+            break;
+        }
         wf_k_grouped_mlp_bwd(F(f->in[0]), F(f->in[1]), F(f->in[2]), dy, d0, d1, d2, e->ws, x->shape[0], x->shape[1],
                              x->shape[2], w2->shape[1], f->attr.act == WF_MOE_ACT_SWIGLU);
         break;
@@ -1505,6 +1603,7 @@ wf_status wf_exec_forward(wf_exec *e, float *loss)
 wf_status wf_exec_backward(wf_exec *e, int accumulate)
 {
     e->accumulate = accumulate != 0;
+    e->bwd_status = WF_OK;
     for (int o = e->g.nfwd; o < e->g.nops; o++) {
         if (e->has_hooks && e->hooks.before) {
             wf_status h = e->hooks.before(e->hooks.ctx, o);
@@ -1512,6 +1611,8 @@ wf_status wf_exec_backward(wf_exec *e, int accumulate)
                 return h;
         }
         run_bwd(e, o);
+        if (e->bwd_status != WF_OK)
+            return e->bwd_status;
         if (e->has_hooks && e->hooks.after) {
             wf_status h = e->hooks.after(e->hooks.ctx, o);
             if (h != WF_OK)

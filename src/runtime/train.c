@@ -41,6 +41,7 @@ struct wf_train {
     wf_plan plan;
     int rank, nranks;
     MPI_Comm comm;       /* MPI_COMM_NULL without MPI */
+    MPI_Comm epcomm;     /* the rank's expert-parallel group (ep > 1), else MPI_COMM_NULL */
     wf_exec *e;
     wf_optim *o;
     wf_dist *d;
@@ -89,10 +90,18 @@ static wf_status resolve_plan(wf_train *t)
     if (p->tp > 1 || p->pp > 1 || p->vpp > 1)
         return wf_errorf(WF_INVAL, "the runtime executes data parallelism only (tp=%d, pp=%d, vpp=%d)", p->tp, p->pp,
                          p->vpp);
-    if (p->cp > 1 || p->ep > 1 || p->fp8)
-        return wf_errorf(WF_INVAL, "the runtime executes data parallelism only (cp=%d, ep=%d, fp8=%d: context and "
-                                   "expert parallelism and FP8 are planned and simulated, not run)",
-                         p->cp, p->ep, p->fp8);
+    if (p->cp > 1 || p->fp8)
+        return wf_errorf(WF_INVAL, "the runtime executes data and expert parallelism only (cp=%d, fp8=%d: context "
+                                   "parallelism and FP8 are planned and simulated, not run)",
+                         p->cp, p->fp8);
+    if (p->ep > 1) {
+        /* Expert groups of ep consecutive data-parallel ranks. */
+        if (!wf_model_is_moe(&t->model))
+            return wf_errorf(WF_INVAL, "ep=%d: model '%s' has no experts", p->ep, t->model.name);
+        if (t->nranks % p->ep != 0 || t->model.experts % p->ep != 0)
+            return wf_errorf(WF_INVAL, "ep=%d must divide the %d ranks and the %lld experts", p->ep, t->nranks,
+                             (long long)t->model.experts);
+    }
     if (p->sp || p->zero || p->recompute != WF_RECOMPUTE_NONE)
         return wf_errorf(WF_INVAL, "the runtime executes plain data parallelism (sp=%d, zero=%d, recompute=%s)", p->sp,
                          p->zero, wf_recompute_name(p->recompute));
@@ -194,6 +203,17 @@ static wf_status load_onnx_weights(wf_train *t)
     return st;
 }
 
+/* The expert exchange over the rank's ep group (wf_exec_experts). */
+static wf_status ep_alltoall(void *ctx, const float *send, float *recv, int64_t block_floats)
+{
+    wf_train *t = ctx;
+    if (block_floats > INT32_MAX)
+        return wf_errorf(WF_INVAL, "expert exchange of %lld floats per rank is too large for MPI",
+                         (long long)block_floats);
+    int rc = MPI_Alltoall(send, (int)block_floats, MPI_FLOAT, recv, (int)block_floats, MPI_FLOAT, t->epcomm);
+    return rc == MPI_SUCCESS ? WF_OK : wf_errorf(WF_MPI, "MPI_Alltoall of the experts' tokens failed (%d)", rc);
+}
+
 static wf_status setup(wf_train *t)
 {
     const wf_train_config *c = &t->c;
@@ -202,6 +222,10 @@ static wf_status setup(wf_train *t)
         return st;
     if ((st = resolve_plan(t)) != WF_OK)
         return st;
+    /* Expert groups: ep consecutive ranks (every rank resolves the same plan,
+     * so all reach this split). */
+    if (t->plan.ep > 1 && MPI_Comm_split(t->comm, t->rank / t->plan.ep, t->rank, &t->epcomm) != MPI_SUCCESS)
+        return wf_errorf(WF_MPI, "MPI_Comm_split of the expert groups failed");
     wf_comm_sched cs = t->plan.comm;
     if (c->comm && (st = wf_comm_parse(c->comm, &cs)) != WF_OK)
         return st;
@@ -218,6 +242,10 @@ static wf_status setup(wf_train *t)
     wf_graph_free(&g);
     if (st != WF_OK)
         return st;
+    if (t->plan.ep > 1) {
+        wf_exec_experts x = {t->plan.ep, t->rank % t->plan.ep, t, ep_alltoall};
+        wf_exec_set_experts(t->e, &x);
+    }
     snprintf(t->init_note, sizeof t->init_note, "random (seed %llu)", (unsigned long long)c->seed);
     if (t->model.family == WF_FAMILY_ONNX && !c->init_random && (st = load_onnx_weights(t)) != WF_OK)
         return st;
@@ -258,6 +286,7 @@ wf_status wf_train_create(const wf_train_config *c, wf_train **out)
         return wf_errorf(WF_NOMEM, "out of memory creating the trainer");
     t->c = *c;
     t->comm = MPI_COMM_NULL;
+    t->epcomm = MPI_COMM_NULL;
     t->rank = 0;
     t->nranks = 1;
     if (mpi_up()) {
@@ -289,6 +318,8 @@ void wf_train_free(wf_train *t)
     wf_data_close(t->data);
     free(t->inbuf);
     free(t->labbuf);
+    if (t->epcomm != MPI_COMM_NULL && mpi_up())
+        MPI_Comm_free(&t->epcomm);
     if (t->comm != MPI_COMM_NULL && mpi_up())
         MPI_Comm_free(&t->comm);
     free(t);
