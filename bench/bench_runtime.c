@@ -47,13 +47,17 @@ typedef struct {
     const char *label;
     const char *spec;
     int64_t batch; /* per rank */
+    int ep;        /* expert parallelism of the multi-rank runs (0: none) */
 } bench_model;
 
 static const bench_model MODELS[] = {
-    {"gpt", "gpt:layers=4,hidden=256,heads=4,seq=128,vocab=2048,dtype=fp32", 8},
-    {"mlp", "mlp:sizes=1024-4096-4096-10", 64},
+    {"gpt", "gpt:layers=4,hidden=256,heads=4,seq=128,vocab=2048,dtype=fp32", 8, 0},
+    {"mlp", "mlp:sizes=1024-4096-4096-10", 64, 0},
+    /* A mixture of experts, its 8 experts split over 2 ranks (dropless). */
+    {"moe", "llama:layers=2,hidden=256,heads=4,seq=128,vocab=2048,ffn=512,experts=8,top_k=2,moe_ffn=256,"
+            "capacity=4,dtype=fp32", 4, 2},
 };
-#define NMODELS 2
+#define NMODELS 3
 
 static double cpu_thread_s(void)
 {
@@ -177,6 +181,8 @@ static wf_status predict(const wf_cluster *cl, const bench_model *bm, int nranks
     wf_plan_default(&p);
     p.dp = nranks;
     p.mbs = (int)bm->batch;
+    if (bm->ep > 1 && nranks % bm->ep == 0)
+        p.ep = bm->ep, p.etp = 1;
     if (comm && (st = wf_comm_parse(comm, &p.comm)) != WF_OK)
         return st;
     wf_cost_ctx *ctx = NULL;
@@ -428,7 +434,10 @@ static wf_status time_training(const bench_model *bm, const char *comm, int self
     c.model = bm->spec;
     c.data = "synthetic";
     c.batch = bm->batch * nranks;
-    c.plan = "auto";
+    char plan[64] = "auto";
+    if (bm->ep > 1 && nranks % bm->ep == 0)
+        snprintf(plan, sizeof plan, "dp=%d,ep=%d", nranks, bm->ep);
+    c.plan = plan;
     c.comm = comm;
     wf_optim_defaults(WF_OPTIM_ADAMW, &c.optim);
     c.seed = 1;
