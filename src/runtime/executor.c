@@ -340,8 +340,8 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
         if (T[op->in[0]].ndim > WF_K_MAX_DIMS)
             return wf_errorf(WF_INVAL, "op '%s' (transpose): too many dimensions", op->name);
         return WF_OK;
-    case WF_OP_ROUTER:
-        *ws = (size_t)T[op->in[1]].shape[1];
+    case WF_OP_ROUTER: /* the logits' gradients of every token */
+        *ws = (size_t)(numel(&T[op->in[0]]) / last_dim(&T[op->in[0]]) * T[op->in[1]].shape[1]);
         if (op->attr.top_k > 64)
             return wf_errorf(WF_INVAL, "op '%s' (router): top_k=%d, the runtime routes at most 64", op->name,
                              op->attr.top_k);

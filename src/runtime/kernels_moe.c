@@ -56,14 +56,9 @@ static void top_k(const float *p, int64_t E, int64_t k, int32_t *idx)
 void wf_k_router_fwd(const float *x, const float *w, float *weights, int32_t *experts, float *probs, int64_t T,
                      int64_t H, int64_t E, int64_t K, int sigmoid)
 {
+    wf_k_linear_fwd(x, w, NULL, probs, T, H, E);
     for (int64_t t = 0; t < T; t++) {
         float *p = probs + t * E;
-        for (int64_t e = 0; e < E; e++) {
-            double s = 0;
-            for (int64_t h = 0; h < H; h++)
-                s += (double)x[t * H + h] * w[h * E + e];
-            p[e] = (float)s;
-        }
         if (sigmoid) {
             for (int64_t e = 0; e < E; e++)
                 p[e] = 1.0f / (1.0f + expf(-p[e]));
@@ -93,11 +88,9 @@ void wf_k_router_bwd(const float *x, const float *w, const float *probs, const f
                      float *scratch, int64_t T, int64_t H, int64_t E, int64_t K, int sigmoid)
 {
     int32_t id[64];
-    if (dw)
-        memset(dw, 0, sizeof(float) * (size_t)(H * E));
     for (int64_t t = 0; t < T; t++) {
         const float *p = probs + t * E;
-        float *dl = scratch; /* d logits [E] */
+        float *dl = scratch + t * E; /* d logits of token t */
         int64_t k = K < 64 ? K : 64;
         top_k(p, E, k, id);
         double z = 0, gw = 0;
@@ -120,17 +113,8 @@ void wf_k_router_bwd(const float *x, const float *w, const float *probs, const f
             for (int64_t e = 0; e < E; e++)
                 dl[e] = (float)(p[e] * (dl[e] - s));
         }
-        for (int64_t h = 0; h < H; h++) {
-            double s = 0;
-            for (int64_t e = 0; e < E; e++) {
-                s += (double)dl[e] * w[h * E + e];
-                if (dw)
-                    dw[h * E + e] += x[t * H + h] * dl[e];
-            }
-            if (dx)
-                dx[t * H + h] = (float)s;
-        }
     }
+    wf_k_linear_bwd(x, w, scratch, dx, dw, NULL, T, H, E);
 }
 
 void wf_k_moe_slots(const int32_t *experts, int64_t T, int64_t K, int64_t E, int64_t C, int32_t *count, int32_t *slot)
@@ -212,19 +196,7 @@ void wf_k_moe_combine_bwd(const float *y, const float *weights, const int32_t *e
         }
 }
 
-/* One expert's hidden pre-activation a = x w1 ([C, G], G = 2F or F). */
-static void expert_pre(const float *x, const float *w1, float *a, int64_t C, int64_t H, int64_t G)
-{
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t g = 0; g < G; g++) {
-            double s = 0;
-            for (int64_t h = 0; h < H; h++)
-                s += (double)x[c * H + h] * w1[h * G + g];
-            a[c * G + g] = (float)s;
-        }
-}
-
-/* h = act(a) ([C, F]). */
+/* h = act(a) ([C, F]; a is [C, G], G = 2F for SwiGLU). */
 static void expert_act(const float *a, float *hid, int64_t C, int64_t F, int swiglu)
 {
     int64_t G = swiglu ? 2 * F : F;
@@ -239,17 +211,9 @@ void wf_k_grouped_mlp_fwd(const float *x, const float *w1, const float *w2, floa
     int64_t G = swiglu ? 2 * F : F;
     float *a = scratch, *hid = scratch + C * G;
     for (int64_t e = 0; e < E; e++) {
-        const float *xe = x + e * C * H;
-        expert_pre(xe, w1 + e * H * G, a, C, H, G);
+        wf_k_linear_fwd(x + e * C * H, w1 + e * H * G, NULL, a, C, H, G);
         expert_act(a, hid, C, F, swiglu);
-        const float *w2e = w2 + e * F * H;
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t h = 0; h < H; h++) {
-                double s = 0;
-                for (int64_t f = 0; f < F; f++)
-                    s += (double)hid[c * F + f] * w2e[f * H + h];
-                y[(e * C + c) * H + h] = (float)s;
-            }
+        wf_k_linear_fwd(hid, w2 + e * F * H, NULL, y + e * C * H, C, F, H);
     }
 }
 
@@ -260,25 +224,11 @@ void wf_k_grouped_mlp_bwd(const float *x, const float *w1, const float *w2, cons
     float *a = scratch, *hid = a + C * G, *dh = hid + C * F, *da = dh + C * F;
     for (int64_t e = 0; e < E; e++) {
         const float *xe = x + e * C * H, *w1e = w1 + e * H * G, *w2e = w2 + e * F * H, *dye = dy + e * C * H;
-        expert_pre(xe, w1e, a, C, H, G);
+        /* Recompute the hidden activations from the rows. */
+        wf_k_linear_fwd(xe, w1e, NULL, a, C, H, G);
         expert_act(a, hid, C, F, swiglu);
-        /* dw2 = hid^T dy; dh = dy w2^T */
-        for (int64_t f = 0; f < F; f++)
-            for (int64_t h = 0; h < H; h++) {
-                double s = 0;
-                for (int64_t c = 0; c < C; c++)
-                    s += (double)hid[c * F + f] * dye[c * H + h];
-                if (dw2)
-                    dw2[e * F * H + f * H + h] = (float)s;
-            }
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t f = 0; f < F; f++) {
-                double s = 0;
-                for (int64_t h = 0; h < H; h++)
-                    s += (double)dye[c * H + h] * w2e[f * H + h];
-                dh[c * F + f] = (float)s;
-            }
-        /* da through the activation */
+        /* dh = dy w2^T, dw2 = hid^T dy */
+        wf_k_linear_bwd(hid, w2e, dye, dh, dw2 ? dw2 + e * F * H : NULL, NULL, C, F, H);
         for (int64_t c = 0; c < C; c++)
             for (int64_t f = 0; f < F; f++) {
                 if (swiglu) {
@@ -289,22 +239,7 @@ void wf_k_grouped_mlp_bwd(const float *x, const float *w1, const float *w2, cons
                     da[c * G + f] = dh[c * F + f] * dgelu(a[c * G + f]);
                 }
             }
-        /* dw1 = x^T da; dx = da w1^T */
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t g = 0; g < G; g++) {
-                double s = 0;
-                for (int64_t c = 0; c < C; c++)
-                    s += (double)xe[c * H + h] * da[c * G + g];
-                if (dw1)
-                    dw1[e * H * G + h * G + g] = (float)s;
-            }
-        if (dx)
-            for (int64_t c = 0; c < C; c++)
-                for (int64_t h = 0; h < H; h++) {
-                    double s = 0;
-                    for (int64_t g = 0; g < G; g++)
-                        s += (double)da[c * G + g] * w1e[h * G + g];
-                    dx[(e * C + c) * H + h] = (float)s;
-                }
+        /* dx = da w1^T, dw1 = x^T da */
+        wf_k_linear_bwd(xe, w1e, da, dx ? dx + e * C * H : NULL, dw1 ? dw1 + e * H * G : NULL, NULL, C, H, G);
     }
 }
