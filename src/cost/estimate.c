@@ -671,14 +671,11 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     if (nst > 0)
         st[nst - 1].transient += bb * ctx->logits_per_sample * ctx->var.loss_bytes;
     wf_group dpg = wf_group_place(c, p->dp, 1);
-    double pmax = 0;
     for (int k = 0; k < nst; k++) {
         add_zero3(ctx, p, &dpg, NULL, &st[k], &z3slow[k]);
         /* ZeRO-3 gathers before the forward and before the backward. */
         fwd_part[k] = sp->fwd[k] + sends[k] + 0.5 * st[k].zc;
         bwd_part[k] = sp->bwd[k] + sp->rec[k] + (k > 0 ? sends[k - 1] : 0) + 0.5 * st[k].zc;
-        if (st[k].params > pmax)
-            pmax = st[k].params;
     }
 
     /* The pipeline, played pass by pass (generic.c): when each stage ends. A
@@ -757,7 +754,6 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
         pair = prev + w > pair ? prev + w : pair;
         prev = w;
     }
-    (void)pmax;
     double buffers = p->zero == 3 ? pair * ctx->elem_bytes : 0;
     finish(ctx, p, batch, m, st, nst, crit, bubble, dp, 0, opt_params, buffers, out);
 done:
