@@ -107,17 +107,21 @@ typedef struct {
 } wf_exec_hooks;
 void wf_exec_set_hooks(wf_exec *e, const wf_exec_hooks *h); /* NULL clears */
 
-/* Expert parallelism: ranks of an ep group each run experts
- * [g E/ep, (g+1) E/ep) of every MoE layer (g: the rank's index in its group)
- * on the capacity rows of all the group's ranks. alltoall exchanges block
- * b of send (block_floats floats each, ep blocks) with rank b of the group
- * (MPI_Alltoall). The weights stay whole on every rank: each computes with
+/* Expert parallelism: ranks of an ep group (ep <= WF_EXEC_MAX_EP) each run
+ * experts [g E/ep, (g+1) E/ep) of every MoE layer (g: the rank's index in its
+ * group) on the filled capacity rows of all the group's ranks.
+ * alltoall_counts sends n ints of send to each rank of the group in order
+ * and receives n from each (MPI_Alltoall); alltoallv sends send_n[b] floats
+ * (consecutive blocks) to rank b and receives recv_n[b] from rank b
+ * (MPI_Alltoallv). The weights stay whole on every rank: each computes with
  * its own experts' slice, and the data-parallel reduction of the gradients
  * (zero outside a rank's slice) sums every slice over the ranks that own it. */
+#define WF_EXEC_MAX_EP 256
 typedef struct {
     int ep, group_rank;
     void *ctx;
-    wf_status (*alltoall)(void *ctx, const float *send, float *recv, int64_t block_floats);
+    wf_status (*alltoall_counts)(void *ctx, const int32_t *send, int32_t *recv, int n);
+    wf_status (*alltoallv)(void *ctx, const float *send, const int64_t *send_n, float *recv, const int64_t *recv_n);
 } wf_exec_experts;
 void wf_exec_set_experts(wf_exec *e, const wf_exec_experts *x); /* NULL clears */
 

@@ -101,6 +101,9 @@ static wf_status resolve_plan(wf_train *t)
         if (t->nranks % p->ep != 0 || t->model.experts % p->ep != 0)
             return wf_errorf(WF_INVAL, "ep=%d must divide the %d ranks and the %lld experts", p->ep, t->nranks,
                              (long long)t->model.experts);
+        if (p->ep > WF_EXEC_MAX_EP)
+            return wf_errorf(WF_INVAL, "ep=%d: the runtime splits experts over at most %d ranks", p->ep,
+                             WF_EXEC_MAX_EP);
     }
     if (p->sp || p->zero || p->recompute != WF_RECOMPUTE_NONE)
         return wf_errorf(WF_INVAL, "the runtime executes plain data parallelism (sp=%d, zero=%d, recompute=%s)", p->sp,
@@ -203,15 +206,33 @@ static wf_status load_onnx_weights(wf_train *t)
     return st;
 }
 
-/* The expert exchange over the rank's ep group (wf_exec_experts). */
-static wf_status ep_alltoall(void *ctx, const float *send, float *recv, int64_t block_floats)
+/* The expert exchanges over the rank's ep group (wf_exec_experts): the row
+ * counts, then the rows. */
+static wf_status ep_alltoall_counts(void *ctx, const int32_t *send, int32_t *recv, int n)
 {
     wf_train *t = ctx;
-    if (block_floats > INT32_MAX)
-        return wf_errorf(WF_INVAL, "expert exchange of %lld floats per rank is too large for MPI",
-                         (long long)block_floats);
-    int rc = MPI_Alltoall(send, (int)block_floats, MPI_FLOAT, recv, (int)block_floats, MPI_FLOAT, t->epcomm);
-    return rc == MPI_SUCCESS ? WF_OK : wf_errorf(WF_MPI, "MPI_Alltoall of the experts' tokens failed (%d)", rc);
+    int rc = MPI_Alltoall(send, n, MPI_INT32_T, recv, n, MPI_INT32_T, t->epcomm);
+    return rc == MPI_SUCCESS ? WF_OK : wf_errorf(WF_MPI, "MPI_Alltoall of the experts' row counts failed (%d)", rc);
+}
+
+static wf_status ep_alltoallv(void *ctx, const float *send, const int64_t *send_n, float *recv, const int64_t *recv_n)
+{
+    wf_train *t = ctx;
+    int sc[WF_EXEC_MAX_EP], sd[WF_EXEC_MAX_EP], rc_[WF_EXEC_MAX_EP], rd[WF_EXEC_MAX_EP];
+    int64_t so = 0, ro = 0;
+    for (int p = 0; p < t->plan.ep; p++) {
+        if (so + send_n[p] > INT32_MAX || ro + recv_n[p] > INT32_MAX)
+            return wf_errorf(WF_INVAL, "expert exchange of more than %d floats per rank is too large for MPI",
+                             INT32_MAX);
+        sc[p] = (int)send_n[p];
+        sd[p] = (int)so;
+        rc_[p] = (int)recv_n[p];
+        rd[p] = (int)ro;
+        so += send_n[p];
+        ro += recv_n[p];
+    }
+    int rc = MPI_Alltoallv(send, sc, sd, MPI_FLOAT, recv, rc_, rd, MPI_FLOAT, t->epcomm);
+    return rc == MPI_SUCCESS ? WF_OK : wf_errorf(WF_MPI, "MPI_Alltoallv of the experts' tokens failed (%d)", rc);
 }
 
 static wf_status setup(wf_train *t)
@@ -243,7 +264,7 @@ static wf_status setup(wf_train *t)
     if (st != WF_OK)
         return st;
     if (t->plan.ep > 1) {
-        wf_exec_experts x = {t->plan.ep, t->rank % t->plan.ep, t, ep_alltoall};
+        wf_exec_experts x = {t->plan.ep, t->rank % t->plan.ep, t, ep_alltoall_counts, ep_alltoallv};
         wf_exec_set_experts(t->e, &x);
     }
     snprintf(t->init_note, sizeof t->init_note, "random (seed %llu)", (unsigned long long)c->seed);
