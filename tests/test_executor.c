@@ -224,6 +224,11 @@ static void test_fast_vs_ref(void **state)
     check_fast_vs_ref("mlp-tiny", 8);
     check_fast_vs_ref("cnn-tiny", 3);
     check_fast_vs_ref("bert-tiny", 2);
+    /* The MoE kernels (BLAS products) against their naive versions, with
+     * dropped tokens (cf = 1), dropless, and a sigmoid router. */
+    check_fast_vs_ref("moe-tiny", 2);
+    check_fast_vs_ref("moe-tiny:capacity=2", 2);
+    check_fast_vs_ref("deepseek-tiny", 2);
 }
 
 /* ---- memory plan and repeatability --------------------------------------------------------- */

@@ -357,7 +357,7 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
     case WF_OP_GROUPED_MLP: {
         const wf_tensor *xx = &T[op->in[0]], *w2 = &T[op->in[2]];
         int64_t C = xx->shape[1], F = w2->shape[1], G = op->attr.act == WF_MOE_ACT_SWIGLU ? 2 * F : F;
-        *ws = (size_t)(2 * C * G + 2 * C * F);
+        *ws = (size_t)(2 * (2 * C * G + 2 * C * F)); /* the reference's are doubles */
         return WF_OK;
     }
     case WF_OP_DROPOUT:
@@ -1162,7 +1162,7 @@ static wf_status ep_grouped_fwd(wf_exec *e, const wf_op *op, float *y)
         for (int64_t l = 0; l < x.El; l++) {
             int64_t r = x.rcnt[s * x.El + l], k = x.g * x.El + l;
             if (r > 0)
-                wf_k_grouped_mlp_fwd(x.recv[0] + at, F(op->in[1]) + k * x.H * x.G, F(op->in[2]) + k * x.Fd * x.H,
+                K(e, grouped_mlp_fwd)(x.recv[0] + at, F(op->in[1]) + k * x.H * x.G, F(op->in[2]) + k * x.Fd * x.H,
                                      x.recv[1] + at, e->ws, 1, r, x.H, x.Fd, x.swiglu);
             at += r * x.H;
         }
@@ -1193,7 +1193,7 @@ static wf_status ep_grouped_bwd(wf_exec *e, const wf_op *f, const float *dy, flo
         for (int64_t l = 0; l < x.El; l++) {
             int64_t r = x.rcnt[s * x.El + l], k = x.g * x.El + l;
             if (r > 0) {
-                wf_k_grouped_mlp_bwd(x.recv[0] + at, F(f->in[1]) + k * n1, F(f->in[2]) + k * n2, x.recv[1] + at,
+                K(e, grouped_mlp_bwd)(x.recv[0] + at, F(f->in[1]) + k * n1, F(f->in[2]) + k * n2, x.recv[1] + at,
                                      x.recv[2] + at, d1 ? x.tw : NULL, d2 ? x.tw + n1 : NULL, e->ws, 1, r, x.H,
                                      x.Fd, x.swiglu);
                 for (int64_t j = 0; d1 && j < n1; j++)
@@ -1383,7 +1383,7 @@ static wf_status run_fwd(wf_exec *e, int o)
     case WF_OP_ROUTER: {
         const wf_tensor *w = &T[op->in[1]];
         int64_t H = w->shape[0], E = w->shape[1], Kk = op->attr.top_k;
-        wf_k_router_fwd(F(op->in[0]), F(op->in[1]), y, (int32_t *)e->ptr[op->out[1]], sv, numel(x) / H, H, E, Kk,
+        K(e, router_fwd)(F(op->in[0]), F(op->in[1]), y, (int32_t *)e->ptr[op->out[1]], sv, numel(x) / H, H, E, Kk,
                         op->attr.score == WF_MOE_SCORE_SIGMOID);
         return WF_OK;
     }
@@ -1391,15 +1391,15 @@ static wf_status run_fwd(wf_exec *e, int o)
         const wf_tensor *yy = &T[yt], *ids = &T[op->in[1]];
         int64_t E = yy->shape[0], C = yy->shape[1], H = yy->shape[2], Kk = ids->shape[2], Tn = numel(ids) / Kk;
         int32_t *count = (int32_t *)e->ws, *slot = count + E;
-        wf_k_moe_slots(I32(op->in[1]), Tn, Kk, E, C, count, slot);
-        wf_k_moe_dispatch_fwd(F(op->in[0]), I32(op->in[1]), slot, y, Tn, Kk, E, C, H);
+        K(e, moe_slots)(I32(op->in[1]), Tn, Kk, E, C, count, slot);
+        K(e, moe_dispatch_fwd)(F(op->in[0]), I32(op->in[1]), slot, y, Tn, Kk, E, C, H);
         return WF_OK;
     }
     case WF_OP_GROUPED_MLP: {
         const wf_tensor *w2 = &T[op->in[2]];
         if (e->ex.ep > 1)
             return ep_grouped_fwd(e, op, y);
-        wf_k_grouped_mlp_fwd(F(op->in[0]), F(op->in[1]), F(op->in[2]), y, e->ws, x->shape[0], x->shape[1],
+        K(e, grouped_mlp_fwd)(F(op->in[0]), F(op->in[1]), F(op->in[2]), y, e->ws, x->shape[0], x->shape[1],
                              x->shape[2], w2->shape[1], op->attr.act == WF_MOE_ACT_SWIGLU);
         return WF_OK;
     }
@@ -1407,8 +1407,8 @@ static wf_status run_fwd(wf_exec *e, int o)
         const wf_tensor *ids = &T[op->in[2]];
         int64_t E = x->shape[0], C = x->shape[1], H = x->shape[2], Kk = ids->shape[2], Tn = numel(ids) / Kk;
         int32_t *count = (int32_t *)e->ws, *slot = count + E;
-        wf_k_moe_slots(I32(op->in[2]), Tn, Kk, E, C, count, slot);
-        wf_k_moe_combine_fwd(F(op->in[0]), F(op->in[1]), I32(op->in[2]), slot, y, Tn, Kk, C, H);
+        K(e, moe_slots)(I32(op->in[2]), Tn, Kk, E, C, count, slot);
+        K(e, moe_combine_fwd)(F(op->in[0]), F(op->in[1]), I32(op->in[2]), slot, y, Tn, Kk, C, H);
         return WF_OK;
     }
     case WF_OP_COUNT:
@@ -1624,7 +1624,7 @@ static void run_bwd(wf_exec *e, int o)
         const wf_tensor *w = &T[f->in[1]];
         int64_t H = w->shape[0], E = w->shape[1], Kk = f->attr.top_k;
         if (dy)
-            wf_k_router_bwd(F(f->in[0]), F(f->in[1]), sv, dy, d0, d1, e->ws, numel(x) / H, H, E, Kk,
+            K(e, router_bwd)(F(f->in[0]), F(f->in[1]), sv, dy, d0, d1, e->ws, numel(x) / H, H, E, Kk,
                             f->attr.score == WF_MOE_SCORE_SIGMOID);
         break;
     }
@@ -1632,9 +1632,9 @@ static void run_bwd(wf_exec *e, int o)
         const wf_tensor *yy = &T[f->out[0]], *ids = &T[f->in[1]];
         int64_t E = yy->shape[0], C = yy->shape[1], H = yy->shape[2], Kk = ids->shape[2], Tn = numel(ids) / Kk;
         int32_t *count = (int32_t *)e->ws, *slot = count + E;
-        wf_k_moe_slots(I32(f->in[1]), Tn, Kk, E, C, count, slot);
+        K(e, moe_slots)(I32(f->in[1]), Tn, Kk, E, C, count, slot);
         if (d0)
-            wf_k_moe_dispatch_bwd(dy, I32(f->in[1]), slot, d0, Tn, Kk, C, H);
+            K(e, moe_dispatch_bwd)(dy, I32(f->in[1]), slot, d0, Tn, Kk, C, H);
         break;
     }
     case WF_OP_GROUPED_MLP: {
@@ -1643,7 +1643,7 @@ static void run_bwd(wf_exec *e, int o)
             e->bwd_status = ep_grouped_bwd(e, f, dy, d0, d1, d2);
             break;
         }
-        wf_k_grouped_mlp_bwd(F(f->in[0]), F(f->in[1]), F(f->in[2]), dy, d0, d1, d2, e->ws, x->shape[0], x->shape[1],
+        K(e, grouped_mlp_bwd)(F(f->in[0]), F(f->in[1]), F(f->in[2]), dy, d0, d1, d2, e->ws, x->shape[0], x->shape[1],
                              x->shape[2], w2->shape[1], f->attr.act == WF_MOE_ACT_SWIGLU);
         break;
     }
@@ -1651,8 +1651,8 @@ static void run_bwd(wf_exec *e, int o)
         const wf_tensor *ids = &T[f->in[2]];
         int64_t E = x->shape[0], C = x->shape[1], H = x->shape[2], Kk = ids->shape[2], Tn = numel(ids) / Kk;
         int32_t *count = (int32_t *)e->ws, *slot = count + E;
-        wf_k_moe_slots(I32(f->in[2]), Tn, Kk, E, C, count, slot);
-        wf_k_moe_combine_bwd(F(f->in[0]), F(f->in[1]), I32(f->in[2]), slot, dy, d0, d1, Tn, Kk, E, C, H);
+        K(e, moe_slots)(I32(f->in[2]), Tn, Kk, E, C, count, slot);
+        K(e, moe_combine_bwd)(F(f->in[0]), F(f->in[1]), I32(f->in[2]), slot, dy, d0, d1, Tn, Kk, E, C, H);
         break;
     }
     case WF_OP_COUNT:

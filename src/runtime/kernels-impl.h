@@ -379,7 +379,8 @@ void wf_k_expand_fwd(const float *x, float *y, int xnd, const int64_t *xs, int y
 void wf_k_expand_bwd(const float *dy, float *dx, int xnd, const int64_t *xs, int ynd, const int64_t *ys);
 
 
-/* ---- mixtures of experts (kernels_moe.c; one set for fast and reference) ---------- */
+/* ---- mixtures of experts (kernels_moe.c; the naive versions, _ref, in kernels_ref.c) --- */
+/* Scratch: router_bwd T*E floats; grouped_mlp 2*(2*C*G + 2*C*F) floats (G = 2F for SwiGLU, else F). */
 void wf_k_router_fwd(const float *x, const float *w, float *weights, int32_t *experts, float *probs, int64_t T,
                      int64_t H, int64_t E, int64_t K, int sigmoid);
 void wf_k_router_bwd(const float *x, const float *w, const float *probs, const float *dweights, float *dx, float *dw,
@@ -398,5 +399,24 @@ void wf_k_grouped_mlp_fwd(const float *x, const float *w1, const float *w2, floa
                           int64_t C, int64_t H, int64_t F, int swiglu);
 void wf_k_grouped_mlp_bwd(const float *x, const float *w1, const float *w2, const float *dy, float *dx, float *dw1,
                           float *dw2, float *scratch, int64_t E, int64_t C, int64_t H, int64_t F, int swiglu);
+
+void wf_k_router_fwd_ref(const float *x, const float *w, float *weights, int32_t *experts, float *probs, int64_t T,
+                         int64_t H, int64_t E, int64_t K, int sigmoid);
+void wf_k_router_bwd_ref(const float *x, const float *w, const float *probs, const float *dweights, float *dx, float *dw,
+                         float *scratch, int64_t T, int64_t H, int64_t E, int64_t K, int sigmoid);
+void wf_k_moe_slots_ref(const int32_t *experts, int64_t T, int64_t K, int64_t E, int64_t C, int32_t *count, int32_t *slot);
+void wf_k_moe_dispatch_fwd_ref(const float *x, const int32_t *experts, const int32_t *slot, float *y, int64_t T,
+                               int64_t K, int64_t E, int64_t C, int64_t H);
+void wf_k_moe_dispatch_bwd_ref(const float *dy, const int32_t *experts, const int32_t *slot, float *dx, int64_t T,
+                               int64_t K, int64_t C, int64_t H);
+void wf_k_moe_combine_fwd_ref(const float *y, const float *weights, const int32_t *experts, const int32_t *slot,
+                              float *out, int64_t T, int64_t K, int64_t C, int64_t H);
+void wf_k_moe_combine_bwd_ref(const float *y, const float *weights, const int32_t *experts, const int32_t *slot,
+                              const float *dout, float *dy, float *dweights, int64_t T, int64_t K, int64_t E, int64_t C,
+                              int64_t H);
+void wf_k_grouped_mlp_fwd_ref(const float *x, const float *w1, const float *w2, float *y, float *scratch, int64_t E,
+                              int64_t C, int64_t H, int64_t F, int swiglu);
+void wf_k_grouped_mlp_bwd_ref(const float *x, const float *w1, const float *w2, const float *dy, float *dx, float *dw1,
+                              float *dw2, float *scratch, int64_t E, int64_t C, int64_t H, int64_t F, int swiglu);
 
 #endif

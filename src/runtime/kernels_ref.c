@@ -895,3 +895,262 @@ void wf_k_split_bwd_ref(const float *const *dys, float *dx, int ny, const int64_
         }
     }
 }
+
+/* ---- mixtures of experts ------------------------------------------------------------------
+ * The definitions kernels_moe.c implements (its header comment has the
+ * conventions), element by element: top-k by repeated selection of the
+ * largest score not taken yet (ties to the lower expert index), slots by
+ * counting the earlier choices of the same expert, the experts' products as
+ * plain sums in double (their scratch: 2 C (2 G + F) floats, as doubles). */
+
+static double ref_sigmoid(double v) { return 1.0 / (1.0 + exp(-v)); }
+
+/* The router's scores p[T,E] of x[T,H] w[H,E]. */
+static void ref_router_probs(const float *x, const float *w, float *probs, int64_t T, int64_t H, int64_t E,
+                             int sigmoid)
+{
+    for (int64_t t = 0; t < T; t++) {
+        float *p = probs + t * E;
+        double mx = -INFINITY, z = 0;
+        for (int64_t e = 0; e < E; e++) {
+            double s = 0;
+            for (int64_t h = 0; h < H; h++)
+                s += (double)x[t * H + h] * w[h * E + e];
+            p[e] = (float)s;
+            mx = s > mx ? s : mx;
+        }
+        if (sigmoid) {
+            for (int64_t e = 0; e < E; e++)
+                p[e] = (float)ref_sigmoid(p[e]);
+            continue;
+        }
+        for (int64_t e = 0; e < E; e++)
+            z += exp(p[e] - mx);
+        for (int64_t e = 0; e < E; e++)
+            p[e] = (float)(exp(p[e] - mx) / z);
+    }
+}
+
+/* Position q of token t's choice: the q-th largest of p[E], ties to the
+ * lower index (e beats f when p[e] > p[f], or p[e] == p[f] and e < f). */
+static int32_t ref_choice(const float *p, int64_t E, int64_t q)
+{
+    for (int64_t e = 0; e < E; e++) {
+        int64_t above = 0;
+        for (int64_t f = 0; f < E; f++)
+            above += p[f] > p[e] || (p[f] == p[e] && f < e);
+        if (above == q)
+            return (int32_t)e;
+    }
+    return -1;
+}
+
+void wf_k_router_fwd_ref(const float *x, const float *w, float *weights, int32_t *experts, float *probs, int64_t T,
+                         int64_t H, int64_t E, int64_t K, int sigmoid)
+{
+    ref_router_probs(x, w, probs, T, H, E, sigmoid);
+    for (int64_t t = 0; t < T; t++) {
+        double z = 0;
+        for (int64_t j = 0; j < K; j++) {
+            experts[t * K + j] = ref_choice(probs + t * E, E, j);
+            z += probs[t * E + experts[t * K + j]];
+        }
+        for (int64_t j = 0; j < K; j++)
+            weights[t * K + j] = z > 0 ? (float)(probs[t * E + experts[t * K + j]] / z) : 0.0f;
+    }
+}
+
+/* weights_j = p_j / sum_k p_k over the chosen: d p_e = (g_j - sum_k g_k
+ * weights_k) / Z for e the j-th choice, 0 elsewhere; then through the
+ * softmax or the sigmoid to the logits, and the logits' linear. */
+void wf_k_router_bwd_ref(const float *x, const float *w, const float *probs, const float *dweights, float *dx,
+                         float *dw, float *scratch, int64_t T, int64_t H, int64_t E, int64_t K, int sigmoid)
+{
+    for (int64_t t = 0; t < T; t++) {
+        const float *p = probs + t * E;
+        float *dl = scratch + t * E; /* d p first, then d logits in place */
+        double z = 0, gw = 0, s = 0;
+        int32_t id[64]; /* the executor routes at most 64 choices */
+        for (int64_t j = 0; j < K; j++) {
+            id[j] = ref_choice(p, E, j);
+            z += p[id[j]];
+        }
+        for (int64_t j = 0; j < K; j++)
+            gw += (double)dweights[t * K + j] * p[id[j]] / z;
+        for (int64_t e = 0; e < E; e++)
+            dl[e] = 0;
+        for (int64_t j = 0; j < K; j++)
+            dl[id[j]] = (float)((dweights[t * K + j] - gw) / z);
+        for (int64_t f = 0; f < E; f++)
+            s += (double)p[f] * dl[f];
+        /* sigmoid: dl_e = dp_e p_e (1 - p_e); softmax: p_e (dp_e - sum_f p_f dp_f) */
+        for (int64_t e = 0; e < E; e++)
+            dl[e] = sigmoid ? (float)(dl[e] * p[e] * (1.0 - p[e])) : (float)(p[e] * (dl[e] - s));
+    }
+    wf_k_linear_bwd_ref(x, w, scratch, dx, dw, NULL, T, H, E);
+}
+
+void wf_k_moe_slots_ref(const int32_t *experts, int64_t T, int64_t K, int64_t E, int64_t C, int32_t *count,
+                        int32_t *slot)
+{
+    for (int64_t e = 0; e < E; e++)
+        count[e] = 0;
+    for (int64_t i = 0; i < T * K; i++) {
+        int64_t before = 0;
+        for (int64_t q = 0; q < i; q++)
+            before += experts[q] == experts[i];
+        int ok = experts[i] >= 0 && experts[i] < E && before < C;
+        slot[i] = ok ? (int32_t)before : -1;
+        if (ok)
+            count[experts[i]]++;
+    }
+}
+
+/* Row c of expert e holds the token whose choice has slot c at e, else 0. */
+void wf_k_moe_dispatch_fwd_ref(const float *x, const int32_t *experts, const int32_t *slot, float *y, int64_t T,
+                               int64_t K, int64_t E, int64_t C, int64_t H)
+{
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t c = 0; c < C; c++) {
+            int64_t src = -1;
+            for (int64_t i = 0; i < T * K; i++)
+                if (experts[i] == e && slot[i] == c)
+                    src = i / K;
+            for (int64_t h = 0; h < H; h++)
+                y[(e * C + c) * H + h] = src >= 0 ? x[src * H + h] : 0.0f;
+        }
+}
+
+void wf_k_moe_dispatch_bwd_ref(const float *dy, const int32_t *experts, const int32_t *slot, float *dx, int64_t T,
+                               int64_t K, int64_t C, int64_t H)
+{
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++) {
+            double s = 0;
+            for (int64_t j = 0; j < K; j++)
+                if (slot[t * K + j] >= 0)
+                    s += dy[((int64_t)experts[t * K + j] * C + slot[t * K + j]) * H + h];
+            dx[t * H + h] = (float)s;
+        }
+}
+
+void wf_k_moe_combine_fwd_ref(const float *y, const float *weights, const int32_t *experts, const int32_t *slot,
+                              float *out, int64_t T, int64_t K, int64_t C, int64_t H)
+{
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++) {
+            double s = 0;
+            for (int64_t j = 0; j < K; j++)
+                if (slot[t * K + j] >= 0)
+                    s += (double)weights[t * K + j] * y[((int64_t)experts[t * K + j] * C + slot[t * K + j]) * H + h];
+            out[t * H + h] = (float)s;
+        }
+}
+
+void wf_k_moe_combine_bwd_ref(const float *y, const float *weights, const int32_t *experts, const int32_t *slot,
+                              const float *dout, float *dy, float *dweights, int64_t T, int64_t K, int64_t E,
+                              int64_t C, int64_t H)
+{
+    if (dy)
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t h = 0; h < H; h++) {
+                    double s = 0;
+                    for (int64_t i = 0; i < T * K; i++)
+                        if (experts[i] == e && slot[i] == c)
+                            s += (double)weights[i] * dout[(i / K) * H + h];
+                    dy[(e * C + c) * H + h] = (float)s;
+                }
+    if (dweights)
+        for (int64_t i = 0; i < T * K; i++) {
+            double s = 0;
+            for (int64_t h = 0; slot[i] >= 0 && h < H; h++)
+                s += (double)dout[(i / K) * H + h] * y[((int64_t)experts[i] * C + slot[i]) * H + h];
+            dweights[i] = (float)s;
+        }
+}
+
+/* a = x w1[e] ([C, G]), hid = silu(a_gate) a_up or gelu(a) ([C, F]). */
+static void ref_expert_hidden(const float *x, const float *w1, double *a, double *hid, int64_t C, int64_t H,
+                              int64_t F, int swiglu)
+{
+    int64_t G = swiglu ? 2 * F : F;
+    for (int64_t c = 0; c < C; c++) {
+        for (int64_t k = 0; k < G; k++) {
+            double s = 0;
+            for (int64_t h = 0; h < H; h++)
+                s += (double)x[c * H + h] * w1[h * G + k];
+            a[c * G + k] = s;
+        }
+        for (int64_t f = 0; f < F; f++) {
+            double g = a[c * G + f];
+            hid[c * F + f] = swiglu ? g * ref_sigmoid(g) * a[c * G + F + f]
+                                    : 0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+        }
+    }
+}
+
+void wf_k_grouped_mlp_fwd_ref(const float *x, const float *w1, const float *w2, float *y, float *scratch, int64_t E,
+                              int64_t C, int64_t H, int64_t F, int swiglu)
+{
+    int64_t G = swiglu ? 2 * F : F;
+    double *a = (double *)(void *)scratch, *hid = a + C * G;
+    for (int64_t e = 0; e < E; e++) {
+        ref_expert_hidden(x + e * C * H, w1 + e * H * G, a, hid, C, H, F, swiglu);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t h = 0; h < H; h++) {
+                double s = 0;
+                for (int64_t f = 0; f < F; f++)
+                    s += hid[c * F + f] * w2[(e * F + f) * H + h];
+                y[(e * C + c) * H + h] = (float)s;
+            }
+    }
+}
+
+void wf_k_grouped_mlp_bwd_ref(const float *x, const float *w1, const float *w2, const float *dy, float *dx,
+                              float *dw1, float *dw2, float *scratch, int64_t E, int64_t C, int64_t H, int64_t F,
+                              int swiglu)
+{
+    int64_t G = swiglu ? 2 * F : F;
+    double *a = (double *)(void *)scratch, *hid = a + C * G, *da = hid + C * F;
+    for (int64_t e = 0; e < E; e++) {
+        const float *xe = x + e * C * H, *w1e = w1 + e * H * G, *w2e = w2 + e * F * H, *dye = dy + e * C * H;
+        ref_expert_hidden(xe, w1e, a, hid, C, H, F, swiglu);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t f = 0; f < F; f++) {
+                double dh = 0; /* dy w2^T */
+                for (int64_t h = 0; h < H; h++)
+                    dh += (double)dye[c * H + h] * w2e[f * H + h];
+                double g = a[c * G + f], sg = ref_sigmoid(g);
+                if (swiglu) {
+                    da[c * G + f] = dh * a[c * G + F + f] * sg * (1.0 + g * (1.0 - sg));
+                    da[c * G + F + f] = dh * g * sg;
+                } else {
+                    double u = 0.7978845608028654 * (g + 0.044715 * g * g * g), th = tanh(u);
+                    da[c * G + f] = dh * (0.5 * (1.0 + th) + 0.5 * g * (1.0 - th * th) * 0.7978845608028654 *
+                                                                 (1.0 + 3.0 * 0.044715 * g * g));
+                }
+            }
+        for (int64_t c = 0; dx && c < C; c++)
+            for (int64_t h = 0; h < H; h++) {
+                double s = 0;
+                for (int64_t k = 0; k < G; k++)
+                    s += da[c * G + k] * w1e[h * G + k];
+                dx[(e * C + c) * H + h] = (float)s;
+            }
+        for (int64_t h = 0; dw1 && h < H; h++)
+            for (int64_t k = 0; k < G; k++) {
+                double s = 0;
+                for (int64_t c = 0; c < C; c++)
+                    s += (double)xe[c * H + h] * da[c * G + k];
+                dw1[(e * H + h) * G + k] = (float)s;
+            }
+        for (int64_t f = 0; dw2 && f < F; f++)
+            for (int64_t h = 0; h < H; h++) {
+                double s = 0;
+                for (int64_t c = 0; c < C; c++)
+                    s += hid[c * F + f] * dye[c * H + h];
+                dw2[(e * F + f) * H + h] = (float)s;
+            }
+    }
+}
