@@ -10,7 +10,8 @@
  * and the reference. Op-specific checks: the causal mask really masks,
  * dropout replays by seed
  * and offset and preserves the mean, cross-entropy against a hand-computed
- * value, conv2d with groups and stride 2, avgpool's count_include_pad. */
+ * value, conv2d with groups and stride 2, avgpool's count_include_pad; MoE
+ * routing by hand (ties to the lower expert, dropped choices beyond capacity). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1183,6 +1184,185 @@ static void test_concat_split(void **state)
     wf_k_concat_bwd(dy, skip, 3, sizes, outer, inner);
 }
 
+/* ---- mixtures of experts -------------------------------------------------------------------- */
+
+/* Routing by hand: equal scores go to the lower experts; a tie for second
+ * place too; weights renormalized over the chosen. */
+static void test_moe_routing(void **state)
+{
+    (void)state;
+    /* H = 1, x = 1: the logits are w. Token 0: all equal; token 1 (x = 1
+     * against the same w) is the same, so a second w row is not needed. */
+    float x[2] = {1, 1}, w0[4] = {0, 0, 0, 0}, w1[4] = {0.5f, 2.0f, 0.5f, 2.0f};
+    float wt[4], pr[8];
+    int32_t id[4];
+    for (int ref = 0; ref < 2; ref++) {
+        (ref ? wf_k_router_fwd_ref : wf_k_router_fwd)(x, w0, wt, id, pr, 2, 1, 4, 2, 0);
+        assert_true(id[0] == 0 && id[1] == 1 && id[2] == 0 && id[3] == 1);
+        assert_true(fabsf(wt[0] - 0.5f) < 1e-7f && fabsf(wt[1] - 0.5f) < 1e-7f);
+        /* Experts 1 and 3 tie at the top: 1 first, then 3. */
+        (ref ? wf_k_router_fwd_ref : wf_k_router_fwd)(x, w1, wt, id, pr, 2, 1, 4, 2, 1);
+        assert_true(id[0] == 1 && id[1] == 3);
+        assert_true(fabsf(wt[0] - 0.5f) < 1e-7f);
+    }
+    /* Slots: T = 4, K = 2, E = 3, C = 2; the third choice of expert 0 and
+     * of expert 1 are dropped. */
+    const int32_t ex[8] = {0, 1, 0, 2, 0, 1, 1, 2};
+    const int32_t want[8] = {0, 0, 1, 0, -1, 1, -1, 1};
+    int32_t slot[8], count[3];
+    for (int ref = 0; ref < 2; ref++) {
+        (ref ? wf_k_moe_slots_ref : wf_k_moe_slots)(ex, 4, 2, 3, 2, count, slot);
+        assert_memory_equal(slot, want, sizeof want);
+        assert_true(count[0] == 2 && count[1] == 2 && count[2] == 2);
+    }
+}
+
+typedef struct {
+    float *x, *w, *wt, *pr;
+    int32_t *id;
+    int64_t T, H, E, K;
+    int sigmoid;
+} router_op;
+
+static void router_run(void *p)
+{
+    router_op *o = p;
+    wf_k_router_fwd_ref(o->x, o->w, o->wt, o->id, o->pr, o->T, o->H, o->E, o->K, o->sigmoid);
+}
+
+static void check_router(int64_t T, int64_t H, int64_t E, int64_t K, int sigmoid)
+{
+    char what[64];
+    snprintf(what, sizeof what, "router T%lld H%lld E%lld K%lld %s", (long long)T, (long long)H, (long long)E,
+             (long long)K, sigmoid ? "sigmoid" : "softmax");
+    router_op o = {rnd(T * H, 1), rnd(H * E, 1), fbuf(T * K), fbuf(T * E), track(calloc((size_t)(T * K), 4)),
+                   T, H, E, K, sigmoid};
+    float *wt = fbuf(T * K), *pr = fbuf(T * E), *dwt = rnd(T * K, 1), *sc = fbuf(T * E);
+    int32_t *id = track(calloc((size_t)(T * K), 4));
+    float *dx = fbuf(T * H), *dw = fbuf(H * E), *dx_r = fbuf(T * H), *dw_r = fbuf(H * E);
+    router_run(&o);
+    wf_k_router_fwd(o.x, o.w, wt, id, pr, T, H, E, K, sigmoid);
+    assert_memory_equal(id, o.id, sizeof(int32_t) * (size_t)(T * K));
+    expect_close(what, wt, o.wt, T * K, 1e-5);
+    expect_close(what, pr, o.pr, T * E, 1e-5);
+    wf_k_router_bwd(o.x, o.w, pr, dwt, dx, dw, sc, T, H, E, K, sigmoid);
+    wf_k_router_bwd_ref(o.x, o.w, o.pr, dwt, dx_r, dw_r, sc, T, H, E, K, sigmoid);
+    expect_close(what, dx, dx_r, T * H, 1e-5);
+    expect_close(what, dw, dw_r, H * E, 1e-5);
+    /* The choices are piecewise constant; eps is far below this seed's score gaps. */
+    fd_fn f = {router_run, &o, 1, {o.wt}, {dwt}, {T * K}};
+    expect_grad_eps(what, &f, o.x, T * H, dx_r, 1e-3, 2e-2);
+    expect_grad_eps(what, &f, o.w, H * E, dw_r, 1e-3, 2e-2);
+}
+
+typedef struct {
+    float *x, *y, *wt, *out;
+    const int32_t *id, *slot;
+    int64_t T, K, E, C, H;
+} route_op;
+
+static void dispatch_combine_run(void *p)
+{
+    route_op *o = p;
+    wf_k_moe_dispatch_fwd_ref(o->x, o->id, o->slot, o->y, o->T, o->K, o->E, o->C, o->H);
+    wf_k_moe_combine_fwd_ref(o->y, o->wt, o->id, o->slot, o->out, o->T, o->K, o->C, o->H);
+}
+
+static void combine_run(void *p)
+{
+    route_op *o = p;
+    wf_k_moe_combine_fwd_ref(o->y, o->wt, o->id, o->slot, o->out, o->T, o->K, o->C, o->H);
+}
+
+/* Dispatch and combine with drops (C below the busiest expert's load). */
+static void test_moe_dispatch_combine(void **state)
+{
+    (void)state;
+    const int64_t T = 9, K = 2, E = 4, C = 4, H = 5;
+    int32_t id[18], slot[18], slot_r[18], count[4], count_r[4];
+    for (int64_t i = 0; i < T * K; i++) /* expert 0 chosen by most tokens */
+        id[i] = (int32_t)(i % K == 0 ? (i / K) % 3 == 0 ? 1 : 0 : 2 + (i / K) % 2);
+    wf_k_moe_slots(id, T, K, E, C, count, slot);
+    wf_k_moe_slots_ref(id, T, K, E, C, count_r, slot_r);
+    assert_memory_equal(slot, slot_r, sizeof slot);
+    assert_memory_equal(count, count_r, sizeof count);
+    int dropped = 0;
+    for (int64_t i = 0; i < T * K; i++)
+        dropped += slot[i] < 0;
+    assert_true(dropped > 0);
+    route_op o = {rnd(T * H, 1), fbuf(E * C * H), rnd(T * K, 1), fbuf(T * H), id, slot, T, K, E, C, H};
+    float *y = fbuf(E * C * H), *out = fbuf(T * H), *dout = rnd(T * H, 1), *dyc = rnd(E * C * H, 1);
+    float *dx = fbuf(T * H), *dx_r = fbuf(T * H), *dy = fbuf(E * C * H), *dy_r = fbuf(E * C * H);
+    float *dwt = fbuf(T * K), *dwt_r = fbuf(T * K);
+    dispatch_combine_run(&o);
+    wf_k_moe_dispatch_fwd(o.x, id, slot, y, T, K, E, C, H);
+    assert_memory_equal(y, o.y, sizeof(float) * (size_t)(E * C * H));
+    wf_k_moe_combine_fwd(o.y, o.wt, id, slot, out, T, K, C, H);
+    expect_close("combine", out, o.out, T * H, 1e-6);
+    wf_k_moe_dispatch_bwd(dyc, id, slot, dx, T, K, C, H);
+    wf_k_moe_dispatch_bwd_ref(dyc, id, slot, dx_r, T, K, C, H);
+    expect_close("dispatch backward", dx, dx_r, T * H, 1e-6);
+    wf_k_moe_combine_bwd(o.y, o.wt, id, slot, dout, dy, dwt, T, K, E, C, H);
+    wf_k_moe_combine_bwd_ref(o.y, o.wt, id, slot, dout, dy_r, dwt_r, T, K, E, C, H);
+    expect_close("combine backward (rows)", dy, dy_r, E * C * H, 1e-6);
+    expect_close("combine backward (weights)", dwt, dwt_r, T * K, 1e-6);
+    /* Finite differences: dispatch then combine (d out / d x through both),
+     * and combine alone in its rows and weights. */
+    float *dxy = fbuf(T * H);
+    wf_k_moe_combine_bwd_ref(o.y, o.wt, id, slot, dout, dy_r, NULL, T, K, E, C, H);
+    wf_k_moe_dispatch_bwd_ref(dy_r, id, slot, dxy, T, K, C, H);
+    fd_fn f = {dispatch_combine_run, &o, 1, {o.out}, {dout}, {T * H}};
+    expect_grad("dispatch+combine", &f, o.x, T * H, dxy);
+    fd_fn g = {combine_run, &o, 1, {o.out}, {dout}, {T * H}};
+    expect_grad("combine rows", &g, o.y, E * C * H, dy_r);
+    expect_grad("combine weights", &g, o.wt, T * K, dwt_r);
+}
+
+typedef struct {
+    float *x, *w1, *w2, *y, *sc;
+    int64_t E, C, H, F;
+    int swiglu;
+} gmlp_op;
+
+static void gmlp_run(void *p)
+{
+    gmlp_op *o = p;
+    wf_k_grouped_mlp_fwd_ref(o->x, o->w1, o->w2, o->y, o->sc, o->E, o->C, o->H, o->F, o->swiglu);
+}
+
+static void check_grouped_mlp(int64_t E, int64_t C, int64_t H, int64_t F, int swiglu)
+{
+    char what[64];
+    snprintf(what, sizeof what, "grouped_mlp E%lld C%lld H%lld F%lld %s", (long long)E, (long long)C,
+             (long long)H, (long long)F, swiglu ? "swiglu" : "gelu");
+    const int64_t G = swiglu ? 2 * F : F, nx = E * C * H, n1 = E * H * G, n2 = E * F * H;
+    const int64_t nsc = 2 * (2 * C * G + 2 * C * F);
+    gmlp_op o = {rnd(nx, 1), rnd(n1, 0.5f), rnd(n2, 0.5f), fbuf(nx), fbuf(nsc), E, C, H, F, swiglu};
+    float *y = fbuf(nx), *dy = rnd(nx, 1), *sc = fbuf(nsc);
+    float *dx = fbuf(nx), *d1 = fbuf(n1), *d2 = fbuf(n2), *dx_r = fbuf(nx), *d1_r = fbuf(n1), *d2_r = fbuf(n2);
+    gmlp_run(&o);
+    wf_k_grouped_mlp_fwd(o.x, o.w1, o.w2, y, sc, E, C, H, F, swiglu);
+    expect_close(what, y, o.y, nx, 1e-5);
+    wf_k_grouped_mlp_bwd(o.x, o.w1, o.w2, dy, dx, d1, d2, sc, E, C, H, F, swiglu);
+    wf_k_grouped_mlp_bwd_ref(o.x, o.w1, o.w2, dy, dx_r, d1_r, d2_r, o.sc, E, C, H, F, swiglu);
+    expect_close(what, dx, dx_r, nx, 1e-5);
+    expect_close(what, d1, d1_r, n1, 1e-5);
+    expect_close(what, d2, d2_r, n2, 1e-5);
+    fd_fn f = {gmlp_run, &o, 1, {o.y}, {dy}, {nx}};
+    expect_grad(what, &f, o.x, nx, dx_r);
+    expect_grad(what, &f, o.w1, n1, d1_r);
+    expect_grad(what, &f, o.w2, n2, d2_r);
+}
+
+static void test_moe_kernels(void **state)
+{
+    (void)state;
+    check_router(7, 6, 5, 2, 0);
+    check_router(6, 4, 8, 3, 1);
+    check_grouped_mlp(3, 5, 6, 4, 1);
+    check_grouped_mlp(2, 4, 5, 3, 0);
+}
+
 /* ---- BLAS control ------------------------------------------------------------------------------- */
 
 static void test_blas_control(void **state)
@@ -1216,6 +1396,9 @@ int main(void)
         cmocka_unit_test_teardown(test_batchnorm, release_bufs),
         cmocka_unit_test_teardown(test_transpose, release_bufs),
         cmocka_unit_test_teardown(test_concat_split, release_bufs),
+        cmocka_unit_test_teardown(test_moe_routing, release_bufs),
+        cmocka_unit_test_teardown(test_moe_dispatch_combine, release_bufs),
+        cmocka_unit_test_teardown(test_moe_kernels, release_bufs),
         cmocka_unit_test_teardown(test_blas_control, release_bufs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
