@@ -1,6 +1,9 @@
 /* Runtime benchmark (prints numbers; not a test): training iteration time of
  *   gpt  4 layers, hidden 256, 4 heads, seq 128, vocab 2048 (fp32), batch 8 per rank
  *   mlp  1024-4096-4096-10, batch 64 per rank
+ *   moe  llama-style, 2 layers, hidden 256, 8 experts top-2 (capacity factor
+ *        1), batch 4 per rank, ep=2 in the multi-rank runs
+ *   moe-tiny  the zoo's, batch 16 per rank, ep=2 in the multi-rank runs
  * with one process and, per comm schedule (wfbp, ddp, dear), with 2 ranks,
  * against weft's own prediction of that iteration on this machine.
  *
@@ -27,7 +30,7 @@
  * the end, best and median are both reported, and the prediction is compared
  * with the best step (the least disturbed). Every rank runs one BLAS thread
  * (one core per rank). Run it as
- *   bench_runtime [--iters N] [--ranks P] [--full] [--cluster FILE] [--no-profile]
+ *   bench_runtime [--iters N] [--ranks P] [--full] [--cluster FILE] [--no-profile] [--only LABEL]
  * which measures one process, then runs itself under $MPIEXEC (default
  * mpiexec) -n P for the data-parallel part; or directly under mpiexec. */
 #include "runtime/kernels-impl.h"
@@ -53,11 +56,15 @@ typedef struct {
 static const bench_model MODELS[] = {
     {"gpt", "gpt:layers=4,hidden=256,heads=4,seq=128,vocab=2048,dtype=fp32", 8, 0},
     {"mlp", "mlp:sizes=1024-4096-4096-10", 64, 0},
-    /* A mixture of experts, its 8 experts split over 2 ranks (dropless). */
+    /* A mixture of experts, its 8 experts split over 2 ranks. Capacity factor
+     * 1: the experts' work the cost model charges (tokens x top_k x cf rows)
+     * bounds the filled rows the runtime computes and exchanges. */
     {"moe", "llama:layers=2,hidden=256,heads=4,seq=128,vocab=2048,ffn=512,experts=8,top_k=2,moe_ffn=256,"
-            "capacity=4,dtype=fp32", 4, 2},
+            "capacity=1,dtype=fp32", 4, 2},
+    /* The zoo's moe-tiny (4 experts top-2, a shared expert), ep=2. */
+    {"moe-tiny", "moe-tiny", 16, 2},
 };
-#define NMODELS 3
+#define NMODELS 4
 
 static double cpu_thread_s(void)
 {
@@ -520,13 +527,14 @@ static void row(const bench_model *bm, int nranks, const char *comm, const timin
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench_runtime [--iters N] [--ranks P] [--full] [--cluster FILE] [--no-profile]\n");
+    fprintf(stderr, "usage: bench_runtime [--iters N] [--ranks P] [--full] [--cluster FILE] [--no-profile] "
+                    "[--only LABEL]\n");
 }
 
 int main(int argc, char **argv)
 {
     int iters = 5, ranks = 2, child = 0, full = 0, prof = 1;
-    const char *cluster_file = NULL;
+    const char *cluster_file = NULL, *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc)
             iters = atoi(argv[++i]);
@@ -536,6 +544,8 @@ int main(int argc, char **argv)
             cluster_file = argv[++i];
         else if (!strcmp(argv[i], "--full"))
             full = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
         else if (!strcmp(argv[i], "--no-profile"))
             prof = 0;
         else if (!strcmp(argv[i], "--child"))
@@ -602,6 +612,8 @@ int main(int argc, char **argv)
     }
     static const char *const comms[] = {"wfbp", "ddp", "dear"};
     for (int k = 0; k < NMODELS; k++) {
+        if (only && strcmp(only, MODELS[k].label) != 0)
+            continue;
         timing t;
         prediction p;
         if (nranks == 1) {
@@ -630,6 +642,8 @@ int main(int argc, char **argv)
      * as in training); rank 0 prints. */
     if (prof)
         for (int k = 0; k < NMODELS; k++) {
+            if (only && strcmp(only, MODELS[k].label) != 0)
+                continue;
             wf_world_barrier();
             if (profile(&cl, &MODELS[k], iters, nranks, rank == 0) != WF_OK)
                 fprintf(stderr, "%s profile: %s\n", MODELS[k].label, wf_last_error());
@@ -648,7 +662,9 @@ int main(int argc, char **argv)
         int len = snprintf(cmd, sizeof cmd, "%s -n %d %s --child --iters %d%s%s", mpiexec, ranks, self, iters,
                            full ? " --full" : "", prof ? "" : " --no-profile");
         if (cluster_file && len > 0 && (size_t)len < sizeof cmd)
-            snprintf(cmd + len, sizeof cmd - (size_t)len, " --cluster '%s'", cluster_file);
+            len += snprintf(cmd + len, sizeof cmd - (size_t)len, " --cluster '%s'", cluster_file);
+        if (only && len > 0 && (size_t)len < sizeof cmd)
+            snprintf(cmd + len, sizeof cmd - (size_t)len, " --only '%s'", only);
         fflush(stdout);
         if (system(cmd) != 0)
             fprintf(stderr, "the data-parallel part failed: %s\n", cmd);
