@@ -108,6 +108,10 @@ static wf_status resolve_plan(wf_train *t)
     if (p->sp || p->zero || p->recompute != WF_RECOMPUTE_NONE)
         return wf_errorf(WF_INVAL, "the runtime executes plain data parallelism (sp=%d, zero=%d, recompute=%s)", p->sp,
                          p->zero, wf_recompute_name(p->recompute));
+    if (p->dp != t->nranks && p->ep > 1)
+        return wf_errorf(WF_INVAL, "plan dp=%d,ep=%d but the job has %d ranks (the ep ranks are carved out of the "
+                         "data-parallel ones: dp=%d,ep=%d here, or run under mpiexec -n %d)",
+                         p->dp, p->ep, t->nranks, t->nranks, p->ep, p->dp);
     if (p->dp != t->nranks)
         return wf_errorf(WF_INVAL, "plan dp=%d but the job has %d rank%s (run under mpiexec -n %d, or use --plan auto)",
                          p->dp, t->nranks, t->nranks == 1 ? "" : "s", p->dp);
