@@ -94,6 +94,9 @@ static wf_status resolve_plan(wf_train *t)
         return wf_errorf(WF_INVAL, "the runtime executes data and expert parallelism only (cp=%d, fp8=%d: context "
                                    "parallelism and FP8 are planned and simulated, not run)",
                          p->cp, p->fp8);
+    if (p->etp > 1)
+        return wf_errorf(WF_INVAL, "etp=%d: the runtime splits whole experts over the ep ranks (expert tensor "
+                         "parallelism is planned and simulated, not run)", p->etp);
     if (p->ep > 1) {
         /* Expert groups of ep consecutive data-parallel ranks. */
         if (!wf_model_is_moe(&t->model))

@@ -40,4 +40,6 @@ expect_fail "ep must divide the ranks" "must divide" train --model moe-tiny --da
   >"$tmp/f.out" 2>"$tmp/f.err"
 check "dp=2,ep=2 on 4 ranks is refused" test $? -eq 1
 check "the refusal says dp=4,ep=2" grep -q "dp=4,ep=2 here" "$tmp/f.err"
+expect_fail "etp is not run" "etp=2" train --model moe-tiny --data text:fortunes --batch 16 --plan ep=1,etp=2 \
+  --steps 1
 finish train_moe.sh
