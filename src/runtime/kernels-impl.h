@@ -402,9 +402,10 @@ void wf_k_grouped_mlp_bwd(const float *x, const float *w1, const float *w2, cons
 
 void wf_k_router_fwd_ref(const float *x, const float *w, float *weights, int32_t *experts, float *probs, int64_t T,
                          int64_t H, int64_t E, int64_t K, int sigmoid);
-void wf_k_router_bwd_ref(const float *x, const float *w, const float *probs, const float *dweights, float *dx, float *dw,
-                         float *scratch, int64_t T, int64_t H, int64_t E, int64_t K, int sigmoid);
-void wf_k_moe_slots_ref(const int32_t *experts, int64_t T, int64_t K, int64_t E, int64_t C, int32_t *count, int32_t *slot);
+void wf_k_router_bwd_ref(const float *x, const float *w, const float *probs, const float *dweights, float *dx,
+                         float *dw, float *scratch, int64_t T, int64_t H, int64_t E, int64_t K, int sigmoid);
+void wf_k_moe_slots_ref(const int32_t *experts, int64_t T, int64_t K, int64_t E, int64_t C, int32_t *count,
+                        int32_t *slot);
 void wf_k_moe_dispatch_fwd_ref(const float *x, const int32_t *experts, const int32_t *slot, float *y, int64_t T,
                                int64_t K, int64_t E, int64_t C, int64_t H);
 void wf_k_moe_dispatch_bwd_ref(const float *dy, const int32_t *experts, const int32_t *slot, float *dx, int64_t T,

@@ -1,7 +1,7 @@
 /* fp32 kernels of the mixture-of-experts ops (graph.h: router, moe_dispatch,
- * grouped_mlp, moe_combine), forward and backward, written plainly: the
- * models they train here are small. One set serves the fast and the reference
- * executor.
+ * grouped_mlp, moe_combine), forward and backward: the router's logits and
+ * the experts' products through the linear (BLAS) kernels, the rest plain
+ * loops. The naive versions of the reference executor are in kernels_ref.c.
  *
  * Routing is deterministic: the top_k experts of a token by score, ties to
  * the lower index; their scores renormalized to sum 1 are the combine

@@ -219,7 +219,8 @@ static wf_status ep_alltoall_counts(void *ctx, const int32_t *send, int32_t *rec
 {
     wf_train *t = ctx;
     int rc = MPI_Alltoall(send, n, MPI_INT32_T, recv, n, MPI_INT32_T, t->epcomm);
-    return rc == MPI_SUCCESS ? WF_OK : wf_errorf(WF_MPI, "MPI_Alltoall of the experts' row counts failed (%d)", rc);
+    return rc == MPI_SUCCESS ? WF_OK
+                             : wf_errorf(WF_MPI, "MPI_Alltoall of the experts' row counts failed (%d)", rc);
 }
 
 static wf_status ep_alltoallv(void *ctx, const float *send, const int64_t *send_n, float *recv, const int64_t *recv_n)
