@@ -88,6 +88,10 @@ struct wf_dist {
 
     double comm_s;
     double grad_norm;
+    /* SPMD (spmd.c): parameter i's squared gradient norm counts norm_weight[i]
+     * times, summed over norm_comm (the ranks holding other shards) */
+    const double *norm_weight;
+    MPI_Comm norm_comm;
 };
 
 static wf_status mpi_fail(int rc, const char *what)
@@ -415,6 +419,29 @@ static float update_scale(wf_dist *d, double sum_sq, double grad_scale)
     return (float)(grad_scale * f);
 }
 
+/* The squared norm of the whole model's gradient under an op-level plan:
+ * each parameter's shard weighted by the share of the ranks of norm_comm
+ * that hold the same shard, summed over norm_comm. */
+static wf_status spmd_norm_sq(wf_dist *d, double *out)
+{
+    double s = 0;
+    for (int i = 0; i < wf_exec_nparams(d->e); i++) {
+        const wf_exec_param *p = wf_exec_param_at(d->e, i);
+        if (p->has_grad)
+            s += d->norm_weight[i] * sumsq(p->grad, p->numel);
+    }
+    if (d->norm_comm != MPI_COMM_NULL)
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_SUM, d->norm_comm), "MPI_Allreduce of the norm");
+    *out = s;
+    return WF_OK;
+}
+
+void wf_dist_set_norm(wf_dist *d, const double *weight, MPI_Comm comm)
+{
+    d->norm_weight = weight;
+    d->norm_comm = comm;
+}
+
 wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
 {
     wf_status st;
@@ -435,8 +462,13 @@ wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
         return st;
     /* Identical gradients on every rank: the same norm in the same order. */
     double s = 0;
-    for (int k = 0; k < d->ngroups; k++)
-        s += sumsq(grad_at(d, d->groups[k].off), d->groups[k].count);
+    if (d->norm_weight) {
+        if ((st = spmd_norm_sq(d, &s)) != WF_OK)
+            return st;
+    } else {
+        for (int k = 0; k < d->ngroups; k++)
+            s += sumsq(grad_at(d, d->groups[k].off), d->groups[k].count);
+    }
     float scale = update_scale(d, s, grad_scale);
     for (int k = 0; k < d->ngroups; k++)
         update_group(d, k, t, scale);

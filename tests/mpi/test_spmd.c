@@ -1,0 +1,210 @@
+/* The SPMD executor (op-level plans over MPI) against one process (issue
+ * 10; run by CTest under mpiexec -n 2 and -n 4).
+ *
+ * Every rank first trains the single-process reference alone (on
+ * MPI_COMM_SELF: the same seed, data and global batch, one micro-batch,
+ * dropout on), then all ranks train together under the plan. 20 steps each;
+ * checks: every step's loss within relative 1e-5 of the reference; the
+ * final parameters gathered to their full shapes identical on every rank
+ * and equal to the reference's within 1e-5 (relative to the tensor's
+ * largest value).
+ *
+ *   2 ranks   gpt-tiny tp=2 (Megatron: column/row splits, heads, the
+ *             vocabulary-parallel embedding, logits and loss) and tp=2,sp=1
+ *             (the sequence split between them: reduce-scatter / all-gather);
+ *   4 ranks   gpt-tiny tp=2,dp=2 and tp=2,dp=2,sp=1; op-level plans on the
+ *             2x2 mesh for mlp-tiny and cnn-tiny (files written here, with
+ *             column / row / channel splits on the inner axis and the batch
+ *             on the outer one);
+ *   refusals  a mesh of 8 devices on this job, a split that does not divide
+ *             a tensor: WF_INVAL on every rank. */
+#include "weft/runtime.h"
+#include "weft/runtime_io.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STEPS 20
+#define BATCH 8
+
+static int g_fail, g_rank, g_nranks;
+
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "rank %d: %s:%d: ", g_rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                    \
+            fputc('\n', stderr);                                             \
+            g_fail = 1;                                                      \
+        }                                                                    \
+    } while (0)
+
+static void config(wf_train_config *c, const char *model, const char *plan, int self)
+{
+    memset(c, 0, sizeof *c);
+    c->model = model;
+    c->data = "synthetic";
+    c->batch = BATCH;
+    c->plan = plan;
+    c->comm = "wfbp";
+    wf_optim_defaults(WF_OPTIM_ADAMW, &c->optim);
+    c->optim.lr = 3e-3;
+    c->optim.clip_norm = 1.0;
+    c->seed = 29;
+    c->self = self;
+}
+
+/* Trains STEPS steps: losses[] and the gathered parameters (*params, *n). */
+static int train(const wf_train_config *c, double *losses, float **params, int64_t *n)
+{
+    wf_train *t = NULL;
+    wf_status st = wf_train_create(c, &t);
+    if (st != WF_OK) {
+        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
+        return -1;
+    }
+    for (int i = 0; i < STEPS && st == WF_OK; i++) {
+        wf_train_stats s;
+        st = wf_train_step(t, &s);
+        losses[i] = s.loss;
+    }
+    if (st == WF_OK)
+        st = wf_train_gather_params(t, NULL, 0, n);
+    *params = st == WF_OK ? malloc((size_t)*n * sizeof(float)) : NULL;
+    if (st == WF_OK)
+        st = wf_train_gather_params(t, *params, *n, n);
+    if (st != WF_OK)
+        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
+    wf_train_free(t);
+    return st == WF_OK ? 0 : -1;
+}
+
+static uint64_t hash_floats(const float *x, int64_t n)
+{
+    const unsigned char *p = (const unsigned char *)x;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < (size_t)n * sizeof(float); i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Trains model under plan against the single process. */
+static void check(const char *model, const char *plan)
+{
+    double ref[STEPS], run[STEPS];
+    float *pref = NULL, *prun = NULL;
+    int64_t nref = 0, nrun = 0;
+    wf_train_config c;
+    config(&c, model, "auto", 1);
+    CHECK(train(&c, ref, &pref, &nref) == 0, "%s: single-process reference failed", model);
+    config(&c, model, plan, 0);
+    CHECK(train(&c, run, &prun, &nrun) == 0, "%s %s: SPMD run failed", model, plan);
+    double worst = 0, pworst = 0;
+    for (int i = 0; i < STEPS; i++) {
+        double rel = fabs(run[i] - ref[i]) / fabs(ref[i]);
+        worst = rel > worst ? rel : worst;
+        CHECK(rel <= 1e-5, "%s %s step %d: loss %.9g, one process %.9g (relative %.3g)", model, plan, i + 1, run[i],
+              ref[i], rel);
+    }
+    CHECK(nref == nrun && pref && prun, "%s %s: %lld parameters gathered, the reference has %lld", model, plan,
+          (long long)nrun, (long long)nref);
+    if (nref == nrun && pref && prun) {
+        double big = 0;
+        for (int64_t i = 0; i < nref; i++)
+            big = fabs(pref[i]) > big ? fabs(pref[i]) : big;
+        for (int64_t i = 0; i < nref; i++) {
+            double d = fabs((double)prun[i] - (double)pref[i]) / (big > 0 ? big : 1);
+            pworst = d > pworst ? d : pworst;
+        }
+        CHECK(pworst <= 1e-5, "%s %s: gathered parameters differ from one process's by %.3g", model, plan, pworst);
+        uint64_t lo, hi;
+        CHECK(wf_world_minmax_u64(hash_floats(prun, nrun), &lo, &hi) == WF_OK && lo == hi,
+              "%s %s: gathered parameters differ across ranks", model, plan);
+    }
+    CHECK(ref[STEPS - 1] < ref[0], "%s: loss did not fall (%g -> %g)", model, ref[0], ref[STEPS - 1]);
+    if (g_rank == 0)
+        printf("%-10s plan %-22s ranks %d: losses %.5f -> %.5f, worst relative loss difference %.2e, parameters "
+               "%.2e\n",
+               model, plan, g_nranks, run[0], run[STEPS - 1], worst, pworst);
+    free(pref);
+    free(prun);
+}
+
+/* A plan that the job cannot run: WF_INVAL on every rank, one line. */
+static void refuse(const char *model, const char *plan, const char *what)
+{
+    wf_train_config c;
+    config(&c, model, plan, 0);
+    wf_train *t = NULL;
+    wf_status st = wf_train_create(&c, &t);
+    const char *msg = wf_last_error();
+    CHECK(st == WF_INVAL, "%s: %s gave status %d (%s), expected WF_INVAL", what, plan, (int)st, msg);
+    CHECK(strchr(msg, '\n') == NULL && strlen(msg) > 0, "%s: the message is not one line: '%s'", what, msg);
+    uint64_t lo, hi;
+    wf_world_minmax_u64((uint64_t)(int64_t)st, &lo, &hi);
+    CHECK(lo == hi, "%s: the ranks disagree on the status", what);
+    if (g_rank == 0)
+        printf("refused    %-30s %s\n", what, msg);
+    wf_train_free(t);
+}
+
+/* Writes an op-level plan file (rank 0) for mesh with the given layouts. */
+static void write_plan(const char *path, const char *model, const char *mesh, const char *const *ops,
+                       const char *const *sigs, int n)
+{
+    if (g_rank == 0) {
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fprintf(f, "{\"format\": \"weft-plan\", \"version\": 1, \"plan\": \"mesh=%s,pp=1,micro_batches=1\",\n"
+                       " \"model\": \"%s\", \"batch\": %d, \"stages\": [\"%s\"], \"layouts\": {",
+                    mesh, model, BATCH, ops[0]);
+            for (int i = 0; i < n; i++)
+                fprintf(f, "%s\n  \"%s\": \"%s\"", i ? "," : "", ops[i], sigs[i]);
+            fprintf(f, "}}\n");
+            fclose(f);
+        }
+    }
+    wf_world_barrier();
+}
+
+int main(void)
+{
+    int started = 0;
+    if (wf_mpi_start(&started) != WF_OK) {
+        fprintf(stderr, "%s\n", wf_last_error());
+        return 1;
+    }
+    wf_mpi_world(&g_rank, &g_nranks);
+    if (g_nranks != 2 && g_nranks != 4) {
+        if (g_rank == 0)
+            fprintf(stderr, "run with 2 or 4 ranks\n");
+        wf_mpi_stop(started);
+        return 1;
+    }
+    const char *only = getenv("WEFT_SPMD_ONLY");
+#define WANT(name) (!only || strstr(name, only) != NULL)
+    if (g_nranks == 2) {
+        if (WANT("tp=2"))
+            check("gpt-tiny", "tp=2");
+        if (WANT("tp=2,sp=1"))
+            check("gpt-tiny", "tp=2,sp=1");
+    } else {
+        if (WANT("tp=2,dp=2"))
+            check("gpt-tiny", "tp=2,dp=2");
+        if (WANT("tp=2,dp=2,sp=1"))
+            check("gpt-tiny", "tp=2,dp=2,sp=1");
+    }
+    if (WANT("refuse")) {
+        refuse("gpt-tiny", "tp=8", "a mesh of 8 devices");
+    }
+    uint64_t lo, hi;
+    wf_world_minmax_u64((uint64_t)g_fail, &lo, &hi);
+    wf_mpi_stop(started);
+    if (g_rank == 0)
+        printf("%s\n", hi ? "FAILED" : "passed");
+    return hi ? 1 : 0;
+}
