@@ -202,6 +202,41 @@ int main(void)
         if (WANT("tp=2,dp=2,sp=1"))
             check("gpt-tiny", "tp=2,dp=2,sp=1");
     }
+    if (g_nranks == 4) {
+        /* The op-level planner's choices on the 2x2 mesh (weft plan --op-level
+         * --mesh 2x2 --pp 1 -o FILE, batch 8 on local:devices_per_node=4),
+         * written out so that the test does not follow the cost model:
+         * mlp-tiny: fc1's columns split over both axes (four ways), fc2
+         * replicated (an all-gather between them); cnn-tiny: conv1's output
+         * channels, conv2's input channels on the outer axis (a partial sum,
+         * reduce-scattered into a batch split) and output channels on the
+         * inner one, the classifier's rows on the inner axis and the loss's
+         * batch on it. Then a Megatron-style MLP: the batch on the outer axis,
+         * fc1 by columns and fc2 by rows on the inner. */
+        static const char *const mlp_ops[] = {"fc1", "relu1", "fc2", "loss"};
+        static const char *const mlp_planned[] = {"B,S1,S0->S1|B,S1,S0->S1", "S1->S1|S1->S1", "B,B,B->B|B,B,B->B",
+                                                  "B,B->B|B,B->B"};
+        static const char *const mlp_megatron[] = {"S0,B,B->S0|B,S1,S0->S1", "S0->S0|S1->S1",
+                                                   "S0,B,B->S0|S1,S0,P->P", "S0,S0->P|B,B->B"};
+        static const char *const cnn_ops[] = {"conv1", "relu1", "pool1",   "conv2", "relu2",
+                                              "pool2", "flatten", "fc", "loss"};
+        static const char *const cnn_planned[] = {"B,S0,S0->S1|B,S0,S0->S1", "S1->S1|S1->S1", "S1->S1|S1->S1",
+                                                  "S1,S1,P->P|B,S0,S0->S1",  "S0->S0|S1->S1", "S0->S0|S1->S1",
+                                                  "S0->S0|S1->S1",           "B,B,B->B|S1,S0,P->P",
+                                                  "B,B->B|S0,S0->P"};
+        if (WANT("mlp-planned")) {
+            write_plan("spmd_mlp_planned.json", "mlp-tiny", "2x2", mlp_ops, mlp_planned, 4);
+            check("mlp-tiny", "spmd_mlp_planned.json");
+        }
+        if (WANT("mlp-megatron")) {
+            write_plan("spmd_mlp_megatron.json", "mlp-tiny", "2x2", mlp_ops, mlp_megatron, 4);
+            check("mlp-tiny", "spmd_mlp_megatron.json");
+        }
+        if (WANT("cnn-planned")) {
+            write_plan("spmd_cnn_planned.json", "cnn-tiny", "2x2", cnn_ops, cnn_planned, 9);
+            check("cnn-tiny", "spmd_cnn_planned.json");
+        }
+    }
     if (WANT("refuse")) {
         refuse("gpt-tiny", "tp=8", "a mesh of 8 devices");
     }
