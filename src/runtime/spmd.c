@@ -742,6 +742,23 @@ static wf_status build_local(wf_spmd *S)
         wf_status st = wf_sbp_sig_parse(text, g->ops[i].nin, g->ops[i].nout, S->naxes, &S->sig[i]);
         if (st != WF_OK)
             return st;
+        /* Every split must divide its dim (named before the signature check). */
+        for (int j = 0; j < g->ops[i].nin + g->ops[i].nout; j++) {
+            int t = j < g->ops[i].nin ? g->ops[i].in[j] : g->ops[i].out[j - g->ops[i].nin];
+            const wf_sbp *l = j < g->ops[i].nin ? &S->sig[i].in[j] : &S->sig[i].out[j - g->ops[i].nin];
+            const wf_tensor *x = &g->tensors[t];
+            for (int d = 0; d < x->ndim; d++) {
+                int64_t f = 1;
+                for (int a = 0; a < S->naxes; a++)
+                    if (l->ax[a] == d)
+                        f *= S->size[a];
+                if (x->shape[d] % f != 0)
+                    return wf_errorf(WF_INVAL, "op-level plan: op '%s' splits dim %d of tensor '%s' %s (%s) %lld ways, "
+                                     "which does not divide %lld", g->ops[i].name, d, x->name,
+                                     wf_shape_str(x, b1, sizeof b1), wf_sbp_str(l, S->naxes, b2, sizeof b2),
+                                     (long long)f, (long long)x->shape[d]);
+            }
+        }
         int k = wf_sbp_sig_find(g, i, &S->mesh, text);
         if (k < 0)
             return (wf_status)k;
@@ -950,6 +967,17 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
         if ((int64_t)p.dp * p.tp != S->nranks)
             return wf_errorf(WF_INVAL, "plan dp=%d,tp=%d needs %d ranks but the job has %d", p.dp, p.tp, p.dp * p.tp,
                              S->nranks);
+        /* What Megatron's layout splits tp ways, named before the lowering. */
+        const char *what[] = {"vocabulary", "heads", "hidden size", "MLP width"};
+        const wf_model_config *mc = &S->model;
+        int64_t dims[] = {mc->vocab, mc->heads, mc->hidden, mc->ffn};
+        for (int k = 0; k < 4 && wf_model_is_transformer(mc); k++)
+            if (dims[k] > 0 && dims[k] % p.tp != 0)
+                return wf_errorf(WF_INVAL, "tp=%d does not divide the %s of %s (%lld)", p.tp, what[k], mc->name,
+                                 (long long)dims[k]);
+        if (p.sp && wf_model_is_transformer(mc) && mc->seq % p.tp != 0)
+            return wf_errorf(WF_INVAL, "sp=1 with tp=%d does not divide the sequence of %s (%lld)", p.tp, mc->name,
+                             (long long)mc->seq);
         char dropped[256];
         if ((st = wf_plan_lower(&S->model, cl, &p, c->batch, &S->ol, dropped, sizeof dropped)) != WF_OK)
             return st;

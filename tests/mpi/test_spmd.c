@@ -239,6 +239,15 @@ int main(void)
     }
     if (WANT("refuse")) {
         refuse("gpt-tiny", "tp=8", "a mesh of 8 devices");
+        static const char *const ops[] = {"fc1", "relu1", "fc2", "loss"};
+        static const char *const sigs[] = {"B,S1,S0->S1", "S1->S1", "S1,S0,P->P", "B,B->B"};
+        char mesh[8], eight[] = "8";
+        snprintf(mesh, sizeof mesh, "%d", g_nranks);
+        write_plan("spmd_mesh8.json", "mlp-tiny", eight, ops, sigs, 4);
+        refuse("mlp-tiny", "spmd_mesh8.json", "an op-level mesh of 8");
+        write_plan("spmd_nodivide.json", "mlp-tiny:sizes=784-63-10", mesh, ops, sigs, 4);
+        refuse("mlp-tiny:sizes=784-63-10", "spmd_nodivide.json", "a split that does not divide");
+        refuse("gpt-tiny:vocab=97", "tp=2", "a vocabulary tp=2 does not divide");
     }
     uint64_t lo, hi;
     wf_world_minmax_u64((uint64_t)g_fail, &lo, &hi);
