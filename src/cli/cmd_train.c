@@ -222,12 +222,20 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
     c.plan = a->plan;
     char raised[256];
     if (a->plan && wf_plan_is_oplevel_file(a->plan)) {
-        wf_status rs = raise_oplevel(a, raised, sizeof raised);
-        if (rs != WF_OK)
-            return rs;
-        if (rank == 0)
-            fprintf(stderr, "plan       %s: the op-level form of %s\n", a->plan, raised);
-        c.plan = raised;
+        /* A data-parallel plan's op-level form runs on the data-parallel
+         * runtime; any other op-level plan runs its layouts as they are on
+         * the SPMD executor (docs/runtime.md). */
+        wf_plan dp;
+        if (raise_oplevel(a, raised, sizeof raised) == WF_OK && wf_plan_parse(raised, &dp) == WF_OK && dp.tp == 1 &&
+            !dp.sp) {
+            if (rank == 0)
+                fprintf(stderr, "plan       %s: the op-level form of %s\n", a->plan, raised);
+            c.plan = raised;
+        } else {
+            wf_clear_error();
+            if (rank == 0)
+                fprintf(stderr, "plan       %s: op-level layouts, run SPMD (each rank its local graph)\n", a->plan);
+        }
     }
     c.comm = a->comm;
     c.cluster = a->cluster;
