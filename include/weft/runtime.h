@@ -138,7 +138,10 @@ void wf_exec_set_experts(wf_exec *e, const wf_exec_experts *x); /* NULL clears *
  *     vocabulary of vocab_total[o]: the embedding writes zero rows for ids
  *     outside its shard (a partial sum), the cross-entropy reduces the row
  *     maxima (max) and the sums of exponentials and target logits (sum) over
- *     the shards with vocab_allreduce(ctx, o, buf, n, is_max);
+ *     the shards with allreduce(ctx, o, buf, n, is_max);
+ *   stats_split[o] = 1: a batchnorm whose batch (or spatial) dims are split:
+ *     the per-channel sums of the statistics (forward) and of the gradient
+ *     terms (backward) are summed over the shards with allreduce;
  *   view[o] (has_view[o] = 1): where the local block of a dropout's input or
  *     an attention's q lies in the global tensor, so that dropout masks are
  *     drawn at global element indices (the masks of a single process).
@@ -155,7 +158,8 @@ typedef struct {
     wf_status (*box)(void *ctx, int op, int backward, const float *in, float *out);
     const int64_t *vocab_first;   /* [nfwd], -1: not split */
     const int64_t *vocab_total;   /* [nfwd] */
-    wf_status (*vocab_allreduce)(void *ctx, int op, float *buf, int64_t n, int is_max);
+    wf_status (*allreduce)(void *ctx, int op, float *buf, int64_t n, int is_max);
+    const unsigned char *stats_split; /* [nfwd] */
     const unsigned char *has_view; /* [nfwd] */
     const wf_exec_view *view;      /* [nfwd] */
 } wf_exec_spmd;

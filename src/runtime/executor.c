@@ -329,6 +329,9 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
     case WF_OP_CROSS_ENTROPY: /* a vocabulary-split one reduces 3 floats per row (SPMD) */
         *ws = (size_t)(3 * (numel(&T[op->in[0]]) / last_dim(&T[op->in[0]])));
         return WF_OK;
+    case WF_OP_BATCHNORM: /* a batch-split one reduces 2 floats per channel and the count (SPMD) */
+        *ws = (size_t)(2 * T[op->in[0]].shape[1] + 1);
+        return WF_OK;
     case WF_OP_CONV2D:
     case WF_OP_MAXPOOL:
     case WF_OP_AVGPOOL: {
@@ -1334,7 +1337,7 @@ static wf_status vocab_ce_fwd(wf_exec *e, int o, const float *x, const int32_t *
             best = x[i * v + j] > best ? x[i * v + j] : best;
         mx[i] = best;
     }
-    wf_status cs = e->sp.vocab_allreduce(e->sp.ctx, o, mx, m, 1);
+    wf_status cs = e->sp.allreduce(e->sp.ctx, o, mx, m, 1);
     for (int64_t i = 0; i < m; i++) {
         double s = 0;
         for (int64_t j = 0; j < v; j++)
@@ -1347,7 +1350,7 @@ static wf_status vocab_ce_fwd(wf_exec *e, int o, const float *x, const int32_t *
                            (long long)i, (long long)vt);
     }
     if (cs == WF_OK)
-        cs = e->sp.vocab_allreduce(e->sp.ctx, o, se, 2 * m, 0);
+        cs = e->sp.allreduce(e->sp.ctx, o, se, 2 * m, 0);
     if (cs != WF_OK)
         return cs;
     double total = 0;
@@ -1374,6 +1377,94 @@ static void vocab_ce_bwd(const float *x, const int32_t *lab, const float *saved,
     }
 }
 
+static int stats_split(const wf_exec *e, int o)
+{
+    return e->has_sp && e->sp.stats_split && o >= 0 && o < e->g.nfwd && e->sp.stats_split[o];
+}
+
+/* Batchnorm over a shard of the batch: the kernels' two-pass statistics with
+ * each pass's per-channel sums (and the element count) reduced over the
+ * shards; ws holds 2c + 1 floats. */
+static wf_status split_bn_fwd(wf_exec *e, int o, const float *x, const float *gamma, const float *beta, float *y,
+                              float *saved, float *ws, int64_t n, int64_t c, int64_t s)
+{
+    for (int64_t ch = 0; ch < c; ch++) {
+        double sum = 0;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t t = 0; t < s; t++)
+                sum += (double)x[(i * c + ch) * s + t];
+        ws[ch] = (float)sum;
+    }
+    ws[c] = (float)(n * s);
+    wf_status st = e->sp.allreduce(e->sp.ctx, o, ws, c + 1, 0);
+    if (st != WF_OK)
+        return st;
+    const float cnt = ws[c];
+    for (int64_t ch = 0; ch < c; ch++) {
+        const float mean = ws[ch] / cnt;
+        double var = 0;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t t = 0; t < s; t++) {
+                float d = x[(i * c + ch) * s + t] - mean;
+                var += (double)(d * d);
+            }
+        ws[c + 1 + ch] = (float)var;
+        ws[ch] = mean;
+    }
+    if ((st = e->sp.allreduce(e->sp.ctx, o, ws + c + 1, c, 0)) != WF_OK)
+        return st;
+    for (int64_t ch = 0; ch < c; ch++) {
+        const float mean = ws[ch], rstd = 1.0f / sqrtf(ws[c + 1 + ch] / cnt + (float)e->g.ops[o].attr.eps);
+        const float a = rstd * gamma[ch], b = beta[ch] - mean * a;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t t = 0; t < s; t++)
+                y[(i * c + ch) * s + t] = x[(i * c + ch) * s + t] * a + b;
+        saved[ch] = mean;
+        saved[c + ch] = rstd;
+    }
+    return WF_OK;
+}
+
+/* Backward: the per-channel sums of dy and dy * xhat reduced over the shards
+ * for dx; dgamma and dbeta stay this shard's (partial sums). ws: 2c floats. */
+static wf_status split_bn_bwd(wf_exec *e, int o, const float *x, const float *gamma, const float *dy,
+                              const float *saved, float *dx, float *dgamma, float *dbeta, float *ws, int64_t n,
+                              int64_t c, int64_t s)
+{
+    for (int64_t ch = 0; ch < c; ch++) {
+        const float mean = saved[ch], rstd = saved[c + ch];
+        double sd = 0, sdx = 0;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t t = 0; t < s; t++) {
+                float d = dy[(i * c + ch) * s + t];
+                sd += (double)d;
+                sdx += (double)(d * (x[(i * c + ch) * s + t] - mean));
+            }
+        ws[ch] = (float)sd;
+        ws[c + ch] = (float)sdx * rstd;
+        if (dgamma)
+            dgamma[ch] = ws[c + ch];
+        if (dbeta)
+            dbeta[ch] = ws[ch];
+    }
+    float cnt = (float)(n * s);
+    wf_status st = e->sp.allreduce(e->sp.ctx, o, &cnt, 1, 0);
+    if (st == WF_OK)
+        st = e->sp.allreduce(e->sp.ctx, o, ws, 2 * c, 0);
+    if (st != WF_OK || !dx)
+        return st;
+    for (int64_t ch = 0; ch < c; ch++) {
+        const float mean = saved[ch], rstd = saved[c + ch];
+        const float a = gamma[ch] * rstd, md = ws[ch] / cnt, mdx = ws[c + ch] / cnt;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t t = 0; t < s; t++) {
+                int64_t k = (i * c + ch) * s + t;
+                dx[k] = a * (dy[k] - md - (x[k] - mean) * rstd * mdx);
+            }
+    }
+    return WF_OK;
+}
+
 static wf_status run_fwd(wf_exec *e, int o)
 {
     const wf_op *op = &e->g.ops[o];
@@ -1398,6 +1489,10 @@ static wf_status run_fwd(wf_exec *e, int o)
     }
     if (op->kind == WF_OP_DROPOUT && dropout_view(e, o, F(op->in[0]), y, 0))
         return WF_OK;
+    if (op->kind == WF_OP_BATCHNORM && stats_split(e, o)) {
+        int64_t n = x->shape[0], c = x->shape[1];
+        return split_bn_fwd(e, o, F(op->in[0]), F(op->in[1]), F(op->in[2]), y, sv, e->ws, n, c, numel(x) / (n * c));
+    }
     switch (op->kind) {
     case WF_OP_MATMUL: {
         const wf_tensor *yy = &T[yt];
@@ -1666,6 +1761,12 @@ static void run_bwd(wf_exec *e, int o)
     }
     if (f->kind == WF_OP_DROPOUT && dropout_view(e, op->fwd_op, dy, d0, 1))
         goto accumulate;
+    if (f->kind == WF_OP_BATCHNORM && stats_split(e, op->fwd_op)) {
+        int64_t n = x->shape[0], c = x->shape[1];
+        e->bwd_status = split_bn_bwd(e, op->fwd_op, F(f->in[0]), F(f->in[1]), dy, sv, d0, d1, d2, e->ws, n, c,
+                                     numel(x) / (n * c));
+        goto accumulate;
+    }
     switch (f->kind) {
     case WF_OP_MATMUL: {
         const wf_tensor *yy = &T[f->out[0]];
@@ -1898,7 +1999,8 @@ wf_status wf_exec_forward(wf_exec *e, float *loss)
         }
         if (st == WF_OK) {
             st = run_fwd(e, o);
-        } else if (is_box(e, o) || (vocab_split(e, o) && e->g.ops[o].kind == WF_OP_CROSS_ENTROPY)) {
+        } else if (is_box(e, o) || (vocab_split(e, o) && e->g.ops[o].kind == WF_OP_CROSS_ENTROPY) ||
+                   stats_split(e, o)) {
             /* The collectives of the other ranks wait for this one's. */
             wf_status cs = run_fwd(e, o);
             if (cs == WF_MPI)

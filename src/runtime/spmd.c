@@ -94,7 +94,8 @@ struct wf_spmd {
     box_info *boxes;              /* [lg.nfwd] (fwd 0 for ops that are not carriers) */
     unsigned char *box_op;
     int64_t *vocab_first, *vocab_total;
-    int *vocab_mask;
+    int *vocab_mask;              /* [lg ops] axes an op's in-op reduction spans */
+    unsigned char *stats_split;
     unsigned char *has_view;
     wf_exec_view *view;
     int nextra;                   /* carrier name counter */
@@ -349,14 +350,14 @@ static wf_status box_cb(void *ctx, int op, int backward, const float *in, float 
     return st;
 }
 
-static wf_status vocab_cb(void *ctx, int op, float *buf, int64_t n, int is_max)
+static wf_status allreduce_cb(void *ctx, int op, float *buf, int64_t n, int is_max)
 {
     wf_spmd *S = ctx;
     double t0 = wf_now_s();
     int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, is_max ? MPI_MAX : MPI_SUM,
                            group_comm(S, S->vocab_mask[op]));
     S->comm_s += wf_now_s() - t0;
-    return mpi_rc(rc, "MPI_Allreduce of the vocabulary-parallel cross-entropy");
+    return mpi_rc(rc, "MPI_Allreduce inside an op (vocabulary-parallel cross-entropy, batch statistics)");
 }
 
 /* ---- the local graph ------------------------------------------------------------------------ */
@@ -641,12 +642,6 @@ static wf_status local_attrs(const wf_spmd *S, int i, const int *lin, const int6
             a->groups = (int)(o->attr.groups / f);
         }
         return WF_OK;
-    case WF_OP_BATCHNORM:
-        for (int ax = 0; ax < S->naxes; ax++)
-            if (S->sig[i].in[0].ax[ax] >= 0 && S->sig[i].in[0].ax[ax] != 1)
-                return wf_errorf(WF_INVAL, "op-level plan: op '%s' (batchnorm) splits the batch statistics (not "
-                                 "run yet: split its channels or replicate it)", o->name);
-        return WF_OK;
     case WF_OP_GLOBAL_AVGPOOL:
         for (int ax = 0; ax < S->naxes; ax++)
             if (S->sig[i].in[0].ax[ax] >= 2 || is_p(S->sig[i].in[0].ax[ax]))
@@ -909,6 +904,15 @@ static wf_status build_local(wf_spmd *S)
                     S->loss_div = (double)S->nranks / (double)q;
             }
         }
+        if (o->kind == WF_OP_BATCHNORM) {
+            /* Batch statistics over the axes splitting dims other than the channels. */
+            int mask = 0;
+            for (int ax = 0; ax < S->naxes; ax++)
+                if (is_s(sg->in[0].ax[ax]) && sg->in[0].ax[ax] != 1)
+                    mask |= 1 << ax;
+            S->vocab_mask[lop] = mask;
+            S->stats_split[lop] = mask != 0;
+        }
         if (o->kind == WF_OP_DROPOUT || (o->kind == WF_OP_ATTENTION && o->attr.p > 0)) {
             if (make_view(S, o->in[0], &sg->in[0], &S->view[lop]))
                 S->has_view[lop] = 1;
@@ -1049,8 +1053,9 @@ static wf_status setup(wf_spmd *S)
     S->vocab_total = calloc((size_t)cap, sizeof *S->vocab_total);
     S->vocab_mask = calloc((size_t)cap, sizeof *S->vocab_mask);
     S->has_view = calloc((size_t)cap, 1);
+    S->stats_split = calloc((size_t)cap, 1);
     S->view = calloc((size_t)cap, sizeof *S->view);
-    if (!S->vocab_first || !S->vocab_total || !S->vocab_mask || !S->has_view || !S->view)
+    if (!S->vocab_first || !S->vocab_total || !S->vocab_mask || !S->has_view || !S->view || !S->stats_split)
         return wf_errorf(WF_NOMEM, "out of memory");
     for (int i = 0; i < cap; i++)
         S->vocab_first[i] = -1;
@@ -1067,7 +1072,8 @@ static wf_status setup(wf_spmd *S)
     wf_exec_opts eo = {c->reference, c->seed};
     if ((st = wf_exec_create(&S->lg, &eo, &S->e)) != WF_OK)
         return st;
-    wf_exec_spmd x = {S, S->box_op, box_cb, S->vocab_first, S->vocab_total, vocab_cb, S->has_view, S->view};
+    wf_exec_spmd x = {S,           S->box_op,      box_cb,      S->vocab_first, S->vocab_total,
+                      allreduce_cb, S->stats_split, S->has_view, S->view};
     wf_exec_set_spmd(S->e, &x);
     {
         wf_exec *ge = NULL;
@@ -1195,6 +1201,7 @@ void wf_spmd_free(wf_spmd *S)
     free(S->vocab_total);
     free(S->vocab_mask);
     free(S->has_view);
+    free(S->stats_split);
     free(S->view);
     free(S->sig);
     free(S->layout);

@@ -175,6 +175,38 @@ static void write_plan(const char *path, const char *model, const char *mesh, co
     wf_world_barrier();
 }
 
+/* A small CNN with batchnorm (batch statistics) as a model file. */
+static const char bn_model[] =
+    "{\"name\": \"cnn-bn-tiny\",\n"
+    " \"tensors\": [\n"
+    "  {\"name\": \"images\", \"dtype\": \"fp32\", \"shape\": [\"B\", 1, 28, 28], \"role\": \"input\"},\n"
+    "  {\"name\": \"labels\", \"dtype\": \"int32\", \"shape\": [\"B\"], \"role\": \"label\"},\n"
+    "  {\"name\": \"conv1.weight\", \"dtype\": \"fp32\", \"shape\": [8, 1, 3, 3], \"role\": \"param\"},\n"
+    "  {\"name\": \"bn1.weight\", \"dtype\": \"fp32\", \"shape\": [8], \"role\": \"param\"},\n"
+    "  {\"name\": \"bn1.bias\", \"dtype\": \"fp32\", \"shape\": [8], \"role\": \"param\"},\n"
+    "  {\"name\": \"fc.weight\", \"dtype\": \"fp32\", \"shape\": [1568, 10], \"role\": \"param\"},\n"
+    "  {\"name\": \"fc.bias\", \"dtype\": \"fp32\", \"shape\": [10], \"role\": \"param\"}],\n"
+    " \"ops\": [\n"
+    "  {\"kind\": \"conv2d\", \"name\": \"conv1\", \"inputs\": [\"images\", \"conv1.weight\"], \"attrs\": {\"stride\": 1, \"pad\": 1}},\n"
+    "  {\"kind\": \"batchnorm\", \"name\": \"bn1\", \"inputs\": [\"conv1\", \"bn1.weight\", \"bn1.bias\"], \"attrs\": {\"eps\": 1e-5}},\n"
+    "  {\"kind\": \"relu\", \"name\": \"relu1\", \"inputs\": [\"bn1\"]},\n"
+    "  {\"kind\": \"maxpool\", \"name\": \"pool1\", \"inputs\": [\"relu1\"], \"attrs\": {\"kernel\": 2, \"stride\": 2}},\n"
+    "  {\"kind\": \"flatten\", \"name\": \"flatten\", \"inputs\": [\"pool1\"]},\n"
+    "  {\"kind\": \"linear\", \"name\": \"fc\", \"inputs\": [\"flatten\", \"fc.weight\", \"fc.bias\"]},\n"
+    "  {\"kind\": \"cross_entropy\", \"name\": \"loss\", \"inputs\": [\"fc\", \"labels\"]}]}\n";
+
+static void write_text(const char *path, const char *text)
+{
+    if (g_rank == 0) {
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fputs(text, f);
+            fclose(f);
+        }
+    }
+    wf_world_barrier();
+}
+
 int main(void)
 {
     int started = 0;
@@ -235,6 +267,27 @@ int main(void)
         if (WANT("cnn-planned")) {
             write_plan("spmd_cnn_planned.json", "cnn-tiny", "2x2", cnn_ops, cnn_planned, 9);
             check("cnn-tiny", "spmd_cnn_planned.json");
+        }
+    }
+    /* Batchnorm with the batch split: the statistics and their gradient
+     * terms all-reduced inside the op; on 4 ranks the channels split too
+     * (conv1's filters, bn1's gamma and beta, fc's rows: a partial sum). */
+    if (WANT("batchnorm")) {
+        static const char *const bn_ops[] = {"conv1", "bn1", "relu1", "pool1", "flatten", "fc", "loss"};
+        static const char *const bn_dp[] = {"S0,B->S0", "S0,B,B->S0", "S0->S0", "S0->S0",
+                                            "S0->S0",   "S0,B,B->S0", "S0,S0->P"};
+        static const char *const bn_2x2[] = {"S0,B->S0|B,S0->S1",       "S0,B,B->S0|S1,S0,S0->S1",
+                                             "S0->S0|S1->S1",            "S0->S0|S1->S1",
+                                             "S0->S0|S1->S1",            "S0,B,B->S0|S1,S0,P->P",
+                                             "S0,S0->P|B,B->B"};
+        char mesh[8];
+        snprintf(mesh, sizeof mesh, "%d", g_nranks);
+        write_text("spmd_bn_model.json", bn_model);
+        write_plan("spmd_bn_dp.json", "spmd_bn_model.json", mesh, bn_ops, bn_dp, 7);
+        check("spmd_bn_model.json", "spmd_bn_dp.json");
+        if (g_nranks == 4) {
+            write_plan("spmd_bn_2x2.json", "spmd_bn_model.json", "2x2", bn_ops, bn_2x2, 7);
+            check("spmd_bn_model.json", "spmd_bn_2x2.json");
         }
     }
     if (WANT("refuse")) {
