@@ -309,6 +309,10 @@ typedef struct {
     char data[256];          /* the loader's description */
     char init[160];          /* where the parameters start: "random (seed N)" or the file */
     wf_exec_memory memory;
+    /* SPMD plans: the collectives of the last step on this rank (boxing
+     * all-gathers, reduce-scatters, all-reduces; in-op all-reduces of the
+     * vocabulary-parallel loss and batch statistics); else 0 */
+    int64_t spmd_allgathers, spmd_reduce_scatters, spmd_allreduces, spmd_inop_allreduces;
 } wf_train_info;
 void wf_train_info_of(const wf_train *t, wf_train_info *out);
 wf_exec *wf_train_exec(const wf_train *t);

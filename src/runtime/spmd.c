@@ -117,6 +117,7 @@ struct wf_spmd {
     float *scratch;
     size_t scratch_floats;
     double comm_s;
+    int64_t ncoll[4], last_ncoll[4]; /* all-gathers, reduce-scatters, all-reduces, in-op */
     char plan_note[256];
     char comm_desc[64];
 };
@@ -266,6 +267,7 @@ static wf_status act(wf_spmd *S, const box_info *b, int action, int axis, const 
         if (dst != src)
             memmove(dst, src, (size_t)n_s * sizeof(float));
         st = mpi_rc(MPI_Allreduce(MPI_IN_PLACE, dst, (int)n_d, MPI_FLOAT, MPI_SUM, comm), "MPI_Allreduce (boxing)");
+        S->ncoll[2]++;
         break;
     case A_SLICE: { /* big src -> small dst */
         int64_t O, I, nb = ts->shape[b->dim];
@@ -293,6 +295,7 @@ static wf_status act(wf_spmd *S, const box_info *b, int action, int axis, const 
         if (!recv)
             return wf_errorf(WF_NOMEM, "out of memory boxing");
         st = mpi_rc(MPI_Allgather(src, (int)n_s, MPI_FLOAT, recv, (int)n_s, MPI_FLOAT, comm), "MPI_Allgather (boxing)");
+        S->ncoll[0]++;
         for (int r = 0; r < p && st == WF_OK; r++) {
             const int64_t *pos = b->pos + (int64_t)r * b->ns;
             const float *blk = recv + (int64_t)r * n_s;
@@ -317,6 +320,7 @@ static wf_status act(wf_spmd *S, const box_info *b, int action, int axis, const 
         }
         st = mpi_rc(MPI_Reduce_scatter_block(pack, dst, (int)n_d, MPI_FLOAT, MPI_SUM, comm),
                     "MPI_Reduce_scatter_block (boxing)");
+        S->ncoll[1]++;
         break;
     }
     default:
@@ -357,6 +361,7 @@ static wf_status allreduce_cb(void *ctx, int op, float *buf, int64_t n, int is_m
     int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, is_max ? MPI_MAX : MPI_SUM,
                            group_comm(S, S->vocab_mask[op]));
     S->comm_s += wf_now_s() - t0;
+    S->ncoll[3]++;
     return mpi_rc(rc, "MPI_Allreduce inside an op (vocabulary-parallel cross-entropy, batch statistics)");
 }
 
@@ -1226,6 +1231,7 @@ wf_status wf_spmd_step(wf_spmd *S, wf_train_stats *s)
     double t0 = wf_now_s();
     memset(s, 0, sizeof *s);
     S->comm_s = 0;
+    memset(S->ncoll, 0, sizeof S->ncoll);
     wf_status st = wf_data_next(S->data, S->B, 0, 1, S->inbuf, S->labbuf);
     if (st != WF_OK) {
         memset(S->inbuf, 0, (size_t)(S->B * S->in_numel) * 4);
@@ -1264,6 +1270,7 @@ wf_status wf_spmd_step(wf_spmd *S, wf_train_stats *s)
     if (v[1] > 0)
         return wf_mpi_agree_on(S->world, S->rank, S->nranks, st == WF_OK ? WF_INVAL : st);
     S->steps++;
+    memcpy(S->last_ncoll, S->ncoll, sizeof S->ncoll);
     s->step = S->steps;
     s->loss = v[0] / S->loss_div;
     s->time_s = wf_now_s() - t0;
@@ -1309,6 +1316,10 @@ void wf_spmd_info_of(const wf_spmd *S, wf_train_info *out)
     snprintf(out->init, sizeof out->init, "random (seed %llu), each rank its shard",
              (unsigned long long)S->c.seed);
     wf_exec_memory_of(S->e, &out->memory);
+    out->spmd_allgathers = S->last_ncoll[0];
+    out->spmd_reduce_scatters = S->last_ncoll[1];
+    out->spmd_allreduces = S->last_ncoll[2];
+    out->spmd_inop_allreduces = S->last_ncoll[3];
 }
 
 wf_status wf_spmd_gather_params(wf_spmd *S, float *out, int64_t cap, int64_t *n)

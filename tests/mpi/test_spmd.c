@@ -60,6 +60,8 @@ static void config(wf_train_config *c, const char *model, const char *plan, int 
     c->self = self;
 }
 
+static wf_train_info g_info; /* of the last run */
+
 /* Trains STEPS steps: losses[] and the gathered parameters (*params, *n). */
 static int train(const wf_train_config *c, double *losses, float **params, int64_t *n)
 {
@@ -74,6 +76,8 @@ static int train(const wf_train_config *c, double *losses, float **params, int64
         st = wf_train_step(t, &s);
         losses[i] = s.loss;
     }
+    if (st == WF_OK)
+        wf_train_info_of(t, &g_info);
     if (st == WF_OK)
         st = wf_train_gather_params(t, NULL, 0, n);
     *params = st == WF_OK ? malloc((size_t)*n * sizeof(float)) : NULL;
@@ -130,10 +134,23 @@ static void check(const char *model, const char *plan)
               "%s %s: gathered parameters differ across ranks", model, plan);
     }
     CHECK(ref[STEPS - 1] < ref[0], "%s: loss did not fall (%g -> %g)", model, ref[0], ref[STEPS - 1]);
+    /* Megatron's collectives: all-reduces (forward g, backward f) without
+     * sequence parallelism; reduce-scatters and all-gathers with it. */
+    const wf_train_info *in = &g_info;
+    if (strstr(plan, "sp=1"))
+        CHECK(in->spmd_reduce_scatters > 0 && in->spmd_allgathers > 0, "%s %s: %lld reduce-scatters, %lld all-gathers",
+              model, plan, (long long)in->spmd_reduce_scatters, (long long)in->spmd_allgathers);
+    else if (strstr(plan, "tp="))
+        CHECK(in->spmd_reduce_scatters == 0 && in->spmd_allreduces > 0 && in->spmd_inop_allreduces > 0,
+              "%s %s: %lld reduce-scatters, %lld all-reduces, %lld in-op", model, plan,
+              (long long)in->spmd_reduce_scatters, (long long)in->spmd_allreduces,
+              (long long)in->spmd_inop_allreduces);
     if (g_rank == 0)
         printf("%-10s plan %-22s ranks %d: losses %.5f -> %.5f, worst relative loss difference %.2e, parameters "
-               "%.2e\n",
-               model, plan, g_nranks, run[0], run[STEPS - 1], worst, pworst);
+               "%.2e; per step %lld all-gathers, %lld reduce-scatters, %lld all-reduces, %lld in-op\n",
+               model, plan, g_nranks, run[0], run[STEPS - 1], worst, pworst, (long long)in->spmd_allgathers,
+               (long long)in->spmd_reduce_scatters, (long long)in->spmd_allreduces,
+               (long long)in->spmd_inop_allreduces);
     free(pref);
     free(prun);
 }
