@@ -969,6 +969,9 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
             st = wf_plan_complete(&p, S->nranks, c->batch, S->plan_note, sizeof S->plan_note);
         if (st != WF_OK)
             return st;
+        if (!wf_model_is_transformer(&S->model))
+            return wf_errorf(WF_INVAL, "tp=%d: model '%s' is not a transformer (Megatron's layout has no form for it; "
+                             "write an op-level plan with weft plan --op-level)", p.tp, S->model.name);
         if (p.pp > 1 || p.vpp > 1 || p.zero || p.recompute != WF_RECOMPUTE_NONE || p.cp > 1 || p.ep > 1 || p.fp8)
             return wf_errorf(WF_INVAL, "plan with tp=%d: the SPMD runtime runs tp, sp and dp (pp=%d, vpp=%d, zero=%d, "
                              "recompute=%s, cp=%d, ep=%d, fp8=%d are not combined with it)", p.tp, p.pp, p.vpp,

@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define STEPS 20
 #define BATCH 8
@@ -61,6 +63,16 @@ static void config(wf_train_config *c, const char *model, const char *plan, int 
 }
 
 static wf_train_info g_info; /* of the last run */
+static char g_dir[64];       /* where the plan and model files go (rank 0's temporary directory) */
+
+static const char *path_of(const char *name)
+{
+    static char buf[8][128];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
 
 /* Trains STEPS steps: losses[] and the gathered parameters (*params, *n). */
 static int train(const wf_train_config *c, double *losses, float **params, int64_t *n)
@@ -174,11 +186,11 @@ static void refuse(const char *model, const char *plan, const char *what)
 }
 
 /* Writes an op-level plan file (rank 0) for mesh with the given layouts. */
-static void write_plan(const char *path, const char *model, const char *mesh, const char *const *ops,
+static void write_plan(const char *name, const char *model, const char *mesh, const char *const *ops,
                        const char *const *sigs, int n)
 {
     if (g_rank == 0) {
-        FILE *f = fopen(path, "w");
+        FILE *f = fopen(path_of(name), "w");
         if (f) {
             fprintf(f, "{\"format\": \"weft-plan\", \"version\": 1, \"plan\": \"mesh=%s,pp=1,micro_batches=1\",\n"
                        " \"model\": \"%s\", \"batch\": %d, \"stages\": [\"%s\"], \"layouts\": {",
@@ -212,10 +224,10 @@ static const char bn_model[] =
     "  {\"kind\": \"linear\", \"name\": \"fc\", \"inputs\": [\"flatten\", \"fc.weight\", \"fc.bias\"]},\n"
     "  {\"kind\": \"cross_entropy\", \"name\": \"loss\", \"inputs\": [\"fc\", \"labels\"]}]}\n";
 
-static void write_text(const char *path, const char *text)
+static void write_text(const char *name, const char *text)
 {
     if (g_rank == 0) {
-        FILE *f = fopen(path, "w");
+        FILE *f = fopen(path_of(name), "w");
         if (f) {
             fputs(text, f);
             fclose(f);
@@ -238,6 +250,13 @@ int main(void)
         wf_mpi_stop(started);
         return 1;
     }
+    /* Rank 0's temporary directory, named by its pid (the world's maximum). */
+    uint64_t lo, hi;
+    wf_world_minmax_u64(g_rank == 0 ? (uint64_t)getpid() : 0, &lo, &hi);
+    snprintf(g_dir, sizeof g_dir, "/tmp/weft-test-spmd-%llu", (unsigned long long)hi);
+    if (g_rank == 0 && mkdir(g_dir, 0700) != 0)
+        fprintf(stderr, "cannot create %s\n", g_dir);
+    wf_world_barrier();
     const char *only = getenv("WEFT_SPMD_ONLY");
 #define WANT(name) (!only || strstr(name, only) != NULL)
     if (g_nranks == 2) {
@@ -275,15 +294,15 @@ int main(void)
                                                   "B,B->B|S0,S0->P"};
         if (WANT("mlp-planned")) {
             write_plan("spmd_mlp_planned.json", "mlp-tiny", "2x2", mlp_ops, mlp_planned, 4);
-            check("mlp-tiny", "spmd_mlp_planned.json");
+            check("mlp-tiny", path_of("spmd_mlp_planned.json"));
         }
         if (WANT("mlp-megatron")) {
             write_plan("spmd_mlp_megatron.json", "mlp-tiny", "2x2", mlp_ops, mlp_megatron, 4);
-            check("mlp-tiny", "spmd_mlp_megatron.json");
+            check("mlp-tiny", path_of("spmd_mlp_megatron.json"));
         }
         if (WANT("cnn-planned")) {
             write_plan("spmd_cnn_planned.json", "cnn-tiny", "2x2", cnn_ops, cnn_planned, 9);
-            check("cnn-tiny", "spmd_cnn_planned.json");
+            check("cnn-tiny", path_of("spmd_cnn_planned.json"));
         }
     }
     /* Batchnorm with the batch split: the statistics and their gradient
@@ -300,11 +319,11 @@ int main(void)
         char mesh[8];
         snprintf(mesh, sizeof mesh, "%d", g_nranks);
         write_text("spmd_bn_model.json", bn_model);
-        write_plan("spmd_bn_dp.json", "spmd_bn_model.json", mesh, bn_ops, bn_dp, 7);
-        check("spmd_bn_model.json", "spmd_bn_dp.json");
+        write_plan("spmd_bn_dp.json", path_of("spmd_bn_model.json"), mesh, bn_ops, bn_dp, 7);
+        check(path_of("spmd_bn_model.json"), path_of("spmd_bn_dp.json"));
         if (g_nranks == 4) {
-            write_plan("spmd_bn_2x2.json", "spmd_bn_model.json", "2x2", bn_ops, bn_2x2, 7);
-            check("spmd_bn_model.json", "spmd_bn_2x2.json");
+            write_plan("spmd_bn_2x2.json", path_of("spmd_bn_model.json"), "2x2", bn_ops, bn_2x2, 7);
+            check(path_of("spmd_bn_model.json"), path_of("spmd_bn_2x2.json"));
         }
     }
     if (WANT("refuse")) {
@@ -314,13 +333,20 @@ int main(void)
         char mesh[8], eight[] = "8";
         snprintf(mesh, sizeof mesh, "%d", g_nranks);
         write_plan("spmd_mesh8.json", "mlp-tiny", eight, ops, sigs, 4);
-        refuse("mlp-tiny", "spmd_mesh8.json", "an op-level mesh of 8");
+        refuse("mlp-tiny", path_of("spmd_mesh8.json"), "an op-level mesh of 8");
         write_plan("spmd_nodivide.json", "mlp-tiny:sizes=784-63-10", mesh, ops, sigs, 4);
-        refuse("mlp-tiny:sizes=784-63-10", "spmd_nodivide.json", "a split that does not divide");
+        refuse("mlp-tiny:sizes=784-63-10", path_of("spmd_nodivide.json"), "a split that does not divide");
         refuse("gpt-tiny:vocab=97", "tp=2", "a vocabulary tp=2 does not divide");
     }
-    uint64_t lo, hi;
     wf_world_minmax_u64((uint64_t)g_fail, &lo, &hi);
+    if (g_rank == 0) {
+        static const char *const files[] = {"spmd_mlp_planned.json", "spmd_mlp_megatron.json", "spmd_cnn_planned.json",
+                                            "spmd_bn_model.json",    "spmd_bn_dp.json",         "spmd_bn_2x2.json",
+                                            "spmd_mesh8.json",       "spmd_nodivide.json"};
+        for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+            remove(path_of(files[i]));
+        rmdir(g_dir);
+    }
     wf_mpi_stop(started);
     if (g_rank == 0)
         printf("%s\n", hi ? "FAILED" : "passed");
