@@ -313,6 +313,8 @@ typedef struct {
      * all-gathers, reduce-scatters, all-reduces; in-op all-reduces of the
      * vocabulary-parallel loss and batch statistics); else 0 */
     int64_t spmd_allgathers, spmd_reduce_scatters, spmd_allreduces, spmd_inop_allreduces;
+    char mesh[96];           /* SPMD: "2x2 (data-parallel axis 0)"; micro_batch is then the
+                                global micro-batch every rank's shard belongs to; else "" */
 } wf_train_info;
 void wf_train_info_of(const wf_train *t, wf_train_info *out);
 wf_exec *wf_train_exec(const wf_train *t);

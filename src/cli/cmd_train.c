@@ -174,8 +174,13 @@ static void describe(const wf_train_info *in, const train_args *a, const wf_opti
     fprintf(stderr, "model      %s (%.3g M parameters)\n", in->model, (double)in->params / 1e6);
     fprintf(stderr, "data       %s\n", in->data);
     fprintf(stderr, "init       %s\n", in->init);
-    fprintf(stderr, "ranks      %d, global batch %lld = %d x %lld micro-batch(es) of %lld\n", in->nranks,
-            (long long)a->batch, in->nranks, (long long)in->micro_batches, (long long)in->micro_batch);
+    if (in->mesh[0])
+        fprintf(stderr, "ranks      %d on mesh %s, SPMD (each rank its local graph); global batch %lld = %lld "
+                "micro-batch(es) of %lld\n", in->nranks, in->mesh, (long long)a->batch, (long long)in->micro_batches,
+                (long long)in->micro_batch);
+    else
+        fprintf(stderr, "ranks      %d, global batch %lld = %d x %lld micro-batch(es) of %lld\n", in->nranks,
+                (long long)a->batch, in->nranks, (long long)in->micro_batches, (long long)in->micro_batch);
     fprintf(stderr, "comm       %s (%d collective group%s per step)%s%s\n", in->comm, in->ngroups,
             in->ngroups == 1 ? "" : "s", in->comm_note[0] ? "; " : "", in->comm_note);
     if (in->plan_note[0])

@@ -105,7 +105,7 @@ struct wf_spmd {
     wf_exec *e;
     wf_optim *o;
     wf_dist *d;
-    double *norm_weight;
+    float *norm_weight;           /* [gradient block floats] the clipping norm's weights */
     wf_data *data;
     wf_data_layout dl;
     int64_t B, m, gmb;            /* batch, micro-batches, samples per micro-batch */
@@ -117,6 +117,7 @@ struct wf_spmd {
     float *scratch;
     size_t scratch_floats;
     double comm_s;
+    wf_comm_sched plan_comm;      /* the whole-model plan's schedule (wfbp for op-level files) */
     int64_t ncoll[4], last_ncoll[4]; /* all-gathers, reduce-scatters, all-reduces, in-op */
     char plan_note[256];
     char comm_desc[64];
@@ -954,6 +955,7 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
 {
     const wf_train_config *c = &S->c;
     wf_plan_oplevel_init(&S->ol);
+    wf_comm_parse("wfbp", &S->plan_comm);
     if (wf_plan_is_oplevel_file(c->plan)) {
         wf_plan whole;
         wf_plan_meta meta;
@@ -969,6 +971,7 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
             st = wf_plan_complete(&p, S->nranks, c->batch, S->plan_note, sizeof S->plan_note);
         if (st != WF_OK)
             return st;
+        S->plan_comm = p.comm;
         if (!wf_model_is_transformer(&S->model))
             return wf_errorf(WF_INVAL, "tp=%d: model '%s' is not a transformer (Megatron's layout has no form for it; "
                              "write an op-level plan with weft plan --op-level)", p.tp, S->model.name);
@@ -1108,18 +1111,18 @@ static wf_status setup(wf_spmd *S)
         return st;
     /* Gradient reduction on the data-parallel axis (dist.c), and the norm
      * for clipping over the other axes. */
-    wf_comm_sched cs;
-    wf_comm_parse("wfbp", &cs);
-    if (c->comm && strcmp(c->comm, "auto") != 0 && (st = wf_comm_parse(c->comm, &cs)) != WF_OK)
+    /* The schedule: --comm, else the plan's; auto (not simulated for SPMD
+     * plans yet) is wfbp. */
+    wf_comm_sched cs = S->plan_comm;
+    if (c->comm && (st = wf_comm_parse(c->comm, &cs)) != WF_OK)
         return st;
+    if (cs.kind == WF_COMM_AUTO)
+        wf_comm_parse("wfbp", &cs);
     int other = ((1 << S->naxes) - 1) & ~(S->dist_axis >= 0 ? 1 << S->dist_axis : 0);
     int nother = 1;
     for (int a = 0; a < S->naxes; a++)
         if (other >> a & 1)
             nother *= S->size[a];
-    if (cs.kind == WF_COMM_DEAR && nother > 1 && c->optim.clip_norm > 0)
-        return wf_errorf(WF_INVAL, "--comm dear with gradient clipping reduces the norm from its shards: not run "
-                         "with tensor-split parameters yet (use wfbp or ddp, or --clip 0)");
     wf_dist_config dc = {MPI_COMM_NULL, 0, 1, cs, 1};
     if (S->dist_axis >= 0) {
         dc.comm = axis_comm(S, S->dist_axis);
@@ -1128,7 +1131,12 @@ static wf_status setup(wf_spmd *S)
     }
     if ((st = wf_dist_create(S->e, S->o, &dc, &S->d)) != WF_OK)
         return st;
-    S->norm_weight = malloc((size_t)(wf_exec_nparams(S->e) + 1) * sizeof *S->norm_weight);
+    /* Each float of a parameter's gradient counts once over the ranks
+     * holding the same shard: 1 / (the sizes of the other axes on which the
+     * parameter is not split); padding 0. */
+    int64_t gfloats = 0;
+    float *gblock = wf_exec_grad_block(S->e, &gfloats);
+    S->norm_weight = calloc((size_t)(gfloats + 1), sizeof *S->norm_weight);
     if (!S->norm_weight)
         return wf_errorf(WF_NOMEM, "out of memory");
     for (int i = 0; i < wf_exec_nparams(S->e); i++) {
@@ -1141,7 +1149,8 @@ static wf_status setup(wf_spmd *S)
         for (int a = 0; a < S->naxes; a++)
             if ((other >> a & 1) && gt >= 0 && !is_s(S->layout[gt].ax[a]))
                 w /= S->size[a];
-        S->norm_weight[i] = w;
+        for (int64_t j = 0; j < lp->numel; j++)
+            S->norm_weight[(lp->grad - gblock) + j] = (float)w;
     }
     wf_dist_set_norm(S->d, S->norm_weight, nother > 1 ? group_comm(S, other) : MPI_COMM_NULL);
     /* The loader's tensors. */
@@ -1319,6 +1328,10 @@ void wf_spmd_info_of(const wf_spmd *S, wf_train_info *out)
     snprintf(out->init, sizeof out->init, "random (seed %llu), each rank its shard",
              (unsigned long long)S->c.seed);
     wf_exec_memory_of(S->e, &out->memory);
+    if (S->dist_axis >= 0)
+        snprintf(out->mesh, sizeof out->mesh, "%s (data-parallel axis %d)", S->ol.mesh, S->dist_axis);
+    else
+        snprintf(out->mesh, sizeof out->mesh, "%s (no data-parallel axis)", S->ol.mesh);
     out->spmd_allgathers = S->last_ncoll[0];
     out->spmd_reduce_scatters = S->last_ncoll[1];
     out->spmd_allreduces = S->last_ncoll[2];

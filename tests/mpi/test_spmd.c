@@ -32,6 +32,8 @@
 #define BATCH 8
 
 static int g_fail, g_rank, g_nranks;
+static const char *g_comm = "wfbp"; /* the data-parallel axis's schedule */
+static double g_clip = 1.0; /* the clipping norm */
 
 #define CHECK(cond, ...)                                                     \
     do {                                                                     \
@@ -50,14 +52,14 @@ static void config(wf_train_config *c, const char *model, const char *plan, int 
     c->data = "synthetic";
     c->batch = BATCH;
     c->plan = plan;
-    c->comm = "wfbp";
+    c->comm = g_comm;
     /* SGD with momentum: AdamW's normalization would turn rounding noise in
      * near-zero gradients into whole steps and hide the comparison of the
      * parameters. Clipping on: the norm sums the shards. */
     wf_optim_defaults(WF_OPTIM_SGD, &c->optim);
     c->optim.lr = 0.05;
     c->optim.weight_decay = 0.01;
-    c->optim.clip_norm = 1.0;
+    c->optim.clip_norm = g_clip;
     c->seed = 29;
     c->self = self;
 }
@@ -158,9 +160,9 @@ static void check(const char *model, const char *plan)
               (long long)in->spmd_reduce_scatters, (long long)in->spmd_allreduces,
               (long long)in->spmd_inop_allreduces);
     if (g_rank == 0)
-        printf("%-10s plan %-22s ranks %d: losses %.5f -> %.5f, worst relative loss difference %.2e, parameters "
+        printf("%-10s plan %-22s comm %-9s ranks %d: losses %.5f -> %.5f, worst relative loss difference %.2e, parameters "
                "%.2e; per step %lld all-gathers, %lld reduce-scatters, %lld all-reduces, %lld in-op\n",
-               model, plan, g_nranks, run[0], run[STEPS - 1], worst, pworst, (long long)in->spmd_allgathers,
+               model, plan, g_comm, g_nranks, run[0], run[STEPS - 1], worst, pworst, (long long)in->spmd_allgathers,
                (long long)in->spmd_reduce_scatters, (long long)in->spmd_allreduces,
                (long long)in->spmd_inop_allreduces);
     free(pref);
@@ -269,6 +271,17 @@ int main(void)
             check("gpt-tiny", "tp=2,dp=2");
         if (WANT("tp=2,dp=2,sp=1"))
             check("gpt-tiny", "tp=2,dp=2,sp=1");
+        /* The data-parallel axis under ddp and dear (whose clipping norm sums
+         * reduce-scattered shards, weighted per float). */
+        if (WANT("ddp")) {
+            g_comm = "ddp:0.05";
+            check("gpt-tiny", "tp=2,dp=2,sp=1");
+        }
+        if (WANT("dear")) {
+            g_comm = "dear:0.05";
+            check("gpt-tiny", "tp=2,dp=2");
+        }
+        g_comm = "wfbp";
     }
     if (g_nranks == 4) {
         /* The op-level planner's choices on the 2x2 mesh (weft plan --op-level
