@@ -311,8 +311,9 @@ typedef struct {
     wf_exec_memory memory;
     /* SPMD plans: the collectives of the last step on this rank (boxing
      * all-gathers, reduce-scatters, all-reduces; in-op all-reduces of the
-     * vocabulary-parallel loss and batch statistics); else 0 */
-    int64_t spmd_allgathers, spmd_reduce_scatters, spmd_allreduces, spmd_inop_allreduces;
+     * vocabulary-parallel loss and batch statistics; boxing all-to-alls);
+     * else 0 */
+    int64_t spmd_allgathers, spmd_reduce_scatters, spmd_allreduces, spmd_inop_allreduces, spmd_alltoalls;
     char mesh[96];           /* SPMD: "2x2 (data-parallel axis 0)"; micro_batch is then the
                                 global micro-batch every rank's shard belongs to; else "" */
 } wf_train_info;

@@ -59,7 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { A_COPY, A_ALLREDUCE, A_ROOT, A_ALLGATHER, A_REDSCAT, A_SLICE, A_ZEROFILL };
+enum { A_COPY, A_ALLREDUCE, A_ROOT, A_ALLGATHER, A_REDSCAT, A_SLICE, A_ZEROFILL, A_ALLTOALL, A_ALLTOALL_BACK };
 
 /* A carrier op of the local graph. */
 typedef struct {
@@ -71,6 +71,9 @@ typedef struct {
     int bwd_axis[WF_SBP_MAX_AXES + 1];
     int64_t ns;                   /* grow/shrink: the small shard's extent of dim */
     int64_t *pos;                 /* [p * ns] the big index of rank r's small element i */
+    int dim2;                     /* all-to-all S(dim) -> S(dim2): the dim split after */
+    int64_t ns2;
+    int64_t *pos2;                /* [p * ns2] as pos, for dim2 */
 } box_info;
 
 struct wf_spmd {
@@ -118,7 +121,7 @@ struct wf_spmd {
     size_t scratch_floats;
     double comm_s;
     wf_comm_sched plan_comm;      /* the whole-model plan's schedule (wfbp for op-level files) */
-    int64_t ncoll[4], last_ncoll[4]; /* all-gathers, reduce-scatters, all-reduces, in-op */
+    int64_t ncoll[5], last_ncoll[5]; /* all-gathers, reduce-scatters, all-reduces, in-op, all-to-alls */
     char plan_note[256];
     char comm_desc[64];
 };
@@ -242,6 +245,66 @@ static wf_status mpi_rc(int rc, const char *what)
     return rc == MPI_SUCCESS ? WF_OK : wf_errorf(WF_MPI, "%s failed (%d)", what, rc);
 }
 
+/* The all-to-all of S(di) -> S(dj) on an axis: src holds its shard of dim di
+ * (ni of it; pi maps every rank's to the gathered index) and dim dj whole
+ * (along this axis), dst the other way round (nj of dim dj, pj). Rank q gets
+ * the elements of q's dj shard, in the row-major order of the block (dim dj
+ * counted by q's shard index); the receiver places rank r's block at r's di
+ * indices. dst may alias src. */
+static wf_status alltoall(wf_spmd *S, int axis, int di, const int64_t *pi, int64_t ni, int dj, const int64_t *pj,
+                          int64_t nj, const float *src, const wf_tensor *ts, float *dst, const wf_tensor *td)
+{
+    int p = S->size[axis], nd = ts->ndim;
+    int64_t ext[WF_MAX_DIMS], ss[WF_MAX_DIMS], ds[WF_MAX_DIMS], blk = 1, a = 1, b = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        ss[d] = a;
+        ds[d] = b;
+        a *= ts->shape[d];
+        b *= td->shape[d];
+        ext[d] = d == dj ? nj : ts->shape[d];
+        blk *= ext[d];
+    }
+    (void)ni;
+    float *send = scratch(S, (size_t)(2 * p * blk));
+    if (!send)
+        return wf_errorf(WF_NOMEM, "out of memory boxing");
+    float *recv = send + p * blk;
+    for (int q = 0; q < p; q++) {
+        int64_t idx[WF_MAX_DIMS] = {0};
+        for (int64_t n = 0; n < blk; n++) {
+            int64_t off = 0;
+            for (int d = 0; d < nd; d++)
+                off += (d == dj ? pj[q * nj + idx[d]] : idx[d]) * ss[d];
+            send[q * blk + n] = src[off];
+            for (int d = nd - 1; d >= 0; d--) {
+                if (++idx[d] < ext[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+    }
+    double t0 = wf_now_s();
+    wf_status st = mpi_rc(MPI_Alltoall(send, (int)blk, MPI_FLOAT, recv, (int)blk, MPI_FLOAT, axis_comm(S, axis)),
+                          "MPI_Alltoall (boxing)");
+    S->comm_s += wf_now_s() - t0;
+    S->ncoll[4]++;
+    for (int r = 0; r < p && st == WF_OK; r++) {
+        int64_t idx[WF_MAX_DIMS] = {0};
+        for (int64_t n = 0; n < blk; n++) {
+            int64_t off = 0;
+            for (int d = 0; d < nd; d++)
+                off += (d == di ? pi[r * ni + idx[d]] : idx[d]) * ds[d];
+            dst[off] = recv[r * blk + n];
+            for (int d = nd - 1; d >= 0; d--) {
+                if (++idx[d] < ext[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+    }
+    return st;
+}
+
 /* One action from src (tensor shape ts) to dst (shape td). */
 static wf_status act(wf_spmd *S, const box_info *b, int action, int axis, const float *src, const wf_tensor *ts,
                      float *dst, const wf_tensor *td)
@@ -324,6 +387,10 @@ static wf_status act(wf_spmd *S, const box_info *b, int action, int axis, const 
         S->ncoll[1]++;
         break;
     }
+    case A_ALLTOALL: /* S(dim) -> S(dim2) */
+        return alltoall(S, axis, b->dim, b->pos, b->ns, b->dim2, b->pos2, b->ns2, src, ts, dst, td);
+    case A_ALLTOALL_BACK: /* S(dim2) -> S(dim) */
+        return alltoall(S, axis, b->dim2, b->pos2, b->ns2, b->dim, b->pos, b->ns, src, ts, dst, td);
     default:
         return wf_errorf(WF_INTERNAL, "boxing action %d", action);
     }
@@ -423,6 +490,10 @@ static int add_carrier(wf_spmd *S, int x, int kind, int k, int64_t small, int p,
  * layout after it (gw) and the wanted one before it (target); sets *gv. */
 static int step_bwd(int8_t v, int8_t w, int8_t gw, int8_t target, int8_t *gv)
 {
+    if (is_s(v) && is_s(w)) { /* all-to-all: its inverse */
+        *gv = v;
+        return A_ALLTOALL_BACK;
+    }
     if (is_s(v)) { /* grow: all-gather or zero-fill forward */
         *gv = v;
         return is_p(gw) ? A_REDSCAT : A_SLICE;
@@ -519,11 +590,6 @@ static wf_status box_edge(wf_spmd *S, int t, const wf_sbp *X, const wf_sbp *Y, c
         int8_t v = L[n].ax[a], w = path[s].to.ax[a];
         if (v == w)
             continue;
-        if (is_s(v) && is_s(w)) {
-            L[n + 1] = L[n];
-            L[n + 1].ax[a] = WF_SBP_B;
-            ax[n++] = a;
-        }
         L[n + 1] = L[n];
         L[n + 1].ax[a] = w;
         ax[n++] = a;
@@ -575,7 +641,40 @@ static wf_status box_edge(wf_spmd *S, int t, const wf_sbp *X, const wf_sbp *Y, c
         b.bwd[0] = bact[s];
         b.bwd_axis[0] = a;
         wf_status st;
-        if (is_s(v)) { /* grow dim v */
+        if (is_s(v) && is_s(w)) { /* all-to-all: dim v grows, dim w shrinks (same size) */
+            wf_sbp lb = L[s];
+            lb.ax[a] = WF_SBP_B;
+            b.fwd = A_ALLTOALL;
+            b.dim = v;
+            b.dim2 = w;
+            box_info b2;
+            memset(&b2, 0, sizeof b2);
+            if ((st = step_pos(S, t, &L[s], &lb, a, v, &b)) != WF_OK ||
+                (st = step_pos(S, t, &L[s + 1], &lb, a, w, &b2)) != WF_OK) {
+                free(b2.pos);
+                free(b.pos);
+                return st;
+            }
+            b.pos2 = b2.pos;
+            b.ns2 = b2.ns;
+            wf_op_attrs ra;
+            memset(&ra, 0, sizeof ra);
+            int64_t ls[WF_MAX_DIMS];
+            wf_sbp_local_shape(&S->mesh, x, &L[s + 1], ls);
+            ra.ndim = x->ndim;
+            memcpy(ra.shape, ls, sizeof ls);
+            char name[WF_NAME_LEN];
+            snprintf(name, sizeof name, "%.40s.box%d", x->name, S->nextra++);
+            int op = wf_graph_add_op(&S->lg, WF_OP_RESHAPE, name, &cur, 1, &ra);
+            if (op < 0 || grow_boxes(S, op + 1) != WF_OK) {
+                free(b.pos);
+                free(b.pos2);
+                return op < 0 ? S->lg.status : wf_errorf(WF_NOMEM, "out of memory building the local graph");
+            }
+            S->boxes[op] = b;
+            S->boxes[op].used = 1;
+            cur = wf_graph_op_output(&S->lg, op, 0);
+        } else if (is_s(v)) { /* grow dim v */
             b.dim = v;
             b.fwd = w == WF_SBP_B ? A_ALLGATHER : A_ZEROFILL;
             if (S->size[a] > WF_MAX_INPUTS)
@@ -1211,7 +1310,10 @@ void wf_spmd_free(wf_spmd *S)
     wf_graph_free(&S->lg);
     wf_plan_oplevel_free(&S->ol);
     for (int i = 0; i < S->cap_box; i++)
+    {
         free(S->boxes[i].pos);
+        free(S->boxes[i].pos2);
+    }
     free(S->boxes);
     free(S->box_op);
     free(S->vocab_first);
@@ -1336,6 +1438,7 @@ void wf_spmd_info_of(const wf_spmd *S, wf_train_info *out)
     out->spmd_reduce_scatters = S->last_ncoll[1];
     out->spmd_allreduces = S->last_ncoll[2];
     out->spmd_inop_allreduces = S->last_ncoll[3];
+    out->spmd_alltoalls = S->last_ncoll[4];
 }
 
 wf_status wf_spmd_gather_params(wf_spmd *S, float *out, int64_t cap, int64_t *n)

@@ -161,10 +161,10 @@ static void check(const char *model, const char *plan)
               (long long)in->spmd_inop_allreduces);
     if (g_rank == 0)
         printf("%-10s plan %-22s comm %-9s ranks %d: losses %.5f -> %.5f, worst relative loss difference %.2e, parameters "
-               "%.2e; per step %lld all-gathers, %lld reduce-scatters, %lld all-reduces, %lld in-op\n",
+               "%.2e; per step %lld all-gathers, %lld reduce-scatters, %lld all-reduces, %lld in-op, %lld all-to-alls\n",
                model, plan, g_comm, g_nranks, run[0], run[STEPS - 1], worst, pworst, (long long)in->spmd_allgathers,
                (long long)in->spmd_reduce_scatters, (long long)in->spmd_allreduces,
-               (long long)in->spmd_inop_allreduces);
+               (long long)in->spmd_inop_allreduces, (long long)in->spmd_alltoalls);
     free(pref);
     free(prun);
 }
@@ -318,6 +318,23 @@ int main(void)
             check("cnn-tiny", path_of("spmd_cnn_planned.json"));
         }
     }
+    /* An all-to-all: fc1's columns split, the rest by the batch (S1 -> S0
+     * between them, and back in backward); no parameter is B on the axis,
+     * so fc2's partial gradients are all-reduced in their carriers. */
+    if (WANT("alltoall")) {
+        static const char *const ops[] = {"fc1", "relu1", "fc2", "loss"};
+        static const char *const sigs[] = {"B,S1,S0->S1", "S0->S0", "S0,B,B->S0", "S0,S0->P"};
+        char mesh[8];
+        snprintf(mesh, sizeof mesh, "%d", g_nranks);
+        write_plan("spmd_mlp_alltoall.json", "mlp-tiny", mesh, ops, sigs, 4);
+        check("mlp-tiny", path_of("spmd_mlp_alltoall.json"));
+        /* The step is wf_sbp_boxing_path's: one all-to-all each way, or (where
+         * its cost model finds it cheaper) an all-gather and a local slice. */
+        CHECK((g_info.spmd_alltoalls == 2 && g_info.spmd_allgathers == 0) ||
+                  (g_info.spmd_alltoalls == 0 && g_info.spmd_allgathers == 2),
+              "S1 -> S0 and back: %lld all-to-alls, %lld all-gathers per step", (long long)g_info.spmd_alltoalls,
+              (long long)g_info.spmd_allgathers);
+    }
     /* Batchnorm with the batch split: the statistics and their gradient
      * terms all-reduced inside the op; on 4 ranks the channels split too
      * (conv1's filters, bn1's gamma and beta, fc's rows: a partial sum). */
@@ -355,7 +372,7 @@ int main(void)
     if (g_rank == 0) {
         static const char *const files[] = {"spmd_mlp_planned.json", "spmd_mlp_megatron.json", "spmd_cnn_planned.json",
                                             "spmd_bn_model.json",    "spmd_bn_dp.json",         "spmd_bn_2x2.json",
-                                            "spmd_mesh8.json",       "spmd_nodivide.json"};
+                                            "spmd_mesh8.json",       "spmd_nodivide.json",     "spmd_mlp_alltoall.json"};
         for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
             remove(path_of(files[i]));
         rmdir(g_dir);
