@@ -39,7 +39,8 @@
  * rows): tp=2 and tp=2,sp=1 with dp = ranks / 2 (tp=2,dp=2 on 4 ranks),
  * beside the estimate (wf_estimate_plan) and the simulation (wf_sim_plan) of
  * the same plan on the calibrated cluster, the memory per rank measured
- * (executor blocks and the AdamW state) against the estimate's, the step
+ * (executor blocks and the AdamW state; and with every activation buffer
+ * apart, without the memory plan's reuse) against the estimate's, the step
  * rate against the model FLOPs at the sgemm peak, and the data-parallel
  * runtime's step (wfbp) on the same ranks. */
 #include "runtime/kernels-impl.h"
@@ -550,8 +551,9 @@ static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, in
         printf("\ntensor parallelism (SPMD executor), %s, global batch %lld on %d ranks; dp: the data-parallel "
                "runtime (wfbp) on the same ranks, best %.1f ms\n",
                bm->label, (long long)batch, nranks, 1e3 * dp.best_step_s);
-        printf("%-18s %8s %8s %8s %8s %6s %8s %6s %7s %6s %6s %8s %8s %8s\n", "plan", "best_ms", "med_ms", "comm_ms",
-               "est_ms", "e/best", "sim_ms", "e/best", "GF/s", "%peak", "vs_dp", "mem_MiB", "est_MiB", "sim_MiB");
+        printf("%-18s %8s %8s %8s %8s %6s %8s %6s %7s %6s %6s %8s %8s %8s %8s\n", "plan", "best_ms", "med_ms",
+               "comm_ms", "est_ms", "e/best", "sim_ms", "e/best", "GF/s", "%peak", "vs_dp", "mem_MiB", "unpl_MiB",
+               "est_MiB", "sim_MiB");
     }
     double flops = train_flops(bm->spec, batch) / (double)nranks;
     for (int sp = 0; sp <= 1; sp++) {
@@ -608,11 +610,12 @@ static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, in
             double mem = (double)(mm->param_bytes + mm->grad_bytes + mm->leaf_bytes + mm->arena_bytes +
                                   mm->scratch_bytes) +
                          2.0 * (double)mm->param_bytes;
-            printf("%-18s %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %7.1f %5.0f%% %5.2fx %8.1f %8.1f %8.1f%s\n",
+            double unplanned = mem - (double)mm->arena_bytes + (double)mm->unplanned_bytes;
+            printf("%-18s %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %7.1f %5.0f%% %5.2fx %8.1f %8.1f %8.1f %8.1f%s\n",
                    plan, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters), 1e3 * est.iteration_time_s,
                    100.0 * (est.iteration_time_s / best - 1), 1e3 * sr.iteration_time_s,
                    100.0 * (sr.iteration_time_s / best - 1), flops / best / 1e9, 100.0 * flops / best / peak,
-                   best / dp.best_step_s, mem / 1048576.0, est.memory_per_device_bytes / 1048576.0,
+                   best / dp.best_step_s, mem / 1048576.0, unplanned / 1048576.0, est.memory_per_device_bytes / 1048576.0,
                    sr.peak_memory_bytes / 1048576.0, ps == WF_OK ? "" : "  (no prediction)");
             fflush(stdout);
         } else if (st != WF_OK && rank == 0) {
