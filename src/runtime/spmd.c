@@ -59,6 +59,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The parts of a part-blocked dim (global sizes, in order); n <= 1: none. */
+typedef struct {
+    int n;
+    int64_t size[WF_MAX_OUTPUTS];
+} part_list;
+
 enum { A_COPY, A_ALLREDUCE, A_ROOT, A_ALLGATHER, A_REDSCAT, A_SLICE, A_ZEROFILL, A_ALLTOALL, A_ALLTOALL_BACK };
 
 /* A carrier op of the local graph. */
@@ -91,7 +97,7 @@ struct wf_spmd {
     wf_graph lg;                  /* local graph (forward) */
     wf_sbp_sig *sig;              /* [gg.nfwd] */
     wf_sbp *layout;               /* [gg.ntensors] as produced / stored */
-    int (*parts)[WF_MAX_DIMS];    /* [gg.ntensors] */
+    part_list (*parts)[WF_MAX_DIMS]; /* [gg.ntensors] per dim */
     int *local_of;                /* [gg.ntensors] the local tensor holding it as produced */
     int nbox, cap_box;
     box_info *boxes;              /* [lg.nfwd] (fwd 0 for ops that are not carriers) */
@@ -131,9 +137,10 @@ static int is_s(int8_t v) { return v >= 0; }
 
 /* ---- index maps ------------------------------------------------------------------------- */
 
-/* Global index of local index i of dim k (global extent n, parts np) of a
- * tensor in layout s on the rank at coords c. */
-static int64_t gidx(const wf_spmd *S, const wf_sbp *s, const int *c, int k, int64_t n, int np, int64_t i)
+/* Global index of local index i of dim k (global extent n, parts pl: NULL
+ * for none) of a tensor in layout s on the rank at coords c: block b of f
+ * (outer axis first) of the dim, or of each part. */
+static int64_t gidx(const wf_spmd *S, const wf_sbp *s, const int *c, int k, int64_t n, const part_list *pl, int64_t i)
 {
     int64_t f = 1, b = 0;
     for (int a = 0; a < S->naxes; a++)
@@ -141,8 +148,17 @@ static int64_t gidx(const wf_spmd *S, const wf_sbp *s, const int *c, int k, int6
             b = b * S->size[a] + c[a];
             f *= S->size[a];
         }
-    int64_t ps = n / np, lps = ps / f;
-    return (i / lps) * ps + b * lps + i % lps;
+    if (!pl || pl->n <= 1)
+        return b * (n / f) + i;
+    int64_t gcum = 0, lcum = 0;
+    for (int q = 0; q < pl->n; q++) {
+        int64_t ls = pl->size[q] / f;
+        if (i < lcum + ls)
+            return gcum + b * ls + (i - lcum);
+        lcum += ls;
+        gcum += pl->size[q];
+    }
+    return -1;
 }
 
 static int64_t local_extent(const wf_spmd *S, const wf_sbp *s, int k, int64_t n)
@@ -180,7 +196,7 @@ static void copy_block(const wf_spmd *S, int t, const wf_sbp *s, const int *c, c
     for (int64_t l = 0; l < n; l++) {
         int64_t g = 0;
         for (int d = 0; d < nd; d++)
-            g += gidx(S, s, c, d, x->shape[d], S->parts[t][d], idx[d]) * gstride[d];
+            g += gidx(S, s, c, d, x->shape[d], &S->parts[t][d], idx[d]) * gstride[d];
         if (to_local)
             dst[l] = src[g];
         else
@@ -517,7 +533,8 @@ static wf_status step_pos(wf_spmd *S, int t, const wf_sbp *ls, const wf_sbp *lb,
 {
     const wf_tensor *x = &S->gg.tensors[t];
     int64_t n = x->shape[k], nb = local_extent(S, lb, k, n), ns = local_extent(S, ls, k, n);
-    int np = S->parts[t][k], p = S->size[a];
+    const part_list *np = &S->parts[t][k];
+    int p = S->size[a];
     int64_t *inv = malloc((size_t)n * sizeof *inv);
     b->pos = malloc((size_t)(p * ns) * sizeof *b->pos);
     if (!inv || !b->pos) {
@@ -771,10 +788,10 @@ static int make_view(const wf_spmd *S, int t, const wf_sbp *s, wf_exec_view *v)
     const wf_tensor *x = &S->gg.tensors[t];
     memset(v, 0, sizeof *v);
     for (int d = 0; d < x->ndim; d++) {
-        if (S->parts[t][d] > 1 && local_extent(S, s, d, x->shape[d]) != x->shape[d])
+        if (S->parts[t][d].n > 1 && local_extent(S, s, d, x->shape[d]) != x->shape[d])
             return 0;
         v->gshape[d] = x->shape[d];
-        v->start[d] = gidx(S, s, S->coord, d, x->shape[d], 1, 0);
+        v->start[d] = gidx(S, s, S->coord, d, x->shape[d], NULL, 0);
     }
     return 1;
 }
@@ -782,28 +799,38 @@ static int make_view(const wf_spmd *S, int t, const wf_sbp *s, wf_exec_view *v)
 /* Part-blocked dims: a split (or concat) along a dim that some axis splits
  * holds each part's shard; the parts carry back through elementwise ops and
  * to the columns of the linear (weight and bias) producing them. */
-static void find_parts(wf_spmd *S)
+static wf_status find_parts(wf_spmd *S)
 {
     const wf_graph *g = &S->gg;
     for (int t = 0; t < g->ntensors; t++)
         for (int d = 0; d < WF_MAX_DIMS; d++)
-            S->parts[t][d] = 1;
+            S->parts[t][d].n = 1;
     for (int i = g->nfwd - 1; i >= 0; i--) {
         const wf_op *o = &g->ops[i];
         if (o->kind == WF_OP_SPLIT || o->kind == WF_OP_CONCAT) {
             int t = o->kind == WF_OP_SPLIT ? o->in[0] : o->out[0];
-            int nparts = o->kind == WF_OP_SPLIT ? o->nout : o->nin;
             int ax = o->attr.axis < 0 ? o->attr.axis + g->tensors[t].ndim : o->attr.axis;
             const wf_sbp *s = o->kind == WF_OP_SPLIT ? &S->sig[i].in[0] : &S->sig[i].out[0];
+            int64_t f = 1;
             for (int a = 0; a < S->naxes; a++)
                 if (s->ax[a] == ax)
-                    S->parts[t][ax] = nparts;
+                    f *= S->size[a];
+            if (f > 1) {
+                part_list *pl = &S->parts[t][ax];
+                pl->n = o->kind == WF_OP_SPLIT ? o->nout : o->nin;
+                for (int q = 0; q < pl->n; q++) {
+                    pl->size[q] = g->tensors[o->kind == WF_OP_SPLIT ? o->out[q] : o->in[q]].shape[ax];
+                    if (pl->size[q] % f != 0)
+                        return wf_errorf(WF_INVAL, "op-level plan: op '%s' splits part %d of '%s' (%lld) %lld ways",
+                                         o->name, q, g->tensors[t].name, (long long)pl->size[q], (long long)f);
+                }
+            }
         }
         /* carry the parts of outputs back to inputs */
         for (int k = 0; k < o->nout; k++) {
             int y = o->out[k];
             for (int d = 0; d < g->tensors[y].ndim; d++) {
-                if (S->parts[y][d] == 1)
+                if (S->parts[y][d].n <= 1)
                     continue;
                 int last = d == g->tensors[y].ndim - 1;
                 if (o->kind == WF_OP_LINEAR && last) {
@@ -821,6 +848,7 @@ static void find_parts(wf_spmd *S)
             }
         }
     }
+    return WF_OK;
 }
 
 static wf_status build_local(wf_spmd *S)
@@ -863,7 +891,9 @@ static wf_status build_local(wf_spmd *S)
         if (k < 0)
             return (wf_status)k;
     }
-    find_parts(S);
+    wf_status pst = find_parts(S);
+    if (pst != WF_OK)
+        return pst;
     /* Storage of leaves: the plan's, else as the first reader reads them. */
     for (int t = 0; t < nt; t++) {
         S->local_of[t] = -1;
@@ -975,10 +1005,10 @@ static wf_status build_local(wf_spmd *S)
                     mask |= 1 << ax;
             if (mask) {
                 S->vocab_first[lop] = gidx(S, &sg->in[o->kind == WF_OP_EMBEDDING ? 1 : 0], S->coord, vd,
-                                           g->tensors[vt].shape[vd], 1, 0);
+                                           g->tensors[vt].shape[vd], NULL, 0);
                 S->vocab_total[lop] = g->tensors[vt].shape[vd];
                 S->vocab_mask[lop] = mask;
-                if (S->parts[vt][vd] > 1)
+                if (S->parts[vt][vd].n > 1)
                     return wf_errorf(WF_INVAL, "op-level plan: op '%s' splits a part-blocked vocabulary", o->name);
             }
             if (o->kind == WF_OP_CROSS_ENTROPY) {

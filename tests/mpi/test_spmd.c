@@ -16,6 +16,8 @@
  *             2x2 mesh for mlp-tiny and cnn-tiny (files written here, with
  *             column / row / channel splits on the inner axis and the batch
  *             on the outer one);
+ *   llama     a GQA llama (unequal parts of the fused qkv) with tp=2,sp=1
+ *             (2 ranks) and tp=2,dp=2 (4 ranks);
  *   refusals  a mesh of 8 devices on this job, a split that does not divide
  *             a tensor: WF_INVAL on every rank. */
 #include "weft/runtime.h"
@@ -261,6 +263,12 @@ int main(void)
     wf_world_barrier();
     const char *only = getenv("WEFT_SPMD_ONLY");
 #define WANT(name) (!only || strstr(name, only) != NULL)
+    /* A llama with grouped-query attention: RMSNorm, rotary, SwiGLU, an
+     * untied head, and the fused qkv split into unequal parts (4 query, 2
+     * key/value heads), each part's shard on every rank. */
+    static const char llama[] = "llama:layers=2,hidden=64,heads=4,kv_heads=2,seq=32,vocab=96,ffn=128,dtype=fp32";
+    if (WANT("llama"))
+        check(llama, g_nranks == 2 ? "tp=2,sp=1" : "tp=2,dp=2");
     if (g_nranks == 2) {
         if (WANT("tp=2"))
             check("gpt-tiny", "tp=2");
