@@ -829,22 +829,56 @@ static wf_status find_parts(wf_spmd *S)
         /* carry the parts of outputs back to inputs */
         for (int k = 0; k < o->nout; k++) {
             int y = o->out[k];
-            for (int d = 0; d < g->tensors[y].ndim; d++) {
-                if (S->parts[y][d].n <= 1)
+            const wf_tensor *ty = &g->tensors[y];
+            for (int d = 0; d < ty->ndim; d++) {
+                const part_list *pl = &S->parts[y][d];
+                if (pl->n <= 1 || o->kind == WF_OP_SPLIT || o->kind == WF_OP_CONCAT)
                     continue;
-                int last = d == g->tensors[y].ndim - 1;
-                if (o->kind == WF_OP_LINEAR && last) {
-                    S->parts[o->in[1]][1] = S->parts[y][d];
-                    if (o->nin > 2)
-                        S->parts[o->in[2]][0] = S->parts[y][d];
-                } else if (o->kind == WF_OP_BIAS_ADD && last) {
-                    S->parts[o->in[0]][d] = S->parts[y][d];
-                    S->parts[o->in[1]][0] = S->parts[y][d];
-                } else if (o->nin >= 1 && g->tensors[o->in[0]].ndim == g->tensors[y].ndim &&
-                           g->tensors[o->in[0]].shape[d] == g->tensors[y].shape[d] && o->kind != WF_OP_SPLIT &&
-                           o->kind != WF_OP_CONCAT) {
-                    S->parts[o->in[0]][d] = S->parts[y][d];
+                int last = d == ty->ndim - 1, carried = 0;
+                switch (o->kind) {
+                case WF_OP_LINEAR:
+                    if (last) { /* the weight's columns, the bias */
+                        S->parts[o->in[1]][1] = *pl;
+                        if (o->nin > 2)
+                            S->parts[o->in[2]][0] = *pl;
+                        carried = 1;
+                    }
+                    break;
+                case WF_OP_MATMUL:
+                    if (d == 1) { /* B's columns */
+                        S->parts[o->in[1]][o->attr.trans_b ? 0 : 1] = *pl;
+                        carried = 1;
+                    }
+                    break;
+                case WF_OP_BIAS_ADD:
+                case WF_OP_ADD:
+                case WF_OP_MUL:
+                case WF_OP_RELU:
+                case WF_OP_GELU:
+                case WF_OP_SILU:
+                case WF_OP_DROPOUT:
+                case WF_OP_TANH:
+                case WF_OP_CLIP:
+                case WF_OP_HARDSWISH:
+                    /* elementwise: the same dim of every operand that has it */
+                    for (int j = 0; j < o->nin; j++) {
+                        const wf_tensor *tx = &g->tensors[o->in[j]];
+                        int dx = d - (ty->ndim - tx->ndim);
+                        if (dx >= 0 && tx->shape[dx] == ty->shape[d])
+                            S->parts[o->in[j]][dx] = *pl;
+                    }
+                    carried = 1;
+                    break;
+                default:
+                    break;
                 }
+                int split = 0;
+                for (int a = 0; a < S->naxes; a++)
+                    split |= S->sig[i].out[k].ax[a] == d;
+                if (!carried && split)
+                    return wf_errorf(WF_INVAL, "op-level plan: op '%s' (%s) produces '%s' split into parts along dim "
+                                     "%d (the runtime carries parts through linear, matmul and elementwise ops)",
+                                     o->name, wf_op_name(o->kind), ty->name, d);
             }
         }
     }
