@@ -766,9 +766,9 @@ static wf_status local_attrs(const wf_spmd *S, int i, const int *lin, const int6
         return WF_OK;
     case WF_OP_GLOBAL_AVGPOOL:
         for (int ax = 0; ax < S->naxes; ax++)
-            if (S->sig[i].in[0].ax[ax] >= 2 || is_p(S->sig[i].in[0].ax[ax]))
-                return wf_errorf(WF_INVAL, "op-level plan: op '%s' (global_avgpool) with a spatial split or a "
-                                 "partial input is not run yet", o->name);
+            if (S->sig[i].in[0].ax[ax] >= 2)
+                return wf_errorf(WF_INVAL, "op-level plan: op '%s' (global_avgpool) with a spatial split is not run "
+                                 "yet (its shard's mean would need the other shards' counts)", o->name);
         return WF_OK;
     case WF_OP_ROUTER:
     case WF_OP_MOE_DISPATCH:
