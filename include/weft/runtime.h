@@ -9,7 +9,10 @@
  *                         gradient clipping by global norm.
  *   trainer   (wf_train)  data loader + executor + optimizer + data-parallel
  *                         gradient reduction over MPI under a comm schedule
- *                         (wfbp, ddp, dear, ...), checkpoints and resume.
+ *                         (wfbp, ddp, dear, ...), checkpoints and resume; plans
+ *                         with tensor parallelism and op-level plans run SPMD
+ *                         (spmd.c: each rank its local graph, boxing as
+ *                         collectives through wf_exec_spmd).
  *
  * This header exposes no MPI type (only src/runtime/ includes mpi.h). Trainer
  * calls marked "collective" must be made by every rank of the trainer's group
