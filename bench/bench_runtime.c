@@ -32,7 +32,17 @@
  * (one core per rank). Run it as
  *   bench_runtime [--iters N] [--ranks P] [--full] [--cluster FILE] [--no-profile] [--only LABEL]
  * which measures one process, then runs itself under $MPIEXEC (default
- * mpiexec) -n P for the data-parallel part; or directly under mpiexec. */
+ * mpiexec) -n P for the data-parallel part; or directly under mpiexec.
+ *
+ * With 2 or more ranks it also times tensor parallelism on the SPMD
+ * executor (the gpt model, global batch 8 x ranks as in its data-parallel
+ * rows): tp=2 and tp=2,sp=1 with dp = ranks / 2 (tp=2,dp=2 on 4 ranks),
+ * beside the estimate (wf_estimate_plan) and the simulation (wf_sim_plan) of
+ * the same plan on the calibrated cluster, the memory per rank measured
+ * (executor blocks and the AdamW state; and with every activation buffer
+ * apart, without the memory plan's reuse) against the estimate's, the step
+ * rate against the model FLOPs at the sgemm peak, and the data-parallel
+ * runtime's step (wfbp) on the same ranks. */
 #include "runtime/kernels-impl.h"
 #include "weft/cost.h"
 #include "weft/models.h"
@@ -525,6 +535,98 @@ static void row(const bench_model *bm, int nranks, const char *comm, const timin
     fflush(stdout);
 }
 
+/* ---- tensor parallelism on the SPMD executor ----------------------------------------------- */
+
+static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, int nranks)
+{
+    const bench_model *bm = &MODELS[0];
+    int64_t batch = bm->batch * nranks;
+    timing dp;
+    if (time_training(bm, "wfbp", 0, nranks, iters, &dp) != WF_OK) {
+        if (rank == 0)
+            fprintf(stderr, "spmd: the data-parallel reference: %s\n", wf_last_error());
+        return;
+    }
+    if (rank == 0) {
+        printf("\ntensor parallelism (SPMD executor), %s, global batch %lld on %d ranks; dp: the data-parallel "
+               "runtime (wfbp) on the same ranks, best %.1f ms\n",
+               bm->label, (long long)batch, nranks, 1e3 * dp.best_step_s);
+        printf("%-18s %8s %8s %8s %8s %6s %8s %6s %7s %6s %6s %8s %8s %8s %8s\n", "plan", "best_ms", "med_ms",
+               "comm_ms", "est_ms", "e/best", "sim_ms", "e/best", "GF/s", "%peak", "vs_dp", "mem_MiB", "unpl_MiB",
+               "est_MiB", "sim_MiB");
+    }
+    double flops = train_flops(bm->spec, batch) / (double)nranks;
+    for (int sp = 0; sp <= 1; sp++) {
+        char plan[64];
+        snprintf(plan, sizeof plan, "dp=%d,tp=2,sp=%d", nranks / 2, sp);
+        wf_train_config c;
+        memset(&c, 0, sizeof c);
+        c.model = bm->spec;
+        c.data = "synthetic";
+        c.batch = batch;
+        c.plan = plan;
+        c.comm = "wfbp";
+        wf_optim_defaults(WF_OPTIM_ADAMW, &c.optim);
+        c.seed = 1;
+        wf_train *t = NULL;
+        wf_status st = wf_train_create(&c, &t);
+        double *ts = calloc((size_t)iters, sizeof *ts), *ms = calloc((size_t)iters, sizeof *ms);
+        for (int i = 0; i < iters + 2 && st == WF_OK && ts && ms; i++) {
+            wf_train_stats s;
+            st = wf_train_step(t, &s);
+            if (i >= 2) {
+                ts[i - 2] = s.time_s;
+                ms[i - 2] = s.comm_s;
+            }
+        }
+        wf_train_info info;
+        if (st == WF_OK)
+            wf_train_info_of(t, &info);
+        /* The prediction of the same plan on the calibrated cluster. */
+        wf_model_config m;
+        wf_plan p;
+        wf_estimate est;
+        wf_sim_plan_result sr;
+        memset(&est, 0, sizeof est);
+        memset(&sr, 0, sizeof sr);
+        wf_status ps = wf_model_lookup(bm->spec, &m);
+        if (ps == WF_OK)
+            ps = wf_plan_parse(plan, &p);
+        if (ps == WF_OK) {
+            p.mbs = (int)(batch / p.dp);
+            wf_comm_parse("wfbp", &p.comm);
+            wf_cost_ctx *ctx = NULL;
+            if ((ps = wf_cost_ctx_create(&m, cl, &ctx)) == WF_OK)
+                ps = wf_estimate_plan(ctx, &p, batch, &est);
+            wf_cost_ctx_free(ctx);
+            wf_sim_plan_opts so;
+            memset(&so, 0, sizeof so);
+            if (ps == WF_OK)
+                ps = wf_sim_plan(&m, cl, &p, batch, &so, &sr);
+        }
+        if (st == WF_OK && rank == 0) {
+            double best = minimum(ts, iters), med = median(ts, iters);
+            const wf_exec_memory *mm = &info.memory;
+            double mem = (double)(mm->param_bytes + mm->grad_bytes + mm->leaf_bytes + mm->arena_bytes +
+                                  mm->scratch_bytes) +
+                         2.0 * (double)mm->param_bytes;
+            double unplanned = mem - (double)mm->arena_bytes + (double)mm->unplanned_bytes;
+            printf("%-18s %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %7.1f %5.0f%% %5.2fx %8.1f %8.1f %8.1f %8.1f%s\n",
+                   plan, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters), 1e3 * est.iteration_time_s,
+                   100.0 * (est.iteration_time_s / best - 1), 1e3 * sr.iteration_time_s,
+                   100.0 * (sr.iteration_time_s / best - 1), flops / best / 1e9, 100.0 * flops / best / peak,
+                   best / dp.best_step_s, mem / 1048576.0, unplanned / 1048576.0, est.memory_per_device_bytes / 1048576.0,
+                   sr.peak_memory_bytes / 1048576.0, ps == WF_OK ? "" : "  (no prediction)");
+            fflush(stdout);
+        } else if (st != WF_OK && rank == 0) {
+            fprintf(stderr, "spmd %s: %s\n", plan, wf_last_error());
+        }
+        free(ts);
+        free(ms);
+        wf_train_free(t);
+    }
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_runtime [--iters N] [--ranks P] [--full] [--cluster FILE] [--no-profile] "
@@ -638,6 +740,8 @@ int main(int argc, char **argv)
                 row(&MODELS[k], nranks, comms[c], &t, peak, &p);
         }
     }
+    if (nranks >= 2 && nranks % 2 == 0 && (!only || strcmp(only, "spmd") == 0 || strcmp(only, "gpt") == 0))
+        spmd_rows(&cl, peak, iters, rank, nranks);
     /* Every rank profiles at once (ranks share the machine's caches and memory
      * as in training); rank 0 prints. */
     if (prof)

@@ -693,11 +693,11 @@ static void check_attention(wf_k_attn at, int fd)
 static void test_attention(void **state)
 {
     (void)state;
-    /* b, s, heads, kv_heads, d, causal, scale, p, seed, offset */
-    check_attention((wf_k_attn){2, 5, 4, 2, 3, 1, 0.0f, 0.0f, 0, 0}, 1);
-    check_attention((wf_k_attn){1, 6, 2, 2, 4, 0, 0.7f, 0.0f, 0, 0}, 1);
-    check_attention((wf_k_attn){2, 4, 4, 1, 2, 1, 0.0f, 0.25f, 17, 3}, 1);
-    check_attention((wf_k_attn){2, 33, 4, 2, 16, 1, 0.0f, 0.1f, 5, 0}, 0);
+    /* b, s, heads, kv_heads, d, causal, scale, p, seed, offset, heads_total, head0 */
+    check_attention((wf_k_attn){2, 5, 4, 2, 3, 1, 0.0f, 0.0f, 0, 0, 0, 0}, 1);
+    check_attention((wf_k_attn){1, 6, 2, 2, 4, 0, 0.7f, 0.0f, 0, 0, 0, 0}, 1);
+    check_attention((wf_k_attn){2, 4, 4, 1, 2, 1, 0.0f, 0.25f, 17, 3, 0, 0}, 1);
+    check_attention((wf_k_attn){2, 33, 4, 2, 16, 1, 0.0f, 0.1f, 5, 0, 0, 0}, 0);
 }
 
 static void test_attention_causal_mask(void **state)
@@ -705,7 +705,7 @@ static void test_attention_causal_mask(void **state)
     (void)state;
     /* Changing key/value at position j must not change outputs at positions
      * i < j, and must change position j itself. */
-    wf_k_attn at = {2, 8, 4, 2, 4, 1, 0.0f, 0.0f, 0, 0};
+    wf_k_attn at = {2, 8, 4, 2, 4, 1, 0.0f, 0.0f, 0, 0, 0, 0};
     const int64_t nq = at.b * at.s * at.heads * at.d, nk = at.b * at.s * at.kv_heads * at.d;
     const int64_t row_q = at.heads * at.d, row_k = at.kv_heads * at.d, j = 5;
     float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1);

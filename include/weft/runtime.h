@@ -9,7 +9,10 @@
  *                         gradient clipping by global norm.
  *   trainer   (wf_train)  data loader + executor + optimizer + data-parallel
  *                         gradient reduction over MPI under a comm schedule
- *                         (wfbp, ddp, dear, ...), checkpoints and resume.
+ *                         (wfbp, ddp, dear, ...), checkpoints and resume; plans
+ *                         with tensor parallelism and op-level plans run SPMD
+ *                         (spmd.c: each rank its local graph, boxing as
+ *                         collectives through wf_exec_spmd).
  *
  * This header exposes no MPI type (only src/runtime/ includes mpi.h). Trainer
  * calls marked "collective" must be made by every rank of the trainer's group
@@ -125,6 +128,46 @@ typedef struct {
 } wf_exec_experts;
 void wf_exec_set_experts(wf_exec *e, const wf_exec_experts *x); /* NULL clears */
 
+/* SPMD execution of op-level plans (src/runtime/spmd.c builds the rank's
+ * local graph and runs the collectives; the executor sees only these
+ * callbacks). Per forward op of the local graph:
+ *   box_op[o] = 1: a boxing step (a split, concat or one-way split op that only
+ *     carries the local shapes): box(ctx, o, 0, x, y) computes its output from
+ *     input 0 in forward; box(ctx, o, 1, dy, dx) the gradient of input 0 from
+ *     the gradient of output 0 (dy NULL: none reached it) in backward; the
+ *     gradients of its other inputs (copies of input 0) are zero;
+ *   vocab_first[o] >= 0: an embedding whose table, or a cross-entropy whose
+ *     logits, hold rows / columns [vocab_first, vocab_first + local) of a
+ *     vocabulary of vocab_total[o]: the embedding writes zero rows for ids
+ *     outside its shard (a partial sum), the cross-entropy reduces the row
+ *     maxima (max) and the sums of exponentials and target logits (sum) over
+ *     the shards with allreduce(ctx, o, buf, n, is_max);
+ *   stats_split[o] = 1: a batchnorm whose batch (or spatial) dims are split:
+ *     the per-channel sums of the statistics (forward) and of the gradient
+ *     terms (backward) are summed over the shards with allreduce;
+ *   view[o] (has_view[o] = 1): where the local block of a dropout's input or
+ *     an attention's q lies in the global tensor, so that dropout masks are
+ *     drawn at global element indices (the masks of a single process).
+ * Box and allreduce callbacks run even after a kernel failed, so that the
+ * ranks' collectives stay matched. */
+typedef struct {
+    int64_t gshape[WF_MAX_DIMS]; /* the global tensor's shape (rank of the local one) */
+    int64_t start[WF_MAX_DIMS];  /* the local block's first index in each dim */
+} wf_exec_view;
+
+typedef struct {
+    void *ctx;
+    const unsigned char *box_op;  /* [nfwd] */
+    wf_status (*box)(void *ctx, int op, int backward, const float *in, float *out);
+    const int64_t *vocab_first;   /* [nfwd], -1: not split */
+    const int64_t *vocab_total;   /* [nfwd] */
+    wf_status (*allreduce)(void *ctx, int op, float *buf, int64_t n, int is_max);
+    const unsigned char *stats_split; /* [nfwd] */
+    const unsigned char *has_view; /* [nfwd] */
+    const wf_exec_view *view;      /* [nfwd] */
+} wf_exec_spmd;
+void wf_exec_set_spmd(wf_exec *e, const wf_exec_spmd *s); /* NULL clears; arrays borrowed */
+
 /* Runs the forward ops; *loss = the loss (mean over this replica's batch).
  * A kernel that fails (a token id out of range) records its status and the
  * pass goes on calling the hooks without running kernels, so collectives stay
@@ -207,9 +250,11 @@ typedef struct {
 } wf_train_config;
 
 /* Collective. Builds the model at the micro-batch size, checks the plan
- * against the world (dp = ranks; tp, pp, vpp, sp, zero, recompute must be off:
- * the runtime executes data parallelism only), opens the data, and lays out
- * the gradients for the schedule. */
+ * against the world, opens the data, and lays out the gradients for the
+ * schedule. Data (and expert) parallel plans run on one replica per rank; a
+ * plan with tp > 1 or sp, or an op-level plan file, runs as SPMD: the ranks
+ * form the plan's mesh and each runs its local graph (docs/runtime.md, "SPMD
+ * executor"). pp, vpp, zero and recompute are refused. */
 wf_status wf_train_create(const wf_train_config *c, wf_train **out);
 void wf_train_free(wf_train *t);
 
@@ -242,6 +287,11 @@ wf_status wf_train_save(wf_train *t, const char *dir);
  * batch, seed, optimizer and rank count; training continues exactly as the
  * uninterrupted run would have. */
 wf_status wf_train_load(wf_train *t, const char *dir);
+/* Collective. Syncs, then writes every parameter of the model at its full
+ * shape into out, in the model graph's order, concatenated (n: the floats
+ * they take; nothing is written when cap is smaller). Under an op-level plan
+ * the shards of every rank are gathered, so all ranks hold the same values. */
+wf_status wf_train_gather_params(wf_train *t, float *out, int64_t cap, int64_t *n);
 /* Steps completed. */
 int64_t wf_train_steps_done(const wf_train *t);
 /* FNV-1a hash of the parameter block's bytes (call after wf_train_sync). */
@@ -262,6 +312,13 @@ typedef struct {
     char data[256];          /* the loader's description */
     char init[160];          /* where the parameters start: "random (seed N)" or the file */
     wf_exec_memory memory;
+    /* SPMD plans: the collectives of the last step on this rank (boxing
+     * all-gathers, reduce-scatters, all-reduces; in-op all-reduces of the
+     * vocabulary-parallel loss and batch statistics; boxing all-to-alls);
+     * else 0 */
+    int64_t spmd_allgathers, spmd_reduce_scatters, spmd_allreduces, spmd_inop_allreduces, spmd_alltoalls;
+    char mesh[96];           /* SPMD: "2x2 (data-parallel axis 0)"; micro_batch is then the
+                                global micro-batch every rank's shard belongs to; else "" */
 } wf_train_info;
 void wf_train_info_of(const wf_train *t, wf_train_info *out);
 wf_exec *wf_train_exec(const wf_train *t);

@@ -174,8 +174,13 @@ static void describe(const wf_train_info *in, const train_args *a, const wf_opti
     fprintf(stderr, "model      %s (%.3g M parameters)\n", in->model, (double)in->params / 1e6);
     fprintf(stderr, "data       %s\n", in->data);
     fprintf(stderr, "init       %s\n", in->init);
-    fprintf(stderr, "ranks      %d, global batch %lld = %d x %lld micro-batch(es) of %lld\n", in->nranks,
-            (long long)a->batch, in->nranks, (long long)in->micro_batches, (long long)in->micro_batch);
+    if (in->mesh[0])
+        fprintf(stderr, "ranks      %d on mesh %s, SPMD (each rank its local graph); global batch %lld = %lld "
+                "micro-batch(es) of %lld\n", in->nranks, in->mesh, (long long)a->batch, (long long)in->micro_batches,
+                (long long)in->micro_batch);
+    else
+        fprintf(stderr, "ranks      %d, global batch %lld = %d x %lld micro-batch(es) of %lld\n", in->nranks,
+                (long long)a->batch, in->nranks, (long long)in->micro_batches, (long long)in->micro_batch);
     fprintf(stderr, "comm       %s (%d collective group%s per step)%s%s\n", in->comm, in->ngroups,
             in->ngroups == 1 ? "" : "s", in->comm_note[0] ? "; " : "", in->comm_note);
     if (in->plan_note[0])
@@ -222,12 +227,20 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
     c.plan = a->plan;
     char raised[256];
     if (a->plan && wf_plan_is_oplevel_file(a->plan)) {
-        wf_status rs = raise_oplevel(a, raised, sizeof raised);
-        if (rs != WF_OK)
-            return rs;
-        if (rank == 0)
-            fprintf(stderr, "plan       %s: the op-level form of %s\n", a->plan, raised);
-        c.plan = raised;
+        /* A data-parallel plan's op-level form runs on the data-parallel
+         * runtime; any other op-level plan runs its layouts as they are on
+         * the SPMD executor (docs/runtime.md). */
+        wf_plan dp;
+        if (raise_oplevel(a, raised, sizeof raised) == WF_OK && wf_plan_parse(raised, &dp) == WF_OK && dp.tp == 1 &&
+            !dp.sp) {
+            if (rank == 0)
+                fprintf(stderr, "plan       %s: the op-level form of %s\n", a->plan, raised);
+            c.plan = raised;
+        } else {
+            wf_clear_error();
+            if (rank == 0)
+                fprintf(stderr, "plan       %s: op-level layouts, run SPMD (each rank its local graph)\n", a->plan);
+        }
     }
     c.comm = a->comm;
     c.cluster = a->cluster;

@@ -36,6 +36,11 @@ void wf_dist_begin_micro(wf_dist *d, int first, int last);
  * clip and update (optimizer step t, gradients times grad_scale); dear issues
  * what remains and defers the update to the next forward (or wf_dist_sync). */
 wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale);
+/* Op-level plans (spmd.c): the clipping norm counts the square of gradient
+ * float j (its index in the gradient block, as laid out by wf_dist_create)
+ * weight[j] times and sums it over comm (MPI_COMM_NULL: this rank alone),
+ * after the data-parallel reduction; every schedule. weight is borrowed. */
+void wf_dist_set_norm(wf_dist *d, const float *weight, MPI_Comm comm);
 /* Applies a deferred update now (dear); nothing otherwise. */
 wf_status wf_dist_sync(wf_dist *d);
 

@@ -88,6 +88,11 @@ struct wf_dist {
 
     double comm_s;
     double grad_norm;
+    /* SPMD (spmd.c): each gradient float's square counts norm_weight[j] times
+     * (j its index in the gradient block), summed over norm_comm (the ranks
+     * holding other shards) */
+    const float *norm_weight;
+    MPI_Comm norm_comm;
 };
 
 static wf_status mpi_fail(int rc, const char *what)
@@ -415,6 +420,31 @@ static float update_scale(wf_dist *d, double sum_sq, double grad_scale)
     return (float)(grad_scale * f);
 }
 
+/* Weighted sum of squares (SPMD norms). */
+static double wsumsq(const float *x, const float *w, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)w[i] * (double)x[i] * (double)x[i];
+    return s;
+}
+
+/* The squared norm of the whole model's gradient under an op-level plan:
+ * each float weighted by the share of the ranks of norm_comm that hold the
+ * same element, summed over norm_comm. */
+static wf_status spmd_norm_sum(wf_dist *d, double *s)
+{
+    if (d->norm_comm != MPI_COMM_NULL)
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, s, 1, MPI_DOUBLE, MPI_SUM, d->norm_comm), "MPI_Allreduce of the norm");
+    return WF_OK;
+}
+
+void wf_dist_set_norm(wf_dist *d, const float *weight, MPI_Comm comm)
+{
+    d->norm_weight = weight;
+    d->norm_comm = comm;
+}
+
 wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
 {
     wf_status st;
@@ -435,8 +465,15 @@ wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
         return st;
     /* Identical gradients on every rank: the same norm in the same order. */
     double s = 0;
-    for (int k = 0; k < d->ngroups; k++)
-        s += sumsq(grad_at(d, d->groups[k].off), d->groups[k].count);
+    if (d->norm_weight) {
+        for (int k = 0; k < d->ngroups; k++)
+            s += wsumsq(grad_at(d, d->groups[k].off), d->norm_weight + d->groups[k].off, d->groups[k].count);
+        if ((st = spmd_norm_sum(d, &s)) != WF_OK)
+            return st;
+    } else {
+        for (int k = 0; k < d->ngroups; k++)
+            s += sumsq(grad_at(d, d->groups[k].off), d->groups[k].count);
+    }
     float scale = update_scale(d, s, grad_scale);
     for (int k = 0; k < d->ngroups; k++)
         update_group(d, k, t, scale);
@@ -452,7 +489,13 @@ static wf_status dear_b0(wf_dist *d)
     double mine = 0;
     for (int k = 0; k < d->ngroups; k++) {
         const group *g = &d->groups[k];
-        mine += d->mpi ? sumsq(d->shards + g->shard_off, g->count / d->nranks) : sumsq(grad_at(d, g->off), g->count);
+        if (d->norm_weight)
+            mine += d->mpi ? wsumsq(d->shards + g->shard_off, d->norm_weight + g->off + d->rank * (g->count / d->nranks),
+                                    g->count / d->nranks)
+                           : wsumsq(grad_at(d, g->off), d->norm_weight + g->off, g->count);
+        else
+            mine += d->mpi ? sumsq(d->shards + g->shard_off, g->count / d->nranks)
+                           : sumsq(grad_at(d, g->off), g->count);
     }
     double total = mine;
     if (d->mpi) {
@@ -467,6 +510,8 @@ static wf_status dear_b0(wf_dist *d)
         if (st != WF_OK)
             return st;
     }
+    if (d->norm_weight && (st = spmd_norm_sum(d, &total)) != WF_OK)
+        return st;
     d->update_scale = update_scale(d, total, d->pending_scale);
     d->b0_done = 1;
     d->pos = 0;

@@ -206,7 +206,9 @@ typedef struct {
     float scale;             /* score scale (0 = 1/sqrt(D)) */
     float p;                 /* dropout probability on the probabilities, [0,1] */
     uint64_t seed, offset;   /* dropout: element (b,h,i,j) has index
-                              * offset + ((b*A + h)*S + i)*S + j */
+                              * offset + ((b*At + h0 + h)*S + i)*S + j */
+    int64_t heads_total;     /* At: heads of the whole layer (0 = heads) */
+    int64_t head0;           /* h0: the first of this shard's heads (SPMD) */
 } wf_k_attn;
 
 size_t wf_k_attention_saved_floats(const wf_k_attn *at); /* B*A*S*S */

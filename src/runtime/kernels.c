@@ -806,7 +806,8 @@ static void attn_dropout(const wf_k_attn *at, int64_t b, int64_t h, const float 
                          float *dst)
 {
     const int64_t S = at->s;
-    const uint64_t base = at->offset + (uint64_t)((b * at->heads + h) * S * S);
+    const int64_t At = at->heads_total > 0 ? at->heads_total : at->heads;
+    const uint64_t base = at->offset + (uint64_t)((b * At + at->head0 + h) * S * S);
     if (!at->causal) {
         dropout_apply(src, dst, S * S, at->p, at->seed, base);
         return;

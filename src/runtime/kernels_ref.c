@@ -375,7 +375,8 @@ static double attn_drop(const wf_k_attn *at, int64_t b, int64_t h, int64_t i, in
 {
     if (at->p <= 0)
         return 1.0;
-    uint64_t idx = at->offset + (uint64_t)(((b * at->heads + h) * at->s + i) * at->s + j);
+    const int64_t At = at->heads_total > 0 ? at->heads_total : at->heads;
+    uint64_t idx = at->offset + (uint64_t)(((b * At + at->head0 + h) * at->s + i) * at->s + j);
     return wf_k_rng_uniform(at->seed, idx) >= at->p ? 1.0 / (1.0 - at->p) : 0.0;
 }
 

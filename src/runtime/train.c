@@ -23,6 +23,7 @@
  * message of the lowest failing rank. */
 #include "runtime/dist-impl.h"
 #include "runtime/kernels-impl.h"
+#include "runtime/spmd-impl.h"
 
 #include "weft/cluster.h"
 #include "weft/models.h"
@@ -56,6 +57,7 @@ struct wf_train {
     char comm_note[192];
     char plan_note[256];
     char init_note[160];
+    wf_spmd *spmd;       /* op-level / tensor-parallel plans (spmd.c); then the rest is unused */
 };
 
 static int mpi_up(void)
@@ -327,7 +329,11 @@ wf_status wf_train_create(const wf_train_config *c, wf_train **out)
         MPI_Comm_rank(t->comm, &t->rank);
         MPI_Comm_size(t->comm, &t->nranks);
     }
-    wf_status st = setup(t);
+    wf_status st;
+    if (wf_spmd_wants(c->plan))
+        st = wf_spmd_create(c, t->comm, t->rank, t->nranks, &t->spmd);
+    else
+        st = setup(t);
     st = wf_mpi_agree_on(t->comm, t->rank, t->nranks, st);
     if (st != WF_OK) {
         wf_train_free(t);
@@ -341,6 +347,7 @@ void wf_train_free(wf_train *t)
 {
     if (!t)
         return;
+    wf_spmd_free(t->spmd);
     wf_dist_free(t->d);
     wf_optim_free(t->o);
     wf_exec_free(t->e);
@@ -358,6 +365,8 @@ void wf_train_free(wf_train *t)
 
 wf_status wf_train_step(wf_train *t, wf_train_stats *s)
 {
+    if (t->spmd)
+        return wf_spmd_step(t->spmd, s);
     double t0 = wf_now_s();
     memset(s, 0, sizeof *s);
     wf_status st = wf_data_next(t->data, t->c.batch, t->rank, t->nranks, t->inbuf, t->labbuf);
@@ -421,6 +430,8 @@ wf_status wf_train_step(wf_train *t, wf_train_stats *s)
 
 wf_status wf_train_sync(wf_train *t)
 {
+    if (t->spmd)
+        return wf_spmd_sync(t->spmd);
     wf_status st = wf_dist_sync(t->d);
     wf_dist_take_comm_s(t->d);
     return wf_mpi_agree_on(t->comm, t->rank, t->nranks, st);
@@ -428,13 +439,15 @@ wf_status wf_train_sync(wf_train *t)
 
 int64_t wf_train_steps_done(const wf_train *t)
 {
+    if (t->spmd)
+        return wf_spmd_steps_done(t->spmd);
     return t->steps;
 }
 
 uint64_t wf_train_checksum(const wf_train *t)
 {
     int64_t n = 0;
-    const unsigned char *p = (const unsigned char *)wf_exec_param_block(t->e, &n);
+    const unsigned char *p = (const unsigned char *)wf_exec_param_block(wf_train_exec(t), &n);
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < (size_t)n * sizeof(float); i++) {
         h ^= p[i];
@@ -445,11 +458,30 @@ uint64_t wf_train_checksum(const wf_train *t)
 
 wf_exec *wf_train_exec(const wf_train *t)
 {
-    return t->e;
+    return t->spmd ? wf_spmd_exec(t->spmd) : t->e;
+}
+
+wf_status wf_train_gather_params(wf_train *t, float *out, int64_t cap, int64_t *n)
+{
+    if (t->spmd)
+        return wf_spmd_gather_params(t->spmd, out, cap, n);
+    wf_status st = wf_train_sync(t);
+    *n = 0;
+    for (int i = 0; i < wf_exec_nparams(t->e) && st == WF_OK; i++) {
+        const wf_exec_param *p = wf_exec_param_at(t->e, i);
+        if (out && *n + p->numel <= cap)
+            memcpy(out + *n, p->data, (size_t)p->numel * sizeof(float));
+        *n += p->numel;
+    }
+    return st;
 }
 
 void wf_train_info_of(const wf_train *t, wf_train_info *out)
 {
+    if (t->spmd) {
+        wf_spmd_info_of(t->spmd, out);
+        return;
+    }
     memset(out, 0, sizeof *out);
     out->rank = t->rank;
     out->nranks = t->nranks;
@@ -569,6 +601,8 @@ static wf_status ckpt_begin(wf_train *t, const char *verb, wf_ckpt_tensor **ts, 
     if (self_alone(t))
         return wf_errorf(WF_INVAL, "checkpoints are %s by the whole MPI world, not by one rank alone",
                          verb);
+    if (t->spmd)
+        return wf_mpi_agree(wf_errorf(WF_INVAL, "checkpoints of op-level (SPMD) plans are not %s yet", verb));
     wf_status st = wf_train_sync(t);
     if (st != WF_OK)
         return st;
