@@ -271,6 +271,16 @@ typedef struct {
     int64_t tokens;      /* global tokens (B * seq) for token models, else 0 */
 } wf_train_stats;
 
+/* `--plan auto`: the planner's fastest plan (wf_outer_search, every key) for
+ * c->model at c->batch on the ranks of the world (one with c->self) of
+ * cluster c->cluster (NULL: the `local` preset, one device per rank when the
+ * job has more ranks than it has devices), among the plans the runtime
+ * executes (with checkpoint = 1, among those whose runs it also checkpoints).
+ * Not collective: every rank computes the same plan from the same inputs.
+ * Writes the canonical plan string and a line saying how it was chosen. */
+wf_status wf_train_auto_plan(const wf_train_config *c, int checkpoint, char *plan, size_t cap, char *note,
+                             size_t note_cap);
+
 /* Collective. One training step: this rank's slice of the next global batch,
  * forward and backward per micro-batch, the gradient reduction of the
  * schedule, the optimizer update (dear: deferred into the next step's forward

@@ -225,6 +225,15 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
     c.data = a->data;
     c.batch = a->batch;
     c.plan = a->plan;
+    c.cluster = a->cluster;
+    char autoplan[256], note[320] = "";
+    if (a->plan && strcmp(a->plan, "auto") == 0) {
+        /* The planner's fastest plan that the runtime executes here. */
+        wf_status ast = wf_train_auto_plan(&c, a->checkpoint != NULL, autoplan, sizeof autoplan, note, sizeof note);
+        if (ast != WF_OK)
+            return ast;
+        c.plan = autoplan;
+    }
     char raised[256];
     if (a->plan && wf_plan_is_oplevel_file(a->plan)) {
         /* A data-parallel plan's op-level form runs on the data-parallel
@@ -286,6 +295,8 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
         wf_train_free(t);
         return st;
     }
+    if (rank == 0 && note[0])
+        fprintf(stderr, "plan       %s\n", note);
     if (rank == 0)
         describe(&info, a, oc);
     int64_t start = wf_train_steps_done(t);
@@ -420,7 +431,8 @@ wf_status wf_cmd_train(int argc, char **argv)
         {"model", 0, WF_OPT_STR, &a.model, "M", "model: zoo name, family with overrides, or model JSON", 1},
         {"data", 0, WF_OPT_STR, &a.data, "D", "synthetic, fashion-mnist, text:PATH, text:fortunes, or a path", 1},
         {"batch", 0, WF_OPT_INT, &a.batch, "B", "global batch (divided among the ranks)", 1},
-        {"plan", 0, WF_OPT_STR, &a.plan, "P", "plan string or file (dp = ranks; mbs for micro-batches), or auto", 1},
+        {"plan", 0, WF_OPT_STR, &a.plan, "P", "plan string or file (dp = ranks; mbs for micro-batches), or auto: the planner's fastest plan "
+         "that the runtime runs", 1},
         {"steps", 0, WF_OPT_INT, &a.steps, "N", "train until step N (a resumed run continues to N)", 1},
         {"comm", 0, WF_OPT_STR, &a.comm, "S",
          "gradient schedule: wfbp, ddp[:MiB], dear[:MiB], or auto (default: the plan's, ddp)", 0},

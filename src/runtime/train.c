@@ -23,6 +23,7 @@
  * message of the lowest failing rank. */
 #include "runtime/dist-impl.h"
 #include "runtime/kernels-impl.h"
+#include "runtime/autoplan-impl.h"
 #include "runtime/spmd-impl.h"
 
 #include "weft/cluster.h"
@@ -131,6 +132,43 @@ static wf_status resolve_plan(wf_train *t)
                          p->mbs, (long long)t->b, (long long)c->batch, t->nranks);
     t->m = t->b / t->mbs;
     return WF_OK;
+}
+
+/* --plan auto's filter: the plans the runtime executes (resolve_plan's and
+ * spmd.c's checks, before the world's rank count, which the search fixes).
+ * SPMD runs (tp, sp) write no checkpoints yet. */
+static int runtime_runs(const wf_plan *p, void *user)
+{
+    const int checkpoint = *(const int *)user;
+    if (p->pp > 1 || p->vpp > 1 || p->zero > 0 || p->recompute != WF_RECOMPUTE_NONE || p->cp > 1 || p->fp8 ||
+        p->etp > 1)
+        return 0;
+    if ((p->tp > 1 || p->sp) && (checkpoint || p->ep > 1))
+        return 0;
+    return 1;
+}
+
+wf_status wf_train_auto_plan(const wf_train_config *c, int checkpoint, char *plan, size_t cap, char *note,
+                             size_t note_cap)
+{
+    int nranks = 1;
+    if (mpi_up() && !c->self)
+        MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    wf_model_config m;
+    wf_status st = wf_model_lookup(c->model, &m);
+    if (st != WF_OK)
+        return st;
+    wf_plan p;
+    st = wf_runtime_auto_plan(&m, c->cluster, nranks, c->batch, runtime_runs, &checkpoint, &p, note, note_cap);
+    if (st != WF_OK && c->batch % nranks != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", wf_last_error());
+        return wf_errorf(st, "%s (batch %lld is not divisible by %d ranks for data parallelism)", why,
+                         (long long)c->batch, nranks);
+    }
+    if (st == WF_OK)
+        wf_plan_format(&p, plan, cap);
+    return st;
 }
 
 /* comm "auto": simulates one data-parallel iteration of the model at the

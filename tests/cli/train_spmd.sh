@@ -17,7 +17,7 @@ same() { # same LABEL ONE.jsonl RUN.jsonl
     END { exit bad || m != n || n == 0 }' "$2" "$3"
 }
 gpt=(--model gpt-tiny --data text:fortunes --batch 8 --steps 15 --lr 3e-3)
-"$WEFT" train "${gpt[@]}" --plan auto --log "$tmp/one.jsonl" >/dev/null 2>"$tmp/one.err"
+"$WEFT" train "${gpt[@]}" --plan dp=1 --log "$tmp/one.jsonl" >/dev/null 2>"$tmp/one.err"
 check "gpt-tiny trains in one process" test $? -eq 0
 losses "$tmp/one.jsonl" >"$tmp/one.txt"
 for plan in tp=2 tp=2,sp=1; do
@@ -33,7 +33,7 @@ mlp=(--model mlp-tiny --batch 8)
 check "weft plan --op-level writes an mlp-tiny plan on a mesh of 2" test -s "$tmp/mlp.json"
 check "the plan verifies" sh -c '"$0" plan --model mlp-tiny --cluster local:devices_per_node=2 --batch 8 --verify "$1" \
   >/dev/null 2>&1' "$WEFT" "$tmp/mlp.json"
-"$WEFT" train "${mlp[@]}" --data synthetic --steps 10 --plan auto --log "$tmp/mone.jsonl" >/dev/null 2>&1
+"$WEFT" train "${mlp[@]}" --data synthetic --steps 10 --plan dp=1 --log "$tmp/mone.jsonl" >/dev/null 2>&1
 losses "$tmp/mone.jsonl" >"$tmp/mone.txt"
 "$MPIEXEC" -n 2 "$WEFT" train "${mlp[@]}" --data synthetic --steps 10 --plan "$tmp/mlp.json" \
   --log "$tmp/mrun.jsonl" >/dev/null 2>"$tmp/mrun.err"
