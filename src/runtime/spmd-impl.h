@@ -26,6 +26,21 @@ wf_status wf_spmd_sync(wf_spmd *s);
 int64_t wf_spmd_steps_done(const wf_spmd *s);
 wf_exec *wf_spmd_exec(const wf_spmd *s);
 void wf_spmd_info_of(const wf_spmd *s, wf_train_info *out);
+/* What a checkpoint of this run holds and restores (train.c writes it): the
+ * executor (this rank's shards), the optimizer, the data loader, the steps
+ * (written back on load), the micro-batches per step, and a line naming the
+ * layouts ("layouts=mesh 2x2, plan fnv 0x..."), which a resume must match. */
+typedef struct {
+    wf_exec *e;
+    wf_optim *o;
+    struct wf_data *data;
+    int64_t *steps;
+    int64_t m;
+    const char *model;
+    char layouts[160];
+} wf_spmd_ckpt;
+void wf_spmd_ckpt_view(wf_spmd *s, wf_spmd_ckpt *out);
+
 /* Collective: every parameter at its full shape, model graph order. */
 wf_status wf_spmd_gather_params(wf_spmd *s, float *out, int64_t cap, int64_t *n);
 

@@ -1471,6 +1471,32 @@ int64_t wf_spmd_steps_done(const wf_spmd *S) { return S->steps; }
 
 wf_exec *wf_spmd_exec(const wf_spmd *S) { return S->e; }
 
+void wf_spmd_ckpt_view(wf_spmd *S, wf_spmd_ckpt *out)
+{
+    out->e = S->e;
+    out->o = S->o;
+    out->data = S->data;
+    out->steps = &S->steps;
+    out->m = S->m;
+    out->model = S->model.name;
+    /* The layouts as one FNV-1a hash of the plan: its summary, then every
+     * op's signature and every stored layout, each string with its end. */
+    char head[160];
+    wf_plan_oplevel_format(&S->ol, head, sizeof head);
+    uint64_t h = 1469598103934665603ull;
+    const wf_plan_oplevel *p = &S->ol;
+    for (int k = -1; k < 2 * p->nlayouts + 2 * p->nstorage; k++) {
+        const char *c = k < 0                 ? head
+                        : k < 2 * p->nlayouts ? (k % 2 ? p->sig[k / 2] : p->op[k / 2])
+                        : ((k - 2 * p->nlayouts) % 2 ? p->layout : p->tensor)[(k - 2 * p->nlayouts) / 2];
+        for (; *c; c++)
+            h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        h = (h ^ 0xffu) * 1099511628211ull;
+    }
+    snprintf(out->layouts, sizeof out->layouts, "layouts=mesh %s, plan fnv %016llx", S->ol.mesh,
+             (unsigned long long)h);
+}
+
 void wf_spmd_info_of(const wf_spmd *S, wf_train_info *out)
 {
     memset(out, 0, sizeof *out);

@@ -136,15 +136,15 @@ static wf_status resolve_plan(wf_train *t)
 
 /* --plan auto's filter: the plans the runtime executes (resolve_plan's and
  * spmd.c's checks, before the world's rank count, which the search fixes).
- * SPMD runs (tp, sp) write no checkpoints yet. */
+ * Every plan it runs it also checkpoints, so `checkpoint` filters nothing. */
 static int runtime_runs(const wf_plan *p, void *user)
 {
-    const int checkpoint = *(const int *)user;
+    (void)user;
     if (p->pp > 1 || p->vpp > 1 || p->zero > 0 || p->recompute != WF_RECOMPUTE_NONE || p->cp > 1 || p->fp8 ||
         p->etp > 1)
         return 0;
-    if ((p->tp > 1 || p->sp) && (checkpoint || p->ep > 1))
-        return 0;
+    if ((p->tp > 1 || p->sp) && p->ep > 1)
+        return 0; /* experts under SPMD layouts are not run */
     return 1;
 }
 
@@ -541,12 +541,39 @@ void wf_train_info_of(const wf_train *t, wf_train_info *out)
 
 /* ---- checkpoints ------------------------------------------------------------------------------ */
 
+/* What a checkpoint saves and restores: the trainer's own executor,
+ * optimizer, data, steps and micro-batches, or the SPMD trainer's (its shards,
+ * and a line naming its layouts). */
+typedef struct {
+    wf_exec *e;
+    wf_optim *o;
+    wf_data *data;
+    int64_t *steps;
+    int64_t m;
+    const char *model;
+    char layouts[160];
+} ckpt_view;
+
+static void view_of(wf_train *t, ckpt_view *v)
+{
+    if (t->spmd) {
+        wf_spmd_ckpt s;
+        wf_spmd_ckpt_view(t->spmd, &s);
+        *v = (ckpt_view){s.e, s.o, s.data, s.steps, s.m, s.model, ""};
+        snprintf(v->layouts, sizeof v->layouts, "%s", s.layouts);
+        return;
+    }
+    *v = (ckpt_view){t->e, t->o, t->data, &t->steps, t->m, t->model.name, ""};
+}
+
 /* The tensors of a checkpoint: every parameter under its graph name, then the
  * optimizer's state per parameter ("<state>.<index>"). names holds the
  * generated names. */
 static wf_status ckpt_tensors(wf_train *t, wf_ckpt_tensor **out, char **names, int *n)
 {
-    int np = wf_exec_nparams(t->e), ns = wf_optim_nstate(t->o);
+    ckpt_view v;
+    view_of(t, &v);
+    int np = wf_exec_nparams(v.e), ns = wf_optim_nstate(v.o);
     int total = np * (1 + ns);
     wf_ckpt_tensor *ts = calloc((size_t)(total > 0 ? total : 1), sizeof *ts);
     char *nm = calloc((size_t)(total > 0 ? total : 1), WF_NAME_LEN);
@@ -557,18 +584,18 @@ static wf_status ckpt_tensors(wf_train *t, wf_ckpt_tensor **out, char **names, i
     }
     int k = 0;
     for (int i = 0; i < np; i++) {
-        const wf_exec_param *p = wf_exec_param_at(t->e, i);
+        const wf_exec_param *p = wf_exec_param_at(v.e, i);
         for (int s = -1; s < ns; s++, k++) {
             char *name = nm + (size_t)k * WF_NAME_LEN;
             if (s < 0)
                 snprintf(name, WF_NAME_LEN, "%s", p->name);
             else
-                snprintf(name, WF_NAME_LEN, "%s.%d", wf_optim_state_name(t->o, s), i);
+                snprintf(name, WF_NAME_LEN, "%s.%d", wf_optim_state_name(v.o, s), i);
             ts[k].name = name;
             ts[k].dtype = WF_DTYPE_FP32;
             ts[k].ndim = p->ndim;
             memcpy(ts[k].shape, p->shape, sizeof ts[k].shape);
-            ts[k].data = s < 0 ? (void *)p->data : (void *)wf_optim_state(t->o, i, s);
+            ts[k].data = s < 0 ? (void *)p->data : (void *)wf_optim_state(v.o, i, s);
         }
     }
     *out = ts;
@@ -578,20 +605,25 @@ static wf_status ckpt_tensors(wf_train *t, wf_ckpt_tensor **out, char **names, i
 }
 
 /* What a resumed run must share with the run that saved (checked on load). */
-static void ckpt_rng(const wf_train *t, uint64_t rng[4])
+static void ckpt_rng(wf_train *t, uint64_t rng[4])
 {
+    ckpt_view v;
+    view_of(t, &v);
     rng[0] = t->c.seed;
     rng[1] = (uint64_t)t->c.optim.kind;
     rng[2] = (uint64_t)t->c.batch;
-    rng[3] = (uint64_t)t->m;
+    rng[3] = (uint64_t)v.m;
 }
 
-/* The run's settings a resume must match, as "key=value" lines. */
-static void ckpt_run(const wf_train *t, char *buf, size_t cap)
+/* The run's settings a resume must match, as "key=value" lines (SPMD runs
+ * add their layouts: each rank's shards are those of its plan). */
+static void ckpt_run(wf_train *t, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "data=%s\noptimizer=%s\nseed=%llu\nbatch=%lld\nmicro-batches per step=%lld\n",
+    ckpt_view v;
+    view_of(t, &v);
+    snprintf(buf, cap, "data=%s\noptimizer=%s\nseed=%llu\nbatch=%lld\nmicro-batches per step=%lld\n%s%s",
              t->c.data ? t->c.data : "", wf_optim_name(t->c.optim.kind), (unsigned long long)t->c.seed,
-             (long long)t->c.batch, (long long)t->m);
+             (long long)t->c.batch, (long long)v.m, v.layouts, v.layouts[0] ? "\n" : "");
 }
 
 /* The first key whose value differs between two run descriptions, named in
@@ -639,8 +671,6 @@ static wf_status ckpt_begin(wf_train *t, const char *verb, wf_ckpt_tensor **ts, 
     if (self_alone(t))
         return wf_errorf(WF_INVAL, "checkpoints are %s by the whole MPI world, not by one rank alone",
                          verb);
-    if (t->spmd)
-        return wf_mpi_agree(wf_errorf(WF_INVAL, "checkpoints of op-level (SPMD) plans are not %s yet", verb));
     wf_status st = wf_train_sync(t);
     if (st != WF_OK)
         return st;
@@ -666,10 +696,12 @@ wf_status wf_train_save(wf_train *t, const char *dir)
         return st;
     wf_ckpt_meta meta;
     memset(&meta, 0, sizeof meta);
-    meta.step = t->steps;
-    meta.data_position = wf_data_position(t->data);
+    ckpt_view v;
+    view_of(t, &v);
+    meta.step = *v.steps;
+    meta.data_position = wf_data_position(v.data);
     ckpt_rng(t, meta.rng);
-    snprintf(meta.model, sizeof meta.model, "%s", t->model.name);
+    snprintf(meta.model, sizeof meta.model, "%s", v.model);
     ckpt_run(t, meta.run, sizeof meta.run);
     st = wf_ckpt_save(dir, &meta, ts, n);
     free(ts);
@@ -687,15 +719,24 @@ wf_status wf_train_load(wf_train *t, const char *dir)
         return st;
     /* Name what differs between the checkpoint's run and this one before
      * comparing tensors (another optimizer has other tensors). */
+    ckpt_view v;
+    view_of(t, &v);
     wf_ckpt_meta saved;
     st = wf_ckpt_peek(dir, &saved);
-    if (st == WF_OK && strcmp(saved.model, t->model.name) != 0)
+    if (st == WF_OK && strcmp(saved.model, v.model) != 0)
         st = wf_errorf(WF_INVAL, "checkpoint %s was written for model %s, this run trains %s", dir, saved.model,
-                       t->model.name);
+                       v.model);
     if (st == WF_OK) {
         char now[sizeof saved.run];
         ckpt_run(t, now, sizeof now);
         st = compare_run(dir, saved.run, now);
+        /* Shards of an SPMD run and whole replicas do not mix (no resharding yet). */
+        const char *sl = strstr(saved.run, "layouts="), *nl = strstr(now, "layouts=");
+        if (st == WF_OK && (!sl) != (!nl))
+            st = wf_errorf(WF_INVAL, "checkpoint %s holds %s, this run %s: resume with the plan that wrote it "
+                           "(resharding between plans is not supported)", dir,
+                           sl ? "the shards of an SPMD (tensor or op-level) plan" : "whole data-parallel replicas",
+                           nl ? "runs an SPMD plan" : "is data-parallel");
     }
     st = wf_mpi_agree(st);
     if (st != WF_OK) {
@@ -720,7 +761,7 @@ wf_status wf_train_load(wf_train *t, const char *dir)
             off += wf_ckpt_tensor_bytes(&ts[i]);
         }
         wf_ckpt_meta meta;
-        st = wf_ckpt_load(dir, t->model.name, &meta, ts, n);
+        st = wf_ckpt_load(dir, v.model, &meta, ts, n);
         if (st == WF_OK) {
             uint64_t want[4];
             ckpt_rng(t, want);
@@ -731,12 +772,12 @@ wf_status wf_train_load(wf_train *t, const char *dir)
                                    (unsigned long long)meta.rng[k], (unsigned long long)want[k]);
         }
         if (st == WF_OK)
-            st = wf_data_seek(t->data, meta.data_position);
+            st = wf_data_seek(v.data, meta.data_position);
         st = wf_mpi_agree(st);
         if (st == WF_OK) {
             for (int i = 0; i < n; i++)
                 memcpy(dest[i], ts[i].data, wf_ckpt_tensor_bytes(&ts[i]));
-            t->steps = meta.step;
+            *v.steps = meta.step;
         }
     }
     free(scratch);

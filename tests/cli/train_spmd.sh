@@ -4,7 +4,8 @@
 # rank its local graph) and every step's loss is the single process's within
 # relative 1e-5; an op-level plan that `weft plan --op-level` writes for
 # mlp-tiny on a mesh of 2 passes `weft plan --verify` and `weft train --plan
-# FILE` runs it under mpiexec -n 2, equal to one process too. $1 is the weft
+# FILE` runs it under mpiexec -n 2, equal to one process too; checkpoints of
+# SPMD runs resume bit-identically and refuse another plan. $1 is the weft
 # binary; $MPIEXEC (set by CTest) launches MPI jobs.
 source "$(dirname "$0")/lib.sh" "$1"
 export OPENBLAS_NUM_THREADS=1
@@ -40,6 +41,24 @@ losses "$tmp/mone.jsonl" >"$tmp/mone.txt"
 check "mlp-tiny trains under its op-level plan on 2 ranks" test $? -eq 0
 losses "$tmp/mrun.jsonl" >"$tmp/mrun.txt"
 same "mlp-tiny op-level" "$tmp/mone.txt" "$tmp/mrun.txt"
-"$MPIEXEC" -n 2 "$WEFT" train "${gpt[@]}" --plan tp=2 --checkpoint "$tmp/ck" --steps 1 >/dev/null 2>"$tmp/ck.err"
-check "checkpoints of SPMD plans are refused by name" grep -q "checkpoints of op-level" "$tmp/ck.err"
+# Checkpoints of SPMD runs: each rank saves its shards; 7 steps, save, resume
+# to 15 equals the straight run bit for bit; another plan is refused by name.
+for plan in tp=2 tp=2,sp=1; do
+  "$MPIEXEC" -n 2 "$WEFT" train "${gpt[@]}" --plan $plan --log "$tmp/s.jsonl" >/dev/null 2>&1
+  rm -rf "$tmp/ck"
+  "$MPIEXEC" -n 2 "$WEFT" train "${gpt[@]}" --plan $plan --steps 7 --checkpoint "$tmp/ck" --log "$tmp/r.jsonl" \
+    >/dev/null 2>&1
+  "$MPIEXEC" -n 2 "$WEFT" train "${gpt[@]}" --plan $plan --checkpoint "$tmp/ck" --resume --log "$tmp/r.jsonl" \
+    >/dev/null 2>"$tmp/ck.err"
+  check "$plan: resume exits 0: $(tail -n 1 "$tmp/ck.err")" test $? -eq 0
+  check "$plan: 7 + resume + 8 steps equal 15 straight ones bit for bit" cmp -s <(losses "$tmp/s.jsonl") \
+    <(losses "$tmp/r.jsonl")
+done
+"$MPIEXEC" -n 2 "$WEFT" train "${gpt[@]}" --plan tp=2 --checkpoint "$tmp/ck" --resume --steps 20 >/dev/null \
+  2>"$tmp/ck.err"
+check "another plan's shards are refused by name" grep -q "was written with layouts=mesh 2, plan fnv" "$tmp/ck.err"
+"$MPIEXEC" -n 2 "$WEFT" train "${gpt[@]}" --plan dp=2 --checkpoint "$tmp/ck" --resume --steps 20 >/dev/null \
+  2>"$tmp/ck.err"
+check "data-parallel replicas do not resume SPMD shards" grep -q "holds the shards of an SPMD" "$tmp/ck.err"
+check "one line" test "$(grep -c '^weft' "$tmp/ck.err")" -eq 1
 finish train_spmd.sh
