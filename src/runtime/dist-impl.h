@@ -13,8 +13,12 @@ typedef struct wf_dist wf_dist;
 typedef struct {
     MPI_Comm comm;       /* the data-parallel group; MPI_COMM_NULL without MPI */
     int rank, nranks;
-    wf_comm_sched sched; /* wfbp, ddp or dear (threshold 0 = default) */
+    wf_comm_sched sched; /* wfbp, ddp, dear, horovod, mgwfbp or bytescheduler
+                            (threshold 0 = default) */
     int overlap;         /* 0: issue every collective after the backward */
+    const char *cluster; /* horovod, mgwfbp, bytescheduler: the cluster whose
+                            predicted backward times and collective times
+                            form their groups and order (NULL: "local") */
 } wf_dist_config;
 
 /* Groups the gradients for the schedule (weft/sched.h's wf_sched_build),

@@ -27,6 +27,23 @@
  *            on every rank (every rank updates every parameter from the same
  *            gathered gradient, so parameters stay bit-identical; sharding the
  *            state, ZeRO-1 style, would cut its memory by the ranks).
+ *   horovod[:MiB], mgwfbp, bytescheduler[:MiB]
+ *            The groups these form depend on time (Horovod's 1 ms fusion
+ *            cycle, MG-WFBP's merge of a tensor whose collective would not
+ *            start alpha after the previous one, ByteScheduler's priority
+ *            queue), so they are formed on the predicted timeline: each
+ *            gradient ready at the cost model's backward time (on the
+ *            cluster's device) of every forward op from the last down to
+ *            its parameter's first reader, collectives timed on the
+ *            cluster's network. Every rank forms the same groups and order
+ *            from the same prediction. horovod and mgwfbp groups are issued
+ *            in order, each once its gradients are ready (as ddp's);
+ *            ByteScheduler's chunks (parts of a tensor up to the chunk size)
+ *            are issued in the order its priority queue gives on that
+ *            timeline: one chunk at a time on the channel, the ready chunk
+ *            of the layer nearest the input first. A fixed order keeps the
+ *            ranks' non-blocking collectives matched, which an order taken
+ *            from each rank's own completions would not.
  * Between kernels (the executor's after-hook) MPI_Testall lets outstanding
  * collectives progress: MPI moves data only inside MPI calls.
  *
@@ -39,6 +56,8 @@
 #include "runtime/dist-impl.h"
 #include "runtime/kernels-impl.h"
 
+#include "weft/cluster.h"
+#include "weft/cost.h"
 #include "weft/sched.h"
 
 #include <math.h>
@@ -70,7 +89,8 @@ struct wf_dist {
     int ngroups;
     group *groups;
     int *members;      /* parameter indices, grouped */
-    int *group_of;     /* [nparams] group of each parameter, -1 without a gradient */
+    int *group_of;     /* [nparams] group of each parameter (its first chunk's), -1 without a gradient */
+    int *chunk_next;   /* [ngroups] the group of the same tensor's next chunk, -1 none */
     int *fwd_order;    /* groups by first forward op */
     MPI_Request *req;  /* [ngroups] all-reduce or reduce-scatter */
     MPI_Request *ag;   /* [ngroups] dear all-gather */
@@ -94,6 +114,69 @@ struct wf_dist {
     const float *norm_weight;
     MPI_Comm norm_comm;
 };
+
+/* ---- the predicted timeline (horovod, mgwfbp, bytescheduler) ---------------------------------- */
+
+typedef struct {
+    wf_cluster cl;
+    wf_group g;
+} coll_ctx;
+
+static double coll_time(void *ctx, wf_coll_kind k, double bytes)
+{
+    const coll_ctx *c = ctx;
+    return wf_coll_time(&c->cl, k, &c->g, bytes);
+}
+
+/* bwd_from[f] = predicted seconds of the backward of forward ops f..nfwd-1
+ * (the time from the start of backward until op f's backward is done). */
+static void predict_backward(const wf_graph *g, const wf_cluster *cl, double *bwd_from)
+{
+    double t = 0;
+    bwd_from[g->nfwd] = 0;
+    for (int f = g->nfwd - 1; f >= 0; f--) {
+        wf_op_cost oc;
+        wf_op_cost_of(g, f, &oc);
+        t += wf_compute_time(&cl->dev, wf_op_is_matrix(g->ops[f].kind), WF_DTYPE_FP32,
+                             oc.bwd_in_flops + oc.bwd_w_flops, oc.bwd_bytes);
+        bwd_from[f] = t;
+    }
+}
+
+/* ByteScheduler's issue order on the predicted timeline: one collective at a
+ * time on the channel; whenever it is free, the ready chunk of the lowest
+ * priority value (the layer nearest the input; ties by index) goes next, else
+ * the next chunk to become ready. order[i] = the op issued i-th. */
+static void bytescheduler_order(const wf_comm_schedule *cs, const wf_sched_env *env, int *order)
+{
+    int n = cs->nops;
+    unsigned char *done = calloc((size_t)(n > 0 ? n : 1), 1);
+    double t = 0;
+    for (int i = 0; i < n; i++) {
+        int pick = -1, next = -1;
+        for (int k = 0; k < n; k++) {
+            if (done && done[k])
+                continue;
+            const wf_comm_op *o = &cs->ops[k];
+            if (o->ready_s <= t && (pick < 0 || o->priority < cs->ops[pick].priority))
+                pick = k;
+            if (next < 0 || o->ready_s < cs->ops[next].ready_s)
+                next = k;
+        }
+        if (!done) { /* out of memory: the ready order */
+            order[i] = i;
+            continue;
+        }
+        if (pick < 0) {
+            pick = next;
+            t = cs->ops[pick].ready_s;
+        }
+        done[pick] = 1;
+        order[i] = pick;
+        t += env->coll(env->coll_ctx, WF_COLL_ALLREDUCE, cs->ops[pick].bytes);
+    }
+    free(done);
+}
 
 static wf_status mpi_fail(int rc, const char *what)
 {
@@ -138,11 +221,22 @@ static int param_layer(const wf_graph *g, const wf_exec_param *p)
 wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_dist **out)
 {
     *out = NULL;
-    if (c->sched.kind != WF_COMM_WFBP && c->sched.kind != WF_COMM_DDP && c->sched.kind != WF_COMM_DEAR)
-        return wf_errorf(WF_INVAL,
-                         "comm schedule '%s' is planned and simulated but not executed by the runtime "
-                         "(use wfbp, ddp[:MiB] or dear[:MiB])",
-                         wf_comm_name(c->sched.kind));
+    const wf_comm_kind kind = c->sched.kind;
+    if (kind != WF_COMM_WFBP && kind != WF_COMM_DDP && kind != WF_COMM_DEAR && kind != WF_COMM_HOROVOD &&
+        kind != WF_COMM_MGWFBP && kind != WF_COMM_BYTESCHEDULER)
+        return wf_errorf(WF_INVAL, "comm schedule '%s' is not executed by the runtime (use wfbp, ddp[:MiB], "
+                         "dear[:MiB], horovod[:MiB], mgwfbp or bytescheduler[:MiB])",
+                         wf_comm_name(kind));
+    const int timed = kind == WF_COMM_HOROVOD || kind == WF_COMM_MGWFBP || kind == WF_COMM_BYTESCHEDULER;
+    coll_ctx cc;
+    memset(&cc, 0, sizeof cc);
+    if (timed) {
+        wf_status cst = wf_cluster_lookup(c->cluster ? c->cluster : "local", &cc.cl);
+        if (cst != WF_OK)
+            return cst;
+        int64_t devs = wf_cluster_devices(&cc.cl);
+        cc.g = wf_group_place(&cc.cl, c->nranks <= devs ? c->nranks : devs, 1);
+    }
     wf_dist *d = calloc(1, sizeof *d);
     if (!d)
         return wf_errorf(WF_NOMEM, "out of memory");
@@ -159,16 +253,19 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     int np = wf_exec_nparams(e);
     wf_grad *grads = calloc((size_t)(np > 0 ? np : 1), sizeof *grads);
     int *gparam = calloc((size_t)(np > 0 ? np : 1), sizeof *gparam);
+    double *bwd_from = calloc((size_t)g->nfwd + 1, sizeof *bwd_from);
     d->group_of = malloc((size_t)(np > 0 ? np : 1) * sizeof *d->group_of);
-    d->members = malloc((size_t)(np > 0 ? np : 1) * sizeof *d->members);
     wf_status st = WF_OK;
     wf_arena arena;
     wf_arena_init(&arena, 1 << 16);
     int64_t *goff = NULL;
-    if (!grads || !gparam || !d->group_of || !d->members) {
+    int *order = NULL;
+    if (!grads || !gparam || !bwd_from || !d->group_of) {
         st = wf_errorf(WF_NOMEM, "out of memory");
         goto done;
     }
+    if (timed)
+        predict_backward(g, &cc.cl, bwd_from);
     int ng = 0;
     for (int i = 0; i < np; i++) {
         const wf_exec_param *p = wf_exec_param_at(e, i);
@@ -177,13 +274,35 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
             continue;
         grads[ng].bytes = (double)p->numel * 4.0;
         grads[ng].ready_s = 1e-6 * (double)(p->grad_op - g->nfwd + 1);
+        if (timed)
+            grads[ng].ready_s = bwd_from[p->first_fwd_op >= 0 ? p->first_fwd_op : 0];
         grads[ng].layer = param_layer(g, p);
         gparam[ng++] = i;
     }
+    wf_sched_env env;
+    memset(&env, 0, sizeof env);
+    env.coll = coll_time;
+    env.coll_ctx = &cc;
+    /* ByteScheduler's chunks: whole floats (every chunk boundary exact). */
+    wf_comm_sched sched = c->sched;
+    if (kind == WF_COMM_BYTESCHEDULER && sched.threshold_bytes > 0)
+        sched.threshold_bytes = sched.threshold_bytes < 4 ? 4 : floor(sched.threshold_bytes / 4) * 4;
     wf_comm_schedule cs;
-    st = wf_sched_build(&c->sched, grads, ng, NULL, &arena, &cs);
+    st = wf_sched_build(&sched, grads, ng, timed ? &env : NULL, &arena, &cs);
     if (st != WF_OK)
         goto done;
+    /* Issue order: the schedule's, except ByteScheduler's priority queue. */
+    order = malloc((size_t)(cs.nops > 0 ? cs.nops : 1) * sizeof *order);
+    d->members = malloc((size_t)(cs.nparts > 0 ? cs.nparts : 1) * sizeof *d->members);
+    d->chunk_next = malloc((size_t)(cs.nops > 0 ? cs.nops : 1) * sizeof *d->chunk_next);
+    if (!order || !d->members || !d->chunk_next) {
+        st = wf_errorf(WF_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < cs.nops; k++)
+        order[k] = k;
+    if (kind == WF_COMM_BYTESCHEDULER)
+        bytescheduler_order(&cs, &env, order);
     d->ngroups = cs.nops;
     d->groups = calloc((size_t)(cs.nops > 0 ? cs.nops : 1), sizeof *d->groups);
     d->fwd_order = malloc((size_t)(cs.nops > 0 ? cs.nops : 1) * sizeof *d->fwd_order);
@@ -195,34 +314,65 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
         st = wf_errorf(WF_NOMEM, "out of memory");
         goto done;
     }
-    /* Lay the groups out in issue order; parameters without a gradient last. */
+    /* Lay the groups out in the schedule's order (a chunked tensor once, at
+     * its first chunk), then number them in issue order; parameters without a
+     * gradient last. A group is the range from its first part to its last. */
     int64_t off = 0;
     int nm = 0;
-    for (int k = 0; k < cs.nops; k++) {
-        group *gr = &d->groups[k];
-        const wf_comm_op *op = &cs.ops[k];
-        gr->first = nm;
-        gr->off = off;
-        gr->first_fwd = g->nfwd;
+    for (int i = 0; i < cs.nops; i++) {
+        const wf_comm_op *op = &cs.ops[i];
+        int64_t start = off;
         for (int j = 0; j < op->nparts; j++) {
             int pi = gparam[cs.parts[op->first_part + j].grad];
+            if (d->group_of[pi] >= 0)
+                continue;
+            d->group_of[pi] = cs.nops; /* placed; its group is set below */
+            goff[pi] = off;
+            off += (wf_exec_param_at(e, pi)->numel + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+        }
+        if (kind == WF_COMM_DEAR) { /* room for the padding to a multiple of the ranks */
+            int64_t P = c->nranks, n = (off - start + P - 1) / P * P;
+            off = start + (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+        }
+    }
+    for (int i = 0; i < np; i++)
+        if (d->group_of[i] >= 0)
+            d->group_of[i] = -1;
+    for (int k = 0; k < cs.nops; k++) {
+        group *gr = &d->groups[k];
+        const wf_comm_op *op = &cs.ops[order[k]];
+        gr->first = nm;
+        gr->first_fwd = g->nfwd;
+        d->chunk_next[k] = -1;
+        int64_t lo = INT64_MAX, hi = 0;
+        for (int j = 0; j < op->nparts; j++) {
+            const wf_comm_part *pt = &cs.parts[op->first_part + j];
+            int pi = gparam[pt->grad];
             const wf_exec_param *p = wf_exec_param_at(e, pi);
             d->members[nm++] = pi;
-            d->group_of[pi] = k;
-            goff[pi] = off;
-            off += (p->numel + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+            if (d->group_of[pi] < 0) {
+                d->group_of[pi] = k;
+            } else { /* a later chunk of the tensor: chain it */
+                int q = d->group_of[pi];
+                while (d->chunk_next[q] >= 0)
+                    q = d->chunk_next[q];
+                d->chunk_next[q] = k;
+            }
+            int64_t a = goff[pi] + (int64_t)(pt->offset_bytes / 4.0), b = a + (int64_t)(pt->bytes / 4.0);
+            lo = a < lo ? a : lo;
+            hi = b > hi ? b : hi;
             if (p->first_fwd_op >= 0 && p->first_fwd_op < gr->first_fwd)
                 gr->first_fwd = p->first_fwd_op;
         }
         gr->n = nm - gr->first;
-        gr->count = off - gr->off;
+        gr->off = op->nparts > 0 ? lo : off;
+        gr->count = op->nparts > 0 ? hi - lo : 0;
         if (c->sched.kind == WF_COMM_DEAR) {
             int64_t P = c->nranks;
             gr->count = (gr->count + P - 1) / P * P;
             gr->shard_off = d->shard_floats;
             d->shard_floats += gr->count / P;
         }
-        off = gr->off + (gr->count + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
         if (gr->count > INT32_MAX) {
             st = wf_errorf(WF_INVAL, "gradient group %d has %lld floats, more than one MPI message holds", k,
                            (long long)gr->count);
@@ -255,8 +405,8 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     }
     for (int k = 0; k < d->ngroups; k++)
         d->req[k] = d->ag[k] = MPI_REQUEST_NULL;
-    if (c->sched.kind == WF_COMM_WFBP)
-        snprintf(d->desc, sizeof d->desc, "wfbp");
+    if (c->sched.kind == WF_COMM_WFBP || c->sched.kind == WF_COMM_MGWFBP)
+        snprintf(d->desc, sizeof d->desc, "%s", wf_comm_name(c->sched.kind));
     else
         snprintf(d->desc, sizeof d->desc, "%s:%.3g (MiB)", wf_comm_name(c->sched.kind), cs.threshold_bytes / 1048576.0);
 done:
@@ -264,6 +414,8 @@ done:
     free(grads);
     free(gparam);
     free(goff);
+    free(bwd_from);
+    free(order);
     if (st != WF_OK) {
         wf_dist_free(d);
         return st;
@@ -289,6 +441,7 @@ void wf_dist_free(wf_dist *d)
     free(d->groups);
     free(d->members);
     free(d->group_of);
+    free(d->chunk_next);
     free(d->fwd_order);
     free(d->req);
     free(d->ag);
@@ -407,8 +560,11 @@ WF_K_HOT static double sumsq(const float *x, int64_t n)
 static void update_group(wf_dist *d, int k, int64_t t, float scale)
 {
     const group *g = &d->groups[k];
-    for (int j = 0; j < g->n; j++)
-        wf_optim_update(d->o, d->e, d->members[g->first + j], scale, t);
+    for (int j = 0; j < g->n; j++) {
+        int pi = d->members[g->first + j];
+        if (d->group_of[pi] == k) /* a chunked tensor once, with its first chunk */
+            wf_optim_update(d->o, d->e, pi, scale, t);
+    }
 }
 
 /* The update's gradient scale: averaging times the clipping factor of the
@@ -566,8 +722,8 @@ static wf_status hook_after(void *ctx, int op)
         const wf_op *o = &g->ops[op];
         for (int i = 0; i < o->nout; i++) {
             int pi = wf_exec_param_of_grad(d->e, o->out[i]);
-            if (pi >= 0 && d->group_of[pi] >= 0)
-                d->groups[d->group_of[pi]].remaining--;
+            for (int k = pi >= 0 ? d->group_of[pi] : -1; k >= 0; k = d->chunk_next[k])
+                d->groups[k].remaining--;
         }
         /* Issue in index order: a group goes once it is ready and its
          * predecessor went (ddp's rule; wfbp and dear groups are in ready order). */

@@ -173,9 +173,9 @@ wf_status wf_train_auto_plan(const wf_train_config *c, int checkpoint, char *pla
 
 /* comm "auto": simulates one data-parallel iteration of the model at the
  * micro-batch on the cluster (weft/sim.h) under each schedule the runtime
- * executes -- wfbp, and ddp and dear with a sweep of thresholds -- and takes
- * the fastest (ties: the earlier candidate). Every rank computes the same
- * choice from the same inputs. */
+ * executes -- wfbp, mgwfbp, and ddp, dear, horovod and bytescheduler with a
+ * sweep of thresholds -- and takes the fastest (ties: the earlier
+ * candidate). Every rank computes the same choice from the same inputs. */
 static wf_status choose_comm(wf_train *t, wf_comm_sched *out)
 {
     static const double mib[] = {0.25, 1, 4, 16, 25, 64};
@@ -198,10 +198,13 @@ static wf_status choose_comm(wf_train *t, wf_comm_sched *out)
     st = wf_sim_dp_model_build(&t->model, &cl, t->mbs, t->nranks, &a, &dm);
     double best = 0;
     int n = 0;
-    for (int k = 0; st == WF_OK && k < 1 + 2 * nmib; k++) {
+    /* wfbp, then ddp, dear, horovod and bytescheduler at each threshold, then mgwfbp. */
+    static const wf_comm_kind swept[] = {WF_COMM_DDP, WF_COMM_DEAR, WF_COMM_HOROVOD, WF_COMM_BYTESCHEDULER};
+    const int nswept = (int)(sizeof swept / sizeof swept[0]);
+    for (int k = 0; st == WF_OK && k < 2 + nswept * nmib; k++) {
         wf_comm_sched s;
-        s.kind = k == 0 ? WF_COMM_WFBP : k <= nmib ? WF_COMM_DDP : WF_COMM_DEAR;
-        s.threshold_bytes = k == 0 ? 0 : mib[(k - 1) % nmib] * 1048576.0;
+        s.kind = k == 0 ? WF_COMM_WFBP : k == 1 + nswept * nmib ? WF_COMM_MGWFBP : swept[(k - 1) / nmib];
+        s.threshold_bytes = k == 0 || k == 1 + nswept * nmib ? 0 : mib[(k - 1) % nmib] * 1048576.0;
         wf_dp_result r;
         st = wf_sim_dp_iteration(&dm, &s, NULL, &r);
         if (st == WF_OK && (n == 0 || r.iteration_s < best)) {
@@ -322,7 +325,7 @@ static wf_status setup(wf_train *t)
         return st;
     if ((st = wf_optim_create(&c->optim, t->e, &t->o)) != WF_OK)
         return st;
-    wf_dist_config dc = {t->comm, t->rank, t->nranks, cs, t->plan.overlap};
+    wf_dist_config dc = {t->comm, t->rank, t->nranks, cs, t->plan.overlap, c->cluster};
     if ((st = wf_dist_create(t->e, t->o, &dc, &t->d)) != WF_OK)
         return st;
     /* The loader feeds the input named ids (else the only input) and the labels. */

@@ -68,7 +68,7 @@ bad "no-such-model" "$WEFT" train --model no-such-model --data synthetic --batch
 bad "nope" "$WEFT" train --model mlp-tiny --data text:/nope/corpus.txt --batch 8 --plan auto --steps 1
 bad "dp=2" "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan dp=2 --steps 1
 bad "sgdx" "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan auto --steps 1 --optimizer sgdx
-bad "horovod" "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan auto --steps 1 --comm horovod
+bad "horovod" "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan auto --steps 1 --comm horovd
 bad "resume" "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan auto --steps 1 --resume
 # Under a launcher, weft's own lines are those starting "weft": Open MPI's
 # mpirun adds a banner about the failed job, MPICH's mpiexec adds nothing.

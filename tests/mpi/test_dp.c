@@ -5,8 +5,9 @@
  * mlp-tiny and a dropless moe-tiny (expert parallelism: test_moe_ep.c), global batch 8: every rank first trains a single-process
  * reference alone (self mode, on MPI_COMM_SELF, the same seed and global
  * batch: every rank computes it, so no rank idles in a busy-polling wait);
- * then all ranks train together under each schedule -- wfbp, ddp and dear
- * with small thresholds so that there are several groups (checked), plus dear with two
+ * then all ranks train together under each schedule -- wfbp, ddp, dear,
+ * horovod, mgwfbp and bytescheduler (chunks) with small thresholds so that
+ * there are several groups (checked), plus dear with two
  * micro-batches per rank -- for 20 steps. Checks: every step's loss within
  * relative 1e-5 of the reference, and the parameter checksums identical on
  * every rank (MPI_Allreduce min/max) after the run.
@@ -86,12 +87,16 @@ static void check_model(const char *model, const char *thr)
     wf_train_config c;
     config(&c, model, "ddp", "auto", 1);
     CHECK(train(&c, ref, &sum, &groups) == 0, "%s: single-process reference failed", model);
-    char comms[4][32], plan[64];
+    char comms[7][32], plan[64];
     snprintf(comms[0], sizeof comms[0], "wfbp");
     snprintf(comms[1], sizeof comms[1], "ddp:%s", thr);
     snprintf(comms[2], sizeof comms[2], "dear:%s", thr);
     snprintf(comms[3], sizeof comms[3], "dear:%s", thr);
-    for (int k = 0; k < 4; k++) {
+    /* The schedules whose groups come from the predicted timeline. */
+    snprintf(comms[4], sizeof comms[4], "horovod:%s", thr);
+    snprintf(comms[5], sizeof comms[5], "mgwfbp");
+    snprintf(comms[6], sizeof comms[6], "bytescheduler:%s", thr);
+    for (int k = 0; k < 7; k++) {
         /* The last run: two micro-batches per rank (gradient accumulation). */
         if (k == 3)
             snprintf(plan, sizeof plan, "dp=%d,mbs=%d", g_nranks, 8 / g_nranks / 2 > 0 ? 8 / g_nranks / 2 : 1);
@@ -99,7 +104,8 @@ static void check_model(const char *model, const char *thr)
             snprintf(plan, sizeof plan, "auto");
         config(&c, model, comms[k], plan, 0);
         CHECK(train(&c, dp, &sum, &groups) == 0, "%s %s: data-parallel run failed", model, comms[k]);
-        CHECK(groups >= 2, "%s %s: %d group(s), want several", model, comms[k], groups);
+        /* MG-WFBP merges by predicted start-up cost: one group or several. */
+        CHECK(groups >= (k == 5 ? 1 : 2), "%s %s: %d group(s), want several", model, comms[k], groups);
         double worst = 0;
         for (int i = 0; i < STEPS; i++) {
             double rel = fabs(dp[i] - ref[i]) / fabs(ref[i]);
