@@ -25,6 +25,7 @@
 #include "weft/core.h"
 #include "weft/graph.h"
 #include "weft/plan.h"
+#include "weft/sched.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -133,6 +134,42 @@ wf_status wf_exec_forward(wf_exec *e, float *loss);
 /* Runs the backward ops. accumulate = 0 overwrites the parameter gradients,
  * 1 adds to them (gradient accumulation over micro-batches). */
 wf_status wf_exec_backward(wf_exec *e, int accumulate);
+
+/* ---- pipeline stages ---- */
+
+/* A stage of a model cut for pipeline parallelism: a graph holding some of
+ * the model's forward ops. Its boundary activations from the previous stage
+ * are float INPUT tensors; wrt lists those whose gradients the backward
+ * computes (to send back). A stage that ends before the loss has outputs
+ * (the activations the next stage reads, its graph has no loss): its
+ * backward is seeded with the gradient the caller writes for each output
+ * (wf_exec_output_grad) instead of 1. init_index (NULL: none) maps each
+ * tensor of the stage graph to the index its parameter has in the whole
+ * model, so a stage draws the initial values the whole model draws;
+ * transformer: the whole model's initialization rule (1 GPT-2's, 0
+ * PyTorch's, -1 from this graph). */
+typedef struct {
+    const int *outs;
+    int nouts;
+    const int *wrt;
+    int nwrt;
+    const int64_t *init_index;
+    int transformer;
+} wf_exec_stage;
+wf_status wf_exec_create_stage(const wf_graph *g, const wf_exec_opts *o, const wf_exec_stage *s, wf_exec **out);
+/* Output k's values after a forward (until the slot is next used). */
+float *wf_exec_output(wf_exec *e, int k);
+/* Where the gradient of output k goes before a backward (a leaf, per slot). */
+float *wf_exec_output_grad(wf_exec *e, int k);
+/* The gradient of input wrt[k] after a backward; NULL when it has none. */
+float *wf_exec_input_grad(wf_exec *e, int k);
+/* Activation slots: n copies of the activation arena and the leaf block
+ * (inputs, labels, seeds), slot 0 the executor's own, so that n micro-batches
+ * can be in flight between their forward and their backward (the parameters
+ * and their gradients are shared). Set once. */
+wf_status wf_exec_set_slots(wf_exec *e, int n);
+/* The slot the next passes read and write. */
+void wf_exec_use_slot(wf_exec *e, int k);
 
 typedef struct {
     size_t param_bytes;     /* the parameter block */
@@ -265,6 +302,16 @@ typedef struct {
 } wf_train_info;
 void wf_train_info_of(const wf_train *t, wf_train_info *out);
 wf_exec *wf_train_exec(const wf_train *t);
+
+/* Collective. The whole model's parameters (call after wf_train_sync), in
+ * the model's tensor order, each tensor's values packed: *n values (cap: room
+ * in out). With pipeline stages they are gathered from the stages, so every
+ * rank gets the same model. */
+wf_status wf_train_params(wf_train *t, float *out, int64_t cap, int64_t *n);
+/* With pipeline stages (pp > 1): the ops this rank plays per step, in order
+ * (weft/sched.h's wf_pipe_order of its stage); returns their count (0 without
+ * stages), copying at most cap. */
+int wf_train_pipe_order(const wf_train *t, wf_pipe_op *ops, int cap);
 
 /* Threads of the BLAS library (OpenBLAS); WF_NOTFOUND when it cannot be told. */
 wf_status wf_runtime_set_threads(int n);
