@@ -308,8 +308,9 @@ wf_exec *wf_train_exec(const wf_train *t);
  * in out). With pipeline stages they are gathered from the stages, so every
  * rank gets the same model. */
 wf_status wf_train_params(wf_train *t, float *out, int64_t cap, int64_t *n);
-/* With pipeline stages (pp > 1): the ops this rank plays per step, in order
- * (weft/sched.h's wf_pipe_order of its stage); returns their count (0 without
+/* With pipeline stages (pp > 1): the (forward|backward, micro-batch, chunk)
+ * ops this rank executed in the last step, in execution order (it plays
+ * weft/sched.h's wf_pipe_order of its stage); returns their count (0 without
  * stages), copying at most cap. */
 int wf_train_pipe_order(const wf_train *t, wf_pipe_op *ops, int cap);
 

@@ -51,6 +51,8 @@ wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t f
 void wf_pipe_info(const wf_pipe *p, wf_train_info *out);
 const char *wf_pipe_describe(const wf_pipe *p);
 wf_exec *wf_pipe_exec(const wf_pipe *p, int chunk);
+/* The ops the last step executed, in execution order (copies at most cap;
+ * returns the count). */
 int wf_pipe_trace(const wf_pipe *p, wf_pipe_op *ops, int cap);
 
 /* Checkpoint tensors of this rank: its chunks' parameters as

@@ -88,7 +88,9 @@ struct wf_pipe {
     int nchunks;
     chunk *ch;
     int nops;
-    wf_pipe_op *ops;
+    wf_pipe_op *ops;         /* the order of this stage (wf_pipe_order) */
+    int nplayed;
+    wf_pipe_op *played;      /* what the last step executed, in execution order */
     int nshared;
     shared *sh;
     int in_int;              /* the data input holds int32 */
@@ -480,8 +482,9 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     if (st != WF_OK)
         return st;
     p->ops = malloc((size_t)(2 * p->m * p->vpp) * sizeof *p->ops);
+    p->played = malloc((size_t)(2 * p->m * p->vpp) * sizeof *p->played);
     p->ch = calloc((size_t)p->nchunks, sizeof *p->ch);
-    if (!p->ops || !p->ch)
+    if (!p->ops || !p->played || !p->ch)
         return wf_errorf(WF_NOMEM, "out of memory creating the pipeline");
     if ((st = wf_pipe_order(p->kind, p->pp, p->m, p->vpp, p->stage, p->ops, 2 * p->m * p->vpp, &p->nops)) != WF_OK)
         return st;
@@ -569,6 +572,7 @@ void wf_pipe_free(wf_pipe *p)
     free(p->sh);
     free(p->ch);
     free(p->ops);
+    free(p->played);
     free(p);
 }
 
@@ -625,6 +629,8 @@ static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in,
     chunk *ch = &p->ch[op->chunk];
     int vs = ch->vs, mb = op->mb;
     wf_status st;
+    /* The record of what ran (the test compares it with the schedule). */
+    p->played[p->nplayed++] = (wf_pipe_op){op->bwd, mb, op->chunk};
     if (!op->bwd) {
         int slot = -1;
         for (int s = 0; s < ch->nslots && slot < 0; s++)
@@ -762,6 +768,7 @@ wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t f
     *comm_s = 0;
     double loss_sum = 0;
     wf_status kst = WF_OK, st = WF_OK;
+    p->nplayed = 0;
     for (int i = 0; i < p->nops && st == WF_OK; i++)
         st = play(p, &p->ops[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
     if (st == WF_OK)
@@ -834,9 +841,9 @@ wf_exec *wf_pipe_exec(const wf_pipe *p, int chunk_index)
 
 int wf_pipe_trace(const wf_pipe *p, wf_pipe_op *ops, int cap)
 {
-    int n = p->nops < cap ? p->nops : cap;
-    memcpy(ops, p->ops, (size_t)n * sizeof *ops);
-    return p->nops;
+    int n = p->nplayed < cap ? p->nplayed : cap;
+    memcpy(ops, p->played, (size_t)n * sizeof *ops);
+    return p->nplayed;
 }
 
 wf_status wf_pipe_ckpt_tensors(wf_pipe *p, wf_ckpt_tensor **out, char **names, int *n)
