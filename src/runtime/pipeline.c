@@ -810,13 +810,11 @@ wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t f
 void wf_pipe_info(const wf_pipe *p, wf_train_info *out)
 {
     out->ngroups = 0;
-    out->params = 0;
+    out->params = p->full_params; /* the whole model's, as without stages */
     memset(&out->memory, 0, sizeof out->memory);
     for (int k = 0; k < p->nchunks; k++) {
         const chunk *ch = &p->ch[k];
         out->ngroups += wf_dist_ngroups(ch->d);
-        for (int i = 0; i < wf_exec_nparams(ch->e); i++)
-            out->params += wf_exec_param_at(ch->e, i)->numel;
         wf_exec_memory m;
         wf_exec_memory_of(ch->e, &m);
         out->memory.param_bytes += m.param_bytes;
