@@ -244,9 +244,10 @@ typedef struct {
 } wf_train_config;
 
 /* Collective. Builds the model at the micro-batch size, checks the plan
- * against the world (dp = ranks; tp, pp, vpp, sp, zero, recompute must be off:
- * the runtime executes data parallelism only), opens the data, and lays out
- * the gradients for the schedule. */
+ * against the world (dp = ranks, or with pp > 1 pp x dp = ranks, the model
+ * cut into pipeline stages: docs/runtime.md, "Pipeline stages"; tp, sp,
+ * zero, recompute must be off), opens the data, and lays out the gradients
+ * for the schedule. */
 wf_status wf_train_create(const wf_train_config *c, wf_train **out);
 void wf_train_free(wf_train *t);
 
