@@ -163,11 +163,16 @@ float *wf_exec_output(wf_exec *e, int k);
 float *wf_exec_output_grad(wf_exec *e, int k);
 /* The gradient of input wrt[k] after a backward; NULL when it has none. */
 float *wf_exec_input_grad(wf_exec *e, int k);
-/* Activation slots: n copies of the activation arena and the leaf block
- * (inputs, labels, seeds), slot 0 the executor's own, so that n micro-batches
- * can be in flight between their forward and their backward (the parameters
- * and their gradients are shared). Set once. */
+/* Activation slots, so that n micro-batches can be in flight between their
+ * forward and their backward: what a micro-batch keeps from its forward to
+ * its backward (the tensors and saved state its backward reads, a stage's
+ * outputs and input gradients) and its leaf block (inputs, labels, seeds)
+ * get one copy per slot, planned apart; forward temporaries and backward
+ * scratch share one arena, as do the parameters and their gradients. Set
+ * once (n = 1: no change). */
 wf_status wf_exec_set_slots(wf_exec *e, int n);
+/* The bytes of one slot (its kept block and leaves). */
+size_t wf_exec_slot_bytes(const wf_exec *e);
 /* The slot the next passes read and write. */
 void wf_exec_use_slot(wf_exec *e, int k);
 

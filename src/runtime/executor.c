@@ -53,6 +53,7 @@ typedef struct {
     size_t offset; /* arena/leaf: bytes; PARAM/GRAD: unused (param index below) */
     int param;     /* PARAM/GRAD */
     int def, last; /* lifetime in op indices (arena) */
+    int kept;      /* arena, with activation slots: in the slot's kept block (see wf_exec_set_slots) */
 } store;
 
 struct wf_exec {
@@ -105,8 +106,10 @@ struct wf_exec {
     int *outs, *wrt;
     const int64_t *init_index; /* during creation only */
     char *own_arena, *own_leaf;
-    int nslots;    /* activation slots (1: the executor's own) */
-    char **slots;  /* [2 * nslots]: arena and leaf block of slot k >= 1 */
+    int nslots;    /* activation slots (0 or 1: none, the executor's own arena and leaves) */
+    char **slots;  /* [2 * nslots]: kept block and leaf block of slot k (slot 0: the own leaves) */
+    char *keep;    /* the kept block of the slot in use */
+    size_t keep_bytes;
 };
 
 /* The kernel of the chosen path: both versions have the same type. */
@@ -590,7 +593,7 @@ static wf_status assign_stores(wf_exec *e)
     /* A stage's outputs are read after its forward, its inputs' gradients
      * after its backward. */
     for (int k = 0; k < e->nouts; k++)
-        use_store(e, e->tstore[e->outs[k]], g->nfwd - 1);
+        use_store(e, e->tstore[e->outs[k]], g->nfwd);
     for (int k = 0; k < e->nwrt; k++) {
         int gt = g->tensors[e->wrt[k]].grad;
         if (gt >= 0 && e->tstore[gt] >= 0)
@@ -609,8 +612,9 @@ static int cmp_size_desc(const void *a, const void *b, const store *st)
     return *(const int *)a < *(const int *)b ? -1 : 1;
 }
 
-/* Greedy placement of the arena stores (see the top of the file). */
-static wf_status plan_arena(wf_exec *e)
+/* Greedy placement of the arena stores (see the top of the file): all of
+ * them (which < 0), or those with kept == which into their own region. */
+static wf_status place_stores(wf_exec *e, int which, size_t *bytes)
 {
     int n = 0;
     int *idx = malloc((size_t)(e->nstores > 0 ? e->nstores : 1) * sizeof *idx);
@@ -623,7 +627,8 @@ static wf_status plan_arena(wf_exec *e)
     e->unplanned_bytes = 0;
     for (int s = 0; s < e->nstores; s++)
         if (e->st[s].kind == ST_ARENA) {
-            idx[n++] = s;
+            if (which < 0 || e->st[s].kept == which)
+                idx[n++] = s;
             e->unplanned_bytes += e->st[s].bytes;
         }
     /* Insertion sort keeps this dependency-free and deterministic. */
@@ -660,8 +665,13 @@ static wf_status plan_arena(wf_exec *e)
     }
     free(idx);
     free(placed);
-    e->arena_bytes = top;
+    *bytes = top;
     return WF_OK;
+}
+
+static wf_status plan_arena(wf_exec *e)
+{
+    return place_stores(e, -1, &e->arena_bytes);
 }
 
 static void resolve_pointers(wf_exec *e)
@@ -674,7 +684,7 @@ static void resolve_pointers(wf_exec *e)
             const store *x = &e->st[s];
             switch (x->kind) {
             case ST_ARENA:
-                p = e->arena + x->offset;
+                p = (x->kept ? e->keep : e->arena) + x->offset;
                 break;
             case ST_LEAF:
                 p = e->leaf + x->offset;
@@ -690,7 +700,8 @@ static void resolve_pointers(wf_exec *e)
         e->ptr[t] = p;
     }
     for (int o = 0; o < g->nops; o++)
-        e->saved[o] = e->saved_store[o] >= 0 ? (float *)(e->arena + e->st[e->saved_store[o]].offset) : NULL;
+        e->saved[o] = e->saved_store[o] < 0 ? NULL
+                      : (float *)((e->st[e->saved_store[o]].kept ? e->keep : e->arena) + e->st[e->saved_store[o]].offset);
 }
 
 /* Records a stage's outputs and differentiated inputs (validated against
@@ -923,8 +934,9 @@ void wf_exec_free(wf_exec *e)
     }
     free(e->outs);
     free(e->wrt);
-    for (int k = 2; e->slots && k < 2 * e->nslots; k++)
-        free(e->slots[k]);
+    for (int k = 0; e->slots && k < 2 * e->nslots; k++)
+        if (k != 1)
+            free(e->slots[k]);
     free(e->slots);
     wf_graph_free(&e->g);
     free(e->st);
@@ -970,31 +982,69 @@ wf_status wf_exec_set_slots(wf_exec *e, int n)
 {
     if (n < 1 || e->nslots > 0)
         return wf_errorf(WF_INVAL, "activation slots: %d slots (at least 1, set once)", n);
-    e->slots = calloc((size_t)2 * (size_t)n, sizeof *e->slots);
-    if (!e->slots)
-        return wf_errorf(WF_NOMEM, "out of memory for %d activation slots", n);
-    e->nslots = n;
-    e->slots[0] = e->own_arena;
-    e->slots[1] = e->own_leaf;
-    for (int k = 1; k < n; k++) {
-        /* A slot's leaf block starts as the executor's own: the loss seed 1. */
-        e->slots[2 * k] = aligned_alloc(ALIGN_BYTES, e->arena_bytes > 0 ? e->arena_bytes : ALIGN_BYTES);
-        e->slots[2 * k + 1] = malloc(e->leaf_bytes > 0 ? e->leaf_bytes : 1);
-        if (!e->slots[2 * k] || !e->slots[2 * k + 1])
-            return wf_errorf(WF_NOMEM, "out of memory for %d activation slots of %zu bytes", n, e->arena_bytes);
-        memset(e->slots[2 * k], 0, e->arena_bytes);
-        memcpy(e->slots[2 * k + 1], e->own_leaf, e->leaf_bytes);
+    if (n == 1)
+        return WF_OK;
+    /* What a micro-batch keeps from its forward to its backward (alive across
+     * the boundary op nfwd), the stage's outputs until their send completes
+     * and its input gradients until theirs: one kept block per slot. The
+     * rest (forward temporaries, backward scratch) shares the arena. */
+    const wf_graph *g = &e->g;
+    for (int s = 0; s < e->nstores; s++)
+        e->st[s].kept = e->st[s].kind == ST_ARENA && e->st[s].def < g->nfwd && e->st[s].last >= g->nfwd;
+    for (int k = 0; k < e->nwrt; k++) {
+        int gt = g->tensors[e->wrt[k]].grad;
+        if (gt >= 0 && e->tstore[gt] >= 0 && e->st[e->tstore[gt]].kind == ST_ARENA)
+            e->st[e->tstore[gt]].kept = 1;
     }
+    size_t work = 0, keep = 0, unplanned = e->unplanned_bytes;
+    wf_status st = place_stores(e, 0, &work);
+    if (st == WF_OK)
+        st = place_stores(e, 1, &keep);
+    e->unplanned_bytes = unplanned;
+    if (st != WF_OK)
+        return st;
+    e->slots = calloc((size_t)2 * (size_t)n, sizeof *e->slots);
+    char *arena = aligned_alloc(ALIGN_BYTES, work > 0 ? round_up(work, ALIGN_BYTES) : ALIGN_BYTES);
+    if (!e->slots || !arena) {
+        free(arena);
+        return wf_errorf(WF_NOMEM, "out of memory for %d activation slots", n);
+    }
+    memset(arena, 0, work);
+    free(e->own_arena);
+    e->own_arena = e->arena = arena;
+    e->arena_bytes = work;
+    e->keep_bytes = keep;
+    e->nslots = n;
+    e->slots[1] = e->own_leaf;
+    for (int k = 0; k < n; k++) {
+        /* A slot's leaf block starts as the executor's own: the loss seed 1. */
+        e->slots[2 * k] = aligned_alloc(ALIGN_BYTES, keep > 0 ? round_up(keep, ALIGN_BYTES) : ALIGN_BYTES);
+        if (k > 0)
+            e->slots[2 * k + 1] = malloc(e->leaf_bytes > 0 ? e->leaf_bytes : 1);
+        if (!e->slots[2 * k] || !e->slots[2 * k + 1])
+            return wf_errorf(WF_NOMEM, "out of memory for %d activation slots of %zu bytes", n, keep);
+        memset(e->slots[2 * k], 0, keep);
+        if (k > 0)
+            memcpy(e->slots[2 * k + 1], e->own_leaf, e->leaf_bytes);
+    }
+    wf_exec_use_slot(e, 0);
     return WF_OK;
 }
 
 void wf_exec_use_slot(wf_exec *e, int k)
 {
-    if (k < 0 || k >= (e->nslots > 0 ? e->nslots : 1))
+    if (e->nslots < 2)
+        return;
+    if (k < 0 || k >= e->nslots)
         k = 0;
-    e->arena = k == 0 ? e->own_arena : e->slots[2 * k];
-    e->leaf = k == 0 ? e->own_leaf : e->slots[2 * k + 1];
+    e->keep = e->slots[2 * k];
+    e->leaf = e->slots[2 * k + 1];
     resolve_pointers(e);
+}
+
+size_t wf_exec_slot_bytes(const wf_exec *e)
+{
+    return (e->nslots > 1 ? e->keep_bytes : e->arena_bytes) + e->leaf_bytes;
 }
 
 /* ---- accessors -------------------------------------------------------------------------- */
@@ -1141,7 +1191,7 @@ void wf_exec_memory_of(const wf_exec *e, wf_exec_memory *m)
     m->param_bytes = (size_t)e->pfloats * sizeof(float);
     m->grad_bytes = (size_t)e->gfloats * sizeof(float);
     m->leaf_bytes = e->leaf_bytes;
-    m->arena_bytes = e->arena_bytes;
+    m->arena_bytes = e->arena_bytes + e->keep_bytes;
     m->unplanned_bytes = e->unplanned_bytes;
     m->scratch_bytes = (e->ws_floats + e->acc_floats) * sizeof(float);
 }

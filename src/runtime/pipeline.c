@@ -29,14 +29,15 @@
  * activations with MPI_Isend / MPI_Irecv on a pipeline communicator (tag:
  * micro-batch, receiving virtual stage, direction, tensor).
  *
- * Memory: each chunk's executor keeps one activation slot (its planned
- * activation arena and its leaf block of inputs and seeds) per micro-batch in
- * flight: a forward takes a free slot, its backward releases it. The slots
- * are the peak number in flight of the order (1F1B: min(pp - stage, m) on
- * stage `stage`; GPipe: m), as a framework keeps the saved activations of
- * each in-flight micro-batch. A slot holds the whole arena, backward scratch
- * included, so this bounds from above what keeping only the saved tensors
- * per micro-batch would take (docs/runtime.md, "Pipeline stages").
+ * Memory: each chunk's executor keeps one activation slot per micro-batch
+ * in flight (wf_exec_set_slots): what the micro-batch's backward reads of its
+ * forward (saved tensors and kernel state, its outputs until sent, its input
+ * gradients until sent) and its leaf block of inputs and seeds; forward
+ * temporaries and backward scratch share one arena. A forward takes a free
+ * slot, its backward releases it. The slots are the peak number in flight of
+ * the order (1F1B: min(pp - stage, m) on stage `stage`; GPipe: m), as a
+ * framework keeps the saved activations of each in-flight micro-batch
+ * (docs/runtime.md, "Pipeline stages").
  *
  * A step: play the order; then every engine waits for its reductions, tied
  * copies are summed, the squares of every gradient (each tied parameter
@@ -819,8 +820,10 @@ void wf_pipe_info(const wf_pipe *p, wf_train_info *out)
         wf_exec_memory_of(ch->e, &m);
         out->memory.param_bytes += m.param_bytes;
         out->memory.grad_bytes += m.grad_bytes;
+        /* The shared arena and one slot's kept block, then the other slots. */
+        size_t kept = wf_exec_slot_bytes(ch->e) - m.leaf_bytes;
         out->memory.leaf_bytes += m.leaf_bytes * (size_t)ch->nslots;
-        out->memory.arena_bytes += m.arena_bytes * (size_t)ch->nslots;
+        out->memory.arena_bytes += m.arena_bytes + kept * (size_t)(ch->nslots - 1);
         out->memory.unplanned_bytes += m.unplanned_bytes * (size_t)ch->nslots;
         out->memory.scratch_bytes += m.scratch_bytes;
     }
