@@ -620,7 +620,8 @@ static void pipe_rows(const wf_cluster *cluster, int nranks, int rank, int iters
                 fprintf(stderr, "%s: %s\n", pc->label, wf_last_error());
         } else if (rank == 0) {
             double best = minimum(ts, iters), med = median(ts, iters), mib = 1048576.0;
-            printf("%-10s %5d %5lld %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%%\n",
+            printf("%-10s %5d %5lld %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %8.2f %8.2f %+5.0f%% %8.2f "
+                   "%+5.0f%%\n",
                    pc->label, nranks, (long long)batch, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters),
                    1e3 * est.iteration_time_s, 100.0 * (est.iteration_time_s / best - 1), 1e3 * sr.iteration_time_s,
                    100.0 * (sr.iteration_time_s / best - 1), (double)hi / mib, est.memory_per_device_bytes / mib,

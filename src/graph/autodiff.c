@@ -113,7 +113,8 @@ static wf_status differentiate(wf_graph *g, const int *roots, int nroots, const 
             for (int j = 0; j < o->nin; j++)
                 any |= ng[o->in[j]];
             for (int j = 0; j < o->nout; j++)
-                ng[o->out[j]] = (unsigned char)(ng[o->out[j]] || (any && wf_dtype_is_float(g->tensors[o->out[j]].dtype)));
+                if (any && wf_dtype_is_float(g->tensors[o->out[j]].dtype))
+                    ng[o->out[j]] = 1;
         }
     }
 

@@ -699,9 +699,10 @@ static void resolve_pointers(wf_exec *e)
         }
         e->ptr[t] = p;
     }
-    for (int o = 0; o < g->nops; o++)
-        e->saved[o] = e->saved_store[o] < 0 ? NULL
-                      : (float *)((e->st[e->saved_store[o]].kept ? e->keep : e->arena) + e->st[e->saved_store[o]].offset);
+    for (int o = 0; o < g->nops; o++) {
+        const store *x = e->saved_store[o] >= 0 ? &e->st[e->saved_store[o]] : NULL;
+        e->saved[o] = x ? (float *)((x->kept ? e->keep : e->arena) + x->offset) : NULL;
+    }
 }
 
 /* Records a stage's outputs and differentiated inputs (validated against
