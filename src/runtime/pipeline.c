@@ -552,8 +552,11 @@ void wf_pipe_free(wf_pipe *p)
     for (int k = 0; p->ch && k < p->nchunks; k++) {
         chunk *ch = &p->ch[k];
         for (int i = 0; ch->sreq && i < ch->nslots * MAX_BOUNDARY; i++)
-            if (ch->sreq[i] != MPI_REQUEST_NULL)
+            if (ch->sreq[i] != MPI_REQUEST_NULL) {
+                /* A step that failed left a send behind. */
                 MPI_Cancel(&ch->sreq[i]);
+                MPI_Request_free(&ch->sreq[i]);
+            }
         wf_dist_free(ch->d);
         wf_optim_free(ch->o);
         wf_exec_free(ch->e);
