@@ -31,6 +31,8 @@
  * with the best step (the least disturbed). Every rank runs one BLAS thread
  * (one core per rank). Run it as
  *   bench_runtime [--iters N] [--ranks P] [--full] [--cluster FILE] [--no-profile] [--only LABEL]
+ * (--only pipe: the pipeline rows alone; with 2 ranks pp=2 in GPipe, 1F1B
+ * and interleaved with vpp=2, with --ranks 4 pp=2,dp=2)
  * which measures one process, then runs itself under $MPIEXEC (default
  * mpiexec) -n P for the data-parallel part; or directly under mpiexec.
  *
@@ -535,6 +537,114 @@ static void row(const bench_model *bm, int nranks, const char *comm, const timin
     fflush(stdout);
 }
 
+/* ---- pipeline stages ---------------------------------------------------------------------- */
+
+/* The pipelined rows: the gpt model cut into stages, global batch 8 per
+ * pipeline in micro-batches of 2 (m = 4), measured against the estimate and
+ * the simulator of the same plan (wf_estimate_plan, wf_sim_plan) on the same
+ * cluster, time and memory: the most loaded rank's parameters, gradients,
+ * AdamW state, activation slots (arena and leaves times the micro-batches in
+ * flight) and kernel scratch, against the predicted peak per device. */
+typedef struct {
+    const char *label;
+    int pp, vpp, dp;
+    const char *pipe;
+} pipe_case;
+
+static void pipe_rows(const wf_cluster *cluster, int nranks, int rank, int iters)
+{
+    /* The runtime keeps no framework reservation (a device context, allocator
+     * slack): predict without the cluster's mem_reserved_bytes. */
+    wf_cluster local = *cluster;
+    local.mem_reserved_bytes = 0;
+    const wf_cluster *cl = &local;
+    static const pipe_case cases[] = {
+        {"pp2 gpipe", 2, 1, 1, "gpipe"},  {"pp2 1f1b", 2, 1, 1, "1f1b"}, {"pp2 vpp2", 2, 2, 1, "1f1b"},
+        {"pp2 dp2", 2, 1, 2, "1f1b"},
+    };
+    const bench_model *bm = &MODELS[0];
+    if (rank == 0) {
+        printf("\npipeline stages (%s, mbs 2, 4 micro-batches per pipeline, ddp within each stage's dp group):\n"
+               "mem: the most loaded rank (parameters, gradients, AdamW state, activation slots, scratch) "
+               "against the predicted peak per device without the cluster's reserved memory\n", bm->label);
+        printf("%-10s %5s %5s %8s %8s %8s %8s %6s %8s %6s %8s %8s %6s %8s %6s\n", "plan", "ranks", "batch", "best_ms",
+               "med_ms", "comm_ms", "est_ms", "e/best", "sim_ms", "e/best", "mem_MiB", "est_MiB", "err", "sim_MiB",
+               "err");
+    }
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const pipe_case *pc = &cases[k];
+        if (pc->pp * pc->dp != nranks)
+            continue;
+        char plan[96];
+        snprintf(plan, sizeof plan, "pp=%d,vpp=%d,dp=%d,mbs=2,pipe=%s,comm=ddp", pc->pp, pc->vpp, pc->dp, pc->pipe);
+        int64_t batch = 8 * pc->dp;
+        wf_train_config c;
+        memset(&c, 0, sizeof c);
+        c.model = bm->spec;
+        c.data = "synthetic";
+        c.batch = batch;
+        c.plan = plan;
+        wf_optim_defaults(WF_OPTIM_ADAMW, &c.optim);
+        c.seed = 1;
+        wf_train *t = NULL;
+        wf_status st = wf_train_create(&c, &t);
+        double *ts = calloc((size_t)iters, sizeof *ts), *ms = calloc((size_t)iters, sizeof *ms);
+        for (int i = 0; i < iters + 2 && st == WF_OK && ts && ms; i++) {
+            wf_train_stats s;
+            st = wf_train_step(t, &s);
+            if (i >= 2) {
+                ts[i - 2] = s.time_s;
+                ms[i - 2] = s.comm_s;
+            }
+        }
+        wf_train_info info;
+        double mem = 0;
+        if (st == WF_OK) {
+            wf_train_info_of(t, &info);
+            const wf_exec_memory *m = &info.memory;
+            /* AdamW keeps two values per parameter. */
+            mem = (double)(3 * m->param_bytes + m->grad_bytes + m->leaf_bytes + m->arena_bytes + m->scratch_bytes);
+        }
+        uint64_t lo = 0, hi = 0;
+        wf_world_minmax_u64((uint64_t)mem, &lo, &hi);
+        wf_model_config mc;
+        wf_plan p;
+        wf_estimate est;
+        wf_sim_plan_result sr;
+        wf_cost_ctx *ctx = NULL;
+        if (st == WF_OK)
+            st = wf_model_lookup(bm->spec, &mc);
+        if (st == WF_OK)
+            st = wf_plan_parse(plan, &p);
+        if (st == WF_OK)
+            st = wf_cost_ctx_create(&mc, cl, &ctx);
+        if (st == WF_OK)
+            st = wf_estimate_plan(ctx, &p, batch, &est);
+        wf_cost_ctx_free(ctx);
+        wf_sim_plan_opts so;
+        memset(&so, 0, sizeof so);
+        if (st == WF_OK)
+            st = wf_sim_plan(&mc, cl, &p, batch, &so, &sr);
+        if (st != WF_OK) {
+            if (rank == 0)
+                fprintf(stderr, "%s: %s\n", pc->label, wf_last_error());
+        } else if (rank == 0) {
+            double best = minimum(ts, iters), med = median(ts, iters), mib = 1048576.0;
+            printf("%-10s %5d %5lld %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %8.2f %8.2f %+5.0f%% %8.2f "
+                   "%+5.0f%%\n",
+                   pc->label, nranks, (long long)batch, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters),
+                   1e3 * est.iteration_time_s, 100.0 * (est.iteration_time_s / best - 1), 1e3 * sr.iteration_time_s,
+                   100.0 * (sr.iteration_time_s / best - 1), (double)hi / mib, est.memory_per_device_bytes / mib,
+                   100.0 * (est.memory_per_device_bytes / (double)hi - 1), sr.peak_memory_bytes / mib,
+                   100.0 * (sr.peak_memory_bytes / (double)hi - 1));
+            fflush(stdout);
+        }
+        free(ts);
+        free(ms);
+        wf_train_free(t);
+    }
+}
+
 /* ---- tensor parallelism on the SPMD executor ----------------------------------------------- */
 
 static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, int nranks)
@@ -742,6 +852,8 @@ int main(int argc, char **argv)
     }
     if (nranks >= 2 && nranks % 2 == 0 && (!only || strcmp(only, "spmd") == 0 || strcmp(only, "gpt") == 0))
         spmd_rows(&cl, peak, iters, rank, nranks);
+    if (nranks > 1 && (!only || !strcmp(only, "pipe") || !strcmp(only, MODELS[0].label)))
+        pipe_rows(&cl, nranks, rank, iters);
     /* Every rank profiles at once (ranks share the machine's caches and memory
      * as in training); rank 0 prints. */
     if (prof)

@@ -270,6 +270,13 @@ wf_status wf_graph_validate(const wf_graph *g);
  * leads to the loss and needs gradients, plus ADD ops accumulating gradients of
  * tensors used more than once. Parameters' gradients get role WF_ROLE_GRAD. */
 wf_status wf_graph_autodiff(wf_graph *g);
+/* The backward pass of a graph cut out of a larger one (a pipeline stage):
+ * from outs[0 .. nouts) (float tensors forward ops produce), each seeded by a
+ * GRAD tensor of its shape with no producer that the caller fills (the
+ * gradient received for that output), instead of from g->loss (nouts 0:
+ * from the loss, as wf_graph_autodiff); the float
+ * INPUT tensors wrt[0 .. nwrt) get gradients (tensor .grad) like parameters. */
+wf_status wf_graph_autodiff_outputs(wf_graph *g, const int *outs, int nouts, const int *wrt, int nwrt);
 
 /* Per-op costs for one execution at the graph's shapes. */
 typedef struct {

@@ -28,6 +28,7 @@
 #include "weft/core.h"
 #include "weft/graph.h"
 #include "weft/plan.h"
+#include "weft/sched.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -177,6 +178,47 @@ wf_status wf_exec_forward(wf_exec *e, float *loss);
  * 1 adds to them (gradient accumulation over micro-batches). */
 wf_status wf_exec_backward(wf_exec *e, int accumulate);
 
+/* ---- pipeline stages ---- */
+
+/* A stage of a model cut for pipeline parallelism: a graph holding some of
+ * the model's forward ops. Its boundary activations from the previous stage
+ * are float INPUT tensors; wrt lists those whose gradients the backward
+ * computes (to send back). A stage that ends before the loss has outputs
+ * (the activations the next stage reads, its graph has no loss): its
+ * backward is seeded with the gradient the caller writes for each output
+ * (wf_exec_output_grad) instead of 1. init_index (NULL: none) maps each
+ * tensor of the stage graph to the index its parameter has in the whole
+ * model, so a stage draws the initial values the whole model draws;
+ * transformer: the whole model's initialization rule (1 GPT-2's, 0
+ * PyTorch's, -1 from this graph). */
+typedef struct {
+    const int *outs;
+    int nouts;
+    const int *wrt;
+    int nwrt;
+    const int64_t *init_index;
+    int transformer;
+} wf_exec_stage;
+wf_status wf_exec_create_stage(const wf_graph *g, const wf_exec_opts *o, const wf_exec_stage *s, wf_exec **out);
+/* Output k's values after a forward (until the slot is next used). */
+float *wf_exec_output(wf_exec *e, int k);
+/* Where the gradient of output k goes before a backward (a leaf, per slot). */
+float *wf_exec_output_grad(wf_exec *e, int k);
+/* The gradient of input wrt[k] after a backward; NULL when it has none. */
+float *wf_exec_input_grad(wf_exec *e, int k);
+/* Activation slots, so that n micro-batches can be in flight between their
+ * forward and their backward: what a micro-batch keeps from its forward to
+ * its backward (the tensors and saved state its backward reads, a stage's
+ * outputs and input gradients) and its leaf block (inputs, labels, seeds)
+ * get one copy per slot, planned apart; forward temporaries and backward
+ * scratch share one arena, as do the parameters and their gradients. Set
+ * once (n = 1: no change). */
+wf_status wf_exec_set_slots(wf_exec *e, int n);
+/* The bytes of one slot (its kept block and leaves). */
+size_t wf_exec_slot_bytes(const wf_exec *e);
+/* The slot the next passes read and write. */
+void wf_exec_use_slot(wf_exec *e, int k);
+
 typedef struct {
     size_t param_bytes;     /* the parameter block */
     size_t grad_bytes;      /* the gradient block */
@@ -254,7 +296,9 @@ typedef struct {
  * schedule. Data (and expert) parallel plans run on one replica per rank; a
  * plan with tp > 1 or sp, or an op-level plan file, runs as SPMD: the ranks
  * form the plan's mesh and each runs its local graph (docs/runtime.md, "SPMD
- * executor"). pp, vpp, zero and recompute are refused. */
+ * executor"); a plan with pp > 1 (pp x dp = ranks) runs the model cut into
+ * pipeline stages (docs/runtime.md, "Pipeline stages"). Combinations of
+ * those, and zero and recompute, are refused. */
 wf_status wf_train_create(const wf_train_config *c, wf_train **out);
 void wf_train_free(wf_train *t);
 
@@ -300,7 +344,8 @@ wf_status wf_train_load(wf_train *t, const char *dir);
 /* Collective. Syncs, then writes every parameter of the model at its full
  * shape into out, in the model graph's order, concatenated (n: the floats
  * they take; nothing is written when cap is smaller). Under an op-level plan
- * the shards of every rank are gathered, so all ranks hold the same values. */
+ * the shards of every rank, and with pipeline stages the stages, are
+ * gathered, so all ranks hold the same values. */
 wf_status wf_train_gather_params(wf_train *t, float *out, int64_t cap, int64_t *n);
 /* Steps completed. */
 int64_t wf_train_steps_done(const wf_train *t);
@@ -332,6 +377,12 @@ typedef struct {
 } wf_train_info;
 void wf_train_info_of(const wf_train *t, wf_train_info *out);
 wf_exec *wf_train_exec(const wf_train *t);
+
+/* With pipeline stages (pp > 1): the (forward|backward, micro-batch, chunk)
+ * ops this rank executed in the last step, in execution order (it plays
+ * weft/sched.h's wf_pipe_order of its stage); returns their count (0 without
+ * stages), copying at most cap. */
+int wf_train_pipe_order(const wf_train *t, wf_pipe_op *ops, int cap);
 
 /* Threads of the BLAS library (OpenBLAS); WF_NOTFOUND when it cannot be told. */
 wf_status wf_runtime_set_threads(int n);

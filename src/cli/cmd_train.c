@@ -466,7 +466,9 @@ wf_status wf_cmd_train(int argc, char **argv)
             wf_opts_usage(stdout, "weft train",
                           "Trains the model on this machine's CPUs. Under mpiexec -n N the global batch is\n"
                           "split over N ranks (data parallelism) and the gradients are reduced by the comm\n"
-                          "schedule, overlapping the backward pass (dear also overlaps the next forward).",
+                          "schedule, overlapping the backward pass (dear also overlaps the next forward).\n"
+                          "A plan with pp > 1 (e.g. pp=2,mbs=2) cuts the model into pipeline stages over\n"
+                          "pp x dp ranks (GPipe, 1F1B, or interleaved with vpp).",
                           opts);
         wf_mpi_stop(started);
         return WF_OK;

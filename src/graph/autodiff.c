@@ -83,13 +83,12 @@ static wf_status accumulate(adctx *c, int f, int part, const wf_op *from_in)
     return WF_OK;
 }
 
-wf_status wf_graph_autodiff(wf_graph *g)
+/* The backward pass of roots[0 .. nroots) (the loss, or a pipeline stage's
+ * outputs), each seeded by a GRAD tensor with no producer; float tensors
+ * wrt[0 .. nwrt) get gradients as parameters do. */
+static wf_status differentiate(wf_graph *g, const int *roots, int nroots, const int *wrt, int nwrt)
 {
-    wf_status st = wf_graph_validate(g);
-    if (st != WF_OK)
-        return st;
-    if (g->loss < 0)
-        return wf_errorf(WF_INVAL, "graph '%s': no loss to differentiate", g->name);
+    wf_status st = WF_OK;
     if (g->nops > g->nfwd)
         return wf_errorf(WF_INVAL, "graph '%s': already has a backward pass", g->name);
     int nt = g->ntensors, nf = g->nfwd;
@@ -104,9 +103,24 @@ wf_status wf_graph_autodiff(wf_graph *g)
     for (int t = 0; t < nt; t++)
         c.cur[t] = -1;
     wf_graph_grad_flags(g, nf, ng);
+    if (nwrt > 0) {
+        /* Inputs differentiated as parameters are: their float consumers too. */
+        for (int k = 0; k < nwrt; k++)
+            ng[wrt[k]] = 1;
+        for (int i = 0; i < nf; i++) {
+            const wf_op *o = &g->ops[i];
+            int any = 0;
+            for (int j = 0; j < o->nin; j++)
+                any |= ng[o->in[j]];
+            for (int j = 0; j < o->nout; j++)
+                if (any && wf_dtype_is_float(g->tensors[o->out[j]].dtype))
+                    ng[o->out[j]] = 1;
+        }
+    }
 
-    /* Which ops lead to the loss: walk back from it. */
-    reach[g->loss] = 1;
+    /* Which ops lead to the roots: walk back from them. */
+    for (int r = 0; r < nroots; r++)
+        reach[roots[r]] = 1;
     for (int i = nf - 1; i >= 0; i--) {
         const wf_op *o = &g->ops[i];
         int leads = 0;
@@ -121,20 +135,23 @@ wf_status wf_graph_autodiff(wf_graph *g)
         }
         onpath[i] = (unsigned char)needs;
     }
-    if (!ng[g->loss]) {
-        st = wf_errorf(WF_INVAL, "graph '%s': loss '%s' does not depend on any parameter",
-                       g->name, g->tensors[g->loss].name);
-        goto done;
-    }
+    for (int r = 0; r < nroots; r++)
+        if (!ng[roots[r]]) {
+            st = wf_errorf(WF_INVAL, "graph '%s': %s '%s' does not depend on any parameter", g->name,
+                           roots[r] == g->loss ? "loss" : "output", g->tensors[roots[r]].name);
+            goto done;
+        }
 
-    /* The seed: d loss / d loss. */
-    int seed = new_grad(g, g->loss, ".grad");
-    if (seed < 0) {
-        st = g->status;
-        goto done;
+    /* The seeds: d loss / d loss (1), or the gradient a caller gives an output. */
+    for (int r = 0; r < nroots; r++) {
+        int seed = new_grad(g, roots[r], ".grad");
+        if (seed < 0) {
+            st = g->status;
+            goto done;
+        }
+        c.cur[roots[r]] = seed;
+        c.nparts[roots[r]] = 1;
     }
-    c.cur[g->loss] = seed;
-    c.nparts[g->loss] = 1;
 
     for (int i = nf - 1; i >= 0; i--) {
         if (!onpath[i])
@@ -206,4 +223,33 @@ done:
     if (st != WF_OK && g->status == WF_OK && (g->nops != nf || g->ntensors != nt))
         g->status = st;
     return st;
+}
+
+wf_status wf_graph_autodiff(wf_graph *g)
+{
+    wf_status st = wf_graph_validate(g);
+    if (st != WF_OK)
+        return st;
+    if (g->loss < 0)
+        return wf_errorf(WF_INVAL, "graph '%s': no loss to differentiate", g->name);
+    return differentiate(g, &g->loss, 1, NULL, 0);
+}
+
+wf_status wf_graph_autodiff_outputs(wf_graph *g, const int *outs, int nouts, const int *wrt, int nwrt)
+{
+    wf_status st = wf_graph_validate(g);
+    if (st != WF_OK)
+        return st;
+    if (nouts < 1 && g->loss < 0)
+        return wf_errorf(WF_INVAL, "graph '%s': no output or loss to differentiate", g->name);
+    for (int k = 0; k < nouts; k++)
+        if (outs[k] < 0 || outs[k] >= g->ntensors || g->tensors[outs[k]].producer < 0 ||
+            !wf_dtype_is_float(g->tensors[outs[k]].dtype))
+            return wf_errorf(WF_INVAL, "graph '%s': output %d is not a float tensor an op produces", g->name, outs[k]);
+    for (int k = 0; k < nwrt; k++)
+        if (wrt[k] < 0 || wrt[k] >= g->ntensors || g->tensors[wrt[k]].role != WF_ROLE_INPUT ||
+            !wf_dtype_is_float(g->tensors[wrt[k]].dtype))
+            return wf_errorf(WF_INVAL, "graph '%s': tensor %d is not a float input to differentiate by", g->name,
+                             wrt[k]);
+    return nouts > 0 ? differentiate(g, outs, nouts, wrt, nwrt) : differentiate(g, &g->loss, 1, wrt, nwrt);
 }

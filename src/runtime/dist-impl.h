@@ -45,6 +45,13 @@ wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale);
  * weight[j] times and sums it over comm (MPI_COMM_NULL: this rank alone),
  * after the data-parallel reduction; every schedule. weight is borrowed. */
 void wf_dist_set_norm(wf_dist *d, const float *weight, MPI_Comm comm);
+/* wf_dist_end_backward in two halves, for a caller whose clipping norm
+ * spans more gradients than this engine's (pipeline stages), wfbp and ddp
+ * only: finish issues what remains and waits for every reduction; apply
+ * clips by sqrt(sum_sq) x grad_scale (sum_sq: the squares of the summed
+ * gradients the caller counted) and updates. */
+wf_status wf_dist_finish_reduce(wf_dist *d);
+void wf_dist_apply_update(wf_dist *d, int64_t t, double grad_scale, double sum_sq);
 /* Applies a deferred update now (dear); nothing otherwise. */
 wf_status wf_dist_sync(wf_dist *d);
 

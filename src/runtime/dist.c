@@ -636,6 +636,29 @@ wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
     return WF_OK;
 }
 
+/* The two halves of wf_dist_end_backward for a caller that computes the
+ * gradient norm over more than this engine's gradients (pipeline stages:
+ * every stage's parameters enter the clipping norm). wfbp and ddp only. */
+wf_status wf_dist_finish_reduce(wf_dist *d)
+{
+    if (d->sched.kind == WF_COMM_DEAR)
+        return wf_errorf(WF_INVAL, "dear defers its update into the next forward: not with a split update");
+    wf_status st;
+    for (int k = d->next_issue; k < d->ngroups; k++)
+        if ((st = issue(d, k)) != WF_OK)
+            return st;
+    d->next_issue = d->ngroups;
+    d->bwd_active = 0;
+    return wait_all(d, d->req);
+}
+
+void wf_dist_apply_update(wf_dist *d, int64_t t, double grad_scale, double sum_sq)
+{
+    float scale = update_scale(d, sum_sq, grad_scale);
+    for (int k = 0; k < d->ngroups; k++)
+        update_group(d, k, t, scale);
+}
+
 /* dear's barrier B0: every reduce-scatter done, the norm, the first all-gather. */
 static wf_status dear_b0(wf_dist *d)
 {

@@ -53,6 +53,7 @@ typedef struct {
     size_t offset; /* arena/leaf: bytes; PARAM/GRAD: unused (param index below) */
     int param;     /* PARAM/GRAD */
     int def, last; /* lifetime in op indices (arena) */
+    int kept;      /* arena, with activation slots: in the slot's kept block (see wf_exec_set_slots) */
 } store;
 
 struct wf_exec {
@@ -99,6 +100,18 @@ struct wf_exec {
     int accumulate;
     wf_exec_spmd sp;      /* SPMD callbacks (op-level plans) */
     int has_sp;
+
+    /* A pipeline stage (wf_exec_create_stage): its outputs, and the float
+     * inputs whose gradients the backward computes; the activation slot
+     * bound (arena and leaf block), own_* the executor's own. */
+    int nouts, nwrt;
+    int *outs, *wrt;
+    const int64_t *init_index; /* during creation only */
+    char *own_arena, *own_leaf;
+    int nslots;    /* activation slots (0 or 1: none, the executor's own arena and leaves) */
+    char **slots;  /* [2 * nslots]: kept block and leaf block of slot k (slot 0: the own leaves) */
+    char *keep;    /* the kept block of the slot in use */
+    size_t keep_bytes;
 };
 
 /* The kernel of the chosen path: both versions have the same type. */
@@ -407,7 +420,10 @@ static void init_param(wf_exec *e, int pi)
             slot = i;
             break;
         }
-    uint64_t seed = wf_k_seed_mix(e->seed, 0x1000003ull + (uint64_t)pi);
+    /* A stage's parameter draws what the whole model's parameter of the
+     * same tensor draws (its index there). */
+    uint64_t index = e->init_index ? (uint64_t)e->init_index[p->tensor] : (uint64_t)pi;
+    uint64_t seed = wf_k_seed_mix(e->seed, 0x1000003ull + index);
     enum { ZERO, ONE, NORMAL, UNIFORM } how = p->ndim >= 2 ? NORMAL : ZERO;
     double scale = 0.02;
     if (op) {
@@ -489,11 +505,11 @@ static wf_status copy_graph(const wf_graph *src, wf_graph *dst)
 }
 
 /* Router, dispatch, grouped MLP and combine: planned and costed, not run. */
-static wf_status check_graph(const wf_graph *g)
+static wf_status check_graph(const wf_graph *g, int nouts)
 {
     if (g->status != WF_OK)
         return wf_errorf(g->status, "graph %s failed to build", g->name);
-    if (g->loss < 0)
+    if (g->loss < 0 && nouts == 0)
         return wf_errorf(WF_INVAL, "graph %s has no loss to train", g->name);
     for (int t = 0; t < g->ntensors; t++) {
         const wf_tensor *x = &g->tensors[t];
@@ -591,6 +607,15 @@ static wf_status assign_stores(wf_exec *e)
                         use_store(e, e->tstore[f->out[i]], o);
         }
     }
+    /* A stage's outputs are read after its forward, its inputs' gradients
+     * after its backward. */
+    for (int k = 0; k < e->nouts; k++)
+        use_store(e, e->tstore[e->outs[k]], g->nfwd);
+    for (int k = 0; k < e->nwrt; k++) {
+        int gt = g->tensors[e->wrt[k]].grad;
+        if (gt >= 0 && e->tstore[gt] >= 0)
+            use_store(e, e->tstore[gt], g->nops - 1);
+    }
     return WF_OK;
 }
 
@@ -604,8 +629,9 @@ static int cmp_size_desc(const void *a, const void *b, const store *st)
     return *(const int *)a < *(const int *)b ? -1 : 1;
 }
 
-/* Greedy placement of the arena stores (see the top of the file). */
-static wf_status plan_arena(wf_exec *e)
+/* Greedy placement of the arena stores (see the top of the file): all of
+ * them (which < 0), or those with kept == which into their own region. */
+static wf_status place_stores(wf_exec *e, int which, size_t *bytes)
 {
     int n = 0;
     int *idx = malloc((size_t)(e->nstores > 0 ? e->nstores : 1) * sizeof *idx);
@@ -618,7 +644,8 @@ static wf_status plan_arena(wf_exec *e)
     e->unplanned_bytes = 0;
     for (int s = 0; s < e->nstores; s++)
         if (e->st[s].kind == ST_ARENA) {
-            idx[n++] = s;
+            if (which < 0 || e->st[s].kept == which)
+                idx[n++] = s;
             e->unplanned_bytes += e->st[s].bytes;
         }
     /* Insertion sort keeps this dependency-free and deterministic. */
@@ -655,8 +682,13 @@ static wf_status plan_arena(wf_exec *e)
     }
     free(idx);
     free(placed);
-    e->arena_bytes = top;
+    *bytes = top;
     return WF_OK;
+}
+
+static wf_status plan_arena(wf_exec *e)
+{
+    return place_stores(e, -1, &e->arena_bytes);
 }
 
 static void resolve_pointers(wf_exec *e)
@@ -669,7 +701,7 @@ static void resolve_pointers(wf_exec *e)
             const store *x = &e->st[s];
             switch (x->kind) {
             case ST_ARENA:
-                p = e->arena + x->offset;
+                p = (x->kept ? e->keep : e->arena) + x->offset;
                 break;
             case ST_LEAF:
                 p = e->leaf + x->offset;
@@ -684,14 +716,42 @@ static void resolve_pointers(wf_exec *e)
         }
         e->ptr[t] = p;
     }
-    for (int o = 0; o < g->nops; o++)
-        e->saved[o] = e->saved_store[o] >= 0 ? (float *)(e->arena + e->st[e->saved_store[o]].offset) : NULL;
+    for (int o = 0; o < g->nops; o++) {
+        const store *x = e->saved_store[o] >= 0 ? &e->st[e->saved_store[o]] : NULL;
+        e->saved[o] = x ? (float *)((x->kept ? e->keep : e->arena) + x->offset) : NULL;
+    }
 }
 
-wf_status wf_exec_create(const wf_graph *src, const wf_exec_opts *o, wf_exec **out)
+/* Records a stage's outputs and differentiated inputs (validated against
+ * the copied graph). */
+static wf_status stage_setup(wf_exec *e, const wf_exec_stage *sg)
+{
+    const wf_graph *g = &e->g;
+    e->outs = malloc((size_t)(sg->nouts + 1) * sizeof *e->outs);
+    e->wrt = malloc((size_t)(sg->nwrt + 1) * sizeof *e->wrt);
+    if (!e->outs || !e->wrt)
+        return wf_errorf(WF_NOMEM, "out of memory creating a stage executor");
+    for (int k = 0; k < sg->nouts; k++) {
+        int t = sg->outs[k];
+        if (t < 0 || t >= g->ntensors || g->tensors[t].producer < 0 || g->tensors[t].producer >= g->nfwd ||
+            g->tensors[t].dtype != WF_DTYPE_FP32)
+            return wf_errorf(WF_INVAL, "stage of graph %s: output %d is not an fp32 activation", g->name, t);
+        e->outs[e->nouts++] = t;
+    }
+    for (int k = 0; k < sg->nwrt; k++) {
+        int t = sg->wrt[k];
+        if (t < 0 || t >= g->ntensors || g->tensors[t].role != WF_ROLE_INPUT || g->tensors[t].dtype != WF_DTYPE_FP32)
+            return wf_errorf(WF_INVAL, "stage of graph %s: tensor %d is not an fp32 input", g->name, t);
+        e->wrt[e->nwrt++] = t;
+    }
+    e->init_index = sg->init_index;
+    return WF_OK;
+}
+
+static wf_status create(const wf_graph *src, const wf_exec_opts *o, const wf_exec_stage *sg, wf_exec **out)
 {
     *out = NULL;
-    wf_status st = check_graph(src);
+    wf_status st = check_graph(src, sg ? sg->nouts : 0);
     if (st != WF_OK)
         return st;
     wf_exec *e = calloc(1, sizeof *e);
@@ -702,8 +762,11 @@ wf_status wf_exec_create(const wf_graph *src, const wf_exec_opts *o, wf_exec **o
     st = copy_graph(src, &e->g);
     if (st != WF_OK)
         goto fail;
+    if (sg && (st = stage_setup(e, sg)) != WF_OK)
+        goto fail;
     if (e->g.nops == e->g.nfwd) {
-        st = wf_graph_autodiff(&e->g);
+        st = e->nouts > 0 || e->nwrt > 0 ? wf_graph_autodiff_outputs(&e->g, e->outs, e->nouts, e->wrt, e->nwrt)
+                          : wf_graph_autodiff(&e->g);
         if (st != WF_OK)
             goto fail;
     }
@@ -743,6 +806,8 @@ wf_status wf_exec_create(const wf_graph *src, const wf_exec_opts *o, wf_exec **o
     for (int i = 0; i < g->nfwd; i++)
         if (g->ops[i].kind == WF_OP_ATTENTION)
             e->transformer = 1;
+    if (sg && sg->transformer >= 0)
+        e->transformer = sg->transformer;
 
     /* Parameters, one block. */
     for (int t = 0; t < nt; t++) {
@@ -851,6 +916,9 @@ wf_status wf_exec_create(const wf_graph *src, const wf_exec_opts *o, wf_exec **o
             *(float *)e->ptr[t] = 1.0f;
     for (int i = 0; i < e->nparams; i++)
         init_param(e, i);
+    e->init_index = NULL;
+    e->own_arena = e->arena;
+    e->own_leaf = e->leaf;
     *out = e;
     return WF_OK;
 fail:
@@ -858,10 +926,36 @@ fail:
     return st;
 }
 
+wf_status wf_exec_create(const wf_graph *src, const wf_exec_opts *o, wf_exec **out)
+{
+    return create(src, o, NULL, out);
+}
+
+wf_status wf_exec_create_stage(const wf_graph *src, const wf_exec_opts *o, const wf_exec_stage *sg, wf_exec **out)
+{
+    *out = NULL;
+    if (!sg || sg->nouts < 0 || sg->nwrt < 0 || (sg->nouts > 0 && !sg->outs) || (sg->nwrt > 0 && !sg->wrt))
+        return wf_errorf(WF_INVAL, "stage of graph %s: bad outputs or inputs", src->name);
+    if (sg->nouts > 0 && src->loss >= 0)
+        return wf_errorf(WF_INVAL, "stage of graph %s: a stage ends at its outputs or at the loss, not both",
+                         src->name);
+    return create(src, o, sg, out);
+}
+
 void wf_exec_free(wf_exec *e)
 {
     if (!e)
         return;
+    if (e->own_arena) {
+        e->arena = e->own_arena;
+        e->leaf = e->own_leaf;
+    }
+    free(e->outs);
+    free(e->wrt);
+    for (int k = 0; e->slots && k < 2 * e->nslots; k++)
+        if (k != 1)
+            free(e->slots[k]);
+    free(e->slots);
     wf_graph_free(&e->g);
     free(e->st);
     free(e->tstore);
@@ -880,6 +974,95 @@ void wf_exec_free(wf_exec *e)
     free(e->param_of_tensor);
     free(e->param_of_grad);
     free(e);
+}
+
+/* ---- pipeline stages ------------------------------------------------------------------------ */
+
+float *wf_exec_output(wf_exec *e, int k)
+{
+    return k >= 0 && k < e->nouts ? e->ptr[e->outs[k]] : NULL;
+}
+
+float *wf_exec_output_grad(wf_exec *e, int k)
+{
+    return k >= 0 && k < e->nouts ? e->ptr[e->g.tensors[e->outs[k]].grad] : NULL;
+}
+
+float *wf_exec_input_grad(wf_exec *e, int k)
+{
+    if (k < 0 || k >= e->nwrt)
+        return NULL;
+    int gt = e->g.tensors[e->wrt[k]].grad;
+    return gt >= 0 ? e->ptr[gt] : NULL;
+}
+
+wf_status wf_exec_set_slots(wf_exec *e, int n)
+{
+    if (n < 1 || e->nslots > 0)
+        return wf_errorf(WF_INVAL, "activation slots: %d slots (at least 1, set once)", n);
+    if (n == 1)
+        return WF_OK;
+    /* What a micro-batch keeps from its forward to its backward (alive across
+     * the boundary op nfwd), the stage's outputs until their send completes
+     * and its input gradients until theirs: one kept block per slot. The
+     * rest (forward temporaries, backward scratch) shares the arena. */
+    const wf_graph *g = &e->g;
+    for (int s = 0; s < e->nstores; s++)
+        e->st[s].kept = e->st[s].kind == ST_ARENA && e->st[s].def < g->nfwd && e->st[s].last >= g->nfwd;
+    for (int k = 0; k < e->nwrt; k++) {
+        int gt = g->tensors[e->wrt[k]].grad;
+        if (gt >= 0 && e->tstore[gt] >= 0 && e->st[e->tstore[gt]].kind == ST_ARENA)
+            e->st[e->tstore[gt]].kept = 1;
+    }
+    size_t work = 0, keep = 0, unplanned = e->unplanned_bytes;
+    wf_status st = place_stores(e, 0, &work);
+    if (st == WF_OK)
+        st = place_stores(e, 1, &keep);
+    e->unplanned_bytes = unplanned;
+    if (st != WF_OK)
+        return st;
+    e->slots = calloc((size_t)2 * (size_t)n, sizeof *e->slots);
+    char *arena = aligned_alloc(ALIGN_BYTES, work > 0 ? round_up(work, ALIGN_BYTES) : ALIGN_BYTES);
+    if (!e->slots || !arena) {
+        free(arena);
+        return wf_errorf(WF_NOMEM, "out of memory for %d activation slots", n);
+    }
+    memset(arena, 0, work);
+    free(e->own_arena);
+    e->own_arena = e->arena = arena;
+    e->arena_bytes = work;
+    e->keep_bytes = keep;
+    e->nslots = n;
+    e->slots[1] = e->own_leaf;
+    for (int k = 0; k < n; k++) {
+        /* A slot's leaf block starts as the executor's own: the loss seed 1. */
+        e->slots[2 * k] = aligned_alloc(ALIGN_BYTES, keep > 0 ? round_up(keep, ALIGN_BYTES) : ALIGN_BYTES);
+        if (k > 0)
+            e->slots[2 * k + 1] = malloc(e->leaf_bytes > 0 ? e->leaf_bytes : 1);
+        if (!e->slots[2 * k] || !e->slots[2 * k + 1])
+            return wf_errorf(WF_NOMEM, "out of memory for %d activation slots of %zu bytes", n, keep);
+        memset(e->slots[2 * k], 0, keep);
+        if (k > 0)
+            memcpy(e->slots[2 * k + 1], e->own_leaf, e->leaf_bytes);
+    }
+    wf_exec_use_slot(e, 0);
+    return WF_OK;
+}
+
+void wf_exec_use_slot(wf_exec *e, int k)
+{
+    if (e->nslots < 2)
+        return;
+    if (k < 0 || k >= e->nslots)
+        k = 0;
+    e->keep = e->slots[2 * k];
+    e->leaf = e->slots[2 * k + 1];
+    resolve_pointers(e);
+}
+
+size_t wf_exec_slot_bytes(const wf_exec *e)
+{
+    return (e->nslots > 1 ? e->keep_bytes : e->arena_bytes) + e->leaf_bytes;
 }
 
 /* ---- accessors -------------------------------------------------------------------------- */
@@ -1037,7 +1220,7 @@ void wf_exec_memory_of(const wf_exec *e, wf_exec_memory *m)
     m->param_bytes = (size_t)e->pfloats * sizeof(float);
     m->grad_bytes = (size_t)e->gfloats * sizeof(float);
     m->leaf_bytes = e->leaf_bytes;
-    m->arena_bytes = e->arena_bytes;
+    m->arena_bytes = e->arena_bytes + e->keep_bytes;
     m->unplanned_bytes = e->unplanned_bytes;
     m->scratch_bytes = (e->ws_floats + e->acc_floats) * sizeof(float);
 }
@@ -2013,7 +2196,7 @@ wf_status wf_exec_forward(wf_exec *e, float *loss)
         }
     }
     if (loss)
-        *loss = st == WF_OK ? F(e->g.loss)[0] : NAN;
+        *loss = st != WF_OK ? NAN : e->g.loss >= 0 ? F(e->g.loss)[0] : 0.0f;
     return st;
 }
 

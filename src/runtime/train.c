@@ -25,6 +25,7 @@
 #include "runtime/kernels-impl.h"
 #include "runtime/autoplan-impl.h"
 #include "runtime/spmd-impl.h"
+#include "runtime/pipeline-impl.h"
 
 #include "weft/cluster.h"
 #include "weft/models.h"
@@ -59,6 +60,7 @@ struct wf_train {
     char plan_note[256];
     char init_note[160];
     wf_spmd *spmd;       /* op-level / tensor-parallel plans (spmd.c); then the rest is unused */
+    wf_pipe *pipe;               /* pipeline stages (pp > 1, pipeline.c), else NULL */
 };
 
 static int mpi_up(void)
@@ -69,6 +71,94 @@ static int mpi_up(void)
         return 0;
     MPI_Finalized(&fin);
     return !fin;
+}
+
+/* ---- pipeline stages (pipeline.c) ------------------------------------------------------------ */
+
+/* Plans with pp > 1: pp x dp ranks, B / dp samples per pipeline in
+ * micro-batches of mbs. */
+static wf_status pipe_resolve(wf_train *t)
+{
+    wf_status st = wf_pipe_check(&t->plan, &t->model, t->nranks, t->c.batch);
+    if (st != WF_OK)
+        return st;
+    t->b = t->c.batch / t->plan.dp;
+    t->mbs = t->plan.mbs;
+    t->m = t->b / t->mbs;
+    return WF_OK;
+}
+
+/* Setup of a pipelined run: the stages (wf_pipe_create), the data loader
+ * and this pipeline's batch buffers. comm auto takes ddp (dear defers its
+ * update into the next forward, which a pipeline's clipping norm over every
+ * stage cannot wait for). */
+static wf_status pipe_setup(wf_train *t, wf_comm_sched cs)
+{
+    const wf_train_config *c = &t->c;
+    if (cs.kind == WF_COMM_AUTO) {
+        cs.kind = WF_COMM_DDP;
+        cs.threshold_bytes = 0;
+        snprintf(t->comm_note, sizeof t->comm_note, "auto with pp=%d: ddp (each stage's data-parallel group)",
+                 t->plan.pp);
+    }
+    if (t->model.family == WF_FAMILY_ONNX && !c->init_random)
+        return wf_errorf(WF_INVAL, "pp=%d: pipeline stages start from the seed (--init random), not from the "
+                                   "weights of an .onnx file", t->plan.pp);
+    wf_pipe_config pc = {t->comm, t->rank, t->nranks, &t->model, &t->plan, c->cluster, c->batch,
+                         {c->reference, c->seed}, &c->optim, cs, t->plan.overlap};
+    wf_status st = wf_pipe_create(&pc, &t->pipe);
+    if (st != WF_OK)
+        return st;
+    wf_graph g;
+    st = wf_model_build(&t->model, t->mbs, &g);
+    if (st == WF_OK)
+        st = wf_data_layout_from_graph(&g, &t->layout);
+    wf_graph_free(&g);
+    if (st != WF_OK)
+        return st;
+    snprintf(t->init_note, sizeof t->init_note, "random (seed %llu)", (unsigned long long)c->seed);
+    if ((st = wf_data_open(c->data, &t->layout, c->seed, &t->data)) != WF_OK)
+        return st;
+    t->in_numel = wf_data_layout_input_numel(&t->layout);
+    t->lab_numel = wf_data_layout_label_numel(&t->layout);
+    t->inbuf = calloc((size_t)(t->b * t->in_numel), 4);
+    t->labbuf = calloc((size_t)(t->b * t->lab_numel), sizeof(int32_t));
+    if (!t->inbuf || !t->labbuf)
+        return wf_errorf(WF_NOMEM, "out of memory for the batch");
+    return WF_OK;
+}
+
+/* One pipelined step: this pipeline's slice of the global batch through the
+ * stages (wf_pipe_step); every rank reports the same loss and status. */
+static wf_status pipe_step(wf_train *t, wf_train_stats *s)
+{
+    double t0 = wf_now_s();
+    int dpi, dp;
+    wf_pipe_dp_of(t->pipe, &dpi, &dp);
+    wf_status st = wf_data_next(t->data, t->c.batch, dpi, dp, t->inbuf, t->labbuf);
+    if (st != WF_OK) {
+        memset(t->inbuf, 0, (size_t)(t->b * t->in_numel) * 4);
+        memset(t->labbuf, 0, (size_t)(t->b * t->lab_numel) * sizeof(int32_t));
+    }
+    int64_t first, count;
+    wf_data_slice(t->c.batch, dpi, dp, &first, &count);
+    double loss = 0, comm_s = 0, norm = 0;
+    wf_status worst = WF_OK;
+    wf_status ps = wf_pipe_step(t->pipe, t->inbuf, t->labbuf, first, t->steps, &loss, &worst, &comm_s, &norm);
+    if (ps != WF_OK)
+        return ps;
+    if (worst != WF_OK || st != WF_OK)
+        return wf_mpi_agree_on(t->comm, t->rank, t->nranks, st != WF_OK ? st : worst);
+    t->steps++;
+    s->step = t->steps;
+    s->loss = loss;
+    s->time_s = wf_now_s() - t0;
+    s->comm_s = comm_s;
+    s->compute_s = s->time_s - s->comm_s;
+    s->grad_norm = norm;
+    s->samples = t->c.batch;
+    s->tokens = t->layout.input_dtype == WF_DTYPE_INT32 ? t->c.batch * t->in_numel : 0;
+    return WF_OK;
 }
 
 /* The plan the runtime executes: data parallelism over every rank. */
@@ -90,6 +180,8 @@ static wf_status resolve_plan(wf_train *t)
             return st;
     }
     const wf_plan *p = &t->plan;
+    if ((p->pp > 1 || p->vpp > 1) && p->tp <= 1)
+        return pipe_resolve(t);
     if (p->tp > 1 || p->pp > 1 || p->vpp > 1)
         return wf_errorf(WF_INVAL, "the runtime executes data parallelism only (tp=%d, pp=%d, vpp=%d)", p->tp, p->pp,
                          p->vpp);
@@ -294,6 +386,12 @@ static wf_status setup(wf_train *t)
         return st;
     if ((st = resolve_plan(t)) != WF_OK)
         return st;
+    if (t->plan.pp > 1 || t->plan.vpp > 1) {
+        wf_comm_sched pcs = t->plan.comm;
+        if (c->comm && (st = wf_comm_parse(c->comm, &pcs)) != WF_OK)
+            return st;
+        return pipe_setup(t, pcs);
+    }
     /* Expert groups: ep consecutive ranks (every rank resolves the same plan,
      * so all reach this split). */
     if (t->plan.ep > 1 && MPI_Comm_split(t->comm, t->rank / t->plan.ep, t->rank, &t->epcomm) != MPI_SUCCESS)
@@ -389,6 +487,7 @@ void wf_train_free(wf_train *t)
     if (!t)
         return;
     wf_spmd_free(t->spmd);
+    wf_pipe_free(t->pipe);
     wf_dist_free(t->d);
     wf_optim_free(t->o);
     wf_exec_free(t->e);
@@ -410,6 +509,8 @@ wf_status wf_train_step(wf_train *t, wf_train_stats *s)
         return wf_spmd_step(t->spmd, s);
     double t0 = wf_now_s();
     memset(s, 0, sizeof *s);
+    if (t->pipe)
+        return pipe_step(t, s);
     wf_status st = wf_data_next(t->data, t->c.batch, t->rank, t->nranks, t->inbuf, t->labbuf);
     if (st != WF_OK) {
         memset(t->inbuf, 0, (size_t)(t->b * t->in_numel) * 4);
@@ -473,6 +574,8 @@ wf_status wf_train_sync(wf_train *t)
 {
     if (t->spmd)
         return wf_spmd_sync(t->spmd);
+    if (t->pipe)
+        return wf_mpi_agree_on(t->comm, t->rank, t->nranks, WF_OK);
     wf_status st = wf_dist_sync(t->d);
     wf_dist_take_comm_s(t->d);
     return wf_mpi_agree_on(t->comm, t->rank, t->nranks, st);
@@ -487,6 +590,8 @@ int64_t wf_train_steps_done(const wf_train *t)
 
 uint64_t wf_train_checksum(const wf_train *t)
 {
+    if (t->pipe)
+        return wf_pipe_checksum(t->pipe);
     int64_t n = 0;
     const unsigned char *p = (const unsigned char *)wf_exec_param_block(wf_train_exec(t), &n);
     uint64_t h = 0xcbf29ce484222325ull;
@@ -499,13 +604,15 @@ uint64_t wf_train_checksum(const wf_train *t)
 
 wf_exec *wf_train_exec(const wf_train *t)
 {
-    return t->spmd ? wf_spmd_exec(t->spmd) : t->e;
+    return t->spmd ? wf_spmd_exec(t->spmd) : t->pipe ? wf_pipe_exec(t->pipe, 0) : t->e;
 }
 
 wf_status wf_train_gather_params(wf_train *t, float *out, int64_t cap, int64_t *n)
 {
     if (t->spmd)
         return wf_spmd_gather_params(t->spmd, out, cap, n);
+    if (t->pipe)
+        return wf_pipe_gather_params(t->pipe, out, cap, n);
     wf_status st = wf_train_sync(t);
     *n = 0;
     for (int i = 0; i < wf_exec_nparams(t->e) && st == WF_OK; i++) {
@@ -515,6 +622,11 @@ wf_status wf_train_gather_params(wf_train *t, float *out, int64_t cap, int64_t *
         *n += p->numel;
     }
     return st;
+}
+
+int wf_train_pipe_order(const wf_train *t, wf_pipe_op *ops, int cap)
+{
+    return t->pipe ? wf_pipe_trace(t->pipe, ops, cap) : 0;
 }
 
 void wf_train_info_of(const wf_train *t, wf_train_info *out)
@@ -530,6 +642,15 @@ void wf_train_info_of(const wf_train *t, wf_train_info *out)
     out->micro_batches = t->m;
     out->micro_batch = t->mbs;
     out->tokens_per_sample = t->layout.input_dtype == WF_DTYPE_INT32 ? t->in_numel : 0;
+    if (t->pipe) {
+        wf_pipe_info(t->pipe, out);
+        snprintf(out->comm_note, sizeof out->comm_note, "%s", t->comm_note);
+        snprintf(out->plan_note, sizeof out->plan_note, "%s", t->plan_note);
+        snprintf(out->model, sizeof out->model, "%s", t->model.name);
+        snprintf(out->data, sizeof out->data, "%s", wf_data_describe(t->data));
+        snprintf(out->init, sizeof out->init, "%s", t->init_note);
+        return;
+    }
     out->ngroups = wf_dist_ngroups(t->d);
     for (int i = 0; i < wf_exec_nparams(t->e); i++)
         out->params += wf_exec_param_at(t->e, i)->numel;
@@ -574,6 +695,8 @@ static void view_of(wf_train *t, ckpt_view *v)
  * generated names. */
 static wf_status ckpt_tensors(wf_train *t, wf_ckpt_tensor **out, char **names, int *n)
 {
+    if (t->pipe)
+        return wf_pipe_ckpt_tensors(t->pipe, out, names, n);
     ckpt_view v;
     view_of(t, &v);
     int np = wf_exec_nparams(v.e), ns = wf_optim_nstate(v.o);
@@ -624,9 +747,14 @@ static void ckpt_run(wf_train *t, char *buf, size_t cap)
 {
     ckpt_view v;
     view_of(t, &v);
-    snprintf(buf, cap, "data=%s\noptimizer=%s\nseed=%llu\nbatch=%lld\nmicro-batches per step=%lld\n%s%s",
+    char plan[96] = "";
+    if (!t->spmd)
+        wf_pipe_plan_text(&t->plan, plan, sizeof plan);
+    snprintf(buf, cap, "data=%s\noptimizer=%s\nseed=%llu\nbatch=%lld\nmicro-batches per step=%lld\n%s%s%s%s",
              t->c.data ? t->c.data : "", wf_optim_name(t->c.optim.kind), (unsigned long long)t->c.seed,
-             (long long)t->c.batch, (long long)v.m, v.layouts, v.layouts[0] ? "\n" : "");
+             (long long)t->c.batch, (long long)v.m, plan[0] ? "plan=" : "", plan, plan[0] ? "\n" : "", v.layouts);
+    if (v.layouts[0])
+        snprintf(buf + strlen(buf), cap - strlen(buf), "\n");
 }
 
 /* The first key whose value differs between two run descriptions, named in

@@ -25,7 +25,7 @@ rank_pid() {
 
 "$MPIEXEC" -n 2 "$WEFT" train "${common[@]}" --steps 1000000 --checkpoint-every 10 >out 2>err &
 job=$!
-for _ in $(seq 1 400); do
+for _ in $(seq 1 1200); do
   [ -f ck/manifest.json ] && break
   sleep 0.05
 done

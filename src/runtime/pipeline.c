@@ -1,0 +1,939 @@
+/* Pipeline parallelism over MPI: the model cut into stages, each stage's
+ * executor on its own ranks, micro-batches played in the order of
+ * weft/sched.h's wf_pipe_order (the order the simulator plays), activations
+ * and their gradients sent point to point between neighbouring stages.
+ *
+ * The cut. pp x vpp virtual stages; virtual stage k runs on stage k mod pp
+ * as its chunk k / pp (Megatron's interleaving; vpp = 1: stage k is virtual
+ * stage k). Transformers: virtual stage k holds layers [k L/(pp vpp),
+ * (k+1) L/(pp vpp)), the first also the embedding, the last also the head
+ * and the loss (src/sim/profile.c's instances, src/search/lower.c's cut).
+ * Other models: the estimate's cut (wf_cost_cut_stages over each forward
+ * op's forward + backward time at the micro-batch on the cost model's
+ * cluster, as src/search/lower.c lowers it), no interleaving.
+ *
+ * A stage's graph holds the forward ops of its range. The activations it
+ * reads from the previous virtual stage become float inputs (received, and
+ * differentiated: their gradients go back); the activations the next one
+ * reads are its outputs (sent; its backward is seeded with the gradients
+ * received for them). The executor's stage mode (wf_exec_create_stage) does
+ * both. A parameter read by several virtual stages (GPT's tied word
+ * embedding: the embedding and the head) has a copy on each; their
+ * gradients are summed over the holders after the data-parallel reduction
+ * (Megatron's embedding group), so the copies stay equal.
+ *
+ * Ranks, stage-major as Megatron-LM orders them with tp = 1: rank = stage x
+ * dp + d for data-parallel index d. Stage s's data-parallel group is ranks
+ * [s dp, (s+1) dp), reduced by dist.c's engine (wfbp or ddp) on its own
+ * communicator; pipeline d is ranks {d, dp + d, ...}, which exchange
+ * activations with MPI_Isend / MPI_Irecv on a pipeline communicator (tag:
+ * micro-batch, receiving virtual stage, direction, tensor).
+ *
+ * Memory: each chunk's executor keeps one activation slot per micro-batch
+ * in flight (wf_exec_set_slots): what the micro-batch's backward reads of its
+ * forward (saved tensors and kernel state, its outputs until sent, its input
+ * gradients until sent) and its leaf block of inputs and seeds; forward
+ * temporaries and backward scratch share one arena. A forward takes a free
+ * slot, its backward releases it. The slots are the peak number in flight of
+ * the order (1F1B: min(pp - stage, m) on stage `stage`; GPipe: m), as a
+ * framework keeps the saved activations of each in-flight micro-batch
+ * (docs/runtime.md, "Pipeline stages").
+ *
+ * A step: play the order; then every engine waits for its reductions, tied
+ * copies are summed, the squares of every gradient (each tied parameter
+ * counted once) are summed over the pipeline's stages in stage order, and
+ * every chunk updates with the clipping factor of that norm. The losses come
+ * from the last stage; all ranks gather them with the statuses, so every
+ * rank reports the same loss and fails together. */
+#include "runtime/pipeline-impl.h"
+#include "runtime/dist-impl.h"
+
+#include "weft/cluster.h"
+#include "weft/cost.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BOUNDARY 8
+
+typedef struct {
+    int vs;                  /* virtual stage */
+    wf_exec *e;
+    wf_optim *o;
+    wf_dist *d;
+    int nin, nout;           /* boundary tensors received / sent */
+    int in_t[MAX_BOUNDARY];  /* stage tensors of the received activations */
+    int64_t in_n[MAX_BOUNDARY], out_n[MAX_BOUNDARY];
+    int data_t, label_t;     /* the data input (first virtual stage) and labels (last), -1 */
+    int nslots;
+    int *slot_of;            /* [m] slot of each micro-batch in flight, -1 */
+    unsigned char *busy;     /* [nslots] */
+    MPI_Request *sreq;       /* [nslots * MAX_BOUNDARY] sends out of each slot */
+    int first_bwd, last_bwd; /* positions in the order of this chunk's first and last backward */
+    int *owner;              /* [nparams] 1 when this copy counts in the norm and the gathered model */
+    int64_t *full_off;       /* [nparams] offset in the packed whole-model vector */
+} chunk;
+
+typedef struct {
+    int chunk, param;        /* this rank's copy: chunk index and parameter index there */
+    MPI_Comm comm;           /* the holders in this pipeline */
+} shared;
+
+struct wf_pipe {
+    MPI_Comm comm, dpcomm, ppcomm;
+    int rank, nranks, stage, pp, vpp, nvs, dp, dpi, m;
+    int64_t mbs, in_numel, lab_numel, full_params;
+    wf_pipe_kind kind;
+    int nchunks;
+    chunk *ch;
+    int nops;
+    wf_pipe_op *ops;         /* the order of this stage (wf_pipe_order) */
+    int nplayed;
+    wf_pipe_op *played;      /* what the last step executed, in execution order */
+    int nshared;
+    shared *sh;
+    int in_int;              /* the data input holds int32 */
+    char desc[96];
+    double grad_norm;
+};
+
+static int mpi_on(const wf_pipe *p)
+{
+    return p->comm != MPI_COMM_NULL;
+}
+
+static wf_status mpi_err(int rc, const char *what)
+{
+    return wf_errorf(WF_MPI, "%s failed (MPI error %d)", what, rc);
+}
+
+/* ---- checks and the cut --------------------------------------------------------------------- */
+
+wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, int64_t batch)
+{
+    if (p->tp > 1 || p->cp > 1 || p->ep > 1)
+        return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines data-parallel replicas only (tp=%d, cp=%d, ep=%d "
+                                   "must be 1)", p->pp, p->tp, p->cp, p->ep);
+    if (p->sp || p->zero || p->recompute != WF_RECOMPUTE_NONE || p->fp8)
+        return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines plain stages (sp=%d, zero=%d, recompute=%s, "
+                                   "fp8=%d must be off)", p->pp, p->sp, p->zero, wf_recompute_name(p->recompute),
+                         p->fp8);
+    if (p->pp < 2)
+        return wf_errorf(WF_INVAL, "vpp=%d needs pp >= 2 stages (pp=%d)", p->vpp, p->pp);
+    if ((int64_t)p->pp * p->dp != nranks)
+        return wf_errorf(WF_INVAL, "plan pp=%d x dp=%d needs %lld ranks but the job has %d (run under mpiexec -n %lld)",
+                         p->pp, p->dp, (long long)p->pp * p->dp, nranks, (long long)p->pp * p->dp);
+    if (batch < 1 || batch % p->dp != 0)
+        return wf_errorf(WF_INVAL, "batch %lld is not divisible by dp=%d", (long long)batch, p->dp);
+    if (p->mbs < 1 || (batch / p->dp) % p->mbs != 0)
+        return wf_errorf(WF_INVAL, "plan mbs=%d does not divide the %lld samples per pipeline (batch %lld / dp=%d)",
+                         p->mbs, (long long)(batch / p->dp), (long long)batch, p->dp);
+    int64_t mb = batch / p->dp / p->mbs;
+    int transformer = wf_model_is_transformer(m);
+    if (p->vpp > 1) {
+        if (!transformer)
+            return wf_errorf(WF_INVAL, "vpp=%d: interleaving splits repeated layers; model '%s' has none", p->vpp,
+                             m->name);
+        if (mb % p->pp != 0)
+            return wf_errorf(WF_INVAL, "vpp=%d: interleaving needs the %lld micro-batches a multiple of pp=%d",
+                             p->vpp, (long long)mb, p->pp);
+    }
+    int64_t nvs = (int64_t)p->pp * p->vpp;
+    if (transformer && (m->layers < nvs || m->layers % nvs != 0))
+        return wf_errorf(WF_INVAL, "pp=%d x vpp=%d = %lld stages do not divide the %lld layers of %s", p->pp, p->vpp,
+                         (long long)nvs, (long long)m->layers, m->name);
+    if (mb * nvs * 2 * MAX_BOUNDARY > 32767)
+        return wf_errorf(WF_INVAL, "%lld micro-batches x %lld stages: too many messages to tag (at most %lld)",
+                         (long long)mb, (long long)nvs, (long long)(32767 / (2 * MAX_BOUNDARY)));
+    return WF_OK;
+}
+
+/* first[k]: the first forward op of virtual stage k, first[nvs] = nfwd. */
+static wf_status cut(const wf_graph *g, const wf_pipe_config *c, int nvs, int *first)
+{
+    const wf_model_config *m = c->model;
+    if (wf_model_is_transformer(m)) {
+        int64_t per = m->layers / nvs;
+        first[0] = 0;
+        for (int k = 1; k < nvs; k++) {
+            first[k] = -1;
+            for (int i = 0; i < g->nfwd && first[k] < 0; i++)
+                if (g->ops[i].block >= 0 && g->ops[i].layer == (int)(k * per))
+                    first[k] = i;
+            if (first[k] < 0)
+                return wf_errorf(WF_INVAL, "model '%s' has no layer %lld to start stage %d", m->name,
+                                 (long long)(k * per), k);
+        }
+        first[nvs] = g->nfwd;
+        return WF_OK;
+    }
+    wf_cluster cl;
+    wf_status st = wf_cluster_lookup(c->cluster ? c->cluster : "local", &cl);
+    if (st != WF_OK)
+        return st;
+    wf_cost_ctx *ctx = NULL;
+    double *w = malloc((size_t)(g->nfwd + 1) * sizeof *w);
+    wf_cost_op_time *t = malloc((size_t)(g->nfwd + 1) * sizeof *t);
+    if (!w || !t)
+        st = wf_errorf(WF_NOMEM, "out of memory cutting %s into stages", m->name);
+    if (st == WF_OK)
+        st = wf_cost_ctx_create(m, &cl, &ctx);
+    if (st == WF_OK)
+        st = wf_cost_op_times(ctx, c->plan->mbs, 1, 0, t);
+    if (st == WF_OK) {
+        for (int i = 0; i < g->nfwd; i++)
+            w[i] = t[i].fwd_s + t[i].bwd_in_s + t[i].bwd_w_s;
+        int ns = wf_cost_cut_stages(w, g->nfwd, nvs, NULL, first);
+        if (ns != nvs)
+            st = wf_errorf(WF_INVAL, "pp=%d stages: model '%s' has only %d ops to cut", nvs, m->name, g->nfwd);
+    }
+    wf_cost_ctx_free(ctx);
+    free(w);
+    free(t);
+    return st;
+}
+
+/* The activations virtual stage k reads from earlier ones (tensor indices of
+ * g, ascending), all produced by virtual stage k-1. */
+static wf_status boundary(const wf_graph *g, const int *first, int k, int *bt, int *nb)
+{
+    *nb = 0;
+    if (k == 0)
+        return WF_OK;
+    for (int t = 0; t < g->ntensors; t++) {
+        const wf_tensor *x = &g->tensors[t];
+        if (x->producer < 0 || x->producer >= first[k])
+            continue;
+        int read = 0;
+        for (int i = first[k]; i < first[k + 1] && !read; i++)
+            for (int j = 0; j < g->ops[i].nin; j++)
+                read |= g->ops[i].in[j] == t;
+        if (!read)
+            continue;
+        if (x->producer < first[k - 1])
+            return wf_errorf(WF_INVAL, "pipeline cut: '%s' is read by stage %d but made before stage %d", x->name, k,
+                             k - 1);
+        if (x->dtype != WF_DTYPE_FP32)
+            return wf_errorf(WF_INVAL, "pipeline cut: '%s' crosses stages %d-%d but is not fp32", x->name, k - 1, k);
+        if (*nb >= MAX_BOUNDARY)
+            return wf_errorf(WF_INVAL, "pipeline cut: more than %d tensors cross stages %d-%d", MAX_BOUNDARY, k - 1,
+                             k);
+        bt[(*nb)++] = t;
+    }
+    return WF_OK;
+}
+
+/* The graph of ops [lo, hi) of g; map[t] = the stage's tensor of g's t. */
+static wf_status build_stage(const wf_graph *g, int k, int lo, int hi, const int *bin, int nbin, wf_graph *out,
+                             int *map)
+{
+    char name[WF_NAME_LEN];
+    snprintf(name, sizeof name, "%.40s/stage%d", g->name, k);
+    wf_graph_init(out, name);
+    for (int t = 0; t < g->ntensors; t++)
+        map[t] = -1;
+    for (int b = 0; b < nbin; b++) {
+        const wf_tensor *x = &g->tensors[bin[b]];
+        map[bin[b]] = wf_graph_add_tensor(out, x->name, WF_DTYPE_FP32, WF_ROLE_INPUT, x->ndim, x->shape);
+    }
+    for (int i = lo; i < hi && out->status == WF_OK; i++) {
+        const wf_op *o = &g->ops[i];
+        int in[WF_MAX_INPUTS];
+        for (int j = 0; j < o->nin; j++) {
+            int t = o->in[j];
+            if (map[t] < 0) {
+                const wf_tensor *x = &g->tensors[t];
+                if (x->producer >= 0)
+                    return wf_errorf(WF_INTERNAL, "stage %d: '%s' is neither a leaf nor received", k, x->name);
+                map[t] = wf_graph_add_tensor(out, x->name, x->dtype, x->role, x->ndim, x->shape);
+            }
+            in[j] = map[t];
+        }
+        wf_graph_set_block(out, o->block, o->layer);
+        wf_graph_set_tp(out, o->tp);
+        int oi = wf_graph_add_op(out, o->kind, o->name, in, o->nin, &o->attr);
+        for (int j = 0; oi >= 0 && j < o->nout; j++) {
+            int s = wf_graph_op_output(out, oi, j);
+            map[o->out[j]] = s;
+            if (s >= 0)
+                memcpy(out->tensors[s].name, g->tensors[o->out[j]].name, WF_NAME_LEN);
+        }
+    }
+    if (out->status != WF_OK)
+        return wf_errorf(out->status, "building stage %d of %s: %s", k, g->name, wf_last_error());
+    return WF_OK;
+}
+
+/* ---- creation -------------------------------------------------------------------------------- */
+
+static wf_status split_comms(wf_pipe *p)
+{
+    if (!mpi_on(p)) {
+        p->dpcomm = p->ppcomm = MPI_COMM_NULL;
+        return WF_OK;
+    }
+    int rc = MPI_Comm_split(p->comm, p->stage, p->dpi, &p->dpcomm);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_split(p->comm, p->dpi, p->stage, &p->ppcomm);
+    if (rc != MPI_SUCCESS)
+        return mpi_err(rc, "MPI_Comm_split of the pipeline groups");
+    MPI_Comm_set_errhandler(p->dpcomm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(p->ppcomm, MPI_ERRORS_RETURN);
+    return WF_OK;
+}
+
+/* The chunk of virtual stage vs on this rank: its graph, executor,
+ * optimizer, engine and slots. */
+static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph *g, const int *first,
+                            const int64_t *pidx, const int64_t *poff, int data_t, chunk *ch)
+{
+    int vs = ch->vs;
+    int bin[MAX_BOUNDARY], bout[MAX_BOUNDARY], nbin = 0, nbout = 0;
+    wf_status st = boundary(g, first, vs, bin, &nbin);
+    if (st == WF_OK && vs + 1 < p->nvs)
+        st = boundary(g, first, vs + 1, bout, &nbout);
+    if (st != WF_OK)
+        return st;
+    wf_graph sg;
+    int *map = malloc((size_t)g->ntensors * sizeof *map);
+    int64_t *init = NULL;
+    if (!map)
+        return wf_errorf(WF_NOMEM, "out of memory building a stage");
+    st = build_stage(g, vs, first[vs], first[vs + 1], bin, nbin, &sg, map);
+    int outs[MAX_BOUNDARY], wrt[MAX_BOUNDARY];
+    if (st == WF_OK) {
+        for (int b = 0; b < nbout; b++) {
+            outs[b] = map[bout[b]];
+            ch->out_n[b] = wf_tensor_numel(&g->tensors[bout[b]]);
+        }
+        for (int b = 0; b < nbin; b++) {
+            wrt[b] = ch->in_t[b] = map[bin[b]];
+            ch->in_n[b] = wf_tensor_numel(&g->tensors[bin[b]]);
+        }
+        ch->nin = nbin;
+        ch->nout = nbout;
+        init = malloc((size_t)(sg.ntensors + 1) * sizeof *init);
+        if (!init)
+            st = wf_errorf(WF_NOMEM, "out of memory building a stage");
+    }
+    if (st == WF_OK) {
+        for (int t = 0; t < sg.ntensors; t++)
+            init[t] = -1;
+        for (int t = 0; t < g->ntensors; t++)
+            if (map[t] >= 0 && g->tensors[t].role == WF_ROLE_PARAM)
+                init[map[t]] = pidx[t];
+        int transformer = 0;
+        for (int i = 0; i < g->nfwd; i++)
+            transformer |= g->ops[i].kind == WF_OP_ATTENTION;
+        wf_exec_stage s = {outs, nbout, wrt, nbin, init, transformer};
+        st = wf_exec_create_stage(&sg, &c->exec, &s, &ch->e);
+    }
+    ch->data_t = ch->label_t = -1;
+    if (st == WF_OK) {
+        if (vs == 0)
+            ch->data_t = map[data_t];
+        const wf_graph *eg = wf_exec_graph(ch->e);
+        for (int t = 0; t < eg->ntensors; t++)
+            if (eg->tensors[t].role == WF_ROLE_LABEL)
+                ch->label_t = t;
+        int np = wf_exec_nparams(ch->e);
+        ch->owner = calloc((size_t)(np + 1), sizeof *ch->owner);
+        ch->full_off = calloc((size_t)(np + 1), sizeof *ch->full_off);
+        if (!ch->owner || !ch->full_off)
+            st = wf_errorf(WF_NOMEM, "out of memory building a stage");
+        for (int i = 0; st == WF_OK && i < np; i++) {
+            const wf_exec_param *q = wf_exec_param_at(ch->e, i);
+            /* The full tensor of this parameter, and the first virtual stage reading it. */
+            int ft = -1;
+            for (int t = 0; t < g->ntensors && ft < 0; t++)
+                if (map[t] == q->tensor)
+                    ft = t;
+            int firstvs = -1;
+            for (int k = 0; k < p->nvs && firstvs < 0; k++)
+                for (int o = first[k]; o < first[k + 1] && firstvs < 0; o++)
+                    for (int j = 0; j < g->ops[o].nin; j++)
+                        if (g->ops[o].in[j] == ft)
+                            firstvs = k;
+            ch->owner[i] = firstvs == vs;
+            ch->full_off[i] = poff[ft];
+        }
+    }
+    if (st == WF_OK && vs == 0 && ch->data_t < 0)
+        st = wf_errorf(WF_INTERNAL, "stage 0 does not read the data input");
+    if (st == WF_OK && vs == p->nvs - 1 && ch->label_t < 0)
+        st = wf_errorf(WF_INTERNAL, "the last stage does not read the labels");
+    wf_graph_free(&sg);
+    free(map);
+    free(init);
+    if (st != WF_OK)
+        return st;
+    if ((st = wf_optim_create(c->optim, ch->e, &ch->o)) != WF_OK)
+        return st;
+    wf_dist_config dc = {p->dpcomm, p->dpi, p->dp, c->sched, c->overlap, c->cluster};
+    if ((st = wf_dist_create(ch->e, ch->o, &dc, &ch->d)) != WF_OK)
+        return st;
+    /* Slots: the peak of this chunk's micro-batches in flight in the order. */
+    int cur = 0, peak = 0;
+    ch->first_bwd = ch->last_bwd = -1;
+    int chunk_index = vs / p->pp;
+    for (int i = 0; i < p->nops; i++) {
+        if (p->ops[i].chunk != chunk_index)
+            continue;
+        cur += p->ops[i].bwd ? -1 : 1;
+        peak = cur > peak ? cur : peak;
+        if (p->ops[i].bwd) {
+            if (ch->first_bwd < 0)
+                ch->first_bwd = i;
+            ch->last_bwd = i;
+        }
+    }
+    ch->nslots = peak > 0 ? peak : 1;
+    if ((st = wf_exec_set_slots(ch->e, ch->nslots)) != WF_OK)
+        return st;
+    ch->slot_of = malloc((size_t)p->m * sizeof *ch->slot_of);
+    ch->busy = calloc((size_t)ch->nslots, 1);
+    ch->sreq = malloc((size_t)ch->nslots * MAX_BOUNDARY * sizeof *ch->sreq);
+    if (!ch->slot_of || !ch->busy || !ch->sreq)
+        return wf_errorf(WF_NOMEM, "out of memory for the pipeline's slots");
+    for (int i = 0; i < p->m; i++)
+        ch->slot_of[i] = -1;
+    for (int i = 0; i < ch->nslots * MAX_BOUNDARY; i++)
+        ch->sreq[i] = MPI_REQUEST_NULL;
+    return WF_OK;
+}
+
+/* Parameters read by several virtual stages: a communicator of their holders
+ * in this pipeline (collective over the pipeline, every rank in the same
+ * order). */
+static wf_status find_shared(wf_pipe *p, const wf_graph *g, const int *first)
+{
+    wf_status st = WF_OK;
+    p->sh = calloc((size_t)g->ntensors + 1, sizeof *p->sh);
+    if (!p->sh)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    for (int t = 0; t < g->ntensors; t++) {
+        if (g->tensors[t].role != WF_ROLE_PARAM)
+            continue;
+        int nholders = 0, mine = 0;
+        shared s = {-1, -1, MPI_COMM_NULL};
+        for (int k = 0; k < p->nvs; k++) {
+            int reads = 0;
+            for (int o = first[k]; o < first[k + 1] && !reads; o++)
+                for (int j = 0; j < g->ops[o].nin; j++)
+                    reads |= g->ops[o].in[j] == t;
+            if (!reads)
+                continue;
+            nholders++;
+            if (k % p->pp != p->stage)
+                continue;
+            chunk *ch = &p->ch[k / p->pp];
+            s.chunk = k / p->pp;
+            for (int i = 0; i < wf_exec_nparams(ch->e); i++)
+                if (strcmp(wf_exec_param_at(ch->e, i)->name, g->tensors[t].name) == 0)
+                    s.param = i;
+            mine++;
+        }
+        if (nholders < 2)
+            continue;
+        /* Every rank of the pipeline takes part in the split, whatever it finds. */
+        if (mine > 1 && st == WF_OK)
+            st = wf_errorf(WF_INVAL, "parameter '%s' is read by two chunks of stage %d (not supported)",
+                           g->tensors[t].name, p->stage);
+        if (mpi_on(p)) {
+            int rc = MPI_Comm_split(p->ppcomm, mine == 1 ? 0 : MPI_UNDEFINED, p->stage, &s.comm);
+            if (rc != MPI_SUCCESS && st == WF_OK)
+                st = mpi_err(rc, "MPI_Comm_split of a tied parameter's holders");
+        }
+        if (mine == 1)
+            p->sh[p->nshared++] = s;
+    }
+    return st;
+}
+
+wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
+{
+    *out = NULL;
+    wf_pipe *p = calloc(1, sizeof *p);
+    if (!p)
+        return wf_errorf(WF_NOMEM, "out of memory creating the pipeline");
+    const wf_plan *pl = c->plan;
+    p->comm = c->comm;
+    p->rank = c->rank;
+    p->nranks = c->nranks;
+    p->pp = pl->pp;
+    p->vpp = pl->vpp > 0 ? pl->vpp : 1;
+    p->nvs = p->pp * p->vpp;
+    p->dp = pl->dp;
+    p->stage = p->rank / p->dp;
+    p->dpi = p->rank % p->dp;
+    p->mbs = pl->mbs;
+    p->m = (int)(c->batch / p->dp / p->mbs);
+    p->kind = pl->pipe;
+    p->nchunks = p->vpp;
+    p->dpcomm = p->ppcomm = MPI_COMM_NULL;
+    *out = p;
+    wf_status st = wf_pipe_check(pl, c->model, c->nranks, c->batch);
+    if (st == WF_OK && (c->sched.kind != WF_COMM_WFBP && c->sched.kind != WF_COMM_DDP))
+        st = wf_errorf(WF_INVAL, "comm %s with pp=%d: stages reduce their gradients with wfbp or ddp",
+                       wf_comm_name(c->sched.kind), p->pp);
+    if (st == WF_OK)
+        st = split_comms(p);
+    if (st != WF_OK)
+        return st;
+    p->ops = malloc((size_t)(2 * p->m * p->vpp) * sizeof *p->ops);
+    p->played = malloc((size_t)(2 * p->m * p->vpp) * sizeof *p->played);
+    p->ch = calloc((size_t)p->nchunks, sizeof *p->ch);
+    if (!p->ops || !p->played || !p->ch)
+        return wf_errorf(WF_NOMEM, "out of memory creating the pipeline");
+    if ((st = wf_pipe_order(p->kind, p->pp, p->m, p->vpp, p->stage, p->ops, 2 * p->m * p->vpp, &p->nops)) != WF_OK)
+        return st;
+    wf_graph g;
+    int *first = malloc((size_t)(p->nvs + 1) * sizeof *first);
+    int64_t *pidx = NULL, *poff = NULL;
+    if (!first)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    st = wf_model_build(c->model, p->mbs, &g);
+    if (st == WF_OK) {
+        pidx = malloc((size_t)g.ntensors * sizeof *pidx);
+        poff = malloc((size_t)g.ntensors * sizeof *poff);
+        if (!pidx || !poff)
+            st = wf_errorf(WF_NOMEM, "out of memory");
+    }
+    int data_t = -1;
+    if (st == WF_OK) {
+        int64_t k = 0, off = 0;
+        for (int t = 0; t < g.ntensors; t++) {
+            pidx[t] = poff[t] = -1;
+            const wf_tensor *x = &g.tensors[t];
+            if (x->role == WF_ROLE_PARAM) {
+                pidx[t] = k++;
+                poff[t] = off;
+                off += wf_tensor_numel(x);
+            }
+            if (x->role == WF_ROLE_INPUT && (data_t < 0 || strcmp(x->name, "ids") == 0))
+                data_t = t;
+        }
+        p->full_params = off;
+        p->in_int = data_t >= 0 && g.tensors[data_t].dtype != WF_DTYPE_FP32;
+        if (data_t < 0)
+            st = wf_errorf(WF_INVAL, "model %s has no data input", c->model->name);
+    }
+    if (st == WF_OK)
+        st = cut(&g, c, p->nvs, first);
+    for (int k = 0; st == WF_OK && k < p->nchunks; k++) {
+        p->ch[k].vs = k * p->pp + p->stage;
+        st = make_chunk(p, c, &g, first, pidx, poff, data_t, &p->ch[k]);
+    }
+    /* Every rank reaches the holders' splits (the communicators above are set). */
+    st = mpi_on(p) ? wf_mpi_agree_on(p->comm, p->rank, p->nranks, st) : st;
+    if (st == WF_OK)
+        st = find_shared(p, &g, first);
+    if (st == WF_OK) {
+        p->in_numel = wf_tensor_numel(&g.tensors[data_t]) / p->mbs;
+        for (int t = 0; t < g.ntensors; t++)
+            if (g.tensors[t].role == WF_ROLE_LABEL)
+                p->lab_numel = wf_tensor_numel(&g.tensors[t]) / p->mbs;
+        snprintf(p->desc, sizeof p->desc, "pp=%d,vpp=%d,dp=%d,pipe=%s,%s", p->pp, p->vpp, p->dp,
+                 wf_sched_pipe_name(p->kind), wf_dist_describe(p->ch[0].d));
+    }
+    wf_graph_free(&g);
+    free(first);
+    free(pidx);
+    free(poff);
+    return st;
+}
+
+void wf_pipe_free(wf_pipe *p)
+{
+    if (!p)
+        return;
+    for (int k = 0; p->ch && k < p->nchunks; k++) {
+        chunk *ch = &p->ch[k];
+        for (int i = 0; ch->sreq && i < ch->nslots * MAX_BOUNDARY; i++)
+            if (ch->sreq[i] != MPI_REQUEST_NULL) {
+                /* A step that failed left a send behind. */
+                MPI_Cancel(&ch->sreq[i]);
+                MPI_Request_free(&ch->sreq[i]);
+            }
+        wf_dist_free(ch->d);
+        wf_optim_free(ch->o);
+        wf_exec_free(ch->e);
+        free(ch->slot_of);
+        free(ch->busy);
+        free(ch->sreq);
+        free(ch->owner);
+        free(ch->full_off);
+    }
+    for (int i = 0; p->sh && i < p->nshared; i++)
+        if (p->sh[i].comm != MPI_COMM_NULL)
+            MPI_Comm_free(&p->sh[i].comm);
+    if (p->dpcomm != MPI_COMM_NULL)
+        MPI_Comm_free(&p->dpcomm);
+    if (p->ppcomm != MPI_COMM_NULL)
+        MPI_Comm_free(&p->ppcomm);
+    free(p->sh);
+    free(p->ch);
+    free(p->ops);
+    free(p->played);
+    free(p);
+}
+
+void wf_pipe_dp_of(const wf_pipe *p, int *dp_index, int *dp)
+{
+    *dp_index = p->dpi;
+    *dp = p->dp;
+}
+
+/* ---- a step ------------------------------------------------------------------------------------ */
+
+static int tag_of(const wf_pipe *p, int mb, int vs, int dir, int k)
+{
+    return ((mb * p->nvs + vs) * 2 + dir) * MAX_BOUNDARY + k;
+}
+
+static wf_status wait_sends(chunk *ch, int slot, double *comm_s)
+{
+    MPI_Status ss[MAX_BOUNDARY]; /* (GCC misreads MPI_STATUSES_IGNORE's size) */
+    double t0 = wf_now_s();
+    int rc = MPI_Waitall(MAX_BOUNDARY, ch->sreq + (size_t)slot * MAX_BOUNDARY, ss);
+    *comm_s += wf_now_s() - t0;
+    return rc == MPI_SUCCESS ? WF_OK : mpi_err(rc, "MPI_Waitall of a stage's sends");
+}
+
+static wf_status recv_all(wf_pipe *p, float **buf, const int64_t *n, int cnt, int from, int mb, int vs, int dir,
+                          double *comm_s)
+{
+    MPI_Request r[MAX_BOUNDARY];
+    for (int k = 0; k < cnt; k++) {
+        int rc = MPI_Irecv(buf[k], (int)n[k], MPI_FLOAT, from, tag_of(p, mb, vs, dir, k), p->ppcomm, &r[k]);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "MPI_Irecv of a stage's activations");
+    }
+    MPI_Status ss[MAX_BOUNDARY];
+    double t0 = wf_now_s();
+    int rc = MPI_Waitall(cnt, r, ss);
+    *comm_s += wf_now_s() - t0;
+    return rc == MPI_SUCCESS ? WF_OK : mpi_err(rc, "MPI_Waitall of a stage's receives");
+}
+
+static double sumsq(const float *x, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)x[i] * (double)x[i];
+    return s;
+}
+
+/* Runs op i of the order. */
+static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in, const int32_t *lab,
+                      int64_t first_sample, int64_t step, double *loss_sum, wf_status *kst, double *comm_s)
+{
+    chunk *ch = &p->ch[op->chunk];
+    int vs = ch->vs, mb = op->mb;
+    wf_status st;
+    /* The record of what ran (the test compares it with the schedule). */
+    p->played[p->nplayed++] = (wf_pipe_op){op->bwd, mb, op->chunk};
+    if (!op->bwd) {
+        int slot = -1;
+        for (int s = 0; s < ch->nslots && slot < 0; s++)
+            if (!ch->busy[s])
+                slot = s;
+        if (slot < 0)
+            return wf_errorf(WF_INTERNAL, "pipeline: no free activation slot for micro-batch %d", mb);
+        /* The slot's last sends (input gradients of an earlier micro-batch) are done. */
+        if ((st = wait_sends(ch, slot, comm_s)) != WF_OK)
+            return st;
+        ch->busy[slot] = 1;
+        ch->slot_of[mb] = slot;
+        wf_exec_use_slot(ch->e, slot);
+        if (ch->data_t >= 0)
+            memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(mb * p->mbs * p->in_numel) * 4,
+                   (size_t)(p->mbs * p->in_numel) * 4);
+        if (ch->label_t >= 0)
+            memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + mb * p->mbs * p->lab_numel,
+                   (size_t)(p->mbs * p->lab_numel) * sizeof(int32_t));
+        if (ch->nin > 0) {
+            float *buf[MAX_BOUNDARY];
+            for (int k = 0; k < ch->nin; k++)
+                buf[k] = wf_exec_leaf_data(ch->e, ch->in_t[k]);
+            if ((st = recv_all(p, buf, ch->in_n, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s)) != WF_OK)
+                return st;
+        }
+        wf_exec_set_stream(ch->e, (uint64_t)step, first_sample + mb * p->mbs);
+        wf_dist_begin_micro(ch->d, 0, 0);
+        float loss = 0;
+        wf_status fs = wf_exec_forward(ch->e, &loss);
+        if (fs == WF_MPI)
+            return fs;
+        if (*kst == WF_OK)
+            *kst = fs;
+        if (vs == p->nvs - 1)
+            *loss_sum += (double)loss;
+        for (int k = 0; k < ch->nout; k++) {
+            int rc = MPI_Isend(wf_exec_output(ch->e, k), (int)ch->out_n[k], MPI_FLOAT, (vs + 1) % p->pp,
+                               tag_of(p, mb, vs + 1, 0, k), p->ppcomm, &ch->sreq[(size_t)slot * MAX_BOUNDARY + k]);
+            if (rc != MPI_SUCCESS)
+                return mpi_err(rc, "MPI_Isend of a stage's activations");
+        }
+        return WF_OK;
+    }
+    int slot = ch->slot_of[mb];
+    if (slot < 0)
+        return wf_errorf(WF_INTERNAL, "pipeline: backward of micro-batch %d before its forward", mb);
+    wf_exec_use_slot(ch->e, slot);
+    if ((st = wait_sends(ch, slot, comm_s)) != WF_OK)
+        return st;
+    if (ch->nout > 0) {
+        float *buf[MAX_BOUNDARY];
+        for (int k = 0; k < ch->nout; k++)
+            buf[k] = wf_exec_output_grad(ch->e, k);
+        if ((st = recv_all(p, buf, ch->out_n, ch->nout, (vs + 1) % p->pp, mb, vs, 1, comm_s)) != WF_OK)
+            return st;
+    }
+    wf_exec_set_stream(ch->e, (uint64_t)step, first_sample + mb * p->mbs);
+    wf_dist_begin_micro(ch->d, 0, pos == ch->last_bwd);
+    if ((st = wf_exec_backward(ch->e, pos != ch->first_bwd)) != WF_OK)
+        return st;
+    for (int k = 0; k < ch->nin; k++) {
+        float *gx = wf_exec_input_grad(ch->e, k);
+        if (!gx) {
+            /* No gradient reaches this input: send zeros, from the leaf it came in. */
+            gx = wf_exec_leaf_data(ch->e, ch->in_t[k]);
+            memset(gx, 0, (size_t)ch->in_n[k] * sizeof(float));
+        }
+        int rc = MPI_Isend(gx, (int)ch->in_n[k], MPI_FLOAT, (vs - 1) % p->pp, tag_of(p, mb, vs - 1, 1, k), p->ppcomm,
+                           &ch->sreq[(size_t)slot * MAX_BOUNDARY + k]);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "MPI_Isend of a stage's input gradients");
+    }
+    ch->busy[slot] = 0;
+    ch->slot_of[mb] = -1;
+    return WF_OK;
+}
+
+/* After the order: reductions, tied copies, the norm over the pipeline, the
+ * updates. */
+static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
+{
+    wf_status st;
+    double t0 = wf_now_s();
+    for (int k = 0; k < p->nchunks; k++) {
+        chunk *ch = &p->ch[k];
+        for (int s = 0; s < ch->nslots; s++)
+            if ((st = wait_sends(ch, s, comm_s)) != WF_OK)
+                return st;
+        if ((st = wf_dist_finish_reduce(ch->d)) != WF_OK)
+            return st;
+    }
+    for (int i = 0; i < p->nshared; i++) {
+        const shared *s = &p->sh[i];
+        const wf_exec_param *q = wf_exec_param_at(p->ch[s->chunk].e, s->param);
+        if (s->comm != MPI_COMM_NULL && q->has_grad) {
+            int rc = MPI_Allreduce(MPI_IN_PLACE, q->grad, (int)q->numel, MPI_FLOAT, MPI_SUM, s->comm);
+            if (rc != MPI_SUCCESS)
+                return mpi_err(rc, "MPI_Allreduce of a tied parameter's gradient");
+        }
+    }
+    /* Squares of every gradient, each parameter once, summed over the stages. */
+    double mine = 0;
+    for (int k = 0; k < p->nchunks; k++) {
+        chunk *ch = &p->ch[k];
+        for (int i = 0; i < wf_exec_nparams(ch->e); i++) {
+            const wf_exec_param *q = wf_exec_param_at(ch->e, i);
+            if (q->has_grad && ch->owner[i])
+                mine += sumsq(q->grad, q->numel);
+        }
+    }
+    double total = mine;
+    if (mpi_on(p)) {
+        double all[4096];
+        if (p->pp > 4096)
+            return wf_errorf(WF_INVAL, "pp=%d: too many stages", p->pp);
+        int rc = MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, p->ppcomm);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "MPI_Allgather of the gradient norm");
+        total = 0;
+        for (int s = 0; s < p->pp; s++)
+            total += all[s];
+    }
+    *comm_s += wf_now_s() - t0;
+    double scale = 1.0 / ((double)p->dp * (double)p->m);
+    for (int k = 0; k < p->nchunks; k++)
+        wf_dist_apply_update(p->ch[k].d, step + 1, scale, total);
+    p->grad_norm = sqrt(total) * scale;
+    return WF_OK;
+}
+
+wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t first_sample, int64_t step,
+                       double *loss, wf_status *status, double *comm_s, double *grad_norm)
+{
+    *comm_s = 0;
+    double loss_sum = 0;
+    wf_status kst = WF_OK, st = WF_OK;
+    p->nplayed = 0;
+    for (int i = 0; i < p->nops && st == WF_OK; i++)
+        st = play(p, &p->ops[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
+    if (st == WF_OK)
+        st = finish(p, step, comm_s);
+    if (st != WF_OK)
+        return st;
+    /* Every rank's loss contribution (the last stage's mean) and status. */
+    int last = p->stage == (p->nvs - 1) % p->pp;
+    double mine[2] = {last ? loss_sum / (double)p->m : 0.0, (double)kst};
+    double total = mine[0];
+    int worst = kst;
+    if (mpi_on(p)) {
+        double *all = malloc((size_t)p->nranks * 2 * sizeof *all);
+        if (!all)
+            return wf_errorf(WF_NOMEM, "out of memory");
+        double t0 = wf_now_s();
+        int rc = MPI_Allgather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, p->comm);
+        *comm_s += wf_now_s() - t0;
+        if (rc != MPI_SUCCESS) {
+            free(all);
+            return mpi_err(rc, "MPI_Allgather of the losses");
+        }
+        total = 0;
+        for (int r = 0; r < p->nranks; r++) {
+            total += all[2 * r];
+            if ((int)all[2 * r + 1] < worst)
+                worst = (int)all[2 * r + 1];
+        }
+        free(all);
+    }
+    *loss = total / (double)p->dp;
+    *status = (wf_status)worst;
+    *grad_norm = p->grad_norm;
+    return WF_OK;
+}
+
+/* ---- info, checkpoints, the gathered model -------------------------------------------------- */
+
+void wf_pipe_info(const wf_pipe *p, wf_train_info *out)
+{
+    out->ngroups = 0;
+    out->params = p->full_params; /* the whole model's, as without stages */
+    memset(&out->memory, 0, sizeof out->memory);
+    for (int k = 0; k < p->nchunks; k++) {
+        const chunk *ch = &p->ch[k];
+        out->ngroups += wf_dist_ngroups(ch->d);
+        wf_exec_memory m;
+        wf_exec_memory_of(ch->e, &m);
+        out->memory.param_bytes += m.param_bytes;
+        out->memory.grad_bytes += m.grad_bytes;
+        /* The shared arena and one slot's kept block, then the other slots. */
+        size_t kept = wf_exec_slot_bytes(ch->e) - m.leaf_bytes;
+        out->memory.leaf_bytes += m.leaf_bytes * (size_t)ch->nslots;
+        out->memory.arena_bytes += m.arena_bytes + kept * (size_t)(ch->nslots - 1);
+        out->memory.unplanned_bytes += m.unplanned_bytes * (size_t)ch->nslots;
+        out->memory.scratch_bytes += m.scratch_bytes;
+    }
+    snprintf(out->comm, sizeof out->comm, "%s", wf_dist_describe(p->ch[0].d));
+}
+
+const char *wf_pipe_describe(const wf_pipe *p)
+{
+    return p->desc;
+}
+
+wf_exec *wf_pipe_exec(const wf_pipe *p, int chunk_index)
+{
+    return chunk_index >= 0 && chunk_index < p->nchunks ? p->ch[chunk_index].e : NULL;
+}
+
+int wf_pipe_trace(const wf_pipe *p, wf_pipe_op *ops, int cap)
+{
+    int n = p->nplayed < cap ? p->nplayed : cap;
+    memcpy(ops, p->played, (size_t)n * sizeof *ops);
+    return p->nplayed;
+}
+
+wf_status wf_pipe_ckpt_tensors(wf_pipe *p, wf_ckpt_tensor **out, char **names, int *n)
+{
+    int total = 0;
+    for (int k = 0; k < p->nchunks; k++)
+        total += wf_exec_nparams(p->ch[k].e) * (1 + wf_optim_nstate(p->ch[k].o));
+    wf_ckpt_tensor *ts = calloc((size_t)(total > 0 ? total : 1), sizeof *ts);
+    char *nm = calloc((size_t)(total > 0 ? total : 1), WF_NAME_LEN);
+    if (!ts || !nm) {
+        free(ts);
+        free(nm);
+        return wf_errorf(WF_NOMEM, "out of memory");
+    }
+    int j = 0;
+    for (int k = 0; k < p->nchunks; k++) {
+        chunk *ch = &p->ch[k];
+        int ns = wf_optim_nstate(ch->o);
+        for (int i = 0; i < wf_exec_nparams(ch->e); i++) {
+            const wf_exec_param *q = wf_exec_param_at(ch->e, i);
+            for (int s = -1; s < ns; s++, j++) {
+                char *name = nm + (size_t)j * WF_NAME_LEN;
+                if (s < 0)
+                    snprintf(name, WF_NAME_LEN, "c%d/%.50s", ch->vs, q->name);
+                else
+                    snprintf(name, WF_NAME_LEN, "c%d/%s.%d", ch->vs, wf_optim_state_name(ch->o, s), i);
+                ts[j].name = name;
+                ts[j].dtype = WF_DTYPE_FP32;
+                ts[j].ndim = q->ndim;
+                memcpy(ts[j].shape, q->shape, sizeof ts[j].shape);
+                ts[j].data = s < 0 ? (void *)q->data : (void *)wf_optim_state(ch->o, i, s);
+            }
+        }
+    }
+    *out = ts;
+    *names = nm;
+    *n = total;
+    return WF_OK;
+}
+
+void wf_pipe_plan_text(const wf_plan *p, char *buf, size_t cap)
+{
+    if (p->pp > 1 || p->vpp > 1)
+        snprintf(buf, cap, "pp=%d,vpp=%d,dp=%d,pipe=%s", p->pp, p->vpp, p->dp, wf_pipe_name(p->pipe));
+    else
+        snprintf(buf, cap, "pp=1,dp=%d", p->dp);
+}
+
+wf_status wf_pipe_gather_params(wf_pipe *p, float *out, int64_t cap, int64_t *n)
+{
+    *n = p->full_params;
+    if (cap < p->full_params)
+        return wf_errorf(WF_INVAL, "the model has %lld parameters, %lld given", (long long)p->full_params,
+                         (long long)cap);
+    memset(out, 0, (size_t)p->full_params * sizeof *out);
+    if (p->dpi == 0)
+        for (int k = 0; k < p->nchunks; k++) {
+            chunk *ch = &p->ch[k];
+            for (int i = 0; i < wf_exec_nparams(ch->e); i++)
+                if (ch->owner[i]) {
+                    const wf_exec_param *q = wf_exec_param_at(ch->e, i);
+                    memcpy(out + ch->full_off[i], q->data, (size_t)q->numel * sizeof *out);
+                }
+        }
+    if (!mpi_on(p))
+        return WF_OK;
+    /* One rank holds each value, the others zeros: the sum is exact. */
+    for (int64_t off = 0; off < p->full_params; off += 1 << 24) {
+        int cnt = (int)(p->full_params - off < (1 << 24) ? p->full_params - off : (1 << 24));
+        int rc = MPI_Allreduce(MPI_IN_PLACE, out + off, cnt, MPI_FLOAT, MPI_SUM, p->comm);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "MPI_Allreduce gathering the parameters");
+    }
+    return WF_OK;
+}
+
+uint64_t wf_pipe_checksum(const wf_pipe *p)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int k = 0; k < p->nchunks; k++) {
+        int64_t n = 0;
+        const unsigned char *b = (const unsigned char *)wf_exec_param_block(p->ch[k].e, &n);
+        for (size_t i = 0; i < (size_t)n * sizeof(float); i++) {
+            h ^= b[i];
+            h *= 0x100000001b3ull;
+        }
+    }
+    return h;
+}
