@@ -232,12 +232,12 @@ static wf_status resolve_plan(wf_train *t)
 static int runtime_runs(const wf_plan *p, void *user)
 {
     (void)user;
-    if (p->pp > 1 || p->vpp > 1 || p->zero > 0 || p->recompute != WF_RECOMPUTE_NONE || p->cp > 1 || p->fp8 ||
-        p->etp > 1)
+    if (p->zero > 0 || p->recompute != WF_RECOMPUTE_NONE || p->cp > 1 || p->fp8 || p->etp > 1)
         return 0;
-    if ((p->tp > 1 || p->sp) && p->ep > 1)
-        return 0; /* experts under SPMD layouts are not run */
-    return 1;
+    const int spmd = p->tp > 1 || p->sp, piped = p->pp > 1;
+    if ((spmd && (piped || p->ep > 1)) || (piped && (p->ep > 1 || p->comm.kind == WF_COMM_DEAR)))
+        return 0; /* SPMD layouts run alone, pipelines with dp only */
+    return p->vpp == 1 || piped;
 }
 
 wf_status wf_train_auto_plan(const wf_train_config *c, int checkpoint, char *plan, size_t cap, char *note,
