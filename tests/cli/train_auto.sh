@@ -44,9 +44,11 @@ check "the same plan again" test "$(grep '^plan       auto: ' "$tmp/again.err")"
 check "--plan auto --checkpoint trains and saves: $(tail -n 1 "$tmp/ck.err")" test $? -eq 0
 check "the checkpoint is written" test -f "$tmp/ck/manifest.json"
 
-# A batch no plan of the runtime divides: one line, exit 1, every rank.
-"$MPIEXEC" -n 4 "$WEFT" train --model mlp-tiny --data synthetic --batch 6 --steps 1 --plan auto >"$tmp/bad.out" 2>"$tmp/bad.err"
+# A cluster smaller than the job: one line naming both, exit 1, every rank.
+"$MPIEXEC" -n 4 "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --steps 1 --plan auto \
+  --cluster local:devices_per_node=2 >"$tmp/bad.out" 2>"$tmp/bad.err"
 rc=$?
-check "batch 6 on 4 ranks: exit 1 (got $rc)" test $rc -eq 1
-check "batch 6 on 4 ranks: one line from weft" test "$(grep -c '^weft' "$tmp/bad.err")" -eq 1
+check "a 2-device cluster on 4 ranks: exit 1 (got $rc)" test $rc -eq 1
+check "a 2-device cluster on 4 ranks: one line from weft" test "$(grep -c '^weft' "$tmp/bad.err")" -eq 1
+check "it names the devices and the ranks" grep -q "has 2 devices, the job has 4 ranks" "$tmp/bad.err"
 finish train_auto.sh
