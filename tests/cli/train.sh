@@ -72,7 +72,7 @@ bad "horovod" "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan a
 bad "resume" "$WEFT" train --model mlp-tiny --data synthetic --batch 8 --plan auto --steps 1 --resume
 # Under a launcher, weft's own lines are those starting "weft": Open MPI's
 # mpirun adds a banner about the failed job, MPICH's mpiexec adds nothing.
-"$MPIEXEC" -n 2 "$WEFT" train --model mlp-tiny --data synthetic --batch 7 --plan auto --steps 1 >"$tmp/out" 2>"$tmp/err"
+"$MPIEXEC" -n 2 "$WEFT" train --model mlp-tiny --data synthetic --batch 7 --plan dp=2 --steps 1 >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ $rc -eq 1 ] || die "mpiexec -n 2 --batch 7: exit $rc, want 1"
 [ "$(grep -c '^weft' "$tmp/err")" -eq 1 ] || die "mpiexec -n 2 --batch 7: $(grep -c '^weft' "$tmp/err") lines from weft, want 1: $(cat "$tmp/err")"
