@@ -14,6 +14,7 @@
  * Also: a configuration error seen by one rank only (its data file is
  * missing) makes every rank fail with that rank's message, and a batch that
  * the ranks do not divide is refused on every rank. */
+#include "harness.h"
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
 
@@ -23,18 +24,6 @@
 #include <string.h>
 
 #define STEPS 20
-
-static int g_fail, g_rank, g_nranks;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "rank %d: %s:%d: ", g_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-            g_fail = 1;                                                    \
-        }                                                                  \
-    } while (0)
 
 static void config(wf_train_config *c, const char *model, const char *comm, const char *plan, int self)
 {
@@ -159,11 +148,8 @@ static void check_errors(void)
 int main(void)
 {
     int started = 0;
-    if (wf_mpi_start(&started) != WF_OK) {
-        fprintf(stderr, "%s\n", wf_last_error());
+    if (!harness_start(&started))
         return 1;
-    }
-    wf_mpi_world(&g_rank, &g_nranks);
     check_model("gpt-tiny", "0.05");
     check_model("mlp-tiny", "0.001");
     /* A mixture of experts, dropless (capacity factor 2 = E / top_k: every
@@ -172,10 +158,5 @@ int main(void)
     check_model("moe-tiny:capacity=2", "0.01");
     check_errors();
     /* Everyone's verdict. */
-    uint64_t lo, hi;
-    wf_world_minmax_u64((uint64_t)g_fail, &lo, &hi);
-    wf_mpi_stop(started);
-    if (g_rank == 0)
-        printf("%s\n", hi ? "FAILED" : "passed");
-    return hi ? 1 : 0;
+    return harness_finish(started);
 }

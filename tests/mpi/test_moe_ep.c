@@ -21,6 +21,7 @@
  *                        dropped);
  *   deepseek-tiny        sigmoid router, 8 experts (ep = 2 and, on 4 ranks,
  *                        ep = 4: two experts per rank), a dense first layer. */
+#include "harness.h"
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
 
@@ -31,18 +32,6 @@
 
 #define STEPS 20
 #define BATCH 8
-
-static int g_fail, g_rank, g_nranks;
-
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "rank %d: %s:%d: ", g_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fputc('\n', stderr);                                             \
-            g_fail = 1;                                                      \
-        }                                                                    \
-    } while (0)
 
 static void config(wf_train_config *c, const char *model, const char *plan, int self)
 {
@@ -117,11 +106,8 @@ static double check(const char *model, int ep, const char *ref_plan, double *ref
 int main(void)
 {
     int started = 0;
-    if (wf_mpi_start(&started) != WF_OK) {
-        fprintf(stderr, "%s\n", wf_last_error());
+    if (!harness_start(&started))
         return 1;
-    }
-    wf_mpi_world(&g_rank, &g_nranks);
     if (g_nranks % 2 != 0 || BATCH % g_nranks != 0) {
         if (g_rank == 0)
             fprintf(stderr, "run with 2 or 4 ranks\n");
@@ -139,10 +125,5 @@ int main(void)
     check("deepseek-tiny", 2, mb, ds);
     if (g_nranks >= 4)
         check("deepseek-tiny", 4, mb, ds);
-    uint64_t lo, hi;
-    wf_world_minmax_u64((uint64_t)g_fail, &lo, &hi);
-    wf_mpi_stop(started);
-    if (g_rank == 0)
-        printf("%s\n", hi ? "FAILED" : "passed");
-    return hi ? 1 : 0;
+    return harness_finish(started);
 }

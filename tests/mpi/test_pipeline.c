@@ -18,6 +18,7 @@
  * for bit; a checkpoint of pp=2 is refused by a run of another plan, with a
  * line naming both plans. Refusals: stages that do not fit the ranks or the
  * layers fail on every rank with one line. */
+#include "harness.h"
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
 #include "weft/sched.h"
@@ -30,18 +31,6 @@
 
 #define STEPS 20
 #define MAXP 600000
-
-static int g_fail, g_rank, g_nranks;
-
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "rank %d: %s:%d: ", g_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fputc('\n', stderr);                                             \
-            g_fail = 1;                                                      \
-        }                                                                    \
-    } while (0)
 
 static wf_optim_kind g_optim = WF_OPTIM_ADAMW;
 
@@ -240,11 +229,8 @@ static void refused(const char *model, const char *plan, const char *want)
 int main(void)
 {
     int started = 0;
-    if (wf_mpi_start(&started) != WF_OK) {
-        fprintf(stderr, "%s\n", wf_last_error());
+    if (!harness_start(&started))
         return 1;
-    }
-    wf_mpi_world(&g_rank, &g_nranks);
     for (int k = 0; k < 2; k++) {
         g_optim = k == 0 ? WF_OPTIM_ADAMW : WF_OPTIM_SGD;
         check_case("gpt-tiny", 2, 1, WF_PIPE_1F1B);
@@ -264,10 +250,5 @@ int main(void)
     refused("mlp-tiny", "pp=2,vpp=2,mbs=1", "interleaving");
     refused("gpt-tiny", "pp=2,mbs=1,zero=1", "zero=1");
     /* Everyone's verdict. */
-    uint64_t lo, hi;
-    wf_world_minmax_u64((uint64_t)g_fail, &lo, &hi);
-    wf_mpi_stop(started);
-    if (g_rank == 0)
-        printf("%s\n", hi ? "FAILED" : "passed");
-    return hi ? 1 : 0;
+    return harness_finish(started);
 }

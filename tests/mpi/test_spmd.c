@@ -20,6 +20,7 @@
  *             (2 ranks) and tp=2,dp=2 (4 ranks);
  *   refusals  a mesh of 8 devices on this job, a split that does not divide
  *             a tensor: WF_INVAL on every rank. */
+#include "harness.h"
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
 
@@ -33,19 +34,8 @@
 #define STEPS 20
 #define BATCH 8
 
-static int g_fail, g_rank, g_nranks;
 static const char *g_comm = "wfbp"; /* the data-parallel axis's schedule */
 static double g_clip = 1.0; /* the clipping norm */
-
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "rank %d: %s:%d: ", g_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fputc('\n', stderr);                                             \
-            g_fail = 1;                                                      \
-        }                                                                    \
-    } while (0)
 
 static void config(wf_train_config *c, const char *model, const char *plan, int self)
 {
@@ -243,11 +233,8 @@ static void write_text(const char *name, const char *text)
 int main(void)
 {
     int started = 0;
-    if (wf_mpi_start(&started) != WF_OK) {
-        fprintf(stderr, "%s\n", wf_last_error());
+    if (!harness_start(&started))
         return 1;
-    }
-    wf_mpi_world(&g_rank, &g_nranks);
     if (g_nranks != 2 && g_nranks != 4) {
         if (g_rank == 0)
             fprintf(stderr, "run with 2 or 4 ranks\n");
@@ -376,7 +363,6 @@ int main(void)
         refuse("mlp-tiny:sizes=784-63-10", path_of("spmd_nodivide.json"), "a split that does not divide");
         refuse("gpt-tiny:vocab=97", "tp=2", "a vocabulary tp=2 does not divide");
     }
-    wf_world_minmax_u64((uint64_t)g_fail, &lo, &hi);
     if (g_rank == 0) {
         static const char *const files[] = {"spmd_mlp_planned.json", "spmd_mlp_megatron.json", "spmd_cnn_planned.json",
                                             "spmd_bn_model.json",    "spmd_bn_dp.json",         "spmd_bn_2x2.json",
@@ -385,8 +371,5 @@ int main(void)
             remove(path_of(files[i]));
         rmdir(g_dir);
     }
-    wf_mpi_stop(started);
-    if (g_rank == 0)
-        printf("%s\n", hi ? "FAILED" : "passed");
-    return hi ? 1 : 0;
+    return harness_finish(started);
 }
