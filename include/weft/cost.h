@@ -256,6 +256,76 @@ void wf_cost_cp_ring(const wf_cost_ctx *ctx, const wf_plan *p, int i, double *fw
  * returns nstages. The estimate's cut of other models. */
 int wf_cost_cut_stages(const double *w, int n, int pp, const unsigned char *nocut, int *first);
 
+/* ---- layouts: one cost model for every plan ------------------------------------------
+ * What a plan's layouts do to each costed op (docs/cost-model.md, "One cost
+ * model"). A plan runs on a mesh of a data-parallel axis (outer: the batch
+ * split, every weight replicated) and a model-parallel axis of `tp` devices
+ * (inner, stride 1). Its layouts on the model-parallel axis decide, per op
+ * of the context (the one-layer graph of a transformer: pre, layer, post),
+ * by how much its work, its weights and what it saves for backward are
+ * divided, and which collectives the axis runs where. The estimate of a
+ * whole-model plan composes the descriptor of Megatron's layouts
+ * (wf_cost_layout_megatron); an op-level plan's descriptor is derived from
+ * its SBP signatures (wf_oplevel_plan_cost in search.h); both are composed
+ * by the same code (wf_estimate_layouts), so the two can only differ where
+ * their layouts differ. */
+
+/* What a collective may hide behind: the forward, input-gradient or
+ * weight-gradient product of the ops it names. */
+typedef enum { WF_COST_WIN_NONE, WF_COST_WIN_FWD, WF_COST_WIN_DGRAD, WF_COST_WIN_WGRAD } wf_cost_win;
+
+#define WF_COST_EVENT_OPS 8
+
+/* One collective on the model-parallel axis, per micro-batch. */
+typedef struct {
+    int section;           /* a wf_cost_sec */
+    wf_coll_kind kind;
+    int bwd;               /* 0: in the forward pass (again in a full recomputation), 1: backward */
+    double bytes;          /* the collective's whole vector at micro-batch 1 */
+    double times;          /* how many of it (the vocabulary-parallel loss: 3 all-reduces) */
+    wf_cost_win win;
+    int need;              /* the profile's tp_overlap that hides it (1 backward overlap, 2 also
+                              userbuffers, 3 never) */
+    int nwop;
+    int wop[WF_COST_EVENT_OPS]; /* the context ops whose products form the window */
+} wf_cost_event;
+
+typedef struct {
+    int tp;                 /* devices on the model-parallel axis (1: none) */
+    int sp;                 /* activations at a layer boundary are split on it (pipeline sends
+                               of 1/tp without a gather: Megatron's sequence parallelism) */
+    int nops;               /* the context's ops */
+    double *div;            /* [nops] activation work divided by */
+    double *pdiv;           /* [nops] weight traffic divided by */
+    double *repl_div;       /* [nops] the saved input-like bytes divided by */
+    double *split_div;      /* [nops] the saved per-shard bytes (and scores) divided by */
+    double input_div;       /* the layer's input (what full recomputation keeps) divided by */
+    int nev, cap_ev;
+    wf_cost_event *ev;
+    double sec_params[WF_COST_SEC_COUNT];  /* local parameter elements of each section (experts
+                                              excluded; tied weights in both pre and post) */
+    double shared_params;   /* local elements of the weights pre and post share */
+    double sec_mp_grad[WF_COST_SEC_COUNT]; /* of sec_params, the elements whose gradient is a
+                                              partial sum over the model-parallel axis (a
+                                              replicated weight of a split op: layer norms under
+                                              sequence parallelism), all-reduced after backward */
+} wf_cost_layout;
+
+/* Allocates a descriptor for ctx's ops with tp devices on the model-parallel
+ * axis: every op undivided, no collective. Free with wf_cost_layout_free. */
+wf_status wf_cost_layout_init(const wf_cost_ctx *ctx, int tp, wf_cost_layout *out);
+void wf_cost_layout_free(wf_cost_layout *l);
+/* Appends a collective. */
+wf_status wf_cost_layout_add_event(wf_cost_layout *l, const wf_cost_event *ev);
+/* The descriptor of Megatron-LM's layouts under tensor parallelism tp and
+ * sequence parallelism sp: what the whole-model estimate composes. */
+wf_status wf_cost_layout_megatron(const wf_cost_ctx *ctx, int tp, int sp, wf_cost_layout *out);
+/* The estimate of plan p (its dp, pp, mbs, vpp, recompute, zero, overlap,
+ * schedules and profile keys; its tp and sp are taken from the descriptor)
+ * with the per-op terms of descriptor l: wf_estimate_plan's composition. */
+wf_status wf_estimate_layouts(wf_cost_ctx *ctx, const wf_plan *p, const wf_cost_layout *l, int64_t batch,
+                              wf_estimate *out);
+
 struct cJSON;
 struct cJSON *wf_estimate_to_json(const wf_estimate *e);
 /* The breakdown as the JSON object of `weft estimate` and `weft simulate`

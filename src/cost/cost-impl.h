@@ -110,6 +110,7 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *out);
 unsigned wf_cost_var_code(const wf_cost_var *v);
 
 #define WF_COST_CACHE 1024
+#define WF_COST_MLAYOUTS 32
 
 struct wf_cost_ctx {
     wf_model_config model;
@@ -131,6 +132,8 @@ struct wf_cost_ctx {
     double *pipe_buf;           /* generic: scratch of wf_cost_pipeline_ends (owned) */
     size_t pipe_buf_n;          /* its doubles */
     wf_cost_entry cache[WF_COST_CACHE];
+    wf_cost_layout mlay[WF_COST_MLAYOUTS]; /* Megatron's layouts per (tp, sp) in use */
+    int nmlay;
 };
 
 /* Bytes of one gradient element the framework keeps, accumulates and reduces. */

@@ -74,6 +74,8 @@ void wf_cost_ctx_free(wf_cost_ctx *ctx)
     if (!ctx)
         return;
     drop_cache(ctx);
+    for (int i = 0; i < ctx->nmlay; i++)
+        wf_cost_layout_free(&ctx->mlay[i]);
     free(ctx->pipe_buf);
     free(ctx->ops);
     free(ctx->pts);
@@ -97,22 +99,25 @@ static double overlapped(double comm, double window, double slowdown, double *sl
     return comm - hidden;
 }
 
-#define MAX_WINDOWS 64
+#define MAX_SECTION_OPS 512
 
 /* Passes of a generic pipeline played exactly (2 p m); beyond, extrapolated. */
 #define PIPE_PASSES (1 << 14)
 
-static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp, wf_recompute rc,
+static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, const wf_cost_layout *L, wf_recompute rc,
                          wf_cost_sect_time *out)
 {
     memset(out, 0, sizeof *out);
     const wf_cost_section *S = &ctx->sec[s];
     const wf_cost_var *v = &ctx->var;
+    const int t = L->tp, sp = L->sp;
     const double bb = (double)b, tt = (double)t, cp = (double)v->cp;
     const wf_cluster *c = &ctx->cluster;
     const double slowdown = c->overlap_slowdown;
-    double dgrad_win[MAX_WINDOWS] = {0}, wgrad_win[MAX_WINDOWS] = {0}, fwd_win[MAX_WINDOWS] = {0};
-    double repl = 0, split = 0, scores = 0, ring_fwd_slow = 0;
+    /* Each op's forward, input-gradient and weight-gradient times: the
+     * windows the collectives beside them may hide behind. */
+    double fwd_t[MAX_SECTION_OPS], din_t[MAX_SECTION_OPS], dw_t[MAX_SECTION_OPS];
+    double repl = 0, split = 0, ring_fwd_slow = 0;
     wf_plan ring_plan;
     wf_plan_default(&ring_plan);
     ring_plan.tp = t;
@@ -120,10 +125,12 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
     ring_plan.mbs = (int)b;
     for (int i = S->op0; i < S->op0 + S->nop; i++) {
         const wf_cost_op *r = &ctx->ops[i];
-        /* Split ops work on 1/t of the activation; with sequence parallelism
-         * the replicated ones too (on 1/t of the sequence). Weights divide
-         * only for split ops. */
-        wf_cost_op_time ot = wf_cost_op_time_tp(ctx, r, bb, tt, sp);
+        /* The layouts divide the op's activation work and its weights (in
+         * Megatron's: split ops do 1/t of both; with sequence parallelism
+         * the replicated ones 1/t of the activation work). Expert ops
+         * follow the variant's expert layout. */
+        wf_cost_op_time ot = r->expert ? wf_cost_op_time_tp(ctx, r, bb, tt, sp)
+                                       : wf_cost_op_time_of(ctx, r, bb, L->div[i], L->pdiv[i]);
         double tf = ot.fwd_s, tin = ot.bwd_in_s, tw = ot.bwd_w_s;
         if (v->cp > 1 && r->attn_core) {
             /* Context parallelism: K and V around the ring, behind the
@@ -143,34 +150,35 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
             out->rec += tf;
         else if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_SELECTIVE && r->attn_core)
             out->rec += tf;
-        int w = r->fpoint - S->pt0;
-        if (r->fpoint >= 0 && w >= 0 && w < MAX_WINDOWS) {
-            dgrad_win[w] += tin;
-            wgrad_win[w] += tw;
-            fwd_win[w] += tf;
+        if (i - S->op0 < MAX_SECTION_OPS) {
+            fwd_t[i - S->op0] = tf;
+            din_t[i - S->op0] = tin;
+            dw_t[i - S->op0] = tw;
         }
-        int gw = r->gpoint - S->pt0;
-        if (r->gpoint >= 0 && gw >= 0 && gw < MAX_WINDOWS) {
-            fwd_win[gw] += tf;
-            dgrad_win[gw] += tin;
-        }
-        repl += r->saved_repl;
-        split += r->saved_split;
-        scores += r->attn_core && v->flash ? r->fl_saved_scores : r->saved_scores;
+        /* Activations kept per micro-batch (Korthikanti et al. 2022: the
+         * graph's saved tensors give 34 s b h + 5 a s^2 b bytes per GPT
+         * layer in fp16; flash attention keeps 34 s b h + 4 a s b), each
+         * part divided as the layouts divide it. */
+        repl += r->saved_repl / L->repl_div[i];
+        split += (r->saved_split + (r->attn_core && v->flash ? r->fl_saved_scores : r->saved_scores)) /
+                 L->split_div[i];
     }
 
-    /* Activations kept per micro-batch (Korthikanti et al. 2022: the graph's
-     * saved tensors give 34 s b h + 5 a s^2 b bytes per GPT layer in fp16;
-     * flash attention keeps 34 s b h + 4 a s b); context parallelism divides
-     * them all. */
-    double rdiv = (sp ? tt : 1.0) * cp;
-    double all = bb * (repl / rdiv + split / (tt * cp) + scores / (tt * cp));
+    /* Context parallelism divides them all. Selective recomputation drops
+     * the attention scores (per shard, like the rest of the split part). */
+    double all = bb * (repl + split) / cp;
     if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {
-        out->act_bytes = bb * S->input_bytes / rdiv;
+        out->act_bytes = bb * S->input_bytes / (L->input_div * cp);
         out->transient_bytes = all;
     } else if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_SELECTIVE) {
-        out->act_bytes = bb * (repl / rdiv + split / (tt * cp));
-        out->transient_bytes = bb * scores / (tt * cp);
+        double scores = 0;
+        for (int i = S->op0; i < S->op0 + S->nop; i++) {
+            const wf_cost_op *r = &ctx->ops[i];
+            if (r->attn_core)
+                scores += (v->flash ? r->fl_saved_scores : r->saved_scores) / L->split_div[i];
+        }
+        out->act_bytes = bb * (repl + split - scores) / cp;
+        out->transient_bytes = bb * scores / cp;
     } else {
         out->act_bytes = all;
     }
@@ -191,67 +199,185 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, int t, int sp
         out->ep += shown;
         out->slow += eslow;
     }
-    if (t <= 1) {
-        if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {
-            out->tp_rec += out->tp_fwd;
-            out->slow += ring_fwd_slow;
-            out->ep *= 1.5; /* the forward's half again */
-        }
-        return;
-    }
-    wf_group g = wf_group_place(c, t, 1);
-    /* Backward collectives hide behind the GEMMs beside them unless the
-     * framework runs them synchronously (tp_overlap 0). */
-    const double bwd_ok = v->tp_overlap >= 1 ? 1.0 : 0.0, fwd_ok = v->tp_overlap >= 2 ? 1.0 : 0.0;
+    /* The model-parallel axis's collectives, each hidden behind the products
+     * beside it as far as the framework overlaps them (tp_overlap: 1 the
+     * backward ones, 2 also the forward ones, with userbuffers). */
     double tp_fwd_slow = 0;
-    for (int k = 0; k < S->npt; k++) {
-        const wf_tp_point *pt = &ctx->pts[S->pt0 + k];
-        double n = pt->bytes * bb / cp;
-        double dwin = k < MAX_WINDOWS ? bwd_ok * dgrad_win[k] : 0, wwin = k < MAX_WINDOWS ? bwd_ok * wgrad_win[k] : 0;
-        double fwin = k < MAX_WINDOWS ? fwd_ok * fwd_win[k] : 0;
-        if (pt->is_f) {
-            if (sp) {
-                /* Forward all-gather (behind the column GEMMs it feeds with
-                 * userbuffers); backward re-gathers the input for the weight
-                 * gradient (hidden behind the input-gradient product) and
-                 * reduce-scatters the input gradient (hidden behind the
-                 * weight-gradient product). */
-                out->tp_fwd += overlapped(wf_coll_time(c, WF_COLL_ALLGATHER, &g, n), fwin, slowdown, &tp_fwd_slow);
-                out->tp_bwd += overlapped(wf_coll_time(c, WF_COLL_ALLGATHER, &g, n), dwin, slowdown,
-                                          &out->slow);
-                out->tp_bwd += overlapped(wf_coll_time(c, WF_COLL_REDUCE_SCATTER, &g, n), wwin,
-                                          slowdown, &out->slow);
-            } else {
-                /* Backward all-reduce of the input gradient, hidden behind
-                 * the weight-gradient product. */
-                out->tp_bwd += overlapped(wf_coll_time(c, WF_COLL_ALLREDUCE, &g, n), wwin, slowdown,
-                                          &out->slow);
-            }
-        } else {
-            /* After a row-parallel product: with userbuffers the reduce-
-             * scatter is pipelined with the product's chunks. */
-            out->tp_fwd += overlapped(wf_coll_time(c, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, &g, n),
-                                      sp ? fwin : 0, slowdown, &tp_fwd_slow);
-            /* Backward all-gather of the output gradient: with userbuffers
-             * pipelined with the product's input-gradient GEMM. */
-            if (sp)
-                out->tp_bwd += overlapped(wf_coll_time(c, WF_COLL_ALLGATHER, &g, n),
-                                          fwd_ok * (k < MAX_WINDOWS ? dgrad_win[k] : 0), slowdown, &out->slow);
+    if (t > 1) {
+        wf_group g = wf_group_place(c, t, 1);
+        for (int k = 0; k < L->nev; k++) {
+            const wf_cost_event *e = &L->ev[k];
+            if (e->section != s)
+                continue;
+            double n = e->bytes * bb / cp;
+            double time = e->times * wf_coll_time(c, e->kind, &g, n);
+            double win = 0;
+            if (v->tp_overlap >= e->need)
+                for (int j = 0; j < e->nwop; j++) {
+                    int w = e->wop[j] - S->op0;
+                    if (w < 0 || w >= S->nop || w >= MAX_SECTION_OPS)
+                        continue;
+                    win += e->win == WF_COST_WIN_FWD ? fwd_t[w] : e->win == WF_COST_WIN_DGRAD ? din_t[w]
+                         : e->win == WF_COST_WIN_WGRAD ? dw_t[w] : 0;
+                }
+            if (e->bwd)
+                out->tp_bwd += overlapped(time, win, slowdown, &out->slow);
+            else
+                out->tp_fwd += overlapped(time, win, slowdown, &tp_fwd_slow);
         }
     }
     out->slow += tp_fwd_slow;
-    /* Vocabulary-parallel cross-entropy: max, sum of exponentials and the
-     * target logit, each an all-reduce of one fp32 per token. */
-    if (S->ce_bytes > 0)
-        out->tp_fwd += 3.0 * wf_coll_time(c, WF_COLL_ALLREDUCE, &g, S->ce_bytes * bb / cp);
     if (s == WF_COST_SEC_LAYER && rc == WF_RECOMPUTE_FULL) {
         out->tp_rec += out->tp_fwd;
         out->slow += tp_fwd_slow + ring_fwd_slow;
-        out->ep *= 1.5;
+        out->ep *= 1.5; /* the forward's half again */
     }
 }
 
+/* ---- layout descriptors ------------------------------------------------------------ */
+
+wf_status wf_cost_layout_init(const wf_cost_ctx *ctx, int tp, wf_cost_layout *out)
+{
+    memset(out, 0, sizeof *out);
+    int n = ctx->nops > 0 ? ctx->nops : 1;
+    out->tp = tp >= 1 ? tp : 1;
+    out->nops = ctx->nops;
+    out->input_div = 1;
+    out->div = malloc(sizeof(double) * 4 * (size_t)n);
+    if (!out->div)
+        return wf_errorf(WF_NOMEM, "out of memory describing layouts");
+    out->pdiv = out->div + n;
+    out->repl_div = out->div + 2 * n;
+    out->split_div = out->div + 3 * n;
+    for (int i = 0; i < 4 * n; i++)
+        out->div[i] = 1;
+    return WF_OK;
+}
+
+void wf_cost_layout_free(wf_cost_layout *l)
+{
+    if (!l)
+        return;
+    free(l->div);
+    free(l->ev);
+    memset(l, 0, sizeof *l);
+}
+
+wf_status wf_cost_layout_add_event(wf_cost_layout *l, const wf_cost_event *ev)
+{
+    if (l->nev == l->cap_ev) {
+        int cap = l->cap_ev ? 2 * l->cap_ev : 16;
+        wf_cost_event *n = realloc(l->ev, sizeof *n * (size_t)cap);
+        if (!n)
+            return wf_errorf(WF_NOMEM, "out of memory describing layouts");
+        l->ev = n;
+        l->cap_ev = cap;
+    }
+    l->ev[l->nev++] = *ev;
+    return WF_OK;
+}
+
+static wf_status add_ev(wf_cost_layout *l, int sec, wf_coll_kind kind, int bwd, double bytes, double times,
+                        wf_cost_win win, int need, const int *wop, int nwop)
+{
+    wf_cost_event e;
+    memset(&e, 0, sizeof e);
+    e.section = sec;
+    e.kind = kind;
+    e.bwd = bwd;
+    e.bytes = bytes;
+    e.times = times;
+    e.win = win;
+    e.need = need;
+    e.nwop = nwop < WF_COST_EVENT_OPS ? nwop : WF_COST_EVENT_OPS;
+    for (int j = 0; j < e.nwop; j++)
+        e.wop[j] = wop[j];
+    return wf_cost_layout_add_event(l, &e);
+}
+
+/* Megatron-LM's layouts: column-, row-, vocabulary-parallel and per-head ops
+ * split over tp, the rest replicated (split along the sequence with sp); an
+ * f point before column-parallel products (identity forward and all-reduce
+ * backward; with sp an all-gather forward, the re-gather for the weight
+ * gradient and a reduce-scatter backward), a g point after a row-parallel
+ * product (all-reduce forward; with sp a reduce-scatter forward and an
+ * all-gather backward), three all-reduces in the vocabulary-parallel loss. */
+wf_status wf_cost_layout_megatron(const wf_cost_ctx *ctx, int tp, int sp, wf_cost_layout *out)
+{
+    wf_status st = wf_cost_layout_init(ctx, tp, out);
+    if (st != WF_OK)
+        return st;
+    const double t = (double)out->tp;
+    out->sp = tp > 1 ? sp : 0;
+    out->input_div = sp ? t : 1;
+    for (int i = 0; i < ctx->nops; i++) {
+        const wf_cost_op *r = &ctx->ops[i];
+        out->div[i] = (r->split || sp) ? t : 1;
+        out->pdiv[i] = r->split ? t : 1;
+        out->repl_div[i] = sp ? t : 1;
+        out->split_div[i] = t;
+    }
+    for (int s = 0; s < WF_COST_SEC_COUNT; s++) {
+        const wf_cost_section *S = &ctx->sec[s];
+        out->sec_params[s] = S->params_split / t + S->params_repl;
+        out->sec_mp_grad[s] = tp > 1 && sp ? S->params_repl : 0;
+        if (tp <= 1)
+            continue;
+        for (int k = 0; k < S->npt; k++) {
+            const wf_tp_point *pt = &ctx->pts[S->pt0 + k];
+            int ops[WF_COST_EVENT_OPS], n = 0;
+            for (int i = S->op0; i < S->op0 + S->nop; i++) {
+                const wf_cost_op *r = &ctx->ops[i];
+                if ((pt->is_f ? r->fpoint : r->gpoint) == S->pt0 + k && n < WF_COST_EVENT_OPS)
+                    ops[n++] = i;
+            }
+            if (pt->is_f && sp) {
+                st = add_ev(out, s, WF_COLL_ALLGATHER, 0, pt->bytes, 1, WF_COST_WIN_FWD, 2, ops, n);
+                if (st == WF_OK)
+                    st = add_ev(out, s, WF_COLL_ALLGATHER, 1, pt->bytes, 1, WF_COST_WIN_DGRAD, 1, ops, n);
+                if (st == WF_OK)
+                    st = add_ev(out, s, WF_COLL_REDUCE_SCATTER, 1, pt->bytes, 1, WF_COST_WIN_WGRAD, 1, ops, n);
+            } else if (pt->is_f) {
+                st = add_ev(out, s, WF_COLL_ALLREDUCE, 1, pt->bytes, 1, WF_COST_WIN_WGRAD, 1, ops, n);
+            } else if (sp) {
+                st = add_ev(out, s, WF_COLL_REDUCE_SCATTER, 0, pt->bytes, 1, WF_COST_WIN_FWD, 2, ops, n);
+                if (st == WF_OK)
+                    st = add_ev(out, s, WF_COLL_ALLGATHER, 1, pt->bytes, 1, WF_COST_WIN_DGRAD, 2, ops, n);
+            } else {
+                st = add_ev(out, s, WF_COLL_ALLREDUCE, 0, pt->bytes, 1, WF_COST_WIN_NONE, 3, ops, n);
+            }
+            if (st != WF_OK)
+                break;
+        }
+        if (st == WF_OK && S->ce_bytes > 0)
+            st = add_ev(out, s, WF_COLL_ALLREDUCE, 0, S->ce_bytes, 3, WF_COST_WIN_NONE, 3, NULL, 0);
+        if (st != WF_OK)
+            break;
+    }
+    out->shared_params = ctx->shared_split / t + ctx->shared_repl;
+    if (st != WF_OK)
+        wf_cost_layout_free(out);
+    return st;
+}
+
 /* ---- cache -------------------------------------------------------------------------- */
+
+/* Megatron's layouts for (tp, sp), built once per context. */
+static const wf_cost_layout *megatron_layout(wf_cost_ctx *ctx, int t, int sp)
+{
+    sp = t > 1 && sp ? 1 : 0;
+    for (int i = 0; i < ctx->nmlay; i++)
+        if (ctx->mlay[i].tp == t && ctx->mlay[i].sp == sp)
+            return &ctx->mlay[i];
+    if (ctx->nmlay == WF_COST_MLAYOUTS) {
+        for (int i = 0; i < ctx->nmlay; i++)
+            wf_cost_layout_free(&ctx->mlay[i]);
+        ctx->nmlay = 0;
+    }
+    if (wf_cost_layout_megatron(ctx, t, sp, &ctx->mlay[ctx->nmlay]) != WF_OK)
+        return NULL;
+    return &ctx->mlay[ctx->nmlay++];
+}
 
 static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t b, int t, int sp, int pp, wf_recompute rc)
 {
@@ -272,8 +398,11 @@ static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t b, int t, int sp, int pp,
     e->pp = pp;
     e->rc = rc;
     if (ctx->transformer) {
+        const wf_cost_layout *L = megatron_layout(ctx, t, sp);
+        if (!L)
+            return NULL;
         for (int s = 0; s < WF_COST_SEC_COUNT; s++)
-            fill_section(ctx, s, b, t, sp, rc, &e->s[s]);
+            fill_section(ctx, s, b, L, rc, &e->s[s]);
     } else {
         if (!e->split)
             e->split = malloc(sizeof *e->split);
@@ -472,22 +601,24 @@ static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int6
     out->micro_batches = m;
 }
 
-static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch,
-                                      wf_estimate *out)
+/* The composition of a transformer plan: sections (the per-op terms of
+ * layouts L at p's micro-batch and recomputation) into stages, the pipeline,
+ * the data-parallel reduction, the optimizer step and memory. p's tp and sp
+ * are L's. */
+static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, const wf_cost_layout *L,
+                                      const wf_cost_sect_time *sect, wf_estimate *out)
 {
     const wf_cluster *c = &ctx->cluster;
-    wf_cost_entry *e = lookup(ctx, p->mbs, p->tp, p->sp, 0, p->recompute);
-    if (!e)
-        return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
-    const wf_cost_sect_time *pre = &e->s[WF_COST_SEC_PRE], *lay = &e->s[WF_COST_SEC_LAYER], *post = &e->s[WF_COST_SEC_POST];
+    const wf_cost_sect_time *pre = &sect[WF_COST_SEC_PRE], *lay = &sect[WF_COST_SEC_LAYER],
+                            *post = &sect[WF_COST_SEC_POST];
     const int64_t m = batch / ((int64_t)p->mbs * p->dp);
     const double tt = (double)p->tp, pp = (double)p->pp, v = (double)p->vpp, bb = (double)p->mbs;
     const double Ls = (double)ctx->model.layers / pp;
     const wf_cost_section *S = ctx->sec;
-    double lay_params = S[WF_COST_SEC_LAYER].params_split / tt + S[WF_COST_SEC_LAYER].params_repl;
-    double pre_params = S[WF_COST_SEC_PRE].params_split / tt + S[WF_COST_SEC_PRE].params_repl;
-    double post_params = S[WF_COST_SEC_POST].params_split / tt + S[WF_COST_SEC_POST].params_repl;
-    double shared = ctx->shared_split / tt + ctx->shared_repl;
+    double lay_params = L->sec_params[WF_COST_SEC_LAYER];
+    double pre_params = L->sec_params[WF_COST_SEC_PRE];
+    double post_params = L->sec_params[WF_COST_SEC_POST];
+    double shared = L->shared_params;
 
     /* Pipeline sends: the layer input b*s*h, 1/t of it per rank when tp > 1
      * (scattered, then all-gathered on arrival unless sequence-parallel). One
@@ -605,6 +736,19 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         double gb = wf_cost_grad_elem_bytes(ctx);
         emb_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &ends, shared * gb);
     }
+    /* Replicated weights of split ops (layer norms under sequence
+     * parallelism) hold partial gradients: one all-reduce over the model-
+     * parallel axis after backward (Megatron's finalize_model_grads), on the
+     * stage that ends the iteration. */
+    double mp_sync = 0;
+    if (p->tp > 1) {
+        double n = Ls * L->sec_mp_grad[WF_COST_SEC_LAYER] + L->sec_mp_grad[WF_COST_SEC_PRE] +
+                   (nst == 1 ? L->sec_mp_grad[WF_COST_SEC_POST] : 0);
+        if (n > 0) {
+            wf_group tpg = wf_group_place(c, p->tp, 1);
+            mp_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &tpg, n * wf_cost_grad_elem_bytes(ctx));
+        }
+    }
     const stage_cost *big = first->params + first->eparams > last->params + last->eparams ? first : last;
     double opt_params = big->params, opt_eparams = big->eparams;
     if (p->zero >= 1) {
@@ -618,6 +762,14 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     if (p->zero == 3)
         buffers += 2.0 * lay_params * ctx->elem_bytes; /* gathered weights, prefetched */
     finish(ctx, pg, batch, m, st, nst, crit, bubble, dp, emb_sync, opt_params, buffers, out);
+    out->breakdown.tp_comm += mp_sync;
+    out->breakdown.exposed_comm += mp_sync;
+    out->iteration_time_s += mp_sync;
+    out->samples_per_s = (double)batch / out->iteration_time_s;
+    out->tflops_per_device = out->model_flops_per_iteration / out->iteration_time_s / (double)out->devices / 1e12;
+    double peak = c->dev.matrix_flops[ctx->dtype] > 0 ? c->dev.matrix_flops[ctx->dtype]
+                                                      : c->dev.matrix_flops[WF_DTYPE_FP32];
+    out->mfu = out->tflops_per_device * 1e12 / peak;
     return WF_OK;
 }
 
@@ -786,8 +938,39 @@ wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf
         return st;
     wf_plan q;
     wf_cost_plan_as_run(ctx, p, &q);
-    return ctx->transformer ? estimate_transformer(ctx, &q, batch, out)
-                            : estimate_generic(ctx, &q, batch, out);
+    if (!ctx->transformer)
+        return estimate_generic(ctx, &q, batch, out);
+    wf_cost_entry *e = lookup(ctx, q.mbs, q.tp, q.sp, 0, q.recompute);
+    const wf_cost_layout *L = e ? megatron_layout(ctx, q.tp, q.sp) : NULL;
+    if (!L)
+        return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+    return estimate_transformer(ctx, &q, batch, L, e->s, out);
+}
+
+wf_status wf_estimate_layouts(wf_cost_ctx *ctx, const wf_plan *p, const wf_cost_layout *l, int64_t batch,
+                              wf_estimate *out)
+{
+    if (l->nops != ctx->nops)
+        return wf_errorf(WF_INVAL, "layouts describe %d ops, model '%s' has %d", l->nops, ctx->model.name,
+                         ctx->nops);
+    wf_plan r = *p;
+    r.tp = l->tp;
+    r.sp = l->sp;
+    wf_status st = wf_plan_validate(&r, &ctx->model, &ctx->cluster, batch);
+    if (st != WF_OK)
+        return st;
+    wf_plan q;
+    wf_cost_plan_as_run(ctx, &r, &q);
+    if (!ctx->transformer) {
+        if (l->tp > 1)
+            return wf_errorf(WF_INVAL, "model '%s': only data-parallel layouts are costed for models other "
+                             "than transformers", ctx->model.name);
+        return estimate_generic(ctx, &q, batch, out);
+    }
+    wf_cost_sect_time sect[WF_COST_SEC_COUNT];
+    for (int s = 0; s < WF_COST_SEC_COUNT; s++)
+        fill_section(ctx, s, q.mbs, l, q.recompute, &sect[s]);
+    return estimate_transformer(ctx, &q, batch, l, sect, out);
 }
 
 cJSON *wf_breakdown_to_json(const wf_breakdown *b)
