@@ -26,8 +26,7 @@ static void check_whole(const wf_plan *p, const char *model)
     /* Its lowering to the op-level form (weft plan --verify PLAN). */
     wf_plan_oplevel pl;
     wf_plan_oplevel_init(&pl);
-    char dropped[256];
-    (void)wf_plan_lower(&m, &c, p, 16, &pl, dropped, sizeof dropped);
+    (void)wf_plan_lower(&m, &c, p, 16, &pl);
     wf_plan_oplevel_free(&pl);
 }
 

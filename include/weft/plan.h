@@ -165,7 +165,12 @@ typedef struct {
     char **tensor;          /* [nstorage] tensor names (a leaf, or a stage's input) */
     char **layout;          /* [nstorage] their storage layouts */
     int *storage_stage;     /* [nstorage] the stage each belongs to */
-    char **stage_first;     /* [pp] the first op of each stage (NULL entries until set) */
+    char **stage_first;     /* [pp] the first op of each stage (NULL entries until set); with
+                               vpp > 1 in keys, the first op of each stage's first chunk */
+    char keys[256];         /* the whole-model keys that are not layouts, as a plan string
+                               ("recompute=selective,zero=1,vpp=3,sw=megatron-2022"): recompute,
+                               zero, overlap, pipe, comm, vpp and the profile's keys; "" = their
+                               defaults (wf_plan_oplevel_keys) */
 } wf_plan_oplevel;
 
 void wf_plan_oplevel_init(wf_plan_oplevel *p);
@@ -178,6 +183,13 @@ wf_status wf_plan_oplevel_add_storage(wf_plan_oplevel *p, int stage, const char 
                                       const char *layout);
 /* Names the first op of stage s (0 <= s < pp). */
 wf_status wf_plan_oplevel_set_stage(wf_plan_oplevel *p, int s, const char *first_op);
+/* Sets the plan's keys from a whole-model plan (every key but the layouts':
+ * dp, tp, pp, mbs, sp, cp, ep, etp). */
+wf_status wf_plan_oplevel_set_keys(wf_plan_oplevel *p, const wf_plan *keys);
+/* The whole-model plan of the keys (defaults where not given; dp, tp, pp,
+ * mbs and sp at their defaults, for the layouts to say). WF_INVAL naming a
+ * key that is a layout's, or a bad value. */
+wf_status wf_plan_oplevel_keys(const wf_plan_oplevel *p, wf_plan *out);
 /* The signature recorded for op, or NULL. */
 const char *wf_plan_oplevel_layout_of(const wf_plan_oplevel *p, const char *op);
 /* "mesh=8x8,pp=2,micro_batches=8" into buf; returns snprintf's count. */

@@ -355,10 +355,29 @@ void wf_opplan_result_free(wf_opplan_result *r);
  * Megatron's signature for every forward op (column/row splits, per-head
  * ops, the vocabulary-parallel embedding, logits and loss, sequence
  * parallelism as S1 between them, the batch split on the dp axis). out must
- * be initialized. Keys the op-level plan cannot hold yet (recompute, zero,
- * vpp, gpipe) are listed in dropped ("" when none); cp and ep are WF_INVAL. */
+ * be initialized. The keys that are not layouts (recompute, zero, overlap,
+ * the schedules, vpp, the profile's) go into out->keys; cp is WF_INVAL. */
 wf_status wf_plan_lower(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
-                        wf_plan_oplevel *out, char *dropped, size_t cap);
+                        wf_plan_oplevel *out);
+
+/* ==== one cost model (src/search/layout_cost.c) ==================================
+ * The estimate of op-level plan ol: its layouts read as the cost model's
+ * layout descriptor (wf_cost_layout: per op what the layouts divide, which
+ * collectives they need and what those may hide behind), its keys as the
+ * rest of the plan, composed by wf_estimate_layouts exactly as a whole-model
+ * plan (docs/cost-model.md, "One cost model"). The mesh has a data-parallel
+ * axis (outer), a model-parallel one, or both; a transformer's layers run
+ * one layout and its stages equal layer ranges; models other than
+ * transformers take data-parallel layouts. What a plan breaks of these is
+ * WF_INVAL naming it. ctx is a context of model m on cluster c; as_plan (may
+ * be NULL) receives the plan composed (dp, tp, pp, mbs, sp from the layouts,
+ * the rest from the keys). */
+wf_status wf_oplevel_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                               const wf_plan_oplevel *ol, wf_estimate *out, wf_plan *as_plan);
+/* The descriptor and the plan wf_oplevel_plan_cost composes (free out with
+ * wf_cost_layout_free). */
+wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                                 const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan);
 
 /* The whole-model plan whose lowering is op-level plan ol (mesh dp x tp, or
  * one of them, with or without sequence parallelism), into out; WF_INVAL

@@ -5,6 +5,7 @@
  * message names the values that disagree. */
 #include "cli/cli.h"
 #include "weft/cost.h"
+#include "weft/search.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -69,31 +70,67 @@ wf_status wf_cmd_estimate(int argc, char **argv)
     }
     if (st != WF_OK)
         return st;
-    /* An op-level plan file (per-op SBP layouts, written by `weft plan --op-level -o`)
-     * is costed by the op-level model that chose it. */
-    if (in.plan && wf_plan_is_oplevel_file(in.plan))
-        return wf_cli_verify_oplevel(in.model, in.cluster, in.batch, in.plan, 0, json);
-    if ((st = wf_cli_load_plan_input(&in, "estimating")) != WF_OK)
+    /* An op-level plan file (per-op SBP layouts) is costed by the one cost
+     * model (wf_oplevel_plan_cost: its layouts composed as a whole-model
+     * plan's). Layouts it does not take yet (a non-transformer split by more
+     * than the batch, untied layers) are costed by the op-level search's
+     * model, and the output says so and why. */
+    wf_plan_oplevel ol;
+    wf_plan_oplevel_init(&ol);
+    char ol_text[256] = "";
+    if (in.plan && wf_plan_is_oplevel_file(in.plan)) {
+        wf_plan_meta meta;
+        int is_ol = 0;
+        if ((st = wf_cli_load_model_cluster(in.model, in.cluster, in.batch, &in.mc, &in.c)) != WF_OK ||
+            (st = wf_plan_read_file_any(in.plan, &in.p, &ol, &meta, &is_ol)) != WF_OK) {
+            wf_plan_oplevel_free(&ol);
+            return st;
+        }
+        wf_plan_oplevel_format(&ol, ol_text, sizeof ol_text);
+    } else if ((st = wf_cli_load_plan_input(&in, "estimating")) != WF_OK) {
         return st;
+    }
 
     wf_cost_ctx *ctx = NULL;
-    if ((st = wf_cost_ctx_create(&in.mc, &in.c, &ctx)) != WF_OK)
+    if ((st = wf_cost_ctx_create(&in.mc, &in.c, &ctx)) != WF_OK) {
+        wf_plan_oplevel_free(&ol);
         return st;
+    }
     wf_estimate e;
     char framework[320];
-    st = wf_estimate_plan(ctx, &in.p, in.batch, &e);
+    if (ol_text[0]) {
+        st = wf_oplevel_plan_cost(&in.mc, &in.c, ctx, in.batch, &ol, &e, &in.p);
+        wf_plan_oplevel_free(&ol);
+        if (st == WF_INVAL) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", wf_last_error());
+            wf_cost_ctx_free(ctx);
+            wf_clear_error();
+            wf_log(WF_LOG_WARN, "%s: %s; costed by the op-level search's model instead", in.plan, why);
+            return wf_cli_verify_oplevel(in.model, in.cluster, in.batch, in.plan, 0, json);
+        }
+        if (st == WF_OK)
+            wf_plan_format(&in.p, in.canon, sizeof in.canon);
+    } else {
+        st = wf_estimate_plan(ctx, &in.p, in.batch, &e);
+    }
     wf_cost_profile_line(ctx, &in.p, framework, sizeof framework);
     wf_cost_ctx_free(ctx);
     if (st != WF_OK)
         return st;
 
     print_table(json ? stderr : stdout, &in, &e, framework);
+    if (ol_text[0])
+        fprintf(json ? stderr : stdout, "  op-level plan %s: its layouts costed by the one cost model (as the plan "
+                                        "above)\n", ol_text);
     if (!json)
         return WF_OK;
     cJSON *j = wf_estimate_to_json(&e);
     if (!j)
         return wf_errorf(WF_NOMEM, "out of memory");
     wf_cli_add_plan_fields(j, &in);
+    if (ol_text[0])
+        cJSON_AddStringToObject(j, "op_level_plan", ol_text);
     cJSON_AddStringToObject(j, "framework", framework);
     double tps = wf_cli_tokens_per_s_per_device(&in.mc, &e);
     if (tps > 0) {

@@ -841,8 +841,7 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
                 return wf_errorf(WF_NOMEM, "out of memory");
             cJSON_AddStringToObject(whole_j, "plan", text);
         }
-        char dropped[256];
-        st = wf_plan_lower(&m, &c, &whole, batch, &pl, dropped, sizeof dropped);
+        st = wf_plan_lower(&m, &c, &whole, batch, &pl);
         if (st != WF_OK) {
             wf_plan_oplevel_free(&pl);
             if (out || !json) {
@@ -859,8 +858,8 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
         char ol_text[PLAN_TEXT];
         wf_plan_oplevel_format(&pl, ol_text, sizeof ol_text);
         fputs(head, h);
-        fprintf(h, "lowered to the op-level plan %s (docs/plan-format.md, \"Lowering\")%s%s\n", ol_text,
-                dropped[0] ? "; not carried by op-level plans yet: " : "", dropped);
+        fprintf(h, "lowered to the op-level plan %s%s%s (docs/plan-format.md, \"Lowering\")\n", ol_text,
+                pl.keys[0] ? " with keys " : "", pl.keys);
         snprintf(meta.model, sizeof meta.model, "%s", m.name);
         snprintf(meta.cluster, sizeof meta.cluster, "%s", c.name);
         meta.batch = batch;

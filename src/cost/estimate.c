@@ -320,7 +320,9 @@ wf_status wf_cost_layout_megatron(const wf_cost_ctx *ctx, int tp, int sp, wf_cos
     for (int s = 0; s < WF_COST_SEC_COUNT; s++) {
         const wf_cost_section *S = &ctx->sec[s];
         out->sec_params[s] = S->params_split / t + S->params_repl;
-        out->sec_mp_grad[s] = tp > 1 && sp ? S->params_repl : 0;
+        /* The embedding's position table is added before the sequence is
+         * scattered: its gradient is whole (no reduction over tp). */
+        out->sec_mp_grad[s] = tp > 1 && sp && s != WF_COST_SEC_PRE ? S->params_repl : 0;
         if (tp <= 1)
             continue;
         for (int k = 0; k < S->npt; k++) {

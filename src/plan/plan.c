@@ -658,6 +658,56 @@ const char *wf_plan_oplevel_layout_of(const wf_plan_oplevel *p, const char *op)
     return NULL;
 }
 
+/* The keys an op-level plan's layouts say (mesh, stages, micro-batches). */
+static int layout_key(const char *k, size_t n)
+{
+    static const char *const names[] = {"dp", "tp", "pp", "mbs", "sp", "cp", "ep", "etp", NULL};
+    for (int i = 0; names[i]; i++)
+        if (strlen(names[i]) == n && strncmp(names[i], k, n) == 0)
+            return 1;
+    return 0;
+}
+
+wf_status wf_plan_oplevel_set_keys(wf_plan_oplevel *p, const wf_plan *keys)
+{
+    char text[512];
+    wf_plan_format(keys, text, sizeof text);
+    size_t n = 0;
+    p->keys[0] = 0;
+    for (const char *k = text; *k;) {
+        const char *end = strchr(k, ',');
+        size_t len = end ? (size_t)(end - k) : strlen(k);
+        const char *eq = memchr(k, '=', len);
+        if (eq && !layout_key(k, (size_t)(eq - k))) {
+            if (n + len + 2 > sizeof p->keys)
+                return wf_errorf(WF_INVAL, "op-level plan: keys '%s' too long", text);
+            n += (size_t)snprintf(p->keys + n, sizeof p->keys - n, "%s%.*s", n ? "," : "", (int)len, k);
+        }
+        k += len + (end ? 1 : 0);
+    }
+    return WF_OK;
+}
+
+wf_status wf_plan_oplevel_keys(const wf_plan_oplevel *p, wf_plan *out)
+{
+    wf_plan_default(out);
+    for (const char *k = p->keys; *k;) {
+        const char *end = strchr(k, ',');
+        size_t len = end ? (size_t)(end - k) : strlen(k);
+        const char *eq = memchr(k, '=', len);
+        if (eq && layout_key(k, (size_t)(eq - k)))
+            return wf_errorf(WF_INVAL, "op-level plan keys '%s': %.*s is the layouts' (the mesh, stages and "
+                                       "micro-batches say it)", p->keys, (int)(eq - k), k);
+        k += len + (end ? 1 : 0);
+    }
+    if (!p->keys[0])
+        return WF_OK;
+    wf_status st = wf_plan_parse(p->keys, out);
+    if (st != WF_OK)
+        return st;
+    return WF_OK;
+}
+
 int wf_plan_oplevel_format(const wf_plan_oplevel *p, char *buf, size_t cap)
 {
     return snprintf(buf, cap, "mesh=%s,pp=%d,micro_batches=%lld", p->mesh, p->pp,
@@ -672,6 +722,8 @@ cJSON *wf_plan_oplevel_to_json(const wf_plan_oplevel *p, const wf_plan_meta *met
     cJSON *j = json_head(text, meta);
     if (!j)
         return NULL;
+    if (p->keys[0])
+        cJSON_AddStringToObject(j, "keys", p->keys);
     cJSON *st = cJSON_AddArrayToObject(j, "stages");
     for (int s = 0; st && s < p->pp; s++)
         cJSON_AddItemToArray(st, cJSON_CreateString(p->stage_first[s] ? p->stage_first[s] : ""));
@@ -743,7 +795,7 @@ wf_status wf_plan_oplevel_from_json(const cJSON *j, const char *ctx, wf_plan_opl
 {
     static const char *const keys[] = {"format",   "version", "plan",    "model",   "cluster",
                                        "batch",    "estimate", "stages", "layouts", "storage",
-                                       NULL};
+                                       "keys",     NULL};
     wf_plan_oplevel_free(out);
     const char *text = NULL;
     wf_status st = read_common(j, ctx, keys, &text, meta);
@@ -751,6 +803,19 @@ wf_status wf_plan_oplevel_from_json(const cJSON *j, const char *ctx, wf_plan_opl
         return st;
     if ((st = parse_oplevel_string(text, out)) != WF_OK)
         return plan_string_error(ctx);
+    const cJSON *kj = cJSON_GetObjectItemCaseSensitive(j, "keys");
+    if (kj) {
+        if (!cJSON_IsString(kj) || strlen(kj->valuestring) >= sizeof out->keys)
+            return wf_errorf(WF_FORMAT, "%s.keys: expected a plan string of the keys that are not layouts "
+                                        "(\"recompute=selective,zero=1\")", ctx);
+        snprintf(out->keys, sizeof out->keys, "%s", kj->valuestring);
+        wf_plan kp;
+        if ((st = wf_plan_oplevel_keys(out, &kp)) != WF_OK) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", wf_last_error());
+            return wf_errorf(WF_FORMAT, "%s.keys: %s", ctx, msg);
+        }
+    }
     const cJSON *stages = cJSON_GetObjectItemCaseSensitive(j, "stages");
     if (stages) {
         if (!cJSON_IsArray(stages) || cJSON_GetArraySize(stages) != out->pp)

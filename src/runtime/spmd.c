@@ -1156,8 +1156,7 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
         if (p.sp && wf_model_is_transformer(mc) && mc->seq % p.tp != 0)
             return wf_errorf(WF_INVAL, "sp=1 with tp=%d does not divide the sequence of %s (%lld)", p.tp, mc->name,
                              (long long)mc->seq);
-        char dropped[256];
-        if ((st = wf_plan_lower(&S->model, cl, &p, c->batch, &S->ol, dropped, sizeof dropped)) != WF_OK)
+        if ((st = wf_plan_lower(&S->model, cl, &p, c->batch, &S->ol)) != WF_OK)
             return st;
         char text[128];
         wf_plan_oplevel_format(&S->ol, text, sizeof text);

@@ -22,8 +22,9 @@
  * parallelism lowers to an expert axis carved out of the data-parallel ranks
  * (mesh edp x ep x tp): experts and their weights split on it, each rank's
  * tokens in its own capacity rows, the boxing between them the all-to-all.
- * Keys the op-level plan cannot hold yet (recompute, zero, vpp, cp, the
- * profile) are reported, not silently dropped. */
+ * The keys that are not layouts (recompute, zero, overlap, the schedules,
+ * vpp, the profile) go into the plan's keys; cp has no op-level form yet and
+ * is refused. */
 #include "weft/search.h"
 #include "weft/cost.h"
 
@@ -214,9 +215,8 @@ static wf_status pick(const wf_graph *g, int i, const wf_mesh *m, const want_axi
 }
 
 wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf_plan *p, int64_t batch,
-                        wf_plan_oplevel *out, char *dropped, size_t cap)
+                        wf_plan_oplevel *out)
 {
-    dropped[0] = 0;
     wf_status st = wf_plan_validate(p, mc, c, batch);
     if (st != WF_OK)
         return st;
@@ -227,16 +227,6 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
     if (p->ep > 1 && (p->dp % p->ep != 0 || (etp != 1 && etp != p->tp)))
         return wf_errorf(WF_INVAL, "lowering: ep=%d, etp=%d: the op-level form lays experts over the data-parallel "
                                    "ranks (ep dividing dp=%d) with etp 1 or tp", p->ep, etp, p->dp);
-    /* What the op-level plan cannot say yet, named. */
-    size_t n = 0;
-    if (p->recompute != WF_RECOMPUTE_NONE)
-        n += (size_t)snprintf(dropped + n, cap - n, "%srecompute=%s", n ? ", " : "", wf_recompute_name(p->recompute));
-    if (p->zero && n < cap)
-        n += (size_t)snprintf(dropped + n, cap - n, "%szero=%d", n ? ", " : "", p->zero);
-    if (p->vpp > 1 && n < cap)
-        n += (size_t)snprintf(dropped + n, cap - n, "%svpp=%d", n ? ", " : "", p->vpp);
-    if (p->pipe == WF_PIPE_GPIPE && n < cap)
-        n += (size_t)snprintf(dropped + n, cap - n, "%spipe=gpipe", n ? ", " : "");
     int64_t micro = batch / ((int64_t)p->mbs * p->dp);
     /* Mesh axes, outermost first: expert-data-parallel, expert-parallel
      * (ep > 1), tensor-parallel; axes of size 1 left out. */
@@ -262,7 +252,8 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
         wf_graph_free(&g);
         return st;
     }
-    if ((st = wf_plan_oplevel_set(out, mesh_text, p->pp, micro)) != WF_OK) {
+    if ((st = wf_plan_oplevel_set(out, mesh_text, p->pp, micro)) != WF_OK ||
+        (st = wf_plan_oplevel_set_keys(out, p)) != WF_OK) {
         wf_graph_free(&g);
         return st;
     }
@@ -281,6 +272,23 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
         char sig[512];
         if ((st = pick(&g, i, &mesh, axes, sig, sizeof sig)) == WF_OK)
             st = wf_plan_oplevel_add_layout(out, g.ops[i].name, sig);
+        /* A weight of a replicated op read split (the position table under
+         * sequence parallelism: each rank adds its rows) is kept whole, as
+         * Megatron keeps it. */
+        if (st == WF_OK && g.ops[i].tp == WF_TP_NONE && p->tp > 1 && p->sp) {
+            wf_sbp_sig ps;
+            if (wf_sbp_sig_parse(sig, g.ops[i].nin, g.ops[i].nout, mesh.naxes, &ps) == WF_OK)
+                for (int j = 0; j < g.ops[i].nin && st == WF_OK; j++) {
+                    const wf_tensor *x = &g.tensors[g.ops[i].in[j]];
+                    if (x->role != WF_ROLE_PARAM || ps.in[j].ax[mesh.naxes - 1] < 0)
+                        continue;
+                    char lay[64] = "";
+                    size_t n = 0;
+                    for (int a = 0; a < mesh.naxes; a++)
+                        n += (size_t)snprintf(lay + n, sizeof lay - n, "%sB", a ? "," : "");
+                    st = wf_plan_oplevel_add_storage(out, 0, x->name, lay);
+                }
+        }
     }
     /* Other models: the estimate's cut, balancing each stage's forward and
      * backward time at the plan's micro-batch (wf_cost_cut_stages). */
@@ -311,10 +319,12 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
         wf_graph_free(&g);
         return st;
     }
-    /* Stages by layer ranges: stage s starts at layer s x layers / pp. */
+    /* Stages by layer ranges: stage s starts at layer s x layers / pp (with
+     * vpp > 1 its first chunk at layer s x layers / (pp vpp): Megatron's
+     * interleaving gives stage s the chunks s, s + pp, ...). */
     if (st == WF_OK) {
         st = wf_plan_oplevel_set_stage(out, 0, g.ops[0].name);
-        int64_t per = mc->layers / p->pp;
+        int64_t per = mc->layers / ((int64_t)p->pp * (p->vpp > 1 ? p->vpp : 1));
         for (int s = 1; s < p->pp && st == WF_OK; s++) {
             int first = -1;
             for (int i = 0; i < g.nfwd && first < 0; i++)
@@ -387,7 +397,9 @@ wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t b
             continue;
         for (int sp = 0; sp <= 1; sp++) {
             wf_plan p;
-            wf_plan_default(&p);
+            wf_status kst = wf_plan_oplevel_keys(ol, &p);
+            if (kst != WF_OK)
+                return kst;
             p.dp = cand[k][0];
             p.tp = cand[k][1];
             p.pp = ol->pp;
@@ -397,8 +409,7 @@ wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t b
                 continue;
             wf_plan_oplevel low;
             wf_plan_oplevel_init(&low);
-            char dropped[256];
-            wf_status st = wf_plan_lower(m, c, &p, batch, &low, dropped, sizeof dropped);
+            wf_status st = wf_plan_lower(m, c, &p, batch, &low);
             int same = st == WF_OK && same_layouts(ol, &low, diff, sizeof diff);
             wf_plan_oplevel_free(&low);
             if (same) {

@@ -1,0 +1,598 @@
+/* One cost model: the estimate of an op-level plan (docs/cost-model.md, "One
+ * cost model").
+ *
+ * An op-level plan's layouts become the cost model's layout descriptor
+ * (wf_cost_layout, cost.h), and its keys (recompute, zero, the schedules,
+ * vpp, the profile) the rest of a whole-model plan; wf_estimate_layouts then
+ * composes them exactly as it composes a whole-model plan, whose descriptor
+ * is Megatron's (wf_cost_layout_megatron). Nothing here prices anything: it
+ * reads the layouts and says, per op of the cost context, what they divide
+ * and which collectives they need where.
+ *
+ * The mesh: one or two axes. An axis on which every activation is split by
+ * the batch (S0) and every weight is replicated is the data-parallel axis
+ * (the outer one of two); the other is the model-parallel axis, of tp
+ * devices. Per op of the context (for a transformer the one-layer graph:
+ * embedding, layer 0, head; every layer must run layer 0's layouts, as the
+ * op-level search ties them), on the model-parallel axis:
+ *
+ *   work      divided by tp when the op's output is split or partial, or an
+ *             input split (its share of the work);
+ *   weights   divided by tp when split;
+ *   saved     what the op keeps of its input (the context's "replicated"
+ *             part) divided as that input was produced (a framework keeps
+ *             the shard and re-gathers it for the weight gradient); the rest
+ *             divided like the work;
+ *   boxing    a tensor produced in one layout and read in another is moved
+ *             by the collective of that change (P->B all-reduce, P->S
+ *             reduce-scatter, S->B all-gather, S->S all-to-all; B->S and ->P
+ *             are local), and its gradient, summed over the readers, by the
+ *             collective of the dual change (sbp.h); an all-gathered input
+ *             that a product keeps for its weight gradient is gathered again
+ *             in backward. Each collective may hide behind the products
+ *             beside it that do not wait for it: a reduction of a producer's
+ *             partial output behind that producer's forward (reduce-scatter)
+ *             and the gradient's all-gather behind its input-gradient
+ *             product; a gather behind its readers' forward and, re-gathered,
+ *             their input-gradient products; a gradient's reduction behind
+ *             its readers' weight-gradient products. How far the framework
+ *             overlaps each is its profile's (tp_overlap);
+ *   in-op     a loss split by the vocabulary all-reduces its maximum, sum
+ *             and target logit (3 x 4 bytes per token).
+ *
+ * A tensor a layer reads from the layer before arrives in the layout the
+ * layer's last op produces (the steady state of the repeated block). */
+#include "weft/search.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The value of layout s on axis a. */
+static int8_t ax_of(const wf_sbp *s, int a) { return s->ax[a]; }
+
+static int is_split(int8_t v) { return v >= 0; }
+
+/* An axis is data-parallel for op i: its non-parameter operands split by
+ * the batch (a scalar loss partial), its weights replicated. */
+static int dp_op(const wf_graph *g, int i, const wf_sbp_sig *s, int a)
+{
+    const wf_op *o = &g->ops[i];
+    for (int j = 0; j < o->nin; j++) {
+        const wf_tensor *t = &g->tensors[o->in[j]];
+        int8_t v = ax_of(&s->in[j], a);
+        if (t->role == WF_ROLE_PARAM ? v != WF_SBP_B : v != 0)
+            return 0;
+    }
+    for (int j = 0; j < o->nout; j++) {
+        const wf_tensor *t = &g->tensors[o->out[j]];
+        int8_t v = ax_of(&s->out[j], a);
+        if (!(v == 0 || (t->ndim == 0 && v == WF_SBP_P)))
+            return 0;
+    }
+    return 1;
+}
+
+/* The op's work is divided on axis a. */
+static int work_split(const wf_graph *g, int i, const wf_sbp_sig *s, int a)
+{
+    const wf_op *o = &g->ops[i];
+    for (int j = 0; j < o->nout; j++)
+        if (ax_of(&s->out[j], a) != WF_SBP_B)
+            return 1;
+    for (int j = 0; j < o->nin; j++)
+        if (is_split(ax_of(&s->in[j], a)))
+            return 1;
+    return 0;
+}
+
+static int is_view(wf_op_kind k) { return k == WF_OP_RESHAPE || k == WF_OP_FLATTEN; }
+
+/* Input slot of tensor t in op i, or -1. */
+static int slot_of(const wf_graph *g, int i, int t)
+{
+    for (int j = 0; j < g->ops[i].nin; j++)
+        if (g->ops[i].in[j] == t)
+            return j;
+    return -1;
+}
+
+static int has_param(const wf_graph *g, int i)
+{
+    for (int j = 0; j < g->ops[i].nin; j++)
+        if (g->tensors[g->ops[i].in[j]].role == WF_ROLE_PARAM)
+            return 1;
+    return 0;
+}
+
+typedef struct {
+    const wf_graph *g;
+    const wf_sbp_sig *sig;  /* [nfwd] */
+    const int *sec;         /* [nfwd] the op's section */
+    int a;                  /* the model-parallel axis */
+    int naxes;
+    int64_t mb;             /* the graph's micro-batch (bytes at micro-batch 1 = bytes / mb) */
+    const unsigned char *view; /* [nfwd] a reshape read and written replicated after a gather: its
+                                  input's boxing is charged at its readers (Megatron gathers at the
+                                  product the view feeds) */
+    wf_cost_layout *L;
+} derive;
+
+static wf_status event(derive *d, int sec, wf_coll_kind kind, int bwd, double bytes, double times, wf_cost_win win,
+                       int need, const int *ops, int nops)
+{
+    wf_cost_event e;
+    memset(&e, 0, sizeof e);
+    e.section = sec;
+    e.kind = kind;
+    e.bwd = bwd;
+    e.bytes = bytes;
+    e.times = times;
+    e.win = win;
+    e.need = need;
+    e.nwop = nops < WF_COST_EVENT_OPS ? nops : WF_COST_EVENT_OPS;
+    for (int j = 0; j < e.nwop; j++)
+        e.wop[j] = ops[j];
+    return wf_cost_layout_add_event(d->L, &e);
+}
+
+/* The collectives of tensor t: produced by op `prod` in layout value pv (on
+ * the model-parallel axis), read by the forward ops of the context. */
+static wf_status boxing_of(derive *d, int t, int prod, int8_t pv)
+{
+    const wf_graph *g = d->g;
+    const int a = d->a;
+    int readers[64], nr = 0;
+    for (int i = 0; i < g->nfwd && nr < 64; i++)
+        if (slot_of(g, i, t) >= 0 && !d->view[i])
+            readers[nr++] = i;
+    if (nr == 0)
+        return WF_OK;
+    const int sec = d->sec[readers[0]];
+    const double bytes = (double)wf_tensor_bytes(&g->tensors[t]) / (double)d->mb;
+    wf_status st = WF_OK;
+    /* Forward: one move per distinct layout the readers take. */
+    int done[64] = {0};
+    for (int r = 0; r < nr && st == WF_OK; r++) {
+        if (done[r])
+            continue;
+        int8_t rv = ax_of(&d->sig[readers[r]].in[slot_of(g, readers[r], t)], a);
+        int grp[64], ng = 0, keeps = 0;
+        int keepers[64], nk = 0;
+        for (int q = r; q < nr; q++) {
+            int8_t qv = ax_of(&d->sig[readers[q]].in[slot_of(g, readers[q], t)], a);
+            if (qv != rv)
+                continue;
+            done[q] = 1;
+            grp[ng++] = readers[q];
+            if (wf_op_is_matrix(g->ops[readers[q]].kind) && has_param(g, readers[q])) {
+                keeps = 1;
+                keepers[nk++] = readers[q];
+            }
+        }
+        if (rv == pv)
+            continue;
+        if (pv == WF_SBP_P && rv == WF_SBP_B) {
+            st = event(d, sec, WF_COLL_ALLREDUCE, 0, bytes, 1, WF_COST_WIN_NONE, 3, NULL, 0);
+        } else if (pv == WF_SBP_P && is_split(rv)) {
+            st = event(d, sec, WF_COLL_REDUCE_SCATTER, 0, bytes, 1, WF_COST_WIN_FWD, 2, &prod, prod >= 0);
+        } else if (is_split(pv) && rv == WF_SBP_B) {
+            st = event(d, sec, WF_COLL_ALLGATHER, 0, bytes, 1, WF_COST_WIN_FWD, 2, grp, ng);
+            if (st == WF_OK && keeps)
+                st = event(d, sec, WF_COLL_ALLGATHER, 1, bytes, 1, WF_COST_WIN_DGRAD, 1, keepers, nk);
+        } else if (is_split(pv) && is_split(rv)) {
+            st = event(d, sec, WF_COLL_ALLTOALL, 0, bytes, 1, WF_COST_WIN_NONE, 3, NULL, 0);
+        }
+    }
+    wf_dtype dt = g->tensors[t].dtype;
+    if (st != WF_OK || dt == WF_DTYPE_INT32 || dt == WF_DTYPE_INT64)
+        return st;
+    /* Backward: the readers' gradients, summed, into the layout the
+     * producer needs (its output with P as B). */
+    int pgr[64], np = 0, any_b = 0;
+    int8_t gv = WF_SBP_B;
+    int first = 1;
+    for (int r = 0; r < nr; r++) {
+        const wf_op *o = &g->ops[readers[r]];
+        wf_sbp gs = wf_sbp_grad_of_input(&d->sig[readers[r]], o->nout, slot_of(g, readers[r], t), d->naxes);
+        int8_t v = ax_of(&gs, a);
+        if (v == WF_SBP_P)
+            pgr[np++] = readers[r];
+        if (v == WF_SBP_B)
+            any_b = 1;
+        if (first)
+            gv = v;
+        else if (v != gv)
+            gv = WF_SBP_B;
+        first = 0;
+    }
+    if (np > 0)
+        gv = WF_SBP_P;
+    else if (any_b)
+        gv = WF_SBP_B;
+    int8_t need = pv == WF_SBP_P ? WF_SBP_B : pv;
+    if (gv == need)
+        return WF_OK;
+    if (gv == WF_SBP_P && need == WF_SBP_B)
+        return event(d, sec, WF_COLL_ALLREDUCE, 1, bytes, 1, WF_COST_WIN_WGRAD, 1, pgr, np);
+    if (gv == WF_SBP_P && is_split(need))
+        return event(d, sec, WF_COLL_REDUCE_SCATTER, 1, bytes, 1, WF_COST_WIN_WGRAD, 1, pgr, np);
+    if (is_split(gv) && need == WF_SBP_B)
+        return event(d, sec, WF_COLL_ALLGATHER, 1, bytes, 1, WF_COST_WIN_DGRAD, 2, &prod, prod >= 0);
+    if (is_split(gv) && is_split(need))
+        return event(d, sec, WF_COLL_ALLTOALL, 1, bytes, 1, WF_COST_WIN_NONE, 3, NULL, 0);
+    return WF_OK;
+}
+
+/* Signature text of op `name` in the plan, spaces ignored, compared. */
+static int same_sig(const char *x, const char *y)
+{
+    while (*x || *y) {
+        while (*x == ' ')
+            x++;
+        while (*y == ' ')
+            y++;
+        if (*x != *y)
+            return 0;
+        if (*x) {
+            x++;
+            y++;
+        }
+    }
+    return 1;
+}
+
+/* Every layer runs layer 0's layouts ("layers.0.X" and "layers.L.X"). */
+static wf_status check_tied(const wf_model_config *m, const wf_plan_oplevel *ol, const wf_graph *g1)
+{
+    for (int i = 0; i < g1->nfwd; i++) {
+        const char *name = g1->ops[i].name;
+        if (strncmp(name, "layers.0.", 9) != 0)
+            continue;
+        const char *s0 = wf_plan_oplevel_layout_of(ol, name);
+        for (int64_t l = 1; l < m->layers; l++) {
+            char other[WF_NAME_LEN + 32];
+            snprintf(other, sizeof other, "layers.%lld.%s", (long long)l, name + 9);
+            const char *sl = wf_plan_oplevel_layout_of(ol, other);
+            if (!sl)
+                return wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", other);
+            if (!same_sig(s0, sl))
+                return wf_errorf(WF_INVAL, "op-level plan: op '%s' runs %s, '%s' runs %s: the cost model ties "
+                                           "the layers of a model (as weft plan --op-level does)", other, sl, name,
+                                 s0);
+        }
+    }
+    return WF_OK;
+}
+
+/* The stages of a transformer: equal layer ranges, embedding first (with
+ * vpp > 1 each stage's first chunk of layers / (pp vpp)). */
+static wf_status check_stages(const wf_model_config *m, const wf_plan_oplevel *ol, int vpp, const char *first_op)
+{
+    int64_t chunks = (int64_t)ol->pp * vpp;
+    if (m->layers % chunks != 0)
+        return wf_errorf(WF_INVAL, "op-level plan: %lld layers do not split into pp=%d x vpp=%d chunks",
+                         (long long)m->layers, ol->pp, vpp);
+    for (int s = 0; s < ol->pp; s++) {
+        char want[WF_NAME_LEN + 32];
+        if (s == 0)
+            snprintf(want, sizeof want, "%s", first_op);
+        else
+            snprintf(want, sizeof want, "layers.%lld.", (long long)(s * (m->layers / chunks)));
+        const char *got = ol->stage_first[s] ? ol->stage_first[s] : "";
+        int ok = s == 0 ? strcmp(got, want) == 0 : strncmp(got, want, strlen(want)) == 0;
+        if (!ok)
+            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at '%s'; the cost model cuts a transformer "
+                                       "into stages of equal layer ranges (stage %d starts at %s%s)", s, got, s,
+                             want, s ? "ln1" : "");
+    }
+    return WF_OK;
+}
+
+wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                                 const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan)
+{
+    memset(out, 0, sizeof *out);
+    wf_plan p;
+    wf_status st = wf_plan_oplevel_keys(ol, &p);
+    if (st != WF_OK)
+        return st;
+    if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0)
+        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
+                         (long long)ol->micro_batches, (long long)batch);
+    wf_mesh mesh;
+    if ((st = wf_mesh_parse(ol->mesh, c, &mesh)) != WF_OK)
+        return st;
+    if (mesh.naxes > 2)
+        return wf_errorf(WF_INVAL, "op-level plan: mesh %s has %d axes; the cost model takes a data-parallel axis "
+                                   "and a model-parallel one", ol->mesh, mesh.naxes);
+    const int64_t mb = batch / ol->micro_batches;
+    const int transformer = wf_model_is_transformer(m);
+    wf_model_config one = *m;
+    if (transformer) {
+        one.layers = 1;
+        one.first_dense = 0;
+    }
+    wf_cost_model_info info;
+    wf_cost_model_info_of(ctx, &info);
+    wf_graph g;
+    if ((st = wf_model_build(&one, mb, &g)) != WF_OK) {
+        wf_graph_free(&g);
+        return st;
+    }
+    wf_sbp_sig *sig = calloc((size_t)g.nfwd + 1, sizeof *sig);
+    int *sec = calloc((size_t)g.nfwd + 1, sizeof *sec);
+    wf_cost_layout L;
+    memset(&L, 0, sizeof L);
+    if (!sig || !sec) {
+        st = wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
+        goto done;
+    }
+    if (g.nfwd != info.nops) {
+        st = wf_errorf(WF_INTERNAL, "model '%s': %d forward ops, the cost context has %d", m->name, g.nfwd,
+                       info.nops);
+        goto done;
+    }
+    if (transformer && (st = check_tied(m, ol, &g)) != WF_OK)
+        goto done;
+    for (int i = 0; i < g.nfwd && st == WF_OK; i++) {
+        const char *text = wf_plan_oplevel_layout_of(ol, g.ops[i].name);
+        if (!text) {
+            st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g.ops[i].name);
+            break;
+        }
+        int k = wf_sbp_sig_find(&g, i, &mesh, text);
+        if (k < 0) {
+            st = (wf_status)k;
+            break;
+        }
+        st = wf_sbp_sig_parse(text, g.ops[i].nin, g.ops[i].nout, mesh.naxes, &sig[i]);
+        wf_cost_op_info oi;
+        if (st == WF_OK)
+            st = wf_cost_op_info_of(ctx, i, &oi);
+        if (st == WF_OK && oi.expert) {
+            st = wf_errorf(WF_INVAL, "op-level plan: op '%s' is a mixture-of-experts op; the cost model takes "
+                                     "expert layouts from whole-model plans (ep=) only", g.ops[i].name);
+            break;
+        }
+        sec[i] = st == WF_OK ? (int)oi.section : 0;
+    }
+    if (st != WF_OK)
+        goto done;
+
+    /* Which axis is data-parallel. */
+    int dp_axis = -1, mp_axis = -1;
+    for (int a = 0; a < mesh.naxes; a++) {
+        int all = 1;
+        for (int i = 0; i < g.nfwd && all; i++)
+            all = dp_op(&g, i, &sig[i], a);
+        if (all && dp_axis < 0 && a == 0)
+            dp_axis = a;
+        else if (mp_axis < 0)
+            mp_axis = a;
+        else
+            dp_axis = -2;
+    }
+    if (dp_axis == -2 || (mesh.naxes == 2 && dp_axis != 0)) {
+        st = wf_errorf(WF_INVAL, "op-level plan: on mesh %s the outer axis must be data-parallel (every activation "
+                                 "split by the batch, every weight replicated) for the cost model", ol->mesh);
+        goto done;
+    }
+    const int64_t dp = dp_axis >= 0 ? mesh.size[dp_axis] : 1;
+    const int64_t tp = mp_axis >= 0 ? mesh.size[mp_axis] : 1;
+    if (mb % dp != 0) {
+        st = wf_errorf(WF_INVAL, "op-level plan: the micro-batch of %lld samples does not split over %lld "
+                                 "data-parallel devices", (long long)mb, (long long)dp);
+        goto done;
+    }
+    if (!transformer && tp > 1) {
+        st = wf_errorf(WF_INVAL, "op-level plan of model '%s': the cost model takes data-parallel layouts only for "
+                                 "models other than transformers (axis of %lld devices)", m->name, (long long)tp);
+        goto done;
+    }
+    p.dp = (int)dp;
+    p.tp = (int)tp;
+    p.pp = ol->pp;
+    p.mbs = (int)(mb / dp);
+    p.sp = 0;
+    p.given = WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
+    if (transformer) {
+        if ((st = check_stages(m, ol, p.vpp > 1 ? p.vpp : 1, g.ops[0].name)) != WF_OK)
+            goto done;
+    } else if (ol->pp > 1) {
+        wf_plan_oplevel cut;
+        wf_plan_oplevel_init(&cut);
+        st = wf_plan_lower(m, c, &p, batch, &cut);
+        for (int s = 0; st == WF_OK && s < ol->pp; s++)
+            if (!ol->stage_first[s] || strcmp(ol->stage_first[s], cut.stage_first[s]) != 0)
+                st = wf_errorf(WF_INVAL, "op-level plan: stage %d starts at '%s'; the cost model cuts model '%s' "
+                                         "where the estimate does (at '%s')", s,
+                               ol->stage_first[s] ? ol->stage_first[s] : "", m->name, cut.stage_first[s]);
+        wf_plan_oplevel_free(&cut);
+        if (st != WF_OK)
+            goto done;
+    }
+    if ((st = wf_cost_layout_init(ctx, (int)tp, &L)) != WF_OK)
+        goto done;
+    if (tp > 1) {
+        derive d = {&g, sig, sec, mp_axis, mesh.naxes, mb / dp, NULL, &L};
+        const double t = (double)tp;
+        const int a = mp_axis;
+        /* The layer's output: the tensor of the layer read after it. */
+        int lay_out = -1, lay_out_op = -1;
+        for (int i = 0; i < g.nfwd && lay_out < 0; i++) {
+            if (sec[i] != WF_COST_SEC_POST)
+                continue;
+            for (int j = 0; j < g.ops[i].nin; j++) {
+                int x = g.ops[i].in[j], pr = g.tensors[x].producer;
+                if (pr >= 0 && pr < g.nfwd && sec[pr] == WF_COST_SEC_LAYER) {
+                    lay_out = x;
+                    lay_out_op = pr;
+                }
+            }
+        }
+        int8_t lay_v = WF_SBP_B;
+        if (lay_out >= 0)
+            for (int j = 0; j < g.ops[lay_out_op].nout; j++)
+                if (g.ops[lay_out_op].out[j] == lay_out)
+                    lay_v = ax_of(&sig[lay_out_op].out[j], a);
+        L.sp = is_split(lay_v);
+        L.input_div = L.sp ? t : 1;
+        /* Each tensor's layout as its producer made it, and that producer
+         * (the steady state for a layer's input; through transparent views). */
+        int8_t *pv_of = malloc((size_t)g.ntensors + 1);
+        int *prod_of = malloc(sizeof(int) * ((size_t)g.ntensors + 1));
+        unsigned char *view = calloc((size_t)g.nfwd + 1, 1);
+        if (!pv_of || !prod_of || !view) {
+            free(pv_of);
+            free(prod_of);
+            free(view);
+            st = wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
+            goto done;
+        }
+        for (int x = 0; x < g.ntensors; x++) {
+            pv_of[x] = WF_SBP_B;
+            prod_of[x] = -1;
+        }
+        for (int i = 0; i < g.nfwd; i++) {
+            const wf_op *o = &g.ops[i];
+            for (int j = 0; j < o->nout; j++) {
+                int x = o->out[j];
+                pv_of[x] = ax_of(&sig[i].out[j], a);
+                prod_of[x] = i;
+            }
+            if (is_view(o->kind) && o->nout == 1 && ax_of(&sig[i].in[0], a) == WF_SBP_B &&
+                ax_of(&sig[i].out[0], a) == WF_SBP_B && is_split(pv_of[o->in[0]])) {
+                int only = 1;
+                for (int r = 0; r < g.nfwd; r++)
+                    if (r != i && slot_of(&g, r, o->in[0]) >= 0)
+                        only = 0;
+                if (only) {
+                    view[i] = 1;
+                    pv_of[o->out[0]] = pv_of[o->in[0]];
+                    prod_of[o->out[0]] = prod_of[o->in[0]];
+                }
+            }
+            /* A layer's input comes from the layer before. */
+            for (int j = 0; j < o->nout; j++) {
+                int x = o->out[j], to_layer = 0;
+                for (int r = 0; r < g.nfwd; r++)
+                    if (sec[r] == WF_COST_SEC_LAYER && slot_of(&g, r, x) >= 0)
+                        to_layer = 1;
+                if (sec[i] == WF_COST_SEC_PRE && to_layer && lay_out_op >= 0) {
+                    pv_of[x] = lay_v;
+                    prod_of[x] = lay_out_op;
+                }
+            }
+        }
+        d.view = view;
+        for (int i = 0; i < g.nfwd; i++) {
+            const wf_op *o = &g.ops[i];
+            int ws = work_split(&g, i, &sig[i], a), psplit = 0, first_act = -1;
+            for (int j = 0; j < o->nin; j++) {
+                const wf_tensor *x = &g.tensors[o->in[j]];
+                if (x->role == WF_ROLE_PARAM && is_split(ax_of(&sig[i].in[j], a)))
+                    psplit = 1;
+                if (x->role != WF_ROLE_PARAM && first_act < 0)
+                    first_act = o->in[j];
+            }
+            L.div[i] = ws || view[i] ? t : 1;
+            L.pdiv[i] = psplit ? t : 1;
+            L.split_div[i] = L.div[i];
+            /* What the op keeps of its input: a product with weights keeps it
+             * as its producer made it (and re-gathers it for the weight
+             * gradient), any other op as it reads it. */
+            int8_t iv = WF_SBP_B;
+            if (first_act >= 0) {
+                int keeper = wf_op_is_matrix(o->kind) && has_param(&g, i);
+                int pr = prod_of[first_act];
+                iv = keeper && pr >= 0 ? pv_of[first_act] : ax_of(&sig[i].in[slot_of(&g, i, first_act)], a);
+                if (view[i])
+                    iv = pv_of[first_act];
+            }
+            L.repl_div[i] = is_split(iv) ? t : 1;
+            /* The vocabulary-split loss's three all-reduces of a float per token. */
+            if (o->kind == WF_OP_CROSS_ENTROPY && is_split(ax_of(&sig[i].in[0], a)) &&
+                ax_of(&sig[i].in[0], a) == g.tensors[o->in[0]].ndim - 1) {
+                double tokens = (double)wf_tensor_numel(&g.tensors[o->in[1]]) / (double)d.mb;
+                if ((st = event(&d, sec[i], WF_COLL_ALLREDUCE, 0, 4.0 * tokens, 3, WF_COST_WIN_NONE, 3, NULL, 0)) !=
+                    WF_OK)
+                    goto done;
+            }
+        }
+        /* Parameters: local elements per section; partial gradients. */
+        for (int x = 0; x < g.ntensors; x++) {
+            if (g.tensors[x].role != WF_ROLE_PARAM)
+                continue;
+            unsigned seen = 0;
+            int split = -1, partial[WF_COST_SEC_COUNT] = {0};
+            for (int i = 0; i < g.nfwd; i++) {
+                int j = slot_of(&g, i, x);
+                if (j < 0)
+                    continue;
+                if (split < 0)
+                    split = is_split(ax_of(&sig[i].in[j], a));
+                seen |= 1u << sec[i];
+                wf_sbp gs = wf_sbp_grad_of_input(&sig[i], g.ops[i].nout, j, mesh.naxes);
+                if (ax_of(&gs, a) == WF_SBP_P)
+                    partial[sec[i]] = 1;
+            }
+            /* Kept in the plan's storage layout, else as first read. */
+            for (int k = 0; k < ol->nstorage; k++)
+                if (strcmp(ol->tensor[k], g.tensors[x].name) == 0) {
+                    wf_sbp sl;
+                    if (wf_sbp_parse(ol->layout[k], mesh.naxes, &sl) == WF_OK)
+                        split = is_split(ax_of(&sl, a));
+                }
+            double local = (double)wf_tensor_numel(&g.tensors[x]) / (split > 0 ? t : 1.0);
+            for (int s = 0; s < WF_COST_SEC_COUNT; s++)
+                if (seen & (1u << s)) {
+                    L.sec_params[s] += local;
+                    if (partial[s])
+                        L.sec_mp_grad[s] += local;
+                }
+            if ((seen & 1u) && (seen & 4u))
+                L.shared_params += local;
+        }
+        /* Boxing of every activation. */
+        for (int i = 0; i < g.nfwd && st == WF_OK; i++)
+            for (int j = 0; j < g.ops[i].nout && st == WF_OK; j++) {
+                int x = g.ops[i].out[j];
+                st = boxing_of(&d, x, prod_of[x], pv_of[x]);
+            }
+        free(pv_of);
+        free(prod_of);
+        free(view);
+    } else {
+        for (int s = 0; s < WF_COST_SEC_COUNT; s++)
+            L.sec_params[s] = info.sec[s].params_split + info.sec[s].params_repl;
+        L.shared_params = info.shared_split_params + info.shared_repl_params;
+    }
+    if (st != WF_OK)
+        goto done;
+    p.sp = L.sp;
+    *as_plan = p;
+    *out = L;
+    memset(&L, 0, sizeof L);
+done:
+    wf_cost_layout_free(&L);
+    free(sig);
+    free(sec);
+    wf_graph_free(&g);
+    return st;
+}
+
+wf_status wf_oplevel_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                               const wf_plan_oplevel *ol, wf_estimate *out, wf_plan *as_plan)
+{
+    wf_cost_layout L;
+    wf_plan p;
+    wf_status st = wf_oplevel_plan_layout(m, c, ctx, batch, ol, &L, &p);
+    if (st != WF_OK)
+        return st;
+    st = wf_estimate_layouts(ctx, &p, &L, batch, out);
+    wf_cost_layout_free(&L);
+    if (st == WF_OK && as_plan)
+        *as_plan = p;
+    return st;
+}
