@@ -138,7 +138,7 @@ static wf_status event(derive *d, int sec, wf_coll_kind kind, int bwd, double by
 
 /* The collectives of tensor t: produced by op `prod` in layout value pv (on
  * the model-parallel axis), read by the forward ops of the context. */
-static wf_status boxing_of(derive *d, int t, int prod, int8_t pv)
+static wf_status boxing_of(derive *d, int t, int prod, int8_t pv, int sec_override)
 {
     const wf_graph *g = d->g;
     const int a = d->a;
@@ -148,7 +148,7 @@ static wf_status boxing_of(derive *d, int t, int prod, int8_t pv)
             readers[nr++] = i;
     if (nr == 0)
         return WF_OK;
-    const int sec = d->sec[readers[0]];
+    const int sec = sec_override >= 0 ? sec_override : d->sec[readers[0]];
     const double bytes = (double)wf_tensor_bytes(&g->tensors[t]) / (double)d->mb;
     wf_status st = WF_OK;
     /* Forward: one move per distinct layout the readers take. */
@@ -415,7 +415,7 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
     if ((st = wf_cost_layout_init(ctx, (int)tp, &L)) != WF_OK)
         goto done;
     if (tp > 1) {
-        derive d = {&g, sig, sec, mp_axis, mesh.naxes, mb / dp, NULL, &L};
+        derive d = {&g, sig, sec, mp_axis, mesh.naxes, mb, NULL, &L};
         const double t = (double)tp;
         const int a = mp_axis;
         /* The layer's output: the tensor of the layer read after it. */
@@ -558,7 +558,14 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
         for (int i = 0; i < g.nfwd && st == WF_OK; i++)
             for (int j = 0; j < g.ops[i].nout && st == WF_OK; j++) {
                 int x = g.ops[i].out[j];
-                st = boxing_of(&d, x, prod_of[x], pv_of[x]);
+                /* The embedding's output reaches the first layer once per
+                 * micro-batch (charged to the embedding); every other layer
+                 * reads the layer before (the steady state, charged to the
+                 * layer). */
+                if (sec[i] == WF_COST_SEC_PRE && prod_of[x] != i && !view[i])
+                    st = boxing_of(&d, x, i, ax_of(&sig[i].out[j], a), WF_COST_SEC_PRE);
+                if (st == WF_OK)
+                    st = boxing_of(&d, x, prod_of[x], pv_of[x], -1);
             }
         free(pv_of);
         free(prod_of);

@@ -1,0 +1,205 @@
+/* One cost model: a whole-model plan and its op-level form cost the same.
+ *
+ * For every plan of both calibration files (Korthikanti et al. 2022 on DGX
+ * A100, NVIDIA's H100 rows) and for a sweep of at least 200 whole-model
+ * plans over the zoo's transformers, CNNs and MLPs (dp, tp, pp, mbs, vpp,
+ * recompute, zero, sp, overlap, schedules), the plan is lowered to its
+ * op-level form (wf_plan_lower), whose layouts are read back as the cost
+ * model's descriptor (wf_oplevel_plan_cost, from the SBP signatures alone)
+ * and composed; the result must equal wf_estimate_plan's (Megatron's
+ * descriptor, the closed form) within 1% in iteration time, in every part
+ * of the breakdown and in memory. The derivation from signatures is the
+ * thing tested: a collective put at the wrong tensor, the wrong overlap
+ * window, a divisor off, a weight counted split, all show here. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost/cost-impl.h"
+#include "weft/search.h"
+
+static double worst_time, worst_part, worst_mem;
+static int compared;
+
+/* |a - b| within 1% of a, with a floor of 1e-6 of the iteration (a part of
+ * a few nanoseconds is 0 in the other model's rounding). */
+static int close_to(double a, double b, double iter)
+{
+    return fabs(a - b) <= 0.01 * fabs(a) + 1e-6 * iter;
+}
+
+static double rel(double a, double b) { return fabs(a) > 0 ? fabs(a - b) / fabs(a) : fabs(b); }
+
+/* Lowers p, costs it both ways, asserts agreement. Returns 0 when the
+ * whole-model plan is not valid here (the sweep skips it). */
+static int agree(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, const wf_plan *p, int64_t batch)
+{
+    wf_estimate a, b;
+    if (wf_estimate_plan(ctx, p, batch, &a) != WF_OK)
+        return 0;
+    wf_plan_oplevel ol;
+    wf_plan_oplevel_init(&ol);
+    wf_status st = wf_plan_lower(m, c, p, batch, &ol);
+    if (st != WF_OK) {
+        wf_plan_oplevel_free(&ol);
+        return 0;
+    }
+    wf_plan q;
+    st = wf_oplevel_plan_cost(m, c, ctx, batch, &ol, &b, &q);
+    char text[512];
+    wf_plan_format(p, text, sizeof text);
+    if (st != WF_OK)
+        fprintf(stderr, "%s %s: %s\n", m->name, text, wf_last_error());
+    assert_int_equal(st, WF_OK);
+    wf_plan_oplevel_free(&ol);
+    const double T = a.iteration_time_s;
+    const double *x = &a.breakdown.compute, *y = &b.breakdown.compute;
+    static const char *const parts[] = {"compute", "recompute", "tp_comm", "pp_comm",     "dp_comm",
+                                        "bubble",  "optimizer", "exposed", "ep_comm"};
+    int ok = close_to(T, b.iteration_time_s, T) && close_to(a.memory_per_device_bytes, b.memory_per_device_bytes,
+                                                            a.memory_per_device_bytes);
+    for (int k = 0; k < 9; k++) {
+        ok = ok && close_to(x[k], y[k], T);
+        if (x[k] > 1e-6 * T && rel(x[k], y[k]) > worst_part)
+            worst_part = rel(x[k], y[k]);
+    }
+    if (!ok) {
+        fprintf(stderr, "%s %s batch %lld: time %.6g vs %.6g, memory %.6g vs %.6g\n", m->name, text, (long long)batch,
+                T, b.iteration_time_s, a.memory_per_device_bytes, b.memory_per_device_bytes);
+        for (int k = 0; k < 9; k++)
+            fprintf(stderr, "  %-10s %.6g %.6g\n", parts[k], x[k], y[k]);
+    }
+    assert_true(ok);
+    if (rel(T, b.iteration_time_s) > worst_time)
+        worst_time = rel(T, b.iteration_time_s);
+    if (rel(a.memory_per_device_bytes, b.memory_per_device_bytes) > worst_mem)
+        worst_mem = rel(a.memory_per_device_bytes, b.memory_per_device_bytes);
+    compared++;
+    return 1;
+}
+
+static void data_file(const char *name, char *buf, size_t cap)
+{
+    const char *root = getenv("WEFT_SOURCE_DIR");
+    snprintf(buf, cap, "%s%stests/data/%s", root ? root : "", root ? "/" : "", name);
+}
+
+static void rows_of(const wf_calib_data *d, const char *base)
+{
+    for (int i = 0; i < d->ntime; i++) {
+        const wf_calib_row *r = &d->time[i];
+        char spec[96];
+        snprintf(spec, sizeof spec, "%s:nodes=%lld", base, (long long)((wf_plan_devices(&r->plan) + 7) / 8));
+        wf_cluster c;
+        assert_int_equal(wf_cluster_lookup(spec, &c), WF_OK);
+        const wf_model_config *m = &d->models[r->model_index];
+        wf_cost_ctx *ctx = NULL;
+        assert_int_equal(wf_cost_ctx_create(m, &c, &ctx), WF_OK);
+        assert_int_equal(agree(m, &c, ctx, &r->plan, r->batch), 1);
+        wf_cost_ctx_free(ctx);
+    }
+}
+
+static void test_calibration_rows(void **state)
+{
+    (void)state;
+    char path[512];
+    static wf_calib_data d, h;
+    data_file("calibration-korthikanti2022.json", path, sizeof path);
+    assert_int_equal(wf_calib_load(path, &d), WF_OK);
+    rows_of(&d, "dgx-a100");
+    data_file("calibration-h100.json", path, sizeof path);
+    assert_int_equal(wf_calib_load_h100(path, &h), WF_OK);
+    rows_of(&h, "dgx-h100");
+    fprintf(stderr, "calibration rows: %d plans, worst time %.2e, part %.2e, memory %.2e\n", compared, worst_time,
+            worst_part, worst_mem);
+}
+
+/* A deterministic generator for the sweep. */
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static int pick(int n)
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (int)((rng >> 33) % (uint64_t)n);
+}
+
+typedef struct {
+    const char *model, *cluster;
+    int64_t batch;
+    int transformer;
+} sweep_case;
+
+static void test_sweep(void **state)
+{
+    (void)state;
+    static const sweep_case cases[] = {
+        {"gpt3-1.3b", "dgx-a100:nodes=2", 64, 1},
+        {"gpt2", "dgx-a100:nodes=1", 32, 1},
+        {"llama2-7b:dtype=bf16", "dgx-h100:nodes=2", 64, 1},
+        {"megatron-22b", "dgx-a100:nodes=2", 16, 1},
+        {"bert-base:seq=128", "v100-ib100", 256, 1},
+        {"gpt3-175b", "dgx-a100:nodes=8", 64, 1},
+        {"resnet50", "dgx-a100:nodes=1", 256, 0},
+        {"vgg16", "v100-ib100", 256, 0},
+        {"mlp:sizes=1024-4096-4096-10", "dgx-a100:nodes=1", 512, 0},
+    };
+    static const int tps[] = {1, 2, 4, 8}, pps[] = {1, 2, 4}, mbss[] = {1, 2, 4}, vpps[] = {1, 2};
+    const int ncase = (int)(sizeof cases / sizeof cases[0]);
+    int before = compared, tried = 0;
+    for (int k = 0; k < ncase; k++) {
+        const sweep_case *sc = &cases[k];
+        wf_model_config m;
+        wf_cluster c;
+        assert_int_equal(wf_model_lookup(sc->model, &m), WF_OK);
+        assert_int_equal(wf_cluster_lookup(sc->cluster, &c), WF_OK);
+        wf_cost_ctx *ctx = NULL;
+        assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+        const int64_t devices = wf_cluster_devices(&c) < 16 ? wf_cluster_devices(&c) : 16;
+        int got = 0;
+        for (int n = 0; n < 400 && got < 30; n++) {
+            wf_plan p;
+            wf_plan_default(&p);
+            p.tp = sc->transformer ? tps[pick(4)] : 1;
+            p.pp = pps[pick(3)];
+            p.mbs = mbss[pick(3)];
+            p.vpp = sc->transformer ? vpps[pick(2)] : 1;
+            p.sp = sc->transformer && p.tp > 1 ? pick(2) : 0;
+            p.recompute = (wf_recompute)(sc->transformer ? pick(3) : 2 * pick(2));
+            p.zero = pick(4);
+            p.overlap = pick(4) != 0;
+            p.pipe = pick(4) == 0 ? WF_PIPE_GPIPE : WF_PIPE_1F1B;
+            p.comm.kind = pick(3) == 0 ? WF_COMM_DEAR : WF_COMM_DDP;
+            if (pick(3) == 0)
+                p.sw = WF_SW_MEGATRON_2022;
+            if (p.vpp > 1 && p.pp == 1)
+                p.vpp = 1;
+            int64_t per = (int64_t)p.tp * p.pp;
+            if (devices % per != 0)
+                continue;
+            p.dp = (int)(devices / per);
+            tried++;
+            got += agree(&m, &c, ctx, &p, sc->batch);
+        }
+        wf_cost_ctx_free(ctx);
+    }
+    int swept = compared - before;
+    fprintf(stderr, "sweep: %d plans compared (%d tried), worst time %.2e, part %.2e, memory %.2e\n", swept, tried,
+            worst_time, worst_part, worst_mem);
+    assert_true(swept >= 200);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_calibration_rows),
+        cmocka_unit_test(test_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
