@@ -62,7 +62,8 @@ took_ms=$((($(date +%s%N) - start) / 1000000))
 check "calibrate --quick exits 0" test $rc -eq 0
 check "calibrate -o writes nothing on stdout" test ! -s "$tmp/c.out"
 check "calibrate prints the table on stderr" grep -q "sgemm peak" "$tmp/c.err"
-check "calibrate --quick takes under 15 s (took $took_ms ms)" test $took_ms -lt 15000
+# How long it took is a benchmark, not a check (bench/, docs/runtime.md): printed only.
+echo "calibrate --quick took $took_ms ms"
 check "cluster file from one process" "$PY" "$tmp/check.py" "$tmp/c.json" 1
 "$WEFT" clusters "$tmp/c.json" --json >"$tmp/back.json" 2>"$tmp/back.err"
 check "weft clusters accepts the calibrated file" test $? -eq 0

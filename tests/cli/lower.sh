@@ -3,8 +3,8 @@
 # plan of the same layouts. `weft plan --verify PLAN -o FILE` writes it; the
 # file is an op-level plan every reader of op-level plans accepts; Megatron's
 # signatures are checked op by op; a CNN's lowering costs as its estimate
-# does (within 5%); what op-level plans cannot hold yet is named. $1 is the
-# weft binary.
+# does (within 5%); the keys that are not layouts travel with the file, and
+# the one cost model estimates the file as the plan. $1 is the weft binary.
 source "$(dirname "$0")/lib.sh" "$1"
 M=gpt:layers=4,hidden=256,heads=8,seq=128,vocab=512
 "$WEFT" plan --model "$M" --cluster dgx-a100:nodes=2 --batch 16 --verify dp=2,tp=4,pp=2,mbs=2,sp=1 \
@@ -36,8 +36,26 @@ j = json.load(open(sys.argv[1]))
 a, b = j["iteration_time_s"], j["whole_model"]["iteration_time_s"]
 assert abs(a / b - 1) < 0.05, (a, b)
 PYEOF
-"$WEFT" plan --model "$M" --cluster dgx-a100:nodes=1 --batch 16 --verify dp=8,recompute=full,zero=1 >"$tmp/d.txt" 2>&1
-check "dropped keys named" grep -q "not carried by op-level plans yet: recompute=full, zero=1" "$tmp/d.txt"
+"$WEFT" plan --model "$M" --cluster dgx-a100:nodes=1 --batch 16 --verify dp=8,recompute=full,zero=1,overlap=0 \
+  -o "$tmp/k.json" >"$tmp/d.txt" 2>&1
+check "the keys that are not layouts are named" grep -q "with keys vpp=1,recompute=full,zero=1,overlap=0" "$tmp/d.txt"
+check "the op-level file carries them" "$PY" -c \
+  'import json,sys; k=json.load(open(sys.argv[1]))["keys"]; assert "recompute=full" in k and "zero=1" in k and "overlap=0" in k, k' \
+  "$tmp/k.json"
+# One cost model: the op-level file estimates as the plan it lowers.
+"$WEFT" estimate --model "$M" --cluster dgx-a100:nodes=1 --batch 16 --plan "$tmp/k.json" --json >"$tmp/k1.json" 2>/dev/null
+"$WEFT" estimate --model "$M" --cluster dgx-a100:nodes=1 --batch 16 --plan dp=8,recompute=full,zero=1,overlap=0 \
+  --json >"$tmp/k2.json" 2>/dev/null
+check "estimate of the op-level file = estimate of the plan string (1%)" "$PY" - "$tmp/k1.json" "$tmp/k2.json" <<'PYEOF'
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a["plan"] == b["plan"], (a["plan"], b["plan"])
+assert abs(a["iteration_time_s"] / b["iteration_time_s"] - 1) < 0.01, (a["iteration_time_s"], b["iteration_time_s"])
+assert abs(a["memory_per_device_bytes"] / b["memory_per_device_bytes"] - 1) < 0.01
+for k, v in b["breakdown"].items():
+    assert abs(a["breakdown"][k] - v) <= 0.01 * abs(v) + 1e-6 * b["iteration_time_s"], k
+assert a["op_level_plan"].startswith("mesh="), a
+PYEOF
 # Expert parallelism: an expert axis carved out of the data-parallel ranks.
 "$WEFT" plan --model moe-tiny --cluster dgx-a100:nodes=1 --batch 16 --verify dp=8,ep=4 -o "$tmp/ep.json" \
   >"$tmp/ep.txt" 2>/dev/null
