@@ -288,6 +288,8 @@ typedef struct {
                               userbuffers, 3 never) */
     int nwop;
     int wop[WF_COST_EVENT_OPS]; /* the context ops whose products form the window */
+    int at;                /* the context op it belongs to (its reader; the pipeline stage that
+                              pays it in models other than transformers) */
 } wf_cost_event;
 
 typedef struct {
@@ -300,6 +302,14 @@ typedef struct {
     double *repl_div;       /* [nops] the saved input-like bytes divided by */
     double *split_div;      /* [nops] the saved per-shard bytes (and scores) divided by */
     double input_div;       /* the layer's input (what full recomputation keeps) divided by */
+    double *params;         /* [nops] models other than transformers: local parameter elements
+                               each op holds (each parameter at its first reader) */
+    double *mp_grad;        /* [nops] of them, the elements whose gradient is a partial sum over
+                               the model-parallel axis (a replicated weight of a batch-split op),
+                               reduced over it as data parallelism reduces */
+    int *cut;               /* models other than transformers: the first op of each of the plan's
+                               pp stages, cut[pp] = nops (NULL: the estimate's balanced cut;
+                               owned, freed with the descriptor) */
     int nev, cap_ev;
     wf_cost_event *ev;
     double sec_params[WF_COST_SEC_COUNT];  /* local parameter elements of each section (experts

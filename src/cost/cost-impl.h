@@ -72,6 +72,11 @@ typedef struct {
     double act[WF_COST_MAX_STAGES], transient[WF_COST_MAX_STAGES];
     double params[WF_COST_MAX_STAGES];
     double boundary_bytes[WF_COST_MAX_STAGES]; /* activation sent to the next stage (mb 1) */
+    /* Under layouts with a model-parallel axis (wf_cost_split_stages_layout): */
+    double tpf[WF_COST_MAX_STAGES], tpb[WF_COST_MAX_STAGES]; /* exposed collectives per micro-batch,
+                                                                 forward and backward (in fwd, bwd) */
+    double mp_params[WF_COST_MAX_STAGES]; /* parameters reduced over the model-parallel axis */
+    double boundary_div[WF_COST_MAX_STAGES]; /* the boundary activation is divided by */
 } wf_stage_split;
 
 typedef struct {
@@ -161,6 +166,10 @@ wf_status wf_cost_build_generic(wf_cost_ctx *ctx);
 /* Splits a generic model into pp stages for micro-batch b (into *out). */
 void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc,
                           wf_stage_split *out);
+/* The same under layouts L (NULL: the estimate's, data parallelism), cut at
+ * first[0..pp] when given (NULL: balanced by time, as the estimate cuts). */
+void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc,
+                                 const wf_cost_layout *L, const int *cut, wf_stage_split *out);
 
 /* Plays a pipeline of p stages and m micro-batches (1F1B, or GPipe when
  * gpipe) whose stage k takes fp[k] per forward (its activation send

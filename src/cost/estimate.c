@@ -243,14 +243,20 @@ wf_status wf_cost_layout_init(const wf_cost_ctx *ctx, int tp, wf_cost_layout *ou
     out->tp = tp >= 1 ? tp : 1;
     out->nops = ctx->nops;
     out->input_div = 1;
-    out->div = malloc(sizeof(double) * 4 * (size_t)n);
+    out->div = malloc(sizeof(double) * 6 * (size_t)n);
     if (!out->div)
         return wf_errorf(WF_NOMEM, "out of memory describing layouts");
     out->pdiv = out->div + n;
     out->repl_div = out->div + 2 * n;
     out->split_div = out->div + 3 * n;
+    out->params = out->div + 4 * n;
+    out->mp_grad = out->div + 5 * n;
     for (int i = 0; i < 4 * n; i++)
         out->div[i] = 1;
+    for (int i = 0; i < n; i++) {
+        out->params[i] = i < ctx->nops ? ctx->ops[i].owned_params : 0;
+        out->mp_grad[i] = 0;
+    }
     return WF_OK;
 }
 
@@ -260,6 +266,7 @@ void wf_cost_layout_free(wf_cost_layout *l)
         return;
     free(l->div);
     free(l->ev);
+    free(l->cut);
     memset(l, 0, sizeof *l);
 }
 
@@ -775,38 +782,58 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     return WF_OK;
 }
 
-static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf_estimate *out)
+/* Other models: stages of uneven ops, played pass by pass. L (may be NULL:
+ * the estimate's layouts, data parallelism) and cut (may be NULL: the
+ * estimate's balanced cut) come from an op-level plan. */
+static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, const wf_cost_layout *L,
+                                  const int *cut, wf_estimate *out)
 {
     const wf_cluster *c = &ctx->cluster;
     if (p->pp > ctx->nops || p->pp > WF_COST_MAX_STAGES)
         return wf_errorf(WF_INVAL, "pp=%d: model '%s' has only %d ops to split into pipeline stages",
                          p->pp, ctx->model.name, ctx->nops < WF_COST_MAX_STAGES ? ctx->nops : WF_COST_MAX_STAGES);
-    wf_cost_entry *e = lookup(ctx, p->mbs, 1, 0, p->pp, p->recompute);
-    if (!e)
-        return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
-    const wf_stage_split *sp = e->split;
+    wf_stage_split *own = NULL;
+    const wf_stage_split *sp;
+    if (L || cut) {
+        own = malloc(sizeof *own);
+        if (!own)
+            return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+        wf_cost_split_stages_layout(ctx, p->mbs, p->pp, p->recompute, L, cut, own);
+        sp = own;
+    } else {
+        wf_cost_entry *e = lookup(ctx, p->mbs, 1, 0, p->pp, p->recompute);
+        if (!e)
+            return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+        sp = e->split;
+    }
+    const int tp = L ? L->tp : 1;
     const int64_t m = batch / ((int64_t)p->mbs * p->dp);
     const double bb = (double)p->mbs;
     int nst = sp->nstages;
     stage_cost *st = calloc((size_t)nst, sizeof *st);
-    if (!st)
-        return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
-    double inflight = wf_cost_inflight(p, m);
     double *sends = calloc((size_t)nst * 5 + 1, sizeof *sends);
-    if (!sends) {
+    if (!st || !sends) {
         free(st);
+        free(sends);
+        free(own);
         return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
     }
+    double inflight = wf_cost_inflight(p, m);
+    /* Sends carry each rank's part of the boundary (the layouts divide it). */
+    wf_plan p1 = *p;
+    p1.tp = 1;
+    p1.sp = 0;
     /* Per stage and micro-batch: fwd_part = forward + activation send,
      * bwd_part = recomputation + backward + gradient send. */
     double *fwd_part = sends + nst, *bwd_part = sends + 2 * nst, *ends = sends + 3 * nst, *z3slow = sends + 4 * nst;
     for (int k = 0; k + 1 < nst; k++)
-        sends[k] = wf_cost_p2p_time(ctx, p, sp->boundary_bytes[k] * bb);
+        sends[k] = wf_cost_p2p_time(ctx, &p1, sp->boundary_bytes[k] * bb / sp->boundary_div[k]);
     for (int k = 0; k < nst; k++) {
         st[k].comp = sp->fwd[k] + sp->bwd[k];
         st[k].rec = sp->rec[k];
-        st[k].bwd_window = sp->bwd[k] + sp->rec[k];
-        st[k].fwd_window = sp->fwd[k];
+        st[k].tpc = sp->tpf[k] + sp->tpb[k];
+        st[k].bwd_window = sp->bwd[k] + sp->rec[k] + sp->tpb[k];
+        st[k].fwd_window = sp->fwd[k] + sp->tpf[k];
         st[k].params = sp->params[k];
         st[k].block_params = sp->params[k];
         st[k].layer_params = sp->params[k];
@@ -824,12 +851,12 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     }
     if (nst > 0)
         st[nst - 1].transient += bb * ctx->logits_per_sample * ctx->var.loss_bytes;
-    wf_group dpg = wf_group_place(c, p->dp, 1);
+    wf_group dpg = wf_group_place(c, p->dp, tp), mpg = wf_group_place(c, tp, 1);
     for (int k = 0; k < nst; k++) {
         add_zero3(ctx, p, &dpg, NULL, &st[k], &z3slow[k]);
         /* ZeRO-3 gathers before the forward and before the backward. */
-        fwd_part[k] = sp->fwd[k] + sends[k] + 0.5 * st[k].zc;
-        bwd_part[k] = sp->bwd[k] + sp->rec[k] + (k > 0 ? sends[k - 1] : 0) + 0.5 * st[k].zc;
+        fwd_part[k] = sp->fwd[k] + sp->tpf[k] + sends[k] + 0.5 * st[k].zc;
+        bwd_part[k] = sp->bwd[k] + sp->tpb[k] + sp->rec[k] + (k > 0 ? sends[k - 1] : 0) + 0.5 * st[k].zc;
     }
 
     /* The pipeline, played pass by pass (generic.c): when each stage ends. A
@@ -885,6 +912,19 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     const double opt_s_per_param = wf_cost_optimizer_bytes_per_param(ctx) / (c->dev.mem_bw_bps * c->dev.mem_eff);
     for (int k = 0; k < nst; k++) {
         dp_cost d = dp_reduce(ctx, p, &dpg, st[k].params, st[k].params / 4.0, st[k].bwd_window, st[k].fwd_window);
+        if (sp->mp_params[k] > 0) {
+            /* Weights replicated over the model-parallel axis under batch-
+             * split ops: reduced over it as data parallelism reduces, after
+             * the dp group's on the same channel. */
+            wf_plan mp = *p;
+            mp.dp = tp;
+            mp.zero = 0;
+            double win = st[k].bwd_window > d.total ? st[k].bwd_window - d.total : 0;
+            dp_cost dm = dp_reduce(ctx, &mp, &mpg, sp->mp_params[k], sp->mp_params[k] / 4.0, win, st[k].fwd_window);
+            d.total += dm.total;
+            d.exposed += dm.exposed;
+            d.slow += dm.slow;
+        }
         d.slow += z3slow[k] * mm;
         double op = p->zero >= 1 ? st[k].params / (double)p->dp : st[k].params;
         double end = ends[k] + d.slow + d.exposed + op * opt_s_per_param;
@@ -913,6 +953,7 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
 done:
     free(st);
     free(sends);
+    free(own);
     return status;
 }
 
@@ -941,7 +982,7 @@ wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf
     wf_plan q;
     wf_cost_plan_as_run(ctx, p, &q);
     if (!ctx->transformer)
-        return estimate_generic(ctx, &q, batch, out);
+        return estimate_generic(ctx, &q, batch, NULL, NULL, out);
     wf_cost_entry *e = lookup(ctx, q.mbs, q.tp, q.sp, 0, q.recompute);
     const wf_cost_layout *L = e ? megatron_layout(ctx, q.tp, q.sp) : NULL;
     if (!L)
@@ -958,17 +999,23 @@ wf_status wf_estimate_layouts(wf_cost_ctx *ctx, const wf_plan *p, const wf_cost_
     wf_plan r = *p;
     r.tp = l->tp;
     r.sp = l->sp;
-    wf_status st = wf_plan_validate(&r, &ctx->model, &ctx->cluster, batch);
+    /* Models other than transformers have no whole-model tp: their model-
+     * parallel axis is checked here, the rest as a plan without it. */
+    wf_plan v = r;
+    if (!ctx->transformer) {
+        v.tp = 1;
+        v.sp = 0;
+        if (wf_plan_devices(&r) > wf_cluster_devices(&ctx->cluster))
+            return wf_errorf(WF_INVAL, "layouts on %lld devices, cluster %s has %lld", (long long)wf_plan_devices(&r),
+                             ctx->cluster.name, (long long)wf_cluster_devices(&ctx->cluster));
+    }
+    wf_status st = wf_plan_validate(&v, &ctx->model, &ctx->cluster, batch);
     if (st != WF_OK)
         return st;
     wf_plan q;
     wf_cost_plan_as_run(ctx, &r, &q);
-    if (!ctx->transformer) {
-        if (l->tp > 1)
-            return wf_errorf(WF_INVAL, "model '%s': only data-parallel layouts are costed for models other "
-                             "than transformers", ctx->model.name);
-        return estimate_generic(ctx, &q, batch, out);
-    }
+    if (!ctx->transformer)
+        return estimate_generic(ctx, &q, batch, l, l->cut, out);
     wf_cost_sect_time sect[WF_COST_SEC_COUNT];
     for (int s = 0; s < WF_COST_SEC_COUNT; s++)
         fill_section(ctx, s, q.mbs, l, q.recompute, &sect[s]);

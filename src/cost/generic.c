@@ -72,49 +72,113 @@ int wf_cost_cut_stages(const double *w, int n, int pp, const unsigned char *nocu
 void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc,
                           wf_stage_split *out)
 {
+    wf_cost_split_stages_layout(ctx, b, pp, rc, NULL, NULL, out);
+}
+
+/* Communication `comm` hidden behind `window` as far as it goes: the exposed
+ * part, the compute slowed added to *slow. */
+static double hide(double comm, double window, double slowdown, double *slow)
+{
+    double h = comm < window ? comm : window;
+    *slow += (slowdown - 1.0) * h;
+    return comm - h;
+}
+
+void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc,
+                                 const wf_cost_layout *L, const int *cut, wf_stage_split *out)
+{
     memset(out, 0, sizeof *out);
     int n = ctx->nops;
     if (pp > WF_COST_MAX_STAGES)
         pp = WF_COST_MAX_STAGES;
     double bb = (double)b;
-    double *f = malloc(sizeof(double) * (size_t)n * 3);
+    double *f = malloc(sizeof(double) * (size_t)n * 5 + 1);
     int *first = malloc(sizeof(int) * (size_t)(n + 2));
-    if (!f || !first) {
+    int *stage_of = malloc(sizeof(int) * (size_t)(n + 1));
+    if (!f || !first || !stage_of) {
         free(f);
         free(first);
+        free(stage_of);
         return;
     }
-    double *bw = f + n, *w = f + 2 * n;
+    double *bw = f + n, *w = f + 2 * n, *din = f + 3 * n, *dw = f + 4 * n;
     for (int i = 0; i < n; i++) {
-        wf_cost_op_time t = wf_cost_op_time_of(ctx, &ctx->ops[i], bb, 1.0, 1.0);
+        wf_cost_op_time t = wf_cost_op_time_of(ctx, &ctx->ops[i], bb, L ? L->div[i] : 1.0, L ? L->pdiv[i] : 1.0);
         f[i] = t.fwd_s;
+        din[i] = t.bwd_in_s;
+        dw[i] = t.bwd_w_s;
         bw[i] = t.bwd_in_s + t.bwd_w_s;
         w[i] = f[i] + bw[i] + (rc == WF_RECOMPUTE_FULL ? f[i] : 0);
     }
-    out->nstages = wf_cost_cut_stages(w, n, pp, NULL, first);
+    if (cut) {
+        out->nstages = pp;
+        for (int k = 0; k <= pp; k++)
+            first[k] = cut[k];
+    } else {
+        out->nstages = wf_cost_cut_stages(w, n, pp, NULL, first);
+    }
     for (int k = 0; k < out->nstages; k++) {
         for (int i = first[k]; i < first[k + 1]; i++) {
             const wf_cost_op *r = &ctx->ops[i];
+            stage_of[i] = k;
             out->fwd[k] += f[i];
             out->bwd[k] += bw[i];
-            out->params[k] += r->owned_params;
-            out->act[k] += r->saved_repl * ctx->saved_dedup * bb;
+            out->params[k] += L ? L->params[i] : r->owned_params;
+            out->mp_params[k] += L ? L->mp_grad[i] : 0;
+            out->act[k] += r->saved_repl * ctx->saved_dedup * bb / (L ? L->repl_div[i] : 1.0);
         }
-        if (k + 1 < out->nstages)
+        out->boundary_div[k] = 1;
+        if (k + 1 < out->nstages) {
             out->boundary_bytes[k] = ctx->ops[first[k + 1] - 1].out_bytes;
+            if (L)
+                out->boundary_div[k] = L->div[first[k + 1] - 1];
+        }
+    }
+    /* The model-parallel axis's collectives: each paid by the stage of its
+     * op, hidden behind the products beside it as far as the framework
+     * overlaps them. */
+    if (L && L->tp > 1) {
+        const wf_cluster *c = &ctx->cluster;
+        wf_group g = wf_group_place(c, L->tp, 1);
+        const double slowdown = c->overlap_slowdown;
+        for (int k = 0; k < L->nev; k++) {
+            const wf_cost_event *e = &L->ev[k];
+            if (e->at < 0 || e->at >= n)
+                continue;
+            int s = stage_of[e->at];
+            double time = e->times * wf_coll_time(c, e->kind, &g, e->bytes * bb / (double)ctx->var.cp);
+            double win = 0;
+            if (ctx->var.tp_overlap >= e->need)
+                for (int j = 0; j < e->nwop; j++) {
+                    int o = e->wop[j];
+                    if (o < 0 || o >= n)
+                        continue;
+                    win += e->win == WF_COST_WIN_FWD ? f[o] : e->win == WF_COST_WIN_DGRAD ? din[o]
+                         : e->win == WF_COST_WIN_WGRAD ? dw[o] : 0;
+                }
+            double slow = 0, shown = hide(time, win, slowdown, &slow);
+            if (e->bwd) {
+                out->tpb[s] += shown;
+                out->bwd[s] += slow;
+            } else {
+                out->tpf[s] += shown;
+                out->fwd[s] += slow;
+            }
+        }
     }
     for (int k = 0; k < out->nstages; k++) {
         if (rc == WF_RECOMPUTE_FULL) {
             /* Keep only the stage's input per micro-batch; rebuild the rest. */
-            out->rec[k] = out->fwd[k];
+            out->rec[k] = out->fwd[k] + out->tpf[k];
             out->transient[k] = out->act[k];
-            double in = k > 0 ? out->boundary_bytes[k - 1] * bb : 0;
+            double in = k > 0 ? out->boundary_bytes[k - 1] * bb / out->boundary_div[k - 1] : 0;
             out->act[k] = in < out->act[k] ? in : out->act[k];
         }
-        out->stage_time[k] = out->fwd[k] + out->bwd[k] + out->rec[k];
+        out->stage_time[k] = out->fwd[k] + out->bwd[k] + out->rec[k] + out->tpf[k] + out->tpb[k];
     }
     free(f);
     free(first);
+    free(stage_of);
 }
 
 /* ---- the pipeline of uneven stages ------------------------------------------------

@@ -116,6 +116,7 @@ typedef struct {
                                   input's boxing is charged at its readers (Megatron gathers at the
                                   product the view feeds) */
     wf_cost_layout *L;
+    int at;                 /* the op the next collective belongs to */
 } derive;
 
 static wf_status event(derive *d, int sec, wf_coll_kind kind, int bwd, double bytes, double times, wf_cost_win win,
@@ -123,6 +124,7 @@ static wf_status event(derive *d, int sec, wf_coll_kind kind, int bwd, double by
 {
     wf_cost_event e;
     memset(&e, 0, sizeof e);
+    e.at = d->at;
     e.section = sec;
     e.kind = kind;
     e.bwd = bwd;
@@ -149,6 +151,7 @@ static wf_status boxing_of(derive *d, int t, int prod, int8_t pv, int sec_overri
     if (nr == 0)
         return WF_OK;
     const int sec = sec_override >= 0 ? sec_override : d->sec[readers[0]];
+    d->at = readers[0];
     const double bytes = (double)wf_tensor_bytes(&g->tensors[t]) / (double)d->mb;
     wf_status st = WF_OK;
     /* Forward: one move per distinct layout the readers take. */
@@ -322,9 +325,10 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
     }
     wf_sbp_sig *sig = calloc((size_t)g.nfwd + 1, sizeof *sig);
     int *sec = calloc((size_t)g.nfwd + 1, sizeof *sec);
+    int *cut = transformer ? NULL : calloc((size_t)ol->pp + 1, sizeof *cut);
     wf_cost_layout L;
     memset(&L, 0, sizeof L);
-    if (!sig || !sec) {
+    if (!sig || !sec || (!transformer && !cut)) {
         st = wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
         goto done;
     }
@@ -385,11 +389,6 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
                                  "data-parallel devices", (long long)mb, (long long)dp);
         goto done;
     }
-    if (!transformer && tp > 1) {
-        st = wf_errorf(WF_INVAL, "op-level plan of model '%s': the cost model takes data-parallel layouts only for "
-                                 "models other than transformers (axis of %lld devices)", m->name, (long long)tp);
-        goto done;
-    }
     p.dp = (int)dp;
     p.tp = (int)tp;
     p.pp = ol->pp;
@@ -399,23 +398,26 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
     if (transformer) {
         if ((st = check_stages(m, ol, p.vpp > 1 ? p.vpp : 1, g.ops[0].name)) != WF_OK)
             goto done;
-    } else if (ol->pp > 1) {
-        wf_plan_oplevel cut;
-        wf_plan_oplevel_init(&cut);
-        st = wf_plan_lower(m, c, &p, batch, &cut);
-        for (int s = 0; st == WF_OK && s < ol->pp; s++)
-            if (!ol->stage_first[s] || strcmp(ol->stage_first[s], cut.stage_first[s]) != 0)
-                st = wf_errorf(WF_INVAL, "op-level plan: stage %d starts at '%s'; the cost model cuts model '%s' "
-                                         "where the estimate does (at '%s')", s,
-                               ol->stage_first[s] ? ol->stage_first[s] : "", m->name, cut.stage_first[s]);
-        wf_plan_oplevel_free(&cut);
+    } else {
+        /* Other models: the plan's stages as they are. */
+        for (int k = 0; k < ol->pp && st == WF_OK; k++) {
+            int at = -1;
+            for (int i = 0; i < g.nfwd && at < 0; i++)
+                if (ol->stage_first[k] && strcmp(g.ops[i].name, ol->stage_first[k]) == 0)
+                    at = i;
+            if (at < 0 || (k > 0 && at <= cut[k - 1]) || (k == 0 && at != 0))
+                st = wf_errorf(WF_INVAL, "op-level plan: stage %d starts at '%s', which is not an op after the "
+                                         "previous stage's first", k, ol->stage_first[k] ? ol->stage_first[k] : "");
+            cut[k] = at;
+        }
+        cut[ol->pp] = g.nfwd;
         if (st != WF_OK)
             goto done;
     }
     if ((st = wf_cost_layout_init(ctx, (int)tp, &L)) != WF_OK)
         goto done;
     if (tp > 1) {
-        derive d = {&g, sig, sec, mp_axis, mesh.naxes, mb, NULL, &L};
+        derive d = {&g, sig, sec, mp_axis, mesh.naxes, mb, NULL, &L, 0};
         const double t = (double)tp;
         const int a = mp_axis;
         /* The layer's output: the tensor of the layer read after it. */
@@ -515,12 +517,17 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
             if (o->kind == WF_OP_CROSS_ENTROPY && is_split(ax_of(&sig[i].in[0], a)) &&
                 ax_of(&sig[i].in[0], a) == g.tensors[o->in[0]].ndim - 1) {
                 double tokens = (double)wf_tensor_numel(&g.tensors[o->in[1]]) / (double)d.mb;
+                d.at = i;
                 if ((st = event(&d, sec[i], WF_COLL_ALLREDUCE, 0, 4.0 * tokens, 3, WF_COST_WIN_NONE, 3, NULL, 0)) !=
                     WF_OK)
                     goto done;
             }
         }
-        /* Parameters: local elements per section; partial gradients. */
+        /* Parameters: local elements per section (per op for models other
+         * than transformers); partial gradients. */
+        if (!transformer)
+            for (int i = 0; i < g.nfwd; i++)
+                L.params[i] = 0;
         for (int x = 0; x < g.ntensors; x++) {
             if (g.tensors[x].role != WF_ROLE_PARAM)
                 continue;
@@ -545,6 +552,15 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
                         split = is_split(ax_of(&sl, a));
                 }
             double local = (double)wf_tensor_numel(&g.tensors[x]) / (split > 0 ? t : 1.0);
+            int owner = -1, any_partial = partial[0] || partial[1] || partial[2];
+            for (int i = 0; i < g.nfwd && owner < 0; i++)
+                if (slot_of(&g, i, x) >= 0)
+                    owner = i;
+            if (!transformer && owner >= 0) {
+                L.params[owner] += local;
+                if (any_partial)
+                    L.mp_grad[owner] += local;
+            }
             for (int s = 0; s < WF_COST_SEC_COUNT; s++)
                 if (seen & (1u << s)) {
                     L.sec_params[s] += local;
@@ -579,10 +595,13 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
         goto done;
     p.sp = L.sp;
     *as_plan = p;
+    L.cut = cut;
+    cut = NULL;
     *out = L;
     memset(&L, 0, sizeof L);
 done:
     wf_cost_layout_free(&L);
+    free(cut);
     free(sig);
     free(sec);
     wf_graph_free(&g);

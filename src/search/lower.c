@@ -301,11 +301,15 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
             st = wf_errorf(WF_NOMEM, "out of memory lowering a plan");
         if (st == WF_OK)
             st = wf_cost_ctx_create(mc, c, &ctx);
-        if (st == WF_OK)
-            st = wf_cost_op_times(ctx, p->mbs, 1, 0, t);
         if (st == WF_OK) {
+            wf_cost_ctx_use(ctx, p);
+            st = wf_cost_op_times(ctx, p->mbs, 1, 0, t);
+        }
+        if (st == WF_OK) {
+            /* A fully recomputed stage runs its forward twice. */
             for (int i = 0; i < g.nfwd; i++)
-                w[i] = t[i].fwd_s + t[i].bwd_in_s + t[i].bwd_w_s;
+                w[i] = t[i].fwd_s + t[i].bwd_in_s + t[i].bwd_w_s +
+                       (p->recompute == WF_RECOMPUTE_FULL ? t[i].fwd_s : 0);
             int ns = wf_cost_cut_stages(w, g.nfwd, p->pp, NULL, first);
             if (ns != p->pp)
                 st = wf_errorf(WF_INVAL, "lowering: model '%s' cuts into %d stages, not pp=%d", mc->name, ns, p->pp);
