@@ -379,6 +379,39 @@ wf_status wf_oplevel_plan_cost(const wf_model_config *m, const wf_cluster *c, wf
 wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                  const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan);
 
+/* ==== one search space (src/search/unified.c) ======================================
+ * Every candidate is an op-level plan ranked by the one cost model: the
+ * outer search's best (Megatron's layouts, costed by the closed form, which
+ * is the one model on Megatron's descriptor) and the op-level search's
+ * layouts (wf_opplan_search, with and without pipelining) costed by
+ * wf_oplevel_plan_cost under every recomputation and ZeRO stage. The best
+ * is the fastest that fits the budget (the device's memory unless given),
+ * never slower than the outer search's. */
+typedef struct {
+    int64_t devices;          /* 0: all of the cluster's */
+    double max_memory_bytes;  /* <= 0: the device's memory */
+    int seq_dim;              /* the op-level search's seq_dim (-1: no restriction) */
+} wf_unified_opts;
+
+typedef struct {
+    int has_best;
+    wf_plan_oplevel plan;     /* the best plan's layouts and keys */
+    wf_estimate est;          /* its estimate (the one cost model) */
+    wf_plan as_plan;          /* the plan composed (dp, tp, pp, mbs, sp from the layouts) */
+    int megatron;             /* 1: Megatron's layouts (the outer search's best); 0: the op-level
+                                 search's */
+    int has_outer;
+    double outer_best_s;      /* the outer search's best alone */
+    int64_t costed;           /* op-level candidates the one model costed */
+    int64_t searches;         /* op-level searches run */
+    double budget_bytes;
+    double search_time_s;
+} wf_unified_result;
+
+wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                            const wf_unified_opts *opts, wf_unified_result *r);
+void wf_unified_result_free(wf_unified_result *r);
+
 /* The whole-model plan whose lowering is op-level plan ol (mesh dp x tp, or
  * one of them, with or without sequence parallelism), into out; WF_INVAL
  * naming the first op whose layout no whole-model plan gives. What lets the
