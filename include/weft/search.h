@@ -66,6 +66,10 @@ typedef struct {
                               linear take no signature splitting dim k of a non-parameter
                               operand of rank >= k + 2, or of an integer one (ids, labels
                               [B, S]) of rank >= k + 1: Megatron without sequence parallelism */
+    int outer_dp;          /* 1: on a mesh of two axes every op takes the data-parallel layout on
+                              the outer axis (non-parameter operands split by the batch, a scalar
+                              output partial, weights replicated) where it has one: the layouts
+                              the one cost model composes (wf_oplevel_plan_cost) */
     int op_begin, op_end;  /* the forward ops searched, [op_begin, op_end); 0, 0: all of them.
                               A tensor produced before op_begin arrives (from the previous
                               pipeline stage) in whichever layout its reader takes; choices of
@@ -400,6 +404,8 @@ typedef struct {
     wf_plan as_plan;          /* the plan composed (dp, tp, pp, mbs, sp from the layouts) */
     int megatron;             /* 1: Megatron's layouts (the outer search's best); 0: the op-level
                                  search's */
+    int lowered;              /* 1: plan holds the best's layouts; 0: the best (Megatron's, as_plan)
+                                 has no op-level form yet (context parallelism) */
     int has_outer;
     double outer_best_s;      /* the outer search's best alone */
     int64_t costed;           /* op-level candidates the one model costed */

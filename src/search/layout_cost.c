@@ -253,6 +253,8 @@ static wf_status check_tied(const wf_model_config *m, const wf_plan_oplevel *ol,
         if (strncmp(name, "layers.0.", 9) != 0)
             continue;
         const char *s0 = wf_plan_oplevel_layout_of(ol, name);
+        if (!s0)
+            return wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", name);
         for (int64_t l = 1; l < m->layers; l++) {
             char other[WF_NAME_LEN + 32];
             snprintf(other, sizeof other, "layers.%lld.%s", (long long)l, name + 9);
@@ -574,11 +576,11 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
         for (int i = 0; i < g.nfwd && st == WF_OK; i++)
             for (int j = 0; j < g.ops[i].nout && st == WF_OK; j++) {
                 int x = g.ops[i].out[j];
-                /* The embedding's output reaches the first layer once per
-                 * micro-batch (charged to the embedding); every other layer
-                 * reads the layer before (the steady state, charged to the
-                 * layer). */
-                if (sec[i] == WF_COST_SEC_PRE && prod_of[x] != i && !view[i])
+                /* Every layer reads the layer before (the steady state,
+                 * charged to the layer); the embedding's output, where it is
+                 * laid out otherwise, reaches the first layer once per
+                 * micro-batch (charged to the embedding). */
+                if (sec[i] == WF_COST_SEC_PRE && prod_of[x] != i && !view[i] && ax_of(&sig[i].out[j], a) != lay_v)
                     st = boxing_of(&d, x, i, ax_of(&sig[i].out[j], a), WF_COST_SEC_PRE);
                 if (st == WF_OK)
                     st = boxing_of(&d, x, prod_of[x], pv_of[x], -1);

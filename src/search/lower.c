@@ -135,10 +135,15 @@ static void want_tp(const wf_graph *g, int i, int sp, int etp_split, want_axis *
         } else if (o->kind == WF_OP_RESHAPE || o->kind == WF_OP_FLATTEN) {
             w->in[0] = last_split(g, o->in[0]);
             w->out[0] = last_split(g, o->out[0]);
-        } else {
+        } else if (o->kind == WF_OP_LINEAR || o->kind == WF_OP_MATMUL) {
             for (int j = 0; j < o->nin; j++)
                 if (!is_param(g, o->in[j]))
                     w->in[j] = "B";
+            w->out[0] = last_split(g, o->out[0]);
+        } else { /* on the split logits (BERT's output bias) */
+            for (int j = 0; j < o->nin; j++)
+                if (!is_param(g, o->in[j]))
+                    w->in[j] = last_split(g, o->in[j]);
             w->out[0] = last_split(g, o->out[0]);
         }
         return;

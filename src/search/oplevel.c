@@ -285,6 +285,25 @@ static int seq_allowed(const ol_problem *p, const wf_op *o, const wf_sbp_sig *s)
     return 1;
 }
 
+/* opts.outer_dp: the op's layout on the outer axis of two is data-parallel. */
+static int outer_dp_allowed(const ol_problem *p, const wf_op *o, const wf_sbp_sig *s)
+{
+    if (!p->opts.outer_dp || p->mesh.naxes != 2)
+        return 1;
+    for (int j = 0; j < o->nin; j++) {
+        const wf_tensor *t = &p->g->tensors[o->in[j]];
+        int8_t v = s->in[j].ax[0];
+        if (t->role == WF_ROLE_PARAM ? v != WF_SBP_B : v != 0)
+            return 0;
+    }
+    for (int j = 0; j < o->nout; j++) {
+        int8_t v = s->out[j].ax[0];
+        if (!(v == 0 || (p->g->tensors[o->out[j]].ndim == 0 && v == WF_SBP_P)))
+            return 0;
+    }
+    return 1;
+}
+
 /* The time added to an edge the options forbid: larger than any plan, finite
  * so that sums and comparisons stay ordinary (an all-replicated plan never
  * pays it, so the search always has a plan without it). */
@@ -319,21 +338,24 @@ static wf_status op_unary(ol_problem *p, ol_var *v, const build_ctx *b)
     if (!v->sigs)
         return wf_errorf(WF_NOMEM, "oplevel: out of memory");
     wf_sbp_op_sigs(g, r, &p->mesh, v->sigs, nall);
-    /* Drop the signatures the options forbid, remembering the original indices. */
-    int n = nall;
-    if (p->opts.seq_dim >= 0) {
+    /* Drop the signatures the options forbid, remembering the original indices
+     * (outer_dp only where the op has such a layout at all). */
+    int n = nall, outer = 0;
+    for (int c = 0; c < nall && !outer; c++)
+        outer = p->opts.outer_dp && p->mesh.naxes == 2 && outer_dp_allowed(p, o, &v->sigs[c]);
+    if (p->opts.seq_dim >= 0 || outer) {
         v->sidx = aalloc(p, (size_t)nall, sizeof(int));
         if (!v->sidx)
             return wf_errorf(WF_NOMEM, "oplevel: out of memory");
         n = 0;
         for (int c = 0; c < nall; c++)
-            if (seq_allowed(p, o, &v->sigs[c])) {
+            if (seq_allowed(p, o, &v->sigs[c]) && (!outer || outer_dp_allowed(p, o, &v->sigs[c]))) {
                 v->sigs[n] = v->sigs[c];
                 v->sidx[n++] = c;
             }
         if (n == 0)
-            return wf_errorf(WF_INTERNAL, "oplevel: op '%s' has no signature under seq_dim=%d",
-                             o->name, p->opts.seq_dim);
+            return wf_errorf(WF_INTERNAL, "oplevel: op '%s' has no signature under seq_dim=%d%s",
+                             o->name, p->opts.seq_dim, outer ? " with a data-parallel outer axis" : "");
     }
     v->nch = n;
     wf_status st = alloc_costs(p, v, n);
@@ -1081,9 +1103,9 @@ wf_status ol_assign_from_plan(const ol_problem *p, const int *choice, const wf_s
                 if (v->sidx[k] == choice[i])
                     c = k;
             if (c < 0)
-                return wf_errorf(WF_INVAL, "oplevel: op '%s': signature %d splits the sequence "
-                                           "(dim %d), which the options forbid",
-                                 g->ops[i].name, choice[i], p->opts.seq_dim);
+                return wf_errorf(WF_INVAL, "oplevel: op '%s': signature %d is one the options forbid "
+                                           "(seq_dim=%d, outer_dp=%d)",
+                                 g->ops[i].name, choice[i], p->opts.seq_dim, p->opts.outer_dp);
         }
         if (assign[vi] >= 0 && assign[vi] != c) {
             if (untied_needed)

@@ -35,28 +35,27 @@ void wf_unified_result_free(wf_unified_result *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Costs layouts ol under every recomputation and ZeRO stage; keeps the best
+/* Costs layouts ol (their mesh and stages) under the keys of base and every
+ * recomputation, ZeRO stage and micro-batch count of ms[nm]; keeps the best
  * that fits in r (returns 1 when it replaced r's plan). */
 static int try_layouts(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                       double budget, const wf_plan_oplevel *ol, wf_unified_result *r)
+                       double budget, const wf_plan_oplevel *ol, const wf_plan *base, const int64_t *ms, int nm,
+                       wf_unified_result *r)
 {
     int better = 0;
-    wf_plan base;
-    if (wf_plan_oplevel_keys(ol, &base) != WF_OK)
-        return 0;
-    for (int rc = 0; rc < 3; rc++)
-        for (int z = 0; z < 4; z++) {
-            wf_plan_oplevel cand;
-            wf_plan_oplevel_init(&cand);
-            wf_plan keys = base;
-            keys.recompute = (wf_recompute)rc;
-            keys.zero = z;
-            wf_estimate e;
-            wf_plan as;
-            int ok = 0;
-            if (wf_plan_oplevel_set(&cand, ol->mesh, ol->pp, ol->micro_batches) == WF_OK &&
-                wf_plan_oplevel_set_keys(&cand, &keys) == WF_OK) {
-                ok = 1;
+    for (int k = 0; k < nm; k++)
+        for (int rc = 0; rc < 3; rc++)
+            for (int z = 0; z < 4; z++) {
+                wf_plan_oplevel cand;
+                wf_plan_oplevel_init(&cand);
+                wf_plan keys = *base;
+                keys.recompute = (wf_recompute)rc;
+                keys.zero = z;
+                wf_estimate e;
+                wf_plan as;
+                int ok = ms[k] >= 1 && batch % ms[k] == 0 &&
+                         wf_plan_oplevel_set(&cand, ol->mesh, ol->pp, ms[k]) == WF_OK &&
+                         wf_plan_oplevel_set_keys(&cand, &keys) == WF_OK;
                 for (int i = 0; ok && i < ol->nlayouts; i++)
                     ok = wf_plan_oplevel_add_layout(&cand, ol->op[i], ol->sig[i]) == WF_OK;
                 for (int i = 0; ok && i < ol->nstorage; i++)
@@ -64,25 +63,121 @@ static int try_layouts(const wf_model_config *m, const wf_cluster *c, wf_cost_ct
                          WF_OK;
                 for (int s = 0; ok && s < ol->pp; s++)
                     ok = ol->stage_first[s] && wf_plan_oplevel_set_stage(&cand, s, ol->stage_first[s]) == WF_OK;
+                if (ok)
+                    ok = wf_oplevel_plan_cost(m, c, ctx, batch, &cand, &e, &as) == WF_OK;
+                r->costed += ok;
+                if (ok && e.memory_per_device_bytes <= budget &&
+                    (!r->has_best || e.iteration_time_s < r->est.iteration_time_s)) {
+                    wf_plan_oplevel_free(&r->plan);
+                    r->plan = cand;
+                    r->est = e;
+                    r->as_plan = as;
+                    r->has_best = 1;
+                    r->megatron = 0;
+                    r->lowered = 1;
+                    better = 1;
+                } else {
+                    wf_plan_oplevel_free(&cand);
+                }
             }
-            if (ok)
-                ok = wf_oplevel_plan_cost(m, c, ctx, batch, &cand, &e, &as) == WF_OK;
-            r->costed += ok;
-            if (ok && e.memory_per_device_bytes <= budget &&
-                (!r->has_best || e.iteration_time_s < r->est.iteration_time_s)) {
-                wf_plan_oplevel_free(&r->plan);
-                r->plan = cand;
-                r->est = e;
-                r->as_plan = as;
-                r->has_best = 1;
-                r->megatron = 0;
-                better = 1;
-            } else {
-                wf_plan_oplevel_free(&cand);
-            }
-        }
     wf_clear_error();
     return better;
+}
+
+/* A mesh and stage count whose layouts the op-level search proposes. */
+typedef struct {
+    int64_t dp, mp;
+    int pp;
+    wf_plan keys; /* the outer plan it came from: its keys and micro-batch */
+} shape;
+
+static int add_shape(shape *sh, int n, int cap, int64_t dp, int64_t mp, int pp, const wf_plan *keys)
+{
+    if (mp < 2 || n >= cap)
+        return n;
+    for (int i = 0; i < n; i++)
+        if (sh[i].dp == dp && sh[i].mp == mp && sh[i].pp == pp)
+            return n;
+    sh[n].dp = dp;
+    sh[n].mp = mp;
+    sh[n].pp = pp;
+    sh[n].keys = *keys;
+    return n + 1;
+}
+
+/* ol's layouts with the stages and vpp of the lowering of whole-model plan
+ * p (a transformer's stages are layer ranges), into out. */
+static wf_status with_stages_of(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan *p,
+                                const wf_plan_oplevel *ol, wf_plan_oplevel *out)
+{
+    wf_plan_oplevel low;
+    wf_plan_oplevel_init(&low);
+    wf_plan q = *p; /* the same stages without Megatron's splits (which may not divide) */
+    q.tp = 1;
+    q.sp = 0;
+    wf_status st = wf_plan_lower(m, c, &q, batch, &low);
+    if (st == WF_OK)
+        st = wf_plan_oplevel_set(out, ol->mesh, low.pp, low.micro_batches);
+    for (int i = 0; st == WF_OK && i < ol->nlayouts; i++)
+        st = wf_plan_oplevel_add_layout(out, ol->op[i], ol->sig[i]);
+    for (int s = 0; st == WF_OK && s < low.pp; s++)
+        st = low.stage_first[s] ? wf_plan_oplevel_set_stage(out, s, low.stage_first[s]) : WF_INVAL;
+    wf_plan_oplevel_free(&low);
+    return st;
+}
+
+/* The op-level search's layouts on mesh dp x mp (the outer axis data-
+ * parallel), costed by the one model under the shape's keys, its micro-batch
+ * and the search's, every recomputation and ZeRO stage. A transformer's
+ * layouts are searched on one stage's mesh and run on the stages (layer
+ * ranges) of the shape's plan; other models' stages are the search's. */
+static void propose(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch, double budget,
+                    const wf_unified_opts *opts, const shape *sh, wf_unified_result *r)
+{
+    const int tf = wf_model_is_transformer(m);
+    char mesh[64];
+    if (sh->dp > 1)
+        snprintf(mesh, sizeof mesh, "%lldx%lld", (long long)sh->dp, (long long)sh->mp);
+    else
+        snprintf(mesh, sizeof mesh, "%lld", (long long)sh->mp);
+    wf_opplan_opts po;
+    wf_opplan_opts_default(&po);
+    po.devices = sh->dp * sh->mp * (tf ? 1 : sh->pp);
+    po.max_memory_bytes = tf ? 1e30 : budget; /* layouts only: the one model checks memory */
+    po.mesh = mesh;
+    po.pp = tf ? 1 : sh->pp;
+    po.oplevel.outer_dp = 1;
+    if (opts && opts->seq_dim >= 0)
+        po.oplevel.seq_dim = opts->seq_dim;
+    /* A transformer's layouts are searched at the shape's micro-batch (mbs
+     * samples on each of the dp rows of the mesh). */
+    int64_t sb = tf && sh->keys.mbs > 0 ? (int64_t)sh->keys.mbs * sh->dp : batch;
+    wf_opplan_result pr;
+    wf_status pst = wf_opplan_search(m, c, sb, &po, &pr);
+    r->searches += pr.searches;
+    if ((pst == WF_OK || pst == WF_NOFIT) && pr.has_best) {
+        wf_plan keys = sh->keys;
+        wf_plan_oplevel staged;
+        wf_plan_oplevel_init(&staged);
+        const wf_plan_oplevel *ol = &pr.best_plan;
+        if (!tf)
+            keys.vpp = 1;
+        else if (with_stages_of(m, c, batch, &sh->keys, &pr.best_plan, &staged) == WF_OK)
+            ol = &staged;
+        else
+            ol = NULL;
+        if (ol) {
+            int64_t ms[2] = {ol->micro_batches, 0};
+            int nm = 1;
+            int64_t mk = sh->keys.mbs > 0 ? batch / ((int64_t)sh->keys.mbs * sh->dp) : 0;
+            if (mk >= 1 && mk != ms[0])
+                ms[nm++] = mk;
+            try_layouts(m, c, ctx, batch, budget, ol, &keys, ms, nm, r);
+        }
+        wf_plan_oplevel_free(&staged);
+    }
+    wf_opplan_result_free(&pr);
+    wf_clear_error();
 }
 
 wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
@@ -99,48 +194,52 @@ wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64
     if (st != WF_OK)
         return st;
 
-    /* Megatron's layouts: the outer search's best, lowered. */
+    /* Megatron's layouts: the outer search's best, lowered; its fastest
+     * plans' shapes are where the op-level search proposes layouts. */
+    enum { TOP = 16, MAX_SHAPES = 6 };
+    shape sh[MAX_SHAPES];
+    int nsh = 0;
     wf_outer_opts oo;
     wf_outer_opts_default(&oo);
     oo.devices = devices;
     oo.max_memory_bytes = budget;
-    oo.top_k = 1;
+    oo.top_k = TOP;
     wf_outer_result orr;
     wf_status ost = wf_outer_search(m, c, batch, &oo, &orr);
     if (ost == WF_OK && orr.ntop > 0) {
         r->outer_best_s = orr.top[0].est.iteration_time_s;
         r->has_outer = 1;
-        if (wf_plan_lower(m, c, &orr.top[0].plan, batch, &r->plan) == WF_OK) {
-            r->est = orr.top[0].est;
-            r->as_plan = orr.top[0].plan;
-            r->has_best = 1;
-            r->megatron = 1;
-        } else {
+        /* A plan with no op-level form yet (context parallelism) stays the
+         * best as its whole-model plan (lowered = 0). */
+        r->est = orr.top[0].est;
+        r->as_plan = orr.top[0].plan;
+        r->has_best = 1;
+        r->megatron = 1;
+        r->lowered = wf_plan_lower(m, c, &orr.top[0].plan, batch, &r->plan) == WF_OK;
+        if (!r->lowered) {
             wf_plan_oplevel_free(&r->plan);
             wf_plan_oplevel_init(&r->plan);
         }
+        /* Transformers: the model-parallel axis of the fastest plans (tp). */
+        for (int i = 0; i < orr.ntop && nsh < 3; i++) {
+            const wf_plan *p = &orr.top[i].plan;
+            nsh = add_shape(sh, nsh, 3, p->dp, p->tp, p->pp, p);
+        }
+        /* Every model: a model-parallel axis carved out of the best plan's
+         * data-parallel devices, within a node (the layouts Megatron's
+         * family does not have for CNNs and MLPs). */
+        const wf_plan *b0 = &orr.top[0].plan;
+        const int64_t per_node = c->nlevels > 0 ? c->level[0].size : 1;
+        for (int64_t k = 2; k <= per_node && nsh < MAX_SHAPES; k *= 2)
+            if ((int64_t)b0->dp * b0->tp % k == 0 && b0->tp < k && k % b0->tp == 0)
+                nsh = add_shape(sh, nsh, MAX_SHAPES, (int64_t)b0->dp * b0->tp / k, k, b0->pp, b0);
     }
     wf_outer_result_free(&orr);
     wf_clear_error();
 
-    /* Other layouts: the op-level search's best on every stage count, and
-     * without pipelining. */
-    for (int pass = 0; pass < 2; pass++) {
-        wf_opplan_opts po;
-        wf_opplan_opts_default(&po);
-        po.devices = devices;
-        po.max_memory_bytes = budget;
-        po.pp = pass == 0 ? 0 : 1;
-        if (opts && opts->seq_dim >= 0)
-            po.oplevel.seq_dim = opts->seq_dim;
-        wf_opplan_result pr;
-        wf_status pst = wf_opplan_search(m, c, batch, &po, &pr);
-        r->searches += pr.searches;
-        if ((pst == WF_OK || pst == WF_NOFIT) && pr.has_best)
-            try_layouts(m, c, ctx, batch, budget, &pr.best_plan, r);
-        wf_opplan_result_free(&pr);
-        wf_clear_error();
-    }
+    /* Other layouts: the op-level search's on each shape. */
+    for (int i = 0; i < nsh; i++)
+        propose(m, c, ctx, batch, budget, opts, &sh[i], r);
     wf_cost_ctx_free(ctx);
     r->search_time_s = wf_now_s() - t0;
     if (!r->has_best)
