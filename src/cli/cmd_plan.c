@@ -786,6 +786,98 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
     return st;
 }
 
+/* One search space (--op-level without --mesh or --pp): the outer search's
+ * best (Megatron's layouts) and the op-level search's layouts, every
+ * candidate ranked by the one cost model within the device's memory
+ * (wf_unified_search). The answer on stdout is the best's op-level plan
+ * string (or its whole-model string when it has no op-level form). */
+static wf_status run_unified(const plan_args *a, const wf_model_config *m, const wf_cluster *c)
+{
+    wf_unified_opts uo = {a->devices > 0 ? a->devices : 0, a->max_memory_gib > 0 ? a->max_memory_gib * GIB : 0, -1};
+    wf_unified_result r;
+    wf_status st = wf_unified_search(m, c, a->batch, &uo, &r);
+    if (st != WF_OK) {
+        wf_unified_result_free(&r);
+        return st;
+    }
+    FILE *h = human(a);
+    fprintf(h, "weft plan --op-level: %s on %s, batch %lld: one search space (Megatron's layouts from the "
+               "outer search, the op-level search's layouts, one cost model): %lld op-level candidates costed "
+               "(%lld op-level searches) in %.3f s; budget %.2f GiB per device\n",
+            m->name, c->name, (long long)a->batch, (long long)r.costed, (long long)r.searches, r.search_time_s,
+            r.budget_bytes / GIB);
+    char cl[160];
+    wf_cli_cluster_note(a->cluster, c, cl, sizeof cl);
+    if (cl[0])
+        fprintf(h, "assumed %s\n", cl);
+    char whole[256], ol_text[256] = "";
+    wf_plan_format(&r.as_plan, whole, sizeof whole);
+    if (r.lowered)
+        wf_plan_oplevel_format(&r.plan, ol_text, sizeof ol_text);
+    const wf_estimate *e = &r.est;
+    fprintf(h, "outer search's best (Megatron's layouts): %.4f s per iteration\n", r.outer_best_s);
+    fprintf(h, "best: %s (%s) on %lld devices: %.4f s per iteration, %.2f GiB per device%s\n",
+            r.lowered ? ol_text : whole, r.megatron ? "Megatron's layouts" : "op-level layouts",
+            (long long)wf_plan_devices(&r.as_plan), e->iteration_time_s, e->memory_per_device_bytes / GIB,
+            r.megatron ? "" : ", faster than every plan of Megatron's family");
+    fprintf(h, "  as a whole-model plan: %s\n", whole);
+    fprintf(h, "  breakdown (s): compute %.4f, recompute %.4f, tp_comm %.4f, pp_comm %.4f, dp_comm %.4f, "
+               "bubble %.4f, optimizer %.4f, exposed_comm %.4f\n",
+            e->breakdown.compute, e->breakdown.recompute, e->breakdown.tp_comm, e->breakdown.pp_comm,
+            e->breakdown.dp_comm, e->breakdown.bubble, e->breakdown.optimizer, e->breakdown.exposed_comm);
+    if (a->detail && r.lowered) {
+        fprintf(h, "layouts (per mesh axis %s, outermost first: inputs->outputs)\n", r.plan.mesh);
+        for (int i = 0; i < r.plan.nlayouts; i++)
+            fprintf(h, "%-40s %s\n", r.plan.op[i], r.plan.sig[i]);
+    } else if (r.lowered) {
+        fprintf(h, "(%d ops; --detail prints each op's layout)\n", r.plan.nlayouts);
+    }
+    if (a->out) {
+        wf_plan_meta meta;
+        plan_meta(a, &meta);
+        cJSON *est = wf_estimate_to_json(e);
+        if (!est)
+            st = wf_errorf(WF_NOMEM, "out of memory writing %s", a->out);
+        else if (r.lowered)
+            st = wrote(a, wf_plan_oplevel_write_file(a->out, &r.plan, &meta, est));
+        else
+            st = wrote(a, wf_plan_write_file(a->out, &r.as_plan, &meta, est));
+        cJSON_Delete(est);
+    }
+    if (st == WF_OK && a->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON *b = j ? wf_estimate_to_json(e) : NULL;
+        if (!b) {
+            cJSON_Delete(j);
+            wf_unified_result_free(&r);
+            return wf_errorf(WF_NOMEM, "out of memory");
+        }
+        add_run_json(j, m->name, c->name, a->batch);
+        cJSON_AddStringToObject(j, "mode", "one-space");
+        cJSON_AddStringToObject(b, "oplevel_plan", ol_text);
+        cJSON_AddStringToObject(b, "whole_model_plan", whole);
+        cJSON_AddBoolToObject(b, "megatron_layouts", r.megatron);
+        if (r.lowered) {
+            cJSON *lay = cJSON_AddObjectToObject(b, "layouts");
+            for (int i = 0; lay && i < r.plan.nlayouts; i++)
+                cJSON_AddStringToObject(lay, r.plan.op[i], r.plan.sig[i]);
+        }
+        cJSON_AddItemToObject(j, "best", b);
+        cJSON_AddNumberToObject(j, "outer_best_s", r.outer_best_s);
+        cJSON_AddNumberToObject(j, "budget_bytes", r.budget_bytes);
+        cJSON_AddNumberToObject(j, "costed", (double)r.costed);
+        cJSON_AddNumberToObject(j, "searches", (double)r.searches);
+        cJSON_AddNumberToObject(j, "search_time_s", r.search_time_s);
+        st = wf_cli_print_json(j);
+        cJSON_Delete(j);
+    } else if (st == WF_OK) {
+        printf("%s\n", r.lowered ? ol_text : whole);
+        st = fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
+    }
+    wf_unified_result_free(&r);
+    return st;
+}
+
 wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t batch,
                                 const char *path, double max_memory_gib, int json)
 {
@@ -1040,6 +1132,10 @@ wf_status wf_cmd_plan(int argc, char **argv)
     if (op_level && a.emit)
         return wf_errorf(WF_INVAL, "--emit %s: an op-level plan (per-op layouts) has no framework form; "
                                    "add --whole-model for a plan of dp, tp and pp degrees", a.emit);
+    /* --op-level alone searches the one space; with --mesh or --pp (or a
+     * frontier to draw) the op-level search explores layouts on its own. */
+    if (a.op_level && !ol_only && !a.pareto && !a.plot && !a.csv)
+        return run_unified(&a, &m, &c);
     if (op_level) {
         progress pg = {wf_now_s(), 0, 0, isatty(STDERR_FILENO), 0, 1};
         return run_oplevel(&a, &m, &c, &pg);

@@ -250,6 +250,31 @@ for args in "--op-level --whole-model" "--op-level --devices-range 8-16" "--whol
   check "bad '$args' one line" test "$(wc -l <"$tmp/bad.err")" -eq 1
 done
 
+# ---- one search space: --op-level alone ---------------------------------------------------------
+# Megatron's layouts and the op-level search's, on one cost model: never slower than the whole-model
+# search's best; a wide MLP on 10 Gb/s Ethernet takes layouts outside Megatron's family, and the
+# file written estimates as reported.
+W="mlp:sizes=1024-16384-16384-10"
+"$WEFT" plan --model "$W" --cluster v100-10gbe:nodes=4 --batch 256 --op-level -o "$tmp/one.json" --json \
+  >"$tmp/one.out" 2>/dev/null
+check "one space: exits 0" test $? -eq 0
+"$WEFT" plan --model "$W" --cluster v100-10gbe:nodes=4 --batch 256 --whole-model --json >"$tmp/onew.json" 2>/dev/null
+"$WEFT" estimate --model "$W" --cluster v100-10gbe:nodes=4 --batch 256 --plan "$tmp/one.json" --json \
+  >"$tmp/onee.json" 2>/dev/null
+check "one space: op-level layouts, faster than the whole-model best, estimated as reported" "$PY" - \
+  "$tmp/one.out" "$tmp/onew.json" "$tmp/onee.json" <<'EOF'
+import json, sys
+o, w, e = (json.load(open(f)) for f in sys.argv[1:4])
+assert o["mode"] == "one-space" and not o["best"]["megatron_layouts"], o["best"]
+t = o["best"]["iteration_time_s"]
+assert t < 0.5 * w["best"]["iteration_time_s"], (t, w["best"]["iteration_time_s"])
+assert abs(e["iteration_time_s"] / t - 1) < 0.01, (e["iteration_time_s"], t)
+assert o["budget_bytes"] == 32 * 2**30
+EOF
+"$WEFT" plan --model megatron-22b --cluster dgx-a100:nodes=1 --batch 4 --op-level >"$tmp/one22.txt" 2>&1
+check "one space: megatron-22b at batch 4 fits (accumulated micro-batches)" grep -q "^best: .* GiB per device" \
+  "$tmp/one22.txt"
+
 # ---- bad input exits 1 with one line -----------------------------------------------------------
 for args in "--max-memory -3" "--max-memory 0" "--devices-range 9-3" "--devices-range x" "--devices 100" \
   "--top 0" "--deadline -1" "--bogus" "--devices 8 --devices-range 8-16"; do
