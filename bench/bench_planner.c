@@ -129,6 +129,43 @@ static int run_oplevel(const char *model, const char *cluster, int64_t batch, do
     return 0;
 }
 
+/* The one search space (wf_unified_search): the outer search (its top 16),
+ * the op-level search's proposals on the fastest shapes, every candidate
+ * costed by the one model. */
+static int run_unified(const char *model, const char *cluster, int64_t batch)
+{
+    wf_model_config m;
+    wf_cluster c;
+    if (wf_model_lookup(model, &m) != WF_OK || wf_cluster_lookup(cluster, &c) != WF_OK) {
+        fprintf(stderr, "bench_planner: %s\n", wf_last_error());
+        return 1;
+    }
+    enum { REPS = 3 };
+    double times[REPS];
+    wf_unified_result r;
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < REPS; i++) {
+        wf_unified_result_free(&r);
+        double t0 = wf_now_s();
+        wf_status st = wf_unified_search(&m, &c, batch, NULL, &r);
+        times[i] = wf_now_s() - t0;
+        if (st != WF_OK) {
+            fprintf(stderr, "bench_planner: %s\n", wf_last_error());
+            wf_unified_result_free(&r);
+            return 1;
+        }
+    }
+    qsort(times, REPS, sizeof times[0], cmp_double);
+    char ol[256] = "";
+    wf_plan_oplevel_format(&r.plan, ol, sizeof ol);
+    printf("one space %-12.12s %-22s batch %5lld: %4lld costed, %3lld op-level searches, %8.4f s (median of %d)\n"
+           "    outer best %.4f s, best %.4f s (%s) %s\n",
+           model, cluster, (long long)batch, (long long)r.costed, (long long)r.searches, times[REPS / 2], REPS,
+           r.outer_best_s, r.est.iteration_time_s, r.megatron ? "Megatron's layouts" : "op-level layouts", ol);
+    wf_unified_result_free(&r);
+    return 0;
+}
+
 int main(void)
 {
     printf("bench_planner: one core, wall clock\n");
@@ -144,6 +181,10 @@ int main(void)
     rc |= run_oplevel("mlp:sizes=8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-8192-"
                       "8192-8192-8192", "v100-10gbe:nodes=8,devices_per_node=1", 512, 8);
     rc |= run_oplevel("gpt3-175b", "dgx-a100:nodes=128", 1536, 0);
+    rc |= run_unified("gpt3-175b", "dgx-a100:nodes=128", 1536);
+    rc |= run_unified("gpt3-175b", "dgx-a100:nodes=8", 64);
+    rc |= run_unified("megatron-1t", "dgx-a100:nodes=64", 512);
+    rc |= run_unified("mlp:sizes=1024-16384-16384-10", "v100-10gbe:nodes=4", 256);
     printf("for scale: a published Python analytical planner needs about 11 minutes for the "
            "64-GPU gpt3-175b space\n");
     return rc;

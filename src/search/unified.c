@@ -35,53 +35,82 @@ void wf_unified_result_free(wf_unified_result *r)
     memset(r, 0, sizeof *r);
 }
 
+/* Copies layouts ol (mesh, stages, signatures, storage) with micro-batch
+ * count mb and keys into out. */
+static int copy_layouts(const wf_plan_oplevel *ol, int64_t mb, const wf_plan *keys, wf_plan_oplevel *out)
+{
+    int ok = wf_plan_oplevel_set(out, ol->mesh, ol->pp, mb) == WF_OK && wf_plan_oplevel_set_keys(out, keys) == WF_OK;
+    for (int i = 0; ok && i < ol->nlayouts; i++)
+        ok = wf_plan_oplevel_add_layout(out, ol->op[i], ol->sig[i]) == WF_OK;
+    for (int i = 0; ok && i < ol->nstorage; i++)
+        ok = wf_plan_oplevel_add_storage(out, ol->storage_stage[i], ol->tensor[i], ol->layout[i]) == WF_OK;
+    for (int s = 0; ok && s < ol->pp; s++)
+        ok = ol->stage_first[s] && wf_plan_oplevel_set_stage(out, s, ol->stage_first[s]) == WF_OK;
+    return ok;
+}
+
 /* Costs layouts ol (their mesh and stages) under the keys of base and every
  * recomputation, ZeRO stage and micro-batch count of ms[nm]; keeps the best
- * that fits in r (returns 1 when it replaced r's plan). */
-static int try_layouts(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                       double budget, const wf_plan_oplevel *ol, const wf_plan *base, const int64_t *ms, int nm,
-                       wf_unified_result *r)
+ * that fits in r. The layouts are read once per micro-batch count (the
+ * descriptor does not depend on recomputation or ZeRO). */
+static void try_layouts(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                        double budget, const wf_plan_oplevel *ol, const wf_plan *base, const int64_t *ms, int nm,
+                        wf_unified_result *r)
 {
-    int better = 0;
-    for (int k = 0; k < nm; k++)
+    for (int k = 0; k < nm; k++) {
+        if (ms[k] < 1 || batch % ms[k] != 0)
+            continue;
+        wf_plan_oplevel cand;
+        wf_plan_oplevel_init(&cand);
+        wf_cost_layout L;
+        wf_plan p;
+        if (!copy_layouts(ol, ms[k], base, &cand) ||
+            wf_oplevel_plan_layout(m, c, ctx, batch, &cand, &L, &p) != WF_OK) {
+            wf_plan_oplevel_free(&cand);
+            continue;
+        }
+        int best_rc = -1, best_z = -1;
+        wf_estimate best_e;
         for (int rc = 0; rc < 3; rc++)
             for (int z = 0; z < 4; z++) {
-                wf_plan_oplevel cand;
-                wf_plan_oplevel_init(&cand);
-                wf_plan keys = *base;
-                keys.recompute = (wf_recompute)rc;
-                keys.zero = z;
+                wf_plan q = p;
+                q.recompute = (wf_recompute)rc;
+                q.zero = z;
                 wf_estimate e;
-                wf_plan as;
-                int ok = ms[k] >= 1 && batch % ms[k] == 0 &&
-                         wf_plan_oplevel_set(&cand, ol->mesh, ol->pp, ms[k]) == WF_OK &&
-                         wf_plan_oplevel_set_keys(&cand, &keys) == WF_OK;
-                for (int i = 0; ok && i < ol->nlayouts; i++)
-                    ok = wf_plan_oplevel_add_layout(&cand, ol->op[i], ol->sig[i]) == WF_OK;
-                for (int i = 0; ok && i < ol->nstorage; i++)
-                    ok = wf_plan_oplevel_add_storage(&cand, ol->storage_stage[i], ol->tensor[i], ol->layout[i]) ==
-                         WF_OK;
-                for (int s = 0; ok && s < ol->pp; s++)
-                    ok = ol->stage_first[s] && wf_plan_oplevel_set_stage(&cand, s, ol->stage_first[s]) == WF_OK;
-                if (ok)
-                    ok = wf_oplevel_plan_cost(m, c, ctx, batch, &cand, &e, &as) == WF_OK;
-                r->costed += ok;
-                if (ok && e.memory_per_device_bytes <= budget &&
-                    (!r->has_best || e.iteration_time_s < r->est.iteration_time_s)) {
-                    wf_plan_oplevel_free(&r->plan);
-                    r->plan = cand;
-                    r->est = e;
-                    r->as_plan = as;
-                    r->has_best = 1;
-                    r->megatron = 0;
-                    r->lowered = 1;
-                    better = 1;
-                } else {
-                    wf_plan_oplevel_free(&cand);
+                if (wf_estimate_layouts(ctx, &q, &L, batch, &e) != WF_OK)
+                    continue;
+                r->costed++;
+                if (e.memory_per_device_bytes <= budget && (!r->has_best || e.iteration_time_s <
+                                                                                 r->est.iteration_time_s) &&
+                    (best_rc < 0 || e.iteration_time_s < best_e.iteration_time_s)) {
+                    best_rc = rc;
+                    best_z = z;
+                    best_e = e;
                 }
             }
+        wf_cost_layout_free(&L);
+        if (best_rc >= 0) {
+            wf_plan keys = *base;
+            keys.recompute = (wf_recompute)best_rc;
+            keys.zero = best_z;
+            wf_plan_oplevel_free(&cand);
+            wf_plan_oplevel_init(&cand);
+            if (copy_layouts(ol, ms[k], &keys, &cand)) {
+                wf_plan_oplevel_free(&r->plan);
+                r->plan = cand;
+                wf_plan_oplevel_init(&cand);
+                r->est = best_e;
+                r->as_plan = p;
+                r->as_plan.recompute = keys.recompute;
+                r->as_plan.zero = keys.zero;
+                r->has_best = 1;
+                r->megatron = 0;
+                r->lowered = 1;
+            }
+        }
+        wf_plan_oplevel_free(&cand);
+    }
     wf_clear_error();
-    return better;
 }
 
 /* A mesh and stage count whose layouts the op-level search proposes. */
