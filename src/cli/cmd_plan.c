@@ -733,10 +733,18 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         wf_opplan_result_free(&r);
         return st;
     }
+    /* One budget in every verb: the device's memory (or --max-memory), of
+     * which the framework's reserve is not the plans' (the op-level model's
+     * memory leaves the reserve out; the estimate's counts it). */
+    double reserve = a->max_memory_gib > 0 ? 0 : c->mem_reserved_bytes;
     fprintf(human(a), "weft plan --op-level: %s on %s (%lld devices), batch %lld: %lld candidates "
-                    "(%lld op-level searches) in %.3f s; budget %.2f GiB per device\n",
+                    "(%lld op-level searches) in %.3f s; budget %.2f GiB per device",
             m->name, c->name, (long long)r.devices, (long long)a->batch, (long long)r.searched,
-            (long long)r.searches, r.search_time_s, r.budget_bytes / GIB);
+            (long long)r.searches, r.search_time_s, (r.budget_bytes + reserve) / GIB);
+    if (reserve > 0)
+        fprintf(human(a), " (%.2f GiB the framework's reserve: %.2f GiB for the plan; memory below leaves "
+                          "the reserve out)", reserve / GIB, r.budget_bytes / GIB);
+    fprintf(human(a), "\n");
     char cl[160];
     wf_cli_cluster_note(a->cluster, c, cl, sizeof cl);
     if (cl[0])
