@@ -290,6 +290,9 @@ typedef struct {
     int wop[WF_COST_EVENT_OPS]; /* the context ops whose products form the window */
     int at;                /* the context op it belongs to (its reader; the pipeline stage that
                               pays it in models other than transformers) */
+    int64_t gsize, gstride;/* its group: gsize devices gstride apart (a sub-axis of a mesh whose
+                              two axes are both model-parallel); 0: the whole model-parallel axis
+                              (tp devices, stride 1) */
 } wf_cost_event;
 
 typedef struct {
@@ -319,6 +322,13 @@ typedef struct {
                                               partial sum over the model-parallel axis (a
                                               replicated weight of a split op: layer norms under
                                               sequence parallelism), all-reduced after backward */
+    /* A mesh of two model-parallel axes (no data-parallel one): tp is the whole mesh, and a
+     * weight's gradient may be partial over one sub-axis only; sub k (0 outer, 1 inner) is the
+     * group of sub_size[k] devices sub_stride[k] apart. nsub = 0 otherwise. */
+    int nsub;
+    int64_t sub_size[2], sub_stride[2];
+    double *sub_grad[2];    /* [nops] models other than transformers: elements reduced over sub k */
+    double sec_sub_grad[2][WF_COST_SEC_COUNT]; /* transformers: the same per section */
 } wf_cost_layout;
 
 /* Allocates a descriptor for ctx's ops with tp devices on the model-parallel

@@ -700,6 +700,34 @@ static wf_status ol_write(const plan_args *a, const wf_opplan_result *r)
     return wrote(a, st);
 }
 
+/* The one cost model's estimate of the op-level search's best (what
+ * `weft estimate` and `weft simulate` of its file report; the search's
+ * numbers are its own model's, which proposes layouts): 1 when it takes
+ * the layouts, else 0 with the reason in why. */
+static int one_model(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,
+                     wf_estimate *e, char *why, size_t cap)
+{
+    wf_cost_ctx *ctx = NULL;
+    wf_status st = wf_cost_ctx_create(m, c, &ctx);
+    if (st == WF_OK)
+        st = wf_oplevel_plan_cost(m, c, ctx, batch, ol, e, NULL);
+    wf_cost_ctx_free(ctx);
+    if (st != WF_OK)
+        snprintf(why, cap, "%s", wf_last_error());
+    wf_clear_error();
+    return st == WF_OK;
+}
+
+static void one_model_line(FILE *f, int ok, const wf_estimate *e, const char *why)
+{
+    if (ok)
+        fprintf(f, "one cost model (what estimate and simulate report): %.4f s per iteration, %.2f GiB per device "
+                   "(the ranking above is the op-level search's own model, which proposes layouts)\n",
+                e->iteration_time_s, e->memory_per_device_bytes / GIB);
+    else
+        fprintf(f, "one cost model: does not take these layouts (%s)\n", why);
+}
+
 static wf_status ol_opts(const plan_args *a, const wf_model_config *m, wf_opplan_opts *o)
 {
     wf_opplan_opts_default(o);
@@ -767,6 +795,10 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
             ol_row(human(a), i + 1, &r.pareto[i]);
     }
     ol_print_best(human(a), &r, a->detail);
+    wf_estimate one;
+    char why[300] = "";
+    int one_ok = one_model(m, c, a->batch, &r.best_plan, &one, why, sizeof why);
+    one_model_line(human(a), one_ok, &one, why);
     if ((st = ol_plot(a, m, &r)) != WF_OK || (a->out && (st = ol_write(a, &r)) != WF_OK)) {
         wf_opplan_result_free(&r);
         return st;
@@ -780,7 +812,10 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         }
         add_run_json(j, m->name, c->name, a->batch);
         cJSON_AddStringToObject(j, "mode", "op-level");
-        cJSON_AddItemToObject(j, "best", ol_best_json(&r));
+        cJSON *bj = ol_best_json(&r);
+        if (bj)
+            cJSON_AddItemToObject(bj, "one_model", one_ok ? wf_estimate_to_json(&one) : cJSON_CreateNull());
+        cJSON_AddItemToObject(j, "best", bj);
         cJSON_AddItemToObject(j, "top", ol_points_json(r.top, r.ntop));
         cJSON_AddItemToObject(j, "pareto", ol_points_json(r.pareto, r.npareto));
         cJSON_AddNumberToObject(j, "devices", (double)r.devices);

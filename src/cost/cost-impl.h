@@ -76,6 +76,7 @@ typedef struct {
     double tpf[WF_COST_MAX_STAGES], tpb[WF_COST_MAX_STAGES]; /* exposed collectives per micro-batch,
                                                                  forward and backward (in fwd, bwd) */
     double mp_params[WF_COST_MAX_STAGES]; /* parameters reduced over the model-parallel axis */
+    double sub_params[2][WF_COST_MAX_STAGES]; /* reduced over one sub-axis (wf_cost_layout.nsub) */
     double boundary_div[WF_COST_MAX_STAGES]; /* the boundary activation is divided by */
 } wf_stage_split;
 

@@ -210,7 +210,8 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, const wf_cost
             if (e->section != s)
                 continue;
             double n = e->bytes * bb / cp;
-            double time = e->times * wf_coll_time(c, e->kind, &g, n);
+            wf_group sg = e->gsize > 0 ? wf_group_place(c, e->gsize, e->gstride) : g;
+            double time = e->times * wf_coll_time(c, e->kind, &sg, n);
             double win = 0;
             if (v->tp_overlap >= e->need)
                 for (int j = 0; j < e->nwop; j++) {
@@ -243,7 +244,7 @@ wf_status wf_cost_layout_init(const wf_cost_ctx *ctx, int tp, wf_cost_layout *ou
     out->tp = tp >= 1 ? tp : 1;
     out->nops = ctx->nops;
     out->input_div = 1;
-    out->div = malloc(sizeof(double) * 6 * (size_t)n);
+    out->div = malloc(sizeof(double) * 8 * (size_t)n);
     if (!out->div)
         return wf_errorf(WF_NOMEM, "out of memory describing layouts");
     out->pdiv = out->div + n;
@@ -251,11 +252,13 @@ wf_status wf_cost_layout_init(const wf_cost_ctx *ctx, int tp, wf_cost_layout *ou
     out->split_div = out->div + 3 * n;
     out->params = out->div + 4 * n;
     out->mp_grad = out->div + 5 * n;
+    out->sub_grad[0] = out->div + 6 * n;
+    out->sub_grad[1] = out->div + 7 * n;
     for (int i = 0; i < 4 * n; i++)
         out->div[i] = 1;
     for (int i = 0; i < n; i++) {
         out->params[i] = i < ctx->nops ? ctx->ops[i].owned_params : 0;
-        out->mp_grad[i] = 0;
+        out->mp_grad[i] = out->sub_grad[0][i] = out->sub_grad[1][i] = 0;
     }
     return WF_OK;
 }
@@ -757,6 +760,14 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
             wf_group tpg = wf_group_place(c, p->tp, 1);
             mp_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &tpg, n * wf_cost_grad_elem_bytes(ctx));
         }
+        for (int j = 0; j < L->nsub; j++) {
+            double ns = Ls * L->sec_sub_grad[j][WF_COST_SEC_LAYER] + L->sec_sub_grad[j][WF_COST_SEC_PRE] +
+                        (nst == 1 ? L->sec_sub_grad[j][WF_COST_SEC_POST] : 0);
+            if (ns > 0) {
+                wf_group sg = wf_group_place(c, L->sub_size[j], L->sub_stride[j]);
+                mp_sync += wf_coll_time(c, WF_COLL_ALLREDUCE, &sg, ns * wf_cost_grad_elem_bytes(ctx));
+            }
+        }
     }
     const stage_cost *big = first->params + first->eparams > last->params + last->eparams ? first : last;
     double opt_params = big->params, opt_eparams = big->eparams;
@@ -921,6 +932,22 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
             mp.zero = 0;
             double win = st[k].bwd_window > d.total ? st[k].bwd_window - d.total : 0;
             dp_cost dm = dp_reduce(ctx, &mp, &mpg, sp->mp_params[k], sp->mp_params[k] / 4.0, win, st[k].fwd_window);
+            d.total += dm.total;
+            d.exposed += dm.exposed;
+            d.slow += dm.slow;
+        }
+        for (int j = 0; L && j < L->nsub; j++) {
+            if (!(sp->sub_params[j][k] > 0))
+                continue;
+            /* Partial over one sub-axis of a two-axis model-parallel mesh:
+             * reduced over that sub-axis's group, after the rest. */
+            wf_plan mp = *p;
+            mp.dp = (int)L->sub_size[j];
+            mp.zero = 0;
+            wf_group sg = wf_group_place(c, L->sub_size[j], L->sub_stride[j]);
+            double win = st[k].bwd_window > d.total ? st[k].bwd_window - d.total : 0;
+            dp_cost dm = dp_reduce(ctx, &mp, &sg, sp->sub_params[j][k], sp->sub_params[j][k] / 4.0, win,
+                                   st[k].fwd_window);
             d.total += dm.total;
             d.exposed += dm.exposed;
             d.slow += dm.slow;

@@ -125,6 +125,8 @@ void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
             out->bwd[k] += bw[i];
             out->params[k] += L ? L->params[i] : r->owned_params;
             out->mp_params[k] += L ? L->mp_grad[i] : 0;
+            for (int j = 0; L && j < L->nsub; j++)
+                out->sub_params[j][k] += L->sub_grad[j][i];
             out->act[k] += r->saved_repl * ctx->saved_dedup * bb / (L ? L->repl_div[i] : 1.0);
         }
         out->boundary_div[k] = 1;
@@ -146,7 +148,8 @@ void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
             if (e->at < 0 || e->at >= n)
                 continue;
             int s = stage_of[e->at];
-            double time = e->times * wf_coll_time(c, e->kind, &g, e->bytes * bb / (double)ctx->var.cp);
+            wf_group sg = e->gsize > 0 ? wf_group_place(c, e->gsize, e->gstride) : g;
+            double time = e->times * wf_coll_time(c, e->kind, &sg, e->bytes * bb / (double)ctx->var.cp);
             double win = 0;
             if (ctx->var.tp_overlap >= e->need)
                 for (int j = 0; j < e->nwop; j++) {

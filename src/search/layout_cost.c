@@ -117,6 +117,9 @@ typedef struct {
                                   product the view feeds) */
     wf_cost_layout *L;
     int at;                 /* the op the next collective belongs to */
+    int64_t gsize, gstride; /* the axis's group when it is one of two model-parallel axes (0: tp) */
+    const int8_t *opv;      /* [ntensors] then, each tensor's layout on the other axis */
+    double ot;              /* and that axis's size */
 } derive;
 
 static wf_status event(derive *d, int sec, wf_coll_kind kind, int bwd, double bytes, double times, wf_cost_win win,
@@ -132,6 +135,8 @@ static wf_status event(derive *d, int sec, wf_coll_kind kind, int bwd, double by
     e.times = times;
     e.win = win;
     e.need = need;
+    e.gsize = d->gsize;
+    e.gstride = d->gstride;
     e.nwop = nops < WF_COST_EVENT_OPS ? nops : WF_COST_EVENT_OPS;
     for (int j = 0; j < e.nwop; j++)
         e.wop[j] = ops[j];
@@ -152,7 +157,9 @@ static wf_status boxing_of(derive *d, int t, int prod, int8_t pv, int sec_overri
         return WF_OK;
     const int sec = sec_override >= 0 ? sec_override : d->sec[readers[0]];
     d->at = readers[0];
-    const double bytes = (double)wf_tensor_bytes(&g->tensors[t]) / (double)d->mb;
+    /* The vector moved: the tensor's shard over the other model-parallel axis. */
+    const double bytes = (double)wf_tensor_bytes(&g->tensors[t]) / (double)d->mb /
+                         (d->opv && is_split(d->opv[t]) ? d->ot : 1.0);
     wf_status st = WF_OK;
     /* Forward: one move per distinct layout the readers take. */
     int done[64] = {0};
@@ -309,8 +316,8 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
     if ((st = wf_mesh_parse(ol->mesh, c, &mesh)) != WF_OK)
         return st;
     if (mesh.naxes > 2)
-        return wf_errorf(WF_INVAL, "op-level plan: mesh %s has %d axes; the cost model takes a data-parallel axis "
-                                   "and a model-parallel one", ol->mesh, mesh.naxes);
+        return wf_errorf(WF_INVAL, "op-level plan: mesh %s has %d axes; the cost model takes meshes of one or two",
+                         ol->mesh, mesh.naxes);
     const int64_t mb = batch / ol->micro_batches;
     const int transformer = wf_model_is_transformer(m);
     wf_model_config one = *m;
@@ -366,26 +373,27 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
     if (st != WF_OK)
         goto done;
 
-    /* Which axis is data-parallel. */
-    int dp_axis = -1, mp_axis = -1;
-    for (int a = 0; a < mesh.naxes; a++) {
+    /* Which axis is data-parallel: the outer one when every op runs the
+     * data-parallel layout on it (on a mesh of one axis, that axis). The
+     * others are model-parallel: one (tp = its size), or both (tp = the
+     * whole mesh, each axis a sub-group of it). */
+    int dp_axis = -1, mpax[2], nmp = 0;
+    {
         int all = 1;
         for (int i = 0; i < g.nfwd && all; i++)
-            all = dp_op(&g, i, &sig[i], a);
-        if (all && dp_axis < 0 && a == 0)
-            dp_axis = a;
-        else if (mp_axis < 0)
-            mp_axis = a;
-        else
-            dp_axis = -2;
-    }
-    if (dp_axis == -2 || (mesh.naxes == 2 && dp_axis != 0)) {
-        st = wf_errorf(WF_INVAL, "op-level plan: on mesh %s the outer axis must be data-parallel (every activation "
-                                 "split by the batch, every weight replicated) for the cost model", ol->mesh);
-        goto done;
+            all = dp_op(&g, i, &sig[i], 0);
+        if (all && (mesh.naxes == 2 || mesh.naxes == 1))
+            dp_axis = 0;
+        for (int a = 0; a < mesh.naxes; a++)
+            if (a != dp_axis)
+                mpax[nmp++] = a;
+        if (mesh.naxes == 1 && dp_axis == 0)
+            nmp = 0;
     }
     const int64_t dp = dp_axis >= 0 ? mesh.size[dp_axis] : 1;
-    const int64_t tp = mp_axis >= 0 ? mesh.size[mp_axis] : 1;
+    int64_t tp = 1;
+    for (int k = 0; k < nmp; k++)
+        tp *= mesh.size[mpax[k]];
     if (mb % dp != 0) {
         st = wf_errorf(WF_INVAL, "op-level plan: the micro-batch of %lld samples does not split over %lld "
                                  "data-parallel devices", (long long)mb, (long long)dp);
@@ -419,9 +427,25 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
     if ((st = wf_cost_layout_init(ctx, (int)tp, &L)) != WF_OK)
         goto done;
     if (tp > 1) {
-        derive d = {&g, sig, sec, mp_axis, mesh.naxes, mb, NULL, &L, 0};
-        const double t = (double)tp;
-        const int a = mp_axis;
+        const size_t nt = (size_t)g.ntensors + 1;
+        int8_t *pv_all = malloc(2 * nt);
+        int *prod_all = malloc(sizeof(int) * 2 * nt);
+        unsigned char *view_all = calloc(2 * ((size_t)g.nfwd + 1), 1);
+        int8_t lay_vs[2] = {WF_SBP_B, WF_SBP_B};
+        if (!pv_all || !prod_all || !view_all) {
+            free(pv_all);
+            free(prod_all);
+            free(view_all);
+            st = wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
+            goto done;
+        }
+        if (nmp == 2) {
+            L.nsub = 2;
+            for (int k = 0; k < 2; k++) {
+                L.sub_size[k] = mesh.size[k];
+                L.sub_stride[k] = k == 0 ? mesh.size[1] : 1;
+            }
+        }
         /* The layer's output: the tensor of the layer read after it. */
         int lay_out = -1, lay_out_op = -1;
         for (int i = 0; i < g.nfwd && lay_out < 0; i++) {
@@ -435,159 +459,200 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
                 }
             }
         }
-        int8_t lay_v = WF_SBP_B;
-        if (lay_out >= 0)
-            for (int j = 0; j < g.ops[lay_out_op].nout; j++)
-                if (g.ops[lay_out_op].out[j] == lay_out)
-                    lay_v = ax_of(&sig[lay_out_op].out[j], a);
-        L.sp = is_split(lay_v);
-        L.input_div = L.sp ? t : 1;
-        /* Each tensor's layout as its producer made it, and that producer
-         * (the steady state for a layer's input; through transparent views). */
-        int8_t *pv_of = malloc((size_t)g.ntensors + 1);
-        int *prod_of = malloc(sizeof(int) * ((size_t)g.ntensors + 1));
-        unsigned char *view = calloc((size_t)g.nfwd + 1, 1);
-        if (!pv_of || !prod_of || !view) {
-            free(pv_of);
-            free(prod_of);
-            free(view);
-            st = wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
-            goto done;
-        }
-        for (int x = 0; x < g.ntensors; x++) {
-            pv_of[x] = WF_SBP_B;
-            prod_of[x] = -1;
-        }
-        for (int i = 0; i < g.nfwd; i++) {
-            const wf_op *o = &g.ops[i];
-            for (int j = 0; j < o->nout; j++) {
-                int x = o->out[j];
-                pv_of[x] = ax_of(&sig[i].out[j], a);
-                prod_of[x] = i;
+        /* Pass 1, per model-parallel axis: each tensor's layout as its
+         * producer made it, and that producer (the steady state for a
+         * layer's input; through transparent views). */
+        for (int k = 0; k < nmp; k++) {
+            const int a = mpax[k];
+            int8_t *pv_of = pv_all + k * nt;
+            int *prod_of = prod_all + k * nt;
+            unsigned char *view = view_all + k * ((size_t)g.nfwd + 1);
+            int8_t lay_v = WF_SBP_B;
+            if (lay_out >= 0)
+                for (int j = 0; j < g.ops[lay_out_op].nout; j++)
+                    if (g.ops[lay_out_op].out[j] == lay_out)
+                        lay_v = ax_of(&sig[lay_out_op].out[j], a);
+            lay_vs[k] = lay_v;
+            for (int x = 0; x < g.ntensors; x++) {
+                pv_of[x] = WF_SBP_B;
+                prod_of[x] = -1;
             }
-            if (is_view(o->kind) && o->nout == 1 && ax_of(&sig[i].in[0], a) == WF_SBP_B &&
-                ax_of(&sig[i].out[0], a) == WF_SBP_B && is_split(pv_of[o->in[0]])) {
-                int only = 1;
-                for (int r = 0; r < g.nfwd; r++)
-                    if (r != i && slot_of(&g, r, o->in[0]) >= 0)
-                        only = 0;
-                if (only) {
-                    view[i] = 1;
-                    pv_of[o->out[0]] = pv_of[o->in[0]];
-                    prod_of[o->out[0]] = prod_of[o->in[0]];
+            for (int i = 0; i < g.nfwd; i++) {
+                const wf_op *o = &g.ops[i];
+                for (int j = 0; j < o->nout; j++) {
+                    int x = o->out[j];
+                    pv_of[x] = ax_of(&sig[i].out[j], a);
+                    prod_of[x] = i;
+                }
+                if (is_view(o->kind) && o->nout == 1 && ax_of(&sig[i].in[0], a) == WF_SBP_B &&
+                    ax_of(&sig[i].out[0], a) == WF_SBP_B && is_split(pv_of[o->in[0]])) {
+                    int only = 1;
+                    for (int r = 0; r < g.nfwd; r++)
+                        if (r != i && slot_of(&g, r, o->in[0]) >= 0)
+                            only = 0;
+                    if (only) {
+                        view[i] = 1;
+                        pv_of[o->out[0]] = pv_of[o->in[0]];
+                        prod_of[o->out[0]] = prod_of[o->in[0]];
+                    }
+                }
+                /* A layer's input comes from the layer before. */
+                for (int j = 0; j < o->nout; j++) {
+                    int x = o->out[j], to_layer = 0;
+                    for (int r = 0; r < g.nfwd; r++)
+                        if (sec[r] == WF_COST_SEC_LAYER && slot_of(&g, r, x) >= 0)
+                            to_layer = 1;
+                    if (sec[i] == WF_COST_SEC_PRE && to_layer && lay_out_op >= 0) {
+                        pv_of[x] = lay_v;
+                        prod_of[x] = lay_out_op;
+                    }
                 }
             }
-            /* A layer's input comes from the layer before. */
-            for (int j = 0; j < o->nout; j++) {
-                int x = o->out[j], to_layer = 0;
-                for (int r = 0; r < g.nfwd; r++)
-                    if (sec[r] == WF_COST_SEC_LAYER && slot_of(&g, r, x) >= 0)
-                        to_layer = 1;
-                if (sec[i] == WF_COST_SEC_PRE && to_layer && lay_out_op >= 0) {
-                    pv_of[x] = lay_v;
-                    prod_of[x] = lay_out_op;
-                }
+            if (is_split(lay_v)) {
+                L.sp = 1;
+                L.input_div *= (double)mesh.size[a];
             }
         }
-        d.view = view;
-        for (int i = 0; i < g.nfwd; i++) {
-            const wf_op *o = &g.ops[i];
-            int ws = work_split(&g, i, &sig[i], a), psplit = 0, first_act = -1;
-            for (int j = 0; j < o->nin; j++) {
-                const wf_tensor *x = &g.tensors[o->in[j]];
-                if (x->role == WF_ROLE_PARAM && is_split(ax_of(&sig[i].in[j], a)))
-                    psplit = 1;
-                if (x->role != WF_ROLE_PARAM && first_act < 0)
-                    first_act = o->in[j];
+        /* Pass 2, per model-parallel axis: divisors and collectives. A
+         * collective on one axis moves the tensor's shard over the other. */
+        for (int k = 0; k < nmp && st == WF_OK; k++) {
+            const int a = mpax[k];
+            const double t = (double)mesh.size[a];
+            const int8_t *pv_of = pv_all + k * nt;
+            const int *prod_of = prod_all + k * nt;
+            const unsigned char *view = view_all + k * ((size_t)g.nfwd + 1);
+            derive d = {&g, sig, sec, a, mesh.naxes, mb, view, &L, 0,
+                        nmp == 2 ? L.sub_size[a] : 0, nmp == 2 ? L.sub_stride[a] : 0,
+                        nmp == 2 ? pv_all + (1 - k) * nt : NULL, nmp == 2 ? (double)mesh.size[mpax[1 - k]] : 1};
+            for (int i = 0; i < g.nfwd; i++) {
+                const wf_op *o = &g.ops[i];
+                int ws = work_split(&g, i, &sig[i], a), psplit = 0, first_act = -1;
+                for (int j = 0; j < o->nin; j++) {
+                    const wf_tensor *x = &g.tensors[o->in[j]];
+                    if (x->role == WF_ROLE_PARAM && is_split(ax_of(&sig[i].in[j], a)))
+                        psplit = 1;
+                    if (x->role != WF_ROLE_PARAM && first_act < 0)
+                        first_act = o->in[j];
+                }
+                L.div[i] *= ws || view[i] ? t : 1;
+                L.pdiv[i] *= psplit ? t : 1;
+                /* What the op keeps of its input: a product with weights keeps it
+                 * as its producer made it (and re-gathers it for the weight
+                 * gradient), any other op as it reads it. */
+                int8_t iv = WF_SBP_B;
+                if (first_act >= 0) {
+                    int keeper = wf_op_is_matrix(o->kind) && has_param(&g, i);
+                    int pr = prod_of[first_act];
+                    iv = keeper && pr >= 0 ? pv_of[first_act] : ax_of(&sig[i].in[slot_of(&g, i, first_act)], a);
+                    if (view[i])
+                        iv = pv_of[first_act];
+                }
+                L.repl_div[i] *= is_split(iv) ? t : 1;
+                /* The vocabulary-split loss's three all-reduces of a float per token. */
+                if (o->kind == WF_OP_CROSS_ENTROPY && is_split(ax_of(&sig[i].in[0], a)) &&
+                    ax_of(&sig[i].in[0], a) == g.tensors[o->in[0]].ndim - 1) {
+                    double tokens = (double)wf_tensor_numel(&g.tensors[o->in[1]]) / (double)d.mb;
+                    d.at = i;
+                    if ((st = event(&d, sec[i], WF_COLL_ALLREDUCE, 0, 4.0 * tokens, 3, WF_COST_WIN_NONE, 3, NULL,
+                                    0)) != WF_OK)
+                        break;
+                }
             }
-            L.div[i] = ws || view[i] ? t : 1;
-            L.pdiv[i] = psplit ? t : 1;
+            /* Boxing of every activation. */
+            for (int i = 0; i < g.nfwd && st == WF_OK; i++)
+                for (int j = 0; j < g.ops[i].nout && st == WF_OK; j++) {
+                    int x = g.ops[i].out[j];
+                    /* Every layer reads the layer before (the steady state,
+                     * charged to the layer); the embedding's output, where it is
+                     * laid out otherwise, reaches the first layer once per
+                     * micro-batch (charged to the embedding). */
+                    if (sec[i] == WF_COST_SEC_PRE && prod_of[x] != i && !view[i] &&
+                        ax_of(&sig[i].out[j], a) != lay_vs[k])
+                        st = boxing_of(&d, x, i, ax_of(&sig[i].out[j], a), WF_COST_SEC_PRE);
+                    if (st == WF_OK)
+                        st = boxing_of(&d, x, prod_of[x], pv_of[x], -1);
+                }
+        }
+        for (int i = 0; i < g.nfwd; i++)
             L.split_div[i] = L.div[i];
-            /* What the op keeps of its input: a product with weights keeps it
-             * as its producer made it (and re-gathers it for the weight
-             * gradient), any other op as it reads it. */
-            int8_t iv = WF_SBP_B;
-            if (first_act >= 0) {
-                int keeper = wf_op_is_matrix(o->kind) && has_param(&g, i);
-                int pr = prod_of[first_act];
-                iv = keeper && pr >= 0 ? pv_of[first_act] : ax_of(&sig[i].in[slot_of(&g, i, first_act)], a);
-                if (view[i])
-                    iv = pv_of[first_act];
-            }
-            L.repl_div[i] = is_split(iv) ? t : 1;
-            /* The vocabulary-split loss's three all-reduces of a float per token. */
-            if (o->kind == WF_OP_CROSS_ENTROPY && is_split(ax_of(&sig[i].in[0], a)) &&
-                ax_of(&sig[i].in[0], a) == g.tensors[o->in[0]].ndim - 1) {
-                double tokens = (double)wf_tensor_numel(&g.tensors[o->in[1]]) / (double)d.mb;
-                d.at = i;
-                if ((st = event(&d, sec[i], WF_COLL_ALLREDUCE, 0, 4.0 * tokens, 3, WF_COST_WIN_NONE, 3, NULL, 0)) !=
-                    WF_OK)
-                    goto done;
-            }
-        }
         /* Parameters: local elements per section (per op for models other
-         * than transformers); partial gradients. */
+         * than transformers); partial gradients, reduced over the axes they
+         * are partial on. */
         if (!transformer)
             for (int i = 0; i < g.nfwd; i++)
                 L.params[i] = 0;
-        for (int x = 0; x < g.ntensors; x++) {
+        for (int x = 0; x < g.ntensors && st == WF_OK; x++) {
             if (g.tensors[x].role != WF_ROLE_PARAM)
                 continue;
             unsigned seen = 0;
-            int split = -1, partial[WF_COST_SEC_COUNT] = {0};
-            for (int i = 0; i < g.nfwd; i++) {
-                int j = slot_of(&g, i, x);
-                if (j < 0)
-                    continue;
-                if (split < 0)
-                    split = is_split(ax_of(&sig[i].in[j], a));
-                seen |= 1u << sec[i];
-                wf_sbp gs = wf_sbp_grad_of_input(&sig[i], g.ops[i].nout, j, mesh.naxes);
-                if (ax_of(&gs, a) == WF_SBP_P)
-                    partial[sec[i]] = 1;
-            }
-            /* Kept in the plan's storage layout, else as first read. */
-            for (int k = 0; k < ol->nstorage; k++)
-                if (strcmp(ol->tensor[k], g.tensors[x].name) == 0) {
-                    wf_sbp sl;
-                    if (wf_sbp_parse(ol->layout[k], mesh.naxes, &sl) == WF_OK)
-                        split = is_split(ax_of(&sl, a));
+            double split_f = 1;
+            int partial[2][WF_COST_SEC_COUNT] = {{0}}, any[2] = {0, 0};
+            for (int k = 0; k < nmp; k++) {
+                const int a = mpax[k];
+                int split = -1;
+                for (int i = 0; i < g.nfwd; i++) {
+                    int j = slot_of(&g, i, x);
+                    if (j < 0)
+                        continue;
+                    if (split < 0)
+                        split = is_split(ax_of(&sig[i].in[j], a));
+                    seen |= 1u << sec[i];
+                    wf_sbp gs = wf_sbp_grad_of_input(&sig[i], g.ops[i].nout, j, mesh.naxes);
+                    if (ax_of(&gs, a) == WF_SBP_P)
+                        partial[k][sec[i]] = any[k] = 1;
                 }
-            double local = (double)wf_tensor_numel(&g.tensors[x]) / (split > 0 ? t : 1.0);
-            int owner = -1, any_partial = partial[0] || partial[1] || partial[2];
+                /* Kept in the plan's storage layout, else as first read. */
+                for (int q = 0; q < ol->nstorage; q++)
+                    if (strcmp(ol->tensor[q], g.tensors[x].name) == 0) {
+                        wf_sbp sl;
+                        if (wf_sbp_parse(ol->layout[q], mesh.naxes, &sl) == WF_OK)
+                            split = is_split(ax_of(&sl, a));
+                    }
+                if (split > 0)
+                    split_f *= (double)mesh.size[a];
+            }
+            double local = (double)wf_tensor_numel(&g.tensors[x]) / split_f;
+            int owner = -1;
             for (int i = 0; i < g.nfwd && owner < 0; i++)
                 if (slot_of(&g, i, x) >= 0)
                     owner = i;
+            /* Partial on every model-parallel axis: reduced over the whole
+             * of it; on one of two: over that sub-axis. */
+            int all = 1, some = 0;
+            for (int k = 0; k < nmp; k++) {
+                all &= any[k];
+                some |= any[k];
+            }
             if (!transformer && owner >= 0) {
                 L.params[owner] += local;
-                if (any_partial)
+                if (all)
                     L.mp_grad[owner] += local;
+                else if (some)
+                    for (int k = 0; k < nmp; k++)
+                        if (any[k])
+                            L.sub_grad[mpax[k]][owner] += local;
             }
             for (int s = 0; s < WF_COST_SEC_COUNT; s++)
                 if (seen & (1u << s)) {
                     L.sec_params[s] += local;
-                    if (partial[s])
+                    int p_all = 1, p_some = 0;
+                    for (int k = 0; k < nmp; k++) {
+                        p_all &= partial[k][s];
+                        p_some |= partial[k][s];
+                    }
+                    if (p_all)
                         L.sec_mp_grad[s] += local;
+                    else if (p_some)
+                        for (int k = 0; k < nmp; k++)
+                            if (partial[k][s])
+                                L.sec_sub_grad[mpax[k]][s] += local;
                 }
             if ((seen & 1u) && (seen & 4u))
                 L.shared_params += local;
         }
-        /* Boxing of every activation. */
-        for (int i = 0; i < g.nfwd && st == WF_OK; i++)
-            for (int j = 0; j < g.ops[i].nout && st == WF_OK; j++) {
-                int x = g.ops[i].out[j];
-                /* Every layer reads the layer before (the steady state,
-                 * charged to the layer); the embedding's output, where it is
-                 * laid out otherwise, reaches the first layer once per
-                 * micro-batch (charged to the embedding). */
-                if (sec[i] == WF_COST_SEC_PRE && prod_of[x] != i && !view[i] && ax_of(&sig[i].out[j], a) != lay_v)
-                    st = boxing_of(&d, x, i, ax_of(&sig[i].out[j], a), WF_COST_SEC_PRE);
-                if (st == WF_OK)
-                    st = boxing_of(&d, x, prod_of[x], pv_of[x], -1);
-            }
-        free(pv_of);
-        free(prod_of);
-        free(view);
+        free(pv_all);
+        free(prod_all);
+        free(view_all);
     } else {
         for (int s = 0; s < WF_COST_SEC_COUNT; s++)
             L.sec_params[s] = info.sec[s].params_split + info.sec[s].params_repl;
