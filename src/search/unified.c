@@ -269,6 +269,24 @@ wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64
     /* Other layouts: the op-level search's on each shape. */
     for (int i = 0; i < nsh; i++)
         propose(m, c, ctx, batch, budget, opts, &sh[i], r);
+    /* Models other than transformers (small graphs, fast to search): also
+     * the op-level search's own best over every mesh and stage count, both
+     * axes free (the one model takes two model-parallel axes). */
+    if (!wf_model_is_transformer(m) && r->has_outer) {
+        wf_opplan_opts po;
+        wf_opplan_opts_default(&po);
+        po.devices = devices;
+        po.max_memory_bytes = budget;
+        wf_opplan_result pr;
+        wf_status pst = wf_opplan_search(m, c, batch, &po, &pr);
+        r->searches += pr.searches;
+        if ((pst == WF_OK || pst == WF_NOFIT) && pr.has_best) {
+            int64_t ms[1] = {pr.best_plan.micro_batches};
+            try_layouts(m, c, ctx, batch, budget, &pr.best_plan, &r->as_plan, ms, 1, r);
+        }
+        wf_opplan_result_free(&pr);
+        wf_clear_error();
+    }
     wf_cost_ctx_free(ctx);
     r->search_time_s = wf_now_s() - t0;
     if (!r->has_best)
