@@ -187,9 +187,12 @@ static void describe(const wf_train_info *in, const train_args *a, const wf_opti
         fprintf(stderr, "assumed    %s\n", in->plan_note);
     fprintf(stderr, "optimizer  %s lr %g, weight decay %g, clip %g\n", wf_optim_name(oc->kind), oc->lr,
             oc->weight_decay, oc->clip_norm);
-    fprintf(stderr, "memory     parameters %.1f MiB, gradients %.1f MiB, activations %.1f MiB (%.1f MiB unplanned)\n",
+    fprintf(stderr, "memory     parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, activations %.1f MiB "
+            "(%.1f MiB unplanned)%s\n",
             (double)in->memory.param_bytes / 1048576.0, (double)in->memory.grad_bytes / 1048576.0,
-            (double)in->memory.arena_bytes / 1048576.0, (double)in->memory.unplanned_bytes / 1048576.0);
+            (double)in->optimizer_bytes / 1048576.0, (double)in->memory.arena_bytes / 1048576.0,
+            (double)in->memory.unplanned_bytes / 1048576.0,
+            in->zero == 3 ? " on rank 0, ZeRO-3" : in->zero ? " on rank 0, ZeRO sharded" : "");
 }
 
 /* An op-level plan file of Megatron's family as the whole-model plan string
