@@ -414,6 +414,11 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
             if (tokens)
                 cJSON_AddNumberToObject(j, "tokens_per_s", per_s((double)ntok, time_s));
             cJSON_AddNumberToObject(j, "params", (double)info.params);
+            /* Rank 0's memory: under ZeRO what it holds of each block. */
+            cJSON_AddNumberToObject(j, "zero", info.zero);
+            cJSON_AddNumberToObject(j, "param_bytes", (double)info.memory.param_bytes);
+            cJSON_AddNumberToObject(j, "grad_bytes", (double)info.memory.grad_bytes);
+            cJSON_AddNumberToObject(j, "optimizer_bytes", (double)info.optimizer_bytes);
             cJSON_AddStringToObject(j, "param_checksum", hex);
             st = wf_cli_print_json(j);
             cJSON_Delete(j);
