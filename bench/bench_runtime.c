@@ -646,7 +646,8 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
         } else if (rank == 0) {
             double best = minimum(ts, iters), med = median(ts, iters), mib = 1048576.0;
             double flops = train_flops(bm->spec, batch) / (double)nranks;
-            double vs_dp = dp.best_step_s > 0 ? (best / (double)batch) / (dp.best_step_s / (double)(bm->batch * nranks)) : 0;
+            double dp_per_sample = dp.best_step_s / (double)(bm->batch * nranks);
+            double vs_dp = dp.best_step_s > 0 ? best / (double)batch / dp_per_sample : 0;
             printf("%-10s %5d %5lld %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %7.1f %5.0f%% %5.2fx %8.2f %8.2f "
                    "%+5.0f%% %8.2f %+5.0f%%\n",
                    pc->label, nranks, (long long)batch, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters),

@@ -812,8 +812,8 @@ static wf_status shard_sumsq(wf_dist *d, double *total)
     for (int k = 0; k < d->ngroups; k++) {
         const group *g = &d->groups[k];
         if (d->norm_weight)
-            mine += d->mpi ? wsumsq(d->shards + g->shard_off, d->norm_weight + g->off + d->rank * (g->count / d->nranks),
-                                    g->count / d->nranks)
+            mine += d->mpi ? wsumsq(d->shards + g->shard_off,
+                                    d->norm_weight + g->off + d->rank * (g->count / d->nranks), g->count / d->nranks)
                            : wsumsq(grad_at(d, g->off), d->norm_weight + g->off, g->count);
         else
             mine += d->mpi ? sumsq(d->shards + g->shard_off, g->count / d->nranks)

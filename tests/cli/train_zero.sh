@@ -13,7 +13,8 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 losses() { grep -o '"loss":[^,]*' "$1" | cut -d: -f2; }
 close() { # two loss files agree within relative 1e-5, step by step
   awk 'NR == FNR { one[FNR] = $1; next }
-    { d = $1 - one[FNR]; if (d < 0) d = -d; if (d > 1e-5 * one[FNR]) { print "step " FNR ": " $1 " vs " one[FNR]; bad = 1 } }
+    { d = $1 - one[FNR]; if (d < 0) d = -d
+      if (d > 1e-5 * one[FNR]) { print "step " FNR ": " $1 " vs " one[FNR]; bad = 1 } }
     END { exit bad }' "$1" "$2"
 }
 common=(--model gpt-tiny --data text:fortunes --batch 8 --lr 3e-3)

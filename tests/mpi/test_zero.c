@@ -152,8 +152,8 @@ static void check_case(const char *model, const run *ref, const char *comm, cons
     if (g_rank == 0)
         printf("%-5s %-9s %-12s %-22s ranks %d, %2d groups: losses %.5f -> %.5f, worst relative %.2e, parameters "
                "max |diff| %.2e, optimizer state %.3f, parameters %.3f of one process's\n",
-               wf_optim_name(g_optim), model, comm ? comm : "(plan's)", plan, g_nranks, r.groups, r.losses[0], r.losses[STEPS - 1], worst,
-               dmax, share, (double)r.param_bytes / (double)ref->param_bytes);
+               wf_optim_name(g_optim), model, comm ? comm : "(plan's)", plan, g_nranks, r.groups, r.losses[0],
+               r.losses[STEPS - 1], worst, dmax, share, (double)r.param_bytes / (double)ref->param_bytes);
     free(r.params);
 }
 
