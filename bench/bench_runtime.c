@@ -44,7 +44,14 @@
  * (executor blocks and the AdamW state; and with every activation buffer
  * apart, without the memory plan's reuse) against the estimate's, the step
  * rate against the model FLOPs at the sgemm peak, and the data-parallel
- * runtime's step (wfbp) on the same ranks. */
+ * runtime's step (wfbp) on the same ranks.
+ *
+ * With 2 or more ranks it also times sharded state (--only zero): the gpt
+ * model with dp = ranks under zero=0..3 (ddp), beside the estimate and the
+ * simulation of the same plan, with the most loaded rank's parameter,
+ * gradient, optimizer and activation memory against the predicted peak per
+ * device; the pipeline rows also give the step rate against the sgemm peak
+ * and the data-parallel runtime's time per sample on the same ranks. */
 #include "runtime/kernels-impl.h"
 #include "weft/cost.h"
 #include "weft/models.h"
@@ -551,7 +558,7 @@ typedef struct {
     const char *pipe;
 } pipe_case;
 
-static void pipe_rows(const wf_cluster *cluster, int nranks, int rank, int iters)
+static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int rank, int iters)
 {
     /* The runtime keeps no framework reservation (a device context, allocator
      * slack): predict without the cluster's mem_reserved_bytes. */
@@ -563,13 +570,21 @@ static void pipe_rows(const wf_cluster *cluster, int nranks, int rank, int iters
         {"pp2 dp2", 2, 1, 2, "1f1b"},
     };
     const bench_model *bm = &MODELS[0];
+    /* The data-parallel runtime on the same ranks (ddp, batch 8 per rank):
+     * vs_dp compares the time per sample. */
+    timing dp;
+    memset(&dp, 0, sizeof dp);
+    if (time_training(bm, "ddp", 0, nranks, iters, &dp) != WF_OK && rank == 0)
+        fprintf(stderr, "pipe: the data-parallel reference: %s\n", wf_last_error());
     if (rank == 0) {
         printf("\npipeline stages (%s, mbs 2, 4 micro-batches per pipeline, ddp within each stage's dp group):\n"
                "mem: the most loaded rank (parameters, gradients, AdamW state, activation slots, scratch) "
-               "against the predicted peak per device without the cluster's reserved memory\n", bm->label);
-        printf("%-10s %5s %5s %8s %8s %8s %8s %6s %8s %6s %8s %8s %6s %8s %6s\n", "plan", "ranks", "batch", "best_ms",
-               "med_ms", "comm_ms", "est_ms", "e/best", "sim_ms", "e/best", "mem_MiB", "est_MiB", "err", "sim_MiB",
-               "err");
+               "against the predicted peak per device without the cluster's reserved memory; GF/s and %%peak: the "
+               "model FLOPs per rank at the sgemm peak; vs_dp: time per sample over the data-parallel runtime's "
+               "(ddp, %lld per rank, best %.1f ms)\n", bm->label, (long long)bm->batch, 1e3 * dp.best_step_s);
+        printf("%-10s %5s %5s %8s %8s %8s %8s %6s %8s %6s %7s %6s %6s %8s %8s %6s %8s %6s\n", "plan", "ranks",
+               "batch", "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "sim_ms", "e/best", "GF/s", "%peak",
+               "vs_dp", "mem_MiB", "est_MiB", "err", "sim_MiB", "err");
     }
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const pipe_case *pc = &cases[k];
@@ -630,14 +645,123 @@ static void pipe_rows(const wf_cluster *cluster, int nranks, int rank, int iters
                 fprintf(stderr, "%s: %s\n", pc->label, wf_last_error());
         } else if (rank == 0) {
             double best = minimum(ts, iters), med = median(ts, iters), mib = 1048576.0;
-            printf("%-10s %5d %5lld %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %8.2f %8.2f %+5.0f%% %8.2f "
-                   "%+5.0f%%\n",
+            double flops = train_flops(bm->spec, batch) / (double)nranks;
+            double dp_per_sample = dp.best_step_s / (double)(bm->batch * nranks);
+            double vs_dp = dp.best_step_s > 0 ? best / (double)batch / dp_per_sample : 0;
+            printf("%-10s %5d %5lld %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %7.1f %5.0f%% %5.2fx %8.2f %8.2f "
+                   "%+5.0f%% %8.2f %+5.0f%%\n",
                    pc->label, nranks, (long long)batch, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters),
                    1e3 * est.iteration_time_s, 100.0 * (est.iteration_time_s / best - 1), 1e3 * sr.iteration_time_s,
-                   100.0 * (sr.iteration_time_s / best - 1), (double)hi / mib, est.memory_per_device_bytes / mib,
+                   100.0 * (sr.iteration_time_s / best - 1), flops / best / 1e9, 100.0 * flops / best / peak, vs_dp,
+                   (double)hi / mib, est.memory_per_device_bytes / mib,
                    100.0 * (est.memory_per_device_bytes / (double)hi - 1), sr.peak_memory_bytes / mib,
                    100.0 * (sr.peak_memory_bytes / (double)hi - 1));
             fflush(stdout);
+        }
+        free(ts);
+        free(ms);
+        wf_train_free(t);
+    }
+}
+
+/* ---- sharded data-parallel state (ZeRO) ----------------------------------------------------- */
+
+/* The gpt model, global batch 8 x ranks, dp = ranks under zero=0 (the
+ * baseline: vs_dp is each row's best step over its best), 1, 2 and 3 (ddp
+ * buckets; ZeRO-3 its per-op units), against the estimate and the
+ * simulation of the same plan on the calibrated cluster without its
+ * reserved memory; memory: the most loaded rank's parameters (ZeRO-3: its
+ * shard and the peak of units gathered), gradients (the local block and the
+ * reduced shard), optimizer state and activations (arena, leaves, scratch),
+ * against the predicted peak per device. */
+static void zero_rows(const wf_cluster *cluster, double peak, int iters, int rank, int nranks)
+{
+    wf_cluster local = *cluster;
+    local.mem_reserved_bytes = 0;
+    const wf_cluster *cl = &local;
+    const bench_model *bm = &MODELS[0];
+    int64_t batch = bm->batch * nranks;
+    double flops = train_flops(bm->spec, batch) / (double)nranks, base = 0, mib = 1048576.0;
+    if (rank == 0) {
+        printf("\nsharded state (ZeRO), %s, global batch %lld on %d ranks, ddp; memory: the most loaded rank's "
+               "blocks (MiB) against the predicted peak per device\n",
+               bm->label, (long long)batch, nranks);
+        printf("%-12s %8s %8s %8s %8s %6s %8s %6s %7s %6s %6s %7s %7s %7s %7s %8s %8s %6s %8s %6s\n", "plan",
+               "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "sim_ms", "e/best", "GF/s", "%peak", "vs_dp",
+               "param", "grad", "optim", "act", "mem_MiB", "est_MiB", "err", "sim_MiB", "err");
+    }
+    for (int z = 0; z <= 3; z++) {
+        char plan[64];
+        snprintf(plan, sizeof plan, "dp=%d,zero=%d", nranks, z);
+        wf_train_config c;
+        memset(&c, 0, sizeof c);
+        c.model = bm->spec;
+        c.data = "synthetic";
+        c.batch = batch;
+        c.plan = plan;
+        c.comm = "ddp";
+        wf_optim_defaults(WF_OPTIM_ADAMW, &c.optim);
+        c.seed = 1;
+        wf_train *t = NULL;
+        wf_status st = wf_train_create(&c, &t);
+        double *ts = calloc((size_t)iters, sizeof *ts), *ms = calloc((size_t)iters, sizeof *ms);
+        for (int i = 0; i < iters + 2 && st == WF_OK && ts && ms; i++) {
+            wf_train_stats s;
+            st = wf_train_step(t, &s);
+            if (i >= 2) {
+                ts[i - 2] = s.time_s;
+                ms[i - 2] = s.comm_s;
+            }
+        }
+        wf_train_info info;
+        memset(&info, 0, sizeof info);
+        if (st == WF_OK)
+            wf_train_info_of(t, &info);
+        const wf_exec_memory *m = &info.memory;
+        uint64_t blk[5] = {m->param_bytes, m->grad_bytes, info.optimizer_bytes,
+                           m->leaf_bytes + m->arena_bytes + m->scratch_bytes, 0}, hi[5];
+        blk[4] = blk[0] + blk[1] + blk[2] + blk[3];
+        for (int k = 0; k < 5; k++) {
+            uint64_t lo;
+            wf_world_minmax_u64(blk[k], &lo, &hi[k]);
+        }
+        wf_model_config mc;
+        wf_plan p;
+        wf_estimate est;
+        wf_sim_plan_result sr;
+        memset(&est, 0, sizeof est);
+        memset(&sr, 0, sizeof sr);
+        wf_status ps = wf_model_lookup(bm->spec, &mc);
+        if (ps == WF_OK)
+            ps = wf_plan_parse(plan, &p);
+        if (ps == WF_OK) {
+            p.mbs = (int)bm->batch;
+            wf_comm_parse("ddp", &p.comm);
+            wf_cost_ctx *ctx = NULL;
+            if ((ps = wf_cost_ctx_create(&mc, cl, &ctx)) == WF_OK)
+                ps = wf_estimate_plan(ctx, &p, batch, &est);
+            wf_cost_ctx_free(ctx);
+            wf_sim_plan_opts so;
+            memset(&so, 0, sizeof so);
+            if (ps == WF_OK)
+                ps = wf_sim_plan(&mc, cl, &p, batch, &so, &sr);
+        }
+        if (st == WF_OK && rank == 0) {
+            double best = minimum(ts, iters), med = median(ts, iters);
+            if (z == 0)
+                base = best;
+            printf("%-12s %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %7.1f %5.0f%% %5.2fx %7.2f %7.2f %7.2f "
+                   "%7.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%%%s\n",
+                   plan, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters), 1e3 * est.iteration_time_s,
+                   100.0 * (est.iteration_time_s / best - 1), 1e3 * sr.iteration_time_s,
+                   100.0 * (sr.iteration_time_s / best - 1), flops / best / 1e9, 100.0 * flops / best / peak,
+                   best / base, (double)hi[0] / mib, (double)hi[1] / mib, (double)hi[2] / mib, (double)hi[3] / mib,
+                   (double)hi[4] / mib, est.memory_per_device_bytes / mib,
+                   100.0 * (est.memory_per_device_bytes / (double)hi[4] - 1), sr.peak_memory_bytes / mib,
+                   100.0 * (sr.peak_memory_bytes / (double)hi[4] - 1), ps == WF_OK ? "" : "  (no prediction)");
+            fflush(stdout);
+        } else if (st != WF_OK && rank == 0) {
+            fprintf(stderr, "zero %s: %s\n", plan, wf_last_error());
         }
         free(ts);
         free(ms);
@@ -853,7 +977,9 @@ int main(int argc, char **argv)
     if (nranks >= 2 && nranks % 2 == 0 && (!only || strcmp(only, "spmd") == 0 || strcmp(only, "gpt") == 0))
         spmd_rows(&cl, peak, iters, rank, nranks);
     if (nranks > 1 && (!only || !strcmp(only, "pipe") || !strcmp(only, MODELS[0].label)))
-        pipe_rows(&cl, nranks, rank, iters);
+        pipe_rows(&cl, peak, nranks, rank, iters);
+    if (nranks > 1 && (!only || !strcmp(only, "zero") || !strcmp(only, MODELS[0].label)))
+        zero_rows(&cl, peak, iters, rank, nranks);
     /* Every rank profiles at once (ranks share the machine's caches and memory
      * as in training); rank 0 prints. */
     if (prof)

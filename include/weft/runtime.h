@@ -85,6 +85,20 @@ float *wf_exec_grad_block(const wf_exec *e, int64_t *nfloats);
  * floats into a zeroed block of `total` floats (a communication schedule wants
  * each collective's gradients contiguous). Ranges must not overlap. */
 wf_status wf_exec_set_grad_layout(wf_exec *e, const int64_t *grad_off, int64_t total);
+/* Moves the parameters to a new layout, as wf_exec_set_grad_layout moves the
+ * gradients (sharded data parallelism wants the two blocks alike). */
+wf_status wf_exec_set_param_layout(wf_exec *e, const int64_t *off, int64_t total);
+/* Points parameter i at `data` (numel floats the caller owns; NULL: not
+ * resident): ZeRO-3 gathers a parameter before the ops that read it and
+ * frees it after. The ops reading it must not run while it is NULL. */
+void wf_exec_bind_param(wf_exec *e, int i, float *data);
+/* Frees the parameter block and unbinds every parameter (ZeRO-3 keeps its
+ * shard and binds gathered copies); wf_exec_param_block is then NULL. */
+void wf_exec_release_params(wf_exec *e);
+/* The parameters op o reads (a backward op: also its forward op's inputs,
+ * which its kernel reads), through views; writes at most cap indices into
+ * out and returns how many there are. */
+int wf_exec_op_params(const wf_exec *e, int o, int *out, int cap);
 /* Zeroes the gradient block. */
 void wf_exec_zero_grads(wf_exec *e);
 
@@ -267,6 +281,16 @@ void wf_optim_update(wf_optim *o, wf_exec *e, int param, float grad_scale, int64
 double wf_optim_clip_factor(const wf_optim_config *c, double grad_norm);
 /* State tensors per parameter (adamw 2, sgd 1), their names ("m", "v",
  * "momentum") and data ([numel] of parameter i). */
+/* A flat optimizer over nfloats elements not tied to an executor's
+ * parameters: sharded data parallelism (ZeRO) keeps the state of this rank's
+ * shard of the flattened parameters only. update_flat steps w[0, n) with
+ * gradient g[0, n) and the state at state_off, with or without weight decay
+ * (the same arithmetic as wf_optim_update, element for element). */
+wf_status wf_optim_create_flat(const wf_optim_config *c, int64_t nfloats, wf_optim **out);
+void wf_optim_update_flat(wf_optim *o, float *w, const float *g, int64_t state_off, int64_t n, int decay,
+                          float grad_scale, int64_t t);
+/* State block k of a flat optimizer (*nfloats its floats). */
+float *wf_optim_state_block(const wf_optim *o, int k, int64_t *nfloats);
 int wf_optim_nstate(const wf_optim *o);
 const char *wf_optim_state_name(const wf_optim *o, int k);
 float *wf_optim_state(const wf_optim *o, int param, int k);
@@ -297,8 +321,10 @@ typedef struct {
  * plan with tp > 1 or sp, or an op-level plan file, runs as SPMD: the ranks
  * form the plan's mesh and each runs its local graph (docs/runtime.md, "SPMD
  * executor"); a plan with pp > 1 (pp x dp = ranks) runs the model cut into
- * pipeline stages (docs/runtime.md, "Pipeline stages"). Combinations of
- * those, and zero and recompute, are refused. */
+ * pipeline stages (docs/runtime.md, "Pipeline stages"); zero >= 1 with
+ * plain data parallelism shards the optimizer state, the gradients and
+ * the parameters by stage (docs/runtime.md, "Sharded state (ZeRO)").
+ * Combinations of those, zero with the others, and recompute are refused. */
 wf_status wf_train_create(const wf_train_config *c, wf_train **out);
 void wf_train_free(wf_train *t);
 
@@ -366,7 +392,10 @@ typedef struct {
     char model[128];         /* canonical model name */
     char data[256];          /* the loader's description */
     char init[160];          /* where the parameters start: "random (seed N)" or the file */
-    wf_exec_memory memory;
+    wf_exec_memory memory;   /* under ZeRO param_bytes and grad_bytes are what this rank holds
+                                (dist.c's wf_dist_memory) */
+    int zero;                /* the ZeRO stage run */
+    size_t optimizer_bytes;  /* optimizer state on this rank (data-parallel plans; else 0) */
     /* SPMD plans: the collectives of the last step on this rank (boxing
      * all-gathers, reduce-scatters, all-reduces; in-op all-reduces of the
      * vocabulary-parallel loss and batch statistics; boxing all-to-alls);

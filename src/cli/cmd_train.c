@@ -187,9 +187,12 @@ static void describe(const wf_train_info *in, const train_args *a, const wf_opti
         fprintf(stderr, "assumed    %s\n", in->plan_note);
     fprintf(stderr, "optimizer  %s lr %g, weight decay %g, clip %g\n", wf_optim_name(oc->kind), oc->lr,
             oc->weight_decay, oc->clip_norm);
-    fprintf(stderr, "memory     parameters %.1f MiB, gradients %.1f MiB, activations %.1f MiB (%.1f MiB unplanned)\n",
+    fprintf(stderr, "memory     parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, activations %.1f MiB "
+            "(%.1f MiB unplanned)%s\n",
             (double)in->memory.param_bytes / 1048576.0, (double)in->memory.grad_bytes / 1048576.0,
-            (double)in->memory.arena_bytes / 1048576.0, (double)in->memory.unplanned_bytes / 1048576.0);
+            (double)in->optimizer_bytes / 1048576.0, (double)in->memory.arena_bytes / 1048576.0,
+            (double)in->memory.unplanned_bytes / 1048576.0,
+            in->zero == 3 ? " on rank 0, ZeRO-3" : in->zero ? " on rank 0, ZeRO sharded" : "");
 }
 
 /* An op-level plan file of Megatron's family as the whole-model plan string
@@ -411,6 +414,11 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
             if (tokens)
                 cJSON_AddNumberToObject(j, "tokens_per_s", per_s((double)ntok, time_s));
             cJSON_AddNumberToObject(j, "params", (double)info.params);
+            /* Rank 0's memory: under ZeRO what it holds of each block. */
+            cJSON_AddNumberToObject(j, "zero", info.zero);
+            cJSON_AddNumberToObject(j, "param_bytes", (double)info.memory.param_bytes);
+            cJSON_AddNumberToObject(j, "grad_bytes", (double)info.memory.grad_bytes);
+            cJSON_AddNumberToObject(j, "optimizer_bytes", (double)info.optimizer_bytes);
             cJSON_AddStringToObject(j, "param_checksum", hex);
             st = wf_cli_print_json(j);
             cJSON_Delete(j);

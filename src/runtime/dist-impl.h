@@ -19,6 +19,9 @@ typedef struct {
     const char *cluster; /* horovod, mgwfbp, bytescheduler: the cluster whose
                             predicted backward times and collective times
                             form their groups and order (NULL: "local") */
+    int zero;            /* ZeRO stage 0-3 (docs/runtime.md, "Sharded state"): with zero >= 1 the
+                            engine keeps the optimizer (o is NULL) over this rank's shard */
+    const wf_optim_config *optim; /* zero >= 1: the optimizer to shard */
 } wf_dist_config;
 
 /* Groups the gradients for the schedule (weft/sched.h's wf_sched_build),
@@ -62,6 +65,24 @@ double wf_dist_grad_norm(const wf_dist *d);
 int wf_dist_ngroups(const wf_dist *d);
 /* "wfbp", "ddp:25", "dear:1" (thresholds in MiB). */
 const char *wf_dist_describe(const wf_dist *d);
+
+/* Sharded state (zero >= 1). The stage (0 without). Collective: gathers the
+ * optimizer's state k into state[k] (and under zero=3 the parameters into
+ * params, else ignored), full images laid out as the parameter block
+ * (wf_exec_param's offset; wf_dist_zero_floats floats each, zeroed by the
+ * caller; state NULL: the parameters only). scatter takes this rank's
+ * shards back from such images (a checkpoint of any stage and of the same
+ * dp). */
+int wf_dist_zero(const wf_dist *d);
+/* The optimizer the engine steps (its own over the shard under ZeRO). */
+wf_optim *wf_dist_optim(const wf_dist *d);
+int64_t wf_dist_zero_floats(const wf_dist *d);
+wf_status wf_dist_zero_gather(wf_dist *d, float *params, float *const *state);
+void wf_dist_zero_scatter(wf_dist *d, const float *params, const float *const *state);
+/* Bytes this rank holds: parameters (zero=3: its shard, the parameters
+ * without a gradient and the peak of gathered units), gradients (the
+ * executor's local block and the reduced shards) and optimizer state. */
+void wf_dist_memory(const wf_dist *d, size_t *param_bytes, size_t *grad_bytes, size_t *optim_bytes);
 
 /* Gathers n doubles from every rank into out[nranks * n] in rank order (a
  * copy without MPI); the time counts as communication. */

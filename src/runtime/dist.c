@@ -108,6 +108,24 @@ struct wf_dist {
 
     double comm_s;
     double grad_norm;
+    /* Sharded state (ZeRO, see the top): stage, the optimizer over this
+     * rank's shard (shard_floats floats at each group's shard_off), ZeRO-3's
+     * parameter shard, its parameters without a gradient (whole), and its
+     * per-op gather units (the groups). */
+    int zero;
+    wf_optim *zo;
+    float *pshard;       /* zero 3: [shard_floats] this rank's slice of every group's parameters */
+    float *resident;     /* zero 3: the parameters without a gradient, whole, at [nograd_off, total) */
+    int64_t nograd_off, total;
+    int *need_first;     /* zero 3: [nops + 1] need[need_first[o] .. need_first[o+1]) the groups op o reads */
+    int *need;
+    int *next_w;         /* zero 3: [nops] the next op after o that reads a parameter (nops: none) */
+    unsigned char *ustate; /* zero 3: [ngroups] 0 absent, 1 gathering, 2 resident */
+    float **ubuf;        /* zero 3: [ngroups] the gathered parameters of a resident group */
+    int *mark;           /* zero 3: [ngroups] scratch stamps */
+    int stamp;
+    int64_t gathered_floats, peak_gathered_floats;
+
     /* SPMD (spmd.c): each gradient float's square counts norm_weight[j] times
      * (j its index in the gradient block), summed over norm_comm (the ranks
      * holding other shards) */
@@ -218,6 +236,137 @@ static int param_layer(const wf_graph *g, const wf_exec_param *p)
     return before ? 0 : max_layer + 2;
 }
 
+/* ZeRO-3's units, FSDP's per-module wrapping at the grain of the cost model
+ * (estimate.c's "the op being run and the next one with weights"): the
+ * gradients whose parameters the same forward op reads first form one
+ * unit, gathered whole before the ops that read them and reduce-scattered
+ * whole after the backward; units in reverse forward order (the order their
+ * gradients become ready). */
+static wf_status zero3_units(const wf_exec *e, const wf_grad *grads, const int *gparam, int ng, wf_arena *a,
+                             wf_comm_schedule *cs)
+{
+    memset(cs, 0, sizeof *cs);
+    cs->kind = WF_COMM_WFBP;
+    cs->ops = wf_arena_alloc(a, (size_t)(ng > 0 ? ng : 1) * sizeof *cs->ops);
+    cs->parts = wf_arena_alloc(a, (size_t)(ng > 0 ? ng : 1) * sizeof *cs->parts);
+    if (!cs->ops || !cs->parts)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    int last = INT32_MAX;
+    for (;;) {
+        int f = -1; /* the largest first reader below the last unit's */
+        for (int i = 0; i < ng; i++) {
+            int ff = wf_exec_param_at(e, gparam[i])->first_fwd_op;
+            if (ff < last && ff > f)
+                f = ff;
+        }
+        if (f < 0 && last == -1)
+            break;
+        wf_comm_op *op = &cs->ops[cs->nops];
+        memset(op, 0, sizeof *op);
+        op->kind = WF_COLL_REDUCE_SCATTER;
+        op->first_part = cs->nparts;
+        op->after = op->tick = -1;
+        for (int i = 0; i < ng; i++)
+            if (wf_exec_param_at(e, gparam[i])->first_fwd_op == f) {
+                cs->parts[cs->nparts++] = (wf_comm_part){i, 0, grads[i].bytes};
+                op->bytes += grads[i].bytes;
+            }
+        op->nparts = cs->nparts - op->first_part;
+        if (op->nparts > 0)
+            cs->nops++;
+        if (f < 0)
+            break;
+        last = f;
+    }
+    return WF_OK;
+}
+
+/* The sharded state, once the groups are laid out (goff: each parameter's
+ * offset in the gradient block, total floats, the parameters without a
+ * gradient from nograd_off): the parameter block takes the same layout, so
+ * that a group's parameters are one range too; the optimizer covers this
+ * rank's slice of every group. ZeRO-3 keeps that slice of the parameters
+ * (and those without a gradient whole), frees the block, and lists the
+ * units each op reads. */
+static wf_status zero_setup(wf_dist *d, const wf_dist_config *c, const wf_comm_schedule *cs, const int *gparam,
+                            const int64_t *goff, int64_t nograd_off, int64_t total)
+{
+    wf_exec *e = d->e;
+    for (int i = 0; i < cs->nops; i++)
+        for (int j = 0; j < cs->ops[i].nparts; j++) {
+            const wf_comm_part *pt = &cs->parts[cs->ops[i].first_part + j];
+            if (pt->offset_bytes != 0 || pt->bytes != 4.0 * (double)wf_exec_param_at(e, gparam[pt->grad])->numel)
+                return wf_errorf(WF_INVAL, "zero=%d: the schedule splits a tensor across collectives", c->zero);
+        }
+    wf_status st = wf_exec_set_param_layout(e, goff, total);
+    if (st != WF_OK)
+        return st;
+    if ((st = wf_optim_create_flat(c->optim, d->shard_floats, &d->zo)) != WF_OK)
+        return st;
+    d->o = d->zo;
+    d->total = total;
+    d->nograd_off = nograd_off;
+    if (c->zero < 3)
+        return WF_OK;
+    const float *pb = wf_exec_param_block(e, NULL);
+    const wf_graph *g = wf_exec_graph(e);
+    int ng = d->ngroups, np = wf_exec_nparams(e);
+    d->pshard = calloc((size_t)(d->shard_floats > 0 ? d->shard_floats : 1), sizeof(float));
+    d->resident = calloc((size_t)(total - nograd_off > 0 ? total - nograd_off : 1), sizeof(float));
+    d->ustate = calloc((size_t)(ng > 0 ? ng : 1), 1);
+    d->ubuf = calloc((size_t)(ng > 0 ? ng : 1), sizeof *d->ubuf);
+    d->mark = calloc((size_t)(ng > 0 ? ng : 1), sizeof *d->mark);
+    d->need_first = calloc((size_t)g->nops + 1, sizeof *d->need_first);
+    d->next_w = malloc((size_t)(g->nops > 0 ? g->nops : 1) * sizeof *d->next_w);
+    int *tmp = malloc((size_t)(np > 0 ? np : 1) * sizeof *tmp);
+    if (!d->pshard || !d->resident || !d->ustate || !d->ubuf || !d->mark || !d->need_first || !d->next_w || !tmp) {
+        free(tmp);
+        return wf_errorf(WF_NOMEM, "out of memory for ZeRO-3's shards");
+    }
+    for (int k = 0; k < ng; k++) {
+        const group *gr = &d->groups[k];
+        int64_t n = gr->count / d->nranks;
+        memcpy(d->pshard + gr->shard_off, pb + gr->off + d->rank * n, (size_t)n * sizeof(float));
+    }
+    memcpy(d->resident, pb + nograd_off, (size_t)(total - nograd_off) * sizeof(float));
+    /* The units each op reads: counted, then listed (an op's units in first-seen order). */
+    int nneed = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        nneed = 0;
+        for (int o = 0; o < g->nops; o++) {
+            d->need_first[o] = nneed;
+            int n = wf_exec_op_params(e, o, tmp, np);
+            d->stamp++;
+            for (int q = 0; q < n && q < np; q++) {
+                int k = d->group_of[tmp[q]];
+                if (k < 0 || d->mark[k] == d->stamp)
+                    continue;
+                d->mark[k] = d->stamp;
+                if (pass == 1)
+                    d->need[nneed] = k;
+                nneed++;
+            }
+        }
+        d->need_first[g->nops] = nneed;
+        if (pass == 0 && !(d->need = malloc((size_t)(nneed > 0 ? nneed : 1) * sizeof *d->need))) {
+            free(tmp);
+            return wf_errorf(WF_NOMEM, "out of memory");
+        }
+    }
+    free(tmp);
+    int nxt = g->nops;
+    for (int o = g->nops - 1; o >= 0; o--) {
+        d->next_w[o] = nxt;
+        if (d->need_first[o + 1] > d->need_first[o])
+            nxt = o;
+    }
+    wf_exec_release_params(e);
+    for (int i = 0; i < np; i++)
+        if (d->group_of[i] < 0)
+            wf_exec_bind_param(e, i, d->resident + (goff[i] - nograd_off));
+    return WF_OK;
+}
+
 wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_dist **out)
 {
     *out = NULL;
@@ -227,7 +376,18 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
         return wf_errorf(WF_INVAL, "comm schedule '%s' is not executed by the runtime (use wfbp, ddp[:MiB], "
                          "dear[:MiB], horovod[:MiB], mgwfbp or bytescheduler[:MiB])",
                          wf_comm_name(kind));
-    const int timed = kind == WF_COMM_HOROVOD || kind == WF_COMM_MGWFBP || kind == WF_COMM_BYTESCHEDULER;
+    if (c->zero < 0 || c->zero > 3)
+        return wf_errorf(WF_INVAL, "zero=%d: the ZeRO stage is 0, 1, 2 or 3", c->zero);
+    if (c->zero && (!c->optim || o))
+        return wf_errorf(WF_INTERNAL, "zero=%d: the engine shards its own optimizer", c->zero);
+    if (c->zero == 3 && kind == WF_COMM_DEAR)
+        return wf_errorf(WF_INVAL, "zero=3 with dear: ZeRO-3 gathers the parameters per op in every pass (dear "
+                         "runs with zero=0, 1 or 2)");
+    if (c->zero && kind == WF_COMM_BYTESCHEDULER)
+        return wf_errorf(WF_INVAL, "zero=%d with bytescheduler: its chunks split tensors across collectives, "
+                         "which the shards do not follow (use wfbp, ddp, dear, horovod or mgwfbp)", c->zero);
+    const int timed = c->zero != 3 && (kind == WF_COMM_HOROVOD || kind == WF_COMM_MGWFBP ||
+                                       kind == WF_COMM_BYTESCHEDULER);
     coll_ctx cc;
     memset(&cc, 0, sizeof cc);
     if (timed) {
@@ -248,6 +408,7 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     d->mpi = c->comm != MPI_COMM_NULL && c->nranks > 1;
     d->sched = c->sched;
     d->overlap = c->overlap;
+    d->zero = c->zero;
 
     const wf_graph *g = wf_exec_graph(e);
     int np = wf_exec_nparams(e);
@@ -288,7 +449,10 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     if (kind == WF_COMM_BYTESCHEDULER && sched.threshold_bytes > 0)
         sched.threshold_bytes = sched.threshold_bytes < 4 ? 4 : floor(sched.threshold_bytes / 4) * 4;
     wf_comm_schedule cs;
-    st = wf_sched_build(&sched, grads, ng, timed ? &env : NULL, &arena, &cs);
+    if (c->zero == 3)
+        st = zero3_units(e, grads, gparam, ng, &arena, &cs);
+    else
+        st = wf_sched_build(&sched, grads, ng, timed ? &env : NULL, &arena, &cs);
     if (st != WF_OK)
         goto done;
     /* Issue order: the schedule's, except ByteScheduler's priority queue. */
@@ -330,7 +494,7 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
             goff[pi] = off;
             off += (wf_exec_param_at(e, pi)->numel + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
         }
-        if (kind == WF_COMM_DEAR) { /* room for the padding to a multiple of the ranks */
+        if (kind == WF_COMM_DEAR || c->zero) { /* room for the padding to a multiple of the ranks */
             int64_t P = c->nranks, n = (off - start + P - 1) / P * P;
             off = start + (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
         }
@@ -367,7 +531,7 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
         gr->n = nm - gr->first;
         gr->off = op->nparts > 0 ? lo : off;
         gr->count = op->nparts > 0 ? hi - lo : 0;
-        if (c->sched.kind == WF_COMM_DEAR) {
+        if (c->sched.kind == WF_COMM_DEAR || c->zero) {
             int64_t P = c->nranks;
             gr->count = (gr->count + P - 1) / P * P;
             gr->shard_off = d->shard_floats;
@@ -379,6 +543,7 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
             goto done;
         }
     }
+    const int64_t nograd_off = off;
     for (int i = 0; i < np; i++)
         if (d->group_of[i] < 0) {
             goff[i] = off;
@@ -396,7 +561,9 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
         }
         d->fwd_order[j + 1] = v;
     }
-    if (d->shard_floats > 0) {
+    if (c->zero && (st = zero_setup(d, c, &cs, gparam, goff, nograd_off, off)) != WF_OK)
+        goto done;
+    if (d->shard_floats > 0 && (kind == WF_COMM_DEAR || c->zero >= 2)) {
         d->shards = calloc((size_t)d->shard_floats, sizeof(float));
         if (!d->shards) {
             st = wf_errorf(WF_NOMEM, "out of memory for dear's shards");
@@ -405,7 +572,9 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     }
     for (int k = 0; k < d->ngroups; k++)
         d->req[k] = d->ag[k] = MPI_REQUEST_NULL;
-    if (c->sched.kind == WF_COMM_WFBP || c->sched.kind == WF_COMM_MGWFBP)
+    if (c->zero == 3)
+        snprintf(d->desc, sizeof d->desc, "zero-3 units (one per first reading op)");
+    else if (c->sched.kind == WF_COMM_WFBP || c->sched.kind == WF_COMM_MGWFBP)
         snprintf(d->desc, sizeof d->desc, "%s", wf_comm_name(c->sched.kind));
     else
         snprintf(d->desc, sizeof d->desc, "%s:%.3g (MiB)", wf_comm_name(c->sched.kind), cs.threshold_bytes / 1048576.0);
@@ -438,6 +607,19 @@ void wf_dist_free(wf_dist *d)
     }
     if (d->e)
         wf_exec_set_hooks(d->e, NULL);
+    if (d->ubuf)
+        for (int k = 0; k < d->ngroups; k++)
+            free(d->ubuf[k]);
+    free(d->ubuf);
+    free(d->ustate);
+    free(d->mark);
+    free(d->need_first);
+    free(d->need);
+    free(d->next_w);
+    free(d->pshard);
+    free(d->resident);
+    if (d->zero)
+        wf_optim_free(d->zo);
     free(d->groups);
     free(d->members);
     free(d->group_of);
@@ -464,7 +646,7 @@ static wf_status issue(wf_dist *d, int k)
     if (!d->mpi)
         return WF_OK;
     double t0 = wf_now_s();
-    if (d->sched.kind == WF_COMM_DEAR) {
+    if (d->sched.kind == WF_COMM_DEAR || d->zero >= 2) {
         MPI_TRY(MPI_Ireduce_scatter_block(grad_at(d, g->off), d->shards + g->shard_off, (int)(g->count / d->nranks),
                                           MPI_FLOAT, MPI_SUM, d->comm, &d->req[k]),
                 "MPI_Ireduce_scatter_block");
@@ -567,6 +749,213 @@ static void update_group(wf_dist *d, int k, int64_t t, float scale)
     }
 }
 
+/* ---- sharded state (ZeRO) ----------------------------------------------------------------------- */
+
+static float update_scale(wf_dist *d, double sum_sq, double grad_scale);
+static double wsumsq(const float *x, const float *w, int64_t n);
+
+/* This rank's slice of group k: its reduced gradient (the reduce-scatter's
+ * shard, or the slice of the all-reduced whole under zero=1; with one rank
+ * the whole group) and its parameters (the block's slice, or ZeRO-3's
+ * shard). */
+static float *zero_grad_shard(wf_dist *d, int k)
+{
+    const group *g = &d->groups[k];
+    if (d->mpi && (d->sched.kind == WF_COMM_DEAR || d->zero >= 2))
+        return d->shards + g->shard_off;
+    return grad_at(d, g->off + d->rank * (g->count / d->nranks));
+}
+
+static float *zero_param_shard(wf_dist *d, int k)
+{
+    const group *g = &d->groups[k];
+    if (d->zero == 3)
+        return d->pshard + g->shard_off;
+    return wf_exec_param_block(d->e, NULL) + g->off + d->rank * (g->count / d->nranks);
+}
+
+/* Steps this rank's slice of group k: each parameter's part of it, with its
+ * weight decay (the padding between tensors is left alone, zero). */
+static void zero_update_group(wf_dist *d, int k, int64_t t, float scale)
+{
+    const group *g = &d->groups[k];
+    int64_t n = g->count / d->nranks, lo = g->off + d->rank * n, hi = lo + n;
+    float *w = zero_param_shard(d, k), *gs = zero_grad_shard(d, k);
+    for (int j = 0; j < g->n; j++) {
+        const wf_exec_param *p = wf_exec_param_at(d->e, d->members[g->first + j]);
+        int64_t a = p->grad_offset > lo ? p->grad_offset : lo;
+        int64_t b = p->grad_offset + p->numel < hi ? p->grad_offset + p->numel : hi;
+        if (a < b)
+            wf_optim_update_flat(d->zo, w + (a - lo), gs + (a - lo), g->shard_off + (a - lo), b - a, p->decay, scale,
+                                 t);
+    }
+}
+
+/* ZeRO-1/2: every rank's updated slice of group k's parameters to every rank
+ * (in place in the parameter block). */
+static wf_status zero_gather_params(wf_dist *d, int k)
+{
+    const group *g = &d->groups[k];
+    if (!d->mpi)
+        return WF_OK;
+    MPI_TRY(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, wf_exec_param_block(d->e, NULL) + g->off,
+                           (int)(g->count / d->nranks), MPI_FLOAT, d->comm, &d->ag[k]),
+            "MPI_Iallgather");
+    return WF_OK;
+}
+
+/* The sum of squares of the reduced gradient from the shards: each rank's
+ * part, gathered, summed in rank order (the same bits on every rank). */
+static wf_status shard_sumsq(wf_dist *d, double *total)
+{
+    double mine = 0;
+    for (int k = 0; k < d->ngroups; k++) {
+        const group *g = &d->groups[k];
+        if (d->norm_weight)
+            mine += d->mpi ? wsumsq(d->shards + g->shard_off,
+                                    d->norm_weight + g->off + d->rank * (g->count / d->nranks), g->count / d->nranks)
+                           : wsumsq(grad_at(d, g->off), d->norm_weight + g->off, g->count);
+        else
+            mine += d->mpi ? sumsq(d->shards + g->shard_off, g->count / d->nranks)
+                           : sumsq(grad_at(d, g->off), g->count);
+    }
+    *total = mine;
+    if (!d->mpi)
+        return WF_OK;
+    double *all = malloc((size_t)d->nranks * sizeof *all);
+    if (!all)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    wf_status st = wf_dist_allgather(d, &mine, 1, all);
+    *total = 0;
+    for (int r = 0; r < d->nranks; r++)
+        *total += all[r];
+    free(all);
+    return st;
+}
+
+/* ZeRO-3: group k's gather into a buffer of its own; finishing binds its
+ * parameters there; releasing unbinds and frees it. */
+static wf_status unit_start(wf_dist *d, int k)
+{
+    const group *g = &d->groups[k];
+    int64_t n = g->count / d->nranks;
+    float *buf = malloc((size_t)(g->count > 0 ? g->count : 1) * sizeof(float));
+    if (!buf)
+        return wf_errorf(WF_NOMEM, "out of memory gathering %lld parameters", (long long)g->count);
+    d->ubuf[k] = buf;
+    d->ustate[k] = 1;
+    d->gathered_floats += g->count;
+    if (d->gathered_floats > d->peak_gathered_floats)
+        d->peak_gathered_floats = d->gathered_floats;
+    if (!d->mpi) {
+        memcpy(buf, d->pshard + g->shard_off, (size_t)n * sizeof(float));
+        return WF_OK;
+    }
+    double t0 = wf_now_s();
+    MPI_TRY(MPI_Iallgather(d->pshard + g->shard_off, (int)n, MPI_FLOAT, buf, (int)n, MPI_FLOAT, d->comm, &d->ag[k]),
+            "MPI_Iallgather");
+    d->comm_s += wf_now_s() - t0;
+    return WF_OK;
+}
+
+static wf_status unit_finish(wf_dist *d, int k)
+{
+    wf_status st = wait_one(d, &d->ag[k]);
+    if (st != WF_OK)
+        return st;
+    const group *g = &d->groups[k];
+    for (int j = 0; j < g->n; j++) {
+        int pi = d->members[g->first + j];
+        wf_exec_bind_param(d->e, pi, d->ubuf[k] + (wf_exec_param_at(d->e, pi)->grad_offset - g->off));
+    }
+    d->ustate[k] = 2;
+    return WF_OK;
+}
+
+static wf_status unit_release(wf_dist *d, int k)
+{
+    if (d->ustate[k] == 0)
+        return WF_OK;
+    wf_status st = wait_one(d, &d->ag[k]);
+    const group *g = &d->groups[k];
+    for (int j = 0; j < g->n; j++)
+        wf_exec_bind_param(d->e, d->members[g->first + j], NULL);
+    free(d->ubuf[k]);
+    d->ubuf[k] = NULL;
+    d->ustate[k] = 0;
+    d->gathered_floats -= g->count;
+    return st;
+}
+
+/* Before op `op` (any pass, every micro-batch): the units it reads resident,
+ * the next reading op's prefetched, every other unit freed. */
+static wf_status zero3_before(wf_dist *d, int op)
+{
+    const int *nd = d->need + d->need_first[op];
+    int n = d->need_first[op + 1] - d->need_first[op];
+    if (n == 0)
+        return WF_OK;
+    const wf_graph *g = wf_exec_graph(d->e);
+    int nx = d->next_w[op];
+    const int *nnd = nx < g->nops ? d->need + d->need_first[nx] : NULL;
+    int nn = nx < g->nops ? d->need_first[nx + 1] - d->need_first[nx] : 0;
+    d->stamp++;
+    for (int q = 0; q < n; q++)
+        d->mark[nd[q]] = d->stamp;
+    for (int q = 0; q < nn; q++)
+        d->mark[nnd[q]] = d->stamp;
+    wf_status st;
+    for (int k = 0; k < d->ngroups; k++)
+        if (d->ustate[k] && d->mark[k] != d->stamp && (st = unit_release(d, k)) != WF_OK)
+            return st;
+    for (int q = 0; q < n; q++)
+        if (d->ustate[nd[q]] == 0 && (st = unit_start(d, nd[q])) != WF_OK)
+            return st;
+    for (int q = 0; q < nn; q++)
+        if (d->ustate[nnd[q]] == 0 && (st = unit_start(d, nnd[q])) != WF_OK)
+            return st;
+    for (int q = 0; q < n; q++)
+        if (d->ustate[nd[q]] == 1 && (st = unit_finish(d, nd[q])) != WF_OK)
+            return st;
+    return WF_OK;
+}
+
+static wf_status zero3_release_all(wf_dist *d)
+{
+    wf_status st = WF_OK;
+    for (int k = 0; k < d->ngroups; k++) {
+        wf_status s1 = unit_release(d, k);
+        if (st == WF_OK)
+            st = s1;
+    }
+    return st;
+}
+
+/* After the backward under ZeRO (not dear): the reductions done, the global
+ * norm (zero=1: of the all-reduced whole, as without ZeRO; else from the
+ * shards), each rank's slices stepped, and under zero=1 and 2 the updated
+ * parameters gathered (ZeRO-3 gathers them op by op in the next passes). */
+static wf_status zero_end_backward(wf_dist *d, int64_t t, double grad_scale)
+{
+    wf_status st = wait_all(d, d->req);
+    if (st != WF_OK)
+        return st;
+    double s = 0;
+    if (d->zero == 1) {
+        for (int k = 0; k < d->ngroups; k++)
+            s += sumsq(grad_at(d, d->groups[k].off), d->groups[k].count);
+    } else if ((st = shard_sumsq(d, &s)) != WF_OK) {
+        return st;
+    }
+    float scale = update_scale(d, s, grad_scale);
+    for (int k = 0; k < d->ngroups; k++) {
+        zero_update_group(d, k, t, scale);
+        if (d->zero < 3 && (st = zero_gather_params(d, k)) != WF_OK)
+            return st;
+    }
+    return d->zero < 3 ? wait_all(d, d->ag) : WF_OK;
+}
+
 /* The update's gradient scale: averaging times the clipping factor of the
  * averaged gradient's norm, from the sum of squares of the summed gradient. */
 static float update_scale(wf_dist *d, double sum_sq, double grad_scale)
@@ -617,6 +1006,8 @@ wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
         d->pending_scale = grad_scale;
         return WF_OK;
     }
+    if (d->zero)
+        return zero_end_backward(d, t, grad_scale);
     if ((st = wait_all(d, d->req)) != WF_OK)
         return st;
     /* Identical gradients on every rank: the same norm in the same order. */
@@ -659,42 +1050,35 @@ void wf_dist_apply_update(wf_dist *d, int64_t t, double grad_scale, double sum_s
         update_group(d, k, t, scale);
 }
 
-/* dear's barrier B0: every reduce-scatter done, the norm, the first all-gather. */
+/* dear's next group in forward order: its gradient's all-gather, or with
+ * ZeRO its slice stepped and its parameters' all-gather. */
+static wf_status dear_next(wf_dist *d, int k)
+{
+    if (!d->zero)
+        return start_allgather(d, k);
+    zero_update_group(d, k, d->pending_t, (float)d->update_scale);
+    return zero_gather_params(d, k);
+}
+
+/* dear's barrier B0: every reduce-scatter done, the norm, the first
+ * all-gather (with ZeRO: the first group's slice stepped, its parameters
+ * gathered). */
 static wf_status dear_b0(wf_dist *d)
 {
     wf_status st = wait_all(d, d->req);
     if (st != WF_OK)
         return st;
-    double mine = 0;
-    for (int k = 0; k < d->ngroups; k++) {
-        const group *g = &d->groups[k];
-        if (d->norm_weight)
-            mine += d->mpi ? wsumsq(d->shards + g->shard_off, d->norm_weight + g->off + d->rank * (g->count / d->nranks),
-                                    g->count / d->nranks)
-                           : wsumsq(grad_at(d, g->off), d->norm_weight + g->off, g->count);
-        else
-            mine += d->mpi ? sumsq(d->shards + g->shard_off, g->count / d->nranks)
-                           : sumsq(grad_at(d, g->off), g->count);
-    }
-    double total = mine;
-    if (d->mpi) {
-        double *all = malloc((size_t)d->nranks * sizeof *all);
-        if (!all)
-            return wf_errorf(WF_NOMEM, "out of memory");
-        st = wf_dist_allgather(d, &mine, 1, all);
-        total = 0;
-        for (int r = 0; r < d->nranks; r++)
-            total += all[r];
-        free(all);
-        if (st != WF_OK)
-            return st;
-    }
+    double total = 0;
+    if ((st = shard_sumsq(d, &total)) != WF_OK)
+        return st;
     if (d->norm_weight && (st = spmd_norm_sum(d, &total)) != WF_OK)
         return st;
     d->update_scale = update_scale(d, total, d->pending_scale);
     d->b0_done = 1;
     d->pos = 0;
-    return d->ngroups > 0 ? start_allgather(d, d->fwd_order[0]) : WF_OK;
+    if (d->ngroups == 0)
+        return WF_OK;
+    return dear_next(d, d->fwd_order[0]);
 }
 
 /* Completes dear's deferred update for the groups first read at or before
@@ -708,9 +1092,10 @@ static wf_status dear_advance(wf_dist *d, int op)
         int k = d->fwd_order[d->pos];
         if ((st = wait_one(d, &d->ag[k])) != WF_OK)
             return st;
-        if (d->pos + 1 < d->ngroups && (st = start_allgather(d, d->fwd_order[d->pos + 1])) != WF_OK)
+        if (d->pos + 1 < d->ngroups && (st = dear_next(d, d->fwd_order[d->pos + 1])) != WF_OK)
             return st;
-        update_group(d, k, d->pending_t, (float)d->update_scale);
+        if (!d->zero)
+            update_group(d, k, d->pending_t, (float)d->update_scale);
         d->pos++;
     }
     if (d->pos == d->ngroups)
@@ -731,6 +1116,8 @@ static wf_status hook_before(void *ctx, int op)
 {
     wf_dist *d = ctx;
     const wf_graph *g = wf_exec_graph(d->e);
+    if (d->zero == 3)
+        return zero3_before(d, op);
     if (op < g->nfwd && d->fwd_active && d->pending)
         return dear_advance(d, op);
     return WF_OK;
@@ -756,6 +1143,8 @@ static wf_status hook_after(void *ctx, int op)
             d->next_issue++;
         }
     }
+    if (d->zero == 3 && op == g->nops - 1 && (st = zero3_release_all(d)) != WF_OK)
+        return st;
     return progress(d);
 }
 
@@ -794,4 +1183,87 @@ int wf_dist_ngroups(const wf_dist *d)
 const char *wf_dist_describe(const wf_dist *d)
 {
     return d->desc;
+}
+
+/* ---- sharded state: images and memory ------------------------------------------------------------- */
+
+int wf_dist_zero(const wf_dist *d)
+{
+    return d->zero;
+}
+
+wf_optim *wf_dist_optim(const wf_dist *d)
+{
+    return d->o;
+}
+
+int64_t wf_dist_zero_floats(const wf_dist *d)
+{
+    return d->zero ? d->total : 0;
+}
+
+/* Every rank's slice of each group of `shard` (laid out as the shards) into
+ * the image's group ranges. */
+static wf_status gather_image(wf_dist *d, const float *shard, float *image)
+{
+    for (int k = 0; k < d->ngroups; k++) {
+        const group *g = &d->groups[k];
+        int n = (int)(g->count / d->nranks);
+        if (!d->mpi) {
+            memcpy(image + g->off, shard + g->shard_off, (size_t)n * sizeof(float));
+            continue;
+        }
+        MPI_TRY(MPI_Allgather(shard + g->shard_off, n, MPI_FLOAT, image + g->off, n, MPI_FLOAT, d->comm),
+                "MPI_Allgather");
+    }
+    return WF_OK;
+}
+
+wf_status wf_dist_zero_gather(wf_dist *d, float *params, float *const *state)
+{
+    if (!d->zero)
+        return WF_OK;
+    wf_status st = wf_dist_sync(d);
+    for (int s = 0; state && s < wf_optim_nstate(d->zo) && st == WF_OK; s++)
+        st = gather_image(d, wf_optim_state_block(d->zo, s, NULL), state[s]);
+    if (st == WF_OK && d->zero == 3 && params) {
+        st = gather_image(d, d->pshard, params);
+        memcpy(params + d->nograd_off, d->resident, (size_t)(d->total - d->nograd_off) * sizeof(float));
+    }
+    return st;
+}
+
+void wf_dist_zero_scatter(wf_dist *d, const float *params, const float *const *state)
+{
+    if (!d->zero)
+        return;
+    for (int k = 0; k < d->ngroups; k++) {
+        const group *g = &d->groups[k];
+        int64_t n = g->count / d->nranks, at = g->off + d->rank * n;
+        for (int s = 0; state && s < wf_optim_nstate(d->zo); s++)
+            memcpy(wf_optim_state_block(d->zo, s, NULL) + g->shard_off, state[s] + at, (size_t)n * sizeof(float));
+        if (d->zero == 3 && params)
+            memcpy(d->pshard + g->shard_off, params + at, (size_t)n * sizeof(float));
+    }
+    if (d->zero == 3 && params)
+        memcpy(d->resident, params + d->nograd_off, (size_t)(d->total - d->nograd_off) * sizeof(float));
+}
+
+void wf_dist_memory(const wf_dist *d, size_t *param_bytes, size_t *grad_bytes, size_t *optim_bytes)
+{
+    int64_t pf = 0, gf = 0;
+    wf_exec_param_block(d->e, &pf);
+    wf_exec_grad_block(d->e, &gf);
+    if (d->zero == 3)
+        pf = d->shard_floats + (d->total - d->nograd_off) + d->peak_gathered_floats;
+    if (d->shards)
+        gf += d->shard_floats;
+    int64_t of = 0;
+    if (d->zero)
+        of = (int64_t)wf_optim_nstate(d->zo) * d->shard_floats;
+    else if (d->o)
+        of = (int64_t)wf_optim_nstate(d->o) * pf;
+    *param_bytes = (size_t)pf * sizeof(float);
+    *grad_bytes = (size_t)gf * sizeof(float);
+    *optim_bytes = (size_t)of * sizeof(float);
 }

@@ -1158,6 +1158,75 @@ wf_status wf_exec_set_grad_layout(wf_exec *e, const int64_t *grad_off, int64_t t
     return WF_OK;
 }
 
+wf_status wf_exec_set_param_layout(wf_exec *e, const int64_t *off, int64_t total)
+{
+    /* The same checks as the gradients' (bounds, no overlap), on a copy of the
+     * offsets: set_grad_layout's check reads params[i].numel only. */
+    int n = e->nparams;
+    for (int i = 0; i < n; i++)
+        if (off[i] < 0 || off[i] + e->params[i].numel > total)
+            return wf_errorf(WF_INVAL, "parameter layout: %s at %lld does not fit %lld floats", e->params[i].name,
+                             (long long)off[i], (long long)total);
+    float *nb = calloc((size_t)(total > 0 ? total : 1), sizeof(float));
+    if (!nb)
+        return wf_errorf(WF_NOMEM, "out of memory allocating %lld parameter floats", (long long)total);
+    for (int i = 0; i < n; i++) {
+        if (e->params[i].data)
+            memcpy(nb + off[i], e->params[i].data, (size_t)e->params[i].numel * sizeof(float));
+        e->params[i].offset = off[i];
+        e->params[i].data = nb + off[i];
+    }
+    free(e->pblock);
+    e->pblock = nb;
+    e->pfloats = total;
+    resolve_pointers(e);
+    return WF_OK;
+}
+
+void wf_exec_bind_param(wf_exec *e, int i, float *data)
+{
+    if (i < 0 || i >= e->nparams)
+        return;
+    e->params[i].data = data;
+    for (int t = 0; t < e->g.ntensors; t++) {
+        int s = e->tstore[t];
+        if (s >= 0 && e->st[s].kind == ST_PARAM && e->st[s].param == i)
+            e->ptr[t] = data;
+    }
+}
+
+void wf_exec_release_params(wf_exec *e)
+{
+    for (int i = 0; i < e->nparams; i++)
+        wf_exec_bind_param(e, i, NULL);
+    free(e->pblock);
+    e->pblock = NULL;
+    e->pfloats = 0;
+}
+
+int wf_exec_op_params(const wf_exec *e, int o, int *out, int cap)
+{
+    int n = 0;
+    if (o < 0 || o >= e->g.nops)
+        return 0;
+    const wf_op *ops[2] = {&e->g.ops[o], e->g.ops[o].fwd_op >= 0 ? &e->g.ops[e->g.ops[o].fwd_op] : NULL};
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; ops[k] && j < ops[k]->nin; j++) {
+            int t = ops[k]->in[j], s = t >= 0 ? e->tstore[t] : -1;
+            if (s < 0 || e->st[s].kind != ST_PARAM)
+                continue;
+            int pi = e->st[s].param, seen = 0;
+            for (int q = 0; q < n && q < cap; q++)
+                seen |= out[q] == pi;
+            if (!seen) {
+                if (n < cap)
+                    out[n] = pi;
+                n++;
+            }
+        }
+    return n;
+}
+
 void wf_exec_zero_grads(wf_exec *e)
 {
     memset(e->gblock, 0, (size_t)e->gfloats * sizeof(float));

@@ -23,6 +23,7 @@ struct wf_optim {
     int64_t *offset;  /* [nparams] of each parameter in the state blocks */
     int nstate;
     float *state[2];  /* adamw: m, v; sgd: momentum */
+    int64_t nflat;    /* a flat (sharded) state's floats; 0 per parameter */
 };
 
 void wf_optim_defaults(wf_optim_kind kind, wf_optim_config *c)
@@ -108,6 +109,28 @@ wf_status wf_optim_create(const wf_optim_config *c, const wf_exec *e, wf_optim *
     }
     for (int i = 0; i < o->nparams; i++)
         o->offset[i] = wf_exec_param_at(e, i)->offset;
+    *out = o;
+    return WF_OK;
+}
+
+wf_status wf_optim_create_flat(const wf_optim_config *c, int64_t nfloats, wf_optim **out)
+{
+    *out = NULL;
+    wf_status st = wf_optim_check(c);
+    if (st != WF_OK)
+        return st;
+    wf_optim *o = calloc(1, sizeof *o);
+    if (!o)
+        return wf_errorf(WF_NOMEM, "out of memory creating the optimizer");
+    o->c = *c;
+    o->nstate = c->kind == WF_OPTIM_ADAMW ? 2 : 1;
+    o->nflat = nfloats;
+    for (int k = 0; k < o->nstate; k++)
+        o->state[k] = calloc((size_t)(nfloats > 0 ? nfloats : 1), sizeof(float));
+    if (!o->state[0] || (o->nstate > 1 && !o->state[1])) {
+        wf_optim_free(o);
+        return wf_errorf(WF_NOMEM, "out of memory for %lld floats of optimizer state", (long long)nfloats);
+    }
     *out = o;
     return WF_OK;
 }
@@ -202,6 +225,27 @@ void wf_optim_update(wf_optim *o, wf_exec *e, int param, float grad_scale, int64
     adamw(p->data, p->grad, o->state[0] + o->offset[param], o->state[1] + o->offset[param], p->numel, grad_scale,
           (float)o->c.beta1, (float)o->c.beta2, (float)(o->c.lr / c1), (float)(1.0 / sqrt(c2)), (float)o->c.eps,
           1.0f - lr * wd);
+}
+
+void wf_optim_update_flat(wf_optim *o, float *w, const float *g, int64_t state_off, int64_t n, int decay,
+                          float grad_scale, int64_t t)
+{
+    const float lr = (float)o->c.lr;
+    const float wd = decay ? (float)o->c.weight_decay : 0.0f;
+    if (o->c.kind == WF_OPTIM_SGD) {
+        sgd(w, g, o->state[0] + state_off, n, grad_scale, (float)o->c.momentum, lr, wd);
+        return;
+    }
+    const double c1 = 1.0 - pow(o->c.beta1, (double)t), c2 = 1.0 - pow(o->c.beta2, (double)t);
+    adamw(w, g, o->state[0] + state_off, o->state[1] + state_off, n, grad_scale, (float)o->c.beta1,
+          (float)o->c.beta2, (float)(o->c.lr / c1), (float)(1.0 / sqrt(c2)), (float)o->c.eps, 1.0f - lr * wd);
+}
+
+float *wf_optim_state_block(const wf_optim *o, int k, int64_t *nfloats)
+{
+    if (nfloats)
+        *nfloats = o->nflat;
+    return k >= 0 && k < o->nstate ? o->state[k] : NULL;
 }
 
 int wf_optim_nstate(const wf_optim *o)

@@ -371,7 +371,7 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
         return st;
     if ((st = wf_optim_create(c->optim, ch->e, &ch->o)) != WF_OK)
         return st;
-    wf_dist_config dc = {p->dpcomm, p->dpi, p->dp, c->sched, c->overlap, c->cluster};
+    wf_dist_config dc = {p->dpcomm, p->dpi, p->dp, c->sched, c->overlap, c->cluster, 0, NULL};
     if ((st = wf_dist_create(ch->e, ch->o, &dc, &ch->d)) != WF_OK)
         return st;
     /* Slots: the peak of this chunk's micro-batches in flight in the order. */

@@ -1285,7 +1285,7 @@ static wf_status setup(wf_spmd *S)
     for (int a = 0; a < S->naxes; a++)
         if (other >> a & 1)
             nother *= S->size[a];
-    wf_dist_config dc = {MPI_COMM_NULL, 0, 1, cs, 1, S->c.cluster};
+    wf_dist_config dc = {MPI_COMM_NULL, 0, 1, cs, 1, S->c.cluster, 0, NULL};
     if (S->dist_axis >= 0) {
         dc.comm = axis_comm(S, S->dist_axis);
         dc.rank = S->coord[S->dist_axis];

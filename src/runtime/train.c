@@ -61,6 +61,8 @@ struct wf_train {
     char init_note[160];
     wf_spmd *spmd;       /* op-level / tensor-parallel plans (spmd.c); then the rest is unused */
     wf_pipe *pipe;               /* pipeline stages (pp > 1, pipeline.c), else NULL */
+    float *zimg;                 /* ZeRO: a checkpoint's full images (parameters, state k) */
+    float *zptr[3];              /* into zimg: [0] parameters (zero=3), [1 + k] optimizer state k */
 };
 
 static int mpi_up(void)
@@ -203,9 +205,12 @@ static wf_status resolve_plan(wf_train *t)
             return wf_errorf(WF_INVAL, "ep=%d: the runtime splits experts over at most %d ranks", p->ep,
                              WF_EXEC_MAX_EP);
     }
-    if (p->sp || p->zero || p->recompute != WF_RECOMPUTE_NONE)
-        return wf_errorf(WF_INVAL, "the runtime executes plain data parallelism (sp=%d, zero=%d, recompute=%s)", p->sp,
-                         p->zero, wf_recompute_name(p->recompute));
+    if (p->sp || p->recompute != WF_RECOMPUTE_NONE)
+        return wf_errorf(WF_INVAL, "the runtime executes data parallelism without sp and recomputation (sp=%d, "
+                         "recompute=%s)", p->sp, wf_recompute_name(p->recompute));
+    if (p->zero && p->ep > 1)
+        return wf_errorf(WF_INVAL, "zero=%d with ep=%d: the runtime shards the state of plain data parallelism only",
+                         p->zero, p->ep);
     if (p->dp != t->nranks && p->ep > 1)
         return wf_errorf(WF_INVAL, "plan dp=%d,ep=%d but the job has %d ranks (the ep ranks are carved out of the "
                          "data-parallel ones: dp=%d,ep=%d here, or run under mpiexec -n %d)",
@@ -232,9 +237,14 @@ static wf_status resolve_plan(wf_train *t)
 static int runtime_runs(const wf_plan *p, void *user)
 {
     (void)user;
-    if (p->zero > 0 || p->recompute != WF_RECOMPUTE_NONE || p->cp > 1 || p->fp8 || p->etp > 1)
+    if (p->recompute != WF_RECOMPUTE_NONE || p->cp > 1 || p->fp8 || p->etp > 1)
         return 0;
     const int spmd = p->tp > 1 || p->sp, piped = p->pp > 1;
+    /* Sharded state (dist.c): plain data parallelism, not ZeRO-3 with dear,
+     * not ByteScheduler's chunks. */
+    if (p->zero > 0 && (spmd || piped || p->vpp > 1 || p->ep > 1 || (p->zero == 3 && p->comm.kind == WF_COMM_DEAR) ||
+                        p->comm.kind == WF_COMM_BYTESCHEDULER))
+        return 0;
     if ((spmd && (piped || p->ep > 1)) || (piped && (p->ep > 1 || p->comm.kind == WF_COMM_DEAR)))
         return 0; /* SPMD layouts run alone, pipelines with dp only */
     return p->vpp == 1 || piped;
@@ -421,9 +431,10 @@ static wf_status setup(wf_train *t)
         return st;
     if ((st = wf_data_open(c->data, &t->layout, c->seed, &t->data)) != WF_OK)
         return st;
-    if ((st = wf_optim_create(&c->optim, t->e, &t->o)) != WF_OK)
+    /* ZeRO: the engine keeps the optimizer over this rank's shard. */
+    if (!t->plan.zero && (st = wf_optim_create(&c->optim, t->e, &t->o)) != WF_OK)
         return st;
-    wf_dist_config dc = {t->comm, t->rank, t->nranks, cs, t->plan.overlap, c->cluster};
+    wf_dist_config dc = {t->comm, t->rank, t->nranks, cs, t->plan.overlap, c->cluster, t->plan.zero, &c->optim};
     if ((st = wf_dist_create(t->e, t->o, &dc, &t->d)) != WF_OK)
         return st;
     /* The loader feeds the input named ids (else the only input) and the labels. */
@@ -494,6 +505,7 @@ void wf_train_free(wf_train *t)
     wf_data_close(t->data);
     free(t->inbuf);
     free(t->labbuf);
+    free(t->zimg);
     if (t->epcomm != MPI_COMM_NULL && mpi_up())
         MPI_Comm_free(&t->epcomm);
     if (t->comm != MPI_COMM_NULL && mpi_up())
@@ -594,11 +606,21 @@ uint64_t wf_train_checksum(const wf_train *t)
         return wf_pipe_checksum(t->pipe);
     int64_t n = 0;
     const unsigned char *p = (const unsigned char *)wf_exec_param_block(wf_train_exec(t), &n);
+    float *image = NULL;
+    if (t->d && wf_dist_zero(t->d) == 3) {
+        /* ZeRO-3 holds shards: the hash of the gathered block (collective). */
+        n = wf_dist_zero_floats(t->d);
+        image = calloc((size_t)(n > 0 ? n : 1), sizeof *image);
+        if (!image || wf_dist_zero_gather(t->d, image, NULL) != WF_OK)
+            n = 0;
+        p = (const unsigned char *)image;
+    }
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < (size_t)n * sizeof(float); i++) {
         h ^= p[i];
         h *= 0x100000001b3ull;
     }
+    free(image);
     return h;
 }
 
@@ -614,13 +636,23 @@ wf_status wf_train_gather_params(wf_train *t, float *out, int64_t cap, int64_t *
     if (t->pipe)
         return wf_pipe_gather_params(t->pipe, out, cap, n);
     wf_status st = wf_train_sync(t);
+    /* ZeRO-3 holds shards: gather the block first. */
+    float *image = NULL;
+    if (st == WF_OK && wf_dist_zero(t->d) == 3) {
+        image = calloc((size_t)wf_dist_zero_floats(t->d) + 1, sizeof *image);
+        st = image ? WF_OK : wf_errorf(WF_NOMEM, "out of memory gathering the parameters");
+        st = wf_mpi_agree_on(t->comm, t->rank, t->nranks, st);
+        if (st == WF_OK)
+            st = wf_dist_zero_gather(t->d, image, NULL);
+    }
     *n = 0;
     for (int i = 0; i < wf_exec_nparams(t->e) && st == WF_OK; i++) {
         const wf_exec_param *p = wf_exec_param_at(t->e, i);
         if (out && *n + p->numel <= cap)
-            memcpy(out + *n, p->data, (size_t)p->numel * sizeof(float));
+            memcpy(out + *n, image ? image + p->offset : p->data, (size_t)p->numel * sizeof(float));
         *n += p->numel;
     }
+    free(image);
     return st;
 }
 
@@ -661,6 +693,8 @@ void wf_train_info_of(const wf_train *t, wf_train_info *out)
     snprintf(out->data, sizeof out->data, "%s", wf_data_describe(t->data));
     snprintf(out->init, sizeof out->init, "%s", t->init_note);
     wf_exec_memory_of(t->e, &out->memory);
+    out->zero = t->plan.zero;
+    wf_dist_memory(t->d, &out->memory.param_bytes, &out->memory.grad_bytes, &out->optimizer_bytes);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------------ */
@@ -699,6 +733,20 @@ static wf_status ckpt_tensors(wf_train *t, wf_ckpt_tensor **out, char **names, i
         return wf_pipe_ckpt_tensors(t->pipe, out, names, n);
     ckpt_view v;
     view_of(t, &v);
+    /* ZeRO: the tensors of an unsharded run, in full images the engine
+     * gathers before a save and takes its shards from after a load
+     * (ZeRO-1/2 keep the parameters whole in place). */
+    const int zero = !t->spmd && t->d ? wf_dist_zero(t->d) : 0;
+    if (zero) {
+        v.o = wf_dist_optim(t->d);
+        int64_t nf = wf_dist_zero_floats(t->d) + 1;
+        free(t->zimg);
+        t->zimg = calloc((size_t)(1 + wf_optim_nstate(v.o)) * (size_t)nf, sizeof(float));
+        if (!t->zimg)
+            return wf_errorf(WF_NOMEM, "out of memory for the checkpoint's images");
+        for (int s = 0; s < 1 + wf_optim_nstate(v.o); s++)
+            t->zptr[s] = t->zimg + (size_t)s * (size_t)nf;
+    }
     int np = wf_exec_nparams(v.e), ns = wf_optim_nstate(v.o);
     int total = np * (1 + ns);
     wf_ckpt_tensor *ts = calloc((size_t)(total > 0 ? total : 1), sizeof *ts);
@@ -722,6 +770,8 @@ static wf_status ckpt_tensors(wf_train *t, wf_ckpt_tensor **out, char **names, i
             ts[k].ndim = p->ndim;
             memcpy(ts[k].shape, p->shape, sizeof ts[k].shape);
             ts[k].data = s < 0 ? (void *)p->data : (void *)wf_optim_state(v.o, i, s);
+            if (zero && (s >= 0 || zero == 3))
+                ts[k].data = t->zptr[s + 1] + p->offset;
         }
     }
     *out = ts;
@@ -825,6 +875,14 @@ wf_status wf_train_save(wf_train *t, const char *dir)
     wf_status st = ckpt_begin(t, "written", &ts, &names, &n);
     if (st != WF_OK)
         return st;
+    if (t->zimg) {
+        st = wf_dist_zero_gather(t->d, t->zptr[0], t->zptr + 1);
+        if (st != WF_OK) {
+            free(ts);
+            free(names);
+            return st;
+        }
+    }
     wf_ckpt_meta meta;
     memset(&meta, 0, sizeof meta);
     ckpt_view v;
@@ -837,6 +895,8 @@ wf_status wf_train_save(wf_train *t, const char *dir)
     st = wf_ckpt_save(dir, &meta, ts, n);
     free(ts);
     free(names);
+    free(t->zimg);
+    t->zimg = NULL;
     return st;
 }
 
@@ -908,6 +968,9 @@ wf_status wf_train_load(wf_train *t, const char *dir)
         if (st == WF_OK) {
             for (int i = 0; i < n; i++)
                 memcpy(dest[i], ts[i].data, wf_ckpt_tensor_bytes(&ts[i]));
+            if (t->zimg)
+                wf_dist_zero_scatter(t->d, wf_dist_zero(t->d) == 3 ? t->zptr[0] : NULL,
+                                     (const float *const *)(t->zptr + 1));
             *v.steps = meta.step;
         }
     }
@@ -915,6 +978,8 @@ wf_status wf_train_load(wf_train *t, const char *dir)
     free(dest);
     free(ts);
     free(names);
+    free(t->zimg);
+    t->zimg = NULL;
     return st;
 }
 
