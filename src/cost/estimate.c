@@ -299,6 +299,9 @@ static wf_status add_ev(wf_cost_layout *l, int sec, wf_coll_kind kind, int bwd, 
     e.nwop = nwop < WF_COST_EVENT_OPS ? nwop : WF_COST_EVENT_OPS;
     for (int j = 0; j < e.nwop; j++)
         e.wop[j] = wop[j];
+    /* The op it belongs to: its point's first op (the loss's: none, the end
+     * of its section). */
+    e.at = e.nwop > 0 ? e.wop[0] : -1;
     return wf_cost_layout_add_event(l, &e);
 }
 

@@ -11,6 +11,7 @@
  * produces each unit's gradients; the schedule groups them from those times;
  * the second plays it. */
 #include "sim/plan-impl.h"
+#include "weft/search.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -45,6 +46,7 @@ typedef struct {
     int *inst_grad_task; /* [ninst] end of the instance's backward in its last micro-batch */
     int *stage_last;     /* [p] the last stream task */
     int *stage_dp_last;  /* [p] a marker after every gradient collective of the stage */
+    int *stage_mp_last;  /* [p] a marker after every model-parallel gradient all-reduce of the stage */
     stage_dp *dp;        /* [p] (pass 2) */
     /* stream state while building one stage */
     int prev;
@@ -125,12 +127,15 @@ static void run_steps(pb *b, int dev, const sim_step *s, int n, int mb, int laye
             stream_task(b, dev, s[i].name, (wf_sim_cat)s[i].cat, s[i].dur_s, mb, layer, chunk);
             break;
         case STEP_COLL:
-        case STEP_COLL_BG: {
+        case STEP_COLL_BG:
+        case STEP_COLL_FREE: {
             int id = add_task(b, s[i].name, (wf_sim_cat)s[i].cat, s[i].dur_s, ch, mb, layer, chunk,
                               s[i].bytes > 0 ? s[i].bytes : -1);
             dep(b, id, b->prev);
             if (s[i].kind == STEP_COLL)
                 push_wait(b, id);
+            else if (s[i].kind == STEP_COLL_FREE)
+                break;
             else if (b->nbg < 64)
                 b->bg[b->nbg++] = id;
             else if (b->sb.st == WF_OK)
@@ -214,6 +219,23 @@ static void build_forward(pb *b, int dev, int vs, int mb, int chunk, int first_o
     b->f_first[vs * b->m + mb] = start;
 }
 
+/* Instance i's weights replicated over the model-parallel axis under split
+ * ops (a layer norm under sequence parallelism, a CNN's convolutions under
+ * batch-split layouts) hold partial gradients: all-reduced over that axis on
+ * channel 1 once the last micro-batch's backward `after` produced them. */
+static void mp_reduce(pb *b, int dev, int i, int after)
+{
+    const sim_profile *pr = b->pr;
+    double bytes = pr->unit[pr->inst[i]].mp_params * pr->grad_bytes;
+    if (!(bytes > 0) || b->p->tp <= 1)
+        return;
+    int id = add_task(b, "mp all-reduce (gradients)", WF_SIM_CAT_TP_COMM,
+                      wf_coll_time(b->c, WF_COLL_ALLREDUCE, &pr->tp_group, bytes), wf_sim_channel(b->sb.s, dev, 1),
+                      -1, pr->inst_layer[i], -1, bytes);
+    dep(b, id, after);
+    dep(b, b->stage_mp_last[dev], id);
+}
+
 static void build_backward(pb *b, int dev, int vs, int mb, int chunk, int last_of_vs)
 {
     const sim_profile *pr = b->pr;
@@ -237,14 +259,19 @@ static void build_backward(pb *b, int dev, int vs, int mb, int chunk, int last_o
         if (last_of_vs)
             for (int i = lo; i < hi; i++)
                 b->inst_grad_task[i] = c;
+        if (last_of_vs)
+            for (int i = hi - 1; i >= lo; i--)
+                mp_reduce(b, dev, i, c);
     } else {
         for (int i = hi - 1; i >= lo; i--) {
             const sim_unit *u = &pr->unit[pr->inst[i]];
             int first = wf_sim_ntasks(b->sb.s);
             run_steps(b, dev, u->rec, u->nrec, mb, pr->inst_layer[i], chunk);
             run_steps(b, dev, u->bwd, u->nbwd, mb, pr->inst_layer[i], chunk);
-            if (last_of_vs)
+            if (last_of_vs) {
                 b->inst_grad_task[i] = b->prev;
+                mp_reduce(b, dev, i, b->prev);
+            }
             if (u->transient_bytes > 0 && first < wf_sim_ntasks(b->sb.s) && b->sb.st == WF_OK)
                 b->sb.st = wf_sim_add_buffer(b->sb.s, dev, (int64_t)u->transient_bytes, first, 1, &b->prev);
         }
@@ -355,6 +382,7 @@ static void build_tail(pb *b)
         b->nwait = 0;
         if (b->stage_dp_last[dev] >= 0)
             push_wait(b, b->stage_dp_last[dev]);
+        push_wait(b, b->stage_mp_last[dev]);
         if (emb >= 0 && (dev == 0 || dev == p->pp - 1))
             push_wait(b, emb);
         if (b->with_dp && b->kind == WF_COMM_DEAR && p->dp > 1) {
@@ -427,6 +455,8 @@ static void build_graph(pb *b)
         }
         b->prev = -1;
         b->nwait = b->nbg = 0;
+        b->stage_mp_last[dev] = add_task(b, "model-parallel gradients reduced", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1,
+                                         -1);
         if (b->with_dp && b->dp) {
             b->dp[dev].next_group = 0;
             b->dp[dev].ag_next = -1;
@@ -681,8 +711,9 @@ static wf_status play_profile(const sim_profile *pr, const wf_plan *p, const wf_
     b.inst_grad_task = wf_arena_alloc(&a, (size_t)(pr->ninst + 1) * sizeof *b.inst_grad_task);
     b.stage_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_last);
     b.stage_dp_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_dp_last);
+    b.stage_mp_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_mp_last);
     wf_ns *ready = wf_arena_alloc(&a, (size_t)(pr->ninst + 1) * sizeof *ready);
-    if (!b.inst_grad_task || !b.stage_last || !b.stage_dp_last || !ready) {
+    if (!b.inst_grad_task || !b.stage_last || !b.stage_dp_last || !b.stage_mp_last || !ready) {
         wf_arena_free(&a);
         return wf_errorf(WF_NOMEM, "out of memory simulating a plan");
     }
@@ -845,7 +876,7 @@ static double fuse_eval(fuse_search *f, const unsigned char *mask, int bound_onl
     wf_arena_init(&a, 1 << 16);
     sim_profile pr;
     double t = -1;
-    f->st = sim_profile_build(f->sm, f->m, f->c, f->p, mask, 0, &a, &pr);
+    f->st = sim_profile_build(f->sm, f->m, f->c, f->p, NULL, mask, 0, &a, &pr);
     if (f->st == WF_OK) {
         if (bound_only) {
             t = stream_bound(&pr, f->p, f->mm);
@@ -890,14 +921,14 @@ static void fuse_dfs(fuse_search *f, int k)
     f->cur[k] = 1;
 }
 
-wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
-                      const wf_sim_plan_opts *opts, wf_sim_plan_result *out)
+/* Simulates plan p (validated) under layouts L (NULL: the whole-model
+ * plan's). */
+static wf_status simulate(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, const wf_cost_layout *L,
+                          int64_t batch, const wf_sim_plan_opts *opts, wf_sim_plan_result *out)
 {
     double t0 = wf_now_s();
     memset(out, 0, sizeof *out);
-    wf_status st = wf_plan_validate(p, m, c, batch);
-    if (st)
-        return st;
+    wf_status st = WF_OK;
     if (p->pp > WF_SIM_MAX_STAGES)
         return wf_errorf(WF_INVAL, "pp=%d: the simulator handles at most %d stages", p->pp, WF_SIM_MAX_STAGES);
     int64_t mm = batch / ((int64_t)p->mbs * p->dp);
@@ -909,6 +940,8 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
     const char *trace = opts ? opts->trace_path : NULL;
     if (detail < 0 || detail > 2)
         return wf_errorf(WF_INVAL, "simulation detail %d: expected 0 (auto), 1 (fine) or 2 (coarse)", detail);
+    if (fuse && L)
+        return wf_errorf(WF_INVAL, "operator fusion is chosen for whole-model plans only, not for a plan's own layouts");
     sim_model sm;
     if ((st = sim_model_init(m, c, &sm)))
         return st;
@@ -990,7 +1023,7 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
         int nfu = out->fusions, nfc = out->fusion_candidates, nev = out->fusion_evals;
         char fused[sizeof out->fused];
         memcpy(fused, out->fused, sizeof fused);
-        st = sim_profile_build(&sm, m, c, p, mask, 0, &a, &pr);
+        st = sim_profile_build(&sm, m, c, p, L, mask, 0, &a, &pr);
         if (st == WF_OK)
             st = play_profile(&pr, p, c, mm, detail, cand, nc, trace, out);
         out->unfused_time_s = unfused;
@@ -1008,6 +1041,56 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
         out->samples_per_s = (double)batch / out->iteration_time_s;
         out->wall_s = wf_now_s() - t0;
     }
+    return st;
+}
+
+wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
+                      const wf_sim_plan_opts *opts, wf_sim_plan_result *out)
+{
+    memset(out, 0, sizeof *out);
+    wf_status st = wf_plan_validate(p, m, c, batch);
+    return st ? st : simulate(m, c, p, NULL, batch, opts, out);
+}
+
+wf_status wf_sim_layouts(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, const wf_cost_layout *l,
+                         int64_t batch, const wf_sim_plan_opts *opts, wf_sim_plan_result *out)
+{
+    memset(out, 0, sizeof *out);
+    wf_plan r = *p;
+    r.tp = l->tp;
+    r.sp = l->sp;
+    /* As wf_estimate_layouts checks it: models other than transformers have
+     * no whole-model tp, their model-parallel axis is checked here. */
+    wf_plan v = r;
+    if (!wf_model_is_transformer(m)) {
+        v.tp = 1;
+        v.sp = 0;
+        if (wf_plan_devices(&r) > wf_cluster_devices(c))
+            return wf_errorf(WF_INVAL, "layouts on %lld devices, cluster %s has %lld", (long long)wf_plan_devices(&r),
+                             c->name, (long long)wf_cluster_devices(c));
+    }
+    wf_status st = wf_plan_validate(&v, m, c, batch);
+    return st ? st : simulate(m, c, &r, l, batch, opts, out);
+}
+
+wf_status wf_sim_oplevel(const wf_model_config *m, const wf_cluster *c, const wf_plan_oplevel *ol, int64_t batch,
+                         const wf_sim_plan_opts *opts, wf_sim_plan_result *out, wf_plan *as_plan)
+{
+    memset(out, 0, sizeof *out);
+    wf_cost_ctx *ctx = NULL;
+    wf_status st = wf_cost_ctx_create(m, c, &ctx);
+    if (st)
+        return st;
+    wf_cost_layout L;
+    wf_plan p;
+    st = wf_oplevel_plan_layout(m, c, ctx, batch, ol, &L, &p);
+    wf_cost_ctx_free(ctx);
+    if (st)
+        return st;
+    st = wf_sim_layouts(m, c, &p, &L, batch, opts, out);
+    wf_cost_layout_free(&L);
+    if (st == WF_OK && as_plan)
+        *as_plan = p;
     return st;
 }
 
