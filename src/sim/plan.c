@@ -29,6 +29,9 @@ typedef struct {
     double *group_opt_s;/* [ngroups] its optimizer step */
     double *group_bytes;/* [ngroups] its all-gather */
     int *grad_inst;     /* gradient index -> instance */
+    wf_comm_schedule mp;/* the weights' partial gradients over the model-parallel axis, grouped
+                           and issued as the plan's schedule does (DeAR: as DDP) */
+    int *mp_inst;       /* its gradient index -> instance */
     int next_group;     /* while building: the next group whose gate is due */
     int ag_next;        /* while building: the all-gather the next gate waits for */
 } stage_dp;
@@ -46,7 +49,6 @@ typedef struct {
     int *inst_grad_task; /* [ninst] end of the instance's backward in its last micro-batch */
     int *stage_last;     /* [p] the last stream task */
     int *stage_dp_last;  /* [p] a marker after every gradient collective of the stage */
-    int *stage_mp_last;  /* [p] a marker after every model-parallel gradient all-reduce of the stage */
     stage_dp *dp;        /* [p] (pass 2) */
     /* stream state while building one stage */
     int prev;
@@ -219,23 +221,6 @@ static void build_forward(pb *b, int dev, int vs, int mb, int chunk, int first_o
     b->f_first[vs * b->m + mb] = start;
 }
 
-/* Instance i's weights replicated over the model-parallel axis under split
- * ops (a layer norm under sequence parallelism, a CNN's convolutions under
- * batch-split layouts) hold partial gradients: all-reduced over that axis on
- * channel 1 once the last micro-batch's backward `after` produced them. */
-static void mp_reduce(pb *b, int dev, int i, int after)
-{
-    const sim_profile *pr = b->pr;
-    double bytes = pr->unit[pr->inst[i]].mp_params * pr->grad_bytes;
-    if (!(bytes > 0) || b->p->tp <= 1)
-        return;
-    int id = add_task(b, "mp all-reduce (gradients)", WF_SIM_CAT_TP_COMM,
-                      wf_coll_time(b->c, WF_COLL_ALLREDUCE, &pr->tp_group, bytes), wf_sim_channel(b->sb.s, dev, 1),
-                      -1, pr->inst_layer[i], -1, bytes);
-    dep(b, id, after);
-    dep(b, b->stage_mp_last[dev], id);
-}
-
 static void build_backward(pb *b, int dev, int vs, int mb, int chunk, int last_of_vs)
 {
     const sim_profile *pr = b->pr;
@@ -259,19 +244,14 @@ static void build_backward(pb *b, int dev, int vs, int mb, int chunk, int last_o
         if (last_of_vs)
             for (int i = lo; i < hi; i++)
                 b->inst_grad_task[i] = c;
-        if (last_of_vs)
-            for (int i = hi - 1; i >= lo; i--)
-                mp_reduce(b, dev, i, c);
     } else {
         for (int i = hi - 1; i >= lo; i--) {
             const sim_unit *u = &pr->unit[pr->inst[i]];
             int first = wf_sim_ntasks(b->sb.s);
             run_steps(b, dev, u->rec, u->nrec, mb, pr->inst_layer[i], chunk);
             run_steps(b, dev, u->bwd, u->nbwd, mb, pr->inst_layer[i], chunk);
-            if (last_of_vs) {
+            if (last_of_vs)
                 b->inst_grad_task[i] = b->prev;
-                mp_reduce(b, dev, i, b->prev);
-            }
             if (u->transient_bytes > 0 && first < wf_sim_ntasks(b->sb.s) && b->sb.st == WF_OK)
                 b->sb.st = wf_sim_add_buffer(b->sb.s, dev, (int64_t)u->transient_bytes, first, 1, &b->prev);
         }
@@ -301,28 +281,21 @@ static double stage_sum(const pb *b, int dev, int experts)
 static double stage_params(const pb *b, int dev) { return stage_sum(b, dev, 0); }
 static double stage_eparams(const pb *b, int dev) { return stage_sum(b, dev, 1); }
 
-/* Gradient collectives of one stage (pass 2), after its backward. */
-static void build_dp(pb *b, int dev)
+/* The collectives of schedule sc over group g on channel 1 of stage dev, each
+ * after the backward that made its gradients (grad_inst); `all` waits for
+ * every one. */
+static void play_schedule(pb *b, int dev, const wf_comm_schedule *sc, const int *grad_inst, const wf_group *g,
+                          const char *ar_name, const char *rs_name, wf_sim_cat cat, int pool, int all)
 {
-    stage_dp *d = &b->dp[dev];
-    const wf_comm_schedule *sc = &d->sc;
     int ch = wf_sim_channel(b->sb.s, dev, 1);
-    int pool = -1;
-    if (sc->kind == WF_COMM_BYTESCHEDULER && sc->credit_bytes > 0) {
-        pool = wf_sim_add_pool(b->sb.s, "credit", (int64_t)ceil(sc->credit_bytes));
-        if (pool < 0 && b->sb.st == WF_OK)
-            b->sb.st = pool;
-    }
-    int all = add_task(b, "gradients reduced", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
     int prev_issue = -1;
     for (int k = 0; k < sc->nops && b->sb.st == WF_OK; k++) {
         const wf_comm_op *op = &sc->ops[k];
-        const char *name = op->kind == WF_COLL_REDUCE_SCATTER ? "dp reduce-scatter" : "dp all-reduce";
         wf_sim_task_desc t;
         wf_sim_task_desc_init(&t);
-        t.name = name;
-        t.cat = WF_SIM_CAT_DP_COMM;
-        t.dur_ns = wf_sim_ns(wf_coll_time(b->c, op->kind, &b->pr->dp_group, op->bytes));
+        t.name = op->kind == WF_COLL_REDUCE_SCATTER ? rs_name : ar_name;
+        t.cat = cat;
+        t.dur_ns = wf_sim_ns(wf_coll_time(b->c, op->kind, g, op->bytes));
         t.nres = 1;
         t.res = &ch;
         t.priority = op->priority;
@@ -342,13 +315,34 @@ static void build_dp(pb *b, int dev)
             prev_issue = gate;
         }
         for (int q = 0; q < op->nparts; q++)
-            dep(b, gate, b->inst_grad_task[d->grad_inst[sc->parts[op->first_part + q].grad]]);
+            dep(b, gate, b->inst_grad_task[grad_inst[sc->parts[op->first_part + q].grad]]);
         /* overlap=0 (local DDP, DeepSpeed's overlap_comm off): the
          * reduction starts when the stage's backward is over. */
         if (!b->p->overlap)
             dep(b, gate, b->stage_last[dev]);
         dep(b, all, id);
     }
+}
+
+/* Gradient collectives of one stage (pass 2), after its backward: the data-
+ * parallel group's, then on the same channel the model-parallel axis's
+ * reduction of the weights it holds replicated under split ops (as the
+ * estimate orders them). */
+static void build_dp(pb *b, int dev)
+{
+    stage_dp *d = &b->dp[dev];
+    const wf_comm_schedule *sc = &d->sc;
+    int pool = -1;
+    if (sc->kind == WF_COMM_BYTESCHEDULER && sc->credit_bytes > 0 && sc->nops > 0) {
+        pool = wf_sim_add_pool(b->sb.s, "credit", (int64_t)ceil(sc->credit_bytes));
+        if (pool < 0 && b->sb.st == WF_OK)
+            b->sb.st = pool;
+    }
+    int all = add_task(b, "gradients reduced", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
+    play_schedule(b, dev, sc, d->grad_inst, &b->pr->dp_group, "dp all-reduce", "dp reduce-scatter", WF_SIM_CAT_DP_COMM,
+                  pool, all);
+    play_schedule(b, dev, &d->mp, d->mp_inst, &b->pr->tp_group, "mp all-reduce (gradients)", "mp all-reduce (gradients)",
+                  WF_SIM_CAT_TP_COMM, -1, all);
     b->stage_dp_last[dev] = all;
 }
 
@@ -382,7 +376,6 @@ static void build_tail(pb *b)
         b->nwait = 0;
         if (b->stage_dp_last[dev] >= 0)
             push_wait(b, b->stage_dp_last[dev]);
-        push_wait(b, b->stage_mp_last[dev]);
         if (emb >= 0 && (dev == 0 || dev == p->pp - 1))
             push_wait(b, emb);
         if (b->with_dp && b->kind == WF_COMM_DEAR && p->dp > 1) {
@@ -455,8 +448,6 @@ static void build_graph(pb *b)
         }
         b->prev = -1;
         b->nwait = b->nbg = 0;
-        b->stage_mp_last[dev] = add_task(b, "model-parallel gradients reduced", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1,
-                                         -1);
         if (b->with_dp && b->dp) {
             b->dp[dev].next_group = 0;
             b->dp[dev].ag_next = -1;
@@ -542,6 +533,42 @@ static void build_graph(pb *b)
 
 /* ---- schedules per stage ---------------------------------------------------------------- */
 
+/* Stage dev's partial gradients over the model-parallel axis (one per unit
+ * instance), grouped by schedule cs over that axis (DeAR's, whose halves
+ * gate the next forward, as DDP's buckets). */
+static wf_status mp_schedule(pb *b, int dev, const wf_comm_sched *cs, const wf_ns *ready_ns, wf_arena *a,
+                             stage_dp *d)
+{
+    const wf_plan *p = b->p;
+    const sim_profile *pr = b->pr;
+    memset(&d->mp, 0, sizeof d->mp);
+    d->mp_inst = wf_arena_alloc(a, (size_t)(pr->ninst + 1) * sizeof *d->mp_inst);
+    wf_grad *grads = wf_arena_alloc(a, (size_t)(pr->ninst + 1) * sizeof *grads);
+    if (!d->mp_inst || !grads)
+        return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
+    int n = 0;
+    for (int c = 0; c < p->vpp && p->tp > 1; c++) {
+        int vs = c * p->pp + dev;
+        for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++) {
+            double e = pr->unit[pr->inst[i]].mp_params;
+            if (!(e > 0))
+                continue;
+            grads[n].bytes = e * pr->grad_bytes;
+            grads[n].ready_s = (double)ready_ns[i] / 1e9;
+            grads[n].layer = i;
+            d->mp_inst[n++] = i;
+        }
+    }
+    if (n == 0)
+        return WF_OK;
+    wf_comm_sched ms = *cs;
+    if (ms.kind == WF_COMM_DEAR)
+        ms = (wf_comm_sched){WF_COMM_DDP, 0};
+    wf_sched_env env;
+    wf_status st = sim_coll_env(b->c, &pr->tp_group, pr->grad_bytes, a, &env);
+    return st ? st : wf_sched_build(&ms, grads, n, &env, a, &d->mp);
+}
+
 /* Groups each stage's gradients by the schedule, from the ready times of
  * the first pass. */
 static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *ready_ns, wf_arena *a)
@@ -569,7 +596,7 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
             int vs = c * p->pp + dev;
             for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++) {
                 const sim_unit *u = &pr->unit[pr->inst[i]];
-                for (int k = 0; k < u->ntensors; k++) {
+                for (int k = 0; k < u->ntensors && p->dp > 1; k++) {
                     if (u->tensor_params[k] <= 0)
                         continue;
                     grads[n].bytes = u->tensor_params[k] * pr->grad_bytes;
@@ -580,6 +607,8 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
             }
         }
         st = wf_sched_build(cs, grads, n, &env, a, &d->sc);
+        if (st == WF_OK)
+            st = mp_schedule(b, dev, cs, ready_ns, a, d);
         if (st)
             return st;
         if (p->zero >= 1)
@@ -711,9 +740,8 @@ static wf_status play_profile(const sim_profile *pr, const wf_plan *p, const wf_
     b.inst_grad_task = wf_arena_alloc(&a, (size_t)(pr->ninst + 1) * sizeof *b.inst_grad_task);
     b.stage_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_last);
     b.stage_dp_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_dp_last);
-    b.stage_mp_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_mp_last);
     wf_ns *ready = wf_arena_alloc(&a, (size_t)(pr->ninst + 1) * sizeof *ready);
-    if (!b.inst_grad_task || !b.stage_last || !b.stage_dp_last || !b.stage_mp_last || !ready) {
+    if (!b.inst_grad_task || !b.stage_last || !b.stage_dp_last || !ready) {
         wf_arena_free(&a);
         return wf_errorf(WF_NOMEM, "out of memory simulating a plan");
     }
@@ -732,7 +760,10 @@ static wf_status play_profile(const sim_profile *pr, const wf_plan *p, const wf_
     b.with_dp = 0;
     if ((st = run_pass(&b, &s)))
         goto done;
-    if (p->dp <= 1) {
+    int mp = 0;
+    for (int u = 0; u < pr->nunits && p->tp > 1; u++)
+        mp |= pr->unit[u].mp_params > 0;
+    if (p->dp <= 1 && !mp) {
         out->comm = p->comm;
         out->candidates = 1;
         fill_result(&b, s, out);
