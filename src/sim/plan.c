@@ -33,7 +33,7 @@ typedef struct {
                            and issued as the plan's schedule does (DeAR: as DDP) */
     int *mp_inst;       /* its gradient index -> instance */
     int next_group;     /* while building: the next group whose gate is due */
-    int ag_next;        /* while building: the all-gather the next gate waits for */
+    int *ag_of;         /* while building: [ngroups] each group's all-gather task, -1 not issued */
 } stage_dp;
 
 typedef struct {
@@ -153,23 +153,34 @@ static void run_steps(pb *b, int dev, const sim_step *s, int n, int mb, int laye
     }
 }
 
+/* DeAR: issues the all-gathers of the groups that start at group g0's first
+ * instance (a layer's groups together, as a framework's forward pre-hook
+ * gathers the next bucket while the current one computes), after task
+ * `after` (-1: at once). */
+static void dear_gather(pb *b, int dev, int g0, int after)
+{
+    stage_dp *d = &b->dp[dev];
+    for (int g = g0; g < d->ngroups && d->group_first[g] == d->group_first[g0]; g++) {
+        d->ag_of[g] = add_task(b, "dp all-gather", WF_SIM_CAT_DP_COMM,
+                               wf_coll_time(b->c, WF_COLL_ALLGATHER, &b->pr->dp_group, d->group_bytes[g]),
+                               wf_sim_channel(b->sb.s, dev, 1), -1, -1, -1, d->group_bytes[g]);
+        dep(b, d->ag_of[g], after);
+    }
+}
+
 /* DeAR: before the first forward of a group's first instance, wait for the
- * group's all-gather, issue the next group's, and step the group. */
+ * group's all-gather and step the group; once the instance's groups are
+ * through, issue the next instance's all-gathers. */
 static void dear_gates(pb *b, int dev, int inst, int mb)
 {
     stage_dp *d = &b->dp[dev];
     while (d->next_group < d->ngroups && d->group_first[d->next_group] <= inst) {
         int g = d->next_group++;
         int gate = add_task(b, "dear gate", WF_SIM_CAT_MARKER, 0, -1, mb, -1, -1, -1);
-        dep(b, gate, d->ag_next);
+        dep(b, gate, d->ag_of[g]);
         chain(b, gate);
-        if (g + 1 < d->ngroups) {
-            int ag = add_task(b, "dp all-gather", WF_SIM_CAT_DP_COMM,
-                              wf_coll_time(b->c, WF_COLL_ALLGATHER, &b->pr->dp_group, d->group_bytes[g + 1]),
-                              wf_sim_channel(b->sb.s, dev, 1), -1, -1, -1, d->group_bytes[g + 1]);
-            dep(b, ag, gate);
-            d->ag_next = ag;
-        }
+        if (g + 1 < d->ngroups && d->group_first[g + 1] != d->group_first[g])
+            dear_gather(b, dev, g + 1, gate);
         stream_task(b, dev, "optimizer step (group)", WF_SIM_CAT_OPTIMIZER, d->group_opt_s[g], -1, -1, -1);
     }
 }
@@ -450,14 +461,11 @@ static void build_graph(pb *b)
         b->nwait = b->nbg = 0;
         if (b->with_dp && b->dp) {
             b->dp[dev].next_group = 0;
-            b->dp[dev].ag_next = -1;
-            if (b->kind == WF_COMM_DEAR && b->dp[dev].ngroups > 0) {
-                /* The first group's all-gather opens the iteration. */
-                int ag = add_task(b, "dp all-gather", WF_SIM_CAT_DP_COMM,
-                                  wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, b->dp[dev].group_bytes[0]),
-                                  wf_sim_channel(b->sb.s, dev, 1), -1, -1, -1, b->dp[dev].group_bytes[0]);
-                b->dp[dev].ag_next = ag;
-            }
+            for (int g = 0; g < b->dp[dev].ngroups; g++)
+                b->dp[dev].ag_of[g] = -1;
+            /* The first instance's all-gathers open the iteration. */
+            if (b->kind == WF_COMM_DEAR && b->dp[dev].ngroups > 0)
+                dear_gather(b, dev, 0, -1);
         }
         /* ZeRO-3: each op's weights gathered one op ahead. */
         int zero3 = p->zero == 3 && p->dp > 1;
@@ -469,6 +477,8 @@ static void build_graph(pb *b)
                 double wb = 0;
                 for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++)
                     wb += pr->unit[pr->inst[i]].params * pr->elem_bytes;
+                if (P == 1)
+                    wb -= pr->shared_params * pr->elem_bytes; /* one copy of the tied embedding */
                 gather = add_task(b, "zero-3 all-gather", WF_SIM_CAT_DP_COMM,
                                   wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, wb),
                                   wf_sim_channel(b->sb.s, dev, 1), mb, -1, ops[k].chunk, wb);
@@ -621,7 +631,8 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
             d->group_first = wf_arena_alloc(a, (size_t)(G + 1) * sizeof *d->group_first);
             d->group_opt_s = wf_arena_alloc(a, (size_t)(G + 1) * sizeof *d->group_opt_s);
             d->group_bytes = wf_arena_alloc(a, (size_t)(G + 1) * sizeof *d->group_bytes);
-            if (!d->group_first || !d->group_opt_s || !d->group_bytes)
+            d->ag_of = wf_arena_alloc(a, (size_t)(G + 1) * sizeof *d->ag_of);
+            if (!d->group_first || !d->group_opt_s || !d->group_bytes || !d->ag_of)
                 return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
             for (int g = 0; g < G; g++) {
                 const wf_comm_op *op = &d->sc.ops[G - 1 - g];
@@ -983,6 +994,12 @@ static wf_status simulate(const wf_model_config *m, const wf_cluster *c, const w
     wf_cost_plan_as_run(sm.ctx, p, &run);
     run.dp = p->dp * run.cp;
     run.cp = 1;
+    /* Without overlap nothing of the reduction hides, DeAR's all-gathers
+     * behind the next forward neither (Megatron-Core gathers parameters
+     * behind the forward only with overlapped gradient reduction): its
+     * collectives run after the backward, as DDP's do. */
+    if (!run.overlap && run.comm.kind == WF_COMM_DEAR)
+        run.comm.kind = WF_COMM_DDP;
     p = &run;
     wf_comm_sched cand[16];
     int nc = comm_candidates(p, fuse, cand);
