@@ -1,29 +1,23 @@
 /* A model on a plan as simulation units (plan-impl.h). The numbers come
- * from the cost model itself through cost.h's records (wf_cost_op_times,
- * wf_cost_op_info_of, wf_cost_model_info_of: per-op times, sections,
- * tensor-parallel points, saved tensors, bytes per parameter, optimizer
- * traffic, pipeline messages, the stage cut), so the simulator and `weft
- * estimate` cost every op identically and differ only in how they compose
- * them; the graph IR gives the parameter tensors (one gradient each) and the
- * fusion candidates.
+ * from the cost model itself through cost.h's records (wf_cost_op_times_layout,
+ * wf_cost_op_info_of, wf_cost_model_info_of: per-op times, sections, saved
+ * tensors, bytes per parameter, optimizer traffic, pipeline messages, the
+ * stage cut) and its layout descriptor (wf_cost_layout: per-op work, weight
+ * and saved-byte divisors, the model-parallel axis's collectives and the
+ * products they overlap with), so the simulator and `weft estimate` cost
+ * every op identically and differ only in how they compose them; the graph
+ * IR gives the parameter tensors (one gradient each) and the fusion
+ * candidates. A whole-model plan is Megatron's descriptor
+ * (wf_cost_layout_megatron; other models: every op whole), an op-level plan
+ * the descriptor its SBP signatures give (wf_sim_layouts): one path.
  *
  * - Transformers: one layer built at micro-batch 1, its ops sorted into the
  *   embedding ("pre"), the tied layer and the head ("post"), as the estimate
- *   does. Split ops divide FLOPs and activation traffic by t, their weights
- *   too; with sequence parallelism the replicated ops divide their
- *   activations as well. Megatron's tensor-parallel points become steps:
- *   after a row-parallel op an all-reduce (with sp a reduce-scatter) the
- *   stream waits for; before the column-parallel ops of a point, with sp, an
- *   all-gather; in backward the input gradient's all-reduce (sp: reduce-
- *   scatter) runs alongside the weight-gradient products, and with sp the
- *   input is re-gathered alongside the input-gradient products; the
- *   vocabulary-parallel loss adds three small all-reduces. Compute slowed by
- *   overlapped communication (the cluster's overlap_slowdown) is added to the
- *   overlapped compute step.
- * - Other models: one unit per forward op (no tensor parallelism), stages cut
- *   by time as the estimate cuts them.
+ *   does: three units, each with the descriptor's collectives of its section.
+ * - Other models: one unit per forward op, with the collectives its op pays;
+ *   stages as the descriptor cuts them, else by time as the estimate does.
  * Memory per unit follows Korthikanti et al. 2022 through the saved tensors,
- * with full or selective recomputation. */
+ * with full or selective recomputation, divided as the layouts divide them. */
 #include "sim/plan-impl.h"
 
 #include <math.h>
