@@ -14,16 +14,17 @@
  *   simulation of the plan string within 0.5% (the two descriptors are the
  *   same layouts read two ways; measured within 0.03%), and agrees with
  *   wf_estimate_plan of the plan string within 3% on the rows of Korthikanti
- *   et al. and on most of the sweep. Where the simulator and the closed form
- *   compose an iteration differently the two part whatever the layouts (the
- *   plan string's simulation parts the same): ZeRO's and DeAR's gathers in
- *   pipelines with few micro-batches (the closed form hides them behind the
- *   whole forward, the simulator behind the first micro-batch's), the
- *   closed form's mean-stage bubble on small transformers whose head
- *   outweighs a stage, a bubble the simulator fills with exposed
- *   communication. Those are bounded here (within 4% on the calibration
- *   rows, 12% on the sweep, and 3% on 85% of it) and listed in
- *   docs/simulator.md;
+ *   et al. and on nine plans of the sweep in ten (measured: 253 of 270).
+ *   Where the simulator and the closed form compose an iteration
+ *   differently the two part whatever the layouts (the plan string's
+ *   simulation parts the same): ZeRO's and DeAR's parameter gathers (the
+ *   closed form hides them behind the whole forward, the simulator behind
+ *   the first micro-batch's forward, as a framework's pre-hooks gather; with
+ *   one stage it overlaps ZeRO-3's gathers less), a GPipe or ZeRO bubble the
+ *   simulator fills with exposed data-parallel communication that the
+ *   closed form adds to it. Those are bounded here (within 4% on NVIDIA's
+ *   rows, which run ZeRO-1 over 64 micro-batches of one sample, and 12% on
+ *   the sweep) and listed in docs/simulator.md;
  * - plans of the op-level search (layouts no whole-model plan has: a CNN's
  *   convolutions split by the batch and its classifier by features on one
  *   axis, pipelined) simulated against wf_oplevel_plan_cost within 3%. */
@@ -163,7 +164,7 @@ static void test_sweep(void **state)
                     "%.2e), %.2e against the plan string's simulation\n", t.n, tried, t.within, t.worst_est,
             t.worst_sim);
     assert_true(t.n >= 200);
-    assert_true(20 * t.within >= 17 * t.n);
+    assert_true(10 * t.within >= 9 * t.n);
 }
 
 /* The op-level search's plans on a one-axis mesh of 2, 4 or 8 devices (the
