@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cost/cost-impl.h"
+#include "plan_sweep.h"
 #include "weft/search.h"
 
 static double worst_time, worst_part, worst_mem;
@@ -122,68 +123,25 @@ static void test_calibration_rows(void **state)
             worst_part, worst_mem);
 }
 
-/* A deterministic generator for the sweep. */
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static int pick(int n)
-{
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (int)((rng >> 33) % (uint64_t)n);
-}
-
-typedef struct {
-    const char *model, *cluster;
-    int64_t batch;
-    int transformer;
-} sweep_case;
-
 static void test_sweep(void **state)
 {
     (void)state;
-    static const sweep_case cases[] = {
-        {"gpt3-1.3b", "dgx-a100:nodes=2", 64, 1},
-        {"gpt2", "dgx-a100:nodes=1", 32, 1},
-        {"llama2-7b:dtype=bf16", "dgx-h100:nodes=2", 64, 1},
-        {"megatron-22b", "dgx-a100:nodes=2", 16, 1},
-        {"bert-base:seq=128", "v100-ib100", 256, 1},
-        {"gpt3-175b", "dgx-a100:nodes=8", 64, 1},
-        {"resnet50", "dgx-a100:nodes=1", 256, 0},
-        {"vgg16", "v100-ib100", 256, 0},
-        {"mlp:sizes=1024-4096-4096-10", "dgx-a100:nodes=1", 512, 0},
-    };
-    static const int tps[] = {1, 2, 4, 8}, pps[] = {1, 2, 4}, mbss[] = {1, 2, 4}, vpps[] = {1, 2};
-    const int ncase = (int)(sizeof cases / sizeof cases[0]);
+    sweep_rng rng = SWEEP_RNG_INIT;
     int before = compared, tried = 0;
-    for (int k = 0; k < ncase; k++) {
-        const sweep_case *sc = &cases[k];
+    for (int k = 0; k < SWEEP_NCASES; k++) {
+        const sweep_case *sc = &sweep_cases[k];
         wf_model_config m;
         wf_cluster c;
         assert_int_equal(wf_model_lookup(sc->model, &m), WF_OK);
         assert_int_equal(wf_cluster_lookup(sc->cluster, &c), WF_OK);
         wf_cost_ctx *ctx = NULL;
         assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
-        const int64_t devices = wf_cluster_devices(&c) < 16 ? wf_cluster_devices(&c) : 16;
+        const int64_t devices = wf_cluster_devices(&c) < SWEEP_MAX_DEVICES ? wf_cluster_devices(&c) : SWEEP_MAX_DEVICES;
         int got = 0;
         for (int n = 0; n < 400 && got < 30; n++) {
             wf_plan p;
-            wf_plan_default(&p);
-            p.tp = sc->transformer ? tps[pick(4)] : 1;
-            p.pp = pps[pick(3)];
-            p.mbs = mbss[pick(3)];
-            p.vpp = sc->transformer ? vpps[pick(2)] : 1;
-            p.sp = sc->transformer && p.tp > 1 ? pick(2) : 0;
-            p.recompute = (wf_recompute)(sc->transformer ? pick(3) : 2 * pick(2));
-            p.zero = pick(4);
-            p.overlap = pick(4) != 0;
-            p.pipe = pick(4) == 0 ? WF_PIPE_GPIPE : WF_PIPE_1F1B;
-            p.comm.kind = pick(3) == 0 ? WF_COMM_DEAR : WF_COMM_DDP;
-            if (pick(3) == 0)
-                p.sw = WF_SW_MEGATRON_2022;
-            if (p.vpp > 1 && p.pp == 1)
-                p.vpp = 1;
-            int64_t per = (int64_t)p.tp * p.pp;
-            if (devices % per != 0)
+            if (!sweep_draw(&rng, sc, devices, &p))
                 continue;
-            p.dp = (int)(devices / per);
             tried++;
             got += agree(&m, &c, ctx, &p, sc->batch);
         }

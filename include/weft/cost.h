@@ -289,7 +289,8 @@ typedef struct {
     int nwop;
     int wop[WF_COST_EVENT_OPS]; /* the context ops whose products form the window */
     int at;                /* the context op it belongs to (its reader; the pipeline stage that
-                              pays it in models other than transformers) */
+                              pays it in models other than transformers); -1 none (the end of
+                              its section) */
     int64_t gsize, gstride;/* its group: gsize devices gstride apart (a sub-axis of a mesh whose
                               two axes are both model-parallel); 0: the whole model-parallel axis
                               (tp devices, stride 1) */
@@ -340,6 +341,12 @@ wf_status wf_cost_layout_add_event(wf_cost_layout *l, const wf_cost_event *ev);
 /* The descriptor of Megatron-LM's layouts under tensor parallelism tp and
  * sequence parallelism sp: what the whole-model estimate composes. */
 wf_status wf_cost_layout_megatron(const wf_cost_ctx *ctx, int tp, int sp, wf_cost_layout *out);
+/* The times of every op (out[nops]) at micro-batch mbs under layouts l: each
+ * op's activation work divided by l->div, its weight traffic by l->pdiv
+ * (experts by the variant's expert layout): exactly the terms
+ * wf_estimate_layouts composes, for the simulator to play. */
+wf_status wf_cost_op_times_layout(const wf_cost_ctx *ctx, int64_t mbs, const wf_cost_layout *l,
+                                  wf_cost_op_time *out);
 /* The estimate of plan p (its dp, pp, mbs, vpp, recompute, zero, overlap,
  * schedules and profile keys; its tp and sp are taken from the descriptor)
  * with the per-op terms of descriptor l: wf_estimate_plan's composition. */

@@ -300,6 +300,24 @@ typedef struct {
 /* Validates the plan (wf_plan_validate) and simulates one iteration. */
 wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
                       const wf_sim_plan_opts *opts, wf_sim_plan_result *out);
+/* The same task graph for plan p played with the per-op terms of layout
+ * descriptor l (cost.h; p's tp and sp are taken from it): each op's products
+ * at its local shape, the model-parallel axis's collectives on channel 0
+ * where the layouts put them (overlapped with the products of their window
+ * as the framework overlaps them), the weights' partial gradients all-
+ * reduced over that axis, and for other models the stage cut the descriptor
+ * carries. wf_sim_plan plays Megatron's descriptor (wf_cost_layout_megatron):
+ * the two differ only where the layouts differ, as wf_estimate_layouts and
+ * wf_estimate_plan do. Validated as wf_estimate_layouts validates. No
+ * operator fusion (opts->fuse is refused). */
+wf_status wf_sim_layouts(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, const wf_cost_layout *l,
+                         int64_t batch, const wf_sim_plan_opts *opts, wf_sim_plan_result *out);
+/* An op-level plan simulated from its layouts: wf_oplevel_plan_layout
+ * (search.h: the descriptor its SBP signatures give, and the plan its keys
+ * give, into *as_plan when not NULL) played by wf_sim_layouts. Takes every
+ * plan wf_oplevel_plan_cost takes. */
+wf_status wf_sim_oplevel(const wf_model_config *m, const wf_cluster *c, const wf_plan_oplevel *ol, int64_t batch,
+                         const wf_sim_plan_opts *opts, wf_sim_plan_result *out, wf_plan *as_plan);
 /* {"iteration_time_s", "samples_per_s", "peak_memory_bytes", "fits", "breakdown",
  *  "comm": {"schedule", "threshold_bytes", "collectives", "dp_comm_s",
  *  "dp_exposed_s"}, "stages": [...], ...} */

@@ -7,6 +7,7 @@
  * human table goes to stdout; --json prints one object on stdout instead (the
  * table then goes to stderr). */
 #include "cli/cli.h"
+#include "weft/search.h"
 #include "weft/sim.h"
 
 #include <cjson/cJSON.h>
@@ -55,6 +56,11 @@ static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_sim_plan_
     }
 }
 
+static wf_status load_oplevel(wf_cli_plan_input *in, wf_cost_layout *lay, char *text, size_t cap);
+static wf_status simulate(const wf_cli_plan_input *pin, const wf_cost_layout *lay, const char *comm, const char *trace,
+                          const char *detail, const char *fuse, const char *plot, const char *csv, int json,
+                          const char *ol_text);
+
 wf_status wf_cmd_simulate(int argc, char **argv)
 {
     wf_cli_plan_input in;
@@ -87,8 +93,61 @@ wf_status wf_cmd_simulate(int argc, char **argv)
         st = wf_file_check_output(plot, "--plot");
     if (st == WF_OK && csv)
         st = wf_file_check_output(csv, "--csv");
-    if (st != WF_OK || (st = wf_cli_load_plan_input(&in, "simulating")) != WF_OK)
+    if (st != WF_OK)
         return st;
+    /* An op-level plan file is played from its layouts (wf_sim_layouts: the
+     * task graph of the descriptor its SBP signatures give, as `weft
+     * estimate` costs it), whatever its layouts, when the one cost model
+     * takes them; a whole-model plan plays Megatron's. */
+    wf_cost_layout lay;
+    memset(&lay, 0, sizeof lay);
+    char ol_text[256] = "";
+    if (in.plan && wf_plan_is_oplevel_file(in.plan))
+        st = load_oplevel(&in, &lay, ol_text, sizeof ol_text);
+    else
+        st = wf_cli_load_plan_input(&in, "simulating");
+    if (st == WF_OK)
+        st = simulate(&in, ol_text[0] ? &lay : NULL, comm, trace, detail, fuse, plot, csv, json, ol_text);
+    wf_cost_layout_free(&lay);
+    return st;
+}
+
+/* Reads op-level plan file in->plan: its layouts into *lay, the plan its
+ * keys and layouts compose into in->p. */
+static wf_status load_oplevel(wf_cli_plan_input *in, wf_cost_layout *lay, char *text, size_t cap)
+{
+    wf_plan_oplevel ol;
+    wf_plan_oplevel_init(&ol);
+    wf_plan_meta meta;
+    int is_ol = 0;
+    wf_cost_ctx *ctx = NULL;
+    wf_status st = wf_cli_load_model_cluster(in->model, in->cluster, in->batch, &in->mc, &in->c);
+    if (st == WF_OK)
+        st = wf_plan_read_file_any(in->plan, &in->p, &ol, &meta, &is_ol);
+    if (st == WF_OK)
+        st = wf_cost_ctx_create(&in->mc, &in->c, &ctx);
+    if (st == WF_OK) {
+        wf_plan_oplevel_format(&ol, text, cap);
+        st = wf_oplevel_plan_layout(&in->mc, &in->c, ctx, in->batch, &ol, lay, &in->p);
+        if (st == WF_INVAL) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", wf_last_error());
+            st = wf_errorf(WF_INVAL, "%s: the simulator plays the layouts the one cost model takes: %s", in->plan, why);
+        }
+    }
+    if (st == WF_OK)
+        wf_plan_format(&in->p, in->canon, sizeof in->canon);
+    wf_cost_ctx_free(ctx);
+    wf_plan_oplevel_free(&ol);
+    return st;
+}
+
+static wf_status simulate(const wf_cli_plan_input *pin, const wf_cost_layout *lay, const char *comm, const char *trace,
+                          const char *detail, const char *fuse, const char *plot, const char *csv, int json,
+                          const char *ol_text)
+{
+    wf_cli_plan_input in = *pin;
+    wf_status st = WF_OK;
     wf_sim_plan_opts so = {.detail = 0, .trace_path = trace, .fuse = 0, .fuse_budget = 0};
     if (fuse) {
         if (strcmp(fuse, "auto") == 0)
@@ -122,7 +181,8 @@ wf_status wf_cmd_simulate(int argc, char **argv)
         so.trace_path = tmp_trace;
     }
     wf_sim_plan_result r;
-    st = wf_sim_plan(&in.mc, &in.c, &in.p, in.batch, &so, &r);
+    st = lay ? wf_sim_layouts(&in.mc, &in.c, &in.p, lay, in.batch, &so, &r)
+             : wf_sim_plan(&in.mc, &in.c, &in.p, in.batch, &so, &r);
     if (st == WF_OK && (plot || csv)) {
         char title[1024];
         snprintf(title, sizeof title, "%s on %s, batch %lld: %.4g s per iteration\n%s", in.mc.name, in.c.name,
@@ -144,6 +204,9 @@ wf_status wf_cmd_simulate(int argc, char **argv)
         wf_cost_profile_line(ctx, &in.p, framework, sizeof framework);
     wf_cost_ctx_free(ctx);
     print_table(json ? stderr : stdout, &in, &r, framework);
+    if (lay)
+        fprintf(json ? stderr : stdout, "  op-level plan %s: played from its layouts (the task graph of its SBP "
+                                        "signatures, as the plan above)\n", ol_text);
     if (trace)
         fprintf(stderr, "trace written to %s\n", trace);
     if (!json)
@@ -154,6 +217,8 @@ wf_status wf_cmd_simulate(int argc, char **argv)
     wf_cli_add_plan_fields(j, &in);
     if (framework[0])
         cJSON_AddStringToObject(j, "framework", framework);
+    if (lay)
+        cJSON_AddStringToObject(j, "op_level_plan", ol_text);
     if (trace)
         cJSON_AddStringToObject(j, "trace", trace);
     st = wf_cli_print_json(j);

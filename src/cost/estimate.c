@@ -12,7 +12,7 @@
  *   stage time per micro-batch S = layers/pp x layer + embedding (first) or
  *                                  head (last) + pipeline sends (2 x vpp, each
  *                                  alpha + n beta + p2p_overhead_s)
- *   iteration = m x S_slowest + (pp-1)/vpp x S_mean            (1F1B bubble)
+ *   iteration = m x S_slowest + (S_sum - S_slowest)/vpp        (1F1B bubble)
  *             + exposed data-parallel gradient reduction (bucketed, overlapped
  *               with the last micro-batch's backward unless overlap=0)
  *             + tied-embedding gradient sync + optimizer step (memory-bound)
@@ -302,6 +302,9 @@ static wf_status add_ev(wf_cost_layout *l, int sec, wf_coll_kind kind, int bwd, 
     e.nwop = nwop < WF_COST_EVENT_OPS ? nwop : WF_COST_EVENT_OPS;
     for (int j = 0; j < e.nwop; j++)
         e.wop[j] = wop[j];
+    /* The op it belongs to: its point's first op (the loss's: none, the end
+     * of its section). */
+    e.at = e.nwop > 0 ? e.wop[0] : -1;
     return wf_cost_layout_add_event(l, &e);
 }
 
@@ -715,7 +718,10 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     else
         for (int k = 0; k < nst; k++)
             ssum += stage_total(&st[k]);
-    double bubble = p->pp > 1 ? (pp - 1) / v * ssum / pp : 0;
+    /* The fill and the drain pass through every stage but the slowest once
+     * (a flow shop): (pp-1) S with uniform stages, no more when one stage
+     * (a heavy head) is the slowest. */
+    double bubble = p->pp > 1 ? (ssum - smax) / v : 0;
 
     /* In 1F1B the first stage finishes its backward last: its gradient
      * reduction and optimizer step end the iteration. */

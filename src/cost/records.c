@@ -118,6 +118,21 @@ wf_status wf_cost_op_times(const wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, 
     return WF_OK;
 }
 
+wf_status wf_cost_op_times_layout(const wf_cost_ctx *ctx, int64_t mbs, const wf_cost_layout *l,
+                                  wf_cost_op_time *out)
+{
+    if (mbs < 1 || l->nops != ctx->nops)
+        return wf_errorf(WF_INVAL, "op times at mbs=%lld under layouts of %d ops (model '%s' has %d)",
+                         (long long)mbs, l->nops, ctx->model.name, ctx->nops);
+    const double b = (double)mbs;
+    for (int i = 0; i < ctx->nops; i++) {
+        const wf_cost_op *r = &ctx->ops[i];
+        out[i] = r->expert ? wf_cost_op_time_tp(ctx, r, b, (double)l->tp, l->sp)
+                           : wf_cost_op_time_of(ctx, r, b, l->div[i], l->pdiv[i]);
+    }
+    return WF_OK;
+}
+
 void wf_cost_model_info_of(const wf_cost_ctx *ctx, wf_cost_model_info *out)
 {
     memset(out, 0, sizeof *out);

@@ -55,7 +55,7 @@ wf_status wf_sim_dp_model_build(const wf_model_config *mc, const wf_cluster *c, 
     wf_status st = sim_model_init(mc, c, &sm);
     if (st)
         return st;
-    st = sim_profile_build(&sm, mc, c, &p, NULL, 1, a, &pr);
+    st = sim_profile_build(&sm, mc, c, &p, NULL, NULL, 1, a, &pr);
     sim_model_free(&sm);
     if (st)
         return st;

@@ -16,8 +16,11 @@
  *   COLL_BG  a collective issued after the previous stream step that runs
  *            alongside the following stream steps (Megatron's asynchronous
  *            gradient all-reduce / re-gather);
+ *   COLL_FREE a collective issued after the previous stream step that nothing
+ *            waits for (the part of a collective hidden behind products
+ *            outside its unit);
  *   JOIN     the next stream step waits for every COLL_BG issued so far. */
-enum { STEP_COMPUTE, STEP_COLL, STEP_COLL_BG, STEP_JOIN };
+enum { STEP_COMPUTE, STEP_COLL, STEP_COLL_BG, STEP_COLL_FREE, STEP_JOIN };
 
 typedef struct {
     uint8_t kind;
@@ -33,6 +36,10 @@ typedef struct {
     int nfwd, nbwd, nrec;
     double params;          /* parameter elements held by one device */
     double eparams;         /* of them, expert parameters (sharded over expert-data-parallel ranks) */
+    double mp_params;       /* of them, those whose gradient is a partial sum over the model-parallel
+                               axis (all-reduced over it after the last micro-batch's backward) */
+    double sub_params[2];   /* of them, those partial over one sub-axis only of a mesh of two
+                               model-parallel axes (sim_profile.sub_group) */
     int ntensors;           /* its parameter tensors (each one gradient), forward order */
     double *tensor_params;  /* [ntensors] elements held by one device */
     double act_bytes;       /* kept from its forward to its backward, per micro-batch */
@@ -64,6 +71,8 @@ typedef struct {
     double mem_bw_bps;          /* achieved memory bandwidth (optimizer step) */
     double buffer_bytes;        /* collective buffers and workspaces per device */
     wf_group dp_group, tp_group;
+    int nsub;                   /* a mesh of two model-parallel axes: its sub-axes (else 0) */
+    wf_group sub_group[2];
     int cp;                     /* context parallelism (the cost context's variant) */
     int tp_overlap;             /* the variant's tensor-parallel overlap (wf_cost_var) */
 } sim_profile;
@@ -128,10 +137,14 @@ typedef struct {
 wf_status sim_model_init(const wf_model_config *m, const wf_cluster *c, sim_model *out);
 void sim_model_free(sim_model *sm);
 
-/* Units of `m` under plan `p`; fuse[k] != 0 applies sm->fusions[k] (fuse may
- * be NULL: no fusion). op_level (tp = 1 only) makes a transformer one unit per
- * op of each layer instead of one per layer (gradients ready op by op). */
+/* Units of `m` under plan `p` and layout descriptor `layouts` (NULL: the
+ * whole-model plan's, Megatron's wf_cost_layout_megatron for transformers,
+ * every op whole otherwise; given, its tp is p's); fuse[k] != 0 applies
+ * sm->fusions[k] (fuse may be NULL: no fusion). op_level (tp = 1 only)
+ * makes a transformer one unit per op of each layer instead of one per
+ * layer (gradients ready op by op). */
 wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cluster *c, const wf_plan *p,
-                            const unsigned char *fuse, int op_level, wf_arena *a, sim_profile *out);
+                            const wf_cost_layout *layouts, const unsigned char *fuse, int op_level, wf_arena *a,
+                            sim_profile *out);
 
 #endif

@@ -11,6 +11,7 @@
  * produces each unit's gradients; the schedule groups them from those times;
  * the second plays it. */
 #include "sim/plan-impl.h"
+#include "weft/search.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -28,8 +29,13 @@ typedef struct {
     double *group_opt_s;/* [ngroups] its optimizer step */
     double *group_bytes;/* [ngroups] its all-gather */
     int *grad_inst;     /* gradient index -> instance */
+    wf_comm_schedule mp;/* the weights' partial gradients over the model-parallel axis, grouped
+                           and issued as the plan's schedule does (DeAR: as DDP) */
+    int *mp_inst;       /* its gradient index -> instance */
+    wf_comm_schedule sub[2]; /* the same over each sub-axis of a mesh of two model-parallel axes */
+    int *sub_inst[2];
     int next_group;     /* while building: the next group whose gate is due */
-    int ag_next;        /* while building: the all-gather the next gate waits for */
+    int *ag_of;         /* while building: [ngroups] each group's all-gather task, -1 not issued */
 } stage_dp;
 
 typedef struct {
@@ -125,12 +131,15 @@ static void run_steps(pb *b, int dev, const sim_step *s, int n, int mb, int laye
             stream_task(b, dev, s[i].name, (wf_sim_cat)s[i].cat, s[i].dur_s, mb, layer, chunk);
             break;
         case STEP_COLL:
-        case STEP_COLL_BG: {
+        case STEP_COLL_BG:
+        case STEP_COLL_FREE: {
             int id = add_task(b, s[i].name, (wf_sim_cat)s[i].cat, s[i].dur_s, ch, mb, layer, chunk,
                               s[i].bytes > 0 ? s[i].bytes : -1);
             dep(b, id, b->prev);
             if (s[i].kind == STEP_COLL)
                 push_wait(b, id);
+            else if (s[i].kind == STEP_COLL_FREE)
+                break;
             else if (b->nbg < 64)
                 b->bg[b->nbg++] = id;
             else if (b->sb.st == WF_OK)
@@ -146,23 +155,34 @@ static void run_steps(pb *b, int dev, const sim_step *s, int n, int mb, int laye
     }
 }
 
+/* DeAR: issues the all-gathers of the groups that start at group g0's first
+ * instance (a layer's groups together, as a framework's forward pre-hook
+ * gathers the next bucket while the current one computes), after task
+ * `after` (-1: at once). */
+static void dear_gather(pb *b, int dev, int g0, int after)
+{
+    stage_dp *d = &b->dp[dev];
+    for (int g = g0; g < d->ngroups && d->group_first[g] == d->group_first[g0]; g++) {
+        d->ag_of[g] = add_task(b, "dp all-gather", WF_SIM_CAT_DP_COMM,
+                               wf_coll_time(b->c, WF_COLL_ALLGATHER, &b->pr->dp_group, d->group_bytes[g]),
+                               wf_sim_channel(b->sb.s, dev, 1), -1, -1, -1, d->group_bytes[g]);
+        dep(b, d->ag_of[g], after);
+    }
+}
+
 /* DeAR: before the first forward of a group's first instance, wait for the
- * group's all-gather, issue the next group's, and step the group. */
+ * group's all-gather and step the group; once the instance's groups are
+ * through, issue the next instance's all-gathers. */
 static void dear_gates(pb *b, int dev, int inst, int mb)
 {
     stage_dp *d = &b->dp[dev];
     while (d->next_group < d->ngroups && d->group_first[d->next_group] <= inst) {
         int g = d->next_group++;
         int gate = add_task(b, "dear gate", WF_SIM_CAT_MARKER, 0, -1, mb, -1, -1, -1);
-        dep(b, gate, d->ag_next);
+        dep(b, gate, d->ag_of[g]);
         chain(b, gate);
-        if (g + 1 < d->ngroups) {
-            int ag = add_task(b, "dp all-gather", WF_SIM_CAT_DP_COMM,
-                              wf_coll_time(b->c, WF_COLL_ALLGATHER, &b->pr->dp_group, d->group_bytes[g + 1]),
-                              wf_sim_channel(b->sb.s, dev, 1), -1, -1, -1, d->group_bytes[g + 1]);
-            dep(b, ag, gate);
-            d->ag_next = ag;
-        }
+        if (g + 1 < d->ngroups && d->group_first[g + 1] != d->group_first[g])
+            dear_gather(b, dev, g + 1, gate);
         stream_task(b, dev, "optimizer step (group)", WF_SIM_CAT_OPTIMIZER, d->group_opt_s[g], -1, -1, -1);
     }
 }
@@ -274,28 +294,21 @@ static double stage_sum(const pb *b, int dev, int experts)
 static double stage_params(const pb *b, int dev) { return stage_sum(b, dev, 0); }
 static double stage_eparams(const pb *b, int dev) { return stage_sum(b, dev, 1); }
 
-/* Gradient collectives of one stage (pass 2), after its backward. */
-static void build_dp(pb *b, int dev)
+/* The collectives of schedule sc over group g on channel 1 of stage dev, each
+ * after the backward that made its gradients (grad_inst); `all` waits for
+ * every one. */
+static void play_schedule(pb *b, int dev, const wf_comm_schedule *sc, const int *grad_inst, const wf_group *g,
+                          const char *ar_name, const char *rs_name, wf_sim_cat cat, int pool, int all)
 {
-    stage_dp *d = &b->dp[dev];
-    const wf_comm_schedule *sc = &d->sc;
     int ch = wf_sim_channel(b->sb.s, dev, 1);
-    int pool = -1;
-    if (sc->kind == WF_COMM_BYTESCHEDULER && sc->credit_bytes > 0) {
-        pool = wf_sim_add_pool(b->sb.s, "credit", (int64_t)ceil(sc->credit_bytes));
-        if (pool < 0 && b->sb.st == WF_OK)
-            b->sb.st = pool;
-    }
-    int all = add_task(b, "gradients reduced", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
     int prev_issue = -1;
     for (int k = 0; k < sc->nops && b->sb.st == WF_OK; k++) {
         const wf_comm_op *op = &sc->ops[k];
-        const char *name = op->kind == WF_COLL_REDUCE_SCATTER ? "dp reduce-scatter" : "dp all-reduce";
         wf_sim_task_desc t;
         wf_sim_task_desc_init(&t);
-        t.name = name;
-        t.cat = WF_SIM_CAT_DP_COMM;
-        t.dur_ns = wf_sim_ns(wf_coll_time(b->c, op->kind, &b->pr->dp_group, op->bytes));
+        t.name = op->kind == WF_COLL_REDUCE_SCATTER ? rs_name : ar_name;
+        t.cat = cat;
+        t.dur_ns = wf_sim_ns(wf_coll_time(b->c, op->kind, g, op->bytes));
         t.nres = 1;
         t.res = &ch;
         t.priority = op->priority;
@@ -315,13 +328,37 @@ static void build_dp(pb *b, int dev)
             prev_issue = gate;
         }
         for (int q = 0; q < op->nparts; q++)
-            dep(b, gate, b->inst_grad_task[d->grad_inst[sc->parts[op->first_part + q].grad]]);
+            dep(b, gate, b->inst_grad_task[grad_inst[sc->parts[op->first_part + q].grad]]);
         /* overlap=0 (local DDP, DeepSpeed's overlap_comm off): the
          * reduction starts when the stage's backward is over. */
         if (!b->p->overlap)
             dep(b, gate, b->stage_last[dev]);
         dep(b, all, id);
     }
+}
+
+/* Gradient collectives of one stage (pass 2), after its backward: the data-
+ * parallel group's, then on the same channel the model-parallel axis's
+ * reduction of the weights it holds replicated under split ops (as the
+ * estimate orders them). */
+static void build_dp(pb *b, int dev)
+{
+    stage_dp *d = &b->dp[dev];
+    const wf_comm_schedule *sc = &d->sc;
+    int pool = -1;
+    if (sc->kind == WF_COMM_BYTESCHEDULER && sc->credit_bytes > 0 && sc->nops > 0) {
+        pool = wf_sim_add_pool(b->sb.s, "credit", (int64_t)ceil(sc->credit_bytes));
+        if (pool < 0 && b->sb.st == WF_OK)
+            b->sb.st = pool;
+    }
+    int all = add_task(b, "gradients reduced", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
+    play_schedule(b, dev, sc, d->grad_inst, &b->pr->dp_group, "dp all-reduce", "dp reduce-scatter", WF_SIM_CAT_DP_COMM,
+                  pool, all);
+    play_schedule(b, dev, &d->mp, d->mp_inst, &b->pr->tp_group, "mp all-reduce (gradients)", "mp all-reduce (gradients)",
+                  WF_SIM_CAT_TP_COMM, -1, all);
+    for (int j = 0; j < b->pr->nsub; j++)
+        play_schedule(b, dev, &d->sub[j], d->sub_inst[j], &b->pr->sub_group[j], "mp sub-axis all-reduce (gradients)",
+                      "mp sub-axis all-reduce (gradients)", WF_SIM_CAT_TP_COMM, -1, all);
     b->stage_dp_last[dev] = all;
 }
 
@@ -429,14 +466,11 @@ static void build_graph(pb *b)
         b->nwait = b->nbg = 0;
         if (b->with_dp && b->dp) {
             b->dp[dev].next_group = 0;
-            b->dp[dev].ag_next = -1;
-            if (b->kind == WF_COMM_DEAR && b->dp[dev].ngroups > 0) {
-                /* The first group's all-gather opens the iteration. */
-                int ag = add_task(b, "dp all-gather", WF_SIM_CAT_DP_COMM,
-                                  wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, b->dp[dev].group_bytes[0]),
-                                  wf_sim_channel(b->sb.s, dev, 1), -1, -1, -1, b->dp[dev].group_bytes[0]);
-                b->dp[dev].ag_next = ag;
-            }
+            for (int g = 0; g < b->dp[dev].ngroups; g++)
+                b->dp[dev].ag_of[g] = -1;
+            /* The first instance's all-gathers open the iteration. */
+            if (b->kind == WF_COMM_DEAR && b->dp[dev].ngroups > 0)
+                dear_gather(b, dev, 0, -1);
         }
         /* ZeRO-3: each op's weights gathered one op ahead. */
         int zero3 = p->zero == 3 && p->dp > 1;
@@ -448,6 +482,8 @@ static void build_graph(pb *b)
                 double wb = 0;
                 for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++)
                     wb += pr->unit[pr->inst[i]].params * pr->elem_bytes;
+                if (P == 1)
+                    wb -= pr->shared_params * pr->elem_bytes; /* one copy of the tied embedding */
                 gather = add_task(b, "zero-3 all-gather", WF_SIM_CAT_DP_COMM,
                                   wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, wb),
                                   wf_sim_channel(b->sb.s, dev, 1), mb, -1, ops[k].chunk, wb);
@@ -512,6 +548,46 @@ static void build_graph(pb *b)
 
 /* ---- schedules per stage ---------------------------------------------------------------- */
 
+/* Stage dev's partial gradients over the model-parallel axis (which < 0:
+ * the whole axis; else sub-axis `which` of a mesh of two model-parallel
+ * axes), one per unit instance, grouped by schedule cs over that group
+ * (DeAR's, whose halves gate the next forward, as DDP's buckets). */
+static wf_status mp_schedule(pb *b, int dev, const wf_comm_sched *cs, const wf_ns *ready_ns, wf_arena *a,
+                             stage_dp *d, int which)
+{
+    const wf_plan *p = b->p;
+    const sim_profile *pr = b->pr;
+    wf_comm_schedule *out = which < 0 ? &d->mp : &d->sub[which];
+    int **inst = which < 0 ? &d->mp_inst : &d->sub_inst[which];
+    memset(out, 0, sizeof *out);
+    *inst = wf_arena_alloc(a, (size_t)(pr->ninst + 1) * sizeof **inst);
+    wf_grad *grads = wf_arena_alloc(a, (size_t)(pr->ninst + 1) * sizeof *grads);
+    if (!*inst || !grads)
+        return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
+    int n = 0;
+    for (int c = 0; c < p->vpp && p->tp > 1; c++) {
+        int vs = c * p->pp + dev;
+        for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++) {
+            const sim_unit *u = &pr->unit[pr->inst[i]];
+            double e = which < 0 ? u->mp_params : u->sub_params[which];
+            if (!(e > 0))
+                continue;
+            grads[n].bytes = e * pr->grad_bytes;
+            grads[n].ready_s = (double)ready_ns[i] / 1e9;
+            grads[n].layer = i;
+            (*inst)[n++] = i;
+        }
+    }
+    if (n == 0)
+        return WF_OK;
+    wf_comm_sched ms = *cs;
+    if (ms.kind == WF_COMM_DEAR)
+        ms = (wf_comm_sched){WF_COMM_DDP, 0};
+    wf_sched_env env;
+    wf_status st = sim_coll_env(b->c, which < 0 ? &pr->tp_group : &pr->sub_group[which], pr->grad_bytes, a, &env);
+    return st ? st : wf_sched_build(&ms, grads, n, &env, a, out);
+}
+
 /* Groups each stage's gradients by the schedule, from the ready times of
  * the first pass. */
 static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *ready_ns, wf_arena *a)
@@ -539,7 +615,7 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
             int vs = c * p->pp + dev;
             for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++) {
                 const sim_unit *u = &pr->unit[pr->inst[i]];
-                for (int k = 0; k < u->ntensors; k++) {
+                for (int k = 0; k < u->ntensors && p->dp > 1; k++) {
                     if (u->tensor_params[k] <= 0)
                         continue;
                     grads[n].bytes = u->tensor_params[k] * pr->grad_bytes;
@@ -550,6 +626,8 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
             }
         }
         st = wf_sched_build(cs, grads, n, &env, a, &d->sc);
+        for (int w = -1; w < pr->nsub && st == WF_OK; w++)
+            st = mp_schedule(b, dev, cs, ready_ns, a, d, w);
         if (st)
             return st;
         if (p->zero >= 1)
@@ -562,7 +640,8 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
             d->group_first = wf_arena_alloc(a, (size_t)(G + 1) * sizeof *d->group_first);
             d->group_opt_s = wf_arena_alloc(a, (size_t)(G + 1) * sizeof *d->group_opt_s);
             d->group_bytes = wf_arena_alloc(a, (size_t)(G + 1) * sizeof *d->group_bytes);
-            if (!d->group_first || !d->group_opt_s || !d->group_bytes)
+            d->ag_of = wf_arena_alloc(a, (size_t)(G + 1) * sizeof *d->ag_of);
+            if (!d->group_first || !d->group_opt_s || !d->group_bytes || !d->ag_of)
                 return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
             for (int g = 0; g < G; g++) {
                 const wf_comm_op *op = &d->sc.ops[G - 1 - g];
@@ -701,7 +780,10 @@ static wf_status play_profile(const sim_profile *pr, const wf_plan *p, const wf_
     b.with_dp = 0;
     if ((st = run_pass(&b, &s)))
         goto done;
-    if (p->dp <= 1) {
+    int mp = 0;
+    for (int u = 0; u < pr->nunits && p->tp > 1; u++)
+        mp |= pr->unit[u].mp_params > 0 || pr->unit[u].sub_params[0] > 0 || pr->unit[u].sub_params[1] > 0;
+    if (p->dp <= 1 && !mp) {
         out->comm = p->comm;
         out->candidates = 1;
         fill_result(&b, s, out);
@@ -845,7 +927,7 @@ static double fuse_eval(fuse_search *f, const unsigned char *mask, int bound_onl
     wf_arena_init(&a, 1 << 16);
     sim_profile pr;
     double t = -1;
-    f->st = sim_profile_build(f->sm, f->m, f->c, f->p, mask, 0, &a, &pr);
+    f->st = sim_profile_build(f->sm, f->m, f->c, f->p, NULL, mask, 0, &a, &pr);
     if (f->st == WF_OK) {
         if (bound_only) {
             t = stream_bound(&pr, f->p, f->mm);
@@ -890,14 +972,14 @@ static void fuse_dfs(fuse_search *f, int k)
     f->cur[k] = 1;
 }
 
-wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
-                      const wf_sim_plan_opts *opts, wf_sim_plan_result *out)
+/* Simulates plan p (validated) under layouts L (NULL: the whole-model
+ * plan's). */
+static wf_status simulate(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, const wf_cost_layout *L,
+                          int64_t batch, const wf_sim_plan_opts *opts, wf_sim_plan_result *out)
 {
     double t0 = wf_now_s();
     memset(out, 0, sizeof *out);
-    wf_status st = wf_plan_validate(p, m, c, batch);
-    if (st)
-        return st;
+    wf_status st = WF_OK;
     if (p->pp > WF_SIM_MAX_STAGES)
         return wf_errorf(WF_INVAL, "pp=%d: the simulator handles at most %d stages", p->pp, WF_SIM_MAX_STAGES);
     int64_t mm = batch / ((int64_t)p->mbs * p->dp);
@@ -909,6 +991,8 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
     const char *trace = opts ? opts->trace_path : NULL;
     if (detail < 0 || detail > 2)
         return wf_errorf(WF_INVAL, "simulation detail %d: expected 0 (auto), 1 (fine) or 2 (coarse)", detail);
+    if (fuse && L)
+        return wf_errorf(WF_INVAL, "operator fusion is chosen for whole-model plans only, not for a plan's own layouts");
     sim_model sm;
     if ((st = sim_model_init(m, c, &sm)))
         return st;
@@ -919,6 +1003,12 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
     wf_cost_plan_as_run(sm.ctx, p, &run);
     run.dp = p->dp * run.cp;
     run.cp = 1;
+    /* Without overlap nothing of the reduction hides, DeAR's all-gathers
+     * behind the next forward neither (Megatron-Core gathers parameters
+     * behind the forward only with overlapped gradient reduction): its
+     * collectives run after the backward, as DDP's do. */
+    if (!run.overlap && run.comm.kind == WF_COMM_DEAR)
+        run.comm.kind = WF_COMM_DDP;
     p = &run;
     wf_comm_sched cand[16];
     int nc = comm_candidates(p, fuse, cand);
@@ -990,7 +1080,7 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
         int nfu = out->fusions, nfc = out->fusion_candidates, nev = out->fusion_evals;
         char fused[sizeof out->fused];
         memcpy(fused, out->fused, sizeof fused);
-        st = sim_profile_build(&sm, m, c, p, mask, 0, &a, &pr);
+        st = sim_profile_build(&sm, m, c, p, L, mask, 0, &a, &pr);
         if (st == WF_OK)
             st = play_profile(&pr, p, c, mm, detail, cand, nc, trace, out);
         out->unfused_time_s = unfused;
@@ -1008,6 +1098,56 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
         out->samples_per_s = (double)batch / out->iteration_time_s;
         out->wall_s = wf_now_s() - t0;
     }
+    return st;
+}
+
+wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
+                      const wf_sim_plan_opts *opts, wf_sim_plan_result *out)
+{
+    memset(out, 0, sizeof *out);
+    wf_status st = wf_plan_validate(p, m, c, batch);
+    return st ? st : simulate(m, c, p, NULL, batch, opts, out);
+}
+
+wf_status wf_sim_layouts(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, const wf_cost_layout *l,
+                         int64_t batch, const wf_sim_plan_opts *opts, wf_sim_plan_result *out)
+{
+    memset(out, 0, sizeof *out);
+    wf_plan r = *p;
+    r.tp = l->tp;
+    r.sp = l->sp;
+    /* As wf_estimate_layouts checks it: models other than transformers have
+     * no whole-model tp, their model-parallel axis is checked here. */
+    wf_plan v = r;
+    if (!wf_model_is_transformer(m)) {
+        v.tp = 1;
+        v.sp = 0;
+        if (wf_plan_devices(&r) > wf_cluster_devices(c))
+            return wf_errorf(WF_INVAL, "layouts on %lld devices, cluster %s has %lld", (long long)wf_plan_devices(&r),
+                             c->name, (long long)wf_cluster_devices(c));
+    }
+    wf_status st = wf_plan_validate(&v, m, c, batch);
+    return st ? st : simulate(m, c, &r, l, batch, opts, out);
+}
+
+wf_status wf_sim_oplevel(const wf_model_config *m, const wf_cluster *c, const wf_plan_oplevel *ol, int64_t batch,
+                         const wf_sim_plan_opts *opts, wf_sim_plan_result *out, wf_plan *as_plan)
+{
+    memset(out, 0, sizeof *out);
+    wf_cost_ctx *ctx = NULL;
+    wf_status st = wf_cost_ctx_create(m, c, &ctx);
+    if (st)
+        return st;
+    wf_cost_layout L;
+    wf_plan p;
+    st = wf_oplevel_plan_layout(m, c, ctx, batch, ol, &L, &p);
+    wf_cost_ctx_free(ctx);
+    if (st)
+        return st;
+    st = wf_sim_layouts(m, c, &p, &L, batch, opts, out);
+    wf_cost_layout_free(&L);
+    if (st == WF_OK && as_plan)
+        *as_plan = p;
     return st;
 }
 

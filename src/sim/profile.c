@@ -1,29 +1,23 @@
 /* A model on a plan as simulation units (plan-impl.h). The numbers come
- * from the cost model itself through cost.h's records (wf_cost_op_times,
- * wf_cost_op_info_of, wf_cost_model_info_of: per-op times, sections,
- * tensor-parallel points, saved tensors, bytes per parameter, optimizer
- * traffic, pipeline messages, the stage cut), so the simulator and `weft
- * estimate` cost every op identically and differ only in how they compose
- * them; the graph IR gives the parameter tensors (one gradient each) and the
- * fusion candidates.
+ * from the cost model itself through cost.h's records (wf_cost_op_times_layout,
+ * wf_cost_op_info_of, wf_cost_model_info_of: per-op times, sections, saved
+ * tensors, bytes per parameter, optimizer traffic, pipeline messages, the
+ * stage cut) and its layout descriptor (wf_cost_layout: per-op work, weight
+ * and saved-byte divisors, the model-parallel axis's collectives and the
+ * products they overlap with), so the simulator and `weft estimate` cost
+ * every op identically and differ only in how they compose them; the graph
+ * IR gives the parameter tensors (one gradient each) and the fusion
+ * candidates. A whole-model plan is Megatron's descriptor
+ * (wf_cost_layout_megatron; other models: every op whole), an op-level plan
+ * the descriptor its SBP signatures give (wf_sim_layouts): one path.
  *
  * - Transformers: one layer built at micro-batch 1, its ops sorted into the
  *   embedding ("pre"), the tied layer and the head ("post"), as the estimate
- *   does. Split ops divide FLOPs and activation traffic by t, their weights
- *   too; with sequence parallelism the replicated ops divide their
- *   activations as well. Megatron's tensor-parallel points become steps:
- *   after a row-parallel op an all-reduce (with sp a reduce-scatter) the
- *   stream waits for; before the column-parallel ops of a point, with sp, an
- *   all-gather; in backward the input gradient's all-reduce (sp: reduce-
- *   scatter) runs alongside the weight-gradient products, and with sp the
- *   input is re-gathered alongside the input-gradient products; the
- *   vocabulary-parallel loss adds three small all-reduces. Compute slowed by
- *   overlapped communication (the cluster's overlap_slowdown) is added to the
- *   overlapped compute step.
- * - Other models: one unit per forward op (no tensor parallelism), stages cut
- *   by time as the estimate cuts them.
+ *   does: three units, each with the descriptor's collectives of its section.
+ * - Other models: one unit per forward op, with the collectives its op pays;
+ *   stages as the descriptor cuts them, else by time as the estimate does.
  * Memory per unit follows Korthikanti et al. 2022 through the saved tensors,
- * with full or selective recomputation. */
+ * with full or selective recomputation, divided as the layouts divide them. */
 #include "sim/plan-impl.h"
 
 #include <math.h>
@@ -101,13 +95,14 @@ static void fold(const sim_step *s, int n, double *comp, double *exposed, double
             c += s[i].dur_s;
             break;
         case STEP_COLL:
-        case STEP_COLL_BG: {
+        case STEP_COLL_BG:
+        case STEP_COLL_FREE: {
             double st = T > C ? T : C;
             C = st + s[i].dur_s;
             comm += s[i].dur_s;
             if (s[i].kind == STEP_COLL)
                 wait = wait > C ? wait : C;
-            else
+            else if (s[i].kind == STEP_COLL_BG)
                 bg = bg > C ? bg : C;
             break;
         }
@@ -130,183 +125,398 @@ static void fold_unit(sim_unit *u)
     double hid = 0;
     fold(u->fwd, u->nfwd, &u->fwd_comp, &u->fwd_exposed, &hid);
     fold(u->rec, u->nrec, &u->rec_comp, &u->rec_exposed, &hid);
-    /* Forward and recomputation wait for all their collectives: hid stays 0. */
+    /* Forward and recomputation wait for their collectives but a folded
+     * one's hidden part (hid), which the coarse graph leaves out. */
     fold(u->bwd, u->nbwd, &u->bwd_comp, &u->bwd_exposed, &u->bwd_hidden);
 }
 
-/* ---- transformers ------------------------------------------------------------------- */
+/* ---- units from the layouts ----------------------------------------------------------
+ * A unit's steps come from the layout descriptor (wf_cost_layout): each op's
+ * products at its local shape (the descriptor's work and weight divisors),
+ * and the model-parallel axis's collectives where the layouts put them. A
+ * collective the framework overlaps (its profile's tp_overlap reaches the
+ * event's need) runs on channel 0 beside the products of its window: in
+ * forward from before the first window op to after the last; in backward an
+ * input gradient's reduction (a weight-gradient window) is issued once the
+ * window ops' input-gradient products are done, with their weight-gradient
+ * products deferred behind it, and a gather (an input-gradient window) runs
+ * beside those ops' input-gradient products. Compute slowed by overlapped
+ * communication (the cluster's overlap_slowdown) is added to the compute
+ * beside it. A collective not overlapped is exposed: a reduction after the
+ * ops whose partial output it sums, a gather before the ops that read it, one
+ * with no window at its op. A collective whose window lies outside its unit
+ * (an op of another model's, paid by its reader) is split as the estimate
+ * splits it: the shown part exposed, the rest beside the following compute. */
 
 enum { SEC_PRE = WF_COST_SEC_PRE, SEC_LAYER = WF_COST_SEC_LAYER, SEC_POST = WF_COST_SEC_POST, SEC_COUNT = WF_COST_SEC_COUNT };
 
-/* One forward op of the one-layer graph at micro-batch 1. */
+/* One forward op of the context at the plan's micro-batch under the layouts. */
 typedef struct {
-    int section, split, attn_core, is_g, fpoint, f_first, f_last;
-    double tf, tin, tw;        /* at the plan's micro-batch and tp */
-    double f_bytes, g_bytes;   /* point tensors at micro-batch 1 */
-    double ce_bytes;           /* vocab-parallel loss: fp32 per token */
-    double repl, split_b, scores; /* saved for backward, micro-batch 1 */
-    double ring_f, ring_b;     /* context parallelism's K/V ring around attention (plan's mbs) */
-    double ep_f, ep_b;         /* the experts' all-to-alls (and etp collectives) after a dispatch */
+    int section, attn_core;
+    double tf, tin, tw;           /* forward, input- and weight-gradient products (fusions applied) */
+    double repl, split_b, scores; /* saved for backward at micro-batch 1, divided as the layouts divide them */
+    double ring_f, ring_b;        /* context parallelism's K/V ring around attention (plan's mbs) */
+    double ep_f, ep_b;            /* the experts' all-to-alls (and etp collectives) after a dispatch */
 } top;
 
-static double coll_t(const wf_cluster *c, const wf_group *g, wf_coll_kind k, double bytes)
+/* One collective of the layouts at the plan's micro-batch. */
+typedef struct {
+    const wf_cost_event *e;
+    double dur_s, bytes;  /* all `times` of it; its vector */
+    int can_hide;         /* the framework overlaps it with the window's products */
+    const char *name;
+} lev;
+
+/* Where a collective runs inside a unit. */
+typedef struct {
+    int wlo, whi;  /* the window's ops inside the unit (lowest, highest), -1 none */
+    int ov;        /* beside them */
+    int fold;      /* hidden behind ops outside the unit: the shown part exposed */
+    double win;    /* the window's time */
+    int anchor;    /* exposed or folded: at this op (-1: the pass's end) */
+    int after;     /* after the anchor op (reductions) or before it (gathers) */
+} lplace;
+
+typedef struct {
+    const wf_cluster *c;
+    const top *ops; /* every op of the context */
+    int nops;
+    const lev *ev;  /* every collective of the layouts */
+    const int *uev; /* the unit's collectives */
+    int nuev;
+    int lo, hi;     /* the unit's ops [lo, hi) */
+    double slow;    /* overlap_slowdown */
+    const char *fname, *bname, *rname; /* names of the unit's compute steps */
+} unit_in;
+
+static double win_time(const top *o, wf_cost_win w)
 {
-    return wf_coll_time(c, k, g, bytes);
+    return w == WF_COST_WIN_FWD ? o->tf : w == WF_COST_WIN_DGRAD ? o->tin : w == WF_COST_WIN_WGRAD ? o->tw : 0;
+}
+
+static int is_reduction(wf_coll_kind k) { return k == WF_COLL_ALLREDUCE || k == WF_COLL_REDUCE_SCATTER; }
+
+static lplace place_of(const unit_in *u, const lev *l)
+{
+    const wf_cost_event *e = l->e;
+    lplace q = {-1, -1, 0, 0, 0, -1, 0};
+    double all = 0, in = 0;
+    for (int j = 0; j < e->nwop; j++) {
+        int o = e->wop[j];
+        if (o < 0 || o >= u->nops)
+            continue;
+        double t = win_time(&u->ops[o], e->win);
+        all += t;
+        if (o < u->lo || o >= u->hi)
+            continue;
+        in += t;
+        q.wlo = q.wlo < 0 || o < q.wlo ? o : q.wlo;
+        q.whi = o > q.whi ? o : q.whi;
+    }
+    int red = is_reduction(e->kind);
+    if (q.wlo >= 0) {
+        q.ov = l->can_hide;
+        q.win = in;
+        /* In the pass's order: forward ascending, backward descending. */
+        q.anchor = e->bwd ? (red ? q.wlo : q.whi) : (red ? q.whi : q.wlo);
+        q.after = red;
+    } else {
+        q.fold = l->can_hide && all > 0;
+        q.win = all;
+        q.anchor = e->at >= u->lo && e->at < u->hi ? e->at : -1;
+        q.after = e->bwd;
+    }
+    return q;
+}
+
+/* An exposed collective, or a folded one (shown part exposed, the rest on
+ * the channel beside what follows, slowing it). */
+static void exposed(steps *s, const unit_in *u, const lev *l, const lplace *q)
+{
+    flush(s);
+    double hid = q->fold ? (l->dur_s < q->win ? l->dur_s : q->win) : 0;
+    if (l->dur_s - hid > 0)
+        emit_bytes(s, STEP_COLL, WF_SIM_CAT_TP_COMM, l->dur_s - hid, l->bytes, l->name);
+    if (hid > 0) {
+        emit_bytes(s, STEP_COLL_FREE, WF_SIM_CAT_TP_COMM, hid, l->bytes, l->name);
+        s->comp += (u->slow - 1.0) * hid;
+    }
 }
 
 /* Compute `dur` with a collective of `comm` running beside it (context
- * parallelism's ring, a userbuffers-overlapped tensor-parallel collective):
- * the collective in the background, the compute slowed while they overlap,
- * then a join. */
-static void beside(steps *s, double comm, double bytes, double dur, double slow, const char *name)
+ * parallelism's ring): the collective in the background, the compute slowed
+ * while they overlap, then a join. */
+static void beside(steps *s, double comm, double dur, double slow, const char *name)
 {
     flush(s);
-    emit_bytes(s, STEP_COLL_BG, WF_SIM_CAT_TP_COMM, comm, bytes, name);
+    emit(s, STEP_COLL_BG, WF_SIM_CAT_TP_COMM, comm, name);
     s->comp += dur + (slow - 1.0) * (comm < dur ? comm : dur);
     flush(s);
     emit(s, STEP_JOIN, 0, 0, "join");
 }
 
-static wf_status section_steps(const wf_cluster *c, const sim_profile *pr, const wf_plan *p, const top *ops,
-                               int n, int npoints, int section, wf_arena *a, sim_unit *u)
+/* The forward pass of a unit (again as a recomputation: cat RECOMPUTE). */
+static void forward_steps(const unit_in *u, const lplace *pl, steps *s)
 {
-    const double b = (double)p->mbs, slow = c->overlap_slowdown >= 1 ? c->overlap_slowdown : 1.0;
-    const int t = p->tp, sp = p->sp;
-    /* Tensor-parallel overlap as the framework runs it (wf_cost_var): 0
-     * synchronous, 1 backward collectives behind the GEMMs beside them, 2
-     * also the forward ones (userbuffers, with sequence parallelism). */
-    const int bwd_ov = pr->tp_overlap >= 1, fwd_ov = pr->tp_overlap >= 2 && sp;
-    const wf_group *tg = &pr->tp_group;
-    int cap = 8 * n + 16;
-    steps f = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_FORWARD, "forward"};
-    steps r = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_RECOMPUTE, "recompute"};
-    steps w = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_BACKWARD, "backward"};
-    double *dwin = wf_arena_alloc(a, (size_t)(npoints + 1) * sizeof *dwin);
-    double *wwin = wf_arena_alloc(a, (size_t)(npoints + 1) * sizeof *wwin);
-    if (!f.s || !r.s || !w.s || !dwin || !wwin)
-        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
-
-    /* Forward (and, with full recomputation of the layer, the same again). */
-    int full = section == SEC_LAYER && p->recompute == WF_RECOMPUTE_FULL;
-    for (int pass = 0; pass < 1 + full; pass++) {
-        steps *s = pass ? &r : &f;
-        double ag = 0, ag_win = 0; /* an overlapped all-gather and the compute beside it */
-        for (int i = 0; i < n; i++) {
-            const top *o = &ops[i];
-            if (t > 1 && sp && o->fpoint >= 0 && o->f_first) {
+    for (int i = u->lo; i < u->hi; i++) {
+        const top *o = &u->ops[i];
+        for (int k = 0; k < u->nuev; k++) {
+            const lev *l = &u->ev[u->uev[k]];
+            const lplace *q = &pl[k];
+            if (l->e->bwd)
+                continue;
+            if (q->ov && q->wlo == i) {
                 flush(s);
-                ag = coll_t(c, tg, WF_COLL_ALLGATHER, o->f_bytes * b);
-                emit_bytes(s, fwd_ov ? STEP_COLL_BG : STEP_COLL, WF_SIM_CAT_TP_COMM, ag, o->f_bytes * b,
-                           "tp all-gather");
-                ag_win = 0;
-            }
-            if (o->ring_f > 0) {
-                beside(s, o->ring_f, 0, o->tf, slow, "cp ring");
-            } else if (t > 1 && o->is_g && fwd_ov) {
-                double rs = coll_t(c, tg, WF_COLL_REDUCE_SCATTER, o->g_bytes * b);
-                beside(s, rs, o->g_bytes * b, o->tf, slow, "tp reduce-scatter");
-            } else {
-                s->comp += o->tf;
-                if (t > 1 && o->is_g) {
-                    flush(s);
-                    emit_bytes(s, STEP_COLL, WF_SIM_CAT_TP_COMM,
-                               coll_t(c, tg, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, o->g_bytes * b),
-                               o->g_bytes * b, sp ? "tp reduce-scatter" : "tp all-reduce");
-                }
-            }
-            if (t > 1 && sp && fwd_ov && o->fpoint >= 0) {
-                ag_win += o->tf;
-                if (o->f_last) {
-                    s->comp += (slow - 1.0) * (ag < ag_win ? ag : ag_win);
-                    flush(s);
-                    emit(s, STEP_JOIN, 0, 0, "join");
-                }
-            }
-            if (t > 1 && o->ce_bytes > 0) {
-                flush(s);
-                emit(s, STEP_COLL, WF_SIM_CAT_TP_COMM, 3.0 * coll_t(c, tg, WF_COLL_ALLREDUCE, o->ce_bytes * b),
-                     "vocab-parallel loss all-reduces");
-            }
-            if (o->ep_f > 0) {
-                flush(s);
-                emit(s, STEP_COLL, WF_SIM_CAT_TP_COMM, o->ep_f, "expert all-to-all");
+                emit_bytes(s, STEP_COLL_BG, WF_SIM_CAT_TP_COMM, l->dur_s, l->bytes, l->name);
+            } else if (!q->ov && q->anchor == i && !q->after) {
+                exposed(s, u, l, q);
             }
         }
-        flush(s);
+        if (o->ring_f > 0)
+            beside(s, o->ring_f, o->tf, u->slow, "cp ring");
+        else
+            s->comp += o->tf;
+        int join = 0;
+        for (int k = 0; k < u->nuev; k++) {
+            const lev *l = &u->ev[u->uev[k]];
+            const lplace *q = &pl[k];
+            if (!l->e->bwd && q->ov && q->whi == i) {
+                s->comp += (u->slow - 1.0) * (l->dur_s < q->win ? l->dur_s : q->win);
+                join = 1;
+            }
+        }
+        if (join) {
+            flush(s);
+            emit(s, STEP_JOIN, 0, 0, "join");
+        }
+        for (int k = 0; k < u->nuev; k++) {
+            const lev *l = &u->ev[u->uev[k]];
+            if (!l->e->bwd && !pl[k].ov && pl[k].anchor == i && pl[k].after)
+                exposed(s, u, l, &pl[k]);
+        }
+        if (o->ep_f > 0) {
+            flush(s);
+            emit(s, STEP_COLL, WF_SIM_CAT_TP_COMM, o->ep_f, "expert all-to-all");
+        }
     }
-    if (section == SEC_LAYER && p->recompute == WF_RECOMPUTE_SELECTIVE) {
-        for (int i = 0; i < n; i++) {
-            if (!ops[i].attn_core)
+    for (int k = 0; k < u->nuev; k++)
+        if (!u->ev[u->uev[k]].e->bwd && !pl[k].ov && pl[k].anchor < 0)
+            exposed(s, u, &u->ev[u->uev[k]], &pl[k]);
+    flush(s);
+}
+
+/* The backward pass of a unit, ops in reverse. claim[i - lo]: the
+ * weight-gradient window (unit collective k) that defers op i's weight-
+ * gradient product, -1 none. */
+static void backward_steps(const unit_in *u, const lplace *pl, const int *claim, steps *s)
+{
+    for (int i = u->hi - 1; i >= u->lo; i--) {
+        const top *o = &u->ops[i];
+        for (int k = 0; k < u->nuev; k++) {
+            const lev *l = &u->ev[u->uev[k]];
+            const lplace *q = &pl[k];
+            if (!l->e->bwd)
                 continue;
-            if (ops[i].ring_f > 0)
-                beside(&r, ops[i].ring_f, 0, ops[i].tf, slow, "cp ring");
+            if (q->ov && l->e->win != WF_COST_WIN_WGRAD && q->whi == i) {
+                flush(s);
+                emit_bytes(s, STEP_COLL_BG, WF_SIM_CAT_TP_COMM, l->dur_s, l->bytes, l->name);
+            } else if (!q->ov && q->anchor == i && !q->after) {
+                exposed(s, u, l, q);
+            }
+        }
+        int own_w = claim[i - u->lo] < 0;
+        if (o->ring_b > 0) {
+            beside(s, o->ring_b, o->tin + (own_w ? o->tw : 0), u->slow, "cp ring");
+            own_w = 0;
+        } else {
+            s->comp += o->tin;
+        }
+        /* The gathers beside the input-gradient products end here. */
+        int join = 0;
+        for (int k = 0; k < u->nuev; k++) {
+            const lev *l = &u->ev[u->uev[k]];
+            const lplace *q = &pl[k];
+            if (l->e->bwd && q->ov && l->e->win != WF_COST_WIN_WGRAD && q->wlo == i) {
+                s->comp += (u->slow - 1.0) * (l->dur_s < q->win ? l->dur_s : q->win);
+                join = 1;
+            }
+        }
+        if (join) {
+            flush(s);
+            emit(s, STEP_JOIN, 0, 0, "join");
+        }
+        /* An input gradient complete: its reduction, and the weight-gradient
+         * products deferred behind it. */
+        for (int k = 0; k < u->nuev; k++) {
+            const lev *l = &u->ev[u->uev[k]];
+            const lplace *q = &pl[k];
+            if (!l->e->bwd || l->e->win != WF_COST_WIN_WGRAD || q->wlo != i)
+                continue;
+            flush(s);
+            emit_bytes(s, q->ov ? STEP_COLL_BG : STEP_COLL, WF_SIM_CAT_TP_COMM, l->dur_s, l->bytes, l->name);
+            double w = 0;
+            for (int j = u->lo; j < u->hi; j++)
+                if (claim[j - u->lo] == k)
+                    w += u->ops[j].tw;
+            if (q->ov)
+                w += (u->slow - 1.0) * (l->dur_s < q->win ? l->dur_s : q->win);
+            if (w > 0)
+                emit(s, STEP_COMPUTE, WF_SIM_CAT_BACKWARD, w, "weight gradients");
+            if (q->ov)
+                emit(s, STEP_JOIN, 0, 0, "join");
+        }
+        for (int k = 0; k < u->nuev; k++) {
+            const lev *l = &u->ev[u->uev[k]];
+            const lplace *q = &pl[k];
+            if (l->e->bwd && !q->ov && q->anchor == i && q->after &&
+                !(l->e->win == WF_COST_WIN_WGRAD && q->wlo == i))
+                exposed(s, u, l, q);
+        }
+        if (own_w)
+            s->comp += o->tw;
+        if (o->ep_b > 0) {
+            flush(s);
+            emit(s, STEP_COLL, WF_SIM_CAT_TP_COMM, o->ep_b, "expert all-to-all");
+        }
+    }
+    for (int k = 0; k < u->nuev; k++)
+        if (u->ev[u->uev[k]].e->bwd && !pl[k].ov && pl[k].anchor < 0)
+            exposed(s, u, &u->ev[u->uev[k]], &pl[k]);
+    flush(s);
+}
+
+/* The steps of a unit: forward, backward and recomputation (rc: full
+ * replays the forward with its collectives, selective the attention core). */
+static wf_status unit_steps(const unit_in *in, wf_recompute rc, wf_arena *a, sim_unit *u)
+{
+    const int n = in->hi - in->lo;
+    int cap = 8 * n + 6 * in->nuev + 16;
+    steps f = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_FORWARD, in->fname};
+    steps r = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_RECOMPUTE, in->rname};
+    steps w = {wf_arena_alloc(a, (size_t)cap * sizeof(sim_step)), 0, cap, 0, WF_SIM_CAT_BACKWARD, in->bname};
+    lplace *pl = malloc(((size_t)in->nuev + 1) * sizeof *pl);
+    int *claim = malloc(((size_t)n + 1) * sizeof *claim);
+    if (!f.s || !r.s || !w.s || !pl || !claim) {
+        free(pl);
+        free(claim);
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+    }
+    for (int k = 0; k < in->nuev; k++)
+        pl[k] = place_of(in, &in->ev[in->uev[k]]);
+    /* Each weight-gradient product waits behind the first reduction (in
+     * backward order) whose window holds it. */
+    for (int j = 0; j < n; j++)
+        claim[j] = -1;
+    for (int i = in->hi - 1; i >= in->lo; i--)
+        for (int k = 0; k < in->nuev; k++) {
+            const wf_cost_event *e = in->ev[in->uev[k]].e;
+            if (!e->bwd || e->win != WF_COST_WIN_WGRAD || pl[k].wlo != i)
+                continue;
+            for (int j = 0; j < e->nwop; j++) {
+                int o = e->wop[j];
+                if (o >= in->lo && o < in->hi && claim[o - in->lo] < 0)
+                    claim[o - in->lo] = k;
+            }
+        }
+    forward_steps(in, pl, &f);
+    if (rc == WF_RECOMPUTE_FULL) {
+        forward_steps(in, pl, &r);
+    } else if (rc == WF_RECOMPUTE_SELECTIVE) {
+        for (int i = in->lo; i < in->hi; i++) {
+            const top *o = &in->ops[i];
+            if (!o->attn_core)
+                continue;
+            if (o->ring_f > 0)
+                beside(&r, o->ring_f, o->tf, in->slow, "cp ring");
             else
-                r.comp += ops[i].tf;
+                r.comp += o->tf;
         }
         flush(&r);
     }
-
-    /* Backward, ops in reverse. */
-    for (int k = 0; k < npoints; k++)
-        dwin[k] = wwin[k] = 0;
-    for (int i = n - 1; i >= 0; i--) {
-        const top *o = &ops[i];
-        if (t > 1 && sp && o->is_g && fwd_ov && o->fpoint < 0 && o->ring_b <= 0) {
-            /* Userbuffers: the output gradient's all-gather pipelined with
-             * this row-parallel product's input-gradient GEMM. */
-            beside(&w, coll_t(c, tg, WF_COLL_ALLGATHER, o->g_bytes * b), o->g_bytes * b, o->tin, slow,
-                   "tp all-gather");
-            w.comp += o->tw;
-            continue;
-        }
-        if (t > 1 && sp && o->is_g) {
-            flush(&w);
-            emit_bytes(&w, STEP_COLL, WF_SIM_CAT_TP_COMM, coll_t(c, tg, WF_COLL_ALLGATHER, o->g_bytes * b),
-                       o->g_bytes * b, "tp all-gather");
-        }
-        if (t > 1 && o->fpoint >= 0) {
-            int k = o->fpoint;
-            double ag = sp ? coll_t(c, tg, WF_COLL_ALLGATHER, o->f_bytes * b) : 0;
-            if (sp && o->f_last) {
-                flush(&w);
-                emit_bytes(&w, bwd_ov ? STEP_COLL_BG : STEP_COLL, WF_SIM_CAT_TP_COMM, ag, o->f_bytes * b,
-                           "tp re-gather");
-            }
-            w.comp += o->tin;
-            dwin[k] += o->tin;
-            wwin[k] += o->tw;
-            if (o->f_first) {
-                if (sp && bwd_ov)
-                    w.comp += (slow - 1.0) * (ag < dwin[k] ? ag : dwin[k]);
-                flush(&w);
-                if (sp && bwd_ov)
-                    emit(&w, STEP_JOIN, 0, 0, "join");
-                double gc = coll_t(c, tg, sp ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE, o->f_bytes * b);
-                emit_bytes(&w, bwd_ov ? STEP_COLL_BG : STEP_COLL, WF_SIM_CAT_TP_COMM, gc, o->f_bytes * b,
-                           sp ? "tp reduce-scatter" : "tp all-reduce");
-                double hid = bwd_ov ? (gc < wwin[k] ? gc : wwin[k]) : 0;
-                emit(&w, STEP_COMPUTE, WF_SIM_CAT_BACKWARD, wwin[k] + (slow - 1.0) * hid, "weight gradients");
-                if (bwd_ov)
-                    emit(&w, STEP_JOIN, 0, 0, "join");
-            }
-        } else if (o->ring_b > 0) {
-            beside(&w, o->ring_b, 0, o->tin + o->tw, slow, "cp ring");
-        } else {
-            w.comp += o->tin + o->tw;
-        }
-        if (o->ep_b > 0) {
-            flush(&w);
-            emit(&w, STEP_COLL, WF_SIM_CAT_TP_COMM, o->ep_b, "expert all-to-all");
-        }
-    }
-    flush(&w);
+    backward_steps(in, pl, claim, &w);
+    free(pl);
+    free(claim);
     u->fwd = f.s;
     u->nfwd = f.n;
     u->rec = r.s;
     u->nrec = r.n;
     u->bwd = w.s;
     u->nbwd = w.n;
-    return WF_OK;
+    return f.n <= cap && r.n <= cap && w.n <= cap ? WF_OK
+                                                  : wf_errorf(WF_INTERNAL, "simulation unit: step lists overflow");
+}
+
+static const char *coll_name(const wf_cost_event *e)
+{
+    if (e->times > 1)
+        return "vocab-parallel loss all-reduces"; /* the only repeated collective: the loss's three */
+    switch (e->kind) {
+    case WF_COLL_ALLREDUCE:
+        return "tp all-reduce";
+    case WF_COLL_REDUCE_SCATTER:
+        return "tp reduce-scatter";
+    case WF_COLL_ALLGATHER:
+        return e->bwd && e->win == WF_COST_WIN_DGRAD && e->need == 1 ? "tp re-gather" : "tp all-gather";
+    case WF_COLL_ALLTOALL:
+        return "tp all-to-all";
+    default:
+        return "tp collective";
+    }
+}
+
+/* The collectives of layouts L at micro-batch b (an array of L->nev). */
+static lev *layout_events(const wf_cluster *c, const sim_profile *pr, const wf_cost_layout *L, double b, double cp,
+                          int tp_overlap)
+{
+    lev *ev = malloc(((size_t)L->nev + 1) * sizeof *ev);
+    if (!ev)
+        return NULL;
+    for (int k = 0; k < L->nev; k++) {
+        const wf_cost_event *e = &L->ev[k];
+        ev[k].e = e;
+        ev[k].bytes = e->bytes * b / cp;
+        wf_group g = e->gsize > 0 ? wf_group_place(c, e->gsize, e->gstride) : pr->tp_group;
+        ev[k].dur_s = L->tp > 1 ? e->times * wf_coll_time(c, e->kind, &g, ev[k].bytes) : 0;
+        ev[k].can_hide = tp_overlap >= e->need && e->win != WF_COST_WIN_NONE;
+        ev[k].name = coll_name(e);
+    }
+    return ev;
+}
+
+/* Each op's times and records under the layouts (fusions applied). */
+static wf_status layout_ops(const sim_model *sm, const unsigned char *fuse, const wf_cluster *c, const wf_plan *p,
+                            const wf_cost_layout *L, top *ops)
+{
+    const wf_cost_model_info *mi = &sm->info;
+    const int n = mi->nops;
+    const double b = (double)p->mbs;
+    wf_cost_op_time *times = malloc(((size_t)n + 1) * sizeof *times);
+    if (!times)
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+    wf_status st = wf_cost_op_times_layout(sm->ctx, p->mbs, L, times);
+    for (int i = 0; i < n && st == WF_OK; i++) {
+        const wf_cost_op_info *ci = &sm->ops[i];
+        top *r = &ops[i];
+        memset(r, 0, sizeof *r);
+        r->section = (int)ci->section;
+        r->attn_core = ci->attn_core;
+        r->tf = times[i].fwd_s;
+        r->tin = times[i].bwd_in_s;
+        r->tw = times[i].bwd_w_s;
+        apply_fusions(sm, fuse, c, i, b / L->div[i], &r->tf, &r->tin, &r->tw);
+        r->repl = ci->saved_repl_bytes * mi->saved_dedup / L->repl_div[i];
+        r->split_b = ci->saved_split_bytes / L->split_div[i];
+        r->scores = ci->saved_scores_bytes / L->split_div[i];
+        wf_cost_expert_comm(sm->ctx, i, p->mbs, L->tp, &r->ep_f, &r->ep_b);
+        if (mi->cp > 1 && ci->attn_core) {
+            wf_plan rp = *p;
+            rp.cp = mi->cp;
+            rp.tp = L->tp;
+            wf_cost_cp_ring(sm->ctx, &rp, i, &r->ring_f, &r->ring_b);
+        }
+    }
+    free(times);
+    return st;
 }
 
 /* One unit per op of a transformer without tensor parallelism (the
@@ -335,7 +545,7 @@ static wf_status op_level_units(const wf_plan *p, const top *ops, int n, const i
         u->nfwd = u->nbwd = 1;
         u->nrec = o->section == SEC_LAYER && (p->recompute == WF_RECOMPUTE_FULL ||
                                              (p->recompute == WF_RECOMPUTE_SELECTIVE && o->attn_core));
-        u->act_bytes = b * (o->repl + o->split_b + o->scores);
+        u->act_bytes = b * (o->repl + o->split_b);
         for (int k = 0; k < ntens; k++)
             u->ntensors += tens_op[k] == i && tens_sec[k] >= 0;
         u->tensor_params = wf_arena_alloc(a, (size_t)(u->ntensors + 1) * sizeof *u->tensor_params);
@@ -379,29 +589,45 @@ static wf_status op_level_units(const wf_plan *p, const top *ops, int n, const i
     return WF_OK;
 }
 
+/* Scales tensors [0, n) (those with sel[k] == want) so that they sum to
+ * `target`: the layouts' count of local parameter elements, which the per-op
+ * weight divisor reproduces only up to how each weight is stored. */
+static void scale_tensors(double *tens, const int *sel, int want, int n, double target)
+{
+    double sum = 0;
+    for (int k = 0; k < n; k++)
+        if (sel[k] == want)
+            sum += tens[k];
+    if (!(sum > 0) || fabs(target / sum - 1.0) < 1e-9)
+        return;
+    for (int k = 0; k < n; k++)
+        if (sel[k] == want)
+            tens[k] *= target / sum;
+}
+
 static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int op_level,
-                                   const wf_model_config *m, const wf_cluster *c, const wf_plan *p, wf_arena *a,
-                                   sim_profile *pr)
+                                   const wf_model_config *m, const wf_cluster *c, const wf_plan *p,
+                                   const wf_cost_layout *L, wf_arena *a, sim_profile *pr)
 {
     const wf_cost_model_info *mi = &sm->info;
     const wf_graph *g = &sm->g;
     wf_status st = WF_OK;
     int n = g->nfwd, ntens = 0;
-    const double b = (double)p->mbs, t = (double)p->tp;
+    const double b = (double)p->mbs, t = (double)L->tp;
     top *ops = calloc((size_t)n + 1, sizeof *ops);
-    wf_cost_op_time *times = malloc(((size_t)n + 1) * sizeof *times);
-    int *pt_first = malloc(((size_t)sm->npoints + 1) * sizeof *pt_first);
-    int *pt_last = malloc(((size_t)sm->npoints + 1) * sizeof *pt_last);
     unsigned char *seen = calloc((size_t)g->ntensors + 1, 1);
     /* Parameter tensors per section, in the order first read (local elements). */
     double *tens = malloc(((size_t)g->ntensors + 1) * sizeof *tens);
     int *tens_sec = malloc(((size_t)g->ntensors + 1) * sizeof *tens_sec); /* section, -1 dropped */
+    int *tens_all = malloc(((size_t)g->ntensors + 1) * sizeof *tens_all); /* section, -1 expert */
     int *tens_op = malloc(((size_t)g->ntensors + 1) * sizeof *tens_op);  /* the op that reads it first */
-    if (!ops || !times || !pt_first || !pt_last || !seen || !tens || !tens_sec || !tens_op) {
+    int *uev = malloc(((size_t)L->nev + 1) * sizeof *uev);
+    lev *ev = layout_events(c, pr, L, b, (double)mi->cp, pr->tp_overlap);
+    if (!ops || !seen || !tens || !tens_sec || !tens_all || !tens_op || !uev || !ev) {
         st = wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
         goto done;
     }
-    if ((st = wf_cost_op_times(sm->ctx, p->mbs, p->tp, p->sp, times)))
+    if ((st = layout_ops(sm, fuse, c, p, L, ops)))
         goto done;
     /* Expert gradients are reduced over the expert-data-parallel ranks
      * (stride ep x etp), not the dp group the simulator's gradient channel
@@ -422,16 +648,10 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
         count[s] = mi->sec[s].nop;
         first[s] = count[s] > 0 ? mi->sec[s].op0 : -1;
     }
-    for (int k = 0; k < sm->npoints; k++)
-        pt_first[k] = pt_last[k] = -1;
     for (int i = 0; i < n; i++) {
         const wf_op *o = &g->ops[i];
         const wf_cost_op_info *ci = &sm->ops[i];
         int s = (int)ci->section;
-        top *r = &ops[i];
-        r->section = s;
-        r->split = ci->split;
-        r->attn_core = ci->attn_core;
         for (int j = 0; j < o->nin; j++) {
             const wf_tensor *x = &g->tensors[o->in[j]];
             unsigned bit = s == SEC_PRE ? 1u : s == SEC_LAYER ? 2u : 4u;
@@ -441,35 +661,14 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
             double ne = (double)wf_tensor_numel(x);
             /* With one stage the tied embedding is one tensor. */
             int dup = s == SEC_POST && (seen[o->in[j]] & 1) && p->pp == 1;
-            tens[ntens] = ci->expert ? ne / ((double)mi->ep * (double)mi->etp) * egrad : r->split ? ne / t : ne;
+            tens[ntens] = ci->expert ? ne / ((double)mi->ep * (double)mi->etp) * egrad : ne / L->pdiv[i];
             tens_op[ntens] = i;
+            tens_all[ntens] = ci->expert ? -1 : s;
             tens_sec[ntens++] = dup ? -1 : s;
         }
-        double div = (r->split || p->sp) ? t : 1.0;
-        r->tf = times[i].fwd_s;
-        r->tin = times[i].bwd_in_s;
-        r->tw = times[i].bwd_w_s;
-        apply_fusions(sm, fuse, c, i, b / div, &r->tf, &r->tin, &r->tw);
-        r->repl = ci->saved_repl_bytes;
-        r->split_b = ci->saved_split_bytes;
-        r->scores = ci->saved_scores_bytes;
-        r->fpoint = ci->f_point;
-        r->f_bytes = ci->f_bytes;
-        r->is_g = ci->g_point >= 0;
-        r->g_bytes = ci->g_bytes;
-        r->ce_bytes = ci->ce_bytes;
-        wf_cost_expert_comm(sm->ctx, i, p->mbs, p->tp, &r->ep_f, &r->ep_b);
-        if (mi->cp > 1 && ci->attn_core) {
-            wf_plan rp = *p;
-            rp.cp = mi->cp;
-            wf_cost_cp_ring(sm->ctx, &rp, i, &r->ring_f, &r->ring_b);
-        }
-        if (r->fpoint >= 0) {
-            if (pt_first[r->fpoint] < 0)
-                pt_first[r->fpoint] = i;
-            pt_last[r->fpoint] = i;
-        }
     }
+    for (int s = 0; s < SEC_COUNT; s++)
+        scale_tensors(tens, tens_all, s, ntens, L->sec_params[s]);
     /* epo=1: each section's expert all-to-alls hide behind another
      * micro-batch's compute of the section; the cost model's split of what
      * shows and what it slows (cross-micro-batch overlap is not played step
@@ -491,15 +690,8 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
             ops[i].tf += share * eslow;
         }
     }
-    /* The first and the last reader (in forward order) of each point. */
-    for (int i = 0; i < n; i++) {
-        if (ops[i].fpoint < 0)
-            continue;
-        ops[i].f_first = pt_first[ops[i].fpoint] == i;
-        ops[i].f_last = pt_last[ops[i].fpoint] == i;
-    }
     const double layer_input = mi->sec[SEC_LAYER].input_bytes;
-    pr->shared_params = mi->shared_split_params / t + mi->shared_repl_params;
+    pr->shared_params = L->shared_params;
     if (op_level) {
         st = op_level_units(p, ops, n, first, count, tens, tens_sec, tens_op, ntens, m->layers, a, pr);
         if (st)
@@ -513,29 +705,37 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
         goto done;
     }
     static const char *const names[SEC_COUNT] = {"embedding", "layer", "head"};
-    double rdiv = p->sp ? t : 1.0;
     for (int s = 0; s < SEC_COUNT; s++) {
         sim_unit *u = &pr->unit[s];
         u->name = names[s];
-        if (count[s] > 0 && (st = section_steps(c, pr, p, &ops[first[s]], count[s], sm->npoints, s, a, u)))
+        int nu = 0;
+        for (int k = 0; k < L->nev; k++)
+            if (L->ev[k].section == s)
+                uev[nu++] = k;
+        unit_in in = {c, ops, n, ev, uev, nu, first[s], first[s] + count[s],
+                      c->overlap_slowdown >= 1 ? c->overlap_slowdown : 1.0, "forward", "backward", "recompute"};
+        wf_recompute rc = s == SEC_LAYER ? p->recompute : WF_RECOMPUTE_NONE;
+        if (count[s] > 0 && (st = unit_steps(&in, rc, a, u)))
             goto done;
-        u->params = mi->sec[s].params_split / t + mi->sec[s].params_repl + mi->sec[s].params_expert;
+        u->params = L->sec_params[s] + mi->sec[s].params_expert;
         u->eparams = mi->sec[s].params_expert;
-        double repl = 0, split = 0, scores = 0;
+        u->mp_params = t > 1 ? L->sec_mp_grad[s] : 0;
+        for (int j = 0; j < L->nsub; j++)
+            u->sub_params[j] = L->sec_sub_grad[j][s];
+        /* Activations as the estimate keeps them (cost/estimate.c). */
+        double saved = 0, scores = 0;
         for (int i = first[s]; i >= 0 && i < first[s] + count[s]; i++) {
-            repl += ops[i].repl;
-            split += ops[i].split_b;
-            scores += ops[i].scores;
+            saved += ops[i].repl + ops[i].split_b + ops[i].scores;
+            scores += ops[i].attn_core ? ops[i].scores : 0;
         }
-        double all = b * (repl / rdiv + split / t + scores / t);
-        if (s == SEC_LAYER && p->recompute == WF_RECOMPUTE_FULL) {
-            u->act_bytes = b * layer_input / rdiv;
-            u->transient_bytes = all;
-        } else if (s == SEC_LAYER && p->recompute == WF_RECOMPUTE_SELECTIVE) {
-            u->act_bytes = b * (repl / rdiv + split / t);
-            u->transient_bytes = b * scores / t;
+        if (rc == WF_RECOMPUTE_FULL) {
+            u->act_bytes = b * layer_input / L->input_div;
+            u->transient_bytes = b * saved;
+        } else if (rc == WF_RECOMPUTE_SELECTIVE) {
+            u->act_bytes = b * (saved - scores);
+            u->transient_bytes = b * scores;
         } else {
-            u->act_bytes = all;
+            u->act_bytes = b * saved;
         }
         if (s == SEC_POST)
             u->transient_bytes += b * mi->logits_per_sample / t / (double)mi->cp * mi->loss_elem_bytes;
@@ -558,8 +758,8 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
 
     /* Instances: embedding, L layers, head; virtual stage k holds L/(p v)
      * layers, the first also the embedding, the last also the head. */
-    int64_t L = m->layers;
-    pr->ninst = (int)L + 2;
+    int64_t nl = m->layers;
+    pr->ninst = (int)nl + 2;
     pr->inst = wf_arena_alloc(a, (size_t)pr->ninst * sizeof *pr->inst);
     pr->inst_layer = wf_arena_alloc(a, (size_t)pr->ninst * sizeof *pr->inst_layer);
     pr->nvs = p->pp * p->vpp;
@@ -572,7 +772,7 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
         pr->inst[i] = i == 0 ? SEC_PRE : i == pr->ninst - 1 ? SEC_POST : SEC_LAYER;
         pr->inst_layer[i] = i == 0 || i == pr->ninst - 1 ? -1 : i - 1;
     }
-    int64_t per = L / pr->nvs;
+    int64_t per = nl / pr->nvs;
     pr->vs_first[0] = 0;
     for (int k = 1; k < pr->nvs; k++)
         pr->vs_first[k] = (int)(1 + k * per);
@@ -582,26 +782,27 @@ sends:
     /* A pipeline send: the layer's input b s h (the cost model's message). */
     if (p->pp > 1)
         pr->p2p_s = wf_cost_p2p_time(sm->ctx, p, layer_input * b);
-    if (p->tp > 1)
+    if (L->tp > 1)
         pr->buffer_bytes += layer_input * b; /* all-gather / all-reduce buffer */
     if (p->zero == 3)
         pr->buffer_bytes += 2.0 * pr->unit[SEC_LAYER].params * pr->elem_bytes;
 done:
     free(ops);
-    free(times);
-    free(pt_first);
-    free(pt_last);
     free(seen);
     free(tens);
     free(tens_sec);
+    free(tens_all);
     free(tens_op);
+    free(uev);
+    free(ev);
     return st;
 }
 
 /* ---- other models: one unit per op -------------------------------------------------- */
 
 static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, const wf_model_config *m,
-                               const wf_cluster *c, const wf_plan *p, wf_arena *a, sim_profile *pr)
+                               const wf_cluster *c, const wf_plan *p, const wf_cost_layout *L, wf_arena *a,
+                               sim_profile *pr)
 {
     const wf_graph *g = &sm->g;
     const int n = g->nfwd;
@@ -613,39 +814,51 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
     int *ntens_of = calloc((size_t)n + 1, sizeof *ntens_of);
     unsigned char *joined = calloc((size_t)n + 1, 1); /* op i fused to op i-1 */
     double *w = malloc(((size_t)n + 1) * sizeof *w);
-    wf_cost_op_time *times = malloc(((size_t)n + 1) * sizeof *times);
+    top *ops = calloc((size_t)n + 1, sizeof *ops);
+    double *tens = malloc(((size_t)g->ntensors + 1) * sizeof *tens);
+    int *tens_op = malloc(((size_t)g->ntensors + 1) * sizeof *tens_op);
+    int *uev = malloc(((size_t)L->nev + 1) * sizeof *uev);
+    lev *ev = layout_events(c, pr, L, b, 1.0, pr->tp_overlap);
     unsigned char *seen = calloc((size_t)g->ntensors + 1, 1);
     pr->nunits = pr->ninst = n;
     pr->unit = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->unit);
     pr->inst = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->inst);
     pr->inst_layer = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->inst_layer);
-    sim_step *stp = wf_arena_alloc(a, (size_t)(3 * n + 1) * sizeof *stp);
     int pp = p->pp < n ? p->pp : n;
     pr->vs_first = wf_arena_alloc(a, (size_t)(pp + 1) * sizeof *pr->vs_first);
     pr->vs_send_s = wf_arena_alloc(a, (size_t)(pp + 1) * sizeof *pr->vs_send_s);
-    if (!owner || !ntens_of || !joined || !w || !times || !seen || !pr->unit || !pr->inst || !pr->inst_layer ||
-        !stp || !pr->vs_first || !pr->vs_send_s) {
+    if (!owner || !ntens_of || !joined || !w || !ops || !tens || !tens_op || !uev || !ev || !seen || !pr->unit ||
+        !pr->inst || !pr->inst_layer || !pr->vs_first || !pr->vs_send_s) {
         st = wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
         goto done;
     }
-    if ((st = wf_cost_op_times(sm->ctx, p->mbs, 1, 0, times)))
+    if ((st = layout_ops(sm, fuse, c, p, L, ops)))
         goto done;
     for (int k = 0; fuse && k < sm->nfusions; k++)
         if (fuse[k] && sm->fusions[k].b == sm->fusions[k].a + 1)
             joined[sm->fusions[k].b] = 1;
     for (int i = 0; i < n; i++)
         owner[i] = i > 0 && joined[i] ? owner[i - 1] : i;
-    /* Parameter tensors, each counted once, listed on their owner's unit. */
+    /* Parameter tensors, each counted once at its first reader (its local
+     * elements as the layouts hold them), listed on their owner's unit. */
+    int ntens = 0;
     for (int i = 0; i < n; i++) {
         const wf_op *o = &g->ops[i];
+        int t0 = ntens;
         for (int j = 0; j < o->nin; j++) {
             const wf_tensor *x = &g->tensors[o->in[j]];
             if (x->role == WF_ROLE_PARAM && !seen[o->in[j]]) {
                 seen[o->in[j]] = 1;
-                pr->unit[i].params += (double)wf_tensor_numel(x);
+                tens[ntens] = (double)wf_tensor_numel(x) / L->pdiv[i];
+                tens_op[ntens++] = i;
                 ntens_of[owner[i]]++;
             }
         }
+        scale_tensors(tens + t0, tens_op + t0, i, ntens - t0, L->params[i]);
+        pr->unit[i].params = L->params[i];
+        pr->unit[i].mp_params = L->tp > 1 ? L->mp_grad[i] : 0;
+        for (int j = 0; j < L->nsub; j++)
+            pr->unit[i].sub_params[j] = L->sub_grad[j][i];
     }
     for (int i = 0; i < n; i++) {
         pr->unit[i].tensor_params = wf_arena_alloc(a, (size_t)(ntens_of[i] + 1) * sizeof(double));
@@ -654,35 +867,28 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
             goto done;
         }
     }
-    for (int i = 0; i < n; i++) {
-        const wf_op *o = &g->ops[i];
-        sim_unit *ou = &pr->unit[owner[i]];
-        for (int j = 0; j < o->nin; j++) {
-            const wf_tensor *x = &g->tensors[o->in[j]];
-            if (x->role == WF_ROLE_PARAM && seen[o->in[j]] == 1) {
-                seen[o->in[j]] = 2; /* listed */
-                ou->tensor_params[ou->ntensors++] = (double)wf_tensor_numel(x);
-            }
-        }
+    for (int k = 0; k < ntens; k++) {
+        sim_unit *ou = &pr->unit[owner[tens_op[k]]];
+        ou->tensor_params[ou->ntensors++] = tens[k];
     }
-    for (int i = 0; i < n; i++) {
+    const double slow = c->overlap_slowdown >= 1 ? c->overlap_slowdown : 1.0;
+    for (int i = 0; i < n && st == WF_OK; i++) {
         sim_unit *u = &pr->unit[i];
         u->name = wf_arena_strdup(a, g->ops[i].name);
-        double tf = times[i].fwd_s, tin = times[i].bwd_in_s, tw = times[i].bwd_w_s;
-        apply_fusions(sm, fuse, c, i, b, &tf, &tin, &tw);
-        u->fwd = &stp[3 * i];
-        u->bwd = &stp[3 * i + 1];
-        u->rec = &stp[3 * i + 2];
-        u->fwd[0] = (sim_step){STEP_COMPUTE, WF_SIM_CAT_FORWARD, tf, 0, u->name};
-        u->bwd[0] = (sim_step){STEP_COMPUTE, WF_SIM_CAT_BACKWARD, tin + tw, 0, u->name};
-        u->rec[0] = (sim_step){STEP_COMPUTE, WF_SIM_CAT_RECOMPUTE, tf, 0, u->name};
-        u->nfwd = u->nbwd = 1;
-        u->nrec = p->recompute == WF_RECOMPUTE_FULL;
-        u->act_bytes = sm->ops[i].saved_repl_bytes * sm->info.saved_dedup * b;
-        w[i] = tf + tin + tw + (u->nrec ? tf : 0);
+        /* The collectives its op pays (the layouts' `at`). */
+        int nu = 0;
+        for (int k = 0; k < L->nev; k++)
+            if (L->ev[k].at == i)
+                uev[nu++] = k;
+        unit_in in = {c, ops, n, ev, uev, nu, i, i + 1, slow, u->name, u->name, u->name};
+        st = unit_steps(&in, p->recompute == WF_RECOMPUTE_FULL ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE, a, u);
+        u->act_bytes = ops[i].repl * b;
+        w[i] = ops[i].tf + ops[i].tin + ops[i].tw + (p->recompute == WF_RECOMPUTE_FULL ? ops[i].tf : 0);
         pr->inst[i] = i;
         pr->inst_layer[i] = i;
     }
+    if (st)
+        goto done;
     for (int i = 0; i < n; i++) {
         if (p->recompute == WF_RECOMPUTE_FULL) {
             pr->unit[i].transient_bytes = pr->unit[i].act_bytes;
@@ -691,13 +897,23 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
         fold_unit(&pr->unit[i]);
     }
 
-    /* Stages as the estimate cuts them (never between fused ops); each sends
-     * its last op's output to the next. */
-    pr->nvs = wf_cost_cut_stages(w, n, pp, joined, pr->vs_first);
+    /* Stages: the plan's cut when its layouts carry one, else as the
+     * estimate cuts them (never between fused ops); each sends its last
+     * op's output (each rank its part) to the next. */
+    if (L->cut) {
+        pr->nvs = p->pp;
+        for (int k = 0; k <= p->pp; k++)
+            pr->vs_first[k] = L->cut[k];
+    } else {
+        pr->nvs = wf_cost_cut_stages(w, n, pp, joined, pr->vs_first);
+    }
+    wf_plan p1 = *p;
+    p1.tp = 1;
+    p1.sp = 0;
     for (int k = 0; k + 1 < pr->nvs; k++) {
         int i = pr->vs_first[k + 1];
-        double bytes = sm->ops[i - 1].out_bytes * b;
-        pr->vs_send_s[k] = wf_cost_p2p_time(sm->ctx, p, bytes);
+        double bytes = sm->ops[i - 1].out_bytes * b / L->div[i - 1];
+        pr->vs_send_s[k] = wf_cost_p2p_time(sm->ctx, &p1, bytes);
         if (p->recompute == WF_RECOMPUTE_FULL)
             pr->unit[i].act_bytes += bytes; /* the stage keeps its input */
     }
@@ -719,7 +935,11 @@ done:
     free(ntens_of);
     free(joined);
     free(w);
-    free(times);
+    free(ops);
+    free(tens);
+    free(tens_op);
+    free(uev);
+    free(ev);
     free(seen);
     return st;
 }
@@ -815,7 +1035,8 @@ void sim_model_free(sim_model *sm)
 }
 
 wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cluster *c, const wf_plan *p,
-                            const unsigned char *fuse, int op_level, wf_arena *a, sim_profile *out)
+                            const wf_cost_layout *layouts, const unsigned char *fuse, int op_level, wf_arena *a,
+                            sim_profile *out)
 {
     memset(out, 0, sizeof *out);
     /* The records under the cost context's variant in use (the caller set
@@ -825,6 +1046,23 @@ wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cl
         wf_status rs = wf_cost_op_info_of(sm->ctx, i, &sm->ops[i]);
         if (rs)
             return rs;
+    }
+    if (layouts && layouts->nops != sm->info.nops)
+        return wf_errorf(WF_INVAL, "layouts describe %d ops, model '%s' has %d", layouts->nops, m->name,
+                         sm->info.nops);
+    if (layouts && layouts->tp != p->tp)
+        return wf_errorf(WF_INVAL, "layouts on a model-parallel axis of %d devices, plan tp=%d", layouts->tp, p->tp);
+    /* A whole-model plan plays Megatron's layouts (other models: data
+     * parallelism, every op whole). */
+    wf_cost_layout own;
+    memset(&own, 0, sizeof own);
+    const wf_cost_layout *L = layouts;
+    if (!L) {
+        wf_status ls = sm->transformer ? wf_cost_layout_megatron(sm->ctx, p->tp, p->sp, &own)
+                                       : wf_cost_layout_init(sm->ctx, 1, &own);
+        if (ls)
+            return ls;
+        L = &own;
     }
     out->cp = sm->info.cp;
     out->tp_overlap = sm->info.tp_overlap;
@@ -839,10 +1077,16 @@ wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cl
     out->buffer_bytes = c->mem_reserved_bytes;
     out->dp_group = wf_group_place(c, p->dp, p->tp);
     out->tp_group = wf_group_place(c, p->tp, 1);
+    out->nsub = L->nsub;
+    for (int j = 0; j < L->nsub; j++)
+        out->sub_group[j] = wf_group_place(c, L->sub_size[j], L->sub_stride[j]);
+    wf_status st = WF_OK;
     if (op_level && p->tp > 1)
-        return wf_errorf(WF_INVAL, "op-level units need tp=1 (tp=%d)", p->tp);
-    wf_status st = sm->transformer ? build_transformer(sm, fuse, op_level, m, c, p, a, out)
-                                   : build_generic(sm, fuse, m, c, p, a, out);
+        st = wf_errorf(WF_INVAL, "op-level units need tp=1 (tp=%d)", p->tp);
+    if (st == WF_OK)
+        st = sm->transformer ? build_transformer(sm, fuse, op_level, m, c, p, L, a, out)
+                             : build_generic(sm, fuse, m, c, p, L, a, out);
+    wf_cost_layout_free(&own);
     if (st)
         return st;
     if (!out->vs_send_s) {

@@ -1,0 +1,75 @@
+/* A deterministic sweep of whole-model plans over the zoo's transformers,
+ * CNNs and MLPs (dp, tp, pp, mbs, vpp, recompute, zero, sp, overlap, pipeline
+ * and gradient schedules, framework profile), shared by the tests that check
+ * one model of a plan against another on many plans (test_onecost: the
+ * estimate of a plan and of its lowering; test_simol: the simulation of the
+ * lowering). Header-only: each test is one translation unit. */
+#ifndef WEFT_TESTS_PLAN_SWEEP_H
+#define WEFT_TESTS_PLAN_SWEEP_H
+
+#include <stdint.h>
+
+#include "weft/plan.h"
+
+typedef struct {
+    const char *model, *cluster;
+    int64_t batch;
+    int transformer;
+} sweep_case;
+
+static const sweep_case sweep_cases[] = {
+    {"gpt3-1.3b", "dgx-a100:nodes=2", 64, 1},
+    {"gpt2", "dgx-a100:nodes=1", 32, 1},
+    {"llama2-7b:dtype=bf16", "dgx-h100:nodes=2", 64, 1},
+    {"megatron-22b", "dgx-a100:nodes=2", 16, 1},
+    {"bert-base:seq=128", "v100-ib100", 256, 1},
+    {"gpt3-175b", "dgx-a100:nodes=8", 64, 1},
+    {"resnet50", "dgx-a100:nodes=1", 256, 0},
+    {"vgg16", "v100-ib100", 256, 0},
+    {"mlp:sizes=1024-4096-4096-10", "dgx-a100:nodes=1", 512, 0},
+};
+#define SWEEP_NCASES ((int)(sizeof sweep_cases / sizeof sweep_cases[0]))
+/* Devices a sweep plan uses at most. */
+#define SWEEP_MAX_DEVICES 16
+
+/* A linear congruential generator: the same plans on every run. */
+typedef struct {
+    uint64_t state;
+} sweep_rng;
+
+#define SWEEP_RNG_INIT {0x9E3779B97F4A7C15ull}
+
+static inline int sweep_pick(sweep_rng *r, int n)
+{
+    r->state = r->state * 6364136223846793005ull + 1442695040888963407ull;
+    return (int)((r->state >> 33) % (uint64_t)n);
+}
+
+/* Draws the next plan of case sc on `devices` devices into *p: 1, or 0 when
+ * its tp x pp does not divide them (skip it; the draws go on). */
+static inline int sweep_draw(sweep_rng *r, const sweep_case *sc, int64_t devices, wf_plan *p)
+{
+    static const int tps[] = {1, 2, 4, 8}, pps[] = {1, 2, 4}, mbss[] = {1, 2, 4}, vpps[] = {1, 2};
+    wf_plan_default(p);
+    p->tp = sc->transformer ? tps[sweep_pick(r, 4)] : 1;
+    p->pp = pps[sweep_pick(r, 3)];
+    p->mbs = mbss[sweep_pick(r, 3)];
+    p->vpp = sc->transformer ? vpps[sweep_pick(r, 2)] : 1;
+    p->sp = sc->transformer && p->tp > 1 ? sweep_pick(r, 2) : 0;
+    p->recompute = (wf_recompute)(sc->transformer ? sweep_pick(r, 3) : 2 * sweep_pick(r, 2));
+    p->zero = sweep_pick(r, 4);
+    p->overlap = sweep_pick(r, 4) != 0;
+    p->pipe = sweep_pick(r, 4) == 0 ? WF_PIPE_GPIPE : WF_PIPE_1F1B;
+    p->comm.kind = sweep_pick(r, 3) == 0 ? WF_COMM_DEAR : WF_COMM_DDP;
+    if (sweep_pick(r, 3) == 0)
+        p->sw = WF_SW_MEGATRON_2022;
+    if (p->vpp > 1 && p->pp == 1)
+        p->vpp = 1;
+    int64_t per = (int64_t)p->tp * p->pp;
+    if (devices % per != 0)
+        return 0;
+    p->dp = (int)(devices / per);
+    return 1;
+}
+
+#endif
