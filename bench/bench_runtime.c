@@ -51,12 +51,17 @@
  * simulation of the same plan, with the most loaded rank's parameter,
  * gradient, optimizer and activation memory against the predicted peak per
  * device; the pipeline rows also give the step rate against the sgemm peak
- * and the data-parallel runtime's time per sample on the same ranks. */
+ * and the data-parallel runtime's time per sample on the same ranks.
+ *
+ * With 4 ranks (--only oplevel): op-level plans on a 2x2 mesh that the
+ * planner writes (an MLP and cnn-tiny), run by the SPMD executor, beside the
+ * one cost model's estimate and the simulation from their layouts. */
 #include "runtime/kernels-impl.h"
 #include "weft/cost.h"
 #include "weft/models.h"
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
+#include "weft/search.h"
 #include "weft/sim.h"
 
 #include <stdio.h>
@@ -861,6 +866,123 @@ static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, in
     }
 }
 
+/* ---- op-level plans on a 2x2 mesh (SPMD executor) ------------------------------------------- */
+
+/* The planner's op-level plan for model `spec` on a mesh of two by two
+ * (the bench's cluster with four devices per node), trained by the SPMD
+ * executor on 4 ranks against its estimate and simulation from its layouts. */
+static void oplevel_row(const wf_cluster *cl, double peak, int iters, int rank, int nranks, const char *spec,
+                        int64_t batch, double dp_best)
+{
+    wf_model_config m;
+    wf_cluster c4 = *cl;
+    c4.level[0].size = nranks;
+    c4.mem_reserved_bytes = 0; /* the CPU runtime keeps none (as the pipeline rows predict) */
+    wf_opplan_opts o;
+    wf_opplan_opts_default(&o);
+    o.mesh = "2x2";
+    o.pp = 1;
+    wf_opplan_result r;
+    wf_status st = wf_model_lookup(spec, &m);
+    if (st == WF_OK)
+        st = wf_opplan_search(&m, &c4, batch, &o, &r);
+    if (st != WF_OK) {
+        if (rank == 0)
+            fprintf(stderr, "oplevel %s: %s\n", spec, wf_last_error());
+        return;
+    }
+    /* Every rank writes the same file in its own name; the plan is read from it. */
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/weft-bench-oplevel-%d-%d.json", (int)getpid(), rank);
+    wf_plan_meta meta;
+    memset(&meta, 0, sizeof meta);
+    snprintf(meta.model, sizeof meta.model, "%s", spec);
+    snprintf(meta.cluster, sizeof meta.cluster, "%s", "local");
+    meta.batch = batch;
+    st = wf_plan_oplevel_write_file(path, &r.best_plan, &meta, NULL);
+    wf_estimate est;
+    wf_sim_plan_result sr;
+    memset(&est, 0, sizeof est);
+    memset(&sr, 0, sizeof sr);
+    wf_cost_ctx *ctx = NULL;
+    wf_status ps = wf_cost_ctx_create(&m, &c4, &ctx);
+    if (ps == WF_OK)
+        ps = wf_oplevel_plan_cost(&m, &c4, ctx, batch, &r.best_plan, &est, NULL);
+    wf_cost_ctx_free(ctx);
+    wf_sim_plan_opts so;
+    memset(&so, 0, sizeof so);
+    if (ps == WF_OK)
+        ps = wf_sim_oplevel(&m, &c4, &r.best_plan, batch, &so, &sr, NULL);
+    wf_train_config tc;
+    memset(&tc, 0, sizeof tc);
+    tc.model = spec;
+    tc.data = "synthetic";
+    tc.batch = batch;
+    tc.plan = path;
+    tc.comm = "wfbp";
+    wf_optim_defaults(WF_OPTIM_ADAMW, &tc.optim);
+    tc.seed = 1;
+    wf_train *t = NULL;
+    if (st == WF_OK)
+        st = wf_train_create(&tc, &t);
+    double *ts = calloc((size_t)iters, sizeof *ts), *ms = calloc((size_t)iters, sizeof *ms);
+    for (int i = 0; i < iters + 2 && st == WF_OK && ts && ms; i++) {
+        wf_train_stats s;
+        st = wf_train_step(t, &s);
+        if (i >= 2) {
+            ts[i - 2] = s.time_s;
+            ms[i - 2] = s.comm_s;
+        }
+    }
+    wf_train_info info;
+    if (st == WF_OK)
+        wf_train_info_of(t, &info);
+    if (st == WF_OK && rank == 0) {
+        double best = minimum(ts, iters), med = median(ts, iters);
+        double flops = train_flops(spec, batch) / (double)nranks;
+        const wf_exec_memory *mm = &info.memory;
+        double mem = (double)(mm->param_bytes + mm->grad_bytes + mm->leaf_bytes + mm->arena_bytes +
+                              mm->scratch_bytes) +
+                     2.0 * (double)mm->param_bytes;
+        printf("%-26s %-30s %8.2f %8.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%% %7.1f %5.0f%% %5.2fx %8.2f %8.2f%s\n",
+               spec, r.best_plan.mesh[0] ? r.best.plan : "", 1e3 * best, 1e3 * med, 1e3 * median(ms, iters),
+               1e3 * est.iteration_time_s, 100.0 * (est.iteration_time_s / best - 1), 1e3 * sr.iteration_time_s,
+               100.0 * (sr.iteration_time_s / best - 1), flops / best / 1e9, 100.0 * flops / best / peak,
+               dp_best > 0 ? best / dp_best : 0, mem / 1048576.0, est.memory_per_device_bytes / 1048576.0,
+               ps == WF_OK ? "" : "  (no prediction)");
+        fflush(stdout);
+    } else if (st != WF_OK && rank == 0) {
+        fprintf(stderr, "oplevel %s: %s\n", spec, wf_last_error());
+    }
+    free(ts);
+    free(ms);
+    wf_train_free(t);
+    remove(path);
+    wf_opplan_result_free(&r);
+}
+
+static void oplevel_rows(const wf_cluster *cl, double peak, int iters, int rank, int nranks)
+{
+    if (nranks != 4)
+        return;
+    static const struct {
+        const char *spec;
+        int64_t batch;
+    } rows[] = {{"mlp:sizes=512-2048-2048-10", 256}, {"cnn-tiny", 64}};
+    if (rank == 0) {
+        printf("\nop-level plans on a 2x2 mesh (SPMD executor, the planner's layouts: weft plan --op-level --mesh "
+               "2x2 --pp 1), 4 ranks; vs_dp: the data-parallel runtime on the same ranks and batch\n");
+        printf("%-26s %-30s %8s %8s %8s %8s %6s %8s %6s %7s %6s %6s %8s %8s\n", "model", "plan", "best_ms", "med_ms",
+               "comm_ms", "est_ms", "e/best", "sim_ms", "e/best", "GF/s", "%peak", "vs_dp", "mem_MiB", "est_MiB");
+    }
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        bench_model bm = {rows[k].spec, rows[k].spec, rows[k].batch / nranks, 0};
+        timing dp;
+        double dp_best = time_training(&bm, "wfbp", 0, nranks, iters, &dp) == WF_OK ? dp.best_step_s : 0;
+        oplevel_row(cl, peak, iters, rank, nranks, rows[k].spec, rows[k].batch, dp_best);
+    }
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_runtime [--iters N] [--ranks P] [--full] [--cluster FILE] [--no-profile] "
@@ -980,6 +1102,8 @@ int main(int argc, char **argv)
         pipe_rows(&cl, peak, nranks, rank, iters);
     if (nranks > 1 && (!only || !strcmp(only, "zero") || !strcmp(only, MODELS[0].label)))
         zero_rows(&cl, peak, iters, rank, nranks);
+    if (nranks == 4 && (!only || !strcmp(only, "oplevel")))
+        oplevel_rows(&cl, peak, iters, rank, nranks);
     /* Every rank profiles at once (ranks share the machine's caches and memory
      * as in training); rank 0 prints. */
     if (prof)

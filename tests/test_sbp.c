@@ -238,16 +238,19 @@ static void test_boxing_2d_order(void **state)
     assert_int_equal(wf_sbp_boxing_path(&m, 2, x.shape, 4, &bb, &ss, st, 8, &t), 2);
     assert_true(t == 0);
 
-    /* [S(0), B] -> [B, S(0)]: slice on the fast axis first (to [S(0),S(0)]),
-     * then gather only a quarter on the slow axis. */
+    /* [S(0), B] -> [B, S(0)]: a dim split on both axes is split outer first,
+     * so slicing the fast axis (to [S(0),S(0)]) and gathering the slow one
+     * would leave each rank blocks c0 x 4 + c1, not [B,S(0)]'s block c1:
+     * the slow axis is gathered while the fast one is whole, then sliced. */
     from = L("[S(0),B]", 2);
     to = L("[B,S(0)]", 2);
     n = wf_sbp_boxing_path(&m, 2, x.shape, 4, &from, &to, st, 8, &t);
-    assert_true(REL(t, ring(WF_COLL_ALLGATHER, 2, T / 4, al[0], bw[0])));
+    assert_true(REL(t, ring(WF_COLL_ALLGATHER, 2, T, al[0], bw[0])));
     assert_int_equal(n, 2);
-    assert_int_equal(st[0].coll, -1);
-    assert_int_equal(st[1].coll, WF_COLL_ALLGATHER);
-    assert_int_equal(st[1].axis, 0);
+    assert_int_equal(st[0].coll, WF_COLL_ALLGATHER);
+    assert_int_equal(st[0].axis, 0);
+    assert_int_equal(st[1].coll, -1);
+    assert_int_equal(st[1].axis, 1);
 
     /* Both axes partial -> both split along different dims: reduce-scatter each. */
     from = L("[P,P]", 2);

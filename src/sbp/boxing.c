@@ -81,6 +81,21 @@ static wf_sbp decode(const cand_set *c, int naxes, int state)
     return s;
 }
 
+/* A dim split on several axes is split outer axis first (the block of mesh
+ * coordinates c is c0 x size1 + c1 ...). A step on axis a that splits or
+ * unsplits dim k is then one collective (or a local slice) only when no
+ * inner axis splits k too: gathering the outer split of a dim the inner axis
+ * also splits leaves each rank blocks that are not the coarser layout's.
+ * Such a step goes through B on the inner axis (gather inner first, split
+ * it again after). */
+static int nested_ok(int naxes, const wf_sbp *su, const wf_sbp *sv, int a)
+{
+    for (int b = a + 1; b < naxes; b++)
+        if (su->ax[b] >= 0 && (su->ax[b] == su->ax[a] || su->ax[b] == sv->ax[a]))
+            return 0;
+    return 1;
+}
+
 int wf_sbp_boxing_path(const wf_mesh *m, int ndim, const int64_t *shape, size_t elem_bytes,
                        const wf_sbp *from, const wf_sbp *to, wf_sbp_box_step *steps, int cap,
                        double *time_s)
@@ -108,8 +123,9 @@ int wf_sbp_boxing_path(const wf_mesh *m, int ndim, const int64_t *shape, size_t 
         cand_add(&c, a, to->ax[a]);
         if (from->ax[a] == WF_SBP_P && to->ax[a] == WF_SBP_B && ndim > 0)
             cand_add(&c, a, (int8_t)kbig);
-        else if (from->ax[a] != to->ax[a])
-            cand_add(&c, a, WF_SBP_B); /* through B: always reachable (gather, then slice) */
+        else if (from->ax[a] != to->ax[a] || from->ax[a] >= 0)
+            cand_add(&c, a, WF_SBP_B); /* through B: always reachable (gather, then slice); a split
+                                          kept may have to make way for an outer axis's step */
     }
     int nstates = 1;
     for (int a = 0; a < naxes; a++)
@@ -162,7 +178,7 @@ int wf_sbp_boxing_path(const wf_mesh *m, int ndim, const int64_t *shape, size_t 
                     continue;
                 wf_sbp sv = su;
                 sv.ax[a] = c.v[a][i];
-                if (!wf_sbp_valid(m, ndim, shape, &sv))
+                if (!wf_sbp_valid(m, ndim, shape, &sv) || !nested_ok(naxes, &su, &sv, a))
                     continue;
                 double t = wf_sbp_box_axis_time(m, a, su.ax[a], sv.ax[a],
                                                 on_axis_bytes(m, total, &su, a), NULL);
