@@ -140,6 +140,8 @@ typedef struct {
                                       the ops' sum (<= 1), applied to each op's saved bytes */
     int cp;                        /* the variant's context parallelism (sizes below are per rank) */
     int tp_overlap;                /* 0 synchronous, 1 backward overlapped, 2 also forward (userbuffers) */
+    int ag_overlap;                /* ZeRO-1/2's parameter all-gather behind the next forward
+                                      (Megatron-Core's distributed optimizer, overlap_param_gather) */
     int ep, etp;                   /* the variant's expert and expert-tensor parallelism */
     double loss_elem_bytes;        /* per logit of the loss computation */
     double shared_split_params;    /* tied weights held by both the embedding and the head */

@@ -143,6 +143,7 @@ void wf_cost_model_info_of(const wf_cost_ctx *ctx, wf_cost_model_info *out)
     out->grad_elem_bytes = wf_cost_grad_elem_bytes(ctx);
     out->cp = ctx->var.cp;
     out->tp_overlap = ctx->var.tp_overlap;
+    out->ag_overlap = ctx->var.ag_overlap;
     out->ep = ctx->var.ep;
     out->etp = ctx->var.etp;
     out->loss_elem_bytes = ctx->var.loss_bytes;

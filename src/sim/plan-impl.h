@@ -75,6 +75,7 @@ typedef struct {
     wf_group sub_group[2];
     int cp;                     /* context parallelism (the cost context's variant) */
     int tp_overlap;             /* the variant's tensor-parallel overlap (wf_cost_var) */
+    int ag_overlap;             /* ZeRO-1/2's parameter all-gather behind the next forward */
 } sim_profile;
 
 /* Building a task graph with a sticky status: after the first error nothing

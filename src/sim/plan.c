@@ -173,6 +173,16 @@ static void dear_gather(pb *b, int dev, int g0, int after)
 /* DeAR: before the first forward of a group's first instance, wait for the
  * group's all-gather and step the group; once the instance's groups are
  * through, issue the next instance's all-gathers. */
+/* Megatron-Core's distributed optimizer (ZeRO-1/2 with overlap_param_gather,
+ * which the plan as run names DeAR): the whole sharded step after the last
+ * backward, as without overlap; only the parameter all-gathers move into the
+ * next forward, all issued when it opens (one after another on the channel)
+ * and each waited for before its group's first forward. */
+static int distopt(const pb *b)
+{
+    return b->kind == WF_COMM_DEAR && b->p->zero >= 1 && b->p->zero < 3 && b->pr->ag_overlap;
+}
+
 static void dear_gates(pb *b, int dev, int inst, int mb)
 {
     stage_dp *d = &b->dp[dev];
@@ -181,6 +191,8 @@ static void dear_gates(pb *b, int dev, int inst, int mb)
         int gate = add_task(b, "dear gate", WF_SIM_CAT_MARKER, 0, -1, mb, -1, -1, -1);
         dep(b, gate, d->ag_of[g]);
         chain(b, gate);
+        if (distopt(b))
+            continue;
         if (g + 1 < d->ngroups && d->group_first[g + 1] != d->group_first[g])
             dear_gather(b, dev, g + 1, gate);
         stream_task(b, dev, "optimizer step (group)", WF_SIM_CAT_OPTIMIZER, d->group_opt_s[g], -1, -1, -1);
@@ -394,7 +406,7 @@ static void build_tail(pb *b)
             push_wait(b, b->stage_dp_last[dev]);
         if (emb >= 0 && (dev == 0 || dev == p->pp - 1))
             push_wait(b, emb);
-        if (b->with_dp && b->kind == WF_COMM_DEAR && p->dp > 1) {
+        if (b->with_dp && b->kind == WF_COMM_DEAR && p->dp > 1 && !distopt(b)) {
             /* DeAR stepped each group before its forward. */
             close_op(b);
             continue;
@@ -403,7 +415,7 @@ static void build_tail(pb *b)
         double shard = p->zero >= 1 ? params / (double)p->dp : params;
         stream_task(b, dev, "optimizer step", WF_SIM_CAT_OPTIMIZER, shard * pr->opt_bytes_per_param / pr->mem_bw_bps,
                     -1, -1, -1);
-        if (p->zero >= 1 && p->zero < 3 && p->dp > 1) {
+        if (p->zero >= 1 && p->zero < 3 && p->dp > 1 && !(b->with_dp && distopt(b))) {
             double wbytes = params * pr->elem_bytes;
             int ag = add_task(b, "dp all-gather (weights)", WF_SIM_CAT_DP_COMM,
                               wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, wbytes),
@@ -471,6 +483,9 @@ static void build_graph(pb *b)
             /* The first instance's all-gathers open the iteration. */
             if (b->kind == WF_COMM_DEAR && b->dp[dev].ngroups > 0)
                 dear_gather(b, dev, 0, -1);
+            for (int g = 1; distopt(b) && g < b->dp[dev].ngroups; g++)
+                if (b->dp[dev].group_first[g] != b->dp[dev].group_first[g - 1])
+                    dear_gather(b, dev, g, b->dp[dev].ag_of[g - 1]);
         }
         /* ZeRO-3: each op's weights gathered one op ahead. */
         int zero3 = p->zero == 3 && p->dp > 1;

@@ -1066,6 +1066,7 @@ wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cl
     }
     out->cp = sm->info.cp;
     out->tp_overlap = sm->info.tp_overlap;
+    out->ag_overlap = sm->info.ag_overlap;
     out->transformer = sm->transformer;
     out->elem_bytes = (double)wf_dtype_bytes(m->dtype);
     out->grad_bytes = sm->info.grad_elem_bytes;
