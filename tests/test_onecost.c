@@ -26,7 +26,18 @@
 #include "plan_sweep.h"
 #include "weft/search.h"
 
-static double worst_time, worst_part, worst_mem;
+static double worst_time, worst_part, worst_mem, worst_of[9];
+static const char *const parts[] = {"compute", "recompute", "tp_comm",   "pp_comm", "dp_comm",
+                                    "bubble",  "optimizer", "exposed",   "ep_comm"};
+
+/* The worst relative difference of each breakdown part so far. */
+static void print_parts(void)
+{
+    fprintf(stderr, "  worst per part:");
+    for (int k = 0; k < 9; k++)
+        fprintf(stderr, " %s %.1e", parts[k], worst_of[k]);
+    fprintf(stderr, "\n");
+}
 static int compared;
 
 /* |a - b| within 1% of a, with a floor of 1e-6 of the iteration (a part of
@@ -62,14 +73,14 @@ static int agree(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx
     wf_plan_oplevel_free(&ol);
     const double T = a.iteration_time_s;
     const double *x = &a.breakdown.compute, *y = &b.breakdown.compute;
-    static const char *const parts[] = {"compute", "recompute", "tp_comm", "pp_comm",     "dp_comm",
-                                        "bubble",  "optimizer", "exposed", "ep_comm"};
     int ok = close_to(T, b.iteration_time_s, T) && close_to(a.memory_per_device_bytes, b.memory_per_device_bytes,
                                                             a.memory_per_device_bytes);
     for (int k = 0; k < 9; k++) {
         ok = ok && close_to(x[k], y[k], T);
         if (x[k] > 1e-6 * T && rel(x[k], y[k]) > worst_part)
             worst_part = rel(x[k], y[k]);
+        if (x[k] > 1e-6 * T && rel(x[k], y[k]) > worst_of[k])
+            worst_of[k] = rel(x[k], y[k]);
     }
     if (!ok) {
         fprintf(stderr, "%s %s batch %lld: time %.6g vs %.6g, memory %.6g vs %.6g\n", m->name, text, (long long)batch,
@@ -121,6 +132,7 @@ static void test_calibration_rows(void **state)
     rows_of(&h, "dgx-h100");
     fprintf(stderr, "calibration rows: %d plans, worst time %.2e, part %.2e, memory %.2e\n", compared, worst_time,
             worst_part, worst_mem);
+    print_parts();
 }
 
 static void test_sweep(void **state)
@@ -150,6 +162,7 @@ static void test_sweep(void **state)
     int swept = compared - before;
     fprintf(stderr, "sweep: %d plans compared (%d tried), worst time %.2e, part %.2e, memory %.2e\n", swept, tried,
             worst_time, worst_part, worst_mem);
+    print_parts();
     assert_true(swept >= 200);
 }
 
