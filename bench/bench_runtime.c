@@ -549,6 +549,54 @@ static void row(const bench_model *bm, int nranks, const char *comm, const timin
     fflush(stdout);
 }
 
+/* A plan trained for 2 warm-up and `iters` timed steps (synthetic data,
+ * AdamW, seed 1): each timed step's time and exposed communication, and the
+ * trainer's info after them. */
+typedef struct {
+    double *ts, *ms;    /* [iters] */
+    wf_train_info info; /* valid when the run worked */
+} timed_run;
+
+static wf_status train_timed(const char *spec, int64_t batch, const char *plan, const char *comm, int iters,
+                             timed_run *r)
+{
+    memset(r, 0, sizeof *r);
+    wf_train_config c;
+    memset(&c, 0, sizeof c);
+    c.model = spec;
+    c.data = "synthetic";
+    c.batch = batch;
+    c.plan = plan;
+    c.comm = comm;
+    wf_optim_defaults(WF_OPTIM_ADAMW, &c.optim);
+    c.seed = 1;
+    r->ts = calloc((size_t)iters, sizeof *r->ts);
+    r->ms = calloc((size_t)iters, sizeof *r->ms);
+    if (!r->ts || !r->ms)
+        return wf_errorf(WF_NOMEM, "out of memory timing %s", plan);
+    wf_train *t = NULL;
+    wf_status st = wf_train_create(&c, &t);
+    for (int i = 0; i < iters + 2 && st == WF_OK; i++) {
+        wf_train_stats s;
+        st = wf_train_step(t, &s);
+        if (i >= 2) {
+            r->ts[i - 2] = s.time_s;
+            r->ms[i - 2] = s.comm_s;
+        }
+    }
+    if (st == WF_OK)
+        wf_train_info_of(t, &r->info);
+    wf_train_free(t);
+    return st;
+}
+
+static void timed_free(timed_run *r)
+{
+    free(r->ts);
+    free(r->ms);
+    memset(r, 0, sizeof *r);
+}
+
 /* ---- pipeline stages ---------------------------------------------------------------------- */
 
 /* The pipelined rows: the gpt model cut into stages, global batch 8 per
@@ -598,29 +646,12 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
         char plan[96];
         snprintf(plan, sizeof plan, "pp=%d,vpp=%d,dp=%d,mbs=2,pipe=%s,comm=ddp", pc->pp, pc->vpp, pc->dp, pc->pipe);
         int64_t batch = 8 * pc->dp;
-        wf_train_config c;
-        memset(&c, 0, sizeof c);
-        c.model = bm->spec;
-        c.data = "synthetic";
-        c.batch = batch;
-        c.plan = plan;
-        wf_optim_defaults(WF_OPTIM_ADAMW, &c.optim);
-        c.seed = 1;
-        wf_train *t = NULL;
-        wf_status st = wf_train_create(&c, &t);
-        double *ts = calloc((size_t)iters, sizeof *ts), *ms = calloc((size_t)iters, sizeof *ms);
-        for (int i = 0; i < iters + 2 && st == WF_OK && ts && ms; i++) {
-            wf_train_stats s;
-            st = wf_train_step(t, &s);
-            if (i >= 2) {
-                ts[i - 2] = s.time_s;
-                ms[i - 2] = s.comm_s;
-            }
-        }
-        wf_train_info info;
+        timed_run run;
+        wf_status st = train_timed(bm->spec, batch, plan, NULL, iters, &run);
+        double *ts = run.ts, *ms = run.ms;
+        const wf_train_info info = run.info;
         double mem = 0;
         if (st == WF_OK) {
-            wf_train_info_of(t, &info);
             const wf_exec_memory *m = &info.memory;
             /* AdamW keeps two values per parameter. */
             mem = (double)(3 * m->param_bytes + m->grad_bytes + m->leaf_bytes + m->arena_bytes + m->scratch_bytes);
@@ -663,9 +694,7 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
                    100.0 * (sr.peak_memory_bytes / (double)hi - 1));
             fflush(stdout);
         }
-        free(ts);
-        free(ms);
-        wf_train_free(t);
+        timed_free(&run);
     }
 }
 
@@ -698,30 +727,10 @@ static void zero_rows(const wf_cluster *cluster, double peak, int iters, int ran
     for (int z = 0; z <= 3; z++) {
         char plan[64];
         snprintf(plan, sizeof plan, "dp=%d,zero=%d", nranks, z);
-        wf_train_config c;
-        memset(&c, 0, sizeof c);
-        c.model = bm->spec;
-        c.data = "synthetic";
-        c.batch = batch;
-        c.plan = plan;
-        c.comm = "ddp";
-        wf_optim_defaults(WF_OPTIM_ADAMW, &c.optim);
-        c.seed = 1;
-        wf_train *t = NULL;
-        wf_status st = wf_train_create(&c, &t);
-        double *ts = calloc((size_t)iters, sizeof *ts), *ms = calloc((size_t)iters, sizeof *ms);
-        for (int i = 0; i < iters + 2 && st == WF_OK && ts && ms; i++) {
-            wf_train_stats s;
-            st = wf_train_step(t, &s);
-            if (i >= 2) {
-                ts[i - 2] = s.time_s;
-                ms[i - 2] = s.comm_s;
-            }
-        }
-        wf_train_info info;
-        memset(&info, 0, sizeof info);
-        if (st == WF_OK)
-            wf_train_info_of(t, &info);
+        timed_run run;
+        wf_status st = train_timed(bm->spec, batch, plan, "ddp", iters, &run);
+        double *ts = run.ts, *ms = run.ms;
+        const wf_train_info info = run.info;
         const wf_exec_memory *m = &info.memory;
         uint64_t blk[5] = {m->param_bytes, m->grad_bytes, info.optimizer_bytes,
                            m->leaf_bytes + m->arena_bytes + m->scratch_bytes, 0}, hi[5];
@@ -768,9 +777,7 @@ static void zero_rows(const wf_cluster *cluster, double peak, int iters, int ran
         } else if (st != WF_OK && rank == 0) {
             fprintf(stderr, "zero %s: %s\n", plan, wf_last_error());
         }
-        free(ts);
-        free(ms);
-        wf_train_free(t);
+        timed_free(&run);
     }
 }
 
@@ -798,29 +805,10 @@ static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, in
     for (int sp = 0; sp <= 1; sp++) {
         char plan[64];
         snprintf(plan, sizeof plan, "dp=%d,tp=2,sp=%d", nranks / 2, sp);
-        wf_train_config c;
-        memset(&c, 0, sizeof c);
-        c.model = bm->spec;
-        c.data = "synthetic";
-        c.batch = batch;
-        c.plan = plan;
-        c.comm = "wfbp";
-        wf_optim_defaults(WF_OPTIM_ADAMW, &c.optim);
-        c.seed = 1;
-        wf_train *t = NULL;
-        wf_status st = wf_train_create(&c, &t);
-        double *ts = calloc((size_t)iters, sizeof *ts), *ms = calloc((size_t)iters, sizeof *ms);
-        for (int i = 0; i < iters + 2 && st == WF_OK && ts && ms; i++) {
-            wf_train_stats s;
-            st = wf_train_step(t, &s);
-            if (i >= 2) {
-                ts[i - 2] = s.time_s;
-                ms[i - 2] = s.comm_s;
-            }
-        }
-        wf_train_info info;
-        if (st == WF_OK)
-            wf_train_info_of(t, &info);
+        timed_run run;
+        wf_status st = train_timed(bm->spec, batch, plan, "wfbp", iters, &run);
+        double *ts = run.ts, *ms = run.ms;
+        const wf_train_info info = run.info;
         /* The prediction of the same plan on the calibrated cluster. */
         wf_model_config m;
         wf_plan p;
@@ -860,9 +848,7 @@ static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, in
         } else if (st != WF_OK && rank == 0) {
             fprintf(stderr, "spmd %s: %s\n", plan, wf_last_error());
         }
-        free(ts);
-        free(ms);
-        wf_train_free(t);
+        timed_free(&run);
     }
 }
 
@@ -913,30 +899,12 @@ static void oplevel_row(const wf_cluster *cl, double peak, int iters, int rank, 
     memset(&so, 0, sizeof so);
     if (ps == WF_OK)
         ps = wf_sim_oplevel(&m, &c4, &r.best_plan, batch, &so, &sr, NULL);
-    wf_train_config tc;
-    memset(&tc, 0, sizeof tc);
-    tc.model = spec;
-    tc.data = "synthetic";
-    tc.batch = batch;
-    tc.plan = path;
-    tc.comm = "wfbp";
-    wf_optim_defaults(WF_OPTIM_ADAMW, &tc.optim);
-    tc.seed = 1;
-    wf_train *t = NULL;
+    timed_run run;
+    memset(&run, 0, sizeof run);
     if (st == WF_OK)
-        st = wf_train_create(&tc, &t);
-    double *ts = calloc((size_t)iters, sizeof *ts), *ms = calloc((size_t)iters, sizeof *ms);
-    for (int i = 0; i < iters + 2 && st == WF_OK && ts && ms; i++) {
-        wf_train_stats s;
-        st = wf_train_step(t, &s);
-        if (i >= 2) {
-            ts[i - 2] = s.time_s;
-            ms[i - 2] = s.comm_s;
-        }
-    }
-    wf_train_info info;
-    if (st == WF_OK)
-        wf_train_info_of(t, &info);
+        st = train_timed(spec, batch, path, "wfbp", iters, &run);
+    double *ts = run.ts, *ms = run.ms;
+    const wf_train_info info = run.info;
     if (st == WF_OK && rank == 0) {
         double best = minimum(ts, iters), med = median(ts, iters);
         double flops = train_flops(spec, batch) / (double)nranks;
@@ -954,9 +922,7 @@ static void oplevel_row(const wf_cluster *cl, double peak, int iters, int rank, 
     } else if (st != WF_OK && rank == 0) {
         fprintf(stderr, "oplevel %s: %s\n", spec, wf_last_error());
     }
-    free(ts);
-    free(ms);
-    wf_train_free(t);
+    timed_free(&run);
     remove(path);
     wf_opplan_result_free(&r);
 }
