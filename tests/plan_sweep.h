@@ -3,12 +3,16 @@
  * and gradient schedules, framework profile), shared by the tests that check
  * one model of a plan against another on many plans (test_onecost: the
  * estimate of a plan and of its lowering; test_simol: the simulation of the
- * lowering). Header-only: each test is one translation unit. */
+ * lowering). Header-only: each test is one translation unit; include it
+ * after cmocka.h (sweep_each asserts). */
 #ifndef WEFT_TESTS_PLAN_SWEEP_H
 #define WEFT_TESTS_PLAN_SWEEP_H
 
 #include <stdint.h>
 
+#include "weft/cluster.h"
+#include "weft/cost.h"
+#include "weft/models.h"
 #include "weft/plan.h"
 
 typedef struct {
@@ -70,6 +74,36 @@ static inline int sweep_draw(sweep_rng *r, const sweep_case *sc, int64_t devices
         return 0;
     p->dp = (int)(devices / per);
     return 1;
+}
+
+/* Draws the sweep (up to 30 plans of each case, 400 draws at most) and hands
+ * each plan to fn with its case's model, cluster, cost context and batch;
+ * fn returns 1 when it used the plan. *tried counts the plans drawn. */
+typedef int (*sweep_fn)(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, const wf_plan *p,
+                        int64_t batch, void *user);
+
+static inline void sweep_each(sweep_fn fn, void *user, int *tried)
+{
+    sweep_rng rng = SWEEP_RNG_INIT;
+    for (int k = 0; k < SWEEP_NCASES; k++) {
+        const sweep_case *sc = &sweep_cases[k];
+        wf_model_config m;
+        wf_cluster c;
+        assert_int_equal(wf_model_lookup(sc->model, &m), WF_OK);
+        assert_int_equal(wf_cluster_lookup(sc->cluster, &c), WF_OK);
+        wf_cost_ctx *ctx = NULL;
+        assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+        const int64_t devices = wf_cluster_devices(&c) < SWEEP_MAX_DEVICES ? wf_cluster_devices(&c) : SWEEP_MAX_DEVICES;
+        int got = 0;
+        for (int n = 0; n < 400 && got < 30; n++) {
+            wf_plan p;
+            if (!sweep_draw(&rng, sc, devices, &p))
+                continue;
+            (*tried)++;
+            got += fn(&m, &c, ctx, &p, sc->batch, user);
+        }
+        wf_cost_ctx_free(ctx);
+    }
 }
 
 #endif

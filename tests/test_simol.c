@@ -133,31 +133,18 @@ static void test_calibration_rows(void **state)
     assert_true(a.n >= 8 && a.n + b.n >= 15);
 }
 
+static int agree_fn(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, const wf_plan *p,
+                    int64_t batch, void *user)
+{
+    return agree(m, c, ctx, p, batch, 0.12, (tally *)user);
+}
+
 static void test_sweep(void **state)
 {
     (void)state;
-    sweep_rng rng = SWEEP_RNG_INIT;
     tally t = {0, 0, 0, 0};
     int tried = 0;
-    for (int k = 0; k < SWEEP_NCASES; k++) {
-        const sweep_case *sc = &sweep_cases[k];
-        wf_model_config m;
-        wf_cluster c;
-        assert_int_equal(wf_model_lookup(sc->model, &m), WF_OK);
-        assert_int_equal(wf_cluster_lookup(sc->cluster, &c), WF_OK);
-        wf_cost_ctx *ctx = NULL;
-        assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
-        const int64_t devices = wf_cluster_devices(&c) < SWEEP_MAX_DEVICES ? wf_cluster_devices(&c) : SWEEP_MAX_DEVICES;
-        int got = 0;
-        for (int n = 0; n < 400 && got < 30; n++) {
-            wf_plan p;
-            if (!sweep_draw(&rng, sc, devices, &p))
-                continue;
-            tried++;
-            got += agree(&m, &c, ctx, &p, sc->batch, 0.12, &t);
-        }
-        wf_cost_ctx_free(ctx);
-    }
+    sweep_each(agree_fn, &t, &tried);
     fprintf(stderr, "sweep: %d plans simulated from their layouts (%d tried), %d within 3%% of the estimate (worst "
                     "%.2e), %.2e against the plan string's simulation\n", t.n, tried, t.within, t.worst_est,
             t.worst_sim);

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 static int g_fail, g_rank, g_nranks;
 
@@ -34,6 +35,18 @@ static int harness_start(int *started)
     }
     wf_mpi_world(&g_rank, &g_nranks);
     return 1;
+}
+
+/* A configuration the trainer must refuse: WF_INVAL, no trainer, one line
+ * naming `want`. */
+static inline void harness_refused(const wf_train_config *c, const char *want)
+{
+    wf_train *t = NULL;
+    wf_status st = wf_train_create(c, &t);
+    CHECK(st == WF_INVAL && t == NULL && strstr(wf_last_error(), want) != NULL && !strchr(wf_last_error(), '\n'),
+          "%s %s: status %d, message '%s' (want one line with '%s')", c->model, c->plan ? c->plan : "", (int)st,
+          wf_last_error(), want);
+    wf_train_free(t);
 }
 
 /* Every rank's verdict (failed anywhere: 1), printed by rank 0; stops MPI. */
