@@ -1156,7 +1156,7 @@ int wf_spmd_wants(const char *plan)
         wf_clear_error();
         return 0;
     }
-    return p.tp > 1 || p.sp;
+    return (p.tp > 1 || p.sp) && p.pp <= 1; /* with stages: pipeline.c */
 }
 
 /* The op-level plan: a file as it is, or a whole-model plan lowered. */

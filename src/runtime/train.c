@@ -182,7 +182,7 @@ static wf_status resolve_plan(wf_train *t)
             return st;
     }
     const wf_plan *p = &t->plan;
-    if ((p->pp > 1 || p->vpp > 1) && p->tp <= 1)
+    if (p->pp > 1 || (p->vpp > 1 && p->tp <= 1))
         return pipe_resolve(t);
     if (p->tp > 1 || p->pp > 1 || p->vpp > 1)
         return wf_errorf(WF_INVAL, "the runtime executes data parallelism only (tp=%d, pp=%d, vpp=%d)", p->tp, p->pp,
