@@ -29,6 +29,16 @@
  * activations with MPI_Isend / MPI_Irecv on a pipeline communicator (tag:
  * micro-batch, receiving virtual stage, direction, tensor).
  *
+ * Tensor parallelism inside the stages (tp > 1, sp): rank = stage x (dp x
+ * tp) + d x tp + t, tp innermost. The stage's tp ranks get from spmd.c
+ * (wf_spmd_create_tp) the local graph of the whole model under the plan's
+ * Megatron layouts, its collectives as carrier ops; that graph is cut as the
+ * model is, each chunk's executor calls back into spmd.c with the offset of
+ * its first op, and its parameters are shards of the single process's.
+ * Activations go between the same tp index of neighbouring stages (whole
+ * without sp, the sequence shard with it); the norm weights each replicated
+ * float 1 / tp; tp index 0 of the last stage reports the loss.
+ *
  * Memory: each chunk's executor keeps one activation slot per micro-batch
  * in flight (wf_exec_set_slots): what the micro-batch's backward reads of its
  * forward (saved tensors and kernel state, its outputs until sent, its input
