@@ -29,6 +29,16 @@
  * activations with MPI_Isend / MPI_Irecv on a pipeline communicator (tag:
  * micro-batch, receiving virtual stage, direction, tensor).
  *
+ * Tensor parallelism inside the stages (tp > 1, sp): rank = stage x (dp x
+ * tp) + d x tp + t, tp innermost. The stage's tp ranks get from spmd.c
+ * (wf_spmd_create_tp) the local graph of the whole model under the plan's
+ * Megatron layouts, its collectives as carrier ops; that graph is cut as the
+ * model is, each chunk's executor calls back into spmd.c with the offset of
+ * its first op, and its parameters are shards of the single process's.
+ * Activations go between the same tp index of neighbouring stages (whole
+ * without sp, the sequence shard with it); the norm weights each replicated
+ * float 1 / tp; tp index 0 of the last stage reports the loss.
+ *
  * Memory: each chunk's executor keeps one activation slot per micro-batch
  * in flight (wf_exec_set_slots): what the micro-batch's backward reads of its
  * forward (saved tensors and kernel state, its outputs until sent, its input
@@ -47,6 +57,7 @@
  * rank reports the same loss and fails together. */
 #include "runtime/pipeline-impl.h"
 #include "runtime/dist-impl.h"
+#include "runtime/spmd-impl.h"
 
 #include "weft/cluster.h"
 #include "weft/cost.h"
@@ -73,6 +84,7 @@ typedef struct {
     MPI_Request *sreq;       /* [nslots * MAX_BOUNDARY] sends out of each slot */
     int first_bwd, last_bwd; /* positions in the order of this chunk's first and last backward */
     int *owner;              /* [nparams] 1 when this copy counts in the norm and the gathered model */
+    double *share;           /* [nparams] its share of the norm (1 / the tp ranks holding the same shard) */
     int64_t *full_off;       /* [nparams] offset in the packed whole-model vector */
 } chunk;
 
@@ -83,6 +95,9 @@ typedef struct {
 
 struct wf_pipe {
     MPI_Comm comm, dpcomm, ppcomm;
+    MPI_Comm tpcomm, mpcomm; /* tp > 1: the stage's tp ranks; every stage's of this data-parallel index */
+    wf_spmd *tps;            /* tp > 1: the local graph under Megatron's layouts and its collectives */
+    int tp, tpi;
     int rank, nranks, stage, pp, vpp, nvs, dp, dpi, m;
     int64_t mbs, in_numel, lab_numel, full_params;
     wf_pipe_kind kind;
@@ -113,18 +128,36 @@ static wf_status mpi_err(int rc, const char *what)
 
 wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, int64_t batch)
 {
-    if (p->tp > 1 || p->cp > 1 || p->ep > 1)
-        return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines data-parallel replicas only (tp=%d, cp=%d, ep=%d "
-                                   "must be 1)", p->pp, p->tp, p->cp, p->ep);
-    if (p->sp || p->zero || p->recompute != WF_RECOMPUTE_NONE || p->fp8)
-        return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines plain stages (sp=%d, zero=%d, recompute=%s, "
-                                   "fp8=%d must be off)", p->pp, p->sp, p->zero, wf_recompute_name(p->recompute),
-                         p->fp8);
+    if (p->cp > 1 || p->ep > 1)
+        return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines data- and tensor-parallel stages only (cp=%d, ep=%d "
+                                   "must be 1)", p->pp, p->cp, p->ep);
+    if (p->zero || p->recompute != WF_RECOMPUTE_NONE || p->fp8)
+        return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines plain stages (zero=%d, recompute=%s, fp8=%d must be "
+                                   "off)", p->pp, p->zero, wf_recompute_name(p->recompute), p->fp8);
     if (p->pp < 2)
         return wf_errorf(WF_INVAL, "vpp=%d needs pp >= 2 stages (pp=%d)", p->vpp, p->pp);
-    if ((int64_t)p->pp * p->dp != nranks)
-        return wf_errorf(WF_INVAL, "plan pp=%d x dp=%d needs %lld ranks but the job has %d (run under mpiexec -n %lld)",
-                         p->pp, p->dp, (long long)p->pp * p->dp, nranks, (long long)p->pp * p->dp);
+    int tp = p->tp > 1 ? p->tp : 1;
+    if (p->sp && tp < 2)
+        return wf_errorf(WF_INVAL, "pp=%d with sp=1: sequence parallelism needs tp > 1", p->pp);
+    if (tp > 1) {
+        /* What Megatron's layout splits tp ways (as spmd.c names it). */
+        if (!wf_model_is_transformer(m))
+            return wf_errorf(WF_INVAL, "pp=%d,tp=%d: model '%s' is not a transformer (Megatron's layout has no form "
+                             "for it)", p->pp, tp, m->name);
+        const char *what[] = {"vocabulary", "heads", "hidden size", "MLP width"};
+        int64_t dims[] = {m->vocab, m->heads, m->hidden, m->ffn};
+        for (int k = 0; k < 4; k++)
+            if (dims[k] > 0 && dims[k] % tp != 0)
+                return wf_errorf(WF_INVAL, "tp=%d does not divide the %s of %s (%lld)", tp, what[k], m->name,
+                                 (long long)dims[k]);
+        if (p->sp && m->seq % tp != 0)
+            return wf_errorf(WF_INVAL, "sp=1 with tp=%d does not divide the sequence of %s (%lld)", tp, m->name,
+                             (long long)m->seq);
+    }
+    if ((int64_t)p->pp * tp * p->dp != nranks)
+        return wf_errorf(WF_INVAL, "plan pp=%d x tp=%d x dp=%d needs %lld ranks but the job has %d (run under "
+                         "mpiexec -n %lld)", p->pp, tp, p->dp, (long long)p->pp * tp * p->dp, nranks,
+                         (long long)p->pp * tp * p->dp);
     if (batch < 1 || batch % p->dp != 0)
         return wf_errorf(WF_INVAL, "batch %lld is not divisible by dp=%d", (long long)batch, p->dp);
     if (p->mbs < 1 || (batch / p->dp) % p->mbs != 0)
@@ -274,13 +307,22 @@ static wf_status split_comms(wf_pipe *p)
         p->dpcomm = p->ppcomm = MPI_COMM_NULL;
         return WF_OK;
     }
-    int rc = MPI_Comm_split(p->comm, p->stage, p->dpi, &p->dpcomm);
+    /* Data-parallel group: same stage and tp index; pipeline: same data-parallel and tp index. */
+    int rc = MPI_Comm_split(p->comm, p->stage * p->tp + p->tpi, p->dpi, &p->dpcomm);
     if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_split(p->comm, p->dpi, p->stage, &p->ppcomm);
+        rc = MPI_Comm_split(p->comm, p->dpi * p->tp + p->tpi, p->stage, &p->ppcomm);
+    if (rc == MPI_SUCCESS && p->tp > 1)
+        rc = MPI_Comm_split(p->comm, p->stage * p->dp + p->dpi, p->tpi, &p->tpcomm);
+    if (rc == MPI_SUCCESS && p->tp > 1)
+        rc = MPI_Comm_split(p->comm, p->dpi, p->stage * p->tp + p->tpi, &p->mpcomm);
     if (rc != MPI_SUCCESS)
         return mpi_err(rc, "MPI_Comm_split of the pipeline groups");
     MPI_Comm_set_errhandler(p->dpcomm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(p->ppcomm, MPI_ERRORS_RETURN);
+    if (p->tp > 1) {
+        MPI_Comm_set_errhandler(p->tpcomm, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(p->mpcomm, MPI_ERRORS_RETURN);
+    }
     return WF_OK;
 }
 
@@ -327,8 +369,15 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
         int transformer = 0;
         for (int i = 0; i < g->nfwd; i++)
             transformer |= g->ops[i].kind == WF_OP_ATTENTION;
-        wf_exec_stage s = {outs, nbout, wrt, nbin, init, transformer};
+        /* Under tp the stage's parameters are shards: their values come from spmd.c. */
+        wf_exec_stage s = {outs, nbout, wrt, nbin, p->tps ? NULL : init, transformer};
         st = wf_exec_create_stage(&sg, &c->exec, &s, &ch->e);
+    }
+    if (st == WF_OK && p->tps) {
+        wf_exec_spmd x;
+        wf_spmd_stage_callbacks(p->tps, first[vs], &x);
+        wf_exec_set_spmd(ch->e, &x);
+        st = wf_spmd_init_params(p->tps, ch->e, &c->exec);
     }
     ch->data_t = ch->label_t = -1;
     if (st == WF_OK) {
@@ -341,7 +390,8 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
         int np = wf_exec_nparams(ch->e);
         ch->owner = calloc((size_t)(np + 1), sizeof *ch->owner);
         ch->full_off = calloc((size_t)(np + 1), sizeof *ch->full_off);
-        if (!ch->owner || !ch->full_off)
+        ch->share = calloc((size_t)(np + 1), sizeof *ch->share);
+        if (!ch->owner || !ch->full_off || !ch->share)
             st = wf_errorf(WF_NOMEM, "out of memory building a stage");
         for (int i = 0; st == WF_OK && i < np; i++) {
             const wf_exec_param *q = wf_exec_param_at(ch->e, i);
@@ -358,6 +408,7 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
                             firstvs = k;
             ch->owner[i] = firstvs == vs;
             ch->full_off[i] = poff[ft];
+            ch->share[i] = p->tps ? wf_spmd_param_share(p->tps, q->name) : 1.0;
         }
     }
     if (st == WF_OK && vs == 0 && ch->data_t < 0)
@@ -466,22 +517,32 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     p->vpp = pl->vpp > 0 ? pl->vpp : 1;
     p->nvs = p->pp * p->vpp;
     p->dp = pl->dp;
-    p->stage = p->rank / p->dp;
-    p->dpi = p->rank % p->dp;
+    p->tp = pl->tp > 1 ? pl->tp : 1;
+    /* Megatron's order: tp innermost, then data-parallel, then stages. */
+    p->stage = p->rank / (p->dp * p->tp);
+    p->dpi = p->rank / p->tp % p->dp;
+    p->tpi = p->rank % p->tp;
     p->mbs = pl->mbs;
     p->m = (int)(c->batch / p->dp / p->mbs);
     p->kind = pl->pipe;
     p->nchunks = p->vpp;
-    p->dpcomm = p->ppcomm = MPI_COMM_NULL;
+    p->dpcomm = p->ppcomm = p->tpcomm = p->mpcomm = MPI_COMM_NULL;
     *out = p;
     wf_status st = wf_pipe_check(pl, c->model, c->nranks, c->batch);
     if (st == WF_OK && (c->sched.kind != WF_COMM_WFBP && c->sched.kind != WF_COMM_DDP))
         st = wf_errorf(WF_INVAL, "comm %s with pp=%d: stages reduce their gradients with wfbp or ddp",
                        wf_comm_name(c->sched.kind), p->pp);
+    if (st == WF_OK && p->tp > 1 && !mpi_on(p))
+        st = wf_errorf(WF_INVAL, "pp=%d,tp=%d needs MPI (run under mpiexec)", p->pp, p->tp);
     if (st == WF_OK)
         st = split_comms(p);
     if (st != WF_OK)
         return st;
+    if (p->tp > 1) {
+        st = wf_spmd_create_tp(c->model, pl, p->mbs, p->tpcomm, &p->tps);
+        if ((st = wf_mpi_agree_on(p->comm, p->rank, p->nranks, st)) != WF_OK)
+            return st;
+    }
     p->ops = malloc((size_t)(2 * p->m * p->vpp) * sizeof *p->ops);
     p->played = malloc((size_t)(2 * p->m * p->vpp) * sizeof *p->played);
     p->ch = calloc((size_t)p->nchunks, sizeof *p->ch);
@@ -495,47 +556,63 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     if (!first)
         return wf_errorf(WF_NOMEM, "out of memory");
     st = wf_model_build(c->model, p->mbs, &g);
+    /* The graph cut into stages: the model's, or under tp this rank's local graph (its tensors at their local
+     * shapes, the carriers of Megatron's collectives among its ops). */
+    const wf_graph *wg = p->tps ? wf_spmd_local_graph(p->tps) : &g;
     if (st == WF_OK) {
-        pidx = malloc((size_t)g.ntensors * sizeof *pidx);
-        poff = malloc((size_t)g.ntensors * sizeof *poff);
+        pidx = malloc((size_t)(wg->ntensors + g.ntensors) * sizeof *pidx);
+        poff = malloc((size_t)(wg->ntensors + g.ntensors) * sizeof *poff);
         if (!pidx || !poff)
             st = wf_errorf(WF_NOMEM, "out of memory");
     }
     int data_t = -1;
     if (st == WF_OK) {
-        int64_t k = 0, off = 0;
+        /* The whole model's parameter index and offset of each tensor of g, then of wg's by name. */
+        int64_t k = 0, off = 0, *gidx = pidx + wg->ntensors, *goff = poff + wg->ntensors;
         for (int t = 0; t < g.ntensors; t++) {
-            pidx[t] = poff[t] = -1;
+            gidx[t] = goff[t] = -1;
             const wf_tensor *x = &g.tensors[t];
             if (x->role == WF_ROLE_PARAM) {
-                pidx[t] = k++;
-                poff[t] = off;
+                gidx[t] = k++;
+                goff[t] = off;
                 off += wf_tensor_numel(x);
             }
+        }
+        for (int t = 0; t < wg->ntensors; t++) {
+            pidx[t] = poff[t] = -1;
+            const wf_tensor *x = &wg->tensors[t];
+            for (int u = 0; u < g.ntensors && x->role == WF_ROLE_PARAM && pidx[t] < 0; u++)
+                if (g.tensors[u].role == WF_ROLE_PARAM && strcmp(g.tensors[u].name, x->name) == 0) {
+                    pidx[t] = gidx[u];
+                    poff[t] = goff[u];
+                }
             if (x->role == WF_ROLE_INPUT && (data_t < 0 || strcmp(x->name, "ids") == 0))
                 data_t = t;
         }
         p->full_params = off;
-        p->in_int = data_t >= 0 && g.tensors[data_t].dtype != WF_DTYPE_FP32;
+        p->in_int = data_t >= 0 && wg->tensors[data_t].dtype != WF_DTYPE_FP32;
         if (data_t < 0)
             st = wf_errorf(WF_INVAL, "model %s has no data input", c->model->name);
     }
     if (st == WF_OK)
-        st = cut(&g, c, p->nvs, first);
+        st = cut(wg, c, p->nvs, first);
     for (int k = 0; st == WF_OK && k < p->nchunks; k++) {
         p->ch[k].vs = k * p->pp + p->stage;
-        st = make_chunk(p, c, &g, first, pidx, poff, data_t, &p->ch[k]);
+        st = make_chunk(p, c, wg, first, pidx, poff, data_t, &p->ch[k]);
     }
     /* Every rank reaches the holders' splits (the communicators above are set). */
     st = mpi_on(p) ? wf_mpi_agree_on(p->comm, p->rank, p->nranks, st) : st;
     if (st == WF_OK)
-        st = find_shared(p, &g, first);
+        st = find_shared(p, wg, first);
     if (st == WF_OK) {
-        p->in_numel = wf_tensor_numel(&g.tensors[data_t]) / p->mbs;
+        p->in_numel = wf_tensor_numel(&wg->tensors[data_t]) / p->mbs;
         for (int t = 0; t < g.ntensors; t++)
             if (g.tensors[t].role == WF_ROLE_LABEL)
                 p->lab_numel = wf_tensor_numel(&g.tensors[t]) / p->mbs;
-        snprintf(p->desc, sizeof p->desc, "pp=%d,vpp=%d,dp=%d,pipe=%s,%s", p->pp, p->vpp, p->dp,
+        char tps[24] = "";
+        if (p->tp > 1)
+            snprintf(tps, sizeof tps, "tp=%d,%s", p->tp, pl->sp ? "sp=1," : "");
+        snprintf(p->desc, sizeof p->desc, "pp=%d,vpp=%d,%sdp=%d,pipe=%s,%s", p->pp, p->vpp, tps, p->dp,
                  wf_sched_pipe_name(p->kind), wf_dist_describe(p->ch[0].d));
     }
     wf_graph_free(&g);
@@ -564,6 +641,7 @@ void wf_pipe_free(wf_pipe *p)
         free(ch->busy);
         free(ch->sreq);
         free(ch->owner);
+        free(ch->share);
         free(ch->full_off);
     }
     for (int i = 0; p->sh && i < p->nshared; i++)
@@ -573,6 +651,11 @@ void wf_pipe_free(wf_pipe *p)
         MPI_Comm_free(&p->dpcomm);
     if (p->ppcomm != MPI_COMM_NULL)
         MPI_Comm_free(&p->ppcomm);
+    wf_spmd_free(p->tps);
+    if (p->tpcomm != MPI_COMM_NULL)
+        MPI_Comm_free(&p->tpcomm);
+    if (p->mpcomm != MPI_COMM_NULL)
+        MPI_Comm_free(&p->mpcomm);
     free(p->sh);
     free(p->ch);
     free(p->ops);
@@ -743,19 +826,21 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
         for (int i = 0; i < wf_exec_nparams(ch->e); i++) {
             const wf_exec_param *q = wf_exec_param_at(ch->e, i);
             if (q->has_grad && ch->owner[i])
-                mine += sumsq(q->grad, q->numel);
+                mine += ch->share[i] * sumsq(q->grad, q->numel);
         }
     }
     double total = mine;
     if (mpi_on(p)) {
+        /* Over the stages (and their tp ranks), in rank order. */
         double all[4096];
-        if (p->pp > 4096)
-            return wf_errorf(WF_INVAL, "pp=%d: too many stages", p->pp);
-        int rc = MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, p->ppcomm);
+        int n = p->pp * p->tp;
+        if (n > 4096)
+            return wf_errorf(WF_INVAL, "pp=%d x tp=%d: too many ranks per pipeline", p->pp, p->tp);
+        int rc = MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, p->tp > 1 ? p->mpcomm : p->ppcomm);
         if (rc != MPI_SUCCESS)
             return mpi_err(rc, "MPI_Allgather of the gradient norm");
         total = 0;
-        for (int s = 0; s < p->pp; s++)
+        for (int s = 0; s < n; s++)
             total += all[s];
     }
     *comm_s += wf_now_s() - t0;
@@ -780,7 +865,8 @@ wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t f
     if (st != WF_OK)
         return st;
     /* Every rank's loss contribution (the last stage's mean) and status. */
-    int last = p->stage == (p->nvs - 1) % p->pp;
+    /* Every tp rank of the last stage holds the whole loss (the vocabulary-parallel cross-entropy): one counts. */
+    int last = p->stage == (p->nvs - 1) % p->pp && p->tpi == 0;
     double mine[2] = {last ? loss_sum / (double)p->m : 0.0, (double)kst};
     double total = mine[0];
     int worst = kst;
@@ -890,7 +976,10 @@ wf_status wf_pipe_ckpt_tensors(wf_pipe *p, wf_ckpt_tensor **out, char **names, i
 
 void wf_pipe_plan_text(const wf_plan *p, char *buf, size_t cap)
 {
-    if (p->pp > 1 || p->vpp > 1)
+    if ((p->pp > 1 || p->vpp > 1) && p->tp > 1)
+        snprintf(buf, cap, "pp=%d,vpp=%d,tp=%d,sp=%d,dp=%d,pipe=%s", p->pp, p->vpp, p->tp, p->sp, p->dp,
+                 wf_pipe_name(p->pipe));
+    else if (p->pp > 1 || p->vpp > 1)
         snprintf(buf, cap, "pp=%d,vpp=%d,dp=%d,pipe=%s", p->pp, p->vpp, p->dp, wf_pipe_name(p->pipe));
     else
         snprintf(buf, cap, "pp=1,dp=%d", p->dp);
@@ -909,7 +998,10 @@ wf_status wf_pipe_gather_params(wf_pipe *p, float *out, int64_t cap, int64_t *n)
             for (int i = 0; i < wf_exec_nparams(ch->e); i++)
                 if (ch->owner[i]) {
                     const wf_exec_param *q = wf_exec_param_at(ch->e, i);
-                    memcpy(out + ch->full_off[i], q->data, (size_t)q->numel * sizeof *out);
+                    if (p->tps)
+                        wf_spmd_put_param(p->tps, q->name, q->data, out + ch->full_off[i]);
+                    else
+                        memcpy(out + ch->full_off[i], q->data, (size_t)q->numel * sizeof *out);
                 }
         }
     if (!mpi_on(p))

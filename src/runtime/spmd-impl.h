@@ -5,11 +5,16 @@
 #ifndef WEFT_RUNTIME_SPMD_IMPL_H
 #define WEFT_RUNTIME_SPMD_IMPL_H
 
+#include "weft/models.h"
+#include "weft/plan.h"
 #include "weft/runtime.h"
 
 #include <mpi.h>
 
 typedef struct wf_spmd wf_spmd;
+
+/* The most pipeline stages (chunks) one rank runs on one wf_spmd. */
+#define WF_SPMD_MAX_STAGES 8
 
 /* 1 when the trainer runs plan `plan` with the SPMD executor: an op-level
  * plan file, or a whole-model plan string or file with tp > 1 or sp. */
@@ -43,5 +48,33 @@ void wf_spmd_ckpt_view(wf_spmd *s, wf_spmd_ckpt *out);
 
 /* Collective: every parameter at its full shape, model graph order. */
 wf_status wf_spmd_gather_params(wf_spmd *s, float *out, int64_t cap, int64_t *n);
+
+/* Parameters of exec e (named as the model's) <- their shards of the single
+ * process's initialization (the global graph's executor under eo). */
+wf_status wf_spmd_init_params(wf_spmd *S, wf_exec *e, const wf_exec_opts *eo);
+
+/* ---- tensor parallelism inside pipeline stages (pipeline.c) ----
+ * Collective over comm (one stage's tp ranks): the whole model at mbs
+ * samples under the whole-model plan's tp (and sp) layouts, lowered with
+ * wf_plan_lower as one stage, dp = 1; this rank's local graph with its
+ * carriers, which the pipeline cuts into stages. No executor, optimizer or
+ * data: the pipeline's stage executors take the callbacks. */
+wf_status wf_spmd_create_tp(const wf_model_config *m, const wf_plan *whole, int64_t mbs, MPI_Comm comm,
+                            wf_spmd **out);
+const wf_graph *wf_spmd_local_graph(const wf_spmd *S);
+/* The callbacks of an executor whose graph holds the local graph's ops
+ * [lo, ...) in order (lo = 0: the whole local graph); at most
+ * WF_SPMD_MAX_STAGES values of lo besides 0. */
+void wf_spmd_stage_callbacks(wf_spmd *S, int lo, wf_exec_spmd *out);
+/* The share of a parameter's squared gradient this rank counts in the norm:
+ * 1 / the ranks holding the same shard. */
+double wf_spmd_param_share(const wf_spmd *S, const char *name);
+/* Writes this rank's shard `local` of parameter `name` into the whole tensor
+ * `full` when this rank is the first holder of that shard (returns 1), so a
+ * sum over the ranks gathers each value once; else 0. */
+int wf_spmd_put_param(const wf_spmd *S, const char *name, const float *local, float *full);
+/* The collectives counted since the counters were last reset: all-gathers,
+ * reduce-scatters, all-reduces, in-op all-reduces, all-to-alls. */
+void wf_spmd_collectives(const wf_spmd *S, int64_t *ncoll);
 
 #endif

@@ -54,6 +54,7 @@
 #include "weft/sbp.h"
 #include "weft/search.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,13 @@ typedef struct {
     int64_t ns2;
     int64_t *pos2;                /* [p * ns2] as pos, for dim2 */
 } box_info;
+
+/* A callback's context: the trainer and the first local op of the graph the
+ * executor runs (0, or a pipeline stage's first op). */
+typedef struct {
+    struct wf_spmd *S;
+    int lo;
+} cb_ctx;
 
 struct wf_spmd {
     wf_train_config c;
@@ -130,6 +138,8 @@ struct wf_spmd {
     int64_t ncoll[5], last_ncoll[5]; /* all-gathers, reduce-scatters, all-reduces, in-op, all-to-alls */
     char plan_note[256];
     char comm_desc[64];
+    cb_ctx cb[1 + WF_SPMD_MAX_STAGES]; /* the callbacks' contexts: the whole local graph, then stages */
+    int ncb;
 };
 
 static int is_p(int8_t v) { return v == WF_SBP_P; }
@@ -416,8 +426,10 @@ static wf_status act(wf_spmd *S, const box_info *b, int action, int axis, const 
 
 static wf_status box_cb(void *ctx, int op, int backward, const float *in, float *out)
 {
-    wf_spmd *S = ctx;
-    const wf_graph *g = wf_exec_graph(S->e);
+    const cb_ctx *cx = ctx;
+    wf_spmd *S = cx->S;
+    op += cx->lo;
+    const wf_graph *g = &S->lg;
     const wf_op *o = &g->ops[op];
     const box_info *b = &S->boxes[op];
     const wf_tensor *tx = &g->tensors[o->in[0]], *ty = &g->tensors[o->out[0]];
@@ -440,7 +452,9 @@ static wf_status box_cb(void *ctx, int op, int backward, const float *in, float 
 
 static wf_status allreduce_cb(void *ctx, int op, float *buf, int64_t n, int is_max)
 {
-    wf_spmd *S = ctx;
+    const cb_ctx *cx = ctx;
+    wf_spmd *S = cx->S;
+    op += cx->lo;
     double t0 = wf_now_s();
     int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, is_max ? MPI_MAX : MPI_SUM,
                            group_comm(S, S->vocab_mask[op]));
@@ -1097,6 +1111,38 @@ static wf_status build_local(wf_spmd *S)
     return S->lg.status;
 }
 
+wf_status wf_spmd_init_params(wf_spmd *S, wf_exec *e, const wf_exec_opts *eo)
+{
+    wf_exec *ge = NULL;
+    wf_status st = wf_exec_create(&S->gg, eo, &ge);
+    for (int i = 0; st == WF_OK && i < wf_exec_nparams(e); i++) {
+        const wf_exec_param *lp = wf_exec_param_at(e, i);
+        int gt = wf_exec_find_tensor(ge, lp->name);
+        int gp = gt >= 0 ? wf_exec_param_of_tensor(ge, gt) : -1;
+        if (gp < 0) {
+            st = wf_errorf(WF_INTERNAL, "parameter '%s' not in the global graph", lp->name);
+            break;
+        }
+        copy_block(S, gt, &S->layout[gt], S->coord, (const uint32_t *)wf_exec_param_at(ge, gp)->data,
+                   (uint32_t *)lp->data, 1);
+    }
+    wf_exec_free(ge);
+    return st;
+}
+
+void wf_spmd_stage_callbacks(wf_spmd *S, int lo, wf_exec_spmd *out)
+{
+    int k = 0;
+    while (k < S->ncb && S->cb[k].lo != lo)
+        k++;
+    assert(k < 1 + WF_SPMD_MAX_STAGES);
+    if (k == S->ncb)
+        S->cb[S->ncb++] = (cb_ctx){S, lo};
+    *out = (wf_exec_spmd){&S->cb[k],           S->box_op + lo,      box_cb,         S->vocab_first + lo,
+                          S->vocab_total + lo, allreduce_cb,        S->stats_split + lo, S->has_view + lo,
+                          S->view + lo};
+}
+
 /* ---- setup -------------------------------------------------------------------------------------- */
 
 int wf_spmd_wants(const char *plan)
@@ -1110,7 +1156,7 @@ int wf_spmd_wants(const char *plan)
         wf_clear_error();
         return 0;
     }
-    return p.tp > 1 || p.sp;
+    return (p.tp > 1 || p.sp) && p.pp <= 1; /* with stages: pipeline.c */
 }
 
 /* The op-level plan: a file as it is, or a whole-model plan lowered. */
@@ -1171,21 +1217,13 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
     return WF_OK;
 }
 
-static wf_status setup(wf_spmd *S)
+/* The mesh of the op-level plan S->ol on the S->nranks ranks of S->world,
+ * its communicators, the global graph at S->gmb samples and the rank's local
+ * graph with its carriers. */
+static wf_status build_mesh_local(wf_spmd *S, const wf_cluster *clp)
 {
-    const wf_train_config *c = &S->c;
-    wf_status st = wf_model_lookup(c->model, &S->model);
-    if (st != WF_OK)
-        return st;
-    if (S->model.family == WF_FAMILY_ONNX)
-        return wf_errorf(WF_INVAL, "model %s: ONNX models run data-parallel only", S->model.name);
-    wf_cluster cl;
-    char spec[64];
-    snprintf(spec, sizeof spec, "local:devices_per_node=%d", S->nranks);
-    if ((st = wf_cluster_lookup(spec, &cl)) != WF_OK)
-        return st;
-    if ((st = read_plan(S, &cl)) != WF_OK)
-        return st;
+    wf_cluster cl = *clp;
+    wf_status st;
     /* The mesh. */
     int64_t sizes[WF_SBP_MAX_AXES];
     int na = 0;
@@ -1208,12 +1246,6 @@ static wf_status setup(wf_spmd *S)
     for (int a = 0; a < S->naxes; a++)
         S->size[a] = (int)S->mesh.size[a];
     coords_of(S, S->rank, S->coord);
-    if (c->batch < 1 || S->ol.micro_batches < 1 || c->batch % S->ol.micro_batches != 0)
-        return wf_errorf(WF_INVAL, "batch %lld is not divisible into the plan's %lld micro-batches",
-                         (long long)c->batch, (long long)S->ol.micro_batches);
-    S->B = c->batch;
-    S->m = S->ol.micro_batches;
-    S->gmb = S->B / S->m;
     if ((st = make_groups(S)) != WF_OK)
         return st;
     if ((st = wf_model_build(&S->model, S->gmb, &S->gg)) != WF_OK)
@@ -1241,32 +1273,41 @@ static wf_status setup(wf_spmd *S)
         return wf_errorf(WF_NOMEM, "out of memory");
     for (int i = 0; i < S->lg.nops; i++)
         S->box_op[i] = (unsigned char)S->boxes[i].used;
+    return WF_OK;
+}
+
+static wf_status setup(wf_spmd *S)
+{
+    const wf_train_config *c = &S->c;
+    wf_status st = wf_model_lookup(c->model, &S->model);
+    if (st != WF_OK)
+        return st;
+    if (S->model.family == WF_FAMILY_ONNX)
+        return wf_errorf(WF_INVAL, "model %s: ONNX models run data-parallel only", S->model.name);
+    wf_cluster cl;
+    char spec[64];
+    snprintf(spec, sizeof spec, "local:devices_per_node=%d", S->nranks);
+    if ((st = wf_cluster_lookup(spec, &cl)) != WF_OK)
+        return st;
+    if ((st = read_plan(S, &cl)) != WF_OK)
+        return st;
+    if (c->batch < 1 || S->ol.micro_batches < 1 || c->batch % S->ol.micro_batches != 0)
+        return wf_errorf(WF_INVAL, "batch %lld is not divisible into the plan's %lld micro-batches",
+                         (long long)c->batch, (long long)S->ol.micro_batches);
+    S->B = c->batch;
+    S->m = S->ol.micro_batches;
+    S->gmb = S->B / S->m;
+    if ((st = build_mesh_local(S, &cl)) != WF_OK)
+        return st;
     /* The executor, its parameters the shards of the single process's. */
     wf_exec_opts eo = {c->reference, c->seed};
     if ((st = wf_exec_create(&S->lg, &eo, &S->e)) != WF_OK)
         return st;
-    wf_exec_spmd x = {S,           S->box_op,      box_cb,      S->vocab_first, S->vocab_total,
-                      allreduce_cb, S->stats_split, S->has_view, S->view};
+    wf_exec_spmd x;
+    wf_spmd_stage_callbacks(S, 0, &x);
     wf_exec_set_spmd(S->e, &x);
-    {
-        wf_exec *ge = NULL;
-        if ((st = wf_exec_create(&S->gg, &eo, &ge)) != WF_OK)
-            return st;
-        for (int i = 0; i < wf_exec_nparams(S->e); i++) {
-            const wf_exec_param *lp = wf_exec_param_at(S->e, i);
-            int gt = wf_exec_find_tensor(ge, lp->name);
-            int gp = gt >= 0 ? wf_exec_param_of_tensor(ge, gt) : -1;
-            if (gp < 0) {
-                st = wf_errorf(WF_INTERNAL, "parameter '%s' not in the global graph", lp->name);
-                break;
-            }
-            copy_block(S, gt, &S->layout[gt], S->coord, (const uint32_t *)wf_exec_param_at(ge, gp)->data,
-                       (uint32_t *)lp->data, 1);
-        }
-        wf_exec_free(ge);
-        if (st != WF_OK)
-            return st;
-    }
+    if ((st = wf_spmd_init_params(S, S->e, &eo)) != WF_OK)
+        return st;
     if ((st = wf_data_open(c->data, &S->dl, c->seed, &S->data)) != WF_OK)
         return st;
     if ((st = wf_optim_create(&c->optim, S->e, &S->o)) != WF_OK)
@@ -1560,4 +1601,100 @@ wf_status wf_spmd_gather_params(wf_spmd *S, float *out, int64_t cap, int64_t *n)
     }
     *n = off;
     return st;
+}
+
+/* ---- tensor parallelism inside pipeline stages (pipeline.c) ------------------------------------ */
+
+static int global_param(const wf_spmd *S, const char *name)
+{
+    for (int t = 0; t < S->gg.ntensors; t++)
+        if (S->gg.tensors[t].role == WF_ROLE_PARAM && strcmp(S->gg.tensors[t].name, name) == 0)
+            return t;
+    return -1;
+}
+
+static wf_status create_tp(wf_spmd *S, const wf_plan *whole, int64_t mbs)
+{
+    wf_cluster cl;
+    char spec[64];
+    snprintf(spec, sizeof spec, "local:devices_per_node=%d", S->nranks);
+    wf_status st = wf_cluster_lookup(spec, &cl);
+    if (st != WF_OK)
+        return st;
+    /* The stage's share of the plan: tp (and sp) on these ranks, one micro-batch. */
+    wf_plan p = *whole;
+    p.pp = p.vpp = p.dp = 1;
+    p.mbs = (int)mbs;
+    wf_plan_oplevel_init(&S->ol);
+    if ((st = wf_plan_lower(&S->model, &cl, &p, mbs, &S->ol)) != WF_OK)
+        return st;
+    S->B = S->gmb = mbs;
+    S->m = 1;
+    if (S->ol.micro_batches != 1 || S->ol.pp != 1)
+        return wf_errorf(WF_INTERNAL, "tp=%d lowered to %lld micro-batches and pp=%d", p.tp,
+                         (long long)S->ol.micro_batches, S->ol.pp);
+    if ((st = build_mesh_local(S, &cl)) != WF_OK)
+        return st;
+    if (S->loss_div != (double)S->nranks)
+        return wf_errorf(WF_INVAL, "tp=%d inside pipeline stages: the loss is split over the tp ranks", p.tp);
+    /* The stages load the whole micro-batch on every tp rank. */
+    for (int t = 0; t < S->gg.ntensors; t++) {
+        const wf_tensor *x = &S->gg.tensors[t];
+        if ((x->role == WF_ROLE_INPUT || x->role == WF_ROLE_LABEL) && S->local_of[t] >= 0 &&
+            wf_tensor_numel(&S->lg.tensors[S->local_of[t]]) != wf_tensor_numel(x))
+            return wf_errorf(WF_INVAL, "tp=%d inside pipeline stages: input '%s' is split over the tp ranks", p.tp,
+                             x->name);
+    }
+    return WF_OK;
+}
+
+wf_status wf_spmd_create_tp(const wf_model_config *m, const wf_plan *whole, int64_t mbs, MPI_Comm comm,
+                            wf_spmd **out)
+{
+    *out = NULL;
+    wf_spmd *S = calloc(1, sizeof *S);
+    if (!S)
+        return wf_errorf(WF_NOMEM, "out of memory creating the stage's tensor parallelism");
+    S->model = *m;
+    S->world = comm;
+    MPI_Comm_rank(comm, &S->rank);
+    MPI_Comm_size(comm, &S->nranks);
+    for (int k = 0; k < (1 << WF_SBP_MAX_AXES); k++)
+        S->group[k] = MPI_COMM_NULL;
+    wf_status st = create_tp(S, whole, mbs);
+    if (st != WF_OK) {
+        wf_spmd_free(S);
+        return st;
+    }
+    *out = S;
+    return WF_OK;
+}
+
+const wf_graph *wf_spmd_local_graph(const wf_spmd *S) { return &S->lg; }
+
+double wf_spmd_param_share(const wf_spmd *S, const char *name)
+{
+    int gt = global_param(S, name);
+    double w = 1;
+    for (int a = 0; a < S->naxes && gt >= 0; a++)
+        if (!is_s(S->layout[gt].ax[a]))
+            w /= S->size[a];
+    return w;
+}
+
+int wf_spmd_put_param(const wf_spmd *S, const char *name, const float *local, float *full)
+{
+    int gt = global_param(S, name);
+    if (gt < 0)
+        return 0;
+    for (int a = 0; a < S->naxes; a++)
+        if (!is_s(S->layout[gt].ax[a]) && S->coord[a] != 0)
+            return 0;
+    copy_block(S, gt, &S->layout[gt], S->coord, (const uint32_t *)local, (uint32_t *)full, 0);
+    return 1;
+}
+
+void wf_spmd_collectives(const wf_spmd *S, int64_t *ncoll)
+{
+    memcpy(ncoll, S->ncoll, sizeof S->ncoll);
 }

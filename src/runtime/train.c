@@ -182,7 +182,7 @@ static wf_status resolve_plan(wf_train *t)
             return st;
     }
     const wf_plan *p = &t->plan;
-    if ((p->pp > 1 || p->vpp > 1) && p->tp <= 1)
+    if (p->pp > 1 || (p->vpp > 1 && p->tp <= 1))
         return pipe_resolve(t);
     if (p->tp > 1 || p->pp > 1 || p->vpp > 1)
         return wf_errorf(WF_INVAL, "the runtime executes data parallelism only (tp=%d, pp=%d, vpp=%d)", p->tp, p->pp,
@@ -245,8 +245,10 @@ static int runtime_runs(const wf_plan *p, void *user)
     if (p->zero > 0 && (spmd || piped || p->vpp > 1 || p->ep > 1 || (p->zero == 3 && p->comm.kind == WF_COMM_DEAR) ||
                         p->comm.kind == WF_COMM_BYTESCHEDULER))
         return 0;
-    if ((spmd && (piped || p->ep > 1)) || (piped && (p->ep > 1 || p->comm.kind == WF_COMM_DEAR)))
-        return 0; /* SPMD layouts run alone, pipelines with dp only */
+    if ((spmd && p->ep > 1) || (piped && (p->ep > 1 || p->comm.kind == WF_COMM_DEAR)))
+        return 0; /* SPMD layouts without experts, pipelines with dp and tp */
+    if (spmd && piped && (p->vpp > 1 || p->tp < 2))
+        return 0; /* stages with tensor parallelism: not interleaved (untested), sp only with tp */
     return p->vpp == 1 || piped;
 }
 

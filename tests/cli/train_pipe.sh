@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Pipeline stages from the command line (issue 10, item 2): gpt-tiny under
-# mpiexec -n 2 with --plan pp=2,mbs=2 (1F1B, then GPipe) computes every step's
+# mpiexec -n 2 with --plan pp=2,mbs=2 (1F1B, then GPipe), and mpiexec -n 4
+# with --plan pp=2,tp=2,mbs=2, computes every step's
 # loss of one process taking the same four micro-batches of 2 (relative
 # 1e-5, 20 steps) and its loss falls; a checkpoint written at step 10 and
 # resumed reproduces steps 11..20 bit for bit; resuming it under another plan
@@ -29,6 +30,14 @@ assert j["ranks"] == 2, j["ranks"]
 assert j["final_loss"] < 0.9 * j["first_loss"], (j["first_loss"], j["final_loss"])
 PYEOF
 done
+# Stages with tensor parallelism on 4 ranks (Megatron's order, tp innermost): one process's losses.
+"$MPIEXEC" -n 4 "$WEFT" train "${common[@]}" --steps 20 --plan pp=2,tp=2,mbs=2 --log "$tmp/pptp.jsonl" \
+  >/dev/null 2>"$tmp/pptp.err"
+check "pp=2,tp=2 trains on 4 ranks" test $? -eq 0
+check "pp=2,tp=2: every loss within 1e-5 of one process" awk '
+  NR == FNR { one[FNR] = $1; next }
+  { d = $1 - one[FNR]; if (d < 0) d = -d; if (d > 1e-5 * one[FNR]) { print "step " FNR ": " $1 " vs " one[FNR]; bad = 1 } }
+  END { exit bad || FNR != 20 }' <(losses "$tmp/one.jsonl") <(losses "$tmp/pptp.jsonl")
 # Checkpoint at step 10, resume to 20: the same losses, bit for bit.
 "$MPIEXEC" -n 2 "$WEFT" train "${common[@]}" --steps 10 --plan pp=2,mbs=2 --checkpoint "$tmp/ck" \
   >/dev/null 2>"$tmp/ck.err"
