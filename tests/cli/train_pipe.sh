@@ -38,6 +38,18 @@ check "pp=2,tp=2: every loss within 1e-5 of one process" awk '
   NR == FNR { one[FNR] = $1; next }
   { d = $1 - one[FNR]; if (d < 0) d = -d; if (d > 1e-5 * one[FNR]) { print "step " FNR ": " $1 " vs " one[FNR]; bad = 1 } }
   END { exit bad || FNR != 20 }' <(losses "$tmp/one.jsonl") <(losses "$tmp/pptp.jsonl")
+# pp=2,tp=2: checkpoint at step 10 (each rank its shards), resume to 20 bit for bit; pp=2 alone refuses it.
+"$MPIEXEC" -n 4 "$WEFT" train "${common[@]}" --steps 10 --plan pp=2,tp=2,mbs=2 --checkpoint "$tmp/cktp" \
+  >/dev/null 2>&1
+check "pp=2,tp=2 writes a checkpoint" test $? -eq 0
+"$MPIEXEC" -n 4 "$WEFT" train "${common[@]}" --steps 20 --plan pp=2,tp=2,mbs=2 --checkpoint "$tmp/cktp" --resume \
+  --log "$tmp/restp.jsonl" >/dev/null 2>&1
+check "pp=2,tp=2 resumes" test $? -eq 0
+check "pp=2,tp=2: the resumed steps 11..20 equal the uninterrupted run's" diff <(losses "$tmp/pptp.jsonl" | tail -10) \
+  <(losses "$tmp/restp.jsonl" | tail -10)
+"$MPIEXEC" -n 4 "$WEFT" train "${common[@]}" --steps 20 --plan pp=2,dp=2,mbs=2 --checkpoint "$tmp/cktp" --resume \
+  >/dev/null 2>"$tmp/othertp.err"
+check "pp=2,tp=2's checkpoint under pp=2,dp=2 exits 1 with one line" test $? -eq 1 -a "$(wc -l <"$tmp/othertp.err")" -eq 1
 # Checkpoint at step 10, resume to 20: the same losses, bit for bit.
 "$MPIEXEC" -n 2 "$WEFT" train "${common[@]}" --steps 10 --plan pp=2,mbs=2 --checkpoint "$tmp/ck" \
   >/dev/null 2>"$tmp/ck.err"
