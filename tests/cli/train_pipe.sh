@@ -38,6 +38,14 @@ check "pp=2,tp=2: every loss within 1e-5 of one process" awk '
   NR == FNR { one[FNR] = $1; next }
   { d = $1 - one[FNR]; if (d < 0) d = -d; if (d > 1e-5 * one[FNR]) { print "step " FNR ": " $1 " vs " one[FNR]; bad = 1 } }
   END { exit bad || FNR != 20 }' <(losses "$tmp/one.jsonl") <(losses "$tmp/pptp.jsonl")
+# pp=2,tp=2,dp=2 on 8 ranks (4 per core here): one process's losses.
+"$MPIEXEC" -n 8 "$WEFT" train "${common[@]}" --steps 20 --plan pp=2,tp=2,dp=2,mbs=2 --log "$tmp/pptpdp.jsonl" \
+  >/dev/null 2>&1
+check "pp=2,tp=2,dp=2 trains on 8 ranks" test $? -eq 0
+check "pp=2,tp=2,dp=2: every loss within 1e-5 of one process" awk '
+  NR == FNR { one[FNR] = $1; next }
+  { d = $1 - one[FNR]; if (d < 0) d = -d; if (d > 1e-5 * one[FNR]) { print "step " FNR ": " $1 " vs " one[FNR]; bad = 1 } }
+  END { exit bad || FNR != 20 }' <(losses "$tmp/one.jsonl") <(losses "$tmp/pptpdp.jsonl")
 # pp=2,tp=2: checkpoint at step 10 (each rank its shards), resume to 20 bit for bit; pp=2 alone refuses it.
 "$MPIEXEC" -n 4 "$WEFT" train "${common[@]}" --steps 10 --plan pp=2,tp=2,mbs=2 --checkpoint "$tmp/cktp" \
   >/dev/null 2>&1
