@@ -607,7 +607,7 @@ static void timed_free(timed_run *r)
  * flight) and kernel scratch, against the predicted peak per device. */
 typedef struct {
     const char *label;
-    int pp, vpp, dp;
+    int pp, vpp, dp, tp;
     const char *pipe;
 } pipe_case;
 
@@ -619,8 +619,8 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
     local.mem_reserved_bytes = 0;
     const wf_cluster *cl = &local;
     static const pipe_case cases[] = {
-        {"pp2 gpipe", 2, 1, 1, "gpipe"},  {"pp2 1f1b", 2, 1, 1, "1f1b"}, {"pp2 vpp2", 2, 2, 1, "1f1b"},
-        {"pp2 dp2", 2, 1, 2, "1f1b"},
+        {"pp2 gpipe", 2, 1, 1, 1, "gpipe"}, {"pp2 1f1b", 2, 1, 1, 1, "1f1b"}, {"pp2 vpp2", 2, 2, 1, 1, "1f1b"},
+        {"pp2 dp2", 2, 1, 2, 1, "1f1b"},    {"pp2 tp2", 2, 1, 1, 2, "1f1b"},
     };
     const bench_model *bm = &MODELS[0];
     /* The data-parallel runtime on the same ranks (ddp, batch 8 per rank):
@@ -641,10 +641,11 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
     }
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const pipe_case *pc = &cases[k];
-        if (pc->pp * pc->dp != nranks)
+        if (pc->pp * pc->dp * pc->tp != nranks)
             continue;
         char plan[96];
-        snprintf(plan, sizeof plan, "pp=%d,vpp=%d,dp=%d,mbs=2,pipe=%s,comm=ddp", pc->pp, pc->vpp, pc->dp, pc->pipe);
+        snprintf(plan, sizeof plan, "pp=%d,vpp=%d,dp=%d,tp=%d,mbs=2,pipe=%s,comm=ddp", pc->pp, pc->vpp, pc->dp, pc->tp,
+                 pc->pipe);
         int64_t batch = 8 * pc->dp;
         timed_run run;
         wf_status st = train_timed(bm->spec, batch, plan, NULL, iters, &run);
