@@ -863,7 +863,10 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
             r.lowered ? ol_text : whole, r.megatron ? "Megatron's layouts" : "op-level layouts",
             (long long)wf_plan_devices(&r.as_plan), e->iteration_time_s, e->memory_per_device_bytes / GIB,
             r.megatron ? "" : ", faster than every plan of Megatron's family");
-    fprintf(h, "  as a whole-model plan: %s\n", whole);
+    if (r.megatron)
+        fprintf(h, "  as a whole-model plan: %s\n", whole);
+    else /* not Megatron's layouts: the string only names the composition */
+        fprintf(h, "  composed as dp x model-parallel devices (tp) with its keys: %s\n", whole);
     fprintf(h, "  breakdown (s): compute %.4f, recompute %.4f, tp_comm %.4f, pp_comm %.4f, dp_comm %.4f, "
                "bubble %.4f, optimizer %.4f, exposed_comm %.4f\n",
             e->breakdown.compute, e->breakdown.recompute, e->breakdown.tp_comm, e->breakdown.pp_comm,
@@ -898,7 +901,7 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
         add_run_json(j, m->name, c->name, a->batch);
         cJSON_AddStringToObject(j, "mode", "one-space");
         cJSON_AddStringToObject(b, "oplevel_plan", ol_text);
-        cJSON_AddStringToObject(b, "whole_model_plan", whole);
+        cJSON_AddStringToObject(b, r.megatron ? "whole_model_plan" : "composed_plan", whole);
         cJSON_AddBoolToObject(b, "megatron_layouts", r.megatron);
         if (r.lowered) {
             cJSON *lay = cJSON_AddObjectToObject(b, "layouts");
