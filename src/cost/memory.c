@@ -34,6 +34,14 @@ double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp)
     case 1:
         return w + g + o / d + f8;
     case 2:
+        /* Megatron-LM's distributed optimizer (the form zero=1 and 2 take
+         * there) keeps the whole gradient buffer and reduce-scatters within
+         * it: only the optimizer state (fp32 main weights and moments) is
+         * sharded (its docs: 6 + 12/d bytes per parameter for bf16 weights
+         * with fp32 gradients). DeepSpeed and FSDP shard the gradients too. */
+        if (ctx->var.sw == WF_SW_MEGATRON_CORE || ctx->var.sw == WF_SW_MEGATRON_2022 ||
+            ctx->var.sw == WF_SW_MEGATRON_2021)
+            return w + g + o / d + f8;
         return w + (g + o) / d + f8;
     default:
         return (w + g + o + f8) / d;
