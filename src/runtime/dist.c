@@ -563,7 +563,10 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     }
     if (c->zero && (st = zero_setup(d, c, &cs, gparam, goff, nograd_off, off)) != WF_OK)
         goto done;
-    if (d->shard_floats > 0 && (kind == WF_COMM_DEAR || c->zero >= 2)) {
+    /* DeAR all-gathers gradients from its shards; ZeRO-2/3 reduce-scatter in
+     * place (each rank's reduced slice at the start of the group's range, as
+     * Megatron's distributed optimizer reduce-scatters within its buffer). */
+    if (d->shard_floats > 0 && kind == WF_COMM_DEAR) {
         d->shards = calloc((size_t)d->shard_floats, sizeof(float));
         if (!d->shards) {
             st = wf_errorf(WF_NOMEM, "out of memory for dear's shards");
@@ -646,9 +649,13 @@ static wf_status issue(wf_dist *d, int k)
     if (!d->mpi)
         return WF_OK;
     double t0 = wf_now_s();
-    if (d->sched.kind == WF_COMM_DEAR || d->zero >= 2) {
+    if (d->sched.kind == WF_COMM_DEAR) {
         MPI_TRY(MPI_Ireduce_scatter_block(grad_at(d, g->off), d->shards + g->shard_off, (int)(g->count / d->nranks),
                                           MPI_FLOAT, MPI_SUM, d->comm, &d->req[k]),
+                "MPI_Ireduce_scatter_block");
+    } else if (d->zero >= 2) {
+        MPI_TRY(MPI_Ireduce_scatter_block(MPI_IN_PLACE, grad_at(d, g->off), (int)(g->count / d->nranks), MPI_FLOAT,
+                                          MPI_SUM, d->comm, &d->req[k]),
                 "MPI_Ireduce_scatter_block");
     } else {
         MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, grad_at(d, g->off), (int)g->count, MPI_FLOAT, MPI_SUM, d->comm,
@@ -761,8 +768,10 @@ static double wsumsq(const float *x, const float *w, int64_t n);
 static float *zero_grad_shard(wf_dist *d, int k)
 {
     const group *g = &d->groups[k];
-    if (d->mpi && (d->sched.kind == WF_COMM_DEAR || d->zero >= 2))
+    if (d->mpi && d->sched.kind == WF_COMM_DEAR)
         return d->shards + g->shard_off;
+    if (d->mpi && d->zero >= 2)
+        return grad_at(d, g->off); /* reduce-scattered in place */
     return grad_at(d, g->off + d->rank * (g->count / d->nranks));
 }
 
@@ -812,11 +821,11 @@ static wf_status shard_sumsq(wf_dist *d, double *total)
     for (int k = 0; k < d->ngroups; k++) {
         const group *g = &d->groups[k];
         if (d->norm_weight)
-            mine += d->mpi ? wsumsq(d->shards + g->shard_off,
+            mine += d->mpi ? wsumsq(zero_grad_shard(d, k),
                                     d->norm_weight + g->off + d->rank * (g->count / d->nranks), g->count / d->nranks)
                            : wsumsq(grad_at(d, g->off), d->norm_weight + g->off, g->count);
         else
-            mine += d->mpi ? sumsq(d->shards + g->shard_off, g->count / d->nranks)
+            mine += d->mpi ? sumsq(zero_grad_shard(d, k), g->count / d->nranks)
                            : sumsq(grad_at(d, g->off), g->count);
     }
     *total = mine;
@@ -948,8 +957,15 @@ static wf_status zero_end_backward(wf_dist *d, int64_t t, double grad_scale)
         return st;
     }
     float scale = update_scale(d, s, grad_scale);
+    const int in_place = d->mpi && d->zero >= 2 && d->sched.kind != WF_COMM_DEAR;
     for (int k = 0; k < d->ngroups; k++) {
         zero_update_group(d, k, t, scale);
+        /* The in-place reduce-scatter left this rank's reduced slice at the
+         * group's start (over other tensors' positions and the block's
+         * gaps, which no backward writes) and scratch after it: clear the
+         * range so the next step's gradients start from zero. */
+        if (in_place)
+            memset(grad_at(d, d->groups[k].off), 0, (size_t)d->groups[k].count * sizeof(float));
         if (d->zero < 3 && (st = zero_gather_params(d, k)) != WF_OK)
             return st;
     }
