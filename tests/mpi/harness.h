@@ -49,6 +49,48 @@ static inline void harness_refused(const wf_train_config *c, const char *want)
     wf_train_free(t);
 }
 
+/* FNV-1a of n floats' bytes (every rank's copy of a block compared). */
+static inline uint64_t harness_fnv(const float *x, int64_t n)
+{
+    const unsigned char *p = (const unsigned char *)x;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < (size_t)n * sizeof *x; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Trains `steps` steps of c: losses[] every step's loss, *sum the model's
+ * checksum after them, *groups (may be NULL) the collectives per step.
+ * 0, or -1 with the reason printed. */
+static inline int harness_train(const wf_train_config *c, int steps, double *losses, uint64_t *sum, int *groups)
+{
+    wf_train *t = NULL;
+    wf_status st = wf_train_create(c, &t);
+    if (st != WF_OK) {
+        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
+        return -1;
+    }
+    for (int i = 0; i < steps && st == WF_OK; i++) {
+        wf_train_stats s;
+        st = wf_train_step(t, &s);
+        losses[i] = s.loss;
+    }
+    if (st == WF_OK)
+        st = wf_train_sync(t);
+    if (st != WF_OK)
+        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
+    *sum = wf_train_checksum(t);
+    if (groups) {
+        wf_train_info info;
+        wf_train_info_of(t, &info);
+        *groups = info.ngroups;
+    }
+    wf_train_free(t);
+    return st == WF_OK ? 0 : -1;
+}
+
 /* Every rank's verdict (failed anywhere: 1), printed by rank 0; stops MPI. */
 static int harness_finish(int started)
 {

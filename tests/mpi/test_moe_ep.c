@@ -48,27 +48,10 @@ static void config(wf_train_config *c, const char *model, const char *plan, int 
     c->self = self;
 }
 
-/* Trains STEPS steps; losses[] gets every step's loss, *sum the checksum. */
+/* Trains STEPS steps (harness_train). */
 static int train(const wf_train_config *c, double *losses, uint64_t *sum)
 {
-    wf_train *t = NULL;
-    wf_status st = wf_train_create(c, &t);
-    if (st != WF_OK) {
-        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
-        return -1;
-    }
-    for (int i = 0; i < STEPS && st == WF_OK; i++) {
-        wf_train_stats s;
-        st = wf_train_step(t, &s);
-        losses[i] = s.loss;
-    }
-    if (st == WF_OK)
-        st = wf_train_sync(t);
-    if (st != WF_OK)
-        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
-    *sum = wf_train_checksum(t);
-    wf_train_free(t);
-    return st == WF_OK ? 0 : -1;
+    return harness_train(c, STEPS, losses, sum, NULL);
 }
 
 /* Trains model with dp=P,ep=ep against the single process under ref_plan;

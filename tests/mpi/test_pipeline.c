@@ -49,17 +49,6 @@ static void config(wf_train_config *c, const char *model, const char *plan, int 
     c->self = self;
 }
 
-static uint64_t fnv(const float *x, int64_t n)
-{
-    const unsigned char *p = (const unsigned char *)x;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < (size_t)n * sizeof *x; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* Trains steps [from, to) into losses[from..to); params (if given) gets the
  * whole model after the last. */
 static int run_steps(wf_train *t, int from, int to, double *losses)
@@ -155,7 +144,7 @@ static void check_case(const char *model, int pp, int vpp, wf_pipe_kind kind)
     CHECK(dmax <= tol * pmax, "%s %s: parameters differ from one process's by %.3g (largest %.3g)", model, plan,
           dmax, pmax);
     uint64_t lo, hi;
-    CHECK(wf_world_minmax_u64(fnv(pgot, ngot), &lo, &hi) == WF_OK && lo == hi,
+    CHECK(wf_world_minmax_u64(harness_fnv(pgot, ngot), &lo, &hi) == WF_OK && lo == hi,
           "%s %s: the gathered parameters differ across ranks", model, plan);
     if (g_rank == 0)
         printf("%-5s %-18s %-28s ranks %d: losses %.5f -> %.5f, worst relative loss difference %.2e, "

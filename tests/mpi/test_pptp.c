@@ -40,17 +40,6 @@ static void config(wf_train_config *c, const char *plan, int self)
     c->self = self;
 }
 
-static uint64_t fnv(const float *x, int64_t n)
-{
-    const unsigned char *p = (const unsigned char *)x;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < (size_t)n * sizeof *x; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* 20 steps into losses; params gets the whole model after the last. */
 static int train(const wf_train_config *c, double *losses, float *params, int64_t *np, wf_train **keep)
 {
@@ -110,7 +99,7 @@ static void check_case(const double *ref, const float *pref, int64_t nref, const
     }
     CHECK(dmax <= 1e-4 * pmax, "%s: parameters differ from one process's by %.3g (largest %.3g)", plan, dmax, pmax);
     uint64_t lo, hi;
-    CHECK(wf_world_minmax_u64(fnv(pgot, ngot), &lo, &hi) == WF_OK && lo == hi,
+    CHECK(wf_world_minmax_u64(harness_fnv(pgot, ngot), &lo, &hi) == WF_OK && lo == hi,
           "%s: the gathered parameters differ across ranks", plan);
     if (g_rank == 0)
         printf("gpt-tiny %-30s ranks %d: losses %.5f -> %.5f, worst relative loss difference %.2e, parameters max "
