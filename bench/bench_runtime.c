@@ -597,6 +597,34 @@ static void timed_free(timed_run *r)
     memset(r, 0, sizeof *r);
 }
 
+/* The estimate and the simulation of plan string `plan` of model `spec` at
+ * `batch` on cluster cl (mbs > 0 and comm override the string's). */
+static wf_status predict_plan(const wf_cluster *cl, const char *spec, const char *plan, int mbs, const char *comm,
+                              int64_t batch, wf_estimate *est, wf_sim_plan_result *sr)
+{
+    memset(est, 0, sizeof *est);
+    memset(sr, 0, sizeof *sr);
+    wf_model_config m;
+    wf_plan p;
+    wf_status st = wf_model_lookup(spec, &m);
+    if (st == WF_OK)
+        st = wf_plan_parse(plan, &p);
+    if (st == WF_OK && mbs > 0)
+        p.mbs = mbs;
+    if (st == WF_OK && comm)
+        st = wf_comm_parse(comm, &p.comm);
+    wf_cost_ctx *ctx = NULL;
+    if (st == WF_OK && (st = wf_cost_ctx_create(&m, cl, &ctx)) == WF_OK)
+        st = wf_estimate_plan(ctx, &p, batch, est);
+    wf_cost_ctx_free(ctx);
+    wf_sim_plan_opts so;
+    memset(&so, 0, sizeof so);
+    if (st == WF_OK)
+        st = wf_sim_plan(&m, cl, &p, batch, &so, sr);
+    return st;
+}
+
+
 /* ---- pipeline stages ---------------------------------------------------------------------- */
 
 /* The pipelined rows: the gpt model cut into stages, global batch 8 per
@@ -659,24 +687,10 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
         }
         uint64_t lo = 0, hi = 0;
         wf_world_minmax_u64((uint64_t)mem, &lo, &hi);
-        wf_model_config mc;
-        wf_plan p;
         wf_estimate est;
         wf_sim_plan_result sr;
-        wf_cost_ctx *ctx = NULL;
         if (st == WF_OK)
-            st = wf_model_lookup(bm->spec, &mc);
-        if (st == WF_OK)
-            st = wf_plan_parse(plan, &p);
-        if (st == WF_OK)
-            st = wf_cost_ctx_create(&mc, cl, &ctx);
-        if (st == WF_OK)
-            st = wf_estimate_plan(ctx, &p, batch, &est);
-        wf_cost_ctx_free(ctx);
-        wf_sim_plan_opts so;
-        memset(&so, 0, sizeof so);
-        if (st == WF_OK)
-            st = wf_sim_plan(&mc, cl, &p, batch, &so, &sr);
+            st = predict_plan(cl, bm->spec, plan, 0, NULL, batch, &est, &sr);
         if (st != WF_OK) {
             if (rank == 0)
                 fprintf(stderr, "%s: %s\n", pc->label, wf_last_error());
@@ -740,27 +754,9 @@ static void zero_rows(const wf_cluster *cluster, double peak, int iters, int ran
             uint64_t lo;
             wf_world_minmax_u64(blk[k], &lo, &hi[k]);
         }
-        wf_model_config mc;
-        wf_plan p;
         wf_estimate est;
         wf_sim_plan_result sr;
-        memset(&est, 0, sizeof est);
-        memset(&sr, 0, sizeof sr);
-        wf_status ps = wf_model_lookup(bm->spec, &mc);
-        if (ps == WF_OK)
-            ps = wf_plan_parse(plan, &p);
-        if (ps == WF_OK) {
-            p.mbs = (int)bm->batch;
-            wf_comm_parse("ddp", &p.comm);
-            wf_cost_ctx *ctx = NULL;
-            if ((ps = wf_cost_ctx_create(&mc, cl, &ctx)) == WF_OK)
-                ps = wf_estimate_plan(ctx, &p, batch, &est);
-            wf_cost_ctx_free(ctx);
-            wf_sim_plan_opts so;
-            memset(&so, 0, sizeof so);
-            if (ps == WF_OK)
-                ps = wf_sim_plan(&mc, cl, &p, batch, &so, &sr);
-        }
+        wf_status ps = predict_plan(cl, bm->spec, plan, (int)bm->batch, "ddp", batch, &est, &sr);
         if (st == WF_OK && rank == 0) {
             double best = minimum(ts, iters), med = median(ts, iters);
             if (z == 0)
@@ -811,27 +807,9 @@ static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, in
         double *ts = run.ts, *ms = run.ms;
         const wf_train_info info = run.info;
         /* The prediction of the same plan on the calibrated cluster. */
-        wf_model_config m;
-        wf_plan p;
         wf_estimate est;
         wf_sim_plan_result sr;
-        memset(&est, 0, sizeof est);
-        memset(&sr, 0, sizeof sr);
-        wf_status ps = wf_model_lookup(bm->spec, &m);
-        if (ps == WF_OK)
-            ps = wf_plan_parse(plan, &p);
-        if (ps == WF_OK) {
-            p.mbs = (int)(batch / p.dp);
-            wf_comm_parse("wfbp", &p.comm);
-            wf_cost_ctx *ctx = NULL;
-            if ((ps = wf_cost_ctx_create(&m, cl, &ctx)) == WF_OK)
-                ps = wf_estimate_plan(ctx, &p, batch, &est);
-            wf_cost_ctx_free(ctx);
-            wf_sim_plan_opts so;
-            memset(&so, 0, sizeof so);
-            if (ps == WF_OK)
-                ps = wf_sim_plan(&m, cl, &p, batch, &so, &sr);
-        }
+        wf_status ps = predict_plan(cl, bm->spec, plan, (int)(batch / (nranks / 2)), "wfbp", batch, &est, &sr);
         if (st == WF_OK && rank == 0) {
             double best = minimum(ts, iters), med = median(ts, iters);
             const wf_exec_memory *mm = &info.memory;
