@@ -12,9 +12,12 @@
  * reads. No plan that fits is a user error (exit 1) naming the smallest memory
  * found and the budget.
  *
- * Op-level plans (--op-level, and by default for models the outer search does
- * not cover: everything but transformers) come from wf_opplan_search: per-op
- * SBP signatures on a mesh, pipeline stages by Alpa's DP; the table of the
+ * --op-level alone searches one space (wf_unified_search: the outer search's
+ * Megatron layouts and the op-level search's layouts, ranked by the one cost
+ * model; run_unified). With --mesh or --pp, a frontier to draw, or by default
+ * for models the outer search does not cover (everything but transformers),
+ * op-level plans come from wf_opplan_search alone: per-op SBP signatures on a
+ * mesh, pipeline stages by Alpa's DP, its best also costed by the one model; the table of the
  * best plan's layouts is printed with --detail, -o writes an op-level plan file, and
  * --verify FILE checks such a file (or a whole-model one) against the model
  * and the cluster and prints its numbers as the search did. */
@@ -1080,7 +1083,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"attn", 0, WF_OPT_STR, &attn_text, "KIND", "attention kernels: flash or unfused (default: the profile's)", 0},
         {"cp", 0, WF_OPT_STR, &cp_text, "N", "context parallelism (default: searched for sequences of 8192 tokens or more)", 0},
         {"exhaustive", 0, WF_OPT_FLAG, &a.exhaustive, NULL, "score every candidate (no pruning)", 0},
-        {"op-level", 0, WF_OPT_FLAG, &a.op_level, NULL, "plan op by op: SBP layouts on a mesh, pipeline stages (the default for models that are not transformers)", 0},
+        {"op-level", 0, WF_OPT_FLAG, &a.op_level, NULL, "search one space: Megatron's layouts and per-op SBP layouts on one cost model (with --mesh/--pp: the op-level search alone, as by default for models that are not transformers)", 0},
         {"whole-model", 0, WF_OPT_FLAG, &a.whole_model, NULL, "plan dp x pp for models that are not transformers (the estimate's model)", 0},
         {"mesh", 0, WF_OPT_STR, &a.mesh, "M", "op-level: the mesh of each stage, e.g. 8x8 (default: every factoring)", 0},
         {"pp", 0, WF_OPT_STR, &pp_text, "N", "op-level: pipeline stages (default: 1 and every divisor of the devices)", 0},
