@@ -93,9 +93,7 @@ static void try_layouts(const wf_model_config *m, const wf_cluster *c, wf_cost_c
             wf_plan keys = *base;
             keys.recompute = (wf_recompute)best_rc;
             keys.zero = best_z;
-            wf_plan_oplevel_free(&cand);
-            wf_plan_oplevel_init(&cand);
-            if (copy_layouts(ol, ms[k], &keys, &cand)) {
+            if (wf_plan_oplevel_set_keys(&cand, &keys) == WF_OK) {
                 wf_plan_oplevel_free(&r->plan);
                 r->plan = cand;
                 wf_plan_oplevel_init(&cand);
