@@ -247,8 +247,8 @@ static int runtime_runs(const wf_plan *p, void *user)
         return 0;
     if ((spmd && p->ep > 1) || (piped && (p->ep > 1 || p->comm.kind == WF_COMM_DEAR)))
         return 0; /* SPMD layouts without experts, pipelines with dp and tp */
-    if (spmd && piped && (p->vpp > 1 || p->tp < 2))
-        return 0; /* stages with tensor parallelism: not interleaved (untested), sp only with tp */
+    if (spmd && piped && p->tp < 2)
+        return 0; /* stages with tensor parallelism: sp only with tp */
     return p->vpp == 1 || piped;
 }
 

@@ -46,6 +46,18 @@ check "pp=2,tp=2,dp=2: every loss within 1e-5 of one process" awk '
   NR == FNR { one[FNR] = $1; next }
   { d = $1 - one[FNR]; if (d < 0) d = -d; if (d > 1e-5 * one[FNR]) { print "step " FNR ": " $1 " vs " one[FNR]; bad = 1 } }
   END { exit bad || FNR != 20 }' <(losses "$tmp/one.jsonl") <(losses "$tmp/pptpdp.jsonl")
+# Interleaved stages with tensor parallelism (pp=2, vpp=2, tp=2, with and without sp) on a 4-layer model.
+M4=(--model gpt:layers=4,hidden=64,heads=4,seq=32,vocab=96,dtype=fp32 --data text:fortunes --batch 8 --seed 3)
+"$WEFT" train "${M4[@]}" --steps 20 --plan dp=1,mbs=2 --log "$tmp/one4.jsonl" >/dev/null 2>&1
+for sp in 0 1; do
+  "$MPIEXEC" -n 4 "$WEFT" train "${M4[@]}" --steps 20 --plan pp=2,vpp=2,tp=2,sp=$sp,mbs=2 --log "$tmp/vtp$sp.jsonl" \
+    >/dev/null 2>&1
+  check "pp=2,vpp=2,tp=2,sp=$sp trains on 4 ranks" test $? -eq 0
+  check "pp=2,vpp=2,tp=2,sp=$sp: every loss within 1e-5 of one process" awk '
+    NR == FNR { one[FNR] = $1; next }
+    { d = $1 - one[FNR]; if (d < 0) d = -d; if (d > 1e-5 * one[FNR]) { print "step " FNR ": " $1 " vs " one[FNR]; bad = 1 } }
+    END { exit bad || FNR != 20 }' <(losses "$tmp/one4.jsonl") <(losses "$tmp/vtp$sp.jsonl")
+done
 # pp=2,tp=2: checkpoint at step 10 (each rank its shards), resume to 20 bit for bit; pp=2 alone refuses it.
 "$MPIEXEC" -n 4 "$WEFT" train "${common[@]}" --steps 10 --plan pp=2,tp=2,mbs=2 --checkpoint "$tmp/cktp" \
   >/dev/null 2>&1
