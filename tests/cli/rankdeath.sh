@@ -11,10 +11,13 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 export OPENBLAS_NUM_THREADS=1
 
 # The pid of MPI rank $1 among this test's weft processes (PMI_RANK, which
-# MPICH's and Open MPI's launchers both set, or OMPI_COMM_WORLD_RANK).
+# MPICH's and Open MPI's launchers both set, or OMPI_COMM_WORLD_RANK). Only
+# this test's: their checkpoint directory is under this test's $tmp (other
+# tests may train with the same binary at the same time).
+ours() { pgrep -f "^$WEFT train.*--checkpoint $tmp/"; }
 rank_pid() {
   local p
-  for p in $(pgrep -f "^$WEFT train"); do
+  for p in $(ours); do
     if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx -e "PMI_RANK=$1" -e "OMPI_COMM_WORLD_RANK=$1"; then
       echo "$p"
       return 0
@@ -24,7 +27,7 @@ rank_pid() {
 }
 
 for plan in dp=2 pp=2,mbs=2 tp=2; do
-  ck="ck-${plan//[=,]/-}"
+  ck="$tmp/ck-${plan//[=,]/-}"
   common=(--model gpt-tiny --data text:fortunes --batch 4 --plan "$plan" --seed 5 --checkpoint "$ck")
   echo "== $plan"
   "$MPIEXEC" -n 2 "$WEFT" train "${common[@]}" --steps 1000000 --checkpoint-every 10 >out 2>err &
@@ -46,14 +49,14 @@ for plan in dp=2 pp=2,mbs=2 tp=2; do
   done
   if kill -0 $job 2>/dev/null; then
     check "the job exits within 20 s of a rank's death" false
-    pkill -KILL -f "^$WEFT train"
+    ours | xargs -r kill -KILL
   fi
   wait $job
   rc=$?
   ms=$((($(date +%s%N) - start) / 1000000))
   echo "job exited $rc, ${ms} ms after rank 1 was killed"
   check "the job exits non-zero (got $rc)" test $rc -ne 0
-  check "no weft process is left" test -z "$(pgrep -f "^$WEFT train")"
+  check "no weft process is left" test -z "$(ours)"
 
   # The last complete checkpoint loads and training continues from its step.
   step=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' "$ck/manifest.json")
