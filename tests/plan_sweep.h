@@ -10,6 +10,10 @@
 
 #include <stdint.h>
 
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cost/cost-impl.h"
 #include "weft/cluster.h"
 #include "weft/cost.h"
 #include "weft/models.h"
@@ -102,6 +106,31 @@ static inline void sweep_each(sweep_fn fn, void *user, int *tried)
             (*tried)++;
             got += fn(&m, &c, ctx, &p, sc->batch, user);
         }
+        wf_cost_ctx_free(ctx);
+    }
+}
+
+/* tests/data/NAME under WEFT_SOURCE_DIR (CTest sets it), into buf. */
+static inline void sweep_data_file(const char *name, char *buf, size_t cap)
+{
+    const char *root = getenv("WEFT_SOURCE_DIR");
+    snprintf(buf, cap, "%s%stests/data/%s", root ? root : "", root ? "/" : "", name);
+}
+
+/* Hands every row of a calibration table to fn on cluster preset `base`
+ * with the row's node count; each must be used (fn returns 1). */
+static inline void sweep_calib_rows(const wf_calib_data *d, const char *base, sweep_fn fn, void *user)
+{
+    for (int i = 0; i < d->ntime; i++) {
+        const wf_calib_row *r = &d->time[i];
+        char spec[96];
+        snprintf(spec, sizeof spec, "%s:nodes=%lld", base, (long long)((wf_plan_devices(&r->plan) + 7) / 8));
+        wf_cluster c;
+        assert_int_equal(wf_cluster_lookup(spec, &c), WF_OK);
+        const wf_model_config *m = &d->models[r->model_index];
+        wf_cost_ctx *ctx = NULL;
+        assert_int_equal(wf_cost_ctx_create(m, &c, &ctx), WF_OK);
+        assert_int_equal(fn(m, &c, ctx, &r->plan, r->batch, user), 1);
         wf_cost_ctx_free(ctx);
     }
 }

@@ -97,26 +97,11 @@ static int agree(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx
     return 1;
 }
 
-static void data_file(const char *name, char *buf, size_t cap)
+static int agree_fn(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, const wf_plan *p,
+                    int64_t batch, void *user)
 {
-    const char *root = getenv("WEFT_SOURCE_DIR");
-    snprintf(buf, cap, "%s%stests/data/%s", root ? root : "", root ? "/" : "", name);
-}
-
-static void rows_of(const wf_calib_data *d, const char *base)
-{
-    for (int i = 0; i < d->ntime; i++) {
-        const wf_calib_row *r = &d->time[i];
-        char spec[96];
-        snprintf(spec, sizeof spec, "%s:nodes=%lld", base, (long long)((wf_plan_devices(&r->plan) + 7) / 8));
-        wf_cluster c;
-        assert_int_equal(wf_cluster_lookup(spec, &c), WF_OK);
-        const wf_model_config *m = &d->models[r->model_index];
-        wf_cost_ctx *ctx = NULL;
-        assert_int_equal(wf_cost_ctx_create(m, &c, &ctx), WF_OK);
-        assert_int_equal(agree(m, &c, ctx, &r->plan, r->batch), 1);
-        wf_cost_ctx_free(ctx);
-    }
+    (void)user;
+    return agree(m, c, ctx, p, batch);
 }
 
 static void test_calibration_rows(void **state)
@@ -124,22 +109,15 @@ static void test_calibration_rows(void **state)
     (void)state;
     char path[512];
     static wf_calib_data d, h;
-    data_file("calibration-korthikanti2022.json", path, sizeof path);
+    sweep_data_file("calibration-korthikanti2022.json", path, sizeof path);
     assert_int_equal(wf_calib_load(path, &d), WF_OK);
-    rows_of(&d, "dgx-a100");
-    data_file("calibration-h100.json", path, sizeof path);
+    sweep_calib_rows(&d, "dgx-a100", agree_fn, NULL);
+    sweep_data_file("calibration-h100.json", path, sizeof path);
     assert_int_equal(wf_calib_load_h100(path, &h), WF_OK);
-    rows_of(&h, "dgx-h100");
+    sweep_calib_rows(&h, "dgx-h100", agree_fn, NULL);
     fprintf(stderr, "calibration rows: %d plans, worst time %.2e, part %.2e, memory %.2e\n", compared, worst_time,
             worst_part, worst_mem);
     print_parts();
-}
-
-static int agree_fn(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, const wf_plan *p,
-                    int64_t batch, void *user)
-{
-    (void)user;
-    return agree(m, c, ctx, p, batch);
 }
 
 static void test_sweep(void **state)

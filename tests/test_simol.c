@@ -93,26 +93,17 @@ static int agree(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx
     return 1;
 }
 
-static void data_file(const char *name, char *buf, size_t cap)
-{
-    const char *root = getenv("WEFT_SOURCE_DIR");
-    snprintf(buf, cap, "%s%stests/data/%s", root ? root : "", root ? "/" : "", name);
-}
+/* agree() with a tolerance, for sweep_each and sweep_calib_rows. */
+typedef struct {
+    double tol;
+    tally *t;
+} agree_arg;
 
-static void rows_of(const wf_calib_data *d, const char *base, double tol, tally *t)
+static int agree_fn(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, const wf_plan *p,
+                    int64_t batch, void *user)
 {
-    for (int i = 0; i < d->ntime; i++) {
-        const wf_calib_row *r = &d->time[i];
-        char spec[96];
-        snprintf(spec, sizeof spec, "%s:nodes=%lld", base, (long long)((wf_plan_devices(&r->plan) + 7) / 8));
-        wf_cluster c;
-        assert_int_equal(wf_cluster_lookup(spec, &c), WF_OK);
-        const wf_model_config *m = &d->models[r->model_index];
-        wf_cost_ctx *ctx = NULL;
-        assert_int_equal(wf_cost_ctx_create(m, &c, &ctx), WF_OK);
-        assert_int_equal(agree(m, &c, ctx, &r->plan, r->batch, tol, t), 1);
-        wf_cost_ctx_free(ctx);
-    }
+    const agree_arg *a = user;
+    return agree(m, c, ctx, p, batch, a->tol, a->t);
 }
 
 static void test_calibration_rows(void **state)
@@ -121,22 +112,16 @@ static void test_calibration_rows(void **state)
     char path[512];
     static wf_calib_data d, h;
     tally a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
-    data_file("calibration-korthikanti2022.json", path, sizeof path);
+    sweep_data_file("calibration-korthikanti2022.json", path, sizeof path);
     assert_int_equal(wf_calib_load(path, &d), WF_OK);
-    rows_of(&d, "dgx-a100", 0.03, &a);
-    data_file("calibration-h100.json", path, sizeof path);
+    sweep_calib_rows(&d, "dgx-a100", agree_fn, &(agree_arg){0.03, &a});
+    sweep_data_file("calibration-h100.json", path, sizeof path);
     assert_int_equal(wf_calib_load_h100(path, &h), WF_OK);
-    rows_of(&h, "dgx-h100", 0.03, &b);
+    sweep_calib_rows(&h, "dgx-h100", agree_fn, &(agree_arg){0.03, &b});
     fprintf(stderr, "calibration rows: %d + %d plans simulated from their layouts, worst %.2e and %.2e against the "
                     "estimate, %.2e against the plan string's simulation\n", a.n, b.n, a.worst_est, b.worst_est,
             a.worst_sim > b.worst_sim ? a.worst_sim : b.worst_sim);
     assert_true(a.n >= 8 && a.n + b.n >= 15);
-}
-
-static int agree_fn(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, const wf_plan *p,
-                    int64_t batch, void *user)
-{
-    return agree(m, c, ctx, p, batch, 0.12, (tally *)user);
 }
 
 static void test_sweep(void **state)
@@ -144,7 +129,7 @@ static void test_sweep(void **state)
     (void)state;
     tally t = {0, 0, 0, 0};
     int tried = 0;
-    sweep_each(agree_fn, &t, &tried);
+    sweep_each(agree_fn, &(agree_arg){0.12, &t}, &tried);
     fprintf(stderr, "sweep: %d plans simulated from their layouts (%d tried), %d within 3%% of the estimate (worst "
                     "%.2e), %.2e against the plan string's simulation\n", t.n, tried, t.within, t.worst_est,
             t.worst_sim);

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int g_fail, g_rank, g_nranks;
@@ -89,6 +90,59 @@ static inline int harness_train(const wf_train_config *c, int steps, double *los
     }
     wf_train_free(t);
     return st == WF_OK ? 0 : -1;
+}
+
+/* Steps [from, to) of trainer t, losses[i] each step's loss, then a sync:
+ * 0, or -1 with the reason printed. */
+static inline int harness_steps(wf_train *t, int from, int to, double *losses)
+{
+    wf_status st = WF_OK;
+    for (int i = from; i < to && st == WF_OK; i++) {
+        wf_train_stats s;
+        st = wf_train_step(t, &s);
+        losses[i] = s.loss;
+    }
+    if (st == WF_OK)
+        st = wf_train_sync(t);
+    if (st != WF_OK)
+        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
+    return st == WF_OK ? 0 : -1;
+}
+
+/* Trains c to `steps`, saving into dir at `save_at`; a new trainer loads dir
+ * and must reproduce steps save_at+1 .. steps bit for bit, and the final
+ * parameters. a[] (steps) gets the uninterrupted run's losses. */
+static inline void harness_resume_check(const wf_train_config *c, const char *dir, int save_at, int steps, double *a)
+{
+    const char *plan = c->plan ? c->plan : "";
+    wf_train *t = NULL;
+    if (wf_train_create(c, &t) != WF_OK) {
+        CHECK(0, "checkpoint run %s: %s", plan, wf_last_error());
+        return;
+    }
+    CHECK(harness_steps(t, 0, save_at, a) == 0, "%s: the first %d steps failed", plan, save_at);
+    CHECK(wf_train_save(t, dir) == WF_OK, "save: %s", wf_last_error());
+    CHECK(harness_steps(t, save_at, steps, a) == 0, "%s: the last steps failed", plan);
+    uint64_t sa = wf_train_checksum(t);
+    wf_train_free(t);
+    t = NULL;
+    if (wf_train_create(c, &t) != WF_OK) {
+        CHECK(0, "resumed run %s: %s", plan, wf_last_error());
+        return;
+    }
+    double *b = calloc((size_t)steps, sizeof *b);
+    CHECK(b != NULL, "out of memory");
+    if (b) {
+        CHECK(wf_train_load(t, dir) == WF_OK, "load: %s", wf_last_error());
+        CHECK(wf_train_steps_done(t) == save_at, "resumed at step %lld", (long long)wf_train_steps_done(t));
+        CHECK(harness_steps(t, save_at, steps, b) == 0, "%s: resumed steps failed", plan);
+        for (int i = save_at; i < steps; i++)
+            CHECK(memcmp(&a[i], &b[i], sizeof a[i]) == 0, "%s resumed step %d: loss %.17g, uninterrupted %.17g",
+                  plan, i + 1, b[i], a[i]);
+        CHECK(wf_train_checksum(t) == sa, "%s: resumed parameters differ from the uninterrupted run's", plan);
+    }
+    free(b);
+    wf_train_free(t);
 }
 
 /* Every rank's verdict (failed anywhere: 1), printed by rank 0; stops MPI. */

@@ -51,21 +51,6 @@ static void config(wf_train_config *c, const char *model, const char *plan, int 
 
 /* Trains steps [from, to) into losses[from..to); params (if given) gets the
  * whole model after the last. */
-static int run_steps(wf_train *t, int from, int to, double *losses)
-{
-    wf_status st = WF_OK;
-    for (int i = from; i < to && st == WF_OK; i++) {
-        wf_train_stats s;
-        st = wf_train_step(t, &s);
-        losses[i] = s.loss;
-    }
-    if (st == WF_OK)
-        st = wf_train_sync(t);
-    if (st != WF_OK)
-        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
-    return st == WF_OK ? 0 : -1;
-}
-
 static int train(const wf_train_config *c, double *losses, float *params, int64_t *np, wf_train **keep)
 {
     wf_train *t = NULL;
@@ -74,7 +59,7 @@ static int train(const wf_train_config *c, double *losses, float *params, int64_
         fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
         return -1;
     }
-    int rc = run_steps(t, 0, STEPS, losses);
+    int rc = harness_steps(t, 0, STEPS, losses);
     if (rc == 0 && params && wf_train_gather_params(t, params, MAXP, np) != WF_OK)
         rc = -1;
     if (keep)
@@ -162,38 +147,16 @@ static void check_checkpoint(void)
     uint64_t id = 0, idmax = 0;
     wf_world_minmax_u64((uint64_t)getppid(), &id, &idmax); /* one name, agreed */
     snprintf(dir, sizeof dir, "/tmp/weft-test-pipeline-%d-%llu", g_nranks, (unsigned long long)id);
-    double a[STEPS], b[STEPS];
+    double a[STEPS];
     wf_train_config c;
     config(&c, "gpt-tiny", plan, 0);
-    wf_train *t = NULL;
-    if (wf_train_create(&c, &t) != WF_OK) {
-        CHECK(0, "checkpoint run: %s", wf_last_error());
-        return;
-    }
-    CHECK(run_steps(t, 0, 10, a) == 0, "first 10 steps failed");
-    CHECK(wf_train_save(t, dir) == WF_OK, "save: %s", wf_last_error());
-    CHECK(run_steps(t, 10, STEPS, a) == 0, "last 10 steps failed");
-    uint64_t sa = wf_train_checksum(t);
-    wf_train_free(t);
-    t = NULL;
-    if (wf_train_create(&c, &t) != WF_OK) {
-        CHECK(0, "resumed run: %s", wf_last_error());
-        return;
-    }
-    CHECK(wf_train_load(t, dir) == WF_OK, "load: %s", wf_last_error());
-    CHECK(wf_train_steps_done(t) == 10, "resumed at step %lld", (long long)wf_train_steps_done(t));
-    CHECK(run_steps(t, 10, STEPS, b) == 0, "resumed steps failed");
-    for (int i = 10; i < STEPS; i++)
-        CHECK(memcmp(&a[i], &b[i], sizeof a[i]) == 0, "resumed step %d: loss %.17g, uninterrupted %.17g", i + 1, b[i],
-              a[i]);
-    CHECK(wf_train_checksum(t) == sa, "resumed parameters differ from the uninterrupted run's");
-    wf_train_free(t);
+    harness_resume_check(&c, dir, 10, STEPS, a);
     /* The same ranks and micro-batches under data parallelism only: refused,
      * naming the plans. */
     char dplan[64];
     snprintf(dplan, sizeof dplan, "dp=%d,mbs=%d", g_nranks, 8 / g_nranks / (8 / dp / 2));
     config(&c, "gpt-tiny", dplan, 0);
-    t = NULL;
+    wf_train *t = NULL;
     if (wf_train_create(&c, &t) == WF_OK) {
         wf_status st = wf_train_load(t, dir);
         CHECK(st == WF_INVAL && strstr(wf_last_error(), "plan=pp=2") != NULL, "another plan's resume: %s",

@@ -44,20 +44,18 @@ static void config(wf_train_config *c, const char *plan, int self)
 static int train(const wf_train_config *c, double *losses, float *params, int64_t *np, wf_train **keep)
 {
     wf_train *t = NULL;
-    wf_status st = wf_train_create(c, &t);
-    for (int i = 0; i < STEPS && st == WF_OK; i++) {
-        wf_train_stats s;
-        st = wf_train_step(t, &s);
-        losses[i] = s.loss;
-    }
-    if (st == WF_OK)
-        st = wf_train_sync(t);
-    if (st == WF_OK)
-        st = wf_train_gather_params(t, params, MAXP, np);
-    if (st != WF_OK)
+    if (wf_train_create(c, &t) != WF_OK) {
         fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
+        *keep = NULL;
+        return -1;
+    }
+    int rc = harness_steps(t, 0, STEPS, losses);
+    if (rc == 0 && wf_train_gather_params(t, params, MAXP, np) != WF_OK) {
+        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
+        rc = -1;
+    }
     *keep = t;
-    return st == WF_OK ? 0 : -1;
+    return rc;
 }
 
 static void check_case(const double *ref, const float *pref, int64_t nref, const char *plan, wf_pipe_kind kind)

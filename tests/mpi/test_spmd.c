@@ -77,11 +77,8 @@ static int train(const wf_train_config *c, double *losses, float **params, int64
         fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
         return -1;
     }
-    for (int i = 0; i < STEPS && st == WF_OK; i++) {
-        wf_train_stats s;
-        st = wf_train_step(t, &s);
-        losses[i] = s.loss;
-    }
+    if (harness_steps(t, 0, STEPS, losses) != 0)
+        st = WF_INTERNAL;
     if (st == WF_OK)
         wf_train_info_of(t, &g_info);
     if (st == WF_OK)
@@ -93,17 +90,6 @@ static int train(const wf_train_config *c, double *losses, float **params, int64
         fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
     wf_train_free(t);
     return st == WF_OK ? 0 : -1;
-}
-
-static uint64_t hash_floats(const float *x, int64_t n)
-{
-    const unsigned char *p = (const unsigned char *)x;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < (size_t)n * sizeof(float); i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
 }
 
 /* Trains model under plan against the single process. */
@@ -136,7 +122,7 @@ static void check(const char *model, const char *plan)
         }
         CHECK(pworst <= 1e-5, "%s %s: gathered parameters differ from one process's by %.3g", model, plan, pworst);
         uint64_t lo, hi;
-        CHECK(wf_world_minmax_u64(hash_floats(prun, nrun), &lo, &hi) == WF_OK && lo == hi,
+        CHECK(wf_world_minmax_u64(harness_fnv(prun, nrun), &lo, &hi) == WF_OK && lo == hi,
               "%s %s: gathered parameters differ across ranks", model, plan);
     }
     CHECK(ref[STEPS - 1] < ref[0], "%s: loss did not fall (%g -> %g)", model, ref[0], ref[STEPS - 1]);

@@ -67,19 +67,6 @@ static uint64_t hash(const float *x, int64_t n)
     return h;
 }
 
-static int steps(wf_train *t, int from, int to, double *losses)
-{
-    for (int i = from; i < to; i++) {
-        wf_train_stats s;
-        if (wf_train_step(t, &s) != WF_OK) {
-            fprintf(stderr, "rank %d: step %d: %s\n", g_rank, i + 1, wf_last_error());
-            return -1;
-        }
-        losses[i] = s.loss;
-    }
-    return 0;
-}
-
 static int train(const wf_train_config *c, run *r)
 {
     memset(r, 0, sizeof *r);
@@ -88,7 +75,7 @@ static int train(const wf_train_config *c, run *r)
         fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
         return -1;
     }
-    int rc = steps(t, 0, STEPS, r->losses);
+    int rc = harness_steps(t, 0, STEPS, r->losses);
     wf_status st = wf_train_gather_params(t, NULL, 0, &r->nparams);
     r->params = calloc((size_t)r->nparams + 1, sizeof *r->params);
     if (st == WF_OK)
@@ -195,35 +182,13 @@ static void check_checkpoint(const char *plan, const char *other)
     double a[STEPS], b[STEPS];
     wf_train_config c;
     config(&c, "gpt-tiny", NULL, plan, 0);
-    wf_train *t = NULL;
-    if (wf_train_create(&c, &t) != WF_OK) {
-        CHECK(0, "checkpoint run %s: %s", plan, wf_last_error());
-        return;
-    }
-    CHECK(steps(t, 0, 10, a) == 0, "%s: first 10 steps failed", plan);
-    CHECK(wf_train_save(t, dir) == WF_OK, "save: %s", wf_last_error());
-    CHECK(steps(t, 10, STEPS, a) == 0, "%s: last 10 steps failed", plan);
-    uint64_t sa = wf_train_checksum(t);
-    wf_train_free(t);
-    t = NULL;
-    if (wf_train_create(&c, &t) != WF_OK) {
-        CHECK(0, "resumed run: %s", wf_last_error());
-        return;
-    }
-    CHECK(wf_train_load(t, dir) == WF_OK, "load: %s", wf_last_error());
-    CHECK(wf_train_steps_done(t) == 10, "resumed at step %lld", (long long)wf_train_steps_done(t));
-    CHECK(steps(t, 10, STEPS, b) == 0, "resumed steps failed");
-    for (int i = 10; i < STEPS; i++)
-        CHECK(memcmp(&a[i], &b[i], sizeof a[i]) == 0, "%s resumed step %d: loss %.17g, uninterrupted %.17g", plan,
-              i + 1, b[i], a[i]);
-    CHECK(wf_train_checksum(t) == sa, "%s: resumed parameters differ from the uninterrupted run's", plan);
-    wf_train_free(t);
+    harness_resume_check(&c, dir, 10, STEPS, a);
     /* Another stage: the shards taken from the same images. */
     config(&c, "gpt-tiny", NULL, other, 0);
-    t = NULL;
+    wf_train *t = NULL;
     if (wf_train_create(&c, &t) == WF_OK) {
         CHECK(wf_train_load(t, dir) == WF_OK, "%s resuming %s's checkpoint: %s", other, plan, wf_last_error());
-        CHECK(steps(t, 10, STEPS, b) == 0, "%s: resumed steps failed", other);
+        CHECK(harness_steps(t, 10, STEPS, b) == 0, "%s: resumed steps failed", other);
         for (int i = 10; i < STEPS; i++)
             CHECK(fabs(a[i] - b[i]) <= 1e-5 * fabs(a[i]), "%s resuming %s: step %d loss %.9g, %.9g", other, plan,
                   i + 1, b[i], a[i]);
