@@ -88,28 +88,23 @@ wf_status wf_optim_check(const wf_optim_config *c)
 
 wf_status wf_optim_create(const wf_optim_config *c, const wf_exec *e, wf_optim **out)
 {
-    *out = NULL;
-    wf_status st = wf_optim_check(c);
-    if (st != WF_OK)
-        return st;
-    wf_optim *o = calloc(1, sizeof *o);
-    if (!o)
-        return wf_errorf(WF_NOMEM, "out of memory creating the optimizer");
-    o->c = *c;
-    o->nparams = wf_exec_nparams(e);
-    o->nstate = c->kind == WF_OPTIM_ADAMW ? 2 : 1;
-    o->offset = malloc((size_t)(o->nparams > 0 ? o->nparams : 1) * sizeof *o->offset);
+    /* The state of every parameter, laid out as the parameter block. */
     int64_t total = 0;
     wf_exec_param_block(e, &total);
-    for (int k = 0; k < o->nstate; k++)
-        o->state[k] = calloc((size_t)(total > 0 ? total : 1), sizeof(float));
-    if (!o->offset || !o->state[0] || (o->nstate > 1 && !o->state[1])) {
+    wf_status st = wf_optim_create_flat(c, total, out);
+    if (st != WF_OK)
+        return st;
+    wf_optim *o = *out;
+    o->nflat = 0;
+    o->nparams = wf_exec_nparams(e);
+    o->offset = malloc((size_t)(o->nparams > 0 ? o->nparams : 1) * sizeof *o->offset);
+    if (!o->offset) {
         wf_optim_free(o);
-        return wf_errorf(WF_NOMEM, "out of memory for %lld floats of optimizer state", (long long)total);
+        *out = NULL;
+        return wf_errorf(WF_NOMEM, "out of memory creating the optimizer");
     }
     for (int i = 0; i < o->nparams; i++)
         o->offset[i] = wf_exec_param_at(e, i)->offset;
-    *out = o;
     return WF_OK;
 }
 
