@@ -1160,8 +1160,8 @@ wf_status wf_exec_set_grad_layout(wf_exec *e, const int64_t *grad_off, int64_t t
 
 wf_status wf_exec_set_param_layout(wf_exec *e, const int64_t *off, int64_t total)
 {
-    /* The same checks as the gradients' (bounds, no overlap), on a copy of the
-     * offsets: set_grad_layout's check reads params[i].numel only. */
+    /* Bounds only: the caller (dist.c) passes the offsets it gave
+     * wf_exec_set_grad_layout, which checked them for overlap. */
     int n = e->nparams;
     for (int i = 0; i < n; i++)
         if (off[i] < 0 || off[i] + e->params[i].numel > total)
