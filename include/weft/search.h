@@ -419,7 +419,9 @@ wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64
 void wf_unified_result_free(wf_unified_result *r);
 
 /* The whole-model plan whose lowering is op-level plan ol (mesh dp x tp, or
- * one of them, with or without sequence parallelism), into out; WF_INVAL
+ * one of them, with or without sequence parallelism; for a mixture of
+ * experts also edp x ep, ep x tp and edp x ep x tp, etp 1 or tp), into out;
+ * WF_INVAL
  * naming the first op whose layout no whole-model plan gives. What lets the
  * simulator and the runtime take op-level plans of Megatron's family. */
 wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,

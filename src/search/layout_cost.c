@@ -9,7 +9,8 @@
  * reads the layouts and says, per op of the cost context, what they divide
  * and which collectives they need where.
  *
- * The mesh: one or two axes. An axis on which every activation is split by
+ * The mesh: one or two axes (a mixture of experts: up to three, costed as
+ * the whole-model plan it lowers from, expert_layout). An axis on which every activation is split by
  * the batch (S0) and every weight is replicated is the data-parallel axis
  * (the outer one of two); the other is the model-parallel axis, of tp
  * devices. Per op of the context (for a transformer the one-layer graph:
@@ -301,6 +302,29 @@ static wf_status check_stages(const wf_model_config *m, const wf_plan_oplevel *o
     return WF_OK;
 }
 
+/* An op-level plan of a mixture of experts: its expert layouts are those of
+ * the whole-model plan it lowers from (wf_plan_raise: mesh edp x ep x tp,
+ * the experts split over ep, and over tp or not), so it is costed as that
+ * plan is, by Megatron's layouts at its tp and sp with the plan's ep: the
+ * estimate of the plan string itself. Other expert layouts are refused. */
+static wf_status expert_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                               const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan)
+{
+    wf_plan p;
+    wf_status st = wf_plan_raise(m, c, batch, ol, &p);
+    if (st != WF_OK) {
+        char why[768];
+        snprintf(why, sizeof why, "%s", wf_last_error());
+        return wf_errorf(st, "mixture of experts '%s': the cost model takes the expert layouts of whole-model "
+                             "plans (their lowering); %s", m->name, why);
+    }
+    if ((st = wf_cost_layout_megatron(ctx, p.tp, p.sp, out)) != WF_OK)
+        return st;
+    p.given |= WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
+    *as_plan = p;
+    return WF_OK;
+}
+
 wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                  const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan)
 {
@@ -315,9 +339,8 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
     wf_mesh mesh;
     if ((st = wf_mesh_parse(ol->mesh, c, &mesh)) != WF_OK)
         return st;
-    if (mesh.naxes > 2)
-        return wf_errorf(WF_INVAL, "op-level plan: mesh %s has %d axes; the cost model takes meshes of one or two",
-                         ol->mesh, mesh.naxes);
+    if (mesh.naxes > 2 || (wf_model_is_moe(m) && wf_model_is_transformer(m)))
+        return expert_layout(m, c, ctx, batch, ol, out, as_plan);
     const int64_t mb = batch / ol->micro_batches;
     const int transformer = wf_model_is_transformer(m);
     wf_model_config one = *m;
@@ -363,11 +386,6 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
         wf_cost_op_info oi;
         if (st == WF_OK)
             st = wf_cost_op_info_of(ctx, i, &oi);
-        if (st == WF_OK && oi.expert) {
-            st = wf_errorf(WF_INVAL, "op-level plan: op '%s' is a mixture-of-experts op; the cost model takes "
-                                     "expert layouts from whole-model plans (ep=) only", g.ops[i].name);
-            break;
-        }
         sec[i] = st == WF_OK ? (int)oi.section : 0;
     }
     if (st != WF_OK)

@@ -383,25 +383,60 @@ static int same_layouts(const wf_plan_oplevel *a, const wf_plan_oplevel *b, char
     return 1;
 }
 
+/* One whole-model plan a mesh may be the lowering of: dp, tp, ep (1 without
+ * experts) and etp (0: tp). */
+typedef struct {
+    int dp, tp, ep, etp;
+} raise_cand;
+
+/* The whole-model plans whose lowering has mesh ax[0..naxes) (wf_plan_lower's
+ * axes, outermost first: edp = dp / ep, ep, tp; those of size 1 left out):
+ * dp x tp, or one of them; with experts also edp x ep, ep x tp, edp x ep x tp,
+ * the experts split by tp or not (etp tp or 1). Returns how many. */
+static int raise_cands(const int64_t *ax, int naxes, int moe, raise_cand *out)
+{
+    int n = 0;
+    const int a = (int)ax[0], b = naxes > 1 ? (int)ax[1] : 1, c3 = naxes > 2 ? (int)ax[2] : 1;
+    if (naxes == 1) {
+        out[n++] = (raise_cand){a, 1, 1, 0};
+        out[n++] = (raise_cand){1, a, 1, 0};
+        if (moe)
+            out[n++] = (raise_cand){a, 1, a, 0};
+    } else if (naxes == 2) {
+        out[n++] = (raise_cand){a, b, 1, 0};
+        if (moe) {
+            out[n++] = (raise_cand){a * b, 1, b, 0};
+            out[n++] = (raise_cand){a, b, a, 0};
+            out[n++] = (raise_cand){a, b, a, 1};
+        }
+    } else if (moe) {
+        out[n++] = (raise_cand){a * b, c3, b, 0};
+        out[n++] = (raise_cand){a * b, c3, b, 1};
+    }
+    return n;
+}
+
 wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,
                         wf_plan *out)
 {
-    int64_t ax[2] = {0, 0};
-    int naxes = sscanf(ol->mesh, "%lldx%lld", (long long *)&ax[0], (long long *)&ax[1]);
-    if (naxes < 1 || ax[0] < 1 || (naxes == 2 && ax[1] < 1) || ol->micro_batches < 1)
-        return wf_errorf(WF_INVAL, "op-level plan mesh=%s: expected one or two axes", ol->mesh);
-    /* The whole-model plans whose lowering has this mesh: dp x tp, or one of
-     * them alone; with and without sequence parallelism. */
-    int cand[4][2], nc = 0;
-    if (naxes == 2) {
-        cand[nc][0] = (int)ax[0], cand[nc++][1] = (int)ax[1];
-    } else {
-        cand[nc][0] = (int)ax[0], cand[nc++][1] = 1;
-        cand[nc][0] = 1, cand[nc++][1] = (int)ax[0];
-    }
+    int64_t ax[3] = {0, 0, 0};
+    char tail = 0;
+    int naxes = sscanf(ol->mesh, "%lldx%lldx%lld%c", (long long *)&ax[0], (long long *)&ax[1], (long long *)&ax[2],
+                       &tail);
+    int ok = naxes >= 1 && naxes <= 3 && ol->micro_batches >= 1;
+    for (int a = 0; a < naxes && a < 3; a++)
+        ok &= ax[a] >= 1 && ax[a] <= 1 << 20;
+    if (!ok)
+        return wf_errorf(WF_INVAL, "op-level plan mesh=%s: expected one to three axes", ol->mesh);
+    const int moe = wf_model_is_moe(m);
+    if (naxes == 3 && !moe)
+        return wf_errorf(WF_INVAL, "op-level plan mesh=%s: three axes are the lowering of an expert-parallel plan, "
+                                   "and model '%s' has no experts", ol->mesh, m->name);
+    raise_cand cand[8];
+    const int nc = raise_cands(ax, naxes, moe, cand);
     char diff[640] = "its layouts", best[640] = "";
     for (int k = 0; k < nc; k++) {
-        int64_t per = (int64_t)cand[k][0] * ol->micro_batches;
+        int64_t per = (int64_t)cand[k].dp * ol->micro_batches;
         if (per <= 0 || batch % per != 0)
             continue;
         for (int sp = 0; sp <= 1; sp++) {
@@ -409,8 +444,10 @@ wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t b
             wf_status kst = wf_plan_oplevel_keys(ol, &p);
             if (kst != WF_OK)
                 return kst;
-            p.dp = cand[k][0];
-            p.tp = cand[k][1];
+            p.dp = cand[k].dp;
+            p.tp = cand[k].tp;
+            p.ep = cand[k].ep;
+            p.etp = cand[k].etp;
             p.pp = ol->pp;
             p.sp = sp;
             p.mbs = (int)(batch / per);
@@ -430,6 +467,6 @@ wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t b
                 snprintf(best, sizeof best, "%s", diff);
         }
     }
-    return wf_errorf(WF_INVAL, "op-level plan %s is not the lowering of a whole-model plan (dp, tp, pp, sp): %s",
-                     ol->mesh, best[0] ? best : diff);
+    return wf_errorf(WF_INVAL, "op-level plan %s is not the lowering of a whole-model plan (dp, tp, pp, sp%s): %s",
+                     ol->mesh, moe ? ", ep, etp" : "", best[0] ? best : diff);
 }

@@ -54,4 +54,23 @@ expect_fail "layouts the cost model does not take" "the simulator plays the layo
   simulate --model mlp-tiny --cluster $C --batch 64 --plan "$tmp/3d.json"
 expect_fail "operator fusion of an op-level plan" "whole-model plans only" \
   simulate --model mlp-tiny --cluster $C --batch 64 --plan "$tmp/mlp-tiny.json" --fuse auto
+# A mixture of experts on a mesh of three axes (edp x ep x tp): estimated and
+# simulated as the plan string it is the lowering of.
+MP="dp=4,ep=2,tp=2"
+"$WEFT" plan --verify "$MP" --model moe-tiny --cluster dgx-a100:nodes=1 --batch 64 -o "$tmp/moe.json" >/dev/null 2>&1
+for v in estimate simulate; do
+  "$WEFT" $v --model moe-tiny --cluster dgx-a100:nodes=1 --batch 64 --plan "$tmp/moe.json" --json >"$tmp/moe-$v-f.json" 2>"$tmp/moe-$v.err"
+  "$WEFT" $v --model moe-tiny --cluster dgx-a100:nodes=1 --batch 64 --plan "$MP" --json >"$tmp/moe-$v-s.json" 2>/dev/null
+done
+check "expert plan file: mesh of three axes" grep -q '"plan":.*mesh=2x2x2' "$tmp/moe.json"
+check "expert plan file: no fallback warning" sh -c "! grep -q 'instead' '$tmp/moe-estimate.err'"
+check "expert plan file: estimated and simulated as its plan string" "$PY" - "$tmp"/moe-estimate-f.json \
+  "$tmp"/moe-estimate-s.json "$tmp"/moe-simulate-f.json "$tmp"/moe-simulate-s.json <<'PYEOF'
+import json, sys
+a, b, c, d = (json.load(open(f)) for f in sys.argv[1:5])
+assert a["iteration_time_s"] == b["iteration_time_s"] and a["breakdown"] == b["breakdown"], (a, b)
+assert a["memory_per_device_bytes"] == b["memory_per_device_bytes"]
+assert abs(c["iteration_time_s"] / d["iteration_time_s"] - 1) < 1e-9, (c["iteration_time_s"], d["iteration_time_s"])
+assert a["breakdown"]["ep_comm"] > 0
+PYEOF
 finish simulate_oplevel

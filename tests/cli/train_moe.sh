@@ -34,6 +34,14 @@ j = json.load(open(sys.argv[1]))
 assert j["ranks"] == 2, j["ranks"]
 assert j["final_loss"] < 0.8 * j["first_loss"], (j["first_loss"], j["final_loss"])
 PYEOF
+# The op-level form of ep=2 (`weft plan --verify -o`: the experts split on
+# the mesh's axis, the all-to-all between) trains as the plan string.
+"$WEFT" plan --verify dp=2,ep=2 --model moe-tiny --cluster local --batch 16 -o "$tmp/ep-ol.json" >/dev/null 2>&1
+"$MPIEXEC" -n 2 "$WEFT" train "${common[@]}" --steps 5 --plan "$tmp/ep-ol.json" --log "$tmp/epol.jsonl" \
+  >/dev/null 2>"$tmp/epol.err"
+check "ep=2's op-level plan file trains" test $? -eq 0
+check "ep=2's op-level plan file: the plan string's losses" cmp <(losses "$tmp/ep.jsonl" | head -5) \
+  <(losses "$tmp/epol.jsonl")
 expect_fail "ep must divide the ranks" "must divide" train --model moe-tiny --data text:fortunes --batch 16 \
   --plan dp=1,ep=2 --steps 1
 "$MPIEXEC" -n 4 "$WEFT" train --model moe-tiny --data text:fortunes --batch 16 --plan dp=2,ep=2 --steps 1 \

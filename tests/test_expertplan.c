@@ -1,0 +1,185 @@
+/* Op-level plans of mixtures of experts are the one plan too.
+ *
+ * An expert-parallel plan lowers to a mesh of up to three axes (edp x ep x
+ * tp: the experts and their weights split over ep, each rank's tokens in its
+ * own capacity rows, the all-to-all between them; the experts split over tp
+ * or not). For each plan below, over Mixtral 8x7B on 64 H100s and the tiny
+ * test mixtures, the lowering must raise back to the same whole-model plan
+ * (wf_plan_raise), be costed by the one cost model exactly as the plan
+ * string is (wf_oplevel_plan_cost against wf_estimate_plan: time, every part,
+ * memory) and be simulated exactly as the plan string is (wf_sim_oplevel
+ * against wf_sim_plan). Layouts outside the lowering are refused by name. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "weft/cluster.h"
+#include "weft/cost.h"
+#include "weft/models.h"
+#include "weft/plan.h"
+#include "weft/search.h"
+#include "weft/sim.h"
+
+typedef struct {
+    const char *model, *cluster, *plan, *mesh;
+    int64_t batch;
+} expert_case;
+
+static const expert_case cases[] = {
+    {"mixtral-8x7b", "dgx-h100:nodes=8", "dp=16,ep=8,tp=2,pp=2", "2x8x2", 256},
+    {"mixtral-8x7b", "dgx-h100:nodes=8", "dp=16,ep=8,tp=2,etp=1,pp=2,sp=1", "2x8x2", 256},
+    {"mixtral-8x7b", "dgx-h100:nodes=8", "dp=8,ep=8,tp=4,pp=2,mbs=2,recompute=full", "8x4", 256},
+    {"mixtral-8x7b", "dgx-h100:nodes=8", "dp=32,ep=4,tp=2,zero=1", "8x4x2", 256},
+    {"moe-tiny", "dgx-a100:nodes=1", "dp=8,ep=4", "2x4", 64},
+    {"moe-tiny", "dgx-a100:nodes=1", "dp=4,ep=4,pp=2", "4", 64},
+    {"moe-tiny", "dgx-a100:nodes=1", "dp=4,ep=2,tp=2", "2x2x2", 64},
+    {"deepseek-tiny", "dgx-a100:nodes=1", "dp=4,ep=2,tp=2,etp=1", "2x2x2", 64},
+};
+
+static void load(const expert_case *k, wf_model_config *m, wf_cluster *c, wf_plan *p)
+{
+    assert_int_equal(wf_model_lookup(k->model, m), WF_OK);
+    assert_int_equal(wf_cluster_lookup(k->cluster, c), WF_OK);
+    assert_int_equal(wf_plan_parse(k->plan, p), WF_OK);
+}
+
+static void test_raise_cost_simulate(void **state)
+{
+    (void)state;
+    double worst = 0;
+    for (size_t n = 0; n < sizeof cases / sizeof cases[0]; n++) {
+        const expert_case *k = &cases[n];
+        wf_model_config m;
+        wf_cluster c;
+        wf_plan p;
+        load(k, &m, &c, &p);
+        wf_plan_oplevel ol;
+        wf_plan_oplevel_init(&ol);
+        wf_status st = wf_plan_lower(&m, &c, &p, k->batch, &ol);
+        if (st != WF_OK)
+            fprintf(stderr, "%s %s: %s\n", k->model, k->plan, wf_last_error());
+        assert_int_equal(st, WF_OK);
+        assert_string_equal(ol.mesh, k->mesh);
+
+        /* Raised back: the same layouts keys. */
+        wf_plan r;
+        assert_int_equal(wf_plan_raise(&m, &c, k->batch, &ol, &r), WF_OK);
+        assert_int_equal(r.dp, p.dp);
+        assert_int_equal(r.tp, p.tp);
+        assert_int_equal(r.pp, p.pp);
+        assert_int_equal(r.ep, p.ep);
+        assert_int_equal(r.sp, p.sp);
+        assert_int_equal(r.etp > 0 ? r.etp : r.tp, p.etp > 0 ? p.etp : p.tp);
+        assert_int_equal(r.recompute, p.recompute);
+        assert_int_equal(r.zero, p.zero);
+
+        /* Costed as the plan string. */
+        wf_cost_ctx *ctx = NULL;
+        assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+        wf_estimate a, b;
+        wf_plan q;
+        assert_int_equal(wf_estimate_plan(ctx, &p, k->batch, &a), WF_OK);
+        assert_int_equal(wf_oplevel_plan_cost(&m, &c, ctx, k->batch, &ol, &b, &q), WF_OK);
+        wf_cost_ctx_free(ctx);
+        const double *x = &a.breakdown.compute, *y = &b.breakdown.compute;
+        for (int j = 0; j < 9; j++)
+            assert_true(fabs(x[j] - y[j]) <= 1e-9 * a.iteration_time_s);
+        assert_true(fabs(a.iteration_time_s - b.iteration_time_s) <= 1e-9 * a.iteration_time_s);
+        assert_true(fabs(a.memory_per_device_bytes - b.memory_per_device_bytes) <= 1e-9 * a.memory_per_device_bytes);
+        assert_true(a.breakdown.ep_comm > 0);
+
+        /* Simulated as the plan string. */
+        wf_sim_plan_result s1, s2;
+        assert_int_equal(wf_sim_plan(&m, &c, &p, k->batch, NULL, &s1), WF_OK);
+        assert_int_equal(wf_sim_oplevel(&m, &c, &ol, k->batch, NULL, &s2, &q), WF_OK);
+        double d = fabs(s1.iteration_time_s / s2.iteration_time_s - 1);
+        worst = d > worst ? d : worst;
+        assert_true(d <= 1e-9);
+        assert_int_equal(q.ep, p.ep);
+        fprintf(stderr, "%-14s %-42s mesh %-6s estimate %.6g s, simulated %.6g s, %.3g GiB\n", k->model, k->plan,
+                ol.mesh, b.iteration_time_s, s2.iteration_time_s, b.memory_per_device_bytes / (1u << 30));
+        wf_plan_oplevel_free(&ol);
+    }
+    fprintf(stderr, "%zu expert plans: op-level form costed and simulated as the plan string (worst %.1e)\n",
+            sizeof cases / sizeof cases[0], worst);
+}
+
+/* An expert op laid out otherwise than any whole-model plan lays it: refused,
+ * naming the op; a dense model's three-axis mesh: refused. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    const expert_case *k = &cases[6];
+    wf_model_config m;
+    wf_cluster c;
+    wf_plan p;
+    load(k, &m, &c, &p);
+    wf_plan_oplevel ol;
+    wf_plan_oplevel_init(&ol);
+    assert_int_equal(wf_plan_lower(&m, &c, &p, k->batch, &ol), WF_OK);
+    int changed = -1;
+    for (int i = 0; i < ol.nlayouts && changed < 0; i++)
+        if (strstr(ol.op[i], "experts"))
+            changed = i;
+    assert_true(changed >= 0);
+    char was[256];
+    snprintf(was, sizeof was, "%s", ol.sig[changed]);
+    /* Every operand replicated on every axis: the experts run whole on
+     * every rank, which no lowering does. */
+    char all_b[256] = "";
+    size_t n = 0;
+    for (const char *q = was; *q && n + 1 < sizeof all_b;) {
+        if (*q == 'S' || *q == 'P') {
+            all_b[n++] = 'B';
+            q++;
+            while (*q >= '0' && *q <= '9')
+                q++;
+        } else {
+            all_b[n++] = *q++;
+        }
+    }
+    all_b[n] = 0;
+    char *copy = malloc(strlen(all_b) + 1);
+    assert_non_null(copy);
+    memcpy(copy, all_b, strlen(all_b) + 1);
+    free(ol.sig[changed]);
+    ol.sig[changed] = copy;
+    const char *now = wf_plan_oplevel_layout_of(&ol, ol.op[changed]);
+    assert_non_null(now);
+    assert_string_equal(now, all_b);
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    wf_estimate e;
+    wf_status st = wf_oplevel_plan_cost(&m, &c, ctx, k->batch, &ol, &e, NULL);
+    wf_cost_ctx_free(ctx);
+    assert_int_equal(st, WF_INVAL);
+    fprintf(stderr, "refused: %s\n", wf_last_error());
+    assert_non_null(strstr(wf_last_error(), ol.op[changed]));
+    wf_plan_oplevel_free(&ol);
+
+    wf_model_config g;
+    assert_int_equal(wf_model_lookup("gpt-tiny", &g), WF_OK);
+    wf_plan_oplevel d;
+    wf_plan_oplevel_init(&d);
+    assert_int_equal(wf_plan_oplevel_set(&d, "2x2x2", 1, 1), WF_OK);
+    wf_plan r;
+    assert_int_equal(wf_plan_raise(&g, &c, 8, &d, &r), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "no experts"));
+    wf_plan_oplevel_free(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_raise_cost_simulate),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
