@@ -159,10 +159,34 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, const wf_cost
          * graph's saved tensors give 34 s b h + 5 a s^2 b bytes per GPT
          * layer in fp16; flash attention keeps 34 s b h + 4 a s b), each
          * part divided as the layouts divide it. */
-        repl += r->saved_repl / L->repl_div[i];
-        split += (r->saved_split + (r->attn_core && v->flash ? r->fl_saved_scores : r->saved_scores)) /
-                 L->split_div[i];
+        /* A framework that regenerates dropout masks (sw=weft) keeps none,
+         * and its unfused attention the probabilities alone. */
+        double regen = v->regen_dropout && !(r->attn_core && v->flash) ? r->regen_bytes : 0;
+        double scores = r->attn_core && v->flash ? r->fl_saved_scores : r->saved_scores;
+        double srepl = r->saved_repl, ssplit = r->saved_split;
+        if (r->attn_core)
+            scores -= regen;
+        else if (srepl >= regen)
+            srepl -= regen;
+        else
+            ssplit -= regen;
+        repl += srepl / L->repl_div[i];
+        split += (ssplit + scores) / L->split_div[i];
+        if (v->workspace) {
+            double wide = bb * r->out_bytes / (r->split ? L->split_div[i] : L->repl_div[i]) / cp;
+            if (wide > out->work_bytes)
+                out->work_bytes = wide;
+            double acc = r->params * v->grad_bytes / L->pdiv[i];
+            if (acc > out->acc_bytes)
+                out->acc_bytes = acc;
+            if (r->ws_bytes > out->ws_bytes)
+                out->ws_bytes = r->ws_bytes;
+        }
     }
+    /* The widest op's output gradient and its input's, and the gradient of
+     * the section's input (the residual stream's) carried across it. */
+    if (v->workspace)
+        out->work_bytes = 2.0 * out->work_bytes + bb * S->input_bytes / (L->input_div * cp);
 
     /* Context parallelism divides them all. Selective recomputation drops
      * the attention scores (per shard, like the rest of the split part). */
@@ -175,7 +199,9 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, const wf_cost
         for (int i = S->op0; i < S->op0 + S->nop; i++) {
             const wf_cost_op *r = &ctx->ops[i];
             if (r->attn_core)
-                scores += (v->flash ? r->fl_saved_scores : r->saved_scores) / L->split_div[i];
+                scores += (v->flash ? r->fl_saved_scores
+                                    : r->saved_scores - (v->regen_dropout ? r->regen_bytes : 0)) /
+                          L->split_div[i];
         }
         out->act_bytes = bb * (repl + split - scores) / cp;
         out->transient_bytes = bb * scores / cp;
@@ -616,6 +642,27 @@ static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int6
     out->micro_batches = m;
 }
 
+/* The buffers a runtime keeps beside the activations (profiles with
+ * var.workspace: sw=weft) on a stage holding the layer section and, when
+ * `first` / `last`, the pre / post section: the backward's working set
+ * (on the last stage the head's softmax workspace, already counted, stands
+ * for it when larger: the two are not alive at once), the largest kernel
+ * workspace and the largest op's weight-gradient buffer. */
+static double runtime_buffers(const wf_cost_sect_time *sect, int first, int last, double logits_ws)
+{
+    const wf_cost_sect_time *lay = &sect[WF_COST_SEC_LAYER];
+    double work = lay->work_bytes, ws = lay->ws_bytes, acc = lay->acc_bytes;
+    for (int s = 0; s < WF_COST_SEC_COUNT; s++) {
+        if (s == WF_COST_SEC_LAYER || (s == WF_COST_SEC_PRE && !first) || (s == WF_COST_SEC_POST && !last))
+            continue;
+        ws = sect[s].ws_bytes > ws ? sect[s].ws_bytes : ws;
+        acc = sect[s].acc_bytes > acc ? sect[s].acc_bytes : acc;
+    }
+    if (last)
+        work = work > logits_ws ? work - logits_ws : 0;
+    return work + ws + acc;
+}
+
 /* The composition of a transformer plan: sections (the per-op terms of
  * layouts L at p's micro-batch and recomputation) into stages, the pipeline,
  * the data-parallel reduction, the optimizer step and memory. p's tp and sp
@@ -664,7 +711,8 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     if (nst == 1)
         first->params -= shared;
     /* The head's fp32 softmax workspace on the last stage. */
-    last->transient += bb * ctx->logits_per_sample / tt / (double)p->cp * ctx->var.loss_bytes;
+    const double logits_ws = bb * ctx->logits_per_sample / tt / (double)p->cp * ctx->var.loss_bytes;
+    last->transient += logits_ws;
     if (nst == 3) {
         /* Keep st[] ordered first, middle, last. */
         stage_cost tmp = st[1];
@@ -672,6 +720,9 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         st[2] = tmp;
         last = &st[2];
     }
+    if (ctx->var.workspace)
+        for (int k = 0; k < nst; k++)
+            st[k].transient += runtime_buffers(&sect[0], k == 0, &st[k] == last, logits_ws);
 
     /* Activations: the first stage keeps min(pp, m) micro-batches (more when
      * interleaved); the last one micro-batch (GPipe: all of them). */
@@ -682,7 +733,11 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         double n = k == 0 ? inflight : k == nst - 1 ? inflight_last : inflight;
         st[k].act = n * per;
     }
-    last->act += post->act_bytes;
+    /* The head's and the loss's saved tensors (the logits) are kept by
+     * every micro-batch in flight on the stage that holds them: all of them
+     * under GPipe; under 1F1B, interleaved or not, the last model chunk runs
+     * each micro-batch's backward right after its forward. */
+    last->act += (p->pipe == WF_PIPE_GPIPE ? (double)m : 1.0) * post->act_bytes;
 
     /* Gradients are reduced (and ZeRO shards) over dp x cp ranks, stride tp:
      * from here on pg is the plan as its data-parallel group sees it. */
