@@ -156,6 +156,17 @@ static void test_to_cluster(void **state)
     cJSON_Delete(j);
     assert_rel(back.dev.matrix_flops[WF_DTYPE_FP32], 100e9, 1e-15);
     assert_int_equal(back.dev.neff, 4);
+
+    /* Four ranks on two cores: each computes on half a core. The rates,
+     * timed on the CPU clock, are halved; the bandwidth, timed on the wall
+     * clock with every rank running, is kept, and a rank's own while it
+     * runs (bw / share) is what the products' traffic is taken out at. */
+    r.core_share = 0.5;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
+    assert_rel(c.dev.matrix_flops[WF_DTYPE_FP32], 50e9, 1e-15);
+    assert_rel(c.dev.vector_flops[WF_DTYPE_FP32], 15e9, 1e-15);
+    assert_rel(c.dev.mem_bw_bps, 40e9, 1e-15);
+    assert_rel(c.dev.matrix_eff[1].eff, eff_of(256, 256, 256, 90e9, 100e9, 80e9), 1e-12);
 }
 
 static void test_to_cluster_links(void **state)

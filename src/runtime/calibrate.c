@@ -600,6 +600,9 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
     r->nodes = 1;
     r->ranks_per_node = 1;
     r->threads = o->threads;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    r->cores = online > 0 ? (int)online : 1;
+    r->core_share = (double)r->cores / (double)r->threads < 1 ? (double)r->cores / (double)r->threads : 1.0;
 #ifdef OPENBLAS_VERSION
     openblas_set_num_threads(o->threads);
 #endif
@@ -679,6 +682,10 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
     if ((st = node_layout(&r->nodes, &r->ranks_per_node, &intra_peer, &inter_peer)) != WF_OK)
         return st;
     r->mem_bytes = phys / r->ranks_per_node;
+    {
+        double want = (double)r->ranks_per_node * (double)r->threads;
+        r->core_share = want > (double)r->cores ? (double)r->cores / want : 1.0;
+    }
     const double *msg = o->quick ? MSG_QUICK : MSG_FULL;
     r->nmsg = o->quick ? (int)(sizeof MSG_QUICK / sizeof MSG_QUICK[0]) : (int)(sizeof MSG_FULL / sizeof MSG_FULL[0]);
     for (int i = 0; i < r->nmsg; i++)
@@ -762,16 +769,20 @@ wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c)
      * point per distinct measured FLOPs (the mean where several sizes share
      * a FLOP count), sorted by FLOPs descending. */
     const double peak = r->gemm_peak_flops_per_s;
+    /* Ranks that outnumber the cores get this share of one (the products
+     * were timed on the CPU clock, the memory on the wall clock: a rank's
+     * own bandwidth while it runs is bw / share). */
+    const double share = r->core_share > 0 && r->core_share < 1 ? r->core_share : 1.0;
     double rate[WF_CALIB_MAX_GEMM];
     for (int i = 0; i < r->ngemm && i < WF_CALIB_MAX_GEMM; i++) {
         const wf_calib_gemm *g = &r->gemm[i];
         double t = g->flops / g->flops_per_s;
-        double tc = t - 4.0 * (double)(g->m * g->k + g->k * g->n + g->m * g->n) / bw;
+        double tc = t - 4.0 * (double)(g->m * g->k + g->k * g->n + g->m * g->n) / (bw / share);
         rate[i] = g->flops / (tc > 0.5 * t ? tc : 0.5 * t);
         if (rate[i] > peak)
             rate[i] = peak;
     }
-    d->matrix_flops[WF_DTYPE_FP32] = peak;
+    d->matrix_flops[WF_DTYPE_FP32] = peak * share;
     wf_eff_point pts[WF_CALIB_MAX_GEMM];
     int cnt[WF_CALIB_MAX_GEMM], np = 0;
     for (int i = 0; i < r->ngemm && i < WF_CALIB_MAX_GEMM; i++) {
@@ -796,7 +807,7 @@ wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c)
             d->matrix_eff[j].eff = 1;
     }
     /* Achieved rates are measured directly, so their efficiency factors are 1. */
-    d->vector_flops[WF_DTYPE_FP32] = r->vector_flops_per_s;
+    d->vector_flops[WF_DTYPE_FP32] = r->vector_flops_per_s * share;
     d->vector_eff = 1.0;
     d->mem_bw_bps = bw;
     d->mem_eff = 1.0;
@@ -860,10 +871,11 @@ void wf_calibrate_print(FILE *f, const wf_calib_result *r)
         fprintf(f, "\n(one process: run under mpiexec -n 2 or more to measure communication)\n");
         return;
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores > 0 && (long)r->ranks_per_node * r->threads > cores)
-        fprintf(f, "\nwarning: %d ranks x %d threads on a node of %ld cores: the timings include waiting for a core\n",
-                r->ranks_per_node, r->threads, cores);
+    if (r->core_share > 0 && r->core_share < 1)
+        fprintf(f, "\n%d ranks x %d threads on a node of %d cores: each rank computes on %.2f of a core; the "
+                   "cluster's matrix and vector rates are the per-core rates above times that (the memory and "
+                   "the messages are timed with every rank running)\n",
+                r->ranks_per_node, r->threads, r->cores, r->core_share);
     int inter = r->inter_bw_bps > 0;
     fprintf(f, "\nmessages (one-way ping-pong time; MPI_Allreduce of floats over %d ranks)\n", r->nranks);
     fprintf(f, "  %10s %14s %14s %14s\n", "bytes", "p2p in node", inter ? "p2p across" : "", "allreduce");
