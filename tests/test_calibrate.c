@@ -15,6 +15,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "weft/cost.h"
 #include "weft/runtime_io.h"
 
 static void assert_rel(double got, double want, double tol)
@@ -192,6 +193,21 @@ static void test_to_cluster_links(void **state)
     r.overlap_slowdown = 1.9;
     assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
     assert_rel(c.overlap_slowdown, 1.9, 1e-15);
+
+    /* Four ranks on two cores: a small all-reduce between bursts of
+     * compute cost 2 ms; the node's latency makes an 8-byte all-reduce over
+     * the four cost that (the bandwidth term is nanoseconds). */
+    r = fake_result(4);
+    r.core_share = 0.5;
+    r.shared_sync_s = 2e-3;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
+    double t8 = wf_coll_time_flat(WF_COLL_ALLREDUCE, WF_ALGO_AUTO, 4, 8, c.level[0].latency_s,
+                                  c.level[0].bw_bps * c.level[0].eff);
+    assert_rel(t8, 2e-3, 1e-5);
+    /* Below the fitted latency's cost it changes nothing. */
+    r.shared_sync_s = 1e-9;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
+    assert_rel(c.level[0].latency_s, 1e-6, 1e-15);
 
     /* Four ranks whose all-reduce beats the ping-pong (bus bandwidth
      * 4e9 * 1.5 = 6 GB/s > 5 GB/s): bandwidth = the bus bandwidth, eff 1. */

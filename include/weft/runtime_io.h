@@ -249,6 +249,10 @@ typedef struct {
     double allreduce_busbw_bps;    /* allreduce_bw_bps x 2 (p-1) / p (nccl-tests convention) */
     double overlap_slowdown;       /* compute time x this while an all-reduce overlaps it,
                                     * measured (>= 1; 0 when not measured) */
+    double shared_sync_s;          /* ranks that outnumber the cores (core_share < 1): what a
+                                    * small blocking all-reduce between bursts of compute adds
+                                    * to them, the wait for peers that are not on a core (0:
+                                    * not measured) */
 } wf_calib_result;
 
 /* Collective. Runs the measurements (compute on every rank at once, message
@@ -267,7 +271,10 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r);
  * itself; where the ranks outnumber the cores the device's matrix and vector
  * rates are that rate times core_share, the time of the core a rank gets
  * (the memory bandwidth and the messages are timed on the wall clock with
- * every rank running, so they already hold the sharing). */
+ * every rank running, so they already hold the sharing). There, a blocking
+ * collective also waits for the peers that are off a core: the node level's
+ * latency becomes what makes a small all-reduce cost shared_sync_s, when
+ * that is more than the fitted one. */
 wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c);
 
 /* The human table of the measurements. */
