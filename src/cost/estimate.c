@@ -550,6 +550,8 @@ typedef struct {
     double eparams;                 /* local expert parameter elements (not in params) */
     double epc;                     /* per micro-batch: the experts' collectives (in tpc) */
     double act, transient;          /* bytes */
+    double z3_pass;                 /* ZeRO-3 gathering per op (sw=weft): one pass's gathers; 0: one
+                                       gather of the stage's weights per pass */
 } stage_cost;
 
 static double stage_total(const stage_cost *s) { return s->comp + s->rec + s->tpc + s->ppc + s->zc; }
@@ -571,7 +573,8 @@ static void add_zero3(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *
 {
     if (p->zero != 3 || p->dp <= 1)
         return;
-    double gather = 2.0 * wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, dpg, s->params * ctx->elem_bytes);
+    double gather = s->z3_pass > 0 ? 2.0 * s->z3_pass
+                                   : 2.0 * wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, dpg, s->params * ctx->elem_bytes);
     if (s->eparams > 0 && edpg)
         gather += 2.0 * wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, edpg, s->eparams * ctx->elem_bytes);
     double slow = 0;
@@ -751,6 +754,25 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     const int epx = ctx->var.ep * ctx->var.etp;
     const int edp = (int)((int64_t)p->tp * pg->dp / epx);
     wf_group edpg = wf_group_place(c, edp >= 1 ? edp : 1, epx);
+    /* The weft runtime gathers ZeRO-3's weights per op (a unit per op that
+     * first reads them, dist.c), each unit a collective of its own: one pass
+     * is the sum over the stage's ops with weights (a tied head's weight is
+     * the embedding's unit when one stage holds both). */
+    if (p->zero == 3 && pg->dp > 1 && ctx->var.workspace)
+        for (int k = 0; k < nst; k++)
+            for (int s = 0; s < WF_COST_SEC_COUNT; s++) {
+                if ((s == WF_COST_SEC_PRE && k != 0) || (s == WF_COST_SEC_POST && &st[k] != last))
+                    continue;
+                double times = s == WF_COST_SEC_LAYER ? Ls : 1.0;
+                for (int i = S[s].op0; i < S[s].op0 + S[s].nop; i++) {
+                    const wf_cost_op *r = &ctx->ops[i];
+                    if (!(r->params > 0) || r->expert ||
+                        (s == WF_COST_SEC_POST && nst == 1 && shared > 0 && r->params <= shared * L->pdiv[i]))
+                        continue;
+                    st[k].z3_pass += times * wf_coll_time(c, WF_COLL_ALLGATHER, &dpg,
+                                                          r->params / L->pdiv[i] * ctx->elem_bytes);
+                }
+            }
     double z3slow = 0;
     for (int k = 0; k < nst; k++) {
         double sl = 0;
