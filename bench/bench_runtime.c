@@ -794,8 +794,12 @@ static void zero_rows(const wf_cluster *cluster, double peak, int iters, int ran
 
 /* ---- tensor parallelism on the SPMD executor ----------------------------------------------- */
 
-static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, int nranks)
+static void spmd_rows(const wf_cluster *cluster, double peak, int iters, int rank, int nranks)
 {
+    /* The runtime keeps no framework reservation (as the pipeline rows). */
+    wf_cluster local = *cluster;
+    local.mem_reserved_bytes = 0;
+    const wf_cluster *cl = &local;
     const bench_model *bm = &MODELS[0];
     int64_t batch = bm->batch * nranks;
     timing dp;
