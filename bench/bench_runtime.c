@@ -16,7 +16,13 @@
  * plan dp=ranks with the schedule, `sim` the simulator's data-parallel
  * iteration (wf_sim_dp_model_build + wf_sim_dp_iteration) under the schedule,
  * both on the cluster `weft calibrate` measures here (calibrated at the start
- * of each run, by the same ranks; or --cluster FILE).
+ * of each run, by the same ranks, so ranks that share cores are predicted
+ * with their share; or --cluster FILE), under the runtime's own framework
+ * profile (sw=weft: its attention, masks and buffers; docs/cost-model.md).
+ * Every row gives each prediction's error against the best and the median
+ * step, and the rows with memory the error of the predicted peak per device
+ * against the most loaded rank's (docs/runtime.md, "Measured against
+ * predicted": within 15% of the median step and 10% of memory).
  *
  * With one process it also prints, per model, where the time goes: every op
  * of the forward and backward pass timed alone (the fastest of the passes, in
