@@ -16,7 +16,13 @@
  * plan dp=ranks with the schedule, `sim` the simulator's data-parallel
  * iteration (wf_sim_dp_model_build + wf_sim_dp_iteration) under the schedule,
  * both on the cluster `weft calibrate` measures here (calibrated at the start
- * of each run, by the same ranks; or --cluster FILE).
+ * of each run, by the same ranks, so ranks that share cores are predicted
+ * with their share; or --cluster FILE), under the runtime's own framework
+ * profile (sw=weft: its attention, masks and buffers; docs/cost-model.md).
+ * Every row gives each prediction's error against the best and the median
+ * step, and the rows with memory the error of the predicted peak per device
+ * against the most loaded rank's (docs/runtime.md, "Measured against
+ * predicted": within 15% of the median step and 10% of memory).
  *
  * With one process it also prints, per model, where the time goes: every op
  * of the forward and backward pass timed alone (the fastest of the passes, in
@@ -212,6 +218,7 @@ static wf_status predict(const wf_cluster *cl, const bench_model *bm, int nranks
     wf_plan_default(&p);
     p.dp = nranks;
     p.mbs = (int)bm->batch;
+    p.sw = WF_SW_WEFT; /* the runtime's own framework profile */
     if (bm->ep > 1 && nranks % bm->ep == 0)
         p.ep = bm->ep, p.etp = 1;
     if (comm && (st = wf_comm_parse(comm, &p.comm)) != WF_OK)
@@ -611,6 +618,8 @@ static wf_status predict_plan(const wf_cluster *cl, const char *spec, const char
         st = wf_plan_parse(plan, &p);
     if (st == WF_OK && mbs > 0)
         p.mbs = mbs;
+    if (st == WF_OK)
+        p.sw = WF_SW_WEFT; /* the runtime's own framework profile */
     if (st == WF_OK && comm)
         st = wf_comm_parse(comm, &p.comm);
     wf_cost_ctx *ctx = NULL;
@@ -663,9 +672,11 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
                "against the predicted peak per device without the cluster's reserved memory; GF/s and %%peak: the "
                "model FLOPs per rank at the sgemm peak; vs_dp: time per sample over the data-parallel runtime's "
                "(ddp, %lld per rank, best %.1f ms)\n", bm->label, (long long)bm->batch, 1e3 * dp.best_step_s);
-        printf("%-10s %5s %5s %8s %8s %8s %8s %6s %8s %6s %7s %6s %6s %8s %8s %6s %8s %6s\n", "plan", "ranks",
-               "batch", "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "sim_ms", "e/best", "GF/s", "%peak",
-               "vs_dp", "mem_MiB", "est_MiB", "err", "sim_MiB", "err");
+        printf("%-10s %5s %5s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %6s %7s %7s %7s %7s %8s %8s %6s %8s "
+               "%6s\n",
+               "plan", "ranks", "batch", "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "e/med", "sim_ms",
+               "e/best", "e/med", "GF/s", "%peak", "vs_dp", "param", "grad", "optim", "act", "mem_MiB", "est_MiB",
+               "err", "sim_MiB", "err");
     }
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const pipe_case *pc = &cases[k];
@@ -679,14 +690,20 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
         wf_status st = train_timed(bm->spec, batch, plan, NULL, iters, &run);
         double *ts = run.ts, *ms = run.ms;
         const wf_train_info info = run.info;
-        double mem = 0;
+        /* Each block's largest over the ranks, and the largest total. AdamW
+         * keeps two values per parameter. */
+        uint64_t blk[5] = {0}, hib[5] = {0}, lo = 0, hi = 0;
         if (st == WF_OK) {
             const wf_exec_memory *m = &info.memory;
-            /* AdamW keeps two values per parameter. */
-            mem = (double)(3 * m->param_bytes + m->grad_bytes + m->leaf_bytes + m->arena_bytes + m->scratch_bytes);
+            blk[0] = m->param_bytes;
+            blk[1] = m->grad_bytes;
+            blk[2] = 2 * m->param_bytes;
+            blk[3] = m->leaf_bytes + m->arena_bytes + m->scratch_bytes;
+            blk[4] = blk[0] + blk[1] + blk[2] + blk[3];
         }
-        uint64_t lo = 0, hi = 0;
-        wf_world_minmax_u64((uint64_t)mem, &lo, &hi);
+        for (int b = 0; b < 5; b++)
+            wf_world_minmax_u64(blk[b], &lo, &hib[b]);
+        hi = hib[4];
         wf_estimate est;
         wf_sim_plan_result sr;
         if (st == WF_OK)
@@ -699,12 +716,14 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
             double flops = train_flops(bm->spec, batch) / (double)nranks;
             double dp_per_sample = dp.best_step_s / (double)(bm->batch * nranks);
             double vs_dp = dp.best_step_s > 0 ? best / (double)batch / dp_per_sample : 0;
-            printf("%-10s %5d %5lld %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %7.1f %5.0f%% %5.2fx %8.2f %8.2f "
-                   "%+5.0f%% %8.2f %+5.0f%%\n",
+            printf("%-10s %5d %5lld %8.1f %8.1f %8.1f %8.1f %+5.0f%% %+5.0f%% %8.1f %+5.0f%% %+5.0f%% %7.1f %5.0f%% "
+                   "%5.2fx %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%%\n",
                    pc->label, nranks, (long long)batch, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters),
-                   1e3 * est.iteration_time_s, 100.0 * (est.iteration_time_s / best - 1), 1e3 * sr.iteration_time_s,
-                   100.0 * (sr.iteration_time_s / best - 1), flops / best / 1e9, 100.0 * flops / best / peak, vs_dp,
-                   (double)hi / mib, est.memory_per_device_bytes / mib,
+                   1e3 * est.iteration_time_s, 100.0 * (est.iteration_time_s / best - 1),
+                   100.0 * (est.iteration_time_s / med - 1), 1e3 * sr.iteration_time_s,
+                   100.0 * (sr.iteration_time_s / best - 1), 100.0 * (sr.iteration_time_s / med - 1), flops / best / 1e9,
+                   100.0 * flops / best / peak, vs_dp, (double)hib[0] / mib, (double)hib[1] / mib,
+                   (double)hib[2] / mib, (double)hib[3] / mib, (double)hi / mib, est.memory_per_device_bytes / mib,
                    100.0 * (est.memory_per_device_bytes / (double)hi - 1), sr.peak_memory_bytes / mib,
                    100.0 * (sr.peak_memory_bytes / (double)hi - 1));
             fflush(stdout);
@@ -735,9 +754,9 @@ static void zero_rows(const wf_cluster *cluster, double peak, int iters, int ran
         printf("\nsharded state (ZeRO), %s, global batch %lld on %d ranks, ddp; memory: the most loaded rank's "
                "blocks (MiB) against the predicted peak per device\n",
                bm->label, (long long)batch, nranks);
-        printf("%-12s %8s %8s %8s %8s %6s %8s %6s %7s %6s %6s %7s %7s %7s %7s %8s %8s %6s %8s %6s\n", "plan",
-               "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "sim_ms", "e/best", "GF/s", "%peak", "vs_dp",
-               "param", "grad", "optim", "act", "mem_MiB", "est_MiB", "err", "sim_MiB", "err");
+        printf("%-12s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %6s %7s %7s %7s %7s %8s %8s %6s %8s %6s\n",
+               "plan", "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "e/med", "sim_ms", "e/best", "e/med", "GF/s",
+               "%peak", "vs_dp", "param", "grad", "optim", "act", "mem_MiB", "est_MiB", "err", "sim_MiB", "err");
     }
     for (int z = 0; z <= 3; z++) {
         char plan[64];
@@ -761,11 +780,12 @@ static void zero_rows(const wf_cluster *cluster, double peak, int iters, int ran
             double best = minimum(ts, iters), med = median(ts, iters);
             if (z == 0)
                 base = best;
-            printf("%-12s %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %7.1f %5.0f%% %5.2fx %7.2f %7.2f %7.2f "
-                   "%7.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%%%s\n",
+            printf("%-12s %8.1f %8.1f %8.1f %8.1f %+5.0f%% %+5.0f%% %8.1f %+5.0f%% %+5.0f%% %7.1f %5.0f%% %5.2fx "
+                   "%7.2f %7.2f %7.2f %7.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%%%s\n",
                    plan, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters), 1e3 * est.iteration_time_s,
-                   100.0 * (est.iteration_time_s / best - 1), 1e3 * sr.iteration_time_s,
-                   100.0 * (sr.iteration_time_s / best - 1), flops / best / 1e9, 100.0 * flops / best / peak,
+                   100.0 * (est.iteration_time_s / best - 1), 100.0 * (est.iteration_time_s / med - 1),
+                   1e3 * sr.iteration_time_s, 100.0 * (sr.iteration_time_s / best - 1),
+                   100.0 * (sr.iteration_time_s / med - 1), flops / best / 1e9, 100.0 * flops / best / peak,
                    best / base, (double)hi[0] / mib, (double)hi[1] / mib, (double)hi[2] / mib, (double)hi[3] / mib,
                    (double)hi[4] / mib, est.memory_per_device_bytes / mib,
                    100.0 * (est.memory_per_device_bytes / (double)hi[4] - 1), sr.peak_memory_bytes / mib,
@@ -780,8 +800,12 @@ static void zero_rows(const wf_cluster *cluster, double peak, int iters, int ran
 
 /* ---- tensor parallelism on the SPMD executor ----------------------------------------------- */
 
-static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, int nranks)
+static void spmd_rows(const wf_cluster *cluster, double peak, int iters, int rank, int nranks)
 {
+    /* The runtime keeps no framework reservation (as the pipeline rows). */
+    wf_cluster local = *cluster;
+    local.mem_reserved_bytes = 0;
+    const wf_cluster *cl = &local;
     const bench_model *bm = &MODELS[0];
     int64_t batch = bm->batch * nranks;
     timing dp;
@@ -794,9 +818,9 @@ static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, in
         printf("\ntensor parallelism (SPMD executor), %s, global batch %lld on %d ranks; dp: the data-parallel "
                "runtime (wfbp) on the same ranks, best %.1f ms\n",
                bm->label, (long long)batch, nranks, 1e3 * dp.best_step_s);
-        printf("%-18s %8s %8s %8s %8s %6s %8s %6s %7s %6s %6s %8s %8s %8s %8s\n", "plan", "best_ms", "med_ms",
-               "comm_ms", "est_ms", "e/best", "sim_ms", "e/best", "GF/s", "%peak", "vs_dp", "mem_MiB", "unpl_MiB",
-               "est_MiB", "sim_MiB");
+        printf("%-18s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %6s %8s %8s %8s %6s %8s %6s\n", "plan",
+               "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "e/med", "sim_ms", "e/best", "e/med", "GF/s",
+               "%peak", "vs_dp", "mem_MiB", "unpl_MiB", "est_MiB", "err", "sim_MiB", "err");
     }
     double flops = train_flops(bm->spec, batch) / (double)nranks;
     for (int sp = 0; sp <= 1; sp++) {
@@ -817,12 +841,15 @@ static void spmd_rows(const wf_cluster *cl, double peak, int iters, int rank, in
                                   mm->scratch_bytes) +
                          2.0 * (double)mm->param_bytes;
             double unplanned = mem - (double)mm->arena_bytes + (double)mm->unplanned_bytes;
-            printf("%-18s %8.1f %8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %7.1f %5.0f%% %5.2fx %8.1f %8.1f %8.1f %8.1f%s\n",
+            printf("%-18s %8.1f %8.1f %8.1f %8.1f %+5.0f%% %+5.0f%% %8.1f %+5.0f%% %+5.0f%% %7.1f %5.0f%% %5.2fx "
+                   "%8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%%%s\n",
                    plan, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters), 1e3 * est.iteration_time_s,
-                   100.0 * (est.iteration_time_s / best - 1), 1e3 * sr.iteration_time_s,
-                   100.0 * (sr.iteration_time_s / best - 1), flops / best / 1e9, 100.0 * flops / best / peak,
+                   100.0 * (est.iteration_time_s / best - 1), 100.0 * (est.iteration_time_s / med - 1),
+                   1e3 * sr.iteration_time_s, 100.0 * (sr.iteration_time_s / best - 1),
+                   100.0 * (sr.iteration_time_s / med - 1), flops / best / 1e9, 100.0 * flops / best / peak,
                    best / dp.best_step_s, mem / 1048576.0, unplanned / 1048576.0, est.memory_per_device_bytes / 1048576.0,
-                   sr.peak_memory_bytes / 1048576.0, ps == WF_OK ? "" : "  (no prediction)");
+                   100.0 * (est.memory_per_device_bytes / mem - 1), sr.peak_memory_bytes / 1048576.0,
+                   100.0 * (sr.peak_memory_bytes / mem - 1), ps == WF_OK ? "" : "  (no prediction)");
             fflush(stdout);
         } else if (st != WF_OK && rank == 0) {
             fprintf(stderr, "spmd %s: %s\n", plan, wf_last_error());
@@ -891,11 +918,14 @@ static void oplevel_row(const wf_cluster *cl, double peak, int iters, int rank, 
         double mem = (double)(mm->param_bytes + mm->grad_bytes + mm->leaf_bytes + mm->arena_bytes +
                               mm->scratch_bytes) +
                      2.0 * (double)mm->param_bytes;
-        printf("%-26s %-30s %8.2f %8.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%% %7.1f %5.0f%% %5.2fx %8.2f %8.2f%s\n",
+        printf("%-26s %-30s %8.2f %8.2f %8.2f %8.2f %+5.0f%% %+5.0f%% %8.2f %+5.0f%% %+5.0f%% %7.1f %5.0f%% %5.2fx "
+               "%8.2f %8.2f %+5.0f%%%s\n",
                spec, r.best_plan.mesh[0] ? r.best.plan : "", 1e3 * best, 1e3 * med, 1e3 * median(ms, iters),
-               1e3 * est.iteration_time_s, 100.0 * (est.iteration_time_s / best - 1), 1e3 * sr.iteration_time_s,
-               100.0 * (sr.iteration_time_s / best - 1), flops / best / 1e9, 100.0 * flops / best / peak,
-               dp_best > 0 ? best / dp_best : 0, mem / 1048576.0, est.memory_per_device_bytes / 1048576.0,
+               1e3 * est.iteration_time_s, 100.0 * (est.iteration_time_s / best - 1),
+               100.0 * (est.iteration_time_s / med - 1), 1e3 * sr.iteration_time_s,
+               100.0 * (sr.iteration_time_s / best - 1), 100.0 * (sr.iteration_time_s / med - 1), flops / best / 1e9,
+               100.0 * flops / best / peak, dp_best > 0 ? best / dp_best : 0, mem / 1048576.0,
+               est.memory_per_device_bytes / 1048576.0, 100.0 * (est.memory_per_device_bytes / mem - 1),
                ps == WF_OK ? "" : "  (no prediction)");
         fflush(stdout);
     } else if (st != WF_OK && rank == 0) {
@@ -917,8 +947,9 @@ static void oplevel_rows(const wf_cluster *cl, double peak, int iters, int rank,
     if (rank == 0) {
         printf("\nop-level plans on a 2x2 mesh (SPMD executor, the planner's layouts: weft plan --op-level --mesh "
                "2x2 --pp 1), 4 ranks; vs_dp: the data-parallel runtime on the same ranks and batch\n");
-        printf("%-26s %-30s %8s %8s %8s %8s %6s %8s %6s %7s %6s %6s %8s %8s\n", "model", "plan", "best_ms", "med_ms",
-               "comm_ms", "est_ms", "e/best", "sim_ms", "e/best", "GF/s", "%peak", "vs_dp", "mem_MiB", "est_MiB");
+        printf("%-26s %-30s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %6s %8s %8s %6s\n", "model", "plan",
+               "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "e/med", "sim_ms", "e/best", "e/med", "GF/s",
+               "%peak", "vs_dp", "mem_MiB", "est_MiB", "err");
     }
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         bench_model bm = {rows[k].spec, rows[k].spec, rows[k].batch / nranks, 0};

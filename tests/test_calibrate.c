@@ -15,6 +15,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "weft/cost.h"
 #include "weft/runtime_io.h"
 
 static void assert_rel(double got, double want, double tol)
@@ -156,6 +157,17 @@ static void test_to_cluster(void **state)
     cJSON_Delete(j);
     assert_rel(back.dev.matrix_flops[WF_DTYPE_FP32], 100e9, 1e-15);
     assert_int_equal(back.dev.neff, 4);
+
+    /* Four ranks on two cores: each computes on half a core. The rates,
+     * timed on the CPU clock, are halved; the bandwidth, timed on the wall
+     * clock with every rank running, is kept, and a rank's own while it
+     * runs (bw / share) is what the products' traffic is taken out at. */
+    r.core_share = 0.5;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
+    assert_rel(c.dev.matrix_flops[WF_DTYPE_FP32], 50e9, 1e-15);
+    assert_rel(c.dev.vector_flops[WF_DTYPE_FP32], 15e9, 1e-15);
+    assert_rel(c.dev.mem_bw_bps, 40e9, 1e-15);
+    assert_rel(c.dev.matrix_eff[1].eff, eff_of(256, 256, 256, 90e9, 100e9, 80e9), 1e-12);
 }
 
 static void test_to_cluster_links(void **state)
@@ -181,6 +193,21 @@ static void test_to_cluster_links(void **state)
     r.overlap_slowdown = 1.9;
     assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
     assert_rel(c.overlap_slowdown, 1.9, 1e-15);
+
+    /* Four ranks on two cores: a small all-reduce between bursts of
+     * compute cost 2 ms; the node's latency makes an 8-byte all-reduce over
+     * the four cost that (the bandwidth term is nanoseconds). */
+    r = fake_result(4);
+    r.core_share = 0.5;
+    r.shared_sync_s = 2e-3;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
+    double t8 = wf_coll_time_flat(WF_COLL_ALLREDUCE, WF_ALGO_AUTO, 4, 8, c.level[0].latency_s,
+                                  c.level[0].bw_bps * c.level[0].eff);
+    assert_rel(t8, 2e-3, 1e-5);
+    /* Below the fitted latency's cost it changes nothing. */
+    r.shared_sync_s = 1e-9;
+    assert_int_equal(wf_calibrate_to_cluster(&r, &c), WF_OK);
+    assert_rel(c.level[0].latency_s, 1e-6, 1e-15);
 
     /* Four ranks whose all-reduce beats the ping-pong (bus bandwidth
      * 4e9 * 1.5 = 6 GB/s > 5 GB/s): bandwidth = the bus bandwidth, eff 1. */

@@ -107,10 +107,67 @@ static void test_korthikanti_activations(void **state)
     e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,sp=1,recompute=selective,sw=megatron-2022", 4);
     ref = L / p * 4 * 34 * sbh / t;
     assert_true(REL(e.mem_activation_bytes, ref, 0.01));
-    /* GPipe keeps every micro-batch. */
+    /* GPipe keeps every micro-batch: on the last stage the head's and the
+     * loss's saved tensors (the logits) too, one set per micro-batch. */
     e = est(ctx, "dp=1,tp=8,pp=8,mbs=1,sp=1,recompute=selective,pipe=gpipe,sw=megatron-2022", 64);
-    ref = L / p * 64 * 34 * sbh / t;
+    const wf_cost_sect_time *x = wf_cost_sections(ctx, 1, 8, 1, WF_RECOMPUTE_SELECTIVE);
+    assert_non_null(x);
+    ref = L / p * 64 * 34 * sbh / t + 64 * x[WF_COST_SEC_POST].act_bytes;
     assert_true(REL(e.mem_activation_bytes, ref, 0.01));
+    wf_cost_ctx_free(ctx);
+}
+
+/* sw=weft, the CPU runtime's profile (fp32 here): a GPT layer keeps the
+ * graph's tensors without dropout masks (regenerated from the seed) and the
+ * unfused attention's probabilities alone (4 a s^2 b): 64 s b h + 4 a s^2 b
+ * bytes, where the graph's Megatron count in fp32 is 66 s b h + 9 a s^2 b.
+ * The runtime's own buffers: the backward's working set (the MLP hidden's
+ * gradient in and out, 2 x 16 s b h, beside the residual stream's gradient,
+ * 4 s b h), the attention kernel's two S x S fp32 blocks, and fc1's weight
+ * and bias gradients written to a buffer before they are added. On one
+ * device the whole model's: its memory is the weights (16 bytes per
+ * parameter under AdamW), L layers, the embedding's ids, the head's saved
+ * tensors, the logits' fp32 softmax workspace (larger than the working set
+ * here) and the buffers, the largest weight gradient being the tied
+ * embedding's (V h). */
+static void test_weft_profile(void **state)
+{
+    (void)state;
+    const char *spec = "gpt:layers=4,hidden=256,heads=4,seq=128,vocab=2048,dtype=fp32";
+    wf_cost_ctx *ctx = make_ctx(spec, "local");
+    const double s = 128, h = 256, a = 4, V = 2048, L = 4;
+    const int64_t bs[] = {1, 2, 8};
+    for (int j = 0; j < 3; j++) {
+        const double b = (double)bs[j], sbh = s * b * h;
+        char plan[64];
+        snprintf(plan, sizeof plan, "dp=1,mbs=%lld,sw=weft", (long long)bs[j]);
+        (void)est(ctx, plan, bs[j]);
+        const wf_cost_sect_time *x = wf_cost_sections(ctx, bs[j], 1, 0, WF_RECOMPUTE_NONE);
+        assert_non_null(x);
+        assert_true(REL(x[WF_COST_SEC_LAYER].act_bytes, 64 * sbh + 4 * a * s * s * b, 1e-12));
+        assert_true(REL(x[WF_COST_SEC_LAYER].work_bytes, 2 * 16 * sbh + 4 * sbh, 1e-12));
+        assert_true(REL(x[WF_COST_SEC_LAYER].ws_bytes, 8 * s * s, 1e-12));
+        assert_true(REL(x[WF_COST_SEC_LAYER].acc_bytes, 4 * (4 * h * h + 4 * h), 1e-12));
+        assert_true(REL(x[WF_COST_SEC_PRE].acc_bytes, 4 * V * h, 1e-12));
+        /* Megatron-Core's profile keeps the masks and counts no buffers. */
+        snprintf(plan, sizeof plan, "dp=1,mbs=%lld,attn=unfused", (long long)bs[j]);
+        (void)est(ctx, plan, bs[j]);
+        x = wf_cost_sections(ctx, bs[j], 1, 0, WF_RECOMPUTE_NONE);
+        assert_true(REL(x[WF_COST_SEC_LAYER].act_bytes, 66 * sbh + 9 * a * s * s * b, 1e-12));
+        assert_true(x[WF_COST_SEC_LAYER].work_bytes == 0 && x[WF_COST_SEC_LAYER].acc_bytes == 0);
+    }
+    const double b = 2, sbh = s * b * h;
+    wf_estimate e = est(ctx, "dp=1,mbs=2,sw=weft", 2);
+    const wf_cost_sect_time *x = wf_cost_sections(ctx, 2, 1, 0, WF_RECOMPUTE_NONE);
+    double params = 0;
+    wf_model_config m;
+    assert_int_equal(wf_model_lookup(spec, &m), WF_OK);
+    assert_int_equal(wf_model_params(&m, &params), WF_OK);
+    double logits_ws = 4 * b * s * V;
+    double act = L * (64 * sbh + 4 * a * s * s * b) + x[WF_COST_SEC_PRE].act_bytes + x[WF_COST_SEC_POST].act_bytes;
+    double work = 36 * sbh > logits_ws ? 36 * sbh - logits_ws : 0;
+    double ref = 16 * params + act + logits_ws + work + 8 * s * s + 4 * V * h + ctx->cluster.mem_reserved_bytes;
+    assert_true(REL(e.memory_per_device_bytes, ref, 1e-9));
     wf_cost_ctx_free(ctx);
 }
 
@@ -951,6 +1008,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_korthikanti_activations),
         cmocka_unit_test(test_zero_bytes),
+        cmocka_unit_test(test_weft_profile),
         cmocka_unit_test(test_layer_weights),
         cmocka_unit_test(test_compute_time),
         cmocka_unit_test(test_model_flops_and_identity),

@@ -211,6 +211,12 @@ typedef struct {
     double slow;                   /* compute lost to overlapped communication */
     double act_bytes;              /* kept for backward per micro-batch in flight */
     double transient_bytes;        /* rematerialized while one micro-batch runs backward */
+    /* Profiles that count the runtime's own buffers (sw=weft), else 0: */
+    double work_bytes;             /* the backward's working set: the gradients of the widest op's
+                                      output and input, beside the gradient of the section's input */
+    double acc_bytes;              /* the largest op's weight gradients, written to a buffer
+                                      before they are added to the gradient block */
+    double ws_bytes;               /* the largest kernel workspace (attention's score blocks) */
 } wf_cost_sect_time;
 
 /* The section times of a transformer (an array of WF_COST_SEC_COUNT) for

@@ -232,6 +232,14 @@ wf_status wf_exec_set_slots(wf_exec *e, int n);
 size_t wf_exec_slot_bytes(const wf_exec *e);
 /* The slot the next passes read and write. */
 void wf_exec_use_slot(wf_exec *e, int k);
+/* Runs e on `with`'s kernel workspace and accumulation buffer, and, when both
+ * have activation slots (set before), on its work arena (forward
+ * temporaries, backward scratch), each grown to the larger need: executors
+ * that run one pass at a time on one rank (a pipeline rank's model chunks)
+ * hold those once, as a framework's allocator reuses freed blocks. `with`
+ * owns them and reports them (wf_exec_memory_of); e reports none. Once per
+ * executor; `with` must outlive e's use. */
+wf_status wf_exec_share_scratch(wf_exec *e, wf_exec *with);
 
 typedef struct {
     size_t param_bytes;     /* the parameter block */

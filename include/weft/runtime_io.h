@@ -211,6 +211,10 @@ typedef struct {
 typedef struct {
     int nranks, nodes, ranks_per_node;
     int threads;
+    int cores;                     /* online cores of this node */
+    double core_share;             /* the share of a core each rank's compute gets:
+                                    * cores / (ranks_per_node x threads), at most 1 (ranks
+                                    * that outnumber the cores take turns on them) */
     int cpu_clock;                 /* 1: compute and memory timed on the thread CPU clock
                                     * (one BLAS thread), so other jobs' use of the core is not
                                     * counted; 0: wall clock */
@@ -245,6 +249,10 @@ typedef struct {
     double allreduce_busbw_bps;    /* allreduce_bw_bps x 2 (p-1) / p (nccl-tests convention) */
     double overlap_slowdown;       /* compute time x this while an all-reduce overlaps it,
                                     * measured (>= 1; 0 when not measured) */
+    double shared_sync_s;          /* ranks that outnumber the cores (core_share < 1): what a
+                                    * small blocking all-reduce between bursts of compute adds
+                                    * to them, the wait for peers that are not on a core (0:
+                                    * not measured) */
 } wf_calib_result;
 
 /* Collective. Runs the measurements (compute on every rank at once, message
@@ -258,7 +266,15 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r);
  * measured GEMM's rate with its memory traffic -- its three matrices over that
  * bandwidth -- taken out of its time, as the cost model adds it back: the
  * best such rate is the peak, each one's share of it the entry at its FLOPs),
- * vector peak, memory, and with nranks >= 2 the link latency and bandwidth. */
+ * vector peak, memory, and with nranks >= 2 the link latency and bandwidth.
+ * Compute is timed on each rank's CPU clock, the rate of a core it has to
+ * itself; where the ranks outnumber the cores the device's matrix and vector
+ * rates are that rate times core_share, the time of the core a rank gets
+ * (the memory bandwidth and the messages are timed on the wall clock with
+ * every rank running, so they already hold the sharing). There, a blocking
+ * collective also waits for the peers that are off a core: the node level's
+ * latency becomes what makes a small all-reduce cost shared_sync_s, when
+ * that is more than the fitted one. */
 wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c);
 
 /* The human table of the measurements. */

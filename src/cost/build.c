@@ -56,6 +56,12 @@ static void fill_attention(const wf_graph *g, const wf_op *o, double qkv, wf_cos
     r->fl_bwd_bytes = 2.0 * qkv + 2.0 * out + lse;
     r->fl_saved_scores = lse;
     r->kv_bytes = qkv - (double)wf_tensor_bytes(q);
+    /* The graph keeps the probabilities, and with dropout its mask and the
+     * dropped probabilities: a framework that regenerates the mask keeps the
+     * probabilities alone. The weft runtime's kernel works on two S x Skv
+     * fp32 blocks of one head at a time (wf_k_attention_ws_floats). */
+    r->regen_bytes = p > 0 ? scores * (1.0 + dt) : 0;
+    r->ws_bytes = 2.0 * S * Skv * 4.0;
 }
 
 /* Fills the parts of a cost op that do not depend on sections. */
@@ -112,6 +118,8 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r)
     } else {
         r->saved_split = c.saved_bytes;
     }
+    if (o->kind == WF_OP_DROPOUT)
+        r->regen_bytes = c.saved_bytes; /* the mask */
 }
 
 static int is_f_op(const wf_op *o)

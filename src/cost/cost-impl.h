@@ -39,6 +39,11 @@ typedef struct {
     double saved_split;  /* saved for backward, split over tp (per-head and ffn activations) */
     double saved_scores; /* attention scores/probabilities/masks (split over tp) */
     double out_bytes;    /* outputs written (generic pipeline boundaries) */
+    double regen_bytes;  /* of the saved bytes, what a framework that regenerates dropout masks
+                            does not keep: a dropout's 1-byte mask; an unfused attention's mask
+                            and dropped probabilities (in saved_scores) */
+    double ws_bytes;     /* the weft runtime's kernel workspace for this op (attention: two
+                            S x S score blocks, fp32) */
 } wf_cost_op;
 
 /* A Megatron tensor-parallel communication point (a tensor of `bytes` at
@@ -108,6 +113,10 @@ typedef struct {
     double imb;         /* expert load imbalance (>= 1) */
     int epo;            /* the experts' all-to-alls overlap another micro-batch's compute */
     double loss_bytes;  /* per logit element of the loss computation */
+    int regen_dropout;  /* dropout masks regenerated from the RNG state in backward: none kept,
+                           and unfused attention keeps its probabilities alone (sw=weft) */
+    int workspace;      /* count the runtime's own buffers (sw=weft): the backward's working
+                           set, the kernels' workspace, the gradient accumulation buffer */
 } wf_cost_var;
 
 /* The variant of plan p for ctx's model (defaults resolved by the profile). */

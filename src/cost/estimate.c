@@ -159,10 +159,34 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, const wf_cost
          * graph's saved tensors give 34 s b h + 5 a s^2 b bytes per GPT
          * layer in fp16; flash attention keeps 34 s b h + 4 a s b), each
          * part divided as the layouts divide it. */
-        repl += r->saved_repl / L->repl_div[i];
-        split += (r->saved_split + (r->attn_core && v->flash ? r->fl_saved_scores : r->saved_scores)) /
-                 L->split_div[i];
+        /* A framework that regenerates dropout masks (sw=weft) keeps none,
+         * and its unfused attention the probabilities alone. */
+        double regen = v->regen_dropout && !(r->attn_core && v->flash) ? r->regen_bytes : 0;
+        double scores = r->attn_core && v->flash ? r->fl_saved_scores : r->saved_scores;
+        double srepl = r->saved_repl, ssplit = r->saved_split;
+        if (r->attn_core)
+            scores -= regen;
+        else if (srepl >= regen)
+            srepl -= regen;
+        else
+            ssplit -= regen;
+        repl += srepl / L->repl_div[i];
+        split += (ssplit + scores) / L->split_div[i];
+        if (v->workspace) {
+            double wide = bb * r->out_bytes / (r->split ? L->split_div[i] : L->repl_div[i]) / cp;
+            if (wide > out->work_bytes)
+                out->work_bytes = wide;
+            double acc = r->params * v->grad_bytes / L->pdiv[i];
+            if (acc > out->acc_bytes)
+                out->acc_bytes = acc;
+            if (r->ws_bytes > out->ws_bytes)
+                out->ws_bytes = r->ws_bytes;
+        }
     }
+    /* The widest op's output gradient and its input's, and the gradient of
+     * the section's input (the residual stream's) carried across it. */
+    if (v->workspace)
+        out->work_bytes = 2.0 * out->work_bytes + bb * S->input_bytes / (L->input_div * cp);
 
     /* Context parallelism divides them all. Selective recomputation drops
      * the attention scores (per shard, like the rest of the split part). */
@@ -175,7 +199,9 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, const wf_cost
         for (int i = S->op0; i < S->op0 + S->nop; i++) {
             const wf_cost_op *r = &ctx->ops[i];
             if (r->attn_core)
-                scores += (v->flash ? r->fl_saved_scores : r->saved_scores) / L->split_div[i];
+                scores += (v->flash ? r->fl_saved_scores
+                                    : r->saved_scores - (v->regen_dropout ? r->regen_bytes : 0)) /
+                          L->split_div[i];
         }
         out->act_bytes = bb * (repl + split - scores) / cp;
         out->transient_bytes = bb * scores / cp;
@@ -524,6 +550,8 @@ typedef struct {
     double eparams;                 /* local expert parameter elements (not in params) */
     double epc;                     /* per micro-batch: the experts' collectives (in tpc) */
     double act, transient;          /* bytes */
+    double z3_pass;                 /* ZeRO-3 gathering per op (sw=weft): one pass's gathers; 0: one
+                                       gather of the stage's weights per pass */
 } stage_cost;
 
 static double stage_total(const stage_cost *s) { return s->comp + s->rec + s->tpc + s->ppc + s->zc; }
@@ -545,7 +573,8 @@ static void add_zero3(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *
 {
     if (p->zero != 3 || p->dp <= 1)
         return;
-    double gather = 2.0 * wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, dpg, s->params * ctx->elem_bytes);
+    double gather = s->z3_pass > 0 ? 2.0 * s->z3_pass
+                                   : 2.0 * wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, dpg, s->params * ctx->elem_bytes);
     if (s->eparams > 0 && edpg)
         gather += 2.0 * wf_coll_time(&ctx->cluster, WF_COLL_ALLGATHER, edpg, s->eparams * ctx->elem_bytes);
     double slow = 0;
@@ -556,8 +585,12 @@ static void add_zero3(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *
      * charges elsewhere). */
     /* The backward's gather runs beside the forward, the next forward's
      * beside the backward (one stage pass ahead). */
-    double half = 0.5 * gather;
-    s->zc = overlapped(half, s->fwd_window, 1.0, &slow) + overlapped(half, s->bwd_window, 1.0, &slow);
+    /* The weft runtime (sw=weft) has no progress thread or copy engine: a
+     * prefetched gather moves inside the MPI calls on the rank's own core,
+     * and slows the compute it hides behind as any overlapped collective
+     * (the cluster's overlap_slowdown). */
+    double half = 0.5 * gather, gs = ctx->var.workspace ? ctx->cluster.overlap_slowdown : 1.0;
+    s->zc = overlapped(half, s->fwd_window, gs, &slow) + overlapped(half, s->bwd_window, gs, &slow);
     *slow_total = slow;
 }
 
@@ -616,6 +649,27 @@ static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int6
     out->micro_batches = m;
 }
 
+/* The buffers a runtime keeps beside the activations (profiles with
+ * var.workspace: sw=weft) on a stage holding the layer section and, when
+ * `first` / `last`, the pre / post section: the backward's working set
+ * (on the last stage the head's softmax workspace, already counted, stands
+ * for it when larger: the two are not alive at once), the largest kernel
+ * workspace and the largest op's weight-gradient buffer. */
+static double runtime_buffers(const wf_cost_sect_time *sect, int first, int last, double logits_ws)
+{
+    const wf_cost_sect_time *lay = &sect[WF_COST_SEC_LAYER];
+    double work = lay->work_bytes, ws = lay->ws_bytes, acc = lay->acc_bytes;
+    for (int s = 0; s < WF_COST_SEC_COUNT; s++) {
+        if (s == WF_COST_SEC_LAYER || (s == WF_COST_SEC_PRE && !first) || (s == WF_COST_SEC_POST && !last))
+            continue;
+        ws = sect[s].ws_bytes > ws ? sect[s].ws_bytes : ws;
+        acc = sect[s].acc_bytes > acc ? sect[s].acc_bytes : acc;
+    }
+    if (last)
+        work = work > logits_ws ? work - logits_ws : 0;
+    return work + ws + acc;
+}
+
 /* The composition of a transformer plan: sections (the per-op terms of
  * layouts L at p's micro-batch and recomputation) into stages, the pipeline,
  * the data-parallel reduction, the optimizer step and memory. p's tp and sp
@@ -664,7 +718,8 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     if (nst == 1)
         first->params -= shared;
     /* The head's fp32 softmax workspace on the last stage. */
-    last->transient += bb * ctx->logits_per_sample / tt / (double)p->cp * ctx->var.loss_bytes;
+    const double logits_ws = bb * ctx->logits_per_sample / tt / (double)p->cp * ctx->var.loss_bytes;
+    last->transient += logits_ws;
     if (nst == 3) {
         /* Keep st[] ordered first, middle, last. */
         stage_cost tmp = st[1];
@@ -672,6 +727,9 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         st[2] = tmp;
         last = &st[2];
     }
+    if (ctx->var.workspace)
+        for (int k = 0; k < nst; k++)
+            st[k].transient += runtime_buffers(&sect[0], k == 0, &st[k] == last, logits_ws);
 
     /* Activations: the first stage keeps min(pp, m) micro-batches (more when
      * interleaved); the last one micro-batch (GPipe: all of them). */
@@ -682,7 +740,11 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         double n = k == 0 ? inflight : k == nst - 1 ? inflight_last : inflight;
         st[k].act = n * per;
     }
-    last->act += post->act_bytes;
+    /* The head's and the loss's saved tensors (the logits) are kept by
+     * every micro-batch in flight on the stage that holds them: all of them
+     * under GPipe; under 1F1B, interleaved or not, the last model chunk runs
+     * each micro-batch's backward right after its forward. */
+    last->act += (p->pipe == WF_PIPE_GPIPE ? (double)m : 1.0) * post->act_bytes;
 
     /* Gradients are reduced (and ZeRO shards) over dp x cp ranks, stride tp:
      * from here on pg is the plan as its data-parallel group sees it. */
@@ -696,6 +758,25 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     const int epx = ctx->var.ep * ctx->var.etp;
     const int edp = (int)((int64_t)p->tp * pg->dp / epx);
     wf_group edpg = wf_group_place(c, edp >= 1 ? edp : 1, epx);
+    /* The weft runtime gathers ZeRO-3's weights per op (a unit per op that
+     * first reads them, dist.c), each unit a collective of its own: one pass
+     * is the sum over the stage's ops with weights (a tied head's weight is
+     * the embedding's unit when one stage holds both). */
+    if (p->zero == 3 && pg->dp > 1 && ctx->var.workspace)
+        for (int k = 0; k < nst; k++)
+            for (int s = 0; s < WF_COST_SEC_COUNT; s++) {
+                if ((s == WF_COST_SEC_PRE && k != 0) || (s == WF_COST_SEC_POST && &st[k] != last))
+                    continue;
+                double times = s == WF_COST_SEC_LAYER ? Ls : 1.0;
+                for (int i = S[s].op0; i < S[s].op0 + S[s].nop; i++) {
+                    const wf_cost_op *r = &ctx->ops[i];
+                    if (!(r->params > 0) || r->expert ||
+                        (s == WF_COST_SEC_POST && nst == 1 && shared > 0 && r->params <= shared * L->pdiv[i]))
+                        continue;
+                    st[k].z3_pass += times * wf_coll_time(c, WF_COLL_ALLGATHER, &dpg,
+                                                          r->params / L->pdiv[i] * ctx->elem_bytes);
+                }
+            }
     double z3slow = 0;
     for (int k = 0; k < nst; k++) {
         double sl = 0;

@@ -31,7 +31,17 @@
  *   fsdp           PyTorch FSDP: full sharding (ZeRO-3; the plan string's
  *                  default zero with sw=fsdp), forward and backward prefetch, reduction in
  *                  fp32, flash attention (scaled_dot_product_attention),
- *                  synchronous tensor parallelism (DTensor). */
+ *                  synchronous tensor parallelism (DTensor).
+ *   weft           this repository's CPU runtime (src/runtime/): unfused
+ *                  attention that keeps its softmax probabilities, dropout
+ *                  masks regenerated from the seed in backward (none kept);
+ *                  tensor-parallel collectives synchronous (blocking MPI in
+ *                  the op); gradients reduced during backward (wfbp/ddp
+ *                  hooks), ZeRO's parameter all-gather in the step; fp32;
+ *                  and its own buffers counted: the backward's working set,
+ *                  the kernels' workspace and the buffer a parameter's
+ *                  gradient is written to before it is added
+ *                  (docs/runtime.md, "Memory plan"). */
 #include "cost/cost-impl.h"
 
 #include <stdio.h>
@@ -48,6 +58,8 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
     v->epo = p->epo != 0;
     v->zero = p->zero;
     v->loss_bytes = 4; /* every profile computes the loss in fp32 */
+    v->regen_dropout = 0;
+    v->workspace = 0;
     switch (p->sw) {
     case WF_SW_MEGATRON_2021:
         v->flash = 0;
@@ -76,6 +88,15 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
         v->dp_overlap = 1;
         v->ag_overlap = 0;
         v->grad_bytes = 4;
+        break;
+    case WF_SW_WEFT:
+        v->flash = 0;
+        v->tp_overlap = 0;
+        v->dp_overlap = 1;
+        v->ag_overlap = 0;
+        v->grad_bytes = 4;
+        v->regen_dropout = 1;
+        v->workspace = 1;
         break;
     default: /* megatron-core */
         v->flash = 1;
@@ -107,7 +128,8 @@ unsigned wf_cost_var_code(const wf_cost_var *v)
     unsigned imb = (unsigned)((v->imb - 1.0) * 1000.0 + 0.5);
     return ((unsigned)v->flash | (unsigned)v->fp8 << 1 | (unsigned)v->tp_overlap << 2 | loss << 4 |
             (unsigned)v->cp << 6 | (unsigned)v->epo << 30) ^
-           ((unsigned)v->ep * 0x9E3779B1u) ^ ((unsigned)v->etp * 0x85EBCA77u) ^ (imb * 0xC2B2AE3Du);
+           ((unsigned)v->ep * 0x9E3779B1u) ^ ((unsigned)v->etp * 0x85EBCA77u) ^ (imb * 0xC2B2AE3Du) ^
+           ((unsigned)(v->regen_dropout | v->workspace << 1) * 0x27D4EB2Fu);
 }
 
 void wf_cost_ctx_use(wf_cost_ctx *ctx, const wf_plan *p)

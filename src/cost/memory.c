@@ -40,10 +40,15 @@ double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp)
          * sharded (its docs: 6 + 12/d bytes per parameter for bf16 weights
          * with fp32 gradients). DeepSpeed and FSDP shard the gradients too. */
         if (ctx->var.sw == WF_SW_MEGATRON_CORE || ctx->var.sw == WF_SW_MEGATRON_2022 ||
-            ctx->var.sw == WF_SW_MEGATRON_2021)
+            ctx->var.sw == WF_SW_MEGATRON_2021 || ctx->var.sw == WF_SW_WEFT)
             return w + g + o / d + f8;
         return w + (g + o) / d + f8;
     default:
+        /* The weft runtime's backward writes every gradient into its whole
+         * block and reduce-scatters each unit within it (dist.c): ZeRO-3
+         * shards its weights and optimizer state, not its gradients. */
+        if (ctx->var.sw == WF_SW_WEFT)
+            return (w + o + f8) / d + g;
         return (w + g + o + f8) / d;
     }
 }

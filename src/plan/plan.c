@@ -101,7 +101,7 @@ wf_status wf_sw_parse(const char *text, wf_sw *out)
     }
     char dym[96];
     return wf_errorf(WF_INVAL, "sw=%s: unknown framework profile (one of megatron-core, megatron-2022, "
-                               "megatron-2021, deepspeed, fsdp)%s", text ? text : "",
+                               "megatron-2021, deepspeed, fsdp, weft)%s", text ? text : "",
                      wf_did_you_mean(wf_suggest(text ? text : "", SW_NAMES, WF_SW_COUNT), dym, sizeof dym));
 }
 

@@ -35,6 +35,7 @@
  * taken out of its time before its rate enters the efficiency table: the
  * model then reproduces the measured products whose matrices stream from
  * memory. This file measures; it does not decide plans. */
+#include "weft/cost.h"
 #include "weft/runtime_io.h"
 
 #include "runtime/kernels-impl.h"
@@ -510,6 +511,67 @@ static wf_status measure_overlap(double bytes, double min_s, double *slowdown)
     return st;
 }
 
+/* ---- ranks sharing cores ------------------------------------------------------------ */
+
+typedef struct {
+    gemm_ctx g;
+    int gemms;  /* products per burst */
+    int rounds; /* bursts, each followed by a small all-reduce */
+    double x;
+} sync_ctx;
+
+static void burst_kernel(void *p)
+{
+    sync_ctx *s = p;
+    for (int i = 0; i < s->gemms; i++)
+        gemm_kernel(&s->g);
+}
+
+static void burst_sync_kernel(void *p)
+{
+    sync_ctx *s = p;
+    for (int r = 0; r < s->rounds; r++) {
+        burst_kernel(s);
+        MPI_Allreduce(MPI_IN_PLACE, &s->x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
+}
+
+/* Ranks that outnumber the cores: a training step alternates compute with
+ * blocking collectives, and a rank that reaches one waits (polling) for
+ * peers that are off a core. Every rank runs bursts of about 2 ms of
+ * products (C on its CPU clock) each followed by an 8-byte all-reduce;
+ * on the wall clock a round takes T, where C / share is the compute a rank
+ * gets of its core share: the excess T - C / share is what the all-reduce
+ * costs under the sharing. The fastest of the trials (time_collective). */
+static wf_status measure_shared_sync(double share, double min_s, double *sync_s)
+{
+    sync_ctx s;
+    memset(&s, 0, sizeof s);
+    s.g.m = s.g.n = s.g.k = 128;
+    s.g.a = malloc(sizeof(float) * 128 * 128);
+    s.g.b = malloc(sizeof(float) * 128 * 128);
+    s.g.c = malloc(sizeof(float) * 128 * 128);
+    wf_status st = wf_mpi_agree(s.g.a && s.g.b && s.g.c ? WF_OK : wf_errorf(WF_NOMEM, "calibrate: out of memory"));
+    if (st == WF_OK) {
+        fill(s.g.a, 128 * 128, 1.0f);
+        fill(s.g.b, 128 * 128, 0.5f);
+        s.gemms = 1;
+        double one = time_kernel(burst_kernel, &s, min_s, 1, TRIALS_OWN), most = one;
+        MPI_Allreduce(&one, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        s.gemms = most > 0 ? (int)(2e-3 / most) + 1 : 1;
+        double c = time_kernel(burst_kernel, &s, min_s, 1, TRIALS_OWN), cmax = c;
+        MPI_Allreduce(&c, &cmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        s.rounds = 20;
+        double t = time_collective(burst_sync_kernel, &s, min_s) / s.rounds;
+        double excess = t - cmax / share;
+        *sync_s = excess > 0 ? excess : 0;
+    }
+    free(s.g.a);
+    free(s.g.b);
+    free(s.g.c);
+    return st;
+}
+
 /* ---- memory bandwidth ---------------------------------------------------------------- */
 
 /* Collective: four arrays of n floats on every rank (agreed). */
@@ -600,6 +662,9 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
     r->nodes = 1;
     r->ranks_per_node = 1;
     r->threads = o->threads;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    r->cores = online > 0 ? (int)online : 1;
+    r->core_share = (double)r->cores / (double)r->threads < 1 ? (double)r->cores / (double)r->threads : 1.0;
 #ifdef OPENBLAS_VERSION
     openblas_set_num_threads(o->threads);
 #endif
@@ -679,6 +744,10 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
     if ((st = node_layout(&r->nodes, &r->ranks_per_node, &intra_peer, &inter_peer)) != WF_OK)
         return st;
     r->mem_bytes = phys / r->ranks_per_node;
+    {
+        double want = (double)r->ranks_per_node * (double)r->threads;
+        r->core_share = want > (double)r->cores ? (double)r->cores / want : 1.0;
+    }
     const double *msg = o->quick ? MSG_QUICK : MSG_FULL;
     r->nmsg = o->quick ? (int)(sizeof MSG_QUICK / sizeof MSG_QUICK[0]) : (int)(sizeof MSG_FULL / sizeof MSG_FULL[0]);
     for (int i = 0; i < r->nmsg; i++)
@@ -706,6 +775,8 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
         /* A quarter second per kernel (about ten calls each): one noisy call
          * among five would move the slowdown a lot. */
         st = measure_overlap(16777216.0, mmin_s > 0.25 ? mmin_s : 0.25, &r->overlap_slowdown);
+        if (st == WF_OK && r->core_share < 1)
+            st = measure_shared_sync(r->core_share, mmin_s > 0.25 ? mmin_s : 0.25, &r->shared_sync_s);
     }
     free(buf);
     free(in);
@@ -762,16 +833,20 @@ wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c)
      * point per distinct measured FLOPs (the mean where several sizes share
      * a FLOP count), sorted by FLOPs descending. */
     const double peak = r->gemm_peak_flops_per_s;
+    /* Ranks that outnumber the cores get this share of one (the products
+     * were timed on the CPU clock, the memory on the wall clock: a rank's
+     * own bandwidth while it runs is bw / share). */
+    const double share = r->core_share > 0 && r->core_share < 1 ? r->core_share : 1.0;
     double rate[WF_CALIB_MAX_GEMM];
     for (int i = 0; i < r->ngemm && i < WF_CALIB_MAX_GEMM; i++) {
         const wf_calib_gemm *g = &r->gemm[i];
         double t = g->flops / g->flops_per_s;
-        double tc = t - 4.0 * (double)(g->m * g->k + g->k * g->n + g->m * g->n) / bw;
+        double tc = t - 4.0 * (double)(g->m * g->k + g->k * g->n + g->m * g->n) / (bw / share);
         rate[i] = g->flops / (tc > 0.5 * t ? tc : 0.5 * t);
         if (rate[i] > peak)
             rate[i] = peak;
     }
-    d->matrix_flops[WF_DTYPE_FP32] = peak;
+    d->matrix_flops[WF_DTYPE_FP32] = peak * share;
     wf_eff_point pts[WF_CALIB_MAX_GEMM];
     int cnt[WF_CALIB_MAX_GEMM], np = 0;
     for (int i = 0; i < r->ngemm && i < WF_CALIB_MAX_GEMM; i++) {
@@ -796,7 +871,7 @@ wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c)
             d->matrix_eff[j].eff = 1;
     }
     /* Achieved rates are measured directly, so their efficiency factors are 1. */
-    d->vector_flops[WF_DTYPE_FP32] = r->vector_flops_per_s;
+    d->vector_flops[WF_DTYPE_FP32] = r->vector_flops_per_s * share;
     d->vector_eff = 1.0;
     d->mem_bw_bps = bw;
     d->mem_eff = 1.0;
@@ -813,6 +888,14 @@ wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c)
             set_level(&c->level[c->nlevels - 1], r->inter_alpha_s, r->inter_bw_bps, r->allreduce_busbw_bps);
         } else {
             set_level(&c->level[0], r->p2p_alpha_s, r->p2p_bw_bps, r->allreduce_busbw_bps);
+        }
+        /* Ranks sharing cores: a small all-reduce costs shared_sync_s (the
+         * wait for peers off a core), counted as the node level's latency. */
+        if (r->shared_sync_s > 0) {
+            wf_level *l = &c->level[0];
+            double steps = wf_coll_time_flat(WF_COLL_ALLREDUCE, WF_ALGO_AUTO, r->ranks_per_node, 8, 1.0, 1e30);
+            if (steps > 0 && r->shared_sync_s / steps > l->latency_s)
+                l->latency_s = r->shared_sync_s / steps;
         }
         /* The all-reduce fit includes the reduction arithmetic: do not count it twice. */
         c->reduce_bps = 0;
@@ -860,10 +943,11 @@ void wf_calibrate_print(FILE *f, const wf_calib_result *r)
         fprintf(f, "\n(one process: run under mpiexec -n 2 or more to measure communication)\n");
         return;
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores > 0 && (long)r->ranks_per_node * r->threads > cores)
-        fprintf(f, "\nwarning: %d ranks x %d threads on a node of %ld cores: the timings include waiting for a core\n",
-                r->ranks_per_node, r->threads, cores);
+    if (r->core_share > 0 && r->core_share < 1)
+        fprintf(f, "\n%d ranks x %d threads on a node of %d cores: each rank computes on %.2f of a core; the "
+                   "cluster's matrix and vector rates are the per-core rates above times that (the memory and "
+                   "the messages are timed with every rank running)\n",
+                r->ranks_per_node, r->threads, r->cores, r->core_share);
     int inter = r->inter_bw_bps > 0;
     fprintf(f, "\nmessages (one-way ping-pong time; MPI_Allreduce of floats over %d ranks)\n", r->nranks);
     fprintf(f, "  %10s %14s %14s %14s\n", "bytes", "p2p in node", inter ? "p2p across" : "", "allreduce");
@@ -886,4 +970,7 @@ void wf_calibrate_print(FILE *f, const wf_calib_result *r)
             r->allreduce_alpha_s * 1e6, r->allreduce_bw_bps / 1e9, r->allreduce_busbw_bps / 1e9);
     fprintf(f, "  overlap:       compute x %.2f while a 16 MiB all-reduce is in flight (1: hidden for free)\n",
             r->overlap_slowdown);
+    if (r->shared_sync_s > 0)
+        fprintf(f, "  sharing:       a small all-reduce between 2 ms bursts of compute costs %.2f ms (peers off a "
+                   "core)\n", r->shared_sync_s * 1e3);
 }

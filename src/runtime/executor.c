@@ -112,6 +112,10 @@ struct wf_exec {
     char **slots;  /* [2 * nslots]: kept block and leaf block of slot k (slot 0: the own leaves) */
     char *keep;    /* the kept block of the slot in use */
     size_t keep_bytes;
+    /* wf_exec_share_scratch: this executor runs on another's work arena
+     * (arena_shared) and kernel workspace and accumulation buffer
+     * (scratch_shared), which that one owns and reports. */
+    int arena_shared, scratch_shared;
 };
 
 /* The kernel of the chosen path: both versions have the same type. */
@@ -963,13 +967,16 @@ void wf_exec_free(wf_exec *e)
     free(e->bwd_of);
     free(e->ptr);
     free(e->saved);
-    free(e->arena);
+    if (!e->arena_shared)
+        free(e->arena);
     free(e->leaf);
     free(e->pblock);
     free(e->gblock);
-    free(e->ws);
+    if (!e->scratch_shared) {
+        free(e->ws);
+        free(e->acc);
+    }
     free(e->exbuf);
-    free(e->acc);
     free(e->params);
     free(e->param_of_tensor);
     free(e->param_of_grad);
@@ -1058,6 +1065,56 @@ void wf_exec_use_slot(wf_exec *e, int k)
     e->keep = e->slots[2 * k];
     e->leaf = e->slots[2 * k + 1];
     resolve_pointers(e);
+}
+
+/* Grows *buf (owned, *have units of `unit` bytes) to `need` units. */
+static wf_status grow(void **buf, size_t *have, size_t need, size_t unit, size_t align)
+{
+    if (need <= *have)
+        return WF_OK;
+    void *b = align ? aligned_alloc(align, round_up(need * unit, align)) : malloc(need * unit);
+    if (!b)
+        return wf_errorf(WF_NOMEM, "out of memory for %zu bytes of shared scratch", need * unit);
+    memset(b, 0, need * unit);
+    free(*buf);
+    *buf = b;
+    *have = need;
+    return WF_OK;
+}
+
+wf_status wf_exec_share_scratch(wf_exec *e, wf_exec *with)
+{
+    if (e == with || e->scratch_shared || with->scratch_shared || with->arena_shared)
+        return wf_errorf(WF_INVAL, "shared scratch: an executor shares with one owner, once");
+    void *ws = with->ws, *acc = with->acc;
+    wf_status st = grow(&ws, &with->ws_floats, e->ws_floats, sizeof(float), 0);
+    with->ws = ws;
+    if (st == WF_OK)
+        st = grow(&acc, &with->acc_floats, e->acc_floats, sizeof(float), 0);
+    with->acc = acc;
+    if (st != WF_OK)
+        return st;
+    free(e->ws);
+    free(e->acc);
+    e->ws = with->ws;
+    e->acc = with->acc;
+    e->scratch_shared = 1;
+    /* The work arena holds nothing from one pass to the next only when the
+     * kept tensors have their own blocks (two slots or more on both). */
+    if (e->nslots > 1 && with->nslots > 1) {
+        void *a = with->arena;
+        size_t have = with->arena_bytes;
+        if ((st = grow(&a, &have, e->arena_bytes, 1, ALIGN_BYTES)) != WF_OK)
+            return st;
+        with->own_arena = with->arena = a;
+        with->arena_bytes = have;
+        free(e->arena);
+        e->own_arena = e->arena = with->arena;
+        e->arena_shared = 1;
+        resolve_pointers(with);
+    }
+    resolve_pointers(e);
+    return WF_OK;
 }
 
 size_t wf_exec_slot_bytes(const wf_exec *e)
@@ -1289,9 +1346,9 @@ void wf_exec_memory_of(const wf_exec *e, wf_exec_memory *m)
     m->param_bytes = (size_t)e->pfloats * sizeof(float);
     m->grad_bytes = (size_t)e->gfloats * sizeof(float);
     m->leaf_bytes = e->leaf_bytes;
-    m->arena_bytes = e->arena_bytes + e->keep_bytes;
+    m->arena_bytes = (e->arena_shared ? 0 : e->arena_bytes) + e->keep_bytes;
     m->unplanned_bytes = e->unplanned_bytes;
-    m->scratch_bytes = (e->ws_floats + e->acc_floats) * sizeof(float);
+    m->scratch_bytes = e->scratch_shared ? 0 : (e->ws_floats + e->acc_floats) * sizeof(float);
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */

@@ -599,6 +599,9 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     for (int k = 0; st == WF_OK && k < p->nchunks; k++) {
         p->ch[k].vs = k * p->pp + p->stage;
         st = make_chunk(p, c, wg, first, pidx, poff, data_t, &p->ch[k]);
+        /* A rank runs one chunk's pass at a time: one set of scratch. */
+        if (st == WF_OK && k > 0)
+            st = wf_exec_share_scratch(p->ch[k].e, p->ch[0].e);
     }
     /* Every rank reaches the holders' splits (the communicators above are set). */
     st = mpi_on(p) ? wf_mpi_agree_on(p->comm, p->rank, p->nranks, st) : st;
