@@ -91,12 +91,21 @@ void wf_cost_ctx_set_cluster(wf_cost_ctx *ctx, const wf_cluster *c)
 /* ---- one section for one micro-batch -------------------------------------------- */
 
 /* Communication `comm` overlapped with compute `window`: returns the exposed
- * part and adds the compute the overlap slows down to *slow. */
+ * part and adds the compute the overlap slows down to *slow. The two run
+ * side by side, so the pair lasts max(comm, window + slow): the compute
+ * beside the collective is slowed by `slowdown` while they overlap, and when
+ * the collective outlasts the compute that slower compute hides behind it
+ * (only comm - window - slow shows). Charging the whole excess comm - window
+ * on top of the slowed compute counted the slowdown twice where tensor-
+ * parallel collectives are longer than their products (small hidden sizes);
+ * the simulator plays the pair as max(comm, window + slow). */
 static double overlapped(double comm, double window, double slowdown, double *slow)
 {
     double hidden = comm < window ? comm : window;
-    *slow += (slowdown - 1.0) * hidden;
-    return comm - hidden;
+    double s = (slowdown - 1.0) * hidden;
+    *slow += s;
+    double shown = comm - window - s;
+    return shown > 0 ? shown : 0;
 }
 
 #define MAX_SECTION_OPS 512
