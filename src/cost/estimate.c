@@ -666,6 +666,14 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         st[k].transient = lay->transient_bytes;
     }
     stage_cost *first = &st[0], *last = &st[nst == 1 ? 0 : 1];
+    /* The end stages send one message fewer per micro-batch: the first
+     * chunk of the first stage has no stage before it to send a gradient
+     * to, the last chunk of the last stage none after it to send an
+     * activation to (2 vpp - 1 sends, as the simulator plays them). */
+    if (nst > 1) {
+        first->ppc *= (2.0 * v - 1.0) / (2.0 * v);
+        last->ppc *= (2.0 * v - 1.0) / (2.0 * v);
+    }
     add_section(first, pre, 1);
     first->params += pre_params;
     add_section(last, post, 1);
@@ -722,15 +730,22 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
             crit = k;
         }
     }
-    if (nst == 3)
-        ssum = stage_total(&st[0]) + stage_total(&st[2]) + (pp - 2) * stage_total(&st[1]);
-    else
-        for (int k = 0; k < nst; k++)
-            ssum += stage_total(&st[k]);
     /* The fill and the drain pass through every stage but the slowest once
      * (a flow shop): (pp-1) S with uniform stages, no more when one stage
-     * (a heavy head) is the slowest. */
-    double bubble = p->pp > 1 ? (ssum - smax) / v : 0;
+     * (a heavy head) is the slowest. Those passes do not wait for ZeRO-3's
+     * gathers: a stage in the fill or the drain waits for its neighbour, and
+     * the gather of its next pass, issued one pass ahead, runs meanwhile (the
+     * first stage's first gather is charged below); only the steady state
+     * (m x S_slowest) shows them. */
+    double pass[3];
+    for (int k = 0; k < nst; k++)
+        pass[k] = stage_total(&st[k]) - st[k].zc;
+    if (nst == 3)
+        ssum = pass[0] + pass[2] + (pp - 2) * pass[1];
+    else
+        for (int k = 0; k < nst; k++)
+            ssum += pass[k];
+    double bubble = p->pp > 1 ? (ssum - pass[crit]) / v : 0;
 
     /* In 1F1B the first stage finishes its backward last: its gradient
      * reduction and optimizer step end the iteration. */
