@@ -473,11 +473,36 @@ typedef struct {
     double slow;    /* compute slowed by the hidden part */
 } dp_cost;
 
-/* Gradient reduction of `params` local parameters over the dp group; `window`
- * is the backward time it may hide behind, `fwd_window` the forward time the
- * all-gather half may hide behind (DeAR). */
+/* DeAR's per-group optimizer steps run in the next forward (each group's
+ * just before its layers' forward), not after the backward: DeAR's own
+ * schedule, and ZeRO-1/2 under it unless the profile is Megatron-Core's
+ * distributed optimizer (which steps whole after the backward and only
+ * moves the parameter all-gathers into the forward). ZeRO-3 has no
+ * all-gather half (the next forward gathers every op's weights anyway). */
+static int dear_steps(const wf_cost_ctx *ctx, const wf_plan *p)
+{
+    return p->comm.kind == WF_COMM_DEAR && p->overlap && p->dp > 1 && p->zero < 3 &&
+           !(p->zero >= 1 && ctx->var.ag_overlap);
+}
+
+/* The optimizer step of `params` local parameters (ZeRO: its shard). */
+static double step_time(const wf_cost_ctx *ctx, const wf_plan *p, double params)
+{
+    const wf_cluster *c = &ctx->cluster;
+    if (p->zero >= 1)
+        params /= (double)p->dp;
+    return params * wf_cost_optimizer_bytes_per_param(ctx) / (c->dev.mem_bw_bps * c->dev.mem_eff);
+}
+
+/* Gradient reduction of `params` local parameters over the dp group;
+ * `window` is the backward time it may hide behind, `fwd_window` the
+ * forward time the all-gather half may hide behind (DeAR, Megatron-Core's
+ * parameter gather). `edge_params` are the parameters the forward opens with
+ * (the embedding), whose gradients the backward makes last: the group that
+ * holds them (a bucket, at least those tensors, which are never split) can
+ * neither be reduced behind the backward nor gathered behind the forward. */
 static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, double params,
-                         double layer_params, double window, double fwd_window)
+                         double layer_params, double edge_params, double window, double fwd_window)
 {
     dp_cost r = {0, 0, 0};
     if (p->dp <= 1 || params <= 0)
@@ -485,26 +510,40 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
     const wf_cluster *c = &ctx->cluster;
     double gb = wf_cost_grad_elem_bytes(ctx);
     double grads = params * gb, weights = params * ctx->elem_bytes;
-    double last = bucket_bytes(p, layer_params * gb) / grads;
-    if (last > 1)
-        last = 1;
-    double first_half, second_half = 0, second_window = 0;
+    double edge = bucket_bytes(p, layer_params * gb);
+    if (edge < edge_params * gb)
+        edge = edge_params * gb;
+    if (edge > grads)
+        edge = grads;
+    const int dear = p->comm.kind == WF_COMM_DEAR && p->zero < 3;
+    double first_half, first_edge, second_half = 0, second_edge = 0, second_window = 0;
     if (p->zero >= 1) {
         /* ZeRO: reduce-scatter the gradients, all-gather the updated weights
-         * after the (sharded) optimizer step. */
+         * after the (sharded) optimizer step. Under DeAR's schedule (and
+         * Megatron-Core's distributed optimizer, overlap_param_gather, which
+         * the plan as run names DeAR) the gathers run behind the next
+         * forward. */
         first_half = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, grads);
+        first_edge = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, edge);
         second_half = wf_coll_time(c, WF_COLL_ALLGATHER, g, p->zero == 3 ? 0 : weights);
-        /* Megatron-Core's distributed optimizer gathers the updated
-         * parameters behind the next forward (overlap_param_gather). */
-        if (ctx->var.ag_overlap)
-            second_window = fwd_window;
-    } else if (p->comm.kind == WF_COMM_DEAR) {
+        second_edge = wf_coll_time(c, WF_COLL_ALLGATHER, g, edge / gb * ctx->elem_bytes);
+    } else if (dear) {
         /* DeAR: reduce-scatter in backward, all-gather behind the next forward. */
         first_half = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, grads);
+        first_edge = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, edge);
         second_half = wf_coll_time(c, WF_COLL_ALLGATHER, g, grads);
-        second_window = fwd_window;
+        second_edge = wf_coll_time(c, WF_COLL_ALLGATHER, g, edge);
     } else {
         first_half = wf_coll_time(c, WF_COLL_ALLREDUCE, g, grads);
+        first_edge = wf_coll_time(c, WF_COLL_ALLREDUCE, g, edge);
+    }
+    if (dear) {
+        /* Each group's all-gather waits for the group before it to pass its
+         * gate, then runs beside that group's forward (and, with DeAR's own
+         * steps, beside the step of the group before it). */
+        second_window = fwd_window;
+        if (dear_steps(ctx, p))
+            second_window += step_time(ctx, p, params);
     }
     r.total = first_half + second_half;
     if (!p->overlap) {
@@ -512,12 +551,20 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
         return r;
     }
     double exposed = window < first_half ? first_half - window : 0;
-    if (exposed < first_half * last)
-        exposed = first_half * last;
+    if (exposed < first_edge)
+        exposed = first_edge;
     /* Data-parallel collectives run beside the compute without slowing it
      * (as the simulator plays them; overlap_slowdown is calibrated on the
-     * tensor-parallel overlaps inside a layer, which the A100 rows measure). */
-    r.exposed = exposed + overlapped(second_half, second_window, 1.0, &r.slow);
+     * tensor-parallel overlaps inside a layer, which the A100 rows measure).
+     * Nothing runs before the first group's all-gather: it shows. */
+    if (second_window > 0) {
+        if (second_edge > second_half)
+            second_edge = second_half;
+        exposed += second_edge + overlapped(second_half - second_edge, second_window, 1.0, &r.slow);
+    } else {
+        exposed += second_half;
+    }
+    r.exposed = exposed;
     return r;
 }
 
@@ -749,13 +796,14 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
 
     /* In 1F1B the first stage finishes its backward last: its gradient
      * reduction and optimizer step end the iteration. */
-    dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, first->bwd_window, first->fwd_window);
+    dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, pre_params, first->bwd_window,
+                           first->fwd_window);
     if (first->eparams > 0 && edp > 1) {
         /* After the dense gradients on the same channel. */
         wf_plan ep_plan = *pg;
         ep_plan.dp = edp;
         double win = first->bwd_window > dp.total ? first->bwd_window - dp.total : 0;
-        dp_cost de = dp_reduce(ctx, &ep_plan, &edpg, first->eparams, lay_eparams, win, first->fwd_window);
+        dp_cost de = dp_reduce(ctx, &ep_plan, &edpg, first->eparams, lay_eparams, 0, win, first->fwd_window);
         dp.total += de.total;
         dp.exposed += de.exposed;
         dp.slow += de.slow;
@@ -806,6 +854,19 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         opt_eparams /= edp >= 1 ? (double)edp : 1.0;
     }
     opt_params += opt_eparams;
+    if (p->pp > 1 && dear_steps(ctx, pg)) {
+        /* DeAR steps each group just before its layers' first forward (a
+         * forward pre-hook), which on a pipeline stage waits for the first
+         * micro-batch's activation: the first micro-batch's way through the
+         * fill carries every stage's steps, one of which `optimizer` counts. */
+        double steps = step_time(ctx, pg, first->params + first->eparams) +
+                       step_time(ctx, pg, last->params + last->eparams);
+        if (nst == 3)
+            steps += (pp - 2) * step_time(ctx, pg, st[1].params + st[1].eparams);
+        double counted = step_time(ctx, pg, big->params + big->eparams);
+        if (steps > counted)
+            bubble += steps - counted;
+    }
     double buffers = 0;
     if (p->tp > 1)
         buffers += S[WF_COST_SEC_LAYER].input_bytes * bb / (double)p->cp; /* all-gather / all-reduce buffer */
@@ -952,7 +1013,7 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     double opt_params = 0;
     const double opt_s_per_param = wf_cost_optimizer_bytes_per_param(ctx) / (c->dev.mem_bw_bps * c->dev.mem_eff);
     for (int k = 0; k < nst; k++) {
-        dp_cost d = dp_reduce(ctx, p, &dpg, st[k].params, st[k].params / 4.0, st[k].bwd_window, st[k].fwd_window);
+        dp_cost d = dp_reduce(ctx, p, &dpg, st[k].params, st[k].params / 4.0, 0, st[k].bwd_window, st[k].fwd_window);
         if (sp->mp_params[k] > 0) {
             /* Weights replicated over the model-parallel axis under batch-
              * split ops: reduced over it as data parallelism reduces, after
@@ -961,7 +1022,7 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
             mp.dp = tp;
             mp.zero = 0;
             double win = st[k].bwd_window > d.total ? st[k].bwd_window - d.total : 0;
-            dp_cost dm = dp_reduce(ctx, &mp, &mpg, sp->mp_params[k], sp->mp_params[k] / 4.0, win, st[k].fwd_window);
+            dp_cost dm = dp_reduce(ctx, &mp, &mpg, sp->mp_params[k], sp->mp_params[k] / 4.0, 0, win, st[k].fwd_window);
             d.total += dm.total;
             d.exposed += dm.exposed;
             d.slow += dm.slow;
@@ -976,7 +1037,7 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
             mp.zero = 0;
             wf_group sg = wf_group_place(c, L->sub_size[j], L->sub_stride[j]);
             double win = st[k].bwd_window > d.total ? st[k].bwd_window - d.total : 0;
-            dp_cost dm = dp_reduce(ctx, &mp, &sg, sp->sub_params[j][k], sp->sub_params[j][k] / 4.0, win,
+            dp_cost dm = dp_reduce(ctx, &mp, &sg, sp->sub_params[j][k], sp->sub_params[j][k] / 4.0, 0, win,
                                    st[k].fwd_window);
             d.total += dm.total;
             d.exposed += dm.exposed;
