@@ -537,6 +537,16 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
         first_half = wf_coll_time(c, WF_COLL_ALLREDUCE, g, grads);
         first_edge = wf_coll_time(c, WF_COLL_ALLREDUCE, g, edge);
     }
+    /* The bucket at the head's end is the first the backward completes and
+     * the last the forward reaches (DDP's first bucket is small, 1 MiB):
+     * the reduction starts only once the backward has made it, and no
+     * gather is left to hide behind its forward. Both windows lose that
+     * share of their compute (gradients taken as made at an even rate). */
+    double lead = bucket_bytes(p, layer_params * gb);
+    if (p->comm.kind == WF_COMM_DDP && lead > 1 * MIB)
+        lead = 1 * MIB; /* PyTorch DDP's first bucket (sched's WF_SCHED_DDP_FIRST_BYTES) */
+    lead = lead < grads ? lead / grads : 1.0;
+    window *= 1.0 - lead;
     if (dear) {
         /* Each group's all-gather waits for the group before it to pass its
          * gate, then runs beside that group's forward (and, with DeAR's own
@@ -544,6 +554,7 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
         second_window = fwd_window;
         if (dear_steps(ctx, p))
             second_window += step_time(ctx, p, params);
+        second_window *= 1.0 - lead;
     }
     r.total = first_half + second_half;
     if (!p->overlap) {
