@@ -462,6 +462,8 @@ static double bucket_bytes(const wf_plan *p, double layer_grad_bytes)
         return layer_grad_bytes;
     case WF_COMM_BYTESCHEDULER:
         return 4e6 * 4; /* 4M-parameter chunks */
+    case WF_COMM_DEAR:
+        return 25e6; /* DeAR's 25 MB groups */
     default:
         return 25 * MIB;
     }
@@ -895,6 +897,103 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     return WF_OK;
 }
 
+/* DeAR's groups over a generic model's stage (ops [lo, hi)), played as its
+ * recurrence (ALGORITHMS.md 4) rather than against one window: a CNN's
+ * parameters sit at its end (vgg16's first classifier layer holds 74% of
+ * them) and its compute at its start, so a group's all-gather hides only
+ * behind the forward of the groups before it, and its reduce-scatter starts
+ * only once the backward has made it. Groups are whole ops of at least the
+ * threshold, closed in backward order (sched's DeAR grouping); each op's
+ * gradient is ready when its backward (after its recomputation) ends in the
+ * last micro-batch; the gathers open the first micro-batch's forward, each
+ * waited for before its group's first op: all issued at once under Megatron-
+ * Core's distributed optimizer (which steps whole after the backward), one
+ * group ahead under DeAR's own schedule, which steps each group after its
+ * gate, beside the next gather. Returns the exposed reduce-scatter and
+ * all-gather time in *rs_shown and *ag_shown, and their totals. */
+static wf_status dear_generic(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, const wf_cost_layout *L,
+                              int lo, int hi, wf_recompute rc, double *rs_total, double *ag_total, double *rs_shown,
+                              double *ag_shown)
+{
+    const wf_cluster *c = &ctx->cluster;
+    const double gb = wf_cost_grad_elem_bytes(ctx), bb = (double)p->mbs;
+    const double wb = p->zero >= 1 ? ctx->elem_bytes : gb; /* what the all-gather carries per element */
+    const double thr = bucket_bytes(p, 0);
+    const int steps = dear_steps(ctx, p);
+    const int n = hi > lo ? hi - lo : 0;
+    *rs_total = *ag_total = *rs_shown = *ag_shown = 0;
+    int *gfirst = malloc(sizeof(int) * (size_t)(n + 1));
+    double *gelems = malloc(sizeof(double) * (size_t)(2 * n + 1));
+    if (!gfirst || !gelems) {
+        free(gfirst);
+        free(gelems);
+        return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+    }
+    double *ag_end = gelems + n;
+    /* Backward: groups closed in reverse op order (gfirst: a group's lowest
+     * op); the reduce-scatters one after another, each once its group is
+     * ready. */
+    double t = 0, rs_end = 0, ready = 0;
+    int ng = 0, open = 0;
+    for (int i = hi - 1; i >= lo; i--) {
+        double w = L ? L->params[i] : ctx->ops[i].owned_params;
+        if (open && w > 0 && gelems[ng - 1] * gb >= thr) {
+            double rs = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, gelems[ng - 1] * gb);
+            rs_end = (rs_end > ready ? rs_end : ready) + rs;
+            *rs_total += rs;
+            open = 0;
+        }
+        wf_cost_op_time ot = wf_cost_op_time_of(ctx, &ctx->ops[i], bb, L ? L->div[i] : 1.0, L ? L->pdiv[i] : 1.0);
+        t += ot.bwd_in_s + ot.bwd_w_s + (rc == WF_RECOMPUTE_FULL ? ot.fwd_s : 0);
+        if (w > 0) {
+            if (!open) {
+                gelems[ng++] = 0;
+                open = 1;
+            }
+            gelems[ng - 1] += w;
+            gfirst[ng - 1] = i;
+            ready = t;
+        }
+    }
+    if (open) {
+        double rs = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, gelems[ng - 1] * gb);
+        rs_end = (rs_end > ready ? rs_end : ready) + rs;
+        *rs_total += rs;
+    }
+    *rs_shown = rs_end > t ? rs_end - t : 0;
+    /* Forward of the first micro-batch: group k (forward order) is group
+     * ng-1-k of the backward's. */
+    double chan = 0;
+    for (int k = 0; k < ng; k++) {
+        double ag = wf_coll_time(c, WF_COLL_ALLGATHER, g, gelems[ng - 1 - k] * wb);
+        *ag_total += ag;
+        chan += ag;
+        ag_end[k] = steps ? (k == 0 ? ag : 0) : chan;
+    }
+    double ft = 0, busy = 0;
+    int k = 0;
+    for (int i = lo; i < hi; i++) {
+        if (k < ng && gfirst[ng - 1 - k] == i) {
+            ft = ft > ag_end[k] ? ft : ag_end[k];
+            if (steps) {
+                double u = step_time(ctx, p, gelems[ng - 1 - k]);
+                if (k + 1 < ng)
+                    ag_end[k + 1] = ft + wf_coll_time(c, WF_COLL_ALLGATHER, g, gelems[ng - 2 - k] * wb);
+                ft += u;
+                busy += u;
+            }
+            k++;
+        }
+        double f = wf_cost_op_time_of(ctx, &ctx->ops[i], bb, L ? L->div[i] : 1.0, L ? L->pdiv[i] : 1.0).fwd_s;
+        ft += f;
+        busy += f;
+    }
+    *ag_shown = ft > busy ? ft - busy : 0;
+    free(gfirst);
+    free(gelems);
+    return WF_OK;
+}
+
 /* Other models: stages of uneven ops, played pass by pass. L (may be NULL:
  * the estimate's layouts, data parallelism) and cut (may be NULL: the
  * estimate's balanced cut) come from an op-level plan. */
@@ -1025,6 +1124,16 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     const double opt_s_per_param = wf_cost_optimizer_bytes_per_param(ctx) / (c->dev.mem_bw_bps * c->dev.mem_eff);
     for (int k = 0; k < nst; k++) {
         dp_cost d = dp_reduce(ctx, p, &dpg, st[k].params, st[k].params / 4.0, 0, st[k].bwd_window, st[k].fwd_window);
+        if (p->comm.kind == WF_COMM_DEAR && p->zero < 3 && p->overlap && p->dp > 1 && st[k].params > 0) {
+            double rs, ag, rs_shown, ag_shown;
+            status = dear_generic(ctx, p, &dpg, L, sp->first_op[k], sp->first_op[k + 1], p->recompute, &rs, &ag,
+                                  &rs_shown, &ag_shown);
+            if (status != WF_OK)
+                goto done;
+            d.total = rs + ag;
+            d.exposed = rs_shown + ag_shown;
+            d.slow = 0;
+        }
         if (sp->mp_params[k] > 0) {
             /* Weights replicated over the model-parallel axis under batch-
              * split ops: reduced over it as data parallelism reduces, after
