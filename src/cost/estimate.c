@@ -1141,6 +1141,8 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
             wf_plan mp = *p;
             mp.dp = tp;
             mp.zero = 0;
+            if (mp.comm.kind == WF_COMM_DEAR) /* all-reduced in buckets, as DDP (the simulator's) */
+                mp.comm.kind = WF_COMM_DDP;
             double win = st[k].bwd_window > d.total ? st[k].bwd_window - d.total : 0;
             dp_cost dm = dp_reduce(ctx, &mp, &mpg, sp->mp_params[k], sp->mp_params[k] / 4.0, 0, win, st[k].fwd_window);
             d.total += dm.total;
@@ -1155,6 +1157,8 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
             wf_plan mp = *p;
             mp.dp = (int)L->sub_size[j];
             mp.zero = 0;
+            if (mp.comm.kind == WF_COMM_DEAR)
+                mp.comm.kind = WF_COMM_DDP;
             wf_group sg = wf_group_place(c, L->sub_size[j], L->sub_stride[j]);
             double win = st[k].bwd_window > d.total ? st[k].bwd_window - d.total : 0;
             dp_cost dm = dp_reduce(ctx, &mp, &sg, sp->sub_params[j][k], sp->sub_params[j][k] / 4.0, 0, win,
