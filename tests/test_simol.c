@@ -14,17 +14,14 @@
  *   simulation of the plan string within 0.5% (the two descriptors are the
  *   same layouts read two ways; measured within 0.03%), and agrees with
  *   wf_estimate_plan of the plan string within 3% on the calibration rows
- *   (Korthikanti et al.'s and NVIDIA's) and on nine plans of the sweep in ten
- *   (measured: 257 of 270).
- *   Where the simulator and the closed form compose an iteration
- *   differently the two part whatever the layouts (the plan string's
- *   simulation parts the same): ZeRO's and DeAR's parameter gathers (the
- *   closed form hides them behind the whole forward, the simulator behind
- *   the first micro-batch's forward, as a framework's pre-hooks gather; with
- *   one stage it overlaps ZeRO-3's gathers less), a GPipe or ZeRO bubble the
- *   simulator fills with exposed data-parallel communication that the
- *   closed form adds to it. Those are bounded here (12% on the sweep) and
- *   listed in docs/simulator.md;
+ *   (Korthikanti et al.'s and NVIDIA's) and on every plan of the sweep
+ *   (measured: worst 2.9%). The closed form composes the iteration as the
+ *   simulator plays it: overlapped collectives and their slowed products,
+ *   the end stages' sends, ZeRO-3's gathers in the fill and the drain, the
+ *   first all-gather and the last reduction of DeAR's schedule and Megatron-
+ *   Core's distributed optimizer, DeAR's per-group steps, a CNN's DeAR
+ *   groups (docs/cost-model.md); and the simulator plays no DeAR all-gather
+ *   under ZeRO-3, whose next forward gathers the weights anyway;
  * - plans of the op-level search (layouts no whole-model plan has: a CNN's
  *   convolutions split by the batch and its classifier by features on one
  *   axis, pipelined) simulated against wf_oplevel_plan_cost within 3%. */
@@ -129,12 +126,12 @@ static void test_sweep(void **state)
     (void)state;
     tally t = {0, 0, 0, 0};
     int tried = 0;
-    sweep_each(agree_fn, &(agree_arg){0.12, &t}, &tried);
+    sweep_each(agree_fn, &(agree_arg){0.03, &t}, &tried);
     fprintf(stderr, "sweep: %d plans simulated from their layouts (%d tried), %d within 3%% of the estimate (worst "
                     "%.2e), %.2e against the plan string's simulation\n", t.n, tried, t.within, t.worst_est,
             t.worst_sim);
     assert_true(t.n >= 200);
-    assert_true(10 * t.within >= 9 * t.n);
+    assert_int_equal(t.within, t.n);
 }
 
 /* The op-level search's plans on a one-axis mesh of 2, 4 or 8 devices (the

@@ -229,6 +229,7 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
     c.batch = a->batch;
     c.plan = a->plan;
     c.cluster = a->cluster;
+    c.comm = a->comm; /* the auto plan must be one that runs with it */
     char autoplan[256], note[320] = "";
     if (a->plan && strcmp(a->plan, "auto") == 0) {
         /* The planner's fastest plan that the runtime executes here. */

@@ -83,6 +83,7 @@ typedef struct {
     double mp_params[WF_COST_MAX_STAGES]; /* parameters reduced over the model-parallel axis */
     double sub_params[2][WF_COST_MAX_STAGES]; /* reduced over one sub-axis (wf_cost_layout.nsub) */
     double boundary_div[WF_COST_MAX_STAGES]; /* the boundary activation is divided by */
+    int first_op[WF_COST_MAX_STAGES + 1];    /* stage k holds ops [first_op[k], first_op[k + 1]) */
 } wf_stage_split;
 
 typedef struct {

@@ -91,12 +91,21 @@ void wf_cost_ctx_set_cluster(wf_cost_ctx *ctx, const wf_cluster *c)
 /* ---- one section for one micro-batch -------------------------------------------- */
 
 /* Communication `comm` overlapped with compute `window`: returns the exposed
- * part and adds the compute the overlap slows down to *slow. */
+ * part and adds the compute the overlap slows down to *slow. The two run
+ * side by side, so the pair lasts max(comm, window + slow): the compute
+ * beside the collective is slowed by `slowdown` while they overlap, and when
+ * the collective outlasts the compute that slower compute hides behind it
+ * (only comm - window - slow shows). Charging the whole excess comm - window
+ * on top of the slowed compute counted the slowdown twice where tensor-
+ * parallel collectives are longer than their products (small hidden sizes);
+ * the simulator plays the pair as max(comm, window + slow). */
 static double overlapped(double comm, double window, double slowdown, double *slow)
 {
     double hidden = comm < window ? comm : window;
-    *slow += (slowdown - 1.0) * hidden;
-    return comm - hidden;
+    double s = (slowdown - 1.0) * hidden;
+    *slow += s;
+    double shown = comm - window - s;
+    return shown > 0 ? shown : 0;
 }
 
 #define MAX_SECTION_OPS 512
@@ -479,6 +488,8 @@ static double bucket_bytes(const wf_plan *p, double layer_grad_bytes)
         return layer_grad_bytes;
     case WF_COMM_BYTESCHEDULER:
         return 4e6 * 4; /* 4M-parameter chunks */
+    case WF_COMM_DEAR:
+        return 25e6; /* DeAR's 25 MB groups */
     default:
         return 25 * MIB;
     }
@@ -490,11 +501,36 @@ typedef struct {
     double slow;    /* compute slowed by the hidden part */
 } dp_cost;
 
-/* Gradient reduction of `params` local parameters over the dp group; `window`
- * is the backward time it may hide behind, `fwd_window` the forward time the
- * all-gather half may hide behind (DeAR). */
+/* DeAR's per-group optimizer steps run in the next forward (each group's
+ * just before its layers' forward), not after the backward: DeAR's own
+ * schedule, and ZeRO-1/2 under it unless the profile is Megatron-Core's
+ * distributed optimizer (which steps whole after the backward and only
+ * moves the parameter all-gathers into the forward). ZeRO-3 has no
+ * all-gather half (the next forward gathers every op's weights anyway). */
+static int dear_steps(const wf_cost_ctx *ctx, const wf_plan *p)
+{
+    return p->comm.kind == WF_COMM_DEAR && p->overlap && p->dp > 1 && p->zero < 3 &&
+           !(p->zero >= 1 && ctx->var.ag_overlap);
+}
+
+/* The optimizer step of `params` local parameters (ZeRO: its shard). */
+static double step_time(const wf_cost_ctx *ctx, const wf_plan *p, double params)
+{
+    const wf_cluster *c = &ctx->cluster;
+    if (p->zero >= 1)
+        params /= (double)p->dp;
+    return params * wf_cost_optimizer_bytes_per_param(ctx) / (c->dev.mem_bw_bps * c->dev.mem_eff);
+}
+
+/* Gradient reduction of `params` local parameters over the dp group;
+ * `window` is the backward time it may hide behind, `fwd_window` the
+ * forward time the all-gather half may hide behind (DeAR, Megatron-Core's
+ * parameter gather). `edge_params` are the parameters the forward opens with
+ * (the embedding), whose gradients the backward makes last: the group that
+ * holds them (a bucket, at least those tensors, which are never split) can
+ * neither be reduced behind the backward nor gathered behind the forward. */
 static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, double params,
-                         double layer_params, double window, double fwd_window)
+                         double layer_params, double edge_params, double window, double fwd_window)
 {
     dp_cost r = {0, 0, 0};
     if (p->dp <= 1 || params <= 0)
@@ -502,26 +538,51 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
     const wf_cluster *c = &ctx->cluster;
     double gb = wf_cost_grad_elem_bytes(ctx);
     double grads = params * gb, weights = params * ctx->elem_bytes;
-    double last = bucket_bytes(p, layer_params * gb) / grads;
-    if (last > 1)
-        last = 1;
-    double first_half, second_half = 0, second_window = 0;
+    double edge = bucket_bytes(p, layer_params * gb);
+    if (edge < edge_params * gb)
+        edge = edge_params * gb;
+    if (edge > grads)
+        edge = grads;
+    const int dear = p->comm.kind == WF_COMM_DEAR && p->zero < 3;
+    double first_half, first_edge, second_half = 0, second_edge = 0, second_window = 0;
     if (p->zero >= 1) {
         /* ZeRO: reduce-scatter the gradients, all-gather the updated weights
-         * after the (sharded) optimizer step. */
+         * after the (sharded) optimizer step. Under DeAR's schedule (and
+         * Megatron-Core's distributed optimizer, overlap_param_gather, which
+         * the plan as run names DeAR) the gathers run behind the next
+         * forward. */
         first_half = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, grads);
+        first_edge = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, edge);
         second_half = wf_coll_time(c, WF_COLL_ALLGATHER, g, p->zero == 3 ? 0 : weights);
-        /* Megatron-Core's distributed optimizer gathers the updated
-         * parameters behind the next forward (overlap_param_gather). */
-        if (ctx->var.ag_overlap)
-            second_window = fwd_window;
-    } else if (p->comm.kind == WF_COMM_DEAR) {
+        second_edge = wf_coll_time(c, WF_COLL_ALLGATHER, g, edge / gb * ctx->elem_bytes);
+    } else if (dear) {
         /* DeAR: reduce-scatter in backward, all-gather behind the next forward. */
         first_half = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, grads);
+        first_edge = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, edge);
         second_half = wf_coll_time(c, WF_COLL_ALLGATHER, g, grads);
-        second_window = fwd_window;
+        second_edge = wf_coll_time(c, WF_COLL_ALLGATHER, g, edge);
     } else {
         first_half = wf_coll_time(c, WF_COLL_ALLREDUCE, g, grads);
+        first_edge = wf_coll_time(c, WF_COLL_ALLREDUCE, g, edge);
+    }
+    /* The bucket at the head's end is the first the backward completes and
+     * the last the forward reaches (DDP's first bucket is small, 1 MiB):
+     * the reduction starts only once the backward has made it, and no
+     * gather is left to hide behind its forward. Both windows lose that
+     * share of their compute (gradients taken as made at an even rate). */
+    double lead = bucket_bytes(p, layer_params * gb);
+    if (p->comm.kind == WF_COMM_DDP && lead > 1 * MIB)
+        lead = 1 * MIB; /* PyTorch DDP's first bucket (sched's WF_SCHED_DDP_FIRST_BYTES) */
+    lead = lead < grads ? lead / grads : 1.0;
+    window *= 1.0 - lead;
+    if (dear) {
+        /* Each group's all-gather waits for the group before it to pass its
+         * gate, then runs beside that group's forward (and, with DeAR's own
+         * steps, beside the step of the group before it). */
+        second_window = fwd_window;
+        if (dear_steps(ctx, p))
+            second_window += step_time(ctx, p, params);
+        second_window *= 1.0 - lead;
     }
     r.total = first_half + second_half;
     if (!p->overlap) {
@@ -529,12 +590,20 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
         return r;
     }
     double exposed = window < first_half ? first_half - window : 0;
-    if (exposed < first_half * last)
-        exposed = first_half * last;
+    if (exposed < first_edge)
+        exposed = first_edge;
     /* Data-parallel collectives run beside the compute without slowing it
      * (as the simulator plays them; overlap_slowdown is calibrated on the
-     * tensor-parallel overlaps inside a layer, which the A100 rows measure). */
-    r.exposed = exposed + overlapped(second_half, second_window, 1.0, &r.slow);
+     * tensor-parallel overlaps inside a layer, which the A100 rows measure).
+     * Nothing runs before the first group's all-gather: it shows. */
+    if (second_window > 0) {
+        if (second_edge > second_half)
+            second_edge = second_half;
+        exposed += second_edge + overlapped(second_half - second_edge, second_window, 1.0, &r.slow);
+    } else {
+        exposed += second_half;
+    }
+    r.exposed = exposed;
     return r;
 }
 
@@ -711,6 +780,14 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         st[k].transient = lay->transient_bytes;
     }
     stage_cost *first = &st[0], *last = &st[nst == 1 ? 0 : 1];
+    /* The end stages send one message fewer per micro-batch: the first
+     * chunk of the first stage has no stage before it to send a gradient
+     * to, the last chunk of the last stage none after it to send an
+     * activation to (2 vpp - 1 sends, as the simulator plays them). */
+    if (nst > 1) {
+        first->ppc *= (2.0 * v - 1.0) / (2.0 * v);
+        last->ppc *= (2.0 * v - 1.0) / (2.0 * v);
+    }
     add_section(first, pre, 1);
     first->params += pre_params;
     add_section(last, post, 1);
@@ -794,25 +871,33 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
             crit = k;
         }
     }
-    if (nst == 3)
-        ssum = stage_total(&st[0]) + stage_total(&st[2]) + (pp - 2) * stage_total(&st[1]);
-    else
-        for (int k = 0; k < nst; k++)
-            ssum += stage_total(&st[k]);
     /* The fill and the drain pass through every stage but the slowest once
      * (a flow shop): (pp-1) S with uniform stages, no more when one stage
-     * (a heavy head) is the slowest. */
-    double bubble = p->pp > 1 ? (ssum - smax) / v : 0;
+     * (a heavy head) is the slowest. Those passes do not wait for ZeRO-3's
+     * gathers: a stage in the fill or the drain waits for its neighbour, and
+     * the gather of its next pass, issued one pass ahead, runs meanwhile (the
+     * first stage's first gather is charged below); only the steady state
+     * (m x S_slowest) shows them. */
+    double pass[3];
+    for (int k = 0; k < nst; k++)
+        pass[k] = stage_total(&st[k]) - st[k].zc;
+    if (nst == 3)
+        ssum = pass[0] + pass[2] + (pp - 2) * pass[1];
+    else
+        for (int k = 0; k < nst; k++)
+            ssum += pass[k];
+    double bubble = p->pp > 1 ? (ssum - pass[crit]) / v : 0;
 
     /* In 1F1B the first stage finishes its backward last: its gradient
      * reduction and optimizer step end the iteration. */
-    dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, first->bwd_window, first->fwd_window);
+    dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, pre_params, first->bwd_window,
+                           first->fwd_window);
     if (first->eparams > 0 && edp > 1) {
         /* After the dense gradients on the same channel. */
         wf_plan ep_plan = *pg;
         ep_plan.dp = edp;
         double win = first->bwd_window > dp.total ? first->bwd_window - dp.total : 0;
-        dp_cost de = dp_reduce(ctx, &ep_plan, &edpg, first->eparams, lay_eparams, win, first->fwd_window);
+        dp_cost de = dp_reduce(ctx, &ep_plan, &edpg, first->eparams, lay_eparams, 0, win, first->fwd_window);
         dp.total += de.total;
         dp.exposed += de.exposed;
         dp.slow += de.slow;
@@ -863,6 +948,19 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         opt_eparams /= edp >= 1 ? (double)edp : 1.0;
     }
     opt_params += opt_eparams;
+    if (p->pp > 1 && dear_steps(ctx, pg)) {
+        /* DeAR steps each group just before its layers' first forward (a
+         * forward pre-hook), which on a pipeline stage waits for the first
+         * micro-batch's activation: the first micro-batch's way through the
+         * fill carries every stage's steps, one of which `optimizer` counts. */
+        double steps = step_time(ctx, pg, first->params + first->eparams) +
+                       step_time(ctx, pg, last->params + last->eparams);
+        if (nst == 3)
+            steps += (pp - 2) * step_time(ctx, pg, st[1].params + st[1].eparams);
+        double counted = step_time(ctx, pg, big->params + big->eparams);
+        if (steps > counted)
+            bubble += steps - counted;
+    }
     double buffers = 0;
     if (p->tp > 1)
         buffers += S[WF_COST_SEC_LAYER].input_bytes * bb / (double)p->cp; /* all-gather / all-reduce buffer */
@@ -877,6 +975,103 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     double peak = c->dev.matrix_flops[ctx->dtype] > 0 ? c->dev.matrix_flops[ctx->dtype]
                                                       : c->dev.matrix_flops[WF_DTYPE_FP32];
     out->mfu = out->tflops_per_device * 1e12 / peak;
+    return WF_OK;
+}
+
+/* DeAR's groups over a generic model's stage (ops [lo, hi)), played as its
+ * recurrence (ALGORITHMS.md 4) rather than against one window: a CNN's
+ * parameters sit at its end (vgg16's first classifier layer holds 74% of
+ * them) and its compute at its start, so a group's all-gather hides only
+ * behind the forward of the groups before it, and its reduce-scatter starts
+ * only once the backward has made it. Groups are whole ops of at least the
+ * threshold, closed in backward order (sched's DeAR grouping); each op's
+ * gradient is ready when its backward (after its recomputation) ends in the
+ * last micro-batch; the gathers open the first micro-batch's forward, each
+ * waited for before its group's first op: all issued at once under Megatron-
+ * Core's distributed optimizer (which steps whole after the backward), one
+ * group ahead under DeAR's own schedule, which steps each group after its
+ * gate, beside the next gather. Returns the exposed reduce-scatter and
+ * all-gather time in *rs_shown and *ag_shown, and their totals. */
+static wf_status dear_generic(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, const wf_cost_layout *L,
+                              int lo, int hi, wf_recompute rc, double *rs_total, double *ag_total, double *rs_shown,
+                              double *ag_shown)
+{
+    const wf_cluster *c = &ctx->cluster;
+    const double gb = wf_cost_grad_elem_bytes(ctx), bb = (double)p->mbs;
+    const double wb = p->zero >= 1 ? ctx->elem_bytes : gb; /* what the all-gather carries per element */
+    const double thr = bucket_bytes(p, 0);
+    const int steps = dear_steps(ctx, p);
+    const int n = hi > lo ? hi - lo : 0;
+    *rs_total = *ag_total = *rs_shown = *ag_shown = 0;
+    int *gfirst = malloc(sizeof(int) * (size_t)(n + 1));
+    double *gelems = malloc(sizeof(double) * (size_t)(2 * n + 1));
+    if (!gfirst || !gelems) {
+        free(gfirst);
+        free(gelems);
+        return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+    }
+    double *ag_end = gelems + n;
+    /* Backward: groups closed in reverse op order (gfirst: a group's lowest
+     * op); the reduce-scatters one after another, each once its group is
+     * ready. */
+    double t = 0, rs_end = 0, ready = 0;
+    int ng = 0, open = 0;
+    for (int i = hi - 1; i >= lo; i--) {
+        double w = L ? L->params[i] : ctx->ops[i].owned_params;
+        if (open && w > 0 && gelems[ng - 1] * gb >= thr) {
+            double rs = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, gelems[ng - 1] * gb);
+            rs_end = (rs_end > ready ? rs_end : ready) + rs;
+            *rs_total += rs;
+            open = 0;
+        }
+        wf_cost_op_time ot = wf_cost_op_time_of(ctx, &ctx->ops[i], bb, L ? L->div[i] : 1.0, L ? L->pdiv[i] : 1.0);
+        t += ot.bwd_in_s + ot.bwd_w_s + (rc == WF_RECOMPUTE_FULL ? ot.fwd_s : 0);
+        if (w > 0) {
+            if (!open) {
+                gelems[ng++] = 0;
+                open = 1;
+            }
+            gelems[ng - 1] += w;
+            gfirst[ng - 1] = i;
+            ready = t;
+        }
+    }
+    if (open) {
+        double rs = wf_coll_time(c, WF_COLL_REDUCE_SCATTER, g, gelems[ng - 1] * gb);
+        rs_end = (rs_end > ready ? rs_end : ready) + rs;
+        *rs_total += rs;
+    }
+    *rs_shown = rs_end > t ? rs_end - t : 0;
+    /* Forward of the first micro-batch: group k (forward order) is group
+     * ng-1-k of the backward's. */
+    double chan = 0;
+    for (int k = 0; k < ng; k++) {
+        double ag = wf_coll_time(c, WF_COLL_ALLGATHER, g, gelems[ng - 1 - k] * wb);
+        *ag_total += ag;
+        chan += ag;
+        ag_end[k] = steps ? (k == 0 ? ag : 0) : chan;
+    }
+    double ft = 0, busy = 0;
+    int k = 0;
+    for (int i = lo; i < hi; i++) {
+        if (k < ng && gfirst[ng - 1 - k] == i) {
+            ft = ft > ag_end[k] ? ft : ag_end[k];
+            if (steps) {
+                double u = step_time(ctx, p, gelems[ng - 1 - k]);
+                if (k + 1 < ng)
+                    ag_end[k + 1] = ft + wf_coll_time(c, WF_COLL_ALLGATHER, g, gelems[ng - 2 - k] * wb);
+                ft += u;
+                busy += u;
+            }
+            k++;
+        }
+        double f = wf_cost_op_time_of(ctx, &ctx->ops[i], bb, L ? L->div[i] : 1.0, L ? L->pdiv[i] : 1.0).fwd_s;
+        ft += f;
+        busy += f;
+    }
+    *ag_shown = ft > busy ? ft - busy : 0;
+    free(gfirst);
+    free(gelems);
     return WF_OK;
 }
 
@@ -1009,7 +1204,17 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     double opt_params = 0;
     const double opt_s_per_param = wf_cost_optimizer_bytes_per_param(ctx) / (c->dev.mem_bw_bps * c->dev.mem_eff);
     for (int k = 0; k < nst; k++) {
-        dp_cost d = dp_reduce(ctx, p, &dpg, st[k].params, st[k].params / 4.0, st[k].bwd_window, st[k].fwd_window);
+        dp_cost d = dp_reduce(ctx, p, &dpg, st[k].params, st[k].params / 4.0, 0, st[k].bwd_window, st[k].fwd_window);
+        if (p->comm.kind == WF_COMM_DEAR && p->zero < 3 && p->overlap && p->dp > 1 && st[k].params > 0) {
+            double rs, ag, rs_shown, ag_shown;
+            status = dear_generic(ctx, p, &dpg, L, sp->first_op[k], sp->first_op[k + 1], p->recompute, &rs, &ag,
+                                  &rs_shown, &ag_shown);
+            if (status != WF_OK)
+                goto done;
+            d.total = rs + ag;
+            d.exposed = rs_shown + ag_shown;
+            d.slow = 0;
+        }
         if (sp->mp_params[k] > 0) {
             /* Weights replicated over the model-parallel axis under batch-
              * split ops: reduced over it as data parallelism reduces, after
@@ -1017,8 +1222,10 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
             wf_plan mp = *p;
             mp.dp = tp;
             mp.zero = 0;
+            if (mp.comm.kind == WF_COMM_DEAR) /* all-reduced in buckets, as DDP (the simulator's) */
+                mp.comm.kind = WF_COMM_DDP;
             double win = st[k].bwd_window > d.total ? st[k].bwd_window - d.total : 0;
-            dp_cost dm = dp_reduce(ctx, &mp, &mpg, sp->mp_params[k], sp->mp_params[k] / 4.0, win, st[k].fwd_window);
+            dp_cost dm = dp_reduce(ctx, &mp, &mpg, sp->mp_params[k], sp->mp_params[k] / 4.0, 0, win, st[k].fwd_window);
             d.total += dm.total;
             d.exposed += dm.exposed;
             d.slow += dm.slow;
@@ -1031,9 +1238,11 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
             wf_plan mp = *p;
             mp.dp = (int)L->sub_size[j];
             mp.zero = 0;
+            if (mp.comm.kind == WF_COMM_DEAR)
+                mp.comm.kind = WF_COMM_DDP;
             wf_group sg = wf_group_place(c, L->sub_size[j], L->sub_stride[j]);
             double win = st[k].bwd_window > d.total ? st[k].bwd_window - d.total : 0;
-            dp_cost dm = dp_reduce(ctx, &mp, &sg, sp->sub_params[j][k], sp->sub_params[j][k] / 4.0, win,
+            dp_cost dm = dp_reduce(ctx, &mp, &sg, sp->sub_params[j][k], sp->sub_params[j][k] / 4.0, 0, win,
                                    st[k].fwd_window);
             d.total += dm.total;
             d.exposed += dm.exposed;

@@ -76,12 +76,16 @@ void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recomput
 }
 
 /* Communication `comm` hidden behind `window` as far as it goes: the exposed
- * part, the compute slowed added to *slow. */
+ * part, the compute slowed added to *slow. The pair lasts max(comm, window +
+ * slow), as estimate.c's overlapped() (the slowed compute hides behind a
+ * collective that outlasts it). */
 static double hide(double comm, double window, double slowdown, double *slow)
 {
     double h = comm < window ? comm : window;
-    *slow += (slowdown - 1.0) * h;
-    return comm - h;
+    double s = (slowdown - 1.0) * h;
+    *slow += s;
+    double shown = comm - window - s;
+    return shown > 0 ? shown : 0;
 }
 
 void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc,
@@ -117,6 +121,8 @@ void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
     } else {
         out->nstages = wf_cost_cut_stages(w, n, pp, NULL, first);
     }
+    for (int k = 0; k <= out->nstages; k++)
+        out->first_op[k] = first[k];
     for (int k = 0; k < out->nstages; k++) {
         for (int i = first[k]; i < first[k + 1]; i++) {
             const wf_cost_op *r = &ctx->ops[i];

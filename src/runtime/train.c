@@ -234,9 +234,14 @@ static wf_status resolve_plan(wf_train *t)
 /* --plan auto's filter: the plans the runtime executes (resolve_plan's and
  * spmd.c's checks, before the world's rank count, which the search fixes).
  * Every plan it runs it also checkpoints, so `checkpoint` filters nothing. */
-static int runtime_runs(const wf_plan *p, void *user)
+/* user: the comm schedule --comm names (NULL: the plan's), which the run
+ * uses in place of the plan's, so the check sees it. */
+static int runtime_runs(const wf_plan *plan, void *user)
 {
-    (void)user;
+    wf_plan q = *plan;
+    const wf_plan *p = &q;
+    if (user)
+        q.comm = *(const wf_comm_sched *)user;
     if (p->recompute != WF_RECOMPUTE_NONE || p->cp > 1 || p->fp8 || p->etp > 1)
         return 0;
     const int spmd = p->tp > 1 || p->sp, piped = p->pp > 1;
@@ -262,8 +267,14 @@ wf_status wf_train_auto_plan(const wf_train_config *c, int checkpoint, char *pla
     wf_status st = wf_model_lookup(c->model, &m);
     if (st != WF_OK)
         return st;
+    (void)checkpoint;
+    wf_comm_sched cs;
+    const int given = c->comm && strcmp(c->comm, "auto") != 0;
+    if (given && (st = wf_comm_parse(c->comm, &cs)) != WF_OK)
+        return st;
     wf_plan p;
-    st = wf_runtime_auto_plan(&m, c->cluster, nranks, c->batch, runtime_runs, &checkpoint, &p, note, note_cap);
+    st = wf_runtime_auto_plan(&m, c->cluster, nranks, c->batch, runtime_runs, given ? &cs : NULL, &p, note,
+                              note_cap);
     if (st != WF_OK && c->batch % nranks != 0) {
         char why[256];
         snprintf(why, sizeof why, "%s", wf_last_error());

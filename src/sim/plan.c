@@ -183,6 +183,16 @@ static int distopt(const pb *b)
     return b->kind == WF_COMM_DEAR && b->p->zero >= 1 && b->p->zero < 3 && b->pr->ag_overlap;
 }
 
+/* DeAR's all-gather half is played: not under ZeRO-3, whose gradients are
+ * reduce-scattered in backward as DeAR's are, but whose sharded step leaves
+ * nothing to all-gather: the next forward gathers each op's weights anyway
+ * (DeepSpeed stage 3 steps the shards after the backward and has no
+ * parameter all-gather of its own). The estimate counts no such gather. */
+static int dear_split(const pb *b)
+{
+    return b->kind == WF_COMM_DEAR && b->p->zero < 3;
+}
+
 static void dear_gates(pb *b, int dev, int inst, int mb)
 {
     stage_dp *d = &b->dp[dev];
@@ -224,7 +234,7 @@ static void build_forward(pb *b, int dev, int vs, int mb, int chunk, int first_o
     const sim_profile *pr = b->pr;
     int lo = pr->vs_first[vs], hi = pr->vs_first[vs + 1];
     int start = open_op(b, "forward start", mb, chunk);
-    int dear = b->with_dp && b->kind == WF_COMM_DEAR && first_of_vs;
+    int dear = b->with_dp && dear_split(b) && first_of_vs;
     if (b->coarse) {
         if (dear)
             dear_gates(b, dev, hi - 1, mb);
@@ -406,7 +416,7 @@ static void build_tail(pb *b)
             push_wait(b, b->stage_dp_last[dev]);
         if (emb >= 0 && (dev == 0 || dev == p->pp - 1))
             push_wait(b, emb);
-        if (b->with_dp && b->kind == WF_COMM_DEAR && p->dp > 1 && !distopt(b)) {
+        if (b->with_dp && dear_split(b) && p->dp > 1 && !distopt(b)) {
             /* DeAR stepped each group before its forward. */
             close_op(b);
             continue;
@@ -481,7 +491,7 @@ static void build_graph(pb *b)
             for (int g = 0; g < b->dp[dev].ngroups; g++)
                 b->dp[dev].ag_of[g] = -1;
             /* The first instance's all-gathers open the iteration. */
-            if (b->kind == WF_COMM_DEAR && b->dp[dev].ngroups > 0)
+            if (dear_split(b) && b->dp[dev].ngroups > 0)
                 dear_gather(b, dev, 0, -1);
             for (int g = 1; distopt(b) && g < b->dp[dev].ngroups; g++)
                 if (b->dp[dev].group_first[g] != b->dp[dev].group_first[g - 1])
@@ -648,7 +658,7 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
         if (p->zero >= 1)
             for (int k = 0; k < d->sc.nops; k++)
                 d->sc.ops[k].kind = WF_COLL_REDUCE_SCATTER;
-        if (cs->kind == WF_COMM_DEAR) {
+        if (cs->kind == WF_COMM_DEAR && p->zero < 3) {
             /* Groups in forward order: the reduce-scatters were issued last group first. */
             int G = d->sc.nops;
             d->ngroups = G;
@@ -753,7 +763,7 @@ static void fill_result(const pb *b, wf_sim *s, wf_sim_plan_result *r)
     r->dp_collectives = 0;
     if (b->with_dp && b->dp) {
         const stage_dp *d = &b->dp[r->critical_stage];
-        r->dp_collectives = d->sc.nops * (b->kind == WF_COMM_DEAR ? 2 : 1);
+        r->dp_collectives = d->sc.nops * (dear_split(b) ? 2 : 1);
     }
 }
 
