@@ -589,7 +589,7 @@ wf_status wf_train_sync(wf_train *t)
     if (t->spmd)
         return wf_spmd_sync(t->spmd);
     if (t->pipe)
-        return wf_mpi_agree_on(t->comm, t->rank, t->nranks, WF_OK);
+        return wf_mpi_agree_on(t->comm, t->rank, t->nranks, wf_pipe_sync(t->pipe));
     wf_status st = wf_dist_sync(t->d);
     wf_dist_take_comm_s(t->d);
     return wf_mpi_agree_on(t->comm, t->rank, t->nranks, st);
@@ -726,6 +726,19 @@ static void view_of(wf_train *t, ckpt_view *v)
     *v = (ckpt_view){t->e, t->o, t->data, &t->steps, t->m, t->model.name, ""};
 }
 
+/* The engine whose ZeRO shards a checkpoint gathers and scatters (the data-
+ * parallel trainer's or the SPMD trainer's; NULL for pipelines, whose
+ * chunks do their own). */
+static wf_dist *ckpt_dist(wf_train *t)
+{
+    if (t->spmd) {
+        wf_spmd_ckpt s;
+        wf_spmd_ckpt_view(t->spmd, &s);
+        return s.d;
+    }
+    return t->pipe ? NULL : t->d;
+}
+
 /* The tensors of a checkpoint: every parameter under its graph name, then the
  * optimizer's state per parameter ("<state>.<index>"). names holds the
  * generated names. */
@@ -738,10 +751,11 @@ static wf_status ckpt_tensors(wf_train *t, wf_ckpt_tensor **out, char **names, i
     /* ZeRO: the tensors of an unsharded run, in full images the engine
      * gathers before a save and takes its shards from after a load
      * (ZeRO-1/2 keep the parameters whole in place). */
-    const int zero = !t->spmd && t->d ? wf_dist_zero(t->d) : 0;
+    wf_dist *zd = ckpt_dist(t);
+    const int zero = zd ? wf_dist_zero(zd) : 0;
     if (zero) {
-        v.o = wf_dist_optim(t->d);
-        int64_t nf = wf_dist_zero_floats(t->d) + 1;
+        v.o = wf_dist_optim(zd);
+        int64_t nf = wf_dist_zero_floats(zd) + 1;
         free(t->zimg);
         t->zimg = calloc((size_t)(1 + wf_optim_nstate(v.o)) * (size_t)nf, sizeof(float));
         if (!t->zimg)
@@ -877,13 +891,17 @@ wf_status wf_train_save(wf_train *t, const char *dir)
     wf_status st = ckpt_begin(t, "written", &ts, &names, &n);
     if (st != WF_OK)
         return st;
-    if (t->zimg) {
-        st = wf_dist_zero_gather(t->d, t->zptr[0], t->zptr + 1);
-        if (st != WF_OK) {
-            free(ts);
-            free(names);
-            return st;
-        }
+    /* ZeRO: the full images of the state (and ZeRO-3's parameters) from the shards. */
+    if (t->pipe)
+        st = wf_pipe_zero_gather(t->pipe);
+    else if (t->zimg)
+        st = wf_dist_zero_gather(ckpt_dist(t), t->zptr[0], t->zptr + 1);
+    if (st != WF_OK) {
+        if (t->pipe)
+            wf_pipe_zero_release(t->pipe);
+        free(ts);
+        free(names);
+        return st;
     }
     wf_ckpt_meta meta;
     memset(&meta, 0, sizeof meta);
@@ -899,6 +917,8 @@ wf_status wf_train_save(wf_train *t, const char *dir)
     free(names);
     free(t->zimg);
     t->zimg = NULL;
+    if (t->pipe)
+        wf_pipe_zero_release(t->pipe);
     return st;
 }
 
@@ -971,8 +991,10 @@ wf_status wf_train_load(wf_train *t, const char *dir)
             for (int i = 0; i < n; i++)
                 memcpy(dest[i], ts[i].data, wf_ckpt_tensor_bytes(&ts[i]));
             if (t->zimg)
-                wf_dist_zero_scatter(t->d, wf_dist_zero(t->d) == 3 ? t->zptr[0] : NULL,
+                wf_dist_zero_scatter(ckpt_dist(t), wf_dist_zero(ckpt_dist(t)) == 3 ? t->zptr[0] : NULL,
                                      (const float *const *)(t->zptr + 1));
+            if (t->pipe)
+                wf_pipe_zero_scatter(t->pipe);
             *v.steps = meta.step;
         }
     }
@@ -982,6 +1004,8 @@ wf_status wf_train_load(wf_train *t, const char *dir)
     free(names);
     free(t->zimg);
     t->zimg = NULL;
+    if (t->pipe)
+        wf_pipe_zero_release(t->pipe);
     return st;
 }
 
