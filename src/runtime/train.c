@@ -91,9 +91,9 @@ static wf_status pipe_resolve(wf_train *t)
 }
 
 /* Setup of a pipelined run: the stages (wf_pipe_create), the data loader
- * and this pipeline's batch buffers. comm auto takes ddp (dear defers its
- * update into the next forward, which a pipeline's clipping norm over every
- * stage cannot wait for). */
+ * and this pipeline's batch buffers. comm auto takes ddp (the simulator's
+ * choice is made for whole replicas, not for a stage's data-parallel
+ * group). */
 static wf_status pipe_setup(wf_train *t, wf_comm_sched cs)
 {
     const wf_train_config *c = &t->c;
@@ -231,22 +231,25 @@ static wf_status resolve_plan(wf_train *t)
     return WF_OK;
 }
 
-/* --plan auto's filter: the plans the runtime executes (resolve_plan's and
- * spmd.c's checks, before the world's rank count, which the search fixes).
- * Every plan it runs it also checkpoints, so `checkpoint` filters nothing. */
+/* --plan auto's filter: the plans the runtime executes (resolve_plan's,
+ * pipeline.c's and spmd.c's checks, before the world's rank count, which
+ * the search fixes). Every plan it runs it also checkpoints, so
+ * `checkpoint` filters nothing. */
 static int runtime_runs(const wf_plan *p, void *user)
 {
     (void)user;
     if (p->recompute != WF_RECOMPUTE_NONE || p->cp > 1 || p->fp8 || p->etp > 1)
         return 0;
     const int spmd = p->tp > 1 || p->sp, piped = p->pp > 1;
-    /* Sharded state (dist.c): plain data parallelism, not ZeRO-3 with dear,
-     * not ByteScheduler's chunks. */
-    if (p->zero > 0 && (spmd || piped || p->vpp > 1 || p->ep > 1 || (p->zero == 3 && p->comm.kind == WF_COMM_DEAR) ||
-                        p->comm.kind == WF_COMM_BYTESCHEDULER))
+    /* Sharded state (dist.c) over the data-parallel group of plain data
+     * parallelism, of each pipeline stage and of the SPMD mesh's
+     * data-parallel axis: ZeRO-3 with plain data parallelism only and not
+     * with dear, no ByteScheduler chunks, no experts. */
+    if (p->zero > 0 && (p->ep > 1 || p->comm.kind == WF_COMM_BYTESCHEDULER ||
+                        (p->zero == 3 && (spmd || piped || p->vpp > 1 || p->comm.kind == WF_COMM_DEAR))))
         return 0;
-    if ((spmd && p->ep > 1) || (piped && (p->ep > 1 || p->comm.kind == WF_COMM_DEAR)))
-        return 0; /* SPMD layouts without experts, pipelines with dp and tp */
+    if ((spmd || piped) && p->ep > 1)
+        return 0; /* SPMD layouts and pipelines without experts */
     if (spmd && piped && p->tp < 2)
         return 0; /* stages with tensor parallelism: sp only with tp */
     return p->vpp == 1 || piped;
