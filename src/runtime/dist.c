@@ -25,8 +25,8 @@
  *            wait for g's MPI_Iallgather, start g+1's, apply the optimizer to
  *            g's parameters, and compute. The optimizer state is kept in full
  *            on every rank (every rank updates every parameter from the same
- *            gathered gradient, so parameters stay bit-identical; sharding the
- *            state, ZeRO-1 style, would cut its memory by the ranks).
+ *            gathered gradient, so parameters stay bit-identical; with zero=1
+ *            or 2 the state is sharded, see docs/runtime.md).
  *   horovod[:MiB], mgwfbp, bytescheduler[:MiB]
  *            The groups these form depend on time (Horovod's 1 ms fusion
  *            cycle, MG-WFBP's merge of a tensor whose collective would not
@@ -52,7 +52,13 @@
  * scales the summed gradient by 1 / (ranks x micro-batches). The gradient
  * norm for clipping is summed in a fixed order (per group, then per rank) so
  * every rank gets the same bits. With one rank nothing is sent and the same
- * code paths run (dear still defers its updates into the next forward). */
+ * code paths run (dear still defers its updates into the next forward).
+ *
+ * Pipeline stages (pipeline.c) take the end of the backward in parts
+ * (wf_dist_finish_reduce, wf_dist_grad_get / _put, wf_dist_reduced_sumsq,
+ * wf_dist_apply_update), so that the tied copies and the clipping norm span
+ * the stages: every schedule and ZeRO-1/2 run that way, dear's barrier B0
+ * then at the end of the step rather than at the next forward's start. */
 #include "runtime/dist-impl.h"
 #include "runtime/kernels-impl.h"
 

@@ -24,8 +24,11 @@
  *
  * Ranks, stage-major as Megatron-LM orders them with tp = 1: rank = stage x
  * dp + d for data-parallel index d. Stage s's data-parallel group is ranks
- * [s dp, (s+1) dp), reduced by dist.c's engine (wfbp or ddp) on its own
- * communicator; pipeline d is ranks {d, dp + d, ...}, which exchange
+ * [s dp, (s+1) dp), reduced by dist.c's engine on its own communicator
+ * under any of its schedules (wfbp, ddp, dear, horovod, mgwfbp,
+ * bytescheduler), with zero=1 or 2 sharding the optimizer state over that
+ * group (zero=3 is refused: the stages read the parameter block it frees);
+ * pipeline d is ranks {d, dp + d, ...}, which exchange
  * activations with MPI_Isend / MPI_Irecv on a pipeline communicator (tag:
  * micro-batch, receiving virtual stage, direction, tensor).
  *
@@ -49,10 +52,16 @@
  * framework keeps the saved activations of each in-flight micro-batch
  * (docs/runtime.md, "Pipeline stages").
  *
- * A step: play the order; then every engine waits for its reductions, tied
- * copies are summed, the squares of every gradient (each tied parameter
- * counted once) are summed over the pipeline's stages in stage order, and
- * every chunk updates with the clipping factor of that norm. The losses come
+ * A step: play the order; then every engine waits for its reductions (the
+ * all-reduces, or the reduce-scatters of dear and ZeRO-2: dear's barrier
+ * B0 at the end of the step), tied copies are summed (gathered from the
+ * shards where they are sharded), the squares of every gradient (each
+ * float weighted: a tied parameter once, a tp-replicated float 1 / tp;
+ * from the shards summed over the data-parallel group) are summed over the
+ * pipeline's stages in stage order, and every chunk updates with the
+ * clipping factor of that norm (ZeRO: each rank its slice, then the
+ * parameters all-gathered; dear: the update deferred into the chunk's next
+ * forward, group by group before the first op reading it). The losses come
  * from the last stage; all ranks gather them with the statuses, so every
  * rank reports the same loss and fails together. */
 #include "runtime/pipeline-impl.h"
