@@ -325,10 +325,8 @@ typedef struct {
  * data-parallel group reducing under any of the schedules; zero >= 1
  * shards the optimizer state, the gradients and the parameters by stage
  * (docs/runtime.md, "Sharded state (ZeRO)") over the data-parallel group:
- * every stage of plain data parallelism, zero=1 and 2 also over each
- * pipeline stage's and the SPMD mesh's data-parallel ranks. ZeRO-3 with
- * stages or tensor parallelism, zero with experts, and recompute are
- * refused. */
+ * of plain data parallelism, of each pipeline stage, or of the SPMD mesh's
+ * data-parallel axis. zero with experts, and recompute are refused. */
 wf_status wf_train_create(const wf_train_config *c, wf_train **out);
 void wf_train_free(wf_train *t);
 

@@ -50,9 +50,9 @@ wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale);
 void wf_dist_set_norm(wf_dist *d, const float *weight, MPI_Comm comm);
 /* wf_dist_end_backward in parts, for a caller whose clipping norm spans
  * more gradients than this engine's (pipeline stages), under every schedule
- * and ZeRO-1/2:
+ * and every ZeRO stage:
  *   finish_reduce issues what remains and waits for every reduction (the
- *     all-reduces, or the reduce-scatters of dear and ZeRO-2: dear's
+ *     all-reduces, or the reduce-scatters of dear and ZeRO-2/3: dear's
  *     barrier B0 at the end of the step);
  *   grad_get (collective over the data-parallel group) writes parameter i's
  *     reduced gradient whole into full (numel floats), gathered from the
@@ -64,7 +64,7 @@ void wf_dist_set_norm(wf_dist *d, const float *weight, MPI_Comm comm);
  *     order;
  *   apply_update clips by sqrt(sum_sq) x grad_scale (sum_sq: the squares of
  *     the summed gradients the caller counted) and updates (ZeRO: the shards
- *     stepped and the parameters gathered; dear: the first group's
+ *     stepped and under zero=1/2 the parameters gathered; dear: the first group's
  *     all-gather started, the rest deferred into the next forward as
  *     wf_dist_end_backward defers it, or wf_dist_sync). */
 wf_status wf_dist_finish_reduce(wf_dist *d);

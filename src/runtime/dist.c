@@ -57,7 +57,7 @@
  * Pipeline stages (pipeline.c) take the end of the backward in parts
  * (wf_dist_finish_reduce, wf_dist_grad_get / _put, wf_dist_reduced_sumsq,
  * wf_dist_apply_update), so that the tied copies and the clipping norm span
- * the stages: every schedule and ZeRO-1/2 run that way, dear's barrier B0
+ * the stages: every schedule and every ZeRO stage run that way, dear's barrier B0
  * then at the end of the step rather than at the next forward's start. */
 #include "runtime/dist-impl.h"
 #include "runtime/kernels-impl.h"

@@ -23,7 +23,7 @@ typedef struct {
     wf_exec_opts exec;
     const wf_optim_config *optim;
     wf_comm_sched sched;         /* each stage's data-parallel group's schedule (any dist.c runs; the
-                                    plan's zero=1/2 shards the state over that group) */
+                                    plan's zero shards the state over that group) */
     int overlap;
 } wf_pipe_config;
 
@@ -74,6 +74,7 @@ void wf_pipe_plan_text(const wf_plan *p, char *buf, size_t cap);
 /* Collective: the whole model's parameters, in the model's tensor order, each
  * tensor's numel values packed (dp index 0's stage ranks contribute). */
 wf_status wf_pipe_gather_params(wf_pipe *p, float *out, int64_t cap, int64_t *n);
+/* FNV-1a of every chunk's parameter block (collective under ZeRO-3: the gathered blocks). */
 uint64_t wf_pipe_checksum(const wf_pipe *p);
 
 #endif

@@ -26,8 +26,9 @@
  * dp + d for data-parallel index d. Stage s's data-parallel group is ranks
  * [s dp, (s+1) dp), reduced by dist.c's engine on its own communicator
  * under any of its schedules (wfbp, ddp, dear, horovod, mgwfbp,
- * bytescheduler), with zero=1 or 2 sharding the optimizer state over that
- * group (zero=3 is refused: the stages read the parameter block it frees);
+ * bytescheduler), with zero=1, 2 or 3 sharding the optimizer state (and
+ * zero=3 the parameters, gathered per op by the engine's hooks in every
+ * pass) over that group;
  * pipeline d is ranks {d, dp + d, ...}, which exchange
  * activations with MPI_Isend / MPI_Irecv on a pipeline communicator (tag:
  * micro-batch, receiving virtual stage, direction, tensor).
@@ -109,7 +110,7 @@ struct wf_pipe {
     MPI_Comm tpcomm, mpcomm; /* tp > 1: the stage's tp ranks; every stage's of this data-parallel index */
     wf_spmd *tps;            /* tp > 1: the local graph under Megatron's layouts and its collectives */
     int tp, tpi;
-    int zero;                /* the ZeRO stage (0-2) each stage's data-parallel group shards */
+    int zero;                /* the ZeRO stage each stage's data-parallel group shards */
     int rank, nranks, stage, pp, vpp, nvs, dp, dpi, m;
     int64_t mbs, in_numel, lab_numel, full_params;
     wf_pipe_kind kind;
@@ -146,9 +147,6 @@ wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, 
     if (p->recompute != WF_RECOMPUTE_NONE || p->fp8)
         return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines plain stages (recompute=%s, fp8=%d must be off)",
                          p->pp, wf_recompute_name(p->recompute), p->fp8);
-    if (p->zero == 3)
-        return wf_errorf(WF_INVAL, "zero=3 with pp=%d: ZeRO-3 gathers each parameter around the ops that read it, "
-                         "which pipeline stages do not run yet (use zero=1 or zero=2)", p->pp);
     if (p->pp < 2)
         return wf_errorf(WF_INVAL, "vpp=%d needs pp >= 2 stages (pp=%d)", p->vpp, p->pp);
     int tp = p->tp > 1 ? p->tp : 1;
@@ -1013,7 +1011,7 @@ wf_status wf_pipe_ckpt_tensors(wf_pipe *p, wf_ckpt_tensor **out, char **names, i
         int64_t nf = wf_dist_zero_floats(ch->d) + 1;
         if (p->zero) {
             free(ch->zimg);
-            ch->zimg = calloc((size_t)ns * (size_t)nf, sizeof(float));
+            ch->zimg = calloc((size_t)(1 + ns) * (size_t)nf, sizeof(float));
             if (!ch->zimg) {
                 free(ts);
                 free(nm);
@@ -1032,9 +1030,9 @@ wf_status wf_pipe_ckpt_tensors(wf_pipe *p, wf_ckpt_tensor **out, char **names, i
                 ts[j].dtype = WF_DTYPE_FP32;
                 ts[j].ndim = q->ndim;
                 memcpy(ts[j].shape, q->shape, sizeof ts[j].shape);
-                ts[j].data = s < 0 ? (void *)q->data
-                             : p->zero ? (void *)(ch->zimg + (size_t)s * (size_t)nf + q->offset)
-                                       : (void *)wf_optim_state(o, i, s);
+                ts[j].data = s < 0 ? (void *)q->data : (void *)wf_optim_state(o, i, s);
+                if (p->zero && (s >= 0 || p->zero == 3))
+                    ts[j].data = ch->zimg + (size_t)(s + 1) * (size_t)nf + q->offset;
             }
         }
     }
@@ -1044,12 +1042,12 @@ wf_status wf_pipe_ckpt_tensors(wf_pipe *p, wf_ckpt_tensor **out, char **names, i
     return WF_OK;
 }
 
-/* State image s of chunk k (ZeRO). */
+/* The images of chunk k (ZeRO): [0] the parameters (zero=3), [1 + s] state s. */
 static void zero_images(const wf_pipe *p, int k, float **img)
 {
     const chunk *ch = &p->ch[k];
     int64_t nf = wf_dist_zero_floats(ch->d) + 1;
-    for (int s = 0; s < wf_optim_nstate(wf_dist_optim(ch->d)); s++)
+    for (int s = 0; s < 1 + wf_optim_nstate(wf_dist_optim(ch->d)); s++)
         img[s] = ch->zimg + (size_t)s * (size_t)nf;
 }
 
@@ -1060,7 +1058,7 @@ wf_status wf_pipe_zero_gather(wf_pipe *p)
         float *img[4];
         zero_images(p, k, img);
         if (p->ch[k].zimg)
-            st = wf_dist_zero_gather(p->ch[k].d, NULL, img);
+            st = wf_dist_zero_gather(p->ch[k].d, p->zero == 3 ? img[0] : NULL, img + 1);
     }
     return st;
 }
@@ -1071,8 +1069,25 @@ void wf_pipe_zero_scatter(wf_pipe *p)
         float *img[4];
         zero_images(p, k, img);
         if (p->ch[k].zimg)
-            wf_dist_zero_scatter(p->ch[k].d, NULL, (const float *const *)img);
+            wf_dist_zero_scatter(p->ch[k].d, p->zero == 3 ? img[0] : NULL, (const float *const *)(img + 1));
     }
+}
+
+/* Chunk k's parameters, laid out as its parameter block: the block, or
+ * under ZeRO-3 (which holds shards) a gathered image the caller frees in
+ * *owned (collective over the chunk's data-parallel group). */
+static wf_status chunk_params(const wf_pipe *p, int k, const float **out, float **owned)
+{
+    *owned = NULL;
+    *out = wf_exec_param_block(p->ch[k].e, NULL);
+    if (p->zero != 3)
+        return WF_OK;
+    float *img = calloc((size_t)wf_dist_zero_floats(p->ch[k].d) + 1, sizeof *img);
+    wf_status st = img ? wf_dist_zero_gather(p->ch[k].d, img, NULL)
+                       : wf_errorf(WF_NOMEM, "out of memory gathering a stage's parameters");
+    *owned = img;
+    *out = img;
+    return st;
 }
 
 void wf_pipe_zero_release(wf_pipe *p)
@@ -1107,18 +1122,25 @@ wf_status wf_pipe_gather_params(wf_pipe *p, float *out, int64_t cap, int64_t *n)
         return wf_errorf(WF_INVAL, "the model has %lld parameters, %lld given", (long long)p->full_params,
                          (long long)cap);
     memset(out, 0, (size_t)p->full_params * sizeof *out);
-    if (p->dpi == 0)
-        for (int k = 0; k < p->nchunks; k++) {
-            chunk *ch = &p->ch[k];
-            for (int i = 0; i < wf_exec_nparams(ch->e); i++)
-                if (ch->owner[i]) {
-                    const wf_exec_param *q = wf_exec_param_at(ch->e, i);
-                    if (p->tps)
-                        wf_spmd_put_param(p->tps, q->name, q->data, out + ch->full_off[i]);
-                    else
-                        memcpy(out + ch->full_off[i], q->data, (size_t)q->numel * sizeof *out);
-                }
-        }
+    for (int k = 0; k < p->nchunks && st == WF_OK; k++) {
+        chunk *ch = &p->ch[k];
+        const float *block;
+        float *owned;
+        st = chunk_params(p, k, &block, &owned); /* every rank: ZeRO-3 gathers over the stage's dp group */
+        for (int i = 0; st == WF_OK && p->dpi == 0 && i < wf_exec_nparams(ch->e); i++)
+            if (ch->owner[i]) {
+                const wf_exec_param *q = wf_exec_param_at(ch->e, i);
+                if (p->tps)
+                    wf_spmd_put_param(p->tps, q->name, block + q->offset, out + ch->full_off[i]);
+                else
+                    memcpy(out + ch->full_off[i], block + q->offset, (size_t)q->numel * sizeof *out);
+            }
+        free(owned);
+    }
+    if (mpi_on(p))
+        st = wf_mpi_agree_on(p->comm, p->rank, p->nranks, st);
+    if (st != WF_OK)
+        return st;
     if (!mpi_on(p))
         return WF_OK;
     /* One rank holds each value, the others zeros: the sum is exact. */
@@ -1136,11 +1158,19 @@ uint64_t wf_pipe_checksum(const wf_pipe *p)
     uint64_t h = 0xcbf29ce484222325ull;
     for (int k = 0; k < p->nchunks; k++) {
         int64_t n = 0;
-        const unsigned char *b = (const unsigned char *)wf_exec_param_block(p->ch[k].e, &n);
+        wf_exec_param_block(p->ch[k].e, &n);
+        const float *block;
+        float *owned;
+        if (p->zero == 3)
+            n = wf_dist_zero_floats(p->ch[k].d);
+        if (chunk_params(p, k, &block, &owned) != WF_OK || !block)
+            n = 0;
+        const unsigned char *b = (const unsigned char *)block;
         for (size_t i = 0; i < (size_t)n * sizeof(float); i++) {
             h ^= b[i];
             h *= 0x100000001b3ull;
         }
+        free(owned);
     }
     return h;
 }

@@ -135,7 +135,8 @@ struct wf_spmd {
     size_t scratch_floats;
     double comm_s;
     wf_comm_sched plan_comm;      /* the whole-model plan's schedule (wfbp for op-level files) */
-    int zero;                     /* the plan's ZeRO stage (0-2): the state sharded over the data-parallel axis */
+    int zero;                     /* the plan's ZeRO stage: the state (zero=3: and each rank's parameter
+                                     shards) sharded again over the data-parallel axis */
     int64_t ncoll[5], last_ncoll[5]; /* all-gathers, reduce-scatters, all-reduces, in-op, all-to-alls */
     char plan_note[256];
     char comm_desc[64];
@@ -1189,9 +1190,6 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
             return wf_errorf(WF_INVAL, "plan with tp=%d: the SPMD runtime runs tp, sp, dp and zero (pp=%d, vpp=%d, "
                              "recompute=%s, cp=%d, ep=%d, fp8=%d are not combined with it)", p.tp, p.pp, p.vpp,
                              wf_recompute_name(p.recompute), p.cp, p.ep, p.fp8);
-        if (p.zero == 3)
-            return wf_errorf(WF_INVAL, "zero=3 with tp=%d: ZeRO-3 gathers whole parameters per op, which the SPMD "
-                             "runtime's shards do not follow yet (use zero=1 or zero=2)", p.tp);
         S->zero = p.zero;
         if ((int64_t)p.dp * p.tp != S->nranks)
             return wf_errorf(WF_INVAL, "plan dp=%d,tp=%d needs %d ranks but the job has %d", p.dp, p.tp, p.dp * p.tp,
@@ -1585,6 +1583,19 @@ wf_status wf_spmd_gather_params(wf_spmd *S, float *out, int64_t cap, int64_t *n)
     wf_status st = wf_spmd_sync(S);
     if (st != WF_OK)
         return st;
+    /* ZeRO-3 holds shards of this rank's parameters: its block gathered over the data-parallel axis first. */
+    float *image = NULL;
+    if (S->zero == 3) {
+        image = calloc((size_t)wf_dist_zero_floats(S->d) + 1, sizeof *image);
+        st = image ? WF_OK : wf_errorf(WF_NOMEM, "out of memory gathering the parameters");
+        st = wf_mpi_agree_on(S->world, S->rank, S->nranks, st);
+        if (st == WF_OK)
+            st = wf_dist_zero_gather(S->d, image, NULL);
+        if (st != WF_OK) {
+            free(image);
+            return st;
+        }
+    }
     int64_t off = 0;
     for (int t = 0; t < S->gg.ntensors && st == WF_OK; t++) {
         const wf_tensor *x = &S->gg.tensors[t];
@@ -1594,9 +1605,11 @@ wf_status wf_spmd_gather_params(wf_spmd *S, float *out, int64_t cap, int64_t *n)
         int lp = wf_exec_param_of_tensor(S->e, S->local_of[t]);
         const wf_exec_param *p = wf_exec_param_at(S->e, lp);
         float *all = malloc((size_t)(p->numel * S->nranks + 1) * sizeof *all);
-        if (!all)
+        if (!all) {
+            free(image);
             return wf_errorf(WF_NOMEM, "out of memory gathering parameters");
-        if (MPI_Allgather(p->data, (int)p->numel, MPI_FLOAT, all, (int)p->numel, MPI_FLOAT, S->world) != MPI_SUCCESS)
+        }
+        if (MPI_Allgather(image ? image + p->offset : p->data, (int)p->numel, MPI_FLOAT, all, (int)p->numel, MPI_FLOAT, S->world) != MPI_SUCCESS)
             st = wf_errorf(WF_MPI, "MPI_Allgather of the parameters failed");
         if (out && off + gn <= cap)
             for (int r = 0; r < S->nranks && st == WF_OK; r++) {
@@ -1608,6 +1621,7 @@ wf_status wf_spmd_gather_params(wf_spmd *S, float *out, int64_t cap, int64_t *n)
         free(all);
         off += gn;
     }
+    free(image);
     *n = off;
     return st;
 }

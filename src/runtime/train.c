@@ -65,6 +65,8 @@ struct wf_train {
     float *zptr[3];              /* into zimg: [0] parameters (zero=3), [1 + k] optimizer state k */
 };
 
+static wf_dist *ckpt_dist(const wf_train *t);
+
 static int mpi_up(void)
 {
     int init = 0, fin = 0;
@@ -243,10 +245,10 @@ static int runtime_runs(const wf_plan *p, void *user)
     const int spmd = p->tp > 1 || p->sp, piped = p->pp > 1;
     /* Sharded state (dist.c) over the data-parallel group of plain data
      * parallelism, of each pipeline stage and of the SPMD mesh's
-     * data-parallel axis: ZeRO-3 with plain data parallelism only and not
-     * with dear, no ByteScheduler chunks, no experts. */
+     * data-parallel axis: not ZeRO-3 with dear, no ByteScheduler chunks, no
+     * experts. */
     if (p->zero > 0 && (p->ep > 1 || p->comm.kind == WF_COMM_BYTESCHEDULER ||
-                        (p->zero == 3 && (spmd || piped || p->vpp > 1 || p->comm.kind == WF_COMM_DEAR))))
+                        (p->zero == 3 && p->comm.kind == WF_COMM_DEAR)))
         return 0;
     if ((spmd || piped) && p->ep > 1)
         return 0; /* SPMD layouts and pipelines without experts */
@@ -612,11 +614,12 @@ uint64_t wf_train_checksum(const wf_train *t)
     int64_t n = 0;
     const unsigned char *p = (const unsigned char *)wf_exec_param_block(wf_train_exec(t), &n);
     float *image = NULL;
-    if (t->d && wf_dist_zero(t->d) == 3) {
+    wf_dist *zd = ckpt_dist(t);
+    if (zd && wf_dist_zero(zd) == 3) {
         /* ZeRO-3 holds shards: the hash of the gathered block (collective). */
-        n = wf_dist_zero_floats(t->d);
+        n = wf_dist_zero_floats(zd);
         image = calloc((size_t)(n > 0 ? n : 1), sizeof *image);
-        if (!image || wf_dist_zero_gather(t->d, image, NULL) != WF_OK)
+        if (!image || wf_dist_zero_gather(zd, image, NULL) != WF_OK)
             n = 0;
         p = (const unsigned char *)image;
     }
@@ -732,7 +735,7 @@ static void view_of(wf_train *t, ckpt_view *v)
 /* The engine whose ZeRO shards a checkpoint gathers and scatters (the data-
  * parallel trainer's or the SPMD trainer's; NULL for pipelines, whose
  * chunks do their own). */
-static wf_dist *ckpt_dist(wf_train *t)
+static wf_dist *ckpt_dist(const wf_train *t)
 {
     if (t->spmd) {
         wf_spmd_ckpt s;

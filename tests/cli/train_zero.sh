@@ -6,7 +6,7 @@
 # resumes steps 11..20 bit for bit, resumes under zero=3 (resharded, 1e-5),
 # and is refused by one process (another dp) in one line; pp=2,dp=2 with
 # zero=2 under dear and tp=2,dp=2 with zero=1 compute one process's losses;
-# zero=4, zero=3 with pipeline stages and zero=3 with dear exit 1 with one
+# zero=4 and zero=3 with dear (also with pipeline stages) exit 1 with one
 # line. $1 is the weft
 # binary; $MPIEXEC (set by CTest) launches MPI jobs.
 source "$(dirname "$0")/lib.sh" "$1"
@@ -72,8 +72,8 @@ for plan in "pp=2,dp=2,mbs=2,zero=2:dear:0.05" "tp=2,dp=2,mbs=2,zero=1:"; do
   check "$p: every loss within 1e-5 of one process" close <(losses "$tmp/one2.jsonl") <(losses "$tmp/pz.jsonl")
   check "$p: 20 steps logged" test "$(losses "$tmp/pz.jsonl" | wc -l)" -eq 20
 done
-"$MPIEXEC" -n 2 "$WEFT" train "${common[@]}" --steps 1 --plan pp=2,mbs=2,zero=3 >/dev/null 2>"$tmp/pz.err"
-check "zero=3 with pipeline stages exits 1" test $? -eq 1
-check "with one line naming zero=3 with pp=2" test "$(grep -c 'zero=3 with pp=2' "$tmp/pz.err")" -eq 1
+"$MPIEXEC" -n 2 "$WEFT" train "${common[@]}" --steps 1 --plan pp=2,mbs=2,zero=3 --comm dear >/dev/null 2>"$tmp/pz.err"
+check "zero=3 with pipeline stages and dear exits 1" test $? -eq 1
+check "with one line naming zero=3 with dear" test "$(grep -c 'zero=3 with dear' "$tmp/pz.err")" -eq 1
 expect_fail "zero=3 with dear" "zero=3 with dear" train "${common[@]}" --steps 1 --plan zero=3 --comm dear
 finish train_zero.sh
