@@ -57,8 +57,9 @@
  * Pipeline stages (pipeline.c) take the end of the backward in parts
  * (wf_dist_finish_reduce, wf_dist_grad_get / _put, wf_dist_reduced_sumsq,
  * wf_dist_apply_update), so that the tied copies and the clipping norm span
- * the stages: every schedule and every ZeRO stage run that way, dear's barrier B0
- * then at the end of the step rather than at the next forward's start. */
+ * the stages: every schedule and every ZeRO stage run that way, dear's
+ * barrier B0 then at the end of the step rather than at the next forward's
+ * start. */
 #include "runtime/dist-impl.h"
 #include "runtime/kernels-impl.h"
 
@@ -948,7 +949,7 @@ static wf_status zero3_release_all(wf_dist *d)
 }
 
 /* The reduced gradient lies in shards (dear's reduce-scatters, or ZeRO-2's
- * in place): each rank holds its slice of every group. */
+ * and ZeRO-3's in place): each rank holds its slice of every group. */
 static int sharded(const wf_dist *d)
 {
     return d->mpi && (d->sched.kind == WF_COMM_DEAR || d->zero >= 2);
@@ -959,7 +960,7 @@ static int sharded(const wf_dist *d)
  * summed in rank order) or from the whole gradient every rank holds. */
 static wf_status reduced_sumsq(wf_dist *d, double *s)
 {
-    if (sharded(d) || d->sched.kind == WF_COMM_DEAR)
+    if (sharded(d))
         return shard_sumsq(d, s);
     *s = 0;
     for (int k = 0; k < d->ngroups; k++) {
@@ -1097,9 +1098,9 @@ wf_status wf_dist_reduced_sumsq(wf_dist *d, double *sum_sq)
     return reduced_sumsq(d, sum_sq);
 }
 
-/* Where parameter i's reduced gradient lies: its group k, the group's
- * slice per rank n, and this rank's part [*a, *b) of the gradient block
- * (the whole tensor when the gradient is not sharded). */
+/* Where parameter i's reduced gradient lies: its group *k and this rank's
+ * part [*a, *b) of it in gradient block positions (the whole tensor when
+ * the gradient is not sharded; empty when the rank's slice misses it). */
 static wf_status grad_range(wf_dist *d, int i, int *k, int64_t *a, int64_t *b)
 {
     const wf_exec_param *p = wf_exec_param_at(d->e, i);

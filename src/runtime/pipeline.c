@@ -54,14 +54,14 @@
  * (docs/runtime.md, "Pipeline stages").
  *
  * A step: play the order; then every engine waits for its reductions (the
- * all-reduces, or the reduce-scatters of dear and ZeRO-2: dear's barrier
+ * all-reduces, or the reduce-scatters of dear and ZeRO-2/3: dear's barrier
  * B0 at the end of the step), tied copies are summed (gathered from the
  * shards where they are sharded), the squares of every gradient (each
  * float weighted: a tied parameter once, a tp-replicated float 1 / tp;
  * from the shards summed over the data-parallel group) are summed over the
  * pipeline's stages in stage order, and every chunk updates with the
- * clipping factor of that norm (ZeRO: each rank its slice, then the
- * parameters all-gathered; dear: the update deferred into the chunk's next
+ * clipping factor of that norm (ZeRO: each rank its slice, then under
+ * zero=1/2 the parameters all-gathered; dear: the update deferred into the chunk's next
  * forward, group by group before the first op reading it). The losses come
  * from the last stage; all ranks gather them with the statuses, so every
  * rank reports the same loss and fails together. */
@@ -85,7 +85,7 @@ typedef struct {
     wf_optim *o;             /* NULL under ZeRO: the engine steps its shard */
     wf_dist *d;
     float *norm_w;           /* [gradient block floats] each float's weight in the clipping norm */
-    float *zimg;             /* ZeRO: a checkpoint's full images of the optimizer state */
+    float *zimg;             /* ZeRO: a checkpoint's full images (zero=3's parameters, the optimizer state) */
     int nin, nout;           /* boundary tensors received / sent */
     int in_t[MAX_BOUNDARY];  /* stage tensors of the received activations */
     int64_t in_n[MAX_BOUNDARY], out_n[MAX_BOUNDARY];
@@ -835,7 +835,7 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
             return st;
     }
     /* A tied parameter's copies: each holder's reduced gradient whole (from
-     * its shards under dear and ZeRO-2), summed over the holders, its part
+     * its shards under dear and ZeRO-2/3), summed over the holders, its part
      * put back. */
     for (int i = 0; i < p->nshared; i++) {
         const shared *s = &p->sh[i];
