@@ -956,17 +956,18 @@ void wf_pipe_info(const wf_pipe *p, wf_train_info *out)
         out->ngroups += wf_dist_ngroups(ch->d);
         wf_exec_memory m;
         wf_exec_memory_of(ch->e, &m);
-        out->memory.param_bytes += m.param_bytes;
-        out->memory.grad_bytes += m.grad_bytes;
+        size_t pb, gb, ob;
+        wf_dist_memory(ch->d, &pb, &gb, &ob);
+        /* Under ZeRO what the rank holds (zero=3: its shard and the peak of gathered units). */
+        out->memory.param_bytes += p->zero ? pb : m.param_bytes;
+        out->memory.grad_bytes += p->zero ? gb : m.grad_bytes;
+        out->optimizer_bytes += ob;
         /* The shared arena and one slot's kept block, then the other slots. */
         size_t kept = wf_exec_slot_bytes(ch->e) - m.leaf_bytes;
         out->memory.leaf_bytes += m.leaf_bytes * (size_t)ch->nslots;
         out->memory.arena_bytes += m.arena_bytes + kept * (size_t)(ch->nslots - 1);
         out->memory.unplanned_bytes += m.unplanned_bytes * (size_t)ch->nslots;
         out->memory.scratch_bytes += m.scratch_bytes;
-        size_t pb, gb, ob;
-        wf_dist_memory(ch->d, &pb, &gb, &ob);
-        out->optimizer_bytes += ob;
     }
     out->zero = p->zero;
     snprintf(out->comm, sizeof out->comm, "%s", wf_dist_describe(p->ch[0].d));
