@@ -329,10 +329,12 @@ typedef struct {
  * plan with tp > 1 or sp, or an op-level plan file, runs as SPMD: the ranks
  * form the plan's mesh and each runs its local graph (docs/runtime.md, "SPMD
  * executor"); a plan with pp > 1 (pp x dp = ranks) runs the model cut into
- * pipeline stages (docs/runtime.md, "Pipeline stages"); zero >= 1 with
- * plain data parallelism shards the optimizer state, the gradients and
- * the parameters by stage (docs/runtime.md, "Sharded state (ZeRO)").
- * Combinations of those, zero with the others, and recompute are refused. */
+ * pipeline stages (docs/runtime.md, "Pipeline stages"), each stage's
+ * data-parallel group reducing under any of the schedules; zero >= 1
+ * shards the optimizer state, the gradients and the parameters by stage
+ * (docs/runtime.md, "Sharded state (ZeRO)") over the data-parallel group:
+ * of plain data parallelism, of each pipeline stage, or of the SPMD mesh's
+ * data-parallel axis. zero with experts, and recompute are refused. */
 wf_status wf_train_create(const wf_train_config *c, wf_train **out);
 void wf_train_free(wf_train *t);
 

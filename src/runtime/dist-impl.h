@@ -48,13 +48,30 @@ wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale);
  * weight[j] times and sums it over comm (MPI_COMM_NULL: this rank alone),
  * after the data-parallel reduction; every schedule. weight is borrowed. */
 void wf_dist_set_norm(wf_dist *d, const float *weight, MPI_Comm comm);
-/* wf_dist_end_backward in two halves, for a caller whose clipping norm
- * spans more gradients than this engine's (pipeline stages), wfbp and ddp
- * only: finish issues what remains and waits for every reduction; apply
- * clips by sqrt(sum_sq) x grad_scale (sum_sq: the squares of the summed
- * gradients the caller counted) and updates. */
+/* wf_dist_end_backward in parts, for a caller whose clipping norm spans
+ * more gradients than this engine's (pipeline stages), under every schedule
+ * and every ZeRO stage:
+ *   finish_reduce issues what remains and waits for every reduction (the
+ *     all-reduces, or the reduce-scatters of dear and ZeRO-2/3: dear's
+ *     barrier B0 at the end of the step);
+ *   grad_get (collective over the data-parallel group) writes parameter i's
+ *     reduced gradient whole into full (numel floats), gathered from the
+ *     shards where it is sharded; grad_put takes this rank's part back from
+ *     full (the caller sums a tied parameter's copies in between);
+ *   reduced_sumsq (collective over the group) gives the squares of the
+ *     reduced gradient, weighted as wf_dist_set_norm says (not summed over
+ *     its comm: the caller sums), summed over the group's shards in rank
+ *     order;
+ *   apply_update clips by sqrt(sum_sq) x grad_scale (sum_sq: the squares of
+ *     the summed gradients the caller counted) and updates (ZeRO: the shards
+ *     stepped and under zero=1/2 the parameters gathered; dear: the first group's
+ *     all-gather started, the rest deferred into the next forward as
+ *     wf_dist_end_backward defers it, or wf_dist_sync). */
 wf_status wf_dist_finish_reduce(wf_dist *d);
-void wf_dist_apply_update(wf_dist *d, int64_t t, double grad_scale, double sum_sq);
+wf_status wf_dist_grad_get(wf_dist *d, int i, float *full);
+wf_status wf_dist_grad_put(wf_dist *d, int i, const float *full);
+wf_status wf_dist_reduced_sumsq(wf_dist *d, double *sum_sq);
+wf_status wf_dist_apply_update(wf_dist *d, int64_t t, double grad_scale, double sum_sq);
 /* Applies a deferred update now (dear); nothing otherwise. */
 wf_status wf_dist_sync(wf_dist *d);
 

@@ -25,8 +25,8 @@
  *            wait for g's MPI_Iallgather, start g+1's, apply the optimizer to
  *            g's parameters, and compute. The optimizer state is kept in full
  *            on every rank (every rank updates every parameter from the same
- *            gathered gradient, so parameters stay bit-identical; sharding the
- *            state, ZeRO-1 style, would cut its memory by the ranks).
+ *            gathered gradient, so parameters stay bit-identical; with zero=1
+ *            or 2 the state is sharded, see docs/runtime.md).
  *   horovod[:MiB], mgwfbp, bytescheduler[:MiB]
  *            The groups these form depend on time (Horovod's 1 ms fusion
  *            cycle, MG-WFBP's merge of a tensor whose collective would not
@@ -52,7 +52,14 @@
  * scales the summed gradient by 1 / (ranks x micro-batches). The gradient
  * norm for clipping is summed in a fixed order (per group, then per rank) so
  * every rank gets the same bits. With one rank nothing is sent and the same
- * code paths run (dear still defers its updates into the next forward). */
+ * code paths run (dear still defers its updates into the next forward).
+ *
+ * Pipeline stages (pipeline.c) take the end of the backward in parts
+ * (wf_dist_finish_reduce, wf_dist_grad_get / _put, wf_dist_reduced_sumsq,
+ * wf_dist_apply_update), so that the tied copies and the clipping norm span
+ * the stages: every schedule and every ZeRO stage run that way, dear's
+ * barrier B0 then at the end of the step rather than at the next forward's
+ * start. */
 #include "runtime/dist-impl.h"
 #include "runtime/kernels-impl.h"
 
@@ -760,6 +767,7 @@ static void update_group(wf_dist *d, int k, int64_t t, float scale)
 
 static float update_scale(wf_dist *d, double sum_sq, double grad_scale);
 static double wsumsq(const float *x, const float *w, int64_t n);
+static wf_status dear_next(wf_dist *d, int k);
 
 /* This rank's slice of group k: its reduced gradient (the reduce-scatter's
  * shard, or the slice of the all-reduced whole under zero=1; with one rank
@@ -940,23 +948,35 @@ static wf_status zero3_release_all(wf_dist *d)
     return st;
 }
 
-/* After the backward under ZeRO (not dear): the reductions done, the global
- * norm (zero=1: of the all-reduced whole, as without ZeRO; else from the
- * shards), each rank's slices stepped, and under zero=1 and 2 the updated
- * parameters gathered (ZeRO-3 gathers them op by op in the next passes). */
-static wf_status zero_end_backward(wf_dist *d, int64_t t, double grad_scale)
+/* The reduced gradient lies in shards (dear's reduce-scatters, or ZeRO-2's
+ * and ZeRO-3's in place): each rank holds its slice of every group. */
+static int sharded(const wf_dist *d)
 {
-    wf_status st = wait_all(d, d->req);
-    if (st != WF_OK)
-        return st;
-    double s = 0;
-    if (d->zero == 1) {
-        for (int k = 0; k < d->ngroups; k++)
-            s += sumsq(grad_at(d, d->groups[k].off), d->groups[k].count);
-    } else if ((st = shard_sumsq(d, &s)) != WF_OK) {
-        return st;
+    return d->mpi && (d->sched.kind == WF_COMM_DEAR || d->zero >= 2);
+}
+
+/* The squares of the reduced gradient (each float weighted by norm_weight
+ * when set), over this data-parallel group: from the shards (gathered,
+ * summed in rank order) or from the whole gradient every rank holds. */
+static wf_status reduced_sumsq(wf_dist *d, double *s)
+{
+    if (sharded(d))
+        return shard_sumsq(d, s);
+    *s = 0;
+    for (int k = 0; k < d->ngroups; k++) {
+        const group *g = &d->groups[k];
+        *s += d->norm_weight ? wsumsq(grad_at(d, g->off), d->norm_weight + g->off, g->count)
+                             : sumsq(grad_at(d, g->off), g->count);
     }
-    float scale = update_scale(d, s, grad_scale);
+    return WF_OK;
+}
+
+/* ZeRO (not dear), once the norm is known: each rank's slices stepped, and
+ * under zero=1 and 2 the updated parameters gathered (ZeRO-3 gathers them op
+ * by op in the next passes). */
+static wf_status zero_apply(wf_dist *d, int64_t t, float scale)
+{
+    wf_status st;
     const int in_place = d->mpi && d->zero >= 2 && d->sched.kind != WF_COMM_DEAR;
     for (int k = 0; k < d->ngroups; k++) {
         zero_update_group(d, k, t, scale);
@@ -1006,7 +1026,8 @@ void wf_dist_set_norm(wf_dist *d, const float *weight, MPI_Comm comm)
     d->norm_comm = comm;
 }
 
-wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
+/* Issues what has not gone yet and ends the backward's collectives. */
+static wf_status issue_rest(wf_dist *d)
 {
     wf_status st;
     for (int k = d->next_issue; k < d->ngroups; k++)
@@ -1014,6 +1035,32 @@ wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
             return st;
     d->next_issue = d->ngroups;
     d->bwd_active = 0;
+    return WF_OK;
+}
+
+/* dear's deferral, once the norm is known: the update scale set, the first
+ * group's all-gather started (with ZeRO: its slice stepped, its parameters
+ * gathered); the rest before the forward ops that read them. */
+static wf_status dear_start(wf_dist *d, int64_t t, double grad_scale, double sum_sq)
+{
+    d->pending = 1;
+    d->pending_t = t;
+    d->pending_scale = grad_scale;
+    d->update_scale = update_scale(d, sum_sq, grad_scale);
+    d->b0_done = 1;
+    d->pos = 0;
+    if (d->ngroups == 0) {
+        d->pending = 0;
+        return WF_OK;
+    }
+    return dear_next(d, d->fwd_order[0]);
+}
+
+wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
+{
+    wf_status st = issue_rest(d);
+    if (st != WF_OK)
+        return st;
     if (d->sched.kind == WF_COMM_DEAR) {
         d->pending = 1;
         d->b0_done = 0;
@@ -1022,48 +1069,117 @@ wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
         d->pending_scale = grad_scale;
         return WF_OK;
     }
-    if (d->zero)
-        return zero_end_backward(d, t, grad_scale);
     if ((st = wait_all(d, d->req)) != WF_OK)
         return st;
-    /* Identical gradients on every rank: the same norm in the same order. */
+    /* Identical gradients (or shards) on every rank: the same norm in the same order. */
     double s = 0;
-    if (d->norm_weight) {
-        for (int k = 0; k < d->ngroups; k++)
-            s += wsumsq(grad_at(d, d->groups[k].off), d->norm_weight + d->groups[k].off, d->groups[k].count);
-        if ((st = spmd_norm_sum(d, &s)) != WF_OK)
-            return st;
-    } else {
-        for (int k = 0; k < d->ngroups; k++)
-            s += sumsq(grad_at(d, d->groups[k].off), d->groups[k].count);
-    }
+    if ((st = reduced_sumsq(d, &s)) != WF_OK)
+        return st;
+    if (d->norm_weight && (st = spmd_norm_sum(d, &s)) != WF_OK)
+        return st;
     float scale = update_scale(d, s, grad_scale);
+    if (d->zero)
+        return zero_apply(d, t, scale);
     for (int k = 0; k < d->ngroups; k++)
         update_group(d, k, t, scale);
     return WF_OK;
 }
 
-/* The two halves of wf_dist_end_backward for a caller that computes the
- * gradient norm over more than this engine's gradients (pipeline stages:
- * every stage's parameters enter the clipping norm). wfbp and ddp only. */
+/* ---- the update in parts (pipeline stages) ------------------------------------------------------ */
+
 wf_status wf_dist_finish_reduce(wf_dist *d)
 {
-    if (d->sched.kind == WF_COMM_DEAR)
-        return wf_errorf(WF_INVAL, "dear defers its update into the next forward: not with a split update");
-    wf_status st;
-    for (int k = d->next_issue; k < d->ngroups; k++)
-        if ((st = issue(d, k)) != WF_OK)
-            return st;
-    d->next_issue = d->ngroups;
-    d->bwd_active = 0;
-    return wait_all(d, d->req);
+    wf_status st = issue_rest(d);
+    return st == WF_OK ? wait_all(d, d->req) : st;
 }
 
-void wf_dist_apply_update(wf_dist *d, int64_t t, double grad_scale, double sum_sq)
+wf_status wf_dist_reduced_sumsq(wf_dist *d, double *sum_sq)
 {
+    return reduced_sumsq(d, sum_sq);
+}
+
+/* Where parameter i's reduced gradient lies: its group *k and this rank's
+ * part [*a, *b) of it in gradient block positions (the whole tensor when
+ * the gradient is not sharded; empty when the rank's slice misses it). */
+static wf_status grad_range(wf_dist *d, int i, int *k, int64_t *a, int64_t *b)
+{
+    const wf_exec_param *p = wf_exec_param_at(d->e, i);
+    *k = d->group_of[i];
+    *a = p->grad_offset;
+    *b = p->grad_offset + p->numel;
+    if (!sharded(d))
+        return WF_OK;
+    if (*k < 0 || d->chunk_next[*k] >= 0)
+        return wf_errorf(WF_INTERNAL, "parameter '%s' is not one range of one group", p->name);
+    const group *g = &d->groups[*k];
+    int64_t n = g->count / d->nranks, lo = g->off + d->rank * n;
+    *a = *a > lo ? *a : lo;
+    *b = *b < lo + n ? *b : lo + n;
+    if (*b < *a)
+        *b = *a;
+    return WF_OK;
+}
+
+wf_status wf_dist_grad_get(wf_dist *d, int i, float *full)
+{
+    const wf_exec_param *p = wf_exec_param_at(d->e, i);
+    int k;
+    int64_t a, b;
+    wf_status st = grad_range(d, i, &k, &a, &b);
+    if (st != WF_OK)
+        return st;
+    if (!sharded(d)) {
+        memcpy(full, p->grad, (size_t)p->numel * sizeof(float));
+        return WF_OK;
+    }
+    /* Every rank's part, in rank order (the parts tile the tensor). */
+    const group *g = &d->groups[k];
+    int64_t n = g->count / d->nranks;
+    int *cnt = malloc((size_t)d->nranks * 2 * sizeof *cnt);
+    if (!cnt)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    for (int r = 0; r < d->nranks; r++) {
+        int64_t lo = g->off + r * n, x = p->grad_offset > lo ? p->grad_offset : lo;
+        int64_t y = p->grad_offset + p->numel < lo + n ? p->grad_offset + p->numel : lo + n;
+        cnt[r] = (int)(y > x ? y - x : 0);
+        cnt[d->nranks + r] = (int)(y > x ? x - p->grad_offset : 0);
+    }
+    const float *mine = zero_grad_shard(d, k) + (a - (g->off + d->rank * n));
+    double t0 = wf_now_s();
+    int rc = MPI_Allgatherv(mine, (int)(b - a), MPI_FLOAT, full, cnt, cnt + d->nranks, MPI_FLOAT, d->comm);
+    d->comm_s += wf_now_s() - t0;
+    free(cnt);
+    return rc == MPI_SUCCESS ? WF_OK : mpi_fail(rc, "MPI_Allgatherv of a reduced gradient");
+}
+
+wf_status wf_dist_grad_put(wf_dist *d, int i, const float *full)
+{
+    const wf_exec_param *p = wf_exec_param_at(d->e, i);
+    int k;
+    int64_t a, b;
+    wf_status st = grad_range(d, i, &k, &a, &b);
+    if (st != WF_OK)
+        return st;
+    if (!sharded(d)) {
+        memcpy(p->grad, full, (size_t)p->numel * sizeof(float));
+        return WF_OK;
+    }
+    const group *g = &d->groups[k];
+    float *mine = zero_grad_shard(d, k) + (a - (g->off + d->rank * (g->count / d->nranks)));
+    memcpy(mine, full + (a - p->grad_offset), (size_t)(b - a) * sizeof(float));
+    return WF_OK;
+}
+
+wf_status wf_dist_apply_update(wf_dist *d, int64_t t, double grad_scale, double sum_sq)
+{
+    if (d->sched.kind == WF_COMM_DEAR)
+        return dear_start(d, t, grad_scale, sum_sq);
     float scale = update_scale(d, sum_sq, grad_scale);
+    if (d->zero)
+        return zero_apply(d, t, scale);
     for (int k = 0; k < d->ngroups; k++)
         update_group(d, k, t, scale);
+    return WF_OK;
 }
 
 /* dear's next group in forward order: its gradient's all-gather, or with
@@ -1089,12 +1205,7 @@ static wf_status dear_b0(wf_dist *d)
         return st;
     if (d->norm_weight && (st = spmd_norm_sum(d, &total)) != WF_OK)
         return st;
-    d->update_scale = update_scale(d, total, d->pending_scale);
-    d->b0_done = 1;
-    d->pos = 0;
-    if (d->ngroups == 0)
-        return WF_OK;
-    return dear_next(d, d->fwd_order[0]);
+    return dear_start(d, d->pending_t, d->pending_scale, total);
 }
 
 /* Completes dear's deferred update for the groups first read at or before

@@ -22,7 +22,8 @@ typedef struct {
     int64_t batch;               /* global batch B */
     wf_exec_opts exec;
     const wf_optim_config *optim;
-    wf_comm_sched sched;         /* wfbp or ddp over each stage's data-parallel group */
+    wf_comm_sched sched;         /* each stage's data-parallel group's schedule (any dist.c runs; the
+                                    plan's zero shards the state over that group) */
     int overlap;
 } wf_pipe_config;
 
@@ -58,12 +59,22 @@ int wf_pipe_trace(const wf_pipe *p, wf_pipe_op *ops, int cap);
 /* Checkpoint tensors of this rank: its chunks' parameters as
  * "c<vs>/<name>" and their optimizer state "c<vs>/<state>.<index>". */
 wf_status wf_pipe_ckpt_tensors(wf_pipe *p, wf_ckpt_tensor **out, char **names, int *n);
+/* ZeRO (zero=1, 2): the optimizer state of those tensors lies in full
+ * images the checkpoint reads and writes; collective gather fills them from
+ * the shards before a save, scatter takes the shards back after a load,
+ * release frees them (nothing without ZeRO). */
+wf_status wf_pipe_zero_gather(wf_pipe *p);
+void wf_pipe_zero_scatter(wf_pipe *p);
+void wf_pipe_zero_release(wf_pipe *p);
+/* Collective: completes dear's deferred updates (wf_dist_sync per chunk). */
+wf_status wf_pipe_sync(wf_pipe *p);
 /* The plan line of a checkpoint: "pp=2,vpp=1,dp=2,pipe=1f1b". */
 void wf_pipe_plan_text(const wf_plan *p, char *buf, size_t cap);
 
 /* Collective: the whole model's parameters, in the model's tensor order, each
  * tensor's numel values packed (dp index 0's stage ranks contribute). */
 wf_status wf_pipe_gather_params(wf_pipe *p, float *out, int64_t cap, int64_t *n);
+/* FNV-1a of every chunk's parameter block (collective under ZeRO-3: the gathered blocks). */
 uint64_t wf_pipe_checksum(const wf_pipe *p);
 
 #endif

@@ -24,8 +24,12 @@
  *
  * Ranks, stage-major as Megatron-LM orders them with tp = 1: rank = stage x
  * dp + d for data-parallel index d. Stage s's data-parallel group is ranks
- * [s dp, (s+1) dp), reduced by dist.c's engine (wfbp or ddp) on its own
- * communicator; pipeline d is ranks {d, dp + d, ...}, which exchange
+ * [s dp, (s+1) dp), reduced by dist.c's engine on its own communicator
+ * under any of its schedules (wfbp, ddp, dear, horovod, mgwfbp,
+ * bytescheduler), with zero=1, 2 or 3 sharding the optimizer state (and
+ * zero=3 the parameters, gathered per op by the engine's hooks in every
+ * pass) over that group;
+ * pipeline d is ranks {d, dp + d, ...}, which exchange
  * activations with MPI_Isend / MPI_Irecv on a pipeline communicator (tag:
  * micro-batch, receiving virtual stage, direction, tensor).
  *
@@ -49,10 +53,16 @@
  * framework keeps the saved activations of each in-flight micro-batch
  * (docs/runtime.md, "Pipeline stages").
  *
- * A step: play the order; then every engine waits for its reductions, tied
- * copies are summed, the squares of every gradient (each tied parameter
- * counted once) are summed over the pipeline's stages in stage order, and
- * every chunk updates with the clipping factor of that norm. The losses come
+ * A step: play the order; then every engine waits for its reductions (the
+ * all-reduces, or the reduce-scatters of dear and ZeRO-2/3: dear's barrier
+ * B0 at the end of the step), tied copies are summed (gathered from the
+ * shards where they are sharded), the squares of every gradient (each
+ * float weighted: a tied parameter once, a tp-replicated float 1 / tp;
+ * from the shards summed over the data-parallel group) are summed over the
+ * pipeline's stages in stage order, and every chunk updates with the
+ * clipping factor of that norm (ZeRO: each rank its slice, then under
+ * zero=1/2 the parameters all-gathered; dear: the update deferred into the chunk's next
+ * forward, group by group before the first op reading it). The losses come
  * from the last stage; all ranks gather them with the statuses, so every
  * rank reports the same loss and fails together. */
 #include "runtime/pipeline-impl.h"
@@ -72,8 +82,10 @@
 typedef struct {
     int vs;                  /* virtual stage */
     wf_exec *e;
-    wf_optim *o;
+    wf_optim *o;             /* NULL under ZeRO: the engine steps its shard */
     wf_dist *d;
+    float *norm_w;           /* [gradient block floats] each float's weight in the clipping norm */
+    float *zimg;             /* ZeRO: a checkpoint's full images (zero=3's parameters, the optimizer state) */
     int nin, nout;           /* boundary tensors received / sent */
     int in_t[MAX_BOUNDARY];  /* stage tensors of the received activations */
     int64_t in_n[MAX_BOUNDARY], out_n[MAX_BOUNDARY];
@@ -98,6 +110,7 @@ struct wf_pipe {
     MPI_Comm tpcomm, mpcomm; /* tp > 1: the stage's tp ranks; every stage's of this data-parallel index */
     wf_spmd *tps;            /* tp > 1: the local graph under Megatron's layouts and its collectives */
     int tp, tpi;
+    int zero;                /* the ZeRO stage each stage's data-parallel group shards */
     int rank, nranks, stage, pp, vpp, nvs, dp, dpi, m;
     int64_t mbs, in_numel, lab_numel, full_params;
     wf_pipe_kind kind;
@@ -131,9 +144,9 @@ wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, 
     if (p->cp > 1 || p->ep > 1)
         return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines data- and tensor-parallel stages only (cp=%d, ep=%d "
                                    "must be 1)", p->pp, p->cp, p->ep);
-    if (p->zero || p->recompute != WF_RECOMPUTE_NONE || p->fp8)
-        return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines plain stages (zero=%d, recompute=%s, fp8=%d must be "
-                                   "off)", p->pp, p->zero, wf_recompute_name(p->recompute), p->fp8);
+    if (p->recompute != WF_RECOMPUTE_NONE || p->fp8)
+        return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines plain stages (recompute=%s, fp8=%d must be off)",
+                         p->pp, wf_recompute_name(p->recompute), p->fp8);
     if (p->pp < 2)
         return wf_errorf(WF_INVAL, "vpp=%d needs pp >= 2 stages (pp=%d)", p->vpp, p->pp);
     int tp = p->tp > 1 ? p->tp : 1;
@@ -420,11 +433,26 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
     free(init);
     if (st != WF_OK)
         return st;
-    if ((st = wf_optim_create(c->optim, ch->e, &ch->o)) != WF_OK)
+    /* ZeRO: the engine keeps the optimizer over this rank's shard of the stage's data-parallel group. */
+    if (!c->plan->zero && (st = wf_optim_create(c->optim, ch->e, &ch->o)) != WF_OK)
         return st;
-    wf_dist_config dc = {p->dpcomm, p->dpi, p->dp, c->sched, c->overlap, c->cluster, 0, NULL};
+    wf_dist_config dc = {p->dpcomm, p->dpi, p->dp, c->sched, c->overlap, c->cluster, c->plan->zero, c->optim};
     if ((st = wf_dist_create(ch->e, ch->o, &dc, &ch->d)) != WF_OK)
         return st;
+    /* The clipping norm counts each float of the gradient block once over
+     * the pipeline: owner's share (a tied copy 0 but on its first holder,
+     * a tp-replicated float 1 / tp), padding 0. */
+    int64_t gfloats = 0;
+    float *gblock = wf_exec_grad_block(ch->e, &gfloats);
+    ch->norm_w = calloc((size_t)(gfloats + 1), sizeof *ch->norm_w);
+    if (!ch->norm_w)
+        return wf_errorf(WF_NOMEM, "out of memory for the clipping norm's weights");
+    for (int i = 0; i < wf_exec_nparams(ch->e); i++) {
+        const wf_exec_param *q = wf_exec_param_at(ch->e, i);
+        for (int64_t j = 0; q->has_grad && ch->owner[i] && j < q->numel; j++)
+            ch->norm_w[(q->grad - gblock) + j] = (float)ch->share[i];
+    }
+    wf_dist_set_norm(ch->d, ch->norm_w, MPI_COMM_NULL);
     /* Slots: the peak of this chunk's micro-batches in flight in the order. */
     int cur = 0, peak = 0;
     ch->first_bwd = ch->last_bwd = -1;
@@ -518,6 +546,7 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     p->nvs = p->pp * p->vpp;
     p->dp = pl->dp;
     p->tp = pl->tp > 1 ? pl->tp : 1;
+    p->zero = pl->zero;
     /* Megatron's order: tp innermost, then data-parallel, then stages. */
     p->stage = p->rank / (p->dp * p->tp);
     p->dpi = p->rank / p->tp % p->dp;
@@ -529,9 +558,6 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     p->dpcomm = p->ppcomm = p->tpcomm = p->mpcomm = MPI_COMM_NULL;
     *out = p;
     wf_status st = wf_pipe_check(pl, c->model, c->nranks, c->batch);
-    if (st == WF_OK && (c->sched.kind != WF_COMM_WFBP && c->sched.kind != WF_COMM_DDP))
-        st = wf_errorf(WF_INVAL, "comm %s with pp=%d: stages reduce their gradients with wfbp or ddp",
-                       wf_comm_name(c->sched.kind), p->pp);
     if (st == WF_OK && p->tp > 1 && !mpi_on(p))
         st = wf_errorf(WF_INVAL, "pp=%d,tp=%d needs MPI (run under mpiexec)", p->pp, p->tp);
     if (st == WF_OK)
@@ -639,6 +665,8 @@ void wf_pipe_free(wf_pipe *p)
             }
         wf_dist_free(ch->d);
         wf_optim_free(ch->o);
+        free(ch->norm_w);
+        free(ch->zimg);
         wf_exec_free(ch->e);
         free(ch->slot_of);
         free(ch->busy);
@@ -704,14 +732,6 @@ static wf_status recv_all(wf_pipe *p, float **buf, const int64_t *n, int cnt, in
     return rc == MPI_SUCCESS ? WF_OK : mpi_err(rc, "MPI_Waitall of a stage's receives");
 }
 
-static double sumsq(const float *x, int64_t n)
-{
-    double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)x[i] * (double)x[i];
-    return s;
-}
-
 /* Runs op i of the order. */
 static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in, const int32_t *lab,
                       int64_t first_sample, int64_t step, double *loss_sum, wf_status *kst, double *comm_s)
@@ -748,7 +768,8 @@ static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in,
                 return st;
         }
         wf_exec_set_stream(ch->e, (uint64_t)step, first_sample + mb * p->mbs);
-        wf_dist_begin_micro(ch->d, 0, 0);
+        /* dear: the previous step's deferred update completes in this chunk's first forward. */
+        wf_dist_begin_micro(ch->d, 1, 0);
         float loss = 0;
         wf_status fs = wf_exec_forward(ch->e, &loss);
         if (fs == WF_MPI)
@@ -800,10 +821,13 @@ static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in,
 }
 
 /* After the order: reductions, tied copies, the norm over the pipeline, the
- * updates. */
+ * updates (dear: deferred into the next step's forwards). */
 static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
 {
     wf_status st;
+    /* The engines' waits in the passes (dear's all-gathers), then this whole phase. */
+    for (int k = 0; k < p->nchunks; k++)
+        *comm_s += wf_dist_take_comm_s(p->ch[k].d);
     double t0 = wf_now_s();
     for (int k = 0; k < p->nchunks; k++) {
         chunk *ch = &p->ch[k];
@@ -813,24 +837,36 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
         if ((st = wf_dist_finish_reduce(ch->d)) != WF_OK)
             return st;
     }
+    /* A tied parameter's copies: each holder's reduced gradient whole (from
+     * its shards under dear and ZeRO-2/3), summed over the holders, its part
+     * put back. */
     for (int i = 0; i < p->nshared; i++) {
         const shared *s = &p->sh[i];
+        wf_dist *d = p->ch[s->chunk].d;
         const wf_exec_param *q = wf_exec_param_at(p->ch[s->chunk].e, s->param);
-        if (s->comm != MPI_COMM_NULL && q->has_grad) {
-            int rc = MPI_Allreduce(MPI_IN_PLACE, q->grad, (int)q->numel, MPI_FLOAT, MPI_SUM, s->comm);
-            if (rc != MPI_SUCCESS)
-                return mpi_err(rc, "MPI_Allreduce of a tied parameter's gradient");
-        }
+        if (s->comm == MPI_COMM_NULL || !q->has_grad)
+            continue;
+        float *full = malloc((size_t)q->numel * sizeof *full);
+        if (!full)
+            return wf_errorf(WF_NOMEM, "out of memory summing a tied parameter's gradient");
+        st = wf_dist_grad_get(d, s->param, full);
+        int rc = st == WF_OK ? MPI_Allreduce(MPI_IN_PLACE, full, (int)q->numel, MPI_FLOAT, MPI_SUM, s->comm)
+                             : MPI_SUCCESS;
+        if (st == WF_OK && rc == MPI_SUCCESS)
+            st = wf_dist_grad_put(d, s->param, full);
+        free(full);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "MPI_Allreduce of a tied parameter's gradient");
+        if (st != WF_OK)
+            return st;
     }
-    /* Squares of every gradient, each parameter once, summed over the stages. */
+    /* Squares of every gradient, each float once (the chunks' weights), summed over the stages. */
     double mine = 0;
     for (int k = 0; k < p->nchunks; k++) {
-        chunk *ch = &p->ch[k];
-        for (int i = 0; i < wf_exec_nparams(ch->e); i++) {
-            const wf_exec_param *q = wf_exec_param_at(ch->e, i);
-            if (q->has_grad && ch->owner[i])
-                mine += ch->share[i] * sumsq(q->grad, q->numel);
-        }
+        double s = 0;
+        if ((st = wf_dist_reduced_sumsq(p->ch[k].d, &s)) != WF_OK)
+            return st;
+        mine += s;
     }
     double total = mine;
     if (mpi_on(p)) {
@@ -846,12 +882,25 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
         for (int s = 0; s < n; s++)
             total += all[s];
     }
-    *comm_s += wf_now_s() - t0;
     double scale = 1.0 / ((double)p->dp * (double)p->m);
     for (int k = 0; k < p->nchunks; k++)
-        wf_dist_apply_update(p->ch[k].d, step + 1, scale, total);
+        if ((st = wf_dist_apply_update(p->ch[k].d, step + 1, scale, total)) != WF_OK)
+            return st;
+    *comm_s += wf_now_s() - t0;
+    for (int k = 0; k < p->nchunks; k++)
+        wf_dist_take_comm_s(p->ch[k].d); /* counted in this phase */
     p->grad_norm = sqrt(total) * scale;
     return WF_OK;
+}
+
+wf_status wf_pipe_sync(wf_pipe *p)
+{
+    wf_status st = WF_OK;
+    for (int k = 0; k < p->nchunks && st == WF_OK; k++) {
+        st = wf_dist_sync(p->ch[k].d);
+        wf_dist_take_comm_s(p->ch[k].d);
+    }
+    return st;
 }
 
 wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t first_sample, int64_t step,
@@ -910,8 +959,12 @@ void wf_pipe_info(const wf_pipe *p, wf_train_info *out)
         out->ngroups += wf_dist_ngroups(ch->d);
         wf_exec_memory m;
         wf_exec_memory_of(ch->e, &m);
-        out->memory.param_bytes += m.param_bytes;
-        out->memory.grad_bytes += m.grad_bytes;
+        size_t pb, gb, ob;
+        wf_dist_memory(ch->d, &pb, &gb, &ob);
+        /* Under ZeRO what the rank holds (zero=3: its shard and the peak of gathered units). */
+        out->memory.param_bytes += p->zero ? pb : m.param_bytes;
+        out->memory.grad_bytes += p->zero ? gb : m.grad_bytes;
+        out->optimizer_bytes += ob;
         /* The shared arena and one slot's kept block, then the other slots. */
         size_t kept = wf_exec_slot_bytes(ch->e) - m.leaf_bytes;
         out->memory.leaf_bytes += m.leaf_bytes * (size_t)ch->nslots;
@@ -919,6 +972,7 @@ void wf_pipe_info(const wf_pipe *p, wf_train_info *out)
         out->memory.unplanned_bytes += m.unplanned_bytes * (size_t)ch->nslots;
         out->memory.scratch_bytes += m.scratch_bytes;
     }
+    out->zero = p->zero;
     snprintf(out->comm, sizeof out->comm, "%s", wf_dist_describe(p->ch[0].d));
 }
 
@@ -943,7 +997,7 @@ wf_status wf_pipe_ckpt_tensors(wf_pipe *p, wf_ckpt_tensor **out, char **names, i
 {
     int total = 0;
     for (int k = 0; k < p->nchunks; k++)
-        total += wf_exec_nparams(p->ch[k].e) * (1 + wf_optim_nstate(p->ch[k].o));
+        total += wf_exec_nparams(p->ch[k].e) * (1 + wf_optim_nstate(wf_dist_optim(p->ch[k].d)));
     wf_ckpt_tensor *ts = calloc((size_t)(total > 0 ? total : 1), sizeof *ts);
     char *nm = calloc((size_t)(total > 0 ? total : 1), WF_NAME_LEN);
     if (!ts || !nm) {
@@ -954,7 +1008,20 @@ wf_status wf_pipe_ckpt_tensors(wf_pipe *p, wf_ckpt_tensor **out, char **names, i
     int j = 0;
     for (int k = 0; k < p->nchunks; k++) {
         chunk *ch = &p->ch[k];
-        int ns = wf_optim_nstate(ch->o);
+        const wf_optim *o = wf_dist_optim(ch->d);
+        int ns = wf_optim_nstate(o);
+        /* ZeRO: the state as the full images of an unsharded run (gathered
+         * before a save, the shards taken back after a load). */
+        int64_t nf = wf_dist_zero_floats(ch->d) + 1;
+        if (p->zero) {
+            free(ch->zimg);
+            ch->zimg = calloc((size_t)(1 + ns) * (size_t)nf, sizeof(float));
+            if (!ch->zimg) {
+                free(ts);
+                free(nm);
+                return wf_errorf(WF_NOMEM, "out of memory for the checkpoint's images");
+            }
+        }
         for (int i = 0; i < wf_exec_nparams(ch->e); i++) {
             const wf_exec_param *q = wf_exec_param_at(ch->e, i);
             for (int s = -1; s < ns; s++, j++) {
@@ -962,12 +1029,14 @@ wf_status wf_pipe_ckpt_tensors(wf_pipe *p, wf_ckpt_tensor **out, char **names, i
                 if (s < 0)
                     snprintf(name, WF_NAME_LEN, "c%d/%.50s", ch->vs, q->name);
                 else
-                    snprintf(name, WF_NAME_LEN, "c%d/%s.%d", ch->vs, wf_optim_state_name(ch->o, s), i);
+                    snprintf(name, WF_NAME_LEN, "c%d/%s.%d", ch->vs, wf_optim_state_name(o, s), i);
                 ts[j].name = name;
                 ts[j].dtype = WF_DTYPE_FP32;
                 ts[j].ndim = q->ndim;
                 memcpy(ts[j].shape, q->shape, sizeof ts[j].shape);
-                ts[j].data = s < 0 ? (void *)q->data : (void *)wf_optim_state(ch->o, i, s);
+                ts[j].data = s < 0 ? (void *)q->data : (void *)wf_optim_state(o, i, s);
+                if (p->zero && (s >= 0 || p->zero == 3))
+                    ts[j].data = ch->zimg + (size_t)(s + 1) * (size_t)nf + q->offset;
             }
         }
     }
@@ -975,6 +1044,62 @@ wf_status wf_pipe_ckpt_tensors(wf_pipe *p, wf_ckpt_tensor **out, char **names, i
     *names = nm;
     *n = total;
     return WF_OK;
+}
+
+/* The images of chunk k (ZeRO): [0] the parameters (zero=3), [1 + s] state s. */
+static void zero_images(const wf_pipe *p, int k, float **img)
+{
+    const chunk *ch = &p->ch[k];
+    int64_t nf = wf_dist_zero_floats(ch->d) + 1;
+    for (int s = 0; s < 1 + wf_optim_nstate(wf_dist_optim(ch->d)); s++)
+        img[s] = ch->zimg + (size_t)s * (size_t)nf;
+}
+
+wf_status wf_pipe_zero_gather(wf_pipe *p)
+{
+    wf_status st = WF_OK;
+    for (int k = 0; p->zero && k < p->nchunks && st == WF_OK; k++) {
+        float *img[4];
+        zero_images(p, k, img);
+        if (p->ch[k].zimg)
+            st = wf_dist_zero_gather(p->ch[k].d, p->zero == 3 ? img[0] : NULL, img + 1);
+    }
+    return st;
+}
+
+void wf_pipe_zero_scatter(wf_pipe *p)
+{
+    for (int k = 0; p->zero && k < p->nchunks; k++) {
+        float *img[4];
+        zero_images(p, k, img);
+        if (p->ch[k].zimg)
+            wf_dist_zero_scatter(p->ch[k].d, p->zero == 3 ? img[0] : NULL, (const float *const *)(img + 1));
+    }
+}
+
+/* Chunk k's parameters, laid out as its parameter block: the block, or
+ * under ZeRO-3 (which holds shards) a gathered image the caller frees in
+ * *owned (collective over the chunk's data-parallel group). */
+static wf_status chunk_params(const wf_pipe *p, int k, const float **out, float **owned)
+{
+    *owned = NULL;
+    *out = wf_exec_param_block(p->ch[k].e, NULL);
+    if (p->zero != 3)
+        return WF_OK;
+    float *img = calloc((size_t)wf_dist_zero_floats(p->ch[k].d) + 1, sizeof *img);
+    wf_status st = img ? wf_dist_zero_gather(p->ch[k].d, img, NULL)
+                       : wf_errorf(WF_NOMEM, "out of memory gathering a stage's parameters");
+    *owned = img;
+    *out = img;
+    return st;
+}
+
+void wf_pipe_zero_release(wf_pipe *p)
+{
+    for (int k = 0; k < p->nchunks; k++) {
+        free(p->ch[k].zimg);
+        p->ch[k].zimg = NULL;
+    }
 }
 
 void wf_pipe_plan_text(const wf_plan *p, char *buf, size_t cap)
@@ -991,22 +1116,35 @@ void wf_pipe_plan_text(const wf_plan *p, char *buf, size_t cap)
 wf_status wf_pipe_gather_params(wf_pipe *p, float *out, int64_t cap, int64_t *n)
 {
     *n = p->full_params;
+    /* dear's deferred update applied first (every rank; no early return before it). */
+    wf_status st = wf_pipe_sync(p);
+    if (mpi_on(p))
+        st = wf_mpi_agree_on(p->comm, p->rank, p->nranks, st);
+    if (st != WF_OK)
+        return st;
     if (cap < p->full_params)
         return wf_errorf(WF_INVAL, "the model has %lld parameters, %lld given", (long long)p->full_params,
                          (long long)cap);
     memset(out, 0, (size_t)p->full_params * sizeof *out);
-    if (p->dpi == 0)
-        for (int k = 0; k < p->nchunks; k++) {
-            chunk *ch = &p->ch[k];
-            for (int i = 0; i < wf_exec_nparams(ch->e); i++)
-                if (ch->owner[i]) {
-                    const wf_exec_param *q = wf_exec_param_at(ch->e, i);
-                    if (p->tps)
-                        wf_spmd_put_param(p->tps, q->name, q->data, out + ch->full_off[i]);
-                    else
-                        memcpy(out + ch->full_off[i], q->data, (size_t)q->numel * sizeof *out);
-                }
-        }
+    for (int k = 0; k < p->nchunks && st == WF_OK; k++) {
+        chunk *ch = &p->ch[k];
+        const float *block;
+        float *owned;
+        st = chunk_params(p, k, &block, &owned); /* every rank: ZeRO-3 gathers over the stage's dp group */
+        for (int i = 0; st == WF_OK && p->dpi == 0 && i < wf_exec_nparams(ch->e); i++)
+            if (ch->owner[i]) {
+                const wf_exec_param *q = wf_exec_param_at(ch->e, i);
+                if (p->tps)
+                    wf_spmd_put_param(p->tps, q->name, block + q->offset, out + ch->full_off[i]);
+                else
+                    memcpy(out + ch->full_off[i], block + q->offset, (size_t)q->numel * sizeof *out);
+            }
+        free(owned);
+    }
+    if (mpi_on(p))
+        st = wf_mpi_agree_on(p->comm, p->rank, p->nranks, st);
+    if (st != WF_OK)
+        return st;
     if (!mpi_on(p))
         return WF_OK;
     /* One rank holds each value, the others zeros: the sum is exact. */
@@ -1024,11 +1162,19 @@ uint64_t wf_pipe_checksum(const wf_pipe *p)
     uint64_t h = 0xcbf29ce484222325ull;
     for (int k = 0; k < p->nchunks; k++) {
         int64_t n = 0;
-        const unsigned char *b = (const unsigned char *)wf_exec_param_block(p->ch[k].e, &n);
+        wf_exec_param_block(p->ch[k].e, &n);
+        const float *block;
+        float *owned;
+        if (p->zero == 3)
+            n = wf_dist_zero_floats(p->ch[k].d);
+        if (chunk_params(p, k, &block, &owned) != WF_OK || !block)
+            n = 0;
+        const unsigned char *b = (const unsigned char *)block;
         for (size_t i = 0; i < (size_t)n * sizeof(float); i++) {
             h ^= b[i];
             h *= 0x100000001b3ull;
         }
+        free(owned);
     }
     return h;
 }

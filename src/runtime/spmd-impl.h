@@ -37,7 +37,8 @@ void wf_spmd_info_of(const wf_spmd *s, wf_train_info *out);
  * layouts ("layouts=mesh 2x2, plan fnv 0x..."), which a resume must match. */
 typedef struct {
     wf_exec *e;
-    wf_optim *o;
+    wf_optim *o;          /* NULL under ZeRO: d's optimizer over its shard */
+    struct wf_dist *d;    /* the data-parallel axis's engine (its ZeRO shards) */
     struct wf_data *data;
     int64_t *steps;
     int64_t m;

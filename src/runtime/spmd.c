@@ -135,6 +135,8 @@ struct wf_spmd {
     size_t scratch_floats;
     double comm_s;
     wf_comm_sched plan_comm;      /* the whole-model plan's schedule (wfbp for op-level files) */
+    int zero;                     /* the plan's ZeRO stage: the state (zero=3: and each rank's parameter
+                                     shards) sharded again over the data-parallel axis */
     int64_t ncoll[5], last_ncoll[5]; /* all-gathers, reduce-scatters, all-reduces, in-op, all-to-alls */
     char plan_note[256];
     char comm_desc[64];
@@ -1184,10 +1186,11 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
         if (!wf_model_is_transformer(&S->model))
             return wf_errorf(WF_INVAL, "tp=%d: model '%s' is not a transformer (Megatron's layout has no form for it; "
                              "write an op-level plan with weft plan --op-level)", p.tp, S->model.name);
-        if (p.pp > 1 || p.vpp > 1 || p.zero || p.recompute != WF_RECOMPUTE_NONE || p.cp > 1 || p.ep > 1 || p.fp8)
-            return wf_errorf(WF_INVAL, "plan with tp=%d: the SPMD runtime runs tp, sp and dp (pp=%d, vpp=%d, zero=%d, "
+        if (p.pp > 1 || p.vpp > 1 || p.recompute != WF_RECOMPUTE_NONE || p.cp > 1 || p.ep > 1 || p.fp8)
+            return wf_errorf(WF_INVAL, "plan with tp=%d: the SPMD runtime runs tp, sp, dp and zero (pp=%d, vpp=%d, "
                              "recompute=%s, cp=%d, ep=%d, fp8=%d are not combined with it)", p.tp, p.pp, p.vpp,
-                             p.zero, wf_recompute_name(p.recompute), p.cp, p.ep, p.fp8);
+                             wf_recompute_name(p.recompute), p.cp, p.ep, p.fp8);
+        S->zero = p.zero;
         if ((int64_t)p.dp * p.tp != S->nranks)
             return wf_errorf(WF_INVAL, "plan dp=%d,tp=%d needs %d ranks but the job has %d", p.dp, p.tp, p.dp * p.tp,
                              S->nranks);
@@ -1310,7 +1313,8 @@ static wf_status setup(wf_spmd *S)
         return st;
     if ((st = wf_data_open(c->data, &S->dl, c->seed, &S->data)) != WF_OK)
         return st;
-    if ((st = wf_optim_create(&c->optim, S->e, &S->o)) != WF_OK)
+    /* ZeRO: the engine keeps the optimizer over this rank's shard of the data-parallel axis. */
+    if (!S->zero && (st = wf_optim_create(&c->optim, S->e, &S->o)) != WF_OK)
         return st;
     /* Gradient reduction on the data-parallel axis (dist.c), and the norm
      * for clipping over the other axes. */
@@ -1326,7 +1330,7 @@ static wf_status setup(wf_spmd *S)
     for (int a = 0; a < S->naxes; a++)
         if (other >> a & 1)
             nother *= S->size[a];
-    wf_dist_config dc = {MPI_COMM_NULL, 0, 1, cs, 1, S->c.cluster, 0, NULL};
+    wf_dist_config dc = {MPI_COMM_NULL, 0, 1, cs, 1, S->c.cluster, S->zero, &c->optim};
     if (S->dist_axis >= 0) {
         dc.comm = axis_comm(S, S->dist_axis);
         dc.rank = S->coord[S->dist_axis];
@@ -1515,6 +1519,7 @@ void wf_spmd_ckpt_view(wf_spmd *S, wf_spmd_ckpt *out)
 {
     out->e = S->e;
     out->o = S->o;
+    out->d = S->d;
     out->data = S->data;
     out->steps = &S->steps;
     out->m = S->m;
@@ -1560,6 +1565,8 @@ void wf_spmd_info_of(const wf_spmd *S, wf_train_info *out)
     snprintf(out->init, sizeof out->init, "random (seed %llu), each rank its shard",
              (unsigned long long)S->c.seed);
     wf_exec_memory_of(S->e, &out->memory);
+    out->zero = S->zero;
+    wf_dist_memory(S->d, &out->memory.param_bytes, &out->memory.grad_bytes, &out->optimizer_bytes);
     if (S->dist_axis >= 0)
         snprintf(out->mesh, sizeof out->mesh, "%s (data-parallel axis %d)", S->ol.mesh, S->dist_axis);
     else
@@ -1576,6 +1583,19 @@ wf_status wf_spmd_gather_params(wf_spmd *S, float *out, int64_t cap, int64_t *n)
     wf_status st = wf_spmd_sync(S);
     if (st != WF_OK)
         return st;
+    /* ZeRO-3 holds shards of this rank's parameters: its block gathered over the data-parallel axis first. */
+    float *image = NULL;
+    if (S->zero == 3) {
+        image = calloc((size_t)wf_dist_zero_floats(S->d) + 1, sizeof *image);
+        st = image ? WF_OK : wf_errorf(WF_NOMEM, "out of memory gathering the parameters");
+        st = wf_mpi_agree_on(S->world, S->rank, S->nranks, st);
+        if (st == WF_OK)
+            st = wf_dist_zero_gather(S->d, image, NULL);
+        if (st != WF_OK) {
+            free(image);
+            return st;
+        }
+    }
     int64_t off = 0;
     for (int t = 0; t < S->gg.ntensors && st == WF_OK; t++) {
         const wf_tensor *x = &S->gg.tensors[t];
@@ -1585,9 +1605,11 @@ wf_status wf_spmd_gather_params(wf_spmd *S, float *out, int64_t cap, int64_t *n)
         int lp = wf_exec_param_of_tensor(S->e, S->local_of[t]);
         const wf_exec_param *p = wf_exec_param_at(S->e, lp);
         float *all = malloc((size_t)(p->numel * S->nranks + 1) * sizeof *all);
-        if (!all)
+        if (!all) {
+            free(image);
             return wf_errorf(WF_NOMEM, "out of memory gathering parameters");
-        if (MPI_Allgather(p->data, (int)p->numel, MPI_FLOAT, all, (int)p->numel, MPI_FLOAT, S->world) != MPI_SUCCESS)
+        }
+        if (MPI_Allgather(image ? image + p->offset : p->data, (int)p->numel, MPI_FLOAT, all, (int)p->numel, MPI_FLOAT, S->world) != MPI_SUCCESS)
             st = wf_errorf(WF_MPI, "MPI_Allgather of the parameters failed");
         if (out && off + gn <= cap)
             for (int r = 0; r < S->nranks && st == WF_OK; r++) {
@@ -1599,6 +1621,7 @@ wf_status wf_spmd_gather_params(wf_spmd *S, float *out, int64_t cap, int64_t *n)
         free(all);
         off += gn;
     }
+    free(image);
     *n = off;
     return st;
 }

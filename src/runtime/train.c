@@ -65,6 +65,8 @@ struct wf_train {
     float *zptr[3];              /* into zimg: [0] parameters (zero=3), [1 + k] optimizer state k */
 };
 
+static wf_dist *ckpt_dist(const wf_train *t);
+
 static int mpi_up(void)
 {
     int init = 0, fin = 0;
@@ -91,9 +93,9 @@ static wf_status pipe_resolve(wf_train *t)
 }
 
 /* Setup of a pipelined run: the stages (wf_pipe_create), the data loader
- * and this pipeline's batch buffers. comm auto takes ddp (dear defers its
- * update into the next forward, which a pipeline's clipping norm over every
- * stage cannot wait for). */
+ * and this pipeline's batch buffers. comm auto takes ddp (the simulator's
+ * choice is made for whole replicas, not for a stage's data-parallel
+ * group). */
 static wf_status pipe_setup(wf_train *t, wf_comm_sched cs)
 {
     const wf_train_config *c = &t->c;
@@ -231,11 +233,12 @@ static wf_status resolve_plan(wf_train *t)
     return WF_OK;
 }
 
-/* --plan auto's filter: the plans the runtime executes (resolve_plan's and
- * spmd.c's checks, before the world's rank count, which the search fixes).
- * Every plan it runs it also checkpoints, so `checkpoint` filters nothing. */
-/* user: the comm schedule --comm names (NULL: the plan's), which the run
- * uses in place of the plan's, so the check sees it. */
+/* --plan auto's filter: the plans the runtime executes (resolve_plan's,
+ * pipeline.c's and spmd.c's checks, before the world's rank count, which
+ * the search fixes). Every plan it runs it also checkpoints, so
+ * `checkpoint` filters nothing. user: the comm schedule --comm names (NULL:
+ * the plan's), which the run uses in place of the plan's, so the check sees
+ * it. */
 static int runtime_runs(const wf_plan *plan, void *user)
 {
     wf_plan q = *plan;
@@ -245,13 +248,15 @@ static int runtime_runs(const wf_plan *plan, void *user)
     if (p->recompute != WF_RECOMPUTE_NONE || p->cp > 1 || p->fp8 || p->etp > 1)
         return 0;
     const int spmd = p->tp > 1 || p->sp, piped = p->pp > 1;
-    /* Sharded state (dist.c): plain data parallelism, not ZeRO-3 with dear,
-     * not ByteScheduler's chunks. */
-    if (p->zero > 0 && (spmd || piped || p->vpp > 1 || p->ep > 1 || (p->zero == 3 && p->comm.kind == WF_COMM_DEAR) ||
-                        p->comm.kind == WF_COMM_BYTESCHEDULER))
+    /* Sharded state (dist.c) over the data-parallel group of plain data
+     * parallelism, of each pipeline stage and of the SPMD mesh's
+     * data-parallel axis: not ZeRO-3 with dear, no ByteScheduler chunks, no
+     * experts. */
+    if (p->zero > 0 && (p->ep > 1 || p->comm.kind == WF_COMM_BYTESCHEDULER ||
+                        (p->zero == 3 && p->comm.kind == WF_COMM_DEAR)))
         return 0;
-    if ((spmd && p->ep > 1) || (piped && (p->ep > 1 || p->comm.kind == WF_COMM_DEAR)))
-        return 0; /* SPMD layouts without experts, pipelines with dp and tp */
+    if ((spmd || piped) && p->ep > 1)
+        return 0; /* SPMD layouts and pipelines without experts */
     if (spmd && piped && p->tp < 2)
         return 0; /* stages with tensor parallelism: sp only with tp */
     return p->vpp == 1 || piped;
@@ -600,7 +605,7 @@ wf_status wf_train_sync(wf_train *t)
     if (t->spmd)
         return wf_spmd_sync(t->spmd);
     if (t->pipe)
-        return wf_mpi_agree_on(t->comm, t->rank, t->nranks, WF_OK);
+        return wf_mpi_agree_on(t->comm, t->rank, t->nranks, wf_pipe_sync(t->pipe));
     wf_status st = wf_dist_sync(t->d);
     wf_dist_take_comm_s(t->d);
     return wf_mpi_agree_on(t->comm, t->rank, t->nranks, st);
@@ -620,11 +625,12 @@ uint64_t wf_train_checksum(const wf_train *t)
     int64_t n = 0;
     const unsigned char *p = (const unsigned char *)wf_exec_param_block(wf_train_exec(t), &n);
     float *image = NULL;
-    if (t->d && wf_dist_zero(t->d) == 3) {
+    wf_dist *zd = ckpt_dist(t);
+    if (zd && wf_dist_zero(zd) == 3) {
         /* ZeRO-3 holds shards: the hash of the gathered block (collective). */
-        n = wf_dist_zero_floats(t->d);
+        n = wf_dist_zero_floats(zd);
         image = calloc((size_t)(n > 0 ? n : 1), sizeof *image);
-        if (!image || wf_dist_zero_gather(t->d, image, NULL) != WF_OK)
+        if (!image || wf_dist_zero_gather(zd, image, NULL) != WF_OK)
             n = 0;
         p = (const unsigned char *)image;
     }
@@ -737,6 +743,19 @@ static void view_of(wf_train *t, ckpt_view *v)
     *v = (ckpt_view){t->e, t->o, t->data, &t->steps, t->m, t->model.name, ""};
 }
 
+/* The engine whose ZeRO shards a checkpoint gathers and scatters (the data-
+ * parallel trainer's or the SPMD trainer's; NULL for pipelines, whose
+ * chunks do their own). */
+static wf_dist *ckpt_dist(const wf_train *t)
+{
+    if (t->spmd) {
+        wf_spmd_ckpt s;
+        wf_spmd_ckpt_view(t->spmd, &s);
+        return s.d;
+    }
+    return t->pipe ? NULL : t->d;
+}
+
 /* The tensors of a checkpoint: every parameter under its graph name, then the
  * optimizer's state per parameter ("<state>.<index>"). names holds the
  * generated names. */
@@ -749,10 +768,11 @@ static wf_status ckpt_tensors(wf_train *t, wf_ckpt_tensor **out, char **names, i
     /* ZeRO: the tensors of an unsharded run, in full images the engine
      * gathers before a save and takes its shards from after a load
      * (ZeRO-1/2 keep the parameters whole in place). */
-    const int zero = !t->spmd && t->d ? wf_dist_zero(t->d) : 0;
+    wf_dist *zd = ckpt_dist(t);
+    const int zero = zd ? wf_dist_zero(zd) : 0;
     if (zero) {
-        v.o = wf_dist_optim(t->d);
-        int64_t nf = wf_dist_zero_floats(t->d) + 1;
+        v.o = wf_dist_optim(zd);
+        int64_t nf = wf_dist_zero_floats(zd) + 1;
         free(t->zimg);
         t->zimg = calloc((size_t)(1 + wf_optim_nstate(v.o)) * (size_t)nf, sizeof(float));
         if (!t->zimg)
@@ -888,13 +908,17 @@ wf_status wf_train_save(wf_train *t, const char *dir)
     wf_status st = ckpt_begin(t, "written", &ts, &names, &n);
     if (st != WF_OK)
         return st;
-    if (t->zimg) {
-        st = wf_dist_zero_gather(t->d, t->zptr[0], t->zptr + 1);
-        if (st != WF_OK) {
-            free(ts);
-            free(names);
-            return st;
-        }
+    /* ZeRO: the full images of the state (and ZeRO-3's parameters) from the shards. */
+    if (t->pipe)
+        st = wf_pipe_zero_gather(t->pipe);
+    else if (t->zimg)
+        st = wf_dist_zero_gather(ckpt_dist(t), t->zptr[0], t->zptr + 1);
+    if (st != WF_OK) {
+        if (t->pipe)
+            wf_pipe_zero_release(t->pipe);
+        free(ts);
+        free(names);
+        return st;
     }
     wf_ckpt_meta meta;
     memset(&meta, 0, sizeof meta);
@@ -910,6 +934,8 @@ wf_status wf_train_save(wf_train *t, const char *dir)
     free(names);
     free(t->zimg);
     t->zimg = NULL;
+    if (t->pipe)
+        wf_pipe_zero_release(t->pipe);
     return st;
 }
 
@@ -982,8 +1008,10 @@ wf_status wf_train_load(wf_train *t, const char *dir)
             for (int i = 0; i < n; i++)
                 memcpy(dest[i], ts[i].data, wf_ckpt_tensor_bytes(&ts[i]));
             if (t->zimg)
-                wf_dist_zero_scatter(t->d, wf_dist_zero(t->d) == 3 ? t->zptr[0] : NULL,
+                wf_dist_zero_scatter(ckpt_dist(t), wf_dist_zero(ckpt_dist(t)) == 3 ? t->zptr[0] : NULL,
                                      (const float *const *)(t->zptr + 1));
+            if (t->pipe)
+                wf_pipe_zero_scatter(t->pipe);
             *v.steps = meta.step;
         }
     }
@@ -993,6 +1021,8 @@ wf_status wf_train_load(wf_train *t, const char *dir)
     free(names);
     free(t->zimg);
     t->zimg = NULL;
+    if (t->pipe)
+        wf_pipe_zero_release(t->pipe);
     return st;
 }
 

@@ -4,8 +4,10 @@
 # step's loss of one process (relative 1e-5, 20 steps) while rank 0 holds a
 # quarter of the optimizer state; a zero=2 checkpoint written at step 10
 # resumes steps 11..20 bit for bit, resumes under zero=3 (resharded, 1e-5),
-# and is refused by one process (another dp) in one line; zero=4, zero with
-# pipeline stages and zero=3 with dear exit 1 with one line. $1 is the weft
+# and is refused by one process (another dp) in one line; pp=2,dp=2 with
+# zero=2 under dear and tp=2,dp=2 with zero=1 compute one process's losses;
+# zero=4 and zero=3 with dear (also with pipeline stages) exit 1 with one
+# line. $1 is the weft
 # binary; $MPIEXEC (set by CTest) launches MPI jobs.
 source "$(dirname "$0")/lib.sh" "$1"
 export OPENBLAS_NUM_THREADS=1
@@ -58,8 +60,20 @@ check "one process resuming dp=4's checkpoint exits 1" test $? -eq 1
 check "with one line naming both plans" test "$(grep -c 'plan=pp=1,dp=4, this run has plan=pp=1,dp=1' \
   "$tmp/other.err")" -eq 1
 expect_fail "zero=4" "zero" train "${common[@]}" --steps 1 --plan zero=4
-"$MPIEXEC" -n 2 "$WEFT" train "${common[@]}" --steps 1 --plan pp=2,mbs=2,zero=1 >/dev/null 2>"$tmp/pz.err"
-check "zero with pipeline stages exits 1" test $? -eq 1
-check "with one line naming zero=1" test "$(grep -c 'zero=1' "$tmp/pz.err")" -eq 1
+# The state sharded over each pipeline stage's data-parallel group (dear:
+# the reduce-scatters' shards), and over the data-parallel axis of tp=2,dp=2:
+# one process's losses at the same micro-batches of 2.
+"$WEFT" train "${common[@]}" --steps 20 --plan dp=1,mbs=2 --log "$tmp/one2.jsonl" >/dev/null 2>&1
+for plan in "pp=2,dp=2,mbs=2,zero=2:dear:0.05" "tp=2,dp=2,mbs=2,zero=1:"; do
+  p=${plan%%:*} comm=${plan#*:}
+  "$MPIEXEC" -n 4 "$WEFT" train "${common[@]}" --steps 20 --plan "$p" ${comm:+--comm "$comm"} \
+    --log "$tmp/pz.jsonl" --json >"$tmp/pz.json" 2>"$tmp/pz.err"
+  check "$p${comm:+ --comm $comm} trains on 4 ranks" test $? -eq 0
+  check "$p: every loss within 1e-5 of one process" close <(losses "$tmp/one2.jsonl") <(losses "$tmp/pz.jsonl")
+  check "$p: 20 steps logged" test "$(losses "$tmp/pz.jsonl" | wc -l)" -eq 20
+done
+"$MPIEXEC" -n 2 "$WEFT" train "${common[@]}" --steps 1 --plan pp=2,mbs=2,zero=3 --comm dear >/dev/null 2>"$tmp/pz.err"
+check "zero=3 with pipeline stages and dear exits 1" test $? -eq 1
+check "with one line naming zero=3 with dear" test "$(grep -c 'zero=3 with dear' "$tmp/pz.err")" -eq 1
 expect_fail "zero=3 with dear" "zero=3 with dear" train "${common[@]}" --steps 1 --plan zero=3 --comm dear
 finish train_zero.sh

@@ -239,6 +239,5 @@ int main(void)
     refused("gpt-tiny", "dear", p3, "zero=3 with dear");
     refused("gpt-tiny", "bytescheduler", p2, "zero=2 with bytescheduler");
     refused("gpt-tiny", NULL, "zero=4", "zero");
-    refused("gpt-tiny", NULL, "pp=2,mbs=1,zero=1", "zero=1");
     return harness_finish(started);
 }
