@@ -42,7 +42,7 @@
 #include <string.h>
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-#define PLAN_TEXT 256
+#define PLAN_TEXT 512
 
 void wf_outer_opts_default(wf_outer_opts *o)
 {
