@@ -85,11 +85,12 @@ typedef struct {
     int rc_layers;        /* Megatron-LM's block method (--recompute-method block
                              --recompute-num-layers N): the first N layers of each model chunk of
                              a stage whose recompute is full are recomputed fully, the rest not at
-                             all; -1: every layer (uniform lists: the value; lists: rc_layers_at) */
+                             all; 0: every layer (with per-stage values: their N when every full
+                             stage has the same, else 0; rc_layers_at says) */
     int rc_n;             /* 0: every stage follows recompute and rc_layers; else the number of
                              per-stage values in rc_kind_at / rc_layers_at (must equal pp) */
     unsigned char rc_kind_at[WF_PLAN_RC_STAGES]; /* [rc_n] each stage's wf_recompute */
-    short rc_layers_at[WF_PLAN_RC_STAGES];       /* [rc_n] each stage's N (-1 every layer; -1 for
+    short rc_layers_at[WF_PLAN_RC_STAGES];       /* [rc_n] each stage's N (0 every layer; 0 for
                                                     stages whose recompute is not full) */
     int sp;               /* sequence parallelism (with tp) */
     int zero;             /* ZeRO stage 0..3 */

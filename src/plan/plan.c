@@ -133,7 +133,7 @@ void wf_plan_default(wf_plan *p)
     memset(p, 0, sizeof *p);
     p->dp = p->tp = p->pp = p->mbs = p->vpp = 1;
     p->recompute = WF_RECOMPUTE_NONE;
-    p->rc_layers = -1;
+    p->rc_layers = 0;
     p->sp = 0;
     p->zero = 0;
     p->overlap = 1;
@@ -285,25 +285,28 @@ static int rc_runs(const int *v, int n)
     return r;
 }
 
-/* Normalizes the recomputation of p (see above). */
+/* rc_layers=0 as parsed (no layer recomputed; stored values: 0 = every layer). */
+#define RC_ZERO (-2)
+
+/* Normalizes the recomputation of p as parsed (see above). */
 static void rc_normalize(wf_plan *p)
 {
     if (p->rc_n == 0) {
         if (p->recompute != WF_RECOMPUTE_FULL)
-            p->rc_layers = -1;
-        else if (p->rc_layers == 0) {
+            p->rc_layers = 0;
+        else if (p->rc_layers == RC_ZERO) {
             p->recompute = WF_RECOMPUTE_NONE;
-            p->rc_layers = -1;
+            p->rc_layers = 0;
         }
         return;
     }
     int strongest = WF_RECOMPUTE_NONE, same = 1;
     for (int s = 0; s < p->rc_n; s++) {
         if (p->rc_kind_at[s] != WF_RECOMPUTE_FULL)
-            p->rc_layers_at[s] = -1;
-        else if (p->rc_layers_at[s] == 0) {
+            p->rc_layers_at[s] = 0;
+        else if (p->rc_layers_at[s] == RC_ZERO) {
             p->rc_kind_at[s] = WF_RECOMPUTE_NONE;
-            p->rc_layers_at[s] = -1;
+            p->rc_layers_at[s] = 0;
         }
         if (p->rc_kind_at[s] > strongest)
             strongest = p->rc_kind_at[s];
@@ -318,18 +321,19 @@ static void rc_normalize(wf_plan *p)
         memset(p->rc_layers_at, 0, sizeof p->rc_layers_at);
         return;
     }
-    /* The list's N when every full stage has the same one (the canonical form writes it once). */
-    p->rc_layers = -2;
+    /* The list's N when every full stage has the same one (the canonical
+     * form writes it once), else 0. */
+    p->rc_layers = -1;
     for (int s = 0; s < p->rc_n; s++) {
         if (p->rc_kind_at[s] != WF_RECOMPUTE_FULL)
             continue;
-        if (p->rc_layers == -2)
+        if (p->rc_layers == -1)
             p->rc_layers = p->rc_layers_at[s];
         else if (p->rc_layers != p->rc_layers_at[s])
             p->rc_layers = -3;
     }
-    if (p->rc_layers < -1)
-        p->rc_layers = -1;
+    if (p->rc_layers < 0)
+        p->rc_layers = 0;
 }
 
 static wf_status parse_recompute(wf_spec *s, wf_plan *p)
@@ -353,16 +357,19 @@ static wf_status parse_recompute(wf_spec *s, wf_plan *p)
     if (nn > 0 && !full)
         return wf_errorf(WF_INVAL, "rc_layers=%s: needs recompute=full on some stage (the block method "
                                    "recomputes N layers of a stage fully)", nl);
+    /* Parsed counts: 0 is no layer, "all" (-1) every layer (stored as 0). */
+    for (int i = 0; i < nn; i++)
+        layers[i] = layers[i] == 0 ? RC_ZERO : layers[i] < 0 ? 0 : layers[i];
     int n = nk > nn ? nk : nn;
     if (nk == 1)
         p->recompute = (wf_recompute)kinds[0];
     if (n <= 1) {
-        p->rc_layers = nn == 1 ? layers[0] : -1;
+        p->rc_layers = nn == 1 ? layers[0] : 0;
     } else {
         p->rc_n = n;
         for (int i = 0; i < n; i++) {
             p->rc_kind_at[i] = (unsigned char)(nk > 1 ? kinds[i] : kinds[0]);
-            p->rc_layers_at[i] = (short)(nn > 1 ? layers[i] : nn == 1 ? layers[0] : -1);
+            p->rc_layers_at[i] = (short)(nn > 1 ? layers[i] : nn == 1 ? layers[0] : 0);
         }
     }
     rc_normalize(p);
@@ -400,16 +407,17 @@ static void rc_format(const wf_plan *p, char *kind, size_t kcap, char *layers, s
     layers[0] = 0;
     if (p->rc_n == 0) {
         snprintf(kind, kcap, "%s", wf_recompute_name(p->recompute));
-        if (p->recompute == WF_RECOMPUTE_FULL && p->rc_layers >= 0)
+        if (p->recompute == WF_RECOMPUTE_FULL && p->rc_layers > 0)
             snprintf(layers, lcap, ",rc_layers=%d", p->rc_layers);
         return;
     }
     int k[WF_PLAN_RC_STAGES] = {0}, n[WF_PLAN_RC_STAGES] = {0}, one = 1, any = 0;
     for (int s = 0; s < p->rc_n; s++) {
         k[s] = p->rc_kind_at[s];
-        n[s] = k[s] == WF_RECOMPUTE_FULL ? p->rc_layers_at[s] : 0;
+        /* Full stages of every layer write "all", the others 0. */
+        n[s] = k[s] != WF_RECOMPUTE_FULL ? 0 : p->rc_layers_at[s] > 0 ? p->rc_layers_at[s] : -1;
         if (k[s] == WF_RECOMPUTE_FULL) {
-            any |= p->rc_layers_at[s] >= 0;
+            any |= p->rc_layers_at[s] > 0;
             one &= p->rc_layers_at[s] == p->rc_layers;
         }
     }
@@ -438,14 +446,14 @@ void wf_plan_stage_rc(const wf_plan *p, int s, int chunk_layers, int *full, int 
     if (kind == WF_RECOMPUTE_SELECTIVE)
         *sel = chunk_layers;
     else if (kind == WF_RECOMPUTE_FULL)
-        *full = n < 0 || n > chunk_layers ? chunk_layers : n;
+        *full = n <= 0 || n > chunk_layers ? chunk_layers : n;
 }
 
 int wf_plan_rc_uniform(const wf_plan *p, int chunk_layers)
 {
     if (p->rc_n > 0)
         return 0;
-    return p->recompute != WF_RECOMPUTE_FULL || p->rc_layers < 0 || p->rc_layers >= chunk_layers;
+    return p->recompute != WF_RECOMPUTE_FULL || p->rc_layers <= 0 || p->rc_layers >= chunk_layers;
 }
 
 static wf_status parse_string(const char *text, wf_plan *out)

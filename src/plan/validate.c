@@ -105,7 +105,7 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
     if (p->rc_n > 0 && p->rc_n != p->pp)
         return wf_errorf(WF_INVAL, "recompute per stage: %d values for pp=%d stages", p->rc_n, p->pp);
     if (!wf_model_is_transformer(m)) {
-        if (p->rc_n > 0 || p->rc_layers >= 0)
+        if (p->rc_n > 0 || p->rc_layers > 0)
             return wf_errorf(WF_INVAL, "recompute per stage or rc_layers: model '%s' is not a transformer; "
                                        "it has no repeated layers to recompute by stage (one recompute value)",
                              m->name);

@@ -361,7 +361,7 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
     if (!s->transformer || p->pp < 2 || p->pp > WF_PLAN_RC_STAGES || p->rc_n > 0 ||
         p->recompute != WF_RECOMPUTE_FULL)
         return WF_OK;
-    int n0 = p->rc_layers >= 0 ? p->rc_layers : L;
+    int n0 = p->rc_layers > 0 ? p->rc_layers : L;
     wf_plan q = *p;
     q.rc_n = p->pp;
     for (int k = 0; k < p->pp; k++) {
@@ -374,6 +374,8 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
         int lo = -1, hi = q.rc_layers_at[k - 1]; /* lo does not fit (or none), hi does */
         while (hi - lo > 1) {
             int mid = (lo + hi) / 2;
+            /* N = 0: the stage recomputes nothing. */
+            q.rc_kind_at[k] = mid > 0 ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE;
             q.rc_layers_at[k] = (short)mid;
             wf_status st = wf_estimate_plan(s->ctx, &q, s->batch, &e);
             if (st != WF_OK) {
@@ -385,6 +387,7 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
             else
                 lo = mid;
         }
+        q.rc_kind_at[k] = hi > 0 ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE;
         q.rc_layers_at[k] = (short)hi;
         changed |= hi < n0;
     }
@@ -392,12 +395,8 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
         return WF_OK;
     /* The plan value as the parser would make it (N = 0 stages are none). */
     for (int k = 0; k < q.rc_n; k++)
-        if (q.rc_layers_at[k] == 0) {
-            q.rc_kind_at[k] = WF_RECOMPUTE_NONE;
-            q.rc_layers_at[k] = -1;
-        } else if (q.rc_layers_at[k] >= L) {
-            q.rc_layers_at[k] = -1;
-        }
+        if (q.rc_layers_at[k] >= L)
+            q.rc_layers_at[k] = 0;
     char text[PLAN_TEXT];
     wf_plan_format(&q, text, sizeof text);
     wf_plan r;
