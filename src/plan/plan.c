@@ -421,7 +421,13 @@ static void rc_format(const wf_plan *p, char *kind, size_t kcap, char *layers, s
             one &= p->rc_layers_at[s] == p->rc_layers;
         }
     }
-    rc_format_list(k, p->rc_n, 1, kind, kcap);
+    int same = 1;
+    for (int s = 1; s < p->rc_n; s++)
+        same &= k[s] == k[0];
+    if (same)
+        snprintf(kind, kcap, "%s", wf_recompute_name((wf_recompute)k[0]));
+    else
+        rc_format_list(k, p->rc_n, 1, kind, kcap);
     if (!any)
         return;
     if (one) {
