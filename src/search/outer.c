@@ -192,7 +192,18 @@ typedef struct {
     wf_outer_result *r;
     int have_probe;
     wf_outer_point probe; /* the group's probe, reused when the loops reach it */
+    wf_outer_point *rtop; /* the K best fitting plans that recompute uniformly and no pruning skips:
+                             what per-stage recomputation refines after the enumeration */
+    int nrtop;
 } search;
+
+/* Plans pruning 3 skips (dominated: GPipe, ZeRO or overlap=0 over one
+ * data-parallel rank) derive no recomputation candidates, so that pruned
+ * and exhaustive searches derive the same ones. */
+static int undominated(const wf_plan *p)
+{
+    return p->pipe == WF_PIPE_1F1B && (p->dp > 1 || (p->zero == 0 && p->overlap == 1));
+}
 
 static int plan_equal(const wf_plan *a, const wf_plan *b)
 {
@@ -240,6 +251,9 @@ static wf_status score(search *s, const wf_plan *plan, wf_outer_point *out, int 
     if (point_fits(s, out)) {
         s->r->fitting++;
         top_insert(s->top, &s->ntop, s->k, out);
+        if (s->rtop && s->transformer && plan->rc_n == 0 && plan->recompute != WF_RECOMPUTE_NONE &&
+            plan->pp > 1 && undominated(plan))
+            top_insert(s->rtop, &s->nrtop, s->k, out);
         if ((st = frontier_insert(&s->front, out)) != WF_OK)
             return st;
     }
@@ -358,8 +372,44 @@ static wf_status try_block(search *s, const wf_plan *full)
 static wf_status try_per_stage(search *s, const wf_plan *p)
 {
     int L = chunk_layers(s, p);
-    if (!s->transformer || p->pp < 2 || p->pp > WF_PLAN_RC_STAGES || p->rc_n > 0 ||
-        p->recompute != WF_RECOMPUTE_FULL)
+    if (!s->transformer || p->pp < 2 || p->pp > WF_PLAN_RC_STAGES || p->rc_n > 0)
+        return WF_OK;
+    if (p->recompute == WF_RECOMPUTE_SELECTIVE) {
+        /* Selective everywhere: from the last stage to the second, a stage
+         * that fits without recomputation drops it. */
+        wf_plan q = *p;
+        q.rc_n = p->pp;
+        for (int k = 0; k < p->pp; k++)
+            q.rc_kind_at[k] = WF_RECOMPUTE_SELECTIVE;
+        int changed = 0;
+        wf_estimate e;
+        for (int k = p->pp - 1; k >= 1; k--) {
+            q.rc_kind_at[k] = WF_RECOMPUTE_NONE;
+            wf_status st = wf_estimate_plan(s->ctx, &q, s->batch, &e);
+            if (st != WF_OK) {
+                wf_clear_error();
+                return st == WF_INVAL ? WF_OK : st;
+            }
+            if (e.fits && e.memory_per_device_bytes <= s->budget_bytes)
+                changed = 1;
+            else
+                q.rc_kind_at[k] = WF_RECOMPUTE_SELECTIVE;
+        }
+        if (!changed)
+            return WF_OK;
+        char text[PLAN_TEXT];
+        wf_plan_format(&q, text, sizeof text);
+        wf_plan r;
+        if (wf_plan_parse(text, &r) != WF_OK) {
+            wf_clear_error();
+            return WF_OK; /* more runs than a plan string holds */
+        }
+        r.given = q.given;
+        wf_outer_point pt;
+        int scored = 0;
+        return score(s, &r, &pt, &scored);
+    }
+    if (p->recompute != WF_RECOMPUTE_FULL)
         return WF_OK;
     int n0 = p->rc_layers > 0 ? p->rc_layers : L;
     wf_plan q = *p;
@@ -429,7 +479,11 @@ static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eva
         wf_status st = score(s, &q, &pt, &scored);
         if (st != WF_OK)
             return st;
-        if (scored && q.recompute == WF_RECOMPUTE_FULL && point_fits(s, &pt) && (st = try_block(s, &q)) != WF_OK)
+        /* Block recomputation from the plans no pruning skips (pruning 3's
+         * dominated points derive nothing), so that pruned and exhaustive
+         * searches derive the same candidates. */
+        if (scored && q.recompute == WF_RECOMPUTE_FULL && point_fits(s, &pt) && !s->opts->uniform_recompute &&
+            undominated(&q) && (st = try_block(s, &q)) != WF_OK)
             return st;
         /* Pruning 2: memory does not decrease with mbs. */
         if (mem_prune && scored && !point_fits(s, &pt))
@@ -558,11 +612,13 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
     if (st != WF_OK)
         return st;
     s.top = calloc((size_t)s.k, sizeof *s.top);
+    if (!opts->uniform_recompute)
+        s.rtop = calloc((size_t)s.k, sizeof *s.rtop);
     divs tps = {0, NULL}, pps = {0, NULL};
     group *groups = NULL;
     int64_t *gspace = NULL;
     int ngroups = 0, capg = 0;
-    if (!s.top) {
+    if (!s.top || (!opts->uniform_recompute && !s.rtop)) {
         st = wf_errorf(WF_NOMEM, "out of memory for the top %d plans", s.k);
         goto out;
     }
@@ -653,15 +709,17 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
             opts->progress((double)done_space / (double)r->space, opts->progress_user);
     }
     /* Recomputation per stage for the plans of the top that recompute. */
-    if (s.ntop > 0) {
-        int ncand = s.ntop;
+    if (s.nrtop > 0) {
+        int ncand = s.nrtop;
         wf_plan *cand = malloc((size_t)ncand * sizeof *cand);
         if (!cand) {
             st = wf_errorf(WF_NOMEM, "out of memory refining recomputation");
             goto out;
         }
         for (int i = 0; i < ncand; i++)
-            cand[i] = s.top[i].plan;
+            cand[i] = s.rtop[i].plan;
+        free(s.rtop);
+        s.rtop = NULL;
         for (int i = 0; i < ncand && st == WF_OK; i++)
             st = try_per_stage(&s, &cand[i]);
         free(cand);
@@ -693,6 +751,7 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
     }
 out:
     free(s.top);
+    free(s.rtop);
     free(s.front.v);
     free(tps.v);
     free(pps.v);
