@@ -85,4 +85,12 @@ expect_fail "not a transformer" "not a transformer" estimate --model resnet50 --
   --plan dp=4,pp=2,recompute=full/none
 expect_fail "the runtime refuses it" "recompute" train --model gpt-tiny --data synthetic --batch 8 --steps 1 \
   --plan dp=1,pp=2,recompute=full/none
+# Exported: the block method is Megatron-LM's --recompute-method block;
+# recomputation per stage has no framework flag.
+"$WEFT" export $P,recompute=full,rc_layers=6 --to megatron $M >"$tmp/meg" 2>/dev/null
+check "export block exits 0" test $? -eq 0
+check "megatron block flags" grep -q -- "--recompute-method block" "$tmp/meg"
+check "megatron block layers" grep -q -- "--recompute-num-layers 6" "$tmp/meg"
+expect_fail "export per stage" "per stage" export $P,recompute=$RC --to megatron $M
+expect_fail "export block to deepspeed" "rc_layers" export $P,recompute=full,rc_layers=6 --to deepspeed $M
 finish recompute.sh
