@@ -126,7 +126,8 @@ wf_status wf_plan_parse(const char *text, wf_plan *out);
  * nothing; cap >= 1). A dp that cannot fill the devices is WF_INVAL. */
 wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *note, size_t cap);
 /* Canonical string: every key of the whole-model plan, e.g.
- * "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full,sp=0,zero=0,overlap=1,pipe=1f1b,comm=ddp",
+ * "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full,sp=0,zero=0,overlap=1,pipe=1f1b,comm=ddp"
+ * (recompute per stage as "full*2/none*6", and rc_layers after it when given),
  * then cp, ep, etp, fp8, attn, grad, loss and sw only where they differ from
  * their defaults (cp=1, ep=1, etp=tp, fp8=0, the profile's attention and
  * dtypes, megatron-core). */
