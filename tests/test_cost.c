@@ -1005,6 +1005,102 @@ static void test_generic_pipeline(void **state)
     wf_cost_ctx_free(ctx);
 }
 
+/* ---- recomputation per stage ------------------------------------------------ */
+
+/* Closed forms of recomputation per stage and by block (rc_layers): the
+ * block method with every layer is recompute=full and with none the base;
+ * a per-stage plan's peak memory is the largest of its stages' (weights,
+ * the micro-batches 1F1B holds on the stage times its layers' activations
+ * under its recomputation, workspaces), its recomputation time the slowest
+ * stage's, and its bubble the other stages' times, all from the section
+ * records. */
+static void test_recompute_per_stage(void **state)
+{
+    (void)state;
+    wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-a100:nodes=32");
+    const char *base = "dp=8,tp=8,pp=4,mbs=1";
+    char a[256], b[256];
+    const int64_t B = 512, m = 64;
+    /* N = every layer of a chunk (96 / 4) is full; N = 0 is none. */
+    snprintf(a, sizeof a, "%s,recompute=full,rc_layers=24", base);
+    snprintf(b, sizeof b, "%s,recompute=full", base);
+    wf_estimate x = est(ctx, a, B), y = est(ctx, b, B);
+    assert_true(x.iteration_time_s == y.iteration_time_s && x.memory_per_device_bytes == y.memory_per_device_bytes);
+    snprintf(a, sizeof a, "%s,recompute=full,rc_layers=0", base);
+    snprintf(b, sizeof b, "%s,recompute=none", base);
+    x = est(ctx, a, B), y = est(ctx, b, B);
+    assert_true(x.iteration_time_s == y.iteration_time_s && x.memory_per_device_bytes == y.memory_per_device_bytes);
+    /* The block method lies between none and full, monotone in N. */
+    double prev_t = 0, prev_m = 1e300;
+    for (int n = 0; n <= 24; n += 6) {
+        snprintf(a, sizeof a, "%s,recompute=full,rc_layers=%d", base, n);
+        x = est(ctx, a, B);
+        assert_true(x.iteration_time_s > prev_t && x.memory_per_device_bytes < prev_m);
+        prev_t = x.iteration_time_s;
+        prev_m = x.memory_per_device_bytes;
+    }
+
+    /* full/full/none/full: stage 2 holds 2 micro-batches without
+     * recomputation and is the most loaded. */
+    snprintf(a, sizeof a, "%s,recompute=full*2/none/full", base);
+    wf_plan p = plan_of(a);
+    wf_estimate e = est(ctx, a, B);
+    wf_cost_model_info info;
+    wf_cost_model_info_of(ctx, &info);
+    wf_cost_sect_time sec[3][WF_COST_SEC_COUNT];
+    for (int r = 0; r < 3; r++)
+        memcpy(sec[r], wf_cost_sections(ctx, 1, 8, 0, (wf_recompute)r), sizeof sec[r]);
+    const int kind[4] = {WF_RECOMPUTE_FULL, WF_RECOMPUTE_FULL, WF_RECOMPUTE_NONE, WF_RECOMPUTE_FULL};
+    const double Ls = 24, t = 8, inflight[4] = {4, 3, 2, 1};
+    const wf_cluster *c = &ctx->cluster;
+    double bpp = wf_cost_bytes_per_param(ctx, 0, 8);
+    double lay_params = info.sec[WF_COST_SEC_LAYER].params_split / t + info.sec[WF_COST_SEC_LAYER].params_repl;
+    double pre_params = info.sec[WF_COST_SEC_PRE].params_split / t + info.sec[WF_COST_SEC_PRE].params_repl;
+    double post_params = info.sec[WF_COST_SEC_POST].params_split / t + info.sec[WF_COST_SEC_POST].params_repl;
+    double ppc = 2.0 * wf_cost_p2p_time(ctx, &p, info.sec[WF_COST_SEC_LAYER].input_bytes);
+    double peak = 0, S[4], smax = 0, ssum = 0;
+    int crit = 0;
+    for (int s = 0; s < 4; s++) {
+        const wf_cost_sect_time *L = &sec[kind[s]][WF_COST_SEC_LAYER];
+        double w = (Ls * lay_params + (s == 0 ? pre_params : 0) + (s == 3 ? post_params : 0)) * bpp;
+        double act = inflight[s] * (Ls * L->act_bytes + (s == 0 ? sec[0][WF_COST_SEC_PRE].act_bytes : 0)) +
+                     (s == 3 ? sec[0][WF_COST_SEC_POST].act_bytes : 0);
+        double trans = L->transient_bytes + (s == 3 ? info.logits_per_sample / t * ctx->var.loss_bytes : 0);
+        double mem = w + act + trans + c->mem_reserved_bytes + info.sec[WF_COST_SEC_LAYER].input_bytes;
+        peak = mem > peak ? mem : peak;
+        /* The end stages send one message fewer per micro-batch (2 vpp - 1). */
+        S[s] = Ls * (L->fwd + L->bwd + L->slow + L->rec + L->tp_fwd + L->tp_bwd + L->tp_rec) +
+               (s == 0 || s == 3 ? 0.5 : 1.0) * ppc;
+        const wf_cost_sect_time *E = s == 0 ? &sec[0][WF_COST_SEC_PRE] : s == 3 ? &sec[0][WF_COST_SEC_POST] : NULL;
+        if (E)
+            S[s] += E->fwd + E->bwd + E->slow + E->rec + E->tp_fwd + E->tp_bwd + E->tp_rec;
+        if (S[s] > smax) {
+            smax = S[s];
+            crit = s;
+        }
+        ssum += S[s];
+    }
+    assert_true(REL(e.memory_per_device_bytes, peak, 1e-12));
+    /* Stage 2 (no recomputation, 2 in flight) is the peak; with none
+     * everywhere the first stage is, and more. */
+    snprintf(b, sizeof b, "%s,recompute=none", base);
+    assert_true(e.memory_per_device_bytes < est(ctx, b, B).memory_per_device_bytes);
+    assert_true(REL(e.breakdown.recompute, (double)m * Ls * sec[kind[crit]][WF_COST_SEC_LAYER].rec, 1e-12));
+    assert_true(REL(e.breakdown.bubble, ssum - smax, 1e-9));
+    /* Faster than full recomputation everywhere (the bubble is shorter), and
+     * prints and parses back to the same plan. */
+    snprintf(b, sizeof b, "%s,recompute=full", base);
+    assert_true(e.iteration_time_s < est(ctx, b, B).iteration_time_s);
+    char text[512];
+    wf_plan_format(&p, text, sizeof text);
+    wf_plan q = plan_of(text);
+    assert_int_equal(q.rc_n, 4);
+    assert_memory_equal(q.rc_kind_at, p.rc_kind_at, sizeof p.rc_kind_at);
+    assert_memory_equal(q.rc_layers_at, p.rc_layers_at, sizeof p.rc_layers_at);
+    assert_int_equal(q.recompute, WF_RECOMPUTE_FULL);
+    wf_cost_ctx_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1028,6 +1124,7 @@ int main(void)
         cmocka_unit_test(test_context_parallel),
         cmocka_unit_test(test_expert_parallel),
         cmocka_unit_test(test_generic_pipeline),
+        cmocka_unit_test(test_recompute_per_stage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,9 +132,50 @@ static void test_sweep(void **state)
     assert_true(swept >= 200);
 }
 
+/* Recomputation per stage and by block (rc_layers): the lowering carries it
+ * in the op-level plan's keys, and both compositions must cost it alike. */
+static void test_per_stage_recompute(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model, *cluster, *plan;
+        int64_t batch;
+    } cases[] = {
+        {"gpt3-175b", "dgx-a100:nodes=32", "dp=8,tp=8,pp=4,mbs=1,recompute=full/selective/none/none", 512},
+        {"gpt3-175b", "dgx-a100:nodes=32", "dp=8,tp=8,pp=4,mbs=1,recompute=full,rc_layers=6/4/2/0,sp=1", 512},
+        {"gpt3-175b", "dgx-a100:nodes=32", "dp=8,tp=8,pp=4,mbs=1,vpp=2,recompute=full,rc_layers=5,sp=1,zero=1", 512},
+        {"gpt3-175b", "dgx-a100:nodes=16", "dp=2,tp=8,pp=8,mbs=2,vpp=3,recompute=full*2/selective*6,rc_layers=3/1/0*6,"
+                                           "sw=megatron-2022", 256},
+        {"megatron-22b", "dgx-a100:nodes=1", "dp=1,tp=4,pp=2,mbs=1,recompute=full/none,rc_layers=12", 16},
+        {"megatron-22b", "dgx-a100:nodes=1", "dp=2,tp=4,pp=1,mbs=2,recompute=full,rc_layers=20,zero=3", 16},
+        {"llama2-7b", "dgx-a100:nodes=1", "dp=2,tp=2,pp=2,mbs=1,recompute=selective/none,pipe=gpipe", 16},
+    };
+    int before = compared;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        wf_model_config m;
+        wf_cluster c;
+        wf_plan p;
+        assert_int_equal(wf_model_lookup(cases[k].model, &m), WF_OK);
+        assert_int_equal(wf_cluster_lookup(cases[k].cluster, &c), WF_OK);
+        if (wf_plan_parse(cases[k].plan, &p) != WF_OK)
+            fprintf(stderr, "%s: %s\n", cases[k].plan, wf_last_error());
+        assert_int_equal(wf_plan_parse(cases[k].plan, &p), WF_OK);
+        wf_cost_ctx *ctx = NULL;
+        assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+        int ok = agree(&m, &c, ctx, &p, cases[k].batch);
+        if (!ok)
+            fprintf(stderr, "%s: %s\n", cases[k].plan, wf_last_error());
+        assert_true(ok);
+        wf_cost_ctx_free(ctx);
+    }
+    fprintf(stderr, "per-stage recomputation: %d plans, worst time %.2e, part %.2e, memory %.2e\n",
+            compared - before, worst_time, worst_part, worst_mem);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_per_stage_recompute),
         cmocka_unit_test(test_calibration_rows),
         cmocka_unit_test(test_sweep),
     };

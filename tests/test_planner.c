@@ -203,6 +203,7 @@ static void check_against_brute_force(const char *model, const char *cluster, in
         o.max_memory_bytes = budget_gib > 0 ? budget : 0;
         o.tp_cross_node = 1; /* the brute force takes every tp */
         o.exhaustive = exhaustive;
+        o.uniform_recompute = 1; /* the brute force recomputes every layer alike */
         wf_outer_result r;
         assert_int_equal(wf_outer_search(&m, &c, batch, &o, &r), WF_OK);
         /* The best: the same numbers; exhaustively also the same plan. */
@@ -314,15 +315,20 @@ static void test_pruning_keeps_best(void **state)
 
 /* ---- the frontier --------------------------------------------------------------------------- */
 
-static void test_pareto(void **state)
+/* uniform: the space of uniform recomputation, where the frontier answers
+ * every budget exactly; otherwise the block and per-stage candidates are
+ * derived for the budget searched (the fewest layers that fit it), so a
+ * tighter budget may find a plan faster than the wider search's frontier
+ * point, never a slower one. */
+static void check_pareto(int uniform)
 {
-    (void)state;
     wf_model_config m;
     wf_cluster c;
     setup_mc("gpt3-175b", "dgx-a100:nodes=8", &m, &c);
     wf_outer_opts o;
     wf_outer_opts_default(&o);
     o.top_k = 200;
+    o.uniform_recompute = uniform;
     wf_outer_result r;
     assert_int_equal(wf_outer_search(&m, &c, 64, &o, &r), WF_OK);
     assert_true(r.npareto >= 3);
@@ -352,13 +358,24 @@ static void test_pareto(void **state)
         wf_outer_opts ob;
         wf_outer_opts_default(&ob);
         ob.max_memory_bytes = r.pareto[i].est.memory_per_device_bytes;
+        ob.uniform_recompute = uniform;
         wf_outer_result rb;
         assert_int_equal(wf_outer_search(&m, &c, 64, &ob, &rb), WF_OK);
-        assert_true(rb.top[0].est.iteration_time_s == r.pareto[i].est.iteration_time_s);
+        if (uniform)
+            assert_true(rb.top[0].est.iteration_time_s == r.pareto[i].est.iteration_time_s);
+        else
+            assert_true(rb.top[0].est.iteration_time_s <= r.pareto[i].est.iteration_time_s);
         assert_true(rb.top[0].est.memory_per_device_bytes <= ob.max_memory_bytes);
         wf_outer_result_free(&rb);
     }
     wf_outer_result_free(&r);
+}
+
+static void test_pareto(void **state)
+{
+    (void)state;
+    check_pareto(1);
+    check_pareto(0);
 }
 
 static void test_max_memory(void **state)
@@ -722,6 +739,67 @@ static void test_pipeline_dp(void **state)
     assert_non_null(strstr(wf_last_error(), "layer 3"));
 }
 
+/* ---- recomputation by block and per stage ------------------------------------------------ */
+
+/* Where memory is tight the search finds plans that recompute some layers
+ * or some stages only: each fits, and is faster than the best plan that
+ * recomputes every layer alike (the search with uniform_recompute) and than
+ * its own degrees with full recomputation everywhere. */
+static void rc_case(const char *model, const char *cluster, int64_t batch, double budget_gib, int want_stages)
+{
+    wf_model_config m;
+    wf_cluster c;
+    setup_mc(model, cluster, &m, &c);
+    wf_outer_result r[2];
+    for (int uni = 0; uni < 2; uni++) {
+        wf_outer_opts o;
+        wf_outer_opts_default(&o);
+        o.max_memory_bytes = budget_gib * GIB;
+        o.attn = WF_ATTN_UNFUSED;
+        o.uniform_recompute = uni;
+        assert_int_equal(wf_outer_search(&m, &c, batch, &o, &r[uni]), WF_OK);
+    }
+    const wf_outer_point *best = &r[0].top[0];
+    char text[512];
+    wf_plan_format(&best->plan, text, sizeof text);
+    fprintf(stderr, "%s, %.0f GiB: %s %.4f s %.2f GiB; uniform best %.4f s\n", model, budget_gib, text,
+            best->est.iteration_time_s, best->est.memory_per_device_bytes / GIB, r[1].top[0].est.iteration_time_s);
+    if (want_stages)
+        assert_true(best->plan.rc_n == best->plan.pp);
+    else
+        assert_true(best->plan.rc_n == 0 && best->plan.rc_layers > 0);
+    assert_true(best->est.fits && best->est.memory_per_device_bytes <= budget_gib * GIB);
+    assert_true(best->est.iteration_time_s < r[1].top[0].est.iteration_time_s);
+    /* The same degrees with full recomputation everywhere: slower. */
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    wf_plan full = best->plan;
+    full.recompute = WF_RECOMPUTE_FULL;
+    full.rc_n = 0;
+    full.rc_layers = 0;
+    wf_estimate e;
+    assert_int_equal(wf_estimate_plan(ctx, &full, batch, &e), WF_OK);
+    assert_true(best->est.iteration_time_s < e.iteration_time_s);
+    /* Re-estimated from its string, the same numbers. */
+    wf_plan back;
+    assert_int_equal(wf_plan_parse(text, &back), WF_OK);
+    assert_int_equal(wf_estimate_plan(ctx, &back, batch, &e), WF_OK);
+    assert_same_estimate(&e, &best->est);
+    wf_cost_ctx_free(ctx);
+    wf_outer_result_free(&r[0]);
+    wf_outer_result_free(&r[1]);
+}
+
+static void test_recompute_per_stage(void **state)
+{
+    (void)state;
+    /* Block: 47 of 48 layers recomputed fits 45 GiB, selective does not. */
+    rc_case("megatron-22b", "dgx-a100:nodes=1", 32, 45, 0);
+    /* Per stage: the last stages hold fewer micro-batches and skip the
+     * selective recomputation. */
+    rc_case("gpt3-175b", "dgx-a100:nodes=8", 64, 54, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -737,6 +815,7 @@ int main(void)
         cmocka_unit_test(test_non_transformer),
         cmocka_unit_test(test_quality_calibration),
         cmocka_unit_test(test_pipeline_dp),
+        cmocka_unit_test(test_recompute_per_stage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

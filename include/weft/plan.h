@@ -16,6 +16,12 @@ extern "C" {
 
 typedef enum { WF_RECOMPUTE_NONE, WF_RECOMPUTE_SELECTIVE, WF_RECOMPUTE_FULL } wf_recompute;
 
+/* Per-stage recomputation (docs/plan-format.md): at most this many pipeline
+ * stages in a per-stage list, at most WF_PLAN_RC_RUNS runs of equal values
+ * in each list (the canonical string writes a run as "full*3"). */
+#define WF_PLAN_RC_STAGES 64
+#define WF_PLAN_RC_RUNS 8
+
 /* Data-parallel gradient communication schedules (ALGORITHMS.md §4). */
 #define WF_COMM_LIST(X)            \
     X(WFBP, "wfbp")                \
@@ -75,7 +81,18 @@ typedef struct {
     int dp, tp, pp;       /* data, tensor, pipeline degrees */
     int mbs;              /* micro-batch size (samples per micro-batch per data-parallel rank) */
     int vpp;              /* virtual pipeline stages (interleaved 1F1B when > 1) */
-    wf_recompute recompute;
+    wf_recompute recompute; /* every layer's recomputation; with per-stage values (rc_n > 0) the
+                               strongest of them (full > selective > none) */
+    int rc_layers;        /* Megatron-LM's block method (--recompute-method block
+                             --recompute-num-layers N): the first N layers of each model chunk of
+                             a stage whose recompute is full are recomputed fully, the rest not at
+                             all; 0: every layer (with per-stage values: their N when every full
+                             stage has the same, else 0; rc_layers_at says) */
+    int rc_n;             /* 0: every stage follows recompute and rc_layers; else the number of
+                             per-stage values in rc_kind_at / rc_layers_at (must equal pp) */
+    unsigned char rc_kind_at[WF_PLAN_RC_STAGES]; /* [rc_n] each stage's wf_recompute */
+    short rc_layers_at[WF_PLAN_RC_STAGES];       /* [rc_n] each stage's N (0 every layer; 0 for
+                                                    stages whose recompute is not full) */
     int sp;               /* sequence parallelism (with tp) */
     int zero;             /* ZeRO stage 0..3 */
     int overlap;          /* 1: dp gradient reduction overlaps backward (default) */
@@ -110,12 +127,20 @@ wf_status wf_plan_parse(const char *text, wf_plan *out);
  * nothing; cap >= 1). A dp that cannot fill the devices is WF_INVAL. */
 wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *note, size_t cap);
 /* Canonical string: every key of the whole-model plan, e.g.
- * "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full,sp=0,zero=0,overlap=1,pipe=1f1b,comm=ddp",
+ * "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full,sp=0,zero=0,overlap=1,pipe=1f1b,comm=ddp"
+ * (recompute per stage as "full*2/none*6", and rc_layers after it when given),
  * then cp, ep, etp, fp8, attn, grad, loss and sw only where they differ from
  * their defaults (cp=1, ep=1, etp=tp, fp8=0, the profile's attention and
  * dtypes, megatron-core). */
 int wf_plan_format(const wf_plan *p, char *buf, size_t cap);
 const char *wf_recompute_name(wf_recompute r);
+/* Layers of one model chunk of pipeline stage s (0 <= s < pp) that plan p
+ * recomputes fully (*full) and selectively (*sel) when a chunk holds
+ * chunk_layers layers (layers / (pp x vpp)); the rest are not recomputed. */
+void wf_plan_stage_rc(const wf_plan *p, int s, int chunk_layers, int *full, int *sel);
+/* 1 when every layer of every stage is recomputed as p->recompute says
+ * (chunk_layers as above); 0 for a per-stage or block-method plan. */
+int wf_plan_rc_uniform(const wf_plan *p, int chunk_layers);
 const char *wf_pipe_name(wf_pipe_kind k);
 /* dp x tp x pp x cp. */
 int64_t wf_plan_devices(const wf_plan *p);
@@ -168,7 +193,7 @@ typedef struct {
     int *storage_stage;     /* [nstorage] the stage each belongs to */
     char **stage_first;     /* [pp] the first op of each stage (NULL entries until set); with
                                vpp > 1 in keys, the first op of each stage's first chunk */
-    char keys[256];         /* the whole-model keys that are not layouts, as a plan string
+    char keys[512];         /* the whole-model keys that are not layouts, as a plan string
                                ("recompute=selective,zero=1,vpp=3,sw=megatron-2022"): recompute,
                                zero, overlap, pipe, comm, vpp and the profile's keys; "" = their
                                defaults (wf_plan_oplevel_keys) */

@@ -171,6 +171,10 @@ typedef struct {
     int cp;                  /* context parallelism: 0 searches it (1, and for sequences of
                                 8192 tokens or more 2, 4, 8, 16 where the profile has it),
                                 >= 1 fixes it */
+    int uniform_recompute;   /* 1: recompute none, selective or full for every layer only; 0 (the
+                                default): also Megatron's block method where full recomputation
+                                fits and none does not, and per-stage recomputation for the plans
+                                of the top (docs/planner.md) */
     /* Called after each (tp, pp, zero) group with the fraction of the space done; may be NULL. */
     void (*progress)(double fraction, void *user);
     void *progress_user;

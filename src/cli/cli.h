@@ -63,7 +63,7 @@ typedef struct {
     wf_model_config mc;
     wf_cluster c;
     wf_plan p;
-    char canon[256];                    /* the plan in canonical form */
+    char canon[512];                    /* the plan in canonical form */
     char assumed[512];                  /* what defaults were filled in ("" when none) */
 } wf_cli_plan_input;
 

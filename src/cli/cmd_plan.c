@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-#define PLAN_TEXT 256
+#define PLAN_TEXT 512
 #define MAX_COUNTS 4096
 
 /* ---- progress bar (stderr, shown once a search has run for a second) --------- */
@@ -856,7 +856,7 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
     wf_cli_cluster_note(a->cluster, c, cl, sizeof cl);
     if (cl[0])
         fprintf(h, "assumed %s\n", cl);
-    char whole[256], ol_text[256] = "";
+    char whole[512], ol_text[256] = "";
     wf_plan_format(&r.as_plan, whole, sizeof whole);
     if (r.lowered)
         wf_plan_oplevel_format(&r.plan, ol_text, sizeof ol_text);

@@ -37,9 +37,24 @@ static const char *dtype_flag(wf_dtype t)
 
 /* ---- Megatron-LM ------------------------------------------------------------------- */
 
+/* Recomputation per stage has no flag in any of the frameworks exported (each
+ * recomputes alike on every stage); the block method is Megatron-LM's. */
+static wf_status refuse_rc(const ectx *e, const wf_plan *p, int block_ok)
+{
+    if (p->rc_n > 0)
+        return refuse(e, "recomputation per stage has no flag there (every stage recomputes alike; give one "
+                         "recompute value)");
+    if (p->rc_layers > 0 && !block_ok)
+        return refuse(e, "rc_layers (Megatron-LM's block method) has no flag there (recompute=full or none)");
+    return WF_OK;
+}
+
 static wf_status emit_megatron(FILE *f, const ectx *e)
 {
     const wf_plan *p = e->p;
+    wf_status rc_st = refuse_rc(e, p, 1);
+    if (rc_st != WF_OK)
+        return rc_st;
     const wf_model_config *m = e->m;
     if (!wf_model_is_transformer(m))
         return refuse(e, "Megatron-LM trains transformers only");
@@ -85,7 +100,10 @@ static wf_status emit_megatron(FILE *f, const ectx *e)
     fprintf(f, "--global-batch-size %lld \\\n", (long long)e->batch);
     if (p->sp)
         fprintf(f, "--sequence-parallel \\\n");
-    if (p->recompute == WF_RECOMPUTE_FULL)
+    if (p->recompute == WF_RECOMPUTE_FULL && p->rc_layers > 0)
+        fprintf(f, "--recompute-granularity full \\\n--recompute-method block \\\n--recompute-num-layers %d \\\n",
+                p->rc_layers);
+    else if (p->recompute == WF_RECOMPUTE_FULL)
         fprintf(f, "--recompute-granularity full \\\n--recompute-method uniform \\\n--recompute-num-layers 1 \\\n");
     else if (p->recompute == WF_RECOMPUTE_SELECTIVE)
         fprintf(f, "--recompute-granularity selective \\\n");
@@ -115,6 +133,9 @@ static wf_status emit_megatron(FILE *f, const ectx *e)
 static wf_status emit_deepspeed(FILE *f, const ectx *e)
 {
     const wf_plan *p = e->p;
+    wf_status rc_st = refuse_rc(e, p, 0);
+    if (rc_st != WF_OK)
+        return rc_st;
     if (p->vpp > 1)
         return refuse(e, "DeepSpeed's pipeline engine has no interleaved schedule (vpp=1)");
     if (p->pp > 1 && p->zero >= 2)
@@ -161,6 +182,9 @@ static wf_status emit_deepspeed(FILE *f, const ectx *e)
 static wf_status emit_torchtitan(FILE *f, const ectx *e)
 {
     const wf_plan *p = e->p;
+    wf_status rc_st = refuse_rc(e, p, 0);
+    if (rc_st != WF_OK)
+        return rc_st;
     const wf_model_config *m = e->m;
     if (!wf_model_is_transformer(m))
         return refuse(e, "torchtitan trains transformers only");
@@ -208,6 +232,9 @@ static wf_status emit_torchtitan(FILE *f, const ectx *e)
 static wf_status emit_fsdp(FILE *f, const ectx *e)
 {
     const wf_plan *p = e->p;
+    wf_status rc_st = refuse_rc(e, p, 0);
+    if (rc_st != WF_OK)
+        return rc_st;
     if (p->tp > 1 || p->pp > 1)
         return refuse(e, "FSDP plans are pure (sharded) data parallelism (tp=1, pp=1)");
     if (p->zero == 1)

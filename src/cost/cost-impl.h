@@ -191,6 +191,9 @@ int wf_cost_pipeline_ends(const double *fp, const double *bp, int p, int m, int 
 
 /* Micro-batches whose activations the first stage holds at once. */
 double wf_cost_inflight(const wf_plan *p, int64_t micro_batches);
+/* Micro-batches whose activations pipeline stage s (0 <= s < pp) holds at
+ * once: the first stage's wf_cost_inflight, fewer down the pipeline. */
+double wf_cost_inflight_stage(const wf_plan *p, int64_t micro_batches, int s);
 
 /* Times of op r at micro-batch b, its activation work divided by div
  * (tensor or sequence parallelism) and its weights by pdiv (split ops): the

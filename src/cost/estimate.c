@@ -744,7 +744,8 @@ static double runtime_buffers(const wf_cost_sect_time *sect, int first, int last
  * the data-parallel reduction, the optimizer step and memory. p's tp and sp
  * are L's. */
 static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, const wf_cost_layout *L,
-                                      const wf_cost_sect_time *sect, wf_estimate *out)
+                                      const wf_cost_sect_time *sect, const wf_cost_sect_time *const *lay_rc,
+                                      wf_estimate *out)
 {
     const wf_cluster *c = &ctx->cluster;
     const wf_cost_sect_time *pre = &sect[WF_COST_SEC_PRE], *lay = &sect[WF_COST_SEC_LAYER],
@@ -765,21 +766,57 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
      * 2 vpp fixed costs per micro-batch is what bounds useful interleaving. */
     double ppc = p->pp > 1 ? 2.0 * v * wf_cost_p2p_time(ctx, p, S[WF_COST_SEC_LAYER].input_bytes * bb) : 0;
 
-    /* Stages: first (embedding), middle, last (head); one stage holds all. */
-    stage_cost st[3];
-    memset(st, 0, sizeof st);
-    int nst = p->pp == 1 ? 1 : p->pp == 2 ? 2 : 3;
-    const double lay_eparams = S[WF_COST_SEC_LAYER].params_expert / ((double)ctx->var.ep * (double)ctx->var.etp);
+    /* Stages: first (embedding), middle, last (head); one stage holds all.
+     * With recomputation per stage (or Megatron's block method) each stage
+     * holds its own mix of layers recomputed fully, selectively and not at
+     * all (wf_plan_stage_rc): a per-stage list makes every stage its own
+     * (nst = pp), a mix that every stage shares keeps the three. rep[k] is
+     * the pipeline stage st[k] stands for, cnt[k] how many it stands for. */
+    const int chunk_layers = (int)(ctx->model.layers / ((int64_t)p->pp * p->vpp));
+    const int uniform = wf_plan_rc_uniform(p, chunk_layers);
+    const int per_stage = !uniform && p->rc_n > 0;
+    stage_cost st[WF_PLAN_RC_STAGES];
+    int rep[WF_PLAN_RC_STAGES];
+    double cnt[WF_PLAN_RC_STAGES];
+    int nst = per_stage ? p->pp : p->pp == 1 ? 1 : p->pp == 2 ? 2 : 3;
+    if (nst > WF_PLAN_RC_STAGES)
+        return wf_errorf(WF_INVAL, "recompute per stage: pp=%d, at most %d stages", p->pp, WF_PLAN_RC_STAGES);
+    memset(st, 0, sizeof st[0] * (size_t)nst);
     for (int k = 0; k < nst; k++) {
-        add_section(&st[k], lay, Ls);
+        rep[k] = per_stage ? k : k == 0 ? 0 : k == nst - 1 ? p->pp - 1 : 1;
+        cnt[k] = per_stage || nst < 3 || k != 1 ? 1.0 : pp - 2;
+    }
+    const double lay_eparams = S[WF_COST_SEC_LAYER].params_expert / ((double)ctx->var.ep * (double)ctx->var.etp);
+    double per_layer_act[WF_PLAN_RC_STAGES];
+    for (int k = 0; k < nst; k++) {
+        if (uniform) {
+            add_section(&st[k], lay, Ls);
+            st[k].transient = lay->transient_bytes;
+            per_layer_act[k] = Ls * lay->act_bytes;
+        } else {
+            /* Layers per chunk recomputed fully, selectively, not at all; a
+             * stage holds vpp chunks. */
+            int nf, ns;
+            wf_plan_stage_rc(p, rep[k], chunk_layers, &nf, &ns);
+            const double n_rc[3] = {v * (double)(chunk_layers - nf - ns), v * (double)ns, v * (double)nf};
+            per_layer_act[k] = 0;
+            for (int r = 0; r < 3; r++) {
+                if (!(n_rc[r] > 0))
+                    continue;
+                add_section(&st[k], lay_rc[r], n_rc[r]);
+                per_layer_act[k] += n_rc[r] * lay_rc[r]->act_bytes;
+                /* One layer rematerializes at a time: the largest workspace. */
+                if (lay_rc[r]->transient_bytes > st[k].transient)
+                    st[k].transient = lay_rc[r]->transient_bytes;
+            }
+        }
         st[k].ppc = ppc;
         st[k].eparams = Ls * lay_eparams;
         st[k].params = Ls * lay_params;
         st[k].block_params = st[k].params;
         st[k].layer_params = lay_params;
-        st[k].transient = lay->transient_bytes;
     }
-    stage_cost *first = &st[0], *last = &st[nst == 1 ? 0 : 1];
+    stage_cost *first = &st[0], *last = &st[nst - 1];
     /* The end stages send one message fewer per micro-batch: the first
      * chunk of the first stage has no stage before it to send a gradient
      * to, the last chunk of the last stage none after it to send an
@@ -797,25 +834,17 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     /* The head's fp32 softmax workspace on the last stage. */
     const double logits_ws = bb * ctx->logits_per_sample / tt / (double)p->cp * ctx->var.loss_bytes;
     last->transient += logits_ws;
-    if (nst == 3) {
-        /* Keep st[] ordered first, middle, last. */
-        stage_cost tmp = st[1];
-        st[1] = st[2];
-        st[2] = tmp;
-        last = &st[2];
-    }
     if (ctx->var.workspace)
         for (int k = 0; k < nst; k++)
             st[k].transient += runtime_buffers(&sect[0], k == 0, &st[k] == last, logits_ws);
 
-    /* Activations: the first stage keeps min(pp, m) micro-batches (more when
-     * interleaved); the last one micro-batch (GPipe: all of them). */
-    double inflight = wf_cost_inflight(p, m);
-    double inflight_last = p->pipe == WF_PIPE_GPIPE ? (double)m : p->vpp > 1 ? inflight : 1.0;
+    /* Activations: stage s keeps the micro-batches 1F1B has in flight on it
+     * (wf_cost_inflight_stage: the first min(pp, m), more when interleaved;
+     * the last one; GPipe all of them) times its layers' activations under
+     * their recomputation. */
     for (int k = 0; k < nst; k++) {
-        double per = Ls * lay->act_bytes + (k == 0 ? pre->act_bytes : 0);
-        double n = k == 0 ? inflight : k == nst - 1 ? inflight_last : inflight;
-        st[k].act = n * per;
+        double per = per_layer_act[k] + (k == 0 ? pre->act_bytes : 0);
+        st[k].act = wf_cost_inflight_stage(p, m, rep[k]) * per;
     }
     /* The head's and the loss's saved tensors (the logits) are kept by
      * every micro-batch in flight on the stage that holds them: all of them
@@ -878,14 +907,11 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
      * the gather of its next pass, issued one pass ahead, runs meanwhile (the
      * first stage's first gather is charged below); only the steady state
      * (m x S_slowest) shows them. */
-    double pass[3];
-    for (int k = 0; k < nst; k++)
+    double pass[WF_PLAN_RC_STAGES];
+    for (int k = 0; k < nst; k++) {
         pass[k] = stage_total(&st[k]) - st[k].zc;
-    if (nst == 3)
-        ssum = pass[0] + pass[2] + (pp - 2) * pass[1];
-    else
-        for (int k = 0; k < nst; k++)
-            ssum += pass[k];
+        ssum += cnt[k] * pass[k];
+    }
     double bubble = p->pp > 1 ? (ssum - pass[crit]) / v : 0;
 
     /* In 1F1B the first stage finishes its backward last: its gradient
@@ -953,10 +979,9 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
          * forward pre-hook), which on a pipeline stage waits for the first
          * micro-batch's activation: the first micro-batch's way through the
          * fill carries every stage's steps, one of which `optimizer` counts. */
-        double steps = step_time(ctx, pg, first->params + first->eparams) +
-                       step_time(ctx, pg, last->params + last->eparams);
-        if (nst == 3)
-            steps += (pp - 2) * step_time(ctx, pg, st[1].params + st[1].eparams);
+        double steps = 0;
+        for (int k = 0; k < nst; k++)
+            steps += cnt[k] * step_time(ctx, pg, st[k].params + st[k].eparams);
         double counted = step_time(ctx, pg, big->params + big->eparams);
         if (steps > counted)
             bubble += steps - counted;
@@ -1310,7 +1335,21 @@ wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf
     const wf_cost_layout *L = e ? megatron_layout(ctx, q.tp, q.sp) : NULL;
     if (!L)
         return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
-    return estimate_transformer(ctx, &q, batch, L, e->s, out);
+    if (wf_plan_rc_uniform(&q, (int)(ctx->model.layers / ((int64_t)q.pp * q.vpp))))
+        return estimate_transformer(ctx, &q, batch, L, e->s, NULL, out);
+    /* Recomputation per stage: the layer under each kind (copied: the
+     * cache is direct-mapped, a lookup may evict another). */
+    wf_cost_sect_time sect[WF_COST_SEC_COUNT], lay[3];
+    const wf_cost_sect_time *lay_rc[3];
+    memcpy(sect, e->s, sizeof sect);
+    for (int r = 0; r < 3; r++) {
+        wf_cost_entry *er = lookup(ctx, q.mbs, q.tp, q.sp, 0, (wf_recompute)r);
+        if (!er)
+            return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+        lay[r] = er->s[WF_COST_SEC_LAYER];
+        lay_rc[r] = &lay[r];
+    }
+    return estimate_transformer(ctx, &q, batch, L, sect, lay_rc, out);
 }
 
 wf_status wf_estimate_layouts(wf_cost_ctx *ctx, const wf_plan *p, const wf_cost_layout *l, int64_t batch,
@@ -1342,7 +1381,16 @@ wf_status wf_estimate_layouts(wf_cost_ctx *ctx, const wf_plan *p, const wf_cost_
     wf_cost_sect_time sect[WF_COST_SEC_COUNT];
     for (int s = 0; s < WF_COST_SEC_COUNT; s++)
         fill_section(ctx, s, q.mbs, l, q.recompute, &sect[s]);
-    return estimate_transformer(ctx, &q, batch, l, sect, out);
+    if (wf_plan_rc_uniform(&q, (int)(ctx->model.layers / ((int64_t)q.pp * q.vpp))))
+        return estimate_transformer(ctx, &q, batch, l, sect, NULL, out);
+    /* Recomputation per stage: the layer under each kind. */
+    wf_cost_sect_time lay[3];
+    const wf_cost_sect_time *lay_rc[3];
+    for (int k = 0; k < 3; k++) {
+        fill_section(ctx, WF_COST_SEC_LAYER, q.mbs, l, (wf_recompute)k, &lay[k]);
+        lay_rc[k] = &lay[k];
+    }
+    return estimate_transformer(ctx, &q, batch, l, sect, lay_rc, out);
 }
 
 cJSON *wf_breakdown_to_json(const wf_breakdown *b)

@@ -85,3 +85,26 @@ double wf_cost_inflight(const wf_plan *p, int64_t micro_batches)
         n *= 1.0 + ((double)p->pp - 1.0) / ((double)p->pp * (double)p->vpp);
     return n;
 }
+
+/* Micro-batches whose activations pipeline stage s holds at once. The first
+ * stage: wf_cost_inflight. GPipe: all m. A later stage s: 1F1B's warm-up
+ * leaves pp - s in flight (at most m; the last stage one); interleaved 1F1B
+ * (Megatron-LM's schedule) runs 2 (pp - s - 1) + (v - 1) pp warm-up chunks
+ * and one more in flight, (that + 1) / v stages' worth, which for s = 0 is
+ * the first stage's pp (1 + (pp-1)/(pp v)) and for the last ((v-1) pp + 1) / v
+ * (it was the first stage's count: an overestimate that only showed once a
+ * last stage could recompute less than the first). */
+double wf_cost_inflight_stage(const wf_plan *p, int64_t micro_batches, int s)
+{
+    double m = (double)micro_batches;
+    if (s <= 0)
+        return wf_cost_inflight(p, micro_batches);
+    if (p->pipe == WF_PIPE_GPIPE)
+        return m;
+    double pp = (double)p->pp, v = (double)p->vpp, n;
+    if (p->vpp > 1)
+        n = (2.0 * (pp - (double)s - 1.0) + (v - 1.0) * pp + 1.0) / v;
+    else
+        n = pp - (double)s;
+    return n < m ? n : m;
+}

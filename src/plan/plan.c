@@ -133,6 +133,7 @@ void wf_plan_default(wf_plan *p)
     memset(p, 0, sizeof *p);
     p->dp = p->tp = p->pp = p->mbs = p->vpp = 1;
     p->recompute = WF_RECOMPUTE_NONE;
+    p->rc_layers = 0;
     p->sp = 0;
     p->zero = 0;
     p->overlap = 1;
@@ -187,7 +188,7 @@ int64_t wf_plan_devices(const wf_plan *p)
     return (int64_t)p->dp * (int64_t)p->tp * (int64_t)p->pp * (int64_t)(p->cp > 0 ? p->cp : 1);
 }
 
-#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, sp, zero, overlap, pipe, comm, cp, ep, etp, imb, epo, fp8, attn, grad, loss, sw"
+#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, rc_layers, sp, zero, overlap, pipe, comm, cp, ep, etp, imb, epo, fp8, attn, grad, loss, sw"
 
 /* grad= and loss=: a floating dtype (fp32, bf16, fp16). */
 static wf_status get_dtype_key(wf_spec *s, const char *key, int *dst)
@@ -211,6 +212,254 @@ static wf_status get_int_key(wf_spec *s, const char *key, int64_t lo, int64_t hi
     if (r == 1)
         *dst = (int)v;
     return WF_OK;
+}
+
+/* ---- recomputation per stage ---------------------------------------------------------
+ * recompute=K or recompute=K0/K1/... (one per pipeline stage; "full*3" repeats
+ * a value), rc_layers=N or N0/N1/... (Megatron's block method: N layers of
+ * each chunk of a full stage recomputed, the rest not). Stored normalized, so
+ * that equal plans are equal values and the canonical string parses back to
+ * the same plan: a full stage with N = 0 is a stage without recomputation,
+ * stages that are not full carry N = -1, and lists of equal values collapse
+ * to the uniform form. */
+
+static int rc_kind_of(const char *t, size_t n)
+{
+    static const char *const names[] = {"none", "selective", "full"};
+    for (int k = 0; k < 3; k++)
+        if (strlen(names[k]) == n && strncmp(names[k], t, n) == 0)
+            return k;
+    return -1;
+}
+
+/* Splits "a/b*3/c" into at most WF_PLAN_RC_STAGES values, each parsed by
+ * kind (1: a recompute kind) or as a count (0: an integer 0..65535). */
+static wf_status rc_list(const char *key, const char *text, int kind, int *vals, int *n)
+{
+    *n = 0;
+    for (const char *t = text;;) {
+        const char *end = strchr(t, '/');
+        size_t len = end ? (size_t)(end - t) : strlen(t);
+        const char *star = memchr(t, '*', len);
+        size_t vlen = star ? (size_t)(star - t) : len;
+        long rep = 1;
+        if (star) {
+            char *e = NULL;
+            rep = strtol(star + 1, &e, 10);
+            if (e != t + len || star + 1 == e || rep < 1 || rep > WF_PLAN_RC_STAGES)
+                return wf_errorf(WF_INVAL, "%s=%s: '%.*s' repeats a value 1..%d times (full*3)", key, text,
+                                 (int)len, t, WF_PLAN_RC_STAGES);
+        }
+        int v = -1;
+        if (kind) {
+            v = rc_kind_of(t, vlen);
+            if (v < 0)
+                return wf_errorf(WF_INVAL, "%s=%s: '%.*s' is not none, selective or full", key, text, (int)vlen, t);
+        } else if (vlen == 3 && strncmp(t, "all", 3) == 0) {
+            v = -1;
+        } else {
+            char *e = NULL;
+            long x = strtol(t, &e, 10);
+            if (vlen == 0 || e != t + vlen || x < 0 || x > 65535)
+                return wf_errorf(WF_INVAL, "%s=%s: '%.*s' is not a layer count 0..65535 or all", key, text,
+                                 (int)vlen, t);
+            v = (int)x;
+        }
+        if (*n + rep > WF_PLAN_RC_STAGES)
+            return wf_errorf(WF_INVAL, "%s=%s: more than %d stages", key, text, WF_PLAN_RC_STAGES);
+        for (long r = 0; r < rep; r++)
+            vals[(*n)++] = v;
+        if (!end)
+            break;
+        t = end + 1;
+    }
+    return WF_OK;
+}
+
+/* Runs of equal values in a list of n. */
+static int rc_runs(const int *v, int n)
+{
+    int r = n > 0;
+    for (int i = 1; i < n; i++)
+        r += v[i] != v[i - 1];
+    return r;
+}
+
+/* rc_layers=0 as parsed (no layer recomputed; stored values: 0 = every layer). */
+#define RC_ZERO (-2)
+
+/* Normalizes the recomputation of p as parsed (see above). */
+static void rc_normalize(wf_plan *p)
+{
+    if (p->rc_n == 0) {
+        if (p->recompute != WF_RECOMPUTE_FULL)
+            p->rc_layers = 0;
+        else if (p->rc_layers == RC_ZERO) {
+            p->recompute = WF_RECOMPUTE_NONE;
+            p->rc_layers = 0;
+        }
+        return;
+    }
+    int strongest = WF_RECOMPUTE_NONE, same = 1;
+    for (int s = 0; s < p->rc_n; s++) {
+        if (p->rc_kind_at[s] != WF_RECOMPUTE_FULL)
+            p->rc_layers_at[s] = 0;
+        else if (p->rc_layers_at[s] == RC_ZERO) {
+            p->rc_kind_at[s] = WF_RECOMPUTE_NONE;
+            p->rc_layers_at[s] = 0;
+        }
+        if (p->rc_kind_at[s] > strongest)
+            strongest = p->rc_kind_at[s];
+        same &= p->rc_kind_at[s] == p->rc_kind_at[0] && p->rc_layers_at[s] == p->rc_layers_at[0];
+    }
+    p->recompute = (wf_recompute)strongest;
+    if (same) {
+        p->recompute = (wf_recompute)p->rc_kind_at[0];
+        p->rc_layers = p->rc_layers_at[0];
+        p->rc_n = 0;
+        memset(p->rc_kind_at, 0, sizeof p->rc_kind_at);
+        memset(p->rc_layers_at, 0, sizeof p->rc_layers_at);
+        return;
+    }
+    /* The list's N when every full stage has the same one (the canonical
+     * form writes it once), else 0. */
+    p->rc_layers = -1;
+    for (int s = 0; s < p->rc_n; s++) {
+        if (p->rc_kind_at[s] != WF_RECOMPUTE_FULL)
+            continue;
+        if (p->rc_layers == -1)
+            p->rc_layers = p->rc_layers_at[s];
+        else if (p->rc_layers != p->rc_layers_at[s])
+            p->rc_layers = -3;
+    }
+    if (p->rc_layers < 0)
+        p->rc_layers = 0;
+}
+
+static wf_status parse_recompute(wf_spec *s, wf_plan *p)
+{
+    const char *v = NULL, *nl = NULL;
+    int kinds[WF_PLAN_RC_STAGES], layers[WF_PLAN_RC_STAGES], nk = 0, nn = 0;
+    wf_status st;
+    if (wf_spec_get_str(s, "recompute", &v) == 1 && (st = rc_list("recompute", v, 1, kinds, &nk)) != WF_OK)
+        return st;
+    if (wf_spec_get_str(s, "rc_layers", &nl) == 1 && (st = rc_list("rc_layers", nl, 0, layers, &nn)) != WF_OK)
+        return st;
+    if (nk > 1 && rc_runs(kinds, nk) > WF_PLAN_RC_RUNS)
+        return wf_errorf(WF_INVAL, "recompute=%s: more than %d runs of equal values", v, WF_PLAN_RC_RUNS);
+    if (nn > 1 && rc_runs(layers, nn) > WF_PLAN_RC_RUNS)
+        return wf_errorf(WF_INVAL, "rc_layers=%s: more than %d runs of equal values", nl, WF_PLAN_RC_RUNS);
+    if (nk > 1 && nn > 1 && nk != nn)
+        return wf_errorf(WF_INVAL, "recompute=%s has %d stages, rc_layers=%s %d", v, nk, nl, nn);
+    int full = 0;
+    for (int i = 0; i < nk; i++)
+        full |= kinds[i] == WF_RECOMPUTE_FULL;
+    if (nn > 0 && !full)
+        return wf_errorf(WF_INVAL, "rc_layers=%s: needs recompute=full on some stage (the block method "
+                                   "recomputes N layers of a stage fully)", nl);
+    /* Parsed counts: 0 is no layer, "all" (-1) every layer (stored as 0). */
+    for (int i = 0; i < nn; i++)
+        layers[i] = layers[i] == 0 ? RC_ZERO : layers[i] < 0 ? 0 : layers[i];
+    int n = nk > nn ? nk : nn;
+    if (nk == 1)
+        p->recompute = (wf_recompute)kinds[0];
+    if (n <= 1) {
+        p->rc_layers = nn == 1 ? layers[0] : 0;
+    } else {
+        p->rc_n = n;
+        for (int i = 0; i < n; i++) {
+            p->rc_kind_at[i] = (unsigned char)(nk > 1 ? kinds[i] : kinds[0]);
+            p->rc_layers_at[i] = (short)(nn > 1 ? layers[i] : nn == 1 ? layers[0] : 0);
+        }
+    }
+    rc_normalize(p);
+    return WF_OK;
+}
+
+/* "full*2/none*6" into buf: the n values run-length coded. */
+static int rc_format_list(const int *v, int n, int kind, char *buf, size_t cap)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && k < cap;) {
+        int j = i;
+        while (j < n && v[j] == v[i])
+            j++;
+        char val[16];
+        if (kind)
+            snprintf(val, sizeof val, "%s", wf_recompute_name((wf_recompute)v[i]));
+        else if (v[i] < 0)
+            snprintf(val, sizeof val, "all");
+        else
+            snprintf(val, sizeof val, "%d", v[i]);
+        if (j - i > 1)
+            k += (size_t)snprintf(buf + k, cap - k, "%s%s*%d", i ? "/" : "", val, j - i);
+        else
+            k += (size_t)snprintf(buf + k, cap - k, "%s%s", i ? "/" : "", val);
+        i = j;
+    }
+    return (int)k;
+}
+
+/* ",rc_layers=..." and the recompute value of plan p's canonical form. */
+static void rc_format(const wf_plan *p, char *kind, size_t kcap, char *layers, size_t lcap)
+{
+    layers[0] = 0;
+    if (p->rc_n == 0) {
+        snprintf(kind, kcap, "%s", wf_recompute_name(p->recompute));
+        if (p->recompute == WF_RECOMPUTE_FULL && p->rc_layers > 0)
+            snprintf(layers, lcap, ",rc_layers=%d", p->rc_layers);
+        return;
+    }
+    int k[WF_PLAN_RC_STAGES] = {0}, n[WF_PLAN_RC_STAGES] = {0}, one = 1, any = 0;
+    for (int s = 0; s < p->rc_n; s++) {
+        k[s] = p->rc_kind_at[s];
+        /* Full stages of every layer write "all", the others 0. */
+        n[s] = k[s] != WF_RECOMPUTE_FULL ? 0 : p->rc_layers_at[s] > 0 ? p->rc_layers_at[s] : -1;
+        if (k[s] == WF_RECOMPUTE_FULL) {
+            any |= p->rc_layers_at[s] > 0;
+            one &= p->rc_layers_at[s] == p->rc_layers;
+        }
+    }
+    int same = 1;
+    for (int s = 1; s < p->rc_n; s++)
+        same &= k[s] == k[0];
+    if (same)
+        snprintf(kind, kcap, "%s", wf_recompute_name((wf_recompute)k[0]));
+    else
+        rc_format_list(k, p->rc_n, 1, kind, kcap);
+    if (!any)
+        return;
+    if (one) {
+        snprintf(layers, lcap, ",rc_layers=%d", p->rc_layers);
+        return;
+    }
+    /* Stages that are not full write 0 (they recompute no layer fully). */
+    size_t m = (size_t)snprintf(layers, lcap, ",rc_layers=");
+    if (m < lcap)
+        rc_format_list(n, p->rc_n, 0, layers + m, lcap - m);
+}
+
+void wf_plan_stage_rc(const wf_plan *p, int s, int chunk_layers, int *full, int *sel)
+{
+    int kind = p->recompute, n = p->rc_layers;
+    if (p->rc_n > 0) {
+        s = s < 0 ? 0 : s >= p->rc_n ? p->rc_n - 1 : s;
+        kind = p->rc_kind_at[s];
+        n = p->rc_layers_at[s];
+    }
+    *full = *sel = 0;
+    if (kind == WF_RECOMPUTE_SELECTIVE)
+        *sel = chunk_layers;
+    else if (kind == WF_RECOMPUTE_FULL)
+        *full = n <= 0 || n > chunk_layers ? chunk_layers : n;
+}
+
+int wf_plan_rc_uniform(const wf_plan *p, int chunk_layers)
+{
+    if (p->rc_n > 0)
+        return 0;
+    return p->recompute != WF_RECOMPUTE_FULL || p->rc_layers <= 0 || p->rc_layers >= chunk_layers;
 }
 
 static wf_status parse_string(const char *text, wf_plan *out)
@@ -254,16 +503,8 @@ static wf_status parse_string(const char *text, wf_plan *out)
         (st = get_dtype_key(&s, "loss", &p.loss_dtype)) != WF_OK)
         return st;
     const char *v = NULL;
-    if (wf_spec_get_str(&s, "recompute", &v) == 1) {
-        if (strcmp(v, "none") == 0)
-            p.recompute = WF_RECOMPUTE_NONE;
-        else if (strcmp(v, "selective") == 0)
-            p.recompute = WF_RECOMPUTE_SELECTIVE;
-        else if (strcmp(v, "full") == 0)
-            p.recompute = WF_RECOMPUTE_FULL;
-        else
-            return wf_errorf(WF_INVAL, "recompute=%s: expected none, selective or full", v);
-    }
+    if ((st = parse_recompute(&s, &p)) != WF_OK)
+        return st;
     if (wf_spec_get_str(&s, "pipe", &v) == 1) {
         if (strcmp(v, "1f1b") == 0)
             p.pipe = WF_PIPE_1F1B;
@@ -344,10 +585,12 @@ int wf_plan_format(const wf_plan *p, char *buf, size_t cap)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ",loss=%s", wf_dtype_name((wf_dtype)p->loss_dtype));
     if (p->sw != WF_SW_MEGATRON_CORE && n < sizeof extra)
         snprintf(extra + n, sizeof extra - n, ",sw=%s", wf_sw_name(p->sw));
+    char rk[160], rl[96];
+    rc_format(p, rk, sizeof rk, rl, sizeof rl);
     return snprintf(buf, cap,
-                    "dp=%d,tp=%d,pp=%d,mbs=%d,vpp=%d,recompute=%s,sp=%d,zero=%d,overlap=%d,"
+                    "dp=%d,tp=%d,pp=%d,mbs=%d,vpp=%d,recompute=%s%s,sp=%d,zero=%d,overlap=%d,"
                     "pipe=%s,comm=%s%s",
-                    p->dp, p->tp, p->pp, p->mbs, p->vpp, wf_recompute_name(p->recompute), p->sp,
+                    p->dp, p->tp, p->pp, p->mbs, p->vpp, rk, rl, p->sp,
                     p->zero, p->overlap, wf_pipe_name(p->pipe), comm, extra);
 }
 
@@ -409,7 +652,7 @@ static wf_status plan_string_error(const char *ctx)
 
 cJSON *wf_plan_to_json(const wf_plan *p, const wf_plan_meta *meta, const cJSON *estimate)
 {
-    char text[256];
+    char text[512];
     wf_plan_format(p, text, sizeof text);
     cJSON *j = json_head(text, meta);
     if (!j)
@@ -717,7 +960,7 @@ int wf_plan_oplevel_format(const wf_plan_oplevel *p, char *buf, size_t cap)
 cJSON *wf_plan_oplevel_to_json(const wf_plan_oplevel *p, const wf_plan_meta *meta,
                                const cJSON *estimate)
 {
-    char text[256];
+    char text[512];
     wf_plan_oplevel_format(p, text, sizeof text);
     cJSON *j = json_head(text, meta);
     if (!j)

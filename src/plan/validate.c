@@ -102,7 +102,13 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
             return wf_errorf(WF_INVAL, "vpp=%d: micro-batches per pipeline batch/(mbs*dp) = %lld must "
                                        "be divisible by pp=%d", p->vpp, (long long)micro, p->pp);
     }
+    if (p->rc_n > 0 && p->rc_n != p->pp)
+        return wf_errorf(WF_INVAL, "recompute per stage: %d values for pp=%d stages", p->rc_n, p->pp);
     if (!wf_model_is_transformer(m)) {
+        if (p->rc_n > 0 || p->rc_layers > 0)
+            return wf_errorf(WF_INVAL, "recompute per stage or rc_layers: model '%s' is not a transformer; "
+                                       "it has no repeated layers to recompute by stage (one recompute value)",
+                             m->name);
         if (p->cp > 1)
             return wf_errorf(WF_INVAL, "cp=%d: model '%s' is not a transformer; context parallelism splits "
                                        "a sequence (cp=1)", p->cp, m->name);
@@ -139,5 +145,13 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
     if (m->layers % chunks != 0)
         return wf_errorf(WF_INVAL, "layers=%lld of model '%s' is not divisible by pp*vpp = %d*%d = %lld",
                          (long long)m->layers, m->name, p->pp, p->vpp, (long long)chunks);
+    int64_t per_chunk = m->layers / chunks;
+    for (int s = 0; s < (p->rc_n > 0 ? p->rc_n : 1); s++) {
+        int n = p->rc_n > 0 ? p->rc_layers_at[s] : p->rc_layers;
+        if (n > per_chunk)
+            return wf_errorf(WF_INVAL, "rc_layers=%d: a model chunk of '%s' holds %lld layers (layers / (pp x vpp) "
+                                       "= %lld / %lld)", n, m->name, (long long)per_chunk, (long long)m->layers,
+                             (long long)chunks);
+    }
     return WF_OK;
 }

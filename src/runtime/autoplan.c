@@ -62,7 +62,7 @@ wf_status wf_runtime_auto_plan(const wf_model_config *m, const char *spec, int n
                          "runtime executes", n, nranks, cname);
     }
     *out = r.top[pick].plan;
-    char ps[256];
+    char ps[512];
     wf_plan_format(out, ps, sizeof ps);
     snprintf(note, cap, "auto: %s, rank %d of %d fitting plans on %s (%.3g ms estimated)", ps, pick + 1, r.ntop,
              cname, 1e3 * r.top[pick].est.iteration_time_s);

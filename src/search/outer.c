@@ -42,7 +42,7 @@
 #include <string.h>
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-#define PLAN_TEXT 256
+#define PLAN_TEXT 512
 
 void wf_outer_opts_default(wf_outer_opts *o)
 {
@@ -192,7 +192,18 @@ typedef struct {
     wf_outer_result *r;
     int have_probe;
     wf_outer_point probe; /* the group's probe, reused when the loops reach it */
+    wf_outer_point *rtop; /* the K best fitting plans that recompute uniformly and no pruning skips:
+                             what per-stage recomputation refines after the enumeration */
+    int nrtop;
 } search;
+
+/* Plans pruning 3 skips (dominated: GPipe, ZeRO or overlap=0 over one
+ * data-parallel rank) derive no recomputation candidates, so that pruned
+ * and exhaustive searches derive the same ones. */
+static int undominated(const wf_plan *p)
+{
+    return p->pipe == WF_PIPE_1F1B && (p->dp > 1 || (p->zero == 0 && p->overlap == 1));
+}
 
 static int plan_equal(const wf_plan *a, const wf_plan *b)
 {
@@ -201,7 +212,9 @@ static int plan_equal(const wf_plan *a, const wf_plan *b)
            a->zero == b->zero && a->overlap == b->overlap && a->pipe == b->pipe &&
            a->comm.kind == b->comm.kind && a->comm.threshold_bytes == b->comm.threshold_bytes &&
            a->cp == b->cp && a->fp8 == b->fp8 && a->attn == b->attn && a->sw == b->sw && a->ep == b->ep &&
-           a->etp == b->etp && a->imb == b->imb;
+           a->etp == b->etp && a->imb == b->imb && a->rc_layers == b->rc_layers && a->rc_n == b->rc_n &&
+           (a->rc_n == 0 || (memcmp(a->rc_kind_at, b->rc_kind_at, sizeof a->rc_kind_at) == 0 &&
+                             memcmp(a->rc_layers_at, b->rc_layers_at, sizeof a->rc_layers_at) == 0));
 }
 
 static int point_fits(const search *s, const wf_outer_point *p)
@@ -238,6 +251,9 @@ static wf_status score(search *s, const wf_plan *plan, wf_outer_point *out, int 
     if (point_fits(s, out)) {
         s->r->fitting++;
         top_insert(s->top, &s->ntop, s->k, out);
+        if (s->rtop && s->transformer && plan->rc_n == 0 && plan->recompute != WF_RECOMPUTE_NONE &&
+            plan->pp > 1 && undominated(plan))
+            top_insert(s->rtop, &s->nrtop, s->k, out);
         if ((st = frontier_insert(&s->front, out)) != WF_OK)
             return st;
     }
@@ -298,6 +314,152 @@ static void lists_free(lists *l)
     free(l->mbs.v);
 }
 
+/* Layers of each model chunk of plan p. */
+static int chunk_layers(const search *s, const wf_plan *p)
+{
+    return (int)(s->m->layers / ((int64_t)p->pp * p->vpp));
+}
+
+/* Megatron-LM's block method (--recompute-method block): plan `full`
+ * (uniform full recomputation) fits. When the same plan without
+ * recomputation does not, the fewest layers N per chunk recomputed fully
+ * that fit make the fastest block plan (time grows with N, memory falls):
+ * a bisection over N, each step one estimate, the plan found scored as a
+ * candidate of its own. */
+static wf_status try_block(search *s, const wf_plan *full)
+{
+    int L = chunk_layers(s, full);
+    if (!s->transformer || L < 2)
+        return WF_OK;
+    wf_plan q = *full;
+    q.recompute = WF_RECOMPUTE_NONE;
+    wf_estimate e;
+    wf_status st = wf_estimate_plan(s->ctx, &q, s->batch, &e);
+    if (st != WF_OK) {
+        wf_clear_error();
+        return st == WF_INVAL ? WF_OK : st;
+    }
+    if (e.fits && e.memory_per_device_bytes <= s->budget_bytes)
+        return WF_OK; /* no recomputation fits: that plan is faster, and enumerated */
+    q.recompute = WF_RECOMPUTE_FULL;
+    int lo = 0, hi = L; /* N = lo does not fit, N = hi does */
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        q.rc_layers = mid;
+        if ((st = wf_estimate_plan(s->ctx, &q, s->batch, &e)) != WF_OK) {
+            wf_clear_error();
+            return st == WF_INVAL ? WF_OK : st;
+        }
+        if (e.fits && e.memory_per_device_bytes <= s->budget_bytes)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    if (hi >= L)
+        return WF_OK; /* every layer: the uniform plan itself */
+    q.rc_layers = hi;
+    wf_outer_point pt;
+    int scored = 0;
+    return score(s, &q, &pt, &scored);
+}
+
+/* Recomputation per stage for a plan of the top (recompute=full, uniform or
+ * by block): under 1F1B stage s holds pp - s micro-batches, so later stages
+ * fit with fewer layers recomputed. From the last stage to the second, each
+ * stage's N is bisected down to the fewest that keeps the plan fitting (the
+ * earlier stages as they are): the steady state is set by the slowest stage,
+ * so this shortens the fill and drain (the bubble) and the stages' work. */
+static wf_status try_per_stage(search *s, const wf_plan *p)
+{
+    int L = chunk_layers(s, p);
+    if (!s->transformer || p->pp < 2 || p->pp > WF_PLAN_RC_STAGES || p->rc_n > 0)
+        return WF_OK;
+    if (p->recompute == WF_RECOMPUTE_SELECTIVE) {
+        /* Selective everywhere: from the last stage to the second, a stage
+         * that fits without recomputation drops it. */
+        wf_plan q = *p;
+        q.rc_n = p->pp;
+        for (int k = 0; k < p->pp; k++)
+            q.rc_kind_at[k] = WF_RECOMPUTE_SELECTIVE;
+        int changed = 0;
+        wf_estimate e;
+        for (int k = p->pp - 1; k >= 1; k--) {
+            q.rc_kind_at[k] = WF_RECOMPUTE_NONE;
+            wf_status st = wf_estimate_plan(s->ctx, &q, s->batch, &e);
+            if (st != WF_OK) {
+                wf_clear_error();
+                return st == WF_INVAL ? WF_OK : st;
+            }
+            if (e.fits && e.memory_per_device_bytes <= s->budget_bytes)
+                changed = 1;
+            else
+                q.rc_kind_at[k] = WF_RECOMPUTE_SELECTIVE;
+        }
+        if (!changed)
+            return WF_OK;
+        char text[PLAN_TEXT];
+        wf_plan_format(&q, text, sizeof text);
+        wf_plan r;
+        if (wf_plan_parse(text, &r) != WF_OK) {
+            wf_clear_error();
+            return WF_OK; /* more runs than a plan string holds */
+        }
+        r.given = q.given;
+        wf_outer_point pt;
+        int scored = 0;
+        return score(s, &r, &pt, &scored);
+    }
+    if (p->recompute != WF_RECOMPUTE_FULL)
+        return WF_OK;
+    int n0 = p->rc_layers > 0 ? p->rc_layers : L;
+    wf_plan q = *p;
+    q.rc_n = p->pp;
+    for (int k = 0; k < p->pp; k++) {
+        q.rc_kind_at[k] = WF_RECOMPUTE_FULL;
+        q.rc_layers_at[k] = (short)n0;
+    }
+    wf_estimate e;
+    int changed = 0;
+    for (int k = p->pp - 1; k >= 1; k--) {
+        int lo = -1, hi = q.rc_layers_at[k - 1]; /* lo does not fit (or none), hi does */
+        while (hi - lo > 1) {
+            int mid = (lo + hi) / 2;
+            /* N = 0: the stage recomputes nothing. */
+            q.rc_kind_at[k] = mid > 0 ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE;
+            q.rc_layers_at[k] = (short)mid;
+            wf_status st = wf_estimate_plan(s->ctx, &q, s->batch, &e);
+            if (st != WF_OK) {
+                wf_clear_error();
+                return st == WF_INVAL ? WF_OK : st;
+            }
+            if (e.fits && e.memory_per_device_bytes <= s->budget_bytes)
+                hi = mid;
+            else
+                lo = mid;
+        }
+        q.rc_kind_at[k] = hi > 0 ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE;
+        q.rc_layers_at[k] = (short)hi;
+        changed |= hi < n0;
+    }
+    if (!changed)
+        return WF_OK;
+    /* The plan value as the parser would make it (N = 0 stages are none). */
+    for (int k = 0; k < q.rc_n; k++)
+        if (q.rc_layers_at[k] >= L)
+            q.rc_layers_at[k] = 0;
+    char text[PLAN_TEXT];
+    wf_plan_format(&q, text, sizeof text);
+    wf_plan r;
+    if (wf_plan_parse(text, &r) != WF_OK) {
+        wf_clear_error();
+        return WF_OK; /* more runs than a plan string holds */
+    }
+    r.given = q.given;
+    wf_outer_point pt;
+    int scored = 0;
+    return score(s, &r, &pt, &scored);
+}
+
 /* One line of candidates: plan p with every micro-batch size (ascending). */
 static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eval, int mem_prune,
                            int64_t *count)
@@ -316,6 +478,12 @@ static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eva
         int scored = 0;
         wf_status st = score(s, &q, &pt, &scored);
         if (st != WF_OK)
+            return st;
+        /* Block recomputation from the plans no pruning skips (pruning 3's
+         * dominated points derive nothing), so that pruned and exhaustive
+         * searches derive the same candidates. */
+        if (scored && q.recompute == WF_RECOMPUTE_FULL && point_fits(s, &pt) && !s->opts->uniform_recompute &&
+            undominated(&q) && (st = try_block(s, &q)) != WF_OK)
             return st;
         /* Pruning 2: memory does not decrease with mbs. */
         if (mem_prune && scored && !point_fits(s, &pt))
@@ -444,11 +612,13 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
     if (st != WF_OK)
         return st;
     s.top = calloc((size_t)s.k, sizeof *s.top);
+    if (!opts->uniform_recompute)
+        s.rtop = calloc((size_t)s.k, sizeof *s.rtop);
     divs tps = {0, NULL}, pps = {0, NULL};
     group *groups = NULL;
     int64_t *gspace = NULL;
     int ngroups = 0, capg = 0;
-    if (!s.top) {
+    if (!s.top || (!opts->uniform_recompute && !s.rtop)) {
         st = wf_errorf(WF_NOMEM, "out of memory for the top %d plans", s.k);
         goto out;
     }
@@ -538,6 +708,24 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
         if (opts->progress)
             opts->progress((double)done_space / (double)r->space, opts->progress_user);
     }
+    /* Recomputation per stage for the plans of the top that recompute. */
+    if (s.nrtop > 0) {
+        int ncand = s.nrtop;
+        wf_plan *cand = malloc((size_t)ncand * sizeof *cand);
+        if (!cand) {
+            st = wf_errorf(WF_NOMEM, "out of memory refining recomputation");
+            goto out;
+        }
+        for (int i = 0; i < ncand; i++)
+            cand[i] = s.rtop[i].plan;
+        free(s.rtop);
+        s.rtop = NULL;
+        for (int i = 0; i < ncand && st == WF_OK; i++)
+            st = try_per_stage(&s, &cand[i]);
+        free(cand);
+        if (st != WF_OK)
+            goto out;
+    }
     r->pruned = r->space - r->searched;
     if (r->pruned < 0)
         r->pruned = 0;
@@ -563,6 +751,7 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
     }
 out:
     free(s.top);
+    free(s.rtop);
     free(s.front.v);
     free(tps.v);
     free(pps.v);

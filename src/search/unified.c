@@ -69,29 +69,62 @@ static void try_layouts(const wf_model_config *m, const wf_cluster *c, wf_cost_c
             wf_plan_oplevel_free(&cand);
             continue;
         }
-        int best_rc = -1, best_z = -1;
+        int best_rc = -1, best_z = -1, best_n = 0;
         wf_estimate best_e;
-        for (int rc = 0; rc < 3; rc++)
-            for (int z = 0; z < 4; z++) {
+        const int chunk = wf_model_is_transformer(m) ? (int)(m->layers / ((int64_t)p.pp * p.vpp)) : 0;
+        for (int z = 0; z < 4; z++) {
+            int none_fits = 0;
+            for (int rc = 0; rc < 3; rc++) {
                 wf_plan q = p;
                 q.recompute = (wf_recompute)rc;
+                q.rc_n = 0;
+                q.rc_layers = 0;
                 q.zero = z;
                 wf_estimate e;
                 if (wf_estimate_layouts(ctx, &q, &L, batch, &e) != WF_OK)
                     continue;
                 r->costed++;
-                if (e.memory_per_device_bytes <= budget && (!r->has_best || e.iteration_time_s <
-                                                                                 r->est.iteration_time_s) &&
+                int fits = e.memory_per_device_bytes <= budget;
+                none_fits |= rc == WF_RECOMPUTE_NONE && fits;
+                int n = 0;
+                if (rc == WF_RECOMPUTE_FULL && fits && !none_fits && chunk >= 2) {
+                    /* Megatron's block method: the fewest layers per chunk
+                     * recomputed fully that fit (bisection, as the outer
+                     * search does). */
+                    int lo = 0, hi = chunk;
+                    wf_estimate eb, best_b = e;
+                    while (hi - lo > 1) {
+                        q.rc_layers = (lo + hi) / 2;
+                        if (wf_estimate_layouts(ctx, &q, &L, batch, &eb) != WF_OK)
+                            break;
+                        r->costed++;
+                        if (eb.memory_per_device_bytes <= budget) {
+                            hi = q.rc_layers;
+                            best_b = eb;
+                        } else {
+                            lo = q.rc_layers;
+                        }
+                    }
+                    if (hi < chunk) {
+                        n = hi;
+                        e = best_b;
+                    }
+                }
+                if (fits && (!r->has_best || e.iteration_time_s < r->est.iteration_time_s) &&
                     (best_rc < 0 || e.iteration_time_s < best_e.iteration_time_s)) {
                     best_rc = rc;
                     best_z = z;
+                    best_n = n;
                     best_e = e;
                 }
             }
+        }
         wf_cost_layout_free(&L);
         if (best_rc >= 0) {
             wf_plan keys = *base;
             keys.recompute = (wf_recompute)best_rc;
+            keys.rc_layers = best_n;
+            keys.rc_n = 0;
             keys.zero = best_z;
             if (wf_plan_oplevel_set_keys(&cand, &keys) == WF_OK) {
                 wf_plan_oplevel_free(&r->plan);
@@ -100,6 +133,8 @@ static void try_layouts(const wf_model_config *m, const wf_cluster *c, wf_cost_c
                 r->est = best_e;
                 r->as_plan = p;
                 r->as_plan.recompute = keys.recompute;
+                r->as_plan.rc_layers = keys.rc_layers;
+                r->as_plan.rc_n = 0;
                 r->as_plan.zero = keys.zero;
                 r->has_best = 1;
                 r->megatron = 0;

@@ -698,23 +698,31 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
             goto done;
         goto sends;
     }
-    pr->nunits = SEC_COUNT;
-    pr->unit = wf_arena_alloc(a, SEC_COUNT * sizeof *pr->unit);
+    /* Recomputation per stage or by block: three more layer units, the
+     * layer under none, selective and full recomputation (SEC_COUNT + kind),
+     * each layer instance on the one its stage and place in its chunk say. */
+    const int chunk = (int)(m->layers / ((int64_t)p->pp * p->vpp));
+    const int rc_split = !wf_plan_rc_uniform(p, chunk);
+    pr->nunits = rc_split ? SEC_COUNT + 3 : SEC_COUNT;
+    pr->unit = wf_arena_alloc(a, (size_t)pr->nunits * sizeof *pr->unit);
     if (!pr->unit) {
         st = wf_errorf(WF_NOMEM, "out of memory building simulation units");
         goto done;
     }
     static const char *const names[SEC_COUNT] = {"embedding", "layer", "head"};
-    for (int s = 0; s < SEC_COUNT; s++) {
-        sim_unit *u = &pr->unit[s];
-        u->name = names[s];
+    static const char *const rc_names[3] = {"layer", "layer (selective recompute)", "layer (recomputed)"};
+    for (int ui = 0; ui < pr->nunits; ui++) {
+        const int s = ui < SEC_COUNT ? ui : SEC_LAYER;
+        sim_unit *u = &pr->unit[ui];
+        u->name = ui < SEC_COUNT ? names[s] : rc_names[ui - SEC_COUNT];
         int nu = 0;
         for (int k = 0; k < L->nev; k++)
             if (L->ev[k].section == s)
                 uev[nu++] = k;
         unit_in in = {c, ops, n, ev, uev, nu, first[s], first[s] + count[s],
                       c->overlap_slowdown >= 1 ? c->overlap_slowdown : 1.0, "forward", "backward", "recompute"};
-        wf_recompute rc = s == SEC_LAYER ? p->recompute : WF_RECOMPUTE_NONE;
+        wf_recompute rc = ui >= SEC_COUNT ? (wf_recompute)(ui - SEC_COUNT)
+                        : s == SEC_LAYER ? p->recompute : WF_RECOMPUTE_NONE;
         if (count[s] > 0 && (st = unit_steps(&in, rc, a, u)))
             goto done;
         u->params = L->sec_params[s] + mi->sec[s].params_expert;
@@ -755,6 +763,10 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
             if (tens_sec[i] == s)
                 u->tensor_params[u->ntensors++] = tens[i];
     }
+    for (int ui = SEC_COUNT; ui < pr->nunits; ui++) {
+        pr->unit[ui].tensor_params = pr->unit[SEC_LAYER].tensor_params;
+        pr->unit[ui].ntensors = pr->unit[SEC_LAYER].ntensors;
+    }
 
     /* Instances: embedding, L layers, head; virtual stage k holds L/(p v)
      * layers, the first also the embedding, the last also the head. */
@@ -777,6 +789,14 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
     for (int k = 1; k < pr->nvs; k++)
         pr->vs_first[k] = (int)(1 + k * per);
     pr->vs_first[pr->nvs] = pr->ninst;
+    if (pr->nunits > SEC_COUNT)
+        for (int i = 1; i + 1 < pr->ninst; i++) {
+            /* Layer i - 1 is on virtual stage vs (device vs % pp), place j of its chunk. */
+            int l = i - 1, vs = (int)(l / per), j = (int)(l % per), nf, ns;
+            wf_plan_stage_rc(p, vs % p->pp, (int)per, &nf, &ns);
+            pr->inst[i] = SEC_COUNT + (j < nf ? WF_RECOMPUTE_FULL : j < nf + ns ? WF_RECOMPUTE_SELECTIVE
+                                                                               : WF_RECOMPUTE_NONE);
+        }
 
 sends:
     /* A pipeline send: the layer's input b s h (the cost model's message). */
