@@ -1,7 +1,8 @@
 /* `weft train --plan auto`: the runtime runs what the planner finds. The
  * whole space of plans is searched on the cluster the user names (or the
  * local preset) for exactly the ranks launched, ranked by the estimate, and
- * the fastest plan the runtime executes is taken. The trainer passes its own
+ * the fastest plan the runtime executes is taken, each plan costed under the
+ * runtime's own framework profile (sw=weft). The trainer passes its own
  * check as `runnable`, so auto never picks a plan that train would refuse. */
 #include "runtime/autoplan-impl.h"
 
@@ -44,6 +45,7 @@ wf_status wf_runtime_auto_plan(const wf_model_config *m, const char *spec, int n
     o.top_k = 1 << 16; /* every fitting plan, in the search's order */
     o.tp_cross_node = 1;
     o.cp = 1;
+    o.sw = WF_SW_WEFT; /* ranked as this runtime runs them (its attention, masks and buffers) */
     wf_outer_result r;
     memset(&r, 0, sizeof r);
     st = wf_outer_search(m, &cl, batch, &o, &r);
