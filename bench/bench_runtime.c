@@ -736,12 +736,22 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
 
 /* The gpt model, global batch 8 x ranks, dp = ranks under zero=0 (the
  * baseline: vs_dp is each row's best step over its best), 1, 2 and 3 (ddp
- * buckets; ZeRO-3 its per-op units), against the estimate and the
- * simulation of the same plan on the calibrated cluster without its
- * reserved memory; memory: the most loaded rank's parameters (ZeRO-3: its
- * shard and the peak of units gathered), gradients (the local block and the
- * reduced shard), optimizer state and activations (arena, leaves, scratch),
- * against the predicted peak per device. */
+ * buckets; ZeRO-3 its per-op units), zero=1 under dear (each rank steps its
+ * shard, the all-gather moves parameters), on 4 ranks ZeRO over each
+ * pipeline stage's data-parallel group (pp=2,dp=2, zero=1 and zero=2 under
+ * dear), and the plan `--plan auto` picks for these ranks (on the local
+ * preset); each against the estimate and the simulation of the same plan on
+ * the calibrated cluster without its reserved memory; memory: the most
+ * loaded rank's parameters (ZeRO-3: its shard and the peak of units
+ * gathered), gradients (the local block and the reduced shard), optimizer
+ * state and activations (arena, leaves, scratch), against the predicted peak
+ * per device. */
+typedef struct {
+    char plan[160];
+    const char *comm;
+    int mbs; /* the prediction's micro-batch: 0 = the plan's */
+} zero_case;
+
 static void zero_rows(const wf_cluster *cluster, double peak, int iters, int rank, int nranks)
 {
     wf_cluster local = *cluster;
@@ -750,46 +760,81 @@ static void zero_rows(const wf_cluster *cluster, double peak, int iters, int ran
     const bench_model *bm = &MODELS[0];
     int64_t batch = bm->batch * nranks;
     double flops = train_flops(bm->spec, batch) / (double)nranks, base = 0, mib = 1048576.0;
+    zero_case cases[10];
+    int nc = 0;
+    for (int z = 0; z <= 3; z++) {
+        snprintf(cases[nc].plan, sizeof cases[nc].plan, "dp=%d,zero=%d", nranks, z);
+        cases[nc].comm = "ddp";
+        cases[nc++].mbs = (int)bm->batch;
+    }
+    snprintf(cases[nc].plan, sizeof cases[nc].plan, "dp=%d,zero=1", nranks);
+    cases[nc].comm = "dear";
+    cases[nc++].mbs = (int)bm->batch;
+    if (nranks == 4) {
+        /* Global batch 32: 16 per pipeline in 4 micro-batches of 4. */
+        snprintf(cases[nc].plan, sizeof cases[nc].plan, "pp=2,dp=2,mbs=4,zero=1");
+        cases[nc].comm = "ddp";
+        cases[nc++].mbs = 0;
+        snprintf(cases[nc].plan, sizeof cases[nc].plan, "pp=2,dp=2,mbs=4,zero=2");
+        cases[nc].comm = "dear";
+        cases[nc++].mbs = 0;
+    }
+    {
+        wf_train_config ac;
+        memset(&ac, 0, sizeof ac);
+        ac.model = bm->spec;
+        ac.batch = batch;
+        char note[320];
+        if (wf_train_auto_plan(&ac, 0, cases[nc].plan, sizeof cases[nc].plan, note, sizeof note) == WF_OK) {
+            cases[nc].comm = NULL;
+            cases[nc++].mbs = 0;
+            if (rank == 0)
+                printf("\n--plan auto on %d ranks: %s\n", nranks, note);
+        } else if (rank == 0) {
+            fprintf(stderr, "--plan auto: %s\n", wf_last_error());
+        }
+    }
     if (rank == 0) {
-        printf("\nsharded state (ZeRO), %s, global batch %lld on %d ranks, ddp; memory: the most loaded rank's "
+        printf("\nsharded state (ZeRO), %s, global batch %lld on %d ranks; memory: the most loaded rank's "
                "blocks (MiB) against the predicted peak per device\n",
                bm->label, (long long)batch, nranks);
-        printf("%-12s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %6s %7s %7s %7s %7s %8s %8s %6s %8s %6s\n",
-               "plan", "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "e/med", "sim_ms", "e/best", "e/med", "GF/s",
-               "%peak", "vs_dp", "param", "grad", "optim", "act", "mem_MiB", "est_MiB", "err", "sim_MiB", "err");
+        printf("%-24s %-5s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %6s %7s %7s %7s %7s %8s %8s %6s %8s %6s\n",
+               "plan", "comm", "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "e/med", "sim_ms", "e/best",
+               "e/med", "GF/s", "%peak", "vs_dp", "param", "grad", "optim", "act", "mem_MiB", "est_MiB", "err",
+               "sim_MiB", "err");
     }
-    for (int z = 0; z <= 3; z++) {
-        char plan[64];
-        snprintf(plan, sizeof plan, "dp=%d,zero=%d", nranks, z);
+    for (int k = 0; k < nc; k++) {
+        const char *plan = cases[k].plan;
         timed_run run;
-        wf_status st = train_timed(bm->spec, batch, plan, "ddp", iters, &run);
+        wf_status st = train_timed(bm->spec, batch, plan, cases[k].comm, iters, &run);
         double *ts = run.ts, *ms = run.ms;
         const wf_train_info info = run.info;
         const wf_exec_memory *m = &info.memory;
         uint64_t blk[5] = {m->param_bytes, m->grad_bytes, info.optimizer_bytes,
                            m->leaf_bytes + m->arena_bytes + m->scratch_bytes, 0}, hi[5];
         blk[4] = blk[0] + blk[1] + blk[2] + blk[3];
-        for (int k = 0; k < 5; k++) {
+        for (int j = 0; j < 5; j++) {
             uint64_t lo;
-            wf_world_minmax_u64(blk[k], &lo, &hi[k]);
+            wf_world_minmax_u64(blk[j], &lo, &hi[j]);
         }
         wf_estimate est;
         wf_sim_plan_result sr;
-        wf_status ps = predict_plan(cl, bm->spec, plan, (int)bm->batch, "ddp", batch, &est, &sr);
+        wf_status ps = predict_plan(cl, bm->spec, plan, cases[k].mbs, cases[k].comm, batch, &est, &sr);
         if (st == WF_OK && rank == 0) {
             double best = minimum(ts, iters), med = median(ts, iters);
-            if (z == 0)
+            if (k == 0)
                 base = best;
-            printf("%-12s %8.1f %8.1f %8.1f %8.1f %+5.0f%% %+5.0f%% %8.1f %+5.0f%% %+5.0f%% %7.1f %5.0f%% %5.2fx "
-                   "%7.2f %7.2f %7.2f %7.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%%%s\n",
-                   plan, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters), 1e3 * est.iteration_time_s,
-                   100.0 * (est.iteration_time_s / best - 1), 100.0 * (est.iteration_time_s / med - 1),
-                   1e3 * sr.iteration_time_s, 100.0 * (sr.iteration_time_s / best - 1),
-                   100.0 * (sr.iteration_time_s / med - 1), flops / best / 1e9, 100.0 * flops / best / peak,
-                   best / base, (double)hi[0] / mib, (double)hi[1] / mib, (double)hi[2] / mib, (double)hi[3] / mib,
-                   (double)hi[4] / mib, est.memory_per_device_bytes / mib,
-                   100.0 * (est.memory_per_device_bytes / (double)hi[4] - 1), sr.peak_memory_bytes / mib,
-                   100.0 * (sr.peak_memory_bytes / (double)hi[4] - 1), ps == WF_OK ? "" : "  (no prediction)");
+            printf("%-24s %-5s %8.1f %8.1f %8.1f %8.1f %+5.0f%% %+5.0f%% %8.1f %+5.0f%% %+5.0f%% %7.1f %5.0f%% "
+                   "%5.2fx %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%%%s\n",
+                   cases[k].comm ? plan : "auto (above)", cases[k].comm ? cases[k].comm : "plan", 1e3 * best, 1e3 * med, 1e3 * median(ms, iters),
+                   1e3 * est.iteration_time_s, 100.0 * (est.iteration_time_s / best - 1),
+                   100.0 * (est.iteration_time_s / med - 1), 1e3 * sr.iteration_time_s,
+                   100.0 * (sr.iteration_time_s / best - 1), 100.0 * (sr.iteration_time_s / med - 1),
+                   flops / best / 1e9, 100.0 * flops / best / peak, best / base, (double)hi[0] / mib,
+                   (double)hi[1] / mib, (double)hi[2] / mib, (double)hi[3] / mib, (double)hi[4] / mib,
+                   est.memory_per_device_bytes / mib, 100.0 * (est.memory_per_device_bytes / (double)hi[4] - 1),
+                   sr.peak_memory_bytes / mib, 100.0 * (sr.peak_memory_bytes / (double)hi[4] - 1),
+                   ps == WF_OK ? "" : "  (no prediction)");
             fflush(stdout);
         } else if (st != WF_OK && rank == 0) {
             fprintf(stderr, "zero %s: %s\n", plan, wf_last_error());
