@@ -9,8 +9,9 @@
  * reads the layouts and says, per op of the cost context, what they divide
  * and which collectives they need where.
  *
- * The mesh: one or two axes (a mixture of experts: up to three, costed as
- * the whole-model plan it lowers from, expert_layout). An axis on which every activation is split by
+ * The mesh: one to three axes, at most two of them model-parallel (a mixture
+ * of experts: costed as the whole-model plan it lowers from, expert_layout).
+ * An axis on which every activation is split by
  * the batch (S0) and every weight is replicated is the data-parallel axis
  * (the outer one of two); the other is the model-parallel axis, of tp
  * devices. Per op of the context (for a transformer the one-layer graph:
@@ -339,7 +340,7 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
     wf_mesh mesh;
     if ((st = wf_mesh_parse(ol->mesh, c, &mesh)) != WF_OK)
         return st;
-    if (mesh.naxes > 2 || (wf_model_is_moe(m) && wf_model_is_transformer(m)))
+    if (wf_model_is_moe(m) && wf_model_is_transformer(m))
         return expert_layout(m, c, ctx, batch, ol, out, as_plan);
     const int64_t mb = batch / ol->micro_batches;
     const int transformer = wf_model_is_transformer(m);
@@ -400,13 +401,17 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
         int all = 1;
         for (int i = 0; i < g.nfwd && all; i++)
             all = dp_op(&g, i, &sig[i], 0);
-        if (all && (mesh.naxes == 2 || mesh.naxes == 1))
+        if (all)
             dp_axis = 0;
+        if (mesh.naxes > 3 || (mesh.naxes == 3 && dp_axis < 0)) {
+            st = wf_errorf(WF_INVAL, "op-level plan: mesh %s has %d model-parallel axes; the cost model takes one "
+                                     "or two (and a data-parallel outer axis)", ol->mesh,
+                           mesh.naxes - (dp_axis >= 0));
+            goto done;
+        }
         for (int a = 0; a < mesh.naxes; a++)
             if (a != dp_axis)
                 mpax[nmp++] = a;
-        if (mesh.naxes == 1 && dp_axis == 0)
-            nmp = 0;
     }
     const int64_t dp = dp_axis >= 0 ? mesh.size[dp_axis] : 1;
     int64_t tp = 1;
@@ -460,8 +465,8 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
         if (nmp == 2) {
             L.nsub = 2;
             for (int k = 0; k < 2; k++) {
-                L.sub_size[k] = mesh.size[k];
-                L.sub_stride[k] = k == 0 ? mesh.size[1] : 1;
+                L.sub_size[k] = mesh.size[mpax[k]];
+                L.sub_stride[k] = k == 0 ? mesh.size[mpax[1]] : 1;
             }
         }
         /* The layer's output: the tensor of the layer read after it. */
@@ -540,7 +545,7 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
             const int *prod_of = prod_all + k * nt;
             const unsigned char *view = view_all + k * ((size_t)g.nfwd + 1);
             derive d = {&g, sig, sec, a, mesh.naxes, mb, view, &L, 0,
-                        nmp == 2 ? L.sub_size[a] : 0, nmp == 2 ? L.sub_stride[a] : 0,
+                        nmp == 2 ? L.sub_size[k] : 0, nmp == 2 ? L.sub_stride[k] : 0,
                         nmp == 2 ? pv_all + (1 - k) * nt : NULL, nmp == 2 ? (double)mesh.size[mpax[1 - k]] : 1};
             for (int i = 0; i < g.nfwd; i++) {
                 const wf_op *o = &g.ops[i];
@@ -648,7 +653,7 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
                 else if (some)
                     for (int k = 0; k < nmp; k++)
                         if (any[k])
-                            L.sub_grad[mpax[k]][owner] += local;
+                            L.sub_grad[k][owner] += local;
             }
             for (int s = 0; s < WF_COST_SEC_COUNT; s++)
                 if (seen & (1u << s)) {
@@ -663,7 +668,7 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
                     else if (p_some)
                         for (int k = 0; k < nmp; k++)
                             if (partial[k][s])
-                                L.sec_sub_grad[mpax[k]][s] += local;
+                                L.sec_sub_grad[k][s] += local;
                 }
             if ((seen & 1u) && (seen & 4u))
                 L.shared_params += local;
