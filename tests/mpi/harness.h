@@ -8,6 +8,7 @@
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,26 @@ static int harness_start(int *started)
     }
     wf_mpi_world(&g_rank, &g_nranks);
     return 1;
+}
+
+/* The training run every MPI test compares: model on synthetic data, batch
+ * samples, the plan and schedule given, optimizer `optim` at learning rate
+ * lr (AdamW's or SGD's other defaults), clipping at norm 1, seed `seed`;
+ * self: one process alone (the single-process reference). */
+static inline void harness_config(wf_train_config *c, const char *model, const char *plan, const char *comm,
+                                  int64_t batch, wf_optim_kind optim, double lr, uint64_t seed, int self)
+{
+    memset(c, 0, sizeof *c);
+    c->model = model;
+    c->data = "synthetic";
+    c->batch = batch;
+    c->plan = plan;
+    c->comm = comm;
+    wf_optim_defaults(optim, &c->optim);
+    c->optim.lr = lr;
+    c->optim.clip_norm = 1.0;
+    c->seed = seed;
+    c->self = self;
 }
 
 /* A configuration the trainer must refuse: WF_INVAL, no trainer, one line
@@ -142,6 +163,30 @@ static inline void harness_resume_check(const wf_train_config *c, const char *di
         CHECK(wf_train_checksum(t) == sa, "%s: resumed parameters differ from the uninterrupted run's", plan);
     }
     free(b);
+    wf_train_free(t);
+}
+
+/* Run c (another plan or ZeRO stage than the one that wrote the checkpoint
+ * in dir at step `from`, named `was`) resumes it: steps [from, steps) give
+ * the uninterrupted run's losses a[] within relative 1e-5 (a reshard). */
+static inline void harness_reshard_check(const wf_train_config *c, const char *dir, const char *was, int from,
+                                         int steps, const double *a)
+{
+    double b[64];
+    if (steps > 64) {
+        CHECK(0, "harness_reshard_check: %d steps, at most 64", steps);
+        return;
+    }
+    wf_train *t = NULL;
+    if (wf_train_create(c, &t) != WF_OK) {
+        CHECK(0, "%s: %s", c->plan, wf_last_error());
+        return;
+    }
+    CHECK(wf_train_load(t, dir) == WF_OK, "%s resuming %s's checkpoint: %s", c->plan, was, wf_last_error());
+    CHECK(harness_steps(t, from, steps, b) == 0, "%s: resumed steps failed", c->plan);
+    for (int i = from; i < steps; i++)
+        CHECK(fabs(a[i] - b[i]) <= 1e-5 * fabs(a[i]), "%s resuming %s: step %d loss %.9g, %.9g", c->plan, was,
+              i + 1, b[i], a[i]);
     wf_train_free(t);
 }
 

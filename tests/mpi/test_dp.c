@@ -27,17 +27,7 @@
 
 static void config(wf_train_config *c, const char *model, const char *comm, const char *plan, int self)
 {
-    memset(c, 0, sizeof *c);
-    c->model = model;
-    c->data = "synthetic";
-    c->batch = 8;
-    c->plan = plan;
-    c->comm = comm;
-    wf_optim_defaults(WF_OPTIM_ADAMW, &c->optim);
-    c->optim.lr = 3e-3;
-    c->optim.clip_norm = 1.0;
-    c->seed = 17;
-    c->self = self;
+    harness_config(c, model, plan, comm, 8, WF_OPTIM_ADAMW, 3e-3, 17, self);
 }
 
 /* Trains STEPS steps (harness_train). */

@@ -35,17 +35,7 @@
 
 static void config(wf_train_config *c, const char *model, const char *plan, int self)
 {
-    memset(c, 0, sizeof *c);
-    c->model = model;
-    c->data = "synthetic";
-    c->batch = BATCH;
-    c->plan = plan;
-    c->comm = "ddp";
-    wf_optim_defaults(WF_OPTIM_ADAMW, &c->optim);
-    c->optim.lr = 3e-3;
-    c->optim.clip_norm = 1.0;
-    c->seed = 23;
-    c->self = self;
+    harness_config(c, model, plan, "ddp", BATCH, WF_OPTIM_ADAMW, 3e-3, 23, self);
 }
 
 /* Trains STEPS steps (harness_train). */

@@ -36,17 +36,7 @@ static wf_optim_kind g_optim = WF_OPTIM_ADAMW;
 
 static void config(wf_train_config *c, const char *model, const char *plan, int self)
 {
-    memset(c, 0, sizeof *c);
-    c->model = model;
-    c->data = "synthetic";
-    c->batch = 8;
-    c->plan = plan;
-    c->comm = "wfbp";
-    wf_optim_defaults(g_optim, &c->optim);
-    c->optim.lr = g_optim == WF_OPTIM_ADAMW ? 3e-3 : 0.05;
-    c->optim.clip_norm = 1.0;
-    c->seed = 17;
-    c->self = self;
+    harness_config(c, model, plan, "wfbp", 8, g_optim, g_optim == WF_OPTIM_ADAMW ? 3e-3 : 0.05, 17, self);
 }
 
 /* Trains steps [from, to) into losses[from..to); params (if given) gets the

@@ -33,17 +33,7 @@ static wf_optim_kind g_optim = WF_OPTIM_ADAMW;
 
 static void config(wf_train_config *c, const char *model, const char *comm, const char *plan, int self)
 {
-    memset(c, 0, sizeof *c);
-    c->model = model;
-    c->data = "synthetic";
-    c->batch = 8;
-    c->plan = plan;
-    c->comm = comm;
-    wf_optim_defaults(g_optim, &c->optim);
-    c->optim.lr = g_optim == WF_OPTIM_ADAMW ? 3e-3 : 0.05;
-    c->optim.clip_norm = 1.0;
-    c->seed = 17;
-    c->self = self;
+    harness_config(c, model, plan, comm, 8, g_optim, g_optim == WF_OPTIM_ADAMW ? 3e-3 : 0.05, 17, self);
 }
 
 typedef struct {
@@ -179,28 +169,18 @@ static void check_checkpoint(const char *plan, const char *other)
     uint64_t id = 0, idmax = 0;
     wf_world_minmax_u64((uint64_t)getppid(), &id, &idmax);
     snprintf(dir, sizeof dir, "/tmp/weft-test-zero-%d-%llu", g_nranks, (unsigned long long)id);
-    double a[STEPS], b[STEPS];
+    double a[STEPS];
     wf_train_config c;
     config(&c, "gpt-tiny", NULL, plan, 0);
     harness_resume_check(&c, dir, 10, STEPS, a);
     /* Another stage: the shards taken from the same images. */
     config(&c, "gpt-tiny", NULL, other, 0);
-    wf_train *t = NULL;
-    if (wf_train_create(&c, &t) == WF_OK) {
-        CHECK(wf_train_load(t, dir) == WF_OK, "%s resuming %s's checkpoint: %s", other, plan, wf_last_error());
-        CHECK(harness_steps(t, 10, STEPS, b) == 0, "%s: resumed steps failed", other);
-        for (int i = 10; i < STEPS; i++)
-            CHECK(fabs(a[i] - b[i]) <= 1e-5 * fabs(a[i]), "%s resuming %s: step %d loss %.9g, %.9g", other, plan,
-                  i + 1, b[i], a[i]);
-        wf_train_free(t);
-    } else {
-        CHECK(0, "%s: %s", other, wf_last_error());
-    }
+    harness_reshard_check(&c, dir, plan, 10, STEPS, a);
     /* Other micro-batches: refused in one line, naming them. */
     char mplan[64];
     snprintf(mplan, sizeof mplan, "dp=%d,zero=2,mbs=%d", g_nranks, 8 / g_nranks / 2);
     config(&c, "gpt-tiny", NULL, mplan, 0);
-    t = NULL;
+    wf_train *t = NULL;
     if (wf_train_create(&c, &t) == WF_OK) {
         wf_status st = wf_train_load(t, dir);
         CHECK(st == WF_INVAL && strstr(wf_last_error(), "micro-batches per step") && !strchr(wf_last_error(), '\n'),
