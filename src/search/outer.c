@@ -363,6 +363,24 @@ static wf_status try_block(search *s, const wf_plan *full)
     return score(s, &q, &pt, &scored);
 }
 
+/* Scores per-stage plan q as its plan string reads back (the canonical
+ * value: runs merged, N = 0 stages none); a plan with more runs than a
+ * string holds is skipped. */
+static wf_status score_canonical(search *s, const wf_plan *q)
+{
+    char text[PLAN_TEXT];
+    wf_plan_format(q, text, sizeof text);
+    wf_plan r;
+    if (wf_plan_parse(text, &r) != WF_OK) {
+        wf_clear_error();
+        return WF_OK;
+    }
+    r.given = q->given;
+    wf_outer_point pt;
+    int scored = 0;
+    return score(s, &r, &pt, &scored);
+}
+
 /* Recomputation per stage for a plan of the top (recompute=full, uniform or
  * by block): under 1F1B stage s holds pp - s micro-batches, so later stages
  * fit with fewer layers recomputed. From the last stage to the second, each
@@ -397,17 +415,7 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
         }
         if (!changed)
             return WF_OK;
-        char text[PLAN_TEXT];
-        wf_plan_format(&q, text, sizeof text);
-        wf_plan r;
-        if (wf_plan_parse(text, &r) != WF_OK) {
-            wf_clear_error();
-            return WF_OK; /* more runs than a plan string holds */
-        }
-        r.given = q.given;
-        wf_outer_point pt;
-        int scored = 0;
-        return score(s, &r, &pt, &scored);
+        return score_canonical(s, &q);
     }
     if (p->recompute != WF_RECOMPUTE_FULL)
         return WF_OK;
@@ -447,17 +455,7 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
     for (int k = 0; k < q.rc_n; k++)
         if (q.rc_layers_at[k] >= L)
             q.rc_layers_at[k] = 0;
-    char text[PLAN_TEXT];
-    wf_plan_format(&q, text, sizeof text);
-    wf_plan r;
-    if (wf_plan_parse(text, &r) != WF_OK) {
-        wf_clear_error();
-        return WF_OK; /* more runs than a plan string holds */
-    }
-    r.given = q.given;
-    wf_outer_point pt;
-    int scored = 0;
-    return score(s, &r, &pt, &scored);
+    return score_canonical(s, &q);
 }
 
 /* One line of candidates: plan p with every micro-batch size (ascending). */
