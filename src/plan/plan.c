@@ -361,6 +361,12 @@ static wf_status parse_recompute(wf_spec *s, wf_plan *p)
     for (int i = 0; i < nn; i++)
         layers[i] = layers[i] == 0 ? RC_ZERO : layers[i] < 0 ? 0 : layers[i];
     int n = nk > nn ? nk : nn;
+    /* A list names every stage: with pp in the same string its length must
+     * be pp, before equal values collapse to one (an op-level file's keys
+     * are checked against its stages when read). */
+    int64_t pp_given;
+    if (n > 1 && wf_spec_get_int(s, "pp", 1, 1 << 16, &pp_given) == 1 && n != p->pp)
+        return wf_errorf(WF_INVAL, "recompute per stage: %d values for pp=%d stages", n, p->pp);
     if (nk == 1)
         p->recompute = (wf_recompute)kinds[0];
     if (n <= 1) {

@@ -78,6 +78,7 @@ assert a['iteration_time_s'] < b['iteration_time_s']" "$tmp/sim_ps.json" "$tmp/s
 
 expect_fail "bad kind" "fast" estimate $M --plan dp=8,tp=8,pp=4,recompute=full/fast/none/none
 expect_fail "stage count" "pp=4" estimate $M --plan dp=8,tp=8,pp=4,recompute=full/none
+expect_fail "a list of equal values names every stage" "3 values for pp=4" estimate $M --plan dp=8,tp=8,pp=4,recompute=full*3
 expect_fail "rc_layers without full" "rc_layers" estimate $M --plan dp=8,tp=8,pp=4,recompute=selective,rc_layers=2
 expect_fail "rc_layers too many" "holds 24 layers" estimate $M --plan dp=8,tp=8,pp=4,recompute=full,rc_layers=30
 expect_fail "rc_layers not a count" "x" estimate $M --plan dp=8,tp=8,pp=4,recompute=full,rc_layers=x
