@@ -255,6 +255,26 @@ static void beside(steps *s, double comm, double dur, double slow, const char *n
     emit(s, STEP_JOIN, 0, 0, "join");
 }
 
+/* The overlapped collectives of the forward (bwd 0) or of the backward's
+ * input gradients (bwd 1) whose window ends at op i: the compute beside
+ * each is slowed for the part they overlap, and the stream joins them. */
+static void join_overlaps(const unit_in *u, const lplace *pl, int i, int bwd, steps *s)
+{
+    int join = 0;
+    for (int k = 0; k < u->nuev; k++) {
+        const lev *l = &u->ev[u->uev[k]];
+        const lplace *q = &pl[k];
+        if (!q->ov || l->e->bwd != bwd || (bwd ? l->e->win == WF_COST_WIN_WGRAD || q->wlo != i : q->whi != i))
+            continue;
+        s->comp += (u->slow - 1.0) * (l->dur_s < q->win ? l->dur_s : q->win);
+        join = 1;
+    }
+    if (join) {
+        flush(s);
+        emit(s, STEP_JOIN, 0, 0, "join");
+    }
+}
+
 /* The forward pass of a unit (again as a recomputation: cat RECOMPUTE). */
 static void forward_steps(const unit_in *u, const lplace *pl, steps *s)
 {
@@ -276,19 +296,7 @@ static void forward_steps(const unit_in *u, const lplace *pl, steps *s)
             beside(s, o->ring_f, o->tf, u->slow, "cp ring");
         else
             s->comp += o->tf;
-        int join = 0;
-        for (int k = 0; k < u->nuev; k++) {
-            const lev *l = &u->ev[u->uev[k]];
-            const lplace *q = &pl[k];
-            if (!l->e->bwd && q->ov && q->whi == i) {
-                s->comp += (u->slow - 1.0) * (l->dur_s < q->win ? l->dur_s : q->win);
-                join = 1;
-            }
-        }
-        if (join) {
-            flush(s);
-            emit(s, STEP_JOIN, 0, 0, "join");
-        }
+        join_overlaps(u, pl, i, 0, s);
         for (int k = 0; k < u->nuev; k++) {
             const lev *l = &u->ev[u->uev[k]];
             if (!l->e->bwd && !pl[k].ov && pl[k].anchor == i && pl[k].after)
@@ -332,19 +340,7 @@ static void backward_steps(const unit_in *u, const lplace *pl, const int *claim,
             s->comp += o->tin;
         }
         /* The gathers beside the input-gradient products end here. */
-        int join = 0;
-        for (int k = 0; k < u->nuev; k++) {
-            const lev *l = &u->ev[u->uev[k]];
-            const lplace *q = &pl[k];
-            if (l->e->bwd && q->ov && l->e->win != WF_COST_WIN_WGRAD && q->wlo == i) {
-                s->comp += (u->slow - 1.0) * (l->dur_s < q->win ? l->dur_s : q->win);
-                join = 1;
-            }
-        }
-        if (join) {
-            flush(s);
-            emit(s, STEP_JOIN, 0, 0, "join");
-        }
+        join_overlaps(u, pl, i, 1, s);
         /* An input gradient complete: its reduction, and the weight-gradient
          * products deferred behind it. */
         for (int k = 0; k < u->nuev; k++) {

@@ -83,36 +83,6 @@ static inline uint64_t harness_fnv(const float *x, int64_t n)
     return h;
 }
 
-/* Trains `steps` steps of c: losses[] every step's loss, *sum the model's
- * checksum after them, *groups (may be NULL) the collectives per step.
- * 0, or -1 with the reason printed. */
-static inline int harness_train(const wf_train_config *c, int steps, double *losses, uint64_t *sum, int *groups)
-{
-    wf_train *t = NULL;
-    wf_status st = wf_train_create(c, &t);
-    if (st != WF_OK) {
-        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
-        return -1;
-    }
-    for (int i = 0; i < steps && st == WF_OK; i++) {
-        wf_train_stats s;
-        st = wf_train_step(t, &s);
-        losses[i] = s.loss;
-    }
-    if (st == WF_OK)
-        st = wf_train_sync(t);
-    if (st != WF_OK)
-        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
-    *sum = wf_train_checksum(t);
-    if (groups) {
-        wf_train_info info;
-        wf_train_info_of(t, &info);
-        *groups = info.ngroups;
-    }
-    wf_train_free(t);
-    return st == WF_OK ? 0 : -1;
-}
-
 /* Steps [from, to) of trainer t, losses[i] each step's loss, then a sync:
  * 0, or -1 with the reason printed. */
 static inline int harness_steps(wf_train *t, int from, int to, double *losses)
@@ -129,6 +99,29 @@ static inline int harness_steps(wf_train *t, int from, int to, double *losses)
         fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
     return st == WF_OK ? 0 : -1;
 }
+
+/* Trains `steps` steps of c: losses[] every step's loss, *sum the model's
+ * checksum after them, *groups (may be NULL) the collectives per step.
+ * 0, or -1 with the reason printed. */
+static inline int harness_train(const wf_train_config *c, int steps, double *losses, uint64_t *sum, int *groups)
+{
+    wf_train *t = NULL;
+    wf_status st = wf_train_create(c, &t);
+    if (st != WF_OK) {
+        fprintf(stderr, "rank %d: %s\n", g_rank, wf_last_error());
+        return -1;
+    }
+    int rc = harness_steps(t, 0, steps, losses);
+    *sum = wf_train_checksum(t);
+    if (groups) {
+        wf_train_info info;
+        wf_train_info_of(t, &info);
+        *groups = info.ngroups;
+    }
+    wf_train_free(t);
+    return rc;
+}
+
 
 /* Trains c to `steps`, saving into dir at `save_at`; a new trainer loads dir
  * and must reproduce steps save_at+1 .. steps bit for bit, and the final
