@@ -1,0 +1,54 @@
+/* weft export: a DeepSpeed config and the Megatron-DeepSpeed launch for a plan (docs/export.md). */
+#include "cli/export-impl.h"
+
+#include <cjson/cJSON.h>
+#include <string.h>
+
+/* ---- DeepSpeed (config JSON; the degrees for Megatron-DeepSpeed) ------------------------ */
+
+wf_status wf_export_deepspeed(FILE *f, const ectx *e)
+{
+    const wf_plan *p = e->p;
+    wf_status rc_st = wf_export_refuse_rc(e, p, 0);
+    if (rc_st != WF_OK)
+        return rc_st;
+    if (p->vpp > 1)
+        return wf_export_refuse(e, "DeepSpeed's pipeline engine has no interleaved schedule (vpp=1)");
+    if (p->pp > 1 && p->zero >= 2)
+        return wf_export_refuse(e, "DeepSpeed runs ZeRO stage 2 and 3 without pipeline parallelism only (zero<=1 with pp>1)");
+    if (p->pipe == WF_PIPE_GPIPE && p->pp > 1)
+        return wf_export_refuse(e, "DeepSpeed's pipeline engine runs 1F1B, not GPipe");
+    if (p->recompute == WF_RECOMPUTE_SELECTIVE)
+        return wf_export_refuse(e, "Megatron-DeepSpeed checkpoints whole layers (recompute=full or none)");
+    if (p->cp > 1)
+        return wf_export_refuse(e, "this export has no DeepSpeed form of context parallelism (cp=1; Ulysses is another scheme)");
+    if (p->fp8)
+        return wf_export_refuse(e, "DeepSpeed's config has no FP8 matrix products (fp8=0)");
+    if (p->ep > 1)
+        return wf_export_refuse(e, "expert parallelism is set in DeepSpeed's MoE layer constructor (ep_size), not its config (ep=1)");
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    cJSON_AddNumberToObject(j, "train_batch_size", (double)e->batch);
+    cJSON_AddNumberToObject(j, "train_micro_batch_size_per_gpu", p->mbs);
+    cJSON_AddNumberToObject(j, "gradient_accumulation_steps", (double)e->accum);
+    cJSON *z = cJSON_AddObjectToObject(j, "zero_optimization");
+    cJSON_AddNumberToObject(z, "stage", p->zero);
+    cJSON_AddBoolToObject(z, "overlap_comm", p->overlap != 0);
+    if (p->comm.threshold_bytes > 0)
+        cJSON_AddNumberToObject(z, "reduce_bucket_size", (double)(int64_t)(p->comm.threshold_bytes / 2));
+    cJSON *bf = cJSON_AddObjectToObject(j, "bf16");
+    cJSON_AddBoolToObject(bf, "enabled", e->m->dtype == WF_DTYPE_BF16);
+    cJSON *fp = cJSON_AddObjectToObject(j, "fp16");
+    cJSON_AddBoolToObject(fp, "enabled", e->m->dtype == WF_DTYPE_FP16);
+    wf_status st = wf_cli_print_json(j);
+    cJSON_Delete(j);
+    if (st != WF_OK)
+        return st;
+    /* Megatron-DeepSpeed takes the model-parallel degrees as arguments; a note. */
+    fprintf(stderr, "Megatron-DeepSpeed: --tensor-model-parallel-size %d --pipeline-model-parallel-size %d%s%s "
+                    "--deepspeed --deepspeed_config ds_config.json\n",
+            p->tp, p->pp, p->sp ? " --sequence-parallel" : "",
+            p->recompute == WF_RECOMPUTE_FULL ? " --checkpoint-activations" : "");
+    return WF_OK;
+}
