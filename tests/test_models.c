@@ -58,6 +58,13 @@ static void test_cnn_params_exact(void **state)
     assert_true(params_of("resnet18") == 11689512.0);
     assert_true(params_of("resnet101") == 44549160.0);
     assert_true(params_of("resnet152") == 60192808.0);
+    /* torchvision's densenet121 / densenet201 (sum of p.numel() over
+     * model.parameters(): running statistics are buffers, not parameters)
+     * and Inception-v4 with 1000 classes (42,679,816, the "42.68M" of the
+     * DeAR paper's model table). */
+    assert_true(params_of("densenet121") == 7978856.0);
+    assert_true(params_of("densenet201") == 20013928.0);
+    assert_true(params_of("inception-v4") == 42679816.0);
     /* mlp 784-1024-10: 784*1024+1024 + 1024*10+10 */
     assert_true(params_of("mlp") == 784.0 * 1024 + 1024 + 1024 * 10 + 10);
     /* cnn-tiny: conv 1->8 (72+8), conv 8->16 (1152+16), fc 784->10 (7840+10) */
@@ -83,6 +90,16 @@ static void test_transformer_params(void **state)
     assert_rel(params_of("bert-base"), 110e6, 0.01, "bert-base");
     assert_true(params_of("bert-base") == 109514298.0);
     assert_rel(params_of("bert-large"), 335e6, 0.01, "bert-large");
+    /* BertForPreTraining = BertModel (with its pooler) + the MLM transform and
+     * decoder bias (decoder weight tied) + the next-sentence head: BertModel
+     * base 109,482,240 + 768*768+768 + 2*768 + 30522 + 768*2+2; large
+     * 335,141,888 + 1024*1024+1024 + 2*1024 + 30522 + 1024*2+2. */
+    assert_true(params_of("bert-base-pretrain") == 109482240.0 + 768.0 * 768 + 768 + 2 * 768 + 30522 + 768 * 2 + 2);
+    assert_true(params_of("bert-base-pretrain") == 110106428.0);
+    assert_true(params_of("bert-large-pretrain") ==
+                335141888.0 + 1024.0 * 1024 + 1024 + 2 * 1024 + 30522 + 1024 * 2 + 2);
+    assert_true(params_of("bert-large-pretrain") == 336226108.0);
+    assert_true(params_of("bert-base:nsp=1") == params_of("bert-base-pretrain"));
     /* Megatron SC21 Table 1: exactly the closed form, and the published sizes
      * (billions, printed with one decimal: they agree to the rounding; the
      * paper prints 1.7 for the first row, whose shapes give 1.652). */

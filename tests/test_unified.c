@@ -57,7 +57,10 @@ static void check_case(const ucase *u)
     wf_cost_ctx *ctx = NULL;
     assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
     wf_estimate e;
-    assert_int_equal(wf_oplevel_plan_cost(&m, &c, ctx, u->batch, &r.plan, &e, NULL), WF_OK);
+    st = wf_oplevel_plan_cost(&m, &c, ctx, u->batch, &r.plan, &e, NULL);
+    if (st != WF_OK)
+        fprintf(stderr, "%s: %s\n", u->model, wf_last_error());
+    assert_int_equal(st, WF_OK);
     assert_true(fabs(e.iteration_time_s / r.est.iteration_time_s - 1) < 0.01);
     wf_cost_ctx_free(ctx);
     wf_unified_result_free(&r);

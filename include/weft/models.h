@@ -22,6 +22,8 @@ typedef enum {
     WF_FAMILY_MLP,
     WF_FAMILY_GRAPH,  /* an explicit op list from a model JSON file */
     WF_FAMILY_CNN,    /* small conv net: (conv3x3-relu-maxpool2) per width in sizes[], then linear */
+    WF_FAMILY_DENSENET,  /* DenseNet-BC (torchvision layout), depth 121/161/169/201 */
+    WF_FAMILY_INCEPTION, /* Inception-v4 */
     WF_FAMILY_ONNX    /* an ONNX file (weft/onnx.h): path; name is the spec "PATH.onnx[:dims]" */
 } wf_family;
 
@@ -37,6 +39,7 @@ typedef struct {
     /* transformers */
     int64_t layers, hidden, heads, kv_heads, seq, vocab, ffn;
     int causal;          /* decoder attention mask */
+    int nsp;             /* bert: BertForPreTraining's pooler and next-sentence head (1) or the masked-LM head alone (0) */
     /* llama mixtures of experts (experts 0: dense). Layer i has experts when
      * i >= first_dense and i % moe_freq == 0 (DeepSeek's rule); its MLP is a
      * router over `experts` SwiGLU experts of width moe_ffn, top_k per token,
@@ -51,7 +54,7 @@ typedef struct {
      * query/key dims and v_head value dims. */
     int64_t q_lora, kv_lora, qk_nope, qk_rope, v_head;
     /* CNNs */
-    int64_t depth;       /* vgg 11/13/16/19, resnet 18/34/50/101/152 */
+    int64_t depth;       /* vgg 11/13/16/19, resnet 18/34/50/101/152, densenet 121/161/169/201 */
     int64_t image, channels, classes;
     /* mlp: sizes[0] inputs ... sizes[n-1] classes; cnn: conv widths per stage */
     int nsizes;

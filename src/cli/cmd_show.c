@@ -99,7 +99,8 @@ static cJSON *config_json(const wf_model_config *m)
             cJSON_AddNumberToObject(c, "qk_rope", (double)m->qk_rope);
             cJSON_AddNumberToObject(c, "v_head", (double)m->v_head);
         }
-    } else if (m->family == WF_FAMILY_VGG || m->family == WF_FAMILY_RESNET ||
+    } else if (m->family == WF_FAMILY_VGG || m->family == WF_FAMILY_RESNET || m->family == WF_FAMILY_DENSENET ||
+               m->family == WF_FAMILY_INCEPTION ||
                m->family == WF_FAMILY_CNN) {
         if (m->family != WF_FAMILY_CNN)
             cJSON_AddNumberToObject(c, "depth", (double)m->depth);
@@ -198,7 +199,8 @@ static void print_model_human(const wf_model_config *m, const wf_graph *g, int64
                " kv), ffn %" PRId64 ", seq %" PRId64 ", vocab %" PRId64 "%s\n",
                m->layers, m->hidden, m->heads, m->kv_heads, m->ffn, m->seq, m->vocab,
                m->causal ? ", causal" : "");
-    else if (m->family == WF_FAMILY_VGG || m->family == WF_FAMILY_RESNET)
+    else if (m->family == WF_FAMILY_VGG || m->family == WF_FAMILY_RESNET || m->family == WF_FAMILY_DENSENET ||
+             m->family == WF_FAMILY_INCEPTION)
         printf("shape        depth %" PRId64 ", %" PRId64 "x%" PRId64 "x%" PRId64
                " images, %" PRId64 " classes\n",
                m->depth, m->image, m->image, m->channels, m->classes);

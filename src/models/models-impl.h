@@ -15,6 +15,11 @@ wf_status wf_build_llama(const wf_model_config *m, int64_t batch, wf_graph *g);
 wf_status wf_build_bert(const wf_model_config *m, int64_t batch, wf_graph *g);
 wf_status wf_build_vgg(const wf_model_config *m, int64_t batch, wf_graph *g);
 wf_status wf_build_resnet(const wf_model_config *m, int64_t batch, wf_graph *g);
+wf_status wf_build_densenet(const wf_model_config *m, int64_t batch, wf_graph *g);
+wf_status wf_build_inception(const wf_model_config *m, int64_t batch, wf_graph *g);
+/* 1 when depth names a DenseNet layout; the list of those depths for messages. */
+int wf_densenet_valid(int64_t depth);
+const char *wf_densenet_depths(void);
 wf_status wf_build_cnn(const wf_model_config *m, int64_t batch, wf_graph *g);
 wf_status wf_build_mlp(const wf_model_config *m, int64_t batch, wf_graph *g);
 

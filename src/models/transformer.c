@@ -411,6 +411,39 @@ wf_status wf_build_llama(const wf_model_config *m, int64_t batch, wf_graph *g)
     return g->status;
 }
 
+/* BertForPreTraining's second task: the pooler (dense and tanh on the first
+ * token's hidden state) and the next-sentence classifier (2 classes) with its
+ * own cross-entropy over nsp_labels[B]; the loss is the sum of the masked-LM
+ * loss and this one, as BertForPreTraining adds them (Hugging Face
+ * transformers, models/bert/modeling_bert.py, BertPooler and
+ * BertOnlyNSPHead/BertPreTrainingHeads). enc is the encoder output [B,S,H]. */
+static void nsp_head(wf_graph *g, const wf_model_config *m, int64_t batch, int enc)
+{
+    int64_t B = batch, S = m->seq, H = m->hidden;
+    wf_dtype dt = m->dtype;
+    int mlm = g->loss;
+    int cls = enc;
+    if (S > 1) {
+        wf_op_attrs a;
+        memset(&a, 0, sizeof a);
+        a.axis = 1;
+        a.nsplit = 2;
+        a.sizes[0] = 1;
+        a.sizes[1] = S - 1;
+        int in[1] = {enc};
+        cls = wf_graph_op_output(g, wf_graph_add_op(g, WF_OP_SPLIT, "pooler.first_token", in, 1, &a), 0);
+    }
+    cls = reshape(g, "pooler.flatten", cls, 2, B, H, 0);              /* [B,H] */
+    cls = linear(g, "pooler.dense", cls, H, H, 1, dt);                 /* [B,H] */
+    cls = unary(g, WF_OP_TANH, "pooler.tanh", cls);
+    int logits = linear(g, "nsp.logits", cls, H, 2, 1, dt);           /* [B,2] */
+    int nsp_labels = wf_graph_add_tensor(g, "nsp_labels", WF_DTYPE_INT32, WF_ROLE_LABEL, 1, &B);
+    int nsp = binary(g, WF_OP_CROSS_ENTROPY, "nsp.loss", logits, nsp_labels);
+    int total = binary(g, WF_OP_ADD, "loss.total", mlm, nsp);
+    if (g->status == WF_OK)
+        g->loss = total;
+}
+
 /* BERT: word + position + token-type embeddings, post-LN encoder layers with
  * bidirectional attention, and the masked-LM head (dense, GELU, LayerNorm,
  * decoder tied to the word embedding plus a bias). The loss is taken over
@@ -444,10 +477,13 @@ wf_status wf_build_bert(const wf_model_config *m, int64_t batch, wf_graph *g)
         x = layernorm(g, wf_model_name(n, "%s.ln2", pfx), x, H, BERT_LN_EPS, dt);
     }
     wf_graph_set_block(g, -1, -1);
+    int enc = x; /* [B,S,H] */
     x = linear(g, "head.dense", x, H, H, 1, dt);
     x = unary(g, WF_OP_GELU, "head.gelu", x);
     x = layernorm(g, "head.ln", x, H, BERT_LN_EPS, dt);
     int bias = wf_model_param(g, dt, 1, V, 0, 0, 0, "head.logits.bias"); /* [V] */
     tied_head(g, m, batch, x, word, bias, labels);
+    if (m->nsp && g->status == WF_OK)
+        nsp_head(g, m, batch, enc);
     return g->status;
 }

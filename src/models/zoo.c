@@ -34,6 +34,7 @@ typedef struct {
     const char *sizes;
     /* llama mixtures of experts and latent attention, NULL for dense models */
     const struct zoo_moe *moe;
+    int nsp; /* bert: the pretraining heads (pooler and next-sentence prediction) */
 } zoo_preset;
 
 /* The expert and MLA numbers of a llama preset (fields as in wf_model_config). */
@@ -67,15 +68,17 @@ static const zoo_moe g_deepseek_tiny = {.experts = 8, .top_k = 2, .moe_ffn = 32,
 #define FP16 WF_DTYPE_FP16
 #define FP32 WF_DTYPE_FP32
 #define GPT(nm, sum, L, H, A, S, V, dt) \
-    {{nm, "gpt", sum}, WF_FAMILY_GPT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL}
+    {{nm, "gpt", sum}, WF_FAMILY_GPT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL, 0}
 #define LLAMA(nm, sum, L, H, A, AKV, S, V, F) \
-    {{nm, "llama", sum}, WF_FAMILY_LLAMA, FP16, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL, NULL}
+    {{nm, "llama", sum}, WF_FAMILY_LLAMA, FP16, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL, NULL, 0}
 #define MOE(nm, sum, L, H, A, AKV, S, V, F, dt, moe) \
-    {{nm, "llama", sum}, WF_FAMILY_LLAMA, dt, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL, moe}
+    {{nm, "llama", sum}, WF_FAMILY_LLAMA, dt, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL, moe, 0}
 #define BERT(nm, sum, L, H, A, S, V, dt) \
-    {{nm, "bert", sum}, WF_FAMILY_BERT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL}
+    {{nm, "bert", sum}, WF_FAMILY_BERT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL, 0}
+#define BERT_PT(nm, sum, L, H, A, S, V, dt) \
+    {{nm, "bert", sum}, WF_FAMILY_BERT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL, 1}
 #define CNN(nm, fam, famname, sum, D, I, C, K, dt, sz) \
-    {{nm, famname, sum}, fam, dt, 0, 0, 0, 0, 0, 0, 0, D, I, C, K, sz, NULL}
+    {{nm, famname, sum}, fam, dt, 0, 0, 0, 0, 0, 0, 0, D, I, C, K, sz, NULL, 0}
 
 static const zoo_preset g_zoo[] = {
     /* GPT-2 (Radford et al. 2019): vocabulary 50257, context 1024. */
@@ -125,6 +128,10 @@ static const zoo_preset g_zoo[] = {
     /* BERT (Devlin et al. 2019): vocabulary 30522, 2 token types, seq 512. */
     BERT("bert-base", "BERT base: 12 layers, hidden 768, 12 heads, seq 512, MLM head", 12, 768, 12, 512, 30522, FP16),
     BERT("bert-large", "BERT large: 24 layers, hidden 1024, 16 heads, seq 512, MLM head", 24, 1024, 16, 512, 30522, FP16),
+    /* BertForPreTraining (Hugging Face transformers): the MLM head plus the pooler and the
+     * next-sentence head: 110,106,428 and 336,226,108 parameters (decoder tied). */
+    BERT_PT("bert-base-pretrain", "BERT base for pretraining: MLM + pooler + NSP heads, seq 512", 12, 768, 12, 512, 30522, FP16),
+    BERT_PT("bert-large-pretrain", "BERT large for pretraining: MLM + pooler + NSP heads, seq 512", 24, 1024, 16, 512, 30522, FP16),
     /* CNNs on ImageNet (224x224x3, 1000 classes). */
     CNN("vgg16", WF_FAMILY_VGG, "vgg", "VGG-16 (Simonyan & Zisserman 2015), 224x224, 1000 classes", 16, 224, 3, 1000, FP16, NULL),
     CNN("vgg19", WF_FAMILY_VGG, "vgg", "VGG-19, 224x224, 1000 classes", 19, 224, 3, 1000, FP16, NULL),
@@ -132,6 +139,12 @@ static const zoo_preset g_zoo[] = {
     CNN("resnet50", WF_FAMILY_RESNET, "resnet", "ResNet-50 v1.5, bottleneck blocks, 224x224", 50, 224, 3, 1000, FP16, NULL),
     CNN("resnet101", WF_FAMILY_RESNET, "resnet", "ResNet-101 v1.5, bottleneck blocks, 224x224", 101, 224, 3, 1000, FP16, NULL),
     CNN("resnet152", WF_FAMILY_RESNET, "resnet", "ResNet-152 v1.5, bottleneck blocks, 224x224", 152, 224, 3, 1000, FP16, NULL),
+    /* The DeAR paper's image models (Zhang et al. 2023): DenseNet-201 as in
+     * torchvision (20,013,928 parameters), Inception-v4 at the 224x224 input
+     * and 1000 classes DeAR's imagenet_benchmark.py feeds it. */
+    CNN("densenet121", WF_FAMILY_DENSENET, "densenet", "DenseNet-121 (Huang et al. 2017), growth 32, 224x224", 121, 224, 3, 1000, FP16, NULL),
+    CNN("densenet201", WF_FAMILY_DENSENET, "densenet", "DenseNet-201, growth 32, blocks 6-12-48-32, 224x224", 201, 224, 3, 1000, FP16, NULL),
+    CNN("inception-v4", WF_FAMILY_INCEPTION, "inception", "Inception-v4 (Szegedy et al. 2017), 224x224 as DeAR feeds it, 1000 classes", 4, 224, 3, 1000, FP16, NULL),
     CNN("mlp", WF_FAMILY_MLP, "mlp", "MLP 784-1024-10 with ReLU (Fashion-MNIST sized), fp32", 0, 0, 0, 0, FP32, "784-1024-10"),
     /* Tiny fp32 models for runtime tests on CPUs. */
     GPT("gpt-tiny", "tiny GPT for runtime tests: 2 layers, hidden 64, 4 heads, seq 32, vocab 96, fp32", 2, 64, 4, 32, 96, FP32),
@@ -158,6 +171,7 @@ static const struct {
 } g_family_base[] = {
     {"gpt", "gpt2"},        {"llama", "llama2-7b"}, {"bert", "bert-base"}, {"vgg", "vgg16"},
     {"resnet", "resnet50"}, {"mlp", "mlp"},         {"cnn", "cnn-tiny"},
+    {"densenet", "densenet201"}, {"inception", "inception-v4"},
 };
 
 static const zoo_preset *find_preset(const char *name)
@@ -227,6 +241,8 @@ static const char *family_name(wf_family f)
     case WF_FAMILY_RESNET: return "resnet";
     case WF_FAMILY_MLP: return "mlp";
     case WF_FAMILY_CNN: return "cnn";
+    case WF_FAMILY_DENSENET: return "densenet";
+    case WF_FAMILY_INCEPTION: return "inception";
     case WF_FAMILY_GRAPH: return "graph";
     case WF_FAMILY_ONNX: return "onnx";
     }
@@ -249,6 +265,7 @@ static void from_preset(const zoo_preset *p, wf_model_config *m)
     m->vocab = p->vocab;
     m->ffn = p->ffn;
     m->causal = p->family == WF_FAMILY_GPT || p->family == WF_FAMILY_LLAMA;
+    m->nsp = p->nsp;
     m->depth = p->depth;
     m->image = p->image;
     m->channels = p->channels;
@@ -349,6 +366,12 @@ static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
         if (m->family == WF_FAMILY_LLAMA && ((st = get_i64(s, "kv_heads", 1, 1 << 20, &kv)) ||
                                              (st = moe_overrides(s, m))))
             return st;
+        if (m->family == WF_FAMILY_BERT) {
+            int64_t nsp = m->nsp;
+            if ((st = get_i64(s, "nsp", 0, 1, &nsp)))
+                return st;
+            m->nsp = (int)nsp;
+        }
         if (ffn > 0)
             m->ffn = ffn;
         if (kv > 0)
@@ -357,11 +380,14 @@ static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
                    ? "layers, hidden, heads, kv_heads, seq, vocab, ffn, dtype; experts, top_k, "
                      "moe_ffn, shared_experts, shared_ffn, first_dense, moe_freq, capacity, "
                      "router (softmax or sigmoid); q_lora, kv_lora, qk_nope, qk_rope, v_head"
-                   : "layers, hidden, heads, seq, vocab, ffn, dtype";
+                   : m->family == WF_FAMILY_BERT ? "layers, hidden, heads, seq, vocab, ffn, dtype, nsp (0 or 1)"
+                                                 : "layers, hidden, heads, seq, vocab, ffn, dtype";
         break;
     }
     case WF_FAMILY_VGG:
     case WF_FAMILY_RESNET:
+    case WF_FAMILY_DENSENET:
+    case WF_FAMILY_INCEPTION:
     case WF_FAMILY_CNN: {
         if ((st = get_i64(s, "image", 1, 65536, &m->image)) ||
             (st = get_i64(s, "channels", 1, 65536, &m->channels)) ||
@@ -495,6 +521,22 @@ static wf_status finish_config(wf_model_config *m)
         if (m->image < 32)
             return wf_errorf(WF_INVAL, "%s: image=%" PRId64 " is below 32 (stride 32 overall)",
                              m->name, m->image);
+        break;
+    case WF_FAMILY_DENSENET:
+        if (!wf_densenet_valid(m->depth))
+            return wf_errorf(WF_INVAL, "%s: depth=%" PRId64 " (densenet has %s)", m->name, m->depth,
+                             wf_densenet_depths());
+        if (m->image < 32)
+            return wf_errorf(WF_INVAL, "%s: image=%" PRId64 " is below 32 (stride 32 overall)",
+                             m->name, m->image);
+        break;
+    case WF_FAMILY_INCEPTION:
+        if (m->depth != 4)
+            return wf_errorf(WF_INVAL, "%s: depth=%" PRId64 " (inception has 4: Inception-v4)", m->name,
+                             m->depth);
+        if (m->image < 139)
+            return wf_errorf(WF_INVAL, "%s: image=%" PRId64 " is below 139 (the smallest input whose "
+                             "last block is 1x1 or larger)", m->name, m->image);
         break;
     case WF_FAMILY_CNN:
         if (m->nsizes < 1 || m->nsizes > 8)
@@ -637,8 +679,8 @@ static wf_status lookup_json(const char *path, wf_model_config *out)
     const zoo_preset *base = find_family_base(fam);
     if (!base) {
         st = wf_errorf(WF_FORMAT,
-                       "%s: unknown family \"%s\" (expected gpt, llama, bert, vgg, resnet, mlp or "
-                       "cnn, or an op list with \"tensors\" and \"ops\")",
+                       "%s: unknown family \"%s\" (expected gpt, llama, bert, vgg, resnet, densenet, "
+                       "inception, mlp or cnn, or an op list with \"tensors\" and \"ops\")",
                        path, fam);
         goto done;
     }
@@ -730,7 +772,7 @@ wf_status wf_model_lookup(const char *spec, wf_model_config *out)
         char dym[96];
         return wf_errorf(WF_INVAL,
                          "unknown model '%s' (see weft models; families: gpt, llama, bert, vgg, "
-                         "resnet, mlp, cnn; or a .json file)%s",
+                         "resnet, densenet, inception, mlp, cnn; or a .json file)%s",
                          s.name, wf_did_you_mean(wf_suggest(s.name, cands, ZOO_N + NFAM), dym, sizeof dym));
     }
     from_preset(p, out);
@@ -770,6 +812,8 @@ wf_status wf_model_build(const wf_model_config *m, int64_t batch, wf_graph *g)
     case WF_FAMILY_VGG: st = wf_build_vgg(m, batch, g); break;
     case WF_FAMILY_RESNET: st = wf_build_resnet(m, batch, g); break;
     case WF_FAMILY_CNN: st = wf_build_cnn(m, batch, g); break;
+    case WF_FAMILY_DENSENET: st = wf_build_densenet(m, batch, g); break;
+    case WF_FAMILY_INCEPTION: st = wf_build_inception(m, batch, g); break;
     case WF_FAMILY_MLP: st = wf_build_mlp(m, batch, g); break;
     case WF_FAMILY_ONNX: st = wf_onnx_build_spec(m->name, batch, g); break;
     case WF_FAMILY_GRAPH: {

@@ -63,7 +63,8 @@ static int dp_op(const wf_graph *g, int i, const wf_sbp_sig *s, int a)
     for (int j = 0; j < o->nin; j++) {
         const wf_tensor *t = &g->tensors[o->in[j]];
         int8_t v = ax_of(&s->in[j], a);
-        if (t->role == WF_ROLE_PARAM ? v != WF_SBP_B : v != 0)
+        /* A scalar (a loss summed with another) is a partial sum. */
+        if (t->role == WF_ROLE_PARAM ? v != WF_SBP_B : !(v == 0 || (t->ndim == 0 && v == WF_SBP_P)))
             return 0;
     }
     for (int j = 0; j < o->nout; j++) {

@@ -78,8 +78,16 @@ static void want_dp(const wf_graph *g, int i, int ep_axis, want_axis *w)
     default:
         break;
     }
+    /* Scalars (a loss, and the sum of two losses) have no batch dim to
+     * split: their layout follows from their producers (partial sums). */
     for (int j = 0; j < o->nin; j++)
-        w->in[j] = is_param(g, o->in[j]) ? "B" : "S0";
+        w->in[j] = is_param(g, o->in[j]) ? "B" : g->tensors[o->in[j]].ndim == 0 ? NULL : "S0";
+}
+
+static int has_seq(const wf_graph *g, int t)
+{
+    const wf_tensor *x = &g->tensors[t];
+    return x->ndim >= 3 || (x->ndim == 2 && (x->dtype == WF_DTYPE_INT32 || x->dtype == WF_DTYPE_INT64));
 }
 
 /* The tags of op i on the tensor-parallel axis (Megatron's layout). */
@@ -154,11 +162,19 @@ static void want_tp(const wf_graph *g, int i, int sp, int etp_split, want_axis *
      * where the sequence dim is gone (the flatten before the logits). */
     if (o->kind == WF_OP_RESHAPE || o->kind == WF_OP_FLATTEN)
         rep = "B";
+    /* BERT's pooler takes the first token of the whole sequence: with
+     * sequence parallelism Megatron-LM gathers the sequence first
+     * (megatron/legacy/model/language_model.py, Pooler.forward). */
+    if (o->kind == WF_OP_SPLIT)
+        rep = "B";
+    /* Only tensors with a sequence dim are split by it: [B,S,H] activations
+     * and [B,S] token ids; [B,H] activations (BERT's pooler and
+     * next-sentence head) are whole on every rank. */
     for (int j = 0; j < o->nin; j++)
         if (!is_param(g, o->in[j]))
-            w->in[j] = g->tensors[o->in[j]].ndim >= 2 ? rep : "B";
+            w->in[j] = has_seq(g, o->in[j]) ? rep : "B";
     for (int j = 0; j < o->nout; j++)
-        w->out[j] = g->tensors[o->out[j]].ndim >= 2 ? rep : "B";
+        w->out[j] = has_seq(g, o->out[j]) ? rep : "B";
 }
 
 /* Does the 1-D signature text "a,b->c" match w? */
