@@ -116,7 +116,7 @@ static const char *tt_ac_mode(const wf_plan *p)
 static void tt_launch(FILE *f, const ectx *e, const char *args)
 {
     fprintf(f, "# Run on each of the %lld node(s), with MASTER_ADDR the first node's address:\n", (long long)e->nodes);
-    fprintf(f, "#   torchrun --nnodes %lld --nproc_per_node %lld --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 \\\n"
+    fprintf(f, "#   torchrun --nnodes %lld --nproc-per-node %lld --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 \\\n"
                "#     -m torchtitan.train %s\n",
             (long long)e->nodes, (long long)e->per_node, args);
 }
