@@ -56,8 +56,8 @@ static void pt_header(FILE *f, const ectx *e, const char *what, const char *file
     fprintf(f, "# at batch %lld (docs/export.md). Needs PyTorch >= 2.4 and GPUs (CPU and gloo for tests).\n",
             (long long)e->batch);
     fprintf(f, "# Run on each of the %lld node(s), with MASTER_ADDR the first node's address:\n", (long long)e->nodes);
-    fprintf(f, "#   torchrun --nnodes %lld --nproc-per-node %lld --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 "
-               "--rdzv-id weft %s\n",
+    fprintf(f, "#   torchrun --nnodes %lld --nproc_per_node %lld --rdzv_backend c10d --rdzv_endpoint $MASTER_ADDR:29500 "
+               "--rdzv_id weft %s\n",
             (long long)e->nodes, (long long)e->per_node, file);
     fprintf(f, "# WEFT_STEPS sets the number of optimizer steps (default 20).\n");
 }

@@ -90,8 +90,14 @@ static wf_status tt_check(const ectx *e, int *v02)
     if (p->ep > 1 && dense % p->ep != 0)
         return wf_export_refuse(e, "expert_parallel_degree must divide dp_shard x cp x tp (torchtitan's experts borrow "
                                    "those ranks; with zero=0 dp_shard is 1)");
-    if (!*v02 && p->etp > 1 && wf_model_is_moe(m))
-        return wf_export_refuse(e, "main has no expert tensor parallelism (its experts borrow FSDP and TP ranks: etp=1)");
+    /* weft's etp defaults to tp (docs/plan-format.md). v0.2.2 parallel_dims.py
+     * asserts ETP=TP or ETP=1; main's experts borrow the TP ranks (etp=1). */
+    int etp = p->etp > 0 ? p->etp : p->tp;
+    if (*v02 && p->ep > 1 && etp != 1 && etp != p->tp)
+        return wf_export_refuse(e, "torchtitan 0.2 supports expert tensor parallelism equal to tp or 1 (etp)");
+    if (!*v02 && p->ep > 1 && etp > 1)
+        return wf_export_refuse(e, "main has no expert tensor parallelism (its experts borrow the FSDP and TP ranks: "
+                                   "etp=1)");
     const tt_flavor *t = tt_match(m);
     if (!t && *v02)
         return wf_export_refuse(e, "torchtitan 0.2's TOML names a flavor from its registry (llama3 8B, 70B, 405B; "
@@ -116,7 +122,7 @@ static const char *tt_ac_mode(const wf_plan *p)
 static void tt_launch(FILE *f, const ectx *e, const char *args)
 {
     fprintf(f, "# Run on each of the %lld node(s), with MASTER_ADDR the first node's address:\n", (long long)e->nodes);
-    fprintf(f, "#   torchrun --nnodes %lld --nproc-per-node %lld --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 \\\n"
+    fprintf(f, "#   torchrun --nnodes %lld --nproc_per_node %lld --rdzv_backend c10d --rdzv_endpoint $MASTER_ADDR:29500 \\\n"
                "#     -m torchtitan.train %s\n",
             (long long)e->nodes, (long long)e->per_node, args);
 }
@@ -159,8 +165,8 @@ static void tt_write_toml(FILE *f, const ectx *e, const tt_flavor *t)
     fprintf(f, "context_parallel_degree = %d\n", p->cp > 1 ? p->cp : 1);
     if (p->ep > 1)
         fprintf(f, "expert_parallel_degree = %d\n", p->ep);
-    if (p->ep > 1 && p->etp > 0)
-        fprintf(f, "expert_tensor_parallel_degree = %d\n", p->etp);
+    if (p->ep > 1)
+        fprintf(f, "expert_tensor_parallel_degree = %d\n", p->etp > 0 ? p->etp : p->tp);
     fprintf(f, "\n[activation_checkpoint]\nmode = \"%s\"\n", tt_ac_mode(p));
     if (p->recompute == WF_RECOMPUTE_SELECTIVE)
         fprintf(f, "selective_ac_option = \"op\"\n");

@@ -19,11 +19,18 @@ p = dict(kv.split("=") for kv in plan.split(","))
 dp, mbs, zero = int(p["dp"]), int(p.get("mbs", 1)), int(p.get("zero", 0))
 text = open(out).read()
 tree = ast.parse(text)
-kw = {}
-for l in open(api):
-    f = l.split()
-    if f and f[0] == "kwargs":
-        kw[f[1].split(".")[-1]] = kw.get(f[1].split(".")[-1], set(f[2:])) & set(f[2:])  # in every version listed
+facts = [l.split() for l in open(api) if l.strip() and not l.startswith("#")]
+def params(api):  # the parameters an API takes in every source that has it
+    sets = [set(f[3:]) for f in facts if f[0] in ("kwargs", "fields") and f[2].split(".")[-1] == api.split(".")[-1]
+            and (f[2] == api or "." not in api)]
+    assert sets, "no source lists %s" % api
+    return set.intersection(*sets)
+kw = {"fully_shard": params("fully_shard"), "MixedPrecisionPolicy": params("MixedPrecisionPolicy"),
+      "DistributedDataParallel": params("torch.nn.parallel.DistributedDataParallel"),
+      "AdamW": {x for f in facts if f[0] == "kwargs" and f[2] == "torch.optim.AdamW" and "fused" in f for x in f[3:]},
+      "checkpoint": params("torch.utils.checkpoint.checkpoint"),
+      "clip_grad_norm_": params("torch.nn.utils.clip_grad_norm_")}
+assert "set_requires_gradient_sync" not in text or params("set_requires_gradient_sync") >= {"requires_gradient_sync"}
 const = {ast.unparse(n.targets[0]): ast.literal_eval(n.value) for n in tree.body
          if isinstance(n, ast.Assign) and not isinstance(n.value, (ast.Call, ast.Attribute))}
 seen = set()
@@ -33,20 +40,27 @@ for n in ast.walk(tree):
         if name in kw:
             seen.add(name)
             for k in n.keywords:
-                assert k.arg in kw[name], "%s has no keyword %s in every version checked" % (name, k.arg)
+                assert k.arg in kw[name], "%s has no keyword %s in every source checked" % (name, k.arg)
+    if isinstance(n, ast.ImportFrom) and n.module == "torch.distributed._composable.fsdp":
+        exports = [set(f[3:]) for f in facts if f[0] == "exports" and f[2] == n.module][0]
+        assert {a.name for a in n.names} <= exports, n.module
+torchrun = [l for l in text.splitlines() if l.startswith("#   torchrun ")][0]
+options = [set(f[3:]) for f in facts if f[0] == "option"][0]
+for o in re.findall(r"(--[a-z_-]+)", torchrun):
+    assert o in options, "torchrun has no option %s" % o
 assert const["MICRO_BATCH"] == mbs and const["ACCUM"] == int(batch) // (dp * mbs) and const["DP"] == dp
 assert const["RECOMPUTE"] == p.get("recompute", "none")
-launch = "torchrun --nnodes %s --nproc-per-node %s --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500" % (nodes, per)
+launch = "torchrun --nnodes %s --nproc_per_node %s --rdzv_backend c10d --rdzv_endpoint $MASTER_ADDR:29500" % (nodes, per)
 assert launch in text, launch
 if kind == "fsdp":
-    assert seen == {"fully_shard", "MixedPrecisionPolicy"}, seen
+    assert seen == {"fully_shard", "MixedPrecisionPolicy", "AdamW", "checkpoint", "clip_grad_norm_"}, seen
     assert "from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard" in text
     assert "from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard" in text
     assert const["RESHARD_AFTER_FORWARD"] == (zero == 3)
     assert "for block in model.layers:\n        fully_shard(block" in text  # one group per transformer block
     assert "set_requires_gradient_sync(micro == ACCUM - 1)" in text
 else:
-    assert seen == {"DistributedDataParallel"}, seen
+    assert seen == {"DistributedDataParallel", "AdamW", "checkpoint", "clip_grad_norm_"}, seen
     assert const["BUCKET_CAP_MB"] == float(p["comm"].split(":")[1]) if "comm" in p else const["BUCKET_CAP_MB"] == 25
     assert "model.no_sync()" in text and "clip_grad_norm_" in text and "fused=" in text
 PYEOF
