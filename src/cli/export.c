@@ -12,7 +12,7 @@
 
 static const char *const FORMATS[] = {"megatron", "deepspeed", "torchtitan", "fsdp", "ddp"};
 /* Formats with versioned targets (FORMAT@VERSION); each writer checks the VERSION. */
-static const int VERSIONED[] = {1, 0, 1, 0, 0};
+static const int VERSIONED[] = {0, 0, 1, 0, 0};
 #define NFORMATS ((int)(sizeof FORMATS / sizeof FORMATS[0]))
 
 wf_status wf_export_refuse(const ectx *e, const char *what)

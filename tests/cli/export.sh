@@ -144,7 +144,7 @@ for flag in "--context-parallel-size 2" "--expert-model-parallel-size 8" "--expe
   "--num-experts 8" "--moe-router-topk 2" "--fp8-format hybrid"; do
   check "megatron: $flag" grep -q -- "$flag" "$tmp/moe.txt"
 done
-expect_fail "torchtitan: no Mixtral flavor" "dense models only" export dp=16,tp=2,cp=2,ep=8,sp=1,zero=2 --to torchtitan \
+expect_fail "torchtitan: no Mixtral flavor" "dense models only" export dp=16,tp=2,cp=2,ep=8,etp=1,sp=1,zero=2 --to torchtitan \
   --model mixtral-8x7b:dtype=bf16 --cluster dgx-h100:nodes=8 --batch 256
 expect_fail "deepspeed refuses cp" "context parallelism" export dp=4,cp=2 --to deepspeed --model llama2-7b --cluster dgx-h100:nodes=1 --batch 8
 expect_fail "fsdp refuses fp8" "FP8" export dp=8,zero=3,fp8=1 --to fsdp --model llama2-7b --cluster dgx-h100:nodes=1 --batch 8
