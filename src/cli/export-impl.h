@@ -16,6 +16,7 @@ typedef struct {
     int64_t devices, per_node, nodes;
     int64_t accum; /* micro-batches per step per data-parallel rank */
     const char *fw;
+    const char *version; /* the VERSION of --to FORMAT@VERSION, NULL without one */
 } ectx;
 
 /* "FW cannot run this plan: WHAT" as a WF_INVAL status. */
@@ -29,5 +30,6 @@ wf_status wf_export_megatron(FILE *f, const ectx *e);
 wf_status wf_export_deepspeed(FILE *f, const ectx *e);
 wf_status wf_export_torchtitan(FILE *f, const ectx *e);
 wf_status wf_export_fsdp(FILE *f, const ectx *e);
+wf_status wf_export_ddp(FILE *f, const ectx *e);
 
 #endif

@@ -1,6 +1,6 @@
 /* Plans exported to the frameworks that run them (docs/export.md): Megatron-LM
- * arguments, a DeepSpeed config, a torchtitan job TOML, or a torchrun command
- * with PyTorch FSDP's sharding strategy. Each writer maps every key of the
+ * arguments, a DeepSpeed config, a torchtitan config (main's Python form, or
+ * the job TOML of torchtitan@0.2), or a PyTorch FSDP2 or DDP training script. Each writer maps every key of the
  * plan to the framework's own setting, or refuses the plan in one line naming
  * what the framework lacks (GPipe in Megatron-LM, interleaving in DeepSpeed's
  * pipeline engine, optimizer-only sharding in FSDP, ...). The model's shape
@@ -10,7 +10,9 @@
 
 #include <string.h>
 
-static const char *const FORMATS[] = {"megatron", "deepspeed", "torchtitan", "fsdp"};
+static const char *const FORMATS[] = {"megatron", "deepspeed", "torchtitan", "fsdp", "ddp"};
+/* Formats with versioned targets (FORMAT@VERSION); each writer checks the VERSION. */
+static const int VERSIONED[] = {0, 0, 1, 0, 0};
 #define NFORMATS ((int)(sizeof FORMATS / sizeof FORMATS[0]))
 
 wf_status wf_export_refuse(const ectx *e, const char *what)
@@ -38,17 +40,29 @@ wf_status wf_export_refuse_rc(const ectx *e, const wf_plan *p, int block_ok)
 wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_model_config *m,
                         const wf_cluster *c, int64_t batch)
 {
+    /* FORMAT or FORMAT@VERSION */
+    char base[32];
+    const char *at = strchr(format, '@'), *version = at ? at + 1 : NULL;
+    size_t blen = at ? (size_t)(at - format) : strlen(format);
+    if (blen >= sizeof base)
+        blen = sizeof base - 1;
+    memcpy(base, format, blen);
+    base[blen] = '\0';
     int k = -1;
     for (int i = 0; i < NFORMATS; i++)
-        if (strcmp(format, FORMATS[i]) == 0)
+        if (strcmp(base, FORMATS[i]) == 0)
             k = i;
     if (k < 0) {
         char dym[96];
-        return wf_errorf(WF_INVAL, "unknown export format '%s' (megatron, deepspeed, torchtitan, fsdp)%s", format,
-                         wf_did_you_mean(wf_suggest(format, FORMATS, NFORMATS), dym, sizeof dym));
+        return wf_errorf(WF_INVAL, "unknown export format '%s' (megatron, deepspeed, torchtitan, fsdp, ddp)%s", base,
+                         wf_did_you_mean(wf_suggest(base, FORMATS, NFORMATS), dym, sizeof dym));
     }
-    ectx e = {p, m, c, batch, 0, 0, 0, 0, FORMATS[k]};
-    e.devices = (int64_t)p->dp * p->tp * p->pp;
+    if (version && !VERSIONED[k])
+        return wf_errorf(WF_INVAL, "export format '%s' has no versioned targets (drop '@%s')", FORMATS[k], version);
+    if (version && !*version)
+        return wf_errorf(WF_INVAL, "export format '%s': empty version after '@'", format);
+    ectx e = {p, m, c, batch, 0, 0, 0, 0, FORMATS[k], version};
+    e.devices = wf_plan_devices(p);
     e.per_node = c->level[0].size < e.devices ? c->level[0].size : e.devices;
     e.nodes = (e.devices + e.per_node - 1) / e.per_node;
     if (batch % ((int64_t)p->dp * p->mbs) != 0)
@@ -62,8 +76,10 @@ wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_
         return wf_export_deepspeed(f, &e);
     case 2:
         return wf_export_torchtitan(f, &e);
-    default:
+    case 3:
         return wf_export_fsdp(f, &e);
+    default:
+        return wf_export_ddp(f, &e);
     }
 }
 
@@ -76,7 +92,7 @@ wf_status wf_cmd_export(int argc, char **argv)
     const char *to = NULL, *pos[1];
     int help = 0, npos = 0;
     const wf_opt opts[] = {
-        {"to", 0, WF_OPT_STR, &to, "FORMAT", "megatron, deepspeed, torchtitan or fsdp", 1},
+        {"to", 0, WF_OPT_STR, &to, "FORMAT", "megatron, deepspeed, torchtitan (torchtitan@0.2: the job TOML), fsdp or ddp", 1},
         WF_CLI_OPT_MODEL(&in.model),
         WF_CLI_OPT_CLUSTER(&in.cluster),
         WF_CLI_OPT_BATCH(&in.batch),
@@ -86,9 +102,10 @@ wf_status wf_cmd_export(int argc, char **argv)
     if (help) {
         wf_opts_usage(stdout, "weft export PLAN",
                       "Writes what a framework needs to run PLAN (a plan string or a plan file):\n"
-                      "Megatron-LM arguments, a DeepSpeed config, a torchtitan job TOML, or a torchrun\n"
-                      "command with FSDP's sharding strategy. A plan the framework cannot express is\n"
-                      "refused in one line naming what it lacks (docs/export.md).",
+                      "Megatron-LM arguments, a DeepSpeed config, a torchtitan Python config (or a\n"
+                      "torchtitan 0.2 job TOML), or a PyTorch FSDP2 or DDP training script. A plan the\n"
+                      "framework cannot express is refused in one line naming what it lacks\n"
+                      "(docs/export.md).",
                       opts);
         return WF_OK;
     }
@@ -99,7 +116,7 @@ wf_status wf_cmd_export(int argc, char **argv)
     in.plan = pos[0];
     if (wf_plan_is_oplevel_file(in.plan))
         return wf_errorf(WF_INVAL, "%s: an op-level plan (per-op layouts) has no framework form: Megatron-LM, "
-                                   "DeepSpeed, torchtitan and FSDP take whole-model degrees (dp, tp, pp)",
+                                   "DeepSpeed, torchtitan and PyTorch take whole-model degrees (dp, tp, pp)",
                          in.plan);
     if ((st = wf_cli_load_plan_input(&in, "exporting")) != WF_OK)
         return st;

@@ -1,33 +1,151 @@
-/* weft export: a torchtitan job config for a plan (docs/export.md). */
+/* weft export: torchtitan configs for a plan (docs/export.md).
+ *
+ * Two targets, each checked against torchtitan's source at a pinned commit
+ * (the field lists are in tests/data/frameworks/, made by
+ * scripts/extract-torchtitan-config):
+ *   --to torchtitan      main at TT_MAIN: since February 2026 a run is a Python
+ *                        function returning a Trainer.Config
+ *                        (torchtitan/config/README.md), started with
+ *                        `-m torchtitan.train --module M --config F`.
+ *   --to torchtitan@0.2  v0.2.2 (TT_V02), the last release that reads a job
+ *                        TOML (torchtitan/config/job_config.py, manager.py). */
 #include "cli/export-impl.h"
 
 #include <string.h>
 
-/* ---- torchtitan (job TOML) ------------------------------------------------------------- */
+#define TT_MAIN "b5bcd76c66d0acb1a08b176d9639425bc55e0b2a"
+#define TT_V02 "73a0e6979dd10b6b1904098eb3c8f62c18ab87ce"
 
-wf_status wf_export_torchtitan(FILE *f, const ectx *e)
+/* torchtitan's model flavors that weft's zoo shapes match, the same names at
+ * both pins (torchtitan/models/llama3/__init__.py, models/deepseek_v3/
+ * __init__.py), with the shipped run each derives from at main
+ * (models/<name>/config_registry.py). */
+typedef struct {
+    int64_t layers, hidden, heads, kv_heads, ffn, vocab;
+    int64_t experts, top_k, moe_ffn, shared, first_dense, q_lora, kv_lora;
+    const char *name, *flavor, *baseline;
+} tt_flavor;
+
+static const tt_flavor TT_FLAVORS[] = {
+    {32, 4096, 32, 8, 14336, 128256, 0, 0, 0, 0, 0, 0, 0, "llama3", "8B", "llama3_8b"},
+    {80, 8192, 64, 8, 28672, 128256, 0, 0, 0, 0, 0, 0, 0, "llama3", "70B", "llama3_70b"},
+    {126, 16384, 128, 8, 53248, 128256, 0, 0, 0, 0, 0, 0, 0, "llama3", "405B", "llama3_405b"},
+    {61, 7168, 128, 128, 18432, 129280, 256, 8, 2048, 1, 3, 1536, 512, "deepseek_v3", "671B", "deepseek_v3_671b"},
+};
+#define NFLAVORS ((int)(sizeof TT_FLAVORS / sizeof TT_FLAVORS[0]))
+
+static const tt_flavor *tt_match(const wf_model_config *m)
+{
+    if (m->family != WF_FAMILY_LLAMA)
+        return NULL;
+    int64_t kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
+    for (int i = 0; i < NFLAVORS; i++) {
+        const tt_flavor *t = &TT_FLAVORS[i];
+        if (t->layers == m->layers && t->hidden == m->hidden && t->heads == m->heads && t->kv_heads == kv &&
+            t->ffn == m->ffn && t->vocab == m->vocab && t->experts == m->experts &&
+            (t->experts == 0 || (t->top_k == m->top_k && t->moe_ffn == m->moe_ffn &&
+                                 t->shared == m->shared_experts && t->first_dense == m->first_dense)) &&
+            t->q_lora == m->q_lora && t->kv_lora == m->kv_lora)
+            return t;
+    }
+    return NULL;
+}
+
+/* The checks both targets share; *v02 says which target. */
+static wf_status tt_check(const ectx *e, int *v02)
 {
     const wf_plan *p = e->p;
-    wf_status rc_st = wf_export_refuse_rc(e, p, 0);
-    if (rc_st != WF_OK)
-        return rc_st;
     const wf_model_config *m = e->m;
-    if (!wf_model_is_transformer(m))
-        return wf_export_refuse(e, "torchtitan trains transformers only");
+    if (e->version && strcmp(e->version, "0.2") != 0 && strncmp(e->version, "0.2.", 4) != 0)
+        return wf_errorf(WF_INVAL, "torchtitan@%s: the versioned target is torchtitan@0.2 (v0.2.x, the last job-TOML "
+                                   "release); --to torchtitan writes main's Python config",
+                         e->version);
+    *v02 = e->version != NULL;
+    wf_status st = wf_export_refuse_rc(e, p, 0);
+    if (st != WF_OK)
+        return st;
+    if (!wf_model_is_transformer(m) || m->family == WF_FAMILY_BERT)
+        return wf_export_refuse(e, "torchtitan trains decoder-only transformers only");
+    if (m->dtype == WF_DTYPE_FP16)
+        return wf_export_refuse(e, "training.mixed_precision_param takes bfloat16 or float32 only (torchtitan has no "
+                                   "fp16 loss scaling): give the model dtype=bf16, e.g. MODEL:dtype=bf16");
     if (p->zero == 1)
         return wf_export_refuse(e, "FSDP2 has no optimizer-only sharding (zero=0 replicates, 2 or 3 shard)");
-    if (p->tp > 1 && !p->sp)
-        return wf_export_refuse(e, "torchtitan runs tensor parallelism with sequence parallelism (sp=1 with tp>1)");
     if (p->comm.kind != WF_COMM_DDP)
-        return wf_errorf(WF_INVAL, "torchtitan cannot run this plan: comm schedule '%s' has no torchtitan setting (comm=ddp)",
+        return wf_errorf(WF_INVAL, "torchtitan cannot run this plan: comm schedule '%s' has no torchtitan setting "
+                                   "(comm=ddp)",
                          wf_comm_name(p->comm.kind));
-    const char *sched = p->pp == 1 ? NULL : p->vpp > 1 ? "Interleaved1F1B"
-                                        : p->pipe == WF_PIPE_GPIPE ? "GPipe" : "1F1B";
-    fprintf(f, "# torchtitan job config for weft's plan (see docs/export.md)\n");
-    fprintf(f, "[training]\nlocal_batch_size = %lld\nglobal_batch_size = %lld\nseq_len = %lld\n",
-            (long long)(e->batch / p->dp), (long long)e->batch, (long long)m->seq);
-    if (m->dtype == WF_DTYPE_BF16 || m->dtype == WF_DTYPE_FP16)
-        fprintf(f, "mixed_precision_param = \"%s\"\n", m->dtype == WF_DTYPE_BF16 ? "bfloat16" : "float16");
+    if (*v02 && p->tp > 1 && !p->sp)
+        return wf_export_refuse(e, "torchtitan 0.2 runs tensor parallelism with sequence parallelism only (sp=1 with "
+                                   "tp>1; main has enable_sequence_parallel)");
+    /* v0.2.2 models/llama3/infra/parallelize.py: with data_parallel_shard_degree
+     * 1 it applies DDP, which raises "DDP has not supported > 1D parallelism"
+     * unless the replicas are the whole world; main applies fully_shard over
+     * the (replicate, shard=1) mesh, which combines with TP, PP and CP. */
+    if (*v02 && p->zero == 0 && p->dp > 1 && e->devices != p->dp)
+        return wf_export_refuse(e, "torchtitan 0.2 runs DDP (zero=0) only as the sole parallelism (its parallelize "
+                                   "raises 'DDP has not supported > 1D parallelism'): zero=2 or 3, or --to torchtitan");
+    /* main torchtitan/config/configs.py: EP borrows ranks from dp_shard x cp x tp. */
+    int64_t dense = (int64_t)(p->zero == 0 ? 1 : p->dp) * (p->cp > 1 ? p->cp : 1) * p->tp;
+    if (p->ep > 1 && dense % p->ep != 0)
+        return wf_export_refuse(e, "expert_parallel_degree must divide dp_shard x cp x tp (torchtitan's experts borrow "
+                                   "those ranks; with zero=0 dp_shard is 1)");
+    /* weft's etp defaults to tp (docs/plan-format.md). v0.2.2 parallel_dims.py
+     * asserts ETP=TP or ETP=1; main's experts borrow the TP ranks (etp=1). */
+    int etp = p->etp > 0 ? p->etp : p->tp;
+    if (*v02 && p->ep > 1 && etp != 1 && etp != p->tp)
+        return wf_export_refuse(e, "torchtitan 0.2 supports expert tensor parallelism equal to tp or 1 (etp)");
+    if (!*v02 && p->ep > 1 && etp > 1)
+        return wf_export_refuse(e, "main has no expert tensor parallelism (its experts borrow the FSDP and TP ranks: "
+                                   "etp=1)");
+    const tt_flavor *t = tt_match(m);
+    if (!t && *v02)
+        return wf_export_refuse(e, "torchtitan 0.2's TOML names a flavor from its registry (llama3 8B, 70B, 405B; "
+                                   "deepseek_v3 671B; ...) and none has this model's shape (--to torchtitan builds one)");
+    if (!t && (wf_model_is_moe(m) || m->kv_lora > 0))
+        return wf_export_refuse(e, "no torchtitan flavor has this model's shape, and weft builds custom flavors for "
+                                   "dense models only (llama3 blocks)");
+    return WF_OK;
+}
+
+static const char *tt_schedule(const wf_plan *p)
+{
+    return p->pp == 1 ? NULL : p->vpp > 1 ? "Interleaved1F1B" : p->pipe == WF_PIPE_GPIPE ? "GPipe" : "1F1B";
+}
+
+static const char *tt_ac_mode(const wf_plan *p)
+{
+    return p->recompute == WF_RECOMPUTE_FULL ? "full" : p->recompute == WF_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+/* The launch, in a comment: torchtitan's run_train.sh is a single-node torchrun. */
+static void tt_launch(FILE *f, const ectx *e, const char *args)
+{
+    fprintf(f, "# Run on each of the %lld node(s), with MASTER_ADDR the first node's address:\n", (long long)e->nodes);
+    fprintf(f, "#   torchrun --nnodes %lld --nproc_per_node %lld --rdzv_backend c10d --rdzv_endpoint $MASTER_ADDR:29500 \\\n"
+               "#     -m torchtitan.train %s\n",
+            (long long)e->nodes, (long long)e->per_node, args);
+}
+
+/* ---- torchtitan@0.2: the job TOML of v0.2.2 --------------------------------------------- */
+
+static void tt_write_toml(FILE *f, const ectx *e, const tt_flavor *t)
+{
+    const wf_plan *p = e->p;
+    const wf_model_config *m = e->m;
+    const char *sched = tt_schedule(p);
+    fprintf(f, "# torchtitan 0.2 job config for weft's plan (docs/export.md), checked against torchtitan v0.2.2 (%s).\n",
+            TT_V02);
+    tt_launch(f, e, "--job.config_file weft_plan.toml");
+    fprintf(f, "\n[model]\nname = \"%s\"\nflavor = \"%s\"\n", t->name, t->flavor);
+    if (p->fp8)
+        fprintf(f, "converters = [\"quantize.linear.float8\"]\n");
+    /* train.py: gradient accumulation = global / (local x dp); with pipelining
+     * the local batch is split into micro-batches of the pipeline's size. */
+    int64_t local = p->pp > 1 ? e->batch / p->dp : p->mbs;
+    fprintf(f, "\n[training]\nlocal_batch_size = %lld\nglobal_batch_size = %lld\nseq_len = %lld\n", (long long)local,
+            (long long)e->batch, (long long)m->seq);
+    fprintf(f, "mixed_precision_param = \"%s\"\n", m->dtype == WF_DTYPE_BF16 ? "bfloat16" : "float32");
     fprintf(f, "\n[parallelism]\n");
     fprintf(f, "data_parallel_replicate_degree = %d\n", p->zero == 0 ? p->dp : 1);
     fprintf(f, "data_parallel_shard_degree = %d\n", p->zero == 0 ? 1 : p->dp);
@@ -36,19 +154,166 @@ wf_status wf_export_torchtitan(FILE *f, const ectx *e)
     fprintf(f, "tensor_parallel_degree = %d\n", p->tp);
     fprintf(f, "pipeline_parallel_degree = %d\n", p->pp);
     if (sched) {
+        /* pipeline_parallel.py: stages = ceil((layers + first_less + last_less)
+         * / layers_per_stage); with both "less" weights 0 every stage holds
+         * layers / (pp x vpp) blocks, as weft priced. */
         fprintf(f, "pipeline_parallel_schedule = \"%s\"\n", sched);
         fprintf(f, "pipeline_parallel_microbatch_size = %d\n", p->mbs);
-        if (p->vpp > 1)
-            fprintf(f, "pipeline_parallel_layers_per_stage = %lld\n", (long long)(m->layers / (p->pp * p->vpp)));
+        fprintf(f, "pipeline_parallel_layers_per_stage = %lld\n", (long long)(m->layers / (p->pp * p->vpp)));
+        fprintf(f, "pipeline_parallel_first_stage_less_layers = 0\npipeline_parallel_last_stage_less_layers = 0\n");
     }
     fprintf(f, "context_parallel_degree = %d\n", p->cp > 1 ? p->cp : 1);
     if (p->ep > 1)
         fprintf(f, "expert_parallel_degree = %d\n", p->ep);
-    if (p->fp8)
-        fprintf(f, "\n[model]\nconverters = [\"float8\"]\n");
-    fprintf(f, "\n[activation_checkpoint]\nmode = \"%s\"\n",
-            p->recompute == WF_RECOMPUTE_FULL ? "full" : p->recompute == WF_RECOMPUTE_SELECTIVE ? "selective" : "none");
+    if (p->ep > 1)
+        fprintf(f, "expert_tensor_parallel_degree = %d\n", p->etp > 0 ? p->etp : p->tp);
+    fprintf(f, "\n[activation_checkpoint]\nmode = \"%s\"\n", tt_ac_mode(p));
     if (p->recompute == WF_RECOMPUTE_SELECTIVE)
         fprintf(f, "selective_ac_option = \"op\"\n");
+}
+
+/* ---- torchtitan (main): a Python function returning Trainer.Config ------------------------- */
+
+/* A custom flavor from the model's shape: Llama 3 blocks (RMSNorm, SwiGLU,
+ * rotary) built as torchtitan/models/llama3/__init__.py builds its flavors. */
+static void tt_write_custom(FILE *f, const ectx *e, int64_t swiglu)
+{
+    const wf_model_config *m = e->m;
+    int64_t kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
+    fprintf(f, "\n\ndef weft_model_spec() -> ModelSpec:\n");
+    fprintf(f, "    \"\"\"A custom flavor with the shape of %s (no torchtitan flavor has it).\"\"\"\n", m->name);
+    fprintf(f, "    dim, n_heads, vocab_size = %lld, %lld, %lld\n", (long long)m->hidden, (long long)m->heads,
+            (long long)m->vocab);
+    fprintf(f, "    config = Llama3Model.Config(\n");
+    fprintf(f, "        dim=dim,\n        vocab_size=vocab_size,\n");
+    fprintf(f, "        tok_embeddings=Embedding.Config(\n            num_embeddings=vocab_size, embedding_dim=dim,\n"
+               "            param_init={\"weight\": partial(nn.init.normal_, std=1.0)},\n        ),\n");
+    fprintf(f, "        norm=RMSNorm.Config(normalized_shape=dim, param_init={\"weight\": nn.init.ones_}),\n");
+    fprintf(f, "        lm_head=Linear.Config(\n            in_features=dim, out_features=vocab_size,\n"
+               "            param_init={\"weight\": partial(nn.init.trunc_normal_, std=dim**-0.5)},\n        ),\n");
+    fprintf(f, "        layers=_build_llama3_layers(\n            n_layers=%lld,\n            dim=dim,\n"
+               "            n_heads=n_heads,\n            n_kv_heads=%lld,\n            hidden_dim=%lld,\n",
+            (long long)m->layers, (long long)kv, (long long)swiglu);
+    fprintf(f, "            rope=ComplexRoPE.Config(dim=dim // n_heads, max_context_length=%lld),\n",
+            (long long)m->seq);
+    fprintf(f, "            attn_backend=\"flex\",\n        ),\n    )\n");
+    if (e->p->fp8)
+        fprintf(f, "    config = Float8LinearConverter.Config().build().convert(config)\n");
+    fprintf(f, "    return ModelSpec(\n        name=\"llama3\",\n        flavor=\"weft_custom\",\n        model=config,\n"
+               "        parallelize_fn=parallelize_llama,\n        pipelining_fn=pipeline_llm,\n"
+               "        post_optimizer_build_fn=None,\n        state_dict_adapter=Llama3StateDictAdapter,\n    )\n");
+}
+
+static void tt_write_python(FILE *f, const ectx *e, const tt_flavor *t)
+{
+    const wf_plan *p = e->p;
+    const wf_model_config *m = e->m;
+    const char *sched = tt_schedule(p);
+    const char *name = t ? t->name : "llama3";
+    int64_t ffn = m->ffn > 0 ? m->ffn : 4 * m->hidden;
+    /* GPT's GELU MLP (2 x h x ffn weights) as SwiGLU's 3 x h x hidden: the same parameters and FLOPs. */
+    int64_t swiglu = m->family == WF_FAMILY_GPT ? (2 * ffn + 1) / 3 : ffn;
+    fprintf(f, "# torchtitan config for weft's plan (docs/export.md), checked against torchtitan main at\n"
+               "# %s. Save as weft_plan.py in torchtitan's checkout.\n",
+            TT_MAIN);
+    tt_launch(f, e, "--module weft_plan --config weft_plan");
+    if (t)
+        fprintf(f, "# Model: torchtitan's %s flavor \"%s\".\n", t->name, t->flavor);
+    else {
+        fprintf(f, "# Model: no torchtitan flavor has the shape of %s; weft_model_spec builds one from Llama 3\n"
+                   "# blocks (RMSNorm, SwiGLU, rotary) with its layers, width, heads and vocabulary.\n",
+                m->name);
+        if (m->family == WF_FAMILY_GPT)
+            fprintf(f, "# torchtitan has no GPT blocks (LayerNorm, GELU, learned positions): SwiGLU's hidden width\n"
+                       "# %lld = 2/3 x ffn %lld keeps the MLP's parameters and FLOPs.\n",
+                    (long long)swiglu, (long long)ffn);
+        fprintf(f, "# The tokenizer at hf_assets_path must have at most %lld ids (the model's vocabulary).\n",
+                (long long)m->vocab);
+    }
+    fprintf(f, "\n");
+    if (!t)
+        fprintf(f, "from functools import partial\n\nimport torch.nn as nn\n\n");
+    if (!t)
+        fprintf(f, "from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss\n");
+    if (p->fp8)
+        fprintf(f, "from torchtitan.components.quantization import Float8LinearConverter\n");
+    fprintf(f, "from torchtitan.config import ParallelismConfig\n");
+    if (p->recompute != WF_RECOMPUTE_NONE)
+        fprintf(f, "from torchtitan.distributed.activation_checkpoint import %s\n",
+                p->recompute == WF_RECOMPUTE_FULL ? "FullAC" : "SelectiveAC");
+    if (!t) {
+        fprintf(f, "from torchtitan.distributed.pipeline_parallel import pipeline_llm\n");
+        fprintf(f, "from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm\n");
+        fprintf(f, "from torchtitan.models.common.config_utils import decoder_vocab_size\n");
+        fprintf(f, "from torchtitan.models.llama3 import _build_llama3_layers, parallelize_llama\n");
+        fprintf(f, "from torchtitan.models.llama3.config_registry import llama3_8b\n");
+        fprintf(f, "from torchtitan.models.llama3.model import Llama3Model\n");
+        fprintf(f, "from torchtitan.models.llama3.state_dict_adapter import Llama3StateDictAdapter\n");
+        fprintf(f, "from torchtitan.protocols.model_spec import ModelSpec\n");
+    } else {
+        fprintf(f, "from torchtitan.models.%s import model_registry\n", name);
+        fprintf(f, "from torchtitan.models.%s.config_registry import %s\n", name, t->baseline);
+    }
+    fprintf(f, "from torchtitan.trainer import Trainer\n");
+    if (!t)
+        tt_write_custom(f, e, swiglu);
+    fprintf(f, "\n\ndef weft_plan() -> Trainer.Config:\n");
+    if (t) {
+        fprintf(f, "    config = %s()  # torchtitan's own run of this flavor: data, tokenizer, optimizer, loss\n",
+                t->baseline);
+        fprintf(f, "    config.model_spec = model_registry(\"%s\"%s)\n", t->flavor,
+                p->fp8 ? ", converters=[Float8LinearConverter.Config()]" : "");
+    } else {
+        fprintf(f, "    config = llama3_8b()  # data, optimizer and schedule of torchtitan's Llama 3 8B run\n");
+        fprintf(f, "    config.model_spec = weft_model_spec()\n");
+        fprintf(f, "    config.loss = ChunkedLossWrapper.Config(\n        loss_fn=CrossEntropyLoss.Config(\n"
+                   "            global_vocab_size=decoder_vocab_size(config.model_spec),\n        ),\n    )\n");
+    }
+    /* trainer.py: gradient accumulation = tokens per step / (tokens per
+     * micro-batch x pipeline micro-batches x dp). */
+    fprintf(f, "    config.training.num_tokens_per_microbatch_per_dp_rank = %lld  # mbs %d x seq %lld\n",
+            (long long)p->mbs * m->seq, p->mbs, (long long)m->seq);
+    fprintf(f, "    config.training.num_tokens_per_train_step = %lld  # batch %lld x seq %lld\n",
+            (long long)(e->batch * m->seq), (long long)e->batch, (long long)m->seq);
+    fprintf(f, "    config.training.max_context_length = %lld\n", (long long)m->seq);
+    fprintf(f, "    config.training.mixed_precision_param = \"%s\"\n",
+            m->dtype == WF_DTYPE_BF16 ? "bfloat16" : "float32");
+    fprintf(f, "    config.parallelism = ParallelismConfig(\n");
+    fprintf(f, "        data_parallel_replicate_degree=%d,\n", p->zero == 0 ? p->dp : 1);
+    fprintf(f, "        data_parallel_shard_degree=%d,\n", p->zero == 0 ? 1 : p->dp);
+    if (p->zero >= 2)
+        fprintf(f, "        fsdp_reshard_after_forward=\"%s\",\n", p->zero == 3 ? "always" : "never");
+    fprintf(f, "        tensor_parallel_degree=%d,\n", p->tp);
+    if (p->tp > 1)
+        fprintf(f, "        enable_sequence_parallel=%s,\n", p->sp ? "True" : "False");
+    fprintf(f, "        pipeline_parallel_degree=%d,\n", p->pp);
+    if (sched) {
+        fprintf(f, "        pipeline_parallel_schedule=\"%s\",\n", sched);
+        fprintf(f, "        num_pp_microbatches=%lld,\n", (long long)e->accum);
+        fprintf(f, "        pipeline_parallel_layers_per_stage=%lld,\n", (long long)(m->layers / (p->pp * p->vpp)));
+        fprintf(f, "        pipeline_parallel_first_stage_less_layers=0,\n"
+                   "        pipeline_parallel_last_stage_less_layers=0,\n");
+    }
+    fprintf(f, "        context_parallel_degree=%d,\n", p->cp > 1 ? p->cp : 1);
+    if (p->ep > 1)
+        fprintf(f, "        expert_parallel_degree=%d,\n", p->ep);
+    fprintf(f, "    )\n");
+    fprintf(f, "    config.activation_checkpoint = %s\n", p->recompute == WF_RECOMPUTE_FULL        ? "FullAC.Config()"
+                                                         : p->recompute == WF_RECOMPUTE_SELECTIVE ? "SelectiveAC.Config()"
+                                                                                                 : "None");
+    fprintf(f, "    return config\n");
+}
+
+wf_status wf_export_torchtitan(FILE *f, const ectx *e)
+{
+    int v02 = 0;
+    wf_status st = tt_check(e, &v02);
+    if (st != WF_OK)
+        return st;
+    const tt_flavor *t = tt_match(e->m);
+    if (v02)
+        tt_write_toml(f, e, t);
+    else
+        tt_write_python(f, e, t);
     return WF_OK;
 }
