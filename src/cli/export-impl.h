@@ -18,6 +18,13 @@ typedef struct {
     const char *fw;
 } ectx;
 
+/* What a framework refuses is not decided in its writer: each target's rules
+ * are one function in export.c (refuses_megatron, ...), behind
+ * wf_export_accepts, which wf_cli_export asks before it calls a writer and
+ * `weft plan --emit` uses to search only plans the target runs. A refusal
+ * written in a writer instead would let the search choose plans the writer
+ * then refuses: add it to the target's function in export.c. */
+
 /* "FW cannot run this plan: WHAT" as a WF_INVAL status. */
 wf_status wf_export_refuse(const ectx *e, const char *what);
 /* Refuses per-stage recomputation, and rc_layers unless block_ok. */

@@ -10,9 +10,6 @@
 
 #include <string.h>
 
-static const char *const FORMATS[] = {"megatron", "deepspeed", "torchtitan", "fsdp"};
-#define NFORMATS ((int)(sizeof FORMATS / sizeof FORMATS[0]))
-
 wf_status wf_export_refuse(const ectx *e, const char *what)
 {
     return wf_errorf(WF_INVAL, "%s cannot run this plan: %s", e->fw, what);
@@ -23,31 +20,184 @@ const char *wf_export_dtype_flag(wf_dtype t)
     return t == WF_DTYPE_BF16 ? "--bf16" : t == WF_DTYPE_FP16 ? "--fp16" : NULL;
 }
 
+/* ---- what each framework runs: the one place of the refusal rules ------------------
+ * Each function returns NULL when the framework runs plan p of model m, else
+ * why not (a literal, or text written into buf). wf_cli_export asks before it
+ * calls a writer, and `weft plan --emit X` searches only the plans X's
+ * function accepts (wf_outer_opts.accept), so the writers and the search
+ * cannot disagree: a rule added here holds for both. */
+
 /* Recomputation per stage has no flag in any of the frameworks exported (each
  * recomputes alike on every stage); the block method is Megatron-LM's. */
-wf_status wf_export_refuse_rc(const ectx *e, const wf_plan *p, int block_ok)
+static const char *refuses_rc(const wf_plan *p, int block_ok)
 {
     if (p->rc_n > 0)
-        return wf_export_refuse(e, "recomputation per stage has no flag there (every stage recomputes alike; give one "
-                         "recompute value)");
+        return "recomputation per stage has no flag there (every stage recomputes alike; give one recompute value)";
     if (p->rc_layers > 0 && !block_ok)
-        return wf_export_refuse(e, "rc_layers (Megatron-LM's block method) has no flag there (recompute=full or none)");
-    return WF_OK;
+        return "rc_layers (Megatron-LM's block method) has no flag there (recompute=full or none)";
+    return NULL;
+}
+
+wf_status wf_export_refuse_rc(const ectx *e, const wf_plan *p, int block_ok)
+{
+    const char *why = refuses_rc(p, block_ok);
+    return why ? wf_export_refuse(e, why) : WF_OK;
+}
+
+static const char *refuses_megatron(const wf_plan *p, const wf_model_config *m, char *buf, size_t cap)
+{
+    const char *why = refuses_rc(p, 1);
+    if (why)
+        return why;
+    if (!wf_model_is_transformer(m))
+        return "Megatron-LM trains transformers only";
+    if (p->pipe == WF_PIPE_GPIPE)
+        return "Megatron-LM has no GPipe schedule (it runs 1F1B; use pipe=1f1b)";
+    if (p->zero >= 3)
+        return "zero=3 (parameter sharding) has no Megatron-LM flag (its distributed optimizer shards optimizer "
+               "state and gradients: zero=1 or 2)";
+    if (p->comm.kind != WF_COMM_DDP) {
+        snprintf(buf, cap, "comm schedule '%s' has no Megatron-LM equivalent (its DDP reduces gradients in "
+                           "buckets: comm=ddp)", wf_comm_name(p->comm.kind));
+        return buf;
+    }
+    if (p->sw == WF_SW_MEGATRON_2021 && p->zero >= 1)
+        return "Megatron-LM 2021 has no distributed optimizer (zero=0, or sw=megatron-core)";
+    return NULL;
+}
+
+static const char *refuses_deepspeed(const wf_plan *p, const wf_model_config *m, char *buf, size_t cap)
+{
+    (void)m;
+    (void)buf;
+    (void)cap;
+    const char *why = refuses_rc(p, 0);
+    if (why)
+        return why;
+    if (p->vpp > 1)
+        return "DeepSpeed's pipeline engine has no interleaved schedule (vpp=1)";
+    if (p->pp > 1 && p->zero >= 2)
+        return "DeepSpeed runs ZeRO stage 2 and 3 without pipeline parallelism only (zero<=1 with pp>1)";
+    if (p->pipe == WF_PIPE_GPIPE && p->pp > 1)
+        return "DeepSpeed's pipeline engine runs 1F1B, not GPipe";
+    if (p->recompute == WF_RECOMPUTE_SELECTIVE)
+        return "Megatron-DeepSpeed checkpoints whole layers (recompute=full or none)";
+    if (p->cp > 1)
+        return "this export has no DeepSpeed form of context parallelism (cp=1; Ulysses is another scheme)";
+    if (p->fp8)
+        return "DeepSpeed's config has no FP8 matrix products (fp8=0)";
+    if (p->ep > 1)
+        return "expert parallelism is set in DeepSpeed's MoE layer constructor (ep_size), not its config (ep=1)";
+    return NULL;
+}
+
+static const char *refuses_torchtitan(const wf_plan *p, const wf_model_config *m, char *buf, size_t cap)
+{
+    const char *why = refuses_rc(p, 0);
+    if (why)
+        return why;
+    if (!wf_model_is_transformer(m))
+        return "torchtitan trains transformers only";
+    if (p->zero == 1)
+        return "FSDP2 has no optimizer-only sharding (zero=0 replicates, 2 or 3 shard)";
+    if (p->tp > 1 && !p->sp)
+        return "torchtitan runs tensor parallelism with sequence parallelism (sp=1 with tp>1)";
+    if (p->comm.kind != WF_COMM_DDP) {
+        snprintf(buf, cap, "comm schedule '%s' has no torchtitan setting (comm=ddp)", wf_comm_name(p->comm.kind));
+        return buf;
+    }
+    return NULL;
+}
+
+static const char *refuses_fsdp(const wf_plan *p, const wf_model_config *m, char *buf, size_t cap)
+{
+    (void)m;
+    const char *why = refuses_rc(p, 0);
+    if (why)
+        return why;
+    if (p->tp > 1 || p->pp > 1)
+        return "FSDP plans are pure (sharded) data parallelism (tp=1, pp=1)";
+    if (p->zero == 1)
+        return "FSDP has no optimizer-only sharding (zero=0 is NO_SHARD, 2 SHARD_GRAD_OP, 3 FULL_SHARD)";
+    if (p->cp > 1 || p->ep > 1)
+        return "plain FSDP has no context or expert parallelism (cp=1, ep=1; torchtitan has both)";
+    if (p->fp8)
+        return "plain FSDP runs no FP8 products (fp8=0; torchtitan's float8 converter does)";
+    if (p->comm.kind != WF_COMM_DDP) {
+        snprintf(buf, cap, "comm schedule '%s' has no FSDP setting (comm=ddp)", wf_comm_name(p->comm.kind));
+        return buf;
+    }
+    return NULL;
+}
+
+/* One row per export target: its name (--to, --emit), the framework
+ * profile `plan --emit` prices its plans under (docs/cost-model.md,
+ * "Framework profiles"), what it refuses and its writer. A new target (e.g.
+ * plain PyTorch DDP under sw=pytorch) is one row here. */
+typedef struct {
+    const char *name;
+    wf_sw sw;
+    const char *(*refuses)(const wf_plan *p, const wf_model_config *m, char *buf, size_t cap);
+    wf_status (*write)(FILE *f, const ectx *e);
+} export_target;
+
+static const export_target TARGETS[] = {
+    {"megatron", WF_SW_MEGATRON_CORE, refuses_megatron, wf_export_megatron},
+    {"deepspeed", WF_SW_DEEPSPEED, refuses_deepspeed, wf_export_deepspeed},
+    {"torchtitan", WF_SW_FSDP, refuses_torchtitan, wf_export_torchtitan},
+    {"fsdp", WF_SW_FSDP, refuses_fsdp, wf_export_fsdp},
+};
+#define NTARGETS ((int)(sizeof TARGETS / sizeof TARGETS[0]))
+
+static const export_target *find_target(const char *name)
+{
+    for (int i = 0; name && i < NTARGETS; i++)
+        if (strcmp(name, TARGETS[i].name) == 0)
+            return &TARGETS[i];
+    return NULL;
+}
+
+wf_status wf_export_target(const char *target, wf_sw *sw)
+{
+    const export_target *t = find_target(target);
+    if (t) {
+        if (sw)
+            *sw = t->sw;
+        return WF_OK;
+    }
+    const char *names[NTARGETS];
+    char list[128] = "";
+    size_t n = 0;
+    for (int i = 0; i < NTARGETS; i++) {
+        names[i] = TARGETS[i].name;
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", names[i]);
+    }
+    char dym[96];
+    return wf_errorf(WF_INVAL, "unknown export format '%s' (%s)%s", target ? target : "", list,
+                     wf_did_you_mean(wf_suggest(target ? target : "", names, NTARGETS), dym, sizeof dym));
+}
+
+int wf_export_accepts(const char *target, const wf_plan *p, const wf_model_config *m, char *why, size_t cap)
+{
+    const export_target *t = find_target(target);
+    char buf[256];
+    const char *r = t ? t->refuses(p, m, buf, sizeof buf) : "unknown export format";
+    if (r && why && cap > 0)
+        snprintf(why, cap, "%s cannot run this plan: %s", t ? t->name : target, r);
+    return r == NULL;
 }
 
 wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_model_config *m,
                         const wf_cluster *c, int64_t batch)
 {
-    int k = -1;
-    for (int i = 0; i < NFORMATS; i++)
-        if (strcmp(format, FORMATS[i]) == 0)
-            k = i;
-    if (k < 0) {
-        char dym[96];
-        return wf_errorf(WF_INVAL, "unknown export format '%s' (megatron, deepspeed, torchtitan, fsdp)%s", format,
-                         wf_did_you_mean(wf_suggest(format, FORMATS, NFORMATS), dym, sizeof dym));
-    }
-    ectx e = {p, m, c, batch, 0, 0, 0, 0, FORMATS[k]};
+    wf_status st = wf_export_target(format, NULL);
+    if (st != WF_OK)
+        return st;
+    const export_target *t = find_target(format);
+    char why[512];
+    if (!wf_export_accepts(format, p, m, why, sizeof why))
+        return wf_errorf(WF_INVAL, "%s", why);
+    ectx e = {p, m, c, batch, 0, 0, 0, 0, t->name};
     e.devices = (int64_t)p->dp * p->tp * p->pp;
     e.per_node = c->level[0].size < e.devices ? c->level[0].size : e.devices;
     e.nodes = (e.devices + e.per_node - 1) / e.per_node;
@@ -55,16 +205,7 @@ wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_
         return wf_errorf(WF_INVAL, "%s: batch %lld is not a multiple of dp x mbs = %lld", e.fw,
                          (long long)batch, (long long)p->dp * p->mbs);
     e.accum = batch / ((int64_t)p->dp * p->mbs);
-    switch (k) {
-    case 0:
-        return wf_export_megatron(f, &e);
-    case 1:
-        return wf_export_deepspeed(f, &e);
-    case 2:
-        return wf_export_torchtitan(f, &e);
-    default:
-        return wf_export_fsdp(f, &e);
-    }
+    return t->write(f, &e);
 }
 
 /* ---- weft export PLAN --to FORMAT ---------------------------------------------------- */
@@ -74,12 +215,13 @@ wf_status wf_cmd_export(int argc, char **argv)
     wf_cli_plan_input in;
     memset(&in, 0, sizeof in);
     const char *to = NULL, *pos[1];
-    int help = 0, npos = 0;
+    int help = 0, npos = 0, force = 0;
     const wf_opt opts[] = {
         {"to", 0, WF_OPT_STR, &to, "FORMAT", "megatron, deepspeed, torchtitan or fsdp", 1},
         WF_CLI_OPT_MODEL(&in.model),
         WF_CLI_OPT_CLUSTER(&in.cluster),
         WF_CLI_OPT_BATCH(&in.batch),
+        {"force", 0, WF_OPT_FLAG, &force, NULL, "write the settings of a plan that does not fit in the device's memory (a warning instead of the refusal)", 0},
         {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
     };
     wf_status st = wf_opts_parse(opts, argc, argv, 1, pos, 1, &npos, &help);
@@ -88,7 +230,8 @@ wf_status wf_cmd_export(int argc, char **argv)
                       "Writes what a framework needs to run PLAN (a plan string or a plan file):\n"
                       "Megatron-LM arguments, a DeepSpeed config, a torchtitan job TOML, or a torchrun\n"
                       "command with FSDP's sharding strategy. A plan the framework cannot express is\n"
-                      "refused in one line naming what it lacks (docs/export.md).",
+                      "refused in one line naming what it lacks, and so is a plan that does not fit in\n"
+                      "the device's memory, unless --force (docs/export.md).",
                       opts);
         return WF_OK;
     }
@@ -106,6 +249,27 @@ wf_status wf_cmd_export(int argc, char **argv)
     /* The plan must be a valid one for this model, cluster and batch. */
     if ((st = wf_plan_validate(&in.p, &in.mc, &in.c, in.batch)) != WF_OK)
         return st;
+    if ((st = wf_export_target(to, NULL)) != WF_OK)
+        return st;
+    /* A plan that does not fit would fail on the cluster with an out-of-memory
+     * error: refused with the memory it needs, unless --force. */
+    wf_cost_ctx *ctx = NULL;
+    wf_estimate est;
+    if ((st = wf_cost_ctx_create(&in.mc, &in.c, &ctx)) == WF_OK)
+        st = wf_estimate_plan(ctx, &in.p, in.batch, &est);
+    wf_cost_ctx_free(ctx);
+    if (st != WF_OK)
+        return st;
+    if (!est.fits) {
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        if (!force)
+            return wf_errorf(WF_NOFIT, "plan %s needs %.2f GiB per device, the %s has %.2f GiB: it does not fit "
+                                       "(a plan that fits: weft plan --emit %s; --force writes it anyway)",
+                             in.canon, est.memory_per_device_bytes / gib, in.c.dev.name, in.c.dev.mem_bytes / gib, to);
+        wf_log(WF_LOG_WARN, "plan %s needs %.2f GiB per device, the %s has %.2f GiB: it will not fit (written "
+                            "anyway: --force)",
+               in.canon, est.memory_per_device_bytes / gib, in.c.dev.name, in.c.dev.mem_bytes / gib);
+    }
     st = wf_cli_export(stdout, to, &in.p, &in.mc, &in.c, in.batch);
     if (st == WF_OK && fflush(stdout) != 0)
         st = wf_errorf(WF_IO, "cannot write standard output");

@@ -8,19 +8,7 @@
 wf_status wf_export_torchtitan(FILE *f, const ectx *e)
 {
     const wf_plan *p = e->p;
-    wf_status rc_st = wf_export_refuse_rc(e, p, 0);
-    if (rc_st != WF_OK)
-        return rc_st;
-    const wf_model_config *m = e->m;
-    if (!wf_model_is_transformer(m))
-        return wf_export_refuse(e, "torchtitan trains transformers only");
-    if (p->zero == 1)
-        return wf_export_refuse(e, "FSDP2 has no optimizer-only sharding (zero=0 replicates, 2 or 3 shard)");
-    if (p->tp > 1 && !p->sp)
-        return wf_export_refuse(e, "torchtitan runs tensor parallelism with sequence parallelism (sp=1 with tp>1)");
-    if (p->comm.kind != WF_COMM_DDP)
-        return wf_errorf(WF_INVAL, "torchtitan cannot run this plan: comm schedule '%s' has no torchtitan setting (comm=ddp)",
-                         wf_comm_name(p->comm.kind));
+    const wf_model_config *m = e->m; /* what torchtitan refuses: refuses_torchtitan in export.c */
     const char *sched = p->pp == 1 ? NULL : p->vpp > 1 ? "Interleaved1F1B"
                                         : p->pipe == WF_PIPE_GPIPE ? "GPipe" : "1F1B";
     fprintf(f, "# torchtitan job config for weft's plan (see docs/export.md)\n");
