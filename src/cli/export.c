@@ -251,6 +251,9 @@ wf_status wf_cmd_export(int argc, char **argv)
         return st;
     if ((st = wf_export_target(to, NULL)) != WF_OK)
         return st;
+    char why[512];
+    if (!wf_export_accepts(to, &in.p, &in.mc, why, sizeof why))
+        return wf_errorf(WF_INVAL, "%s", why);
     /* A plan that does not fit would fail on the cluster with an out-of-memory
      * error: refused with the memory it needs, unless --force. */
     wf_cost_ctx *ctx = NULL;

@@ -164,13 +164,13 @@ for plan in dp=8,zero=3 dp=8,zero=2,mbs=2 dp=8,zero=0,recompute=full dp=2,tp=2,p
   done
 done
 # The profile keys (issue 11) and expert parallelism (issue 15) in the exports.
-"$WEFT" export dp=16,tp=2,cp=2,ep=8,etp=1,sp=1,zero=1,fp8=1 --to megatron --model mixtral-8x7b:dtype=bf16 \
+"$WEFT" export dp=16,tp=2,cp=2,ep=8,etp=1,sp=1,zero=1,fp8=1,mbs=1 --to megatron --model mixtral-8x7b:dtype=bf16 \
   --cluster dgx-h100:nodes=8 --batch 256 >"$tmp/moe.txt" 2>/dev/null
 for flag in "--context-parallel-size 2" "--expert-model-parallel-size 8" "--expert-tensor-parallel-size 1" \
   "--num-experts 8" "--moe-router-topk 2" "--fp8-format hybrid"; do
   check "megatron: $flag" grep -q -- "$flag" "$tmp/moe.txt"
 done
-"$WEFT" export dp=16,tp=2,cp=2,ep=8,sp=1,zero=2 --to torchtitan --model mixtral-8x7b:dtype=bf16 \
+"$WEFT" export dp=16,tp=2,cp=2,ep=8,sp=1,zero=2,mbs=1 --to torchtitan --model mixtral-8x7b:dtype=bf16 \
   --cluster dgx-h100:nodes=8 --batch 256 >"$tmp/tt.toml" 2>/dev/null
 check "torchtitan: context and expert degrees" sh -c 'grep -q "context_parallel_degree = 2" "$0" && grep -q "expert_parallel_degree = 8" "$0"' "$tmp/tt.toml"
 expect_fail "deepspeed refuses cp" "context parallelism" export dp=4,cp=2 --to deepspeed --model llama2-7b --cluster dgx-h100:nodes=1 --batch 8
