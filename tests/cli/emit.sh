@@ -76,6 +76,25 @@ check "some unfiltered plan runs on Megatron" test -n "$first"
 got=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["best"]["plan"])' "$tmp/m.json")
 check "--emit megatron best ($got) = first runnable of the unfiltered ranking (rank $rank: $first)" test "$got" = "$first"
 
+# The prunings keep their promise inside a target's space: the pruned search
+# under --emit X finds the exhaustive one's top K and frontier.
+for X in megatron deepspeed torchtitan fsdp; do
+  for e in "" --exhaustive; do
+    "$WEFT" plan --model llama2-7b --cluster dgx-h100:nodes=1 --batch 64 --top 5 --pareto --emit "$X" $e --json \
+      >"$tmp/ex$e.json" 2>/dev/null
+  done
+  check "--emit $X: pruned = exhaustive (top 5 and frontier)" "$PY" - "$tmp/ex.json" "$tmp/ex--exhaustive.json" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+# The frontier by its numbers: at dp=1 overlap=0 and overlap=1 are one plan
+# (pruning 3), which the exhaustive search names by the smaller string.
+key = lambda j: ([(p["plan"], p["iteration_time_s"]) for p in j["top"]],
+                 [(p["iteration_time_s"], p["memory_per_device_bytes"]) for p in j["pareto"]])
+assert key(a) == key(b), (key(a), key(b))
+assert a["searched"] < b["searched"], (a["searched"], b["searched"])
+PYEOF
+done
+
 # The filter narrows the space: fsdp (tp = pp = 1) searches fewer candidates.
 sp_all=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["space"])' "$tmp/all.json")
 "$WEFT" plan --model llama3-70b --cluster $CL --batch 512 --emit fsdp --json >"$tmp/f.json" 2>/dev/null
