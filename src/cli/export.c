@@ -183,7 +183,7 @@ int wf_export_accepts(const char *target, const wf_plan *p, const wf_model_confi
     char buf[256];
     const char *r = t ? t->refuses(p, m, buf, sizeof buf) : "unknown export format";
     if (r && why && cap > 0)
-        snprintf(why, cap, "%s cannot run this plan: %s", t ? t->name : target, r);
+        snprintf(why, cap, "%s cannot run this plan: %s", t ? t->name : target ? target : "", r);
     return r == NULL;
 }
 
