@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build test demo bench sanitize valgrind fuzz clean
+.PHONY: all setup configure build install test demo bench sanitize valgrind fuzz clean
 
 all: build
 
@@ -18,6 +18,12 @@ configure: $(BUILD)/CMakeCache.txt
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
+
+# Installs bin/weft and the docs under PREFIX (default /usr/local, which needs
+# root; make install PREFIX=$$HOME/.local needs none). README, "Install".
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 test: setup
 	$(MAKE) build

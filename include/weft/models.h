@@ -40,6 +40,10 @@ typedef struct {
     int64_t layers, hidden, heads, kv_heads, seq, vocab, ffn;
     int causal;          /* decoder attention mask */
     int nsp;             /* bert: BertForPreTraining's pooler and next-sentence head (1) or the masked-LM head alone (0) */
+    int tie_embeddings;  /* 1: the output head is the token embedding's matrix (one [V,H] parameter,
+                            its gradient the sum of both uses): gpt and bert always, llama when
+                            tie_embeddings=1 (Hugging Face's tie_word_embeddings); 0: an untied head
+                            (llama's default; Megatron-LM's --untie-embeddings-and-output-weights) */
     /* llama mixtures of experts (experts 0: dense). Layer i has experts when
      * i >= first_dense and i % moe_freq == 0 (DeepSeek's rule); its MLP is a
      * router over `experts` SwiGLU experts of width moe_ffn, top_k per token,

@@ -175,6 +175,12 @@ typedef struct {
                                 default): also Megatron's block method where full recomputation
                                 fits and none does not, and per-stage recomputation for the plans
                                 of the top (docs/planner.md) */
+    /* A filter on the plans searched (may be NULL: every plan): only the candidates it returns 1
+       for are counted in the space, scored, ranked and put on the frontier, so the top K, the
+       frontier and min_memory all hold plans it accepts (`weft plan --emit X`: the plans framework
+       X runs, wf_export_accepts). It must depend on the plan alone. */
+    int (*accept)(const wf_plan *p, void *user);
+    void *accept_user;
     /* Called after each (tp, pp, zero) group with the fraction of the space done; may be NULL. */
     void (*progress)(double fraction, void *user);
     void *progress_user;

@@ -80,6 +80,15 @@ double wf_cli_tokens_per_s_per_device(const wf_model_config *m, const wf_estimat
  * lacks when it cannot express the plan. */
 wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_model_config *m,
                         const wf_cluster *c, int64_t batch);
+/* Export targets (export.c): WF_OK when target names one (megatron,
+ * deepspeed, torchtitan, fsdp), with *sw (may be NULL) the framework profile
+ * `plan --emit` prices its plans under; else WF_INVAL naming the choices. */
+wf_status wf_export_target(const char *target, wf_sw *sw);
+/* 1 when target can run plan p of model m, else 0 with "TARGET cannot run
+ * this plan: WHY" in why (may be NULL). The one statement of each
+ * framework's refusals: wf_cli_export refuses exactly these, and `weft plan
+ * --emit` searches only the plans accepted (wf_outer_opts.accept). */
+int wf_export_accepts(const char *target, const wf_plan *p, const wf_model_config *m, char *why, size_t cap);
 /* ---- pictures (plot.c) ------------------------------------------------------------- */
 /* One series of the frontier: n plans (label: the plan string; short_label,
  * may be NULL, what is drawn beside the point) on `devices` devices. */

@@ -360,6 +360,37 @@ static wf_status emit_best(const plan_args *a, const wf_model_config *m, const w
     return fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
 }
 
+/* --emit X: the search's filter, the plans X runs (wf_export_accepts), and
+ * the first refusal met, to say why when X runs none. */
+typedef struct {
+    const char *target;
+    const wf_model_config *m;
+    char why[512];
+} emit_filter;
+
+static int emit_accept(const wf_plan *p, void *user)
+{
+    emit_filter *f = user;
+    if (f->why[0])
+        return wf_export_accepts(f->target, p, f->m, NULL, 0);
+    return wf_export_accepts(f->target, p, f->m, f->why, sizeof f->why);
+}
+
+/* A search's error under --emit X says the space was X's plans. */
+static wf_status emit_error(const wf_outer_opts *o, const wf_outer_result *r, wf_status st)
+{
+    if (!o->accept || st == WF_OK || st == WF_NOMEM)
+        return st;
+    const emit_filter *f = o->accept_user;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", wf_last_error());
+    if (r->space == 0 && f->why[0])
+        return wf_errorf(st, "--emit %s: no plan on %lld devices is one %s runs (%s)", f->target,
+                         (long long)r->devices, f->target, f->why);
+    return wf_errorf(st, "--emit %s (searching the plans %s runs, sw=%s): %s", f->target, f->target,
+                     wf_sw_name(o->sw), msg);
+}
+
 static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_cluster *c,
                          const wf_outer_opts *o, progress *pg)
 {
@@ -367,11 +398,14 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
     wf_status st = wf_outer_search(m, c, a->batch, o, &r);
     progress_end(pg);
     if (st != WF_OK) {
+        st = emit_error(o, &r, st);
         wf_outer_result_free(&r);
         return st;
     }
     fprintf(human(a), "weft plan: %s on %s (%lld devices), batch %lld\n", m->name, c->name,
             (long long)r.devices, (long long)a->batch);
+    if (o->accept)
+        fprintf(human(a), "searching the plans %s runs (sw=%s; docs/export.md)\n", a->emit, wf_sw_name(o->sw));
     char cl[160];
     wf_cli_cluster_note(a->cluster, c, cl, sizeof cl);
     if (cl[0])
@@ -474,8 +508,9 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
     if (undivided)
         fprintf(human(a), "(%d other device counts: no plan divides the model and the batch)\n", undivided);
     if (best < 0) {
-        st = wf_errorf(WF_NOFIT, "no plan fits on any device count in %s (budget %.2f GiB per device)",
-                       a->range, res[0].budget_bytes / GIB);
+        st = wf_errorf(WF_NOFIT, "no plan%s%s fits on any device count in %s (budget %.2f GiB per device)",
+                       a->emit ? " that runs on " : "", a->emit ? a->emit : "", a->range,
+                       res[0].budget_bytes / GIB);
         goto out;
     }
     if (a->pareto) {
@@ -1092,7 +1127,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"detail", 0, WF_OPT_FLAG, &a.detail, NULL, "op-level: also print every op's layout", 0},
         {"plot", 0, WF_OPT_STR, &a.plot, "FILE", "draw the time/memory frontier as SVG (one series per device count with --devices-range)", 0},
         {"csv", 0, WF_OPT_STR, &a.csv, "FILE", "the frontier's points as CSV", 0},
-        {"emit", 0, WF_OPT_STR, &a.emit, "FORMAT", "print the chosen plan as megatron, deepspeed, torchtitan or fsdp settings (docs/export.md)", 0},
+        {"emit", 0, WF_OPT_STR, &a.emit, "FORMAT", "search only the plans megatron, deepspeed, torchtitan or fsdp runs, priced under its profile, and print the chosen one as its settings (docs/export.md)", 0},
         {"json", 0, WF_OPT_FLAG, &a.json, NULL, "print one JSON object on stdout", 0},
         {"output", 'o', WF_OPT_STR, &a.out, "FILE", "write the best plan (or the deadline's) as a plan file", 0},
         {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
@@ -1204,6 +1239,21 @@ wf_status wf_cmd_plan(int argc, char **argv)
         o.fp8 = k.fp8;
         o.attn = attn_text ? k.attn : WF_ATTN_AUTO;
         o.cp = cp_text ? k.cp : 0;
+    }
+    /* --emit X: the plans X runs, priced under X's profile unless --sw says
+     * otherwise (docs/export.md, "plan --emit"). */
+    emit_filter ef;
+    memset(&ef, 0, sizeof ef);
+    if (a.emit) {
+        wf_sw sw;
+        if ((st = wf_export_target(a.emit, &sw)) != WF_OK)
+            return st;
+        if (!sw_text)
+            o.sw = sw;
+        ef.target = a.emit;
+        ef.m = &m;
+        o.accept = emit_accept;
+        o.accept_user = &ef;
     }
     o.top_k = (int)a.top;
     o.max_memory_bytes = a.max_memory_gib > 0 ? a.max_memory_gib * GIB : 0;

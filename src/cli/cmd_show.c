@@ -80,6 +80,7 @@ static cJSON *config_json(const wf_model_config *m)
         cJSON_AddNumberToObject(c, "vocab", (double)m->vocab);
         cJSON_AddNumberToObject(c, "ffn", (double)m->ffn);
         cJSON_AddBoolToObject(c, "causal", m->causal);
+        cJSON_AddBoolToObject(c, "tie_embeddings", m->tie_embeddings);
         if (wf_model_is_moe(m)) {
             cJSON_AddNumberToObject(c, "experts", (double)m->experts);
             cJSON_AddNumberToObject(c, "top_k", (double)m->top_k);
@@ -196,9 +197,9 @@ static void print_model_human(const wf_model_config *m, const wf_graph *g, int64
            wf_dtype_name(m->dtype));
     if (wf_model_is_transformer(m))
         printf("shape        %" PRId64 " layers, hidden %" PRId64 ", %" PRId64 " heads (%" PRId64
-               " kv), ffn %" PRId64 ", seq %" PRId64 ", vocab %" PRId64 "%s\n",
+               " kv), ffn %" PRId64 ", seq %" PRId64 ", vocab %" PRId64 "%s%s\n",
                m->layers, m->hidden, m->heads, m->kv_heads, m->ffn, m->seq, m->vocab,
-               m->causal ? ", causal" : "");
+               m->causal ? ", causal" : "", m->tie_embeddings ? ", tied embeddings" : "");
     else if (m->family == WF_FAMILY_VGG || m->family == WF_FAMILY_RESNET || m->family == WF_FAMILY_DENSENET ||
              m->family == WF_FAMILY_INCEPTION)
         printf("shape        depth %" PRId64 ", %" PRId64 "x%" PRId64 "x%" PRId64

@@ -19,6 +19,12 @@ typedef struct {
     const char *version; /* the VERSION of --to FORMAT@VERSION, NULL without one */
 } ectx;
 
+/* What a framework refuses: its rules in export.c (refuses_megatron, ...) and
+ * its writer's own checks. A writer called with f NULL runs its checks and
+ * writes nothing; wf_export_accepts asks both, and wf_cli_export and
+ * `weft plan --emit` ask it, so the search never picks a plan the writer then
+ * refuses. Every check in a writer comes before its first write. */
+
 /* "FW cannot run this plan: WHAT" as a WF_INVAL status. */
 wf_status wf_export_refuse(const ectx *e, const char *what);
 /* Refuses per-stage recomputation, and rc_layers unless block_ok. */

@@ -1,6 +1,6 @@
 /* Plans exported to the frameworks that run them (docs/export.md): Megatron-LM
- * arguments, a DeepSpeed config, a torchtitan config (main's Python form, or
- * the job TOML of torchtitan@0.2), or a PyTorch FSDP2 or DDP training script. Each writer maps every key of the
+ * arguments, a DeepSpeed config, a torchtitan job TOML, or a torchrun command
+ * with PyTorch FSDP's sharding strategy. Each writer maps every key of the
  * plan to the framework's own setting, or refuses the plan in one line naming
  * what the framework lacks (GPipe in Megatron-LM, interleaving in DeepSpeed's
  * pipeline engine, optimizer-only sharding in FSDP, ...). The model's shape
@@ -9,11 +9,6 @@
 #include "cli/export-impl.h"
 
 #include <string.h>
-
-static const char *const FORMATS[] = {"megatron", "deepspeed", "torchtitan", "fsdp", "ddp"};
-/* Formats with versioned targets (FORMAT@VERSION); each writer checks the VERSION. */
-static const int VERSIONED[] = {0, 0, 1, 0, 0};
-#define NFORMATS ((int)(sizeof FORMATS / sizeof FORMATS[0]))
 
 wf_status wf_export_refuse(const ectx *e, const char *what)
 {
@@ -25,62 +20,196 @@ const char *wf_export_dtype_flag(wf_dtype t)
     return t == WF_DTYPE_BF16 ? "--bf16" : t == WF_DTYPE_FP16 ? "--fp16" : NULL;
 }
 
+/* ---- what each framework runs: the one place of the refusal rules ------------------
+ * Each function returns NULL when the framework runs plan p of model m, else
+ * why not (a literal, or text written into buf). wf_cli_export asks before it
+ * calls a writer, and `weft plan --emit X` searches only the plans X's
+ * function accepts (wf_outer_opts.accept), so the writers and the search
+ * cannot disagree: a rule added here holds for both. */
+
 /* Recomputation per stage has no flag in any of the frameworks exported (each
  * recomputes alike on every stage); the block method is Megatron-LM's. */
-wf_status wf_export_refuse_rc(const ectx *e, const wf_plan *p, int block_ok)
+static const char *refuses_rc(const wf_plan *p, int block_ok)
 {
     if (p->rc_n > 0)
-        return wf_export_refuse(e, "recomputation per stage has no flag there (every stage recomputes alike; give one "
-                         "recompute value)");
+        return "recomputation per stage has no flag there (every stage recomputes alike; give one recompute value)";
     if (p->rc_layers > 0 && !block_ok)
-        return wf_export_refuse(e, "rc_layers (Megatron-LM's block method) has no flag there (recompute=full or none)");
-    return WF_OK;
+        return "rc_layers (Megatron-LM's block method) has no flag there (recompute=full or none)";
+    return NULL;
+}
+
+wf_status wf_export_refuse_rc(const ectx *e, const wf_plan *p, int block_ok)
+{
+    const char *why = refuses_rc(p, block_ok);
+    return why ? wf_export_refuse(e, why) : WF_OK;
+}
+
+static const char *refuses_megatron(const wf_plan *p, const wf_model_config *m, char *buf, size_t cap)
+{
+    const char *why = refuses_rc(p, 1);
+    if (why)
+        return why;
+    if (!wf_model_is_transformer(m))
+        return "Megatron-LM trains transformers only";
+    if (p->pipe == WF_PIPE_GPIPE)
+        return "Megatron-LM has no GPipe schedule (it runs 1F1B; use pipe=1f1b)";
+    if (p->zero >= 3)
+        return "zero=3 (parameter sharding) has no Megatron-LM flag (its distributed optimizer shards optimizer "
+               "state and gradients: zero=1 or 2)";
+    if (p->comm.kind != WF_COMM_DDP) {
+        snprintf(buf, cap, "comm schedule '%s' has no Megatron-LM equivalent (its DDP reduces gradients in "
+                           "buckets: comm=ddp)", wf_comm_name(p->comm.kind));
+        return buf;
+    }
+    if (p->sw == WF_SW_MEGATRON_2021 && p->zero >= 1)
+        return "Megatron-LM 2021 has no distributed optimizer (zero=0, or sw=megatron-core)";
+    return NULL;
+}
+
+static const char *refuses_deepspeed(const wf_plan *p, const wf_model_config *m, char *buf, size_t cap)
+{
+    (void)m;
+    (void)buf;
+    (void)cap;
+    const char *why = refuses_rc(p, 0);
+    if (why)
+        return why;
+    if (p->vpp > 1)
+        return "DeepSpeed's pipeline engine has no interleaved schedule (vpp=1)";
+    if (p->pp > 1 && p->zero >= 2)
+        return "DeepSpeed runs ZeRO stage 2 and 3 without pipeline parallelism only (zero<=1 with pp>1)";
+    if (p->pipe == WF_PIPE_GPIPE && p->pp > 1)
+        return "DeepSpeed's pipeline engine runs 1F1B, not GPipe";
+    if (p->recompute == WF_RECOMPUTE_SELECTIVE)
+        return "Megatron-DeepSpeed checkpoints whole layers (recompute=full or none)";
+    if (p->cp > 1)
+        return "this export has no DeepSpeed form of context parallelism (cp=1; Ulysses is another scheme)";
+    if (p->fp8)
+        return "DeepSpeed's config has no FP8 matrix products (fp8=0)";
+    if (p->ep > 1)
+        return "expert parallelism is set in DeepSpeed's MoE layer constructor (ep_size), not its config (ep=1)";
+    return NULL;
+}
+
+/* One row per export target: its name (--to, --emit), whether it takes
+ * FORMAT@VERSION, the framework profile `plan --emit` prices its plans under
+ * (docs/cost-model.md, "Framework profiles"), the rules kept here (NULL: the
+ * writer's own checks are all of them) and its writer. A writer called with
+ * no file (f NULL) runs its checks only and writes nothing: wf_export_accepts
+ * asks both, so what `--emit X` finds is what `export --to X` writes. */
+typedef struct {
+    const char *name;
+    int versioned;
+    wf_sw sw;
+    const char *(*refuses)(const wf_plan *p, const wf_model_config *m, char *buf, size_t cap);
+    wf_status (*write)(FILE *f, const ectx *e);
+} export_target;
+
+static const export_target TARGETS[] = {
+    {"megatron", 0, WF_SW_MEGATRON_CORE, refuses_megatron, wf_export_megatron},
+    {"deepspeed", 0, WF_SW_DEEPSPEED, refuses_deepspeed, wf_export_deepspeed},
+    {"torchtitan", 1, WF_SW_FSDP, NULL, wf_export_torchtitan},
+    {"fsdp", 0, WF_SW_FSDP, NULL, wf_export_fsdp},
+    {"ddp", 0, WF_SW_FSDP, NULL, wf_export_ddp},
+};
+#define NTARGETS ((int)(sizeof TARGETS / sizeof TARGETS[0]))
+
+/* The row of "NAME" or "NAME@VERSION" (*version set to VERSION or NULL). */
+static const export_target *find_target(const char *name, const char **version)
+{
+    if (version)
+        *version = NULL;
+    if (!name)
+        return NULL;
+    const char *at = strchr(name, '@');
+    size_t n = at ? (size_t)(at - name) : strlen(name);
+    for (int i = 0; i < NTARGETS; i++)
+        if (strlen(TARGETS[i].name) == n && strncmp(name, TARGETS[i].name, n) == 0) {
+            if (version)
+                *version = at ? at + 1 : NULL;
+            return &TARGETS[i];
+        }
+    return NULL;
+}
+
+wf_status wf_export_target(const char *target, wf_sw *sw)
+{
+    const char *version = NULL;
+    const export_target *t = find_target(target, &version);
+    if (t) {
+        if (version && !t->versioned)
+            return wf_errorf(WF_INVAL, "export format '%s' has no versioned targets (drop '@%s')", t->name, version);
+        if (version && !*version)
+            return wf_errorf(WF_INVAL, "export format '%s': empty version after '@'", target);
+        if (sw)
+            *sw = t->sw;
+        return WF_OK;
+    }
+    const char *names[NTARGETS];
+    char list[128] = "";
+    size_t n = 0;
+    for (int i = 0; i < NTARGETS; i++) {
+        names[i] = TARGETS[i].name;
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", names[i]);
+    }
+    char dym[96];
+    return wf_errorf(WF_INVAL, "unknown export format '%s' (%s)%s", target ? target : "", list,
+                     wf_did_you_mean(wf_suggest(target ? target : "", names, NTARGETS), dym, sizeof dym));
+}
+
+/* The context of a writer; without a cluster (the search's check) the node
+ * counts stay 0, which no check reads. */
+static ectx make_ctx(const export_target *t, const char *version, const wf_plan *p, const wf_model_config *m,
+                     const wf_cluster *c, int64_t batch)
+{
+    ectx e = {p, m, c, batch, 0, 0, 0, 0, t->name, version};
+    e.devices = wf_plan_devices(p);
+    if (c) {
+        e.per_node = c->level[0].size < e.devices ? c->level[0].size : e.devices;
+        e.nodes = (e.devices + e.per_node - 1) / e.per_node;
+    }
+    if (batch > 0 && p->dp > 0 && p->mbs > 0)
+        e.accum = batch / ((int64_t)p->dp * p->mbs);
+    return e;
+}
+
+int wf_export_accepts(const char *target, const wf_plan *p, const wf_model_config *m, char *why, size_t cap)
+{
+    const char *version = NULL;
+    const export_target *t = find_target(target, &version);
+    char buf[256];
+    const char *r = t ? (t->refuses ? t->refuses(p, m, buf, sizeof buf) : NULL) : "unknown export format";
+    if (r) {
+        if (why && cap > 0)
+            snprintf(why, cap, "%s cannot run this plan: %s", t ? t->name : target ? target : "", r);
+        return 0;
+    }
+    ectx e = make_ctx(t, version, p, m, NULL, 0);
+    if (t->write(NULL, &e) != WF_OK) {
+        if (why && cap > 0)
+            snprintf(why, cap, "%s", wf_last_error());
+        wf_clear_error();
+        return 0;
+    }
+    return 1;
 }
 
 wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_model_config *m,
                         const wf_cluster *c, int64_t batch)
 {
-    /* FORMAT or FORMAT@VERSION */
-    char base[32];
-    const char *at = strchr(format, '@'), *version = at ? at + 1 : NULL;
-    size_t blen = at ? (size_t)(at - format) : strlen(format);
-    if (blen >= sizeof base)
-        blen = sizeof base - 1;
-    memcpy(base, format, blen);
-    base[blen] = '\0';
-    int k = -1;
-    for (int i = 0; i < NFORMATS; i++)
-        if (strcmp(base, FORMATS[i]) == 0)
-            k = i;
-    if (k < 0) {
-        char dym[96];
-        return wf_errorf(WF_INVAL, "unknown export format '%s' (megatron, deepspeed, torchtitan, fsdp, ddp)%s", base,
-                         wf_did_you_mean(wf_suggest(base, FORMATS, NFORMATS), dym, sizeof dym));
-    }
-    if (version && !VERSIONED[k])
-        return wf_errorf(WF_INVAL, "export format '%s' has no versioned targets (drop '@%s')", FORMATS[k], version);
-    if (version && !*version)
-        return wf_errorf(WF_INVAL, "export format '%s': empty version after '@'", format);
-    ectx e = {p, m, c, batch, 0, 0, 0, 0, FORMATS[k], version};
-    e.devices = wf_plan_devices(p);
-    e.per_node = c->level[0].size < e.devices ? c->level[0].size : e.devices;
-    e.nodes = (e.devices + e.per_node - 1) / e.per_node;
+    wf_status st = wf_export_target(format, NULL);
+    if (st != WF_OK)
+        return st;
+    const char *version = NULL;
+    const export_target *t = find_target(format, &version);
+    char why[512];
+    if (!wf_export_accepts(format, p, m, why, sizeof why))
+        return wf_errorf(WF_INVAL, "%s", why);
     if (batch % ((int64_t)p->dp * p->mbs) != 0)
-        return wf_errorf(WF_INVAL, "%s: batch %lld is not a multiple of dp x mbs = %lld", e.fw,
+        return wf_errorf(WF_INVAL, "%s: batch %lld is not a multiple of dp x mbs = %lld", t->name,
                          (long long)batch, (long long)p->dp * p->mbs);
-    e.accum = batch / ((int64_t)p->dp * p->mbs);
-    switch (k) {
-    case 0:
-        return wf_export_megatron(f, &e);
-    case 1:
-        return wf_export_deepspeed(f, &e);
-    case 2:
-        return wf_export_torchtitan(f, &e);
-    case 3:
-        return wf_export_fsdp(f, &e);
-    default:
-        return wf_export_ddp(f, &e);
-    }
+    ectx e = make_ctx(t, version, p, m, c, batch);
+    return t->write(f, &e);
 }
 
 /* ---- weft export PLAN --to FORMAT ---------------------------------------------------- */
@@ -90,12 +219,13 @@ wf_status wf_cmd_export(int argc, char **argv)
     wf_cli_plan_input in;
     memset(&in, 0, sizeof in);
     const char *to = NULL, *pos[1];
-    int help = 0, npos = 0;
+    int help = 0, npos = 0, force = 0;
     const wf_opt opts[] = {
         {"to", 0, WF_OPT_STR, &to, "FORMAT", "megatron, deepspeed, torchtitan (torchtitan@0.2: the job TOML), fsdp or ddp", 1},
         WF_CLI_OPT_MODEL(&in.model),
         WF_CLI_OPT_CLUSTER(&in.cluster),
         WF_CLI_OPT_BATCH(&in.batch),
+        {"force", 0, WF_OPT_FLAG, &force, NULL, "write the settings of a plan that does not fit in the device's memory (a warning instead of the refusal)", 0},
         {NULL, 0, WF_OPT_FLAG, NULL, NULL, NULL, 0},
     };
     wf_status st = wf_opts_parse(opts, argc, argv, 1, pos, 1, &npos, &help);
@@ -104,8 +234,8 @@ wf_status wf_cmd_export(int argc, char **argv)
                       "Writes what a framework needs to run PLAN (a plan string or a plan file):\n"
                       "Megatron-LM arguments, a DeepSpeed config, a torchtitan Python config (or a\n"
                       "torchtitan 0.2 job TOML), or a PyTorch FSDP2 or DDP training script. A plan the\n"
-                      "framework cannot express is refused in one line naming what it lacks\n"
-                      "(docs/export.md).",
+                      "framework cannot express is refused in one line naming what it lacks, and so is\n"
+                      "a plan that does not fit in the device's memory, unless --force (docs/export.md).",
                       opts);
         return WF_OK;
     }
@@ -116,13 +246,37 @@ wf_status wf_cmd_export(int argc, char **argv)
     in.plan = pos[0];
     if (wf_plan_is_oplevel_file(in.plan))
         return wf_errorf(WF_INVAL, "%s: an op-level plan (per-op layouts) has no framework form: Megatron-LM, "
-                                   "DeepSpeed, torchtitan and PyTorch take whole-model degrees (dp, tp, pp)",
+                                   "DeepSpeed, torchtitan and FSDP take whole-model degrees (dp, tp, pp)",
                          in.plan);
     if ((st = wf_cli_load_plan_input(&in, "exporting")) != WF_OK)
         return st;
     /* The plan must be a valid one for this model, cluster and batch. */
     if ((st = wf_plan_validate(&in.p, &in.mc, &in.c, in.batch)) != WF_OK)
         return st;
+    if ((st = wf_export_target(to, NULL)) != WF_OK)
+        return st;
+    char why[512];
+    if (!wf_export_accepts(to, &in.p, &in.mc, why, sizeof why))
+        return wf_errorf(WF_INVAL, "%s", why);
+    /* A plan that does not fit would fail on the cluster with an out-of-memory
+     * error: refused with the memory it needs, unless --force. */
+    wf_cost_ctx *ctx = NULL;
+    wf_estimate est;
+    if ((st = wf_cost_ctx_create(&in.mc, &in.c, &ctx)) == WF_OK)
+        st = wf_estimate_plan(ctx, &in.p, in.batch, &est);
+    wf_cost_ctx_free(ctx);
+    if (st != WF_OK)
+        return st;
+    if (!est.fits) {
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        if (!force)
+            return wf_errorf(WF_NOFIT, "plan %s needs %.2f GiB per device, the %s has %.2f GiB: it does not fit "
+                                       "(a plan that fits: weft plan --emit %s; --force writes it anyway)",
+                             in.canon, est.memory_per_device_bytes / gib, in.c.dev.name, in.c.dev.mem_bytes / gib, to);
+        wf_log(WF_LOG_WARN, "plan %s needs %.2f GiB per device, the %s has %.2f GiB: it will not fit (written "
+                            "anyway: --force)",
+               in.canon, est.memory_per_device_bytes / gib, in.c.dev.name, in.c.dev.mem_bytes / gib);
+    }
     st = wf_cli_export(stdout, to, &in.p, &in.mc, &in.c, in.batch);
     if (st == WF_OK && fflush(stdout) != 0)
         st = wf_errorf(WF_IO, "cannot write standard output");

@@ -364,6 +364,8 @@ wf_status wf_export_fsdp(FILE *f, const ectx *e)
     if (e->m->dtype == WF_DTYPE_FP16)
         return wf_export_refuse(e, "the FSDP2 script trains in bf16 (fp16 needs loss scaling over sharded gradients): "
                                    "give the model dtype=bf16, e.g. MODEL:dtype=bf16");
+    if (!f)
+        return WF_OK;
     pt_header(f, e, "FSDP2 (fully_shard) training script", "train_fsdp.py");
     fprintf(f, "import os\nimport time\n\nimport torch\nimport torch.distributed as dist\nimport torch.nn as nn\n"
                "import torch.nn.functional as F\nfrom torch.distributed.device_mesh import init_device_mesh\n"
@@ -393,6 +395,8 @@ wf_status wf_export_ddp(FILE *f, const ectx *e)
     if (p->zero != 0)
         return wf_export_refuse(e, "DDP replicates parameters, gradients and optimizer state (zero=0; zero=2 or 3 is "
                                    "--to fsdp)");
+    if (!f)
+        return WF_OK;
     double mib = p->comm.threshold_bytes > 0 ? p->comm.threshold_bytes / 1048576.0 : 25.0;
     pt_header(f, e, "DistributedDataParallel training script", "train_ddp.py");
     fprintf(f, "import contextlib\nimport os\nimport time\n\nimport torch\nimport torch.distributed as dist\n"

@@ -308,7 +308,7 @@ wf_status wf_export_torchtitan(FILE *f, const ectx *e)
 {
     int v02 = 0;
     wf_status st = tt_check(e, &v02);
-    if (st != WF_OK)
+    if (st != WF_OK || !f)
         return st;
     const tt_flavor *t = tt_match(e->m);
     if (v02)

@@ -1,6 +1,7 @@
 /* weft: entry point. Dispatches to the verb, prints one error line and maps
  * the status to the exit code. */
 #include "cli/cli.h"
+#include "weft_version.h" /* generated: WEFT_VERSION, WEFT_GIT_COMMIT */
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ static const verb VERBS[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: weft <verb> [options]   (weft <verb> --help for its options)\n\nverbs:\n");
+    fprintf(f, "usage: weft <verb> [options]   (weft <verb> --help for its options; weft --version)\n\nverbs:\n");
     for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
         fprintf(f, "  %-10s %s\n", VERBS[i].name, VERBS[i].help);
 }
@@ -46,9 +47,17 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (strcmp(argv[1], "--version") == 0) {
-        printf("weft 0.1.0\n");
-        return 0;
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "weft: %s takes no arguments\n", argv[1]);
+            return 1;
+        }
+        /* "weft 0.1.0", and the commit built where the source was a git checkout. */
+        if (WEFT_GIT_COMMIT[0])
+            printf("weft %s (commit %s)\n", WEFT_VERSION, WEFT_GIT_COMMIT);
+        else
+            printf("weft %s\n", WEFT_VERSION);
+        return fflush(stdout) == 0 ? 0 : 2;
     }
     const char *lvl = getenv("WEFT_LOG");
     if (lvl && strcmp(lvl, "debug") == 0)

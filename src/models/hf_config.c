@@ -5,7 +5,8 @@
  *   LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM -> llama:
  *     num_hidden_layers, hidden_size, num_attention_heads,
  *     num_key_value_heads (default: the heads), intermediate_size, vocab_size,
- *     max_position_embeddings (the sequence), torch_dtype
+ *     max_position_embeddings (the longest sequence), tie_word_embeddings
+ *     (true: the head is the embedding's matrix), torch_dtype
  *   MixtralForCausalLM -> llama with experts: the llama fields, plus
  *     num_local_experts, num_experts_per_tok (experts as wide as
  *     intermediate_size)
@@ -26,12 +27,19 @@
  *     num_attention_heads, intermediate_size, vocab_size,
  *     max_position_embeddings, torch_dtype
  *
+ * The training sequence is not the longest the model takes: it is
+ * WF_HF_DEFAULT_SEQ tokens, or max_position_embeddings (n_positions) when
+ * that is shorter, said on stderr, unless the spec's overrides name one
+ * ("config.json:seq=8192"; docs/model-format.md). Overrides replace the
+ * file's values, key by key, in the family's keys (layers, hidden, ...).
+ *
  * Any other architecture, a missing field or a bad value is one line naming it. */
 #include "models/models-impl.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int wf_hf_is_config(const cJSON *j)
@@ -73,14 +81,41 @@ static wf_status need_value(const cJSON *j, const char *path, const char *field,
     return wf_errorf(WF_INVAL, "%s: \"%s\" other than %g: %s", path, field, want, why);
 }
 
+/* The training sequence: the overrides' seq, else WF_HF_DEFAULT_SEQ capped
+ * at the longest the model takes (field, required), said in note. An
+ * override above the longest is noted too (training past the positions the
+ * model was made for, e.g. a context extension). */
+static wf_status put_seq(const cJSON *j, const char *path, const char *field, const wf_spec *ovr, char *spec,
+                         size_t cap, char *note, size_t note_cap)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, field);
+    if (!v || cJSON_IsNull(v))
+        return wf_errorf(WF_FORMAT, "%s: missing field \"%s\"", path, field);
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 || v->valuedouble > 9e15)
+        return wf_errorf(WF_FORMAT, "%s: \"%s\" must be a positive integer", path, field);
+    long long longest = (long long)v->valuedouble;
+    for (int i = 0; ovr && i < ovr->nkv; i++)
+        if (strcmp(ovr->key[i], "seq") == 0) {
+            char *end = NULL;
+            long long seq = strtoll(ovr->val[i], &end, 10);
+            if (end && !*end && seq > longest)
+                snprintf(note, note_cap, "%s: seq=%lld is longer than %s=%lld, the longest sequence the model was "
+                                         "made for", path, seq, field, longest);
+            return WF_OK; /* merged with the other overrides */
+        }
+    long long seq = longest < WF_HF_DEFAULT_SEQ ? longest : WF_HF_DEFAULT_SEQ;
+    snprintf(note, note_cap, "%s: training sequence %lld tokens (%s=%lld is the longest the model takes; "
+                             "%s:seq=N sets it; docs/model-format.md)", path, seq, field, longest, path);
+    size_t n = strlen(spec);
+    snprintf(spec + n, cap - n, "%sseq=%lld", spec[n - 1] == ':' ? "" : ",", seq);
+    return WF_OK;
+}
+
 /* The llama fields every llama-shaped architecture has. */
-static wf_status put_llama(const cJSON *j, const char *path, char *spec, size_t cap)
+static wf_status put_llama(const cJSON *j, const char *path, const wf_spec *ovr, char *spec, size_t cap, char *note,
+                           size_t note_cap)
 {
     wf_status st;
-    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(j, "tie_word_embeddings");
-    if (cJSON_IsTrue(tie))
-        return wf_errorf(WF_INVAL, "%s: tie_word_embeddings=true: weft's llama family has an untied output "
-                                   "head", path);
     snprintf(spec, cap, "llama:");
     if ((st = put_int(j, path, "num_hidden_layers", "layers", 1, spec, cap)) ||
         (st = put_int(j, path, "hidden_size", "hidden", 1, spec, cap)) ||
@@ -88,8 +123,45 @@ static wf_status put_llama(const cJSON *j, const char *path, char *spec, size_t 
         (st = put_int(j, path, "num_key_value_heads", "kv_heads", 0, spec, cap)) ||
         (st = put_int(j, path, "intermediate_size", "ffn", 1, spec, cap)) ||
         (st = put_int(j, path, "vocab_size", "vocab", 1, spec, cap)) ||
-        (st = put_int(j, path, "max_position_embeddings", "seq", 1, spec, cap)))
+        (st = put_seq(j, path, "max_position_embeddings", ovr, spec, cap, note, note_cap)))
         return st;
+    /* Tied head: LlamaConfig, MistralConfig, Qwen2Config, MixtralConfig and
+     * the MoE configs default to untied (tie_word_embeddings=False). */
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tie_word_embeddings"))) {
+        size_t n = strlen(spec);
+        snprintf(spec + n, cap - n, ",tie_embeddings=1");
+    }
+    return WF_OK;
+}
+
+/* The overrides of ovr merged into spec ("family:k=v,..."): a key the file
+ * gave takes the override's value, a new key is appended (an unknown one is
+ * refused by the family's lookup, naming the keys it takes). */
+static wf_status merge_overrides(const char *path, const wf_spec *ovr, char *spec, size_t cap)
+{
+    if (!ovr || ovr->nkv == 0)
+        return WF_OK;
+    wf_spec s;
+    wf_status st = wf_spec_parse(spec, &s);
+    if (st != WF_OK)
+        return st;
+    for (int i = 0; i < ovr->nkv; i++) {
+        int k = 0;
+        while (k < s.nkv && strcmp(s.key[k], ovr->key[i]) != 0)
+            k++;
+        if (k == s.nkv) {
+            if (s.nkv == WF_SPEC_MAX_KV)
+                return wf_errorf(WF_INVAL, "%s: too many overrides", path);
+            snprintf(s.key[k], sizeof s.key[k], "%s", ovr->key[i]);
+            s.nkv++;
+        }
+        snprintf(s.val[k], sizeof s.val[k], "%s", ovr->val[i]);
+    }
+    size_t n = (size_t)snprintf(spec, cap, "%s:", s.name);
+    for (int k = 0; k < s.nkv && n < cap; k++)
+        n += (size_t)snprintf(spec + n, cap - n, "%s%s=%s", k ? "," : "", s.key[k], s.val[k]);
+    if (n >= cap)
+        return wf_errorf(WF_INVAL, "%s: model spec too long with its overrides", path);
     return WF_OK;
 }
 
@@ -141,8 +213,10 @@ static wf_status put_dtype(const cJSON *j, const char *path, char *spec, size_t 
     return WF_OK;
 }
 
-wf_status wf_hf_config_spec(const cJSON *j, const char *path, char *spec, size_t cap)
+wf_status wf_hf_config_spec(const cJSON *j, const char *path, const wf_spec *ovr, char *spec, size_t cap, char *note,
+                           size_t note_cap)
 {
+    note[0] = 0;
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j, "architectures");
     const cJSON *a0 = cJSON_IsArray(arch) ? cJSON_GetArrayItem(arch, 0) : NULL;
     if (!cJSON_IsString(a0))
@@ -151,11 +225,11 @@ wf_status wf_hf_config_spec(const cJSON *j, const char *path, char *spec, size_t
     wf_status st;
     if (strcmp(a, "LlamaForCausalLM") == 0 || strcmp(a, "MistralForCausalLM") == 0 ||
         strcmp(a, "Qwen2ForCausalLM") == 0) {
-        if ((st = put_llama(j, path, spec, cap)))
+        if ((st = put_llama(j, path, ovr, spec, cap, note, note_cap)))
             return st;
     } else if (strcmp(a, "MixtralForCausalLM") == 0) {
         /* Experts as wide as intermediate_size, softmax router. */
-        if ((st = put_llama(j, path, spec, cap)) ||
+        if ((st = put_llama(j, path, ovr, spec, cap, note, note_cap)) ||
             (st = put_int(j, path, "num_local_experts", "experts", 1, spec, cap)) ||
             (st = put_int(j, path, "num_experts_per_tok", "top_k", 1, spec, cap)))
             return st;
@@ -165,14 +239,14 @@ wf_status wf_hf_config_spec(const cJSON *j, const char *path, char *spec, size_t
             return wf_errorf(WF_INVAL, "%s: \"mlp_only_layers\" is not empty: weft puts experts in every layer "
                                        "(or the first N, first_k_dense_replace style)", path);
         if ((st = need_value(j, path, "decoder_sparse_step", 1, "weft puts experts in every layer")) ||
-            (st = put_llama(j, path, spec, cap)) ||
+            (st = put_llama(j, path, ovr, spec, cap, note, note_cap)) ||
             (st = put_int(j, path, "num_experts", "experts", 1, spec, cap)) ||
             (st = put_int(j, path, "num_experts_per_tok", "top_k", 1, spec, cap)) ||
             (st = put_int(j, path, "moe_intermediate_size", "moe_ffn", 1, spec, cap)) ||
             (st = put_int(j, path, "shared_expert_intermediate_size", "shared_ffn", 0, spec, cap)))
             return st;
     } else if (strcmp(a, "DeepseekV3ForCausalLM") == 0) {
-        if ((st = put_llama(j, path, spec, cap)) || (st = put_deepseek(j, path, spec, cap)))
+        if ((st = put_llama(j, path, ovr, spec, cap, note, note_cap)) || (st = put_deepseek(j, path, spec, cap)))
             return st;
     } else if (strcmp(a, "GPT2LMHeadModel") == 0) {
         snprintf(spec, cap, "gpt:");
@@ -182,7 +256,7 @@ wf_status wf_hf_config_spec(const cJSON *j, const char *path, char *spec, size_t
             (st = put_int(j, path, "n_head", "heads", 1, spec, cap)) ||
             (st = put_int(j, path, "n_inner", "ffn", 0, spec, cap)) ||
             (st = put_int(j, path, "vocab_size", "vocab", 1, spec, cap)) ||
-            (st = put_int(j, path, seq, "seq", 1, spec, cap)))
+            (st = put_seq(j, path, seq, ovr, spec, cap, note, note_cap)))
             return st;
     } else if (strcmp(a, "BertForMaskedLM") == 0) {
         snprintf(spec, cap, "bert:");
@@ -191,12 +265,14 @@ wf_status wf_hf_config_spec(const cJSON *j, const char *path, char *spec, size_t
             (st = put_int(j, path, "num_attention_heads", "heads", 1, spec, cap)) ||
             (st = put_int(j, path, "intermediate_size", "ffn", 1, spec, cap)) ||
             (st = put_int(j, path, "vocab_size", "vocab", 1, spec, cap)) ||
-            (st = put_int(j, path, "max_position_embeddings", "seq", 1, spec, cap)))
+            (st = put_seq(j, path, "max_position_embeddings", ovr, spec, cap, note, note_cap)))
             return st;
     } else {
         return wf_errorf(WF_INVAL, "%s: architecture %s is not one weft reads (LlamaForCausalLM, MistralForCausalLM, "
                                    "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, DeepseekV3ForCausalLM, "
                                    "GPT2LMHeadModel, BertForMaskedLM)", path, a);
     }
-    return put_dtype(j, path, spec, cap);
+    if ((st = put_dtype(j, path, spec, cap)) != WF_OK)
+        return st;
+    return merge_overrides(path, ovr, spec, cap);
 }

@@ -29,10 +29,17 @@ wf_status wf_build_mlp(const wf_model_config *m, int64_t batch, wf_graph *g);
  * samples; every problem in the file is WF_FORMAT naming the bad field. */
 int wf_graph_json_is_oplist(const struct cJSON *j);
 /* Hugging Face config.json (hf_config.c): 1 when j has "architectures"; the
- * family spec it describes ("llama:layers=32,...") into spec, or one error
- * naming the architecture or field. */
+ * family spec it describes ("llama:layers=32,...") with the overrides ovr
+ * (may be NULL; "config.json:seq=2048" gives seq=2048) merged in, into
+ * spec, or one error naming the architecture or field. The training
+ * sequence, unless ovr names one, is WF_HF_DEFAULT_SEQ capped at the
+ * model's longest (docs/model-format.md); note gets the line that says so
+ * (or that an override exceeds the longest; "" when neither), for the
+ * caller to print once the model is read. */
+#define WF_HF_DEFAULT_SEQ 4096
 int wf_hf_is_config(const struct cJSON *j);
-wf_status wf_hf_config_spec(const struct cJSON *j, const char *path, char *spec, size_t cap);
+wf_status wf_hf_config_spec(const struct cJSON *j, const char *path, const wf_spec *ovr, char *spec, size_t cap,
+                           char *note, size_t note_cap);
 wf_status wf_build_json_graph(const struct cJSON *j, const char *ctx, int64_t batch, wf_graph *g);
 
 /* Name helper: snprintf into a WF_NAME_LEN buffer (names that do not fit are

@@ -381,7 +381,7 @@ static int moe_layer(const wf_model_config *m, int64_t i)
 
 /* Llama: pre-RMSNorm layers, rotary q/k, grouped-query attention (or MLA),
  * SwiGLU MLP (down(silu(gate) * up)) or a mixture of SwiGLU experts, no
- * biases, no dropout, untied output head. */
+ * biases, no dropout, an untied output head unless m->tie_embeddings. */
 wf_status wf_build_llama(const wf_model_config *m, int64_t batch, wf_graph *g)
 {
     int64_t H = m->hidden, V = m->vocab, F = m->ffn;
@@ -404,6 +404,10 @@ wf_status wf_build_llama(const wf_model_config *m, int64_t batch, wf_graph *g)
     }
     wf_graph_set_block(g, -1, -1);
     x = rmsnorm(g, "final.norm", x, H, dt);
+    if (m->tie_embeddings) { /* the head reads the embedding's table (Llama 3.2 1B/3B, small Qwen2.5) */
+        tied_head(g, m, batch, x, tab, -1, labels);
+        return g->status;
+    }
     wf_graph_set_tp(g, WF_TP_VOCAB);
     int logits = linear(g, "head.logits", x, H, V, 0, dt); /* [B,S,V] */
     binary(g, WF_OP_CROSS_ENTROPY, "loss", logits, labels);

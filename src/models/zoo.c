@@ -266,6 +266,7 @@ static void from_preset(const zoo_preset *p, wf_model_config *m)
     m->ffn = p->ffn;
     m->causal = p->family == WF_FAMILY_GPT || p->family == WF_FAMILY_LLAMA;
     m->nsp = p->nsp;
+    m->tie_embeddings = p->family == WF_FAMILY_GPT || p->family == WF_FAMILY_BERT;
     m->depth = p->depth;
     m->image = p->image;
     m->channels = p->channels;
@@ -363,7 +364,9 @@ static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
             (st = get_i64(s, "vocab", 1, LIM_BIG, &m->vocab)) ||
             (st = get_i64(s, "ffn", 1, LIM_BIG, &ffn)) || (st = get_dtype(s, &m->dtype)))
             return st;
+        int64_t tie = -1;
         if (m->family == WF_FAMILY_LLAMA && ((st = get_i64(s, "kv_heads", 1, 1 << 20, &kv)) ||
+                                             (st = get_i64(s, "tie_embeddings", 0, 1, &tie)) ||
                                              (st = moe_overrides(s, m))))
             return st;
         if (m->family == WF_FAMILY_BERT) {
@@ -372,12 +375,14 @@ static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
                 return st;
             m->nsp = (int)nsp;
         }
+        if (tie >= 0)
+            m->tie_embeddings = (int)tie;
         if (ffn > 0)
             m->ffn = ffn;
         if (kv > 0)
             m->kv_heads = kv;
         hint = m->family == WF_FAMILY_LLAMA
-                   ? "layers, hidden, heads, kv_heads, seq, vocab, ffn, dtype; experts, top_k, "
+                   ? "layers, hidden, heads, kv_heads, seq, vocab, ffn, dtype, tie_embeddings (0 or 1); experts, top_k, "
                      "moe_ffn, shared_experts, shared_ffn, first_dense, moe_freq, capacity, "
                      "router (softmax or sigmoid); q_lora, kv_lora, qk_nope, qk_rope, v_head"
                    : m->family == WF_FAMILY_BERT ? "layers, hidden, heads, seq, vocab, ffn, dtype, nsp (0 or 1)"
@@ -624,7 +629,9 @@ static wf_status as_format(wf_status st, const char *ctx)
     return wf_errorf(WF_FORMAT, "%s: %s", ctx, msg);
 }
 
-static wf_status lookup_json(const char *path, wf_model_config *out)
+/* A model file; ovr (may be NULL) holds the overrides after "file.json:",
+ * which replace the file's values key by key. */
+static wf_status lookup_json(const char *path, const wf_spec *ovr, const char *spec_text, wf_model_config *out)
 {
     cJSON *j = NULL;
     wf_status st = wf_json_read_file(path, &j);
@@ -637,12 +644,19 @@ static wf_status lookup_json(const char *path, wf_model_config *out)
     const char *name = NULL;
     if (wf_hf_is_config(j)) {
         /* A Hugging Face config.json: the family spec it describes, named after the file. */
-        char spec[512];
-        st = wf_hf_config_spec(j, path, spec, sizeof spec);
+        char spec[1024], note[1024];
+        st = wf_hf_config_spec(j, path, ovr, spec, sizeof spec, note, sizeof note);
         if (st == WF_OK)
             st = wf_model_lookup(spec, out);
+        /* The sequence chosen, on stderr once per model and process (a command
+         * may read its model more than once). */
+        static char said[1024];
+        if (st == WF_OK && note[0] && strcmp(said, note) != 0) {
+            snprintf(said, sizeof said, "%s", note);
+            wf_log(WF_LOG_WARN, "%s", note);
+        }
         if (st == WF_OK) {
-            snprintf(out->name, sizeof out->name, "%s", path);
+            snprintf(out->name, sizeof out->name, "%s", spec_text);
             snprintf(out->path, sizeof out->path, "%s", path);
         }
         goto done;
@@ -651,6 +665,10 @@ static wf_status lookup_json(const char *path, wf_model_config *out)
         goto done;
 
     if (wf_graph_json_is_oplist(j)) {
+        if (ovr && ovr->nkv > 0) {
+            st = wf_errorf(WF_INVAL, "%s: an op list takes no overrides (%s=...)", path, ovr->key[0]);
+            goto done;
+        }
         memset(out, 0, sizeof *out);
         out->family = WF_FAMILY_GRAPH;
         snprintf(out->name, sizeof out->name, "%s", name ? name : path);
@@ -687,8 +705,23 @@ static wf_status lookup_json(const char *path, wf_model_config *out)
     wf_spec s;
     if ((st = json_to_spec(j, path, &s)))
         goto done;
+    /* The overrides after "file.json:" replace the file's values. */
+    for (int i = 0; ovr && i < ovr->nkv; i++) {
+        int k = 0;
+        while (k < s.nkv && strcmp(s.key[k], ovr->key[i]) != 0)
+            k++;
+        if (k == s.nkv) {
+            if (s.nkv == WF_SPEC_MAX_KV) {
+                st = wf_errorf(WF_INVAL, "%s: too many overrides", path);
+                goto done;
+            }
+            snprintf(s.key[k], sizeof s.key[k], "%s", ovr->key[i]);
+            s.nkv++;
+        }
+        snprintf(s.val[k], sizeof s.val[k], "%s", ovr->val[i]);
+    }
     from_preset(base, out);
-    snprintf(out->name, sizeof out->name, "%s", name ? name : path);
+    snprintf(out->name, sizeof out->name, "%s", ovr && ovr->nkv ? spec_text : name ? name : path);
     snprintf(out->path, sizeof out->path, "%s", path);
     if (wf_model_is_transformer(out))
         out->ffn = 0; /* derived from hidden unless the file gives it */
@@ -738,7 +771,28 @@ wf_status wf_model_lookup(const char *spec, wf_model_config *out)
     if (!spec || !*spec)
         return wf_errorf(WF_INVAL, "empty model name (see weft models)");
     if (ends_with(spec, ".json"))
-        return lookup_json(spec, out);
+        return lookup_json(spec, NULL, spec, out);
+    /* "config.json:seq=2048,layers=4": a model file with overrides. */
+    const char *sep = strstr(spec, ".json:");
+    for (const char *q = sep; q; q = strstr(q + 1, ".json:"))
+        sep = q;
+    if (sep) {
+        char path[512];
+        size_t n = (size_t)(sep - spec) + 5;
+        if (n >= sizeof path)
+            return wf_errorf(WF_INVAL, "model path too long: %.*s", (int)n, spec);
+        memcpy(path, spec, n);
+        path[n] = 0;
+        if (!sep[6])
+            return wf_errorf(WF_INVAL, "'%s': expected key=value after ':'", spec);
+        wf_spec ovr;
+        char text[WF_SPEC_MAX_KV * 130 + 8];
+        snprintf(text, sizeof text, "o:%s", sep + 6);
+        wf_status st = wf_spec_parse(text, &ovr);
+        if (st != WF_OK)
+            return st;
+        return lookup_json(path, &ovr, spec, out);
+    }
     if (wf_onnx_is_spec(spec))
         return lookup_onnx(spec, out);
     wf_spec s;
@@ -750,7 +804,7 @@ wf_status wf_model_lookup(const char *spec, wf_model_config *out)
     if (!p && (p = find_family_base(s.name)) != NULL)
         is_family = 1;
     if (!p && access(spec, F_OK) == 0)
-        return lookup_json(spec, out); /* a model file without the .json suffix */
+        return lookup_json(spec, NULL, spec, out); /* a model file without the .json suffix */
     /* Spelling variants resolve ("Llama-2-7B" is llama2-7b); other names get a
      * suggestion. Candidates: the zoo's names, then the families. */
     enum { NFAM = (int)(sizeof g_family_base / sizeof g_family_base[0]) };

@@ -33,6 +33,11 @@
  * Non-transformer models keep only 3: their stages are split by time per
  * micro-batch size, so neither weights per device nor memory need be monotone.
  *
+ * A filter (opts->accept) narrows the space itself: the candidates it refuses
+ * are neither counted, scored nor ranked, so the top K and the frontier are
+ * plans it accepts. The probe of pruning 1 is estimated even when refused
+ * (it bounds its group's accepted plans too) but ranked only when accepted.
+ *
  * Ranking: time, then memory, then the canonical plan string, so results do
  * not depend on the enumeration order. The frontier keeps, in that order, the
  * plans whose memory is strictly below every plan before them. */
@@ -191,6 +196,7 @@ typedef struct {
     frontier front;
     wf_outer_result *r;
     int have_probe;
+    int probing;          /* 1 while the probe is scored: estimated even if the filter refuses it */
     wf_outer_point probe; /* the group's probe, reused when the loops reach it */
     wf_outer_point *rtop; /* the K best fitting plans that recompute uniformly and no pruning skips:
                              what per-stage recomputation refines after the enumeration */
@@ -222,15 +228,26 @@ static int point_fits(const search *s, const wf_outer_point *p)
     return p->est.fits && p->est.memory_per_device_bytes <= s->budget_bytes;
 }
 
-/* Scores one candidate. *scored = 0 when the estimate rejects the plan. */
+/* 1 when the search's filter (if any) accepts plan p. */
+static int accepted(const search *s, const wf_plan *p)
+{
+    return !s->opts->accept || s->opts->accept(p, s->opts->accept_user);
+}
+
+/* Scores one candidate. *scored = 0 when the estimate rejects the plan or
+ * the filter refuses it (the probe, s->probing, is estimated all the same
+ * and not ranked). */
 static wf_status score(search *s, const wf_plan *plan, wf_outer_point *out, int *scored)
 {
     *scored = 0;
+    int ok = accepted(s, plan);
     if (s->have_probe && plan_equal(plan, &s->probe.plan)) {
         *out = s->probe;
-        *scored = 1;
+        *scored = ok;
         return WF_OK;
     }
+    if (!ok && !s->probing)
+        return WF_OK;
     out->plan = *plan;
     wf_status st = wf_estimate_plan(s->ctx, plan, s->batch, &out->est);
     if (st == WF_INVAL) {
@@ -240,6 +257,8 @@ static wf_status score(search *s, const wf_plan *plan, wf_outer_point *out, int 
     if (st != WF_OK)
         return st;
     *scored = 1;
+    if (!ok)
+        return WF_OK;
     s->r->searched++;
     if (!s->r->has_min ||
         out->est.memory_per_device_bytes < s->r->min_memory.est.memory_per_device_bytes ||
@@ -466,12 +485,12 @@ static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eva
         int64_t micro = s->batch / ((int64_t)p->dp * mbs->v[im]);
         if (p->vpp > 1 && micro % p->pp != 0)
             continue;
-        if (!eval) {
-            (*count)++;
-            continue;
-        }
         wf_plan q = *p;
         q.mbs = (int)mbs->v[im];
+        if (!eval) {
+            *count += accepted(s, &q);
+            continue;
+        }
         wf_outer_point pt;
         int scored = 0;
         wf_status st = score(s, &q, &pt, &scored);
@@ -524,7 +543,10 @@ static wf_status walk_group(search *s, const group *g, int eval, int64_t *count)
         probe.recompute = WF_RECOMPUTE_FULL;
         probe.sp = sp_ok(s, g->tp);
         int scored = 0;
-        if ((st = score(s, &probe, &s->probe, &scored)) != WF_OK)
+        s->probing = 1;
+        st = score(s, &probe, &s->probe, &scored);
+        s->probing = 0;
+        if (st != WF_OK)
             goto done;
         if (!scored)
             goto done; /* the estimate rejects the group's degrees */
@@ -688,6 +710,11 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
             }
         }
         }
+    }
+    if (r->space == 0 && opts->accept) {
+        st = wf_errorf(WF_INVAL, "no plan of model '%s' over %lld devices with batch=%lld passes the plan "
+                                 "filter", m->name, (long long)n, (long long)batch);
+        goto out;
     }
     if (r->space == 0) {
         st = wf_errorf(WF_INVAL, "no plan divides model '%s' (heads=%lld, layers=%lld) over %lld "

@@ -138,7 +138,7 @@ for plan in dp=8,zero=3 dp=8,zero=2,mbs=2 dp=8,zero=0,recompute=full dp=2,tp=2,p
   done
 done
 # The profile keys (issue 11) and expert parallelism (issue 15) in the exports.
-"$WEFT" export dp=16,tp=2,cp=2,ep=8,etp=1,sp=1,zero=1,fp8=1 --to megatron --model mixtral-8x7b:dtype=bf16 \
+"$WEFT" export dp=16,tp=2,cp=2,ep=8,etp=1,sp=1,zero=1,fp8=1,mbs=1 --to megatron --model mixtral-8x7b:dtype=bf16 \
   --cluster dgx-h100:nodes=8 --batch 256 >"$tmp/moe.txt" 2>/dev/null
 for flag in "--context-parallel-size 2" "--expert-model-parallel-size 8" "--expert-tensor-parallel-size 1" \
   "--num-experts 8" "--moe-router-topk 2" "--fp8-format hybrid"; do

@@ -165,7 +165,7 @@ for kind in py toml; do
   tt $kind $L70 dgx-h100:nodes=8 64 dp=2,tp=8,pp=4,vpp=2,mbs=1,sp=1,zero=3,recompute=full
   tt $kind $L70 dgx-h100:nodes=8 128 dp=64,mbs=1,zero=3,recompute=full
   tt $kind $L70 dgx-h100:nodes=8 64 dp=2,tp=8,pp=4,mbs=2,sp=1,zero=3,pipe=gpipe,recompute=full
-  tt $kind llama3-8b:dtype=bf16 dgx-h100:nodes=1 64 dp=8,mbs=2,zero=3,fp8=1
+  tt $kind llama3-8b:dtype=bf16 dgx-h100:nodes=1 64 dp=8,mbs=1,zero=3,fp8=1
   # DeepSeek-V3 as torchtitan's deepseek_v3 671B flavor, experts over 8 ranks
   tt $kind deepseek-v3:dtype=bf16 dgx-h100:nodes=32 256 dp=256,ep=8,mbs=1,zero=3,recompute=full
 done
@@ -174,7 +174,7 @@ tt py $G175 dgx-a100:nodes=8 64 dp=1,tp=8,pp=8,mbs=1,vpp=3,sp=1,recompute=full
 tt py $G175 dgx-a100:nodes=16 128 dp=2,tp=8,pp=8,mbs=1,vpp=2,sp=1,zero=3,recompute=full
 tt py llama3-8b:dtype=bf16 dgx-h100:nodes=1 64 dp=2,tp=4,mbs=1,sp=0,zero=0,fp8=1
 check "torchtitan exports checked ($n)" test "$n" -eq 17
-grep -q '"quantize.linear.float8"' <("$WEFT" export dp=8,mbs=2,zero=3,fp8=1 --to torchtitan@0.2 --model llama3-8b:dtype=bf16 \
+grep -q '"quantize.linear.float8"' <("$WEFT" export dp=8,mbs=1,zero=3,fp8=1 --to torchtitan@0.2 --model llama3-8b:dtype=bf16 \
   --cluster dgx-h100:nodes=1 --batch 64 2>/dev/null)
 check "torchtitan@0.2: float8 converter name" test $? -eq 0
 

@@ -74,7 +74,7 @@ pt() { # kind model cluster batch plan nodes per_node
   n=$((n + 1))
 }
 pt fsdp llama3-70b:dtype=bf16 dgx-h100:nodes=8 128 dp=64,mbs=1,zero=3,recompute=full 8 8
-pt fsdp llama3-70b:dtype=bf16 dgx-h100:nodes=8 256 dp=64,mbs=2,zero=2,recompute=selective 8 8
+pt fsdp llama3-8b:dtype=bf16,seq=2048 dgx-h100:nodes=1 64 dp=8,mbs=1,zero=2,recompute=selective 1 8
 pt fsdp mixtral-8x7b:dtype=bf16 dgx-h100:nodes=8 128 dp=64,mbs=1,zero=3,recompute=full 8 8
 pt fsdp gpt3-175b:dtype=bf16 dgx-a100:nodes=8 64 dp=64,mbs=1,zero=3,recompute=full 8 8
 pt ddp gpt2 dgx-a100:nodes=1 64 dp=8,mbs=2,zero=0 1 8

@@ -28,9 +28,10 @@ check "config dtype and shape" "$PY" - a.json <<'PYEOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
 c = j["config"]
-assert j["dtype"] == "bf16" and c["kv_heads"] == 8 and c["seq"] == 8192 and c["vocab"] == 128256, (j["dtype"], c)
+assert j["dtype"] == "bf16" and c["kv_heads"] == 8 and c["seq"] == 4096 and c["vocab"] == 128256, (j["dtype"], c)
+assert c["tie_embeddings"] is False, c
 PYEOF
-"$WEFT" estimate --model "$HF/llama3-8b.json" --cluster dgx-h100:nodes=1 --batch 8 --plan tp=8 --json >e.json 2>/dev/null
+"$WEFT" estimate --model "$HF/llama3-8b.json:seq=8192" --cluster dgx-h100:nodes=1 --batch 8 --plan tp=8 --json >e.json 2>/dev/null
 check "a config estimates like the zoo name" "$PY" - e.json <<PYEOF
 import json, subprocess, sys
 a = json.load(open(sys.argv[1]))
@@ -75,4 +76,62 @@ printf '{"architectures": ["FalconForCausalLM"], "hidden_size": 4544}' >falcon.j
 expect_fail "unknown architecture" "architecture FalconForCausalLM" show falcon.json
 printf '{"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 2}' >short.json
 expect_fail "missing field" "missing field \"num_attention_heads\"" show short.json
+
+# The training sequence (issue 22, item 8): WF_HF_DEFAULT_SEQ = 4096 tokens,
+# capped at max_position_embeddings, said on stderr; config.json:seq=N sets it.
+"$WEFT" show "$HF/llama3.2-1b.json" --json >s.json 2>s.err
+check "default seq 4096, not max_position_embeddings 131072" \
+  "$PY" -c 'import json,sys; assert json.load(open(sys.argv[1]))["config"]["seq"] == 4096' s.json
+check "the sequence is said on stderr, once" test "$(grep -c "training sequence 4096 tokens (max_position_embeddings=131072" s.err)" -eq 1
+"$WEFT" show "$HF/gpt2.json" --json >g.json 2>g.err
+check "gpt2: the default capped at n_positions 1024" \
+  "$PY" -c 'import json,sys; assert json.load(open(sys.argv[1]))["config"]["seq"] == 1024' g.json
+check "gpt2: said" grep -q "training sequence 1024 tokens (n_positions=1024" g.err
+"$WEFT" show "$HF/llama3.2-1b.json:seq=8192,layers=4,dtype=fp16" --json >o.json 2>o.err
+check "overrides: seq, layers, dtype" "$PY" - o.json <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1])); c = j["config"]
+assert c["seq"] == 8192 and c["layers"] == 4 and j["dtype"] == "fp16" and c["hidden"] == 2048, (j["dtype"], c)
+assert c["tie_embeddings"] is True
+# 4 of the 16 layers of 60,821,504 parameters, one tied [128256, 2048] table, the final norm
+assert j["params"] == 128256 * 2048 + 4 * 60821504 + 2048, j["params"]
+PYEOF
+check "overrides: nothing said when seq is given" test ! -s o.err
+"$WEFT" show "$HF/gpt2.json:seq=2048" >/dev/null 2>l.err
+check "seq above n_positions: a warning" grep -q "seq=2048 is longer than n_positions=1024" l.err
+expect_fail "unknown override" "kv_head" show "$HF/llama3.2-1b.json:kv_head=4"
+expect_fail "bad override value" "layers" show "$HF/llama3.2-1b.json:layers=0"
+expect_fail "empty override" "key=value" show "$HF/llama3.2-1b.json:"
+# Overrides on weft's own model files too.
+printf '{"name": "small", "family": "llama", "layers": 2, "hidden": 256, "heads": 4, "seq": 128, "vocab": 1000}' >small.json
+"$WEFT" show "small.json:layers=3,tie_embeddings=1" --json >w.json 2>/dev/null
+check "model file overrides" "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1]))["config"]; assert c["layers"] == 3 and c["tie_embeddings"], c' w.json
+
+# Tied embeddings: Llama 3.2 1B has exactly 1,235,814,400 parameters (model
+# card): the 128256 x 2048 embedding, shared with the head; 16 layers of
+# 60,821,504 (q and o 2048 x 2048, k and v 2048 x 512 for 8 kv heads of 64,
+# SwiGLU 3 x 2048 x 8192, two RMSNorms of 2048); the final RMSNorm.
+check "llama3.2-1b config (tied): 1,235,814,400" test "$(params "$HF/llama3.2-1b.json")" = 1235814400
+check "llama3.2-1b untied: one more 128256 x 2048 matrix" \
+  test "$(params "$HF/llama3.2-1b.json:tie_embeddings=0")" = $((1235814400 + 128256 * 2048))
+# Qwen2.5-0.5B publishes 494,032,768 with q/k/v biases, which weft's llama has
+# not: 24 layers x (896 + 2 x 128) fewer.
+check "qwen2.5-0.5b config (tied): 494,032,768 less its qkv biases" \
+  test "$(params "$HF/qwen2.5-0.5b.json")" = $((494032768 - 24 * (896 + 2 * 128)))
+# Memory: one table fewer. With dp only (zero=0, fp16/bf16 weights with Adam:
+# 2 weight + 2 gradient + 12 optimizer bytes per parameter) the tied model
+# needs 16 x 128256 x 2048 bytes less; with pp=2 the first stage holds the
+# embedding and the last the head either way (the same memory), and the tied
+# copies' gradients are summed across the two (more data-parallel traffic).
+est() { "$WEFT" estimate --model "$HF/llama3.2-1b.json:tie_embeddings=$1" --cluster dgx-h100:nodes=1 --batch 64 \
+  --plan "$2" --json 2>/dev/null; }
+est 1 dp=8 >t8.json; est 0 dp=8 >u8.json; est 1 dp=4,pp=2 >t2.json; est 0 dp=4,pp=2 >u2.json
+check "tied: memory and traffic" "$PY" - t8.json u8.json t2.json u2.json <<'PYEOF'
+import json, sys
+t8, u8, t2, u2 = (json.load(open(f)) for f in sys.argv[1:5])
+d = u8["memory_per_device_bytes"] - t8["memory_per_device_bytes"]
+assert abs(d - 16 * 128256 * 2048) <= 1e-6 * d, d
+assert t2["memory_per_device_bytes"] == u2["memory_per_device_bytes"], (t2["memory_per_device_bytes"], u2["memory_per_device_bytes"])
+assert t2["breakdown"]["dp_comm"] > u2["breakdown"]["dp_comm"], (t2["breakdown"], u2["breakdown"])
+PYEOF
 finish hfconfig.sh
