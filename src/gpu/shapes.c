@@ -34,8 +34,12 @@ typedef struct {
     int cap, n;
 } shape_list;
 
+/* Appends a shape once (a layer shape can be a square one: 2048^3, 8192^3). */
 static void add(shape_list *l, int64_t m, int64_t n, int64_t k, wf_mdtype t)
 {
+    for (int i = 0; i < l->n && i < l->cap; i++)
+        if (l->out[i].m == m && l->out[i].n == n && l->out[i].k == k && l->out[i].dtype == t)
+            return;
     if (l->n < l->cap)
         l->out[l->n] = (wf_gpu_shape){m, n, k, t};
     l->n++;
@@ -90,9 +94,9 @@ int wf_gpu_shapes(int quick, int cc_major, int cc_minor, wf_gpu_shape *out, int 
 
 int wf_gpu_coll_sizes(int quick, double *out, int cap)
 {
-    /* nccl-tests' default sweep starts at 8 bytes; 8 B .. 256 MiB by 4x
-     * (quick: 1 KiB .. 16 MiB by 16x). */
-    double from = quick ? 1024 : 8, to = quick ? 16777216.0 : 268435456.0, step = quick ? 16 : 4;
+    /* One float .. 256 MiB by 4x
+     * (quick: 1 KiB .. 4 MiB by 16x). */
+    double from = quick ? 1024 : 4, to = quick ? 16777216.0 : 268435456.0, step = quick ? 16 : 4;
     int n = 0;
     for (double b = from; b <= to; b *= step) {
         if (n < cap)
