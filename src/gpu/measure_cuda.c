@@ -297,10 +297,14 @@ static wf_status gemm_setup(gemm_ctx *g, const wf_gpu_shape *s, int *found)
     return WF_OK;
 }
 
-static size_t max_bytes(const wf_gpu_shape *s, int n, int which)
+/* The largest A (which 0), B (1) or C (2) of the shapes of dtype t (all
+ * dtypes: WF_MDT_COUNT). */
+static size_t max_bytes_of(const wf_gpu_shape *s, int n, int which, wf_mdtype t)
 {
     size_t best = 0;
     for (int i = 0; i < n; i++) {
+        if (t != WF_MDT_COUNT && s[i].dtype != t)
+            continue;
         double b = which == 0   ? (double)(s[i].m * s[i].k) * wf_mdtype_in_bytes(s[i].dtype)
                    : which == 1 ? (double)(s[i].k * s[i].n) * wf_mdtype_in_bytes(s[i].dtype)
                                 : (double)(s[i].m * s[i].n) * wf_mdtype_out_bytes(s[i].dtype);
@@ -310,6 +314,11 @@ static size_t max_bytes(const wf_gpu_shape *s, int n, int which)
     return best;
 }
 
+static size_t max_bytes(const wf_gpu_shape *s, int n, int which)
+{
+    return max_bytes_of(s, n, which, WF_MDT_COUNT);
+}
+
 static wf_status measure_products(const wf_gpu_opts *o, gemm_ctx *g, const wf_gpu_shape *shapes, int nshapes,
                                   wf_cluster_measured *m)
 {
@@ -317,12 +326,22 @@ static wf_status measure_products(const wf_gpu_opts *o, gemm_ctx *g, const wf_gp
     wf_mdtype filled = WF_MDT_COUNT;
     for (int i = 0; i < nshapes && st == WF_OK; i++) {
         const wf_gpu_shape *s = &shapes[i];
-        if (s->dtype != filled) {
-            /* A and B get random elements of this dtype (C is written). */
-            if ((st = fill(g->a, max_bytes(shapes, nshapes, 0), s->dtype, 1 + (uint64_t)s->dtype)) != WF_OK ||
-                (st = fill(g->b, max_bytes(shapes, nshapes, 1), s->dtype, 101 + (uint64_t)s->dtype)) != WF_OK)
+        /* A and B get random elements of this dtype, as far as its products
+         * reach (C is written); tf32 reads fp32 data. */
+        wf_mdtype enc = s->dtype == WF_MDT_TF32 ? WF_MDT_FP32 : s->dtype;
+        if (enc != filled) {
+            size_t na = 0, nb = 0;
+            for (int t = 0; t < WF_MDT_COUNT; t++)
+                if (t == (int)s->dtype || (enc == WF_MDT_FP32 && (t == WF_MDT_FP32 || t == WF_MDT_TF32))) {
+                    size_t x = max_bytes_of(shapes, nshapes, 0, (wf_mdtype)t);
+                    size_t y = max_bytes_of(shapes, nshapes, 1, (wf_mdtype)t);
+                    na = x > na ? x : na;
+                    nb = y > nb ? y : nb;
+                }
+            if ((st = fill(g->a, na, enc, 1 + (uint64_t)enc)) != WF_OK ||
+                (st = fill(g->b, nb, enc, 101 + (uint64_t)enc)) != WF_OK)
                 break;
-            filled = s->dtype;
+            filled = enc;
         }
         int found = 0;
         if ((st = gemm_setup(g, s, &found)) == WF_OK && found) {

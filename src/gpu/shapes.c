@@ -79,10 +79,9 @@ int wf_gpu_shapes(int quick, int cc_major, int cc_minor, wf_gpu_shape *out, int 
     add_squares(&l, 512, 16384, WF_MDT_FP16);
     for (int i = 0; i < NLAYER; i++)
         add(&l, 8192, LAYER_NK[i][0], LAYER_NK[i][1], WF_MDT_FP16);
-    for (int i = 0; i < (int)(sizeof FP32_MNK / sizeof FP32_MNK[0]); i++) {
-        add(&l, FP32_MNK[i][0], FP32_MNK[i][1], FP32_MNK[i][2], WF_MDT_FP32);
-        add(&l, FP32_MNK[i][0], FP32_MNK[i][1], FP32_MNK[i][2], WF_MDT_TF32);
-    }
+    for (int t = WF_MDT_FP32; t <= WF_MDT_TF32; t++)
+        for (int i = 0; i < (int)(sizeof FP32_MNK / sizeof FP32_MNK[0]); i++)
+            add(&l, FP32_MNK[i][0], FP32_MNK[i][1], FP32_MNK[i][2], (wf_mdtype)t);
     if (fp8) {
         add_squares(&l, 1024, 16384, WF_MDT_FP8);
         for (int t = 0; t < 3; t++)
