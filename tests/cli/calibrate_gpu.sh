@@ -20,6 +20,15 @@ else
   check "no file written without a GPU" test ! -e "$tmp/never.json"
   # the message is the build's: no CUDA, or CUDA with no driver/device
   check "the refusal says why" grep -q -E "built without CUDA|cudaGetDeviceCount" "$tmp/f.err"
+  # under mpiexec every rank stops with the same message, no rank hangs
+  MPIEXEC=${MPIEXEC:-$(command -v mpiexec || true)}
+  if [ -n "$MPIEXEC" ]; then
+    timeout 120 "$MPIEXEC" -n 2 "$WEFT" calibrate --gpu -o "$tmp/never2.json" >"$tmp/m.out" 2>"$tmp/m.err"
+    rc=$?
+    check "mpiexec -n 2 calibrate --gpu: exit 1 (got $rc)" test $rc -eq 1
+    check "mpiexec -n 2: the refusal on stderr" grep -q -E "built without CUDA|cudaGetDeviceCount" "$tmp/m.err"
+    check "mpiexec -n 2: no file" test ! -e "$tmp/never2.json"
+  fi
 fi
 expect_fail "--base without --gpu" "--base" calibrate --base dgx-a100
 expect_fail "--devices without --gpu" "--devices" calibrate --devices 2
