@@ -56,4 +56,4 @@ fuzz:
 	bash scripts/fuzz build-fuzz $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan build-fuzz build-nocuda build-gpu

@@ -41,6 +41,17 @@ void wf_mpi_stop(int started);
  * rank (prefixed "rank R: " on the others). Without MPI it returns st. */
 wf_status wf_mpi_agree(wf_status st);
 
+/* The job over nodes (ranks that share memory form a node). */
+typedef struct {
+    int rank, nranks;
+    int node, nodes;             /* this rank's node (0-based, in order of the nodes' lowest ranks), nodes */
+    int local_rank, ranks_per_node; /* rank within the node; the largest node's size */
+} wf_mpi_job;
+/* Collective: the layout (rank 0 of 1 on node 0 of 1 without MPI). */
+wf_status wf_mpi_layout(wf_mpi_job *job);
+/* Collective: buf from `root` to every rank (nothing without MPI). */
+wf_status wf_mpi_bcast_bytes(void *buf, size_t bytes, int root);
+
 /* ---- data loaders ---------------------------------------------------------------
  * A loader yields fp32 or int32 batches, deterministic given (spec, layout,
  * seed): global sample number p (counted from 0 over the whole run) is a pure

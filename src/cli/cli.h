@@ -40,6 +40,10 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
 wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t batch,
                                 const char *path, double max_memory_gib, int json);
 
+/* `weft calibrate --gpu` (cmd_calibrate_gpu.c): measures the GPUs of this node or
+ * MPI job and writes a cluster file fitted on `base_spec`'s unmeasured factors. */
+wf_status wf_cli_calibrate_gpu(const char *out, int quick, const char *base_spec, int64_t max_devices);
+
 /* Prints a cJSON value on stdout as the one JSON object of a --json run. */
 struct cJSON;
 wf_status wf_cli_print_json(const struct cJSON *j);

@@ -2,9 +2,11 @@
  * and writing of the cluster file format of docs/cluster-format.md. The same
  * format is what `weft calibrate -o` writes and what a preset prints as. */
 #include "weft/cluster.h"
+#include "weft/cluster_measured.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define FORMAT_NAME "weft-cluster"
@@ -113,7 +115,7 @@ wf_status wf_cluster_from_json(const cJSON *j, const char *ctx, wf_cluster *out)
     static const char *const keys[] = {"format",           "version",    "name",
                                        "device",           "levels",     "overlap_slowdown",
                                        "reduce_bps",       "mem_reserved_bytes", "grad_bytes",
-                                       "p2p_overhead_s",   NULL};
+                                       "p2p_overhead_s",   "measured",   NULL};
     memset(out, 0, sizeof *out);
     wf_status st = wf_json_check_keys(j, ctx, keys);
     if (st != WF_OK)
@@ -165,6 +167,20 @@ wf_status wf_cluster_from_json(const cJSON *j, const char *ctx, wf_cluster *out)
         (st = wf_json_get_num(j, ctx, "grad_bytes", 0, 2, 4, &out->grad_bytes)) != WF_OK ||
         (st = wf_json_get_num(j, ctx, "p2p_overhead_s", 0, 0, 1, &out->p2p_overhead_s)) != WF_OK)
         return st;
+    /* The points `weft calibrate --gpu` measured: checked here, read by
+     * wf_cluster_measured_from_json where they are used (they are not part
+     * of wf_cluster). */
+    const cJSON *measured = cJSON_GetObjectItemCaseSensitive(j, "measured");
+    if (measured) {
+        wf_cluster_measured *m = malloc(sizeof *m);
+        if (!m)
+            return wf_errorf(WF_NOMEM, "%s.measured: out of memory", ctx);
+        snprintf(sub, sizeof sub, "%s.measured", ctx);
+        st = wf_cluster_measured_from_json(measured, sub, m);
+        free(m);
+        if (st != WF_OK)
+            return st;
+    }
     st = wf_cluster_check(out);
     if (st != WF_OK) {
         /* Re-word the check's message with the file as context. */

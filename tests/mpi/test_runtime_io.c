@@ -1,7 +1,8 @@
 /* Runtime I/O under mpiexec (2 and 4 ranks): the MPI-world helpers, agreement
  * on a failure of one rank, checkpoints with one shard per rank (round trip,
  * a corrupt shard of the last rank refused on every rank, nothing
- * overwritten), and data slices that gather to the one-process batch. */
+ * overwritten), data slices that gather to the one-process batch, and the
+ * job's layout over nodes with a byte broadcast (calibrate --gpu's). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,23 @@ static void fill(float *w, int n, int rank, int step)
 {
     for (int i = 0; i < n; i++)
         w[i] = (float)(rank * 1000 + step * 10 + i) * 0.25f;
+}
+
+/* One machine: one node holding every rank, in rank order; a broadcast of
+ * bytes from the last rank reaches every rank. */
+static void test_layout(int rank, int nranks)
+{
+    wf_mpi_job job;
+    CHECK(wf_mpi_layout(&job) == WF_OK);
+    CHECK(job.rank == rank && job.nranks == nranks);
+    CHECK(job.node == 0 && job.nodes == 1);
+    CHECK(job.local_rank == rank && job.ranks_per_node == nranks);
+    unsigned char id[128];
+    for (int i = 0; i < 128; i++)
+        id[i] = (unsigned char)(rank == nranks - 1 ? 255 - i : 0);
+    CHECK(wf_mpi_bcast_bytes(id, sizeof id, nranks - 1) == WF_OK);
+    for (int i = 0; i < 128; i++)
+        CHECK(id[i] == (unsigned char)(255 - i));
 }
 
 static void test_agree(int rank, int nranks)
@@ -177,6 +195,7 @@ int main(int argc, char **argv)
     int started = -1;
     CHECK(wf_mpi_start(&started) == WF_OK && started == 0); /* already up: nothing to do */
     test_agree(rank, nranks);
+    test_layout(rank, nranks);
     test_checkpoint(rank, nranks);
     test_data_slices(rank, nranks);
     if (rank == 0)
