@@ -1375,9 +1375,43 @@ static void test_blas_control(void **state)
     assert_true(strlen(wf_k_blas_info()) > 0);
 }
 
+/* The core type weft sets before OpenBLAS initializes: only when the chosen
+ * kernels are narrower than the CPU's units, never a downgrade. */
+static void test_blas_core_choice(void **state)
+{
+    (void)state;
+    assert_string_equal(wf_k_blas_core_for("Prescott", 2), "SkylakeX");
+    assert_string_equal(wf_k_blas_core_for("Haswell", 2), "SkylakeX");
+    assert_string_equal(wf_k_blas_core_for("zen", 2), "SkylakeX");
+    assert_string_equal(wf_k_blas_core_for("Nehalem", 1), "Haswell");
+    assert_string_equal(wf_k_blas_core_for("Sandybridge", 1), "Haswell");
+    assert_null(wf_k_blas_core_for("Cooperlake", 2));
+    assert_null(wf_k_blas_core_for("SkylakeX", 2));
+    assert_null(wf_k_blas_core_for("SkylakeX", 1)); /* wider than the CPU: OpenBLAS's own business */
+    assert_null(wf_k_blas_core_for("Haswell", 1));
+    assert_null(wf_k_blas_core_for("Prescott", 0));
+    assert_null(wf_k_blas_core_for("unknown", 2));
+    assert_null(wf_k_blas_core_for(NULL, 2));
+    assert_int_equal(wf_k_blas_core_level("SAPPHIRERAPIDS"), 2);
+    assert_int_equal(wf_k_blas_core_level("Zen"), 1);
+    assert_int_equal(wf_k_blas_core_level("Prescott"), 0);
+    /* cpuid against the compiler's own reading of it */
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    const int v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    const int v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    assert_int_equal(wf_k_cpu_vector_level(), v4 && v3 ? 2 : v3 ? 1 : 0);
+#endif
+    /* with OPENBLAS_CORETYPE unset the running process already had the fix
+     * (weft's main); here the hint is there exactly when a better core is */
+    assert_true((wf_k_blas_hint() != NULL) == (wf_k_blas_better_core() != NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blas_core_choice),
         cmocka_unit_test_teardown(test_matmul, release_bufs),
         cmocka_unit_test_teardown(test_linear, release_bufs),
         cmocka_unit_test_teardown(test_binary, release_bufs),

@@ -1,6 +1,7 @@
 /* weft: entry point. Dispatches to the verb, prints one error line and maps
  * the status to the exit code. */
 #include "cli/cli.h"
+#include "weft/runtime.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -38,6 +39,9 @@ wf_status wf_cli_print_json(const cJSON *j)
 
 int main(int argc, char **argv)
 {
+    /* First, before MPI_Init and the first GEMM: the BLAS kernels of this CPU
+     * (may re-execute this program with OPENBLAS_CORETYPE set). */
+    wf_runtime_blas_fast_kernels(argv);
     if (argc < 2) {
         usage(stderr);
         return 1;

@@ -40,7 +40,7 @@
 
 #include "runtime/kernels-impl.h"
 
-#include <cblas.h>
+#include "runtime/blas-impl.h"
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <mpi.h>
@@ -665,9 +665,7 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     r->cores = online > 0 ? (int)online : 1;
     r->core_share = (double)r->cores / (double)r->threads < 1 ? (double)r->cores / (double)r->threads : 1.0;
-#ifdef OPENBLAS_VERSION
-    openblas_set_num_threads(o->threads);
-#endif
+    (void)wf_k_set_threads(o->threads); /* WF_NOTFOUND with a BLAS that cannot be told */
     const double min_s = o->quick ? 0.02 : 0.2;
     const int cpu = o->threads == 1;
     r->cpu_clock = cpu;
