@@ -274,6 +274,15 @@ const char *wf_k_blas_better_core(void)
 const char *wf_k_blas_hint(void)
 {
     static char hint[400];
+#if defined(WF_BLAS_BLIS)
+    if (wf_k_cpu_vector_level() > 0 && !strcmp(wf_k_blas_core(), "generic")) {
+        snprintf(hint, sizeof hint,
+                 "this CPU has %s but BLIS runs its generic kernels (its build has no configuration for this CPU): "
+                 "build with OpenBLAS (cmake -DWEFT_BLAS=openblas, the default), usually much faster",
+                 wf_k_cpu_vector_level() == 2 ? "AVX-512" : "AVX2 and FMA");
+        return hint;
+    }
+#endif
     const char *better = wf_k_blas_better_core();
     if (!better)
         return NULL;
