@@ -233,10 +233,13 @@ int wf_k_cpu_vector_level(void)
 
 int wf_k_cpu_has_avx512f(void) { return wf_k_cpu_vector_level() == 2; }
 
-/* One row per family of OpenBLAS core types (the names openblas_get_corename
- * returns in its DYNAMIC_ARCH builds, driver/others/dynamic.c of OpenBLAS
- * 0.3.21): the widest units their sgemm kernels use, as wf_k_cpu_vector_level
- * counts them. A core not listed counts as 0 (SSE: Prescott, Nehalem, ...). */
+/* One row per OpenBLAS core type with wide kernels (the names of `corename[]`
+ * that openblas_get_corename returns in a DYNAMIC_ARCH build and that
+ * OPENBLAS_CORETYPE matches case-insensitively: driver/others/dynamic.c of
+ * OpenBLAS v0.3.21, commit b89fb708; SapphireRapids is a later version's):
+ * the widest units their sgemm kernels use, as wf_k_cpu_vector_level counts
+ * them. A core not listed counts as 0 (SSE: Prescott, Nehalem, Sandybridge's
+ * AVX without FMA, ...). */
 static const struct {
     const char *core; /* lower case */
     int level;
