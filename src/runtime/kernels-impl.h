@@ -187,6 +187,17 @@ const char *wf_k_blas_better_core(void);
  * string). */
 const char *wf_k_blas_hint(void);
 
+/* ---- skinny products (gemm_small.c) ------------------------------------------ */
+
+/* C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C (row-major; A stored [m,k],
+ * or [k,m] when ta; B [k,n], or [n,k] when tb) by the panel kernel for
+ * skinny products, when it applies: an AVX-512 CPU, alpha 1, beta 0 or 1, n
+ * a multiple of 64, and m <= 128 < k (op(B) not transposed, or m a multiple
+ * of 64) or k <= 128 < m (op(B) not transposed). Returns 1 when it computed
+ * C, 0 when the caller must (BLAS). */
+int wf_k_gemm_small(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                    const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
 /* ---- geometry of conv2d and the pools --------------------------------------- */
 
 typedef struct {

@@ -383,6 +383,8 @@ wf_status wf_k_conv_geom_check(wf_k_conv_geom *g, int pool)
 static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                  int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
+    if (wf_k_gemm_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+        return;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
