@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "runtime/kernels-impl.h"
+#include "weft/runtime.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1465,6 +1466,27 @@ static void test_blas_core_choice(void **state)
 #if !defined(WF_BLAS_BLIS)
     assert_true((wf_k_blas_hint() != NULL) == (wf_k_blas_better_core() != NULL));
 #endif
+    /* a variable the user set is left alone: no exec, the process goes on */
+    const char *was = getenv("OPENBLAS_CORETYPE");
+    char saved[64] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    char arg0[] = "test_kernels", *argv[] = {arg0, NULL};
+    setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+    wf_runtime_blas_fast_kernels(argv);
+    assert_string_equal(getenv("OPENBLAS_CORETYPE"), "Prescott");
+    if (was)
+        setenv("OPENBLAS_CORETYPE", saved, 1);
+    else
+        unsetenv("OPENBLAS_CORETYPE");
+    /* unset with kernels as wide as the CPU's: nothing to do either */
+    if (!was && !wf_k_blas_better_core()) {
+        wf_runtime_blas_fast_kernels(argv);
+        assert_null(getenv("OPENBLAS_CORETYPE"));
+    }
+    wf_runtime_blas_fast_kernels(NULL); /* no arguments: nothing to re-execute */
+    assert_true(strlen(wf_runtime_blas_describe()) > 0);
+    assert_non_null(strstr(wf_runtime_blas_describe(), wf_k_blas_core()));
 }
 
 int main(void)
