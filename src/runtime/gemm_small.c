@@ -115,6 +115,23 @@ static void gemm_panels(int ta, int tb, int64_t m, int64_t n, int64_t k, const f
 
 #pragma GCC pop_options
 
+/* The panel and (for dX) C^T: one workspace per thread, grown as needed and
+ * kept (a fresh 1 MiB buffer per product would be mapped and faulted in
+ * every time). NULL when out of memory. */
+static float *workspace(size_t floats)
+{
+    static _Thread_local float *ws;
+    static _Thread_local size_t cap;
+    if (floats > cap) {
+        free(ws);
+        cap = 0;
+        ws = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+        if (ws)
+            cap = floats;
+    }
+    return ws;
+}
+
 int wf_k_gemm_small(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                     const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
@@ -127,38 +144,30 @@ int wf_k_gemm_small(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha
         return 0;
     if (!((m <= 128 && k > 128) || (k <= 128 && m > 128)))
         return 0;
-    if (tb && !ta && m <= 128 && m % NB == 0) {
-        /* dX = dY W^T with a small dY: C^T[n, m] = B[n, k] A^T[k, m], so the wide
-         * operand W streams once, untransposed, and only the small one is
-         * packed transposed; C^T goes through a buffer */
-        float *bp = aligned_alloc(64, sizeof(float) * KC * NB);
-        float *ct = malloc(sizeof(float) * (size_t)(n * m));
-        if (!bp || !ct) {
-            free(bp);
-            free(ct);
-            return 0;
-        }
-        gemm_panels(0, 1, n, m, k, b, ldb, a, lda, 0, ct, m, bp);
-        for (int64_t i = 0; i < m; i++) {
-            float *ci = c + i * ldc;
-            if (beta != 0.0f)
-                for (int64_t j = 0; j < n; j++)
-                    ci[j] += ct[j * m + i];
-            else
-                for (int64_t j = 0; j < n; j++)
-                    ci[j] = ct[j * m + i];
-        }
-        free(bp);
-        free(ct);
-        return 1;
-    }
-    if (tb)
+    if (tb && !(!ta && m <= 128 && m % NB == 0))
         return 0; /* a transposed wide operand: BLAS packs it faster */
-    float *bp = aligned_alloc(64, sizeof(float) * KC * NB);
+    const int ct_path = tb != 0;
+    float *bp = workspace((size_t)(KC * NB) + (ct_path ? (size_t)(n * m) : 0));
     if (!bp)
         return 0;
-    gemm_panels(ta, tb, m, n, k, a, lda, b, ldb, beta != 0.0f, c, ldc, bp);
-    free(bp);
+    if (!ct_path) {
+        gemm_panels(ta, tb, m, n, k, a, lda, b, ldb, beta != 0.0f, c, ldc, bp);
+        return 1;
+    }
+    /* dX = dY W^T with a small dY: C^T[n, m] = B[n, k] A^T[k, m], so the wide
+     * operand W streams once, untransposed, and only the small one is packed
+     * transposed; C^T goes through the workspace */
+    float *ct = bp + KC * NB;
+    gemm_panels(0, 1, n, m, k, b, ldb, a, lda, 0, ct, m, bp);
+    for (int64_t i = 0; i < m; i++) {
+        float *ci = c + i * ldc;
+        if (beta != 0.0f)
+            for (int64_t j = 0; j < n; j++)
+                ci[j] += ct[j * m + i];
+        else
+            for (int64_t j = 0; j < n; j++)
+                ci[j] = ct[j * m + i];
+    }
     return 1;
 }
 
