@@ -690,13 +690,14 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
         printf("\npipeline stages (%s, mbs 2, 4 micro-batches per pipeline, ddp within each stage's dp group):\n"
                "mem: the most loaded rank (parameters, gradients, AdamW state, activation slots, scratch) "
                "against the predicted peak per device without the cluster's reserved memory; GF/s and %%peak: the "
-               "model FLOPs per rank at the sgemm peak; vs_dp: time per sample over the data-parallel runtime's "
+               "model FLOPs per rank at the sgemm peak; bub_ms: the estimate's bubble (against comm_ms, the measured wait); "
+               "vs_dp: time per sample over the data-parallel runtime's "
                "(ddp, %lld per rank, best %.1f ms)\n", bm->label, (long long)bm->batch, 1e3 * dp.best_step_s);
         printf("%-10s %5s %5s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %6s %7s %7s %7s %7s %8s %8s %6s %8s "
-               "%6s %8s %5s\n",
+               "%6s %8s %5s %7s\n",
                "plan", "ranks", "batch", "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "e/med", "sim_ms",
                "e/best", "e/med", "GF/s", "%peak", "vs_dp", "param", "grad", "optim", "act", "mem_MiB", "est_MiB",
-               "err", "sim_MiB", "err", "lim_ms", "%lim");
+               "err", "sim_MiB", "err", "lim_ms", "%lim", "bub_ms");
     }
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const pipe_case *pc = &cases[k];
@@ -737,7 +738,7 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
             double dp_per_sample = dp.best_step_s / (double)(bm->batch * nranks);
             double vs_dp = dp.best_step_s > 0 ? best / (double)batch / dp_per_sample : 0;
             printf("%-10s %5d %5lld %8.1f %8.1f %8.1f %8.1f %+5.0f%% %+5.0f%% %8.1f %+5.0f%% %+5.0f%% %7.1f %5.0f%% "
-                   "%5.2fx %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%% %8.1f %4.0f%%\n",
+                   "%5.2fx %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%% %8.1f %4.0f%% %7.1f\n",
                    pc->label, nranks, (long long)batch, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters),
                    1e3 * est.iteration_time_s, 100.0 * (est.iteration_time_s / best - 1),
                    100.0 * (est.iteration_time_s / med - 1), 1e3 * sr.iteration_time_s,
@@ -745,7 +746,8 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
                    100.0 * flops / best / peak, vs_dp, (double)hib[0] / mib, (double)hib[1] / mib,
                    (double)hib[2] / mib, (double)hib[3] / mib, (double)hi / mib, est.memory_per_device_bytes / mib,
                    100.0 * (est.memory_per_device_bytes / (double)hi - 1), sr.peak_memory_bytes / mib,
-                   100.0 * (sr.peak_memory_bytes / (double)hi - 1), 1e3 * limit_of(&est), 100.0 * limit_of(&est) / med);
+                   100.0 * (sr.peak_memory_bytes / (double)hi - 1), 1e3 * limit_of(&est), 100.0 * limit_of(&est) / med,
+                   1e3 * est.breakdown.bubble);
             fflush(stdout);
         }
         timed_free(&run);
