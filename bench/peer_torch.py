@@ -397,7 +397,7 @@ def main():
     print("PyTorch %s (%s) against weft (%s); BLAS %s; OPENBLAS_CORETYPE=%s" %
           (chk.stdout.split()[0], a.python, a.weft, blas, env.get("OPENBLAS_CORETYPE", "(unset)")))
     print("%d rounds, interleaved (each row: weft, then PyTorch), %d steps per run, median of the steps after %d; "
-          "load %s" % (a.rounds, a.steps, a.warmup, loadavg()))
+          "load %s" % (a.rounds, a.steps, a.warmup, loadavg()), flush=True)
     res = {i: ([], []) for i in range(len(rows))}
     for rnd in range(a.rounds):
         for i, (model, plan, ranks, batch, wplan) in enumerate(rows):
@@ -411,6 +411,8 @@ def main():
                 continue
             res[i][0].append(w)
             res[i][1].append(t)
+            print("  round %d  %-6s %-9s weft %8.1f ms  PyTorch %8.1f ms  ratio %.2f  (load %s)"
+                  % (rnd + 1, model, plan, 1e3 * w, 1e3 * t, t / w, loadavg()), flush=True)
     print("\n| model | plan | ranks | global batch | weft ms | PyTorch ms | PyTorch / weft |")
     print("|---|---|---|---|---|---|---|")
     for i, (model, plan, ranks, batch, _) in enumerate(rows):
