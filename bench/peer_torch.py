@@ -339,12 +339,28 @@ def run_torch(py, model, plan, ranks, batch, steps, env):
     return json.loads(outs[0][0].strip().splitlines()[-1])["times"]
 
 
+def autogroup_nice():
+    """This session's autogroup nice value (Linux), 0 when unknown. The bench
+    may run with its session's priority raised (docs/runtime.md, "Benchmark");
+    PyTorch's workers are children of this session and share it, but MPI's
+    process manager starts weft's ranks in sessions of their own: they are
+    given the same value, so that both frameworks run at the same priority."""
+    try:
+        with open("/proc/self/autogroup") as f:
+            return int(f.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def run_weft(weft, mpiexec, model, wplan, ranks, batch, steps, env):
     with tempfile.TemporaryDirectory() as d:
         log = os.path.join(d, "log.json")
         cmd = [weft, "train", "--model", MODELS[model]["spec"], "--data", "synthetic", "--batch", str(batch),
                "--plan", wplan, "--steps", str(steps), "--log", log, "--print-every", str(steps)]
         if ranks > 1:
+            nice = autogroup_nice()
+            if nice != 0:
+                cmd = ["sh", "-c", 'echo %d > /proc/self/autogroup 2>/dev/null; exec "$@"' % nice, "sh"] + cmd
             cmd = [mpiexec, "-n", str(ranks)] + cmd
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if p.returncode != 0:
