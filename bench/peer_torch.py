@@ -324,7 +324,7 @@ def median_after_warmup(ts, warm):
     return statistics.median(ts)
 
 
-def run_torch(py, model, plan, ranks, batch, steps, env):
+def run_torch(py, model, plan, ranks, batch, steps, env, timeout_s=900):
     port = str(free_port())
     procs = []
     for r in range(ranks):
@@ -332,10 +332,18 @@ def run_torch(py, model, plan, ranks, batch, steps, env):
         procs.append(subprocess.Popen([py, os.path.abspath(__file__), "--worker", "--model", model, "--plan", plan,
                                        "--batch", str(batch), "--steps", str(steps)],
                                       env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = [p.communicate() for p in procs]
-    for p, (o, err) in zip(procs, outs):
-        if p.returncode != 0:
-            raise RuntimeError("PyTorch worker failed: " + err.strip().splitlines()[-1] if err.strip() else "?")
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=timeout_s))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise RuntimeError("PyTorch workers still running after %d s: stopped" % timeout_s)
+    for r, (p, (o, err)) in enumerate(zip(procs, outs)):
+        if p.returncode != 0 or (r == 0 and not o.strip()):
+            last = err.strip().splitlines()[-1] if err.strip() else "no message"
+            raise RuntimeError("PyTorch worker %d failed (exit %d): %s" % (r, p.returncode, last))
     return json.loads(outs[0][0].strip().splitlines()[-1])["times"]
 
 
