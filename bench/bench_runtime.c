@@ -205,7 +205,22 @@ typedef struct {
     double est_comm_s;  /* its exposed communication */
     double sim_s;       /* wf_sim_dp_iteration: iteration */
     double sim_comm_s;  /* its exposed communication */
+    double limit_s;     /* the row's GEMM-bound limit (limit_of) */
 } prediction;
+
+/* The GEMM-bound limit of a plan's step on one rank: every op of its forward
+ * and backward passes at the cost model's time on the calibrated cluster --
+ * the products at the sgemm rate measured for their size (the efficiency
+ * table of weft calibrate, its 64 x 4096 x 4096 entry for the mlp's
+ * batch-64 layers), the memory-bound ops at the measured bandwidth -- over
+ * all the rank's micro-batches (tensor-parallel: its shard), plus the AdamW
+ * pass over its parameters at the measured bandwidth, and with pipeline
+ * stages the bubble of the schedule; no communication. */
+static double limit_of(const wf_estimate *e)
+{
+    const wf_breakdown *b = &e->breakdown;
+    return b->compute + b->recompute + b->optimizer + b->bubble;
+}
 
 static wf_status predict(const wf_cluster *cl, const bench_model *bm, int nranks, const char *comm, prediction *out)
 {
@@ -234,6 +249,7 @@ static wf_status predict(const wf_cluster *cl, const bench_model *bm, int nranks
     out->est_s = est.iteration_time_s;
     out->est_opt_s = est.breakdown.optimizer;
     out->est_comm_s = est.breakdown.exposed_comm;
+    out->limit_s = limit_of(&est);
     wf_arena a;
     wf_arena_init(&a, 1 << 16);
     wf_dp_model dm;
@@ -535,10 +551,13 @@ static void header(void)
 {
     printf("\nwall-clock step times: best and median of the timed steps; cpu: the best step's process CPU time;\n"
            "est/sim: predicted iteration and its error against the best and the median step; GF/s and %%peak: the\n"
-           "step at its best; kern: forward + backward alone at their best\n");
-    printf("%-4s %-5s %5s %-5s %8s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %8s %7s %6s\n", "mdl", "ranks",
+           "step at its best; kern: forward + backward alone at their best; lim: the step's GEMM-bound limit (its\n"
+           "products at the sgemm rate calibrated for their size, memory-bound ops and AdamW at the measured\n"
+           "bandwidth, no communication) and %%lim = lim / median step, %%lcpu = lim / cpu (a loaded machine's\n"
+           "other processes take wall time, not this process's CPU time; MPI's waits spin, so they count)\n");
+    printf("%-4s %-5s %5s %-5s %8s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %8s %7s %6s %8s %5s %5s\n", "mdl", "ranks",
            "batch", "comm", "best_ms", "med_ms", "cpu_ms", "comm_ms", "est_ms", "e/best", "e/med", "sim_ms", "e/best",
-           "e/med", "GF/s", "%peak", "kern_ms", "GF/s", "%peak");
+           "e/med", "GF/s", "%peak", "kern_ms", "GF/s", "%peak", "lim_ms", "%lim", "%lcpu");
 }
 
 static void row(const bench_model *bm, int nranks, const char *comm, const timing *t, double peak,
@@ -546,13 +565,14 @@ static void row(const bench_model *bm, int nranks, const char *comm, const timin
 {
     double f = train_flops(bm->spec, bm->batch);
     printf("%-4s %-5d %5lld %-5s %8.1f %8.1f %8.1f %8.1f %8.1f %+5.0f%% %+5.0f%% %8.1f %+5.0f%% %+5.0f%% %7.1f %5.0f%% "
-           "%8.1f %7.1f %5.0f%%\n",
+           "%8.1f %7.1f %5.0f%% %8.1f %4.0f%% %4.0f%%\n",
            bm->label, nranks, (long long)(bm->batch * nranks), comm ? comm : "-", 1e3 * t->best_step_s,
            1e3 * t->step_s, 1e3 * t->cpu_best_s, 1e3 * t->comm_s, 1e3 * p->est_s,
            100.0 * (p->est_s / t->best_step_s - 1), 100.0 * (p->est_s / t->step_s - 1), 1e3 * p->sim_s,
            100.0 * (p->sim_s / t->best_step_s - 1), 100.0 * (p->sim_s / t->step_s - 1), f / t->best_step_s / 1e9,
            100.0 * f / t->best_step_s / peak, 1e3 * t->best_kernels_s, f / t->best_kernels_s / 1e9,
-           100.0 * f / t->best_kernels_s / peak);
+           100.0 * f / t->best_kernels_s / peak, 1e3 * p->limit_s, 100.0 * p->limit_s / t->step_s,
+           100.0 * p->limit_s / t->cpu_best_s);
     fflush(stdout);
 }
 
@@ -670,13 +690,14 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
         printf("\npipeline stages (%s, mbs 2, 4 micro-batches per pipeline, ddp within each stage's dp group):\n"
                "mem: the most loaded rank (parameters, gradients, AdamW state, activation slots, scratch) "
                "against the predicted peak per device without the cluster's reserved memory; GF/s and %%peak: the "
-               "model FLOPs per rank at the sgemm peak; vs_dp: time per sample over the data-parallel runtime's "
+               "model FLOPs per rank at the sgemm peak; bub_ms: the estimate's bubble (against comm_ms, the measured wait); "
+               "vs_dp: time per sample over the data-parallel runtime's "
                "(ddp, %lld per rank, best %.1f ms)\n", bm->label, (long long)bm->batch, 1e3 * dp.best_step_s);
         printf("%-10s %5s %5s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %6s %7s %7s %7s %7s %8s %8s %6s %8s "
-               "%6s\n",
+               "%6s %8s %5s %7s\n",
                "plan", "ranks", "batch", "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "e/med", "sim_ms",
                "e/best", "e/med", "GF/s", "%peak", "vs_dp", "param", "grad", "optim", "act", "mem_MiB", "est_MiB",
-               "err", "sim_MiB", "err");
+               "err", "sim_MiB", "err", "lim_ms", "%lim", "bub_ms");
     }
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const pipe_case *pc = &cases[k];
@@ -717,7 +738,7 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
             double dp_per_sample = dp.best_step_s / (double)(bm->batch * nranks);
             double vs_dp = dp.best_step_s > 0 ? best / (double)batch / dp_per_sample : 0;
             printf("%-10s %5d %5lld %8.1f %8.1f %8.1f %8.1f %+5.0f%% %+5.0f%% %8.1f %+5.0f%% %+5.0f%% %7.1f %5.0f%% "
-                   "%5.2fx %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%%\n",
+                   "%5.2fx %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f %+5.0f%% %8.2f %+5.0f%% %8.1f %4.0f%% %7.1f\n",
                    pc->label, nranks, (long long)batch, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters),
                    1e3 * est.iteration_time_s, 100.0 * (est.iteration_time_s / best - 1),
                    100.0 * (est.iteration_time_s / med - 1), 1e3 * sr.iteration_time_s,
@@ -725,7 +746,8 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
                    100.0 * flops / best / peak, vs_dp, (double)hib[0] / mib, (double)hib[1] / mib,
                    (double)hib[2] / mib, (double)hib[3] / mib, (double)hi / mib, est.memory_per_device_bytes / mib,
                    100.0 * (est.memory_per_device_bytes / (double)hi - 1), sr.peak_memory_bytes / mib,
-                   100.0 * (sr.peak_memory_bytes / (double)hi - 1));
+                   100.0 * (sr.peak_memory_bytes / (double)hi - 1), 1e3 * limit_of(&est), 100.0 * limit_of(&est) / med,
+                   1e3 * est.breakdown.bubble);
             fflush(stdout);
         }
         timed_free(&run);
@@ -863,9 +885,9 @@ static void spmd_rows(const wf_cluster *cluster, double peak, int iters, int ran
         printf("\ntensor parallelism (SPMD executor), %s, global batch %lld on %d ranks; dp: the data-parallel "
                "runtime (wfbp) on the same ranks, best %.1f ms\n",
                bm->label, (long long)batch, nranks, 1e3 * dp.best_step_s);
-        printf("%-18s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %6s %8s %8s %8s %6s %8s %6s\n", "plan",
+        printf("%-18s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %6s %8s %8s %8s %6s %8s %6s %8s %5s\n", "plan",
                "best_ms", "med_ms", "comm_ms", "est_ms", "e/best", "e/med", "sim_ms", "e/best", "e/med", "GF/s",
-               "%peak", "vs_dp", "mem_MiB", "unpl_MiB", "est_MiB", "err", "sim_MiB", "err");
+               "%peak", "vs_dp", "mem_MiB", "unpl_MiB", "est_MiB", "err", "sim_MiB", "err", "lim_ms", "%lim");
     }
     double flops = train_flops(bm->spec, batch) / (double)nranks;
     for (int sp = 0; sp <= 1; sp++) {
@@ -887,14 +909,15 @@ static void spmd_rows(const wf_cluster *cluster, double peak, int iters, int ran
                          2.0 * (double)mm->param_bytes;
             double unplanned = mem - (double)mm->arena_bytes + (double)mm->unplanned_bytes;
             printf("%-18s %8.1f %8.1f %8.1f %8.1f %+5.0f%% %+5.0f%% %8.1f %+5.0f%% %+5.0f%% %7.1f %5.0f%% %5.2fx "
-                   "%8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%%%s\n",
+                   "%8.1f %8.1f %8.1f %+5.0f%% %8.1f %+5.0f%% %8.1f %4.0f%%%s\n",
                    plan, 1e3 * best, 1e3 * med, 1e3 * median(ms, iters), 1e3 * est.iteration_time_s,
                    100.0 * (est.iteration_time_s / best - 1), 100.0 * (est.iteration_time_s / med - 1),
                    1e3 * sr.iteration_time_s, 100.0 * (sr.iteration_time_s / best - 1),
                    100.0 * (sr.iteration_time_s / med - 1), flops / best / 1e9, 100.0 * flops / best / peak,
                    best / dp.best_step_s, mem / 1048576.0, unplanned / 1048576.0, est.memory_per_device_bytes / 1048576.0,
                    100.0 * (est.memory_per_device_bytes / mem - 1), sr.peak_memory_bytes / 1048576.0,
-                   100.0 * (sr.peak_memory_bytes / mem - 1), ps == WF_OK ? "" : "  (no prediction)");
+                   100.0 * (sr.peak_memory_bytes / mem - 1), 1e3 * limit_of(&est), 100.0 * limit_of(&est) / med,
+                   ps == WF_OK ? "" : "  (no prediction)");
             fflush(stdout);
         } else if (st != WF_OK && rank == 0) {
             fprintf(stderr, "spmd %s: %s\n", plan, wf_last_error());

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "runtime/kernels-impl.h"
+#include "weft/runtime.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1375,9 +1376,124 @@ static void test_blas_control(void **state)
     assert_true(strlen(wf_k_blas_info()) > 0);
 }
 
+/* The panel kernel for skinny products against a naive product in double:
+ * every path (small m, small k, dX as its transpose), beta 0 and 1, row
+ * tails of the register tile, KC tails, and the shapes it must decline. */
+static void check_gemm_small(int ta, int tb, int64_t m, int64_t n, int64_t k, float beta, int want)
+{
+    const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+    float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+    float *c = malloc(sizeof(float) * (size_t)(m * n));
+    double *ref = malloc(sizeof(double) * (size_t)(m * n));
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    assert_non_null(ref);
+    for (int64_t i = 0; i < m * k; i++)
+        a[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
+    for (int64_t i = 0; i < k * n; i++)
+        b[i] = (float)((i * 104729) % 997) / 997.0f - 0.5f;
+    for (int64_t i = 0; i < m * n; i++)
+        c[i] = (float)(i % 13) - 6.0f;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double acc = beta != 0.0f ? (double)c[i * n + j] : 0.0;
+            for (int64_t p = 0; p < k; p++)
+                acc += (double)(ta ? a[p * lda + i] : a[i * lda + p]) * (double)(tb ? b[j * ldb + p] : b[p * ldb + j]);
+            ref[i * n + j] = acc;
+        }
+    int took = wf_k_gemm_small(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, n);
+    if (wf_k_cpu_vector_level() < 2)
+        want = 0;
+    assert_int_equal(took, want);
+    if (took)
+        for (int64_t i = 0; i < m * n; i++)
+            assert_true(fabs((double)c[i] - ref[i]) <= 1e-5 * (double)k);
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+}
+
+static void test_gemm_small(void **state)
+{
+    (void)state;
+    check_gemm_small(0, 0, 64, 128, 300, 0.0f, 1);  /* forward of a batch-64 layer; a KC tail */
+    check_gemm_small(0, 0, 13, 64, 600, 1.0f, 1);   /* bias-initialized C; row tail 1 */
+    check_gemm_small(0, 0, 128, 192, 257, 0.0f, 1); /* row tail 2, KC tail 1 */
+    check_gemm_small(0, 1, 64, 192, 300, 0.0f, 1);  /* dX = dY W^T, as its transpose */
+    check_gemm_small(0, 1, 128, 64, 260, 1.0f, 1);
+    check_gemm_small(1, 0, 300, 128, 64, 0.0f, 1);  /* dW = X^T dY */
+    check_gemm_small(1, 0, 131, 64, 17, 1.0f, 1);
+    check_gemm_small(0, 0, 200, 192, 64, 0.0f, 1);  /* k small, A untransposed */
+    check_gemm_small(0, 0, 64, 100, 300, 0.0f, 0);  /* n not a multiple of 64 */
+    check_gemm_small(0, 0, 200, 128, 200, 0.0f, 0); /* neither side skinny */
+    check_gemm_small(0, 1, 32, 128, 300, 0.0f, 0);  /* dX of 32 rows: BLAS */
+    check_gemm_small(1, 1, 300, 128, 64, 0.0f, 0);  /* transposed wide B with small k */
+    check_gemm_small(0, 0, 64, 128, 300, 0.5f, 0);  /* beta other than 0 or 1 */
+}
+
+/* The core type weft sets before OpenBLAS initializes: only when the chosen
+ * kernels are narrower than the CPU's units, never a downgrade. */
+static void test_blas_core_choice(void **state)
+{
+    (void)state;
+    assert_string_equal(wf_k_blas_core_for("Prescott", 2), "SkylakeX");
+    assert_string_equal(wf_k_blas_core_for("Haswell", 2), "SkylakeX");
+    assert_string_equal(wf_k_blas_core_for("zen", 2), "SkylakeX");
+    assert_string_equal(wf_k_blas_core_for("Nehalem", 1), "Haswell");
+    assert_string_equal(wf_k_blas_core_for("Sandybridge", 1), "Haswell");
+    assert_null(wf_k_blas_core_for("Cooperlake", 2));
+    assert_null(wf_k_blas_core_for("SkylakeX", 2));
+    assert_null(wf_k_blas_core_for("SkylakeX", 1)); /* wider than the CPU: OpenBLAS's own business */
+    assert_null(wf_k_blas_core_for("Haswell", 1));
+    assert_null(wf_k_blas_core_for("Prescott", 0));
+    assert_null(wf_k_blas_core_for("unknown", 2));
+    assert_null(wf_k_blas_core_for(NULL, 2));
+    assert_int_equal(wf_k_blas_core_level("SAPPHIRERAPIDS"), 2);
+    assert_int_equal(wf_k_blas_core_level("Zen"), 1);
+    assert_int_equal(wf_k_blas_core_level("Prescott"), 0);
+    /* cpuid against the compiler's own reading of it */
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    const int v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    const int v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    assert_int_equal(wf_k_cpu_vector_level(), v4 && v3 ? 2 : v3 ? 1 : 0);
+#endif
+    /* with OPENBLAS_CORETYPE unset the running process already had the fix
+     * (weft's main); here the hint is there exactly when a better core is */
+#if !defined(WF_BLAS_BLIS)
+    assert_true((wf_k_blas_hint() != NULL) == (wf_k_blas_better_core() != NULL));
+#endif
+    /* a variable the user set is left alone: no exec, the process goes on */
+    const char *was = getenv("OPENBLAS_CORETYPE");
+    char saved[64] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    char arg0[] = "test_kernels", *argv[] = {arg0, NULL};
+    setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+    wf_runtime_blas_fast_kernels(argv);
+    assert_string_equal(getenv("OPENBLAS_CORETYPE"), "Prescott");
+    if (was)
+        setenv("OPENBLAS_CORETYPE", saved, 1);
+    else
+        unsetenv("OPENBLAS_CORETYPE");
+    /* unset with kernels as wide as the CPU's: nothing to do either */
+    if (!was && !wf_k_blas_better_core()) {
+        wf_runtime_blas_fast_kernels(argv);
+        assert_null(getenv("OPENBLAS_CORETYPE"));
+    }
+    wf_runtime_blas_fast_kernels(NULL); /* no arguments: nothing to re-execute */
+    assert_true(strlen(wf_runtime_blas_describe()) > 0);
+    assert_non_null(strstr(wf_runtime_blas_describe(), wf_k_blas_core()));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blas_core_choice),
+        cmocka_unit_test(test_gemm_small),
         cmocka_unit_test_teardown(test_matmul, release_bufs),
         cmocka_unit_test_teardown(test_linear, release_bufs),
         cmocka_unit_test_teardown(test_binary, release_bufs),

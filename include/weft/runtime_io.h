@@ -207,6 +207,11 @@ int wf_ckpt_exists(const char *dir);
 /* ---- calibration -------------------------------------------------------------------- */
 #define WF_CALIB_MAX_GEMM 10
 #define WF_CALIB_MAX_MSG 16
+#define WF_CALIB_MAX_REPEATS 8
+#define WF_CALIB_REPEATS 5       /* whole measurements of weft calibrate */
+#define WF_CALIB_REPEATS_QUICK 3 /* of weft calibrate --quick */
+#define WF_CALIB_OUTLIER_MADS 3.0
+#define WF_CALIB_NOISY 0.10      /* a factor's spread over the repeats beyond which the machine is too noisy */
 
 typedef struct {
     int quick;   /* keep the whole run under about 5 s */
@@ -264,6 +269,14 @@ typedef struct {
                                     * small blocking all-reduce between bursts of compute adds
                                     * to them, the wait for peers that are not on a core (0:
                                     * not measured) */
+    /* repeats: every number above is the median of `repeats` whole
+     * measurements (3 with quick, else 5) after outliers are rejected */
+    int repeats;
+    int outliers;                  /* values rejected over all the factors */
+    double spread;                 /* the widest (max - min) / median of a factor's kept values */
+    char spread_factor[32];        /* which factor ("all-reduce bandwidth", ...) */
+    int noisy;                     /* 1: spread > WF_CALIB_NOISY: too noisy to calibrate */
+    double load_avg;               /* the 1-minute load average at the start */
 } wf_calib_result;
 
 /* Collective. Runs the measurements (compute on every rank at once, message

@@ -187,6 +187,9 @@ static void describe(const wf_train_info *in, const train_args *a, const wf_opti
         fprintf(stderr, "assumed    %s\n", in->plan_note);
     fprintf(stderr, "optimizer  %s lr %g, weight decay %g, clip %g\n", wf_optim_name(oc->kind), oc->lr,
             oc->weight_decay, oc->clip_norm);
+    fprintf(stderr, "blas       %s\n", wf_runtime_blas_describe());
+    if (wf_runtime_blas_hint())
+        fprintf(stderr, "hint       %s\n", wf_runtime_blas_hint());
     fprintf(stderr, "memory     parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, activations %.1f MiB "
             "(%.1f MiB unplanned)%s\n",
             (double)in->memory.param_bytes / 1048576.0, (double)in->memory.grad_bytes / 1048576.0,

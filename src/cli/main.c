@@ -2,6 +2,7 @@
  * the status to the exit code. */
 #include "cli/cli.h"
 #include "weft_version.h" /* generated: WEFT_VERSION, WEFT_GIT_COMMIT */
+#include "weft/runtime.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -39,6 +40,9 @@ wf_status wf_cli_print_json(const cJSON *j)
 
 int main(int argc, char **argv)
 {
+    /* First, before MPI_Init and the first GEMM: the BLAS kernels of this CPU
+     * (may re-execute this program with OPENBLAS_CORETYPE set). */
+    wf_runtime_blas_fast_kernels(argv);
     if (argc < 2) {
         usage(stderr);
         return 1;

@@ -3,7 +3,8 @@
  *
  * Measured, on every rank at once (so shared caches and memory are contended
  * as in training) and averaged over ranks:
- *   - sgemm (CBLAS, row-major) GFLOP/s at sizes shaped like training's
+ *   - sgemm (the runtime's product: CBLAS, or gemm_small.c for skinny shapes;
+ *     row-major) GFLOP/s at sizes shaped like training's
  *     products (small cubes, attention heads, token-major products of a
  *     transformer, a batch-64 MLP layer, a large product): the best one is
  *     the measured sgemm peak;
@@ -40,12 +41,13 @@
 
 #include "runtime/kernels-impl.h"
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -179,11 +181,12 @@ typedef struct {
     float *a, *b, *c; /* A[m,k], B[k,n], C[m,n] */
 } gemm_ctx;
 
+/* The runtime's own product (kernels.c: BLAS, or gemm_small.c's panel
+ * kernel for skinny shapes), so the rates are those training gets. */
 static void gemm_kernel(void *p)
 {
     gemm_ctx *g = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n, g->k, 1.0f, g->a, g->k, g->b, g->n, 0.0f,
-                g->c, g->n);
+    wf_k_matmul_fwd(g->a, g->b, g->c, g->m, g->k, g->n, 0, 0);
 }
 
 static void fill(float *x, size_t n, float scale)
@@ -651,7 +654,8 @@ static const double MSG_QUICK[] = {8, 65536, 1048576, 67108864};
 static const double MSG_FULL[] = {8, 64, 512, 4096, 32768, 262144, 2097152, 16777216, 67108864};
 _Static_assert(sizeof MSG_FULL / sizeof MSG_FULL[0] <= WF_CALIB_MAX_MSG, "message table too long");
 
-wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
+/* One whole measurement (wf_calibrate_run repeats it). */
+static wf_status calibrate_once(const wf_calib_opts *o, wf_calib_result *r)
 {
     memset(r, 0, sizeof *r);
     if (o->threads < 1 || o->threads > 1024)
@@ -665,9 +669,7 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     r->cores = online > 0 ? (int)online : 1;
     r->core_share = (double)r->cores / (double)r->threads < 1 ? (double)r->cores / (double)r->threads : 1.0;
-#ifdef OPENBLAS_VERSION
-    openblas_set_num_threads(o->threads);
-#endif
+    (void)wf_k_set_threads(o->threads); /* WF_NOTFOUND with a BLAS that cannot be told */
     const double min_s = o->quick ? 0.02 : 0.2;
     const int cpu = o->threads == 1;
     r->cpu_clock = cpu;
@@ -785,6 +787,131 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
         return st;
     /* Every rank returns rank 0's view (the ping-pong times live there). */
     MPI_Bcast(r, (int)sizeof *r, MPI_BYTE, 0, MPI_COMM_WORLD);
+    return WF_OK;
+}
+
+/* ---- repeats ------------------------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The median of x[0..n-1] after rejecting outliers: values further from the
+ * median than WF_CALIB_OUTLIER_MADS scaled median absolute deviations (1.4826
+ * MAD estimates a normal sigma) or, with 3 repeats or fewer, than twice
+ * WF_CALIB_NOISY of the median (a MAD of 3 values is the distance to the
+ * nearest one, too small to judge by). *spread: (max - min) / median of the
+ * values kept; *rejected: how many were dropped. */
+static double robust_median(const double *x, int n, double *spread, int *rejected)
+{
+    double v[WF_CALIB_MAX_REPEATS], d[WF_CALIB_MAX_REPEATS];
+    memcpy(v, x, sizeof(double) * (size_t)n);
+    double med = median_of(v, n);
+    for (int i = 0; i < n; i++)
+        d[i] = fabs(x[i] - med);
+    double mad = median_of(d, n);
+    double lim = n > 3 ? WF_CALIB_OUTLIER_MADS * 1.4826 * mad : 2.0 * WF_CALIB_NOISY * fabs(med);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (fabs(x[i] - med) <= lim || lim <= 0)
+            v[k++] = x[i];
+    if (k == 0) {
+        memcpy(v, x, sizeof(double) * (size_t)n);
+        k = n;
+    }
+    *rejected = n - k;
+    double m = median_of(v, k);
+    *spread = m != 0 ? (v[k - 1] - v[0]) / fabs(m) : 0;
+    return m;
+}
+
+/* Field f of every repeat into its robust median; `name` (a factor the cost
+ * model uses) takes part in the noise verdict. */
+static void combine(wf_calib_result *out, const wf_calib_result *rs, int n, size_t off, const char *name)
+{
+    double x[WF_CALIB_MAX_REPEATS];
+    for (int i = 0; i < n; i++)
+        memcpy(&x[i], (const char *)&rs[i] + off, sizeof(double));
+    double spread;
+    int rej;
+    double m = robust_median(x, n, &spread, &rej);
+    memcpy((char *)out + off, &m, sizeof m);
+    out->outliers += rej;
+    if (name && spread > out->spread) {
+        out->spread = spread;
+        snprintf(out->spread_factor, sizeof out->spread_factor, "%s", name);
+    }
+}
+
+#define COMBINE(field, name) combine(r, rs, n, offsetof(wf_calib_result, field), name)
+
+wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
+{
+    if (o->threads < 1 || o->threads > 1024) {
+        memset(r, 0, sizeof *r);
+        return wf_errorf(WF_INVAL, "calibrate: threads=%d must be in [1, 1024]", o->threads);
+    }
+    const int n = o->quick ? WF_CALIB_REPEATS_QUICK : WF_CALIB_REPEATS;
+    wf_calib_result *rs = calloc((size_t)n, sizeof *rs);
+    if (!rs)
+        return wf_errorf(WF_NOMEM, "calibrate: out of memory");
+    double load = 0;
+    FILE *lf = fopen("/proc/loadavg", "r");
+    if (lf) {
+        if (fscanf(lf, "%lf", &load) != 1)
+            load = 0;
+        fclose(lf);
+    }
+    wf_status st = WF_OK;
+    for (int i = 0; i < n && st == WF_OK; i++)
+        st = calibrate_once(o, &rs[i]);
+    if (st != WF_OK) {
+        *r = rs[0];
+        free(rs);
+        return st;
+    }
+    *r = rs[0]; /* the layout: sizes, counts, ranks and cores */
+    r->repeats = n;
+    r->load_avg = load;
+    r->spread = 0;
+    r->outliers = 0;
+    r->spread_factor[0] = 0;
+    for (int g = 0; g < r->ngemm; g++)
+        COMBINE(gemm[g].flops_per_s, g == r->ngemm - 1 ? "sgemm peak" : NULL);
+    r->gemm_peak_flops_per_s = 0;
+    for (int g = 0; g < r->ngemm; g++)
+        if (r->gemm[g].flops_per_s > r->gemm_peak_flops_per_s)
+            r->gemm_peak_flops_per_s = r->gemm[g].flops_per_s;
+    COMBINE(vector_flops_per_s, "vector rate");
+    COMBINE(stream_bw_bps, "memory bandwidth");
+    COMBINE(copy_bw_bps, NULL);
+    COMBINE(triad_bw_bps, NULL);
+    if (r->nranks > 1) {
+        for (int m = 0; m < r->nmsg; m++) {
+            const int last = m == r->nmsg - 1;
+            COMBINE(pingpong_s[m], last ? "point-to-point bandwidth" : NULL);
+            COMBINE(pingpong_inter_s[m], NULL);
+            COMBINE(allreduce_s[m], last ? "all-reduce bandwidth" : NULL);
+        }
+        if (r->pingpong_s[0] > 0)
+            fit_link(r->msg_bytes, r->pingpong_s, r->nmsg, &r->p2p_alpha_s, &r->p2p_bw_bps);
+        if (r->pingpong_inter_s[0] > 0)
+            fit_link(r->msg_bytes, r->pingpong_inter_s, r->nmsg, &r->inter_alpha_s, &r->inter_bw_bps);
+        fit_link(r->msg_bytes, r->allreduce_s, r->nmsg, &r->allreduce_alpha_s, &r->allreduce_bw_bps);
+        r->allreduce_busbw_bps = r->allreduce_bw_bps * 2.0 * (r->nranks - 1) / r->nranks;
+        COMBINE(overlap_slowdown, "overlap slowdown");
+        COMBINE(shared_sync_s, NULL);
+    }
+    r->noisy = r->spread > WF_CALIB_NOISY;
+    free(rs);
     return WF_OK;
 }
 
@@ -935,6 +1062,13 @@ void wf_calibrate_print(FILE *f, const wf_calib_result *r)
     fprintf(f, "  %-34s %10.2f GB/s\n", "memory triad (a = b + s c)", r->triad_bw_bps / 1e9);
     fprintf(f, "  %-34s %10.2f GiB\n", "memory per rank", r->mem_bytes / (1024.0 * 1024 * 1024));
     fprintf(f, "  (compute and memory timed on the %s clock)\n", r->cpu_clock ? "thread CPU" : "wall");
+    fprintf(f, "  (each the median of %d repeats, %d outlier%s rejected; the widest spread: %s, %.0f%%; load "
+               "average %.2f)\n", r->repeats, r->outliers, r->outliers == 1 ? "" : "s",
+            r->spread_factor[0] ? r->spread_factor : "-", 100 * r->spread, r->load_avg);
+    if (r->noisy)
+        fprintf(f, "warning: the machine is too noisy to calibrate: %s varied by %.0f%% over %d repeats (more "
+                   "than %.0f%%; load average %.2f); calibrate again when it is quieter\n",
+                r->spread_factor, 100 * r->spread, r->repeats, 100 * WF_CALIB_NOISY, r->load_avg);
     fprintf(f, "\nBLAS: %s, core %s\n", wf_k_blas_info(), r->blas_core[0] ? r->blas_core : "unknown");
     const char *hint = wf_k_blas_hint();
     if (hint)

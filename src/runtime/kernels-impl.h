@@ -164,13 +164,39 @@ const char *wf_k_blas_info(void);
  * "SkylakeX", ...; OPENBLAS_CORETYPE overrides its choice), "unknown" for
  * another BLAS. */
 const char *wf_k_blas_core(void);
-/* 1 when the CPU executes AVX-512F. */
+/* The widest vector units this CPU and its OS run, by cpuid and xgetbv:
+ * 2 = AVX-512 F, BW, VL and DQ (with AVX2 and FMA), 1 = AVX2 and FMA, 0 =
+ * neither (or not x86-64). */
+int wf_k_cpu_vector_level(void);
+/* 1 when wf_k_cpu_vector_level() is 2. */
 int wf_k_cpu_has_avx512f(void);
-/* NULL, or a one-line hint when OpenBLAS leaves this CPU's AVX-512 unused:
- * OPENBLAS_CORETYPE names an AVX2 core (Haswell), or OpenBLAS does not know
- * the CPU model and falls back to one. Setting OPENBLAS_CORETYPE=SkylakeX (or
- * unsetting a forced core) selects its AVX-512 sgemm (static string). */
+/* The vector level (as wf_k_cpu_vector_level) of an OpenBLAS core type's
+ * kernels, by name, case-insensitive; 0 for an unlisted core. */
+int wf_k_blas_core_level(const char *core);
+/* The OPENBLAS_CORETYPE that runs the kernels of a CPU of vector level
+ * cpu_level when OpenBLAS chose `core`: "SkylakeX" (level 2) or "Haswell"
+ * (level 1) when core's kernels are narrower than the CPU's units, else NULL
+ * (also for "unknown" or NULL). */
+const char *wf_k_blas_core_for(const char *core, int cpu_level);
+/* wf_k_blas_core_for of the loaded OpenBLAS's core and this CPU; NULL with
+ * another BLAS. */
+const char *wf_k_blas_better_core(void);
+/* NULL, or a one-line hint when the BLAS leaves this CPU's units unused:
+ * OPENBLAS_CORETYPE names a narrower core (Haswell on an AVX-512 CPU), or
+ * OpenBLAS does not know the CPU model and falls back to one (static
+ * string). */
 const char *wf_k_blas_hint(void);
+
+/* ---- skinny products (gemm_small.c) ------------------------------------------ */
+
+/* C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C (row-major; A stored [m,k],
+ * or [k,m] when ta; B [k,n], or [n,k] when tb) by the panel kernel for
+ * skinny products, when it applies: an AVX-512 CPU, alpha 1, beta 0 or 1, n
+ * a multiple of 64, and m <= 128 < k (op(B) not transposed, or m a multiple
+ * of 64) or k <= 128 < m (op(B) not transposed). Returns 1 when it computed
+ * C, 0 when the caller must (BLAS). */
+int wf_k_gemm_small(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                    const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
 /* ---- geometry of conv2d and the pools --------------------------------------- */
 

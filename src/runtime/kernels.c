@@ -22,12 +22,17 @@
  * MPI), fp16/bf16, in-place aliasing of inputs and outputs (only the
  * elementwise ops tolerate y == x: they read a block before writing it). */
 #include "runtime/kernels-impl.h"
+#include "weft/runtime.h"
 
-#include <cblas.h>
+#include "runtime/blas-impl.h"
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- vectorizable building blocks --------------------------------------------------------- */
 
@@ -157,8 +162,11 @@ wf_status wf_k_set_threads(int n)
 #if defined(OPENBLAS_VERSION)
     openblas_set_num_threads(n);
     return WF_OK;
+#elif defined(WF_BLAS_BLIS)
+    bli_thread_set_num_threads(n);
+    return WF_OK;
 #else
-    return wf_errorf(WF_NOTFOUND, "the BLAS in use cannot set its thread count (not OpenBLAS)");
+    return wf_errorf(WF_NOTFOUND, "the BLAS in use cannot set its thread count (neither OpenBLAS nor BLIS)");
 #endif
 }
 
@@ -166,8 +174,12 @@ const char *wf_k_blas_info(void)
 {
 #if defined(OPENBLAS_VERSION)
     return openblas_get_config();
+#elif defined(WF_BLAS_BLIS)
+    static char buf[96];
+    snprintf(buf, sizeof buf, "BLIS %s", bli_info_get_version_str());
+    return buf;
 #else
-    return "CBLAS (not OpenBLAS)";
+    return "CBLAS (neither OpenBLAS nor BLIS)";
 #endif
 }
 
@@ -175,6 +187,9 @@ const char *wf_k_blas_core(void)
 {
 #if defined(OPENBLAS_VERSION)
     const char *c = openblas_get_corename();
+    return c ? c : "unknown";
+#elif defined(WF_BLAS_BLIS)
+    const char *c = bli_arch_string(bli_arch_query_id());
     return c ? c : "unknown";
 #else
     return "unknown";
@@ -190,36 +205,124 @@ static void lower(const char *s, char *buf, size_t cap)
     buf[i] = 0;
 }
 
-int wf_k_cpu_has_avx512f(void)
+int wf_k_cpu_vector_level(void)
 {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
+#if defined(__GNUC__) && defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1;
+    if (!osxsave || !avx)
+        return 0;
+    /* XCR0: the OS saves the SSE and AVX state (bits 1, 2) and the AVX-512
+     * opmask and ZMM state (bits 5, 6, 7) */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0x6u) != 0x6u || __get_cpuid_max(0, NULL) < 7)
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    const int avx2 = (b >> 5) & 1;
+    const int avx512 = ((b >> 16) & 1) && ((b >> 17) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1); /* F DQ BW VL */
+    if (avx512 && (lo & 0xE0u) == 0xE0u && fma && avx2)
+        return 2;
+    return avx2 && fma ? 1 : 0;
 #else
     return 0;
+#endif
+}
+
+int wf_k_cpu_has_avx512f(void) { return wf_k_cpu_vector_level() == 2; }
+
+/* One row per OpenBLAS core type with wide kernels (the names of `corename[]`
+ * that openblas_get_corename returns in a DYNAMIC_ARCH build and that
+ * OPENBLAS_CORETYPE matches case-insensitively: driver/others/dynamic.c of
+ * OpenBLAS v0.3.21, commit b89fb708; SapphireRapids is a later version's):
+ * the widest units their sgemm kernels use, as wf_k_cpu_vector_level counts
+ * them. A core not listed counts as 0 (SSE: Prescott, Nehalem, Sandybridge's
+ * AVX without FMA, ...). */
+static const struct {
+    const char *core; /* lower case */
+    int level;
+} BLAS_CORE_LEVEL[] = {
+    {"skylakex", 2}, {"cooperlake", 2}, {"sapphirerapids", 2}, {"haswell", 1}, {"skylake", 1},
+    {"zen", 1},      {"excavator", 1},
+};
+
+int wf_k_blas_core_level(const char *core)
+{
+    char lc[64];
+    lower(core ? core : "", lc, sizeof lc);
+    for (size_t i = 0; i < sizeof BLAS_CORE_LEVEL / sizeof BLAS_CORE_LEVEL[0]; i++)
+        if (!strcmp(lc, BLAS_CORE_LEVEL[i].core))
+            return BLAS_CORE_LEVEL[i].level;
+    return 0;
+}
+
+const char *wf_k_blas_core_for(const char *core, int cpu_level)
+{
+    if (!core || !strcmp(core, "unknown") || wf_k_blas_core_level(core) >= cpu_level)
+        return NULL;
+    return cpu_level >= 2 ? "SkylakeX" : cpu_level == 1 ? "Haswell" : NULL;
+}
+
+const char *wf_k_blas_better_core(void)
+{
+#if defined(OPENBLAS_VERSION)
+    return wf_k_blas_core_for(wf_k_blas_core(), wf_k_cpu_vector_level());
+#else
+    return NULL;
 #endif
 }
 
 const char *wf_k_blas_hint(void)
 {
     static char hint[400];
-    char core[64];
-    lower(wf_k_blas_core(), core, sizeof core);
-    const int avx512_core = strstr(core, "skylakex") || strstr(core, "cooperlake") || strstr(core, "sapphirerapids");
-    if (!wf_k_cpu_has_avx512f() || avx512_core || !strcmp(core, "unknown"))
+#if defined(WF_BLAS_BLIS)
+    if (wf_k_cpu_vector_level() > 0 && !strcmp(wf_k_blas_core(), "generic")) {
+        snprintf(hint, sizeof hint,
+                 "this CPU has %s but BLIS runs its generic kernels (its build has no configuration for this CPU): "
+                 "build with OpenBLAS (cmake -DWEFT_BLAS=openblas, the default), usually much faster",
+                 wf_k_cpu_vector_level() == 2 ? "AVX-512" : "AVX2 and FMA");
+        return hint;
+    }
+#endif
+    const char *better = wf_k_blas_better_core();
+    if (!better)
         return NULL;
+    const char *units = wf_k_cpu_vector_level() == 2 ? "AVX-512" : "AVX2 and FMA";
     const char *env = getenv("OPENBLAS_CORETYPE");
     if (env && env[0])
         snprintf(hint, sizeof hint,
-                 "this CPU has AVX-512 but OPENBLAS_CORETYPE=%s in the environment makes OpenBLAS run its %s "
-                 "(AVX2) kernels: unset it (OpenBLAS then picks its own) or set OPENBLAS_CORETYPE=SkylakeX for "
-                 "its AVX-512 sgemm, usually much faster (compare with bench_kernels)", env, wf_k_blas_core());
+                 "this CPU has %s but OPENBLAS_CORETYPE=%s in the environment makes OpenBLAS run its %s kernels: "
+                 "unset it (weft then selects %s itself) or set OPENBLAS_CORETYPE=%s, usually much faster "
+                 "(compare with bench_kernels)", units, env, wf_k_blas_core(), better, better);
     else
         snprintf(hint, sizeof hint,
-                 "this CPU has AVX-512 but OpenBLAS runs its %s kernels (it does not know this CPU model): "
-                 "OPENBLAS_CORETYPE=SkylakeX selects its AVX-512 sgemm, usually much faster "
-                 "(compare with bench_kernels)", wf_k_blas_core());
+                 "this CPU has %s but OpenBLAS runs its %s kernels (it does not know this CPU model): "
+                 "OPENBLAS_CORETYPE=%s selects faster ones (weft sets it itself at start-up)", units,
+                 wf_k_blas_core(), better);
     return hint;
+}
+
+const char *wf_runtime_blas_describe(void)
+{
+    static char buf[256];
+    snprintf(buf, sizeof buf, "%s, kernels %s", wf_k_blas_info(), wf_k_blas_core());
+    return buf;
+}
+
+const char *wf_runtime_blas_hint(void) { return wf_k_blas_hint(); }
+
+void wf_runtime_blas_fast_kernels(char **argv)
+{
+    const char *env = getenv("OPENBLAS_CORETYPE");
+    if (env || !argv || !argv[0])
+        return;
+    const char *core = wf_k_blas_better_core();
+    if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE"); /* no exec: run on with the library's choice */
 }
 
 size_t wf_k_layernorm_saved_floats(int64_t m) { return (size_t)(2 * m); }
@@ -280,6 +383,8 @@ wf_status wf_k_conv_geom_check(wf_k_conv_geom *g, int pool)
 static void gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                  int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
+    if (wf_k_gemm_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+        return;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }

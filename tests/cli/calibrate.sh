@@ -62,6 +62,17 @@ took_ms=$((($(date +%s%N) - start) / 1000000))
 check "calibrate --quick exits 0" test $rc -eq 0
 check "calibrate -o writes nothing on stdout" test ! -s "$tmp/c.out"
 check "calibrate prints the table on stderr" grep -q "sgemm peak" "$tmp/c.err"
+check "calibrate says the BLAS and its kernels" grep -Eq "^BLAS: .+, core [A-Za-z0-9]+" "$tmp/c.err"
+check "calibrate --quick takes the median of 3 repeats" grep -q "each the median of 3 repeats" "$tmp/c.err"
+# the noise verdict agrees with the spread it prints (warning exactly when over 10%)
+check "the noise warning matches the spread" "$PY" -c '
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r"the widest spread: [^,]+, (\d+)%", t)
+assert m, t
+warned = "too noisy to calibrate" in t
+assert warned == (int(m.group(1)) > 10) or int(m.group(1)) == 10, (m.group(0), warned)
+' "$tmp/c.err"
 # How long it took is a benchmark, not a check (bench/, docs/runtime.md): printed only.
 echo "calibrate --quick took $took_ms ms"
 check "cluster file from one process" "$PY" "$tmp/check.py" "$tmp/c.json" 1
