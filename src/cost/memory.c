@@ -110,9 +110,21 @@ static double allocator_reserve(const wf_cost_ctx *ctx, const wf_plan *p, double
         double times = s == WF_COST_SEC_LAYER && ctx->transformer ? (double)ctx->model.layers : 1.0;
         for (int i = ctx->sec[s].op0; i < ctx->sec[s].op0 + ctx->sec[s].nop; i++) {
             const wf_cost_op *r = &ctx->ops[i];
+            const wf_cost_var *v = &ctx->var;
             double n = 0;
-            for (int k = 0; k < r->nsaved; k++)
-                n += r->saved_sz[k] * mbs > MIB;
+            if (r->attn_core && v->flash) {
+                /* q, k, v and the log-sum-exp; no score matrices */
+                for (int k = 0; k < r->nsaved && k < 3; k++)
+                    n += r->saved_sz[k] * mbs > MIB;
+                n += r->fl_saved_scores * mbs > MIB;
+            } else if (r->norm_elems > 0 && r->nsaved > 0) {
+                /* the fp32 input (and an eager RMSNorm's normalized tensor) */
+                double per = v->autocast ? 4.0 : ctx->elem_bytes;
+                n += (r->norm_elems * per * mbs > MIB) * (v->eager_norm && r->kind == WF_OP_RMSNORM ? 2.0 : 1.0);
+            } else {
+                for (int k = 0; k < r->nsaved; k++)
+                    n += r->saved_sz[k] * mbs > MIB;
+            }
             if (r->ce_logits > 0 && ctx->var.loss_saved > 0)
                 n += 3; /* the log-probabilities and the backward's two gradients */
             blocks += times * n;
