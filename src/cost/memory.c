@@ -211,7 +211,7 @@ double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp)
          * shards its weights and optimizer state, not its gradients. */
         if (ctx->var.sw == WF_SW_WEFT)
             return (w + o + f8) / d + g;
-        if (ctx->var.sw == WF_SW_FSDP && ctx->dtype != WF_DTYPE_FP32) {
+        if (ctx->var.sw == WF_SW_FSDP) {
             /* FSDP2 shards the fp32 parameter itself (the master weight, in
              * o) and gathers it cast to bf16 (MixedPrecisionPolicy): no
              * sharded 16-bit copy. Under pipelining torchtitan turns
@@ -219,11 +219,11 @@ double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp)
              * get_fsdp_reshard_after_forward_policy) and the pipeline stage
              * runs every backward with set_reshard_after_backward(False) and
              * set_requires_gradient_sync(False) (torch/distributed/pipelining/
-             * stage.py): the stage's weights stay gathered in bf16 and its
-             * gradients accumulate unsharded in the fp32 reduce dtype until
-             * the last micro-batch. */
-            double sharded = (g + o + f8) / d;
-            return ctx->var.pp > 1 ? w + 4.0 + sharded : sharded;
+             * stage.py): the stage's weights stay gathered (bf16) and its
+             * gradients accumulate unsharded in the reduce dtype (fp32, g)
+             * until the last micro-batch. */
+            double sharded = (ctx->dtype == WF_DTYPE_FP32 ? w + g + o + f8 : g + o + f8) / d;
+            return ctx->var.pp > 1 ? w + g + sharded : sharded;
         }
         return (w + g + o + f8) / d;
     }
