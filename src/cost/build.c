@@ -139,7 +139,7 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r, unsigned char *kept
     r->fwd_act_bytes = c.fwd_bytes - fpb;
     r->bwd_act_bytes = c.bwd_bytes - bpb;
     r->has_wgrad = c.bwd_bytes > 0 && pb > 0;
-    if (r->matrix && pb > 0 && o->kind != WF_OP_GROUPED_MLP)
+    if (pb > 0 && (o->kind == WF_OP_LINEAR || o->kind == WF_OP_MATMUL))
         for (int k = 0; k < ns; k++)
             if (sv[k].tensor == o->in[0] && counted[k]) {
                 const wf_op *q = producer(g, o->in[0]);

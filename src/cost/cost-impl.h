@@ -47,7 +47,7 @@ typedef struct {
     /* What the profiles' memory rules need (wf_cost_op_saved, memory.c): */
     int kind;            /* the graph op's wf_op_kind */
     double norm_elems;   /* a norm: elements of the input it saves */
-    double lin_in_bytes; /* a product with weights: the bytes of its saved input */
+    double lin_in_bytes; /* a linear or matmul with weights: the bytes of its saved input */
     int in_from_attn;    /* that input is an attention's output (flash keeps it too) */
     double glu_act_bytes;/* a mul of a SwiGLU: the silu output it saves (a fused SwiGLU keeps
                             its input alone) */
