@@ -534,7 +534,7 @@ static wf_status sim_plan(const char *model, const char *cluster, const char *pl
  * interleaving) is skipped; returns the profiles run. */
 static int consistent_under_profiles(const char *model, const char *cluster, const char *plan, int64_t batch)
 {
-    static const char *const SW[] = {"megatron-core", "megatron-2022", "megatron-2021", "deepspeed", "fsdp"};
+    static const char *const SW[] = {"megatron-core", "megatron-2022", "megatron-2021", "deepspeed", "fsdp", "pytorch"};
     int ran = 0;
     for (size_t k = 0; k < sizeof SW / sizeof SW[0]; k++) {
         char full[320];

@@ -144,6 +144,7 @@ typedef struct {
                                       (Megatron-Core's distributed optimizer, overlap_param_gather) */
     int ep, etp;                   /* the variant's expert and expert-tensor parallelism */
     double loss_elem_bytes;        /* per logit of the loss computation */
+    double loss_ws_bytes;          /* per logit, the loss's backward workspace (transient) */
     double shared_split_params;    /* tied weights held by both the embedding and the head */
     double shared_repl_params;
     struct {
@@ -227,6 +228,16 @@ const wf_cost_sect_time *wf_cost_sections(wf_cost_ctx *ctx, int64_t mbs, int tp,
 /* Bytes per parameter held on a device for weights, gradients and optimizer
  * state (mixed-precision or fp32 Adam), sharded by ZeRO stage `zero` over dp. */
 double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp);
+/* Buffers the framework profile in use holds beside weights and activations
+ * on a device of plan p at micro-batch mbs (docs/cost-model.md, "Memory per
+ * framework"): autocast's 16-bit weight copies and the CUDA caching
+ * allocator's reserve (sw=pytorch), DeepSpeed's contiguous-gradient buffer
+ * (ZeRO-1/2). The estimate and the simulator both add it. */
+double wf_cost_buffer_bytes(const wf_cost_ctx *ctx, const wf_plan *p, int64_t mbs);
+/* Whether plan p under the profile in use holds ZeRO-3's gathered weights
+ * two layers at a time (prefetched); 0 without ZeRO-3 or when the stage's
+ * weights stay gathered (fsdp with pp > 1, in wf_cost_bytes_per_param). */
+int wf_cost_zero3_prefetch(const wf_cost_ctx *ctx, const wf_plan *p);
 /* Bytes per parameter the optimizer step reads and writes (it is memory-bound). */
 double wf_cost_optimizer_bytes_per_param(const wf_cost_ctx *ctx);
 

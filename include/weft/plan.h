@@ -64,7 +64,8 @@ typedef enum { WF_ATTN_AUTO, WF_ATTN_FLASH, WF_ATTN_UNFUSED } wf_attn;
     X(MEGATRON_2021, "megatron-2021")       \
     X(DEEPSPEED, "deepspeed")               \
     X(FSDP, "fsdp")                         \
-    X(WEFT, "weft")
+    X(WEFT, "weft")                         \
+    X(PYTORCH, "pytorch")
 
 typedef enum {
 #define WF_X(e, name) WF_SW_##e,

@@ -56,7 +56,7 @@ wf_status wf_cli_print_json(const struct cJSON *j);
     {"cluster", 0, WF_OPT_STR, (var), "C", "preset with overrides (dgx-a100:nodes=16) or cluster JSON file", 1}
 #define WF_CLI_OPT_BATCH(var) {"batch", 0, WF_OPT_INT, (var), "B", "global batch size (samples per iteration)", 1}
 #define WF_CLI_OPT_PLAN(var)                                                                                           \
-    {"plan", 0, WF_OPT_STR, (var), "P", "dp=..,tp=..,pp=..,mbs=..,vpp=..,recompute=..,sp=..,zero=..,cp=..,fp8=..,attn=..,sw=.. or a plan file; sw is the framework profile: megatron-core (default), megatron-2022, megatron-2021, deepspeed, fsdp, weft (this runtime)", 1}
+    {"plan", 0, WF_OPT_STR, (var), "P", "dp=..,tp=..,pp=..,mbs=..,vpp=..,recompute=..,sp=..,zero=..,cp=..,fp8=..,attn=..,sw=.. or a plan file; sw is the framework profile: megatron-core (default), megatron-2022, megatron-2021, deepspeed, fsdp, weft (this runtime), pytorch (plain DDP + autocast)", 1}
 #define WF_CLI_OPT_JSON(var) {"json", 0, WF_OPT_FLAG, (var), NULL, "print one JSON object on stdout", 0}
 
 /* A model, a cluster, a batch and a plan as the options gave them, and what

@@ -1113,7 +1113,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"days", 0, WF_OPT_STR, &days_text, "D", "days to train --tokens in", 0},
         {"tp-cross-node", 0, WF_OPT_FLAG, &a.tp_cross_node, NULL, "let tensor parallelism span nodes", 0},
         {"comm-search", 0, WF_OPT_FLAG, &a.comm_search, NULL, "also try every data-parallel gradient schedule", 0},
-        {"sw", 0, WF_OPT_STR, &sw_text, "NAME", "framework profile of the plans: megatron-core (default), megatron-2022, megatron-2021, deepspeed, fsdp or weft, this runtime (docs/cost-model.md)", 0},
+        {"sw", 0, WF_OPT_STR, &sw_text, "NAME", "framework profile of the plans: megatron-core (default), megatron-2022, megatron-2021, deepspeed, fsdp, weft (this runtime) or pytorch (plain DDP + autocast; docs/cost-model.md)", 0},
         {"fp8", 0, WF_OPT_FLAG, &fp8, NULL, "matrix products in FP8 (a device with an FP8 unit)", 0},
         {"attn", 0, WF_OPT_STR, &attn_text, "KIND", "attention kernels: flash or unfused (default: the profile's)", 0},
         {"cp", 0, WF_OPT_STR, &cp_text, "N", "context parallelism (default: searched for sequences of 8192 tokens or more)", 0},

@@ -5,6 +5,7 @@
  * points; other models keep their whole forward op list. Everything later is
  * arithmetic on these records. */
 #include "cost/cost-impl.h"
+#include "graph/graph-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -64,13 +65,56 @@ static void fill_attention(const wf_graph *g, const wf_op *o, double qkv, wf_cos
     r->ws_bytes = 2.0 * S * Skv * 4.0;
 }
 
-/* Fills the parts of a cost op that do not depend on sections. */
-static void fill_op(const wf_graph *g, int i, wf_cost_op *r)
+_Static_assert(WF_MAX_SAVED <= (int)(sizeof ((wf_cost_op *)0)->saved_sz / sizeof(double)),
+               "wf_cost_op.saved_sz holds every tensor an op saves");
+
+/* The op producing tensor t, or NULL. */
+static const wf_op *producer(const wf_graph *g, int t)
+{
+    int p = t >= 0 ? g->tensors[t].producer : -1;
+    return p >= 0 ? &g->ops[p] : NULL;
+}
+
+/* Fills the parts of a cost op that do not depend on sections. `kept`
+ * (one flag per graph tensor, or NULL) marks the tensors an earlier op of
+ * the section saves: autograd keeps one reference to a tensor however many
+ * ops save it (a SwiGLU's gate and up products both save their input), so
+ * it is counted at its first saver only. */
+static void fill_op(const wf_graph *g, int i, wf_cost_op *r, unsigned char *kept)
 {
     const wf_op *o = &g->ops[i];
     wf_op_cost c;
     wf_op_cost_of(g, i, &c);
     memset(r, 0, sizeof *r);
+    r->kind = (int)o->kind;
+    wf_saved sv[WF_MAX_SAVED];
+    int ns = wf_op_saved(g, i, sv);
+    unsigned char counted[WF_MAX_SAVED] = {0};
+    for (int k = 0; k < ns; k++) {
+        if (kept && sv[k].tensor >= 0) {
+            if (kept[sv[k].tensor]) {
+                c.saved_bytes -= sv[k].bytes;
+                continue;
+            }
+            kept[sv[k].tensor] = 1;
+        }
+        counted[k] = 1;
+        r->saved_sz[r->nsaved++] = sv[k].bytes;
+    }
+    if (c.saved_bytes < 0)
+        c.saved_bytes = 0;
+    if (o->kind == WF_OP_LAYERNORM || o->kind == WF_OP_RMSNORM)
+        r->norm_elems = tensor_numel(g, o->in[0]);
+    if (o->kind == WF_OP_MUL && o->nin == 2)
+        for (int j = 0; j < 2; j++) {
+            const wf_op *q = producer(g, o->in[j]);
+            if (q && q->kind == WF_OP_SILU)
+                for (int k = 0; k < ns; k++)
+                    if (sv[k].tensor == o->in[j] && counted[k])
+                        r->glu_act_bytes += sv[k].bytes;
+        }
+    if (o->kind == WF_OP_CROSS_ENTROPY)
+        r->ce_logits = tensor_numel(g, o->in[0]);
     r->fpoint = -1;
     r->gpoint = -1;
     r->matrix = wf_op_is_matrix(o->kind);
@@ -95,6 +139,13 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r)
     r->fwd_act_bytes = c.fwd_bytes - fpb;
     r->bwd_act_bytes = c.bwd_bytes - bpb;
     r->has_wgrad = c.bwd_bytes > 0 && pb > 0;
+    if (pb > 0 && (o->kind == WF_OP_LINEAR || o->kind == WF_OP_MATMUL))
+        for (int k = 0; k < ns; k++)
+            if (sv[k].tensor == o->in[0] && counted[k]) {
+                const wf_op *q = producer(g, o->in[0]);
+                r->lin_in_bytes = sv[k].bytes;
+                r->in_from_attn = q && q->kind == WF_OP_ATTENTION;
+            }
     for (int j = 0; j < o->nout; j++)
         r->out_bytes += tensor_bytes(g, o->out[j]);
     /* What the op keeps for backward, by how tensor parallelism divides it. */
@@ -152,10 +203,14 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
     int *pt_of = malloc(sizeof(int) * (size_t)(g.ntensors > 0 ? g.ntensors : 1));
     unsigned char *seen = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
     signed char *param_split = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
-    if (!ctx->ops || !ctx->pts || !pt_of || !seen || !param_split) {
+    unsigned char *kept = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
+    unsigned char *cast = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
+    if (!ctx->ops || !ctx->pts || !pt_of || !seen || !param_split || !kept || !cast) {
         free(pt_of);
         free(seen);
         free(param_split);
+        free(kept);
+        free(cast);
         wf_graph_free(&g);
         return wf_errorf(WF_NOMEM, "out of memory costing model '%s'", ctx->model.name);
     }
@@ -177,20 +232,30 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
             ctx->sec[s].pt0 = ctx->npts;
             for (int t = 0; t < g.ntensors; t++)
                 pt_of[t] = -1;
+            memset(kept, 0, (size_t)g.ntensors);
             if (s == WF_COST_SEC_LAYER)
                 ctx->sec[s].input_bytes = tensor_bytes(&g, o->in[0]);
         }
         wf_cost_section *S = &ctx->sec[s];
         wf_cost_op *r = &ctx->ops[ctx->nops++];
         S->nop++;
-        fill_op(&g, i, r);
+        fill_op(&g, i, r, kept);
         if (r->matrix)
             S->flops += r->fwd_flops + r->bwd_in_flops + r->bwd_w_flops;
         for (int j = 0; j < o->nin; j++) {
             int p = o->in[j];
             if (g.tensors[p].role != WF_ROLE_PARAM)
                 continue;
+            const double times = s == WF_COST_SEC_LAYER ? (double)ctx->model.layers : 1.0;
+            if (r->matrix && !cast[p]) {
+                /* autocast's 16-bit copy of a weight a product reads */
+                cast[p] = 1;
+                ctx->cast_params += times * tensor_numel(&g, p);
+                ctx->cast_tensors += times * (tensor_numel(&g, p) * 2.0 > 1048576.0);
+            }
             unsigned bit = s == WF_COST_SEC_PRE ? 1u : s == WF_COST_SEC_LAYER ? 2u : 4u;
+            if (!(seen[p] & 7u))
+                ctx->big_param_tensors += times * (tensor_numel(&g, p) * 4.0 > 1048576.0);
             if (seen[p] & bit)
                 continue;
             seen[p] |= (unsigned char)bit;
@@ -245,6 +310,8 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
     free(pt_of);
     free(seen);
     free(param_split);
+    free(kept);
+    free(cast);
     wf_graph_free(&g);
     if (ctx->sec[WF_COST_SEC_LAYER].nop == 0)
         return wf_errorf(WF_INTERNAL, "model '%s': no repeated layer found in its graph",
@@ -274,7 +341,7 @@ wf_status wf_cost_build_generic(wf_cost_ctx *ctx)
         if (o->pass != WF_PASS_FORWARD)
             continue;
         wf_cost_op *r = &ctx->ops[ctx->nops++];
-        fill_op(&g, i, r);
+        fill_op(&g, i, r, NULL);
         /* No tensor parallelism here: everything is per device as built. */
         r->split = 0;
         r->saved_repl += r->saved_split + r->saved_scores;
@@ -286,6 +353,12 @@ wf_status wf_cost_build_generic(wf_cost_ctx *ctx)
             if (g.tensors[p].role == WF_ROLE_PARAM && !seen[p]) {
                 seen[p] = 1;
                 r->owned_params += tensor_numel(&g, p);
+                ctx->big_param_tensors += tensor_numel(&g, p) * 4.0 > 1048576.0;
+            }
+            if (g.tensors[p].role == WF_ROLE_PARAM && r->matrix && !(seen[p] & 2)) {
+                seen[p] |= 2; /* autocast's 16-bit copy of a weight a product reads */
+                ctx->cast_params += tensor_numel(&g, p);
+                ctx->cast_tensors += tensor_numel(&g, p) * 2.0 > 1048576.0;
             }
         }
         if (r->matrix)

@@ -44,6 +44,16 @@ typedef struct {
                             and dropped probabilities (in saved_scores) */
     double ws_bytes;     /* the weft runtime's kernel workspace for this op (attention: two
                             S x S score blocks, fp32) */
+    /* What the profiles' memory rules need (wf_cost_op_saved, memory.c): */
+    int kind;            /* the graph op's wf_op_kind */
+    double norm_elems;   /* a norm: elements of the input it saves */
+    double lin_in_bytes; /* a linear or matmul with weights: the bytes of its saved input */
+    int in_from_attn;    /* that input is an attention's output (flash keeps it too) */
+    double glu_act_bytes;/* a mul of a SwiGLU: the silu output it saves (a fused SwiGLU keeps
+                            its input alone) */
+    double ce_logits;    /* the loss: its logits elements */
+    int nsaved;          /* tensors it saves (each counted once per section) */
+    double saved_sz[12]; /* their bytes at micro-batch 1 */
 } wf_cost_op;
 
 /* A Megatron tensor-parallel communication point (a tensor of `bytes` at
@@ -118,6 +128,16 @@ typedef struct {
                            and unfused attention keeps its probabilities alone (sw=weft) */
     int workspace;      /* count the runtime's own buffers (sw=weft): the backward's working
                            set, the kernels' workspace, the gradient accumulation buffer */
+    int autocast;       /* torch.autocast over fp32 weights (sw=pytorch, bf16/fp16 model): fp32
+                           residual stream and norms, weight casts each forward */
+    int eager_norm;     /* norms as PyTorch's eager kernels save them (sw=pytorch): an RMSNorm
+                           keeps its fp32 input and normalized output */
+    int fused_glu;      /* SwiGLU fused (Megatron-Core's bias_swiglu): keeps fc1's output alone */
+    int fp8_saved;      /* Transformer Engine's FP8 layers keep their inputs in FP8 */
+    double w_bytes;     /* bytes per stored weight element (fp32 master weights: 4) */
+    double loss_saved;  /* per logit, saved beyond the logits (PyTorch: fp32 log-probabilities) */
+    double loss_ws;     /* per logit, the loss's backward workspace */
+    int pp, dp;         /* the plan's pipeline and data parallelism (memory rules) */
 } wf_cost_var;
 
 /* The variant of plan p for ctx's model (defaults resolved by the profile). */
@@ -144,6 +164,9 @@ struct wf_cost_ctx {
     double logits_per_sample;   /* logits elements of one sample (CE workspace) */
     double model_flops_per_sample; /* matrix FLOPs of one sample, forward + backward */
     double saved_dedup;         /* generic: deduplicated / summed saved bytes of the graph */
+    double cast_params;         /* parameter elements read by matrix products (autocast's casts) */
+    double cast_tensors;        /* how many of those tensors exceed 1 MiB in 16 bits */
+    double big_param_tensors;   /* parameter tensors above 1 MiB in fp32 */
     wf_cost_var var;            /* the variant in use (wf_cost_ctx_use; default plan's at first) */
     double *pipe_buf;           /* generic: scratch of wf_cost_pipeline_ends (owned) */
     size_t pipe_buf_n;          /* its doubles */
@@ -161,14 +184,27 @@ static inline double wf_cost_grad_elem_bytes(const wf_cost_ctx *ctx)
 /* Weight traffic of an op per micro-batch: forward reads each weight;
  * backward reads it again and accumulates its gradient (read + write, since
  * gradients add up over the micro-batches of an iteration). */
+/* Under autocast (fp32 weights) a product's forward first casts each weight
+ * to 16 bits (read 4, write e) and reads the copy, which its backward reads
+ * again; other ops read the fp32 weight itself. */
 static inline double wf_cost_fwd_weight_bytes(const wf_cost_ctx *ctx, const wf_cost_op *r)
 {
-    return r->params * ctx->elem_bytes;
+    if (ctx->var.autocast)
+        return r->params * (r->matrix ? ctx->var.w_bytes + 2.0 * ctx->elem_bytes : ctx->var.w_bytes);
+    return r->params * ctx->var.w_bytes;
 }
 static inline double wf_cost_bwd_weight_bytes(const wf_cost_ctx *ctx, const wf_cost_op *r)
 {
-    return r->has_wgrad ? r->params * (ctx->elem_bytes + 2.0 * wf_cost_grad_elem_bytes(ctx)) : 0;
+    double w = ctx->var.autocast && r->matrix ? ctx->elem_bytes : ctx->var.w_bytes;
+    return r->has_wgrad ? r->params * (w + 2.0 * wf_cost_grad_elem_bytes(ctx)) : 0;
 }
+
+/* What op i keeps for backward at micro-batch 1 under the variant in use
+ * (docs/cost-model.md, "Memory per framework"): out[0] the part replicated
+ * over tp, out[1] the part split over tp, out[2] the attention's scores (or
+ * the flash kernel's log-sum-exp). The estimate, the stage cut and the
+ * records the simulator reads all take it from here. */
+void wf_cost_op_saved(const wf_cost_ctx *ctx, int i, double out[3]);
 
 /* Fills the cost ops of a transformer (one layer) or a whole generic graph. */
 wf_status wf_cost_build_transformer(wf_cost_ctx *ctx);

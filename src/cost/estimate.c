@@ -168,19 +168,13 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, const wf_cost
          * graph's saved tensors give 34 s b h + 5 a s^2 b bytes per GPT
          * layer in fp16; flash attention keeps 34 s b h + 4 a s b), each
          * part divided as the layouts divide it. */
-        /* A framework that regenerates dropout masks (sw=weft) keeps none,
-         * and its unfused attention the probabilities alone. */
-        double regen = v->regen_dropout && !(r->attn_core && v->flash) ? r->regen_bytes : 0;
-        double scores = r->attn_core && v->flash ? r->fl_saved_scores : r->saved_scores;
-        double srepl = r->saved_repl, ssplit = r->saved_split;
-        if (r->attn_core)
-            scores -= regen;
-        else if (srepl >= regen)
-            srepl -= regen;
-        else
-            ssplit -= regen;
-        repl += srepl / L->repl_div[i];
-        split += (ssplit + scores) / L->split_div[i];
+        /* Under the profile's rules (wf_cost_op_saved: dropout masks
+         * regenerated or kept, flash or unfused scores, autocast's fp32
+         * norms, fused SwiGLU, FP8 inputs). */
+        double sv[3];
+        wf_cost_op_saved(ctx, i, sv);
+        repl += sv[0] / L->repl_div[i];
+        split += (sv[1] + sv[2]) / L->split_div[i];
         if (v->workspace) {
             double wide = bb * r->out_bytes / (r->split ? L->split_div[i] : L->repl_div[i]) / cp;
             if (wide > out->work_bytes)
@@ -207,10 +201,10 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, const wf_cost
         double scores = 0;
         for (int i = S->op0; i < S->op0 + S->nop; i++) {
             const wf_cost_op *r = &ctx->ops[i];
+            double sv[3];
+            wf_cost_op_saved(ctx, i, sv);
             if (r->attn_core)
-                scores += (v->flash ? r->fl_saved_scores
-                                    : r->saved_scores - (v->regen_dropout ? r->regen_bytes : 0)) /
-                          L->split_div[i];
+                scores += sv[2] / L->split_div[i];
         }
         out->act_bytes = bb * (repl + split - scores) / cp;
         out->transient_bytes = bb * scores / cp;
@@ -832,7 +826,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     if (nst == 1)
         first->params -= shared;
     /* The head's fp32 softmax workspace on the last stage. */
-    const double logits_ws = bb * ctx->logits_per_sample / tt / (double)p->cp * ctx->var.loss_bytes;
+    const double logits_ws = bb * ctx->logits_per_sample / tt / (double)p->cp * ctx->var.loss_ws;
     last->transient += logits_ws;
     if (ctx->var.workspace)
         for (int k = 0; k < nst; k++)
@@ -989,8 +983,9 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     double buffers = 0;
     if (p->tp > 1)
         buffers += S[WF_COST_SEC_LAYER].input_bytes * bb / (double)p->cp; /* all-gather / all-reduce buffer */
-    if (p->zero == 3)
+    if (wf_cost_zero3_prefetch(ctx, p))
         buffers += 2.0 * lay_params * ctx->elem_bytes; /* gathered weights, prefetched */
+    buffers += wf_cost_buffer_bytes(ctx, pg, p->mbs);
     finish(ctx, pg, batch, m, st, nst, crit, bubble, dp, emb_sync, opt_params, buffers, out);
     out->breakdown.tp_comm += mp_sync;
     out->breakdown.exposed_comm += mp_sync;
@@ -1168,7 +1163,7 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
         st[k].transient = sp->transient[k];
     }
     if (nst > 0)
-        st[nst - 1].transient += bb * ctx->logits_per_sample * ctx->var.loss_bytes;
+        st[nst - 1].transient += bb * ctx->logits_per_sample * ctx->var.loss_ws;
     wf_group dpg = wf_group_place(c, p->dp, tp), mpg = wf_group_place(c, tp, 1);
     for (int k = 0; k < nst; k++) {
         add_zero3(ctx, p, &dpg, NULL, &st[k], &z3slow[k]);
@@ -1296,7 +1291,8 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
         pair = prev + w > pair ? prev + w : pair;
         prev = w;
     }
-    double buffers = p->zero == 3 ? pair * ctx->elem_bytes : 0;
+    double buffers = wf_cost_zero3_prefetch(ctx, p) ? pair * ctx->elem_bytes : 0;
+    buffers += wf_cost_buffer_bytes(ctx, p, p->mbs);
     finish(ctx, p, batch, m, st, nst, crit, bubble, dp, 0, opt_params, buffers, out);
 done:
     free(st);

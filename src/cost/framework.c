@@ -41,7 +41,17 @@
  *                  and its own buffers counted: the backward's working set,
  *                  the kernels' workspace and the buffer a parameter's
  *                  gradient is written to before it is added
- *                  (docs/runtime.md, "Memory plan"). */
+ *                  (docs/runtime.md, "Memory plan").
+ *   pytorch        plain PyTorch: eager kernels under torch.autocast over
+ *                  fp32 weights (bf16/fp16 products, fp32 gradients and
+ *                  Adam states, the weights cast to 16 bits each forward
+ *                  and the casts kept for backward; the residual stream,
+ *                  the norms and the loss's log-probabilities in fp32),
+ *                  scaled_dot_product_attention (flash), DDP (25 MiB
+ *                  buckets, the first 1 MiB, all-reduce overlapped with
+ *                  backward, gradient_as_bucket_view off), clip_grad_norm_
+ *                  and fused AdamW; data parallelism only (docs/cost-model.md,
+ *                  "Plain PyTorch"). */
 #include "cost/cost-impl.h"
 
 #include <stdio.h>
@@ -60,6 +70,14 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
     v->loss_bytes = 4; /* every profile computes the loss in fp32 */
     v->regen_dropout = 0;
     v->workspace = 0;
+    v->autocast = 0;
+    v->eager_norm = 0;
+    v->fused_glu = 0;
+    v->fp8_saved = 0;
+    v->w_bytes = ctx->elem_bytes;
+    v->loss_saved = 0;
+    v->pp = p->pp > 1 ? p->pp : 1;
+    v->dp = p->dp > 1 ? p->dp : 1;
     switch (p->sw) {
     case WF_SW_MEGATRON_2021:
         v->flash = 0;
@@ -98,6 +116,20 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
         v->regen_dropout = 1;
         v->workspace = 1;
         break;
+    case WF_SW_PYTORCH:
+        /* torch.nn.functional.scaled_dot_product_attention (flash backend),
+         * DDP's reducer hooks (overlapped), fp32 parameters and so fp32
+         * gradients; log_softmax and nll_loss run in fp32 under autocast. */
+        v->flash = 1;
+        v->tp_overlap = 0;
+        v->dp_overlap = 1;
+        v->ag_overlap = 0;
+        v->grad_bytes = 4;
+        v->autocast = half;
+        v->eager_norm = 1;
+        v->w_bytes = 4;
+        v->loss_saved = 4;
+        break;
     default: /* megatron-core */
         v->flash = 1;
         v->tp_overlap = p->sp ? 2 : 1;
@@ -106,6 +138,11 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
         /* DistributedDataParallelConfig.grad_reduce_in_fp32 is off by
          * default: gradients kept and reduced in the model's dtype. */
         v->grad_bytes = ctx->elem_bytes;
+        /* bias_swiglu_impl (megatron/core/fusions/fused_bias_swiglu.py) saves
+         * fc1's output alone; Transformer Engine's FP8 layers keep their
+         * inputs in FP8 (docs/cost-model.md, "Memory per framework"). */
+        v->fused_glu = 1;
+        v->fp8_saved = v->fp8;
         break;
     }
     if (!p->overlap)
@@ -120,6 +157,11 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
         v->grad_bytes = 4;
         v->loss_bytes = 4;
     }
+    /* The loss's backward workspace per logit: one buffer in the loss
+     * precision; PyTorch's nll_loss and log_softmax backward each write an
+     * fp32 gradient of the logits' size (at::nll_loss_backward, then
+     * _log_softmax_backward_data), both alive at once. */
+    v->loss_ws = p->sw == WF_SW_PYTORCH ? 8.0 : v->loss_bytes;
 }
 
 unsigned wf_cost_var_code(const wf_cost_var *v)
@@ -129,7 +171,9 @@ unsigned wf_cost_var_code(const wf_cost_var *v)
     return ((unsigned)v->flash | (unsigned)v->fp8 << 1 | (unsigned)v->tp_overlap << 2 | loss << 4 |
             (unsigned)v->cp << 6 | (unsigned)v->epo << 30) ^
            ((unsigned)v->ep * 0x9E3779B1u) ^ ((unsigned)v->etp * 0x85EBCA77u) ^ (imb * 0xC2B2AE3Du) ^
-           ((unsigned)(v->regen_dropout | v->workspace << 1) * 0x27D4EB2Fu);
+           ((unsigned)(v->regen_dropout | v->workspace << 1 | v->autocast << 2 | v->eager_norm << 3 |
+                       v->fused_glu << 4 | v->fp8_saved << 5) *
+            0x27D4EB2Fu);
 }
 
 void wf_cost_ctx_use(wf_cost_ctx *ctx, const wf_plan *p)
@@ -143,7 +187,10 @@ int wf_cost_profile_line(const wf_cost_ctx *ctx, const wf_plan *p, char *buf, si
     wf_cost_var_of(ctx, p, &v);
     static const char *const TP[] = {"tp collectives synchronous", "tp collectives backward overlapped",
                                      "tp collectives overlapped with GEMMs"};
-    const char *mm = v.fp8 ? "fp8" : wf_dtype_name(ctx->dtype);
+    char mmb[48];
+    snprintf(mmb, sizeof mmb, "%s%s", v.fp8 ? "fp8" : wf_dtype_name(ctx->dtype),
+             v.autocast ? " (autocast over fp32 weights)" : "");
+    const char *mm = mmb;
     const char *attn = !ctx->transformer ? "no" : v.flash ? "flash" : "unfused";
     return snprintf(buf, cap,
                     "%s%s: %s attention, %s matrix products, %s, gradients %s in %s%s, "

@@ -133,7 +133,9 @@ void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
             out->mp_params[k] += L ? L->mp_grad[i] : 0;
             for (int j = 0; L && j < L->nsub; j++)
                 out->sub_params[j][k] += L->sub_grad[j][i];
-            out->act[k] += r->saved_repl * ctx->saved_dedup * bb / (L ? L->repl_div[i] : 1.0);
+            double sv[3];
+            wf_cost_op_saved(ctx, i, sv);
+            out->act[k] += (sv[0] + sv[1] + sv[2]) * ctx->saved_dedup * bb / (L ? L->repl_div[i] : 1.0);
         }
         out->boundary_div[k] = 1;
         if (k + 1 < out->nstages) {

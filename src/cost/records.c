@@ -147,6 +147,7 @@ void wf_cost_model_info_of(const wf_cost_ctx *ctx, wf_cost_model_info *out)
     out->ep = ctx->var.ep;
     out->etp = ctx->var.etp;
     out->loss_elem_bytes = ctx->var.loss_bytes;
+    out->loss_ws_bytes = ctx->var.loss_ws;
     out->logits_per_sample = ctx->logits_per_sample;
     out->model_flops_per_sample = ctx->model_flops_per_sample;
     out->saved_dedup = ctx->transformer ? 1.0 : ctx->saved_dedup;
@@ -188,9 +189,11 @@ wf_status wf_cost_op_info_of(const wf_cost_ctx *ctx, int i, wf_cost_op_info *out
     out->f_bytes /= cp;
     out->g_bytes /= cp;
     out->ce_bytes /= cp;
-    out->saved_repl_bytes = r->saved_repl / cp;
-    out->saved_split_bytes = r->saved_split / cp;
-    out->saved_scores_bytes = (r->attn_core && ctx->var.flash ? r->fl_saved_scores : r->saved_scores) / cp;
+    double sv[3];
+    wf_cost_op_saved(ctx, i, sv);
+    out->saved_repl_bytes = sv[0] / cp;
+    out->saved_split_bytes = sv[1] / cp;
+    out->saved_scores_bytes = sv[2] / cp;
     out->out_bytes = r->out_bytes / cp;
     out->expert = r->expert;
     out->owned_params = r->owned_params;

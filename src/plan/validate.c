@@ -81,6 +81,18 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
     if (p->sw == WF_SW_FSDP && p->vpp > 1)
         return wf_errorf(WF_INVAL, "vpp=%d: the fsdp profile models FSDP with a plain 1F1B or GPipe pipeline, "
                                    "not an interleaved one (vpp=1)", p->vpp);
+    /* Plain PyTorch is DDP over whole-model replicas (torchtitan, sw=fsdp,
+     * is PyTorch with tensor and pipeline parallelism and sharding). */
+    if (p->sw == WF_SW_PYTORCH && (p->tp > 1 || p->pp > 1 || p->cp > 1 || p->ep > 1))
+        return wf_errorf(WF_INVAL, "tp=%d, pp=%d, cp=%d, ep=%d: sw=pytorch is data parallelism alone (DDP); "
+                                   "use sw=fsdp (torchtitan) or sw=megatron-core for model parallelism",
+                         p->tp, p->pp, p->cp, p->ep);
+    if (p->sw == WF_SW_PYTORCH && p->zero > 0)
+        return wf_errorf(WF_INVAL, "zero=%d: sw=pytorch keeps whole optimizer states (DDP); use sw=fsdp to shard",
+                         p->zero);
+    if (p->sw == WF_SW_PYTORCH && p->fp8)
+        return wf_errorf(WF_INVAL, "fp8=1: sw=pytorch runs torch.autocast, which has no FP8 products "
+                                   "(sw=megatron-core runs them through Transformer Engine)");
     if (p->sw == WF_SW_DEEPSPEED && p->vpp > 1)
         return wf_errorf(WF_INVAL, "vpp=%d: DeepSpeed's pipeline engine has no interleaved schedule (vpp=1)",
                          p->vpp);

@@ -742,7 +742,7 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
             u->act_bytes = b * saved;
         }
         if (s == SEC_POST)
-            u->transient_bytes += b * mi->logits_per_sample / t / (double)mi->cp * mi->loss_elem_bytes;
+            u->transient_bytes += b * mi->logits_per_sample / t / (double)mi->cp * mi->loss_ws_bytes;
         fold_unit(u);
     }
     for (int s = 0; s < SEC_COUNT; s++) {
@@ -800,7 +800,7 @@ sends:
         pr->p2p_s = wf_cost_p2p_time(sm->ctx, p, layer_input * b);
     if (L->tp > 1)
         pr->buffer_bytes += layer_input * b; /* all-gather / all-reduce buffer */
-    if (p->zero == 3)
+    if (wf_cost_zero3_prefetch(sm->ctx, p))
         pr->buffer_bytes += 2.0 * pr->unit[SEC_LAYER].params * pr->elem_bytes;
 done:
     free(ops);
@@ -933,7 +933,7 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
         if (p->recompute == WF_RECOMPUTE_FULL)
             pr->unit[i].act_bytes += bytes; /* the stage keeps its input */
     }
-    if (p->zero == 3) {
+    if (wf_cost_zero3_prefetch(sm->ctx, p)) {
         /* The op being run and the next one with weights, prefetched (as
          * the estimate holds them). */
         double pair = 0, prev = 0;
@@ -1091,7 +1091,7 @@ wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cl
     out->expert_bytes_per_param = wf_cost_bytes_per_param(sm->ctx, p->zero, edp >= 1 ? (int)edp : 1);
     out->opt_bytes_per_param = wf_cost_optimizer_bytes_per_param(sm->ctx);
     out->mem_bw_bps = c->dev.mem_bw_bps * c->dev.mem_eff;
-    out->buffer_bytes = c->mem_reserved_bytes;
+    out->buffer_bytes = c->mem_reserved_bytes + wf_cost_buffer_bytes(sm->ctx, p, p->mbs);
     out->dp_group = wf_group_place(c, p->dp, p->tp);
     out->tp_group = wf_group_place(c, p->tp, 1);
     out->nsub = L->nsub;
