@@ -110,7 +110,7 @@ static const export_target TARGETS[] = {
     {"deepspeed", 0, WF_SW_DEEPSPEED, refuses_deepspeed, wf_export_deepspeed},
     {"torchtitan", 1, WF_SW_FSDP, NULL, wf_export_torchtitan},
     {"fsdp", 0, WF_SW_FSDP, NULL, wf_export_fsdp},
-    {"ddp", 0, WF_SW_FSDP, NULL, wf_export_ddp},
+    {"ddp", 0, WF_SW_PYTORCH, NULL, wf_export_ddp},
 };
 #define NTARGETS ((int)(sizeof TARGETS / sizeof TARGETS[0]))
 
