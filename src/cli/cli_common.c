@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -159,4 +160,15 @@ void wf_cli_print_cluster(FILE *f, const wf_cluster *c)
         factor_text(x, wf_cluster_factor_value(c, x), v, sizeof v);
         fprintf(f, "    %-20s %-12s %s\n", x->key, v, x->help);
     }
+}
+
+wf_status wf_cli_print_json(const cJSON *j)
+{
+    char *s = cJSON_Print(j);
+    if (!s)
+        return wf_errorf(WF_NOMEM, "out of memory printing JSON");
+    fputs(s, stdout);
+    fputc('\n', stdout);
+    free(s);
+    return fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
 }

@@ -1112,6 +1112,8 @@ wf_status wf_cmd_plan(int argc, char **argv)
         (a.plot && (st = wf_file_check_output(a.plot, "--plot")) != WF_OK) ||
         (a.csv && (st = wf_file_check_output(a.csv, "--csv")) != WF_OK))
         return st;
+    if (a.emit && (st = wf_cli_export_check_format(a.emit, "--emit")) != WF_OK)
+        return st;
     if (a.top < 1 || a.top > 100000)
         return wf_errorf(WF_INVAL, "--top=%lld: expected 1..100000", (long long)a.top);
     /* Given values must be positive (absent ones take the defaults). */

@@ -35,18 +35,29 @@ wf_status wf_export_refuse_rc(const ectx *e, const wf_plan *p, int block_ok)
     return WF_OK;
 }
 
+static int format_index(const char *format)
+{
+    for (int i = 0; i < NFORMATS; i++)
+        if (strcmp(format, FORMATS[i]) == 0)
+            return i;
+    return -1;
+}
+
+wf_status wf_cli_export_check_format(const char *format, const char *what)
+{
+    if (format_index(format) >= 0)
+        return WF_OK;
+    char dym[96];
+    return wf_errorf(WF_INVAL, "%s: unknown export format '%s' (megatron, deepspeed, torchtitan, fsdp)%s", what,
+                     format, wf_did_you_mean(wf_suggest(format, FORMATS, NFORMATS), dym, sizeof dym));
+}
+
 wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_model_config *m,
                         const wf_cluster *c, int64_t batch)
 {
-    int k = -1;
-    for (int i = 0; i < NFORMATS; i++)
-        if (strcmp(format, FORMATS[i]) == 0)
-            k = i;
-    if (k < 0) {
-        char dym[96];
-        return wf_errorf(WF_INVAL, "unknown export format '%s' (megatron, deepspeed, torchtitan, fsdp)%s", format,
-                         wf_did_you_mean(wf_suggest(format, FORMATS, NFORMATS), dym, sizeof dym));
-    }
+    int k = format_index(format);
+    if (k < 0)
+        return wf_cli_export_check_format(format, "export");
     ectx e = {p, m, c, batch, 0, 0, 0, 0, FORMATS[k]};
     e.devices = (int64_t)p->dp * p->tp * p->pp;
     e.per_node = c->level[0].size < e.devices ? c->level[0].size : e.devices;
@@ -97,6 +108,8 @@ wf_status wf_cmd_export(int argc, char **argv)
     if (npos != 1)
         return wf_errorf(WF_INVAL, "missing PLAN (a plan string such as dp=8,tp=8 or a plan file)");
     in.plan = pos[0];
+    if ((st = wf_cli_export_check_format(to, "--to")) != WF_OK)
+        return st;
     if (wf_plan_is_oplevel_file(in.plan))
         return wf_errorf(WF_INVAL, "%s: an op-level plan (per-op layouts) has no framework form: Megatron-LM, "
                                    "DeepSpeed, torchtitan and FSDP take whole-model degrees (dp, tp, pp)",

@@ -424,7 +424,7 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
     q.rc_n = p->pp;
     for (int k = 0; k < p->pp; k++) {
         q.rc_kind_at[k] = WF_RECOMPUTE_FULL;
-        q.rc_layers_at[k] = (short)n0;
+        q.rc_layers_at[k] = n0;
     }
     wf_estimate e;
     int changed = 0;
@@ -434,7 +434,7 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
             int mid = (lo + hi) / 2;
             /* N = 0: the stage recomputes nothing. */
             q.rc_kind_at[k] = mid > 0 ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE;
-            q.rc_layers_at[k] = (short)mid;
+            q.rc_layers_at[k] = mid;
             wf_status st = wf_estimate_plan(s->ctx, &q, s->batch, &e);
             if (st != WF_OK) {
                 wf_clear_error();
@@ -446,7 +446,7 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
                 lo = mid;
         }
         q.rc_kind_at[k] = hi > 0 ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE;
-        q.rc_layers_at[k] = (short)hi;
+        q.rc_layers_at[k] = hi;
         changed |= hi < n0;
     }
     if (!changed)
