@@ -84,8 +84,10 @@ static void table_row(FILE *f, long long label, const wf_outer_point *pt)
 {
     char text[PLAN_TEXT];
     wf_plan_format(&pt->plan, text, sizeof text);
-    fprintf(f, "%6lld %10.4f %10.3f %5.1f%% %12.2f  %s\n", label, pt->est.iteration_time_s,
-            pt->est.samples_per_s, 100 * pt->est.mfu, pt->est.memory_per_device_bytes / GIB, text);
+    char s1[32], s2[32], s3[32];
+    fprintf(f, "%6lld %10s %10s %5.1f%% %12s  %s\n", label, wf_cli_sig(pt->est.iteration_time_s, s1, sizeof s1),
+            wf_cli_sig(pt->est.samples_per_s, s2, sizeof s2), 100 * pt->est.mfu,
+            wf_cli_sig(pt->est.memory_per_device_bytes / GIB, s3, sizeof s3), text);
 }
 
 static void print_result(FILE *f, const wf_outer_result *r, int pareto)
