@@ -388,8 +388,14 @@ static wf_status parse_recompute(wf_spec *s, wf_plan *p)
      * be pp, before equal values collapse to one (an op-level file's keys
      * are checked against its stages when read). */
     int64_t pp_given;
-    if (n > 1 && wf_spec_get_int(s, "pp", 1, 1 << 16, &pp_given) == 1 && n != p->pp)
+    int have_pp = wf_spec_get_int(s, "pp", 1, 1 << 16, &pp_given) == 1;
+    if (n > 1 && have_pp && n != p->pp)
         return wf_errorf(WF_INVAL, "recompute per stage: %d values for pp=%d stages", n, p->pp);
+    /* Without pp, a list names the stages: its length is pp (so the
+     * canonical string, which always writes pp, parses back to the same
+     * plan; found by fuzz_plankeys). */
+    if (n > 1 && !have_pp)
+        p->pp = n;
     if (nk == 1)
         p->recompute = (wf_recompute)kinds[0];
     if (n <= 1) {

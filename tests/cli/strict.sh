@@ -163,6 +163,56 @@ export dp=8 --to megatron --model gpt-tiny --cluster dgx-a100:nodes=1 --batch 16
 calibrate --quick
 EOT
 
+# ---- true output -------------------------------------------------------------------------------------------
+# One plan per (time, memory) point in the top list and the frontier (Mixtral's top 5 had 2 distinct plans).
+"$WEFT" plan --model mixtral-8x7b --cluster dgx-h100:nodes=8 --batch 512 --top 5 --pareto --json >plan.json 2>/dev/null
+check "plan --json: exit 0" test $? -eq 0
+check "top 5 and frontier: distinct (time, memory) points, integer bytes" "$PY" -c '
+import json
+j = json.load(open("plan.json"))
+for key in ("top", "pareto"):
+    pts = [(p["iteration_time_s"], p["memory_per_device_bytes"]) for p in j[key]]
+    assert len(pts) == len(set(pts)), (key, pts)
+    assert all(isinstance(p["memory_per_device_bytes"], int) for p in j[key]), key
+assert len(j["top"]) == 5
+'
+# The schedule played is said: ZeRO-1 under megatron-core is DeAR's schedule.
+"$WEFT" simulate --model gpt-tiny --cluster dgx-a100:nodes=1 --batch 16 --plan dp=8,zero=1 >sim.txt
+check "simulate: says the plan is played as dear" grep -q "^played as comm=dear: ZeRO-1 under megatron-core" sim.txt
+check "simulate: the schedule line agrees" grep -q "dp comm schedule   dear" sim.txt
+"$WEFT" estimate --model gpt-tiny --cluster dgx-a100:nodes=1 --batch 16 --plan dp=8,zero=2 --json >est.json
+"$WEFT" simulate --model gpt-tiny --cluster dgx-a100:nodes=1 --batch 16 --plan dp=8,zero=2 --json >simj.json
+check "estimate and simulate: one key for memory, integer bytes, comm_played, subtotals" "$PY" -c '
+import json
+e, s = json.load(open("est.json")), json.load(open("simj.json"))
+for j in (e, s):
+    assert isinstance(j["memory_per_device_bytes"], int), j["memory_per_device_bytes"]
+    assert "peak_memory_bytes" not in j
+    assert j["comm_played"] == "dear"
+    assert "exposed_comm" in j["breakdown_subtotals"]
+    b = j["breakdown"]
+    parts = b["compute"] + b["recompute"] + b["bubble"] + b["optimizer"] + b["exposed_comm"]
+    assert abs(parts - j["iteration_time_s"]) <= 1e-6 * j["iteration_time_s"], (parts, j["iteration_time_s"])
+for st in s["stages"]:
+    assert isinstance(st["memory_per_device_bytes"], int)
+'
+"$WEFT" estimate --model gpt3-1.3b --cluster dgx-a100:nodes=2 --batch 64 --plan dp=4,tp=2,pp=2 >est.txt
+check "estimate: exposed_comm marked as a subtotal" grep -q "exposed_comm .*subtotal of:" est.txt
+check "estimate: the parts add up to 100%" "$PY" -c '
+import re
+rows = [l.split() for l in open("est.txt") if re.match(r"    (compute|recompute|bubble|optimizer|exposed_comm) ", l)]
+assert len(rows) == 5, rows
+assert abs(sum(float(r[2].rstrip("%")) for r in rows) - 100) < 0.6, rows
+'
+check "estimate: at most 4 significant digits" "$PY" -c '
+import re
+for l in open("est.txt"):
+    m = re.match(r"  (iteration time|throughput|tokens|per device|memory per device) +([0-9.]+)", l)
+    if m:
+        digits = m.group(2).replace(".", "").lstrip("0").rstrip("0") or "0"
+        assert len(digits) <= 4, l
+'
+
 # ---- did you mean ----------------------------------------------------------------------------------------
 "$WEFT" estimat >out 2>err
 check "estimat: exit 1" test $? -eq 1
