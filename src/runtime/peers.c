@@ -19,6 +19,7 @@
 #include "weft/runtime_io.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,10 @@ static void wait_end(void)
 static void *watch(void *arg)
 {
     (void)arg;
+    /* Signals (SIGINT, SIGTERM: weft train's graceful stop) go to the main thread. */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     const struct timespec tick = {0, 100 * 1000000L};
     for (;;) {
         nanosleep(&tick, NULL);
