@@ -448,9 +448,14 @@ static wf_status agree_args(const train_args *a)
     snprintf(steps, sizeof steps, "%lld", (long long)a->steps);
     snprintf(seed, sizeof seed, "%lld", (long long)a->seed);
     snprintf(every, sizeof every, "%lld", (long long)a->every);
-    snprintf(lr, sizeof lr, isnan(a->lr) ? "" : "%.17g", a->lr);
-    snprintf(clip, sizeof clip, isnan(a->clip) ? "" : "%.17g", a->clip);
-    snprintf(wd, sizeof wd, isnan(a->wd) ? "" : "%.17g", a->wd);
+    /* "" when not given (the defaults are the same on every rank) */
+    lr[0] = clip[0] = wd[0] = 0;
+    if (!isnan(a->lr))
+        snprintf(lr, sizeof lr, "%.17g", a->lr);
+    if (!isnan(a->clip))
+        snprintf(clip, sizeof clip, "%.17g", a->clip);
+    if (!isnan(a->wd))
+        snprintf(wd, sizeof wd, "%.17g", a->wd);
     const char *const names[] = {"--model", "--plan", "--batch", "--steps", "--comm", "--cluster", "--seed",
                                  "--optimizer", "--lr", "--clip", "--weight-decay", "--data", "--init",
                                  "--checkpoint", "--checkpoint-every", "--resume", "--reference"};
