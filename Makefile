@@ -29,9 +29,15 @@ test: setup
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-demo: setup
-	$(MAKE) build
-	bash scripts/demo $(BUILD)/weft
+# Quiet: the set-up and the build go to $(BUILD)/demo-build.log, printed only
+# when they fail; then the demo itself.
+demo:
+	@mkdir -p $(BUILD)
+	@{ bash scripts/setup-deps && cmake -S . -B $(BUILD) $(CMAKE_FLAGS) && cmake --build $(BUILD) -j $(JOBS); } \
+	  >$(BUILD)/demo-build.log 2>&1 || { cat $(BUILD)/demo-build.log; \
+	  echo "make demo: the set-up or the build failed (log above, in $(BUILD)/demo-build.log)"; exit 1; }
+	@echo "built $(BUILD)/weft (set-up and build log: $(BUILD)/demo-build.log)"
+	@bash scripts/demo $(BUILD)/weft
 
 bench: setup
 	$(MAKE) build

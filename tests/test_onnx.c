@@ -1569,6 +1569,12 @@ static void test_pytorch_exports(void **state)
         {"gpt2_additive_mask", 1e-5, 1e-4},
         {"bert", 1e-3, 1e-2},         {"torch_encoder", 1e-5, 1e-4}, {"mobilenet_v2", 1e-5, 1e-4},
         {"mobilenet_v3", 1e-5, 1e-4}, {"squeezenet", 1e-5, 1e-4},   {"densenet", 1e-5, 1e-4},
+        /* issue 26: torchvision's ShuffleNet V2 (global pooling by ReduceMean), and
+         * ReduceSum, ReduceMax, ReduceMin and ReduceMean over other axes */
+        {"shufflenet_v2", 1e-5, 1e-4}, {"reductions", 1e-5, 1e-4},
+        /* ReduceL1, ReduceSumSquare, ReduceMax, ReduceMin, ReduceSum (keepdims), axes
+         * as attributes and (opset 18) as an input; references from numpy */
+        {"reduce_ops", 1e-5, 1e-4}, {"reduce_ops_opset18", 1e-5, 1e-4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_pt_model(&cases[i]);

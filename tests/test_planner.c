@@ -98,6 +98,14 @@ typedef struct {
     wf_estimate est;
 } cand;
 
+/* Issue 26: of plans equal in time and memory, the one turning on fewer
+ * features is shown (ZeRO counts its stage, recomputation its kind; the
+ * brute force's plans have no per-stage lists, cp, ep or fp8). */
+static int features(const wf_plan *p)
+{
+    return p->zero + (int)p->recompute + p->sp + (p->vpp > 1) + !p->overlap + (p->pipe == WF_PIPE_GPIPE);
+}
+
 static int cand_cmp(const void *pa, const void *pb)
 {
     const cand *a = pa, *b = pb;
@@ -105,6 +113,8 @@ static int cand_cmp(const void *pa, const void *pb)
         return a->est.iteration_time_s < b->est.iteration_time_s ? -1 : 1;
     if (a->est.memory_per_device_bytes != b->est.memory_per_device_bytes)
         return a->est.memory_per_device_bytes < b->est.memory_per_device_bytes ? -1 : 1;
+    if (features(&a->plan) != features(&b->plan))
+        return features(&a->plan) < features(&b->plan) ? -1 : 1;
     char sa[256], sb[256];
     plan_text(&a->plan, sa);
     plan_text(&b->plan, sb);
@@ -195,6 +205,15 @@ static void check_against_brute_force(const char *model, const char *cluster, in
     cand *front = malloc((size_t)n * sizeof *front);
     assert_non_null(front);
     int nf = naive_frontier(all, n, front);
+    /* The top list holds one plan per (time, memory) point: the first of
+     * each run of equals in the sorted list. */
+    cand *uniq = malloc((size_t)n * sizeof *uniq);
+    assert_non_null(uniq);
+    int nu = 0;
+    for (int i = 0; i < n; i++)
+        if (nu == 0 || all[i].est.iteration_time_s != uniq[nu - 1].est.iteration_time_s ||
+            all[i].est.memory_per_device_bytes != uniq[nu - 1].est.memory_per_device_bytes)
+            uniq[nu++] = all[i];
 
     for (int exhaustive = 0; exhaustive < 2; exhaustive++) {
         wf_outer_opts o;
@@ -215,10 +234,10 @@ static void check_against_brute_force(const char *model, const char *cluster, in
         if (exhaustive) {
             assert_string_equal(a, b);
             assert_int_equal(r.fitting, n);
-            assert_int_equal(r.ntop, n < 20 ? n : 20);
+            assert_int_equal(r.ntop, nu < 20 ? nu : 20);
             for (int i = 0; i < r.ntop; i++) {
                 plan_text(&r.top[i].plan, a);
-                plan_text(&all[i].plan, b);
+                plan_text(&uniq[i].plan, b);
                 assert_string_equal(a, b);
             }
         } else {
@@ -236,6 +255,7 @@ static void check_against_brute_force(const char *model, const char *cluster, in
         wf_outer_result_free(&r);
     }
     free(front);
+    free(uniq);
     free(all);
 }
 

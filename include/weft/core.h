@@ -46,7 +46,16 @@ int wf_exit_code(wf_status st);
  * failure reads `return wf_errorf(WF_INVAL, "tp=%d does not divide heads=%d", ...)`. */
 wf_status wf_errorf(wf_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* The message of the last wf_errorf on this thread ("" if none). */
+/* Adds context to the message of the failure being returned: the message
+ * becomes "CONTEXT: MESSAGE" (CONTEXT printf-style), the innermost message
+ * kept whole, and returns st. Context already at the front of the message is
+ * not added again, so a retried or nested path says it once. Never format
+ * wf_last_error() into wf_errorf: the buffer would be copied into itself. */
+wf_status wf_error_prefix(wf_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The message of the last wf_errorf on this thread ("" if none). Control
+ * characters of a message are written as \xNN (newlines and tabs as spaces),
+ * so a user's bytes echoed in a message cannot drive the terminal. */
 const char *wf_last_error(void);
 void wf_clear_error(void);
 
@@ -82,6 +91,12 @@ void *wf_calloc(size_t n, size_t size);
 #define WF_MAX_BATCH ((int64_t)1 << 32)  /* samples per iteration (--batch, plan files) */
 #define WF_MAX_DEVICES ((int64_t)1 << 24) /* devices of a cluster or a plan */
 #define WF_MAX_LAYERS 4096                /* layers of a zoo family model (the largest trained: ~200) */
+/* This machine's physical memory in bytes (sysconf), 0 when unknown. */
+int64_t wf_mem_physical_bytes(void);
+/* WF_OK when `bytes` (computed before allocating them) fit in this machine's
+ * physical memory, else WF_NOFIT (exit 1): "WHAT: X GiB, more than
+ * this machine's Y GiB of memory". Negative `bytes`: the size overflowed. */
+wf_status wf_mem_check(double bytes, const char *what);
 /* a * b into *out; 0, or -1 when it overflows int64 (then *out is unspecified). */
 static inline int wf_mul_i64(int64_t a, int64_t b, int64_t *out)
 {

@@ -92,7 +92,7 @@ typedef struct {
     int rc_n;             /* 0: every stage follows recompute and rc_layers; else the number of
                              per-stage values in rc_kind_at / rc_layers_at (must equal pp) */
     unsigned char rc_kind_at[WF_PLAN_RC_STAGES]; /* [rc_n] each stage's wf_recompute */
-    short rc_layers_at[WF_PLAN_RC_STAGES];       /* [rc_n] each stage's N (0 every layer; 0 for
+    int rc_layers_at[WF_PLAN_RC_STAGES];         /* [rc_n] each stage's N (0 every layer; 0 for
                                                     stages whose recompute is not full) */
     int sp;               /* sequence parallelism (with tp) */
     int zero;             /* ZeRO stage 0..3 */

@@ -36,6 +36,17 @@ int wf_mpi_launched(void);
 wf_status wf_mpi_start(int *started);
 /* Finalizes MPI when `started` (from wf_mpi_start) is set. */
 void wf_mpi_stop(int started);
+/* Collective over MPI_COMM_WORLD, at start: every rank's n named values
+ * (command-line arguments as strings) compared through hashes. WF_OK when all
+ * ranks have the same; else WF_INVAL on every rank naming the first field
+ * that differs and the ranks' values ("the ranks disagree on --steps: rank 0
+ * has '5', rank 1 '7' ..."). Without MPI or on one rank: WF_OK. */
+wf_status wf_mpi_agree_fields(const char *const names[], const char *const values[], int n);
+/* The peer timeout (WEFT_PEER_TIMEOUT_S, default 120 s): a blocking MPI call
+ * of the runtime that waits longer ends the process with status 1 and one
+ * line (src/runtime/peers.c); wf_mpi_start starts that watchdog. */
+double wf_mpi_peer_timeout_s(void);
+wf_status wf_mpi_watchdog_start(int rank);
 /* Collective: the worst (most negative) status over the ranks. When some rank
  * failed, every rank returns that status and the message of the lowest failing
  * rank (prefixed "rank R: " on the others). Without MPI it returns st. */

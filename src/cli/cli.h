@@ -79,6 +79,12 @@ void wf_cli_cluster_note(const char *spec, const wf_cluster *c, char *buf, size_
 /* Tokens per second per device of an estimate (samples/s x sequence length /
  * devices) for models that read token sequences (transformers); 0 otherwise. */
 double wf_cli_tokens_per_s_per_device(const wf_model_config *m, const wf_estimate *e);
+/* v with 4 significant digits in fixed notation (0.5629, 113.7, 14550) into
+ * buf: the figures of the human tables. */
+const char *wf_cli_sig(double v, char *buf, size_t cap);
+/* WF_OK when format names an export writer, else one line ("WHAT: unknown
+ * export format ...") with a did-you-mean; checked before any work. */
+wf_status wf_cli_export_check_format(const char *format, const char *what);
 /* Writes plan p as FORMAT's settings on f (export.c, docs/export.md):
  * megatron, deepspeed, torchtitan or fsdp; WF_INVAL naming what the framework
  * lacks when it cannot express the plan. */

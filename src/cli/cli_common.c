@@ -7,7 +7,9 @@
 #include "weft/search.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -103,10 +105,31 @@ void wf_cli_cluster_note(const char *spec, const wf_cluster *c, char *buf, size_
              (long long)wf_cluster_devices(c));
 }
 
+/* The comm schedule the profile plays for the plan when it is not the one the
+ * plan names (ZeRO-1/2 under megatron-core's distributed optimizer is DeAR's
+ * schedule: wf_cost_plan_as_run), else -1. */
+static int played_comm(const wf_cli_plan_input *in)
+{
+    wf_cost_ctx *ctx = NULL;
+    if (wf_cost_ctx_create(&in->mc, &in->c, &ctx) != WF_OK) {
+        wf_clear_error();
+        return -1;
+    }
+    wf_plan run;
+    wf_cost_plan_as_run(ctx, &in->p, &run);
+    wf_cost_ctx_free(ctx);
+    return run.comm.kind != in->p.comm.kind ? (int)run.comm.kind : -1;
+}
+
 void wf_cli_print_plan_header(FILE *f, const wf_cli_plan_input *in, int64_t devices, int64_t micro_batches)
 {
     fprintf(f, "model %s on %s, batch %lld\nplan %s (%lld devices, %lld micro-batches per pipeline)\n", in->mc.name,
             in->c.name, (long long)in->batch, in->canon, (long long)devices, (long long)micro_batches);
+    int played = played_comm(in);
+    if (played >= 0)
+        fprintf(f, "played as comm=%s: ZeRO-%d under %s reduce-scatters gradients in backward and all-gathers "
+                   "parameters before the next forward (its distributed optimizer), which is DeAR's schedule\n",
+                wf_comm_name((wf_comm_kind)played), in->p.zero, wf_sw_name(in->p.sw));
     if (in->assumed[0])
         fprintf(f, "assumed %s\n", in->assumed);
 }
@@ -114,6 +137,16 @@ void wf_cli_print_plan_header(FILE *f, const wf_cli_plan_input *in, int64_t devi
 void wf_cli_add_plan_fields(cJSON *j, const wf_cli_plan_input *in)
 {
     cJSON_AddStringToObject(j, "plan", in->canon);
+    int played = played_comm(in);
+    if (played >= 0)
+        cJSON_AddStringToObject(j, "comm_played", wf_comm_name((wf_comm_kind)played));
+    /* The breakdown's parts add up to iteration_time_s; exposed_comm is one of
+     * them and a subtotal of its own (docs/cost-model.md). */
+    cJSON *sub = cJSON_AddObjectToObject(j, "breakdown_subtotals");
+    if (sub) {
+        cJSON_AddStringToObject(sub, "iteration_time_s", "compute + recompute + bubble + optimizer + exposed_comm");
+        cJSON_AddStringToObject(sub, "exposed_comm", "tp_comm + pp_comm + the exposed part of dp_comm");
+    }
     cJSON_AddStringToObject(j, "model", in->mc.name);
     cJSON_AddStringToObject(j, "cluster", in->c.name);
     cJSON_AddNumberToObject(j, "batch", (double)in->batch);
@@ -159,4 +192,48 @@ void wf_cli_print_cluster(FILE *f, const wf_cluster *c)
         factor_text(x, wf_cluster_factor_value(c, x), v, sizeof v);
         fprintf(f, "    %-20s %-12s %s\n", x->key, v, x->help);
     }
+}
+
+/* Bytes are whole: every number under a key ending in "_bytes" is rounded
+ * to an integer (a per-device share of a divided buffer can come out
+ * fractional: 58410869333.333336). */
+static void whole_bytes(cJSON *j)
+{
+    for (cJSON *it = j ? j->child : NULL; it; it = it->next) {
+        size_t n = it->string ? strlen(it->string) : 0;
+        if (cJSON_IsNumber(it) && n >= 6 && strcmp(it->string + n - 6, "_bytes") == 0 && isfinite(it->valuedouble))
+            cJSON_SetNumberValue(it, round(it->valuedouble));
+        else if (cJSON_IsObject(it) || cJSON_IsArray(it))
+            whole_bytes(it);
+    }
+}
+
+wf_status wf_cli_print_json(const cJSON *j)
+{
+    whole_bytes((cJSON *)j);
+    char *s = cJSON_Print(j);
+    if (!s)
+        return wf_errorf(WF_NOMEM, "out of memory printing JSON");
+    fputs(s, stdout);
+    fputc('\n', stdout);
+    free(s);
+    return fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
+}
+
+const char *wf_cli_sig(double v, char *buf, size_t cap)
+{
+    if (!isfinite(v) || v == 0) {
+        snprintf(buf, cap, isfinite(v) ? "0" : "%g", v);
+        return buf;
+    }
+    /* Fixed notation with 4 significant digits: 0.5629, 113.7, 14550. */
+    int mag = (int)floor(log10(fabs(v)));
+    if (mag >= 3) {
+        double unit = pow(10.0, mag - 3);
+        snprintf(buf, cap, "%.0f", round(v / unit) * unit);
+    } else {
+        int dec = 3 - mag;
+        snprintf(buf, cap, "%.*f", dec > 9 ? 9 : dec, v);
+    }
+    return buf;
 }

@@ -18,35 +18,47 @@ static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_estimate 
     const wf_breakdown *b = &e->breakdown;
     wf_cli_print_plan_header(f, in, e->devices, e->micro_batches);
     fprintf(f, "  framework          %s\n", framework);
-    fprintf(f, "  iteration time     %12.4f s\n", e->iteration_time_s);
-    fprintf(f, "  throughput         %12.2f samples/s\n", e->samples_per_s);
+    char s1[32], s2[32], s3[32];
+#define SIG(v, b) wf_cli_sig((v), (b), sizeof(b))
+    fprintf(f, "  iteration time     %12s s\n", SIG(e->iteration_time_s, s1));
+    fprintf(f, "  throughput         %12s samples/s\n", SIG(e->samples_per_s, s1));
     /* In users' units, for models that read tokens. */
     double tps = wf_cli_tokens_per_s_per_device(&in->mc, e);
     if (tps > 0)
-        fprintf(f, "  tokens             %12.1f per s per device, %.2f days per trillion tokens\n", tps,
-                1e12 / (tps * (double)e->devices) / 86400.0);
+        fprintf(f, "  tokens             %12s per s per device, %s days per trillion tokens\n", SIG(tps, s1),
+                SIG(1e12 / (tps * (double)e->devices) / 86400.0, s2));
     fprintf(f, "  model FLOPs        %12.4g per iteration\n", e->model_flops_per_iteration);
-    fprintf(f, "  per device         %12.1f TFLOP/s (MFU %.1f%%)\n", e->tflops_per_device, 100 * e->mfu);
-    fprintf(f, "  breakdown (s):\n");
+    fprintf(f, "  per device         %12s TFLOP/s (MFU %.1f%%)\n", SIG(e->tflops_per_device, s1), 100 * e->mfu);
+    /* The parts that add up to the iteration, then what exposed_comm sums
+     * (a subtotal: tp and pp communication and the exposed part of dp_comm,
+     * which itself counts every data-parallel collective, hidden or not). */
+    double t = e->iteration_time_s;
+    fprintf(f, "  breakdown (s): the parts add up to the iteration time\n");
     const struct {
         const char *name;
         double v;
     } rows[] = {
-        {"compute", b->compute},   {"recompute", b->recompute},       {"tp_comm", b->tp_comm},
-        {"pp_comm", b->pp_comm},   {"bubble", b->bubble},             {"dp_comm", b->dp_comm},
+        {"compute", b->compute}, {"recompute", b->recompute}, {"bubble", b->bubble},
         {"optimizer", b->optimizer}, {"exposed_comm", b->exposed_comm},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        fprintf(f, "    %-14s %12.4f  %5.1f%%\n", rows[i].name, rows[i].v,
-                100 * rows[i].v / e->iteration_time_s);
-        if (i == 2 && b->ep_comm > 0)
-            fprintf(f, "      %-12s %12.4f  %5.1f%%  (of tp_comm: expert all-to-all)\n", "ep_comm", b->ep_comm,
-                    100 * b->ep_comm / e->iteration_time_s);
-    }
-    fprintf(f, "  memory per device  %12.2f GiB (%s): weights+grads+optimizer %.2f, activations %.2f, "
-               "buffers %.2f\n",
-            e->memory_per_device_bytes / GIB, e->fits ? "fits" : "DOES NOT FIT",
-            e->mem_weights_bytes / GIB, e->mem_activation_bytes / GIB, e->mem_buffer_bytes / GIB);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        fprintf(f, "    %-14s %12s  %5.1f%%%s\n", rows[i].name, SIG(rows[i].v, s1), t > 0 ? 100 * rows[i].v / t : 0.0,
+                i == 4 ? "  subtotal of:" : "");
+    fprintf(f, "      %-12s %12s  %5.1f%%\n", "tp_comm", SIG(b->tp_comm, s1), t > 0 ? 100 * b->tp_comm / t : 0.0);
+    if (b->ep_comm > 0)
+        fprintf(f, "        %-10s %12s  %5.1f%%  (of tp_comm: expert all-to-all)\n", "ep_comm", SIG(b->ep_comm, s1),
+                t > 0 ? 100 * b->ep_comm / t : 0.0);
+    fprintf(f, "      %-12s %12s  %5.1f%%\n", "pp_comm", SIG(b->pp_comm, s1), t > 0 ? 100 * b->pp_comm / t : 0.0);
+    double dp_exposed = b->exposed_comm - b->tp_comm - b->pp_comm;
+    fprintf(f, "      %-12s %12s  %5.1f%%  (of dp_comm %s s; the rest is hidden behind the backward)\n", "dp_exposed",
+            SIG(dp_exposed > 0 ? dp_exposed : 0.0, s1), t > 0 && dp_exposed > 0 ? 100 * dp_exposed / t : 0.0,
+            SIG(b->dp_comm, s2));
+    char s4[32];
+    fprintf(f, "  memory per device  %12s GiB (%s): weights+grads+optimizer %s, activations %s, buffers %s\n",
+            SIG(e->memory_per_device_bytes / GIB, s1), e->fits ? "fits" : "DOES NOT FIT",
+            SIG(e->mem_weights_bytes / GIB, s2), SIG(e->mem_activation_bytes / GIB, s3),
+            SIG(e->mem_buffer_bytes / GIB, s4));
+#undef SIG
 }
 
 wf_status wf_cmd_estimate(int argc, char **argv)

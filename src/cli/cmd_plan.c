@@ -84,8 +84,10 @@ static void table_row(FILE *f, long long label, const wf_outer_point *pt)
 {
     char text[PLAN_TEXT];
     wf_plan_format(&pt->plan, text, sizeof text);
-    fprintf(f, "%6lld %10.4f %10.3f %5.1f%% %12.2f  %s\n", label, pt->est.iteration_time_s,
-            pt->est.samples_per_s, 100 * pt->est.mfu, pt->est.memory_per_device_bytes / GIB, text);
+    char s1[32], s2[32], s3[32];
+    fprintf(f, "%6lld %10s %10s %5.1f%% %12s  %s\n", label, wf_cli_sig(pt->est.iteration_time_s, s1, sizeof s1),
+            wf_cli_sig(pt->est.samples_per_s, s2, sizeof s2), 100 * pt->est.mfu,
+            wf_cli_sig(pt->est.memory_per_device_bytes / GIB, s3, sizeof s3), text);
 }
 
 static void print_result(FILE *f, const wf_outer_result *r, int pareto)
@@ -1146,6 +1148,8 @@ wf_status wf_cmd_plan(int argc, char **argv)
     if ((a.out && (st = wf_file_check_output(a.out, "-o")) != WF_OK) ||
         (a.plot && (st = wf_file_check_output(a.plot, "--plot")) != WF_OK) ||
         (a.csv && (st = wf_file_check_output(a.csv, "--csv")) != WF_OK))
+        return st;
+    if (a.emit && (st = wf_cli_export_check_format(a.emit, "--emit")) != WF_OK)
         return st;
     if (a.top < 1 || a.top > 100000)
         return wf_errorf(WF_INVAL, "--top=%lld: expected 1..100000", (long long)a.top);

@@ -28,10 +28,12 @@ static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_sim_plan_
     wf_cli_print_plan_header(f, in, r->devices, r->micro_batches);
     if (framework[0])
         fprintf(f, "  framework          %s\n", framework);
-    fprintf(f, "  iteration time     %12.4f s (simulated: %lld tasks%s, %.3f s)\n", r->iteration_time_s,
-            (long long)r->tasks, r->coarse ? ", coarse" : "", r->wall_s);
-    fprintf(f, "  throughput         %12.2f samples/s\n", r->samples_per_s);
-    fprintf(f, "  peak memory        %12.2f GiB per device (%s)\n", r->peak_memory_bytes / GIB,
+    char s1[32], s2[32];
+    fprintf(f, "  iteration time     %12s s (simulated: %lld tasks%s, %s s)\n",
+            wf_cli_sig(r->iteration_time_s, s1, sizeof s1), (long long)r->tasks, r->coarse ? ", coarse" : "",
+            wf_cli_sig(r->wall_s, s2, sizeof s2));
+    fprintf(f, "  throughput         %12s samples/s\n", wf_cli_sig(r->samples_per_s, s1, sizeof s1));
+    fprintf(f, "  peak memory        %12s GiB per device (%s)\n", wf_cli_sig(r->peak_memory_bytes / GIB, s1, sizeof s1),
             r->fits ? "fits" : "DOES NOT FIT");
     fprintf(f, "  dp comm schedule   %s", comm_names[r->comm.kind]);
     if (r->comm.threshold_bytes > 0)

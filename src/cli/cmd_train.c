@@ -157,8 +157,18 @@ static wf_status cut_log(const char *path, int64_t step)
         char *nl = memchr(text + i, '\n', len - i);
         if (!nl)
             break; /* a torn last line */
-        long long s = -1;
-        if (sscanf(text + i, "{\"step\":%lld", &s) != 1 || s > step)
+        /* The step read in place: sscanf would measure the rest of the log
+         * on every line (quadratic in its length). */
+        static const char head[] = "{\"step\":";
+        const char *q = text + i, *end = nl;
+        if ((size_t)(end - q) <= sizeof head - 1 || memcmp(q, head, sizeof head - 1) != 0)
+            break;
+        q += sizeof head - 1;
+        long long s = 0;
+        int digits = 0;
+        for (; q < end && *q >= '0' && *q <= '9' && digits < 18; q++, digits++)
+            s = s * 10 + (*q - '0');
+        if (digits == 0 || s > step)
             break;
         i = (size_t)(nl - text) + 1;
         keep = i;
@@ -431,6 +441,33 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
     return st;
 }
 
+/* Every rank must run the same training: the arguments that shape the model,
+ * the plan, the batches, the schedule, the random streams, the optimizer, the
+ * data and the checkpoint are compared across the ranks before any work. */
+static wf_status agree_args(const train_args *a)
+{
+    char batch[24], steps[24], seed[24], every[24], lr[32], clip[32], wd[32];
+    snprintf(batch, sizeof batch, "%lld", (long long)a->batch);
+    snprintf(steps, sizeof steps, "%lld", (long long)a->steps);
+    snprintf(seed, sizeof seed, "%lld", (long long)a->seed);
+    snprintf(every, sizeof every, "%lld", (long long)a->every);
+    /* "" when not given (the defaults are the same on every rank) */
+    lr[0] = clip[0] = wd[0] = 0;
+    if (!isnan(a->lr))
+        snprintf(lr, sizeof lr, "%.17g", a->lr);
+    if (!isnan(a->clip))
+        snprintf(clip, sizeof clip, "%.17g", a->clip);
+    if (!isnan(a->wd))
+        snprintf(wd, sizeof wd, "%.17g", a->wd);
+    const char *const names[] = {"--model", "--plan", "--batch", "--steps", "--comm", "--cluster", "--seed",
+                                 "--optimizer", "--lr", "--clip", "--weight-decay", "--data", "--init",
+                                 "--checkpoint", "--checkpoint-every", "--resume", "--reference"};
+    const char *const values[] = {a->model, a->plan, batch, steps, a->comm, a->cluster, seed, a->optimizer, lr,
+                                  clip, wd, a->data, a->init, a->checkpoint, every, a->resume ? "yes" : "",
+                                  a->reference ? "yes" : ""};
+    return wf_mpi_agree_fields(names, values, (int)(sizeof names / sizeof names[0]));
+}
+
 wf_status wf_cmd_train(int argc, char **argv)
 {
     train_args a;
@@ -494,6 +531,8 @@ wf_status wf_cmd_train(int argc, char **argv)
     else if (st == WF_OK && nranks > 1)
         (void)wf_runtime_set_threads(1);
     st = wf_mpi_agree(st);
+    if (st == WF_OK)
+        st = agree_args(&a);
     if (st == WF_OK)
         st = run(&a, &oc, rank);
     wf_mpi_stop(started);

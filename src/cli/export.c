@@ -194,6 +194,14 @@ int wf_export_accepts(const char *target, const wf_plan *p, const wf_model_confi
     return 1;
 }
 
+/* The format named before any work (plan --emit, export --to), with what
+ * named it ("--emit") prefixed to the message. */
+wf_status wf_cli_export_check_format(const char *format, const char *what)
+{
+    wf_status st = wf_export_target(format, NULL);
+    return st == WF_OK ? WF_OK : wf_error_prefix(st, "%s", what);
+}
+
 wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_model_config *m,
                         const wf_cluster *c, int64_t batch)
 {
@@ -244,6 +252,8 @@ wf_status wf_cmd_export(int argc, char **argv)
     if (npos != 1)
         return wf_errorf(WF_INVAL, "missing PLAN (a plan string such as dp=8,tp=8 or a plan file)");
     in.plan = pos[0];
+    if ((st = wf_cli_export_check_format(to, "--to")) != WF_OK)
+        return st;
     if (wf_plan_is_oplevel_file(in.plan))
         return wf_errorf(WF_INVAL, "%s: an op-level plan (per-op layouts) has no framework form: Megatron-LM, "
                                    "DeepSpeed, torchtitan and FSDP take whole-model degrees (dp, tp, pp)",

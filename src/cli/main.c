@@ -5,6 +5,7 @@
 #include "weft/runtime.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,17 +26,6 @@ static void usage(FILE *f)
     fprintf(f, "usage: weft <verb> [options]   (weft <verb> --help for its options; weft --version)\n\nverbs:\n");
     for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
         fprintf(f, "  %-10s %s\n", VERBS[i].name, VERBS[i].help);
-}
-
-wf_status wf_cli_print_json(const cJSON *j)
-{
-    char *s = cJSON_Print(j);
-    if (!s)
-        return wf_errorf(WF_NOMEM, "out of memory printing JSON");
-    fputs(s, stdout);
-    fputc('\n', stdout);
-    free(s);
-    return fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
 }
 
 int main(int argc, char **argv)
@@ -72,12 +62,23 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], VERBS[i].name) != 0)
             continue;
         wf_status st = VERBS[i].fn(argc - 1, argv + 1);
+        /* What was printed must have reached standard output (a full disk,
+         * /dev/full, a closed pipe): else the run did not deliver its answer. */
+        if (st == WF_OK && (fflush(stdout) != 0 || ferror(stdout)))
+            st = wf_errorf(WF_IO, "cannot write standard output: %s", strerror(errno ? errno : EIO));
         if (st != WF_OK) {
             const char *msg = wf_last_error();
             fprintf(stderr, "weft %s: %s\n", VERBS[i].name, msg[0] ? msg : wf_strerror(st));
         }
         return wf_exit_code(st);
     }
-    fprintf(stderr, "weft: unknown verb '%s' (see weft --help)\n", argv[1]);
+    const char *names[sizeof VERBS / sizeof VERBS[0]];
+    for (size_t i = 0; i < sizeof VERBS / sizeof VERBS[0]; i++)
+        names[i] = VERBS[i].name;
+    char dym[96];
+    /* Through wf_errorf: the user's bytes are escaped in the message. */
+    wf_errorf(WF_INVAL, "unknown verb '%s'%s (see weft --help)", argv[1],
+              wf_did_you_mean(wf_suggest(argv[1], names, (int)(sizeof VERBS / sizeof VERBS[0])), dym, sizeof dym));
+    fprintf(stderr, "weft: %s\n", wf_last_error());
     return 1;
 }

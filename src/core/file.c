@@ -134,12 +134,31 @@ static void parent_of(const char *path, char *buf, size_t cap)
         memmove(buf, d, strlen(d) + 1);
 }
 
+/* Whether a file can be created in directory dir: access() says yes to root
+ * on a read-only directory (but not on a read-only file system), so a probe
+ * file is created and removed. */
+static int dir_writable(const char *dir)
+{
+    if (access(dir, W_OK | X_OK) != 0)
+        return 0;
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.weft-probe.%ld", dir, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return errno == EEXIST;
+    close(fd);
+    unlink(probe);
+    return 1;
+}
+
 wf_status wf_file_check_output(const char *path, const char *what)
 {
     if (!path || !*path)
         return wf_errorf(WF_INVAL, "%s: empty file name", what);
     if (strlen(path) >= 4000)
         return wf_errorf(WF_INVAL, "%s: path is too long", what);
+    if (path[strlen(path) - 1] == '/')
+        return wf_errorf(WF_INVAL, "%s %s: names a directory (ends in '/'), expected a file name", what, path);
     struct stat st;
     if (stat(path, &st) == 0) {
         if (!S_ISREG(st.st_mode))
@@ -152,7 +171,7 @@ wf_status wf_file_check_output(const char *path, const char *what)
     parent_of(path, dir, sizeof dir);
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return wf_errorf(WF_INVAL, "%s %s: directory %s does not exist", what, path, dir);
-    if (access(dir, W_OK | X_OK) != 0)
+    if (!dir_writable(dir))
         return wf_errorf(WF_INVAL, "%s %s: directory %s is not writable", what, path, dir);
     return WF_OK;
 }
@@ -167,7 +186,7 @@ wf_status wf_file_check_output_dir(const char *path, const char *what)
     if (stat(path, &st) == 0) {
         if (!S_ISDIR(st.st_mode))
             return wf_errorf(WF_INVAL, "%s %s: exists and is not a directory", what, path);
-        if (access(path, W_OK | X_OK) != 0)
+        if (!dir_writable(path))
             return wf_errorf(WF_INVAL, "%s %s: directory is not writable", what, path);
         return WF_OK;
     }
@@ -175,6 +194,9 @@ wf_status wf_file_check_output_dir(const char *path, const char *what)
     parent_of(path, dir, sizeof dir);
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return wf_errorf(WF_INVAL, "%s %s: parent directory %s does not exist", what, path, dir);
+    if (!dir_writable(dir))
+        return wf_errorf(WF_INVAL, "%s %s: parent directory %s is not writable (the directory cannot be made)",
+                         what, path, dir);
     return WF_OK;
 }
 

@@ -45,13 +45,51 @@ static const char *duplicate_key(const cJSON *j, int *nomem)
     return dup;
 }
 
+/* Line and column (both from 1; the column counts bytes) of byte `off`. */
+static void line_col(const char *text, size_t off, long *line, long *col)
+{
+    *line = 1;
+    size_t start = 0;
+    for (size_t i = 0; i < off && text[i]; i++)
+        if (text[i] == '\n') {
+            (*line)++;
+            start = i + 1;
+        }
+    *col = (long)(off - start) + 1;
+}
+
+/* The offset of the first \u0000 escape inside a string of text, or -1: cJSON
+ * would cut the string there, so "LlamaForCausalLM\u0000junk" would read as a
+ * name it is not. */
+static long nul_escape(const char *text)
+{
+    for (const char *p = strstr(text, "\\u0000"); p; p = strstr(p + 1, "\\u0000")) {
+        size_t backslashes = 0;
+        while (p - (long)backslashes > text && p[-(long)backslashes - 1] == '\\')
+            backslashes++;
+        if (backslashes % 2 == 0)
+            return (long)(p - text);
+    }
+    return -1;
+}
+
 wf_status wf_json_parse(const char *text, const char *what, cJSON **out)
 {
     const char *end = NULL;
+    long line, col;
     *out = cJSON_ParseWithOpts(text, &end, 1);
     if (!*out) {
-        long off = end ? (long)(end - text) : 0;
-        return wf_errorf(WF_FORMAT, "%s: malformed JSON near byte %ld", what, off);
+        size_t off = end ? (size_t)(end - text) : 0;
+        line_col(text, off, &line, &col);
+        return wf_errorf(WF_FORMAT, "%s: malformed JSON at line %ld, column %ld (byte %zu)", what, line, col, off);
+    }
+    long nul = nul_escape(text);
+    if (nul >= 0) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        line_col(text, (size_t)nul, &line, &col);
+        return wf_errorf(WF_FORMAT, "%s: a string holds a NUL character (\\u0000) at line %ld, column %ld", what,
+                         line, col);
     }
     int nomem = 0;
     const char *dup = duplicate_key(*out, &nomem);
@@ -69,9 +107,17 @@ wf_status wf_json_read_file(const char *path, cJSON **out)
 {
     char *text = NULL;
     *out = NULL;
-    wf_status st = wf_file_read(path, &text, NULL);
+    size_t len = 0;
+    wf_status st = wf_file_read(path, &text, &len);
     if (st != WF_OK)
         return st;
+    size_t n = strlen(text);
+    if (n != len) {
+        long line, col;
+        line_col(text, n, &line, &col);
+        free(text);
+        return wf_errorf(WF_FORMAT, "%s: a NUL byte at line %ld, column %ld (JSON is text)", path, line, col);
+    }
     st = wf_json_parse(text, path, out);
     free(text);
     return st;

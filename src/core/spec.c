@@ -10,9 +10,19 @@ wf_status wf_parse_int(const char *text, const char *what, int64_t lo, int64_t h
 {
     if (!text || !*text)
         return wf_errorf(WF_INVAL, "%s: empty value, expected an integer", what);
+    /* Plain decimal digits, '-' first at most (then the range says): no
+     * sign '+', no spaces, no hex (strtoll alone takes " +8"). */
+    const char *d = text + (text[0] == '-');
+    int plain = *d != 0;
+    for (const char *q = d; *q; q++)
+        plain &= *q >= '0' && *q <= '9';
+    if (!plain)
+        return wf_errorf(WF_INVAL, "%s=%s: expected an integer (decimal digits only)", what, text);
     char *end = NULL;
     errno = 0;
     long long v = strtoll(text, &end, 10);
+    if (errno == ERANGE)
+        return wf_errorf(WF_INVAL, "%s=%s is out of range [%lld, %lld]", what, text, (long long)lo, (long long)hi);
     if (errno || *end)
         return wf_errorf(WF_INVAL, "%s=%s: expected an integer", what, text);
     if (v < lo || v > hi)
@@ -26,6 +36,12 @@ wf_status wf_parse_num(const char *text, const char *what, double lo, double hi,
 {
     if (!text || !*text)
         return wf_errorf(WF_INVAL, "%s: empty value, expected a number", what);
+    /* Decimal notation only: no leading space or '+', no hex, inf or nan. */
+    int plain = (text[0] >= '0' && text[0] <= '9') || text[0] == '-' || text[0] == '.';
+    for (const char *q = text; *q; q++)
+        plain &= strchr("0123456789.eE+-", *q) != NULL;
+    if (!plain)
+        return wf_errorf(WF_INVAL, "%s=%s: expected a number", what, text);
     char *end = NULL;
     errno = 0;
     double v = strtod(text, &end);

@@ -2,6 +2,7 @@
 #include "weft/core.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 static _Thread_local char g_errmsg[1024];
@@ -38,16 +39,52 @@ int wf_exit_code(wf_status st)
     return 1;
 }
 
+/* One line of printable bytes: newlines, carriage returns and tabs become
+ * spaces, other control bytes \xNN (the message is cut where it would not fit). */
+static void set_message(const char *raw)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)raw; *p && n + 1 < sizeof g_errmsg; p++) {
+        if (*p == '\n' || *p == '\r' || *p == '\t') {
+            g_errmsg[n++] = ' ';
+        } else if (*p < 0x20 || *p == 0x7f) {
+            if (n + 5 > sizeof g_errmsg)
+                break;
+            snprintf(g_errmsg + n, 5, "\\x%02x", *p);
+            n += 4;
+        } else {
+            g_errmsg[n++] = (char)*p;
+        }
+    }
+    g_errmsg[n] = 0;
+}
+
 wf_status wf_errorf(wf_status st, const char *fmt, ...)
 {
+    char raw[sizeof g_errmsg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g_errmsg, sizeof g_errmsg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    /* One line: a message never carries a newline to the user. */
-    for (char *p = g_errmsg; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
+    set_message(raw);
+    return st;
+}
+
+wf_status wf_error_prefix(wf_status st, const char *fmt, ...)
+{
+    char ctx[sizeof g_errmsg], raw[2 * sizeof g_errmsg + 2];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    size_t cl = strlen(ctx);
+    if (cl == 0)
+        return st;
+    /* Already there (a retried or nested path): once is enough. */
+    if (strncmp(g_errmsg, ctx, cl) == 0 && (g_errmsg[cl] == 0 || (g_errmsg[cl] == ':' && g_errmsg[cl + 1] == ' ')))
+        return st;
+    snprintf(raw, sizeof raw, "%s%s%s", ctx, g_errmsg[0] ? ": " : "", g_errmsg[0] ? g_errmsg : wf_strerror(st));
+    set_message(raw);
     return st;
 }
 

@@ -213,10 +213,49 @@ static wf_status put_dtype(const cJSON *j, const char *path, char *spec, size_t 
     return WF_OK;
 }
 
+/* Types of the fields read besides the integers (put_int checks those): a
+ * mistyped value is refused by name rather than read as absent or false
+ * ("tie_word_embeddings": "yes" is not false). One architecture only: with
+ * two, which one the file describes is ambiguous. */
+static wf_status hf_check_types(const cJSON *j, const char *path)
+{
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j, "architectures");
+    if (!cJSON_IsArray(arch) || cJSON_GetArraySize(arch) == 0)
+        return wf_errorf(WF_FORMAT, "%s: \"architectures\" must be a list of one name", path);
+    for (const cJSON *a = arch->child; a; a = a->next)
+        if (!cJSON_IsString(a) || !a->valuestring[0])
+            return wf_errorf(WF_FORMAT, "%s: \"architectures\" must be a list of one name", path);
+    if (cJSON_GetArraySize(arch) > 1)
+        return wf_errorf(WF_INVAL, "%s: \"architectures\" names %d architectures (%s, %s%s): ambiguous, give one",
+                         path, cJSON_GetArraySize(arch), arch->child->valuestring, arch->child->next->valuestring,
+                         cJSON_GetArraySize(arch) > 2 ? ", ..." : "");
+    static const char *const bools[] = {"tie_word_embeddings"};
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, bools[i]);
+        if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v))
+            return wf_errorf(WF_FORMAT, "%s: \"%s\" must be true or false", path, bools[i]);
+    }
+    const cJSON *only = cJSON_GetObjectItemCaseSensitive(j, "mlp_only_layers");
+    if (only && !cJSON_IsNull(only)) {
+        int ok = cJSON_IsArray(only);
+        for (const cJSON *x = ok ? only->child : NULL; x; x = x->next)
+            ok &= cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble == floor(x->valuedouble);
+        if (!ok)
+            return wf_errorf(WF_FORMAT, "%s: \"mlp_only_layers\" must be a list of layer numbers", path);
+    }
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "decoder_sparse_step");
+    if (step && !cJSON_IsNull(step) && (!cJSON_IsNumber(step) || step->valuedouble != floor(step->valuedouble)))
+        return wf_errorf(WF_FORMAT, "%s: \"decoder_sparse_step\" must be an integer", path);
+    return WF_OK;
+}
+
 wf_status wf_hf_config_spec(const cJSON *j, const char *path, const wf_spec *ovr, char *spec, size_t cap, char *note,
                            size_t note_cap)
 {
     note[0] = 0;
+    wf_status tst = hf_check_types(j, path);
+    if (tst != WF_OK)
+        return tst;
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j, "architectures");
     const cJSON *a0 = cJSON_IsArray(arch) ? cJSON_GetArrayItem(arch, 0) : NULL;
     if (!cJSON_IsString(a0))

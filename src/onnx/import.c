@@ -1440,6 +1440,126 @@ static wf_status h_global_pool(ictx *c, int max)
     return c->g->status;
 }
 
+/* ---- reductions -------------------------------------------------------------------------
+ * ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceSumSquare and ReduceL1
+ * (torchvision's ShuffleNet V2 and MNASNet pool globally with x.mean([2, 3]),
+ * exported as ReduceMean) over any set of axes, from the IR's pools: the kept
+ * axes are moved first and the reduced last (a transpose when they are not
+ * already), the value is seen as [N, P, R, 1] (N: the first axis when kept,
+ * P: the other kept elements, R: the reduced ones), and
+ *   mean = global average pool, sum = R x mean,
+ *   max = max pool over an [R, 1] window, min = -max(-x),
+ *   sum of squares = sum(x * x), L1 = sum(relu(x) + relu(-x)).
+ * Axes come from the attribute (opset < 18; ReduceSum < 13) or input 1;
+ * keepdims (default 1) and noop_with_empty_axes as ONNX defines them. The
+ * reductions that need a square root, a logarithm or a product (ReduceL2,
+ * ReduceLogSum, ReduceLogSumExp, ReduceProd) have no IR form and are refused
+ * by name. */
+enum { RED_MEAN, RED_SUM, RED_MAX, RED_MIN, RED_SUMSQ, RED_L1 };
+
+static int scaled(ictx *c, int t, double scale, const char *sfx)
+{
+    wf_op_attrs at;
+    memset(&at, 0, sizeof at);
+    at.scale = scale;
+    return op1(c, WF_OP_MUL, sfx, &t, 1, &at);
+}
+
+static wf_status h_reduce(ictx *c, int kind)
+{
+    wf_status st = WF_OK;
+    val *x = need_in(c, 0, &st);
+    if (!x)
+        return st;
+    const char *op = c->node->op_type;
+    int r = x->ndim;
+    int64_t axes[WF_MAX_DIMS + 1];
+    int from_input = c->m->opset >= 18 || (kind == RED_SUM && c->m->opset >= 13);
+    int n = from_input ? ints_from(c, 1, "", axes, WF_MAX_DIMS + 1, &st)
+                       : wf_onnx_attr_ints(c->node, "axes", axes, WF_MAX_DIMS + 1);
+    if (st != WF_OK)
+        return st;
+    if (n > WF_MAX_DIMS)
+        return nerr(c, WF_FORMAT, "%d axes for rank %d", n, r);
+    int keep = (int)wf_onnx_attr_i(c->node, "keepdims", 1) != 0;
+    if (n <= 0 && wf_onnx_attr_i(c->node, "noop_with_empty_axes", 0)) {
+        alias_out(c, 0, x);
+        return WF_OK;
+    }
+    int red[WF_MAX_DIMS] = {0};
+    if (n <= 0) {
+        for (int i = 0; i < r; i++)
+            red[i] = 1;
+    }
+    for (int i = 0; i < n; i++) {
+        int a = norm_axis(axes[i], r);
+        if (a < 0 || a >= r || red[a])
+            return nerr(c, WF_FORMAT, "axis %" PRId64 " out of range or repeated for rank %d", axes[i], r);
+        red[a] = 1;
+    }
+    /* Output shape; kept axes first, then the reduced ones. */
+    int64_t os[WF_MAX_DIMS], N = 1, P = 1, R = 1;
+    int nd = 0, perm[WF_MAX_DIMS], np_ = 0, ident = 1;
+    for (int i = 0; i < r; i++) {
+        if (!red[i]) {
+            perm[np_++] = i;
+            if (i == 0)
+                N = x->shape[0];
+            else
+                P *= x->shape[i];
+        } else {
+            R *= x->shape[i];
+        }
+        if (!red[i] || keep)
+            os[nd++] = red[i] ? 1 : x->shape[i];
+    }
+    for (int i = 0; i < r; i++)
+        if (red[i])
+            perm[np_++] = i;
+    for (int i = 0; i < r; i++)
+        ident &= perm[i] == i;
+    if (R == 0 || N * P == 0)
+        return unsupported(c, "%s of an empty tensor", op);
+    int t = ir_any(c, x);
+    if (!ident)
+        t = transpose_t(c, t, r, perm, "/reduce_order");
+    if (kind == RED_SUMSQ) {
+        int in2[2] = {t, t};
+        t = op1(c, WF_OP_MUL, "/square", in2, 2, NULL);
+    } else if (kind == RED_L1) {
+        int pos = op1(c, WF_OP_RELU, "/pos", &t, 1, NULL);
+        int neg = scaled(c, t, -1.0, "/neg");
+        neg = op1(c, WF_OP_RELU, "/negpart", &neg, 1, NULL);
+        int in2[2] = {pos, neg};
+        t = op1(c, WF_OP_ADD, "/abs", in2, 2, NULL);
+    } else if (kind == RED_MIN) {
+        t = scaled(c, t, -1.0, "/neg");
+    }
+    int64_t s4[4] = {N, P, R, 1};
+    t = reshape_t(c, t, 4, s4, "/as_npr1");
+    int y;
+    if (kind == RED_MAX || kind == RED_MIN) {
+        if (R > INT32_MAX)
+            return unsupported(c, "%s over %" PRId64 " elements", op, R);
+        wf_op_attrs at;
+        memset(&at, 0, sizeof at);
+        at.kernel[0] = (int)R;
+        at.kernel[1] = 1;
+        at.stride[0] = at.stride[1] = 1;
+        y = op1(c, WF_OP_MAXPOOL, "/max", &t, 1, &at);
+        if (kind == RED_MIN)
+            y = scaled(c, y, -1.0, "/min");
+    } else {
+        y = op1(c, WF_OP_GLOBAL_AVGPOOL, "/mean", &t, 1, NULL); /* [N, P] */
+        if (kind != RED_MEAN)
+            y = scaled(c, y, (double)R, "/sum");
+    }
+    if (c->g->status != WF_OK)
+        return c->g->status;
+    set_out(c, 0, y, nd, os);
+    return c->g->status;
+}
+
 /* ---- normalization ---------------------------------------------------------------------- */
 
 static wf_status h_batchnorm(ictx *c)
@@ -2821,6 +2941,17 @@ static wf_status run_node(ictx *c)
         return h_pool(c, WF_OP_AVGPOOL);
     if (!strcmp(op, "GlobalAveragePool"))
         return h_global_pool(c, 0);
+    static const struct {
+        const char *name;
+        int kind;
+    } reduce[] = {{"ReduceMean", RED_MEAN}, {"ReduceSum", RED_SUM},         {"ReduceMax", RED_MAX},
+                  {"ReduceMin", RED_MIN},   {"ReduceSumSquare", RED_SUMSQ}, {"ReduceL1", RED_L1}};
+    for (size_t i = 0; i < sizeof reduce / sizeof reduce[0]; i++)
+        if (!strcmp(op, reduce[i].name))
+            return h_reduce(c, reduce[i].kind);
+    if (!strcmp(op, "ReduceL2") || !strcmp(op, "ReduceLogSum") || !strcmp(op, "ReduceLogSumExp") ||
+        !strcmp(op, "ReduceProd"))
+        return unsupported(c, "%s (the IR has no square root, logarithm or product to build it from)", op);
     if (!strcmp(op, "GlobalMaxPool"))
         return h_global_pool(c, 1);
     if (!strcmp(op, "BatchNormalization"))

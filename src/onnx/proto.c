@@ -209,7 +209,7 @@ static wf_status read_external(const Onnx__TensorProto *t, const char *dir, size
     int fd;
     size_t fsize;
     if (wf_file_open_input(path, WF_FILE_ONNX, &fd, &fsize) != WF_OK)
-        return wf_errorf(WF_IO, "tensor '%s': external data: %s", name, wf_last_error());
+        return wf_error_prefix(WF_IO, "tensor '%s': external data", name);
     if ((uint64_t)off > fsize || want > fsize - (uint64_t)off) {
         close(fd);
         return wf_errorf(WF_FORMAT, "tensor '%s': %s is shorter than offset %" PRId64 " + %zu bytes",

@@ -185,7 +185,17 @@ wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *not
 
 int64_t wf_plan_devices(const wf_plan *p)
 {
-    return (int64_t)p->dp * (int64_t)p->tp * (int64_t)p->pp * (int64_t)(p->cp > 0 ? p->cp : 1);
+    /* Saturates at INT64_MAX instead of wrapping (plans built in code are not
+     * parsed, so the product is checked here too). */
+    int64_t f[4] = {p->dp, p->tp, p->pp, p->cp > 0 ? p->cp : 1}, n = 1;
+    for (int i = 0; i < 4; i++) {
+        if (f[i] < 1)
+            return 0;
+        if (n > INT64_MAX / f[i])
+            return INT64_MAX;
+        n *= f[i];
+    }
+    return n;
 }
 
 #define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, rc_layers, sp, zero, overlap, pipe, comm, cp, ep, etp, imb, epo, fp8, attn, grad, loss, sw"
@@ -232,8 +242,23 @@ static int rc_kind_of(const char *t, size_t n)
     return -1;
 }
 
+/* The n bytes at t as a plain decimal count 0..max (digits only: no sign, no
+ * space), or -1. */
+static long plain_count(const char *t, size_t n, long max)
+{
+    if (n == 0 || n > 9)
+        return -1;
+    long x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] < '0' || t[i] > '9')
+            return -1;
+        x = x * 10 + (t[i] - '0');
+    }
+    return x <= max ? x : -1;
+}
+
 /* Splits "a/b*3/c" into at most WF_PLAN_RC_STAGES values, each parsed by
- * kind (1: a recompute kind) or as a count (0: an integer 0..65535). */
+ * kind (1: a recompute kind) or as a count (0: an integer 0..WF_MAX_LAYERS). */
 static wf_status rc_list(const char *key, const char *text, int kind, int *vals, int *n)
 {
     *n = 0;
@@ -244,9 +269,8 @@ static wf_status rc_list(const char *key, const char *text, int kind, int *vals,
         size_t vlen = star ? (size_t)(star - t) : len;
         long rep = 1;
         if (star) {
-            char *e = NULL;
-            rep = strtol(star + 1, &e, 10);
-            if (e != t + len || star + 1 == e || rep < 1 || rep > WF_PLAN_RC_STAGES)
+            rep = plain_count(star + 1, len - vlen - 1, WF_PLAN_RC_STAGES);
+            if (rep < 1)
                 return wf_errorf(WF_INVAL, "%s=%s: '%.*s' repeats a value 1..%d times (full*3)", key, text,
                                  (int)len, t, WF_PLAN_RC_STAGES);
         }
@@ -258,11 +282,10 @@ static wf_status rc_list(const char *key, const char *text, int kind, int *vals,
         } else if (vlen == 3 && strncmp(t, "all", 3) == 0) {
             v = -1;
         } else {
-            char *e = NULL;
-            long x = strtol(t, &e, 10);
-            if (vlen == 0 || e != t + vlen || x < 0 || x > 65535)
-                return wf_errorf(WF_INVAL, "%s=%s: '%.*s' is not a layer count 0..65535 or all", key, text,
-                                 (int)vlen, t);
+            long x = plain_count(t, vlen, WF_MAX_LAYERS);
+            if (x < 0)
+                return wf_errorf(WF_INVAL, "%s=%s: '%.*s' is not a layer count 0..%d or all", key, text,
+                                 (int)vlen, t, WF_MAX_LAYERS);
             v = (int)x;
         }
         if (*n + rep > WF_PLAN_RC_STAGES)
@@ -365,8 +388,14 @@ static wf_status parse_recompute(wf_spec *s, wf_plan *p)
      * be pp, before equal values collapse to one (an op-level file's keys
      * are checked against its stages when read). */
     int64_t pp_given;
-    if (n > 1 && wf_spec_get_int(s, "pp", 1, 1 << 16, &pp_given) == 1 && n != p->pp)
+    int have_pp = wf_spec_get_int(s, "pp", 1, 1 << 16, &pp_given) == 1;
+    if (n > 1 && have_pp && n != p->pp)
         return wf_errorf(WF_INVAL, "recompute per stage: %d values for pp=%d stages", n, p->pp);
+    /* Without pp, a list names the stages: its length is pp (so the
+     * canonical string, which always writes pp, parses back to the same
+     * plan; found by fuzz_plankeys). */
+    if (n > 1 && !have_pp)
+        p->pp = n;
     if (nk == 1)
         p->recompute = (wf_recompute)kinds[0];
     if (n <= 1) {
@@ -375,7 +404,7 @@ static wf_status parse_recompute(wf_spec *s, wf_plan *p)
         p->rc_n = n;
         for (int i = 0; i < n; i++) {
             p->rc_kind_at[i] = (unsigned char)(nk > 1 ? kinds[i] : kinds[0]);
-            p->rc_layers_at[i] = (short)(nn > 1 ? layers[i] : nn == 1 ? layers[0] : 0);
+            p->rc_layers_at[i] = (nn > 1 ? layers[i] : nn == 1 ? layers[0] : 0);
         }
     }
     rc_normalize(p);
@@ -539,6 +568,11 @@ static wf_status parse_string(const char *text, wf_plan *out)
         p.zero = 3;
     if ((st = wf_spec_check_unused(&s, "plan", PLAN_KEYS)) != WF_OK)
         return st;
+    /* Each degree is in range; their product must be too (it sizes groups
+     * and divides batches: 2^24 x 2^16 x 2^16 x 2^16 wraps an int64). */
+    if (wf_plan_devices(&p) > WF_MAX_DEVICES)
+        return wf_errorf(WF_INVAL, "plan '%s': dp*tp*pp*cp = %d*%d*%d*%d is more than %lld devices", text, p.dp,
+                         p.tp, p.pp, p.cp, (long long)WF_MAX_DEVICES);
     *out = p;
     return WF_OK;
 }

@@ -51,7 +51,7 @@ wf_status wf_runtime_auto_plan(const wf_model_config *m, const char *spec, int n
     st = wf_outer_search(m, &cl, batch, &o, &r);
     if (st != WF_OK) {
         wf_outer_result_free(&r);
-        return wf_errorf(st, "--plan auto on %d ranks of cluster %s: %s", nranks, cname, wf_last_error());
+        return wf_error_prefix(st, "--plan auto on %d rank%s of cluster %s", nranks, nranks == 1 ? "" : "s", cname);
     }
     int pick = -1;
     for (int i = 0; i < r.ntop && pick < 0; i++)

@@ -89,7 +89,10 @@ wf_status wf_mpi_start(int *started)
     /* Errors come back as codes, so every rank can agree before stopping. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     *started = 1;
-    return WF_OK;
+    /* No wait on a peer rank is unbounded (peers.c). */
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return wf_mpi_watchdog_start(rank);
 }
 
 void wf_mpi_stop(int started)

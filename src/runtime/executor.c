@@ -357,7 +357,7 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
         wf_k_conv_geom c;
         wf_status st = wf_k_conv_geom_of(&e->g, op, &c);
         if (st != WF_OK)
-            return wf_errorf(st, "op '%s': %s", op->name, wf_last_error());
+            return wf_error_prefix(st, "op '%s'", op->name);
         if (op->kind == WF_OP_CONV2D)
             *ws = wf_k_conv2d_ws_floats(&c);
         return WF_OK;
@@ -904,6 +904,11 @@ static wf_status create(const wf_graph *src, const wf_exec_opts *o, const wf_exe
             leaf += round_up(e->st[s].bytes, ALIGN_BYTES);
         }
     e->leaf_bytes = leaf;
+    /* Sized before allocated: a batch too large for the machine is refused
+     * in one line (the caller names the batch), not an allocator failure. */
+    if ((st = wf_mem_check((double)e->arena_bytes + (double)leaf + 4.0 * ((double)e->ws_floats + (double)e->acc_floats),
+                           "the activations of one micro-batch")) != WF_OK)
+        goto fail;
     e->arena = aligned_alloc(ALIGN_BYTES, e->arena_bytes > 0 ? e->arena_bytes : ALIGN_BYTES);
     e->leaf = calloc(leaf > 0 ? leaf : 1, 1);
     e->ws = malloc((e->ws_floats > 0 ? e->ws_floats : 1) * sizeof(float));
@@ -1788,13 +1793,13 @@ static wf_status run_fwd(wf_exec *e, int o)
         const wf_tensor *tab = &T[op->in[1]];
         wf_status st = vocab_embedding_fwd(I32(op->in[0]), F(op->in[1]), y, numel(x), tab->shape[0], tab->shape[1],
                                            e->sp.vocab_first[o], e->sp.vocab_total[o]);
-        return st == WF_OK ? WF_OK : wf_errorf(st, "op '%s': %s", op->name, wf_last_error());
+        return st == WF_OK ? WF_OK : wf_error_prefix(st, "op '%s'", op->name);
     }
     if (vocab_split(e, o) && op->kind == WF_OP_CROSS_ENTROPY) {
         int64_t v = last_dim(x);
         wf_status st = vocab_ce_fwd(e, o, F(op->in[0]), I32(op->in[1]), y, sv, e->ws, numel(x) / v, v,
                                     e->sp.vocab_first[o], e->sp.vocab_total[o]);
-        return st == WF_OK || st == WF_MPI ? st : wf_errorf(st, "op '%s': %s", op->name, wf_last_error());
+        return st == WF_OK || st == WF_MPI ? st : wf_error_prefix(st, "op '%s'", op->name);
     }
     if (op->kind == WF_OP_DROPOUT && dropout_view(e, o, F(op->in[0]), y, 0))
         return WF_OK;
@@ -1892,7 +1897,7 @@ static wf_status run_fwd(wf_exec *e, int o)
     case WF_OP_EMBEDDING: {
         const wf_tensor *tab = &T[op->in[1]];
         wf_status st = K(e, embedding_fwd)(I32(op->in[0]), F(op->in[1]), y, numel(x), tab->shape[0], tab->shape[1]);
-        return st == WF_OK ? WF_OK : wf_errorf(st, "op '%s': %s", op->name, wf_last_error());
+        return st == WF_OK ? WF_OK : wf_error_prefix(st, "op '%s'", op->name);
     }
     case WF_OP_ROTARY: {
         int64_t heads = op->attr.heads;
@@ -1902,7 +1907,7 @@ static wf_status run_fwd(wf_exec *e, int o)
     case WF_OP_CROSS_ENTROPY: {
         int64_t v = last_dim(x);
         wf_status st = K(e, cross_entropy_fwd)(F(op->in[0]), I32(op->in[1]), y, sv, numel(x) / v, v);
-        return st == WF_OK ? WF_OK : wf_errorf(st, "op '%s': %s", op->name, wf_last_error());
+        return st == WF_OK ? WF_OK : wf_error_prefix(st, "op '%s'", op->name);
     }
     case WF_OP_CONV2D: {
         wf_k_conv_geom c;

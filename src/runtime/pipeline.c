@@ -308,7 +308,7 @@ static wf_status build_stage(const wf_graph *g, int k, int lo, int hi, const int
         }
     }
     if (out->status != WF_OK)
-        return wf_errorf(out->status, "building stage %d of %s: %s", k, g->name, wf_last_error());
+        return wf_error_prefix(out->status, "building stage %d of %s", k, g->name);
     return WF_OK;
 }
 

@@ -989,9 +989,8 @@ static wf_status build_local(wf_spmd *S)
         int64_t ls[WF_MAX_DIMS];
         wf_status st = wf_sbp_local_shape(&S->mesh, x, &S->layout[t], ls);
         if (st != WF_OK)
-            return wf_errorf(WF_INVAL, "op-level plan: tensor '%s' %s as %s: %s", x->name,
-                             wf_shape_str(x, b1, sizeof b1), wf_sbp_str(&S->layout[t], S->naxes, b2, sizeof b2),
-                             wf_last_error());
+            return wf_error_prefix(WF_INVAL, "op-level plan: tensor '%s' %s as %s", x->name,
+                                   wf_shape_str(x, b1, sizeof b1), wf_sbp_str(&S->layout[t], S->naxes, b2, sizeof b2));
         S->local_of[t] = wf_graph_add_tensor(&S->lg, x->name, x->dtype, x->role, x->ndim, ls);
         if (S->local_of[t] < 0)
             return S->lg.status;
@@ -1016,8 +1015,8 @@ static wf_status build_local(wf_spmd *S)
             outl[k] = sg->out[k];
             wf_status st = wf_sbp_local_shape(&S->mesh, &g->tensors[o->out[k]], &outl[k], lout[k]);
             if (st != WF_OK)
-                return wf_errorf(WF_INVAL, "op-level plan: op '%s' output '%s': %s", o->name,
-                                 g->tensors[o->out[k]].name, wf_last_error());
+                return wf_error_prefix(WF_INVAL, "op-level plan: op '%s' output '%s'", o->name,
+                                       g->tensors[o->out[k]].name);
         }
         wf_op_attrs a;
         wf_status st = local_attrs(S, i, lin, (const int64_t(*)[WF_MAX_DIMS])lout, &a);
@@ -1027,7 +1026,7 @@ static wf_status build_local(wf_spmd *S)
         wf_graph_set_tp(&S->lg, o->tp);
         int lop = wf_graph_add_op(&S->lg, o->kind, o->name, lin, o->nin, &a);
         if (lop < 0)
-            return wf_errorf(WF_INVAL, "op-level plan: op '%s' at its local shapes: %s", o->name, wf_last_error());
+            return wf_error_prefix(WF_INVAL, "op-level plan: op '%s' at its local shapes", o->name);
         for (int k = 0; k < o->nout; k++) {
             int lt = wf_graph_op_output(&S->lg, lop, k);
             const wf_tensor *y = &S->lg.tensors[lt];

@@ -92,6 +92,16 @@ static wf_status pipe_resolve(wf_train *t)
     return WF_OK;
 }
 
+/* This rank's batch buffers (inputs and labels of its share of the batch),
+ * sized before they are allocated. */
+static wf_status batch_buffers_fit(const wf_train *t)
+{
+    double bytes = (double)t->b * ((double)t->in_numel * 4.0 + (double)t->lab_numel * sizeof(int32_t));
+    char what[96];
+    snprintf(what, sizeof what, "the input buffers of %lld samples per rank", (long long)t->b);
+    return wf_mem_check(bytes, what);
+}
+
 /* Setup of a pipelined run: the stages (wf_pipe_create), the data loader
  * and this pipeline's batch buffers. comm auto takes ddp (the simulator's
  * choice is made for whole replicas, not for a stage's data-parallel
@@ -125,6 +135,8 @@ static wf_status pipe_setup(wf_train *t, wf_comm_sched cs)
         return st;
     t->in_numel = wf_data_layout_input_numel(&t->layout);
     t->lab_numel = wf_data_layout_label_numel(&t->layout);
+    if ((st = batch_buffers_fit(t)) != WF_OK)
+        return st;
     t->inbuf = calloc((size_t)(t->b * t->in_numel), 4);
     t->labbuf = calloc((size_t)(t->b * t->lab_numel), sizeof(int32_t));
     if (!t->inbuf || !t->labbuf)
@@ -335,7 +347,7 @@ static wf_status choose_comm(wf_train *t, wf_comm_sched *out)
     }
     wf_arena_free(&a);
     if (st != WF_OK)
-        return wf_errorf(st, "--comm auto: simulating on cluster %s: %s", spec, wf_last_error());
+        return wf_error_prefix(st, "--comm auto: simulating on cluster %s", spec);
     snprintf(t->comm_note, sizeof t->comm_note, "auto: the fastest of %d schedules simulated on cluster %s (%.3g ms)",
              n, spec, 1e3 * best);
     return WF_OK;
@@ -470,6 +482,8 @@ static wf_status setup(wf_train *t)
     if (t->in_t < 0 || t->lab_t < 0 || wf_tensor_numel(&eg->tensors[t->in_t]) != t->mbs * t->in_numel ||
         wf_tensor_numel(&eg->tensors[t->lab_t]) != t->mbs * t->lab_numel)
         return wf_errorf(WF_INVAL, "model %s: its inputs do not match the data layout", t->model.name);
+    if ((st = batch_buffers_fit(t)) != WF_OK)
+        return st;
     t->inbuf = calloc((size_t)(t->b * t->in_numel), 4);
     t->labbuf = calloc((size_t)(t->b * t->lab_numel), sizeof(int32_t));
     if (!t->inbuf || !t->labbuf)
@@ -502,6 +516,9 @@ wf_status wf_train_create(const wf_train_config *c, wf_train **out)
         st = wf_spmd_create(c, t->comm, t->rank, t->nranks, &t->spmd);
     else
         st = setup(t);
+    /* Sizes refused before allocation name the batch that asked for them. */
+    if (st == WF_NOFIT)
+        wf_error_prefix(st, "--batch %lld on %d rank%s", (long long)c->batch, t->nranks, t->nranks == 1 ? "" : "s");
     st = wf_mpi_agree_on(t->comm, t->rank, t->nranks, st);
     if (st != WF_OK) {
         wf_train_free(t);

@@ -38,9 +38,11 @@
  * plans it accepts. The probe of pruning 1 is estimated even when refused
  * (it bounds its group's accepted plans too) but ranked only when accepted.
  *
- * Ranking: time, then memory, then the canonical plan string, so results do
- * not depend on the enumeration order. The frontier keeps, in that order, the
- * plans whose memory is strictly below every plan before them. */
+ * Ranking: time, then memory, then the fewer features (plan_features), then
+ * the canonical plan string, so results do not depend on the enumeration
+ * order. The top K holds one plan per (time, memory) point, the simplest; the
+ * frontier keeps, in that order, the plans whose memory is strictly below
+ * every plan before them (so one per point too). */
 #include "weft/search.h"
 
 #include <stdlib.h>
@@ -110,21 +112,50 @@ static wf_status divisors(int64_t n, divs *d)
 
 /* ---- ranking and frontier -------------------------------------------------------- */
 
+/* How many features a plan turns on beyond plain data, tensor and pipeline
+ * parallelism (ZeRO counts its stage, recomputation its kind): of two plans
+ * equal in time and memory, the one with fewer is shown. */
+static int plan_features(const wf_plan *p)
+{
+    return p->zero + (int)p->recompute + (p->rc_n > 0) + (p->rc_layers > 0) + p->sp + (p->vpp > 1) + (p->cp > 1) +
+           (p->ep > 1) + (p->etp > 0 && p->etp != p->tp) + !p->overlap + (p->pipe == WF_PIPE_GPIPE) + p->fp8 +
+           p->epo;
+}
+
+static int same_point(const wf_outer_point *a, const wf_outer_point *b)
+{
+    return a->est.iteration_time_s == b->est.iteration_time_s &&
+           a->est.memory_per_device_bytes == b->est.memory_per_device_bytes;
+}
+
 static int point_cmp(const wf_outer_point *a, const wf_outer_point *b)
 {
     if (a->est.iteration_time_s != b->est.iteration_time_s)
         return a->est.iteration_time_s < b->est.iteration_time_s ? -1 : 1;
     if (a->est.memory_per_device_bytes != b->est.memory_per_device_bytes)
         return a->est.memory_per_device_bytes < b->est.memory_per_device_bytes ? -1 : 1;
+    int fa = plan_features(&a->plan), fb = plan_features(&b->plan);
+    if (fa != fb)
+        return fa < fb ? -1 : 1;
     char sa[PLAN_TEXT], sb[PLAN_TEXT];
     wf_plan_format(&a->plan, sa, sizeof sa);
     wf_plan_format(&b->plan, sb, sizeof sb);
     return strcmp(sa, sb);
 }
 
-/* The K best, sorted by point_cmp. */
+/* The K best, sorted by point_cmp, one plan per (time, memory) point: of
+ * plans equal in both (ZeRO-1 and ZeRO-2 where they cost the same), the
+ * simplest (point_cmp's order) is kept. */
 static void top_insert(wf_outer_point *top, int *n, int k, const wf_outer_point *p)
 {
+    for (int j = 0; j < *n; j++) {
+        if (!same_point(&top[j], p))
+            continue;
+        if (point_cmp(p, &top[j]) >= 0)
+            return;
+        top[j] = *p; /* the simpler twin replaces it in place (same time and memory) */
+        return;
+    }
     if (*n == k && point_cmp(p, &top[k - 1]) >= 0)
         return;
     int i = *n < k ? (*n)++ : k - 1;
@@ -443,7 +474,7 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
     q.rc_n = p->pp;
     for (int k = 0; k < p->pp; k++) {
         q.rc_kind_at[k] = WF_RECOMPUTE_FULL;
-        q.rc_layers_at[k] = (short)n0;
+        q.rc_layers_at[k] = n0;
     }
     wf_estimate e;
     int changed = 0;
@@ -453,7 +484,7 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
             int mid = (lo + hi) / 2;
             /* N = 0: the stage recomputes nothing. */
             q.rc_kind_at[k] = mid > 0 ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE;
-            q.rc_layers_at[k] = (short)mid;
+            q.rc_layers_at[k] = mid;
             wf_status st = wf_estimate_plan(s->ctx, &q, s->batch, &e);
             if (st != WF_OK) {
                 wf_clear_error();
@@ -465,7 +496,7 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
                 lo = mid;
         }
         q.rc_kind_at[k] = hi > 0 ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE;
-        q.rc_layers_at[k] = (short)hi;
+        q.rc_layers_at[k] = hi;
         changed |= hi < n0;
     }
     if (!changed)

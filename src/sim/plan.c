@@ -1188,7 +1188,7 @@ cJSON *wf_sim_plan_to_json(const wf_sim_plan_result *r)
         return NULL;
     cJSON_AddNumberToObject(j, "iteration_time_s", r->iteration_time_s);
     cJSON_AddNumberToObject(j, "samples_per_s", r->samples_per_s);
-    cJSON_AddNumberToObject(j, "peak_memory_bytes", r->peak_memory_bytes);
+    cJSON_AddNumberToObject(j, "memory_per_device_bytes", r->peak_memory_bytes); /* the key of estimate */
     cJSON_AddBoolToObject(j, "fits", r->fits);
     cJSON_AddNumberToObject(j, "devices", (double)r->devices);
     cJSON_AddNumberToObject(j, "micro_batches", (double)r->micro_batches);
@@ -1201,7 +1201,7 @@ cJSON *wf_sim_plan_to_json(const wf_sim_plan_result *r)
         } else {
             cJSON *st = cJSON_CreateObject();
             cJSON_AddNumberToObject(st, "stage", s);
-            cJSON_AddNumberToObject(st, "peak_memory_bytes", r->stage[s].peak_memory_bytes);
+            cJSON_AddNumberToObject(st, "memory_per_device_bytes", r->stage[s].peak_memory_bytes);
             cJSON_AddItemToObject(st, "breakdown", o);
             cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(j, "stages"), st);
         }

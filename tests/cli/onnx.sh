@@ -44,7 +44,9 @@ if "$WEFT" show "$PT/gpt.onnx" >/dev/null 2>&1; then
   check "gpt.onnx:dtype=int8 refused" one_line_error "$WEFT" show "$PT/gpt.onnx:dtype=int8"
   check "lstm: refused by name" one_line_error "$WEFT" show "$PT/lstm_lm.onnx"
   check "lstm: message names LSTM" grep -q "op type 'LSTM' (node" "$tmp/err"
-  for m in bert torch_encoder mobilenet_v2 mobilenet_v3 squeezenet densenet gpt_opset14; do
+  check "ReduceL2: refused by name" one_line_error "$WEFT" show "$PT/reduce_l2.onnx"
+  check "ReduceL2: the message says why" grep -q "ReduceL2 (the IR has no square root" "$tmp/err"
+  for m in bert torch_encoder mobilenet_v2 mobilenet_v3 squeezenet densenet gpt_opset14 shufflenet_v2 reductions; do
     check "$m.onnx estimates" bash -c "'$WEFT' estimate --model '$PT/$m.onnx' --cluster dgx-a100:nodes=1 --batch 8 --plan dp=8 >/dev/null"
     check "$m.onnx simulates" bash -c "'$WEFT' simulate --model '$PT/$m.onnx' --cluster dgx-a100:nodes=1 --batch 8 --plan dp=8 >/dev/null"
   done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CLI tests of `weft simulate`: the --json object carries the contract fields
-# (iteration_time_s, peak_memory_bytes, breakdown, comm) and each stage's
+# (iteration_time_s, memory_per_device_bytes, the key estimate uses, breakdown, comm) and each stage's
 # breakdown adds up to the iteration time; it agrees with `weft estimate`
 # within 3% on a calibration plan; --trace writes a Chrome trace (named
 # events with ts/dur/pid/tid, one row per stage stream and channel);
@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh" "$1"
 cat >"$tmp/check.py" <<'PYEOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
-for k in ["iteration_time_s", "samples_per_s", "peak_memory_bytes"]:
+for k in ["iteration_time_s", "samples_per_s", "memory_per_device_bytes"]:
     assert isinstance(j[k], (int, float)) and j[k] > 0, (k, j.get(k))
 assert isinstance(j["fits"], bool)
 keys = ["compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "exposed_comm"]

@@ -47,6 +47,12 @@ def tensor(name, elem, dims, floats=None, ints=None):
         b += f_bytes(7, b''.join(varint(x) for x in ints))
     return b + f_bytes(8, name)
 
+def tensor_external(name, elem, dims, location):
+    # data_location EXTERNAL (14), its bytes in another file (13: location, offset, length)
+    b = b''.join(f_varint(1, d) for d in dims) + f_varint(2, elem) + f_bytes(8, name)
+    b += f_bytes(13, f_bytes(1, 'location') + f_bytes(2, location))
+    return b + f_varint(14, 1)
+
 def attr_int(name, v):
     return f_bytes(1, name) + f_varint(3, v) + f_varint(20, 2)
 
@@ -94,6 +100,11 @@ files = {
         [node('Reshape', ['x', 'shape'], ['y'])],
         [value_info('x', FLOAT, ['N', 4])], [value_info('y', FLOAT, ['N', 4])],
         inits=[tensor('shape', INT64, [4], ints=[-1, 4294967296, 4294967296, 4294967296])]),
+    # issue 26: a weight whose external-data file is missing (the message keeps the cause)
+    'issue26-external-missing.onnx': model(
+        [node('Gemm', ['x', 'w'], ['y'])],
+        [value_info('x', FLOAT, ['N', 4])], [value_info('y', FLOAT, ['N', 3])],
+        inits=[tensor_external('w', FLOAT, [4, 3], 'issue26-missing-weights.bin')]),
 }
 out = os.path.dirname(os.path.abspath(__file__))
 for name, data in files.items():

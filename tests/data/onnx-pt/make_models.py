@@ -369,6 +369,34 @@ class LSTMLM(nn.Module):
         return self.head(self.rnn(self.emb(idx))[0])
 
 
+# ---- reductions (issue 26): torchvision's ShuffleNet V2, and every reduction PyTorch exports ----
+
+def ShuffleNetV2Small():
+    # torchvision's own ShuffleNetV2 class (its global pool is x.mean([2, 3]),
+    # exported as ReduceMean), with one block per stage and narrow channels
+    import torchvision
+    return torchvision.models.ShuffleNetV2([1, 1, 1], [8, 16, 32, 64, 128], num_classes=10)
+
+
+class Reductions(nn.Module):
+    # ReduceSum, ReduceMax, ReduceMin and ReduceMean (keepdims and not, over
+    # one axis, two axes and leading axes) on conv features
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.head = nn.Linear(8 * 6, 10)
+
+    def forward(self, x):
+        h = self.conv(x)                                        # [B, 8, 16, 16]
+        a = h.sum(dim=(2, 3)) / 256.0                           # ReduceSum over H, W
+        b = h.amax(dim=(2, 3))                                  # ReduceMax
+        c = h.amin(dim=(2, 3))                                  # ReduceMin
+        d = h.mean(dim=3, keepdim=True).mean(dim=2)[:, :, 0]    # ReduceMean keepdims, then not
+        e = (h * h).sum(dim=(2, 3), keepdim=True)[:, :, 0, 0] / 256.0  # sum of squares
+        f = h.transpose(1, 3).mean(dim=(1, 2))                  # ReduceMean over leading axes
+        return self.head(torch.cat([a, b, c, d, e, f], dim=1))
+
+
 # ---- export ---------------------------------------------------------------------------------
 
 def export(name, model, inputs, input_names, labels, opset=17, dynamic=True):
@@ -424,6 +452,8 @@ def main():
         ('squeezenet', SqueezeNet, (img,), ['input'], cls, 17, True),
         ('densenet', DenseNet, (img,), ['input'], cls, 17, True),
         ('lstm_lm', LSTMLM, (ids,), ['input'], tgt, 17, True),
+        ('shufflenet_v2', ShuffleNetV2Small, (img,), ['input'], cls, 17, True),
+        ('reductions', Reductions, (img,), ['input'], cls, 17, True),
     ]
     only = sys.argv[1:]
     for name, cls_, inputs, names, labels, opset, dyn in models:
