@@ -62,6 +62,49 @@ static void fill_attention(const wf_graph *g, const wf_op *o, double qkv, wf_cos
      * fp32 blocks of one head at a time (wf_k_attention_ws_floats). */
     r->regen_bytes = p > 0 ? scores * (1.0 + dt) : 0;
     r->ws_bytes = 2.0 * S * Skv * 4.0;
+    r->at_heads = B * A;
+    r->at_s = S;
+    r->at_skv = Skv;
+    r->at_d = D;
+    r->at_causal = o->attr.causal != 0;
+}
+
+/* The shape of a matrix product (docs/cost-model.md, "Device model"): a
+ * linear layer X[M, K] W[K, N]; a (batched) matmul A[.., M, K] B[.., K, N];
+ * a convolution as its implicit GEMM (M = batch x output pixels, N = output
+ * channels, K = input channels x kernel window). */
+static void fill_shape(const wf_graph *g, const wf_op *o, wf_cost_op *r)
+{
+    const wf_tensor *y = &g->tensors[o->out[0]];
+    double ny = (double)wf_tensor_numel(y);
+    if (o->kind == WF_OP_LINEAR) {
+        const wf_tensor *w = &g->tensors[o->in[1]];
+        r->gk = (double)w->shape[0];
+        r->gn = (double)w->shape[1];
+        r->gbatch = 1;
+    } else if (o->kind == WF_OP_MATMUL || o->kind == WF_OP_BATCH_MATMUL) {
+        const wf_tensor *a = &g->tensors[o->in[0]];
+        if (a->ndim < 2 || y->ndim < 2)
+            return;
+        double M = (double)(o->attr.trans_a ? a->shape[a->ndim - 1] : a->shape[a->ndim - 2]);
+        double K = (double)(o->attr.trans_a ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1]);
+        double N = (double)y->shape[y->ndim - 1];
+        r->gk = K;
+        r->gn = N;
+        r->gbatch = M > 0 && N > 0 ? ny / (M * N) : 0;
+        r->gm = M;
+        r->gsplit = o->tp == WF_TP_COL || o->tp == WF_TP_VOCAB ? 1 : o->tp == WF_TP_ROW ? 2 : 0;
+        return;
+    } else if (o->kind == WF_OP_CONV2D) {
+        const wf_tensor *w = &g->tensors[o->in[1]];
+        r->gn = (double)w->shape[0];
+        r->gk = (double)(w->shape[1] * w->shape[2] * w->shape[3]);
+        r->gbatch = 1;
+    } else {
+        return;
+    }
+    r->gm = r->gn > 0 ? ny / r->gn : 0;
+    r->gsplit = o->tp == WF_TP_COL || o->tp == WF_TP_VOCAB ? 1 : o->tp == WF_TP_ROW ? 2 : 0;
 }
 
 /* Fills the parts of a cost op that do not depend on sections. */
@@ -82,6 +125,31 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r)
     r->fwd_flops = c.fwd_flops;
     r->bwd_in_flops = c.bwd_in_flops;
     r->bwd_w_flops = c.bwd_w_flops;
+    if (r->matrix)
+        fill_shape(g, o, r);
+    switch (o->kind) {
+    case WF_OP_LAYERNORM:
+    case WF_OP_BATCHNORM:
+        r->mb_kind = WF_MB_LAYERNORM;
+        break;
+    case WF_OP_RMSNORM:
+        r->mb_kind = WF_MB_RMSNORM;
+        break;
+    case WF_OP_GELU:
+    case WF_OP_SILU:
+    case WF_OP_RELU:
+    case WF_OP_TANH:
+    case WF_OP_HARDSWISH:
+        r->mb_kind = WF_MB_ACT;
+        break;
+    case WF_OP_CROSS_ENTROPY:
+    case WF_OP_SOFTMAX:
+        r->mb_kind = WF_MB_LOSS;
+        break;
+    default:
+        r->mb_kind = WF_MB_ELEM;
+        break;
+    }
     double pb = 0;
     for (int j = 0; j < o->nin; j++)
         if (g->tensors[o->in[j]].role == WF_ROLE_PARAM) {

@@ -44,6 +44,15 @@ typedef struct {
                             and dropped probabilities (in saved_scores) */
     double ws_bytes;     /* the weft runtime's kernel workspace for this op (attention: two
                             S x S score blocks, fp32) */
+    /* The product's shape at micro-batch 1 (matrix ops; gk 0: unknown, costed by FLOPs):
+     * gbatch products C[gm, gn] = A[gm, gk] B[gk, gn]; tensor parallelism splits gn
+     * (gsplit 1: column- and vocabulary-parallel) or gk (gsplit 2: row-parallel). */
+    double gm, gn, gk, gbatch;
+    int gsplit;
+    /* Attention (attn_core): heads, query and key lengths, head dim, causal mask. */
+    double at_heads, at_s, at_skv, at_d;
+    int at_causal;
+    wf_mb_kind mb_kind;  /* memory-bound ops: which measured kernel family they run as */
 } wf_cost_op;
 
 /* A Megatron tensor-parallel communication point (a tensor of `bytes` at
@@ -118,6 +127,7 @@ typedef struct {
                            and unfused attention keeps its probabilities alone (sw=weft) */
     int workspace;      /* count the runtime's own buffers (sw=weft): the backward's working
                            set, the kernels' workspace, the gradient accumulation buffer */
+    wf_attn_impl attn_impl; /* the attention kernels the profile runs (unfused when !flash) */
 } wf_cost_var;
 
 /* The variant of plan p for ctx's model (defaults resolved by the profile). */

@@ -120,6 +120,19 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
         v->grad_bytes = 4;
         v->loss_bytes = 4;
     }
+    /* Which fused attention kernels run (docs/cost-model.md, "Device model"):
+     * Megatron-Core through Transformer Engine's fused (cuDNN) attention;
+     * older Megatron-LM and DeepSpeed, when asked for flash, through the
+     * flash-attn package (FlashAttention-2); PyTorch-native stacks (fsdp,
+     * torchtitan, plain PyTorch) through scaled_dot_product_attention. */
+    if (!v->flash)
+        v->attn_impl = WF_ATTN_IMPL_UNFUSED;
+    else if (p->sw == WF_SW_MEGATRON_CORE)
+        v->attn_impl = WF_ATTN_IMPL_TE;
+    else if (p->sw == WF_SW_MEGATRON_2021 || p->sw == WF_SW_MEGATRON_2022 || p->sw == WF_SW_DEEPSPEED)
+        v->attn_impl = WF_ATTN_IMPL_FA2;
+    else
+        v->attn_impl = WF_ATTN_IMPL_SDPA;
 }
 
 unsigned wf_cost_var_code(const wf_cost_var *v)
@@ -129,7 +142,8 @@ unsigned wf_cost_var_code(const wf_cost_var *v)
     return ((unsigned)v->flash | (unsigned)v->fp8 << 1 | (unsigned)v->tp_overlap << 2 | loss << 4 |
             (unsigned)v->cp << 6 | (unsigned)v->epo << 30) ^
            ((unsigned)v->ep * 0x9E3779B1u) ^ ((unsigned)v->etp * 0x85EBCA77u) ^ (imb * 0xC2B2AE3Du) ^
-           ((unsigned)(v->regen_dropout | v->workspace << 1) * 0x27D4EB2Fu);
+           ((unsigned)(v->regen_dropout | v->workspace << 1) * 0x27D4EB2Fu) ^
+           ((unsigned)v->attn_impl * 0x165667B1u);
 }
 
 void wf_cost_ctx_use(wf_cost_ctx *ctx, const wf_plan *p)
