@@ -99,6 +99,8 @@ typedef struct {
     double fp8_eff;                      /* FP8 products reach fp8_eff x the matrix_eff curve of fp8_flops */
     /* Measured-kernel model (sms > 0): replaces matrix_eff and fp8_eff for the
      * products and attention kernels it fits. */
+    double kernel_model;                 /* 1: cost ops by the measured-kernel model below;
+                                            0: by the FLOPs table (matrix_eff) and mem_eff */
     int sms;                             /* streaming multiprocessors (0: no kernel model) */
     wf_gemm_fit gemm[WF_GEMM_KINDS];
     wf_attn_fit attn[WF_ATTN_IMPL_COUNT];
@@ -129,6 +131,9 @@ typedef struct {
                                   send/recv): the framework's p2p call, the stream synchronization
                                   after it and the re-launch of the next chunk; added by
                                   wf_coll_time to every WF_COLL_SENDRECV */
+    double op_gap_s;           /* GPU idle time per op and pass between its kernels: the
+                                  framework's module call, hooks and FP8 scaling bookkeeping
+                                  (a software factor, fitted on published runs) */
 } wf_cluster;
 
 /* A preset with overrides ("dgx-a100:nodes=16"), or a cluster JSON file path.
@@ -178,6 +183,9 @@ wf_gemm_kind wf_gemm_kind_of(wf_dtype dtype, int fp8);
 double wf_attn_time(const wf_device *d, wf_attn_impl impl, double bh, double S, double Skv, double D,
                     int causal, int bwd);
 const char *wf_attn_impl_name(wf_attn_impl impl);
+/* Whether ops are costed by the measured-kernel model (kernel_model on and
+ * the device has one). */
+int wf_device_kernels(const wf_device *d);
 /* Time of a memory-bound kernel moving `bytes` (reads plus writes). */
 double wf_membound_time(const wf_device *d, wf_mb_kind kind, int bwd, double bytes);
 /* Achieved bandwidth of the optimizer step. */

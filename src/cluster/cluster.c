@@ -49,7 +49,7 @@ static const wf_eff_point A100_MATRIX_EFF[] = {
 #define A100_OP_OVERHEAD_S 4e-6
 /* Large bf16 products reach this of the A100's 312 TFLOP/s inside the K
  * loop (pinned by the published 267.9 TFLOP/s, see preset_dgx_a100). */
-#define A100_GEMM_EFF 0.93
+#define A100_GEMM_EFF 0.87
 #define V100_GEMM_HALF_EFF 0.80
 #define V100_GEMM_FP32_EFF 0.85
 /* Fixed cost of one pipeline send/recv beyond the wire: Megatron-LM's p2p
@@ -57,6 +57,7 @@ static const wf_eff_point A100_MATRIX_EFF[] = {
  * it does after every exchange, and the Python re-launch of the next chunk's
  * first kernels that the synchronization exposes. */
 #define A100_P2P_OVERHEAD_S 50e-6
+#define A100_OP_GAP_S 0
 
 /* Factors fitted for DGX H100 by scripts/calibrate-dgx-h100 (the grid search
  * of bench/bench_calibrate_dgx_h100.c on NVIDIA's NeMo 24.07 H100 results,
@@ -74,12 +75,12 @@ static const wf_eff_point H100_MATRIX_EFF[] = {
  * 1020 TFLOP/s on large FP8 GEMMs) is determined; the 16-bit e_max shows
  * only through the attention kernels, which stay in bf16. */
 #define H100_FP8_EFF 0.94
-/* The measured device-to-device copy: 2953.6 GB/s of 3350 (h100-kernels-2026-11.json). */
-#define H100_MEM_EFF 0.88
+#define H100_MEM_EFF 0.95
 /* Transformer Engine's userbuffers overlap slows the GEMMs beside it by
  * this (the copy engines move the data). */
 #define H100_OVERLAP_SLOWDOWN 1.00
 #define H100_NVLINK_EFF 0.50
+#define H100_OP_GAP_S 0
 
 /* ---- measured-kernel device model (src/cluster/kernels.c) ---------------------
  *
@@ -117,8 +118,9 @@ static wf_attn_fit attn_scaled(const wf_attn_fit *base, double fwd, double bwd, 
 {
     wf_attn_fit f = *base;
     for (int i = 0; i < WF_ATTN_HEAD_DIMS; i++) {
-        f.eff_fwd[i] = base->eff_fwd[i] * fwd < cap ? base->eff_fwd[i] * fwd : cap;
-        f.eff_bwd[i] = base->eff_bwd[i] * bwd < cap ? base->eff_bwd[i] * bwd : cap;
+        /* Three decimals, as the fits are quoted (and a cluster file keeps them). */
+        f.eff_fwd[i] = round(1000.0 * (base->eff_fwd[i] * fwd < cap ? base->eff_fwd[i] * fwd : cap)) / 1000.0;
+        f.eff_bwd[i] = round(1000.0 * (base->eff_bwd[i] * bwd < cap ? base->eff_bwd[i] * bwd : cap)) / 1000.0;
     }
     return f;
 }
@@ -136,8 +138,8 @@ static wf_gemm_fit gemm_scaled(wf_gemm_kind k, const wf_device *d, double eff)
     double h_rate = (fp32 ? 67e12 : 989e12) / 132.0;
     double r = rate / h_rate, bw = (d->mem_bw_bps / (double)d->sms) / (3350e9 / 132.0);
     wf_gemm_fit f = H100_GEMM[k];
-    f.ramp_k *= r;
-    f.wave_k *= r / bw;
+    f.ramp_k = round(f.ramp_k * r); /* whole K steps */
+    f.wave_k = round(f.wave_k * r / bw);
     f.eff = eff;
     return f;
 }
@@ -198,6 +200,7 @@ static void gpu_factors(wf_cluster *c)
     c->mem_reserved_bytes = 2.0 * GIB;
     c->grad_bytes = 2; /* fp16 gradients: 2 + 2 + 12 bytes per parameter (ZeRO accounting) */
     c->p2p_overhead_s = A100_P2P_OVERHEAD_S;
+    c->op_gap_s = A100_OP_GAP_S;
 }
 
 static void preset_dgx_a100(wf_cluster *c)
@@ -244,11 +247,11 @@ static void preset_dgx_h100(wf_cluster *c)
     for (int k = 0; k < WF_GEMM_KINDS; k++)
         c->dev.gemm[k] = H100_GEMM[k];
     c->dev.attn[WF_ATTN_IMPL_SDPA] = H100_SDPA;
-    /* Transformer Engine's cuDNN attention is FlashAttention-3 class on
-     * Hopper: forward up to 740 TFLOP/s in fp16, 75% of peak (Shah et al.
-     * 2024, arXiv:2407.08608, abstract and Figure 5): the SDPA curve raised to
-     * that peak at head dim 128 (0.75 / 0.696), backward as SDPA's. */
-    c->dev.attn[WF_ATTN_IMPL_TE] = attn_scaled(&H100_SDPA, 0.75 / 0.696, 1.0, 0.75);
+    /* Transformer Engine's fused attention runs cuDNN's flash kernels, the
+     * ones PyTorch's SDPA dispatches to on Hopper (the measured curve reaches
+     * 668 TFLOP/s forward, FlashAttention-3 class: Shah et al. 2024,
+     * arXiv:2407.08608, report up to 740 TFLOP/s, 75% of peak). */
+    c->dev.attn[WF_ATTN_IMPL_TE] = H100_SDPA;
     /* FlashAttention-2 on H100: FlashAttention-3 is 1.5-2.0x faster (same
      * source): 740 / 1.75 = 423 TFLOP/s, 0.43 of peak at head dim 128. */
     c->dev.attn[WF_ATTN_IMPL_FA2] = attn_scaled(&H100_SDPA, 0.43 / 0.696, 0.43 / 0.696, 1.0);
@@ -256,6 +259,7 @@ static void preset_dgx_h100(wf_cluster *c)
     set_levels(c, 8, 450e9, 3e-6, H100_NVLINK_EFF, 64, 50e9, 6e-6, A100_IB_EFF);
     gpu_factors(c);
     c->overlap_slowdown = H100_OVERLAP_SLOWDOWN;
+    c->op_gap_s = H100_OP_GAP_S;
 }
 
 static void v100_device(wf_device *d)
@@ -411,6 +415,8 @@ static const wf_cluster_factor FACTORS[] = {
     {"mem_reserved_bytes", offsetof(wf_cluster, mem_reserved_bytes), 0, 1e15, "bytes", "memory the framework keeps (context, allocator slack)"},
     {"grad_bytes", offsetof(wf_cluster, grad_bytes), 2, 4, "", "bytes per gradient element kept and reduced (2 fp16, 4 fp32)"},
     {"p2p_overhead_s", offsetof(wf_cluster, p2p_overhead_s), 0, 1, "s", "fixed software cost of one pipeline send/recv"},
+    {"kernel_model", offsetof(wf_cluster, dev.kernel_model), 0, 1, "", "1: cost ops by the measured-kernel device model (0: the FLOPs table)"},
+    {"op_gap_s", offsetof(wf_cluster, op_gap_s), 0, 1, "s", "GPU idle time per op and pass (framework dispatch, hooks, FP8 bookkeeping)"},
 };
 #define NFACTORS ((int)(sizeof FACTORS / sizeof FACTORS[0]))
 

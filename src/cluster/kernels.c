@@ -54,7 +54,7 @@ double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double batch, double 
     double flops = 2.0 * batch * M * N * K;
     double peak = kind_peak(d, kind);
     const wf_gemm_fit *f = (int)kind >= 0 && kind < WF_GEMM_KINDS ? &d->gemm[kind] : NULL;
-    if (d->sms <= 0 || !f || f->tile_m <= 0 || !(peak > 0)) {
+    if (!wf_device_kernels(d) || !f || f->tile_m <= 0 || !(peak > 0)) {
         /* No kernel fit: the FLOPs table (fp8 scaled by fp8_eff). */
         if (kind == WF_GEMM_FP8 && d->fp8_flops > 0)
             return flops / (d->fp8_flops * wf_device_matrix_eff(d, flops) * d->fp8_eff);
@@ -72,7 +72,8 @@ double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double batch, double 
      * for fp32 kinds), at the copy bandwidth. */
     double eb = elem_bytes_of(kind), ob = kind == WF_GEMM_FP32 || kind == WF_GEMM_TF32 ? 4.0 : 2.0;
     double bytes = batch * ((M * K + K * N) * eb + M * N * ob);
-    double tmem = bytes / (d->mem_bw_bps * d->mem_eff);
+    double ce = d->mb_eff[WF_MB_ELEM][0] > 0 ? d->mb_eff[WF_MB_ELEM][0] : d->mem_eff;
+    double tmem = bytes / (d->mem_bw_bps * ce);
     return f->launch_s + (tc > tmem ? tc : tmem);
 }
 
@@ -92,7 +93,7 @@ static double head_dim_eff(const double *e, double D)
 double wf_attn_time(const wf_device *d, wf_attn_impl impl, double bh, double S, double Skv, double D,
                     int causal, int bwd)
 {
-    if ((int)impl < 0 || impl >= WF_ATTN_IMPL_COUNT || impl == WF_ATTN_IMPL_UNFUSED || d->sms <= 0)
+    if ((int)impl < 0 || impl >= WF_ATTN_IMPL_COUNT || impl == WF_ATTN_IMPL_UNFUSED || !wf_device_kernels(d))
         return -1;
     const wf_attn_fit *f = &d->attn[impl];
     double e = head_dim_eff(bwd ? f->eff_bwd : f->eff_fwd, D);
@@ -124,11 +125,13 @@ const char *wf_attn_impl_name(wf_attn_impl impl)
     return (int)impl >= 0 && impl < WF_ATTN_IMPL_COUNT ? N[impl] : "?";
 }
 
+int wf_device_kernels(const wf_device *d) { return d->kernel_model > 0 && d->sms > 0; }
+
 double wf_membound_time(const wf_device *d, wf_mb_kind kind, int bwd, double bytes)
 {
     if (!(bytes > 0))
         return 0;
-    double e = (int)kind >= 0 && kind < WF_MB_KINDS ? d->mb_eff[kind][bwd ? 1 : 0] : 0;
+    double e = wf_device_kernels(d) && (int)kind >= 0 && kind < WF_MB_KINDS ? d->mb_eff[kind][bwd ? 1 : 0] : 0;
     if (!(e > 0))
         e = d->mem_eff;
     return bytes / (d->mem_bw_bps * e);
@@ -136,5 +139,5 @@ double wf_membound_time(const wf_device *d, wf_mb_kind kind, int bwd, double byt
 
 double wf_device_opt_bps(const wf_device *d)
 {
-    return d->mem_bw_bps * (d->opt_eff > 0 ? d->opt_eff : d->mem_eff);
+    return d->mem_bw_bps * (wf_device_kernels(d) && d->opt_eff > 0 ? d->opt_eff : d->mem_eff);
 }

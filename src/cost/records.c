@@ -14,7 +14,7 @@
 static double kernel_time(const wf_cost_ctx *ctx, const wf_cost_op *r, int bwd, double flops, double bytes)
 {
     const wf_device *d = &ctx->cluster.dev;
-    if (!r->matrix && d->sms > 0) {
+    if (!r->matrix && wf_device_kernels(d)) {
         /* Memory-bound kernels at their measured bandwidth (the arithmetic
          * hides behind the traffic unless it is the longer). */
         if (!(flops > 0) && !(bytes > 0))
@@ -43,7 +43,7 @@ static double kernel_time(const wf_cost_ctx *ctx, const wf_cost_op *r, int bwd, 
  * pdiv: the split dimension shrinks by pdiv, the rows by div / pdiv. */
 static int gemm_shaped(const wf_cost_ctx *ctx, const wf_cost_op *r)
 {
-    return r->matrix && !r->attn_core && r->gk > 0 && r->gm > 0 && r->gn > 0 && ctx->cluster.dev.sms > 0 &&
+    return r->matrix && !r->attn_core && r->gk > 0 && r->gm > 0 && r->gn > 0 && wf_device_kernels(&ctx->cluster.dev) &&
            ctx->cluster.dev.gemm[wf_gemm_kind_of(ctx->dtype, ctx->var.fp8)].tile_m > 0;
 }
 
@@ -68,6 +68,21 @@ static void gemm_op_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, 
     if (nin > 1.5)
         t->bwd_in_s += wf_gemm_time(d, kind, nb, K, N, M);
     t->bwd_w_s = r->bwd_w_flops > 0 ? wf_gemm_time(d, kind, nb, K, N, M) : 0;
+    if (kind == WF_GEMM_FP8) {
+        /* Transformer Engine quantizes each FP8 product's input row-wise
+         * and, for the weight gradient, column-wise (a transposed copy):
+         * read 2 bytes, write 1 + 1 (transformer_engine/pytorch/module/
+         * linear.py at d0067d0, input_quantizer.set_usage(rowwise=True,
+         * columnwise=backward_needs_input)); after a norm (LayerNormLinear,
+         * the column-parallel products) the norm writes the row-wise FP8
+         * itself and only the transposed copy is made (read 1, write 1).
+         * Backward quantizes the output gradient the same two ways. The
+         * weights' FP8 copies are made once per step (is_first_microbatch). */
+        double in_b = (r->gsplit == 1 ? 2.0 : 4.0) * nb * M * K;
+        t->fwd_s += wf_membound_time(d, WF_MB_ELEM, 0, in_b);
+        if (t->bwd_in_s > 0 || t->bwd_w_s > 0)
+            t->bwd_in_s += wf_membound_time(d, WF_MB_ELEM, 0, 4.0 * nb * M * N);
+    }
 }
 
 /* Attention by the device's kernel fits: fused kernels by implementation,
@@ -79,7 +94,7 @@ static int attn_op_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, d
                         double bb, wf_cost_op_time *t)
 {
     const wf_device *d = &ctx->cluster.dev;
-    if (d->sms <= 0 || !(r->at_d > 0) || !(r->at_s > 0))
+    if (!wf_device_kernels(d) || !(r->at_d > 0) || !(r->at_s > 0))
         return 0;
     const double cp = (double)ctx->var.cp;
     double bh = r->at_heads * b * cp / div, S = r->at_s / cp, Skv = r->at_skv, D = r->at_d;
@@ -119,8 +134,26 @@ static int attn_op_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, d
     return 1;
 }
 
+static wf_cost_op_time op_time_kernels(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div,
+                                       double pdiv);
+
+/* Op r's kernels plus the framework's idle gap between them (op_gap_s) in
+ * every pass that runs. */
 wf_cost_op_time wf_cost_op_time_of(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div,
                                    double pdiv)
+{
+    wf_cost_op_time t = op_time_kernels(ctx, r, b, div, pdiv);
+    const double gap = ctx->cluster.op_gap_s;
+    if (gap > 0) {
+        t.fwd_s += t.fwd_s > 0 ? gap : 0;
+        t.bwd_in_s += t.bwd_in_s > 0 ? gap : 0;
+        t.bwd_w_s += t.bwd_w_s > 0 ? gap : 0;
+    }
+    return t;
+}
+
+static wf_cost_op_time op_time_kernels(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div,
+                                       double pdiv)
 {
     wf_cost_op_time t = {0, 0, 0};
     /* Context parallelism divides every op's activation work (attention's
@@ -152,8 +185,8 @@ wf_cost_op_time wf_cost_op_time_of(const wf_cost_ctx *ctx, const wf_cost_op *r, 
         fb = r->loss_logits * (e + 7.0 * L);
         bb = r->loss_logits * (3.0 * L + e);
         wf_sw sw = ctx->var.sw;
-        if (sw != WF_SW_MEGATRON_2021 && sw != WF_SW_MEGATRON_2022 && sw != WF_SW_MEGATRON_CORE &&
-            sw != WF_SW_DEEPSPEED && sw != WF_SW_WEFT) {
+        if (wf_device_kernels(&ctx->cluster.dev) && sw != WF_SW_MEGATRON_2021 && sw != WF_SW_MEGATRON_2022 &&
+            sw != WF_SW_MEGATRON_CORE && sw != WF_SW_DEEPSPEED && sw != WF_SW_WEFT) {
             /* PyTorch's F.cross_entropy(logits.float()): the cast (read dt,
              * write L), log_softmax (reads each row twice, writes L);
              * backward the nll gradient (write L), log_softmax's (read 2 L,
