@@ -70,7 +70,8 @@ typedef struct {
     double eff_fwd[WF_ATTN_HEAD_DIMS]; /* fraction of the 16-bit matrix peak, forward (0: not fitted) */
     double eff_bwd[WF_ATTN_HEAD_DIMS]; /* backward (2.5x the forward's matrix FLOPs) */
     double ramp_fwd, ramp_bwd;         /* per query block, in key blocks */
-    double launch_s;                   /* fixed time per call */
+    double launch_fwd_s, launch_bwd_s; /* fixed time per call (the backward's preprocessing
+                                          and dQ conversion kernels included) */
 } wf_attn_fit;
 
 /* Memory-bound kernels by kind: achieved fraction of mem_bw_bps forward and

@@ -49,7 +49,7 @@ static const wf_eff_point A100_MATRIX_EFF[] = {
 #define A100_OP_OVERHEAD_S 4e-6
 /* Large bf16 products reach this of the A100's 312 TFLOP/s inside the K
  * loop (pinned by the published 267.9 TFLOP/s, see preset_dgx_a100). */
-#define A100_GEMM_EFF 0.87
+#define A100_GEMM_EFF 0.90
 #define V100_GEMM_HALF_EFF 0.80
 #define V100_GEMM_FP32_EFF 0.85
 /* Fixed cost of one pipeline send/recv beyond the wire: Megatron-LM's p2p
@@ -91,13 +91,14 @@ static const wf_eff_point H100_MATRIX_EFF[] = {
 static const wf_gemm_fit H100_GEMM[WF_GEMM_KINDS] = {
     /* tile_m, tile_n, eff, ramp_k, wave_k, quant, launch_s */
     [WF_GEMM_FP32] = {128, 128, 0.775, 252, 52, 0.93, 8.6e-6},
-    [WF_GEMM_TF32] = {128, 256, 0.864, 565, 926, 0.89, 2.5e-6},
-    [WF_GEMM_HALF] = {128, 256, 0.770, 775, 292, 0.36, 12.0e-6},
+    [WF_GEMM_TF32] = {128, 256, 0.876, 608, 982, 0.68, 8.5e-6},
+    [WF_GEMM_HALF] = {128, 256, 0.771, 1117, 296, 0.36, 8.1e-6},
     [WF_GEMM_FP8] = {128, 256, 0.706, 1089, 520, 0.20, 27.1e-6},
 };
 /* PyTorch 2.11 SDPA (flash backend, bf16) on H100, head dims 64..256. */
-static const wf_attn_fit H100_SDPA = {
-    {0.519, 0.554, 0.696, 0.706, 0.594}, {0.475, 0.546, 0.616, 0.392, 0.477}, 0.0057, 4.62, 55.6e-6};
+static const wf_attn_fit H100_SDPA = {{0.501, 0.548, 0.675, 0.704, 0.680},
+                                      {0.484, 0.471, 0.585, 0.408, 0.463},
+                                      1.40, 3.37, 33.6e-6, 99e-6};
 /* Memory-bound PyTorch kernels on H100 (bf16, 16384 x 4096): achieved
  * fraction of 3350 GB/s, forward and backward, reads plus writes as the
  * graph counts them: copy 2953.6 GB/s; gelu 2509 / 2663; layer norm 1768 /
@@ -221,7 +222,7 @@ static void preset_dgx_a100(wf_cluster *c)
     c->dev.gemm[WF_GEMM_TF32] = gemm_scaled(WF_GEMM_TF32, &c->dev, H100_GEMM[WF_GEMM_TF32].eff);
     c->dev.gemm[WF_GEMM_FP32] = gemm_scaled(WF_GEMM_FP32, &c->dev, H100_GEMM[WF_GEMM_FP32].eff);
     {
-        wf_attn_fit fa2 = attn_scaled(&H100_SDPA, 0.73 / 0.696, 0.73 / 0.696, 1.0);
+        wf_attn_fit fa2 = attn_scaled(&H100_SDPA, 0.73 / 0.675, 0.73 / 0.675, 1.0);
         c->dev.attn[WF_ATTN_IMPL_FA2] = fa2;
         c->dev.attn[WF_ATTN_IMPL_SDPA] = fa2;
         c->dev.attn[WF_ATTN_IMPL_TE] = fa2;
@@ -254,7 +255,7 @@ static void preset_dgx_h100(wf_cluster *c)
     c->dev.attn[WF_ATTN_IMPL_TE] = H100_SDPA;
     /* FlashAttention-2 on H100: FlashAttention-3 is 1.5-2.0x faster (same
      * source): 740 / 1.75 = 423 TFLOP/s, 0.43 of peak at head dim 128. */
-    c->dev.attn[WF_ATTN_IMPL_FA2] = attn_scaled(&H100_SDPA, 0.43 / 0.696, 0.43 / 0.696, 1.0);
+    c->dev.attn[WF_ATTN_IMPL_FA2] = attn_scaled(&H100_SDPA, 0.43 / 0.675, 0.43 / 0.675, 1.0);
     /* NVSwitch 450 GB/s each direction per GPU; one 400 Gb/s NDR NIC per GPU. */
     set_levels(c, 8, 450e9, 3e-6, H100_NVLINK_EFF, 64, 50e9, 6e-6, A100_IB_EFF);
     gpu_factors(c);

@@ -80,9 +80,9 @@ static wf_status read_kernels(const cJSON *j, const char *ctx, wf_device *d)
         d->gemm[i] = f;
     }
     for (int i = 0; i < WF_ATTN_IMPL_COUNT; i++) {
-        double v[2 * WF_ATTN_HEAD_DIMS + 3];
+        double v[2 * WF_ATTN_HEAD_DIMS + 4];
         snprintf(sub, sizeof sub, "%s.kernels.attn[%d]", ctx, i);
-        if ((st = read_nums(cJSON_GetArrayItem(a, i), sub, 2 * WF_ATTN_HEAD_DIMS + 3, 0, 1e3, v)) != WF_OK)
+        if ((st = read_nums(cJSON_GetArrayItem(a, i), sub, 2 * WF_ATTN_HEAD_DIMS + 4, 0, 1e3, v)) != WF_OK)
             return st;
         for (int h = 0; h < WF_ATTN_HEAD_DIMS; h++) {
             if (v[h] > 1 || v[WF_ATTN_HEAD_DIMS + h] > 1)
@@ -92,7 +92,8 @@ static wf_status read_kernels(const cJSON *j, const char *ctx, wf_device *d)
         }
         d->attn[i].ramp_fwd = v[2 * WF_ATTN_HEAD_DIMS];
         d->attn[i].ramp_bwd = v[2 * WF_ATTN_HEAD_DIMS + 1];
-        d->attn[i].launch_s = v[2 * WF_ATTN_HEAD_DIMS + 2];
+        d->attn[i].launch_fwd_s = v[2 * WF_ATTN_HEAD_DIMS + 2];
+        d->attn[i].launch_bwd_s = v[2 * WF_ATTN_HEAD_DIMS + 3];
     }
     for (int i = 0; i < WF_MB_KINDS; i++) {
         snprintf(sub, sizeof sub, "%s.kernels.mem[%d]", ctx, i);
@@ -128,15 +129,16 @@ static void kernels_json(cJSON *d, const wf_device *dev)
     cJSON *a = cJSON_AddArrayToObject(k, "attn");
     for (int i = 0; a && i < WF_ATTN_IMPL_COUNT; i++) {
         const wf_attn_fit *f = &dev->attn[i];
-        double v[2 * WF_ATTN_HEAD_DIMS + 3];
+        double v[2 * WF_ATTN_HEAD_DIMS + 4];
         for (int h = 0; h < WF_ATTN_HEAD_DIMS; h++) {
             v[h] = f->eff_fwd[h];
             v[WF_ATTN_HEAD_DIMS + h] = f->eff_bwd[h];
         }
         v[2 * WF_ATTN_HEAD_DIMS] = f->ramp_fwd;
         v[2 * WF_ATTN_HEAD_DIMS + 1] = f->ramp_bwd;
-        v[2 * WF_ATTN_HEAD_DIMS + 2] = f->launch_s;
-        cJSON_AddItemToArray(a, nums_json(v, 2 * WF_ATTN_HEAD_DIMS + 3));
+        v[2 * WF_ATTN_HEAD_DIMS + 2] = f->launch_fwd_s;
+        v[2 * WF_ATTN_HEAD_DIMS + 3] = f->launch_bwd_s;
+        cJSON_AddItemToArray(a, nums_json(v, 2 * WF_ATTN_HEAD_DIMS + 4));
     }
     cJSON *m = cJSON_AddArrayToObject(k, "mem");
     for (int i = 0; m && i < WF_MB_KINDS; i++)

@@ -116,7 +116,7 @@ double wf_attn_time(const wf_device *d, wf_attn_impl impl, double bh, double S, 
     double units = bh * (kv + (bwd ? f->ramp_bwd : f->ramp_fwd) * nq);
     /* QK^T and PV per block pair: 4 x 128 x 128 x D FLOPs; backward 2.5x. */
     double flops = units * 4.0 * blk * blk * D * (bwd ? 2.5 : 1.0);
-    return f->launch_s + flops / (peak * e);
+    return (bwd ? f->launch_bwd_s : f->launch_fwd_s) + flops / (peak * e);
 }
 
 const char *wf_attn_impl_name(wf_attn_impl impl)
