@@ -190,6 +190,28 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r)
         r->regen_bytes = c.saved_bytes; /* the mask */
 }
 
+/* SwiGLU's parts: a product of silu(gate projection) and the up projection
+ * (models/transformer.c, swiglu_mlp), so a fusing profile can cost them as
+ * it runs them. */
+static void mark_swiglu(const wf_graph *g, int n, const int *rec_of, wf_cost_op *ops)
+{
+    for (int i = 0; i < n; i++) {
+        const wf_op *o = &g->ops[i];
+        if (o->kind != WF_OP_MUL || o->nin != 2 || rec_of[i] < 0)
+            continue;
+        int s = g->tensors[o->in[0]].producer, u = g->tensors[o->in[1]].producer;
+        if (s < 0 || s >= n || u < 0 || u >= n || g->ops[s].kind != WF_OP_SILU || g->ops[u].kind != WF_OP_LINEAR)
+            continue;
+        int gl = g->tensors[g->ops[s].in[0]].producer;
+        if (gl < 0 || gl >= n || g->ops[gl].kind != WF_OP_LINEAR || rec_of[s] < 0 || rec_of[u] < 0 || rec_of[gl] < 0)
+            continue;
+        ops[rec_of[s]].glu = 1;
+        ops[rec_of[i]].glu = 2;
+        ops[rec_of[gl]].glu = 3;
+        ops[rec_of[u]].glu = 4;
+    }
+}
+
 static int is_f_op(const wf_op *o)
 {
     return o->tp == WF_TP_COL ||
@@ -218,10 +240,12 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
     ctx->ops = calloc((size_t)(n > 0 ? n : 1), sizeof *ctx->ops);
     ctx->pts = calloc((size_t)(2 * n + 1), sizeof *ctx->pts);
     int *pt_of = malloc(sizeof(int) * (size_t)(g.ntensors > 0 ? g.ntensors : 1));
+    int *rec_of = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
     unsigned char *seen = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
     signed char *param_split = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
-    if (!ctx->ops || !ctx->pts || !pt_of || !seen || !param_split) {
+    if (!ctx->ops || !ctx->pts || !pt_of || !seen || !param_split || !rec_of) {
         free(pt_of);
+        free(rec_of);
         free(seen);
         free(param_split);
         wf_graph_free(&g);
@@ -229,6 +253,8 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
     }
     for (int t = 0; t < g.ntensors; t++)
         pt_of[t] = -1;
+    for (int i = 0; i < n; i++)
+        rec_of[i] = -1;
     memset(ctx->sec, 0, sizeof ctx->sec);
     int sec = WF_COST_SEC_PRE, started = 0;
     for (int i = 0; i < n; i++) {
@@ -249,6 +275,7 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
                 ctx->sec[s].input_bytes = tensor_bytes(&g, o->in[0]);
         }
         wf_cost_section *S = &ctx->sec[s];
+        rec_of[i] = ctx->nops;
         wf_cost_op *r = &ctx->ops[ctx->nops++];
         S->nop++;
         fill_op(&g, i, r);
@@ -298,6 +325,8 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
             r->loss_logits = tensor_numel(&g, o->in[0]);
         }
     }
+    mark_swiglu(&g, n, rec_of, ctx->ops);
+    free(rec_of);
     /* Tied weights (the embedding reused by the head) live on both the first
      * and the last stage; with one stage they are one copy. */
     for (int t = 0; t < g.ntensors; t++)

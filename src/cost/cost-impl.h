@@ -53,6 +53,8 @@ typedef struct {
     double at_heads, at_s, at_skv, at_d;
     int at_causal;
     wf_mb_kind mb_kind;  /* memory-bound ops: which measured kernel family they run as */
+    int glu;             /* SwiGLU parts: 1 the silu, 2 the product, 3 the gate projection, 4 the up
+                            projection (a fusing profile runs 3+4 as one GEMM and 1+2 as one kernel) */
 } wf_cost_op;
 
 /* A Megatron tensor-parallel communication point (a tensor of `bytes` at
@@ -128,6 +130,8 @@ typedef struct {
     int workspace;      /* count the runtime's own buffers (sw=weft): the backward's working
                            set, the kernels' workspace, the gradient accumulation buffer */
     wf_attn_impl attn_impl; /* the attention kernels the profile runs (unfused when !flash) */
+    int fuse_glu;       /* SwiGLU as Megatron-Core runs it: gate and up projections one GEMM
+                           (linear_fc1), silu and product one kernel (bias_swiglu) */
 } wf_cost_var;
 
 /* The variant of plan p for ctx's model (defaults resolved by the profile). */

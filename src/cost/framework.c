@@ -125,6 +125,7 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
      * older Megatron-LM and DeepSpeed, when asked for flash, through the
      * flash-attn package (FlashAttention-2); PyTorch-native stacks (fsdp,
      * torchtitan, plain PyTorch) through scaled_dot_product_attention. */
+    v->fuse_glu = p->sw == WF_SW_MEGATRON_CORE;
     if (!v->flash)
         v->attn_impl = WF_ATTN_IMPL_UNFUSED;
     else if (p->sw == WF_SW_MEGATRON_CORE)
@@ -143,7 +144,7 @@ unsigned wf_cost_var_code(const wf_cost_var *v)
             (unsigned)v->cp << 6 | (unsigned)v->epo << 30) ^
            ((unsigned)v->ep * 0x9E3779B1u) ^ ((unsigned)v->etp * 0x85EBCA77u) ^ (imb * 0xC2B2AE3Du) ^
            ((unsigned)(v->regen_dropout | v->workspace << 1) * 0x27D4EB2Fu) ^
-           ((unsigned)v->attn_impl * 0x165667B1u);
+           ((unsigned)v->attn_impl * 0x165667B1u) ^ ((unsigned)v->fuse_glu * 0xD3A2646Cu);
 }
 
 void wf_cost_ctx_use(wf_cost_ctx *ctx, const wf_plan *p)
