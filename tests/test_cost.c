@@ -314,7 +314,7 @@ static void test_flash_closed_form(void **state)
 static void test_fp8_gemm(void **state)
 {
     (void)state;
-    wf_cost_ctx *kc = make_ctx("gpt3-175b", "dgx-h100:op_gap_s=0");
+    wf_cost_ctx *kc = make_ctx("gpt3-175b", "dgx-h100-kernels:op_gap_s=0");
     {
         const wf_device *d = &kc->cluster.dev;
         int lin = -1;
