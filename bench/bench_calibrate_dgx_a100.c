@@ -31,6 +31,9 @@
  * Usage: bench_calibrate_dgx_a100 [DATA.json] [--profile] [--check | --eval
  * E_MAX F_HALF MEM_EFF NVLINK_EFF OVERLAP P2P_S] (--check: the preset as it
  * is; --eval: one factor set; both without searching). */
+/* This fits the FLOPs-table path (the preset with kernel_model=0); the
+ * presets cost by the measured-kernel device model, whose software factors
+ * bench/bench_calibrate_software.c fits (docs/cost-model.md). */
 #include "cost/cost-impl.h"
 
 #include <math.h>
@@ -143,7 +146,7 @@ int main(int argc, char **argv)
     }
     static wf_calib_data d;
     wf_cluster base;
-    if (wf_calib_load(path, &d) != WF_OK || wf_cluster_lookup("dgx-a100", &base) != WF_OK) {
+    if (wf_calib_load(path, &d) != WF_OK || wf_cluster_lookup("dgx-a100:kernel_model=0,op_gap_s=0,overlap_slowdown=1.3", &base) != WF_OK) {
         fprintf(stderr, "calibrate: %s\n", wf_last_error());
         return 1;
     }

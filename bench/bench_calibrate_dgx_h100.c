@@ -28,6 +28,9 @@
  * Run by scripts/calibrate-dgx-h100; prints the best factors, the table to
  * paste into src/cluster/cluster.c, and predicted vs measured rows.
  * Usage: bench_calibrate_dgx_h100 [DATA.json] [--check] */
+/* This fits the FLOPs-table path (the preset with kernel_model=0); the
+ * presets cost by the measured-kernel device model, whose software factors
+ * bench/bench_calibrate_software.c fits (docs/cost-model.md). */
 #include "cost/cost-impl.h"
 
 #include <math.h>
@@ -88,7 +91,7 @@ int main(int argc, char **argv)
     }
     static wf_calib_data d;
     wf_cluster base;
-    if (wf_calib_load_h100(path, &d) != WF_OK || wf_cluster_lookup("dgx-h100", &base) != WF_OK) {
+    if (wf_calib_load_h100(path, &d) != WF_OK || wf_cluster_lookup("dgx-h100:kernel_model=0,op_gap_s=0,overlap_slowdown=1", &base) != WF_OK) {
         fprintf(stderr, "calibrate: %s\n", wf_last_error());
         return 1;
     }

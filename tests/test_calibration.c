@@ -48,9 +48,8 @@ static void assert_rows_fit(const wf_calib_data *d, const char *cluster_base)
     }
 }
 
-static void test_dgx_a100_fit(void **state)
+static void a100_fit(const char *preset)
 {
-    (void)state;
     char path[1024];
     data_path(path, sizeof path);
     static wf_calib_data d;
@@ -59,7 +58,7 @@ static void test_dgx_a100_fit(void **state)
     assert_int_equal(d.ntime, 8);
     assert_int_equal(d.nmem, 8);
     wf_cluster c;
-    assert_int_equal(wf_cluster_lookup("dgx-a100", &c), WF_OK);
+    assert_int_equal(wf_cluster_lookup(preset, &c), WF_OK);
     wf_cost_ctx *ctxs[WF_CALIB_MAX_MODELS] = {NULL};
     double pt[WF_CALIB_MAX_ROWS], pw[WF_CALIB_MAX_ROWS], pa[WF_CALIB_MAX_ROWS];
     if (wf_calib_predict(&d, &c, ctxs, pt, pw, pa) != WF_OK)
@@ -93,16 +92,15 @@ static void test_dgx_a100_fit(void **state)
     assert_true(mean <= 0.05);
     assert_true(mx <= 0.10);
     wf_calib_free(ctxs);
-    assert_rows_fit(&d, "dgx-a100");
+    assert_rows_fit(&d, preset);
 }
 
 /* The dgx-h100 preset against NVIDIA's NeMo 24.07 H100 results (Megatron-
  * Core, FP8, flash attention; tests/data/calibration-h100.json, a copy of
  * ../shared/data/calibration-h100.json): iteration time mean |error| <= 5%,
  * max <= 10%, and every row fits in 80 GB. */
-static void test_dgx_h100_fit(void **state)
+static void h100_fit(const char *preset)
 {
-    (void)state;
     char path[1024];
     data_file("calibration-h100.json", path, sizeof path);
     static wf_calib_data d;
@@ -110,7 +108,7 @@ static void test_dgx_h100_fit(void **state)
         fail_msg("%s", wf_last_error());
     assert_int_equal(d.ntime, 7);
     wf_cluster c;
-    assert_int_equal(wf_cluster_lookup("dgx-h100", &c), WF_OK);
+    assert_int_equal(wf_cluster_lookup(preset, &c), WF_OK);
     wf_cost_ctx *ctxs[WF_CALIB_MAX_MODELS] = {NULL};
     double pt[WF_CALIB_MAX_ROWS], pw[WF_CALIB_MAX_ROWS], pa[WF_CALIB_MAX_ROWS];
     if (wf_calib_predict(&d, &c, ctxs, pt, pw, pa) != WF_OK)
@@ -130,7 +128,30 @@ static void test_dgx_h100_fit(void **state)
     assert_true(mean <= 0.05);
     assert_true(mx <= 0.10);
     wf_calib_free(ctxs);
-    assert_rows_fit(&d, "dgx-h100");
+    assert_rows_fit(&d, preset);
+}
+
+/* The FLOPs-table presets, and the same clusters costed by the measured-
+ * kernel device model with their refit software factors. */
+static void test_dgx_a100_fit(void **state)
+{
+    (void)state;
+    a100_fit("dgx-a100");
+}
+static void test_dgx_a100_kernels_fit(void **state)
+{
+    (void)state;
+    a100_fit("dgx-a100-kernels");
+}
+static void test_dgx_h100_fit(void **state)
+{
+    (void)state;
+    h100_fit("dgx-h100");
+}
+static void test_dgx_h100_kernels_fit(void **state)
+{
+    (void)state;
+    h100_fit("dgx-h100-kernels");
 }
 
 int main(void)
@@ -138,6 +159,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dgx_a100_fit),
         cmocka_unit_test(test_dgx_h100_fit),
+        cmocka_unit_test(test_dgx_a100_kernels_fit),
+        cmocka_unit_test(test_dgx_h100_kernels_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

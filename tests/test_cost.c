@@ -307,12 +307,42 @@ static void test_flash_closed_form(void **state)
     }
 }
 
-/* An FP8 product of large size takes its FLOPs over (FP8 peak x the matrix
- * efficiency x fp8_eff) plus its traffic over the achieved bandwidth. */
+/* An FP8 product of large size takes, on the FLOPs table (kernel_model=0),
+ * its FLOPs over (FP8 peak x the matrix efficiency x fp8_eff) plus its
+ * traffic over the achieved bandwidth; on the device model, the FP8 product
+ * of its shape plus Transformer Engine's quantization traffic. */
 static void test_fp8_gemm(void **state)
 {
     (void)state;
-    wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-h100");
+    wf_cost_ctx *kc = make_ctx("gpt3-175b", "dgx-h100-kernels:op_gap_s=0");
+    {
+        const wf_device *d = &kc->cluster.dev;
+        int lin = -1;
+        for (int i = 0; i < kc->nops && lin < 0; i++)
+            if (kc->ops[i].matrix && !kc->ops[i].attn_core && kc->ops[i].params > 1e8)
+                lin = i;
+        assert_true(lin >= 0);
+        const wf_cost_op *r = &kc->ops[lin];
+        const double b = 16, M = r->gm * b;
+        assert_true(r->gm == 2048 && r->gk > 0 && r->gn > 0);
+        wf_plan p8 = plan_of("fp8=1"), p16 = plan_of("fp8=0");
+        wf_cost_ctx_use(kc, &p8);
+        wf_cost_op_time t8 = wf_cost_op_time_of(kc, r, b, 1, 1);
+        double cast = (r->gsplit == 1 ? 2.0 : 4.0) * M * r->gk;
+        double ref = wf_gemm_time(d, WF_GEMM_FP8, 1, M, r->gn, r->gk) + wf_membound_time(d, WF_MB_ELEM, 0, cast);
+        assert_true(REL(t8.fwd_s, ref, 1e-12));
+        /* Data gradient (M, K, N) with the output gradient's quantization;
+         * weight gradient (K, N, M). */
+        ref = wf_gemm_time(d, WF_GEMM_FP8, 1, M, r->gk, r->gn) + wf_membound_time(d, WF_MB_ELEM, 0, 4.0 * M * r->gn);
+        assert_true(REL(t8.bwd_in_s, ref, 1e-12));
+        assert_true(REL(t8.bwd_w_s, wf_gemm_time(d, WF_GEMM_FP8, 1, r->gk, r->gn, M), 1e-12));
+        wf_cost_ctx_use(kc, &p16);
+        wf_cost_op_time t16 = wf_cost_op_time_of(kc, r, b, 1, 1);
+        assert_true(REL(t16.fwd_s, wf_gemm_time(d, WF_GEMM_HALF, 1, M, r->gn, r->gk), 1e-12));
+        assert_true(t8.fwd_s < 0.75 * t16.fwd_s);
+    }
+    wf_cost_ctx_free(kc);
+    wf_cost_ctx *ctx = make_ctx("gpt3-175b", "dgx-h100:kernel_model=0,op_gap_s=0");
     const wf_device *d = &ctx->cluster.dev;
     int lin = -1;
     for (int i = 0; i < ctx->nops && lin < 0; i++)

@@ -28,6 +28,63 @@ typedef struct {
     double eff;
 } wf_eff_point;
 
+/* The measured-kernel device model (src/cost/kernels.c, docs/cost-model.md
+ * "Device model"). A matrix product C[M,N] = A[M,K] B[K,N] runs as tiles of
+ * tile_m x tile_n outputs spread over the SMs; each wave of tiles walks K plus
+ * wave_k steps of epilogue, the kernel adds ramp_k steps of pipeline fill and
+ * drain, wave quantization counts `quant` of the last partial wave, and the
+ * launch costs launch_s. The product is never faster than its operands' bytes
+ * at the copy bandwidth. cuBLAS picks the faster tile orientation. */
+typedef enum {
+    WF_GEMM_FP32,  /* strict fp32 on the vector unit (SIMT) */
+    WF_GEMM_TF32,  /* fp32 inputs on the tensor cores */
+    WF_GEMM_HALF,  /* bf16 / fp16 */
+    WF_GEMM_FP8,   /* E4M3 / E5M2 */
+    WF_GEMM_KINDS
+} wf_gemm_kind;
+
+typedef struct {
+    int tile_m, tile_n; /* output tile of one SM (0: kind not fitted, FLOPs table applies) */
+    double eff;         /* fraction of the kind's peak one SM reaches inside the K loop */
+    double ramp_k;      /* per kernel: pipeline fill and drain, in K steps */
+    double wave_k;      /* per wave: the epilogue (store of C), in K steps */
+    double quant;       /* 0..1: how much of the last partial wave costs a whole wave */
+    double launch_s;    /* fixed time per product (launch, dispatch) */
+} wf_gemm_fit;
+
+/* Attention kernels, by implementation. The fused (flash) kernels walk query
+ * blocks of 128 rows against key blocks of 128; each query block costs its
+ * key blocks (all of them, or those up to the diagonal when causal) plus
+ * ramp blocks of prologue/epilogue (loading Q, writing O and the log-sum-exp;
+ * backward: dQ accumulation). Efficiency by head dim and pass. */
+typedef enum {
+    WF_ATTN_IMPL_UNFUSED, /* two batched GEMMs, softmax and dropout kernels */
+    WF_ATTN_IMPL_FA2,     /* FlashAttention-2 (flash-attn 2.x; PyTorch SDPA's flash backend on A100) */
+    WF_ATTN_IMPL_SDPA,    /* torch.nn.functional.scaled_dot_product_attention as PyTorch dispatches it */
+    WF_ATTN_IMPL_TE,      /* Transformer Engine's fused attention (cuDNN; FlashAttention-3 class on H100) */
+    WF_ATTN_IMPL_COUNT
+} wf_attn_impl;
+
+#define WF_ATTN_HEAD_DIMS 5 /* head dims 64, 96, 128, 192, 256 (interpolated between, clamped outside) */
+typedef struct {
+    double eff_fwd[WF_ATTN_HEAD_DIMS]; /* fraction of the 16-bit matrix peak, forward (0: not fitted) */
+    double eff_bwd[WF_ATTN_HEAD_DIMS]; /* backward (2.5x the forward's matrix FLOPs) */
+    double ramp_fwd, ramp_bwd;         /* per query block, in key blocks */
+    double launch_fwd_s, launch_bwd_s; /* fixed time per call (the backward's preprocessing
+                                          and dQ conversion kernels included) */
+} wf_attn_fit;
+
+/* Memory-bound kernels by kind: achieved fraction of mem_bw_bps forward and
+ * backward (0: mem_eff), measured on the framework's own kernels. */
+typedef enum {
+    WF_MB_ELEM,      /* add, mul, bias, dropout, rotary, casts, copies */
+    WF_MB_ACT,       /* gelu, silu, relu, tanh */
+    WF_MB_LAYERNORM, /* fused layer norm */
+    WF_MB_RMSNORM,   /* fused RMS norm */
+    WF_MB_LOSS,      /* softmax cross-entropy on fp32-upcast logits */
+    WF_MB_KINDS
+} wf_mb_kind;
+
 typedef struct {
     char name[48];
     double matrix_flops[WF_DTYPE_COUNT]; /* peak FLOP/s of the matrix unit per dtype (0: unsupported) */
@@ -41,6 +98,15 @@ typedef struct {
     double op_overhead_s;                /* shortest time of one op and pass (launch, dispatch) */
     double fp8_flops;                    /* dense FP8 peak of the matrix unit (0: no FP8 unit) */
     double fp8_eff;                      /* FP8 products reach fp8_eff x the matrix_eff curve of fp8_flops */
+    /* Measured-kernel model (sms > 0): replaces matrix_eff and fp8_eff for the
+     * products and attention kernels it fits. */
+    double kernel_model;                 /* 1: cost ops by the measured-kernel model below;
+                                            0: by the FLOPs table (matrix_eff) and mem_eff */
+    int sms;                             /* streaming multiprocessors (0: no kernel model) */
+    wf_gemm_fit gemm[WF_GEMM_KINDS];
+    wf_attn_fit attn[WF_ATTN_IMPL_COUNT];
+    double mb_eff[WF_MB_KINDS][2];       /* memory-bound kernels, [kind][0 forward, 1 backward] */
+    double opt_eff;                      /* fused AdamW step: fraction of mem_bw_bps (0: mem_eff) */
 } wf_device;
 
 typedef struct {
@@ -66,6 +132,9 @@ typedef struct {
                                   send/recv): the framework's p2p call, the stream synchronization
                                   after it and the re-launch of the next chunk; added by
                                   wf_coll_time to every WF_COLL_SENDRECV */
+    double op_gap_s;           /* GPU idle time per op and pass between its kernels: the
+                                  framework's module call, hooks and FP8 scaling bookkeeping
+                                  (a software factor, fitted on published runs) */
 } wf_cluster;
 
 /* A preset with overrides ("dgx-a100:nodes=16"), or a cluster JSON file path.
@@ -99,6 +168,29 @@ typedef struct {
 int wf_cluster_factor_count(void);
 const wf_cluster_factor *wf_cluster_factor_at(int i);
 double wf_cluster_factor_value(const wf_cluster *c, const wf_cluster_factor *f);
+
+/* Time of `batch` independent products C[M,N] = A[M,K] B[K,N] of one kind
+ * (one launch), by the measured-kernel model; falls back to the FLOPs table
+ * (wf_device_matrix_eff) when the device has no fit for the kind. A linear
+ * layer's forward is (tokens, out, in), its data gradient (tokens, in, out),
+ * its weight gradient (out, in, tokens): the pass enters through the shape. */
+double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double batch, double M, double N, double K);
+/* The gemm kind a product in dtype runs as (fp8: E4M3 products). */
+wf_gemm_kind wf_gemm_kind_of(wf_dtype dtype, int fp8);
+/* Time of one fused attention call: bh = batch x heads, S queries against
+ * Skv keys of head dim D, causal or not, forward (bwd 0) or backward. Returns
+ * a negative value when impl has no fit on this device (the caller costs it
+ * unfused). */
+double wf_attn_time(const wf_device *d, wf_attn_impl impl, double bh, double S, double Skv, double D,
+                    int causal, int bwd);
+const char *wf_attn_impl_name(wf_attn_impl impl);
+/* Whether ops are costed by the measured-kernel model (kernel_model on and
+ * the device has one). */
+int wf_device_kernels(const wf_device *d);
+/* Time of a memory-bound kernel moving `bytes` (reads plus writes). */
+double wf_membound_time(const wf_device *d, wf_mb_kind kind, int bwd, double bytes);
+/* Achieved bandwidth of the optimizer step. */
+double wf_device_opt_bps(const wf_device *d);
 
 /* Matrix efficiency of one op of `flops` FLOPs on this device. */
 double wf_device_matrix_eff(const wf_device *d, double flops);

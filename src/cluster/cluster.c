@@ -42,16 +42,27 @@ static const wf_eff_point A100_MATRIX_EFF[] = {
 /* nccl-tests reach about 85% of HDR InfiniBand (a prior: not identifiable
  * from the calibration rows, which have no data parallelism). */
 #define A100_IB_EFF 0.85
-/* Compute overlapped by communication runs 30% slower (NCCL takes SMs and
- * memory bandwidth). */
-#define A100_OVERLAP_SLOWDOWN 1.30
 /* Launch and framework dispatch: the shortest an op can take. */
 #define A100_OP_OVERHEAD_S 4e-6
+/* Large bf16 products reach this of the A100's 312 TFLOP/s inside the K
+ * loop (pinned by the published 267.9 TFLOP/s, see preset_dgx_a100). */
+#define A100_GEMM_EFF 0.90
+#define V100_GEMM_HALF_EFF 0.80
+#define V100_GEMM_FP32_EFF 0.85
 /* Fixed cost of one pipeline send/recv beyond the wire: Megatron-LM's p2p
  * call (batch_isend_irecv, NCCL group launch), the torch.cuda.synchronize()
  * it does after every exchange, and the Python re-launch of the next chunk's
  * first kernels that the synchronization exposes. */
 #define A100_P2P_OVERHEAD_S 50e-6
+/* Software factors fitted on Korthikanti et al. 2022 on top of the kernel
+ * model (bench/bench_calibrate_software a100): Megatron-LM's compute runs
+ * 1.40x slower while its tensor-parallel all-reduce overlaps it, and the
+ * GPU idles 5 us per op and pass between kernels. */
+#define A100_KERNEL_OVERLAP_SLOWDOWN 1.40
+/* The FLOPs-table fit (kernel_model=0): compute overlapped by communication
+ * runs 30% slower (NCCL takes SMs and memory bandwidth). */
+#define A100_OVERLAP_SLOWDOWN 1.30
+#define A100_OP_GAP_S 5e-6
 
 /* Factors fitted for DGX H100 by scripts/calibrate-dgx-h100 (the grid search
  * of bench/bench_calibrate_dgx_h100.c on NVIDIA's NeMo 24.07 H100 results,
@@ -70,10 +81,81 @@ static const wf_eff_point H100_MATRIX_EFF[] = {
  * only through the attention kernels, which stay in bf16. */
 #define H100_FP8_EFF 0.94
 #define H100_MEM_EFF 0.95
-/* Transformer Engine's userbuffers overlap slows the GEMMs beside it by
- * this (the copy engines move the data). */
-#define H100_OVERLAP_SLOWDOWN 1.00
 #define H100_NVLINK_EFF 0.50
+/* Software factors fitted on NVIDIA's NeMo 24.07 rows on top of the kernel
+ * model (bench/bench_calibrate_software h100): overlapped GEMMs 5% slower,
+ * 40 us of idle GPU per op and pass (Transformer Engine's module calls and
+ * FP8 scaling bookkeeping). */
+#define H100_KERNEL_OVERLAP_SLOWDOWN 1.05
+/* The FLOPs-table fit: Transformer Engine's userbuffers overlap does not
+ * slow the GEMMs beside it (the copy engines move the data). */
+#define H100_OVERLAP_SLOWDOWN 1.00
+#define H100_OP_GAP_S 40e-6
+
+/* ---- measured-kernel device model (src/cluster/kernels.c) ---------------------
+ *
+ * H100: fitted by scripts/fit-kernels on tests/data/h100-kernels-2026-11.json
+ * (cuBLAS through torch.matmul, torch._scaled_mm, PyTorch SDPA; measured
+ * 2026-11-26). Minimax fit of log(predicted / measured) per family; the
+ * fitted values, their ranges and the errors are in docs/cost-model.md. */
+static const wf_gemm_fit H100_GEMM[WF_GEMM_KINDS] = {
+    /* tile_m, tile_n, eff, ramp_k, wave_k, quant, launch_s */
+    [WF_GEMM_FP32] = {128, 128, 0.775, 252, 52, 0.93, 8.6e-6},
+    [WF_GEMM_TF32] = {128, 256, 0.876, 608, 982, 0.68, 8.5e-6},
+    [WF_GEMM_HALF] = {128, 256, 0.771, 1117, 296, 0.36, 8.1e-6},
+    [WF_GEMM_FP8] = {128, 256, 0.706, 1089, 520, 0.20, 27.1e-6},
+};
+/* PyTorch 2.11 SDPA (flash backend, bf16) on H100, head dims 64..256. */
+static const wf_attn_fit H100_SDPA = {{0.501, 0.548, 0.675, 0.704, 0.680},
+                                      {0.484, 0.471, 0.585, 0.408, 0.463},
+                                      1.40, 3.37, 33.6e-6, 99e-6};
+/* Memory-bound PyTorch kernels on H100 (bf16, 16384 x 4096): achieved
+ * fraction of 3350 GB/s, forward and backward, reads plus writes as the
+ * graph counts them: copy 2953.6 GB/s; gelu 2509 / 2663; layer norm 1768 /
+ * 1117; fused RMS norm 1784 / 1687; an elementwise product's backward from
+ * silu(gate) * up (554 us less silu's backward at gelu's rate: 5 tensors in
+ * 403 us); F.cross_entropy on upcast logits 2140 / 2500 GB/s (18 and 22
+ * bytes per logit, see records.c); fused AdamW 1478 GB/s counted at 16
+ * bytes per parameter, 2587 GB/s at the 28 it moves (reads parameter,
+ * gradient and both moments, writes parameter and moments; 537M
+ * parameters). Other GPUs keep these fractions (priors). */
+static const double H100_MB_EFF[WF_MB_KINDS][2] = {
+    [WF_MB_ELEM] = {0.88, 0.50},     [WF_MB_ACT] = {0.75, 0.79}, [WF_MB_LAYERNORM] = {0.53, 0.33},
+    [WF_MB_RMSNORM] = {0.53, 0.50},  [WF_MB_LOSS] = {0.64, 0.75},
+};
+#define H100_OPT_EFF 0.77
+
+/* Scale of an attention fit's efficiencies (forward and backward) for
+ * another implementation or device, from a published peak of that kernel. */
+static wf_attn_fit attn_scaled(const wf_attn_fit *base, double fwd, double bwd, double cap)
+{
+    wf_attn_fit f = *base;
+    for (int i = 0; i < WF_ATTN_HEAD_DIMS; i++) {
+        /* Three decimals, as the fits are quoted (and a cluster file keeps them). */
+        f.eff_fwd[i] = round(1000.0 * (base->eff_fwd[i] * fwd < cap ? base->eff_fwd[i] * fwd : cap)) / 1000.0;
+        f.eff_bwd[i] = round(1000.0 * (base->eff_bwd[i] * bwd < cap ? base->eff_bwd[i] * bwd : cap)) / 1000.0;
+    }
+    return f;
+}
+
+/* Another GPU's products from the H100 fit: the fill/drain (a latency) and
+ * the epilogue (a store at the SM's share of HBM bandwidth) are the same
+ * times, so in K steps they scale by the SM's FLOP rate and, for the
+ * epilogue, by the inverse of its share of the bandwidth; eff is pinned by
+ * the device's own published large-GEMM throughput. */
+static wf_gemm_fit gemm_scaled(wf_gemm_kind k, const wf_device *d, double eff)
+{
+    /* Peak FLOP/s of one SM for the kind, on this device and on the H100. */
+    const int fp32 = k == WF_GEMM_FP32;
+    double rate = (fp32 ? d->matrix_flops[WF_DTYPE_FP32] : d->matrix_flops[WF_DTYPE_FP16]) / (double)d->sms;
+    double h_rate = (fp32 ? 67e12 : 989e12) / 132.0;
+    double r = rate / h_rate, bw = (d->mem_bw_bps / (double)d->sms) / (3350e9 / 132.0);
+    wf_gemm_fit f = H100_GEMM[k];
+    f.ramp_k = round(f.ramp_k * r); /* whole K steps */
+    f.wave_k = round(f.wave_k * r / bw);
+    f.eff = eff;
+    return f;
+}
 
 static void set_eff_table(wf_device *d, const wf_eff_point *pts, int n)
 {
@@ -118,6 +200,10 @@ static void gpu_device(wf_device *d, const char *name, double fp16_tensor, doubl
     d->fp8_flops = 0;
     d->fp8_eff = 1;
     set_eff_table(d, A100_MATRIX_EFF, A100_NEFF);
+    for (int k = 0; k < WF_MB_KINDS; k++)
+        for (int b = 0; b < 2; b++)
+            d->mb_eff[k][b] = H100_MB_EFF[k][b];
+    d->opt_eff = H100_OPT_EFF;
 }
 
 static void gpu_factors(wf_cluster *c)
@@ -127,12 +213,32 @@ static void gpu_factors(wf_cluster *c)
     c->mem_reserved_bytes = 2.0 * GIB;
     c->grad_bytes = 2; /* fp16 gradients: 2 + 2 + 12 bytes per parameter (ZeRO accounting) */
     c->p2p_overhead_s = A100_P2P_OVERHEAD_S;
+    c->op_gap_s = 0;
 }
 
 static void preset_dgx_a100(wf_cluster *c)
 {
     /* A100 SXM 80GB: 312 TFLOP/s fp16 tensor, 19.5 fp32, 78 fp16 vector, 2039 GB/s. */
     gpu_device(&c->dev, "A100-SXM-80GB", 312e12, 19.5e12, 78e12, 1, 80, 2039e9);
+    /* Kernel model: 108 SMs. bf16 products reach 267.9 TFLOP/s (85.9%) at
+     * 6912x16384x2048 (Bekman, ml-engineering, "Maximum Achievable Matmul
+     * FLOPS comparison table", CUDA 12.1; tests/data/published-kernels.json):
+     * eff 0.93 puts the scaled H100 curve there. FlashAttention-2 reaches up
+     * to 73% of the A100's peak forward (Dao 2023, arXiv:2307.08691,
+     * abstract): the H100 SDPA curve scaled to 0.73 at head dim 128. PyTorch's
+     * SDPA and Transformer Engine run FlashAttention-2 class kernels on
+     * Ampere. */
+    c->dev.sms = 108;
+    c->dev.mem_eff = A100_MEM_EFF;
+    c->dev.gemm[WF_GEMM_HALF] = gemm_scaled(WF_GEMM_HALF, &c->dev, A100_GEMM_EFF);
+    c->dev.gemm[WF_GEMM_TF32] = gemm_scaled(WF_GEMM_TF32, &c->dev, H100_GEMM[WF_GEMM_TF32].eff);
+    c->dev.gemm[WF_GEMM_FP32] = gemm_scaled(WF_GEMM_FP32, &c->dev, H100_GEMM[WF_GEMM_FP32].eff);
+    {
+        wf_attn_fit fa2 = attn_scaled(&H100_SDPA, 0.73 / 0.675, 0.73 / 0.675, 1.0);
+        c->dev.attn[WF_ATTN_IMPL_FA2] = fa2;
+        c->dev.attn[WF_ATTN_IMPL_SDPA] = fa2;
+        c->dev.attn[WF_ATTN_IMPL_TE] = fa2;
+    }
     /* NVSwitch 300 GB/s each direction per GPU; one 200 Gb/s HDR NIC per GPU. */
     set_levels(c, 8, 300e9, 3e-6, A100_NVLINK_EFF, 64, 25e9, 6e-6, A100_IB_EFF);
     gpu_factors(c);
@@ -140,6 +246,17 @@ static void preset_dgx_a100(wf_cluster *c)
      * (main_grad): 2 + 4 + 12 = 18 bytes per parameter, exactly what
      * Korthikanti et al. 2022 (Figure 1) report for the transformer layers. */
     c->grad_bytes = 4;
+}
+
+/* dgx-a100 costed by the measured-kernel device model, with the software
+ * factors fitted on it (docs/cost-model.md, "Refit of the calibrated
+ * presets"). */
+static void preset_dgx_a100_kernels(wf_cluster *c)
+{
+    preset_dgx_a100(c);
+    c->dev.kernel_model = 1;
+    c->overlap_slowdown = A100_KERNEL_OVERLAP_SLOWDOWN;
+    c->op_gap_s = A100_OP_GAP_S;
 }
 
 static void preset_dgx_h100(wf_cluster *c)
@@ -150,10 +267,30 @@ static void preset_dgx_h100(wf_cluster *c)
     c->dev.fp8_eff = H100_FP8_EFF;
     c->dev.mem_eff = H100_MEM_EFF;
     set_eff_table(&c->dev, H100_MATRIX_EFF, H100_NEFF);
+    c->dev.sms = 132;
+    for (int k = 0; k < WF_GEMM_KINDS; k++)
+        c->dev.gemm[k] = H100_GEMM[k];
+    c->dev.attn[WF_ATTN_IMPL_SDPA] = H100_SDPA;
+    /* Transformer Engine's fused attention runs cuDNN's flash kernels, the
+     * ones PyTorch's SDPA dispatches to on Hopper (the measured curve reaches
+     * 668 TFLOP/s forward, FlashAttention-3 class: Shah et al. 2024,
+     * arXiv:2407.08608, report up to 740 TFLOP/s, 75% of peak). */
+    c->dev.attn[WF_ATTN_IMPL_TE] = H100_SDPA;
+    /* FlashAttention-2 on H100: FlashAttention-3 is 1.5-2.0x faster (same
+     * source): 740 / 1.75 = 423 TFLOP/s, 0.43 of peak at head dim 128. */
+    c->dev.attn[WF_ATTN_IMPL_FA2] = attn_scaled(&H100_SDPA, 0.43 / 0.675, 0.43 / 0.675, 1.0);
     /* NVSwitch 450 GB/s each direction per GPU; one 400 Gb/s NDR NIC per GPU. */
     set_levels(c, 8, 450e9, 3e-6, H100_NVLINK_EFF, 64, 50e9, 6e-6, A100_IB_EFF);
     gpu_factors(c);
     c->overlap_slowdown = H100_OVERLAP_SLOWDOWN;
+}
+
+static void preset_dgx_h100_kernels(wf_cluster *c)
+{
+    preset_dgx_h100(c);
+    c->dev.kernel_model = 1;
+    c->overlap_slowdown = H100_KERNEL_OVERLAP_SLOWDOWN;
+    c->op_gap_s = H100_OP_GAP_S;
 }
 
 static void v100_device(wf_device *d)
@@ -161,6 +298,15 @@ static void v100_device(wf_device *d)
     /* V100 SXM2 32GB: 125 TFLOP/s fp16 tensor, 15.7 fp32, 31.4 fp16 vector, 900 GB/s;
      * no bf16. */
     gpu_device(d, "V100-SXM2-32GB", 125e12, 15.7e12, 31.4e12, 0, 32, 900e9);
+    /* Kernel model: 80 SMs; the H100 curve scaled to the V100's SM rate and
+     * bandwidth share, with its own large-product efficiencies (priors: no
+     * kernel table of V100 is in tests/data yet, docs/cost-model.md): fp16
+     * tensor products 0.80 of 125 TFLOP/s, strict fp32 0.85 of 15.7. No
+     * fused attention kernel (FlashAttention needs sm80): attention is
+     * costed unfused. */
+    d->sms = 80;
+    d->gemm[WF_GEMM_HALF] = gemm_scaled(WF_GEMM_HALF, d, V100_GEMM_HALF_EFF);
+    d->gemm[WF_GEMM_FP32] = gemm_scaled(WF_GEMM_FP32, d, V100_GEMM_FP32_EFF);
 }
 
 static void preset_v100_10gbe(wf_cluster *c)
@@ -236,6 +382,8 @@ static const preset_def PRESETS[] = {
      preset_dgx_a100},
     {"dgx-h100", "64 nodes x 8 H100 80GB, NVSwitch 450 GB/s, 8x NDR 400 Gb/s IB per node",
      preset_dgx_h100},
+    {"dgx-a100-kernels", "dgx-a100 costed by measured kernels (device model, calibrated)", preset_dgx_a100_kernels},
+    {"dgx-h100-kernels", "dgx-h100 costed by measured kernels (device model, calibrated)", preset_dgx_h100_kernels},
     {"v100-10gbe", "16 nodes x 4 V100 32GB, NVLink, 10 Gb/s Ethernet per node (shared)",
      preset_v100_10gbe},
     {"v100-ib100", "16 nodes x 4 V100 32GB, NVLink, 100 Gb/s InfiniBand per node (shared)",
@@ -300,6 +448,8 @@ static const wf_cluster_factor FACTORS[] = {
     {"mem_reserved_bytes", offsetof(wf_cluster, mem_reserved_bytes), 0, 1e15, "bytes", "memory the framework keeps (context, allocator slack)"},
     {"grad_bytes", offsetof(wf_cluster, grad_bytes), 2, 4, "", "bytes per gradient element kept and reduced (2 fp16, 4 fp32)"},
     {"p2p_overhead_s", offsetof(wf_cluster, p2p_overhead_s), 0, 1, "s", "fixed software cost of one pipeline send/recv"},
+    {"kernel_model", offsetof(wf_cluster, dev.kernel_model), 0, 1, "", "1: cost ops by the measured-kernel device model (0: the FLOPs table)"},
+    {"op_gap_s", offsetof(wf_cluster, op_gap_s), 0, 1, "s", "GPU idle time per op and pass (framework dispatch, hooks, FP8 bookkeeping)"},
 };
 #define NFACTORS ((int)(sizeof FACTORS / sizeof FACTORS[0]))
 

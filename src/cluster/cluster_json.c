@@ -32,11 +32,128 @@ static wf_status read_flops(const cJSON *obj, const char *ctx, double flops[WF_D
     return WF_OK;
 }
 
+/* A fixed-length array of numbers in [lo, hi]. */
+static wf_status read_nums(const cJSON *a, const char *ctx, int n, double lo, double hi, double *out)
+{
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
+        return wf_errorf(WF_FORMAT, "%s: expected an array of %d numbers", ctx, n);
+    int i = 0;
+    for (const cJSON *it = a->child; it; it = it->next, i++) {
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= lo && it->valuedouble <= hi))
+            return wf_errorf(WF_FORMAT, "%s[%d]: expected a number in [%g, %g]", ctx, i, lo, hi);
+        out[i] = it->valuedouble;
+    }
+    return WF_OK;
+}
+
+/* The measured-kernel model (docs/cluster-format.md, "kernels"): optional;
+ * without it the device is costed by its FLOPs table. */
+static wf_status read_kernels(const cJSON *j, const char *ctx, wf_device *d)
+{
+    wf_status st;
+    double sms = 0;
+    if ((st = wf_json_get_num(j, ctx, "kernel_model", 0, 0, 1, &d->kernel_model)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "sms", 0, 0, 100000, &sms)) != WF_OK)
+        return st;
+    d->sms = (int)sms;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kernels");
+    if (!k)
+        return WF_OK;
+    static const char *const keys[] = {"gemm", "attn", "mem", "opt_eff", NULL};
+    char sub[400];
+    snprintf(sub, sizeof sub, "%s.kernels", ctx);
+    if ((st = wf_json_check_keys(k, sub, keys)) != WF_OK ||
+        (st = wf_json_get_num(k, sub, "opt_eff", 0, 0, 1, &d->opt_eff)) != WF_OK)
+        return st;
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(k, "gemm"), *a = cJSON_GetObjectItemCaseSensitive(k, "attn"),
+                *m = cJSON_GetObjectItemCaseSensitive(k, "mem");
+    if (!cJSON_IsArray(g) || cJSON_GetArraySize(g) != WF_GEMM_KINDS || !cJSON_IsArray(a) ||
+        cJSON_GetArraySize(a) != WF_ATTN_IMPL_COUNT || !cJSON_IsArray(m) || cJSON_GetArraySize(m) != WF_MB_KINDS)
+        return wf_errorf(WF_FORMAT, "%s: expected gemm (%d rows), attn (%d rows) and mem (%d rows) arrays", sub,
+                         WF_GEMM_KINDS, WF_ATTN_IMPL_COUNT, WF_MB_KINDS);
+    for (int i = 0; i < WF_GEMM_KINDS; i++) {
+        double v[7];
+        snprintf(sub, sizeof sub, "%s.kernels.gemm[%d]", ctx, i);
+        if ((st = read_nums(cJSON_GetArrayItem(g, i), sub, 7, 0, 1e6, v)) != WF_OK)
+            return st;
+        if (v[2] > 1 || v[5] > 1 || v[6] > 1)
+            return wf_errorf(WF_FORMAT, "%s: eff and quant must be in [0, 1], launch_s below 1", sub);
+        wf_gemm_fit f = {(int)v[0], (int)v[1], v[2], v[3], v[4], v[5], v[6]};
+        d->gemm[i] = f;
+    }
+    for (int i = 0; i < WF_ATTN_IMPL_COUNT; i++) {
+        double v[2 * WF_ATTN_HEAD_DIMS + 4];
+        snprintf(sub, sizeof sub, "%s.kernels.attn[%d]", ctx, i);
+        if ((st = read_nums(cJSON_GetArrayItem(a, i), sub, 2 * WF_ATTN_HEAD_DIMS + 4, 0, 1e3, v)) != WF_OK)
+            return st;
+        for (int h = 0; h < WF_ATTN_HEAD_DIMS; h++) {
+            if (v[h] > 1 || v[WF_ATTN_HEAD_DIMS + h] > 1)
+                return wf_errorf(WF_FORMAT, "%s: efficiencies must be in [0, 1]", sub);
+            d->attn[i].eff_fwd[h] = v[h];
+            d->attn[i].eff_bwd[h] = v[WF_ATTN_HEAD_DIMS + h];
+        }
+        d->attn[i].ramp_fwd = v[2 * WF_ATTN_HEAD_DIMS];
+        d->attn[i].ramp_bwd = v[2 * WF_ATTN_HEAD_DIMS + 1];
+        d->attn[i].launch_fwd_s = v[2 * WF_ATTN_HEAD_DIMS + 2];
+        d->attn[i].launch_bwd_s = v[2 * WF_ATTN_HEAD_DIMS + 3];
+    }
+    for (int i = 0; i < WF_MB_KINDS; i++) {
+        snprintf(sub, sizeof sub, "%s.kernels.mem[%d]", ctx, i);
+        if ((st = read_nums(cJSON_GetArrayItem(m, i), sub, 2, 0, 1, d->mb_eff[i])) != WF_OK)
+            return st;
+    }
+    return WF_OK;
+}
+
+static cJSON *nums_json(const double *v, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    return a;
+}
+
+static void kernels_json(cJSON *d, const wf_device *dev)
+{
+    cJSON_AddNumberToObject(d, "kernel_model", dev->kernel_model);
+    cJSON_AddNumberToObject(d, "sms", dev->sms);
+    if (dev->sms <= 0)
+        return;
+    cJSON *k = cJSON_AddObjectToObject(d, "kernels");
+    if (!k)
+        return;
+    cJSON *g = cJSON_AddArrayToObject(k, "gemm");
+    for (int i = 0; g && i < WF_GEMM_KINDS; i++) {
+        const wf_gemm_fit *f = &dev->gemm[i];
+        double v[7] = {f->tile_m, f->tile_n, f->eff, f->ramp_k, f->wave_k, f->quant, f->launch_s};
+        cJSON_AddItemToArray(g, nums_json(v, 7));
+    }
+    cJSON *a = cJSON_AddArrayToObject(k, "attn");
+    for (int i = 0; a && i < WF_ATTN_IMPL_COUNT; i++) {
+        const wf_attn_fit *f = &dev->attn[i];
+        double v[2 * WF_ATTN_HEAD_DIMS + 4];
+        for (int h = 0; h < WF_ATTN_HEAD_DIMS; h++) {
+            v[h] = f->eff_fwd[h];
+            v[WF_ATTN_HEAD_DIMS + h] = f->eff_bwd[h];
+        }
+        v[2 * WF_ATTN_HEAD_DIMS] = f->ramp_fwd;
+        v[2 * WF_ATTN_HEAD_DIMS + 1] = f->ramp_bwd;
+        v[2 * WF_ATTN_HEAD_DIMS + 2] = f->launch_fwd_s;
+        v[2 * WF_ATTN_HEAD_DIMS + 3] = f->launch_bwd_s;
+        cJSON_AddItemToArray(a, nums_json(v, 2 * WF_ATTN_HEAD_DIMS + 4));
+    }
+    cJSON *m = cJSON_AddArrayToObject(k, "mem");
+    for (int i = 0; m && i < WF_MB_KINDS; i++)
+        cJSON_AddItemToArray(m, nums_json(dev->mb_eff[i], 2));
+    cJSON_AddNumberToObject(k, "opt_eff", dev->opt_eff);
+}
+
 static wf_status read_device(const cJSON *j, const char *ctx, wf_device *d)
 {
     static const char *const keys[] = {"name",       "matrix_flops", "vector_flops", "mem_bytes",
                                        "mem_bw_bps", "mem_eff",      "vector_eff",   "matrix_eff",
-                                       "op_overhead_s", "fp8_flops", "fp8_eff", NULL};
+                                       "op_overhead_s", "fp8_flops", "fp8_eff", "kernel_model", "sms",
+                                       "kernels", NULL};
     wf_status st = wf_json_check_keys(j, ctx, keys);
     if (st != WF_OK)
         return st;
@@ -69,6 +186,8 @@ static wf_status read_device(const cJSON *j, const char *ctx, wf_device *d)
     d->fp8_eff = 1;
     if ((st = wf_json_get_num(j, ctx, "fp8_flops", 0, 0, 1e18, &d->fp8_flops)) != WF_OK ||
         (st = wf_json_get_num(j, ctx, "fp8_eff", 0, 1e-3, 1, &d->fp8_eff)) != WF_OK)
+        return st;
+    if ((st = read_kernels(j, ctx, d)) != WF_OK)
         return st;
     const cJSON *me = cJSON_GetObjectItemCaseSensitive(j, "matrix_eff");
     if (!cJSON_IsArray(me))
@@ -115,7 +234,7 @@ wf_status wf_cluster_from_json(const cJSON *j, const char *ctx, wf_cluster *out)
     static const char *const keys[] = {"format",           "version",    "name",
                                        "device",           "levels",     "overlap_slowdown",
                                        "reduce_bps",       "mem_reserved_bytes", "grad_bytes",
-                                       "p2p_overhead_s",   "measured",   NULL};
+                                       "p2p_overhead_s",   "op_gap_s",   "measured",   NULL};
     memset(out, 0, sizeof *out);
     wf_status st = wf_json_check_keys(j, ctx, keys);
     if (st != WF_OK)
@@ -165,7 +284,8 @@ wf_status wf_cluster_from_json(const cJSON *j, const char *ctx, wf_cluster *out)
         (st = wf_json_get_num(j, ctx, "reduce_bps", 0, 0, 1e15, &out->reduce_bps)) != WF_OK ||
         (st = wf_json_get_num(j, ctx, "mem_reserved_bytes", 0, 0, 1e15, &out->mem_reserved_bytes)) != WF_OK ||
         (st = wf_json_get_num(j, ctx, "grad_bytes", 0, 2, 4, &out->grad_bytes)) != WF_OK ||
-        (st = wf_json_get_num(j, ctx, "p2p_overhead_s", 0, 0, 1, &out->p2p_overhead_s)) != WF_OK)
+        (st = wf_json_get_num(j, ctx, "p2p_overhead_s", 0, 0, 1, &out->p2p_overhead_s)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "op_gap_s", 0, 0, 1, &out->op_gap_s)) != WF_OK)
         return st;
     /* The points `weft calibrate --gpu` measured: checked here, read by
      * wf_cluster_measured_from_json where they are used (they are not part
@@ -220,6 +340,7 @@ cJSON *wf_cluster_to_json(const wf_cluster *c)
         cJSON_AddNumberToObject(d, "op_overhead_s", c->dev.op_overhead_s);
         cJSON_AddNumberToObject(d, "fp8_flops", c->dev.fp8_flops);
         cJSON_AddNumberToObject(d, "fp8_eff", c->dev.fp8_eff);
+        kernels_json(d, &c->dev);
         cJSON *me = cJSON_AddArrayToObject(d, "matrix_eff");
         for (int i = 0; me && i < c->dev.neff; i++) {
             cJSON *p = cJSON_CreateObject();
@@ -243,5 +364,6 @@ cJSON *wf_cluster_to_json(const wf_cluster *c)
     cJSON_AddNumberToObject(j, "mem_reserved_bytes", c->mem_reserved_bytes);
     cJSON_AddNumberToObject(j, "grad_bytes", c->grad_bytes);
     cJSON_AddNumberToObject(j, "p2p_overhead_s", c->p2p_overhead_s);
+    cJSON_AddNumberToObject(j, "op_gap_s", c->op_gap_s);
     return j;
 }

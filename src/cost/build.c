@@ -63,6 +63,49 @@ static void fill_attention(const wf_graph *g, const wf_op *o, double qkv, wf_cos
      * fp32 blocks of one head at a time (wf_k_attention_ws_floats). */
     r->regen_bytes = p > 0 ? scores * (1.0 + dt) : 0;
     r->ws_bytes = 2.0 * S * Skv * 4.0;
+    r->at_heads = B * A;
+    r->at_s = S;
+    r->at_skv = Skv;
+    r->at_d = D;
+    r->at_causal = o->attr.causal != 0;
+}
+
+/* The shape of a matrix product (docs/cost-model.md, "Device model"): a
+ * linear layer X[M, K] W[K, N]; a (batched) matmul A[.., M, K] B[.., K, N];
+ * a convolution as its implicit GEMM (M = batch x output pixels, N = output
+ * channels, K = input channels x kernel window). */
+static void fill_shape(const wf_graph *g, const wf_op *o, wf_cost_op *r)
+{
+    const wf_tensor *y = &g->tensors[o->out[0]];
+    double ny = (double)wf_tensor_numel(y);
+    if (o->kind == WF_OP_LINEAR) {
+        const wf_tensor *w = &g->tensors[o->in[1]];
+        r->gk = (double)w->shape[0];
+        r->gn = (double)w->shape[1];
+        r->gbatch = 1;
+    } else if (o->kind == WF_OP_MATMUL || o->kind == WF_OP_BATCH_MATMUL) {
+        const wf_tensor *a = &g->tensors[o->in[0]];
+        if (a->ndim < 2 || y->ndim < 2)
+            return;
+        double M = (double)(o->attr.trans_a ? a->shape[a->ndim - 1] : a->shape[a->ndim - 2]);
+        double K = (double)(o->attr.trans_a ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1]);
+        double N = (double)y->shape[y->ndim - 1];
+        r->gk = K;
+        r->gn = N;
+        r->gbatch = M > 0 && N > 0 ? ny / (M * N) : 0;
+        r->gm = M;
+        r->gsplit = o->tp == WF_TP_COL || o->tp == WF_TP_VOCAB ? 1 : o->tp == WF_TP_ROW ? 2 : 0;
+        return;
+    } else if (o->kind == WF_OP_CONV2D) {
+        const wf_tensor *w = &g->tensors[o->in[1]];
+        r->gn = (double)w->shape[0];
+        r->gk = (double)(w->shape[1] * w->shape[2] * w->shape[3]);
+        r->gbatch = 1;
+    } else {
+        return;
+    }
+    r->gm = r->gn > 0 ? ny / r->gn : 0;
+    r->gsplit = o->tp == WF_TP_COL || o->tp == WF_TP_VOCAB ? 1 : o->tp == WF_TP_ROW ? 2 : 0;
 }
 
 _Static_assert(WF_MAX_SAVED <= (int)(sizeof ((wf_cost_op *)0)->saved_sz / sizeof(double)),
@@ -126,6 +169,31 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r, unsigned char *kept
     r->fwd_flops = c.fwd_flops;
     r->bwd_in_flops = c.bwd_in_flops;
     r->bwd_w_flops = c.bwd_w_flops;
+    if (r->matrix)
+        fill_shape(g, o, r);
+    switch (o->kind) {
+    case WF_OP_LAYERNORM:
+    case WF_OP_BATCHNORM:
+        r->mb_kind = WF_MB_LAYERNORM;
+        break;
+    case WF_OP_RMSNORM:
+        r->mb_kind = WF_MB_RMSNORM;
+        break;
+    case WF_OP_GELU:
+    case WF_OP_SILU:
+    case WF_OP_RELU:
+    case WF_OP_TANH:
+    case WF_OP_HARDSWISH:
+        r->mb_kind = WF_MB_ACT;
+        break;
+    case WF_OP_CROSS_ENTROPY:
+    case WF_OP_SOFTMAX:
+        r->mb_kind = WF_MB_LOSS;
+        break;
+    default:
+        r->mb_kind = WF_MB_ELEM;
+        break;
+    }
     double pb = 0;
     for (int j = 0; j < o->nin; j++)
         if (g->tensors[o->in[j]].role == WF_ROLE_PARAM) {
@@ -173,6 +241,28 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r, unsigned char *kept
         r->regen_bytes = c.saved_bytes; /* the mask */
 }
 
+/* SwiGLU's parts: a product of silu(gate projection) and the up projection
+ * (models/transformer.c, swiglu_mlp), so a fusing profile can cost them as
+ * it runs them. */
+static void mark_swiglu(const wf_graph *g, int n, const int *rec_of, wf_cost_op *ops)
+{
+    for (int i = 0; i < n; i++) {
+        const wf_op *o = &g->ops[i];
+        if (o->kind != WF_OP_MUL || o->nin != 2 || rec_of[i] < 0)
+            continue;
+        int s = g->tensors[o->in[0]].producer, u = g->tensors[o->in[1]].producer;
+        if (s < 0 || s >= n || u < 0 || u >= n || g->ops[s].kind != WF_OP_SILU || g->ops[u].kind != WF_OP_LINEAR)
+            continue;
+        int gl = g->tensors[g->ops[s].in[0]].producer;
+        if (gl < 0 || gl >= n || g->ops[gl].kind != WF_OP_LINEAR || rec_of[s] < 0 || rec_of[u] < 0 || rec_of[gl] < 0)
+            continue;
+        ops[rec_of[s]].glu = 1;
+        ops[rec_of[i]].glu = 2;
+        ops[rec_of[gl]].glu = 3;
+        ops[rec_of[u]].glu = 4;
+    }
+}
+
 static int is_f_op(const wf_op *o)
 {
     return o->tp == WF_TP_COL ||
@@ -201,12 +291,14 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
     ctx->ops = calloc((size_t)(n > 0 ? n : 1), sizeof *ctx->ops);
     ctx->pts = calloc((size_t)(2 * n + 1), sizeof *ctx->pts);
     int *pt_of = malloc(sizeof(int) * (size_t)(g.ntensors > 0 ? g.ntensors : 1));
+    int *rec_of = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
     unsigned char *seen = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
     signed char *param_split = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
     unsigned char *kept = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
     unsigned char *cast = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), 1);
-    if (!ctx->ops || !ctx->pts || !pt_of || !seen || !param_split || !kept || !cast) {
+    if (!ctx->ops || !ctx->pts || !pt_of || !seen || !param_split || !kept || !cast || !rec_of) {
         free(pt_of);
+        free(rec_of);
         free(seen);
         free(param_split);
         free(kept);
@@ -216,6 +308,8 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
     }
     for (int t = 0; t < g.ntensors; t++)
         pt_of[t] = -1;
+    for (int i = 0; i < n; i++)
+        rec_of[i] = -1;
     memset(ctx->sec, 0, sizeof ctx->sec);
     int sec = WF_COST_SEC_PRE, started = 0;
     for (int i = 0; i < n; i++) {
@@ -237,6 +331,7 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
                 ctx->sec[s].input_bytes = tensor_bytes(&g, o->in[0]);
         }
         wf_cost_section *S = &ctx->sec[s];
+        rec_of[i] = ctx->nops;
         wf_cost_op *r = &ctx->ops[ctx->nops++];
         S->nop++;
         fill_op(&g, i, r, kept);
@@ -295,6 +390,8 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
             r->loss_logits = tensor_numel(&g, o->in[0]);
         }
     }
+    mark_swiglu(&g, n, rec_of, ctx->ops);
+    free(rec_of);
     /* Tied weights (the embedding reused by the head) live on both the first
      * and the last stage; with one stage they are one copy. */
     for (int t = 0; t < g.ntensors; t++)

@@ -54,6 +54,17 @@ typedef struct {
     double ce_logits;    /* the loss: its logits elements */
     int nsaved;          /* tensors it saves (each counted once per section) */
     double saved_sz[12]; /* their bytes at micro-batch 1 */
+    /* The product's shape at micro-batch 1 (matrix ops; gk 0: unknown, costed by FLOPs):
+     * gbatch products C[gm, gn] = A[gm, gk] B[gk, gn]; tensor parallelism splits gn
+     * (gsplit 1: column- and vocabulary-parallel) or gk (gsplit 2: row-parallel). */
+    double gm, gn, gk, gbatch;
+    int gsplit;
+    /* Attention (attn_core): heads, query and key lengths, head dim, causal mask. */
+    double at_heads, at_s, at_skv, at_d;
+    int at_causal;
+    wf_mb_kind mb_kind;  /* memory-bound ops: which measured kernel family they run as */
+    int glu;             /* SwiGLU parts: 1 the silu, 2 the product, 3 the gate projection, 4 the up
+                            projection (a fusing profile runs 3+4 as one GEMM and 1+2 as one kernel) */
 } wf_cost_op;
 
 /* A Megatron tensor-parallel communication point (a tensor of `bytes` at
@@ -138,6 +149,9 @@ typedef struct {
     double loss_saved;  /* per logit, saved beyond the logits (PyTorch: fp32 log-probabilities) */
     double loss_ws;     /* per logit, the loss's backward workspace */
     int pp, dp;         /* the plan's pipeline and data parallelism (memory rules) */
+    wf_attn_impl attn_impl; /* the attention kernels the profile runs (unfused when !flash) */
+    int fuse_glu;       /* SwiGLU as Megatron-Core runs it: gate and up projections one GEMM
+                           (linear_fc1), silu and product one kernel (bias_swiglu) */
 } wf_cost_var;
 
 /* The variant of plan p for ctx's model (defaults resolved by the profile). */

@@ -513,7 +513,7 @@ static double step_time(const wf_cost_ctx *ctx, const wf_plan *p, double params)
     const wf_cluster *c = &ctx->cluster;
     if (p->zero >= 1)
         params /= (double)p->dp;
-    return params * wf_cost_optimizer_bytes_per_param(ctx) / (c->dev.mem_bw_bps * c->dev.mem_eff);
+    return params * wf_cost_optimizer_bytes_per_param(ctx) / wf_device_opt_bps(&c->dev);
 }
 
 /* Gradient reduction of `params` local parameters over the dp group;
@@ -675,8 +675,7 @@ static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int6
      * counts it: ZeRO-3's two gathers of every micro-batch included, hidden or
      * not (only their exposed part is in exposed_comm). */
     bd->dp_comm = dp.total + emb_sync + mm * s->zc_total;
-    bd->optimizer = opt_params * wf_cost_optimizer_bytes_per_param(ctx) /
-                    (c->dev.mem_bw_bps * c->dev.mem_eff);
+    bd->optimizer = opt_params * wf_cost_optimizer_bytes_per_param(ctx) / wf_device_opt_bps(&c->dev);
     bd->exposed_comm = bd->tp_comm + bd->pp_comm + mm * s->zc + dp.exposed + emb_sync;
     out->iteration_time_s = bd->compute + bd->recompute + bd->bubble + bd->optimizer + bd->exposed_comm;
     out->samples_per_s = (double)batch / out->iteration_time_s;
@@ -1222,7 +1221,7 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     double end_max = -1;
     dp_cost dp = {0, 0, 0};
     double opt_params = 0;
-    const double opt_s_per_param = wf_cost_optimizer_bytes_per_param(ctx) / (c->dev.mem_bw_bps * c->dev.mem_eff);
+    const double opt_s_per_param = wf_cost_optimizer_bytes_per_param(ctx) / wf_device_opt_bps(&c->dev);
     for (int k = 0; k < nst; k++) {
         dp_cost d = dp_reduce(ctx, p, &dpg, st[k].params, st[k].params / 4.0, 0, st[k].bwd_window, st[k].fwd_window);
         if (p->comm.kind == WF_COMM_DEAR && p->zero < 3 && p->overlap && p->dp > 1 && st[k].params > 0) {

@@ -162,6 +162,20 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
      * fp32 gradient of the logits' size (at::nll_loss_backward, then
      * _log_softmax_backward_data), both alive at once. */
     v->loss_ws = p->sw == WF_SW_PYTORCH ? 8.0 : v->loss_bytes;
+    /* Which fused attention kernels run (docs/cost-model.md, "Device model"):
+     * Megatron-Core through Transformer Engine's fused (cuDNN) attention;
+     * older Megatron-LM and DeepSpeed, when asked for flash, through the
+     * flash-attn package (FlashAttention-2); PyTorch-native stacks (fsdp,
+     * torchtitan, plain PyTorch) through scaled_dot_product_attention. */
+    v->fuse_glu = p->sw == WF_SW_MEGATRON_CORE;
+    if (!v->flash)
+        v->attn_impl = WF_ATTN_IMPL_UNFUSED;
+    else if (p->sw == WF_SW_MEGATRON_CORE)
+        v->attn_impl = WF_ATTN_IMPL_TE;
+    else if (p->sw == WF_SW_MEGATRON_2021 || p->sw == WF_SW_MEGATRON_2022 || p->sw == WF_SW_DEEPSPEED)
+        v->attn_impl = WF_ATTN_IMPL_FA2;
+    else
+        v->attn_impl = WF_ATTN_IMPL_SDPA;
 }
 
 unsigned wf_cost_var_code(const wf_cost_var *v)
@@ -173,7 +187,8 @@ unsigned wf_cost_var_code(const wf_cost_var *v)
            ((unsigned)v->ep * 0x9E3779B1u) ^ ((unsigned)v->etp * 0x85EBCA77u) ^ (imb * 0xC2B2AE3Du) ^
            ((unsigned)(v->regen_dropout | v->workspace << 1 | v->autocast << 2 | v->eager_norm << 3 |
                        v->fused_glu << 4 | v->fp8_saved << 5) *
-            0x27D4EB2Fu);
+            0x27D4EB2Fu) ^
+           ((unsigned)v->attn_impl * 0x165667B1u) ^ ((unsigned)v->fuse_glu * 0xD3A2646Cu);
 }
 
 void wf_cost_ctx_use(wf_cost_ctx *ctx, const wf_plan *p)

@@ -11,9 +11,22 @@
 /* One kernel's time: wf_compute_time, or for an FP8 product the FP8 peak
  * times the matrix-efficiency curve scaled by the device's fp8_eff (what
  * Transformer Engine's FP8 GEMMs reach relative to the 16-bit ones). */
-static double kernel_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double flops, double bytes)
+static double kernel_time(const wf_cost_ctx *ctx, const wf_cost_op *r, int bwd, double flops, double bytes)
 {
     const wf_device *d = &ctx->cluster.dev;
+    if (!r->matrix && wf_device_kernels(d)) {
+        /* Memory-bound kernels at their measured bandwidth (the arithmetic
+         * hides behind the traffic unless it is the longer). */
+        if (!(flops > 0) && !(bytes > 0))
+            return 0;
+        /* A fused silu-and-product kernel runs at the activations' rate. */
+        wf_mb_kind kind = ctx->var.fuse_glu && r->glu == 2 ? WF_MB_ACT : r->mb_kind;
+        double tm = wf_membound_time(d, kind, bwd, bytes);
+        double vp = d->vector_flops[ctx->dtype] > 0 ? d->vector_flops[ctx->dtype] : d->vector_flops[WF_DTYPE_FP32];
+        double tf = flops > 0 && vp > 0 ? flops / (vp * d->vector_eff) : 0;
+        double t = tm > tf ? tm : tf;
+        return t > d->op_overhead_s ? t : d->op_overhead_s;
+    }
     if (!(ctx->var.fp8 && r->matrix && !r->attn_core && d->fp8_flops > 0))
         return wf_compute_time(d, r->matrix, ctx->dtype, flops, bytes);
     if (!(flops > 0) && !(bytes > 0))
@@ -26,13 +39,148 @@ static double kernel_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double fl
     return t > d->op_overhead_s ? t : d->op_overhead_s;
 }
 
+/* The measured-kernel model of a shaped product (src/cluster/kernels.c):
+ * forward C = A B, data gradient dA = dC B^T (M, K, N), weight (or second
+ * input's) gradient dB = A^T dC (K, N, M). Work divided by div, weights by
+ * pdiv: the split dimension shrinks by pdiv, the rows by div / pdiv. */
+static int gemm_shaped(const wf_cost_ctx *ctx, const wf_cost_op *r)
+{
+    return r->matrix && !r->attn_core && r->gk > 0 && r->gm > 0 && r->gn > 0 && wf_device_kernels(&ctx->cluster.dev) &&
+           ctx->cluster.dev.gemm[wf_gemm_kind_of(ctx->dtype, ctx->var.fp8)].tile_m > 0;
+}
+
+static void gemm_op_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div, double pdiv,
+                         wf_cost_op_time *t)
+{
+    const wf_device *d = &ctx->cluster.dev;
+    wf_gemm_kind kind = wf_gemm_kind_of(ctx->dtype, ctx->var.fp8 && d->fp8_flops > 0);
+    double M = r->gm * b * pdiv / div, N = r->gn, K = r->gk, nb = r->gbatch;
+    if (r->gsplit == 2)
+        K /= pdiv;
+    else
+        N /= pdiv;
+    double f1 = 2.0 * r->gbatch * r->gm * r->gn * r->gk; /* one product at micro-batch 1 */
+    t->fwd_s = wf_gemm_time(d, kind, nb, M, N, K);
+    /* Input gradients: one product per activation input that needs one (a
+     * matmul of two activations has two). */
+    double nin = f1 > 0 ? r->bwd_in_flops / f1 : 0;
+    t->bwd_in_s = 0;
+    if (nin > 0.5)
+        t->bwd_in_s += wf_gemm_time(d, kind, nb, M, K, N);
+    if (nin > 1.5)
+        t->bwd_in_s += wf_gemm_time(d, kind, nb, K, N, M);
+    t->bwd_w_s = r->bwd_w_flops > 0 ? wf_gemm_time(d, kind, nb, K, N, M) : 0;
+    if (kind == WF_GEMM_FP8) {
+        /* Transformer Engine quantizes each FP8 product's input row-wise
+         * and, for the weight gradient, column-wise (a transposed copy):
+         * read 2 bytes, write 1 + 1 (transformer_engine/pytorch/module/
+         * linear.py at d0067d0, input_quantizer.set_usage(rowwise=True,
+         * columnwise=backward_needs_input)); after a norm (LayerNormLinear,
+         * the column-parallel products) the norm writes the row-wise FP8
+         * itself and only the transposed copy is made (read 1, write 1).
+         * Backward quantizes the output gradient the same two ways. The
+         * weights' FP8 copies are made once per step (is_first_microbatch). */
+        double in_b = (r->gsplit == 1 ? 2.0 : 4.0) * nb * M * K;
+        t->fwd_s += wf_membound_time(d, WF_MB_ELEM, 0, in_b);
+        if (t->bwd_in_s > 0 || t->bwd_w_s > 0)
+            t->bwd_in_s += wf_membound_time(d, WF_MB_ELEM, 0, 4.0 * nb * M * N);
+    }
+}
+
+/* Attention by the device's kernel fits: fused kernels by implementation,
+ * or unfused as its batched products plus the score traffic. Context
+ * parallelism runs cp chunk kernels per rank (Megatron-Core's ring with the
+ * load-balanced causal split: one causal chunk and cp - 1 half-masked ones),
+ * each on the chunk's curve. Returns 0 when the device has no fit. */
+static int attn_op_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div, double fb,
+                        double bb, wf_cost_op_time *t)
+{
+    const wf_device *d = &ctx->cluster.dev;
+    if (!wf_device_kernels(d) || !(r->at_d > 0) || !(r->at_s > 0))
+        return 0;
+    const double cp = (double)ctx->var.cp;
+    double bh = r->at_heads * b * cp / div, S = r->at_s / cp, Skv = r->at_skv, D = r->at_d;
+    wf_attn_impl impl = ctx->var.flash ? ctx->var.attn_impl : WF_ATTN_IMPL_UNFUSED;
+    if (impl != WF_ATTN_IMPL_UNFUSED) {
+        double pass[2];
+        for (int bwd = 0; bwd < 2; bwd++) {
+            double x;
+            if (cp > 1) {
+                double c = Skv / cp;
+                x = wf_attn_time(d, impl, bh, S, c, D, r->at_causal, bwd);
+                double y = wf_attn_time(d, impl, bh, S, c, D, 0, bwd);
+                x = x < 0 || y < 0 ? -1 : x + (cp - 1.0) * (r->at_causal ? 0.5 : 1.0) * y;
+            } else {
+                x = wf_attn_time(d, impl, bh, S, Skv, D, r->at_causal, bwd);
+            }
+            if (x < 0)
+                return 0;
+            pass[bwd] = x;
+        }
+        t->fwd_s = pass[0];
+        t->bwd_in_s = pass[1];
+        t->bwd_w_s = 0;
+        return 1;
+    }
+    wf_gemm_kind kind = wf_gemm_kind_of(ctx->dtype, 0);
+    if (d->gemm[kind].tile_m <= 0)
+        return 0;
+    /* QK^T (S, Skv, D) and PV (S, D, Skv); backward dV = P^T dO, dP = dO V^T,
+     * dQ = dS K, dK = dS^T Q. The softmax, mask and dropout traffic at the
+     * memory bandwidth. */
+    double qk = wf_gemm_time(d, kind, bh, S, Skv, D), pv = wf_gemm_time(d, kind, bh, S, D, Skv);
+    double kv = wf_gemm_time(d, kind, bh, Skv, D, S);
+    t->fwd_s = qk + pv + wf_compute_time(d, 0, ctx->dtype, 0, fb);
+    t->bwd_in_s = 2.0 * kv + qk + pv + wf_compute_time(d, 0, ctx->dtype, 0, bb);
+    t->bwd_w_s = 0;
+    return 1;
+}
+
+static wf_cost_op_time op_time_kernels(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div,
+                                       double pdiv);
+
+/* Op r's kernels plus the framework's idle gap between them (op_gap_s) in
+ * every pass that runs. */
 wf_cost_op_time wf_cost_op_time_of(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div,
                                    double pdiv)
+{
+    wf_cost_op_time t = op_time_kernels(ctx, r, b, div, pdiv);
+    const double gap = ctx->cluster.op_gap_s;
+    if (gap > 0) {
+        t.fwd_s += t.fwd_s > 0 ? gap : 0;
+        t.bwd_in_s += t.bwd_in_s > 0 ? gap : 0;
+        t.bwd_w_s += t.bwd_w_s > 0 ? gap : 0;
+    }
+    return t;
+}
+
+static wf_cost_op_time op_time_kernels(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div,
+                                       double pdiv)
 {
     wf_cost_op_time t = {0, 0, 0};
     /* Context parallelism divides every op's activation work (attention's
      * too: each rank's queries against all keys) but no weight. */
     div *= (double)ctx->var.cp;
+    const int fuse = ctx->var.fuse_glu && r->glu && wf_device_kernels(&ctx->cluster.dev);
+    if (fuse && (r->glu == 1 || r->glu == 4))
+        return t; /* runs inside the fused kernel or GEMM of its partner */
+    if (gemm_shaped(ctx, r)) {
+        if (fuse && r->glu == 3) {
+            /* Gate and up projections as one GEMM of twice the width. */
+            wf_cost_op rr = *r;
+            rr.gn *= 2;
+            rr.fwd_flops *= 2;
+            rr.bwd_in_flops *= 2;
+            rr.bwd_w_flops *= 2;
+            gemm_op_time(ctx, &rr, b, div, pdiv, &t);
+        } else {
+            gemm_op_time(ctx, r, b, div, pdiv, &t);
+        }
+        return t;
+    }
+    if (r->attn_core && attn_op_time(ctx, r, b, div, r->fwd_act_bytes * b / div,
+                                     (r->bwd_act_bytes + r->unf_bwd_extra) * b / div, &t))
+        return t;
     double ff = r->fwd_flops, fb = r->fwd_act_bytes, bin = r->bwd_in_flops, bb = r->bwd_act_bytes;
     if (r->attn_core && ctx->var.flash) {
         ff = r->fl_fwd_flops;
@@ -51,20 +199,30 @@ wf_cost_op_time wf_cost_op_time_of(const wf_cost_ctx *ctx, const wf_cost_op *r, 
         double L = ctx->var.loss_bytes, e = ctx->elem_bytes;
         fb = r->loss_logits * (e + 7.0 * L);
         bb = r->loss_logits * (3.0 * L + e);
+        wf_sw sw = ctx->var.sw;
+        if (wf_device_kernels(&ctx->cluster.dev) && sw != WF_SW_MEGATRON_2021 && sw != WF_SW_MEGATRON_2022 &&
+            sw != WF_SW_MEGATRON_CORE && sw != WF_SW_DEEPSPEED && sw != WF_SW_WEFT) {
+            /* PyTorch's F.cross_entropy(logits.float()): the cast (read dt,
+             * write L), log_softmax (reads each row twice, writes L);
+             * backward the nll gradient (write L), log_softmax's (read 2 L,
+             * write L) and the cast back (read L, write dt). */
+            fb = r->loss_logits * (e + 4.0 * L);
+            bb = r->loss_logits * (5.0 * L + e);
+        }
     }
-    t.fwd_s = kernel_time(ctx, r, ff * b / div, fb * b / div + wf_cost_fwd_weight_bytes(ctx, r) / pdiv);
+    t.fwd_s = kernel_time(ctx, r, 0, ff * b / div, fb * b / div + wf_cost_fwd_weight_bytes(ctx, r) / pdiv);
     /* Backward is two products, input and weight gradient, each with its
      * share of the traffic (by FLOPs). */
     double din = bin * b / div, dw = r->bwd_w_flops * b / div;
     double bytes = bb * b / div + wf_cost_bwd_weight_bytes(ctx, r) / pdiv;
     if (din > 0 && dw > 0) {
         double fin = din / (din + dw);
-        t.bwd_in_s = kernel_time(ctx, r, din, bytes * fin);
-        t.bwd_w_s = kernel_time(ctx, r, dw, bytes * (1 - fin));
+        t.bwd_in_s = kernel_time(ctx, r, 1, din, bytes * fin);
+        t.bwd_w_s = kernel_time(ctx, r, 1, dw, bytes * (1 - fin));
     } else if (dw > 0) {
-        t.bwd_w_s = kernel_time(ctx, r, dw, bytes);
+        t.bwd_w_s = kernel_time(ctx, r, 1, dw, bytes);
     } else {
-        t.bwd_in_s = kernel_time(ctx, r, din, bytes);
+        t.bwd_in_s = kernel_time(ctx, r, 1, din, bytes);
     }
     return t;
 }

@@ -1090,7 +1090,7 @@ wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cl
     int64_t epx = (int64_t)sm->info.ep * sm->info.etp, edp = (int64_t)p->tp * p->dp / (epx > 0 ? epx : 1);
     out->expert_bytes_per_param = wf_cost_bytes_per_param(sm->ctx, p->zero, edp >= 1 ? (int)edp : 1);
     out->opt_bytes_per_param = wf_cost_optimizer_bytes_per_param(sm->ctx);
-    out->mem_bw_bps = c->dev.mem_bw_bps * c->dev.mem_eff;
+    out->mem_bw_bps = wf_device_opt_bps(&c->dev);
     out->buffer_bytes = c->mem_reserved_bytes + wf_cost_buffer_bytes(sm->ctx, p, p->mbs);
     out->dp_group = wf_group_place(c, p->dp, p->tp);
     out->tp_group = wf_group_place(c, p->tp, 1);
