@@ -102,9 +102,9 @@ static wf_status tt_check(const ectx *e, int *v02)
     if (!t && *v02)
         return wf_export_refuse(e, "torchtitan 0.2's TOML names a flavor from its registry (llama3 8B, 70B, 405B; "
                                    "deepseek_v3 671B; ...) and none has this model's shape (--to torchtitan builds one)");
-    if (!t && (wf_model_is_moe(m) || m->kv_lora > 0))
-        return wf_export_refuse(e, "no torchtitan flavor has this model's shape, and weft builds custom flavors for "
-                                   "dense models only (llama3 blocks)");
+    if (!t && m->kv_lora > 0)
+        return wf_export_refuse(e, "no torchtitan flavor has this model's shape, and weft builds custom flavors with "
+                                   "standard attention only (torchtitan's latent attention is deepseek_v3's own)");
     return WF_OK;
 }
 
@@ -204,12 +204,119 @@ static void tt_write_custom(FILE *f, const ectx *e, int64_t swiglu)
                "        post_optimizer_build_fn=None,\n        state_dict_adapter=Llama3StateDictAdapter,\n    )\n");
 }
 
+/* A custom mixture-of-experts flavor (Mixtral-like: standard GQA attention
+ * with rotary, every moe_freq-th layer from first_dense on a routed MoE of
+ * SwiGLU experts, the others a dense SwiGLU MLP). torchtitan main's llama3
+ * blocks take no MoE (Llama3TransformerBlock builds feed_forward only, and
+ * parallelize_llama applies no expert parallelism); its qwen3 blocks are the
+ * pre-norm attention + (MoE or MLP) block with optional qk-norm
+ * (torchtitan/models/qwen3/model.py Qwen3TransformerBlock; qwen3/sharding.py
+ * shards qk_norm only when set), and parallelize_qwen3 applies EP. The layers
+ * are built here with torchtitan's common builders as
+ * torchtitan/models/qwen3/__init__.py _build_qwen3_moe_layers and
+ * deepseek_v3/__init__.py build_mla_moe_layers build theirs
+ * (models/common/config_utils.py make_gqa_config, make_ffn_config,
+ * make_moe_config, make_router_config, make_routed_experts_config), with
+ * deepseek_v3's (= llama3's) depth-scaled inits, no qk-norm, and head_dim
+ * given (Qwen3Model.Config.get_nparams_and_flops asserts it). The router:
+ * scores over all experts (softmax or sigmoid), top_k, the chosen weights
+ * renormalized (route_norm; moe.py TokenChoiceTopKRouter), as Mixtral's and
+ * DeepSeek-V3's. torchtitan has no auxiliary balancing loss: make_moe_config's
+ * default load_balance_coeff (1e-3) balances by its loss-free expert bias,
+ * updated by register_moe_load_balancing_hook as in its MoE flavors. */
+static void tt_write_custom_moe(FILE *f, const ectx *e)
+{
+    const wf_model_config *m = e->m;
+    int64_t kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
+    int64_t head_dim = m->hidden / m->heads;
+    int64_t first = m->first_dense, freq = m->moe_freq > 0 ? m->moe_freq : 1;
+    const char *score = m->moe_score == WF_MOE_SCORE_SIGMOID ? "sigmoid" : "softmax";
+    fprintf(f, "\n_LINEAR_INIT = {\"weight\": partial(nn.init.trunc_normal_, std=0.02), \"bias\": nn.init.zeros_}\n");
+    fprintf(f, "_NORM_INIT = {\"weight\": nn.init.ones_}\n");
+    fprintf(f, "\n\ndef _depth_init(layer_id: int) -> dict:\n"
+               "    std = depth_scaled_std(0.02, layer_id)\n"
+               "    return {\"weight\": partial(nn.init.trunc_normal_, std=std), \"bias\": nn.init.zeros_}\n");
+    fprintf(f, "\n\ndef _experts_init(layer_id: int) -> dict:\n"
+               "    std = depth_scaled_std(0.02, layer_id)\n"
+               "    return {\n        \"w1_EFD\": partial(nn.init.trunc_normal_, std=0.02),\n"
+               "        \"w2_EDF\": partial(nn.init.trunc_normal_, std=std),\n"
+               "        \"w3_EFD\": partial(nn.init.trunc_normal_, std=std),\n    }\n");
+    fprintf(f, "\n\ndef weft_layers(dim: int) -> list:\n");
+    fprintf(f, "    \"\"\"%lld blocks: GQA attention (%lld heads, %lld kv) with rotary, then %s.\"\"\"\n",
+            (long long)m->layers, (long long)m->heads, (long long)kv,
+            first == 0 && freq == 1 ? "a mixture of experts" : "a mixture of experts or a dense MLP");
+    fprintf(f, "    rope = ComplexRoPE.Config(dim=%lld, max_context_length=%lld)\n", (long long)head_dim,
+            (long long)m->seq);
+    fprintf(f, "    layers = []\n    for layer_id in range(%lld):\n", (long long)m->layers);
+    /* All layers experts: one branch; else the layer rule of docs/models.md. */
+    int all = first == 0 && freq == 1;
+    int in = all ? 8 : 12; /* the MoE's indent */
+    if (all)
+        fprintf(f, "        feed_forward = None\n");
+    else if (freq == 1)
+        fprintf(f, "        feed_forward, moe = None, None\n        if layer_id >= %lld:\n", (long long)first);
+    else
+        fprintf(f, "        feed_forward, moe = None, None\n"
+                   "        if layer_id >= %lld and layer_id %% %lld == 0:\n",
+                (long long)first, (long long)freq);
+    fprintf(f, "%*smoe = make_moe_config(\n%*snum_experts=%lld,\n", in, "", in + 4, "", (long long)m->experts);
+    fprintf(f, "%*srouter=make_router_config(\n%*sdim=dim,\n%*snum_experts=%lld,\n"
+               "%*sgate_param_init=_depth_init(layer_id),\n%*stop_k=%lld,\n%*sscore_func=\"%s\",\n"
+               "%*sroute_norm=True,\n%*s),\n",
+            in + 4, "", in + 8, "", in + 8, "", (long long)m->experts, in + 8, "", in + 8, "", (long long)m->top_k,
+            in + 8, "", score, in + 8, "", in + 4, "");
+    fprintf(f, "%*srouted_experts=make_routed_experts_config(\n%*sdim=dim,\n%*shidden_dim=%lld,\n"
+               "%*snum_experts=%lld,\n%*stop_k=%lld,\n%*sparam_init=_experts_init(layer_id),\n"
+               "%*scomm_backend=\"standard\",\n%*s),\n",
+            in + 4, "", in + 8, "", in + 8, "", (long long)m->moe_ffn, in + 8, "", (long long)m->experts, in + 8, "",
+            (long long)m->top_k, in + 8, "", in + 8, "", in + 4, "");
+    if (m->shared_ffn > 0)
+        fprintf(f, "%*sshared_experts=make_ffn_config(\n%*sdim=dim,\n%*shidden_dim=%lld,\n"
+                   "%*sw1_param_init=_LINEAR_INIT,\n%*sw2w3_param_init=_depth_init(layer_id),\n%*s),\n",
+                in + 4, "", in + 8, "", in + 8, "", (long long)m->shared_ffn, in + 8, "", in + 8, "", in + 4, "");
+    fprintf(f, "%*s)\n", in, "");
+    if (!all)
+        fprintf(f, "        else:\n"
+                   "            feed_forward = make_ffn_config(\n                dim=dim,\n                hidden_dim=%lld,\n"
+                   "                w1_param_init=_LINEAR_INIT,\n                w2w3_param_init=_depth_init(layer_id),\n"
+                   "            )\n",
+                (long long)m->ffn);
+    fprintf(f, "        layers.append(\n            Qwen3TransformerBlock.Config(\n"
+               "                attention_norm=RMSNorm.Config(normalized_shape=dim, param_init=_NORM_INIT),\n"
+               "                ffn_norm=RMSNorm.Config(normalized_shape=dim, param_init=_NORM_INIT),\n");
+    fprintf(f, "                attention=make_gqa_config(\n                    dim=dim,\n"
+               "                    n_heads=%lld,\n                    n_kv_heads=%lld,\n                    head_dim=%lld,\n"
+               "                    wqkv_param_init=_LINEAR_INIT,\n                    wo_param_init=_depth_init(layer_id),\n"
+               "                    inner_attention=get_attention_config(\"flex\"),\n"
+               "                    fuse_qkv=True,\n                    rope=rope,\n                ),\n",
+            (long long)m->heads, (long long)kv, (long long)head_dim);
+    fprintf(f, "                feed_forward=feed_forward,\n                moe=moe,\n            )\n        )\n"
+               "    return layers\n");
+    fprintf(f, "\n\ndef weft_model_spec() -> ModelSpec:\n");
+    fprintf(f, "    \"\"\"A custom flavor with the shape of %s (no torchtitan flavor has it).\"\"\"\n", m->name);
+    fprintf(f, "    dim, vocab_size = %lld, %lld\n", (long long)m->hidden, (long long)m->vocab);
+    fprintf(f, "    config = Qwen3Model.Config(\n        dim=dim,\n        vocab_size=vocab_size,\n");
+    fprintf(f, "        tok_embeddings=Embedding.Config(\n            num_embeddings=vocab_size, embedding_dim=dim,\n"
+               "            param_init={\"weight\": partial(nn.init.normal_, std=1.0)},\n        ),\n");
+    fprintf(f, "        norm=RMSNorm.Config(normalized_shape=dim, param_init=_NORM_INIT),\n");
+    fprintf(f, "        lm_head=Linear.Config(\n            in_features=dim, out_features=vocab_size,\n"
+               "            param_init={\"weight\": partial(nn.init.trunc_normal_, std=dim**-0.5)},\n        ),\n");
+    fprintf(f, "        layers=weft_layers(dim),\n    )\n");
+    if (e->p->fp8)
+        fprintf(f, "    config = Float8LinearConverter.Config().build().convert(config)\n");
+    fprintf(f, "    return ModelSpec(\n        name=\"qwen3\",\n        flavor=\"weft_custom\",\n        model=config,\n"
+               "        parallelize_fn=parallelize_qwen3,\n        pipelining_fn=pipeline_llm,\n"
+               "        post_optimizer_build_fn=register_moe_load_balancing_hook,\n"
+               "        state_dict_adapter=None,\n    )\n");
+}
+
 static void tt_write_python(FILE *f, const ectx *e, const tt_flavor *t)
 {
     const wf_plan *p = e->p;
     const wf_model_config *m = e->m;
     const char *sched = tt_schedule(p);
     const char *name = t ? t->name : "llama3";
+    int moe = !t && wf_model_is_moe(m);
     int64_t ffn = m->ffn > 0 ? m->ffn : 4 * m->hidden;
     /* GPT's GELU MLP (2 x h x ffn weights) as SwiGLU's 3 x h x hidden: the same parameters and FLOPs. */
     int64_t swiglu = m->family == WF_FAMILY_GPT ? (2 * ffn + 1) / 3 : ffn;
@@ -219,10 +326,16 @@ static void tt_write_python(FILE *f, const ectx *e, const tt_flavor *t)
     tt_launch(f, e, "--module weft_plan --config weft_plan");
     if (t)
         fprintf(f, "# Model: torchtitan's %s flavor \"%s\".\n", t->name, t->flavor);
-    else {
-        fprintf(f, "# Model: no torchtitan flavor has the shape of %s; weft_model_spec builds one from Llama 3\n"
-                   "# blocks (RMSNorm, SwiGLU, rotary) with its layers, width, heads and vocabulary.\n",
-                m->name);
+    else if (moe)
+        fprintf(f, "# Model: no torchtitan flavor has the shape of %s; weft_model_spec builds one from\n"
+                   "# torchtitan's common blocks (RMSNorm, GQA attention with rotary, SwiGLU experts behind a\n"
+                   "# top-%lld %s router) in qwen3's block without qk-norm, parallelized (EP too) by parallelize_qwen3.\n",
+                m->name, (long long)m->top_k, m->moe_score == WF_MOE_SCORE_SIGMOID ? "sigmoid" : "softmax");
+    if (!t) {
+        if (!moe)
+            fprintf(f, "# Model: no torchtitan flavor has the shape of %s; weft_model_spec builds one from Llama 3\n"
+                       "# blocks (RMSNorm, SwiGLU, rotary) with its layers, width, heads and vocabulary.\n",
+                    m->name);
         if (m->family == WF_FAMILY_GPT)
             fprintf(f, "# torchtitan has no GPT blocks (LayerNorm, GELU, learned positions): SwiGLU's hidden width\n"
                        "# %lld = 2/3 x ffn %lld keeps the MLP's parameters and FLOPs.\n",
@@ -235,13 +348,26 @@ static void tt_write_python(FILE *f, const ectx *e, const tt_flavor *t)
         fprintf(f, "from functools import partial\n\nimport torch.nn as nn\n\n");
     if (!t)
         fprintf(f, "from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss\n");
+    if (moe)
+        fprintf(f, "from torchtitan.components.optimizer import register_moe_load_balancing_hook\n");
     if (p->fp8)
         fprintf(f, "from torchtitan.components.quantization import Float8LinearConverter\n");
     fprintf(f, "from torchtitan.config import ParallelismConfig\n");
     if (p->recompute != WF_RECOMPUTE_NONE)
         fprintf(f, "from torchtitan.distributed.activation_checkpoint import %s\n",
                 p->recompute == WF_RECOMPUTE_FULL ? "FullAC" : "SelectiveAC");
-    if (!t) {
+    if (moe) {
+        fprintf(f, "from torchtitan.distributed.pipeline_parallel import pipeline_llm\n");
+        fprintf(f, "from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm\n");
+        fprintf(f, "from torchtitan.models.common.config_utils import (\n    decoder_vocab_size,\n"
+                   "    get_attention_config,\n    make_ffn_config,\n    make_gqa_config,\n    make_moe_config,\n"
+                   "    make_routed_experts_config,\n    make_router_config,\n)\n");
+        fprintf(f, "from torchtitan.models.common.param_init import depth_scaled_std\n");
+        fprintf(f, "from torchtitan.models.llama3.config_registry import llama3_8b\n");
+        fprintf(f, "from torchtitan.models.qwen3 import parallelize_qwen3\n");
+        fprintf(f, "from torchtitan.models.qwen3.model import Qwen3Model, Qwen3TransformerBlock\n");
+        fprintf(f, "from torchtitan.protocols.model_spec import ModelSpec\n");
+    } else if (!t) {
         fprintf(f, "from torchtitan.distributed.pipeline_parallel import pipeline_llm\n");
         fprintf(f, "from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm\n");
         fprintf(f, "from torchtitan.models.common.config_utils import decoder_vocab_size\n");
@@ -255,7 +381,9 @@ static void tt_write_python(FILE *f, const ectx *e, const tt_flavor *t)
         fprintf(f, "from torchtitan.models.%s.config_registry import %s\n", name, t->baseline);
     }
     fprintf(f, "from torchtitan.trainer import Trainer\n");
-    if (!t)
+    if (moe)
+        tt_write_custom_moe(f, e);
+    else if (!t)
         tt_write_custom(f, e, swiglu);
     fprintf(f, "\n\ndef weft_plan() -> Trainer.Config:\n");
     if (t) {
