@@ -98,10 +98,14 @@ else:
                     assert (fn, k) in fields, "torchtitan main: %s has no field %s" % (fn, k)
                     if fn + "." + k in literal and isinstance(kws[k], ast.Constant):
                         assert kws[k].value in literal[fn + "." + k], (fn, k, kws[k].value)
-            elif fn in ("_build_llama3_layers", "model_registry"):
+            elif fn in imported:  # every torchtitan function called: its parameters, their values
                 key = imported[fn] + "." + fn
-                for k in kws:
+                assert key in kwargs, "the extracted list lacks %s's parameters" % key
+                assert len(node.args) <= len(kwargs[key]), key
+                for k, v in list(kws.items()) + list(zip(kwargs[key], node.args)):
                     assert k in kwargs[key], "torchtitan main: %s has no parameter %s" % (key, k)
+                    if key + "." + k in literal and isinstance(v, ast.Constant):
+                        assert v.value in literal[key + "." + k], (key, k, v.value)
                 if fn == "model_registry":
                     assert (imported[fn].split(".")[-1], node.args[0].value) in flavors
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]).startswith("config."):
@@ -126,6 +130,34 @@ else:
     assert step_tokens // (mb_tokens * pp_micro * dpdeg) == (1 if pp > 1 else accum) and pp_micro * mbs * dp * (1 if pp > 1 else accum) == batch
     lps, first, last = (par.get(k) for k in ("pipeline_parallel_layers_per_stage",
                         "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers"))
+    if "make_moe_config" in calls:  # a custom MoE flavor: the model's shape and routing
+        const = lambda fn, k: [c[k].value for c in calls.get(fn, [])]
+        assert const("make_moe_config", "num_experts") == [m["experts"]]
+        assert const("make_router_config", "num_experts") == [m["experts"]]
+        assert const("make_router_config", "top_k") == const("make_routed_experts_config", "top_k") == [m["top_k"]]
+        assert const("make_router_config", "score_func") == [m["router"]]
+        assert const("make_router_config", "route_norm") == [True]
+        assert const("make_routed_experts_config", "hidden_dim") == [m["moe_ffn"]]
+        assert const("make_gqa_config", "n_heads") == [m["heads"]] and const("make_gqa_config", "n_kv_heads") == [m["kv_heads"]]
+        assert const("make_gqa_config", "head_dim") == [m["hidden"] // m["heads"]]
+        assert ("qk_norm" not in calls["make_gqa_config"][0]) and const("make_gqa_config", "fuse_qkv") == [True]
+        shared = [c["shared_experts"] for c in calls["make_moe_config"] if "shared_experts" in c]
+        assert len(shared) == (1 if m["shared_ffn"] else 0)
+        ffn = sorted(const("make_ffn_config", "hidden_dim"))  # the shared expert's width and the dense MLP's
+        assert ffn == sorted(([m["shared_ffn"]] if m["shared_ffn"] else []) +
+                             ([m["ffn"]] if m["first_dense"] or m["moe_freq"] > 1 else [])), ffn
+        loop = next(n for n in ast.walk(tree) if isinstance(n, ast.For))
+        assert ast.unparse(loop.iter) == "range(%d)" % m["layers"]
+        # the layer rule (docs/models.md): experts from first_dense on, every moe_freq-th layer
+        rule = next((ast.unparse(n.test) for n in ast.walk(loop) if isinstance(n, ast.If)), None)
+        want = None if not m["first_dense"] and m["moe_freq"] == 1 else "layer_id >= %d" % m["first_dense"]
+        want = want if m["moe_freq"] == 1 else want + " and layer_id %% %d == 0" % m["moe_freq"]
+        assert rule == want, (rule, want)
+        spec = {k: ast.unparse(v) for k, v in calls["ModelSpec"][0].items()}
+        assert spec["parallelize_fn"] == "parallelize_qwen3" and spec["model"] == "config", spec
+        assert ast.unparse(calls["Qwen3Model.Config"][0]["layers"]) == "weft_layers(dim)"
+        ep = int(p.get("ep", 1))
+        assert par.get("expert_parallel_degree", 1) == ep
     ac = assign["config.activation_checkpoint"]
     assert {"full": "FullAC.Config()", "selective": "SelectiveAC.Config()", "none": "None"}[rec] == ast.unparse(ac)
 if pp > 1:
@@ -140,7 +172,9 @@ shape() { # keeps what the checks need of `weft show --json`
   "$PY" - "$1" <<'PYEOF'
 import json, sys
 j = json.load(open(sys.argv[1])); s = j["config"]
-json.dump({k: s[k] for k in ("layers", "hidden", "heads", "kv_heads", "seq", "ffn")} | {"dtype": j["dtype"]},
+moe = {k: s.get(k, 0) for k in ("experts", "top_k", "moe_ffn", "shared_ffn", "first_dense", "moe_freq")}
+json.dump({k: s[k] for k in ("layers", "hidden", "heads", "kv_heads", "seq", "ffn")} | moe |
+          {"router": s.get("router"), "dtype": j["dtype"]},
           open(sys.argv[1], "w"))
 PYEOF
 }
@@ -173,7 +207,15 @@ done
 tt py $G175 dgx-a100:nodes=8 64 dp=1,tp=8,pp=8,mbs=1,vpp=3,sp=1,recompute=full
 tt py $G175 dgx-a100:nodes=16 128 dp=2,tp=8,pp=8,mbs=1,vpp=2,sp=1,zero=3,recompute=full
 tt py llama3-8b:dtype=bf16 dgx-h100:nodes=1 64 dp=2,tp=4,mbs=1,sp=0,zero=0,fp8=1
-check "torchtitan exports checked ($n)" test "$n" -eq 17
+# Mixtral 8x7B (a custom MoE flavor; main only): experts over 8 ranks with FSDP, with TP, with PP
+MX=mixtral-8x7b:dtype=bf16
+tt py $MX dgx-h100:nodes=8 256 dp=64,ep=8,mbs=2,zero=3
+tt py $MX dgx-h100:nodes=8 256 dp=32,tp=2,sp=1,ep=8,etp=1,mbs=4,zero=3,recompute=selective
+tt py $MX dgx-h100:nodes=8 256 dp=16,pp=4,vpp=2,ep=8,mbs=1,zero=3,recompute=full
+# a dense first layer and a shared expert (the layer rule and shared_experts)
+tt py moe-tiny:first_dense=1,layers=3 dgx-h100:nodes=1 64 dp=8,ep=4,mbs=1,zero=3
+tt py moe-tiny:moe_freq=2,layers=4 dgx-h100:nodes=1 64 dp=8,ep=2,mbs=1,zero=2
+check "torchtitan exports checked ($n)" test "$n" -eq 22
 grep -q '"quantize.linear.float8"' <("$WEFT" export dp=8,mbs=1,zero=3,fp8=1 --to torchtitan@0.2 --model llama3-8b:dtype=bf16 \
   --cluster dgx-h100:nodes=1 --batch 64 2>/dev/null)
 check "torchtitan@0.2: float8 converter name" test $? -eq 0
@@ -189,6 +231,8 @@ expect_fail "torchtitan@0.2: tp without sp" "sequence parallelism" export dp=8,t
 expect_fail "torchtitan@0.3" "torchtitan@0.2" export dp=64,zero=3 --to torchtitan@0.3 --model $L70 \
   --cluster dgx-h100:nodes=8 --batch 64
 expect_fail "fsdp@1" "no versioned targets" export dp=64,zero=3 --to fsdp@1 --model $L70 --cluster dgx-h100:nodes=8 --batch 64
-expect_fail "torchtitan: mixtral" "dense models only" export dp=64,zero=3 --to torchtitan --model mixtral-8x7b:dtype=bf16 \
+expect_fail "torchtitan@0.2: mixtral" "flavor" export dp=64,ep=8,zero=3 --to torchtitan@0.2 --model mixtral-8x7b:dtype=bf16 \
   --cluster dgx-h100:nodes=8 --batch 64
+expect_fail "torchtitan: latent attention without a flavor" "latent attention" export dp=8,zero=3 --to torchtitan \
+  --model deepseek-tiny --cluster dgx-h100:nodes=1 --batch 64
 finish export_frameworks.sh
