@@ -16,6 +16,7 @@ typedef struct {
     int64_t devices, per_node, nodes;
     int64_t accum; /* micro-batches per step per data-parallel rank */
     const char *fw;
+    const char *version; /* FORMAT@VERSION's VERSION, NULL for the format's current one */
 } ectx;
 
 /* "FW cannot run this plan: WHAT" as a WF_INVAL status. */

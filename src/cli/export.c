@@ -38,16 +38,24 @@ wf_status wf_export_refuse_rc(const ectx *e, const wf_plan *p, int block_ok)
 wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_model_config *m,
                         const wf_cluster *c, int64_t batch)
 {
+    /* FORMAT or FORMAT@VERSION (a framework release the writer knows, docs/export.md). */
+    char name[32];
+    const char *at = strchr(format, '@');
+    size_t len = at ? (size_t)(at - format) : strlen(format);
+    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), format);
     int k = -1;
     for (int i = 0; i < NFORMATS; i++)
-        if (strcmp(format, FORMATS[i]) == 0)
+        if (len < sizeof name && strcmp(name, FORMATS[i]) == 0)
             k = i;
     if (k < 0) {
         char dym[96];
         return wf_errorf(WF_INVAL, "unknown export format '%s' (megatron, deepspeed, torchtitan, fsdp)%s", format,
-                         wf_did_you_mean(wf_suggest(format, FORMATS, NFORMATS), dym, sizeof dym));
+                         wf_did_you_mean(wf_suggest(name, FORMATS, NFORMATS), dym, sizeof dym));
     }
-    ectx e = {p, m, c, batch, 0, 0, 0, 0, FORMATS[k]};
+    if (at && k != 0)
+        return wf_errorf(WF_INVAL, "export format '%s': %s takes no @VERSION (only megatron@VERSION)", format,
+                         FORMATS[k]);
+    ectx e = {p, m, c, batch, 0, 0, 0, 0, FORMATS[k], at ? at + 1 : NULL};
     e.devices = (int64_t)p->dp * p->tp * p->pp;
     e.per_node = c->level[0].size < e.devices ? c->level[0].size : e.devices;
     e.nodes = (e.devices + e.per_node - 1) / e.per_node;
@@ -76,7 +84,7 @@ wf_status wf_cmd_export(int argc, char **argv)
     const char *to = NULL, *pos[1];
     int help = 0, npos = 0;
     const wf_opt opts[] = {
-        {"to", 0, WF_OPT_STR, &to, "FORMAT", "megatron, deepspeed, torchtitan or fsdp", 1},
+        {"to", 0, WF_OPT_STR, &to, "FORMAT", "megatron[@VERSION], deepspeed, torchtitan or fsdp", 1},
         WF_CLI_OPT_MODEL(&in.model),
         WF_CLI_OPT_CLUSTER(&in.cluster),
         WF_CLI_OPT_BATCH(&in.batch),

@@ -90,6 +90,13 @@ static wf_status put_llama(const cJSON *j, const char *path, char *spec, size_t 
         (st = put_int(j, path, "vocab_size", "vocab", 1, spec, cap)) ||
         (st = put_int(j, path, "max_position_embeddings", "seq", 1, spec, cap)))
         return st;
+    const cJSON *theta = cJSON_GetObjectItemCaseSensitive(j, "rope_theta"); /* absent: LlamaConfig's 10000 */
+    if (theta && !cJSON_IsNull(theta)) {
+        if (!cJSON_IsNumber(theta) || !(theta->valuedouble >= 1) || theta->valuedouble > 1e12)
+            return wf_errorf(WF_FORMAT, "%s: \"rope_theta\" must be a number in [1, 1e12]", path);
+        size_t n = strlen(spec);
+        snprintf(spec + n, cap - n, ",rope_base=%.17g", theta->valuedouble);
+    }
     return WF_OK;
 }
 
