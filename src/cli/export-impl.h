@@ -28,6 +28,7 @@ const char *wf_export_dtype_flag(wf_dtype t);
 
 wf_status wf_export_megatron(FILE *f, const ectx *e);
 wf_status wf_export_deepspeed(FILE *f, const ectx *e);
+wf_status wf_export_megatron_deepspeed(FILE *f, const ectx *e);
 wf_status wf_export_torchtitan(FILE *f, const ectx *e);
 wf_status wf_export_fsdp(FILE *f, const ectx *e);
 

@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-static const char *const FORMATS[] = {"megatron", "deepspeed", "torchtitan", "fsdp"};
+static const char *const FORMATS[] = {"megatron", "deepspeed", "torchtitan", "fsdp", "megatron-deepspeed"};
 #define NFORMATS ((int)(sizeof FORMATS / sizeof FORMATS[0]))
 
 wf_status wf_export_refuse(const ectx *e, const char *what)
@@ -49,7 +49,7 @@ wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_
             k = i;
     if (k < 0) {
         char dym[96];
-        return wf_errorf(WF_INVAL, "unknown export format '%s' (megatron, deepspeed, torchtitan, fsdp)%s", format,
+        return wf_errorf(WF_INVAL, "unknown export format '%s' (megatron, deepspeed, megatron-deepspeed, torchtitan, fsdp)%s", format,
                          wf_did_you_mean(wf_suggest(name, FORMATS, NFORMATS), dym, sizeof dym));
     }
     if (at && k != 0)
@@ -70,6 +70,8 @@ wf_status wf_cli_export(FILE *f, const char *format, const wf_plan *p, const wf_
         return wf_export_deepspeed(f, &e);
     case 2:
         return wf_export_torchtitan(f, &e);
+    case 4:
+        return wf_export_megatron_deepspeed(f, &e);
     default:
         return wf_export_fsdp(f, &e);
     }
@@ -84,7 +86,7 @@ wf_status wf_cmd_export(int argc, char **argv)
     const char *to = NULL, *pos[1];
     int help = 0, npos = 0;
     const wf_opt opts[] = {
-        {"to", 0, WF_OPT_STR, &to, "FORMAT", "megatron[@VERSION], deepspeed, torchtitan or fsdp", 1},
+        {"to", 0, WF_OPT_STR, &to, "FORMAT", "megatron[@VERSION], deepspeed (ds_config.json), megatron-deepspeed (its arguments), torchtitan or fsdp", 1},
         WF_CLI_OPT_MODEL(&in.model),
         WF_CLI_OPT_CLUSTER(&in.cluster),
         WF_CLI_OPT_BATCH(&in.batch),

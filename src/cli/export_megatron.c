@@ -286,7 +286,7 @@ wf_status wf_export_megatron(FILE *f, const ectx *e)
             arg(a, "--data-parallel-sharding-strategy", " optim_grads_params");
             arg(a, "--ckpt-format", " fsdp_dtensor");
         } else {
-            arg(a, has(a, "--use-custom-fsdp") ? "--use-custom-fsdp" : "--use-megatron-fsdp", NULL);
+            arg(a, "--use-custom-fsdp", NULL); /* refused, naming core_v0.12.0, before it */
             arg(a, "--data-parallel-sharding-strategy", " optim_grads_params");
             arg(a, "--no-gradient-accumulation-fusion", NULL);
         }
