@@ -270,6 +270,18 @@ check "main: --no-overlap-p2p-communication, no --overlap-p2p-communication" sh 
   'grep -q "^--no-overlap-p2p-communication flag" "$0" && ! grep -q "^--overlap-p2p-communication " "$0"' \
   "$FW/megatron-lm@main.flags"
 
+# The rotary base from a Hugging Face config (rope_theta) and from rope_base=.
+HF="$(dirname "$FW")/hf/llama3-8b.json"
+"$WEFT" export dp=8 --to megatron --model "$HF" --cluster dgx-h100:nodes=1 --batch 8 >"$tmp/o" 2>&1
+check "config.json rope_theta 500000" grep -qx -- "--rotary-base 500000 \\\\" "$tmp/o"
+"$WEFT" export dp=8 --to megatron-deepspeed --model "llama:layers=2,hidden=64,heads=4,rope_base=250000" \
+  --cluster dgx-h100:nodes=1 --batch 8 >"$tmp/o" 2>&1
+check "rope_base=250000" grep -qx -- "--rotary-position-embeddings-theta 250000 \\\\" "$tmp/o"
+expect_fail "rope_base below 1" "rope_base=0.5" export dp=8 --to megatron --model "llama:rope_base=0.5" \
+  --cluster dgx-h100:nodes=1 --batch 8
+expect_fail "rope_base not an integer" "takes an integer" export dp=8 --to megatron \
+  --model "llama:layers=2,hidden=64,heads=4,rope_base=10000.5" --cluster dgx-h100:nodes=1 --batch 8
+
 # Refusals: versions, and what Megatron-DeepSpeed cannot take.
 expect_fail "unknown version" "unknown Megatron-LM version" export dp=8 --to megatron@core_v9 --model gpt2 \
   --cluster dgx-a100:nodes=1 --batch 64
