@@ -272,7 +272,7 @@ check "main: --no-overlap-p2p-communication, no --overlap-p2p-communication" sh 
 
 # The rotary base from a Hugging Face config (rope_theta) and from rope_base=.
 HF="$(dirname "$FW")/hf/llama3-8b.json"
-"$WEFT" export dp=8 --to megatron --model "$HF" --cluster dgx-h100:nodes=1 --batch 8 >"$tmp/o" 2>&1
+"$WEFT" export dp=8,zero=1,recompute=full --to megatron --model "$HF" --cluster dgx-h100:nodes=1 --batch 8 >"$tmp/o" 2>&1
 check "config.json rope_theta 500000" grep -qx -- "--rotary-base 500000 \\\\" "$tmp/o"
 "$WEFT" export dp=8 --to megatron-deepspeed --model "llama:layers=2,hidden=64,heads=4,rope_base=250000" \
   --cluster dgx-h100:nodes=1 --batch 8 >"$tmp/o" 2>&1
@@ -285,7 +285,7 @@ expect_fail "rope_base not an integer" "takes an integer" export dp=8 --to megat
 # Refusals: versions, and what Megatron-DeepSpeed cannot take.
 expect_fail "unknown version" "unknown Megatron-LM version" export dp=8 --to megatron@core_v9 --model gpt2 \
   --cluster dgx-a100:nodes=1 --batch 64
-expect_fail "version on another format" "takes no @VERSION" export dp=8 --to deepspeed@0.16 --model gpt2 \
+expect_fail "version on another format" "has no versioned targets" export dp=8 --to deepspeed@0.16 --model gpt2 \
   --cluster dgx-a100:nodes=1 --batch 64
 expect_fail "fsdp before core_v0.12.0" "core_v0.12.0" export dp=8,zero=3 --to megatron@core_r0.11.0 --model gpt2 \
   --cluster dgx-a100:nodes=1 --batch 64
