@@ -57,6 +57,10 @@ typedef struct {
      * keys and values through a rank-kv_lora latent, per head qk_nope + qk_rope
      * query/key dims and v_head value dims. */
     int64_t q_lora, kv_lora, qk_nope, qk_rope, v_head;
+    /* llama rotary embedding base (theta; config.json's rope_theta): 10000
+     * unless the preset or rope_base=X says otherwise. Costs nothing; the
+     * framework exports write it (Megatron-LM's --rotary-base). */
+    double rope_base;
     /* CNNs */
     int64_t depth;       /* vgg 11/13/16/19, resnet 18/34/50/101/152, densenet 121/161/169/201 */
     int64_t image, channels, classes;

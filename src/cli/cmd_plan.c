@@ -80,17 +80,25 @@ static void table_header(FILE *f, const char *first)
             "plan");
 }
 
-static void table_row(FILE *f, long long label, const wf_outer_point *pt)
+/* One row; with ctx, a plan whose gradient schedule is played as another
+ * (ZeRO-1/2 under megatron-core is DeAR's: wf_cost_plan_as_run) says so. */
+static void table_row(FILE *f, long long label, const wf_outer_point *pt, wf_cost_ctx *ctx)
 {
     char text[PLAN_TEXT];
     wf_plan_format(&pt->plan, text, sizeof text);
-    char s1[32], s2[32], s3[32];
-    fprintf(f, "%6lld %10s %10s %5.1f%% %12s  %s\n", label, wf_cli_sig(pt->est.iteration_time_s, s1, sizeof s1),
+    char s1[32], s2[32], s3[32], played[48] = "";
+    if (ctx) {
+        wf_plan run;
+        wf_cost_plan_as_run(ctx, &pt->plan, &run);
+        if (run.comm.kind != pt->plan.comm.kind)
+            snprintf(played, sizeof played, " (played as comm=%s)", wf_comm_name(run.comm.kind));
+    }
+    fprintf(f, "%6lld %10s %10s %5.1f%% %12s  %s%s\n", label, wf_cli_sig(pt->est.iteration_time_s, s1, sizeof s1),
             wf_cli_sig(pt->est.samples_per_s, s2, sizeof s2), 100 * pt->est.mfu,
-            wf_cli_sig(pt->est.memory_per_device_bytes / GIB, s3, sizeof s3), text);
+            wf_cli_sig(pt->est.memory_per_device_bytes / GIB, s3, sizeof s3), text, played);
 }
 
-static void print_result(FILE *f, const wf_outer_result *r, int pareto)
+static void print_result(FILE *f, const wf_outer_result *r, int pareto, wf_cost_ctx *ctx)
 {
     fprintf(f, "scored %lld of %lld candidates (%lld pruned, %lld fit) in %.3f s; budget %.2f GiB per "
                "device\n",
@@ -98,12 +106,12 @@ static void print_result(FILE *f, const wf_outer_result *r, int pareto)
             r->search_time_s, r->budget_bytes / GIB);
     table_header(f, "rank");
     for (int i = 0; i < r->ntop; i++)
-        table_row(f, i + 1, &r->top[i]);
+        table_row(f, i + 1, &r->top[i], ctx);
     if (pareto) {
         fprintf(f, "time/memory frontier (%d plans: faster ones need more memory)\n", r->npareto);
         table_header(f, "#");
         for (int i = 0; i < r->npareto; i++)
-            table_row(f, i + 1, &r->pareto[i]);
+            table_row(f, i + 1, &r->pareto[i], ctx);
     }
 }
 
@@ -412,7 +420,11 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
     wf_cli_cluster_note(a->cluster, c, cl, sizeof cl);
     if (cl[0])
         fprintf(human(a), "assumed %s\n", cl);
-    print_result(human(a), &r, a->pareto);
+    wf_cost_ctx *rctx = NULL;
+    if (wf_cost_ctx_create(m, c, &rctx) != WF_OK) /* rows then print the plan alone */
+        wf_clear_error();
+    print_result(human(a), &r, a->pareto, rctx);
+    wf_cost_ctx_free(rctx);
     if (a->deadline_s > 0 && r.top[0].est.iteration_time_s > a->deadline_s) {
         st = wf_errorf(WF_NOFIT, "no plan on %lld devices meets the deadline of %g s per iteration "
                                  "(fastest: %.4f s)",
@@ -501,7 +513,7 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
     int undivided = 0;
     for (int i = 0; i < n; i++) {
         if (sts[i] == WF_OK)
-            table_row(human(a), (long long)counts[i], &res[i].top[0]);
+            table_row(human(a), (long long)counts[i], &res[i].top[0], NULL);
         else if (sts[i] == WF_NOFIT)
             fprintf(human(a), "%6lld no plan fits\n", (long long)counts[i]);
         else
@@ -517,7 +529,7 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
     }
     if (a->pareto) {
         fprintf(human(a), "on %lld devices (the fastest count):\n", (long long)counts[best]);
-        print_result(human(a), &res[best], 1);
+        print_result(human(a), &res[best], 1, NULL);
     }
     if (a->deadline_s > 0) {
         if (fewest < 0) {

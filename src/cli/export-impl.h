@@ -19,11 +19,10 @@ typedef struct {
     const char *version; /* the VERSION of --to FORMAT@VERSION, NULL without one */
 } ectx;
 
-/* What a framework refuses: its rules in export.c (refuses_megatron, ...) and
- * its writer's own checks. A writer called with f NULL runs its checks and
- * writes nothing; wf_export_accepts asks both, and wf_cli_export and
- * `weft plan --emit` ask it, so the search never picks a plan the writer then
- * refuses. Every check in a writer comes before its first write. */
+/* What a framework refuses is its writer's checks, which come before its first
+ * write. A writer called with f NULL runs its checks and writes nothing;
+ * wf_export_accepts asks it, and wf_cli_export and `weft plan --emit` ask
+ * that, so the search never picks a plan the writer then refuses. */
 
 /* "FW cannot run this plan: WHAT" as a WF_INVAL status. */
 wf_status wf_export_refuse(const ectx *e, const char *what);
@@ -34,6 +33,7 @@ const char *wf_export_dtype_flag(wf_dtype t);
 
 wf_status wf_export_megatron(FILE *f, const ectx *e);
 wf_status wf_export_deepspeed(FILE *f, const ectx *e);
+wf_status wf_export_megatron_deepspeed(FILE *f, const ectx *e);
 wf_status wf_export_torchtitan(FILE *f, const ectx *e);
 wf_status wf_export_fsdp(FILE *f, const ectx *e);
 wf_status wf_export_ddp(FILE *f, const ectx *e);

@@ -20,12 +20,11 @@ const char *wf_export_dtype_flag(wf_dtype t)
     return t == WF_DTYPE_BF16 ? "--bf16" : t == WF_DTYPE_FP16 ? "--fp16" : NULL;
 }
 
-/* ---- what each framework runs: the one place of the refusal rules ------------------
- * Each function returns NULL when the framework runs plan p of model m, else
- * why not (a literal, or text written into buf). wf_cli_export asks before it
- * calls a writer, and `weft plan --emit X` searches only the plans X's
- * function accepts (wf_outer_opts.accept), so the writers and the search
- * cannot disagree: a rule added here holds for both. */
+/* ---- what each framework runs --------------------------------------------------------
+ * Each writer's checks, run before its first write, are its framework's rules;
+ * called without a file it runs them alone. wf_cli_export asks before it
+ * writes, and `weft plan --emit X` searches only the plans X's writer accepts
+ * (wf_outer_opts.accept), so the writers and the search cannot disagree. */
 
 /* Recomputation per stage has no flag in any of the frameworks exported (each
  * recomputes alike on every stage); the block method is Megatron-LM's. */
@@ -44,73 +43,26 @@ wf_status wf_export_refuse_rc(const ectx *e, const wf_plan *p, int block_ok)
     return why ? wf_export_refuse(e, why) : WF_OK;
 }
 
-static const char *refuses_megatron(const wf_plan *p, const wf_model_config *m, char *buf, size_t cap)
-{
-    const char *why = refuses_rc(p, 1);
-    if (why)
-        return why;
-    if (!wf_model_is_transformer(m))
-        return "Megatron-LM trains transformers only";
-    if (p->pipe == WF_PIPE_GPIPE)
-        return "Megatron-LM has no GPipe schedule (it runs 1F1B; use pipe=1f1b)";
-    if (p->zero >= 3)
-        return "zero=3 (parameter sharding) has no Megatron-LM flag (its distributed optimizer shards optimizer "
-               "state and gradients: zero=1 or 2)";
-    if (p->comm.kind != WF_COMM_DDP) {
-        snprintf(buf, cap, "comm schedule '%s' has no Megatron-LM equivalent (its DDP reduces gradients in "
-                           "buckets: comm=ddp)", wf_comm_name(p->comm.kind));
-        return buf;
-    }
-    if (p->sw == WF_SW_MEGATRON_2021 && p->zero >= 1)
-        return "Megatron-LM 2021 has no distributed optimizer (zero=0, or sw=megatron-core)";
-    return NULL;
-}
-
-static const char *refuses_deepspeed(const wf_plan *p, const wf_model_config *m, char *buf, size_t cap)
-{
-    (void)m;
-    (void)buf;
-    (void)cap;
-    const char *why = refuses_rc(p, 0);
-    if (why)
-        return why;
-    if (p->vpp > 1)
-        return "DeepSpeed's pipeline engine has no interleaved schedule (vpp=1)";
-    if (p->pp > 1 && p->zero >= 2)
-        return "DeepSpeed runs ZeRO stage 2 and 3 without pipeline parallelism only (zero<=1 with pp>1)";
-    if (p->pipe == WF_PIPE_GPIPE && p->pp > 1)
-        return "DeepSpeed's pipeline engine runs 1F1B, not GPipe";
-    if (p->recompute == WF_RECOMPUTE_SELECTIVE)
-        return "Megatron-DeepSpeed checkpoints whole layers (recompute=full or none)";
-    if (p->cp > 1)
-        return "this export has no DeepSpeed form of context parallelism (cp=1; Ulysses is another scheme)";
-    if (p->fp8)
-        return "DeepSpeed's config has no FP8 matrix products (fp8=0)";
-    if (p->ep > 1)
-        return "expert parallelism is set in DeepSpeed's MoE layer constructor (ep_size), not its config (ep=1)";
-    return NULL;
-}
-
 /* One row per export target: its name (--to, --emit), whether it takes
  * FORMAT@VERSION, the framework profile `plan --emit` prices its plans under
- * (docs/cost-model.md, "Framework profiles"), the rules kept here (NULL: the
- * writer's own checks are all of them) and its writer. A writer called with
- * no file (f NULL) runs its checks only and writes nothing: wf_export_accepts
- * asks both, so what `--emit X` finds is what `export --to X` writes. */
+ * (docs/cost-model.md, "Framework profiles") and its writer. A writer called
+ * with no file (f NULL) runs its checks only and writes nothing:
+ * wf_export_accepts asks it, so what `--emit X` finds is what `export --to X`
+ * writes. */
 typedef struct {
     const char *name;
     int versioned;
     wf_sw sw;
-    const char *(*refuses)(const wf_plan *p, const wf_model_config *m, char *buf, size_t cap);
     wf_status (*write)(FILE *f, const ectx *e);
 } export_target;
 
 static const export_target TARGETS[] = {
-    {"megatron", 0, WF_SW_MEGATRON_CORE, refuses_megatron, wf_export_megatron},
-    {"deepspeed", 0, WF_SW_DEEPSPEED, refuses_deepspeed, wf_export_deepspeed},
-    {"torchtitan", 1, WF_SW_FSDP, NULL, wf_export_torchtitan},
-    {"fsdp", 0, WF_SW_FSDP, NULL, wf_export_fsdp},
-    {"ddp", 0, WF_SW_PYTORCH, NULL, wf_export_ddp},
+    {"megatron", 1, WF_SW_MEGATRON_CORE, wf_export_megatron},
+    {"deepspeed", 0, WF_SW_DEEPSPEED, wf_export_deepspeed},
+    {"megatron-deepspeed", 0, WF_SW_DEEPSPEED, wf_export_megatron_deepspeed},
+    {"torchtitan", 1, WF_SW_FSDP, wf_export_torchtitan},
+    {"fsdp", 0, WF_SW_FSDP, wf_export_fsdp},
+    {"ddp", 0, WF_SW_PYTORCH, wf_export_ddp},
 };
 #define NTARGETS ((int)(sizeof TARGETS / sizeof TARGETS[0]))
 
@@ -177,11 +129,9 @@ int wf_export_accepts(const char *target, const wf_plan *p, const wf_model_confi
 {
     const char *version = NULL;
     const export_target *t = find_target(target, &version);
-    char buf[256];
-    const char *r = t ? (t->refuses ? t->refuses(p, m, buf, sizeof buf) : NULL) : "unknown export format";
-    if (r) {
+    if (!t) {
         if (why && cap > 0)
-            snprintf(why, cap, "%s cannot run this plan: %s", t ? t->name : target ? target : "", r);
+            snprintf(why, cap, "unknown export format '%s'", target ? target : "");
         return 0;
     }
     ectx e = make_ctx(t, version, p, m, NULL, 0);
@@ -229,7 +179,7 @@ wf_status wf_cmd_export(int argc, char **argv)
     const char *to = NULL, *pos[1];
     int help = 0, npos = 0, force = 0;
     const wf_opt opts[] = {
-        {"to", 0, WF_OPT_STR, &to, "FORMAT", "megatron, deepspeed, torchtitan (torchtitan@0.2: the job TOML), fsdp or ddp", 1},
+        {"to", 0, WF_OPT_STR, &to, "FORMAT", "megatron[@VERSION], deepspeed (ds_config.json), megatron-deepspeed (its arguments), torchtitan[@0.2], fsdp or ddp", 1},
         WF_CLI_OPT_MODEL(&in.model),
         WF_CLI_OPT_CLUSTER(&in.cluster),
         WF_CLI_OPT_BATCH(&in.batch),

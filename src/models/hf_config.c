@@ -125,6 +125,13 @@ static wf_status put_llama(const cJSON *j, const char *path, const wf_spec *ovr,
         (st = put_int(j, path, "vocab_size", "vocab", 1, spec, cap)) ||
         (st = put_seq(j, path, "max_position_embeddings", ovr, spec, cap, note, note_cap)))
         return st;
+    const cJSON *theta = cJSON_GetObjectItemCaseSensitive(j, "rope_theta"); /* absent: LlamaConfig's 10000 */
+    if (theta && !cJSON_IsNull(theta)) {
+        if (!cJSON_IsNumber(theta) || !(theta->valuedouble >= 1) || theta->valuedouble > 1e12)
+            return wf_errorf(WF_FORMAT, "%s: \"rope_theta\" must be a number in [1, 1e12]", path);
+        size_t n = strlen(spec);
+        snprintf(spec + n, cap - n, ",rope_base=%.17g", theta->valuedouble);
+    }
     /* Tied head: LlamaConfig, MistralConfig, Qwen2Config, MixtralConfig and
      * the MoE configs default to untied (tie_word_embeddings=False). */
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tie_word_embeddings"))) {

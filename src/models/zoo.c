@@ -251,6 +251,19 @@ static const char *family_name(wf_family f)
 
 const char *wf_family_name(wf_family f) { return family_name(f); }
 
+/* Rotary bases of the llama presets other than 10000 (each model's
+ * config.json, rope_theta): Llama 3 and 3.1 500000 (Meta's
+ * Meta-Llama-3-8B/70B, Llama-3.1-405B), Mixtral 1000000 (mistralai's
+ * Mixtral-8x7B-v0.1, Mixtral-8x22B-v0.1). Llama 2 and DeepSeek-V3 use 10000. */
+static const struct {
+    const char *name;
+    double base;
+} g_rope_base[] = {
+    {"llama3-8b", 500000}, {"llama3-70b", 500000}, {"llama3-405b", 500000},
+    {"mixtral-8x7b", 1000000}, {"mixtral-8x22b", 1000000},
+};
+#define LLAMA_ROPE_BASE 10000.0 /* Hugging Face LlamaConfig's rope_theta default */
+
 static void from_preset(const zoo_preset *p, wf_model_config *m)
 {
     memset(m, 0, sizeof *m);
@@ -267,6 +280,12 @@ static void from_preset(const zoo_preset *p, wf_model_config *m)
     m->causal = p->family == WF_FAMILY_GPT || p->family == WF_FAMILY_LLAMA;
     m->nsp = p->nsp;
     m->tie_embeddings = p->family == WF_FAMILY_GPT || p->family == WF_FAMILY_BERT;
+    if (p->family == WF_FAMILY_LLAMA) {
+        m->rope_base = LLAMA_ROPE_BASE;
+        for (size_t i = 0; i < sizeof g_rope_base / sizeof g_rope_base[0]; i++)
+            if (strcmp(g_rope_base[i].name, p->e.name) == 0)
+                m->rope_base = g_rope_base[i].base;
+    }
     m->depth = p->depth;
     m->image = p->image;
     m->channels = p->channels;
@@ -329,6 +348,13 @@ static wf_status moe_overrides(wf_spec *s, wf_model_config *m)
         (st = get_i64(s, "v_head", 1, 1 << 20, &m->v_head)))
         return st;
     const char *v = NULL;
+    if (wf_spec_get_str(s, "rope_base", &v)) {
+        char *end = NULL;
+        double b = strtod(v, &end);
+        if (end == v || *end || !(b >= 1) || b > 1e12)
+            return wf_errorf(WF_INVAL, "rope_base=%s: expected a rotary base in [1, 1e12]", v);
+        m->rope_base = b;
+    }
     if (wf_spec_get_str(s, "capacity", &v)) {
         char *end = NULL;
         double cf = strtod(v, &end);
@@ -384,7 +410,7 @@ static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
         hint = m->family == WF_FAMILY_LLAMA
                    ? "layers, hidden, heads, kv_heads, seq, vocab, ffn, dtype, tie_embeddings (0 or 1); experts, top_k, "
                      "moe_ffn, shared_experts, shared_ffn, first_dense, moe_freq, capacity, "
-                     "router (softmax or sigmoid); q_lora, kv_lora, qk_nope, qk_rope, v_head"
+                     "router (softmax or sigmoid); q_lora, kv_lora, qk_nope, qk_rope, v_head; rope_base"
                    : m->family == WF_FAMILY_BERT ? "layers, hidden, heads, seq, vocab, ffn, dtype, nsp (0 or 1)"
                                                  : "layers, hidden, heads, seq, vocab, ffn, dtype";
         break;

@@ -25,7 +25,8 @@
  *     not decrease with mbs (activations in flight = min(k mbs, B / dp) sample
  *     activations; workspaces grow with mbs), so the first mbs that does not
  *     fit ends the line.
- *  3. Dominated points: ZeRO 1..3 over dp = 1 shard over a single rank (the
+ *  3. Dominated points: ZeRO 1..3 over dp = 1 shard over a single rank (but
+ *     under FSDP, see zero_max; the
  *     same plan as zero=0, which wins the tie on the plan string, or more
  *     memory for ZeRO-3's gather buffers); overlap=0 with dp = 1 (no
  *     data-parallel gradients, the same plan as overlap=1); GPipe has 1F1B's
@@ -615,11 +616,13 @@ done:
 }
 
 /* ZeRO stages a group takes: 0..3 with dp > 1; with dp = 1 sharding is over
- * one rank, the same plan as zero=0 (pruning 3) unless exhaustive. */
+ * one rank, the same plan as zero=0 (pruning 3) unless exhaustive. Not under
+ * FSDP: there a sharded model keeps its fp32 parameters as the shard and no
+ * 16-bit copy (docs/cost-model.md, "Memory per framework"), so zero=2/3 at
+ * dp = 1 holds less than zero=0 and is a point of its own. */
 static int zero_max(const search *s, int dp, int exhaustive)
 {
-    (void)s;
-    return dp > 1 || exhaustive ? 3 : 0;
+    return dp > 1 || exhaustive || s->opts->sw == WF_SW_FSDP ? 3 : 0;
 }
 
 wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,

@@ -180,6 +180,10 @@ assert len(j["top"]) == 5
 "$WEFT" simulate --model gpt-tiny --cluster dgx-a100:nodes=1 --batch 16 --plan dp=8,zero=1 >sim.txt
 check "simulate: says the plan is played as dear" grep -q "^played as comm=dear: ZeRO-1 under megatron-core" sim.txt
 check "simulate: the schedule line agrees" grep -q "dp comm schedule   dear" sim.txt
+# The plan table's rows say it too; a zero=0 row (played as written) does not.
+"$WEFT" plan --model gpt3-175b --cluster dgx-a100:nodes=8 --batch 64 --top 40 >plan.txt 2>&1
+check "plan: zero=1 rows say they are played as dear" grep -q "zero=1,.*comm=ddp (played as comm=dear)$" plan.txt
+check "plan: zero=0 rows are played as written" sh -c '! grep -q "zero=0,.*(played as" plan.txt'
 "$WEFT" estimate --model gpt-tiny --cluster dgx-a100:nodes=1 --batch 16 --plan dp=8,zero=2 --json >est.json
 "$WEFT" simulate --model gpt-tiny --cluster dgx-a100:nodes=1 --batch 16 --plan dp=8,zero=2 --json >simj.json
 check "estimate and simulate: one key for memory, integer bytes, comm_played, subtotals" "$PY" -c '
