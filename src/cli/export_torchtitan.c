@@ -51,6 +51,15 @@ static const tt_flavor *tt_match(const wf_model_config *m)
     return NULL;
 }
 
+/* A Python float literal for the rotary base (%.15g, with ".0" if integral). */
+static const char *tt_float(char *buf, size_t n, double v)
+{
+    snprintf(buf, n, "%.15g", v);
+    if (!strpbrk(buf, ".en"))
+        snprintf(buf + strlen(buf), n - strlen(buf), ".0");
+    return buf;
+}
+
 /* The checks both targets share; *v02 says which target. */
 static wf_status tt_check(const ectx *e, int *v02)
 {
@@ -194,8 +203,14 @@ static void tt_write_custom(FILE *f, const ectx *e, int64_t swiglu)
     fprintf(f, "        layers=_build_llama3_layers(\n            n_layers=%lld,\n            dim=dim,\n"
                "            n_heads=n_heads,\n            n_kv_heads=%lld,\n            hidden_dim=%lld,\n",
             (long long)m->layers, (long long)kv, (long long)swiglu);
-    fprintf(f, "            rope=ComplexRoPE.Config(dim=dim // n_heads, max_context_length=%lld),\n",
-            (long long)m->seq);
+    /* rope.py RoPE.Config: theta defaults to 10000.0; GPT has no rotary base (its blocks are stood in for). */
+    char theta[40];
+    if (m->rope_base > 0)
+        fprintf(f, "            rope=ComplexRoPE.Config(dim=dim // n_heads, max_context_length=%lld, theta=%s),\n",
+                (long long)m->seq, tt_float(theta, sizeof theta, m->rope_base));
+    else
+        fprintf(f, "            rope=ComplexRoPE.Config(dim=dim // n_heads, max_context_length=%lld),\n",
+                (long long)m->seq);
     fprintf(f, "            attn_backend=\"flex\",\n        ),\n    )\n");
     if (e->p->fp8)
         fprintf(f, "    config = Float8LinearConverter.Config().build().convert(config)\n");
@@ -245,8 +260,9 @@ static void tt_write_custom_moe(FILE *f, const ectx *e)
     fprintf(f, "    \"\"\"%lld blocks: GQA attention (%lld heads, %lld kv) with rotary, then %s.\"\"\"\n",
             (long long)m->layers, (long long)m->heads, (long long)kv,
             first == 0 && freq == 1 ? "a mixture of experts" : "a mixture of experts or a dense MLP");
-    fprintf(f, "    rope = ComplexRoPE.Config(dim=%lld, max_context_length=%lld)\n", (long long)head_dim,
-            (long long)m->seq);
+    char theta[40];
+    fprintf(f, "    rope = ComplexRoPE.Config(dim=%lld, max_context_length=%lld, theta=%s)\n", (long long)head_dim,
+            (long long)m->seq, tt_float(theta, sizeof theta, m->rope_base > 0 ? m->rope_base : 10000.0));
     fprintf(f, "    layers = []\n    for layer_id in range(%lld):\n", (long long)m->layers);
     /* All layers experts: one branch; else the layer rule of docs/models.md. */
     int all = first == 0 && freq == 1;

@@ -150,7 +150,12 @@ for flag in "--context-parallel-size 2" "--expert-model-parallel-size 8" "--expe
   "--num-experts 8" "--moe-router-topk 2" "--fp8-format hybrid"; do
   check "megatron: $flag" grep -q -- "$flag" "$tmp/moe.txt"
 done
-expect_fail "torchtitan: no Mixtral flavor" "dense models only" export dp=16,tp=2,cp=2,ep=8,etp=1,sp=1,zero=2 --to torchtitan \
+# torchtitan has no Mixtral flavor: main gets a custom MoE flavor (tests/cli/export_frameworks.sh checks it), 0.2 a refusal.
+"$WEFT" export dp=16,tp=2,cp=2,ep=8,etp=1,sp=1,zero=2,mbs=1,recompute=full --to torchtitan --model mixtral-8x7b:dtype=bf16 \
+  --cluster dgx-h100:nodes=8 --batch 256 >"$tmp/ttmoe.py" 2>/dev/null
+check "torchtitan: Mixtral as a custom MoE flavor" grep -q "expert_parallel_degree=8," "$tmp/ttmoe.py"
+check "torchtitan: Mixtral's experts" grep -q "num_experts=8," "$tmp/ttmoe.py"
+expect_fail "torchtitan@0.2: no Mixtral flavor" "flavor" export dp=16,tp=2,cp=2,ep=8,etp=1,sp=1,zero=2 --to torchtitan@0.2 \
   --model mixtral-8x7b:dtype=bf16 --cluster dgx-h100:nodes=8 --batch 256
 expect_fail "deepspeed refuses cp" "context parallelism" export dp=4,cp=2 --to deepspeed --model llama2-7b --cluster dgx-h100:nodes=1 --batch 8
 expect_fail "fsdp refuses fp8" "FP8" export dp=8,zero=3,fp8=1 --to fsdp --model llama2-7b --cluster dgx-h100:nodes=1 --batch 8
