@@ -294,14 +294,6 @@ static const char *const PT_FSDP_MAIN[] = {
     "            total += loss.detach()\n",
     "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
     "        optimizer.step()\n",
-    "        optimizer.zero_grad(set_to_none=True)\n",
-    "        dist.all_reduce(total)\n",
-    "        report(rank, step, total.item() / world, time.perf_counter() - start)\n",
-    "    dist.destroy_process_group()\n",
-    "\n",
-    "\n",
-    "if __name__ == \"__main__\":\n",
-    "    main()\n",
     NULL,
 };
 
@@ -337,6 +329,11 @@ static const char *const PT_DDP_MAIN[] = {
     "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
     "        scaler.step(optimizer)\n",
     "        scaler.update()\n",
+    NULL,
+};
+
+/* The end of both scripts' step loop and the entry point. */
+static const char *const PT_MAIN_TAIL[] = {
     "        optimizer.zero_grad(set_to_none=True)\n",
     "        dist.all_reduce(total)\n",
     "        report(rank, step, total.item() / world, time.perf_counter() - start)\n",
@@ -379,6 +376,7 @@ wf_status wf_export_fsdp(FILE *f, const ectx *e)
             p->zero == 3 ? "True" : "False");
     pt_lines(f, PT_MODEL);
     pt_lines(f, PT_FSDP_MAIN);
+    pt_lines(f, PT_MAIN_TAIL);
     return WF_OK;
 }
 
@@ -409,5 +407,6 @@ wf_status wf_export_ddp(FILE *f, const ectx *e)
     fprintf(f, "BUCKET_CAP_MB = %.6g  # the plan's gradient bucket (comm=ddp:X MiB; DDP's default 25)\n", mib);
     pt_lines(f, PT_MODEL);
     pt_lines(f, PT_DDP_MAIN);
+    pt_lines(f, PT_MAIN_TAIL);
     return WF_OK;
 }

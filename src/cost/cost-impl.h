@@ -143,15 +143,15 @@ typedef struct {
                            residual stream and norms, weight casts each forward */
     int eager_norm;     /* norms as PyTorch's eager kernels save them (sw=pytorch): an RMSNorm
                            keeps its fp32 input and normalized output */
-    int fused_glu;      /* SwiGLU fused (Megatron-Core's bias_swiglu): keeps fc1's output alone */
+    int fused_glu;      /* SwiGLU as Megatron-Core runs it: gate and up projections one GEMM
+                           (linear_fc1), silu and product one kernel (bias_swiglu), which keeps
+                           fc1's output alone */
     int fp8_saved;      /* Transformer Engine's FP8 layers keep their inputs in FP8 */
     double w_bytes;     /* bytes per stored weight element (fp32 master weights: 4) */
     double loss_saved;  /* per logit, saved beyond the logits (PyTorch: fp32 log-probabilities) */
     double loss_ws;     /* per logit, the loss's backward workspace */
     int pp, dp;         /* the plan's pipeline and data parallelism (memory rules) */
     wf_attn_impl attn_impl; /* the attention kernels the profile runs (unfused when !flash) */
-    int fuse_glu;       /* SwiGLU as Megatron-Core runs it: gate and up projections one GEMM
-                           (linear_fc1), silu and product one kernel (bias_swiglu) */
 } wf_cost_var;
 
 /* The variant of plan p for ctx's model (defaults resolved by the profile). */

@@ -167,7 +167,6 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
      * older Megatron-LM and DeepSpeed, when asked for flash, through the
      * flash-attn package (FlashAttention-2); PyTorch-native stacks (fsdp,
      * torchtitan, plain PyTorch) through scaled_dot_product_attention. */
-    v->fuse_glu = p->sw == WF_SW_MEGATRON_CORE;
     if (!v->flash)
         v->attn_impl = WF_ATTN_IMPL_UNFUSED;
     else if (p->sw == WF_SW_MEGATRON_CORE)
@@ -188,7 +187,7 @@ unsigned wf_cost_var_code(const wf_cost_var *v)
            ((unsigned)(v->regen_dropout | v->workspace << 1 | v->autocast << 2 | v->eager_norm << 3 |
                        v->fused_glu << 4 | v->fp8_saved << 5) *
             0x27D4EB2Fu) ^
-           ((unsigned)v->attn_impl * 0x165667B1u) ^ ((unsigned)v->fuse_glu * 0xD3A2646Cu);
+           ((unsigned)v->attn_impl * 0x165667B1u);
 }
 
 void wf_cost_ctx_use(wf_cost_ctx *ctx, const wf_plan *p)

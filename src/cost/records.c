@@ -20,7 +20,7 @@ static double kernel_time(const wf_cost_ctx *ctx, const wf_cost_op *r, int bwd, 
         if (!(flops > 0) && !(bytes > 0))
             return 0;
         /* A fused silu-and-product kernel runs at the activations' rate. */
-        wf_mb_kind kind = ctx->var.fuse_glu && r->glu == 2 ? WF_MB_ACT : r->mb_kind;
+        wf_mb_kind kind = ctx->var.fused_glu && r->glu == 2 ? WF_MB_ACT : r->mb_kind;
         double tm = wf_membound_time(d, kind, bwd, bytes);
         double vp = d->vector_flops[ctx->dtype] > 0 ? d->vector_flops[ctx->dtype] : d->vector_flops[WF_DTYPE_FP32];
         double tf = flops > 0 && vp > 0 ? flops / (vp * d->vector_eff) : 0;
@@ -161,7 +161,7 @@ static wf_cost_op_time op_time_kernels(const wf_cost_ctx *ctx, const wf_cost_op 
     /* Context parallelism divides every op's activation work (attention's
      * too: each rank's queries against all keys) but no weight. */
     div *= (double)ctx->var.cp;
-    const int fuse = ctx->var.fuse_glu && r->glu && wf_device_kernels(&ctx->cluster.dev);
+    const int fuse = ctx->var.fused_glu && r->glu && wf_device_kernels(&ctx->cluster.dev);
     if (fuse && (r->glu == 1 || r->glu == 4))
         return t; /* runs inside the fused kernel or GEMM of its partner */
     if (gemm_shaped(ctx, r)) {

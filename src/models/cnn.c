@@ -23,31 +23,32 @@ static int op1(wf_graph *g, wf_op_kind k, const char *name, int a, int b, int c,
     return wf_graph_op1(g, k, name, in, n, attr);
 }
 
-/* x[N,Cin,Hi,Wi] -> [N,Cout,Ho,Wo] with w[Cout,Cin,k,k] (and bias[Cout]). */
-static int conv(wf_graph *g, const char *name, int x, int64_t cin, int64_t cout, int k, int stride,
-                int pad, int bias, wf_dtype dt)
+/* x[N,Cin,Hi,Wi] -> [N,Cout,Ho,Wo] with w[Cout,Cin,kh,kw] (and bias[Cout]);
+ * shared with cnn_deep.c (models-impl.h). */
+int wf_cnn_conv(wf_graph *g, const char *name, int x, int64_t cin, int64_t cout, int kh, int kw, int stride,
+                int ph, int pw, int bias, wf_dtype dt)
 {
-    int w = wf_model_param(g, dt, 4, cout, cin, k, k, "%s.weight", name);
+    int w = wf_model_param(g, dt, 4, cout, cin, kh, kw, "%s.weight", name);
     int b = bias ? wf_model_param(g, dt, 1, cout, 0, 0, 0, "%s.bias", name) : -1;
     wf_op_attrs a;
     memset(&a, 0, sizeof a);
-    a.kernel[0] = a.kernel[1] = k;
+    a.kernel[0] = kh, a.kernel[1] = kw;
     a.stride[0] = a.stride[1] = stride;
-    a.pad[0] = a.pad[1] = pad;
+    a.pad[0] = ph, a.pad[1] = pw;
     return op1(g, WF_OP_CONV2D, name, x, w, b, &a);
 }
 
-static int batchnorm(wf_graph *g, const char *name, int x, int64_t c, wf_dtype dt)
+int wf_cnn_batchnorm(wf_graph *g, const char *name, int x, int64_t c, double eps, wf_dtype dt)
 {
     int gam = wf_model_param(g, dt, 1, c, 0, 0, 0, "%s.weight", name);
     int bet = wf_model_param(g, dt, 1, c, 0, 0, 0, "%s.bias", name);
     wf_op_attrs a;
     memset(&a, 0, sizeof a);
-    a.eps = BN_EPS;
+    a.eps = eps;
     return op1(g, WF_OP_BATCHNORM, name, x, gam, bet, &a);
 }
 
-static int pool(wf_graph *g, wf_op_kind k, const char *name, int x, int kernel, int stride, int pad)
+int wf_cnn_pool(wf_graph *g, wf_op_kind k, const char *name, int x, int kernel, int stride, int pad)
 {
     wf_op_attrs a;
     memset(&a, 0, sizeof a);
@@ -55,6 +56,13 @@ static int pool(wf_graph *g, wf_op_kind k, const char *name, int x, int kernel, 
     a.stride[0] = a.stride[1] = stride;
     a.pad[0] = a.pad[1] = pad;
     return op1(g, k, name, x, -1, -1, &a);
+}
+
+/* Square kernels with the same padding on both sides. */
+static int conv(wf_graph *g, const char *name, int x, int64_t cin, int64_t cout, int k, int stride,
+                int pad, int bias, wf_dtype dt)
+{
+    return wf_cnn_conv(g, name, x, cin, cout, k, k, stride, pad, pad, bias, dt);
 }
 
 static int linear(wf_graph *g, const char *name, int x, int64_t K, int64_t N, wf_dtype dt)
@@ -111,7 +119,7 @@ wf_status wf_build_vgg(const wf_model_config *m, int64_t batch, wf_graph *g)
             x = relu(g, wf_model_name(n, "relu%d_%d", s + 1, i + 1), x);
             c = widths[s];
         }
-        x = pool(g, WF_OP_MAXPOOL, wf_model_name(n, "pool%d", s + 1), x, 2, 2, 0);
+        x = wf_cnn_pool(g, WF_OP_MAXPOOL, wf_model_name(n, "pool%d", s + 1), x, 2, 2, 0);
     }
     x = op1(g, WF_OP_FLATTEN, "flatten", x, -1, -1, NULL); /* [N, 512*(image/32)^2] */
     int64_t feat = last_dim(g, x);
@@ -146,24 +154,24 @@ static int res_block(wf_graph *g, const wf_model_config *m, int x, int s, int i,
     int y;
     if (bottleneck) {
         y = conv(g, wf_model_name(n, "%s.conv1", p), x, cin, w, 1, 1, 0, 0, dt);
-        y = batchnorm(g, wf_model_name(n, "%s.bn1", p), y, w, dt);
+        y = wf_cnn_batchnorm(g, wf_model_name(n, "%s.bn1", p), y, w, BN_EPS, dt);
         y = relu(g, wf_model_name(n, "%s.relu1", p), y);
         y = conv(g, wf_model_name(n, "%s.conv2", p), y, w, w, 3, stride, 1, 0, dt);
-        y = batchnorm(g, wf_model_name(n, "%s.bn2", p), y, w, dt);
+        y = wf_cnn_batchnorm(g, wf_model_name(n, "%s.bn2", p), y, w, BN_EPS, dt);
         y = relu(g, wf_model_name(n, "%s.relu2", p), y);
         y = conv(g, wf_model_name(n, "%s.conv3", p), y, w, cout, 1, 1, 0, 0, dt);
-        y = batchnorm(g, wf_model_name(n, "%s.bn3", p), y, cout, dt);
+        y = wf_cnn_batchnorm(g, wf_model_name(n, "%s.bn3", p), y, cout, BN_EPS, dt);
     } else {
         y = conv(g, wf_model_name(n, "%s.conv1", p), x, cin, w, 3, stride, 1, 0, dt);
-        y = batchnorm(g, wf_model_name(n, "%s.bn1", p), y, w, dt);
+        y = wf_cnn_batchnorm(g, wf_model_name(n, "%s.bn1", p), y, w, BN_EPS, dt);
         y = relu(g, wf_model_name(n, "%s.relu1", p), y);
         y = conv(g, wf_model_name(n, "%s.conv2", p), y, w, w, 3, 1, 1, 0, dt);
-        y = batchnorm(g, wf_model_name(n, "%s.bn2", p), y, w, dt);
+        y = wf_cnn_batchnorm(g, wf_model_name(n, "%s.bn2", p), y, w, BN_EPS, dt);
     }
     int sc = x;
     if (stride != 1 || cin != cout) {
         sc = conv(g, wf_model_name(n, "%s.downsample.conv", p), x, cin, cout, 1, stride, 0, 0, dt);
-        sc = batchnorm(g, wf_model_name(n, "%s.downsample.bn", p), sc, cout, dt);
+        sc = wf_cnn_batchnorm(g, wf_model_name(n, "%s.downsample.bn", p), sc, cout, BN_EPS, dt);
     }
     y = op1(g, WF_OP_ADD, wf_model_name(n, "%s.add", p), y, sc, -1, NULL);
     return relu(g, wf_model_name(n, "%s.relu", p), y);
@@ -190,9 +198,9 @@ wf_status wf_build_resnet(const wf_model_config *m, int64_t batch, wf_graph *g)
     wf_graph_set_tp(g, WF_TP_NONE);
     image_inputs(g, m, batch, &x, &labels);
     x = conv(g, "conv1", x, m->channels, 64, 7, 2, 3, 0, m->dtype);
-    x = batchnorm(g, "bn1", x, 64, m->dtype);
+    x = wf_cnn_batchnorm(g, "bn1", x, 64, BN_EPS, m->dtype);
     x = relu(g, "relu", x);
-    x = pool(g, WF_OP_MAXPOOL, "maxpool", x, 3, 2, 1);
+    x = wf_cnn_pool(g, WF_OP_MAXPOOL, "maxpool", x, 3, 2, 1);
     int64_t c = 64;
     for (int s = 0; s < 4; s++) {
         int64_t w = (int64_t)64 << s;
@@ -222,7 +230,7 @@ wf_status wf_build_cnn(const wf_model_config *m, int64_t batch, wf_graph *g)
     for (int s = 0; s < m->nsizes; s++) {
         x = conv(g, wf_model_name(n, "conv%d", s + 1), x, c, m->sizes[s], 3, 1, 1, 1, m->dtype);
         x = relu(g, wf_model_name(n, "relu%d", s + 1), x);
-        x = pool(g, WF_OP_MAXPOOL, wf_model_name(n, "pool%d", s + 1), x, 2, 2, 0);
+        x = wf_cnn_pool(g, WF_OP_MAXPOOL, wf_model_name(n, "pool%d", s + 1), x, 2, 2, 0);
         c = m->sizes[s];
     }
     x = op1(g, WF_OP_FLATTEN, "flatten", x, -1, -1, NULL);

@@ -26,39 +26,6 @@ static int unary(wf_graph *g, wf_op_kind k, const char *name, int x, const wf_op
     return op(g, k, name, &x, 1, attr);
 }
 
-/* x[N,Cin,H,W] -> [N,Cout,Ho,Wo], weight[Cout,Cin,kh,kw], no bias. */
-static int conv(wf_graph *g, const char *name, int x, int64_t cin, int64_t cout, int kh, int kw, int stride,
-                int ph, int pw, wf_dtype dt)
-{
-    int in[2] = {x, wf_model_param(g, dt, 4, cout, cin, kh, kw, "%s.weight", name)};
-    wf_op_attrs a;
-    memset(&a, 0, sizeof a);
-    a.kernel[0] = kh, a.kernel[1] = kw;
-    a.stride[0] = a.stride[1] = stride;
-    a.pad[0] = ph, a.pad[1] = pw;
-    return op(g, WF_OP_CONV2D, name, in, 2, &a);
-}
-
-static int batchnorm(wf_graph *g, const char *name, int x, int64_t c, double eps, wf_dtype dt)
-{
-    int in[3] = {x, wf_model_param(g, dt, 1, c, 0, 0, 0, "%s.weight", name),
-                 wf_model_param(g, dt, 1, c, 0, 0, 0, "%s.bias", name)};
-    wf_op_attrs a;
-    memset(&a, 0, sizeof a);
-    a.eps = eps;
-    return op(g, WF_OP_BATCHNORM, name, in, 3, &a);
-}
-
-static int pool(wf_graph *g, wf_op_kind k, const char *name, int x, int kernel, int stride, int pad)
-{
-    wf_op_attrs a;
-    memset(&a, 0, sizeof a);
-    a.kernel[0] = a.kernel[1] = kernel;
-    a.stride[0] = a.stride[1] = stride;
-    a.pad[0] = a.pad[1] = pad;
-    return unary(g, k, name, x, &a);
-}
-
 static int concat(wf_graph *g, const char *name, const int *xs, int n)
 {
     wf_op_attrs a;
@@ -133,34 +100,34 @@ wf_status wf_build_densenet(const wf_model_config *m, int64_t batch, wf_graph *g
     wf_graph_set_block(g, -1, -1);
     wf_graph_set_tp(g, WF_TP_NONE);
     image_inputs(g, m, batch, &x, &labels);
-    x = conv(g, "features.conv0", x, m->channels, cfg->stem, 7, 7, 2, 3, 3, dt);
-    x = batchnorm(g, "features.norm0", x, cfg->stem, BN_EPS, dt);
+    x = wf_cnn_conv(g, "features.conv0", x, m->channels, cfg->stem, 7, 7, 2, 3, 3, 0, dt);
+    x = wf_cnn_batchnorm(g, "features.norm0", x, cfg->stem, BN_EPS, dt);
     x = unary(g, WF_OP_RELU, "features.relu0", x, NULL);
-    x = pool(g, WF_OP_MAXPOOL, "features.pool0", x, 3, 2, 1);
+    x = wf_cnn_pool(g, WF_OP_MAXPOOL, "features.pool0", x, 3, 2, 1);
     int64_t c = cfg->stem, bottleneck = 4 * (int64_t)cfg->growth;
     for (int b = 0; b < 4; b++) {
         for (int l = 0; l < cfg->blocks[b]; l++) {
             wf_model_name(p, "features.denseblock%d.denselayer%d", b + 1, l + 1);
-            int y = batchnorm(g, wf_model_name(n, "%s.norm1", p), x, c, BN_EPS, dt);
+            int y = wf_cnn_batchnorm(g, wf_model_name(n, "%s.norm1", p), x, c, BN_EPS, dt);
             y = unary(g, WF_OP_RELU, wf_model_name(n, "%s.relu1", p), y, NULL);
-            y = conv(g, wf_model_name(n, "%s.conv1", p), y, c, bottleneck, 1, 1, 1, 0, 0, dt);
-            y = batchnorm(g, wf_model_name(n, "%s.norm2", p), y, bottleneck, BN_EPS, dt);
+            y = wf_cnn_conv(g, wf_model_name(n, "%s.conv1", p), y, c, bottleneck, 1, 1, 1, 0, 0, 0, dt);
+            y = wf_cnn_batchnorm(g, wf_model_name(n, "%s.norm2", p), y, bottleneck, BN_EPS, dt);
             y = unary(g, WF_OP_RELU, wf_model_name(n, "%s.relu2", p), y, NULL);
-            y = conv(g, wf_model_name(n, "%s.conv2", p), y, bottleneck, cfg->growth, 3, 3, 1, 1, 1, dt);
+            y = wf_cnn_conv(g, wf_model_name(n, "%s.conv2", p), y, bottleneck, cfg->growth, 3, 3, 1, 1, 1, 0, dt);
             int xs[2] = {x, y};
             x = concat(g, wf_model_name(n, "%s.cat", p), xs, 2);
             c += cfg->growth;
         }
         if (b < 3) {
             wf_model_name(p, "features.transition%d", b + 1);
-            x = batchnorm(g, wf_model_name(n, "%s.norm", p), x, c, BN_EPS, dt);
+            x = wf_cnn_batchnorm(g, wf_model_name(n, "%s.norm", p), x, c, BN_EPS, dt);
             x = unary(g, WF_OP_RELU, wf_model_name(n, "%s.relu", p), x, NULL);
-            x = conv(g, wf_model_name(n, "%s.conv", p), x, c, c / 2, 1, 1, 1, 0, 0, dt);
-            x = pool(g, WF_OP_AVGPOOL, wf_model_name(n, "%s.pool", p), x, 2, 2, 0);
+            x = wf_cnn_conv(g, wf_model_name(n, "%s.conv", p), x, c, c / 2, 1, 1, 1, 0, 0, 0, dt);
+            x = wf_cnn_pool(g, WF_OP_AVGPOOL, wf_model_name(n, "%s.pool", p), x, 2, 2, 0);
             c /= 2;
         }
     }
-    x = batchnorm(g, "features.norm5", x, c, BN_EPS, dt);
+    x = wf_cnn_batchnorm(g, "features.norm5", x, c, BN_EPS, dt);
     x = unary(g, WF_OP_RELU, "features.relu5", x, NULL);
     return classifier(g, m, x, c, labels);
 }
@@ -173,8 +140,8 @@ static int bconv(wf_graph *g, const char *pfx, const char *nm, int x, int64_t ci
 {
     char n[WF_NAME_LEN], b[WF_NAME_LEN];
     wf_model_name(b, "%s.%s", pfx, nm);
-    x = conv(g, wf_model_name(n, "%s.conv", b), x, cin, cout, kh, kw, stride, ph, pw, dt);
-    x = batchnorm(g, wf_model_name(n, "%s.bn", b), x, cout, INCEPTION_BN_EPS, dt);
+    x = wf_cnn_conv(g, wf_model_name(n, "%s.conv", b), x, cin, cout, kh, kw, stride, ph, pw, 0, dt);
+    x = wf_cnn_batchnorm(g, wf_model_name(n, "%s.bn", b), x, cout, INCEPTION_BN_EPS, dt);
     return unary(g, WF_OP_RELU, wf_model_name(n, "%s.relu", b), x, NULL);
 }
 
@@ -182,7 +149,7 @@ static int bconv(wf_graph *g, const char *pfx, const char *nm, int x, int64_t ci
 static int avg3(wf_graph *g, const char *pfx, int x)
 {
     char n[WF_NAME_LEN];
-    return pool(g, WF_OP_AVGPOOL, wf_model_name(n, "%s.branch3.pool", pfx), x, 3, 1, 1);
+    return wf_cnn_pool(g, WF_OP_AVGPOOL, wf_model_name(n, "%s.branch3.pool", pfx), x, 3, 1, 1);
 }
 
 static int inception_a(wf_graph *g, const char *p, int x, wf_dtype dt)
@@ -250,7 +217,7 @@ wf_status wf_build_inception(const wf_model_config *m, int64_t batch, wf_graph *
     x = bconv(g, "features", "1", x, 32, 32, 3, 3, 1, 0, 0, dt);
     x = bconv(g, "features", "2", x, 32, 64, 3, 3, 1, 1, 1, dt);
     /* Mixed_3a: max-pool and a strided conv side by side (64 + 96). */
-    b[0] = pool(g, WF_OP_MAXPOOL, "features.3.maxpool", x, 3, 2, 0);
+    b[0] = wf_cnn_pool(g, WF_OP_MAXPOOL, "features.3.maxpool", x, 3, 2, 0);
     b[1] = bconv(g, "features.3", "conv", x, 64, 96, 3, 3, 2, 0, 0, dt);
     x = concat(g, "features.3.cat", b, 2); /* 160 */
     /* Mixed_4a: two conv towers (96 + 96). */
@@ -263,7 +230,7 @@ wf_status wf_build_inception(const wf_model_config *m, int64_t batch, wf_graph *
     x = concat(g, "features.4.cat", b, 2); /* 192 */
     /* Mixed_5a: a strided conv and a max-pool (192 + 192). */
     b[0] = bconv(g, "features.5", "conv", x, 192, 192, 3, 3, 2, 0, 0, dt);
-    b[1] = pool(g, WF_OP_MAXPOOL, "features.5.maxpool", x, 3, 2, 0);
+    b[1] = wf_cnn_pool(g, WF_OP_MAXPOOL, "features.5.maxpool", x, 3, 2, 0);
     x = concat(g, "features.5.cat", b, 2); /* 384 */
     int k = 6;
     for (int i = 0; i < 4; i++, k++) {
@@ -277,7 +244,7 @@ wf_status wf_build_inception(const wf_model_config *m, int64_t batch, wf_graph *
     b[1] = bconv(g, p, "branch1.0", x, 384, 192, 1, 1, 1, 0, 0, dt);
     b[1] = bconv(g, p, "branch1.1", b[1], 192, 224, 3, 3, 1, 1, 1, dt);
     b[1] = bconv(g, p, "branch1.2", b[1], 224, 256, 3, 3, 2, 0, 0, dt);
-    b[2] = pool(g, WF_OP_MAXPOOL, wf_model_name(n, "%s.branch2", p), x, 3, 2, 0);
+    b[2] = wf_cnn_pool(g, WF_OP_MAXPOOL, wf_model_name(n, "%s.branch2", p), x, 3, 2, 0);
     x = concat(g, wf_model_name(n, "%s.cat", p), b, 3);
     for (int i = 0; i < 7; i++, k++) {
         wf_graph_set_block(g, 1, i);
@@ -292,7 +259,7 @@ wf_status wf_build_inception(const wf_model_config *m, int64_t batch, wf_graph *
     b[1] = bconv(g, p, "branch1.1", b[1], 256, 256, 1, 7, 1, 0, 3, dt);
     b[1] = bconv(g, p, "branch1.2", b[1], 256, 320, 7, 1, 1, 3, 0, dt);
     b[1] = bconv(g, p, "branch1.3", b[1], 320, 320, 3, 3, 2, 0, 0, dt);
-    b[2] = pool(g, WF_OP_MAXPOOL, wf_model_name(n, "%s.branch2", p), x, 3, 2, 0);
+    b[2] = wf_cnn_pool(g, WF_OP_MAXPOOL, wf_model_name(n, "%s.branch2", p), x, 3, 2, 0);
     x = concat(g, wf_model_name(n, "%s.cat", p), b, 3);
     for (int i = 0; i < 3; i++, k++) {
         wf_graph_set_block(g, 2, i);

@@ -20,6 +20,12 @@ wf_status wf_build_inception(const wf_model_config *m, int64_t batch, wf_graph *
 /* 1 when depth names a DenseNet layout; the list of those depths for messages. */
 int wf_densenet_valid(int64_t depth);
 const char *wf_densenet_depths(void);
+/* Building blocks of the CNN builders (cnn.c): a conv2d with weight
+ * [Cout,Cin,kh,kw] (and a bias when asked), a batchnorm with its eps, a pool. */
+int wf_cnn_conv(wf_graph *g, const char *name, int x, int64_t cin, int64_t cout, int kh, int kw, int stride,
+                int ph, int pw, int bias, wf_dtype dt);
+int wf_cnn_batchnorm(wf_graph *g, const char *name, int x, int64_t c, double eps, wf_dtype dt);
+int wf_cnn_pool(wf_graph *g, wf_op_kind k, const char *name, int x, int kernel, int stride, int pad);
 wf_status wf_build_cnn(const wf_model_config *m, int64_t batch, wf_graph *g);
 wf_status wf_build_mlp(const wf_model_config *m, int64_t batch, wf_graph *g);
 
