@@ -349,8 +349,11 @@ wf_status wf_cost_build_transformer(wf_cost_ctx *ctx)
                 ctx->cast_tensors += times * (tensor_numel(&g, p) * 2.0 > 1048576.0);
             }
             unsigned bit = s == WF_COST_SEC_PRE ? 1u : s == WF_COST_SEC_LAYER ? 2u : 4u;
-            if (!(seen[p] & 7u))
+            if (!(seen[p] & 7u)) {
                 ctx->big_param_tensors += times * (tensor_numel(&g, p) * 4.0 > 1048576.0);
+                ctx->param_tensors += times;
+                ctx->param_elems += times * tensor_numel(&g, p);
+            }
             if (seen[p] & bit)
                 continue;
             seen[p] |= (unsigned char)bit;
@@ -451,6 +454,8 @@ wf_status wf_cost_build_generic(wf_cost_ctx *ctx)
                 seen[p] = 1;
                 r->owned_params += tensor_numel(&g, p);
                 ctx->big_param_tensors += tensor_numel(&g, p) * 4.0 > 1048576.0;
+                ctx->param_tensors += 1;
+                ctx->param_elems += tensor_numel(&g, p);
             }
             if (g.tensors[p].role == WF_ROLE_PARAM && r->matrix && !(seen[p] & 2)) {
                 seen[p] |= 2; /* autocast's 16-bit copy of a weight a product reads */

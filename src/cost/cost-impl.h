@@ -181,6 +181,9 @@ struct wf_cost_ctx {
     double cast_params;         /* parameter elements read by matrix products (autocast's casts) */
     double cast_tensors;        /* how many of those tensors exceed 1 MiB in 16 bits */
     double big_param_tensors;   /* parameter tensors above 1 MiB in fp32 */
+    double param_tensors;       /* parameter tensors (each its own gradient collective under
+                                   wfbp and bytescheduler) */
+    double param_elems;         /* their elements */
     wf_cost_var var;            /* the variant in use (wf_cost_ctx_use; default plan's at first) */
     double *pipe_buf;           /* generic: scratch of wf_cost_pipeline_ends (owned) */
     size_t pipe_buf_n;          /* its doubles */

@@ -29,6 +29,7 @@
 #include "cost/cost-impl.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -530,10 +531,15 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
     if (p->dp <= 1 || params <= 0)
         return r;
     const wf_cluster *c = &ctx->cluster;
+    const double bwd_window = window;
     double gb = wf_cost_grad_elem_bytes(ctx);
     double grads = params * gb, weights = params * ctx->elem_bytes;
     double edge = bucket_bytes(p, layer_params * gb);
     if (edge < edge_params * gb)
+        edge = edge_params * gb;
+    /* ByteScheduler: the first layer's chunks preempt everything queued, so
+     * the edge is that layer's gradients alone. */
+    if (p->comm.kind == WF_COMM_BYTESCHEDULER && edge_params > 0)
         edge = edge_params * gb;
     if (edge > grads)
         edge = grads;
@@ -584,6 +590,38 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
         return r;
     }
     double exposed = window < first_half ? first_half - window : 0;
+    if (p->comm.kind == WF_COMM_BYTESCHEDULER && p->zero == 0) {
+        /* ByteScheduler (Peng et al., SOSP'19, §3-4): chunks of the layers
+         * the next forward needs first preempt the rest, and what is left
+         * at the end of the backward runs on into the next forward, each
+         * layer's forward (after its own step) waiting only for its own
+         * chunks. In the steady state the channel has the last backward,
+         * the first forward and the steps to hide behind; what it cannot
+         * hide shows, and never less than the edge (the first layers'
+         * gradients, made last and needed first). The simulator plays it
+         * chunk by chunk (plan.c, bs_gates). */
+        double step = step_time(ctx, p, params);
+        double hide = bwd_window + fwd_window + step;
+        /* One collective per chunk, each tensor cut alone: every one pays
+         * the collective's start-up (its time for one byte). Tensors are
+         * taken as held by the stages in proportion to their parameters. */
+        double share = ctx->param_elems > 0 ? params / ctx->param_elems : 1.0;
+        double chunks = ctx->param_tensors * (share < 1 ? share : 1) + floor(grads / bucket_bytes(p, 0));
+        if (chunks > 1) {
+            double startup = wf_coll_time(c, WF_COLL_ALLREDUCE, g, 1.0);
+            first_half += (chunks - 1) * startup;
+            r.total += (chunks - 1) * startup;
+        }
+        exposed = first_half > hide ? first_half - hide : 0;
+        if (ctx->transformer) {
+            /* Even layers: what the backward leaves queued is paced by the
+             * forward, each layer's forward waiting for its share of it. */
+            double left = first_half - first_edge - bwd_window;
+            double rate = first_half > 0 ? (fwd_window + step) / first_half : 1;
+            double paced = left > 0 && rate < 1 ? first_edge + left * (1 - rate) : first_edge;
+            exposed = paced > exposed ? paced : exposed;
+        }
+    }
     if (exposed < first_edge)
         exposed = first_edge;
     /* Data-parallel collectives run beside the compute without slowing it
@@ -1223,7 +1261,15 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     double opt_params = 0;
     const double opt_s_per_param = wf_cost_optimizer_bytes_per_param(ctx) / wf_device_opt_bps(&c->dev);
     for (int k = 0; k < nst; k++) {
-        dp_cost d = dp_reduce(ctx, p, &dpg, st[k].params, st[k].params / 4.0, 0, st[k].bwd_window, st[k].fwd_window);
+        /* ByteScheduler's edge: the stage's first op with weights. */
+        double lead_params = 0;
+        for (int i = sp->first_op[k]; p->comm.kind == WF_COMM_BYTESCHEDULER && i < sp->first_op[k + 1]; i++) {
+            lead_params = L ? L->params[i] : ctx->ops[i].owned_params;
+            if (lead_params > 0)
+                break;
+        }
+        dp_cost d = dp_reduce(ctx, p, &dpg, st[k].params, st[k].params / 4.0, lead_params, st[k].bwd_window,
+                              st[k].fwd_window);
         if (p->comm.kind == WF_COMM_DEAR && p->zero < 3 && p->overlap && p->dp > 1 && st[k].params > 0) {
             double rs, ag, rs_shown, ag_shown;
             status = dear_generic(ctx, p, &dpg, L, sp->first_op[k], sp->first_op[k + 1], p->recompute, &rs, &ag,

@@ -20,6 +20,10 @@
 #include <string.h>
 
 #define MAX_FINE_TASKS 300000
+/* ByteScheduler's steady state: the gates settle within a microsecond, or
+ * after this many passes (each pass's gates are the last one's ends). */
+#define BS_SETTLED_NS 1000
+#define BS_MAX_ROUNDS 12
 
 /* A stage's data-parallel schedule and DeAR's per-group hooks. */
 typedef struct {
@@ -36,6 +40,7 @@ typedef struct {
     int *sub_inst[2];
     int next_group;     /* while building: the next group whose gate is due */
     int *ag_of;         /* while building: [ngroups] each group's all-gather task, -1 not issued */
+    int *op_task;       /* [sc.nops] each collective's task (ByteScheduler's carry-over) */
 } stage_dp;
 
 typedef struct {
@@ -51,7 +56,17 @@ typedef struct {
     int *inst_grad_task; /* [ninst] end of the instance's backward in its last micro-batch */
     int *stage_last;     /* [p] the last stream task */
     int *stage_dp_last;  /* [p] a marker after every gradient collective of the stage */
+    int *stage_end;      /* [p] the stage's last stream task, optimizer step included */
     stage_dp *dp;        /* [p] (pass 2) */
+    /* ByteScheduler (bs_carry): the gradient collectives left at the end of
+     * an iteration run on into the next forward, each instance's forward
+     * waiting for its own (the steady state, ALGORITHMS.md §4): instance i's
+     * first forward starts no earlier than bs_gate_ns[i] (its collectives'
+     * end in the iteration before, on this iteration's clock), then steps its
+     * own weights (bs_step_s[i]). */
+    int bs_carry;
+    wf_ns *bs_gate_ns;   /* [ninst] */
+    double *bs_step_s;   /* [ninst] */
     /* stream state while building one stage */
     int prev;
     int wait[64], nwait;
@@ -209,6 +224,28 @@ static void dear_gates(pb *b, int dev, int inst, int mb)
     }
 }
 
+/* ByteScheduler's carry-over: before instances [lo, hi) run their first
+ * forward, wait for their gradients of the iteration before (a marker not
+ * before the latest of their gates) and step their weights. */
+static void bs_gates(pb *b, int dev, int lo, int hi, int mb)
+{
+    wf_ns gate = 0;
+    double step = 0;
+    for (int i = lo; i < hi; i++) {
+        gate = b->bs_gate_ns[i] > gate ? b->bs_gate_ns[i] : gate;
+        step += b->bs_step_s[i];
+    }
+    wf_sim_task_desc d;
+    wf_sim_task_desc_init(&d);
+    d.name = "bytescheduler gate";
+    d.cat = WF_SIM_CAT_MARKER;
+    d.mb = mb;
+    d.not_before_ns = gate;
+    chain(b, sim_task(&b->sb, &d));
+    if (step > 0)
+        stream_task(b, dev, "optimizer step (layer)", WF_SIM_CAT_OPTIMIZER, step, -1, -1, -1);
+}
+
 /* The coarse form of a run of steps: channel time `hidden` issued with the
  * stream task `comp`, then `exposed` channel time the stream waits for.
  * Returns the stream task (-1 when comp is 0). */
@@ -235,9 +272,12 @@ static void build_forward(pb *b, int dev, int vs, int mb, int chunk, int first_o
     int lo = pr->vs_first[vs], hi = pr->vs_first[vs + 1];
     int start = open_op(b, "forward start", mb, chunk);
     int dear = b->with_dp && dear_split(b) && first_of_vs;
+    int bs = b->with_dp && b->bs_carry && first_of_vs;
     if (b->coarse) {
         if (dear)
             dear_gates(b, dev, hi - 1, mb);
+        if (bs)
+            bs_gates(b, dev, lo, hi, mb);
         double comp = 0, exposed = 0;
         for (int i = lo; i < hi; i++) {
             comp += pr->unit[pr->inst[i]].fwd_comp;
@@ -248,6 +288,8 @@ static void build_forward(pb *b, int dev, int vs, int mb, int chunk, int first_o
         for (int i = lo; i < hi; i++) {
             if (dear)
                 dear_gates(b, dev, i, mb);
+            if (bs)
+                bs_gates(b, dev, i, i + 1, mb);
             const sim_unit *u = &pr->unit[pr->inst[i]];
             run_steps(b, dev, u->fwd, u->nfwd, mb, pr->inst_layer[i], chunk);
         }
@@ -320,7 +362,7 @@ static double stage_eparams(const pb *b, int dev) { return stage_sum(b, dev, 1);
  * after the backward that made its gradients (grad_inst); `all` waits for
  * every one. */
 static void play_schedule(pb *b, int dev, const wf_comm_schedule *sc, const int *grad_inst, const wf_group *g,
-                          const char *ar_name, const char *rs_name, wf_sim_cat cat, int pool, int all)
+                          const char *ar_name, const char *rs_name, wf_sim_cat cat, int pool, int all, int *ids)
 {
     int ch = wf_sim_channel(b->sb.s, dev, 1);
     int prev_issue = -1;
@@ -342,6 +384,8 @@ static void play_schedule(pb *b, int dev, const wf_comm_schedule *sc, const int 
         int id = sim_task(&b->sb, &t);
         if (id < 0)
             return;
+        if (ids)
+            ids[k] = id;
         int gate = id;
         if (op->after >= 0) {
             gate = add_task(b, "issue", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
@@ -375,12 +419,12 @@ static void build_dp(pb *b, int dev)
     }
     int all = add_task(b, "gradients reduced", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
     play_schedule(b, dev, sc, d->grad_inst, &b->pr->dp_group, "dp all-reduce", "dp reduce-scatter", WF_SIM_CAT_DP_COMM,
-                  pool, all);
+                  pool, all, d->op_task);
     play_schedule(b, dev, &d->mp, d->mp_inst, &b->pr->tp_group, "mp all-reduce (gradients)", "mp all-reduce (gradients)",
-                  WF_SIM_CAT_TP_COMM, -1, all);
+                  WF_SIM_CAT_TP_COMM, -1, all, NULL);
     for (int j = 0; j < b->pr->nsub; j++)
         play_schedule(b, dev, &d->sub[j], d->sub_inst[j], &b->pr->sub_group[j], "mp sub-axis all-reduce (gradients)",
-                      "mp sub-axis all-reduce (gradients)", WF_SIM_CAT_TP_COMM, -1, all);
+                      "mp sub-axis all-reduce (gradients)", WF_SIM_CAT_TP_COMM, -1, all, NULL);
     b->stage_dp_last[dev] = all;
 }
 
@@ -412,13 +456,16 @@ static void build_tail(pb *b)
     for (int dev = 0; dev < p->pp; dev++) {
         b->prev = b->stage_last[dev];
         b->nwait = 0;
-        if (b->stage_dp_last[dev] >= 0)
+        /* ByteScheduler's collectives run on into the next forward, which
+         * steps each layer's weights (bs_gates). */
+        int carry = b->with_dp && b->bs_carry;
+        if (b->stage_dp_last[dev] >= 0 && !carry)
             push_wait(b, b->stage_dp_last[dev]);
         if (emb >= 0 && (dev == 0 || dev == p->pp - 1))
             push_wait(b, emb);
-        if (b->with_dp && dear_split(b) && p->dp > 1 && !distopt(b)) {
+        if ((b->with_dp && dear_split(b) && p->dp > 1 && !distopt(b)) || carry) {
             /* DeAR stepped each group before its forward. */
-            close_op(b);
+            b->stage_end[dev] = close_op(b);
             continue;
         }
         double params = stage_params(b, dev);
@@ -432,6 +479,7 @@ static void build_tail(pb *b)
                               wf_sim_channel(b->sb.s, dev, 1), -1, -1, -1, wbytes);
             dep(b, ag, b->prev);
         }
+        b->stage_end[dev] = close_op(b);
     }
 }
 
@@ -651,6 +699,13 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
             }
         }
         st = wf_sched_build(cs, grads, n, &env, a, &d->sc);
+        if (st == WF_OK) {
+            d->op_task = wf_arena_alloc(a, (size_t)(d->sc.nops + 1) * sizeof *d->op_task);
+            if (!d->op_task)
+                return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
+            for (int k = 0; k < d->sc.nops; k++)
+                d->op_task[k] = -1;
+        }
         for (int w = -1; w < pr->nsub && st == WF_OK; w++)
             st = mp_schedule(b, dev, cs, ready_ns, a, d, w);
         if (st)
@@ -722,10 +777,58 @@ static wf_status run_pass(pb *b, wf_sim **keep)
     return WF_OK;
 }
 
+/* The iteration: the whole graph; under ByteScheduler's carry-over the
+ * period, the last stage's stream end (its collectives left running are the
+ * next iteration's, which the gates of its forward wait for). */
+static wf_ns pass_time(const pb *b, wf_sim *s)
+{
+    if (!(b->with_dp && b->bs_carry))
+        return wf_sim_makespan_ns(s);
+    wf_ns t = 0;
+    for (int dev = 0; dev < b->p->pp; dev++) {
+        wf_ns e = wf_sim_task_end_ns(s, b->stage_end[dev]);
+        t = e > t ? e : t;
+    }
+    return t;
+}
+
+/* ByteScheduler: the gates of the next pass from this one, each instance's
+ * collectives' end less the period. Returns the largest change (ns). */
+static wf_ns bs_regate(pb *b, wf_sim *s)
+{
+    const sim_profile *pr = b->pr;
+    wf_ns T = pass_time(b, s), moved = 0;
+    wf_ns *end = calloc((size_t)pr->ninst + 1, sizeof *end);
+    if (!end) {
+        if (b->sb.st == WF_OK)
+            b->sb.st = wf_errorf(WF_NOMEM, "out of memory simulating a plan");
+        return 0;
+    }
+    for (int dev = 0; dev < b->p->pp; dev++) {
+        const stage_dp *d = &b->dp[dev];
+        for (int k = 0; k < d->sc.nops; k++) {
+            const wf_comm_op *op = &d->sc.ops[k];
+            wf_ns e = wf_sim_task_end_ns(s, d->op_task[k]);
+            for (int q = 0; q < op->nparts; q++) {
+                int i = d->grad_inst[d->sc.parts[op->first_part + q].grad];
+                end[i] = e > end[i] ? e : end[i];
+            }
+        }
+    }
+    for (int i = 0; i < pr->ninst; i++) {
+        wf_ns g = end[i] > T ? end[i] - T : 0;
+        wf_ns delta = g > b->bs_gate_ns[i] ? g - b->bs_gate_ns[i] : b->bs_gate_ns[i] - g;
+        moved = delta > moved ? delta : moved;
+        b->bs_gate_ns[i] = g;
+    }
+    free(end);
+    return moved;
+}
+
 static void fill_result(const pb *b, wf_sim *s, wf_sim_plan_result *r)
 {
     const wf_plan *p = b->p;
-    r->iteration_time_s = (double)wf_sim_makespan_ns(s) / 1e9;
+    r->iteration_time_s = (double)pass_time(b, s) / 1e9;
     r->nstages = p->pp;
     r->tasks = wf_sim_ntasks(s);
     r->coarse = b->coarse;
@@ -785,8 +888,12 @@ static wf_status play_profile(const sim_profile *pr, const wf_plan *p, const wf_
     b.inst_grad_task = wf_arena_alloc(&a, (size_t)(pr->ninst + 1) * sizeof *b.inst_grad_task);
     b.stage_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_last);
     b.stage_dp_last = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_dp_last);
+    b.stage_end = wf_arena_alloc(&a, (size_t)(p->pp + 1) * sizeof *b.stage_end);
+    b.bs_gate_ns = wf_arena_alloc(&a, (size_t)(pr->ninst + 1) * sizeof *b.bs_gate_ns);
+    b.bs_step_s = wf_arena_alloc(&a, (size_t)(pr->ninst + 1) * sizeof *b.bs_step_s);
     wf_ns *ready = wf_arena_alloc(&a, (size_t)(pr->ninst + 1) * sizeof *ready);
-    if (!b.inst_grad_task || !b.stage_last || !b.stage_dp_last || !ready) {
+    if (!b.inst_grad_task || !b.stage_last || !b.stage_dp_last || !b.stage_end || !b.bs_gate_ns || !b.bs_step_s ||
+        !ready) {
         wf_arena_free(&a);
         return wf_errorf(WF_NOMEM, "out of memory simulating a plan");
     }
@@ -818,6 +925,23 @@ static wf_status play_profile(const sim_profile *pr, const wf_plan *p, const wf_
         ready[i] = b.inst_grad_task[i] >= 0 ? wf_sim_task_end_ns(s, b.inst_grad_task[i]) : 0;
     wf_sim_free(s);
     s = NULL;
+    /* ByteScheduler's per-layer steps: each instance's share of its stage's
+     * step (the tied embedding's one copy spread over the stage). */
+    for (int dev = 0; dev < p->pp; dev++) {
+        double own = 0, held = stage_params(&b, dev);
+        for (int cc = 0; cc < p->vpp; cc++) {
+            int vs = cc * p->pp + dev;
+            for (int i = vs < pr->nvs ? pr->vs_first[vs] : 0; vs < pr->nvs && i < pr->vs_first[vs + 1]; i++)
+                own += pr->unit[pr->inst[i]].params;
+        }
+        for (int cc = 0; cc < p->vpp; cc++) {
+            int vs = cc * p->pp + dev;
+            for (int i = vs < pr->nvs ? pr->vs_first[vs] : 0; vs < pr->nvs && i < pr->vs_first[vs + 1]; i++)
+                b.bs_step_s[i] = own > 0 ? pr->unit[pr->inst[i]].params * (held / own) * pr->opt_bytes_per_param /
+                                               pr->mem_bw_bps
+                                         : 0;
+        }
+    }
 
     /* Pass 2 per candidate schedule. */
     {
@@ -825,6 +949,7 @@ static wf_status play_profile(const sim_profile *pr, const wf_plan *p, const wf_
         wf_ns best_t = 0;
         wf_sim *best_s = NULL;
         stage_dp *best_dp = NULL;
+        int best_carry = 0;
         for (int k = 0; k < nc; k++) {
             b.kind = cand[k].kind;
             b.with_dp = 1;
@@ -832,16 +957,40 @@ static wf_status play_profile(const sim_profile *pr, const wf_plan *p, const wf_
                 wf_sim_free(best_s);
                 goto done;
             }
-            if ((st = run_pass(&b, &s))) {
-                wf_sim_free(best_s);
-                goto done;
+            /* ByteScheduler (with overlapped, unsharded data parallelism
+             * and no model-parallel gradient reductions): its collectives
+             * run on into the next forward. The steady state is the fixed
+             * point of the gates: from none, each pass's collectives' ends
+             * less its period gate the next pass, until they stop moving. */
+            b.bs_carry = cand[k].kind == WF_COMM_BYTESCHEDULER && p->overlap && p->zero == 0 && p->dp > 1;
+            for (int dev = 0; dev < p->pp && b.bs_carry; dev++)
+                b.bs_carry = b.dp[dev].mp.nops == 0 && b.dp[dev].sub[0].nops == 0 && b.dp[dev].sub[1].nops == 0;
+            for (int i = 0; i < pr->ninst; i++)
+                b.bs_gate_ns[i] = 0;
+            for (int round = 0;; round++) {
+                if ((st = run_pass(&b, &s))) {
+                    wf_sim_free(best_s);
+                    goto done;
+                }
+                wf_ns moved = b.bs_carry ? bs_regate(&b, s) : 0;
+                if ((st = b.sb.st)) {
+                    wf_sim_free(s);
+                    wf_sim_free(best_s);
+                    s = NULL;
+                    goto done;
+                }
+                if (moved <= BS_SETTLED_NS || round + 1 >= BS_MAX_ROUNDS)
+                    break;
+                wf_sim_free(s);
+                s = NULL;
             }
-            if (best < 0 || wf_sim_makespan_ns(s) < best_t) {
+            if (best < 0 || pass_time(&b, s) < best_t) {
                 best = k;
-                best_t = wf_sim_makespan_ns(s);
+                best_t = pass_time(&b, s);
                 wf_sim_free(best_s);
                 best_s = s;
                 best_dp = b.dp;
+                best_carry = b.bs_carry;
             } else {
                 wf_sim_free(s);
             }
@@ -850,6 +999,7 @@ static wf_status play_profile(const sim_profile *pr, const wf_plan *p, const wf_
         s = best_s;
         b.dp = best_dp;
         b.kind = cand[best].kind;
+        b.bs_carry = best_carry;
         out->comm = cand[best];
         out->comm.threshold_bytes = b.dp[0].sc.threshold_bytes;
         out->candidates = nc;
