@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "weft/plan.h"
 #include "weft/sched.h"
 #include "weft/sim.h"
 
@@ -267,6 +268,48 @@ static void test_dear_groups(void **state)
     wf_arena_free(&a);
 }
 
+/* dear:0 is DeAR without tensor fusion: every gradient its own reduce-
+ * scatter (and all-gather), even two of one layer; ddp:0 one bucket per
+ * tensor; bytescheduler:0 (no chunk) and thresholds under 0.001 MiB are
+ * refused. */
+static void test_dear_unfused(void **state)
+{
+    (void)state;
+    wf_grad g[7];
+    int layer[7] = {0, 1, 2, 2, 3, 4, 5};
+    for (int i = 0; i < 7; i++) {
+        g[i].bytes = 10e6;
+        g[i].layer = layer[i];
+        g[i].ready_s = (6 - layer[i]) * 1e-3;
+    }
+    wf_arena a;
+    wf_arena_init(&a, 0);
+    wf_comm_schedule sc;
+    wf_comm_sched s;
+    assert_int_equal(wf_comm_parse("dear:0", &s), WF_OK);
+    assert_int_equal(s.kind, WF_COMM_DEAR);
+    assert_true(s.threshold_bytes == WF_SCHED_UNFUSED_BYTES);
+    assert_int_equal(wf_sched_build(&s, g, 7, NULL, &a, &sc), WF_OK);
+    assert_int_equal(sc.nops, 7);
+    for (int k = 0; k < 7; k++) {
+        assert_int_equal(sc.ops[k].nparts, 1);
+        assert_int_equal(sc.ops[k].kind, WF_COLL_REDUCE_SCATTER);
+        assert_float_equal(sc.ops[k].bytes, 10e6, 0);
+    }
+    /* Backward order: layer 5 first, layer 0 last. */
+    assert_int_equal(sc.ops[0].min_layer, 5);
+    assert_int_equal(sc.ops[6].min_layer, 0);
+    assert_int_equal(wf_comm_parse("ddp:0", &s), WF_OK);
+    assert_int_equal(wf_sched_build(&s, g, 7, NULL, &a, &sc), WF_OK);
+    assert_int_equal(sc.nops, 7);
+    assert_int_equal(wf_comm_parse("dear:25", &s), WF_OK);
+    assert_float_equal(s.threshold_bytes, 25 * MiB, 0);
+    assert_int_not_equal(wf_comm_parse("bytescheduler:0", &s), WF_OK);
+    assert_int_not_equal(wf_comm_parse("dear:0.0001", &s), WF_OK);
+    assert_int_not_equal(wf_comm_parse("dear:-1", &s), WF_OK);
+    wf_arena_free(&a);
+}
+
 static void test_build_errors(void **state)
 {
     (void)state;
@@ -513,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_bytescheduler_chunks),
         cmocka_unit_test(test_mgwfbp_merge),
         cmocka_unit_test(test_dear_groups),
+        cmocka_unit_test(test_dear_unfused),
         cmocka_unit_test(test_build_errors),
         cmocka_unit_test(test_dear_recurrence_hand),
         cmocka_unit_test(test_dear_sim_hand),

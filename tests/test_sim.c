@@ -945,6 +945,21 @@ static void test_plan_bytescheduler(void **state)
     assert_int_equal(wf_sim_plan(&m, &c, &p, 4096, NULL, &pr), WF_OK);
     assert_float_equal(pr.iteration_time_s, dr.iteration_s, 1e-3 * dr.iteration_s);
     assert_int_equal(pr.dp_collectives, dr.ncollectives);
+    /* DeAR without tensor fusion (dear:0): a reduce-scatter and an all-gather
+     * per parameter tensor, in the plan and in the data-parallel iteration. */
+    assert_int_equal(wf_comm_parse("dear:0", &p.comm), WF_OK);
+    assert_int_equal(wf_sim_dp_iteration(&dm, &p.comm, NULL, &dr), WF_OK);
+    assert_int_equal(wf_sim_plan(&m, &c, &p, 4096, NULL, &pr), WF_OK);
+    assert_int_equal(pr.dp_collectives, 2 * dm.ngrads);
+    assert_int_equal(dr.ncollectives, 2 * dm.ngrads);
+    /* The plan gathers a layer's tensors together (a forward pre-hook per
+     * module), the data-parallel iteration one tensor after another. */
+    assert_float_equal(pr.iteration_time_s, dr.iteration_s, 0.03 * dr.iteration_s);
+    char text[256];
+    assert_true(wf_plan_format(&p, text, sizeof text) > 0);
+    const char *at = strstr(text, "comm=dear:0");
+    assert_non_null(at);
+    assert_true(at[11] == '\0' || at[11] == ',');
     wf_arena_free(&a);
 }
 

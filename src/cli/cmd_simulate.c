@@ -36,7 +36,9 @@ static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_sim_plan_
     fprintf(f, "  peak memory        %12s GiB per device (%s)\n", wf_cli_sig(r->peak_memory_bytes / GIB, s1, sizeof s1),
             r->fits ? "fits" : "DOES NOT FIT");
     fprintf(f, "  dp comm schedule   %s", comm_names[r->comm.kind]);
-    if (r->comm.threshold_bytes > 0)
+    if (r->comm.threshold_bytes == WF_SCHED_UNFUSED_BYTES)
+        fprintf(f, " (no tensor fusion)");
+    else if (r->comm.threshold_bytes > 0)
         fprintf(f, " (threshold %.3g MiB)", r->comm.threshold_bytes / 1048576.0);
     if (r->candidates > 1)
         fprintf(f, ", chosen among %d", r->candidates);

@@ -11,6 +11,7 @@
  * readers refuse them with a message that says where they go. */
 #include "weft/plan.h"
 #include "weft/graph.h"
+#include "weft/sched.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -60,10 +61,16 @@ wf_status wf_comm_parse(const char *text, wf_comm_sched *out)
             return wf_errorf(WF_INVAL, "comm schedule '%s': %s takes no size threshold", text,
                              COMM_NAMES[k]);
         double mb = 0;
-        wf_status st = wf_parse_num(colon + 1, "comm threshold (MiB)", 1e-3, 1e6, &mb);
+        wf_status st = wf_parse_num(colon + 1, "comm threshold (MiB)", 0, 1e6, &mb);
         if (st != WF_OK)
             return st;
-        out->threshold_bytes = mb * MIB;
+        if (mb == 0 && out->kind == WF_COMM_BYTESCHEDULER)
+            return wf_errorf(WF_INVAL, "comm schedule '%s': bytescheduler's chunk must be > 0 MiB", text);
+        if (mb > 0 && mb < 1e-3)
+            return wf_errorf(WF_INVAL, "comm schedule '%s': threshold %g MiB must be 0 (no fusion) or >= 0.001",
+                             text, mb);
+        /* 0: no fusion, every gradient its own collective. */
+        out->threshold_bytes = mb > 0 ? mb * MIB : WF_SCHED_UNFUSED_BYTES;
         return WF_OK;
     }
     char given[64], dym[96];
@@ -598,7 +605,9 @@ wf_status wf_plan_parse(const char *text, wf_plan *out)
 int wf_plan_format(const wf_plan *p, char *buf, size_t cap)
 {
     char comm[64];
-    if (p->comm.threshold_bytes > 0)
+    if (p->comm.threshold_bytes == WF_SCHED_UNFUSED_BYTES)
+        snprintf(comm, sizeof comm, "%s:0", wf_comm_name(p->comm.kind));
+    else if (p->comm.threshold_bytes > 0)
         snprintf(comm, sizeof comm, "%s:%.15g", wf_comm_name(p->comm.kind),
                  p->comm.threshold_bytes / MIB);
     else

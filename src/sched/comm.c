@@ -24,7 +24,7 @@
  *                  start-up alpha (the group could not start before it anyway,
  *                  or only a little earlier).
  *   dear[:MiB]      groups of whole layers closed once they reach the threshold
- *                  (25 MB); each group's reduce-scatter is issued when the group
+ *                  (25 MB; dear:0, no fusion: one group per gradient); each group's reduce-scatter is issued when the group
  *                  is ready, its all-gather (same bytes) runs in the next
  *                  forward (the simulator builds those from these groups). */
 #include "weft/sched.h"
@@ -311,7 +311,9 @@ wf_status wf_sched_build(const wf_comm_sched *s, const wf_grad *grads, int ngrad
         wf_comm_op *op = NULL;
         for (int i = 0; i < ngrads; i++) {
             int gi = order[i];
-            if (op && op->bytes >= thr && grads[gi].layer < op->min_layer)
+            /* A group closes at a layer boundary once it holds the
+                 * threshold; unfused (dear:0), after every gradient. */
+            if (op && op->bytes >= thr && (grads[gi].layer < op->min_layer || thr <= WF_SCHED_UNFUSED_BYTES))
                 op = NULL;
             if (!op)
                 op = new_op(&c, WF_COLL_REDUCE_SCATTER);
