@@ -294,6 +294,9 @@ typedef struct {
      * operator fusion (its tensor fusion searched the same way). */
     int fusion_candidates, fusions, fusion_evals;
     double unfused_time_s;
+    /* The full-overlap ideal (DisCo's): the same iteration with every data-
+     * parallel gradient collective free (hidden entirely). */
+    double ideal_time_s;
     char fused[1024];
 } wf_sim_plan_result;
 

@@ -49,6 +49,8 @@ static void print_table(FILE *f, const wf_cli_plan_input *in, const wf_sim_plan_
                 100 * (r->unfused_time_s / r->iteration_time_s - 1));
         if (r->fused[0])
             fprintf(f, "    %s\n", r->fused);
+        fprintf(f, "  full-overlap ideal %12.4g s (every gradient collective hidden; the result is %.1f%% above)\n",
+                r->ideal_time_s, 100 * (r->iteration_time_s / r->ideal_time_s - 1));
     }
     fprintf(f, "  %-6s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "stage", "compute", "recomp", "tp_exp", "pp",
             "dp_all", "dp_exp", "optim", "bubble", "mem GiB");

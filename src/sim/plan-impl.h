@@ -112,7 +112,14 @@ wf_status sim_coll_env(const wf_cluster *c, const wf_group *g, double elem_bytes
  * longer reads that intermediate and the backward no longer writes and reads
  * its gradient, and one kernel launch per pass goes away; a fused op's
  * gradients become ready with its producer's (their backward is one kernel). */
-enum { SIM_FUSE_ELEMENTWISE, SIM_FUSE_MATMUL_EPILOGUE, SIM_FUSE_ADD_NORM };
+enum {
+    SIM_FUSE_ELEMENTWISE,     /* a chain of elementwise ops */
+    SIM_FUSE_MATMUL_EPILOGUE, /* matmul / linear + bias or activation */
+    SIM_FUSE_ADD_NORM,        /* residual add + layer norm */
+    SIM_FUSE_CONV_BN,         /* convolution + batch norm (its statistics an epilogue) */
+    SIM_FUSE_NORM_ACT,        /* batch or layer norm + activation */
+    SIM_FUSE_ATTENTION        /* an attention block spelled out: scores, scale, softmax, dropout, values */
+};
 
 typedef struct {
     int a, b;              /* forward ops in graph order: b reads a's output */

@@ -915,6 +915,7 @@ static wf_status play_profile(const sim_profile *pr, const wf_plan *p, const wf_
     int mp = 0;
     for (int u = 0; u < pr->nunits && p->tp > 1; u++)
         mp |= pr->unit[u].mp_params > 0 || pr->unit[u].sub_params[0] > 0 || pr->unit[u].sub_params[1] > 0;
+    out->ideal_time_s = (double)wf_sim_makespan_ns(s) / 1e9;
     if (p->dp <= 1 && !mp) {
         out->comm = p->comm;
         out->candidates = 1;
@@ -1064,6 +1065,7 @@ typedef struct {
     const wf_model_config *m;
     const wf_cluster *c;
     const wf_plan *p;
+    const wf_cost_layout *L; /* an op-level plan's layouts, or NULL */
     int64_t mm;
     int detail;
     const wf_comm_sched *cand;
@@ -1102,7 +1104,7 @@ static double fuse_eval(fuse_search *f, const unsigned char *mask, int bound_onl
     wf_arena_init(&a, 1 << 16);
     sim_profile pr;
     double t = -1;
-    f->st = sim_profile_build(f->sm, f->m, f->c, f->p, NULL, mask, 0, &a, &pr);
+    f->st = sim_profile_build(f->sm, f->m, f->c, f->p, f->L, mask, 0, &a, &pr);
     if (f->st == WF_OK) {
         if (bound_only) {
             t = stream_bound(&pr, f->p, f->mm);
@@ -1147,6 +1149,44 @@ static void fuse_dfs(fuse_search *f, int k)
     f->cur[k] = 1;
 }
 
+/* Many candidates that can delay a gradient (a CNN's conv+BN pairs): from
+ * everything fused, each such candidate in turn from the output end (whose
+ * gradients the backward makes first, so that its delay meets the most
+ * communication) is left unfused when the simulation says that is faster:
+ * the compute the fusion saves weighed against the communication it delays. */
+static void fuse_greedy(fuse_search *f)
+{
+    int E = f->sm->nfusions;
+    memset(f->cur, 1, (size_t)E);
+    double t = fuse_eval(f, f->cur, 0);
+    if (f->st)
+        return;
+    if (t < f->best_t) {
+        f->best_t = t;
+        memcpy(f->best, f->cur, (size_t)E);
+    }
+    for (int k = E - 1; k >= 0 && f->evals < f->budget; k--) {
+        if (f->free_edge[k])
+            continue;
+        f->cur[k] = 0;
+        double u = fuse_eval(f, f->cur, 0);
+        if (f->st)
+            return;
+        if (u < t)
+            t = u;
+        else
+            f->cur[k] = 1;
+        if (t < f->best_t) {
+            f->best_t = t;
+            memcpy(f->best, f->cur, (size_t)E);
+        }
+    }
+}
+
+/* Exhaustive (with pruning) up to this many candidates that can delay a
+ * gradient, greedy beyond. */
+#define FUSE_EXACT_MAX 8
+
 /* Simulates plan p (validated) under layouts L (NULL: the whole-model
  * plan's). */
 static wf_status simulate(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, const wf_cost_layout *L,
@@ -1166,8 +1206,6 @@ static wf_status simulate(const wf_model_config *m, const wf_cluster *c, const w
     const char *trace = opts ? opts->trace_path : NULL;
     if (detail < 0 || detail > 2)
         return wf_errorf(WF_INVAL, "simulation detail %d: expected 0 (auto), 1 (fine) or 2 (coarse)", detail);
-    if (fuse && L)
-        return wf_errorf(WF_INVAL, "operator fusion is chosen for whole-model plans only, not for a plan's own layouts");
     sim_model sm;
     if ((st = sim_model_init(m, c, &sm)))
         return st;
@@ -1196,6 +1234,7 @@ static wf_status simulate(const wf_model_config *m, const wf_cluster *c, const w
         f.m = m;
         f.c = c;
         f.p = p;
+        f.L = L;
         f.mm = mm;
         f.detail = detail;
         f.cand = cand;
@@ -1214,12 +1253,19 @@ static wf_status simulate(const wf_model_config *m, const wf_cluster *c, const w
                     params |= sm.g.tensors[ob->in[j]].role == WF_ROLE_PARAM;
                 f.free_edge[k] = sm.transformer || !params;
             }
+            int delaying = 0;
+            for (int k = 0; k < E; k++)
+                delaying += !f.free_edge[k];
+            if (opts->fuse_budget <= 0 && delaying + 2 > f.budget)
+                f.budget = delaying + 2;
             /* The baseline: no operator fusion, tensor fusion searched. */
             out->unfused_time_s = fuse_eval(&f, f.best, 0);
             f.best_t = out->unfused_time_s;
             st = f.st;
-            if (st == WF_OK)
+            if (st == WF_OK && delaying <= FUSE_EXACT_MAX)
                 fuse_dfs(&f, 0);
+            else if (st == WF_OK)
+                fuse_greedy(&f);
             st = st ? st : f.st;
         }
         if (st == WF_OK) {
@@ -1229,13 +1275,11 @@ static wf_status simulate(const wf_model_config *m, const wf_cluster *c, const w
                 if (!f.best[k])
                     continue;
                 n++;
+                if (len + 1 >= sizeof out->fused)
+                    continue; /* the list is full; the count goes on */
                 int w = snprintf(out->fused + len, sizeof out->fused - len, "%s%s", len ? "; " : "",
                                  sm.fusions[k].name);
-                if (w < 0 || (size_t)w >= sizeof out->fused - len) {
-                    len = sizeof out->fused - 1;
-                    break;
-                }
-                len += (size_t)w;
+                len = w < 0 || (size_t)w >= sizeof out->fused - len ? sizeof out->fused - 1 : len + (size_t)w;
             }
             out->fusions = n;
             out->fusion_candidates = E;
@@ -1370,6 +1414,7 @@ cJSON *wf_sim_plan_to_json(const wf_sim_plan_result *r)
         cJSON_AddNumberToObject(f, "fused", r->fusions);
         cJSON_AddStringToObject(f, "ops", r->fused);
         cJSON_AddNumberToObject(f, "unfused_time_s", r->unfused_time_s);
+        cJSON_AddNumberToObject(f, "ideal_time_s", r->ideal_time_s);
         cJSON_AddNumberToObject(f, "gain", r->unfused_time_s / r->iteration_time_s - 1);
         cJSON_AddNumberToObject(f, "simulations", r->fusion_evals);
     }

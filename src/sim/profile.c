@@ -983,6 +983,19 @@ static int fusion_rule(const wf_graph *g, int a, const int *readers)
         return SIM_FUSE_MATMUL_EPILOGUE;
     if (x->kind == WF_OP_ADD && (y->kind == WF_OP_LAYERNORM || y->kind == WF_OP_RMSNORM))
         return SIM_FUSE_ADD_NORM;
+    /* What XLA-style compilers fuse beyond elementwise chains (DisCo, Sec. 2):
+     * a convolution with the batch norm after it and the norm with its
+     * activation (conv+BN+ReLU is the two joined), and an attention block
+     * written out op by op. */
+    if (x->kind == WF_OP_CONV2D && y->kind == WF_OP_BATCHNORM)
+        return SIM_FUSE_CONV_BN;
+    if ((x->kind == WF_OP_BATCHNORM || x->kind == WF_OP_LAYERNORM || x->kind == WF_OP_RMSNORM) && act)
+        return SIM_FUSE_NORM_ACT;
+    if ((x->kind == WF_OP_BATCH_MATMUL && (y->kind == WF_OP_SOFTMAX || y->kind == WF_OP_MUL)) ||
+        (x->kind == WF_OP_MUL && y->kind == WF_OP_SOFTMAX) ||
+        (x->kind == WF_OP_SOFTMAX && (y->kind == WF_OP_DROPOUT || y->kind == WF_OP_BATCH_MATMUL)) ||
+        (x->kind == WF_OP_DROPOUT && y->kind == WF_OP_BATCH_MATMUL))
+        return SIM_FUSE_ATTENTION;
     if (is_elementwise(x->kind) && is_elementwise(y->kind))
         return SIM_FUSE_ELEMENTWISE;
     return -1;

@@ -95,10 +95,12 @@ check "fuse exits 0" test $? -eq 0
 check "fuse report" $PY -c "
 import json,sys
 f=json.load(open(sys.argv[1]))['fusion']
-assert f['candidates'] == 16 and f['fused'] == 16, f
-assert 'layer1.0.add+layer1.0.relu' in f['ops'], f['ops']
+assert f['candidates'] == 102 and f['fused'] == 102, f
+assert 'layer1.0.conv1+layer1.0.bn1' in f['ops'] and 'layer1.0.bn1+layer1.0.relu1' in f['ops'], f['ops']
+assert 0 < f['ideal_time_s'] <= json.load(open(sys.argv[1]))['iteration_time_s'], f
 assert f['gain'] > 0, f" "$tmp/fuse.json"
 check "fuse table" grep -q "operator fusion" "$tmp/fuse.txt"
+check "fuse ideal" grep -q "full-overlap ideal" "$tmp/fuse.txt"
 expect_fail "bad --fuse" "always" simulate --model resnet50 --cluster v100-ib100 --batch 4096 --plan dp=64,mbs=64 \
   --fuse always
 

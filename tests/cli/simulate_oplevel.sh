@@ -52,8 +52,15 @@ PYEOF
 "$WEFT" plan --model mlp-tiny --cluster $C --batch 64 --op-level --mesh 2x2x2 -o "$tmp/3d.json" >/dev/null 2>&1
 expect_fail "layouts the cost model does not take" "the simulator plays the layouts the one cost model takes" \
   simulate --model mlp-tiny --cluster $C --batch 64 --plan "$tmp/3d.json"
-expect_fail "operator fusion of an op-level plan" "whole-model plans only" \
-  simulate --model mlp-tiny --cluster $C --batch 64 --plan "$tmp/mlp-tiny.json" --fuse auto
+# Operator fusion of an op-level plan: its one candidate (fc1+relu1) fused.
+"$WEFT" simulate --model mlp-tiny --cluster $C --batch 64 --plan "$tmp/mlp-tiny.json" --fuse auto --json \
+  >"$tmp/olfuse.json" 2>"$tmp/olfuse.err"
+check "op-level fusion exits 0" test $? -eq 0
+check "op-level fusion report" $PY -c "
+import json,sys
+j=json.load(open(sys.argv[1])); f=j['fusion']
+assert f['candidates'] == 1 and f['fused'] == 1 and f['ops'] == 'fc1+relu1', f
+assert f['gain'] > 0 and 0 < f['ideal_time_s'] <= j['iteration_time_s'], f" "$tmp/olfuse.json"
 # A mixture of experts on a mesh of three axes (edp x ep x tp): estimated and
 # simulated as the plan string it is the lowering of.
 MP="dp=4,ep=2,tp=2"
