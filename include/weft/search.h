@@ -374,6 +374,18 @@ void wf_opplan_result_free(wf_opplan_result *r);
 wf_status wf_plan_lower(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
                         wf_plan_oplevel *out);
 
+/* Megatron-LM pads the vocabulary to a multiple of --make-vocab-size-
+ * divisible-by (128) x tp (src/search/vocab_pad.c cites the source).
+ * wf_megatron_padded_vocab: that size. wf_megatron_pad_model: *out is m with
+ * its vocabulary so padded, named as its override ("bert-base-pretrain:
+ * vocab=30720"), and 1, when m is a transformer whose vocabulary tp > 1 does
+ * not divide; else *out = *m and 0. wf_plan_lower lowers the model it is
+ * given: `weft plan --verify` lowers the padded one (the op-level plan is
+ * that model's, and is evaluated with it). */
+#define WF_MEGATRON_VOCAB_DIVISIBLE_BY 128
+int64_t wf_megatron_padded_vocab(int64_t vocab, int tp, int divisible_by);
+int wf_megatron_pad_model(const wf_model_config *m, int tp, wf_model_config *out);
+
 /* ==== one cost model (src/search/layout_cost.c) ==================================
  * The estimate of op-level plan ol: its layouts read as the cost model's
  * layout descriptor (wf_cost_layout: per op what the layouts divide, which

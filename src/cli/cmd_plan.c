@@ -1031,6 +1031,20 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
                 return wf_errorf(WF_NOMEM, "out of memory");
             cJSON_AddStringToObject(whole_j, "plan", text);
         }
+        /* Megatron pads a vocabulary tp does not divide; the op-level plan
+         * is the padded model's, and is checked against it below. */
+        wf_model_config padded;
+        if (wf_megatron_pad_model(&m, whole.tp, &padded)) {
+            char pn[256];
+            snprintf(pn, sizeof pn,
+                     "vocabulary %lld padded to %lld as Megatron pads it (--make-vocab-size-divisible-by %d x tp %d): "
+                     "the op-level plan is %s's\n",
+                     (long long)m.vocab, (long long)padded.vocab, WF_MEGATRON_VOCAB_DIVISIBLE_BY, whole.tp,
+                     padded.name);
+            size_t hl = strlen(head);
+            snprintf(head + hl, sizeof head - hl, "%s", pn);
+            m = padded;
+        }
         st = wf_plan_lower(&m, &c, &whole, batch, &pl);
         if (st != WF_OK) {
             wf_plan_oplevel_free(&pl);
