@@ -269,9 +269,9 @@ static void test_dear_groups(void **state)
 }
 
 /* dear:0 is DeAR without tensor fusion: every gradient its own reduce-
- * scatter (and all-gather), even two of one layer; ddp:0 one bucket per
- * tensor; bytescheduler:0 (no chunk) and thresholds under 0.001 MiB are
- * refused. */
+ * scatter (and all-gather), even two of one layer; :0 is dear's alone
+ * (ddp:0, horovod:0 and bytescheduler:0 are refused), as are thresholds under
+ * 0.001 MiB. */
 static void test_dear_unfused(void **state)
 {
     (void)state;
@@ -299,9 +299,8 @@ static void test_dear_unfused(void **state)
     /* Backward order: layer 5 first, layer 0 last. */
     assert_int_equal(sc.ops[0].min_layer, 5);
     assert_int_equal(sc.ops[6].min_layer, 0);
-    assert_int_equal(wf_comm_parse("ddp:0", &s), WF_OK);
-    assert_int_equal(wf_sched_build(&s, g, 7, NULL, &a, &sc), WF_OK);
-    assert_int_equal(sc.nops, 7);
+    assert_int_equal(wf_comm_parse("ddp:0", &s), WF_INVAL);
+    assert_int_equal(wf_comm_parse("horovod:0", &s), WF_INVAL);
     assert_int_equal(wf_comm_parse("dear:25", &s), WF_OK);
     assert_float_equal(s.threshold_bytes, 25 * MiB, 0);
     assert_int_not_equal(wf_comm_parse("bytescheduler:0", &s), WF_OK);

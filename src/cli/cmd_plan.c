@@ -797,6 +797,105 @@ static wf_status ol_opts(const plan_args *a, const wf_model_config *m, wf_opplan
     return WF_OK;
 }
 
+/* --op-level --devices-range: the op-level search (its FT frontier, the time/
+ * memory trade TensorOpt explores) per device count: the best plan and the
+ * frontier's size of each count, every frontier with --pareto, and the fewest
+ * devices meeting --deadline. */
+static wf_status run_oplevel_range(const plan_args *a, const wf_model_config *m, const wf_cluster *c)
+{
+    int64_t lo = 0, hi = 0;
+    wf_status st = parse_range(a->range, &lo, &hi);
+    if (st != WF_OK)
+        return st;
+    if (lo > wf_cluster_devices(c))
+        return wf_errorf(WF_INVAL, "--devices-range=%s: cluster '%s' has %lld devices", a->range, c->name,
+                         (long long)wf_cluster_devices(c));
+    int64_t counts[MAX_COUNTS];
+    int n = wf_outer_device_counts(c, lo, hi, counts, MAX_COUNTS);
+    if (n == 0)
+        return wf_errorf(WF_INVAL, "--devices-range=%s: no count in it is a whole number of nodes of %lld devices "
+                                   "or a divisor of one node", a->range, (long long)c->level[0].size);
+    if (n > MAX_COUNTS)
+        return wf_errorf(WF_INVAL, "--devices-range=%s: %d device counts, at most %d", a->range, n, MAX_COUNTS);
+    wf_opplan_opts o;
+    if ((st = ol_opts(a, m, &o)) != WF_OK)
+        return st;
+    cJSON *j = a->json ? cJSON_CreateObject() : NULL, *per = NULL;
+    if (a->json) {
+        if (!j)
+            return wf_errorf(WF_NOMEM, "out of memory");
+        add_run_json(j, m->name, c->name, a->batch);
+        cJSON_AddStringToObject(j, "mode", "op-level");
+        per = cJSON_AddArrayToObject(j, "per_devices");
+    }
+    fprintf(human(a), "weft plan --op-level: %s on %s, %d device counts in %s, batch %lld\n", m->name, c->name, n,
+            a->range, (long long)a->batch);
+    fprintf(human(a), "%6s %10s %12s %9s  %s\n", "devs", "time (s)", "memory (GiB)", "frontier", "best plan");
+    int best = -1, fewest = -1;
+    double best_t = 0;
+    for (int i = 0; i < n; i++) {
+        o.devices = counts[i];
+        wf_opplan_result r;
+        st = wf_opplan_search(m, c, a->batch, &o, &r);
+        if (st != WF_OK) {
+            if (st != WF_NOFIT && st != WF_INVAL) {
+                wf_opplan_result_free(&r);
+                cJSON_Delete(j);
+                return st;
+            }
+            fprintf(human(a), "%6lld %s\n", (long long)counts[i], st == WF_NOFIT ? "no plan fits" : "no plan divides");
+            wf_clear_error();
+            wf_opplan_result_free(&r);
+            continue;
+        }
+        fprintf(human(a), "%6lld %10.4f %12.2f %9d  %s\n", (long long)counts[i], r.best.iteration_time_s,
+                r.best.memory_per_device_bytes / GIB, r.npareto, r.best.plan);
+        if (a->pareto) {
+            ol_header(human(a), "#");
+            for (int k = 0; k < r.npareto; k++)
+                ol_row(human(a), k + 1, &r.pareto[k]);
+        }
+        if (best < 0 || r.best.iteration_time_s < best_t) {
+            best = i;
+            best_t = r.best.iteration_time_s;
+        }
+        if (fewest < 0 && a->deadline_s > 0 && r.best.iteration_time_s <= a->deadline_s)
+            fewest = i;
+        if (per) {
+            cJSON *e = cJSON_CreateObject();
+            if (e) {
+                cJSON_AddNumberToObject(e, "devices", (double)counts[i]);
+                cJSON_AddItemToObject(e, "best", wf_opplan_point_to_json(&r.best, NULL));
+                cJSON_AddItemToObject(e, "pareto", ol_points_json(r.pareto, r.npareto));
+                cJSON_AddItemToArray(per, e);
+            }
+        }
+        wf_opplan_result_free(&r);
+    }
+    if (best < 0) {
+        cJSON_Delete(j);
+        return wf_errorf(WF_NOFIT, "no op-level plan fits on any device count in %s", a->range);
+    }
+    fprintf(human(a), "fastest: %lld devices (%.4f s)\n", (long long)counts[best], best_t);
+    if (a->deadline_s > 0) {
+        if (fewest < 0) {
+            cJSON_Delete(j);
+            return wf_errorf(WF_NOFIT, "no device count in %s meets the deadline of %g s per iteration (fastest: %.4f "
+                                       "s on %lld devices)", a->range, a->deadline_s, best_t, (long long)counts[best]);
+        }
+        fprintf(human(a), "fewest devices meeting the deadline of %g s: %lld\n", a->deadline_s,
+                (long long)counts[fewest]);
+    }
+    if (!j)
+        return WF_OK;
+    cJSON_AddNumberToObject(j, "fastest_devices", (double)counts[best]);
+    if (fewest >= 0)
+        cJSON_AddNumberToObject(j, "fewest_devices_meeting_deadline", (double)counts[fewest]);
+    st = wf_cli_print_json(j);
+    cJSON_Delete(j);
+    return st;
+}
+
 static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const wf_cluster *c,
                              progress *pg)
 {
@@ -1229,7 +1328,8 @@ wf_status wf_cmd_plan(int argc, char **argv)
     }
     /* Op-level when asked, or for a model the outer search does not cover,
      * unless an option of the whole-model search is given. */
-    const char *whole_only = a.range ? "--devices-range" : deadline_text ? "--deadline"
+    const char *whole_only = a.range && !a.op_level ? "--devices-range"
+                             : deadline_text && !(a.op_level && a.range) ? "--deadline"
                              : a.tp_cross_node ? "--tp-cross-node" : a.comm_search ? "--comm-search"
                              : a.exhaustive ? "--exhaustive" : sw_text ? "--sw" : fp8 ? "--fp8"
                              : attn_text ? "--attn" : cp_text ? "--cp" : NULL;
@@ -1246,6 +1346,12 @@ wf_status wf_cmd_plan(int argc, char **argv)
     if (op_level && a.emit)
         return wf_errorf(WF_INVAL, "--emit %s: an op-level plan (per-op layouts) has no framework form; "
                                    "add --whole-model for a plan of dp, tp and pp degrees", a.emit);
+    if (a.op_level && a.range) {
+        if (a.plot || a.csv || a.out)
+            return wf_errorf(WF_INVAL, "--op-level --devices-range prints a table (and --json); --plot, --csv and -o "
+                                       "take one device count");
+        return run_oplevel_range(&a, &m, &c);
+    }
     /* --op-level alone searches the one space; with --mesh or --pp (or a
      * frontier to draw) the op-level search explores layouts on its own. */
     if (a.op_level && !ol_only && !a.pareto && !a.plot && !a.csv)

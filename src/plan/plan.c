@@ -66,10 +66,13 @@ wf_status wf_comm_parse(const char *text, wf_comm_sched *out)
             return st;
         if (mb == 0 && out->kind == WF_COMM_BYTESCHEDULER)
             return wf_errorf(WF_INVAL, "comm schedule '%s': bytescheduler's chunk must be > 0 MiB", text);
+        if (mb == 0 && out->kind != WF_COMM_DEAR)
+            return wf_errorf(WF_INVAL, "comm schedule '%s': a threshold of 0 (no tensor fusion) is dear's alone; "
+                                       "%s takes >= 0.001 MiB", text, COMM_NAMES[k]);
         if (mb > 0 && mb < 1e-3)
             return wf_errorf(WF_INVAL, "comm schedule '%s': threshold %g MiB must be 0 (no fusion) or >= 0.001",
                              text, mb);
-        /* 0: no fusion, every gradient its own collective. */
+        /* dear:0: no fusion, every gradient its own collective. */
         out->threshold_bytes = mb > 0 ? mb * MIB : WF_SCHED_UNFUSED_BYTES;
         return WF_OK;
     }

@@ -4,7 +4,8 @@
 # faster; dear:0 (DeAR without tensor fusion) runs one reduce-scatter and one
 # all-gather per gradient; bytescheduler:0 is refused in one line; Megatron's
 # layout of BERT (vocabulary 30522) at tp=4 lowers as Megatron's padded model
-# (30720) and the file it writes is evaluated with that model. $1 is the weft binary.
+# (30720) and the file it writes is evaluated with that model; --op-level
+# --devices-range runs the op-level search per device count. $1 is the weft binary.
 source "$(dirname "$0")/lib.sh" "$1"
 R="--model resnet50:dtype=fp32 --cluster v100-10gbe --batch 2048"
 for s in wfbp bytescheduler dear dear:0; do
@@ -34,4 +35,19 @@ check "padded as Megatron pads" grep -q "vocabulary 30522 padded to 30720" "$tmp
 "$WEFT" estimate --model bert-base-pretrain:vocab=30720 --cluster v100-ib100 --batch 512 --plan "$tmp/bert.json" \
   >"$tmp/e.txt" 2>&1
 check "the padded model's plan file estimates" test $? -eq 0
+# TensorOpt: --devices-range drives the op-level search (its FT frontier) per count.
+"$WEFT" plan --model mlp-tiny --cluster dgx-a100:nodes=1 --batch 64 --op-level --devices-range 2-8 --json \
+  >"$tmp/range.json" 2>"$tmp/range.err"
+check "op-level devices-range exits 0" test $? -eq 0
+check "op-level devices-range per count" $PY -c "
+import json,sys
+j=json.load(open(sys.argv[1]))
+d=[e['devices'] for e in j['per_devices']]
+assert d == [2, 4, 8], d
+for e in j['per_devices']:
+    assert e['best']['iteration_time_s'] > 0 and len(e['pareto']) >= 1, e
+    assert all(a['iteration_time_s'] <= b['iteration_time_s'] for a, b in zip(e['pareto'], e['pareto'][1:])), e
+assert j['fastest_devices'] in d, j" "$tmp/range.json"
+expect_fail "op-level devices-range with -o" "take one device count" \
+  plan --model mlp-tiny --cluster dgx-a100:nodes=1 --batch 64 --op-level --devices-range 2-8 -o "$tmp/x.json"
 finish seeds.sh
