@@ -8,7 +8,9 @@
 #ifndef WEFT_PLAN_H
 #define WEFT_PLAN_H
 
+#include "weft/cluster.h"
 #include "weft/core.h"
+#include "weft/models.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -237,6 +239,12 @@ wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_plan_opleve
                                 wf_plan_meta *meta, int *is_oplevel);
 /* 1 when text names a readable op-level plan file (no error recorded either way). */
 int wf_plan_is_oplevel_file(const char *text);
+
+/* Whether plan p can run model m on cluster c with the global batch
+ * (src/plan/validate.c): WF_INVAL naming the first rule it breaks. Every
+ * estimate (wf_estimate_plan) runs it first. */
+wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_cluster *c,
+                           int64_t batch);
 
 #ifdef __cplusplus
 }

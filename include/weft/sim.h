@@ -34,7 +34,7 @@
 #define WEFT_SIM_H
 
 #include "weft/core.h"
-#include "weft/cost.h"
+#include "weft/cost_records.h"
 #include "weft/sched.h"
 
 #ifdef __cplusplus

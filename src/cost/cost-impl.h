@@ -12,7 +12,7 @@
 #ifndef WEFT_COST_IMPL_H
 #define WEFT_COST_IMPL_H
 
-#include "weft/cost.h"
+#include "weft/cost_records.h"
 
 /* One forward op at micro-batch 1 with full (unsplit) sizes. */
 typedef struct {

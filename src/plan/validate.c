@@ -8,7 +8,7 @@
  * exist in the cluster; interleaving needs a pipeline, the 1F1B schedule and a
  * micro-batch count divisible by pp; sequence parallelism needs tp > 1;
  * non-transformer models take data and pipeline parallelism only. */
-#include "weft/cost.h"
+#include "weft/plan.h"
 
 #include <string.h>
 

@@ -7,10 +7,10 @@
  * as its chunk k / pp (Megatron's interleaving; vpp = 1: stage k is virtual
  * stage k). Transformers: virtual stage k holds layers [k L/(pp vpp),
  * (k+1) L/(pp vpp)), the first also the embedding, the last also the head
- * and the loss (src/sim/profile.c's instances, src/search/lower.c's cut).
+ * and the loss (src/sim/profile.c's instances, src/layout/lower.c's cut).
  * Other models: the estimate's cut (wf_cost_cut_stages over each forward
  * op's forward + backward time at the micro-batch on the cost model's
- * cluster, as src/search/lower.c lowers it), no interleaving.
+ * cluster, as src/layout/lower.c lowers it), no interleaving.
  *
  * A stage's graph holds the forward ops of its range. The activations it
  * reads from the previous virtual stage become float inputs (received, and
@@ -70,7 +70,7 @@
 #include "runtime/spmd-impl.h"
 
 #include "weft/cluster.h"
-#include "weft/cost.h"
+#include "weft/cost_records.h"
 
 #include <math.h>
 #include <stdio.h>

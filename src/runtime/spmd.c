@@ -52,7 +52,7 @@
 #include "weft/models.h"
 #include "weft/runtime_io.h"
 #include "weft/sbp.h"
-#include "weft/search.h"
+#include "weft/layout.h"
 
 #include <assert.h>
 #include <math.h>

@@ -121,7 +121,7 @@ typedef struct {
     char name[2 * WF_NAME_LEN + 2]; /* "a+b" */
 } sim_fusion;
 
-/* What does not depend on the plan: the cost model's records (cost.h) and
+/* What does not depend on the plan: the cost model's records (cost_records.h) and
  * the graph they were built from (a transformer's one layer, or the whole
  * model, at micro-batch 1), and the fusion candidates. */
 typedef struct {

@@ -11,7 +11,7 @@
  * produces each unit's gradients; the schedule groups them from those times;
  * the second plays it. */
 #include "sim/plan-impl.h"
-#include "weft/search.h"
+#include "weft/layout.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

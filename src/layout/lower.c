@@ -25,8 +25,7 @@
  * The keys that are not layouts (recompute, zero, overlap, the schedules,
  * vpp, the profile) go into the plan's keys; cp has no op-level form yet and
  * is refused. */
-#include "weft/search.h"
-#include "weft/cost.h"
+#include "weft/layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>
