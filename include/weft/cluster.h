@@ -141,6 +141,13 @@ typedef struct {
  * Override keys: nodes, devices_per_node (plus any calibration factor by name). */
 wf_status wf_cluster_lookup(const char *spec, wf_cluster *out);
 int64_t wf_cluster_devices(const wf_cluster *c);
+/* The cluster a job of nranks ranks plans, costs and runs on: spec (a preset
+ * with overrides or a file, as wf_cluster_lookup) when given, else the
+ * `local` preset, widened to one device per rank
+ * ("local:devices_per_node=<nranks>") when the job has more ranks than it has
+ * devices (ranks then share cores). The one rule of `weft train` for --plan
+ * auto, --comm auto, lowering and the timed schedules. */
+wf_status wf_cluster_of_job(const char *spec, int nranks, wf_cluster *out);
 /* A preset by exact name (no overrides, no files); WF_NOTFOUND when unknown. */
 wf_status wf_cluster_from_preset(const char *name, wf_cluster *out);
 /* Applies "key=value" overrides already parsed into a spec (nodes,

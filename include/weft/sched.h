@@ -104,6 +104,19 @@ typedef struct {
     wf_comm_part *parts;
 } wf_comm_schedule;
 
+/* The schedules `--comm auto` chooses among, in the order ties keep
+ * (src/sched/comm.c): with full = 1 every scheduler at a sweep of its
+ * threshold (52: wfbp; ddp at 1-100 MiB; horovod at 16-256 MiB;
+ * bytescheduler at 1-16 Mi parameters of elem_bytes each; mgwfbp; dear at
+ * 1-256 MB, four steps per doubling), what the data-parallel simulator
+ * (wf_sim_dp_iteration) and `weft train --comm auto` play; with full = 0 the
+ * short list of 10 that the plan simulator plays for each data-parallel
+ * group (wfbp; ddp at 1, 25, 100 MiB; horovod and bytescheduler at their
+ * defaults; mgwfbp; dear at 5, 25, 100 MB). Writes at most cap schedules
+ * (WF_COMM_CANDIDATES_MAX is enough) and returns how many. */
+#define WF_COMM_CANDIDATES_MAX 64
+int wf_comm_candidates(int full, double elem_bytes, wf_comm_sched *out, int cap);
+
 /* Groups `grads` (parameter order) per the schedule `s` (AUTO is WF_INVAL: it
  * needs the simulator). Memory comes from `a`. */
 wf_status wf_sched_build(const wf_comm_sched *s, const wf_grad *grads, int ngrads,

@@ -623,6 +623,16 @@ wf_status wf_cluster_lookup(const char *spec, wf_cluster *out)
     return wf_cluster_check(out);
 }
 
+wf_status wf_cluster_of_job(const char *spec, int nranks, wf_cluster *out)
+{
+    wf_status st = wf_cluster_lookup(spec ? spec : "local", out);
+    if (st != WF_OK || spec || wf_cluster_devices(out) >= nranks)
+        return st;
+    char wide[64];
+    snprintf(wide, sizeof wide, "local:devices_per_node=%d", nranks);
+    return wf_cluster_lookup(wide, out);
+}
+
 int64_t wf_cluster_devices(const wf_cluster *c)
 {
     /* Saturates: a product past int64 reads as INT64_MAX, which the device cap

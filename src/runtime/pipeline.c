@@ -216,7 +216,7 @@ static wf_status cut(const wf_graph *g, const wf_pipe_config *c, int nvs, int *f
         return WF_OK;
     }
     wf_cluster cl;
-    wf_status st = wf_cluster_lookup(c->cluster ? c->cluster : "local", &cl);
+    wf_status st = wf_cluster_of_job(c->cluster, c->nranks, &cl);
     if (st != WF_OK)
         return st;
     wf_cost_ctx *ctx = NULL;

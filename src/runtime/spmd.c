@@ -1287,9 +1287,7 @@ static wf_status setup(wf_spmd *S)
     if (S->model.family == WF_FAMILY_ONNX)
         return wf_errorf(WF_INVAL, "model %s: ONNX models run data-parallel only", S->model.name);
     wf_cluster cl;
-    char spec[64];
-    snprintf(spec, sizeof spec, "local:devices_per_node=%d", S->nranks);
-    if ((st = wf_cluster_lookup(spec, &cl)) != WF_OK)
+    if ((st = wf_cluster_of_job(S->c.cluster, S->nranks, &cl)) != WF_OK)
         return st;
     if ((st = read_plan(S, &cl)) != WF_OK)
         return st;
@@ -1638,9 +1636,7 @@ static int global_param(const wf_spmd *S, const char *name)
 static wf_status create_tp(wf_spmd *S, const wf_plan *whole, int64_t mbs)
 {
     wf_cluster cl;
-    char spec[64];
-    snprintf(spec, sizeof spec, "local:devices_per_node=%d", S->nranks);
-    wf_status st = wf_cluster_lookup(spec, &cl);
+    wf_status st = wf_cluster_of_job(S->c.cluster, S->nranks, &cl);
     if (st != WF_OK)
         return st;
     /* The stage's share of the plan: tp (and sp) on these ranks, one micro-batch. */

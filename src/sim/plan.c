@@ -868,21 +868,11 @@ done:
  * `joint` (fusion search) the plan's kind at a sweep of its threshold. */
 static int comm_candidates(const wf_plan *p, int joint, wf_comm_sched *cand)
 {
-    const double MiB = 1048576.0;
     int nc = 0;
     if (p->dp <= 1) {
         cand[nc++] = p->comm;
     } else if (p->comm.kind == WF_COMM_AUTO) {
-        cand[nc++] = (wf_comm_sched){WF_COMM_WFBP, 0};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 1 * MiB};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 25 * MiB};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 100 * MiB};
-        cand[nc++] = (wf_comm_sched){WF_COMM_HOROVOD, 0};
-        cand[nc++] = (wf_comm_sched){WF_COMM_BYTESCHEDULER, 0};
-        cand[nc++] = (wf_comm_sched){WF_COMM_MGWFBP, 0};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 5e6};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 25e6};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 100e6};
+        nc = wf_comm_candidates(0, 0, cand, WF_COMM_CANDIDATES_MAX);
     } else if (joint && (p->comm.kind == WF_COMM_DDP || p->comm.kind == WF_COMM_HOROVOD ||
                          p->comm.kind == WF_COMM_DEAR || p->comm.kind == WF_COMM_BYTESCHEDULER)) {
         double base = p->comm.threshold_bytes;
@@ -1035,7 +1025,7 @@ static wf_status simulate(const wf_model_config *m, const wf_cluster *c, const w
     if (!run.overlap && run.comm.kind == WF_COMM_DEAR)
         run.comm.kind = WF_COMM_DDP;
     p = &run;
-    wf_comm_sched cand[16];
+    wf_comm_sched cand[WF_COMM_CANDIDATES_MAX];
     int nc = comm_candidates(p, fuse, cand);
     unsigned char *mask = NULL;
     if (fuse && sm.nfusions > 0) {
