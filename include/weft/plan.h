@@ -46,6 +46,10 @@ typedef struct {
     double threshold_bytes; /* bucket / fusion threshold; 0 = the scheduler's default */
 } wf_comm_sched;
 
+/* PyTorch DDP's default bucket (bucket_cap_mb=25): the schedule's default
+ * threshold and the buckets the cost model's memory counts. */
+#define WF_SCHED_DDP_BUCKET_BYTES (25.0 * 1048576.0)
+
 /* "ddp:25" (MB), "dear", "auto". */
 wf_status wf_comm_parse(const char *text, wf_comm_sched *out);
 const char *wf_comm_name(wf_comm_kind k);

@@ -65,8 +65,8 @@ typedef struct {
     double credit_bytes; /* bytescheduler credit window; 0 = 2 chunks */
 } wf_sched_env;
 
-/* Default thresholds, bytes. */
-#define WF_SCHED_DDP_BUCKET_BYTES (25.0 * 1048576.0)
+/* Default thresholds, bytes (WF_SCHED_DDP_BUCKET_BYTES is in plan.h: the
+ * cost model's memory reads it too). */
 #define WF_SCHED_DDP_FIRST_BYTES (1.0 * 1048576.0)
 #define WF_SCHED_HOROVOD_BYTES (128.0 * 1048576.0)
 #define WF_SCHED_BYTESCHED_PARAMS (4.0 * 1048576.0) /* chunk, parameters */
