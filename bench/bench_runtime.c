@@ -62,7 +62,7 @@
  * With 4 ranks (--only oplevel): op-level plans on a 2x2 mesh that the
  * planner writes (an MLP and cnn-tiny), run by the SPMD executor, beside the
  * one cost model's estimate and the simulation from their layouts. */
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 #include "weft/cost.h"
 #include "weft/models.h"
 #include "weft/runtime.h"

@@ -31,7 +31,7 @@
  * default for linear and conv layers) and tables N(0, 0.02). */
 #include "weft/runtime.h"
 
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 
 #include <math.h>
 #include <stdlib.h>
