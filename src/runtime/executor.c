@@ -177,6 +177,7 @@ static void use_store(wf_exec *e, int s, int when)
  * forward outputs and the saved state). */
 static int need_fwd_in(wf_op_kind k, int i)
 {
+    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
     switch (k) {
     case WF_OP_MATMUL:
     case WF_OP_BATCH_MATMUL:
@@ -300,6 +301,7 @@ static void axis_extents(const wf_tensor *t, int axis, int *ax, int64_t *outer, 
 static size_t saved_floats(const wf_exec *e, const wf_op *op)
 {
     const wf_tensor *x = &e->g.tensors[op->in[0]];
+    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
     switch (op->kind) {
     case WF_OP_LAYERNORM:
         return wf_k_layernorm_saved_floats(numel(x) / last_dim(x));
@@ -330,6 +332,7 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
     *ws = 0;
     if (op->pass == WF_PASS_BACKWARD)
         return WF_OK;
+    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
     switch (op->kind) {
     case WF_OP_ATTENTION: {
         const wf_tensor *q = &T[op->in[0]], *k = &T[op->in[1]];
@@ -431,6 +434,7 @@ static void init_param(wf_exec *e, int pi)
     enum { ZERO, ONE, NORMAL, UNIFORM } how = p->ndim >= 2 ? NORMAL : ZERO;
     double scale = 0.02;
     if (op) {
+        _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
         switch (op->kind) {
         case WF_OP_LAYERNORM:
         case WF_OP_RMSNORM:

@@ -740,6 +740,7 @@ static wf_status local_attrs(const wf_spmd *S, int i, const int *lin, const int6
     const wf_op *o = &S->gg.ops[i];
     const wf_tensor *G = S->gg.tensors, *L = S->lg.tensors;
     *a = o->attr;
+    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_ATTENTION:
     case WF_OP_ROTARY: {
@@ -851,6 +852,7 @@ static wf_status find_parts(wf_spmd *S)
                 if (pl->n <= 1 || o->kind == WF_OP_SPLIT || o->kind == WF_OP_CONCAT)
                     continue;
                 int last = d == ty->ndim - 1, carried = 0;
+                _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
                 switch (o->kind) {
                 case WF_OP_LINEAR:
                     if (last) { /* the weight's columns, the bias */
