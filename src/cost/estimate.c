@@ -304,14 +304,8 @@ void wf_cost_layout_free(wf_cost_layout *l)
 
 wf_status wf_cost_layout_add_event(wf_cost_layout *l, const wf_cost_event *ev)
 {
-    if (l->nev == l->cap_ev) {
-        int cap = l->cap_ev ? 2 * l->cap_ev : 16;
-        wf_cost_event *n = realloc(l->ev, sizeof *n * (size_t)cap);
-        if (!n)
-            return wf_errorf(WF_NOMEM, "out of memory describing layouts");
-        l->ev = n;
-        l->cap_ev = cap;
-    }
+    if (wf_grow(&l->ev, &l->cap_ev, (int64_t)l->nev + 1, sizeof *l->ev, 16) != 0)
+        return wf_errorf(WF_NOMEM, "out of memory describing layouts");
     l->ev[l->nev++] = *ev;
     return WF_OK;
 }

@@ -193,14 +193,8 @@ static val *vadd(ictx *c, const char *name, int *dup)
         *dup = 1;
         return NULL;
     }
-    if (c->nv + 1 > c->capv) {
-        int cap = c->capv ? 2 * c->capv : 256;
-        val *nv = realloc(c->v, (size_t)cap * sizeof *nv);
-        if (!nv)
-            return NULL;
-        c->v = nv;
-        c->capv = cap;
-    }
+    if (wf_grow(&c->v, &c->capv, (int64_t)c->nv + 1, sizeof *c->v, 256) != 0)
+        return NULL;
     if (2 * (c->nv + 1) > c->hcap) {
         int cap = c->hcap ? 2 * c->hcap : 1024;
         int *h = malloc((size_t)cap * sizeof *h);
@@ -470,14 +464,8 @@ static int mkparam(ictx *c, val *x, int nd, const int64_t *shape, int transpose,
         return nerr(c, st, "%s", msg), -1;
     }
     wf_onnx_model *m = c->m;
-    if (m->nrecipes + 1 > m->cap_recipes) {
-        int cap = m->cap_recipes ? 2 * m->cap_recipes : 64;
-        wf_onnx_recipe *r = realloc(m->recipes, (size_t)cap * sizeof *r);
-        if (!r)
-            return nerr(c, WF_NOMEM, "out of memory"), -1;
-        m->recipes = r;
-        m->cap_recipes = cap;
-    }
+    if (wf_grow(&m->recipes, &m->cap_recipes, (int64_t)m->nrecipes + 1, sizeof *m->recipes, 64) != 0)
+        return nerr(c, WF_NOMEM, "out of memory"), -1;
     wf_onnx_recipe r;
     memset(&r, 0, sizeof r);
     if (x->src) {

@@ -1020,22 +1020,13 @@ static wf_status push_pair(char ***va, char ***vb, int **vs, int stage, int *n, 
         if (strcmp((*va)[i], a) == 0 && (!vs || (*vs)[i] == stage))
             return wf_errorf(WF_INVAL, "op-level plan: %s '%s' appears twice", what, a);
     if (*n == *cap) {
-        int nc = *cap ? 2 * *cap : 64;
-        char **na = realloc(*va, sizeof *na * (size_t)nc);
-        if (!na)
+        /* Three arrays of one capacity: each grows from a copy of it. */
+        int ca = *cap, cb = *cap, cs = *cap;
+        if (wf_grow(va, &ca, (int64_t)*n + 1, sizeof **va, 64) != 0 ||
+            wf_grow(vb, &cb, (int64_t)*n + 1, sizeof **vb, 64) != 0 ||
+            (vs && wf_grow(vs, &cs, (int64_t)*n + 1, sizeof **vs, 64) != 0))
             return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
-        *va = na;
-        char **nb = realloc(*vb, sizeof *nb * (size_t)nc);
-        if (!nb)
-            return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
-        *vb = nb;
-        if (vs) {
-            int *ns = realloc(*vs, sizeof *ns * (size_t)nc);
-            if (!ns)
-                return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
-            *vs = ns;
-        }
-        *cap = nc;
+        *cap = ca;
     }
     if (vs)
         (*vs)[*n] = stage;

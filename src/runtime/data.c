@@ -438,20 +438,16 @@ static wf_status read_fortunes(char **text, size_t *len)
     if (!dp)
         return wf_errorf(WF_IO, "cannot open %s: %s%s", FORTUNES_DIR, strerror(errno), hint);
     char **names = NULL;
-    size_t nn = 0, cap = 0;
+    size_t nn = 0;
+    int cap = 0;
     wf_status st = WF_OK;
     struct dirent *e;
     while ((e = readdir(dp)) != NULL) {
         if (e->d_name[0] == '.' || strchr(e->d_name, '.'))
             continue;
-        if (nn == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **nb = realloc(names, cap * sizeof *names);
-            if (!nb) {
-                st = wf_errorf(WF_NOMEM, "out of memory listing %s", FORTUNES_DIR);
-                goto out;
-            }
-            names = nb;
+        if (wf_grow(&names, &cap, (int64_t)nn + 1, sizeof *names, 64) != 0) {
+            st = wf_errorf(WF_NOMEM, "out of memory listing %s", FORTUNES_DIR);
+            goto out;
         }
         names[nn] = strdup(e->d_name);
         if (!names[nn]) {

@@ -145,14 +145,8 @@ static size_t round_up(size_t n, size_t a)
 
 static int new_store(wf_exec *e, store_kind kind, size_t bytes, int def)
 {
-    if (e->nstores == e->cap_stores) {
-        int cap = e->cap_stores ? 2 * e->cap_stores : 64;
-        store *s = realloc(e->st, (size_t)cap * sizeof *s);
-        if (!s)
-            return -1;
-        e->st = s;
-        e->cap_stores = cap;
-    }
+    if (wf_grow(&e->st, &e->cap_stores, (int64_t)e->nstores + 1, sizeof *e->st, 64) != 0)
+        return -1;
     store *s = &e->st[e->nstores];
     memset(s, 0, sizeof *s);
     s->kind = kind;

@@ -469,17 +469,8 @@ static wf_status allreduce_cb(void *ctx, int op, float *buf, int64_t n, int is_m
 
 static wf_status grow_boxes(wf_spmd *S, int n)
 {
-    if (n <= S->cap_box)
-        return WF_OK;
-    int cap = S->cap_box ? S->cap_box : 64;
-    while (cap < n)
-        cap *= 2;
-    box_info *b = realloc(S->boxes, (size_t)cap * sizeof *b);
-    if (!b)
+    if (wf_grow(&S->boxes, &S->cap_box, n, sizeof *S->boxes, 64) != 0)
         return wf_errorf(WF_NOMEM, "out of memory building the local graph");
-    memset(b + S->cap_box, 0, (size_t)(cap - S->cap_box) * sizeof *b);
-    S->boxes = b;
-    S->cap_box = cap;
     return WF_OK;
 }
 
