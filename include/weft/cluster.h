@@ -28,7 +28,7 @@ typedef struct {
     double eff;
 } wf_eff_point;
 
-/* The measured-kernel device model (src/cost/kernels.c, docs/cost-model.md
+/* The measured-kernel device model (src/cluster/kernel_model.c, docs/cost-model.md
  * "Device model"). A matrix product C[M,N] = A[M,K] B[K,N] runs as tiles of
  * tile_m x tile_n outputs spread over the SMs; each wave of tiles walks K plus
  * wave_k steps of epilogue, the kernel adds ramp_k steps of pipeline fill and

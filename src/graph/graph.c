@@ -2,7 +2,7 @@
  * flat realloc'd arrays, sticky errors), and small tensor helpers.
  *
  * Shape inference lives in shape.c, costs in cost.c, validation in
- * validate.c and the backward pass in autodiff.c. */
+ * graph_validate.c and the backward pass in autodiff.c. */
 #include "graph/graph-impl.h"
 
 #include <inttypes.h>

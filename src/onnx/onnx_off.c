@@ -2,7 +2,7 @@
  * this file instead of the others): the API stays, and every call that would
  * read or write a file fails with WF_INVAL "built without ONNX support", so a
  * MODEL ending in .onnx is a clear user error rather than an unknown name.
- * The spec helpers and wf_onnx_attach_loss (spec.c) work in both builds. */
+ * The spec helpers and wf_onnx_attach_loss (onnx_spec.c) work in both builds. */
 #include "weft/onnx.h"
 
 #include <string.h>

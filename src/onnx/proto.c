@@ -2,7 +2,7 @@
  * (ModelProto, TensorProto), decoding tensor data in any of its encodings
  * (raw little-endian bytes, typed fields, external files), attribute access,
  * IR names for ONNX names, and parameter data of a built graph. The graph
- * mapping itself is import.c; the writer is export.c; spec.c has what works
+ * mapping itself is import.c; the writer is onnx_export.c; onnx_spec.c has what works
  * without protobuf-c. */
 #include "onnx/onnx-impl.h"
 
