@@ -417,11 +417,11 @@ static const wf_cost_layout *megatron_layout(wf_cost_ctx *ctx, int t, int sp)
     return &ctx->mlay[ctx->nmlay++];
 }
 
-static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t b, int t, int sp, int pp, wf_recompute rc)
+static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t mbs, int t, int sp, int pp, wf_recompute rc)
 {
     wf_cost_key k;
     memset(&k, 0, sizeof k);
-    k.mbs = b;
+    k.mbs = mbs;
     k.tp = t;
     k.sp = sp;
     k.pp = pp;
@@ -446,13 +446,13 @@ static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t b, int t, int sp, int pp,
         if (!L)
             return NULL;
         for (int s = 0; s < WF_COST_SEC_COUNT; s++)
-            fill_section(ctx, s, b, L, rc, &e->s[s]);
+            fill_section(ctx, s, mbs, L, rc, &e->s[s]);
     } else {
         if (!e->split)
             e->split = malloc(sizeof *e->split);
         if (!e->split)
             return NULL;
-        wf_cost_split_stages(ctx, b, pp, rc, e->split);
+        wf_cost_split_stages(ctx, mbs, pp, rc, e->split);
     }
     e->valid = 1;
     return e;

@@ -62,7 +62,7 @@ struct wf_exec {
     uint64_t seed;
     uint64_t stream;
     int64_t first_sample;
-    int64_t batch;   /* axis 0 of the data input */
+    int64_t mbs;     /* axis 0 of the data input: the micro-batch the graph was built for */
     int transformer; /* the graph has attention: GPT-2 style initialization */
 
     int nstores, cap_stores;
@@ -392,9 +392,9 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
         return WF_OK;
     }
     case WF_OP_DROPOUT:
-        if (numel(&T[op->in[0]]) % e->batch != 0)
+        if (numel(&T[op->in[0]]) % e->mbs != 0)
             return wf_errorf(WF_INVAL, "op '%s' (dropout): %lld elements are not a multiple of the batch %lld",
-                             op->name, (long long)numel(&T[op->in[0]]), (long long)e->batch);
+                             op->name, (long long)numel(&T[op->in[0]]), (long long)e->mbs);
         return WF_OK;
     default:
         return WF_OK;
@@ -795,13 +795,13 @@ static wf_status create(const wf_graph *src, const wf_exec_opts *o, const wf_exe
             e->bwd_of[g->ops[i].fwd_op] = i;
 
     /* The batch: axis 0 of the data input (the one named ids, else the first). */
-    e->batch = 0;
+    e->mbs = 0;
     for (int t = 0; t < nt; t++) {
         const wf_tensor *x = &g->tensors[t];
-        if (x->role == WF_ROLE_INPUT && x->ndim >= 1 && (e->batch == 0 || strcmp(x->name, "ids") == 0))
-            e->batch = x->shape[0];
+        if (x->role == WF_ROLE_INPUT && x->ndim >= 1 && (e->mbs == 0 || strcmp(x->name, "ids") == 0))
+            e->mbs = x->shape[0];
     }
-    if (e->batch < 1) {
+    if (e->mbs < 1) {
         st = wf_errorf(WF_INVAL, "graph %s has no input tensor with a batch axis", g->name);
         goto fail;
     }
@@ -1134,7 +1134,7 @@ const wf_graph *wf_exec_graph(const wf_exec *e)
 
 int64_t wf_exec_batch(const wf_exec *e)
 {
-    return e->batch;
+    return e->mbs;
 }
 
 int wf_exec_nparams(const wf_exec *e)
@@ -1366,7 +1366,7 @@ static uint64_t dropout_seed(const wf_exec *e, const wf_op *op)
 
 static uint64_t dropout_offset(const wf_exec *e, const wf_tensor *x)
 {
-    return (uint64_t)e->first_sample * (uint64_t)(numel(x) / e->batch);
+    return (uint64_t)e->first_sample * (uint64_t)(numel(x) / e->mbs);
 }
 
 /* ---- expert parallelism ---------------------------------------------------------------- */
@@ -1817,8 +1817,8 @@ static wf_status run_fwd(wf_exec *e, int o)
         int nd = yy->ndim;
         int64_t m = yy->shape[nd - 2], n = yy->shape[nd - 1];
         int64_t k = op->attr.trans_a ? x->shape[nd - 2] : x->shape[nd - 1];
-        int64_t batch = numel(yy) / (m * n);
-        K(e, batch_matmul_fwd)(F(op->in[0]), F(op->in[1]), y, batch, m, k, n, op->attr.trans_a,
+        int64_t count = numel(yy) / (m * n);
+        K(e, batch_matmul_fwd)(F(op->in[0]), F(op->in[1]), y, count, m, k, n, op->attr.trans_a,
                                op->attr.trans_b);
         return WF_OK;
     }
