@@ -63,7 +63,7 @@
  * planner writes (an MLP and cnn-tiny), run by the SPMD executor, beside the
  * one cost model's estimate and the simulation from their layouts. */
 #include "cli/cli.h"
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 #include "weft/cost_records.h"
 #include "weft/models.h"
 #include "weft/runtime.h"

@@ -28,7 +28,7 @@ typedef struct {
     double eff;
 } wf_eff_point;
 
-/* The measured-kernel device model (src/cost/kernels.c, docs/cost-model.md
+/* The measured-kernel device model (src/cluster/kernel_model.c, docs/cost-model.md
  * "Device model"). A matrix product C[M,N] = A[M,K] B[K,N] runs as tiles of
  * tile_m x tile_n outputs spread over the SMs; each wave of tiles walks K plus
  * wave_k steps of epilogue, the kernel adds ramp_k steps of pipeline fill and
@@ -176,12 +176,12 @@ int wf_cluster_factor_count(void);
 const wf_cluster_factor *wf_cluster_factor_at(int i);
 double wf_cluster_factor_value(const wf_cluster *c, const wf_cluster_factor *f);
 
-/* Time of `batch` independent products C[M,N] = A[M,K] B[K,N] of one kind
+/* Time of `count` independent products C[M,N] = A[M,K] B[K,N] of one kind
  * (one launch), by the measured-kernel model; falls back to the FLOPs table
  * (wf_device_matrix_eff) when the device has no fit for the kind. A linear
  * layer's forward is (tokens, out, in), its data gradient (tokens, in, out),
  * its weight gradient (out, in, tokens): the pass enters through the shape. */
-double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double batch, double M, double N, double K);
+double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double count, double M, double N, double K);
 /* The gemm kind a product in dtype runs as (fp8: E4M3 products). */
 wf_gemm_kind wf_gemm_kind_of(wf_dtype dtype, int fp8);
 /* Time of one fused attention call: bh = batch x heads, S queries against

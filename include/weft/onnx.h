@@ -83,9 +83,9 @@ wf_status wf_onnx_output(const wf_onnx_model *m, int i, const char **name, int *
 wf_status wf_onnx_param_data(const wf_onnx_model *m, const wf_graph *g, int param, float *dst,
                              int64_t n);
 
-/* Open, build, close: the forward graph of `path` for `batch` samples (see
- * wf_onnx_opts.batch; dims NULL, no loss added). */
-wf_status wf_onnx_load(const char *path, int64_t batch, wf_graph *g);
+/* Open, build, close: the forward graph of `path` for `mbs` samples (one
+ * micro-batch; see wf_onnx_opts.batch; dims NULL, no loss added). */
+wf_status wf_onnx_load(const char *path, int64_t mbs, wf_graph *g);
 
 /* The multi-node patterns the last build recognized and fused, with counts
  * ("attention (matmul, scale, mask, softmax, matmul) x2, ..."; "" for none). */
@@ -143,11 +143,11 @@ wf_status wf_onnx_split_spec(const char *spec, char *path, size_t path_cap, char
                              size_t dims_cap);
 
 /* What the zoo calls for a MODEL spec naming an ONNX file: opens it, builds
- * the graph for `batch` with the spec's dims, attaches a loss to the first
- * output when the model has none (wf_onnx_opts.add_loss), and closes it. */
-wf_status wf_onnx_build_spec(const char *spec, int64_t batch, wf_graph *g);
+ * the graph for `mbs` samples with the spec's dims, attaches a loss to the
+ * first output when the model has none (wf_onnx_opts.add_loss), and closes it. */
+wf_status wf_onnx_build_spec(const char *spec, int64_t mbs, wf_graph *g);
 /* wf_onnx_build_spec that also copies wf_onnx_patterns into buf[cap]. */
-wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t batch, wf_graph *g, char *buf,
+wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t mbs, wf_graph *g, char *buf,
                                       size_t cap);
 
 #ifdef __cplusplus

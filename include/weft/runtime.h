@@ -54,7 +54,8 @@ void wf_exec_free(wf_exec *e);
 
 /* The executor's graph: forward ops [0, nfwd), backward ops after. */
 const wf_graph *wf_exec_graph(const wf_exec *e);
-/* The batch the graph was built for (axis 0 of its data input). */
+/* The micro-batch the graph was built for (axis 0 of its data input; the
+ * name predates the rule that `batch` is the global batch). */
 int64_t wf_exec_batch(const wf_exec *e);
 
 typedef struct {

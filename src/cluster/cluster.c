@@ -92,7 +92,7 @@ static const wf_eff_point H100_MATRIX_EFF[] = {
 #define H100_OVERLAP_SLOWDOWN 1.00
 #define H100_OP_GAP_S 40e-6
 
-/* ---- measured-kernel device model (src/cluster/kernels.c) ---------------------
+/* ---- measured-kernel device model (src/cluster/kernel_model.c) ---------------------
  *
  * H100: fitted by scripts/fit-kernels on tests/data/h100-kernels-2026-11.json
  * (cuBLAS through torch.matmul, torch._scaled_mm, PyTorch SDPA; measured

@@ -304,14 +304,8 @@ void wf_cost_layout_free(wf_cost_layout *l)
 
 wf_status wf_cost_layout_add_event(wf_cost_layout *l, const wf_cost_event *ev)
 {
-    if (l->nev == l->cap_ev) {
-        int cap = l->cap_ev ? 2 * l->cap_ev : 16;
-        wf_cost_event *n = realloc(l->ev, sizeof *n * (size_t)cap);
-        if (!n)
-            return wf_errorf(WF_NOMEM, "out of memory describing layouts");
-        l->ev = n;
-        l->cap_ev = cap;
-    }
+    if (wf_grow(&l->ev, &l->cap_ev, (int64_t)l->nev + 1, sizeof *l->ev, 16) != 0)
+        return wf_errorf(WF_NOMEM, "out of memory describing layouts");
     l->ev[l->nev++] = *ev;
     return WF_OK;
 }
@@ -423,36 +417,42 @@ static const wf_cost_layout *megatron_layout(wf_cost_ctx *ctx, int t, int sp)
     return &ctx->mlay[ctx->nmlay++];
 }
 
-static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t b, int t, int sp, int pp, wf_recompute rc)
+static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t mbs, int t, int sp, int pp, wf_recompute rc)
 {
-    uint64_t h = (uint64_t)b * 0x9E3779B97F4A7C15ull ^ (uint64_t)t * 0xC2B2AE3D27D4EB4Full ^
-                 (uint64_t)sp * 0x165667B19E3779F9ull ^ (uint64_t)pp * 0x27D4EB2F165667C5ull ^
-                 (uint64_t)rc * 0x94D049BB133111EBull;
-    unsigned var = wf_cost_var_code(&ctx->var);
-    h ^= (uint64_t)var * 0xD6E8FEB86659FD93ull;
-    h ^= h >> 29;
+    wf_cost_key k;
+    memset(&k, 0, sizeof k);
+    k.mbs = mbs;
+    k.tp = t;
+    k.sp = sp;
+    k.pp = pp;
+    k.rc = rc;
+    memcpy(&k.var, &ctx->var, sizeof k.var);
+    k.var.dp = k.var.pp = k.var.zero = k.var.dp_overlap = 0;
+    /* The slot: a multiply-xorshift over the key's words; the key is compared whole. */
+    uint64_t w[sizeof k / 8 + 1] = {0}, h = 0x9E3779B97F4A7C15ull;
+    memcpy(w, &k, sizeof k);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        h ^= w[i];
+        h *= 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+    }
     wf_cost_entry *e = &ctx->cache[h % WF_COST_CACHE];
-    if (e->valid && e->var == var && e->mbs == b && e->tp == t && e->sp == sp && e->pp == pp && e->rc == rc)
+    if (e->valid && memcmp(&e->key, &k, sizeof k) == 0)
         return e;
     e->valid = 0;
-    e->var = var;
-    e->mbs = b;
-    e->tp = t;
-    e->sp = sp;
-    e->pp = pp;
-    e->rc = rc;
+    memcpy(&e->key, &k, sizeof k); /* padding too: the next lookup compares it */
     if (ctx->transformer) {
         const wf_cost_layout *L = megatron_layout(ctx, t, sp);
         if (!L)
             return NULL;
         for (int s = 0; s < WF_COST_SEC_COUNT; s++)
-            fill_section(ctx, s, b, L, rc, &e->s[s]);
+            fill_section(ctx, s, mbs, L, rc, &e->s[s]);
     } else {
         if (!e->split)
             e->split = malloc(sizeof *e->split);
         if (!e->split)
             return NULL;
-        wf_cost_split_stages(ctx, b, pp, rc, e->split);
+        wf_cost_split_stages(ctx, mbs, pp, rc, e->split);
     }
     e->valid = 1;
     return e;

@@ -39,7 +39,7 @@ static double kernel_time(const wf_cost_ctx *ctx, const wf_cost_op *r, int bwd, 
     return t > d->op_overhead_s ? t : d->op_overhead_s;
 }
 
-/* The measured-kernel model of a shaped product (src/cluster/kernels.c):
+/* The measured-kernel model of a shaped product (src/cluster/kernel_model.c):
  * forward C = A B, data gradient dA = dC B^T (M, K, N), weight (or second
  * input's) gradient dB = A^T dC (K, N, M). Work divided by div, weights by
  * pdiv: the split dimension shrinks by pdiv, the rows by div / pdiv. */

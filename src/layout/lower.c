@@ -56,6 +56,7 @@ static void want_dp(const wf_graph *g, int i, int ep_axis, want_axis *w)
 {
     const wf_op *o = &g->ops[i];
     memset(w, 0, sizeof *w);
+    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_MOE_DISPATCH:
         w->in[0] = "S0";

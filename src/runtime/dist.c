@@ -61,7 +61,7 @@
  * barrier B0 then at the end of the step rather than at the next forward's
  * start. */
 #include "runtime/dist-impl.h"
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 
 #include "weft/cluster.h"
 #include "weft/cost.h"

@@ -469,17 +469,8 @@ static wf_status allreduce_cb(void *ctx, int op, float *buf, int64_t n, int is_m
 
 static wf_status grow_boxes(wf_spmd *S, int n)
 {
-    if (n <= S->cap_box)
-        return WF_OK;
-    int cap = S->cap_box ? S->cap_box : 64;
-    while (cap < n)
-        cap *= 2;
-    box_info *b = realloc(S->boxes, (size_t)cap * sizeof *b);
-    if (!b)
+    if (wf_grow(&S->boxes, &S->cap_box, n, sizeof *S->boxes, 64) != 0)
         return wf_errorf(WF_NOMEM, "out of memory building the local graph");
-    memset(b + S->cap_box, 0, (size_t)(cap - S->cap_box) * sizeof *b);
-    S->boxes = b;
-    S->cap_box = cap;
     return WF_OK;
 }
 
@@ -740,6 +731,7 @@ static wf_status local_attrs(const wf_spmd *S, int i, const int *lin, const int6
     const wf_op *o = &S->gg.ops[i];
     const wf_tensor *G = S->gg.tensors, *L = S->lg.tensors;
     *a = o->attr;
+    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_ATTENTION:
     case WF_OP_ROTARY: {
@@ -851,6 +843,7 @@ static wf_status find_parts(wf_spmd *S)
                 if (pl->n <= 1 || o->kind == WF_OP_SPLIT || o->kind == WF_OP_CONCAT)
                     continue;
                 int last = d == ty->ndim - 1, carried = 0;
+                _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
                 switch (o->kind) {
                 case WF_OP_LINEAR:
                     if (last) { /* the weight's columns, the bias */

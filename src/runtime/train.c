@@ -22,7 +22,7 @@
  * forever; the step's gather then makes every rank return the error with the
  * message of the lowest failing rank. */
 #include "runtime/dist-impl.h"
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 #include "runtime/spmd-impl.h"
 #include "runtime/pipeline-impl.h"
 

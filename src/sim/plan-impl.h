@@ -3,7 +3,7 @@
  * of another model), each with the steps one micro-batch runs on one device
  * for its forward, backward and recomputation, and the pipeline layout of
  * unit instances over virtual stages. profile.c builds it from the graph IR
- * and the cost model's primitives; plan.c turns it into a task graph. */
+ * and the cost model's primitives; plan_tasks.c turns it into a task graph. */
 #ifndef WEFT_SIM_PLAN_IMPL_H
 #define WEFT_SIM_PLAN_IMPL_H
 
