@@ -11,6 +11,7 @@
 #include "weft/cluster.h"
 #include "weft/core.h"
 #include "weft/cost_records.h"
+#include "weft/graph.h"
 #include "weft/models.h"
 #include "weft/plan.h"
 #include "weft/sbp.h"
@@ -57,6 +58,47 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
  * simulator and the runtime take op-level plans of Megatron's family. */
 wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,
                         wf_plan *out);
+
+/* ==== a plan resolved once (src/layout/resolve.c) ================================
+ * One call reads a plan -- a plan string, a whole-model plan file or an
+ * op-level plan file -- for a model, a cluster and a batch, and holds
+ * everything its consumers read: the whole-model keys, the op-level form
+ * (a whole-model plan's lowering when it has one), the mesh parsed once, each
+ * forward op's SBP signature parsed once and indexed by op, the stage cut,
+ * the cost model's layout descriptor, and each parallel axis's rank groups
+ * from plan.h's one generator (order tp-cp-ep-dp-pp), with the hierarchy
+ * level each reaches on the cluster. */
+typedef struct {
+    int oplevel;                  /* 1: the text named an op-level plan file */
+    wf_plan plan;                 /* the whole-model plan (an op-level file: the one its layouts
+                                     compose, wf_oplevel_plan_layout's as_plan) */
+    int has_layouts;              /* 0: no op-level form (no lowering: models other than transformers,
+                                     cp > 1, a mixture of experts' whole-model plan) */
+    wf_plan_oplevel ol;           /* the op-level form (has_layouts) */
+    wf_mesh mesh;                 /* its mesh, parsed once (has_layouts) */
+    wf_graph graph;               /* the model's graph at one micro-batch (has_layouts) */
+    wf_sbp_sig *sig;              /* [graph.nfwd] each forward op's signature (has_layouts) */
+    int nstages;
+    int *stage_first;             /* [nstages + 1] first op of each stage, then graph.nfwd
+                                     (has_layouts) */
+    int has_cost;                 /* cost holds the descriptor (a cost context was given) */
+    wf_cost_layout cost;          /* the cost model's layout descriptor (free with the value) */
+    wf_axis_ranks axes[WF_AXIS_COUNT];        /* the dense layers' groups */
+    wf_axis_ranks expert_axes[WF_AXIS_COUNT]; /* the expert layers' (etp, ep, edp, pp) */
+    int level[WF_AXIS_COUNT];     /* the outermost cluster level each dense axis's group spans
+                                     (-1: a group of one) */
+} wf_layout_plan;
+
+/* Resolves plan text for model m on cluster c at the global batch into out
+ * (freed with wf_layout_plan_free, also after an error). ctx (may be NULL: no
+ * descriptor) is a cost context of m on c. A plan that does not validate, an
+ * op with no layout or one that names no signature of its op, a stage that
+ * names no op: WF_INVAL naming it. */
+wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                            wf_cost_ctx *ctx, wf_layout_plan *out);
+void wf_layout_plan_free(wf_layout_plan *p);
+/* The index of forward op `name` in p->graph, or -1. */
+int wf_layout_op_index(const wf_layout_plan *p, const char *name);
 
 #ifdef __cplusplus
 }

@@ -851,12 +851,17 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     pgv.dp = p->dp * p->cp;
     pgv.cp = 1;
     const wf_plan *pg = &pgv;
-    wf_group dpg = wf_group_place(c, pg->dp, p->tp);
+    /* The plan's rank groups (plan.h's generator, order tp-cp-ep-dp-pp): the
+     * dense layers' and the expert layers'. */
+    wf_axis_ranks ax[WF_AXIS_COUNT], eax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(p->tp, p->cp, p->dp, p->pp, ax);
+    wf_rank_axes_expert(p->tp, p->cp, p->dp, p->pp, ctx->var.ep, ctx->var.etp, eax);
+    const wf_axis_ranks dpa = wf_rank_axes_join(ax, WF_AXIS_CP, WF_AXIS_DP);
+    wf_group dpg = wf_group_place(c, dpa.size, dpa.stride);
     /* Expert weights: their gradients are reduced (and ZeRO shards) over the
      * expert-data-parallel ranks, stride ep x etp. */
-    const int epx = ctx->var.ep * ctx->var.etp;
-    const int edp = (int)((int64_t)p->tp * pg->dp / epx);
-    wf_group edpg = wf_group_place(c, edp >= 1 ? edp : 1, epx);
+    const int edp = (int)eax[WF_AXIS_DP].size;
+    wf_group edpg = wf_group_place(c, eax[WF_AXIS_DP].size, eax[WF_AXIS_DP].stride);
     /* The weft runtime gathers ZeRO-3's weights per op (a unit per op that
      * first reads them, dist.c), each unit a collective of its own: one pass
      * is the sum over the stage's ops with weights (a tied head's weight is
@@ -935,7 +940,8 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     }
     double emb_sync = 0;
     if (p->pp > 1 && shared > 0) {
-        wf_group ends = wf_group_place(c, 2, (int64_t)p->tp * pg->dp * (p->pp - 1));
+        /* The first and the last stage: pp - 1 pipeline strides apart. */
+        wf_group ends = wf_group_place(c, 2, ax[WF_AXIS_PP].stride * (p->pp - 1));
         double gb = wf_cost_grad_elem_bytes(ctx);
         emb_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &ends, shared * gb);
     }
@@ -948,7 +954,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         double n = Ls * L->sec_mp_grad[WF_COST_SEC_LAYER] + L->sec_mp_grad[WF_COST_SEC_PRE] +
                    (nst == 1 ? L->sec_mp_grad[WF_COST_SEC_POST] : 0);
         if (n > 0) {
-            wf_group tpg = wf_group_place(c, p->tp, 1);
+            wf_group tpg = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
             mp_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &tpg, n * wf_cost_grad_elem_bytes(ctx));
         }
         for (int j = 0; j < L->nsub; j++) {
@@ -1163,7 +1169,10 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     }
     if (nst > 0)
         st[nst - 1].transient += bb * ctx->logits_per_sample * ctx->var.loss_ws;
-    wf_group dpg = wf_group_place(c, p->dp, tp), mpg = wf_group_place(c, tp, 1);
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(tp, 1, p->dp, p->pp, ax);
+    wf_group dpg = wf_group_place(c, ax[WF_AXIS_DP].size, ax[WF_AXIS_DP].stride),
+             mpg = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
     for (int k = 0; k < nst; k++) {
         add_zero3(ctx, p, &dpg, NULL, &st[k], &z3slow[k]);
         /* ZeRO-3 gathers before the forward and before the backward. */

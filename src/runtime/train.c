@@ -368,7 +368,10 @@ static wf_status setup(wf_train *t)
     }
     /* Expert groups: ep consecutive ranks (every rank resolves the same plan,
      * so all reach this split). */
-    if (t->plan.ep > 1 && MPI_Comm_split(t->comm, t->rank / t->plan.ep, t->rank, &t->epcomm) != MPI_SUCCESS)
+    wf_axis_ranks eax[WF_AXIS_COUNT];
+    wf_rank_axes_expert(1, 1, t->nranks, 1, t->plan.ep, 1, eax);
+    if (t->plan.ep > 1 &&
+        MPI_Comm_split(t->comm, (int)wf_rank_group_first(eax[WF_AXIS_EP], t->rank), t->rank, &t->epcomm) != MPI_SUCCESS)
         return wf_errorf(WF_MPI, "MPI_Comm_split of the expert groups failed");
     wf_comm_sched cs = t->plan.comm;
     if (c->comm && (st = wf_comm_parse(c->comm, &cs)) != WF_OK)
@@ -387,7 +390,8 @@ static wf_status setup(wf_train *t)
     if (st != WF_OK)
         return st;
     if (t->plan.ep > 1) {
-        wf_exec_experts x = {t->plan.ep, t->rank % t->plan.ep, t, ep_alltoall_counts, ep_alltoallv};
+        wf_exec_experts x = {t->plan.ep, (int)wf_rank_coord(eax[WF_AXIS_EP], t->rank), t, ep_alltoall_counts,
+                             ep_alltoallv};
         wf_exec_set_experts(t->e, &x);
     }
     snprintf(t->init_note, sizeof t->init_note, "random (seed %llu)", (unsigned long long)c->seed);

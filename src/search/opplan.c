@@ -101,7 +101,9 @@ static double send_time(const wf_cluster *c, int64_t stage_devices, double fw_by
 {
     if (fw_bytes <= 0 && bw_bytes <= 0)
         return 0;
-    wf_group grp = wf_group_place(c, 2, stage_devices);
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(stage_devices, 1, 1, 2, ax); /* a stage's devices, then the stages */
+    wf_group grp = wf_group_place(c, 2, ax[WF_AXIS_PP].stride);
     double t = wf_coll_time(c, WF_COLL_SENDRECV, &grp, fw_bytes / (double)stage_devices);
     if (bw_bytes > 0)
         t += wf_coll_time(c, WF_COLL_SENDRECV, &grp, bw_bytes / (double)stage_devices);

@@ -393,7 +393,9 @@ static void build_tail(pb *b)
     int emb = -1;
     if (p->pp > 1 && pr->shared_params > 0) {
         int res[2] = {wf_sim_channel(b->sb.s, 0, 1), wf_sim_channel(b->sb.s, p->pp - 1, 1)};
-        wf_group ends = wf_group_place(b->c, 2, (int64_t)p->tp * p->dp * (p->pp - 1));
+        wf_axis_ranks ax[WF_AXIS_COUNT];
+        wf_rank_axes_dense(p->tp, p->cp, p->dp, p->pp, ax);
+        wf_group ends = wf_group_place(b->c, 2, ax[WF_AXIS_PP].stride * (p->pp - 1)); /* first and last stage */
         wf_sim_task_desc t;
         wf_sim_task_desc_init(&t);
         t.name = "embedding all-reduce";
