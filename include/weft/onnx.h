@@ -1,25 +1,10 @@
-/* weft ONNX: reads ONNX model files into the graph IR and writes graphs back.
- *
- * Import maps an ONNX ModelProto onto WF_OP_LIST: initializers used as weights
- * become PARAM tensors (their data stays readable through wf_onnx_param_data, in the
- * layout the IR uses), graph inputs that are not initializers become INPUT
- * tensors (LABEL when they feed a loss), and nodes become IR ops (a table in
- * docs/onnx.md). Shape arithmetic (Shape, Constant, Gather/Concat/Unsqueeze
- * of constants) is folded at import; multi-node patterns are fused
- * (x*Sigmoid(x) -> silu, the erf and tanh GELUs -> gelu, decomposed LayerNorm
- * -> layernorm, hand-written causal attention -> attention, Add of a bias
- * after MatMul or Conv -> the op's bias). Constants that are not weights
- * (masks, position ids) are folded and never become parameters. A node the
- * IR cannot express is WF_INVAL naming the node and its op type; a file that
- * is not an ONNX model is WF_FORMAT.
- *
- * Export writes a weft graph as a ModelProto (opset 23, plus the "ai.weft"
- * domain for the ops ONNX has no operator for), with parameter data when the
- * caller provides it, or shapes only.
- *
- * Only src/onnx/ sees protobuf-c; this header exposes none of it. A build
- * without protobuf-c (or onnx.proto) keeps the API: every call then fails
- * with WF_INVAL "built without ONNX support" (wf_onnx_available() says 0). */
+/* weft ONNX: reads ONNX model files into the graph IR and writes graphs back
+ * (opset 23 plus the "ai.weft" domain). A node the IR cannot express is
+ * WF_INVAL naming the node and its op type; a file that is not an ONNX model
+ * is WF_FORMAT; a build without protobuf-c keeps the API and every call fails
+ * with "built without ONNX support" (wf_onnx_available() says 0). Only
+ * src/onnx/ sees protobuf-c. How tensors and nodes map, what is folded and
+ * fused: docs/interfaces.md, "onnx.h", and docs/onnx.md. */
 #ifndef WEFT_ONNX_H
 #define WEFT_ONNX_H
 

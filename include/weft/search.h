@@ -1,28 +1,8 @@
-/* weft search: finding parallel plans (ALGORITHMS.md §3).
- *
- * This header grows by sections, one per search; each section is independent.
- *
- * Op-level search (src/search/oplevel*.c): for any graph on a device mesh,
- * choose one SBP signature per forward op (sbp.h) so that one training
- * iteration is fastest within a memory budget, and return the whole
- * time/memory Pareto frontier. The cost of a plan, per device:
- *   time   = sum over ops of compute (forward + backward FLOPs and bytes divided
- *            by the signature's split, wf_compute_time on the cluster's
- *            device) + in-op collectives + boxing between producers and
- *            consumers (forward, and the gradient's boxing backward) +
- *            weight-gradient reduction (derived from the layouts);
- *   memory = weights + gradients + optimizer state of the local weight shards
- *            + the activations each op saves for backward, local shards.
- * Communication does not overlap computation in this model (AutoDDL's
- * convention); the outer search and the simulator refine that.
- *
- * Two algorithms over the same costs: coordinate descent (AutoDDL: start from
- * data parallelism, sweep the ops forward then backward, each op taking the
- * signature minimizing its cost + lambda x memory given its neighbours; raise
- * lambda until the plan fits) and frontier tracking (TensorOpt's FT: variable
- * elimination carrying Pareto sets of (time, memory), pruned by memory
- * buckets). Repeated blocks (ops with the same block id and position in the
- * block across layers) share one decision, costed once and multiplied. */
+/* weft search: finding parallel plans (ALGORITHMS.md §3), one section per
+ * search, each independent. The op-level search (src/search/oplevel*.c)
+ * picks one SBP signature per forward op on a device mesh and returns the
+ * time/memory Pareto frontier; its cost terms and its two algorithms
+ * (coordinate descent, frontier tracking): docs/interfaces.md, "search.h". */
 #ifndef WEFT_SEARCH_H
 #define WEFT_SEARCH_H
 
