@@ -49,6 +49,10 @@ typedef struct {
 /* PyTorch DDP's default bucket (bucket_cap_mb=25): the schedule's default
  * threshold and the buckets the cost model's memory counts. */
 #define WF_SCHED_DDP_BUCKET_BYTES (25.0 * 1048576.0)
+/* `dear:0`: no tensor fusion, every gradient its own reduce-scatter and
+ * all-gather (DeAR's "without tensor fusion"; a threshold of one byte, which
+ * every gradient reaches). */
+#define WF_SCHED_UNFUSED_BYTES 1.0
 
 /* "ddp:25" (MB), "dear", "auto". */
 wf_status wf_comm_parse(const char *text, wf_comm_sched *out);

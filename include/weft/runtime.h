@@ -27,6 +27,7 @@
 
 #include "weft/core.h"
 #include "weft/graph.h"
+#include "weft/kernels.h"
 #include "weft/plan.h"
 #include "weft/sched.h"
 
@@ -435,24 +436,7 @@ wf_exec *wf_train_exec(const wf_train *t);
  * stages), copying at most cap. */
 int wf_train_pipe_order(const wf_train *t, wf_pipe_op *ops, int cap);
 
-/* Threads of the BLAS library (OpenBLAS); WF_NOTFOUND when it cannot be told. */
-wf_status wf_runtime_set_threads(int n);
-/* The BLAS in use, in one line: library, version and build, and the kernels
- * it runs on this CPU ("OpenBLAS 0.3.21 ... DYNAMIC_ARCH ..., kernels
- * Cooperlake"; BLIS: its version and sub-configuration) (static string). */
-const char *wf_runtime_blas_describe(void);
-/* NULL, or a one-line hint when the BLAS runs kernels narrower than this
- * CPU's vector units (static string). */
-const char *wf_runtime_blas_hint(void);
-/* Start-up of a program that runs GEMMs (weft's main calls it first, before
- * MPI_Init): when OPENBLAS_CORETYPE is unset and the loaded OpenBLAS runs
- * kernels narrower than the CPU's units (it does not know the CPU model: cpuid
- * shows AVX-512 F/BW/VL/DQ or AVX2+FMA), sets OPENBLAS_CORETYPE to SkylakeX or
- * Haswell and re-executes /proc/self/exe with the same arguments, so that the
- * library initializes with the right kernels. Returns only when nothing is to
- * be done or the exec failed (the variable is then unset again). A variable
- * the user set is left alone (wf_runtime_blas_hint then says so). */
-void wf_runtime_blas_fast_kernels(char **argv);
+/* The BLAS library in use and its threads: weft/kernels.h. */
 
 /* ---- MPI world helpers for callers without mpi.h ---------------------------------- */
 

@@ -71,10 +71,6 @@ typedef struct {
 #define WF_SCHED_HOROVOD_BYTES (128.0 * 1048576.0)
 #define WF_SCHED_BYTESCHED_PARAMS (4.0 * 1048576.0) /* chunk, parameters */
 #define WF_SCHED_DEAR_BYTES (25.0 * 1e6)
-/* `dear:0`: no tensor fusion, every gradient its own reduce-scatter and
- * all-gather (DeAR's "without tensor fusion"; a threshold of one byte, which
- * every gradient reaches). */
-#define WF_SCHED_UNFUSED_BYTES 1.0
 #define WF_SCHED_HOROVOD_CYCLE_S 1e-3
 
 /* A piece of one gradient carried by one collective (the whole tensor unless

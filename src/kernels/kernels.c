@@ -22,7 +22,7 @@
  * MPI), fp16/bf16, in-place aliasing of inputs and outputs (only the
  * elementwise ops tolerate y == x: they read a block before writing it). */
 #include "kernels/kernels-impl.h"
-#include "weft/runtime.h"
+#include "weft/kernels.h"
 
 #include "kernels/blas-impl.h"
 #if defined(__GNUC__) && defined(__x86_64__)

@@ -11,7 +11,6 @@
  * readers refuse them with a message that says where they go. */
 #include "weft/plan.h"
 #include "weft/graph.h"
-#include "weft/sched.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
