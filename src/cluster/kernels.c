@@ -47,6 +47,18 @@ static double tiled_time(const wf_device *d, const wf_gemm_fit *f, double peak, 
     return 2.0 * tm * tn * (waves * (K + f->wave_k) + f->ramp_k) / per_sm;
 }
 
+/* The tile side a library picks for an output side `dim` shorter than its
+ * largest tile: the smallest power of two from 16 that covers it (cuBLAS and
+ * cuDNN carry 64-, 32- and 16-wide tiles for skinny products and narrow
+ * convolutions; a product with N = 64 does not run on 256-wide tiles). */
+static double tile_fit(double tile, double dim)
+{
+    double p = 16;
+    while (p < dim && p < tile)
+        p *= 2;
+    return p < tile ? p : tile;
+}
+
 double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double batch, double M, double N, double K)
 {
     if (!(batch > 0 && M > 0 && N > 0 && K > 0))
@@ -65,8 +77,8 @@ double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double batch, double 
         return t > d->op_overhead_s ? t : d->op_overhead_s;
     }
     double tm = f->tile_m, tn = f->tile_n;
-    double a = tiled_time(d, f, peak, batch, M, N, K, tm, tn);
-    double b = tiled_time(d, f, peak, batch, M, N, K, tn, tm);
+    double a = tiled_time(d, f, peak, batch, M, N, K, tile_fit(tm, M), tile_fit(tn, N));
+    double b = tiled_time(d, f, peak, batch, M, N, K, tile_fit(tn, M), tile_fit(tm, N));
     double tc = a < b ? a : b;
     /* Roofline: A and B read once, C written once in 16 bits (fp32 output
      * for fp32 kinds), at the copy bandwidth. */
