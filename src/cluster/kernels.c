@@ -1,9 +1,11 @@
 /* weft cluster: the measured-kernel device model (docs/cost-model.md, "Device
  * model"): the time of a matrix product from its shape, and of a fused
  * attention call from its sequence, head dim, mask and pass. The factors of
- * each preset are fitted on measured kernel tables (V100: scripts/fit-kernels-v100)
- * (tests/data/h100-kernels-2026-11.json) or set from published ones
- * (tests/data/published-kernels.json); test_devmodel holds them to the tables. */
+ * each preset are fitted on measured kernel tables (H100:
+ * tests/data/h100-kernels-2026-11.json; V100 products: DeepBench's,
+ * tests/data/v100-deepbench-gemm.json, by scripts/fit-kernels-v100) or set
+ * from published ones (tests/data/published-kernels.json); test_devmodel
+ * holds them to the tables. */
 #include "weft/cluster.h"
 
 #include <math.h>
