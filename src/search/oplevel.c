@@ -306,18 +306,41 @@ static int outer_dp_allowed(const ol_problem *p, const wf_op *o, const wf_sbp_si
 
 /* An op's compute time, forward plus backward, under signature s by the
  * device's measured-kernel model (src/cluster/kernels.c), as the cost
- * model's records charge it (cost/records.c): a matrix product at its local
+ * model's records charge it (cost/records.c): a memory-bound op at its
+ * family's bandwidth per pass; a matrix product at its local
  * shape under the signature (a split weight or activation shrinks the
  * dimension it splits; a partial sum shrinks K), its data gradient
  * (M, K, N) and weight gradient (K, N, M), plus the framework's idle gap
- * per pass. Returns -1 where the op is not such a product or the device
- * has no fit (the FLOPs table applies). */
+ * per pass. Returns -1 where the op is a product of no such shape or the
+ * device has no fit (the FLOPs table applies). */
 static double shaped_time(const ol_problem *p, const wf_graph *g, int r, const wf_sbp_sig *s, wf_dtype dt,
                           const wf_op_cost *oc)
 {
     const wf_device *dev = &p->c->dev;
     const wf_op *o = &g->ops[r];
-    if (!wf_device_kernels(dev) || !wf_op_is_matrix(o->kind) || o->nin < 2)
+    if (!wf_device_kernels(dev))
+        return -1;
+    const double gap = p->c->op_gap_s;
+    if (!wf_op_is_matrix(o->kind)) {
+        /* A memory-bound kernel per pass at its family's measured bandwidth
+         * (the arithmetic hides behind the traffic unless longer), as
+         * records.c's kernel_time. */
+        double d = (double)s->split, vp = dev->vector_flops[dt] > 0 ? dev->vector_flops[dt]
+                                                                    : dev->vector_flops[WF_DTYPE_FP32];
+        wf_mb_kind mk = wf_op_mb_kind(o->kind);
+        double t = 0;
+        for (int bwd = 0; bwd < 2; bwd++) {
+            double fl = (bwd ? oc->bwd_in_flops + oc->bwd_w_flops : oc->fwd_flops) / d;
+            double by = (bwd ? oc->bwd_bytes : oc->fwd_bytes) / d;
+            if (!(fl > 0) && !(by > 0))
+                continue;
+            double tm = wf_membound_time(dev, mk, bwd, by), tf = fl > 0 && vp > 0 ? fl / (vp * dev->vector_eff) : 0;
+            double x = tm > tf ? tm : tf;
+            t += (x > dev->op_overhead_s ? x : dev->op_overhead_s) + gap;
+        }
+        return t;
+    }
+    if (o->nin < 2)
         return -1;
     wf_gemm_kind kind = wf_gemm_kind_of(dt, 0);
     if (dev->gemm[kind].tile_m <= 0)
@@ -350,7 +373,6 @@ static double shaped_time(const ol_problem *p, const wf_graph *g, int r, const w
     }
     if (!(M > 0 && N > 0 && K > 0 && nb > 0))
         return -1;
-    const double gap = p->c->op_gap_s;
     double t = wf_gemm_time(dev, kind, nb, M, N, K) + gap;
     double f1 = oc->fwd_flops > 0 ? oc->fwd_flops : 2.0 * nb * M * N * K;
     double nin = oc->bwd_in_flops / f1;
