@@ -51,7 +51,7 @@ int main(int argc, char **argv)
     static wf_calib_data d;
     wf_cluster base;
     wf_status st = h100 ? wf_calib_load_h100(path, &d) : wf_calib_load(path, &d);
-    if (st != WF_OK || wf_cluster_lookup(h100 ? "dgx-h100-kernels" : "dgx-a100-kernels", &base) != WF_OK) {
+    if (st != WF_OK || wf_cluster_lookup(h100 ? "dgx-h100" : "dgx-a100", &base) != WF_OK) {
         fprintf(stderr, "calibrate: %s\n", wf_last_error());
         return 1;
     }

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cost/cost-impl.h"
 
@@ -34,7 +35,7 @@ static void assert_rows_fit(const wf_calib_data *d, const char *cluster_base)
     for (int i = 0; i < d->ntime; i++) {
         const wf_calib_row *r = &d->time[i];
         char spec[96];
-        snprintf(spec, sizeof spec, "%s:nodes=%lld", cluster_base, (long long)((wf_plan_devices(&r->plan) + 7) / 8));
+        snprintf(spec, sizeof spec, "%s%snodes=%lld", cluster_base, strchr(cluster_base, ':') ? "," : ":", (long long)((wf_plan_devices(&r->plan) + 7) / 8));
         wf_cluster c;
         assert_int_equal(wf_cluster_lookup(spec, &c), WF_OK);
         wf_cost_ctx *ctx = NULL;
@@ -131,27 +132,28 @@ static void h100_fit(const char *preset)
     assert_rows_fit(&d, preset);
 }
 
-/* The FLOPs-table presets, and the same clusters costed by the measured-
- * kernel device model with their refit software factors. */
+/* The presets as the FLOPs table costs them (kernel_model=0, with the
+ * software factors fitted on that path), and as they are by default: costed
+ * by the measured-kernel device model with their refit software factors. */
 static void test_dgx_a100_fit(void **state)
 {
     (void)state;
-    a100_fit("dgx-a100");
+    a100_fit("dgx-a100:kernel_model=0");
 }
 static void test_dgx_a100_kernels_fit(void **state)
 {
     (void)state;
-    a100_fit("dgx-a100-kernels");
+    a100_fit("dgx-a100");
 }
 static void test_dgx_h100_fit(void **state)
 {
     (void)state;
-    h100_fit("dgx-h100");
+    h100_fit("dgx-h100:kernel_model=0");
 }
 static void test_dgx_h100_kernels_fit(void **state)
 {
     (void)state;
-    h100_fit("dgx-h100-kernels");
+    h100_fit("dgx-h100");
 }
 
 int main(void)

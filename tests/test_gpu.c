@@ -435,6 +435,67 @@ static wf_status read_back(const cJSON *j, wf_cluster *c, wf_cluster_measured *m
     return st;
 }
 
+/* The shape-aware products (`kernels` block) fitted from the measured
+ * points: bf16 products timed by a known kernel model (the dgx-h100 bf16
+ * structure with eff 0.70 of 989 TFLOP/s and a 15 us launch) come back
+ * within 0.5% from the fitted cluster, its fitted launch within 2% and its
+ * in-loop rate (eff x the measured peak) within 1% of the truth's; the file
+ * written carries the block and reads back with the same times. */
+static void test_fit_kernels(void **state)
+{
+    (void)state;
+    wf_cluster_measured *m = malloc(sizeof *m);
+    assert_non_null(m);
+    synthetic(m, 1);
+    wf_cluster truth;
+    assert_int_equal(wf_cluster_lookup("dgx-h100", &truth), WF_OK);
+    truth.dev.gemm[WF_GEMM_HALF].eff = 0.70;
+    truth.dev.gemm[WF_GEMM_HALF].launch_s = 15e-6;
+    static const int64_t shapes[][3] = {{1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
+                                        {8192, 8192, 8192}, {8192, 2304, 768}, {2048, 12288, 4096},
+                                        {16384, 3072, 1024}, {768, 50304, 8192}};
+    int n = 0;
+    /* The synthetic file's 16-bit points follow its FLOPs curve: replaced. */
+    for (int i = 0; i < m->nkernels; i++)
+        if (m->kernels[i].dtype != WF_MDT_BF16 && m->kernels[i].dtype != WF_MDT_FP16)
+            m->kernels[n++] = m->kernels[i];
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        wf_kernel_point *k = &m->kernels[n++];
+        k->m = shapes[i][0], k->n = shapes[i][1], k->k = shapes[i][2];
+        k->dtype = WF_MDT_BF16;
+        k->seconds = wf_gemm_time(&truth.dev, WF_GEMM_HALF, 1, (double)k->m, (double)k->n, (double)k->k);
+    }
+    m->nkernels = n;
+    wf_cluster base, c, back;
+    assert_int_equal(wf_cluster_lookup("dgx-h100", &base), WF_OK);
+    assert_int_equal(wf_gpu_fit(m, &base, &c), WF_OK);
+    assert_true(wf_device_kernels(&c.dev));
+    assert_int_equal(c.dev.sms, 132);
+    const wf_gemm_fit *f = &c.dev.gemm[WF_GEMM_HALF];
+    printf("fitted bf16: eff %.3f of %.1f TFLOP/s (in-loop %.1f, truth %.1f), launch %.2f us (truth 15)\n", f->eff,
+           1e-12 * c.dev.matrix_flops[WF_DTYPE_BF16], 1e-12 * f->eff * c.dev.matrix_flops[WF_DTYPE_BF16], 0.70 * 989,
+           1e6 * f->launch_s);
+    assert_rel(f->launch_s, 15e-6, 0.02);
+    assert_rel(f->eff * c.dev.matrix_flops[WF_DTYPE_BF16], 0.70 * 989e12, 0.01);
+    cJSON *j = wf_cluster_to_json(&c);
+    assert_non_null(j);
+    assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "device"), "kernels"));
+    assert_int_equal(read_back(j, &back, NULL), WF_OK);
+    cJSON_Delete(j);
+    for (int i = 0; i < m->nkernels; i++) {
+        const wf_kernel_point *k = &m->kernels[i];
+        if (k->dtype != WF_MDT_BF16)
+            continue;
+        double t = wf_gemm_time(&c.dev, WF_GEMM_HALF, 1, (double)k->m, (double)k->n, (double)k->k);
+        double tb = wf_gemm_time(&back.dev, WF_GEMM_HALF, 1, (double)k->m, (double)k->n, (double)k->k);
+        printf("  %lldx%lldx%lld: measured %.2f us, fitted %.2f us (%+.2f%%)\n", (long long)k->m, (long long)k->n,
+               (long long)k->k, 1e6 * k->seconds, 1e6 * t, 100 * (t / k->seconds - 1));
+        assert_rel(t, k->seconds, 0.005);
+        assert_rel(tb, t, 1e-9);
+    }
+    free(m);
+}
+
 static void test_round_trip(void **state)
 {
     (void)state;
@@ -564,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_shapes),      cmocka_unit_test(test_busbw_factors), cmocka_unit_test(test_fit_curve),
         cmocka_unit_test(test_fit_alpha_beta), cmocka_unit_test(test_fit_cluster), cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_fixture),     cmocka_unit_test(test_refusal),
+        cmocka_unit_test(test_fit_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

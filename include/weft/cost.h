@@ -58,6 +58,9 @@ double wf_coll_time(const wf_cluster *c, wf_coll_kind k, const wf_group *g, doub
 /* ---- compute --------------------------------------------------------------- */
 /* Time of one op for one pass on the device: FLOPs/(peak x eff) + bytes/(bw x eff). */
 double wf_compute_time(const wf_device *d, int matrix, wf_dtype dtype, double flops, double bytes);
+/* The measured memory-bound kernel family an op of this kind runs as (norms,
+ * activations, the loss, elementwise: wf_membound_time's kinds). */
+wf_mb_kind wf_op_mb_kind(wf_op_kind kind);
 
 /* ---- estimate ------------------------------------------------------------------- */
 typedef struct {

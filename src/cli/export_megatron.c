@@ -251,7 +251,7 @@ wf_status wf_export_megatron(FILE *f, const ectx *e)
         arg(a, "--context-parallel-size", " %d", p->cp);
     if (p->ep > 1)
         arg(a, "--expert-model-parallel-size", " %d", p->ep);
-    if (p->etp > 0 && wf_model_is_moe(m))
+    if (p->etp > 0 && p->etp != p->tp && wf_model_is_moe(m)) /* equal: the default, as the plan string omits it */
         arg(a, "--expert-tensor-parallel-size", " %d", p->etp);
     if (p->vpp > 1) {
         arg(a, "--num-layers-per-virtual-pipeline-stage", " %lld", (long long)(m->layers / (p->pp * p->vpp)));

@@ -1,9 +1,11 @@
 /* weft cluster: the measured-kernel device model (docs/cost-model.md, "Device
  * model"): the time of a matrix product from its shape, and of a fused
  * attention call from its sequence, head dim, mask and pass. The factors of
- * each preset are fitted by scripts/fit-kernels on measured kernel tables
- * (tests/data/h100-kernels-2026-11.json) or set from published ones
- * (tests/data/published-kernels.json); test_devmodel holds them to the tables. */
+ * each preset are fitted on measured kernel tables (H100:
+ * tests/data/h100-kernels-2026-11.json; V100 products: DeepBench's,
+ * tests/data/v100-deepbench-gemm.json, by scripts/fit-kernels-v100) or set
+ * from published ones (tests/data/published-kernels.json); test_devmodel
+ * holds them to the tables. */
 #include "weft/cluster.h"
 
 #include <math.h>
@@ -47,6 +49,18 @@ static double tiled_time(const wf_device *d, const wf_gemm_fit *f, double peak, 
     return 2.0 * tm * tn * (waves * (K + f->wave_k) + f->ramp_k) / per_sm;
 }
 
+/* The tile side a library picks for an output side `dim` shorter than its
+ * largest tile: the smallest power of two from 16 that covers it (cuBLAS and
+ * cuDNN carry 64-, 32- and 16-wide tiles for skinny products and narrow
+ * convolutions; a product with N = 64 does not run on 256-wide tiles). */
+static double tile_fit(double tile, double dim)
+{
+    double p = 16;
+    while (p < dim && p < tile)
+        p *= 2;
+    return p < tile ? p : tile;
+}
+
 double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double count, double M, double N, double K)
 {
     if (!(count > 0 && M > 0 && N > 0 && K > 0))
@@ -65,8 +79,8 @@ double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double count, double 
         return t > d->op_overhead_s ? t : d->op_overhead_s;
     }
     double tm = f->tile_m, tn = f->tile_n;
-    double a = tiled_time(d, f, peak, count, M, N, K, tm, tn);
-    double b = tiled_time(d, f, peak, count, M, N, K, tn, tm);
+    double a = tiled_time(d, f, peak, count, M, N, K, tile_fit(tm, M), tile_fit(tn, N));
+    double b = tiled_time(d, f, peak, count, M, N, K, tile_fit(tn, M), tile_fit(tm, N));
     double tc = a < b ? a : b;
     /* Roofline: A and B read once, C written once in 16 bits (fp32 output
      * for fp32 kinds), at the copy bandwidth. */

@@ -70,6 +70,29 @@ static void fill_attention(const wf_graph *g, const wf_op *o, double qkv, wf_cos
     r->at_causal = o->attr.causal != 0;
 }
 
+wf_mb_kind wf_op_mb_kind(wf_op_kind kind)
+{
+    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+    switch (kind) {
+    case WF_OP_LAYERNORM:
+    case WF_OP_BATCHNORM:
+        return WF_MB_LAYERNORM;
+    case WF_OP_RMSNORM:
+        return WF_MB_RMSNORM;
+    case WF_OP_GELU:
+    case WF_OP_SILU:
+    case WF_OP_RELU:
+    case WF_OP_TANH:
+    case WF_OP_HARDSWISH:
+        return WF_MB_ACT;
+    case WF_OP_CROSS_ENTROPY:
+    case WF_OP_SOFTMAX:
+        return WF_MB_LOSS;
+    default:
+        return WF_MB_ELEM;
+    }
+}
+
 /* The shape of a matrix product (docs/cost-model.md, "Device model"): a
  * linear layer X[M, K] W[K, N]; a (batched) matmul A[.., M, K] B[.., K, N];
  * a convolution as its implicit GEMM (M = batch x output pixels, N = output
@@ -171,30 +194,7 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r, unsigned char *kept
     r->bwd_w_flops = c.bwd_w_flops;
     if (r->matrix)
         fill_shape(g, o, r);
-    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
-    switch (o->kind) {
-    case WF_OP_LAYERNORM:
-    case WF_OP_BATCHNORM:
-        r->mb_kind = WF_MB_LAYERNORM;
-        break;
-    case WF_OP_RMSNORM:
-        r->mb_kind = WF_MB_RMSNORM;
-        break;
-    case WF_OP_GELU:
-    case WF_OP_SILU:
-    case WF_OP_RELU:
-    case WF_OP_TANH:
-    case WF_OP_HARDSWISH:
-        r->mb_kind = WF_MB_ACT;
-        break;
-    case WF_OP_CROSS_ENTROPY:
-    case WF_OP_SOFTMAX:
-        r->mb_kind = WF_MB_LOSS;
-        break;
-    default:
-        r->mb_kind = WF_MB_ELEM;
-        break;
-    }
+    r->mb_kind = wf_op_mb_kind(o->kind);
     double pb = 0;
     for (int j = 0; j < o->nin; j++)
         if (g->tensors[o->in[j]].role == WF_ROLE_PARAM) {

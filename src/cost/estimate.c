@@ -494,6 +494,8 @@ typedef struct {
     double total;   /* all data-parallel collective time */
     double exposed; /* not hidden behind computation */
     double slow;    /* compute slowed by the hidden part */
+    double edge;    /* of exposed, what shows however long the backward: the
+                       reduction of the bucket the backward makes last */
 } dp_cost;
 
 /* DeAR's per-group optimizer steps run in the next forward (each group's
@@ -527,7 +529,7 @@ static double step_time(const wf_cost_ctx *ctx, const wf_plan *p, double params)
 static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, double params,
                          double layer_params, double edge_params, double window, double fwd_window)
 {
-    dp_cost r = {0, 0, 0};
+    dp_cost r = {0, 0, 0, 0};
     if (p->dp <= 1 || params <= 0)
         return r;
     const wf_cluster *c = &ctx->cluster;
@@ -624,6 +626,7 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
     }
     if (exposed < first_edge)
         exposed = first_edge;
+    r.edge = first_edge;
     /* Data-parallel collectives run beside the compute without slowing it
      * (as the simulator plays them; overlap_slowdown is calibrated on the
      * tensor-parallel overlaps inside a layer, which the A100 rows measure).
@@ -922,7 +925,18 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     double z3slow = 0;
     for (int k = 0; k < nst; k++) {
         double sl = 0;
-        add_zero3(ctx, pg, &dpg, &edpg, &st[k], &sl);
+        /* The gathers, prefetched on the data-parallel channel, also hide
+         * behind the stage's pipeline sends (another channel), half in each
+         * pass, as the simulator plays them (without interleaving: the
+         * chunks' passes then follow each other without a wait). */
+        stage_cost zs = st[k];
+        if (v == 1) {
+            zs.fwd_window += 0.5 * st[k].ppc;
+            zs.bwd_window += 0.5 * st[k].ppc;
+        }
+        add_zero3(ctx, pg, &dpg, &edpg, &zs, &sl);
+        st[k].zc = zs.zc;
+        st[k].zc_total = zs.zc_total;
         if (k == 0)
             z3slow = sl;
     }
@@ -975,6 +989,23 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         double shown = (double)m * first->zc + dp.exposed;
         if (channel - busy > shown)
             dp.exposed += channel - busy - shown;
+        /* And when the channel is the bottleneck it runs without a break
+         * (each gather issued as the one before it ends): the iteration is
+         * the channel's work plus the last bucket's reduction, which only
+         * the end of the backward lets start. The exposed parts above, each
+         * charged against its own window, count the same wait twice there
+         * (the backward's window hides the gathers and the reduce-scatter
+         * alike). With a pipeline the stages' waits for each other enter
+         * (the bubble, played apart), and without overlap nothing hides:
+         * there the sum stands. */
+        double upper = channel - busy + dp.edge;
+        if (p->pp == 1 && p->overlap && channel > busy && shown > upper) {
+            double cut = shown - upper, from_dp = cut < dp.exposed ? cut : dp.exposed;
+            dp.exposed -= from_dp;
+            cut -= from_dp;
+            if (cut > 0)
+                first->zc = first->zc > cut / (double)m ? first->zc - cut / (double)m : 0;
+        }
     }
     double emb_sync = 0;
     if (p->pp > 1 && shared > 0) {
@@ -1056,8 +1087,8 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
  * gate, beside the next gather. Returns the exposed reduce-scatter and
  * all-gather time in *rs_shown and *ag_shown, and their totals. */
 static wf_status dear_generic(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, const wf_cost_layout *L,
-                              int lo, int hi, wf_recompute rc, double *rs_total, double *ag_total, double *rs_shown,
-                              double *ag_shown)
+                              int lo, int hi, wf_recompute rc, double start, double *rs_total, double *ag_total,
+                              double *rs_shown, double *ag_shown)
 {
     const wf_cluster *c = &ctx->cluster;
     const double gb = wf_cost_grad_elem_bytes(ctx), bb = (double)p->mbs;
@@ -1114,7 +1145,9 @@ static wf_status dear_generic(const wf_cost_ctx *ctx, const wf_plan *p, const wf
         chan += ag;
         ag_end[k] = steps ? (k == 0 ? ag : 0) : chan;
     }
-    double ft = 0, busy = 0;
+    /* The stage's first forward starts at `start` (its wait for the fill),
+     * which the gathers run beside. */
+    double ft = start, busy = start;
     int k = 0;
     for (int i = lo; i < hi; i++) {
         if (k < ng && gfirst[ng - 1 - k] == i) {
@@ -1212,7 +1245,15 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     wf_group dpg = wf_group_place(c, ax[WF_AXIS_DP].size, ax[WF_AXIS_DP].stride),
              mpg = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
     for (int k = 0; k < nst; k++) {
-        add_zero3(ctx, p, &dpg, NULL, &st[k], &z3slow[k]);
+        /* The gathers, prefetched on the data-parallel channel, also hide
+         * behind the pass's pipeline sends (another channel), as the
+         * simulator plays them. */
+        stage_cost zs = st[k];
+        zs.fwd_window += sends[k];
+        zs.bwd_window += k > 0 ? sends[k - 1] : 0;
+        add_zero3(ctx, p, &dpg, NULL, &zs, &z3slow[k]);
+        st[k].zc = zs.zc;
+        st[k].zc_total = zs.zc_total;
         /* ZeRO-3 gathers before the forward and before the backward. */
         fwd_part[k] = sp->fwd[k] + sp->tpf[k] + sends[k] + 0.5 * st[k].zc;
         bwd_part[k] = sp->bwd[k] + sp->tpb[k] + sp->rec[k] + (k > 0 ? sends[k - 1] : 0) + 0.5 * st[k].zc;
@@ -1266,9 +1307,10 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
      * the breakdown (its idle time is the bubble). */
     int crit = 0;
     double end_max = -1;
-    dp_cost dp = {0, 0, 0};
+    dp_cost dp = {0, 0, 0, 0};
     double opt_params = 0;
     const double opt_s_per_param = wf_cost_optimizer_bytes_per_param(ctx) / wf_device_opt_bps(&c->dev);
+    double fill = 0; /* when stage k's first forward can start: its wait for the fill */
     for (int k = 0; k < nst; k++) {
         /* ByteScheduler's edge: the stage's first op with weights. */
         double lead_params = 0;
@@ -1281,7 +1323,7 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
                               st[k].fwd_window);
         if (p->comm.kind == WF_COMM_DEAR && p->zero < 3 && p->overlap && p->dp > 1 && st[k].params > 0) {
             double rs, ag, rs_shown, ag_shown;
-            status = dear_generic(ctx, p, &dpg, L, sp->first_op[k], sp->first_op[k + 1], p->recompute, &rs, &ag,
+            status = dear_generic(ctx, p, &dpg, L, sp->first_op[k], sp->first_op[k + 1], p->recompute, fill, &rs, &ag,
                                   &rs_shown, &ag_shown);
             if (status != WF_OK)
                 goto done;
@@ -1322,7 +1364,12 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
             d.exposed += dm.exposed;
             d.slow += dm.slow;
         }
+        fill += fwd_part[k];
         d.slow += z3slow[k] * mm;
+        /* Nothing runs before the first stage's first ZeRO-3 gather: it
+         * shows (later stages wait for their input meanwhile). */
+        if (k == 0 && p->zero == 3 && p->dp > 1)
+            d.exposed += 0.5 * st[k].zc_total;
         double op = p->zero >= 1 ? st[k].params / (double)p->dp : st[k].params;
         double end = ends[k] + d.slow + d.exposed + op * opt_s_per_param;
         if (end > end_max) {

@@ -6,8 +6,14 @@
  *   collective       flat alpha-beta closed forms of src/cost/collective.c
  *                    on a level's latency_s and bw_bps x eff
  *
+ *   kernel model     the shape-aware products of src/cluster/kernel_model.c: per
+ *                    gemm kind measured, eff and launch_s fitted on its
+ *                    points (least squares in log time) on the base's tile
+ *                    structure; memory-bound fractions and attention
+ *                    efficiencies rescaled to the measured peaks
+ *
  * docs/cluster-format.md ("Calibration on GPUs") states each step; the
- * points themselves go into the file too, for a shape-aware model. */
+ * points themselves go into the file too. */
 #include "weft/gpu.h"
 
 #include <math.h>
@@ -238,6 +244,111 @@ static wf_status fit_level(const wf_cluster_measured *m, wf_mscope scope, wf_lev
     return WF_OK;
 }
 
+/* ---- the shape-aware products ----------------------------------------------------------- */
+
+/* The gemm kind a measured dtype runs as. */
+static wf_gemm_kind mdtype_kind(wf_mdtype t)
+{
+    switch (t) {
+    case WF_MDT_FP8:
+        return WF_GEMM_FP8;
+    case WF_MDT_BF16:
+    case WF_MDT_FP16:
+        return WF_GEMM_HALF;
+    case WF_MDT_TF32:
+        return WF_GEMM_TF32;
+    default:
+        return WF_GEMM_FP32;
+    }
+}
+
+/* The peak wf_gemm_time charges a kind against (kernels.c's kind_peak). */
+static double gemm_peak(const wf_device *d, wf_gemm_kind k)
+{
+    switch (k) {
+    case WF_GEMM_FP8:
+        return d->fp8_flops;
+    case WF_GEMM_HALF:
+        return d->matrix_flops[WF_DTYPE_BF16] > 0 ? d->matrix_flops[WF_DTYPE_BF16] : d->matrix_flops[WF_DTYPE_FP16];
+    case WF_GEMM_TF32:
+        return d->matrix_flops[WF_DTYPE_FP16] / 2.0;
+    default:
+        return d->matrix_flops[WF_DTYPE_FP32];
+    }
+}
+
+/* Sum of squared log(predicted / measured) over the kind's points. */
+static double gemm_loss(const wf_device *d, const wf_cluster_measured *m, wf_gemm_kind kind)
+{
+    double s = 0;
+    for (int i = 0; i < m->nkernels; i++) {
+        const wf_kernel_point *k = &m->kernels[i];
+        if (mdtype_kind(k->dtype) != kind)
+            continue;
+        double r = log(wf_gemm_time(d, kind, 1, (double)k->m, (double)k->n, (double)k->k) / k->seconds);
+        s += r * r;
+    }
+    return s;
+}
+
+/* Golden-section search of one factor of d->gemm[kind] over [lo, hi]. */
+static void golden(wf_device *d, const wf_cluster_measured *m, wf_gemm_kind kind, double *x, double lo, double hi)
+{
+    const double g = 0.6180339887498949;
+    double a = lo, b = hi, c = b - g * (b - a), e = a + g * (b - a);
+    *x = c;
+    double fc = gemm_loss(d, m, kind);
+    *x = e;
+    double fe = gemm_loss(d, m, kind);
+    for (int it = 0; it < 60; it++) {
+        if (fc < fe) {
+            b = e, e = c, fe = fc;
+            c = b - g * (b - a);
+            *x = c;
+            fc = gemm_loss(d, m, kind);
+        } else {
+            a = c, c = e, fc = fe;
+            e = a + g * (b - a);
+            *x = e;
+            fe = gemm_loss(d, m, kind);
+        }
+    }
+    *x = fc < fe ? c : e;
+}
+
+/* Fits each measured kind's products: the base's tile structure (tiles,
+ * fill and drain, epilogue, wave quantization; a generic Hopper-class one
+ * where the base has none) with eff in (0.05, 1] and launch_s in [0, 100 us]
+ * set by coordinate descent on the points' log errors. Returns the number of
+ * kinds fitted. */
+static int fit_gemm_kinds(wf_device *d, const wf_cluster_measured *m)
+{
+    int fitted = 0;
+    for (int kind = 0; kind < WF_GEMM_KINDS; kind++) {
+        int n = 0;
+        for (int i = 0; i < m->nkernels; i++)
+            n += mdtype_kind(m->kernels[i].dtype) == (wf_gemm_kind)kind;
+        if (n == 0 || !(gemm_peak(d, (wf_gemm_kind)kind) > 0))
+            continue;
+        wf_gemm_fit *f = &d->gemm[kind];
+        if (f->tile_m <= 0) {
+            const wf_gemm_fit generic = {128, kind == WF_GEMM_FP32 ? 128 : 256, 0.8, 1000, 300, 0.5, 10e-6};
+            *f = generic;
+        }
+        /* eff is of the best whole-product rate measured (the peak), which
+         * the K loop's rate can exceed: capped at 1 there. */
+        for (int round = 0; round < 6; round++) {
+            golden(d, m, (wf_gemm_kind)kind, &f->eff, 0.05, 1.0);
+            golden(d, m, (wf_gemm_kind)kind, &f->launch_s, 0, 100e-6);
+        }
+        /* Quoted as the presets quote them (and a cluster file keeps them). */
+        f->eff = round(1000.0 * f->eff) / 1000.0;
+        f->launch_s = round(1e8 * f->launch_s) / 1e8;
+        fitted++;
+    }
+    return fitted;
+}
+
 /* ---- the cluster ----------------------------------------------------------------- */
 
 wf_status wf_gpu_fit(const wf_cluster_measured *m, const wf_cluster *base, wf_cluster *out)
@@ -321,6 +432,33 @@ wf_status wf_gpu_fit(const wf_cluster_measured *m, const wf_cluster *base, wf_cl
     if (n > 0) {
         double e = exp(slog / n);
         d->fp8_eff = e > 1 ? 1 : e < 1e-3 ? 1e-3 : e;
+    }
+
+    /* The shape-aware device model: the products of each measured kind
+     * fitted on their points; the memory-bound kernels' and the optimizer's
+     * fractions (of the base's bandwidth) and the attention kernels'
+     * efficiencies (of its 16-bit peak) carried over to the measured
+     * bandwidth and peak, so their times stay the base's. */
+    if (m->sms > 0) {
+        d->sms = m->sms;
+        double bw_ratio = base->dev.mem_bw_bps / d->mem_bw_bps;
+        for (int mk = 0; mk < WF_MB_KINDS; mk++)
+            for (int b = 0; b < 2; b++)
+                if (d->mb_eff[mk][b] > 0)
+                    d->mb_eff[mk][b] = fmin(1.0, round(1000.0 * d->mb_eff[mk][b] * bw_ratio) / 1000.0);
+        if (d->opt_eff > 0)
+            d->opt_eff = fmin(1.0, round(1000.0 * d->opt_eff * bw_ratio) / 1000.0);
+        double p0 = gemm_peak(&base->dev, WF_GEMM_HALF), p1 = gemm_peak(d, WF_GEMM_HALF);
+        if (p0 > 0 && p1 > 0)
+            for (int a = 0; a < WF_ATTN_IMPL_COUNT; a++)
+                for (int h = 0; h < WF_ATTN_HEAD_DIMS; h++) {
+                    wf_attn_fit *af = &d->attn[a];
+                    if (af->eff_fwd[h] > 0)
+                        af->eff_fwd[h] = fmin(1.0, round(1000.0 * af->eff_fwd[h] * p0 / p1) / 1000.0);
+                    if (af->eff_bwd[h] > 0)
+                        af->eff_bwd[h] = fmin(1.0, round(1000.0 * af->eff_bwd[h] * p0 / p1) / 1000.0);
+                }
+        d->kernel_model = fit_gemm_kinds(d, m) > 0 ? 1 : 0;
     }
 
     /* Links: the measured job's shape, then each measured scope's level. */

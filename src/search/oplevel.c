@@ -304,6 +304,87 @@ static int outer_dp_allowed(const ol_problem *p, const wf_op *o, const wf_sbp_si
     return 1;
 }
 
+/* An op's compute time, forward plus backward, under signature s by the
+ * device's measured-kernel model (src/cluster/kernel_model.c), as the cost
+ * model's records charge it (cost/records.c): a memory-bound op at its
+ * family's bandwidth per pass; a matrix product at its local
+ * shape under the signature (a split weight or activation shrinks the
+ * dimension it splits; a partial sum shrinks K), its data gradient
+ * (M, K, N) and weight gradient (K, N, M), plus the framework's idle gap
+ * per pass. Returns -1 where the op is a product of no such shape or the
+ * device has no fit (the FLOPs table applies). */
+static double shaped_time(const ol_problem *p, const wf_graph *g, int r, const wf_sbp_sig *s, wf_dtype dt,
+                          const wf_op_cost *oc)
+{
+    const wf_device *dev = &p->c->dev;
+    const wf_op *o = &g->ops[r];
+    if (!wf_device_kernels(dev))
+        return -1;
+    const double gap = p->c->op_gap_s;
+    if (!wf_op_is_matrix(o->kind)) {
+        /* A memory-bound kernel per pass at its family's measured bandwidth
+         * (the arithmetic hides behind the traffic unless longer), as
+         * records.c's kernel_time. */
+        double d = (double)s->split, vp = dev->vector_flops[dt] > 0 ? dev->vector_flops[dt]
+                                                                    : dev->vector_flops[WF_DTYPE_FP32];
+        wf_mb_kind mk = wf_op_mb_kind(o->kind);
+        double t = 0;
+        for (int bwd = 0; bwd < 2; bwd++) {
+            double fl = (bwd ? oc->bwd_in_flops + oc->bwd_w_flops : oc->fwd_flops) / d;
+            double by = (bwd ? oc->bwd_bytes : oc->fwd_bytes) / d;
+            if (!(fl > 0) && !(by > 0))
+                continue;
+            double tm = wf_membound_time(dev, mk, bwd, by), tf = fl > 0 && vp > 0 ? fl / (vp * dev->vector_eff) : 0;
+            double x = tm > tf ? tm : tf;
+            t += (x > dev->op_overhead_s ? x : dev->op_overhead_s) + gap;
+        }
+        return t;
+    }
+    if (o->nin < 2)
+        return -1;
+    wf_gemm_kind kind = wf_gemm_kind_of(dt, 0);
+    if (dev->gemm[kind].tile_m <= 0)
+        return -1;
+    int64_t ly[WF_MAX_DIMS], la[WF_MAX_DIMS], lw[WF_MAX_DIMS];
+    const wf_tensor *y = &g->tensors[o->out[0]], *a = &g->tensors[o->in[0]], *w = &g->tensors[o->in[1]];
+    if (wf_sbp_local_shape(&p->mesh, y, &s->out[0], ly) != WF_OK ||
+        wf_sbp_local_shape(&p->mesh, a, &s->in[0], la) != WF_OK ||
+        wf_sbp_local_shape(&p->mesh, w, &s->in[1], lw) != WF_OK)
+        return -1;
+    double ny = 1;
+    for (int i = 0; i < y->ndim; i++)
+        ny *= (double)ly[i];
+    double M, N, K, nb = 1;
+    if (o->kind == WF_OP_LINEAR && w->ndim == 2) {
+        K = (double)lw[0];
+        N = (double)lw[1];
+        M = N > 0 ? ny / N : 0;
+    } else if ((o->kind == WF_OP_MATMUL || o->kind == WF_OP_BATCH_MATMUL) && a->ndim >= 2 && y->ndim >= 2) {
+        M = (double)(o->attr.trans_a ? la[a->ndim - 1] : la[a->ndim - 2]);
+        K = (double)(o->attr.trans_a ? la[a->ndim - 2] : la[a->ndim - 1]);
+        N = (double)ly[y->ndim - 1];
+        nb = M > 0 && N > 0 ? ny / (M * N) : 0;
+    } else if (o->kind == WF_OP_CONV2D && w->ndim == 4) {
+        N = (double)lw[0];
+        K = (double)(lw[1] * lw[2] * lw[3]);
+        M = N > 0 ? ny / N : 0;
+    } else {
+        return -1;
+    }
+    if (!(M > 0 && N > 0 && K > 0 && nb > 0))
+        return -1;
+    double t = wf_gemm_time(dev, kind, nb, M, N, K) + gap;
+    double f1 = oc->fwd_flops > 0 ? oc->fwd_flops : 2.0 * nb * M * N * K;
+    double nin = oc->bwd_in_flops / f1;
+    if (nin > 0.25)
+        t += wf_gemm_time(dev, kind, nb, M, K, N) + gap;
+    if (nin > 1.25)
+        t += wf_gemm_time(dev, kind, nb, K, N, M);
+    if (oc->bwd_w_flops > 0)
+        t += wf_gemm_time(dev, kind, nb, K, N, M) + gap;
+    return t;
+}
+
 /* The time added to an edge the options forbid: larger than any plan, finite
  * so that sums and comparisons stay ordinary (an all-replicated plan never
  * pays it, so the search always has a plan without it). */
@@ -381,9 +462,12 @@ static wf_status op_unary(ol_problem *p, ol_var *v, const build_ctx *b)
     for (int c = 0; c < n; c++) {
         const wf_sbp_sig *s = &v->sigs[c];
         double d = (double)s->split;
-        double tc = wf_compute_time(dev, matrix, dt, oc.fwd_flops / d, oc.fwd_bytes / d);
-        if (bwd_flops > 0 || oc.bwd_bytes > 0)
-            tc += wf_compute_time(dev, matrix, dt, bwd_flops / d, oc.bwd_bytes / d);
+        double tc = shaped_time(p, g, r, s, dt, &oc);
+        if (tc < 0) {
+            tc = wf_compute_time(dev, matrix, dt, oc.fwd_flops / d, oc.fwd_bytes / d);
+            if (bwd_flops > 0 || oc.bwd_bytes > 0)
+                tc += wf_compute_time(dev, matrix, dt, bwd_flops / d, oc.bwd_bytes / d);
+        }
         double tn = tc, sy = 0, mw = 0, ma = 0;
         for (int a = 0; a < naxes; a++)
             if (s->internal_bytes[a] > 0)
