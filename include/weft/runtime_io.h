@@ -295,6 +295,14 @@ typedef struct {
  * it sets the process's BLAS thread count to o->threads (and leaves it so). */
 wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r);
 
+/* What wf_calibrate_run does with its n repeats (n <= WF_CALIB_MAX_REPEATS):
+ * *r is rs[0] with every factor replaced by its median after outliers are
+ * rejected (WF_CALIB_OUTLIER_MADS scaled MADs; with 3 repeats or fewer, 2 x
+ * WF_CALIB_NOISY of the median), the rates refitted, repeats, outliers,
+ * spread, spread_factor and noisy set (noisy: a factor the cost model uses
+ * spread beyond WF_CALIB_NOISY over its kept values), load_avg = load_avg. */
+void wf_calibrate_combine(const wf_calib_result *rs, int n, double load_avg, wf_calib_result *r);
+
 /* The cluster these measurements describe: starts from the "local" preset and
  * sets the device's memory bandwidth (stream_bw_bps, or triad_bw_bps when the
  * stream was not measured), fp32 matrix peak and efficiency table (each
