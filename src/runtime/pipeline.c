@@ -860,7 +860,10 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
         if (st != WF_OK)
             return st;
     }
-    /* Squares of every gradient, each float once (the chunks' weights), summed over the stages. */
+    /* Squares of every gradient, each float once (the chunks' weights), summed over the stages. The
+     * squares and the updates are this rank's compute, not a wait: their time is taken out of the
+     * phase's (the waits inside the updates, ZeRO's and DeAR's collectives, are put back). */
+    double tc = wf_now_s();
     double mine = 0;
     for (int k = 0; k < p->nchunks; k++) {
         double s = 0;
@@ -868,6 +871,7 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
             return st;
         mine += s;
     }
+    double compute_s = wf_now_s() - tc;
     double total = mine;
     if (mpi_on(p)) {
         /* Over the stages (and their tp ranks), in rank order. */
@@ -884,11 +888,16 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
     }
     double scale = 1.0 / ((double)p->dp * (double)p->m);
     for (int k = 0; k < p->nchunks; k++)
+        wf_dist_take_comm_s(p->ch[k].d); /* the waits so far: counted in this phase */
+    double tu = wf_now_s(), update_waits_s = 0;
+    for (int k = 0; k < p->nchunks; k++)
         if ((st = wf_dist_apply_update(p->ch[k].d, step + 1, scale, total)) != WF_OK)
             return st;
-    *comm_s += wf_now_s() - t0;
+    compute_s += wf_now_s() - tu;
     for (int k = 0; k < p->nchunks; k++)
-        wf_dist_take_comm_s(p->ch[k].d); /* counted in this phase */
+        update_waits_s += wf_dist_take_comm_s(p->ch[k].d);
+    double phase_s = wf_now_s() - t0 - compute_s + update_waits_s;
+    *comm_s += phase_s > 0 ? phase_s : 0;
     p->grad_norm = sqrt(total) * scale;
     return WF_OK;
 }
