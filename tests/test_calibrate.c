@@ -242,14 +242,16 @@ static void fake_repeats(wf_calib_result *rs, int n, const double *g, const doub
             rs[i].allreduce_s[m] = (3e-6 + bytes[m] / 4e9) / ar[i];
         }
         rs[i].overlap_slowdown = 1.5;
+        rs[i].cores = 2;
     }
 }
 
 /* The noise verdict on injected series (no timing): a quiet series is
  * combined into its medians and not noisy; one far outlier among five is
  * rejected and the verdict stays quiet; a series spread evenly beyond 10% is
- * noisy and names the factor; with three repeats a value 20% off the median
- * is kept and makes the run noisy. */
+ * noisy and names the factor; with three repeats a value 18% off the median
+ * is kept and makes the run noisy; a load average above the cores makes any
+ * series noisy. */
 static void test_combine_noise(void **state)
 {
     (void)state;
@@ -279,8 +281,9 @@ static void test_combine_noise(void **state)
     /* Bandwidth spread evenly over +-15%: nothing to reject, too noisy. */
     const double wide[5] = {0.85, 0.93, 1.0, 1.07, 1.15};
     fake_repeats(rs, 5, one, wide, one);
-    wf_calibrate_combine(rs, 5, 3.0, &r);
+    wf_calibrate_combine(rs, 5, 1.0, &r);
     assert_int_equal(r.noisy, 1);
+    assert_int_equal(r.noisy_load, 0);
     assert_string_equal(r.spread_factor, "memory bandwidth");
     assert_rel(r.spread, 0.30, 1e-9);
     assert_rel(r.stream_bw_bps, 40e9, 1e-12);
@@ -297,6 +300,17 @@ static void test_combine_noise(void **state)
     assert_int_equal(r.noisy, 0);
     assert_int_equal(r.outliers, r.ngemm);
     assert_rel(r.gemm_peak_flops_per_s, 100e9, 1e-12);
+
+    /* Repeats that agree, on a machine whose load average exceeds its 2
+     * cores: noisy by the load; at the cores exactly, not. */
+    fake_repeats(rs, 5, quiet, one, one);
+    wf_calibrate_combine(rs, 5, 2.5, &r);
+    assert_int_equal(r.noisy, 1);
+    assert_int_equal(r.noisy_load, 1);
+    assert_true(r.spread <= WF_CALIB_NOISY);
+    wf_calibrate_combine(rs, 5, 2.0, &r);
+    assert_int_equal(r.noisy, 0);
+    assert_int_equal(r.noisy_load, 0);
 }
 
 int main(void)

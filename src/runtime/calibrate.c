@@ -895,7 +895,12 @@ void wf_calibrate_combine(const wf_calib_result *rs, int n, double load_avg, wf_
         COMBINE(overlap_slowdown, "overlap slowdown");
         COMBINE(shared_sync_s, NULL);
     }
-    r->noisy = r->spread > WF_CALIB_NOISY;
+    /* More runnable processes than cores: the compute, timed on the thread
+     * CPU clock, is still right, but every message and wait is timed on the
+     * wall clock and takes the scheduler's delays in (the repeats can agree
+     * with each other and all be wrong). */
+    r->noisy_load = r->cores > 0 && load_avg > (double)r->cores;
+    r->noisy = r->spread > WF_CALIB_NOISY || r->noisy_load;
 }
 
 wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
@@ -1078,10 +1083,14 @@ void wf_calibrate_print(FILE *f, const wf_calib_result *r)
     fprintf(f, "  (each the median of %d repeats, %d outlier%s rejected; the widest spread: %s, %.0f%%; load "
                "average %.2f)\n", r->repeats, r->outliers, r->outliers == 1 ? "" : "s",
             r->spread_factor[0] ? r->spread_factor : "-", 100 * r->spread, r->load_avg);
-    if (r->noisy)
+    if (r->noisy && r->spread > WF_CALIB_NOISY)
         fprintf(f, "warning: the machine is too noisy to calibrate: %s varied by %.0f%% over %d repeats (more "
                    "than %.0f%%; load average %.2f); calibrate again when it is quieter\n",
                 r->spread_factor, 100 * r->spread, r->repeats, 100 * WF_CALIB_NOISY, r->load_avg);
+    if (r->noisy_load)
+        fprintf(f, "warning: the machine is too noisy to calibrate: load average %.2f on %d cores (other processes "
+                   "compete for them, so messages wait for descheduled peers); calibrate again when it is "
+                   "quieter\n", r->load_avg, r->cores);
     fprintf(f, "\nBLAS: %s, core %s\n", wf_k_blas_info(), r->blas_core[0] ? r->blas_core : "unknown");
     const char *hint = wf_k_blas_hint();
     if (hint)
