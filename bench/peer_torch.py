@@ -488,7 +488,7 @@ def main():
             res[i][1].append(t)
             print("  round %d  %-6s %-9s weft %8.1f ms  PyTorch %8.1f ms  ratio %.2f  (load %s)"
                   % (rnd + 1, model, plan, 1e3 * w, 1e3 * t, t / w, loadavg()), flush=True)
-    print("\n| model | plan | ranks | global batch | weft ms | limit ms | %% of limit | PyTorch ms | PyTorch / weft |")
+    print("\n| model | plan | ranks | global batch | weft ms | limit ms | % of limit | PyTorch ms | PyTorch / weft |")
     print("|---|---|---|---|---|---|---|---|---|")
     for i, (model, plan, ranks, batch, _) in enumerate(rows):
         w, t = res[i]
