@@ -726,6 +726,15 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
         for (int b = 0; b < 5; b++)
             wf_world_minmax_u64(blk[b], &lo, &hib[b]);
         hi = hib[4];
+        /* Each rank's median wait (comm_s: time blocked in MPI), gathered
+         * rank by rank; with one rank per stage, rank k is stage k. */
+        double waits[8] = {0};
+        const uint64_t my_wait_ns = st == WF_OK ? (uint64_t)(1e9 * median(ms, iters)) : 0;
+        for (int r = 0; r < nranks && r < 8; r++) {
+            uint64_t wlo = 0, whi = 0;
+            wf_world_minmax_u64(rank == r ? my_wait_ns : 0, &wlo, &whi);
+            waits[r] = (double)whi / 1e9;
+        }
         wf_estimate est;
         wf_sim_plan_result sr;
         if (st == WF_OK)
@@ -749,6 +758,21 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
                    100.0 * (est.memory_per_device_bytes / (double)hi - 1), sr.peak_memory_bytes / mib,
                    100.0 * (sr.peak_memory_bytes / (double)hi - 1), 1e3 * limit_of(&est), 100.0 * limit_of(&est) / med,
                    1e3 * est.breakdown.bubble);
+            /* The wait of each stage against the simulator's: the time it
+             * is neither computing nor sending (its idle, the fill and drain
+             * and the wait for a slower neighbour) plus its exposed
+             * communication. The estimate's bubble is the slowest stage's
+             * idle alone; a faster stage also waits for the slower one. */
+            if (nranks == pc->pp && sr.nstages == pc->pp && pc->pp <= 8) {
+                printf("%-10s wait per stage, measured (median) against the simulation's idle + exposed comm:",
+                       "");
+                for (int q = 0; q < pc->pp; q++) {
+                    double pw = sr.stage[q].bd.bubble + sr.stage[q].bd.exposed_comm;
+                    printf("  stage %d %.1f / %.1f ms (%+.0f%%)", q, 1e3 * waits[q], 1e3 * pw,
+                           waits[q] > 0 ? 100.0 * (pw / waits[q] - 1) : 0.0);
+                }
+                printf("\n");
+            }
             fflush(stdout);
         }
         timed_free(&run);

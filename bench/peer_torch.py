@@ -30,8 +30,18 @@ python3-torch 1.13 has no tensor or pipeline parallelism for CPUs):
         sent point to point; the tied table's gradient all-reduced between
         the stages' copies, as Megatron-LM does for its first and last stage.
 
+Per row it also prints weft's GEMM-bound limit of the step and the share of
+it weft reaches (limit / weft's median): `weft estimate --json` of the row's
+plan under the runtime's profile (sw=weft) on this machine's calibrated
+cluster, breakdown compute + recompute + optimizer + bubble -- every product
+at the sgemm rate `weft calibrate` measured for its shape, the memory-bound
+ops and AdamW at the measured bandwidth, the pipeline's bubble, no
+communication (bench_runtime's `lim_ms`). The cluster is `--cluster FILE`, or
+measured once at the start by `mpiexec -n 2 weft calibrate --quick` (both
+ranks at once, as the 2-rank rows run).
+
 Usage: peer_torch.py [--weft build/weft] [--mpiexec mpiexec] [--rounds 3]
-                     [--steps 8] [--only mlp|gpt256|gpt512]
+                     [--steps 8] [--only mlp|gpt256|gpt512] [--cluster FILE]
 Exits 0 with a line saying so when PyTorch is absent.
 """
 import argparse
@@ -304,9 +314,16 @@ def torch_worker(a):
         t = torch.tensor(times)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         times = t.tolist()
-        dist.destroy_process_group()
     if rank == 0:
-        print(json.dumps({"times": times}))
+        print(json.dumps({"times": times}), flush=True)
+    if world > 1:
+        # gloo's teardown (destroy_process_group, or the interpreter's exit
+        # with the group alive) has hung a rank for the 900 s watchdog here:
+        # the numbers are out, so every rank leaves at once.
+        dist.barrier()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 # ---- the driver ----------------------------------------------------------------------------------
@@ -377,6 +394,28 @@ def run_weft(weft, mpiexec, model, wplan, ranks, batch, steps, env):
             return [json.loads(line)["time_s"] for line in f if line.strip()]
 
 
+def weft_limit(weft, cluster, model, wplan, batch, env):
+    """The row's GEMM-bound limit in seconds (module docstring), None when the
+    estimate fails (its message printed)."""
+    plan = wplan if "mbs=" in wplan else "%s,mbs=%d" % (wplan, batch // (2 if "dp=2" in wplan else 1))
+    plan += ",sw=weft"
+    p = subprocess.run([weft, "estimate", "--model", MODELS[model]["spec"], "--cluster", cluster, "--batch",
+                        str(batch), "--plan", plan, "--json"], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        print("  %s %s: no limit (weft estimate: %s)" % (model, wplan, (p.stderr.strip().splitlines() or ["?"])[-1]))
+        return None
+    b = json.loads(p.stdout)["breakdown"]
+    return b["compute"] + b["recompute"] + b["optimizer"] + b["bubble"]
+
+
+def calibrate(weft, mpiexec, out, env):
+    p = subprocess.run([mpiexec, "-n", "2", weft, "calibrate", "--quick", "-o", out], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("weft calibrate failed: " + (p.stderr.strip().splitlines() or ["?"])[-1])
+
+
 def loadavg():
     try:
         with open("/proc/loadavg") as f:
@@ -398,6 +437,7 @@ def main():
     ap.add_argument("--mpiexec", default=os.environ.get("MPIEXEC", "mpiexec"))
     ap.add_argument("--python", default="/usr/bin/python3", help="the Python with PyTorch (Debian's)")
     ap.add_argument("--only", default="")
+    ap.add_argument("--cluster", default="", help="the calibrated cluster of the limit column (default: calibrate)")
     a = ap.parse_args()
     if a.worker:
         torch_worker(a)
@@ -422,6 +462,17 @@ def main():
           (chk.stdout.split()[0], a.python, a.weft, blas, env.get("OPENBLAS_CORETYPE", "(unset)")))
     print("%d rounds, interleaved (each row: weft, then PyTorch), %d steps per run, median of the steps after %d; "
           "load %s" % (a.rounds, a.steps, a.warmup, loadavg()), flush=True)
+    tmp = tempfile.TemporaryDirectory()
+    cluster = a.cluster
+    if not cluster:
+        cluster = os.path.join(tmp.name, "cluster.json")
+        try:
+            calibrate(a.weft, a.mpiexec, cluster, env)
+        except RuntimeError as e:
+            print("peer_torch: %s (--cluster FILE)" % e, file=sys.stderr)
+            return 1
+        print("calibrated: mpiexec -n 2 %s calibrate --quick (load %s)" % (a.weft, loadavg()), flush=True)
+    limits = [weft_limit(a.weft, cluster, model, wplan, batch, env) for (model, _, _, batch, wplan) in rows]
     res = {i: ([], []) for i in range(len(rows))}
     for rnd in range(a.rounds):
         for i, (model, plan, ranks, batch, wplan) in enumerate(rows):
@@ -437,15 +488,19 @@ def main():
             res[i][1].append(t)
             print("  round %d  %-6s %-9s weft %8.1f ms  PyTorch %8.1f ms  ratio %.2f  (load %s)"
                   % (rnd + 1, model, plan, 1e3 * w, 1e3 * t, t / w, loadavg()), flush=True)
-    print("\n| model | plan | ranks | global batch | weft ms | PyTorch ms | PyTorch / weft |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| model | plan | ranks | global batch | weft ms | limit ms | % of limit | PyTorch ms | PyTorch / weft |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for i, (model, plan, ranks, batch, _) in enumerate(rows):
         w, t = res[i]
+        lim = "%.1f" % (1e3 * limits[i]) if limits[i] else "-"
         if not w:
-            print("| %s | %s | %d | %d | - | - | - |" % (model, plan, ranks, batch))
+            print("| %s | %s | %d | %d | - | %s | - | - | - |" % (model, plan, ranks, batch, lim))
             continue
         mw, mt = statistics.median(w), statistics.median(t)
-        print("| %s | %s | %d | %d | %.1f | %.1f | %.2f |" % (model, plan, ranks, batch, 1e3 * mw, 1e3 * mt, mt / mw))
+        pct = "%.0f%%" % (100 * limits[i] / mw) if limits[i] else "-"
+        print("| %s | %s | %d | %d | %.1f | %s | %s | %.1f | %.2f |"
+              % (model, plan, ranks, batch, 1e3 * mw, lim, pct, 1e3 * mt, mt / mw))
+    tmp.cleanup()
     print("load %s" % loadavg())
     return 0
 

@@ -225,6 +225,94 @@ static void test_to_cluster_links(void **state)
     assert_int_equal(wf_calibrate_to_cluster(&empty, &c), WF_INVAL);
 }
 
+/* Repeats of a 2-rank measurement whose factors are scaled per repeat:
+ * gemm[i] x g[i], memory bandwidth x bw[i], all-reduce times / ar[i]. */
+static void fake_repeats(wf_calib_result *rs, int n, const double *g, const double *bw, const double *ar)
+{
+    for (int i = 0; i < n; i++) {
+        rs[i] = fake_result(2);
+        for (int j = 0; j < rs[i].ngemm; j++)
+            rs[i].gemm[j].flops_per_s *= g[i];
+        rs[i].stream_bw_bps *= bw[i];
+        rs[i].nmsg = 3;
+        const double bytes[3] = {1024, 1 << 20, 16 << 20};
+        for (int m = 0; m < 3; m++) {
+            rs[i].msg_bytes[m] = bytes[m];
+            rs[i].pingpong_s[m] = 1e-6 + bytes[m] / 10e9;
+            rs[i].allreduce_s[m] = (3e-6 + bytes[m] / 4e9) / ar[i];
+        }
+        rs[i].overlap_slowdown = 1.5;
+        rs[i].cores = 2;
+    }
+}
+
+/* The noise verdict on injected series (no timing): a quiet series is
+ * combined into its medians and not noisy; one far outlier among five is
+ * rejected and the verdict stays quiet; a series spread evenly beyond 10% is
+ * noisy and names the factor; with three repeats a value 18% off the median
+ * is kept and makes the run noisy; a load average above the cores makes any
+ * series noisy. */
+static void test_combine_noise(void **state)
+{
+    (void)state;
+    wf_calib_result rs[WF_CALIB_MAX_REPEATS], r;
+    const double one[5] = {1, 1, 1, 1, 1};
+
+    const double quiet[5] = {1.00, 1.02, 0.99, 1.01, 0.98};
+    fake_repeats(rs, 5, quiet, one, one);
+    wf_calibrate_combine(rs, 5, 0.5, &r);
+    assert_int_equal(r.repeats, 5);
+    assert_int_equal(r.noisy, 0);
+    assert_int_equal(r.outliers, 0);
+    assert_rel(r.gemm[2].flops_per_s, 90e9 * 1.00, 1e-12); /* median of the five */
+    assert_rel(r.gemm_peak_flops_per_s, 100e9 * 1.00, 1e-12);
+    assert_rel(r.spread, 0.04, 1e-9);                       /* (1.02 - 0.98) / 1.00 */
+    assert_rel(r.load_avg, 0.5, 0);
+    assert_rel(r.allreduce_bw_bps, 4e9, 1e-6);
+
+    /* One repeat's all-reduce 3x slower (a peer descheduled): rejected. */
+    const double slow[5] = {1, 1.01, 1 / 3.0, 0.99, 1};
+    fake_repeats(rs, 5, one, one, slow);
+    wf_calibrate_combine(rs, 5, 0.5, &r);
+    assert_int_equal(r.noisy, 0);
+    assert_int_equal(r.outliers, 3); /* that repeat's three message sizes */
+    assert_rel(r.allreduce_bw_bps, 4e9, 0.02);
+
+    /* Bandwidth spread evenly over +-15%: nothing to reject, too noisy. */
+    const double wide[5] = {0.85, 0.93, 1.0, 1.07, 1.15};
+    fake_repeats(rs, 5, one, wide, one);
+    wf_calibrate_combine(rs, 5, 1.0, &r);
+    assert_int_equal(r.noisy, 1);
+    assert_int_equal(r.noisy_load, 0);
+    assert_string_equal(r.spread_factor, "memory bandwidth");
+    assert_rel(r.spread, 0.30, 1e-9);
+    assert_rel(r.stream_bw_bps, 40e9, 1e-12);
+
+    /* Three repeats (--quick): 18% off the median is within the 2 x 10% rule,
+     * kept, and the spread is over 10%; 25% off is rejected. */
+    const double q20[3] = {1.0, 1.18, 1.0}, q25[3] = {1.0, 1.25, 1.0};
+    fake_repeats(rs, 3, q20, one, one);
+    wf_calibrate_combine(rs, 3, 1.0, &r);
+    assert_int_equal(r.noisy, 1);
+    assert_string_equal(r.spread_factor, "sgemm peak");
+    fake_repeats(rs, 3, q25, one, one);
+    wf_calibrate_combine(rs, 3, 1.0, &r);
+    assert_int_equal(r.noisy, 0);
+    assert_int_equal(r.outliers, r.ngemm);
+    assert_rel(r.gemm_peak_flops_per_s, 100e9, 1e-12);
+
+    /* Repeats that agree, on a machine whose load average exceeds its 2
+     * cores: noisy by the load; at the cores exactly, not. */
+    fake_repeats(rs, 5, quiet, one, one);
+    wf_calibrate_combine(rs, 5, 2.5, &r);
+    assert_int_equal(r.noisy, 1);
+    assert_int_equal(r.noisy_load, 1);
+    assert_true(r.spread <= WF_CALIB_NOISY);
+    wf_calibrate_combine(rs, 5, 2.0, &r);
+    assert_int_equal(r.noisy, 0);
+    assert_int_equal(r.noisy_load, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_fit_refuses),
         cmocka_unit_test(test_to_cluster),
         cmocka_unit_test(test_to_cluster_links),
+        cmocka_unit_test(test_combine_noise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1131,10 +1131,75 @@ static void test_recompute_per_stage(void **state)
     wf_cost_ctx_free(ctx);
 }
 
+/* wf_cost_plan_cut (the runtime's pipeline cut of a non-transformer) is the
+ * best contiguous cut of the ops' forward + backward times under the plan's
+ * profile: its slowest stage equals the brute-force minimum over every cut
+ * into 2 and 3 stages; transformers are refused (cut by layers). */
+static void test_plan_cut_balanced(void **state)
+{
+    (void)state;
+    wf_model_config m;
+    wf_cluster c;
+    assert_int_equal(wf_model_lookup("mlp:sizes=1024-4096-4096-2048-10", &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup("local", &c), WF_OK);
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    for (int pp = 2; pp <= 3; pp++) {
+        char text[64];
+        snprintf(text, sizeof text, "pp=%d,mbs=16,sw=weft", pp);
+        wf_plan p = plan_of(text);
+        wf_cost_ctx_use(ctx, &p);
+        wf_cost_op_time t[64];
+        assert_int_equal(wf_cost_op_times(ctx, 16, 1, 0, t), WF_OK);
+        int n = 0;
+        double w[64];
+        wf_graph g;
+        assert_int_equal(wf_model_build(&m, 16, &g), WF_OK);
+        n = g.nfwd;
+        wf_graph_free(&g);
+        assert_true(n >= 4 && n <= 64);
+        for (int i = 0; i < n; i++)
+            w[i] = t[i].fwd_s + t[i].bwd_in_s + t[i].bwd_w_s;
+        int first[4];
+        assert_int_equal(wf_cost_plan_cut(&m, &c, &p, pp, n, first), WF_OK);
+        assert_int_equal(first[0], 0);
+        assert_int_equal(first[pp], n);
+        double got = 0;
+        for (int k = 0; k < pp; k++) {
+            assert_true(first[k] < first[k + 1]);
+            double sk = 0;
+            for (int i = first[k]; i < first[k + 1]; i++)
+                sk += w[i];
+            got = sk > got ? sk : got;
+        }
+        double best = 1e300;
+        /* Every cut: stage 0 = [0, a), stage 1 = [a, b), stage 2 = [b, n) (b = n with 2 stages). */
+        for (int a = 1; a < n; a++)
+            for (int b = pp == 2 ? n : a + 1; b <= (pp == 2 ? n : n - 1); b++) {
+                double s0 = 0, s1 = 0, s2 = 0;
+                for (int i = 0; i < n; i++)
+                    *(i < a ? &s0 : i < b ? &s1 : &s2) += w[i];
+                double mx = s0 > s1 ? s0 : s1;
+                mx = s2 > mx ? s2 : mx;
+                best = mx < best ? mx : best;
+            }
+        assert_true(fabs(got - best) <= 1e-9 * best);
+    }
+    wf_plan p = plan_of("pp=2,mbs=1,sw=weft");
+    assert_int_equal(wf_cost_plan_cut(&m, &c, &p, 2, 3, (int[3]){0}), WF_INVAL); /* op count checked */
+    assert_non_null(strstr(wf_last_error(), "forward ops"));
+    wf_model_config gm;
+    assert_int_equal(wf_model_lookup("gpt-tiny", &gm), WF_OK);
+    assert_int_equal(wf_cost_plan_cut(&gm, &c, &p, 2, 10, (int[3]){0}), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "cut by layers"));
+    wf_cost_ctx_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_korthikanti_activations),
+        cmocka_unit_test(test_plan_cut_balanced),
         cmocka_unit_test(test_zero_bytes),
         cmocka_unit_test(test_weft_profile),
         cmocka_unit_test(test_layer_weights),

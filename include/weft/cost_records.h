@@ -178,6 +178,16 @@ void wf_cost_cp_ring(const wf_cost_ctx *ctx, const wf_plan *p, int i, double *fw
  * returns nstages. The estimate's cut of other models. */
 int wf_cost_cut_stages(const double *w, int n, int pp, const unsigned char *nocut, int *first);
 
+/* The cut of a model other than a transformer into nvs stages exactly as
+ * wf_estimate_plan cuts it for plan p on cluster c (p's profile and keys,
+ * micro-batch p->mbs, p->recompute; wf_cost_cut_stages over each op's
+ * forward + backward time): first[k] is stage k's first op, first[nvs] =
+ * nops, the model's forward op count (checked against the cost model's).
+ * The runtime's pipeline takes this cut, so what it runs is what was
+ * predicted. One line naming what does not fit otherwise. */
+wf_status wf_cost_plan_cut(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int nvs, int nops,
+                            int *first);
+
 /* ---- layouts: one cost model for every plan ------------------------------------------
  * What a plan's layouts do to each costed op (docs/cost-model.md, "One cost
  * model"). A plan runs on a mesh of a data-parallel axis (outer: the batch

@@ -286,7 +286,11 @@ typedef struct {
     int outliers;                  /* values rejected over all the factors */
     double spread;                 /* the widest (max - min) / median of a factor's kept values */
     char spread_factor[32];        /* which factor ("all-reduce bandwidth", ...) */
-    int noisy;                     /* 1: spread > WF_CALIB_NOISY: too noisy to calibrate */
+    int noisy;                     /* 1: too noisy to calibrate: spread > WF_CALIB_NOISY, or
+                                    * noisy_load */
+    int noisy_load;                /* 1: the load average at the start exceeded the node's cores
+                                    * (other processes compete for them: the messages, timed on
+                                    * the wall clock, wait for descheduled peers) */
     double load_avg;               /* the 1-minute load average at the start */
 } wf_calib_result;
 
@@ -294,6 +298,15 @@ typedef struct {
  * passing when nranks >= 2); every rank gets the same result. With OpenBLAS
  * it sets the process's BLAS thread count to o->threads (and leaves it so). */
 wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r);
+
+/* What wf_calibrate_run does with its n repeats (n <= WF_CALIB_MAX_REPEATS):
+ * *r is rs[0] with every factor replaced by its median after outliers are
+ * rejected (WF_CALIB_OUTLIER_MADS scaled MADs; with 3 repeats or fewer, 2 x
+ * WF_CALIB_NOISY of the median), the rates refitted, repeats, outliers,
+ * spread, spread_factor and noisy set (noisy: a factor the cost model uses
+ * spread beyond WF_CALIB_NOISY over its kept values, or noisy_load: load_avg
+ * above rs[0].cores when that is known), load_avg = load_avg. */
+void wf_calibrate_combine(const wf_calib_result *rs, int n, double load_avg, wf_calib_result *r);
 
 /* The cluster these measurements describe: starts from the "local" preset and
  * sets the device's memory bandwidth (stream_bw_bps, or triad_bw_bps when the

@@ -75,6 +75,39 @@ void wf_cost_split_stages(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recomput
     wf_cost_split_stages_layout(ctx, b, pp, rc, NULL, NULL, out);
 }
 
+wf_status wf_cost_plan_cut(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int nvs, int nops,
+                            int *first)
+{
+    if (wf_model_is_transformer(m))
+        return wf_errorf(WF_INVAL, "model '%s' is a transformer: its stages are cut by layers", m->name);
+    if (nvs < 1 || nvs > WF_COST_MAX_STAGES)
+        return wf_errorf(WF_INVAL, "pp=%d stages: between 1 and %d", nvs, WF_COST_MAX_STAGES);
+    wf_cost_ctx *ctx = NULL;
+    wf_status st = wf_cost_ctx_create(m, c, &ctx);
+    if (st != WF_OK)
+        return st;
+    wf_stage_split *sp = malloc(sizeof *sp);
+    if (!sp) {
+        wf_cost_ctx_free(ctx);
+        return wf_errorf(WF_NOMEM, "out of memory cutting %s into stages", m->name);
+    }
+    /* The estimate's own path: the plan's profile, then its split. */
+    wf_cost_ctx_use(ctx, p);
+    if (ctx->nops != nops)
+        st = wf_errorf(WF_INVAL, "model '%s': the cost model has %d ops, the graph %d forward ops", m->name,
+                       ctx->nops, nops);
+    if (st == WF_OK) {
+        wf_cost_split_stages(ctx, p->mbs, nvs, p->recompute, sp);
+        if (sp->nstages != nvs)
+            st = wf_errorf(WF_INVAL, "pp=%d stages: model '%s' has only %d ops to cut", nvs, m->name, nops);
+        for (int k = 0; st == WF_OK && k <= nvs; k++)
+            first[k] = sp->first_op[k];
+    }
+    free(sp);
+    wf_cost_ctx_free(ctx);
+    return st;
+}
+
 /* Communication `comm` hidden behind `window` as far as it goes: the exposed
  * part, the compute slowed added to *slow. The pair lasts max(comm, window +
  * slow), as estimate.c's overlapped() (the slowed compute hides behind a

@@ -853,34 +853,19 @@ static void combine(wf_calib_result *out, const wf_calib_result *rs, int n, size
 
 #define COMBINE(field, name) combine(r, rs, n, offsetof(wf_calib_result, field), name)
 
-wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
+/* The repeats rs[0..n-1] into one result (every factor its robust median)
+ * and the noise verdict; no timing, so a test can hand it any series. */
+void wf_calibrate_combine(const wf_calib_result *rs, int n, double load_avg, wf_calib_result *r)
 {
-    if (o->threads < 1 || o->threads > 1024) {
+    if (n < 1) {
         memset(r, 0, sizeof *r);
-        return wf_errorf(WF_INVAL, "calibrate: threads=%d must be in [1, 1024]", o->threads);
+        return;
     }
-    const int n = o->quick ? WF_CALIB_REPEATS_QUICK : WF_CALIB_REPEATS;
-    wf_calib_result *rs = calloc((size_t)n, sizeof *rs);
-    if (!rs)
-        return wf_errorf(WF_NOMEM, "calibrate: out of memory");
-    double load = 0;
-    FILE *lf = fopen("/proc/loadavg", "r");
-    if (lf) {
-        if (fscanf(lf, "%lf", &load) != 1)
-            load = 0;
-        fclose(lf);
-    }
-    wf_status st = WF_OK;
-    for (int i = 0; i < n && st == WF_OK; i++)
-        st = calibrate_once(o, &rs[i]);
-    if (st != WF_OK) {
-        *r = rs[0];
-        free(rs);
-        return st;
-    }
+    if (n > WF_CALIB_MAX_REPEATS)
+        n = WF_CALIB_MAX_REPEATS;
     *r = rs[0]; /* the layout: sizes, counts, ranks and cores */
     r->repeats = n;
-    r->load_avg = load;
+    r->load_avg = load_avg;
     r->spread = 0;
     r->outliers = 0;
     r->spread_factor[0] = 0;
@@ -910,7 +895,40 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
         COMBINE(overlap_slowdown, "overlap slowdown");
         COMBINE(shared_sync_s, NULL);
     }
-    r->noisy = r->spread > WF_CALIB_NOISY;
+    /* More runnable processes than cores: the compute, timed on the thread
+     * CPU clock, is still right, but every message and wait is timed on the
+     * wall clock and takes the scheduler's delays in (the repeats can agree
+     * with each other and all be wrong). */
+    r->noisy_load = r->cores > 0 && load_avg > (double)r->cores;
+    r->noisy = r->spread > WF_CALIB_NOISY || r->noisy_load;
+}
+
+wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r)
+{
+    if (o->threads < 1 || o->threads > 1024) {
+        memset(r, 0, sizeof *r);
+        return wf_errorf(WF_INVAL, "calibrate: threads=%d must be in [1, 1024]", o->threads);
+    }
+    const int n = o->quick ? WF_CALIB_REPEATS_QUICK : WF_CALIB_REPEATS;
+    wf_calib_result *rs = calloc((size_t)n, sizeof *rs);
+    if (!rs)
+        return wf_errorf(WF_NOMEM, "calibrate: out of memory");
+    double load = 0;
+    FILE *lf = fopen("/proc/loadavg", "r");
+    if (lf) {
+        if (fscanf(lf, "%lf", &load) != 1)
+            load = 0;
+        fclose(lf);
+    }
+    wf_status st = WF_OK;
+    for (int i = 0; i < n && st == WF_OK; i++)
+        st = calibrate_once(o, &rs[i]);
+    if (st != WF_OK) {
+        *r = rs[0];
+        free(rs);
+        return st;
+    }
+    wf_calibrate_combine(rs, n, load, r);
     free(rs);
     return WF_OK;
 }
@@ -1065,10 +1083,14 @@ void wf_calibrate_print(FILE *f, const wf_calib_result *r)
     fprintf(f, "  (each the median of %d repeats, %d outlier%s rejected; the widest spread: %s, %.0f%%; load "
                "average %.2f)\n", r->repeats, r->outliers, r->outliers == 1 ? "" : "s",
             r->spread_factor[0] ? r->spread_factor : "-", 100 * r->spread, r->load_avg);
-    if (r->noisy)
+    if (r->noisy && r->spread > WF_CALIB_NOISY)
         fprintf(f, "warning: the machine is too noisy to calibrate: %s varied by %.0f%% over %d repeats (more "
                    "than %.0f%%; load average %.2f); calibrate again when it is quieter\n",
                 r->spread_factor, 100 * r->spread, r->repeats, 100 * WF_CALIB_NOISY, r->load_avg);
+    if (r->noisy_load)
+        fprintf(f, "warning: the machine is too noisy to calibrate: load average %.2f on %d cores (other processes "
+                   "compete for them, so messages wait for descheduled peers); calibrate again when it is "
+                   "quieter\n", r->load_avg, r->cores);
     fprintf(f, "\nBLAS: %s, core %s\n", wf_k_blas_info(), r->blas_core[0] ? r->blas_core : "unknown");
     const char *hint = wf_k_blas_hint();
     if (hint)

@@ -8,9 +8,9 @@
  * stage k). Transformers: virtual stage k holds layers [k L/(pp vpp),
  * (k+1) L/(pp vpp)), the first also the embedding, the last also the head
  * and the loss (src/sim/profile.c's instances, src/layout/lower.c's cut).
- * Other models: the estimate's cut (wf_cost_cut_stages over each forward
- * op's forward + backward time at the micro-batch on the cost model's
- * cluster, as src/layout/lower.c lowers it), no interleaving.
+ * Other models: the estimate's cut (wf_cost_plan_cut: wf_estimate_plan's own
+ * split of the plan under the runtime's profile, sw=weft, at the
+ * micro-batch on the cost model's cluster), no interleaving.
  *
  * A stage's graph holds the forward ops of its range. The activations it
  * reads from the previous virtual stage become float inputs (received, and
@@ -219,26 +219,10 @@ static wf_status cut(const wf_graph *g, const wf_pipe_config *c, int nvs, int *f
     wf_status st = wf_cluster_of_job(c->cluster, c->nranks, &cl);
     if (st != WF_OK)
         return st;
-    wf_cost_ctx *ctx = NULL;
-    double *w = malloc((size_t)(g->nfwd + 1) * sizeof *w);
-    wf_cost_op_time *t = malloc((size_t)(g->nfwd + 1) * sizeof *t);
-    if (!w || !t)
-        st = wf_errorf(WF_NOMEM, "out of memory cutting %s into stages", m->name);
-    if (st == WF_OK)
-        st = wf_cost_ctx_create(m, &cl, &ctx);
-    if (st == WF_OK)
-        st = wf_cost_op_times(ctx, c->plan->mbs, 1, 0, t);
-    if (st == WF_OK) {
-        for (int i = 0; i < g->nfwd; i++)
-            w[i] = t[i].fwd_s + t[i].bwd_in_s + t[i].bwd_w_s;
-        int ns = wf_cost_cut_stages(w, g->nfwd, nvs, NULL, first);
-        if (ns != nvs)
-            st = wf_errorf(WF_INVAL, "pp=%d stages: model '%s' has only %d ops to cut", nvs, m->name, g->nfwd);
-    }
-    wf_cost_ctx_free(ctx);
-    free(w);
-    free(t);
-    return st;
+    /* The estimate's cut of this plan under the runtime's own profile. */
+    wf_plan q = *c->plan;
+    q.sw = WF_SW_WEFT;
+    return wf_cost_plan_cut(m, &cl, &q, nvs, g->nfwd, first);
 }
 
 /* The activations virtual stage k reads from earlier ones (tensor indices of
@@ -867,7 +851,10 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
         if (st != WF_OK)
             return st;
     }
-    /* Squares of every gradient, each float once (the chunks' weights), summed over the stages. */
+    /* Squares of every gradient, each float once (the chunks' weights), summed over the stages. The
+     * squares and the updates are this rank's compute, not a wait: their time is taken out of the
+     * phase's (the waits inside the updates, ZeRO's and DeAR's collectives, are put back). */
+    double tc = wf_now_s();
     double mine = 0;
     for (int k = 0; k < p->nchunks; k++) {
         double s = 0;
@@ -875,6 +862,7 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
             return st;
         mine += s;
     }
+    double compute_s = wf_now_s() - tc;
     double total = mine;
     if (mpi_on(p)) {
         /* Over the stages (and their tp ranks), in rank order. */
@@ -891,11 +879,16 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
     }
     double scale = 1.0 / ((double)p->dp * (double)p->m);
     for (int k = 0; k < p->nchunks; k++)
+        wf_dist_take_comm_s(p->ch[k].d); /* the waits so far: counted in this phase */
+    double tu = wf_now_s(), update_waits_s = 0;
+    for (int k = 0; k < p->nchunks; k++)
         if ((st = wf_dist_apply_update(p->ch[k].d, step + 1, scale, total)) != WF_OK)
             return st;
-    *comm_s += wf_now_s() - t0;
+    compute_s += wf_now_s() - tu;
     for (int k = 0; k < p->nchunks; k++)
-        wf_dist_take_comm_s(p->ch[k].d); /* counted in this phase */
+        update_waits_s += wf_dist_take_comm_s(p->ch[k].d);
+    double phase_s = wf_now_s() - t0 - compute_s + update_waits_s;
+    *comm_s += phase_s > 0 ? phase_s : 0;
     p->grad_norm = sqrt(total) * scale;
     return WF_OK;
 }

@@ -66,12 +66,19 @@ check "calibrate says the BLAS and its kernels" grep -Eq "^BLAS: .+, core [A-Za-
 check "calibrate --quick takes the median of 3 repeats" grep -q "each the median of 3 repeats" "$tmp/c.err"
 # the noise verdict agrees with the spread it prints (warning exactly when over 10%)
 check "the noise warning matches the spread" "$PY" -c '
-import re, sys
+import os, re, sys
 t = open(sys.argv[1]).read()
 m = re.search(r"the widest spread: [^,]+, (\d+)%", t)
 assert m, t
-warned = "too noisy to calibrate" in t
+warned = "too noisy to calibrate: " in t and " varied by " in t
 assert warned == (int(m.group(1)) > 10) or int(m.group(1)) == 10, (m.group(0), warned)
+# the load verdict: printed exactly when the load average at the start exceeds the cores it names
+ml = re.search(r"too noisy to calibrate: load average ([0-9.]+) on (\d+) cores", t)
+if ml:
+    assert float(ml.group(1)) > int(ml.group(2)), ml.group(0)
+mload = re.search(r"load average ([0-9.]+)\)", t)
+assert mload, t
+assert (ml is not None) == (float(mload.group(1)) > os.cpu_count()), (mload.group(0), ml)
 ' "$tmp/c.err"
 # How long it took is a benchmark, not a check (bench/, docs/runtime.md): printed only.
 echo "calibrate --quick took $took_ms ms"
