@@ -211,7 +211,7 @@ static int need_fwd_in(wf_op_kind k, int i)
 
 static int need_fwd_out(wf_op_kind k)
 {
-    return k == WF_OP_SOFTMAX || k == WF_OP_TANH;
+    return k == WF_OP_SOFTMAX || k == WF_OP_TANH || k == WF_OP_SIGMOID;
 }
 
 static int is_view(wf_op_kind k)
@@ -235,6 +235,8 @@ static void attn_of(const wf_exec *e, const wf_op *op, wf_k_attn *at)
     at->p = (float)op->attr.p;
     at->seed = wf_k_seed_mix(op->attr.seed ^ e->seed, e->stream);
     at->offset = (uint64_t)e->first_sample * (uint64_t)(at->heads * at->s * at->s);
+    if (op->nin == 4) /* the caller points at->bias (and at->dbias) at the data */
+        at->bias_b = e->g.tensors[op->in[3]].shape[0];
     int o = (int)(op - e->g.ops);
     if (e->has_sp && e->sp.has_view && o < e->g.nfwd && e->sp.has_view[o]) {
         /* A shard of the heads (and of the batch) of a global attention. */
@@ -1857,6 +1859,12 @@ static wf_status run_fwd(wf_exec *e, int o)
     case WF_OP_TANH:
         wf_k_tanh_fwd(F(op->in[0]), y, numel(x));
         return WF_OK;
+    case WF_OP_SIGMOID:
+        wf_k_sigmoid_fwd(F(op->in[0]), y, numel(x));
+        return WF_OK;
+    case WF_OP_ROLL:
+        wf_k_roll_fwd(F(op->in[0]), y, x->ndim, x->shape, op->attr.shifts);
+        return WF_OK;
     case WF_OP_CLIP:
         wf_k_clip_fwd(F(op->in[0]), y, numel(x), (float)op->attr.alpha, (float)op->attr.beta,
                       (float)op->attr.lo, (float)op->attr.hi);
@@ -1891,6 +1899,8 @@ static wf_status run_fwd(wf_exec *e, int o)
     case WF_OP_ATTENTION: {
         wf_k_attn at;
         attn_of(e, op, &at);
+        if (op->nin == 4)
+            at.bias = F(op->in[3]);
         K(e, attention_fwd)(&at, F(op->in[0]), F(op->in[1]), F(op->in[2]), y, sv, e->ws);
         return WF_OK;
     }
@@ -2129,6 +2139,12 @@ static void run_bwd(wf_exec *e, int o)
     case WF_OP_TANH:
         wf_k_tanh_bwd(F(f->out[0]), dy, d0, numel(x));
         break;
+    case WF_OP_SIGMOID:
+        wf_k_sigmoid_bwd(F(f->out[0]), dy, d0, numel(x));
+        break;
+    case WF_OP_ROLL:
+        wf_k_roll_bwd(dy, d0, x->ndim, x->shape, f->attr.shifts);
+        break;
     case WF_OP_CLIP:
         wf_k_clip_bwd(F(f->in[0]), dy, d0, numel(x), (float)f->attr.alpha, (float)f->attr.beta,
                       (float)f->attr.lo, (float)f->attr.hi);
@@ -2164,6 +2180,10 @@ static void run_bwd(wf_exec *e, int o)
     case WF_OP_ATTENTION: {
         wf_k_attn at;
         attn_of(e, f, &at);
+        if (f->nin == 4) {
+            at.bias = F(f->in[3]);
+            at.dbias = grad_out(e, op, 3, &acc);
+        }
         K(e, attention_bwd)(&at, F(f->in[0]), F(f->in[1]), F(f->in[2]), dy, sv, d0, d1, d2, e->ws);
         break;
     }

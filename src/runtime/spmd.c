@@ -874,6 +874,7 @@ static wf_status find_parts(wf_spmd *S)
                 case WF_OP_SILU:
                 case WF_OP_DROPOUT:
                 case WF_OP_TANH:
+                case WF_OP_SIGMOID:
                 case WF_OP_CLIP:
                 case WF_OP_HARDSWISH:
                     /* elementwise: the same dim of every operand that has it */
