@@ -198,7 +198,7 @@ int64_t wf_plan_devices(const wf_plan *p)
     return n;
 }
 
-#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, rc_layers, sp, zero, overlap, pipe, comm, cp, ep, etp, imb, epo, fp8, attn, grad, loss, sw"
+#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, rc_layers, stages, sp, zero, overlap, pipe, comm, cp, ep, etp, imb, epo, fp8, attn, grad, loss, sw"
 
 /* grad= and loss=: a floating dtype (fp32, bf16, fp16). */
 static wf_status get_dtype_key(wf_spec *s, const char *key, int *dst)
@@ -411,6 +411,63 @@ static wf_status parse_recompute(wf_spec *s, wf_plan *p)
     return WF_OK;
 }
 
+/* stages=9/11/11/9 (or 9/11*2/9): the layers of each pipeline stage. The
+ * values are separated by '/' because ',' separates the plan's keys. A list
+ * names every stage: with pp in the string its length must be pp, without
+ * it the list sets pp. */
+static wf_status parse_stages(wf_spec *s, wf_plan *p)
+{
+    const char *v = NULL;
+    if (wf_spec_get_str(s, "stages", &v) != 1)
+        return WF_OK;
+    int vals[WF_PLAN_RC_STAGES], n = 0;
+    wf_status st = rc_list("stages", v, 0, vals, &n);
+    if (st != WF_OK)
+        return st;
+    for (int i = 0; i < n; i++)
+        if (vals[i] < 1)
+            return wf_errorf(WF_INVAL, "stages=%s: stage %d has %s layers (each stage holds at least one)", v, i,
+                             vals[i] == 0 ? "0" : "'all'");
+    if (n < 2)
+        return wf_errorf(WF_INVAL, "stages=%s: one stage (uneven stages need pp >= 2)", v);
+    int64_t pp_given;
+    if (wf_spec_get_int(s, "pp", 1, 1 << 16, &pp_given) == 1 && pp_given != n)
+        return wf_errorf(WF_INVAL, "stages=%s: %d stages for pp=%lld", v, n, (long long)pp_given);
+    if (p->rc_n > 0 && p->rc_n != n)
+        return wf_errorf(WF_INVAL, "stages=%s: %d stages, but recompute per stage names %d", v, n, p->rc_n);
+    p->pp = n;
+    p->stage_n = n;
+    for (int i = 0; i < n; i++)
+        p->stage_layers[i] = vals[i];
+    return WF_OK;
+}
+
+int wf_plan_stage_layers(const wf_plan *p, int64_t layers, int s)
+{
+    if (p->stage_n > 0 && s >= 0 && s < p->stage_n)
+        return p->stage_layers[s];
+    return (int)(layers / (p->pp > 0 ? p->pp : 1));
+}
+
+int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s)
+{
+    int first = 0;
+    for (int k = 0; k < s; k++)
+        first += wf_plan_stage_layers(p, layers, k);
+    return first;
+}
+
+const char *wf_plan_kind(const wf_plan *p)
+{
+    if (p->pp <= 1)
+        return "no pipeline";
+    if (p->stage_n > 0)
+        return p->pipe == WF_PIPE_GPIPE ? "uneven GPipe" : "uneven 1F1B";
+    if (p->vpp > 1)
+        return "interleaved 1F1B";
+    return p->pipe == WF_PIPE_GPIPE ? "GPipe" : "1F1B";
+}
+
 /* "full*2/none*6" into buf: the n values run-length coded. */
 static int rc_format_list(const int *v, int n, int kind, char *buf, size_t cap)
 {
@@ -540,6 +597,8 @@ static wf_status parse_string(const char *text, wf_plan *out)
     const char *v = NULL;
     if ((st = parse_recompute(&s, &p)) != WF_OK)
         return st;
+    if ((st = parse_stages(&s, &p)) != WF_OK)
+        return st;
     if (wf_spec_get_str(&s, "pipe", &v) == 1) {
         if (strcmp(v, "1f1b") == 0)
             p.pipe = WF_PIPE_1F1B;
@@ -625,12 +684,16 @@ int wf_plan_format(const wf_plan *p, char *buf, size_t cap)
         n += (size_t)snprintf(extra + n, sizeof extra - n, ",loss=%s", wf_dtype_name((wf_dtype)p->loss_dtype));
     if (p->sw != WF_SW_MEGATRON_CORE && n < sizeof extra)
         snprintf(extra + n, sizeof extra - n, ",sw=%s", wf_sw_name(p->sw));
-    char rk[160], rl[96];
+    char rk[160], rl[96], sl[16 + 8 * WF_PLAN_RC_STAGES] = "";
     rc_format(p, rk, sizeof rk, rl, sizeof rl);
+    if (p->stage_n > 0) {
+        size_t k = (size_t)snprintf(sl, sizeof sl, ",stages=");
+        rc_format_list(p->stage_layers, p->stage_n, 0, sl + k, sizeof sl - k);
+    }
     return snprintf(buf, cap,
-                    "dp=%d,tp=%d,pp=%d,mbs=%d,vpp=%d,recompute=%s%s,sp=%d,zero=%d,overlap=%d,"
+                    "dp=%d,tp=%d,pp=%d,mbs=%d,vpp=%d,recompute=%s%s%s,sp=%d,zero=%d,overlap=%d,"
                     "pipe=%s,comm=%s%s",
-                    p->dp, p->tp, p->pp, p->mbs, p->vpp, rk, rl, p->sp,
+                    p->dp, p->tp, p->pp, p->mbs, p->vpp, rk, rl, sl, p->sp,
                     p->zero, p->overlap, wf_pipe_name(p->pipe), comm, extra);
 }
 
@@ -944,7 +1007,7 @@ const char *wf_plan_oplevel_layout_of(const wf_plan_oplevel *p, const char *op)
 /* The keys an op-level plan's layouts say (mesh, stages, micro-batches). */
 static int layout_key(const char *k, size_t n)
 {
-    static const char *const names[] = {"dp", "tp", "pp", "mbs", "sp", "cp", "ep", "etp", NULL};
+    static const char *const names[] = {"dp", "tp", "pp", "mbs", "sp", "cp", "ep", "etp", "stages", NULL};
     for (int i = 0; names[i]; i++)
         if (strlen(names[i]) == n && strncmp(names[i], k, n) == 0)
             return 1;
