@@ -666,6 +666,19 @@ static void test_plan_uneven_stages(void **state)
             uneven = e.iteration_time_s;
     }
     assert_true(uneven < 0.9 * even);
+    /* The 51k vocabulary: the middle stages end the iteration there (no
+     * embedding all-reduce on them). */
+    static const char *const SMALL[] = {"dp=2,tp=4,pp=8,mbs=1,sp=1,zero=1,stages=2/6*6/2",
+                                        "dp=2,tp=4,pp=8,mbs=1,sp=1,zero=0,stages=1/6*6/3"};
+    for (size_t k = 0; k < sizeof SMALL / sizeof SMALL[0]; k++) {
+        wf_sim_plan_result sr;
+        wf_estimate e;
+        assert_int_equal(sim_plan("gpt3-13b", "v100-10gbe", SMALL[k], 64, NULL, &sr, &e), WF_OK);
+        double dt = sr.iteration_time_s / e.iteration_time_s - 1, dm = sr.peak_memory_bytes / e.memory_per_device_bytes - 1;
+        printf("gpt3-13b 51k %-70s est %7.3f s sim %7.3f s (%+.2f%%), memory %+.2f%%\n", SMALL[k], e.iteration_time_s,
+               sr.iteration_time_s, 100 * dt, 100 * dm);
+        assert_true(fabs(dt) < 0.03 && fabs(dm) < 0.03);
+    }
 }
 
 /* Pipelines of other models (uneven stages, uneven messages): the estimate

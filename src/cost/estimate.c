@@ -941,13 +941,21 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
      * more gradients to reduce and more parameters to step than the first
      * (a first stage of one layer and the embedding): the stage whose
      * reduction and step end last ends the iteration. */
+    /* The tied embedding's gradient is all-reduced between the first and
+     * the last stage (Megatron's embedding group), after their reductions. */
+    double emb_sync = 0;
+    if (p->pp > 1 && shared > 0) {
+        wf_group ends = wf_group_place(c, 2, (int64_t)p->tp * pg->dp * (p->pp - 1));
+        double gb = wf_cost_grad_elem_bytes(ctx);
+        emb_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &ends, shared * gb);
+    }
     int dp_stage = 0;
     if (uneven && pg->dp > 1 && first->eparams == 0 && p->zero < 3) {
-        double lag = 0, best = dp.exposed + dp.slow + step_time(ctx, pg, first->params);
+        double lag = 0, best = dp.exposed + dp.slow + step_time(ctx, pg, first->params) + emb_sync;
         for (int k = 1; k < nst; k++) {
             lag += st[k - 1].bwd_window + 0.5 * ppc; /* its backward and the send of its gradient */
             dp_cost d = dp_reduce(ctx, pg, &dpg, st[k].params, lay_params, 0, st[k].bwd_window, st[k].fwd_window);
-            double val = d.exposed + d.slow + step_time(ctx, pg, st[k].params) - lag;
+            double val = d.exposed + d.slow + step_time(ctx, pg, st[k].params) - lag + (k == nst - 1 ? emb_sync : 0);
             if (val > best) {
                 best = val;
                 dp_stage = k;
@@ -955,6 +963,8 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
                 dp.exposed = d.exposed > lag ? d.exposed - lag : 0;
             }
         }
+        if (dp_stage > 0 && dp_stage < nst - 1)
+            emb_sync = 0; /* a middle stage ends the iteration: no embedding group there */
     }
     if (p->zero == 3 && pg->dp > 1) {
         /* Nothing runs before the iteration's first gather: it shows. */
@@ -966,12 +976,6 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         double shown = (double)m * first->zc + dp.exposed;
         if (channel - busy > shown)
             dp.exposed += channel - busy - shown;
-    }
-    double emb_sync = 0;
-    if (p->pp > 1 && shared > 0) {
-        wf_group ends = wf_group_place(c, 2, (int64_t)p->tp * pg->dp * (p->pp - 1));
-        double gb = wf_cost_grad_elem_bytes(ctx);
-        emb_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &ends, shared * gb);
     }
     /* Replicated weights of split ops (layer norms under sequence
      * parallelism) hold partial gradients: one all-reduce over the model-

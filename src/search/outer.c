@@ -526,8 +526,11 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
 /* Uneven stages for pipelined plan p (from the top of the even ones): its
  * 1F1B pipeline without interleaving, the first stage holding f layers
  * fewer and the last e fewer than the even L/pp (f < 0: more), the layers
- * they give up spread over the middle stages as evenly as integers allow
- * (with two stages, what the last gives up goes to the first). The
+ * they give up spread evenly over the middle stages (splits that leave the
+ * middle stages unequal are not tried: Megatron-LM's first/last-stage
+ * counts cannot express them, and the estimate's fill-and-drain term, a
+ * flow shop's, is optimistic for them); with two stages, what the last
+ * gives up goes to the first. The
  * embedding sits on the first stage and the head with the loss on the
  * last, so a large vocabulary makes the last stage (and the first) slow and
  * heavy; each split is one estimate, scored as a candidate of its own. */
@@ -544,12 +547,12 @@ static wf_status try_uneven(search *s, const wf_plan *p)
             if (e == 0 && f == 0)
                 continue;
             int first = Ls - f, last = Ls - e, rest = L - first - last, mid = pp - 2;
-            if (first < 1 || last < 1 || (mid == 0 && rest != 0) || (mid > 0 && rest < mid))
+            if (first < 1 || last < 1 || (mid == 0 && rest != 0) || (mid > 0 && (rest < mid || rest % mid != 0)))
                 continue;
             q.stage_layers[0] = first;
             q.stage_layers[pp - 1] = last;
-            for (int k = 0; k < mid; k++) /* the remainder to the earliest middle stages */
-                q.stage_layers[1 + k] = rest / mid + (k < rest % mid);
+            for (int k = 0; k < mid; k++)
+                q.stage_layers[1 + k] = rest / mid;
             wf_outer_point pt;
             int scored = 0;
             wf_status st = score(s, &q, &pt, &scored);
