@@ -20,7 +20,7 @@
  *    parameter.
  *
  * Usage: bench_kernels [repetitions] (default 5). */
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 #include "weft/models.h"
 #include "weft/runtime.h"
 

@@ -62,8 +62,9 @@
  * With 4 ranks (--only oplevel): op-level plans on a 2x2 mesh that the
  * planner writes (an MLP and cnn-tiny), run by the SPMD executor, beside the
  * one cost model's estimate and the simulation from their layouts. */
-#include "runtime/kernels-impl.h"
-#include "weft/cost.h"
+#include "cli/cli.h"
+#include "kernels/kernels-impl.h"
+#include "weft/cost_records.h"
 #include "weft/models.h"
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
@@ -807,7 +808,7 @@ static void zero_rows(const wf_cluster *cluster, double peak, int iters, int ran
         ac.model = bm->spec;
         ac.batch = batch;
         char note[320];
-        if (wf_train_auto_plan(&ac, 0, cases[nc].plan, sizeof cases[nc].plan, note, sizeof note) == WF_OK) {
+        if (wf_cli_auto_plan(&ac, cases[nc].plan, sizeof cases[nc].plan, note, sizeof note) == WF_OK) {
             cases[nc].comm = NULL;
             cases[nc++].mbs = 0;
             if (rank == 0)

@@ -140,6 +140,34 @@ static void test_arena(void **state)
     assert_int_equal(wf_exit_code(WF_OK), 0);
 }
 
+/* wf_grow: doubling from `first`, the content kept, new elements zeroed,
+ * and a refused size leaving the array and its capacity as they were. */
+static void test_grow(void **state)
+{
+    (void)state;
+    int64_t *v = NULL;
+    int cap = 0;
+    assert_int_equal(wf_grow(&v, &cap, 0, sizeof *v, 8), 0);
+    assert_null(v);
+    assert_int_equal(cap, 0);
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(wf_grow(&v, &cap, i + 1, sizeof *v, 8), 0);
+        v[i] = 3 * (int64_t)i;
+    }
+    assert_int_equal(cap, 128); /* 8, 16, 32, 64, 128 */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(v[i], 3 * (int64_t)i);
+    for (int i = 100; i < cap; i++)
+        assert_int_equal(v[i], 0);
+    assert_int_equal(wf_grow(&v, &cap, 129, sizeof *v, 8), 0);
+    assert_int_equal(cap, 256);
+    int64_t *keep = v;
+    assert_int_equal(wf_grow(&v, &cap, (int64_t)1 << 40, sizeof *v, 8), -1);
+    assert_ptr_equal(v, keep);
+    assert_int_equal(cap, 256);
+    free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -148,6 +176,7 @@ int main(void)
         cmocka_unit_test(test_opts),
         cmocka_unit_test(test_json_and_atomic_write),
         cmocka_unit_test(test_arena),
+        cmocka_unit_test(test_grow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

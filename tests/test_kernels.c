@@ -1,4 +1,4 @@
-/* Tests of the runtime CPU kernels (src/runtime/kernels*.c).
+/* Tests of the runtime CPU kernels (src/kernels/kernels*.c).
  *
  * For every op: the fast kernel against the reference kernel on random inputs
  * (forward outputs and every gradient, max-abs error relative to the largest
@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 #include "weft/runtime.h"
 
 #include <math.h>

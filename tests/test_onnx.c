@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 #include <cjson/cJSON.h>
 #include "weft/models.h"
 #include "weft/onnx.h"

@@ -28,7 +28,7 @@ typedef struct {
     double eff;
 } wf_eff_point;
 
-/* The measured-kernel device model (src/cost/kernels.c, docs/cost-model.md
+/* The measured-kernel device model (src/cluster/kernel_model.c, docs/cost-model.md
  * "Device model"). A matrix product C[M,N] = A[M,K] B[K,N] runs as tiles of
  * tile_m x tile_n outputs spread over the SMs; each wave of tiles walks K plus
  * wave_k steps of epilogue, the kernel adds ramp_k steps of pipeline fill and
@@ -141,6 +141,13 @@ typedef struct {
  * Override keys: nodes, devices_per_node (plus any calibration factor by name). */
 wf_status wf_cluster_lookup(const char *spec, wf_cluster *out);
 int64_t wf_cluster_devices(const wf_cluster *c);
+/* The cluster a job of nranks ranks plans, costs and runs on: spec (a preset
+ * with overrides or a file, as wf_cluster_lookup) when given, else the
+ * `local` preset, widened to one device per rank
+ * ("local:devices_per_node=<nranks>") when the job has more ranks than it has
+ * devices (ranks then share cores). The one rule of `weft train` for --plan
+ * auto, --comm auto, lowering and the timed schedules. */
+wf_status wf_cluster_of_job(const char *spec, int nranks, wf_cluster *out);
 /* A preset by exact name (no overrides, no files); WF_NOTFOUND when unknown. */
 wf_status wf_cluster_from_preset(const char *name, wf_cluster *out);
 /* Applies "key=value" overrides already parsed into a spec (nodes,
@@ -169,12 +176,12 @@ int wf_cluster_factor_count(void);
 const wf_cluster_factor *wf_cluster_factor_at(int i);
 double wf_cluster_factor_value(const wf_cluster *c, const wf_cluster_factor *f);
 
-/* Time of `batch` independent products C[M,N] = A[M,K] B[K,N] of one kind
+/* Time of `count` independent products C[M,N] = A[M,K] B[K,N] of one kind
  * (one launch), by the measured-kernel model; falls back to the FLOPs table
  * (wf_device_matrix_eff) when the device has no fit for the kind. A linear
  * layer's forward is (tokens, out, in), its data gradient (tokens, in, out),
  * its weight gradient (out, in, tokens): the pass enters through the shape. */
-double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double batch, double M, double N, double K);
+double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double count, double M, double N, double K);
 /* The gemm kind a product in dtype runs as (fp8: E4M3 products). */
 wf_gemm_kind wf_gemm_kind_of(wf_dtype dtype, int fp8);
 /* Time of one fused attention call: bh = batch x heads, S queries against

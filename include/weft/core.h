@@ -232,6 +232,14 @@ const char *wf_suggest_in_list(const char *name, const char *list, char *buf, si
 /* "; did you mean 'X'?" into buf, or "" when suggestion is NULL. */
 const char *wf_did_you_mean(const char *suggestion, char *buf, size_t cap);
 
+/* ---- growing arrays (src/core/grow.c) ----------------------------------------------- */
+/* Makes room for `need` elements of `elem` bytes in the array whose pointer
+ * is at `arr` (the address of a T *) and whose capacity is *cap: doubles the
+ * capacity, from `first` when it is 0, until it holds need, and reallocates;
+ * the new elements are zeroed. 0, or -1 when out of memory or when the
+ * capacity would pass INT_MAX elements (array and *cap then unchanged). */
+int wf_grow(void *arr, int *cap, int64_t need, size_t elem, int first);
+
 /* ---- small numeric helpers ------------------------------------------------------- */
 /* Monotonic wall clock in seconds. */
 double wf_now_s(void);

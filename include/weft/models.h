@@ -90,11 +90,13 @@ wf_status wf_model_lookup(const char *spec, wf_model_config *out);
 /* 1 for gpt, llama and bert. */
 int wf_model_is_transformer(const wf_model_config *m);
 
-/* Builds the forward graph (with the loss) for `batch` samples. Transformer
+/* Builds the forward graph (with the loss) for `mbs` samples: the graph one
+ * micro-batch runs (the runtime and the searches build it per micro-batch;
+ * the cost model at 1 and scales). Transformer
  * layers are stamped block 0, layer i; CNN stages/blocks likewise, so later
  * modules can cost one instance and multiply. g is initialized here; free it
  * with wf_graph_free, also after an error. */
-wf_status wf_model_build(const wf_model_config *m, int64_t batch, wf_graph *g);
+wf_status wf_model_build(const wf_model_config *m, int64_t mbs, wf_graph *g);
 
 /* Parameter count from the shapes (builds the graph at batch 1). */
 wf_status wf_model_params(const wf_model_config *m, double *params);

@@ -1,25 +1,10 @@
-/* weft ONNX: reads ONNX model files into the graph IR and writes graphs back.
- *
- * Import maps an ONNX ModelProto onto WF_OP_LIST: initializers used as weights
- * become PARAM tensors (their data stays readable through wf_onnx_param_data, in the
- * layout the IR uses), graph inputs that are not initializers become INPUT
- * tensors (LABEL when they feed a loss), and nodes become IR ops (a table in
- * docs/onnx.md). Shape arithmetic (Shape, Constant, Gather/Concat/Unsqueeze
- * of constants) is folded at import; multi-node patterns are fused
- * (x*Sigmoid(x) -> silu, the erf and tanh GELUs -> gelu, decomposed LayerNorm
- * -> layernorm, hand-written causal attention -> attention, Add of a bias
- * after MatMul or Conv -> the op's bias). Constants that are not weights
- * (masks, position ids) are folded and never become parameters. A node the
- * IR cannot express is WF_INVAL naming the node and its op type; a file that
- * is not an ONNX model is WF_FORMAT.
- *
- * Export writes a weft graph as a ModelProto (opset 23, plus the "ai.weft"
- * domain for the ops ONNX has no operator for), with parameter data when the
- * caller provides it, or shapes only.
- *
- * Only src/onnx/ sees protobuf-c; this header exposes none of it. A build
- * without protobuf-c (or onnx.proto) keeps the API: every call then fails
- * with WF_INVAL "built without ONNX support" (wf_onnx_available() says 0). */
+/* weft ONNX: reads ONNX model files into the graph IR and writes graphs back
+ * (opset 23 plus the "ai.weft" domain). A node the IR cannot express is
+ * WF_INVAL naming the node and its op type; a file that is not an ONNX model
+ * is WF_FORMAT; a build without protobuf-c keeps the API and every call fails
+ * with "built without ONNX support" (wf_onnx_available() says 0). Only
+ * src/onnx/ sees protobuf-c. How tensors and nodes map, what is folded and
+ * fused: docs/interfaces.md, "onnx.h", and docs/onnx.md. */
 #ifndef WEFT_ONNX_H
 #define WEFT_ONNX_H
 
@@ -83,9 +68,9 @@ wf_status wf_onnx_output(const wf_onnx_model *m, int i, const char **name, int *
 wf_status wf_onnx_param_data(const wf_onnx_model *m, const wf_graph *g, int param, float *dst,
                              int64_t n);
 
-/* Open, build, close: the forward graph of `path` for `batch` samples (see
- * wf_onnx_opts.batch; dims NULL, no loss added). */
-wf_status wf_onnx_load(const char *path, int64_t batch, wf_graph *g);
+/* Open, build, close: the forward graph of `path` for `mbs` samples (one
+ * micro-batch; see wf_onnx_opts.batch; dims NULL, no loss added). */
+wf_status wf_onnx_load(const char *path, int64_t mbs, wf_graph *g);
 
 /* The multi-node patterns the last build recognized and fused, with counts
  * ("attention (matmul, scale, mask, softmax, matmul) x2, ..."; "" for none). */
@@ -143,11 +128,11 @@ wf_status wf_onnx_split_spec(const char *spec, char *path, size_t path_cap, char
                              size_t dims_cap);
 
 /* What the zoo calls for a MODEL spec naming an ONNX file: opens it, builds
- * the graph for `batch` with the spec's dims, attaches a loss to the first
- * output when the model has none (wf_onnx_opts.add_loss), and closes it. */
-wf_status wf_onnx_build_spec(const char *spec, int64_t batch, wf_graph *g);
+ * the graph for `mbs` samples with the spec's dims, attaches a loss to the
+ * first output when the model has none (wf_onnx_opts.add_loss), and closes it. */
+wf_status wf_onnx_build_spec(const char *spec, int64_t mbs, wf_graph *g);
 /* wf_onnx_build_spec that also copies wf_onnx_patterns into buf[cap]. */
-wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t batch, wf_graph *g, char *buf,
+wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t mbs, wf_graph *g, char *buf,
                                       size_t cap);
 
 #ifdef __cplusplus

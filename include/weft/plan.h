@@ -8,7 +8,9 @@
 #ifndef WEFT_PLAN_H
 #define WEFT_PLAN_H
 
+#include "weft/cluster.h"
 #include "weft/core.h"
+#include "weft/models.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +45,10 @@ typedef struct {
     wf_comm_kind kind;
     double threshold_bytes; /* bucket / fusion threshold; 0 = the scheduler's default */
 } wf_comm_sched;
+
+/* PyTorch DDP's default bucket (bucket_cap_mb=25): the schedule's default
+ * threshold and the buckets the cost model's memory counts. */
+#define WF_SCHED_DDP_BUCKET_BYTES (25.0 * 1048576.0)
 
 /* "ddp:25" (MB), "dear", "auto". */
 wf_status wf_comm_parse(const char *text, wf_comm_sched *out);
@@ -249,6 +255,47 @@ wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_plan_opleve
                                 wf_plan_meta *meta, int *is_oplevel);
 /* 1 when text names a readable op-level plan file (no error recorded either way). */
 int wf_plan_is_oplevel_file(const char *text);
+
+/* ---- rank groups: one generator --------------------------------------------------
+ * Each parallel axis of a plan is a set of groups of `size` ranks `stride`
+ * apart that tile the job's ranks, made by one generator in Megatron-Core's
+ * order tp-cp-ep-dp-pp (RankGenerator and
+ * generate_masked_orthogonal_rank_groups in megatron/core/parallel_state.py,
+ * NVIDIA/Megatron-LM at d98e8a64ddf34856e74b24714e3bedb2f5a39553): an axis's
+ * stride is the product of the sizes before it, so
+ * rank = tp_rank + tp x (cp_rank + cp x (ep_rank + ep x (dp_rank + dp x pp_rank))).
+ * Two generators are made from it, as Megatron-Core makes two: the dense
+ * layers' (tp, cp, ep = 1, dp, pp) and the expert layers' (etp, cp = 1, ep,
+ * edp = tp cp dp / (etp ep), pp), which fold over the same ranks. Adjacent
+ * axes join into one group (Megatron's 'dp-cp': wf_rank_axes_join). */
+typedef enum { WF_AXIS_TP, WF_AXIS_CP, WF_AXIS_EP, WF_AXIS_DP, WF_AXIS_PP, WF_AXIS_COUNT } wf_axis;
+
+typedef struct {
+    int64_t size;   /* ranks in each group */
+    int64_t stride; /* between consecutive members */
+} wf_axis_ranks;
+
+/* The generator: size[a] (< 1 read as 1) in the order of wf_axis. */
+void wf_rank_generator(const int64_t size[WF_AXIS_COUNT], wf_axis_ranks out[WF_AXIS_COUNT]);
+/* The dense layers' axes: tp, cp, dp, pp (ep 1). */
+void wf_rank_axes_dense(int64_t tp, int64_t cp, int64_t dp, int64_t pp, wf_axis_ranks out[WF_AXIS_COUNT]);
+/* The expert layers' axes over the same tp x cp x dp x pp ranks: etp (on
+ * WF_AXIS_TP), ep, edp = tp cp dp / (etp ep) (at least 1, on WF_AXIS_DP), pp. */
+void wf_rank_axes_expert(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep, int64_t etp,
+                         wf_axis_ranks out[WF_AXIS_COUNT]);
+/* Axes lo..hi (adjacent, lo <= hi) as one group: the product of their sizes,
+ * the stride of lo. */
+wf_axis_ranks wf_rank_axes_join(const wf_axis_ranks ax[WF_AXIS_COUNT], wf_axis lo, wf_axis hi);
+/* Rank r's coordinate on an axis, and the first rank of its group there (the
+ * same for every member: a group's colour for MPI_Comm_split). */
+int64_t wf_rank_coord(wf_axis_ranks a, int64_t r);
+int64_t wf_rank_group_first(wf_axis_ranks a, int64_t r);
+
+/* Whether plan p can run model m on cluster c with the global batch
+ * (src/plan/validate.c): WF_INVAL naming the first rule it breaks. Every
+ * estimate (wf_estimate_plan) runs it first. */
+wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_cluster *c,
+                           int64_t batch);
 
 #ifdef __cplusplus
 }

@@ -54,7 +54,8 @@ void wf_exec_free(wf_exec *e);
 
 /* The executor's graph: forward ops [0, nfwd), backward ops after. */
 const wf_graph *wf_exec_graph(const wf_exec *e);
-/* The batch the graph was built for (axis 0 of its data input). */
+/* The micro-batch the graph was built for (axis 0 of its data input; the
+ * name predates the rule that `batch` is the global batch). */
 int64_t wf_exec_batch(const wf_exec *e);
 
 typedef struct {
@@ -307,13 +308,23 @@ float *wf_optim_state(const wf_optim *o, int param, int k);
 
 typedef struct wf_train wf_train;
 
+/* `--comm auto` for a data-parallel run: the schedule for model m at
+ * micro-batch mbs on nranks ranks of cluster spec (NULL: the job's default,
+ * wf_cluster_of_job), into out, with a line saying how it was chosen. The
+ * runtime does not choose: the caller does (weft's CLI by simulation,
+ * src/cli/autoplan.c). Every rank must choose the same from the same inputs. */
+typedef wf_status (*wf_comm_auto_fn)(const wf_model_config *m, const char *cluster, int64_t mbs, int nranks,
+                                     wf_comm_sched *out, char *note, size_t cap);
+
 typedef struct {
     const char *model;    /* model spec (zoo name, family with overrides, JSON file) */
     const char *data;     /* data spec (weft/runtime_io.h) */
     int64_t batch;        /* global batch B */
     const char *plan;     /* plan string or file, or "auto" (dp = ranks, one micro-batch) */
-    const char *comm;     /* comm schedule; NULL: the plan's; "auto": chosen by simulation */
-    const char *cluster;  /* cluster that "auto" simulates (NULL: "local", this machine) */
+    const char *comm;     /* comm schedule; NULL: the plan's; "auto": chosen by comm_auto */
+    const char *cluster;  /* the job's cluster (wf_cluster_of_job; NULL: "local", this machine) */
+    wf_comm_auto_fn comm_auto; /* chooses "auto" for data-parallel plans (NULL: auto is refused
+                                  there; pipelines take ddp, SPMD plans wfbp) */
     wf_optim_config optim;
     uint64_t seed;
     int reference;        /* reference kernels */
@@ -351,15 +362,16 @@ typedef struct {
     int64_t tokens;      /* global tokens (B * seq) for token models, else 0 */
 } wf_train_stats;
 
-/* `--plan auto`: the planner's fastest plan (wf_outer_search, every key) for
- * c->model at c->batch on the ranks of the world (one with c->self) of
- * cluster c->cluster (NULL: the `local` preset, one device per rank when the
- * job has more ranks than it has devices), among the plans the runtime
- * executes (with checkpoint = 1, among those whose runs it also checkpoints).
- * Not collective: every rank computes the same plan from the same inputs.
- * Writes the canonical plan string and a line saying how it was chosen. */
-wf_status wf_train_auto_plan(const wf_train_config *c, int checkpoint, char *plan, size_t cap, char *note,
-                             size_t note_cap);
+/* Whether the runtime executes plan p (with comm, when not NULL, in place of
+ * the plan's schedule): the one table of what the engines run -- data
+ * parallelism with or without ZeRO and experts, pipelines (with tensor
+ * parallelism inside stages), SPMD layouts -- before the world's rank count,
+ * which a search fixes. What `weft train --plan auto` filters its candidates
+ * by, so auto never picks a plan that train would refuse. */
+int wf_runtime_runs_plan(const wf_plan *p, const wf_comm_sched *comm);
+/* The ranks a run of config c trains on: the MPI world's, or 1 with c->self
+ * or without MPI. */
+int wf_train_world_size(const wf_train_config *c);
 
 /* Collective. One training step: this rank's slice of the next global batch,
  * forward and backward per micro-batch, the gradient reduction of the

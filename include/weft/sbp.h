@@ -1,24 +1,8 @@
-/* weft sbp: n-D SBP layouts (Split / Broadcast / Partial-sum, after OneFlow
- * and AutoDDL) of tensors on a device mesh, the signatures every op kind
- * accepts, and the boxing (resharding) cost between any two layouts.
- * ALGORITHMS.md §2 says what each piece computes.
- *
- * A mesh is an n-D grid of devices (axes outermost first, e.g. [nodes,
- * devices_per_node] or a factoring of them); each axis has the latency and
- * bandwidth of the slowest cluster level it spans. A layout gives each axis
- * one value: S(k) (the tensor's dim k is split along the axis), B (every
- * device of the axis holds the whole tensor) or P (each holds a partial sum).
- * A dim split by several axes is divided by the product of their sizes, and
- * must divide exactly.
- *
- * Training: a tensor's gradient takes the dual layout (S stays S, P becomes B,
- * and an input that is B on an axis where the op's output is split or partial
- * gets a P gradient there), so a weight replicated along an axis gets a
- * partial-sum gradient that must be reduced: data parallelism's all-reduce
- * falls out of the layouts.
- *
- * This module computes layouts and costs; it moves no data (the runtime does,
- * with the collectives wf_sbp_boxing_path lists). */
+/* weft sbp: n-D SBP layouts (Split / Broadcast / Partial-sum) of tensors on
+ * a device mesh, the signatures every op kind accepts, and the boxing
+ * (resharding) cost between any two layouts. It computes layouts and costs and
+ * moves no data. Meshes, layouts and the gradients' dual layouts:
+ * docs/interfaces.md, "sbp.h"; the algorithms: ALGORITHMS.md §2. */
 #ifndef WEFT_SBP_H
 #define WEFT_SBP_H
 

@@ -65,8 +65,8 @@ typedef struct {
     double credit_bytes; /* bytescheduler credit window; 0 = 2 chunks */
 } wf_sched_env;
 
-/* Default thresholds, bytes. */
-#define WF_SCHED_DDP_BUCKET_BYTES (25.0 * 1048576.0)
+/* Default thresholds, bytes (WF_SCHED_DDP_BUCKET_BYTES is in plan.h: the
+ * cost model's memory reads it too). */
 #define WF_SCHED_DDP_FIRST_BYTES (1.0 * 1048576.0)
 #define WF_SCHED_HOROVOD_BYTES (128.0 * 1048576.0)
 #define WF_SCHED_BYTESCHED_PARAMS (4.0 * 1048576.0) /* chunk, parameters */
@@ -103,6 +103,19 @@ typedef struct {
     int nparts;
     wf_comm_part *parts;
 } wf_comm_schedule;
+
+/* The schedules `--comm auto` chooses among, in the order ties keep
+ * (src/sched/comm.c): with full = 1 every scheduler at a sweep of its
+ * threshold (52: wfbp; ddp at 1-100 MiB; horovod at 16-256 MiB;
+ * bytescheduler at 1-16 Mi parameters of elem_bytes each; mgwfbp; dear at
+ * 1-256 MB, four steps per doubling), what the data-parallel simulator
+ * (wf_sim_dp_iteration) and `weft train --comm auto` play; with full = 0 the
+ * short list of 10 that the plan simulator plays for each data-parallel
+ * group (wfbp; ddp at 1, 25, 100 MiB; horovod and bytescheduler at their
+ * defaults; mgwfbp; dear at 5, 25, 100 MB). Writes at most cap schedules
+ * (WF_COMM_CANDIDATES_MAX is enough) and returns how many. */
+#define WF_COMM_CANDIDATES_MAX 64
+int wf_comm_candidates(int full, double elem_bytes, wf_comm_sched *out, int cap);
 
 /* Groups `grads` (parameter order) per the schedule `s` (AUTO is WF_INVAL: it
  * needs the simulator). Memory comes from `a`. */

@@ -1,28 +1,8 @@
-/* weft search: finding parallel plans (ALGORITHMS.md §3).
- *
- * This header grows by sections, one per search; each section is independent.
- *
- * Op-level search (src/search/oplevel*.c): for any graph on a device mesh,
- * choose one SBP signature per forward op (sbp.h) so that one training
- * iteration is fastest within a memory budget, and return the whole
- * time/memory Pareto frontier. The cost of a plan, per device:
- *   time   = sum over ops of compute (forward + backward FLOPs and bytes divided
- *            by the signature's split, wf_compute_time on the cluster's
- *            device) + in-op collectives + boxing between producers and
- *            consumers (forward, and the gradient's boxing backward) +
- *            weight-gradient reduction (derived from the layouts);
- *   memory = weights + gradients + optimizer state of the local weight shards
- *            + the activations each op saves for backward, local shards.
- * Communication does not overlap computation in this model (AutoDDL's
- * convention); the outer search and the simulator refine that.
- *
- * Two algorithms over the same costs: coordinate descent (AutoDDL: start from
- * data parallelism, sweep the ops forward then backward, each op taking the
- * signature minimizing its cost + lambda x memory given its neighbours; raise
- * lambda until the plan fits) and frontier tracking (TensorOpt's FT: variable
- * elimination carrying Pareto sets of (time, memory), pruned by memory
- * buckets). Repeated blocks (ops with the same block id and position in the
- * block across layers) share one decision, costed once and multiplied. */
+/* weft search: finding parallel plans (ALGORITHMS.md §3), one section per
+ * search, each independent. The op-level search (src/search/oplevel*.c)
+ * picks one SBP signature per forward op on a device mesh and returns the
+ * time/memory Pareto frontier; its cost terms and its two algorithms
+ * (coordinate descent, frontier tracking): docs/interfaces.md, "search.h". */
 #ifndef WEFT_SEARCH_H
 #define WEFT_SEARCH_H
 
@@ -31,6 +11,7 @@
 #include "weft/graph.h"
 #include "weft/sbp.h"
 #include "weft/cost.h"
+#include "weft/layout.h"
 #include "weft/models.h"
 #include "weft/plan.h"
 
@@ -367,36 +348,6 @@ wf_status wf_opplan_search(const wf_model_config *m, const wf_cluster *c, int64_
                            const wf_opplan_opts *opts, wf_opplan_result *r);
 void wf_opplan_result_free(wf_opplan_result *r);
 
-/* Lowers a whole-model plan to the op-level plan of the same layouts
- * (src/search/lower.c, docs/plan-format.md "Lowering"): mesh dp x tp (outer
- * axis dp), pp stages by layer ranges, batch / (mbs x dp) micro-batches,
- * Megatron's signature for every forward op (column/row splits, per-head
- * ops, the vocabulary-parallel embedding, logits and loss, sequence
- * parallelism as S1 between them, the batch split on the dp axis). out must
- * be initialized. The keys that are not layouts (recompute, zero, overlap,
- * the schedules, vpp, the profile's) go into out->keys; cp is WF_INVAL. */
-wf_status wf_plan_lower(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
-                        wf_plan_oplevel *out);
-
-/* ==== one cost model (src/search/layout_cost.c) ==================================
- * The estimate of op-level plan ol: its layouts read as the cost model's
- * layout descriptor (wf_cost_layout: per op what the layouts divide, which
- * collectives they need and what those may hide behind), its keys as the
- * rest of the plan, composed by wf_estimate_layouts exactly as a whole-model
- * plan (docs/cost-model.md, "One cost model"). The mesh has a data-parallel
- * axis (outer), a model-parallel one, or both; a transformer's layers run
- * one layout and its stages equal layer ranges; models other than
- * transformers take data-parallel layouts. What a plan breaks of these is
- * WF_INVAL naming it. ctx is a context of model m on cluster c; as_plan (may
- * be NULL) receives the plan composed (dp, tp, pp, mbs, sp from the layouts,
- * the rest from the keys). */
-wf_status wf_oplevel_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                               const wf_plan_oplevel *ol, wf_estimate *out, wf_plan *as_plan);
-/* The descriptor and the plan wf_oplevel_plan_cost composes (free out with
- * wf_cost_layout_free). */
-wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                                 const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan);
-
 /* ==== one search space (src/search/unified.c) ======================================
  * Every candidate is an op-level plan ranked by the one cost model: the
  * outer search's best (Megatron's layouts, costed by the closed form, which
@@ -431,15 +382,6 @@ typedef struct {
 wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
                             const wf_unified_opts *opts, wf_unified_result *r);
 void wf_unified_result_free(wf_unified_result *r);
-
-/* The whole-model plan whose lowering is op-level plan ol (mesh dp x tp, or
- * one of them, with or without sequence parallelism; for a mixture of
- * experts also edp x ep, ep x tp and edp x ep x tp, etp 1 or tp), into out;
- * WF_INVAL
- * naming the first op whose layout no whole-model plan gives. What lets the
- * simulator and the runtime take op-level plans of Megatron's family. */
-wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,
-                        wf_plan *out);
 
 /* `weft plan --verify`: evaluates an op-level plan (wf_oplevel_plan_evaluate,
  * opts->oplevel for the model options, opts->max_memory_bytes for the

@@ -1,40 +1,15 @@
-/* weft simulator: a discrete-event engine over per-device task graphs, and the
- * builders that turn a pipeline schedule, a data-parallel iteration or a plan
- * into such a graph. ALGORITHMS.md §5 says how it computes.
- *
- * The engine: an integer-nanosecond clock; a binary heap of events keyed by
- * (time, sequence number), so equal times resolve in insertion order and two
- * runs of the same graph give the same timeline. Resources are a compute
- * stream and N communication channels per device, plus shared links (one per
- * hierarchy level, say). A task occupies a set of resources for its whole
- * duration (a compute kernel: its device's stream; a collective: the channel
- * of every member device) and starts when all its dependencies are done, its
- * not-before time has passed and every one of its resources is free and has it
- * at the head of its queue. Each resource serves its ready tasks in the order
- * (priority, ready order): with priorities left at 0 that is FIFO in ready
- * order. Because that order is one total order over all tasks, multi-resource
- * tasks (collectives) never deadlock. A pool (a credit window, ByteScheduler
- * style) admits ready tasks by priority while their summed amounts fit its
- * capacity; a task holds its amount until it finishes.
- *
- * Memory: a buffer on a device is allocated when its producing task starts
- * and freed when the last of its users finishes (its producer, if it has no
- * users); with a per-device base (weights, optimizer state) this gives a
- * memory timeline and its peak.
- *
- * Symmetric devices are simulated once: a caller builds one device per role
- * (per pipeline stage, say) and gives collectives over symmetric peers as
- * tasks on that one device's channel, with the duration the cost model gives
- * for the whole group. A device's `replicas` says how many real devices it
- * stands for (shown in the trace).
- *
- * Everything a simulation allocates lives in its arena and is freed at once by
- * wf_sim_free. */
+/* weft simulator: a discrete-event engine over per-device task graphs
+ * (integer-nanosecond clock, ties broken by insertion order, so a graph always
+ * gives the same timeline), and the builders that turn a pipeline schedule, a
+ * data-parallel iteration or a plan into such a graph. Everything a
+ * simulation allocates is freed by wf_sim_free. How the engine orders tasks,
+ * counts memory and folds symmetric devices: docs/interfaces.md, "sim.h";
+ * what it computes: ALGORITHMS.md §5. */
 #ifndef WEFT_SIM_H
 #define WEFT_SIM_H
 
 #include "weft/core.h"
-#include "weft/cost.h"
+#include "weft/cost_records.h"
 #include "weft/sched.h"
 
 #ifdef __cplusplus
@@ -233,31 +208,11 @@ wf_status wf_sim_dp_model_build(const wf_model_config *m, const wf_cluster *c, i
                                 wf_arena *a, wf_dp_model *out);
 
 /* ---- one training iteration of a plan ----------------------------------------
- * The task graph of ALGORITHMS.md §5 for one data-parallel replica: one
- * simulated device per pipeline stage (its tensor-parallel and data-parallel
- * peers are symmetric), each running its pipeline schedule's forward and
- * backward ops (wf_pipe_order) as the steps of its units: a transformer's
- * embedding, tied layers and head, with Megatron's tensor-parallel
- * collectives (channel 0) inside them and recomputation before each layer's
- * backward; pipeline sends on the sender's stream; the data-parallel gradient
- * collectives (channel 1) as the plan's comm schedule groups and issues them
- * after the last micro-batch's backward (ready times from a first pass
- * without them); the tied-embedding all-reduce between the first and last
- * stage; the optimizer step. DeAR plays its steady state: the all-gathers and
- * per-group steps of the previous iteration open this one. Memory: weights,
- * gradients and optimizer state as a base, activations from each forward to
- * its backward, recomputation and loss workspaces during a backward.
- * Per-op steps become a coarse graph (a few tasks per micro-batch and chunk)
- * when the fine one would exceed 300k tasks.
- *
- * Joint operator and tensor fusion (DisCo, ALGORITHMS.md §4): fusion
- * candidates are adjacent ops whose intermediate has one reader and that
- * match a rule (elementwise chains, matmul + bias/activation, residual add +
- * layer/RMS norm); fusing saves the intermediate's read, its gradient's
- * write and read, and a launch per pass, and makes the consumer's gradients
- * ready with its producer's. A backtracking search with a lower bound and a
- * budget picks the fusions, each choice scored by simulating the plan under
- * the comm schedule's thresholds. */
+ * One data-parallel replica of plan p as a task graph (one simulated device
+ * per pipeline stage), played to its iteration time and memory peak, with
+ * optional joint operator and tensor fusion. What the graph holds and how
+ * fusion is chosen: docs/interfaces.md, "sim.h: one training iteration of a
+ * plan". */
 typedef struct {
     int detail;             /* 0 automatic, 1 per-unit steps, 2 coarse */
     const char *trace_path; /* write the Chrome trace there, NULL for none */

@@ -6,6 +6,7 @@
 #define WEFT_CLI_H
 
 #include "weft/cost.h"
+#include "weft/runtime.h"
 
 #include <stdio.h>
 
@@ -140,5 +141,18 @@ void wf_cli_add_plan_fields(struct cJSON *j, const wf_cli_plan_input *in);
  * every factor settable by name with its value and meaning (`weft clusters
  * CLUSTER`). */
 void wf_cli_print_cluster(FILE *f, const wf_cluster *c);
+
+/* `weft train --plan auto` (src/cli/autoplan.c): the planner's fastest plan
+ * (wf_outer_search, every key) for c->model at c->batch on the job's ranks
+ * (wf_train_world_size) of its cluster (wf_cluster_of_job), among the plans
+ * the runtime executes (wf_runtime_runs_plan) with c->comm. Not collective:
+ * every rank computes the same plan from the same inputs. Writes the
+ * canonical plan string and a line saying how it was chosen. */
+wf_status wf_cli_auto_plan(const wf_train_config *c, char *plan, size_t cap, char *note, size_t note_cap);
+/* `weft train --comm auto` of a data-parallel run (a wf_comm_auto_fn): the
+ * fastest of sched's candidates (wf_comm_candidates, the full sweep) in the
+ * simulator's data-parallel iteration. */
+wf_status wf_cli_comm_auto(const wf_model_config *m, const char *cluster, int64_t mbs, int nranks,
+                           wf_comm_sched *out, char *note, size_t cap);
 
 #endif

@@ -217,7 +217,7 @@ static wf_status raise_oplevel(const train_args *a, char *buf, size_t cap)
     wf_cluster cl;
     wf_status st;
     if ((st = wf_model_lookup(a->model, &m)) != WF_OK ||
-        (st = wf_cluster_lookup(a->cluster ? a->cluster : "local", &cl)) != WF_OK)
+        (st = wf_cluster_of_job(a->cluster, 1, &cl)) != WF_OK)
         return st;
     wf_plan_oplevel ol;
     wf_plan_oplevel_init(&ol);
@@ -246,7 +246,7 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
     char autoplan[256], note[320] = "";
     if (a->plan && strcmp(a->plan, "auto") == 0) {
         /* The planner's fastest plan that the runtime executes here. */
-        wf_status ast = wf_train_auto_plan(&c, a->checkpoint != NULL, autoplan, sizeof autoplan, note, sizeof note);
+        wf_status ast = wf_cli_auto_plan(&c, autoplan, sizeof autoplan, note, sizeof note);
         if (ast != WF_OK)
             return ast;
         c.plan = autoplan;
@@ -269,6 +269,7 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
         }
     }
     c.comm = a->comm;
+    c.comm_auto = wf_cli_comm_auto;
     c.cluster = a->cluster;
     c.optim = *oc;
     c.seed = (uint64_t)a->seed;

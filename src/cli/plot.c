@@ -292,8 +292,9 @@ wf_status wf_plot_timeline(const char *trace_path, const char *svg_path, const c
     char pname[64][160];
     int npname = 0;
     memset(pname, 0, sizeof pname);
-    size_t n = 0, cap = 1024;
-    ev *e = malloc(cap * sizeof *e);
+    size_t n = 0;
+    int cap = 1024;
+    ev *e = malloc((size_t)cap * sizeof *e);
     if (!e) {
         cJSON_Delete(root);
         return wf_errorf(WF_NOMEM, "out of memory");
@@ -335,15 +336,10 @@ wf_status wf_plot_timeline(const char *trace_path, const char *svg_path, const c
         int l = lane_of(lanes, &nl, MAXL, pid, tid);
         if (l < 0)
             continue;
-        if (n == cap) {
-            ev *ne = realloc(e, 2 * cap * sizeof *e);
-            if (!ne) {
-                free(e);
-                cJSON_Delete(root);
-                return wf_errorf(WF_NOMEM, "out of memory");
-            }
-            e = ne;
-            cap *= 2;
+        if (wf_grow(&e, &cap, (int64_t)n + 1, sizeof *e, 1024) != 0) {
+            free(e);
+            cJSON_Delete(root);
+            return wf_errorf(WF_NOMEM, "out of memory");
         }
         double ts = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(it, "ts"));
         double dur = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(it, "dur"));

@@ -92,7 +92,7 @@ static const wf_eff_point H100_MATRIX_EFF[] = {
 #define H100_OVERLAP_SLOWDOWN 1.00
 #define H100_OP_GAP_S 40e-6
 
-/* ---- measured-kernel device model (src/cluster/kernels.c) ---------------------
+/* ---- measured-kernel device model (src/cluster/kernel_model.c) ---------------------
  *
  * H100: fitted by scripts/fit-kernels on tests/data/h100-kernels-2026-11.json
  * (cuBLAS through torch.matmul, torch._scaled_mm, PyTorch SDPA; measured
@@ -621,6 +621,16 @@ wf_status wf_cluster_lookup(const char *spec, wf_cluster *out)
         return st;
     snprintf(out->name, sizeof out->name, "%s", spec);
     return wf_cluster_check(out);
+}
+
+wf_status wf_cluster_of_job(const char *spec, int nranks, wf_cluster *out)
+{
+    wf_status st = wf_cluster_lookup(spec ? spec : "local", out);
+    if (st != WF_OK || spec || wf_cluster_devices(out) >= nranks)
+        return st;
+    char wide[64];
+    snprintf(wide, sizeof wide, "local:devices_per_node=%d", nranks);
+    return wf_cluster_lookup(wide, out);
 }
 
 int64_t wf_cluster_devices(const wf_cluster *c)

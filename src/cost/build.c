@@ -178,6 +178,7 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r, unsigned char *kept
     r->bwd_w_flops = c.bwd_w_flops;
     if (r->matrix)
         fill_shape(g, o, r);
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_LAYERNORM:
     case WF_OP_BATCHNORM:

@@ -12,7 +12,7 @@
 #ifndef WEFT_COST_IMPL_H
 #define WEFT_COST_IMPL_H
 
-#include "weft/cost.h"
+#include "weft/cost_records.h"
 
 /* One forward op at micro-batch 1 with full (unsplit) sizes. */
 typedef struct {
@@ -107,16 +107,6 @@ typedef struct {
     int first_op[WF_COST_MAX_STAGES + 1];    /* stage k holds ops [first_op[k], first_op[k + 1]) */
 } wf_stage_split;
 
-typedef struct {
-    int valid;
-    unsigned var;  /* wf_cost_var_code of the variant it was costed under */
-    int64_t mbs;
-    int tp, sp, pp;
-    wf_recompute rc;
-    wf_cost_sect_time s[WF_COST_SEC_COUNT];
-    wf_stage_split *split; /* generic models only (owned) */
-} wf_cost_entry;
-
 /* What a plan's framework profile and its keys (attn, fp8, cp, grad, loss)
  * change in how ops are costed (framework.c, docs/cost-model.md). */
 typedef struct {
@@ -154,10 +144,27 @@ typedef struct {
     wf_attn_impl attn_impl; /* the attention kernels the profile runs (unfused when !flash) */
 } wf_cost_var;
 
-/* The variant of plan p for ctx's model (defaults resolved by the profile). */
+/* The variant of plan p for ctx's model (defaults resolved by the profile);
+ * the whole struct is written, padding zeroed. */
 void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *out);
-/* A code of the variant's fields that change section times (the cache key). */
-unsigned wf_cost_var_code(const wf_cost_var *v);
+
+/* What a cached section or stage split was costed under, compared whole
+ * (memcmp; built zeroed): the micro-batch, tp, sp, pp (generic models), the
+ * recomputation and the variant, less the fields no section time reads (dp,
+ * pp, zero and dp_overlap: the gradient reduction's and memory's). */
+typedef struct {
+    int64_t mbs;
+    int tp, sp, pp;
+    wf_recompute rc;
+    wf_cost_var var;
+} wf_cost_key;
+
+typedef struct {
+    int valid;
+    wf_cost_key key;
+    wf_cost_sect_time s[WF_COST_SEC_COUNT];
+    wf_stage_split *split; /* generic models only (owned) */
+} wf_cost_entry;
 
 #define WF_COST_CACHE 1024
 #define WF_COST_MLAYOUTS 32

@@ -305,14 +305,8 @@ void wf_cost_layout_free(wf_cost_layout *l)
 
 wf_status wf_cost_layout_add_event(wf_cost_layout *l, const wf_cost_event *ev)
 {
-    if (l->nev == l->cap_ev) {
-        int cap = l->cap_ev ? 2 * l->cap_ev : 16;
-        wf_cost_event *n = realloc(l->ev, sizeof *n * (size_t)cap);
-        if (!n)
-            return wf_errorf(WF_NOMEM, "out of memory describing layouts");
-        l->ev = n;
-        l->cap_ev = cap;
-    }
+    if (wf_grow(&l->ev, &l->cap_ev, (int64_t)l->nev + 1, sizeof *l->ev, 16) != 0)
+        return wf_errorf(WF_NOMEM, "out of memory describing layouts");
     l->ev[l->nev++] = *ev;
     return WF_OK;
 }
@@ -424,36 +418,42 @@ static const wf_cost_layout *megatron_layout(wf_cost_ctx *ctx, int t, int sp)
     return &ctx->mlay[ctx->nmlay++];
 }
 
-static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t b, int t, int sp, int pp, wf_recompute rc)
+static wf_cost_entry *lookup(wf_cost_ctx *ctx, int64_t mbs, int t, int sp, int pp, wf_recompute rc)
 {
-    uint64_t h = (uint64_t)b * 0x9E3779B97F4A7C15ull ^ (uint64_t)t * 0xC2B2AE3D27D4EB4Full ^
-                 (uint64_t)sp * 0x165667B19E3779F9ull ^ (uint64_t)pp * 0x27D4EB2F165667C5ull ^
-                 (uint64_t)rc * 0x94D049BB133111EBull;
-    unsigned var = wf_cost_var_code(&ctx->var);
-    h ^= (uint64_t)var * 0xD6E8FEB86659FD93ull;
-    h ^= h >> 29;
+    wf_cost_key k;
+    memset(&k, 0, sizeof k);
+    k.mbs = mbs;
+    k.tp = t;
+    k.sp = sp;
+    k.pp = pp;
+    k.rc = rc;
+    memcpy(&k.var, &ctx->var, sizeof k.var);
+    k.var.dp = k.var.pp = k.var.zero = k.var.dp_overlap = 0;
+    /* The slot: a multiply-xorshift over the key's words; the key is compared whole. */
+    uint64_t w[sizeof k / 8 + 1] = {0}, h = 0x9E3779B97F4A7C15ull;
+    memcpy(w, &k, sizeof k);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        h ^= w[i];
+        h *= 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+    }
     wf_cost_entry *e = &ctx->cache[h % WF_COST_CACHE];
-    if (e->valid && e->var == var && e->mbs == b && e->tp == t && e->sp == sp && e->pp == pp && e->rc == rc)
+    if (e->valid && memcmp(&e->key, &k, sizeof k) == 0)
         return e;
     e->valid = 0;
-    e->var = var;
-    e->mbs = b;
-    e->tp = t;
-    e->sp = sp;
-    e->pp = pp;
-    e->rc = rc;
+    memcpy(&e->key, &k, sizeof k); /* padding too: the next lookup compares it */
     if (ctx->transformer) {
         const wf_cost_layout *L = megatron_layout(ctx, t, sp);
         if (!L)
             return NULL;
         for (int s = 0; s < WF_COST_SEC_COUNT; s++)
-            fill_section(ctx, s, b, L, rc, &e->s[s]);
+            fill_section(ctx, s, mbs, L, rc, &e->s[s]);
     } else {
         if (!e->split)
             e->split = malloc(sizeof *e->split);
         if (!e->split)
             return NULL;
-        wf_cost_split_stages(ctx, b, pp, rc, e->split);
+        wf_cost_split_stages(ctx, mbs, pp, rc, e->split);
     }
     e->valid = 1;
     return e;
@@ -865,12 +865,17 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     pgv.dp = p->dp * p->cp;
     pgv.cp = 1;
     const wf_plan *pg = &pgv;
-    wf_group dpg = wf_group_place(c, pg->dp, p->tp);
+    /* The plan's rank groups (plan.h's generator, order tp-cp-ep-dp-pp): the
+     * dense layers' and the expert layers'. */
+    wf_axis_ranks ax[WF_AXIS_COUNT], eax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(p->tp, p->cp, p->dp, p->pp, ax);
+    wf_rank_axes_expert(p->tp, p->cp, p->dp, p->pp, ctx->var.ep, ctx->var.etp, eax);
+    const wf_axis_ranks dpa = wf_rank_axes_join(ax, WF_AXIS_CP, WF_AXIS_DP);
+    wf_group dpg = wf_group_place(c, dpa.size, dpa.stride);
     /* Expert weights: their gradients are reduced (and ZeRO shards) over the
      * expert-data-parallel ranks, stride ep x etp. */
-    const int epx = ctx->var.ep * ctx->var.etp;
-    const int edp = (int)((int64_t)p->tp * pg->dp / epx);
-    wf_group edpg = wf_group_place(c, edp >= 1 ? edp : 1, epx);
+    const int edp = (int)eax[WF_AXIS_DP].size;
+    wf_group edpg = wf_group_place(c, eax[WF_AXIS_DP].size, eax[WF_AXIS_DP].stride);
     /* The weft runtime gathers ZeRO-3's weights per op (a unit per op that
      * first reads them, dist.c), each unit a collective of its own: one pass
      * is the sum over the stage's ops with weights (a tied head's weight is
@@ -945,7 +950,8 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
      * the last stage (Megatron's embedding group), after their reductions. */
     double emb_sync = 0;
     if (p->pp > 1 && shared > 0) {
-        wf_group ends = wf_group_place(c, 2, (int64_t)p->tp * pg->dp * (p->pp - 1));
+        /* The first and the last stage: pp - 1 pipeline strides apart. */
+        wf_group ends = wf_group_place(c, 2, ax[WF_AXIS_PP].stride * (p->pp - 1));
         double gb = wf_cost_grad_elem_bytes(ctx);
         emb_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &ends, shared * gb);
     }
@@ -986,7 +992,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         double n = Lk[0] * L->sec_mp_grad[WF_COST_SEC_LAYER] + L->sec_mp_grad[WF_COST_SEC_PRE] +
                    (nst == 1 ? L->sec_mp_grad[WF_COST_SEC_POST] : 0);
         if (n > 0) {
-            wf_group tpg = wf_group_place(c, p->tp, 1);
+            wf_group tpg = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
             mp_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &tpg, n * wf_cost_grad_elem_bytes(ctx));
         }
         for (int j = 0; j < L->nsub; j++) {
@@ -1203,7 +1209,10 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     }
     if (nst > 0)
         st[nst - 1].transient += bb * ctx->logits_per_sample * ctx->var.loss_ws;
-    wf_group dpg = wf_group_place(c, p->dp, tp), mpg = wf_group_place(c, tp, 1);
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(tp, 1, p->dp, p->pp, ax);
+    wf_group dpg = wf_group_place(c, ax[WF_AXIS_DP].size, ax[WF_AXIS_DP].stride),
+             mpg = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
     for (int k = 0; k < nst; k++) {
         add_zero3(ctx, p, &dpg, NULL, &st[k], &z3slow[k]);
         /* ZeRO-3 gathers before the forward and before the backward. */

@@ -55,10 +55,80 @@
 #include "cost/cost-impl.h"
 
 #include <stdio.h>
+#include <string.h>
+
+/* When a profile's gradient reduction overlaps backward. */
+typedef enum {
+    DP_ALWAYS,    /* hooks reduce buckets as gradients are ready */
+    DP_PP1,       /* overlapped without pipelining, after the flush with it (Megatron-LM 2021) */
+    DP_ZERO3_PP1, /* overlap_comm: on at ZeRO-3 without the pipeline engine (DeepSpeed) */
+} dp_rule;
+
+/* The gradients' element size, before the grad= key and fp32 models. */
+typedef enum {
+    GRAD_FP32,          /* fp32 accumulation and reduction */
+    GRAD_MODEL,         /* the model's dtype */
+    GRAD_FP16_OR_FP32,  /* fp16 gradients in fp16, bf16 ones in fp32 (Megatron-LM 2021) */
+} grad_rule;
+
+/* Tensor-parallel collectives: synchronous, backward ones overlapped, or
+ * with sequence parallelism also the forward ones (userbuffers). */
+typedef enum { TP_SYNC, TP_BACKWARD, TP_GEMM_WITH_SP } tp_rule;
+
+/* One row per profile (the comment at the top of this file says what each
+ * choice is and docs/cost-model.md where it comes from). */
+typedef struct {
+    int flash;            /* fused attention unless attn= says otherwise */
+    tp_rule tp;
+    dp_rule dp;
+    int ag_overlap;       /* ZeRO-1/2's parameter all-gather behind the next forward */
+    grad_rule grad;
+    wf_attn_impl fused;   /* the fused attention kernels it runs (when flash) */
+    int regen_dropout, workspace; /* sw=weft's runtime */
+    int autocast;         /* torch.autocast over fp32 weights (with a 16-bit model) */
+    int eager_norm;
+    int fp32_weights;     /* stored weights fp32 whatever the model's dtype */
+    double loss_saved;    /* per logit, saved beyond the logits */
+    double loss_ws;       /* per logit, the loss's backward workspace (0: one buffer in the loss precision) */
+    int fused_glu;
+    int fp8_saved;        /* FP8 layers keep their inputs in FP8 (with fp8) */
+} sw_profile;
+
+_Static_assert(WF_SW_COUNT == 7, "a new framework profile needs a row in PROFILES");
+static const sw_profile PROFILES[WF_SW_COUNT] = {
+    /* DistributedDataParallelConfig.grad_reduce_in_fp32 is off by default:
+     * gradients kept and reduced in the model's dtype. bias_swiglu_impl
+     * (megatron/core/fusions/fused_bias_swiglu.py) saves fc1's output alone;
+     * Transformer Engine's FP8 layers keep their inputs in FP8
+     * (docs/cost-model.md, "Memory per framework"). */
+    [WF_SW_MEGATRON_CORE] = {.flash = 1, .tp = TP_GEMM_WITH_SP, .dp = DP_ALWAYS, .ag_overlap = 1,
+                             .grad = GRAD_MODEL, .fused = WF_ATTN_IMPL_TE, .fused_glu = 1, .fp8_saved = 1},
+    [WF_SW_MEGATRON_2022] = {.flash = 0, .tp = TP_BACKWARD, .dp = DP_ALWAYS, .grad = GRAD_FP32,
+                             .fused = WF_ATTN_IMPL_FA2},
+    [WF_SW_MEGATRON_2021] = {.flash = 0, .tp = TP_SYNC, .dp = DP_PP1, .grad = GRAD_FP16_OR_FP32,
+                             .fused = WF_ATTN_IMPL_FA2},
+    [WF_SW_DEEPSPEED] = {.flash = 0, .tp = TP_BACKWARD, .dp = DP_ZERO3_PP1, .grad = GRAD_MODEL,
+                         .fused = WF_ATTN_IMPL_FA2},
+    [WF_SW_FSDP] = {.flash = 1, .tp = TP_SYNC, .dp = DP_ALWAYS, .grad = GRAD_FP32, .fused = WF_ATTN_IMPL_SDPA},
+    [WF_SW_WEFT] = {.flash = 0, .tp = TP_SYNC, .dp = DP_ALWAYS, .grad = GRAD_FP32, .fused = WF_ATTN_IMPL_SDPA,
+                    .regen_dropout = 1, .workspace = 1},
+    /* torch.nn.functional.scaled_dot_product_attention (flash backend),
+     * DDP's reducer hooks (overlapped), fp32 parameters and so fp32
+     * gradients; log_softmax and nll_loss run in fp32 under autocast, and
+     * their backwards (at::nll_loss_backward, then
+     * _log_softmax_backward_data) each write an fp32 gradient of the
+     * logits' size, both alive at once. */
+    [WF_SW_PYTORCH] = {.flash = 1, .tp = TP_SYNC, .dp = DP_ALWAYS, .grad = GRAD_FP32,
+                       .fused = WF_ATTN_IMPL_SDPA, .autocast = 1, .eager_norm = 1, .fp32_weights = 1,
+                       .loss_saved = 4, .loss_ws = 8},
+};
 
 void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
 {
     const int half = ctx->dtype != WF_DTYPE_FP32;
+    const sw_profile *f = &PROFILES[(int)p->sw >= 0 && p->sw < WF_SW_COUNT ? p->sw : WF_SW_MEGATRON_CORE];
+    /* Zeroed whole (padding too), so that the cost cache can compare variants with memcmp. */
+    memset(v, 0, sizeof *v);
     v->sw = p->sw;
     v->fp8 = p->fp8 && half;
     v->cp = p->cp > 1 ? p->cp : 1;
@@ -68,83 +138,23 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
     v->epo = p->epo != 0;
     v->zero = p->zero;
     v->loss_bytes = 4; /* every profile computes the loss in fp32 */
-    v->regen_dropout = 0;
-    v->workspace = 0;
-    v->autocast = 0;
-    v->eager_norm = 0;
-    v->fused_glu = 0;
-    v->fp8_saved = 0;
-    v->w_bytes = ctx->elem_bytes;
-    v->loss_saved = 0;
     v->pp = p->pp > 1 ? p->pp : 1;
     v->dp = p->dp > 1 ? p->dp : 1;
-    switch (p->sw) {
-    case WF_SW_MEGATRON_2021:
-        v->flash = 0;
-        v->tp_overlap = 0;
-        v->dp_overlap = p->pp == 1;
-        v->ag_overlap = 0;
-        v->grad_bytes = ctx->dtype == WF_DTYPE_FP16 ? 2 : 4;
-        break;
-    case WF_SW_MEGATRON_2022:
-        v->flash = 0;
-        v->tp_overlap = 1;
-        v->dp_overlap = 1;
-        v->ag_overlap = 0;
-        v->grad_bytes = 4;
-        break;
-    case WF_SW_DEEPSPEED:
-        v->flash = 0;
-        v->tp_overlap = 1;
-        v->dp_overlap = p->zero == 3 && p->pp == 1;
-        v->ag_overlap = 0;
-        v->grad_bytes = ctx->elem_bytes;
-        break;
-    case WF_SW_FSDP:
-        v->flash = 1;
-        v->tp_overlap = 0;
-        v->dp_overlap = 1;
-        v->ag_overlap = 0;
-        v->grad_bytes = 4;
-        break;
-    case WF_SW_WEFT:
-        v->flash = 0;
-        v->tp_overlap = 0;
-        v->dp_overlap = 1;
-        v->ag_overlap = 0;
-        v->grad_bytes = 4;
-        v->regen_dropout = 1;
-        v->workspace = 1;
-        break;
-    case WF_SW_PYTORCH:
-        /* torch.nn.functional.scaled_dot_product_attention (flash backend),
-         * DDP's reducer hooks (overlapped), fp32 parameters and so fp32
-         * gradients; log_softmax and nll_loss run in fp32 under autocast. */
-        v->flash = 1;
-        v->tp_overlap = 0;
-        v->dp_overlap = 1;
-        v->ag_overlap = 0;
-        v->grad_bytes = 4;
-        v->autocast = half;
-        v->eager_norm = 1;
-        v->w_bytes = 4;
-        v->loss_saved = 4;
-        break;
-    default: /* megatron-core */
-        v->flash = 1;
-        v->tp_overlap = p->sp ? 2 : 1;
-        v->dp_overlap = 1;
-        v->ag_overlap = 1;
-        /* DistributedDataParallelConfig.grad_reduce_in_fp32 is off by
-         * default: gradients kept and reduced in the model's dtype. */
-        v->grad_bytes = ctx->elem_bytes;
-        /* bias_swiglu_impl (megatron/core/fusions/fused_bias_swiglu.py) saves
-         * fc1's output alone; Transformer Engine's FP8 layers keep their
-         * inputs in FP8 (docs/cost-model.md, "Memory per framework"). */
-        v->fused_glu = 1;
-        v->fp8_saved = v->fp8;
-        break;
-    }
+    v->flash = f->flash;
+    v->tp_overlap = f->tp == TP_GEMM_WITH_SP ? (p->sp ? 2 : 1) : f->tp == TP_BACKWARD ? 1 : 0;
+    v->dp_overlap = f->dp == DP_PP1 ? p->pp == 1 : f->dp == DP_ZERO3_PP1 ? p->zero == 3 && p->pp == 1 : 1;
+    v->ag_overlap = f->ag_overlap;
+    v->grad_bytes = f->grad == GRAD_MODEL           ? ctx->elem_bytes
+                    : f->grad == GRAD_FP16_OR_FP32 ? (ctx->dtype == WF_DTYPE_FP16 ? 2 : 4)
+                                                    : 4;
+    v->regen_dropout = f->regen_dropout;
+    v->workspace = f->workspace;
+    v->autocast = f->autocast && half;
+    v->eager_norm = f->eager_norm;
+    v->w_bytes = f->fp32_weights ? 4 : ctx->elem_bytes;
+    v->loss_saved = f->loss_saved;
+    v->fused_glu = f->fused_glu;
+    v->fp8_saved = f->fp8_saved && v->fp8;
     if (!p->overlap)
         v->dp_overlap = 0, v->ag_overlap = 0;
     if (p->attn != WF_ATTN_AUTO)
@@ -158,36 +168,14 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
         v->loss_bytes = 4;
     }
     /* The loss's backward workspace per logit: one buffer in the loss
-     * precision; PyTorch's nll_loss and log_softmax backward each write an
-     * fp32 gradient of the logits' size (at::nll_loss_backward, then
-     * _log_softmax_backward_data), both alive at once. */
-    v->loss_ws = p->sw == WF_SW_PYTORCH ? 8.0 : v->loss_bytes;
+     * precision, unless the profile's row says otherwise. */
+    v->loss_ws = f->loss_ws > 0 ? f->loss_ws : v->loss_bytes;
     /* Which fused attention kernels run (docs/cost-model.md, "Device model"):
      * Megatron-Core through Transformer Engine's fused (cuDNN) attention;
      * older Megatron-LM and DeepSpeed, when asked for flash, through the
      * flash-attn package (FlashAttention-2); PyTorch-native stacks (fsdp,
      * torchtitan, plain PyTorch) through scaled_dot_product_attention. */
-    if (!v->flash)
-        v->attn_impl = WF_ATTN_IMPL_UNFUSED;
-    else if (p->sw == WF_SW_MEGATRON_CORE)
-        v->attn_impl = WF_ATTN_IMPL_TE;
-    else if (p->sw == WF_SW_MEGATRON_2021 || p->sw == WF_SW_MEGATRON_2022 || p->sw == WF_SW_DEEPSPEED)
-        v->attn_impl = WF_ATTN_IMPL_FA2;
-    else
-        v->attn_impl = WF_ATTN_IMPL_SDPA;
-}
-
-unsigned wf_cost_var_code(const wf_cost_var *v)
-{
-    unsigned loss = v->loss_bytes >= 4 ? 2u : v->loss_bytes >= 2 ? 1u : 0u;
-    unsigned imb = (unsigned)((v->imb - 1.0) * 1000.0 + 0.5);
-    return ((unsigned)v->flash | (unsigned)v->fp8 << 1 | (unsigned)v->tp_overlap << 2 | loss << 4 |
-            (unsigned)v->cp << 6 | (unsigned)v->epo << 30) ^
-           ((unsigned)v->ep * 0x9E3779B1u) ^ ((unsigned)v->etp * 0x85EBCA77u) ^ (imb * 0xC2B2AE3Du) ^
-           ((unsigned)(v->regen_dropout | v->workspace << 1 | v->autocast << 2 | v->eager_norm << 3 |
-                       v->fused_glu << 4 | v->fp8_saved << 5) *
-            0x27D4EB2Fu) ^
-           ((unsigned)v->attn_impl * 0x165667B1u);
+    v->attn_impl = v->flash ? f->fused : WF_ATTN_IMPL_UNFUSED;
 }
 
 void wf_cost_ctx_use(wf_cost_ctx *ctx, const wf_plan *p)

@@ -8,7 +8,6 @@
  * come from the graph's saved tensors, which follow Korthikanti et al. 2022
  * exactly (estimate.c), adjusted here per profile. */
 #include "cost/cost-impl.h"
-#include "weft/sched.h"
 
 #include <math.h>
 

@@ -39,7 +39,7 @@ static double kernel_time(const wf_cost_ctx *ctx, const wf_cost_op *r, int bwd, 
     return t > d->op_overhead_s ? t : d->op_overhead_s;
 }
 
-/* The measured-kernel model of a shaped product (src/cluster/kernels.c):
+/* The measured-kernel model of a shaped product (src/cluster/kernel_model.c):
  * forward C = A B, data gradient dA = dC B^T (M, K, N), weight (or second
  * input's) gradient dB = A^T dC (K, N, M). Work divided by div, weights by
  * pdiv: the split dimension shrinks by pdiv, the rows by div / pdiv. */
@@ -251,7 +251,10 @@ void wf_cost_expert_comm(const wf_cost_ctx *ctx, int i, int64_t mbs, int tp, dou
     if (i < 0 || i >= ctx->nops || !(ctx->ops[i].a2a_bytes > 0) || (v->ep <= 1 && v->etp <= 1))
         return;
     const wf_cluster *c = &ctx->cluster;
-    wf_group eg = wf_group_place(c, v->ep, v->etp), xg = wf_group_place(c, v->etp, 1);
+    wf_axis_ranks eax[WF_AXIS_COUNT];
+    wf_rank_axes_expert(tp, v->cp, 1, 1, v->ep, v->etp, eax);
+    wf_group eg = wf_group_place(c, eax[WF_AXIS_EP].size, eax[WF_AXIS_EP].stride),
+             xg = wf_group_place(c, eax[WF_AXIS_TP].size, eax[WF_AXIS_TP].stride);
     double n = ctx->ops[i].a2a_bytes * (double)mbs / ((double)tp * (double)v->cp) * v->imb;
     double a2a = v->ep > 1 ? wf_coll_time(c, WF_COLL_ALLTOALL, &eg, n) : 0;
     double tpx = v->etp > 1 ? wf_coll_time(c, WF_COLL_ALLGATHER, &xg, n * v->etp) +
@@ -364,14 +367,16 @@ double wf_cost_p2p_time(const wf_cost_ctx *ctx, const wf_plan *p, double bytes)
     const double t = (double)p->tp;
     const int64_t cp = p->cp > 1 ? p->cp : 1;
     bytes /= (double)cp; /* each context-parallel rank sends its part of the sequence */
-    wf_group pair = wf_group_place(c, 2, (int64_t)p->tp * cp * p->dp);
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(p->tp, cp, p->dp, p->pp, ax);
+    wf_group pair = wf_group_place(c, 2, ax[WF_AXIS_PP].stride); /* neighbouring stages */
     /* Megatron-Core's interleaved schedule overlaps the sends with the next
      * chunk's compute (overlap_p2p_comm): only the call's fixed cost shows. */
     if (ctx->var.sw == WF_SW_MEGATRON_CORE && p->vpp > 1)
         return c->p2p_overhead_s;
     double time = wf_coll_time(c, WF_COLL_SENDRECV, &pair, bytes / t);
     if (p->tp > 1 && !p->sp) {
-        wf_group tpg = wf_group_place(c, p->tp, 1);
+        wf_group tpg = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
         time += wf_coll_time(c, WF_COLL_ALLGATHER, &tpg, bytes);
     }
     return time;
@@ -386,7 +391,9 @@ void wf_cost_cp_ring(const wf_cost_ctx *ctx, const wf_plan *p, int i, double *fw
     /* The cp ranks of one tensor-parallel rank: stride tp (Megatron-Core's
      * order tp, cp, dp, pp). Each of the cp - 1 steps sends this rank's K and
      * V chunk to the next rank while receiving the previous one's. */
-    wf_group ring = wf_group_place(c, p->cp, p->tp);
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(p->tp, p->cp, p->dp, p->pp, ax);
+    wf_group ring = wf_group_place(c, ax[WF_AXIS_CP].size, ax[WF_AXIS_CP].stride);
     double chunk = ctx->ops[i].kv_bytes * (double)p->mbs / ((double)p->tp * (double)p->cp);
     double steps = (double)(p->cp - 1);
     *fwd_s = steps * wf_coll_time(c, WF_COLL_SENDRECV, &ring, chunk);

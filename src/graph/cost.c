@@ -149,6 +149,7 @@ static moe_dims moe_of(const wf_graph *g, const wf_op *o)
     memset(&d, 0, sizeof d);
     const wf_tensor *x = &g->tensors[o->in[0]];
     d.dt = (double)wf_dtype_bytes(x->dtype);
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_ROUTER: {
         const wf_tensor *y = &g->tensors[o->out[0]];
@@ -352,6 +353,7 @@ static void grad_cost(const wf_graph *g, const unsigned char *ng, int t, double 
 /* Per-element forward FLOPs of the simple ops (per output element). */
 static double elem_flops(const wf_op *o)
 {
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_BIAS_ADD:
     case WF_OP_ADD:

@@ -2,7 +2,7 @@
  * flat realloc'd arrays, sticky errors), and small tensor helpers.
  *
  * Shape inference lives in shape.c, costs in cost.c, validation in
- * validate.c and the backward pass in autodiff.c. */
+ * graph_validate.c and the backward pass in autodiff.c. */
 #include "graph/graph-impl.h"
 
 #include <inttypes.h>
@@ -197,30 +197,14 @@ static int grow_tensors(wf_graph *g, int extra)
 {
     if (g->ntensors + extra <= g->cap_tensors)
         return 0;
-    int cap = g->cap_tensors ? g->cap_tensors : 64;
-    while (cap < g->ntensors + extra)
-        cap *= 2;
-    wf_tensor *t = realloc(g->tensors, (size_t)cap * sizeof *t);
-    if (!t)
-        return -1;
-    g->tensors = t;
-    g->cap_tensors = cap;
-    return 0;
+    return wf_grow(&g->tensors, &g->cap_tensors, (int64_t)g->ntensors + extra, sizeof *g->tensors, 64);
 }
 
 static int grow_ops(wf_graph *g, int extra)
 {
     if (g->nops + extra <= g->cap_ops)
         return 0;
-    int cap = g->cap_ops ? g->cap_ops : 64;
-    while (cap < g->nops + extra)
-        cap *= 2;
-    wf_op *o = realloc(g->ops, (size_t)cap * sizeof *o);
-    if (!o)
-        return -1;
-    g->ops = o;
-    g->cap_ops = cap;
-    return 0;
+    return wf_grow(&g->ops, &g->cap_ops, (int64_t)g->nops + extra, sizeof *g->ops, 64);
 }
 
 /* Appends a tensor (already filled) and returns its index, or -1 on no memory. */

@@ -992,31 +992,31 @@ int wf_model_is_transformer(const wf_model_config *m)
            m->family == WF_FAMILY_BERT;
 }
 
-wf_status wf_model_build(const wf_model_config *m, int64_t batch, wf_graph *g)
+wf_status wf_model_build(const wf_model_config *m, int64_t mbs, wf_graph *g)
 {
     wf_graph_init(g, m->name);
-    if (batch < 1 || batch > ((int64_t)1 << 40))
-        return g->status = wf_errorf(WF_INVAL, "batch=%" PRId64 " must be positive", batch);
+    if (mbs < 1 || mbs > ((int64_t)1 << 40))
+        return g->status = wf_errorf(WF_INVAL, "batch=%" PRId64 " must be positive", mbs);
     wf_status st;
     switch (m->family) {
-    case WF_FAMILY_GPT: st = wf_build_gpt(m, batch, g); break;
-    case WF_FAMILY_LLAMA: st = wf_build_llama(m, batch, g); break;
-    case WF_FAMILY_BERT: st = wf_build_bert(m, batch, g); break;
-    case WF_FAMILY_VGG: st = wf_build_vgg(m, batch, g); break;
-    case WF_FAMILY_RESNET: st = wf_build_resnet(m, batch, g); break;
-    case WF_FAMILY_CNN: st = wf_build_cnn(m, batch, g); break;
-    case WF_FAMILY_DENSENET: st = wf_build_densenet(m, batch, g); break;
-    case WF_FAMILY_INCEPTION: st = wf_build_inception(m, batch, g); break;
-    case WF_FAMILY_MLP: st = wf_build_mlp(m, batch, g); break;
-    case WF_FAMILY_SWIN: st = wf_build_swin(m, batch, g); break;
-    case WF_FAMILY_T5: st = wf_build_t5(m, batch, g); break;
-    case WF_FAMILY_ALPHAFOLD: st = wf_build_alphafold(m, batch, g); break;
-    case WF_FAMILY_ONNX: st = wf_onnx_build_spec(m->name, batch, g); break;
+    case WF_FAMILY_GPT: st = wf_build_gpt(m, mbs, g); break;
+    case WF_FAMILY_LLAMA: st = wf_build_llama(m, mbs, g); break;
+    case WF_FAMILY_BERT: st = wf_build_bert(m, mbs, g); break;
+    case WF_FAMILY_VGG: st = wf_build_vgg(m, mbs, g); break;
+    case WF_FAMILY_RESNET: st = wf_build_resnet(m, mbs, g); break;
+    case WF_FAMILY_CNN: st = wf_build_cnn(m, mbs, g); break;
+    case WF_FAMILY_DENSENET: st = wf_build_densenet(m, mbs, g); break;
+    case WF_FAMILY_INCEPTION: st = wf_build_inception(m, mbs, g); break;
+    case WF_FAMILY_MLP: st = wf_build_mlp(m, mbs, g); break;
+    case WF_FAMILY_SWIN: st = wf_build_swin(m, mbs, g); break;
+    case WF_FAMILY_T5: st = wf_build_t5(m, mbs, g); break;
+    case WF_FAMILY_ALPHAFOLD: st = wf_build_alphafold(m, mbs, g); break;
+    case WF_FAMILY_ONNX: st = wf_onnx_build_spec(m->name, mbs, g); break;
     case WF_FAMILY_GRAPH: {
         cJSON *j = NULL;
         st = wf_json_read_file(m->path, &j);
         if (st == WF_OK)
-            st = wf_build_json_graph(j, m->path, batch, g);
+            st = wf_build_json_graph(j, m->path, mbs, g);
         cJSON_Delete(j);
         break;
     }

@@ -193,14 +193,8 @@ static val *vadd(ictx *c, const char *name, int *dup)
         *dup = 1;
         return NULL;
     }
-    if (c->nv + 1 > c->capv) {
-        int cap = c->capv ? 2 * c->capv : 256;
-        val *nv = realloc(c->v, (size_t)cap * sizeof *nv);
-        if (!nv)
-            return NULL;
-        c->v = nv;
-        c->capv = cap;
-    }
+    if (wf_grow(&c->v, &c->capv, (int64_t)c->nv + 1, sizeof *c->v, 256) != 0)
+        return NULL;
     if (2 * (c->nv + 1) > c->hcap) {
         int cap = c->hcap ? 2 * c->hcap : 1024;
         int *h = malloc((size_t)cap * sizeof *h);
@@ -470,14 +464,8 @@ static int mkparam(ictx *c, val *x, int nd, const int64_t *shape, int transpose,
         return nerr(c, st, "%s", msg), -1;
     }
     wf_onnx_model *m = c->m;
-    if (m->nrecipes + 1 > m->cap_recipes) {
-        int cap = m->cap_recipes ? 2 * m->cap_recipes : 64;
-        wf_onnx_recipe *r = realloc(m->recipes, (size_t)cap * sizeof *r);
-        if (!r)
-            return nerr(c, WF_NOMEM, "out of memory"), -1;
-        m->recipes = r;
-        m->cap_recipes = cap;
-    }
+    if (wf_grow(&m->recipes, &m->cap_recipes, (int64_t)m->nrecipes + 1, sizeof *m->recipes, 64) != 0)
+        return nerr(c, WF_NOMEM, "out of memory"), -1;
     wf_onnx_recipe r;
     memset(&r, 0, sizeof r);
     if (x->src) {
@@ -2891,6 +2879,144 @@ static int is_op(const Onnx__NodeProto *n, const char *type)
     return n && n->op_type && strcmp(n->op_type, type) == 0;
 }
 
+/* The dispatch table: one row per ONNX operator type, its handler and the
+ * handler's argument (an op kind, a reduction, a flag). Handlers that take no
+ * argument or the node's own type are wrapped to the one signature. */
+typedef wf_status (*node_fn)(ictx *c, int arg);
+
+static wf_status d_unary(ictx *c, int k) { return h_unary(c, (wf_op_kind)k); }
+static wf_status d_gelu(ictx *c, int arg) { return h_gelu(c); }
+static wf_status d_identity(ictx *c, int arg) { return h_identity(c); }
+static wf_status d_binary(ictx *c, int arg) { return h_binary(c, c->node->op_type); }
+static wf_status d_matmul(ictx *c, int arg) { return h_matmul(c); }
+static wf_status d_gemm(ictx *c, int arg) { return h_gemm(c); }
+static wf_status d_conv(ictx *c, int arg) { return h_conv(c); }
+static wf_status d_pool(ictx *c, int k) { return h_pool(c, (wf_op_kind)k); }
+static wf_status d_global_pool(ictx *c, int max) { return h_global_pool(c, max); }
+static wf_status d_reduce(ictx *c, int kind) { return h_reduce(c, kind); }
+static wf_status d_batchnorm(ictx *c, int arg) { return h_batchnorm(c); }
+static wf_status d_norm(ictx *c, int k) { return h_norm(c, (wf_op_kind)k); }
+static wf_status d_softmax(ictx *c, int arg) { return h_softmax(c); }
+static wf_status d_flatten(ictx *c, int arg) { return h_flatten(c); }
+static wf_status d_reshape(ictx *c, int arg) { return h_reshape(c); }
+static wf_status d_squeeze(ictx *c, int unsqueeze) { return h_squeeze(c, unsqueeze); }
+static wf_status d_transpose(ictx *c, int arg) { return h_transpose(c); }
+static wf_status d_concat(ictx *c, int arg) { return h_concat(c); }
+static wf_status d_split(ictx *c, int arg) { return h_split(c); }
+static wf_status d_gather(ictx *c, int arg) { return h_gather(c); }
+static wf_status d_constant(ictx *c, int arg) { return h_constant(c); }
+static wf_status d_constant_of_shape(ictx *c, int arg) { return h_constant_of_shape(c); }
+static wf_status d_shape(ictx *c, int arg) { return h_shape(c); }
+static wf_status d_cast(ictx *c, int arg) { return h_cast(c); }
+static wf_status d_slice(ictx *c, int arg) { return h_slice(c); }
+static wf_status d_range(ictx *c, int arg) { return h_range(c); }
+static wf_status d_clip(ictx *c, int arg) { return h_clip(c); }
+static wf_status d_hardsigmoid(ictx *c, int arg) { return h_hardsigmoid(c); }
+static wf_status d_expand(ictx *c, int arg) { return h_expand(c); }
+static wf_status d_pad(ictx *c, int arg) { return h_pad(c); }
+static wf_status d_logic(ictx *c, int arg) { return h_logic(c, c->node->op_type); }
+static wf_status d_dropout(ictx *c, int arg) { return h_dropout(c); }
+static wf_status d_sce(ictx *c, int arg) { return h_sce(c); }
+static wf_status d_attention(ictx *c, int weft) { return h_attention(c, weft); }
+static wf_status d_rotary(ictx *c, int arg) { return h_rotary(c); }
+
+/* Sum of two inputs is Add, of one the identity; other arities have no IR op. */
+static wf_status d_sum(ictx *c, int arg)
+{
+    if (c->node->n_input == 2)
+        return h_binary(c, "Add");
+    if (c->node->n_input == 1)
+        return h_identity(c);
+    return unsupported(c, "op type '%s' has no weft IR op", c->node->op_type);
+}
+
+static wf_status d_no_ir(ictx *c, int arg)
+{
+    return unsupported(c, "%s (the IR has no square root, logarithm or product to build it from)",
+                       c->node->op_type);
+}
+
+typedef struct {
+    const char *name;
+    node_fn fn;
+    int arg;
+} node_handler;
+
+/* The standard operators (domain "" or ai.onnx). */
+static const node_handler ONNX_OPS[] = {
+    {"Relu", d_unary, WF_OP_RELU},
+    {"Tanh", d_unary, WF_OP_TANH},
+    {"HardSwish", d_unary, WF_OP_HARDSWISH},
+    {"Gelu", d_gelu, 0},
+    {"Identity", d_identity, 0},
+    {"Add", d_binary, 0},
+    {"Mul", d_binary, 0},
+    {"Sub", d_binary, 0},
+    {"Div", d_binary, 0},
+    {"Sum", d_sum, 0},
+    {"MatMul", d_matmul, 0},
+    {"Gemm", d_gemm, 0},
+    {"Conv", d_conv, 0},
+    {"MaxPool", d_pool, WF_OP_MAXPOOL},
+    {"AveragePool", d_pool, WF_OP_AVGPOOL},
+    {"GlobalAveragePool", d_global_pool, 0},
+    {"GlobalMaxPool", d_global_pool, 1},
+    {"ReduceMean", d_reduce, RED_MEAN},
+    {"ReduceSum", d_reduce, RED_SUM},
+    {"ReduceMax", d_reduce, RED_MAX},
+    {"ReduceMin", d_reduce, RED_MIN},
+    {"ReduceSumSquare", d_reduce, RED_SUMSQ},
+    {"ReduceL1", d_reduce, RED_L1},
+    {"ReduceL2", d_no_ir, 0},
+    {"ReduceLogSum", d_no_ir, 0},
+    {"ReduceLogSumExp", d_no_ir, 0},
+    {"ReduceProd", d_no_ir, 0},
+    {"BatchNormalization", d_batchnorm, 0},
+    {"LayerNormalization", d_norm, WF_OP_LAYERNORM},
+    {"RMSNormalization", d_norm, WF_OP_RMSNORM},
+    {"Softmax", d_softmax, 0},
+    {"Flatten", d_flatten, 0},
+    {"Reshape", d_reshape, 0},
+    {"Squeeze", d_squeeze, 0},
+    {"Unsqueeze", d_squeeze, 1},
+    {"Transpose", d_transpose, 0},
+    {"Concat", d_concat, 0},
+    {"Split", d_split, 0},
+    {"Gather", d_gather, 0},
+    {"Constant", d_constant, 0},
+    {"ConstantOfShape", d_constant_of_shape, 0},
+    {"Shape", d_shape, 0},
+    {"Cast", d_cast, 0},
+    {"Slice", d_slice, 0},
+    {"Range", d_range, 0},
+    {"Clip", d_clip, 0},
+    {"HardSigmoid", d_hardsigmoid, 0},
+    {"Expand", d_expand, 0},
+    {"Pad", d_pad, 0},
+    {"Equal", d_logic, 0},
+    {"Not", d_logic, 0},
+    {"Where", d_logic, 0},
+    {"Less", d_logic, 0},
+    {"Greater", d_logic, 0},
+    {"Dropout", d_dropout, 0},
+    {"SoftmaxCrossEntropyLoss", d_sce, 0},
+    {"Attention", d_attention, 0},
+};
+
+/* weft's own operators (domain ai.weft). */
+static const node_handler WEFT_OPS[] = {
+    {"Attention", d_attention, 1},
+    {"Rotary", d_rotary, 0},
+};
+
+static const node_handler *find_handler(const node_handler *t, size_t n, const char *op)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(op, t[i].name) == 0)
+            return &t[i];
+    return NULL;
+}
+
 static wf_status run_node(ictx *c)
 {
     const Onnx__NodeProto *n = c->node;
@@ -2903,110 +3029,16 @@ static wf_status run_node(ictx *c)
         return h_layernorm_fused(c);
     if (ni->fused == WF_OP_ATTENTION)
         return h_attention_fused(c);
+    const node_handler *h;
     if (strcmp(dom, "ai.weft") == 0) {
-        if (strcmp(op, "Attention") == 0)
-            return h_attention(c, 1);
-        if (strcmp(op, "Rotary") == 0)
-            return h_rotary(c);
+        if ((h = find_handler(WEFT_OPS, sizeof WEFT_OPS / sizeof WEFT_OPS[0], op)))
+            return h->fn(c, h->arg);
         return unsupported(c, "op '%s' of domain ai.weft", op);
     }
     if (*dom && strcmp(dom, "ai.onnx") != 0)
         return unsupported(c, "domain '%s' (only the standard ONNX operators and ai.weft)", dom);
-    static const struct {
-        const char *name;
-        wf_op_kind kind;
-    } unary[] = {{"Relu", WF_OP_RELU}, {"Tanh", WF_OP_TANH}, {"HardSwish", WF_OP_HARDSWISH}};
-    for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
-        if (strcmp(op, unary[i].name) == 0)
-            return h_unary(c, unary[i].kind);
-    if (!strcmp(op, "Gelu"))
-        return h_gelu(c);
-    if (!strcmp(op, "Identity"))
-        return h_identity(c);
-    if (!strcmp(op, "Add") || !strcmp(op, "Mul") || !strcmp(op, "Sub") || !strcmp(op, "Div"))
-        return h_binary(c, op);
-    if (!strcmp(op, "Sum") && n->n_input == 2)
-        return h_binary(c, "Add");
-    if (!strcmp(op, "Sum") && n->n_input == 1)
-        return h_identity(c);
-    if (!strcmp(op, "MatMul"))
-        return h_matmul(c);
-    if (!strcmp(op, "Gemm"))
-        return h_gemm(c);
-    if (!strcmp(op, "Conv"))
-        return h_conv(c);
-    if (!strcmp(op, "MaxPool"))
-        return h_pool(c, WF_OP_MAXPOOL);
-    if (!strcmp(op, "AveragePool"))
-        return h_pool(c, WF_OP_AVGPOOL);
-    if (!strcmp(op, "GlobalAveragePool"))
-        return h_global_pool(c, 0);
-    static const struct {
-        const char *name;
-        int kind;
-    } reduce[] = {{"ReduceMean", RED_MEAN}, {"ReduceSum", RED_SUM},         {"ReduceMax", RED_MAX},
-                  {"ReduceMin", RED_MIN},   {"ReduceSumSquare", RED_SUMSQ}, {"ReduceL1", RED_L1}};
-    for (size_t i = 0; i < sizeof reduce / sizeof reduce[0]; i++)
-        if (!strcmp(op, reduce[i].name))
-            return h_reduce(c, reduce[i].kind);
-    if (!strcmp(op, "ReduceL2") || !strcmp(op, "ReduceLogSum") || !strcmp(op, "ReduceLogSumExp") ||
-        !strcmp(op, "ReduceProd"))
-        return unsupported(c, "%s (the IR has no square root, logarithm or product to build it from)", op);
-    if (!strcmp(op, "GlobalMaxPool"))
-        return h_global_pool(c, 1);
-    if (!strcmp(op, "BatchNormalization"))
-        return h_batchnorm(c);
-    if (!strcmp(op, "LayerNormalization"))
-        return h_norm(c, WF_OP_LAYERNORM);
-    if (!strcmp(op, "RMSNormalization"))
-        return h_norm(c, WF_OP_RMSNORM);
-    if (!strcmp(op, "Softmax"))
-        return h_softmax(c);
-    if (!strcmp(op, "Flatten"))
-        return h_flatten(c);
-    if (!strcmp(op, "Reshape"))
-        return h_reshape(c);
-    if (!strcmp(op, "Squeeze"))
-        return h_squeeze(c, 0);
-    if (!strcmp(op, "Unsqueeze"))
-        return h_squeeze(c, 1);
-    if (!strcmp(op, "Transpose"))
-        return h_transpose(c);
-    if (!strcmp(op, "Concat"))
-        return h_concat(c);
-    if (!strcmp(op, "Split"))
-        return h_split(c);
-    if (!strcmp(op, "Gather"))
-        return h_gather(c);
-    if (!strcmp(op, "Constant"))
-        return h_constant(c);
-    if (!strcmp(op, "ConstantOfShape"))
-        return h_constant_of_shape(c);
-    if (!strcmp(op, "Shape"))
-        return h_shape(c);
-    if (!strcmp(op, "Cast"))
-        return h_cast(c);
-    if (!strcmp(op, "Slice"))
-        return h_slice(c);
-    if (!strcmp(op, "Range"))
-        return h_range(c);
-    if (!strcmp(op, "Clip"))
-        return h_clip(c);
-    if (!strcmp(op, "HardSigmoid"))
-        return h_hardsigmoid(c);
-    if (!strcmp(op, "Expand"))
-        return h_expand(c);
-    if (!strcmp(op, "Pad"))
-        return h_pad(c);
-    if (!strcmp(op, "Equal") || !strcmp(op, "Not") || !strcmp(op, "Where") || !strcmp(op, "Less") ||
-        !strcmp(op, "Greater"))
-        return h_logic(c, op);
-    if (!strcmp(op, "Dropout"))
-        return h_dropout(c);
-    if (!strcmp(op, "SoftmaxCrossEntropyLoss"))
-        return h_sce(c);
-    if (!strcmp(op, "Attention"))
-        return h_attention(c, 0);
+    if ((h = find_handler(ONNX_OPS, sizeof ONNX_OPS / sizeof ONNX_OPS[0], op)))
+        return h->fn(c, h->arg);
     return unsupported(c, "op type '%s' has no weft IR op", op);
 }
 

@@ -1,6 +1,6 @@
 /* Private declarations of the onnx module: the model value, tensor decoding,
  * attribute access and names, shared by the importer (import.c), the
- * exporter (export.c) and the file layer (proto.c). The only header of weft
+ * exporter (onnx_export.c) and the file layer (proto.c). The only header of weft
  * that includes protobuf-c (through the code generated from onnx.proto). */
 #ifndef WEFT_ONNX_IMPL_H
 #define WEFT_ONNX_IMPL_H

@@ -2,7 +2,7 @@
  * this file instead of the others): the API stays, and every call that would
  * read or write a file fails with WF_INVAL "built without ONNX support", so a
  * MODEL ending in .onnx is a clear user error rather than an unknown name.
- * The spec helpers and wf_onnx_attach_loss (spec.c) work in both builds. */
+ * The spec helpers and wf_onnx_attach_loss (onnx_spec.c) work in both builds. */
 #include "weft/onnx.h"
 
 #include <string.h>
@@ -53,9 +53,9 @@ wf_status wf_onnx_param_data(const wf_onnx_model *m, const wf_graph *g, int para
     return off("ONNX parameter data");
 }
 
-wf_status wf_onnx_load(const char *path, int64_t batch, wf_graph *g)
+wf_status wf_onnx_load(const char *path, int64_t mbs, wf_graph *g)
 {
-    (void)batch;
+    (void)mbs;
     wf_graph_init(g, "onnx");
     return g->status = off(path);
 }
@@ -73,19 +73,19 @@ wf_status wf_onnx_read_tensor(const char *path, wf_onnx_tensor *t)
     return off(path);
 }
 
-wf_status wf_onnx_build_spec(const char *spec, int64_t batch, wf_graph *g)
+wf_status wf_onnx_build_spec(const char *spec, int64_t mbs, wf_graph *g)
 {
-    (void)batch;
+    (void)mbs;
     wf_graph_init(g, "onnx");
     return g->status = off(spec);
 }
 
-wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t batch, wf_graph *g, char *buf,
+wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t mbs, wf_graph *g, char *buf,
                                       size_t cap)
 {
     if (buf && cap)
         buf[0] = 0;
-    return wf_onnx_build_spec(spec, batch, g);
+    return wf_onnx_build_spec(spec, mbs, g);
 }
 
 const char *wf_onnx_patterns(const wf_onnx_model *m)

@@ -2,7 +2,7 @@
  * (ModelProto, TensorProto), decoding tensor data in any of its encodings
  * (raw little-endian bytes, typed fields, external files), attribute access,
  * IR names for ONNX names, and parameter data of a built graph. The graph
- * mapping itself is import.c; the writer is export.c; spec.c has what works
+ * mapping itself is import.c; the writer is onnx_export.c; onnx_spec.c has what works
  * without protobuf-c. */
 #include "onnx/onnx-impl.h"
 
@@ -511,7 +511,7 @@ wf_status wf_onnx_param_data(const wf_onnx_model *m, const wf_graph *g, int para
     return st;
 }
 
-wf_status wf_onnx_load(const char *path, int64_t batch, wf_graph *g)
+wf_status wf_onnx_load(const char *path, int64_t mbs, wf_graph *g)
 {
     wf_onnx_model *m = NULL;
     wf_status st = wf_onnx_open(path, &m);
@@ -519,7 +519,7 @@ wf_status wf_onnx_load(const char *path, int64_t batch, wf_graph *g)
         wf_graph_init(g, path);
         return g->status = st;
     }
-    wf_onnx_opts o = {batch, NULL, 0};
+    wf_onnx_opts o = {mbs, NULL, 0};
     st = wf_onnx_build(m, &o, g);
     wf_onnx_close(m);
     return st;
@@ -527,12 +527,12 @@ wf_status wf_onnx_load(const char *path, int64_t batch, wf_graph *g)
 
 const char *wf_onnx_patterns(const wf_onnx_model *m) { return m->patterns; }
 
-wf_status wf_onnx_build_spec(const char *spec, int64_t batch, wf_graph *g)
+wf_status wf_onnx_build_spec(const char *spec, int64_t mbs, wf_graph *g)
 {
-    return wf_onnx_build_spec_patterns(spec, batch, g, NULL, 0);
+    return wf_onnx_build_spec_patterns(spec, mbs, g, NULL, 0);
 }
 
-wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t batch, wf_graph *g, char *buf,
+wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t mbs, wf_graph *g, char *buf,
                                       size_t cap)
 {
     char path[1024], dims[512];
@@ -544,7 +544,7 @@ wf_status wf_onnx_build_spec_patterns(const char *spec, int64_t batch, wf_graph 
         wf_graph_init(g, spec);
         return g->status = st;
     }
-    wf_onnx_opts o = {batch, dims, 1};
+    wf_onnx_opts o = {mbs, dims, 1};
     st = wf_onnx_build(m, &o, g);
     if (buf && cap)
         snprintf(buf, cap, "%s", m->patterns);

@@ -13,6 +13,7 @@
 #include "weft/graph.h"
 
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,8 +198,6 @@ int64_t wf_plan_devices(const wf_plan *p)
     }
     return n;
 }
-
-#define PLAN_KEYS "dp, tp, pp, mbs, vpp, recompute, rc_layers, stages, sp, zero, overlap, pipe, comm, cp, ep, etp, imb, epo, fp8, attn, grad, loss, sw"
 
 /* grad= and loss=: a floating dtype (fp32, bf16, fp16). */
 static wf_status get_dtype_key(wf_spec *s, const char *key, int *dst)
@@ -554,6 +553,226 @@ int wf_plan_rc_uniform(const wf_plan *p, int chunk_layers)
     return p->recompute != WF_RECOMPUTE_FULL || p->rc_layers <= 0 || p->rc_layers >= chunk_layers;
 }
 
+/* ---- the plan's keys -----------------------------------------------------------------
+ * One row per key of the plan string, in the canonical string's order. The
+ * table drives parsing, the canonical string, the list of keys that messages
+ * name (and an unknown key is checked against) and the keys an op-level
+ * plan's layouts say.
+ *
+ *   X(name, read, write, lo, hi, member, layout)
+ *   read    key_int: an integer lo..hi into member; key_dtype: fp32, bf16 or
+ *           fp16 into member; else the key's own reader. Integer and dtype
+ *           keys are read first, the others after them, in the table's order
+ *           (recompute needs pp; a message names the first bad key of that
+ *           order).
+ *   write   how the canonical string writes it (0 characters: left out, the
+ *           key has its default)
+ *   layout  1: the mesh, the stages or the micro-batches of an op-level plan
+ *           say it, so its keys do not */
+typedef struct plan_key plan_key;
+typedef wf_status (*key_reader)(wf_spec *s, const plan_key *k, wf_plan *p);
+typedef int (*key_writer)(const plan_key *k, const wf_plan *p, char *buf, size_t cap);
+struct plan_key {
+    const char *name;
+    key_reader read;
+    key_writer write;
+    int64_t lo, hi;
+    size_t off; /* offsetof(wf_plan, member) */
+    int layout;
+};
+
+static int *key_int_at(const plan_key *k, wf_plan *p) { return (int *)(void *)((char *)p + k->off); }
+static int key_int_of(const plan_key *k, const wf_plan *p)
+{
+    return *(const int *)(const void *)((const char *)p + k->off);
+}
+
+static wf_status key_int(wf_spec *s, const plan_key *k, wf_plan *p)
+{
+    return get_int_key(s, k->name, k->lo, k->hi, key_int_at(k, p));
+}
+
+static wf_status key_dtype(wf_spec *s, const plan_key *k, wf_plan *p)
+{
+    return get_dtype_key(s, k->name, key_int_at(k, p));
+}
+
+static wf_status key_recompute(wf_spec *s, const plan_key *k, wf_plan *p) { return parse_recompute(s, p); }
+
+/* rc_layers is read with recompute. */
+static wf_status key_with_recompute(wf_spec *s, const plan_key *k, wf_plan *p) { return WF_OK; }
+
+static wf_status key_pipe(wf_spec *s, const plan_key *k, wf_plan *p)
+{
+    const char *v = NULL;
+    if (wf_spec_get_str(s, k->name, &v) != 1)
+        return WF_OK;
+    if (strcmp(v, "1f1b") == 0)
+        p->pipe = WF_PIPE_1F1B;
+    else if (strcmp(v, "gpipe") == 0)
+        p->pipe = WF_PIPE_GPIPE;
+    else
+        return wf_errorf(WF_INVAL, "pipe=%s: expected 1f1b or gpipe", v);
+    return WF_OK;
+}
+
+static wf_status key_comm(wf_spec *s, const plan_key *k, wf_plan *p)
+{
+    const char *v = NULL;
+    return wf_spec_get_str(s, k->name, &v) == 1 ? wf_comm_parse(v, &p->comm) : WF_OK;
+}
+
+static wf_status key_imb(wf_spec *s, const plan_key *k, wf_plan *p)
+{
+    const char *v = NULL;
+    if (wf_spec_get_str(s, k->name, &v) != 1)
+        return WF_OK;
+    return wf_parse_num(v, "imb (expert load imbalance)", (double)k->lo, (double)k->hi, &p->imb);
+}
+
+static wf_status key_attn(wf_spec *s, const plan_key *k, wf_plan *p)
+{
+    const char *v = NULL;
+    if (wf_spec_get_str(s, k->name, &v) != 1)
+        return WF_OK;
+    if (strcmp(v, "flash") == 0)
+        p->attn = WF_ATTN_FLASH;
+    else if (strcmp(v, "unfused") == 0)
+        p->attn = WF_ATTN_UNFUSED;
+    else
+        return wf_errorf(WF_INVAL, "attn=%s: expected flash or unfused", v);
+    return WF_OK;
+}
+
+static wf_status key_sw(wf_spec *s, const plan_key *k, wf_plan *p)
+{
+    const char *v = NULL;
+    return wf_spec_get_str(s, k->name, &v) == 1 ? wf_sw_parse(v, &p->sw) : WF_OK;
+}
+
+static int fmt_int(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    return snprintf(buf, cap, "%s=%d", k->name, key_int_of(k, p));
+}
+
+static int fmt_above1(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    return key_int_of(k, p) > 1 ? fmt_int(k, p, buf, cap) : 0;
+}
+
+static int fmt_set(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    return key_int_of(k, p) ? fmt_int(k, p, buf, cap) : 0;
+}
+
+/* etp: written when it is not tp (0 is tp). */
+static int fmt_etp(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    return p->etp > 0 && p->etp != p->tp ? fmt_int(k, p, buf, cap) : 0;
+}
+
+static int fmt_dtype(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    int d = key_int_of(k, p);
+    return d >= 0 ? snprintf(buf, cap, "%s=%s", k->name, wf_dtype_name((wf_dtype)d)) : 0;
+}
+
+static int fmt_recompute(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    char rk[160], rl[96];
+    rc_format(p, rk, sizeof rk, rl, sizeof rl);
+    return snprintf(buf, cap, "%s=%s", k->name, rk);
+}
+
+static int fmt_rc_layers(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    char rk[160], rl[96];
+    rc_format(p, rk, sizeof rk, rl, sizeof rl);
+    return rl[0] ? snprintf(buf, cap, "%s", rl + 1) : 0; /* rl is ",rc_layers=..." */
+}
+
+static wf_status key_stages(wf_spec *s, const plan_key *k, wf_plan *p) { (void)k; return parse_stages(s, p); }
+
+static int fmt_stages(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    if (p->stage_n <= 0)
+        return 0;
+    int n = snprintf(buf, cap, "%s=", k->name);
+    return n + rc_format_list(p->stage_layers, p->stage_n, 0, buf + n, cap - (size_t)n);
+}
+
+static int fmt_pipe(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    return snprintf(buf, cap, "%s=%s", k->name, wf_pipe_name(p->pipe));
+}
+
+static int fmt_comm(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    if (p->comm.threshold_bytes > 0)
+        return snprintf(buf, cap, "%s=%s:%.15g", k->name, wf_comm_name(p->comm.kind), p->comm.threshold_bytes / MIB);
+    return snprintf(buf, cap, "%s=%s", k->name, wf_comm_name(p->comm.kind));
+}
+
+static int fmt_imb(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    return p->imb > 1.0 ? snprintf(buf, cap, "%s=%.15g", k->name, p->imb) : 0;
+}
+
+static int fmt_attn(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    return p->attn != WF_ATTN_AUTO ? snprintf(buf, cap, "%s=%s", k->name, attn_name(p->attn)) : 0;
+}
+
+static int fmt_sw(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    return p->sw != WF_SW_MEGATRON_CORE ? snprintf(buf, cap, "%s=%s", k->name, wf_sw_name(p->sw)) : 0;
+}
+
+/*      name       read                write          lo  hi       member      layout */
+#define PLAN_KEY_LIST(X)                                                                 \
+    X(dp,        key_int,            fmt_int,       1, 1 << 24, dp,         1)          \
+    X(tp,        key_int,            fmt_int,       1, 1 << 16, tp,         1)          \
+    X(pp,        key_int,            fmt_int,       1, 1 << 16, pp,         1)          \
+    X(mbs,       key_int,            fmt_int,       1, 1 << 24, mbs,        1)          \
+    X(vpp,       key_int,            fmt_int,       1, 1 << 10, vpp,        0)          \
+    X(recompute, key_recompute,      fmt_recompute, 0, 0,       recompute,  0)          \
+    X(rc_layers, key_with_recompute, fmt_rc_layers, 0, 0,       rc_layers,  0)          \
+    X(stages,    key_stages,         fmt_stages,    0, 0,       stage_n,    1)          \
+    X(sp,        key_int,            fmt_int,       0, 1,       sp,         1)          \
+    X(zero,      key_int,            fmt_int,       0, 3,       zero,       0)          \
+    X(overlap,   key_int,            fmt_int,       0, 1,       overlap,    0)          \
+    X(pipe,      key_pipe,           fmt_pipe,      0, 0,       pipe,       0)          \
+    X(comm,      key_comm,           fmt_comm,      0, 0,       comm,       0)          \
+    X(cp,        key_int,            fmt_above1,    1, 1 << 16, cp,         1)          \
+    X(ep,        key_int,            fmt_above1,    1, 1 << 16, ep,         1)          \
+    X(etp,       key_int,            fmt_etp,       1, 1 << 16, etp,        1)          \
+    X(imb,       key_imb,            fmt_imb,       1, 64,      imb,        0)          \
+    X(epo,       key_int,            fmt_set,       0, 1,       epo,        0)          \
+    X(fp8,       key_int,            fmt_set,       0, 1,       fp8,        0)          \
+    X(attn,      key_attn,           fmt_attn,      0, 0,       attn,       0)          \
+    X(grad,      key_dtype,          fmt_dtype,     0, 0,       grad_dtype, 0)          \
+    X(loss,      key_dtype,          fmt_dtype,     0, 0,       loss_dtype, 0)          \
+    X(sw,        key_sw,             fmt_sw,        0, 0,       sw,         0)
+
+static const plan_key PLAN_KEY_TABLE[] = {
+#define WF_X(name, read, write, lo, hi, member, layout) \
+    {#name, read, write, lo, hi, offsetof(wf_plan, member), layout},
+    PLAN_KEY_LIST(WF_X)
+#undef WF_X
+};
+#define NKEYS ((int)(sizeof PLAN_KEY_TABLE / sizeof PLAN_KEY_TABLE[0]))
+
+/* "dp, tp, ...": the allowed keys as messages name them (the text after ", "). */
+static const char PLAN_KEYS_TEXT[] =
+#define WF_X(name, read, write, lo, hi, member, layout) ", " #name
+    PLAN_KEY_LIST(WF_X)
+#undef WF_X
+    ;
+#define PLAN_KEYS (PLAN_KEYS_TEXT + 2)
+
+/* Integer and dtype keys are read in the first pass, the others in the second. */
+static int key_pass(const plan_key *k) { return k->read == key_int || k->read == key_dtype ? 0 : 1; }
+
 static wf_status parse_string(const char *text, wf_plan *out)
 {
     wf_spec s;
@@ -578,49 +797,10 @@ static wf_status parse_string(const char *text, wf_plan *out)
     if (wf_spec_get_int(&s, "mbs", 1, 1 << 24, &probe) == 1)
         p.given |= WF_PLAN_GIVEN_MBS;
     int zero_given = wf_spec_get_int(&s, "zero", 0, 3, &probe) == 1;
-    if ((st = get_int_key(&s, "dp", 1, 1 << 24, &p.dp)) != WF_OK ||
-        (st = get_int_key(&s, "tp", 1, 1 << 16, &p.tp)) != WF_OK ||
-        (st = get_int_key(&s, "pp", 1, 1 << 16, &p.pp)) != WF_OK ||
-        (st = get_int_key(&s, "mbs", 1, 1 << 24, &p.mbs)) != WF_OK ||
-        (st = get_int_key(&s, "vpp", 1, 1 << 10, &p.vpp)) != WF_OK ||
-        (st = get_int_key(&s, "sp", 0, 1, &p.sp)) != WF_OK ||
-        (st = get_int_key(&s, "zero", 0, 3, &p.zero)) != WF_OK ||
-        (st = get_int_key(&s, "overlap", 0, 1, &p.overlap)) != WF_OK ||
-        (st = get_int_key(&s, "cp", 1, 1 << 16, &p.cp)) != WF_OK ||
-        (st = get_int_key(&s, "ep", 1, 1 << 16, &p.ep)) != WF_OK ||
-        (st = get_int_key(&s, "etp", 1, 1 << 16, &p.etp)) != WF_OK ||
-        (st = get_int_key(&s, "epo", 0, 1, &p.epo)) != WF_OK ||
-        (st = get_int_key(&s, "fp8", 0, 1, &p.fp8)) != WF_OK ||
-        (st = get_dtype_key(&s, "grad", &p.grad_dtype)) != WF_OK ||
-        (st = get_dtype_key(&s, "loss", &p.loss_dtype)) != WF_OK)
-        return st;
-    const char *v = NULL;
-    if ((st = parse_recompute(&s, &p)) != WF_OK)
-        return st;
-    if ((st = parse_stages(&s, &p)) != WF_OK)
-        return st;
-    if (wf_spec_get_str(&s, "pipe", &v) == 1) {
-        if (strcmp(v, "1f1b") == 0)
-            p.pipe = WF_PIPE_1F1B;
-        else if (strcmp(v, "gpipe") == 0)
-            p.pipe = WF_PIPE_GPIPE;
-        else
-            return wf_errorf(WF_INVAL, "pipe=%s: expected 1f1b or gpipe", v);
-    }
-    if (wf_spec_get_str(&s, "comm", &v) == 1 && (st = wf_comm_parse(v, &p.comm)) != WF_OK)
-        return st;
-    if (wf_spec_get_str(&s, "imb", &v) == 1 && (st = wf_parse_num(v, "imb (expert load imbalance)", 1.0, 64.0, &p.imb)) != WF_OK)
-        return st;
-    if (wf_spec_get_str(&s, "attn", &v) == 1) {
-        if (strcmp(v, "flash") == 0)
-            p.attn = WF_ATTN_FLASH;
-        else if (strcmp(v, "unfused") == 0)
-            p.attn = WF_ATTN_UNFUSED;
-        else
-            return wf_errorf(WF_INVAL, "attn=%s: expected flash or unfused", v);
-    }
-    if (wf_spec_get_str(&s, "sw", &v) == 1 && (st = wf_sw_parse(v, &p.sw)) != WF_OK)
-        return st;
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < NKEYS; k++)
+            if (key_pass(&PLAN_KEY_TABLE[k]) == pass && (st = PLAN_KEY_TABLE[k].read(&s, &PLAN_KEY_TABLE[k], &p)) != WF_OK)
+                return st;
     /* PyTorch FSDP shards fully unless told otherwise (zero=0 NO_SHARD,
      * zero=2 SHARD_GRAD_OP, zero=3 FULL_SHARD). */
     if (p.sw == WF_SW_FSDP && !zero_given)
@@ -656,45 +836,15 @@ wf_status wf_plan_parse(const char *text, wf_plan *out)
 
 int wf_plan_format(const wf_plan *p, char *buf, size_t cap)
 {
-    char comm[64];
-    if (p->comm.threshold_bytes > 0)
-        snprintf(comm, sizeof comm, "%s:%.15g", wf_comm_name(p->comm.kind),
-                 p->comm.threshold_bytes / MIB);
-    else
-        snprintf(comm, sizeof comm, "%s", wf_comm_name(p->comm.kind));
-    char extra[160] = "";
+    char text[1024];
     size_t n = 0;
-    if (p->cp > 1)
-        n += (size_t)snprintf(extra + n, sizeof extra - n, ",cp=%d", p->cp);
-    if (p->ep > 1 && n < sizeof extra)
-        n += (size_t)snprintf(extra + n, sizeof extra - n, ",ep=%d", p->ep);
-    if (p->etp > 0 && p->etp != p->tp && n < sizeof extra)
-        n += (size_t)snprintf(extra + n, sizeof extra - n, ",etp=%d", p->etp);
-    if (p->imb > 1.0 && n < sizeof extra)
-        n += (size_t)snprintf(extra + n, sizeof extra - n, ",imb=%.15g", p->imb);
-    if (p->epo && n < sizeof extra)
-        n += (size_t)snprintf(extra + n, sizeof extra - n, ",epo=1");
-    if (p->fp8 && n < sizeof extra)
-        n += (size_t)snprintf(extra + n, sizeof extra - n, ",fp8=1");
-    if (p->attn != WF_ATTN_AUTO && n < sizeof extra)
-        n += (size_t)snprintf(extra + n, sizeof extra - n, ",attn=%s", attn_name(p->attn));
-    if (p->grad_dtype >= 0 && n < sizeof extra)
-        n += (size_t)snprintf(extra + n, sizeof extra - n, ",grad=%s", wf_dtype_name((wf_dtype)p->grad_dtype));
-    if (p->loss_dtype >= 0 && n < sizeof extra)
-        n += (size_t)snprintf(extra + n, sizeof extra - n, ",loss=%s", wf_dtype_name((wf_dtype)p->loss_dtype));
-    if (p->sw != WF_SW_MEGATRON_CORE && n < sizeof extra)
-        snprintf(extra + n, sizeof extra - n, ",sw=%s", wf_sw_name(p->sw));
-    char rk[160], rl[96], sl[16 + 8 * WF_PLAN_RC_STAGES] = "";
-    rc_format(p, rk, sizeof rk, rl, sizeof rl);
-    if (p->stage_n > 0) {
-        size_t k = (size_t)snprintf(sl, sizeof sl, ",stages=");
-        rc_format_list(p->stage_layers, p->stage_n, 0, sl + k, sizeof sl - k);
+    for (int k = 0; k < NKEYS && n + 1 < sizeof text; k++) {
+        char one[320];
+        int m = PLAN_KEY_TABLE[k].write(&PLAN_KEY_TABLE[k], p, one, sizeof one);
+        if (m > 0)
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", n ? "," : "", one);
     }
-    return snprintf(buf, cap,
-                    "dp=%d,tp=%d,pp=%d,mbs=%d,vpp=%d,recompute=%s%s%s,sp=%d,zero=%d,overlap=%d,"
-                    "pipe=%s,comm=%s%s",
-                    p->dp, p->tp, p->pp, p->mbs, p->vpp, rk, rl, sl, p->sp,
-                    p->zero, p->overlap, wf_pipe_name(p->pipe), comm, extra);
+    return snprintf(buf, cap, "%s", text);
 }
 
 /* ---- files ------------------------------------------------------------------------ */
@@ -938,22 +1088,13 @@ static wf_status push_pair(char ***va, char ***vb, int **vs, int stage, int *n, 
         if (strcmp((*va)[i], a) == 0 && (!vs || (*vs)[i] == stage))
             return wf_errorf(WF_INVAL, "op-level plan: %s '%s' appears twice", what, a);
     if (*n == *cap) {
-        int nc = *cap ? 2 * *cap : 64;
-        char **na = realloc(*va, sizeof *na * (size_t)nc);
-        if (!na)
+        /* Three arrays of one capacity: each grows from a copy of it. */
+        int ca = *cap, cb = *cap, cs = *cap;
+        if (wf_grow(va, &ca, (int64_t)*n + 1, sizeof **va, 64) != 0 ||
+            wf_grow(vb, &cb, (int64_t)*n + 1, sizeof **vb, 64) != 0 ||
+            (vs && wf_grow(vs, &cs, (int64_t)*n + 1, sizeof **vs, 64) != 0))
             return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
-        *va = na;
-        char **nb = realloc(*vb, sizeof *nb * (size_t)nc);
-        if (!nb)
-            return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
-        *vb = nb;
-        if (vs) {
-            int *ns = realloc(*vs, sizeof *ns * (size_t)nc);
-            if (!ns)
-                return wf_errorf(WF_NOMEM, "op-level plan: out of memory");
-            *vs = ns;
-        }
-        *cap = nc;
+        *cap = ca;
     }
     if (vs)
         (*vs)[*n] = stage;
@@ -1007,9 +1148,8 @@ const char *wf_plan_oplevel_layout_of(const wf_plan_oplevel *p, const char *op)
 /* The keys an op-level plan's layouts say (mesh, stages, micro-batches). */
 static int layout_key(const char *k, size_t n)
 {
-    static const char *const names[] = {"dp", "tp", "pp", "mbs", "sp", "cp", "ep", "etp", "stages", NULL};
-    for (int i = 0; names[i]; i++)
-        if (strlen(names[i]) == n && strncmp(names[i], k, n) == 0)
+    for (int i = 0; i < NKEYS; i++)
+        if (PLAN_KEY_TABLE[i].layout && strlen(PLAN_KEY_TABLE[i].name) == n && strncmp(PLAN_KEY_TABLE[i].name, k, n) == 0)
             return 1;
     return 0;
 }

@@ -8,7 +8,7 @@
  * exist in the cluster; interleaving needs a pipeline, the 1F1B schedule and a
  * micro-batch count divisible by pp; sequence parallelism needs tp > 1;
  * non-transformer models take data and pipeline parallelism only. */
-#include "weft/cost.h"
+#include "weft/plan.h"
 
 #include <string.h>
 
@@ -193,4 +193,49 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
                              (long long)chunks);
     }
     return WF_OK;
+}
+
+/* ---- rank groups (plan.h): Megatron-Core's RankGenerator, order tp-cp-ep-dp-pp ---- */
+
+void wf_rank_generator(const int64_t size[WF_AXIS_COUNT], wf_axis_ranks out[WF_AXIS_COUNT])
+{
+    int64_t stride = 1;
+    for (int a = 0; a < WF_AXIS_COUNT; a++) {
+        out[a].size = size[a] >= 1 ? size[a] : 1;
+        out[a].stride = stride;
+        stride *= out[a].size;
+    }
+}
+
+void wf_rank_axes_dense(int64_t tp, int64_t cp, int64_t dp, int64_t pp, wf_axis_ranks out[WF_AXIS_COUNT])
+{
+    const int64_t size[WF_AXIS_COUNT] = {tp, cp, 1, dp, pp};
+    wf_rank_generator(size, out);
+}
+
+void wf_rank_axes_expert(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep, int64_t etp,
+                         wf_axis_ranks out[WF_AXIS_COUNT])
+{
+    int64_t epx = (ep >= 1 ? ep : 1) * (etp >= 1 ? etp : 1);
+    int64_t edp = (tp >= 1 ? tp : 1) * (cp >= 1 ? cp : 1) * (dp >= 1 ? dp : 1) / epx;
+    const int64_t size[WF_AXIS_COUNT] = {etp, 1, ep, edp >= 1 ? edp : 1, pp};
+    wf_rank_generator(size, out);
+}
+
+wf_axis_ranks wf_rank_axes_join(const wf_axis_ranks ax[WF_AXIS_COUNT], wf_axis lo, wf_axis hi)
+{
+    wf_axis_ranks j = {1, ax[lo].stride};
+    for (int a = lo; a <= (int)hi; a++)
+        j.size *= ax[a].size;
+    return j;
+}
+
+int64_t wf_rank_coord(wf_axis_ranks a, int64_t r)
+{
+    return r / a.stride % a.size;
+}
+
+int64_t wf_rank_group_first(wf_axis_ranks a, int64_t r)
+{
+    return r - wf_rank_coord(a, r) * a.stride;
 }

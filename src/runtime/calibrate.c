@@ -39,7 +39,7 @@
 #include "weft/cost.h"
 #include "weft/runtime_io.h"
 
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -168,7 +168,7 @@ wf_status wf_data_layout_from_graph(const wf_graph *g, wf_data_layout *out)
     const wf_tensor *ti = &g->tensors[in], *tl = &g->tensors[lab];
     if (ti->ndim < 1 || ti->shape[0] < 1)
         return wf_errorf(WF_INVAL, "graph %s: input %s has no batch axis", g->name, ti->name);
-    int64_t batch = ti->shape[0];
+    int64_t mbs = ti->shape[0];
     switch (ti->dtype) {
     case WF_DTYPE_FP32:
     case WF_DTYPE_FP16:
@@ -188,18 +188,18 @@ wf_status wf_data_layout_from_graph(const wf_graph *g, wf_data_layout *out)
         out->input_shape[i - 1] = ti->shape[i];
     if (tl->dtype != WF_DTYPE_INT32 && tl->dtype != WF_DTYPE_INT64)
         return wf_errorf(WF_INVAL, "graph %s: labels %s are not integers", g->name, tl->name);
-    if (tl->ndim >= 1 && tl->shape[0] == batch) {
+    if (tl->ndim >= 1 && tl->shape[0] == mbs) {
         out->label_ndim = tl->ndim - 1;
         for (int i = 1; i < tl->ndim; i++)
             out->label_shape[i - 1] = tl->shape[i];
     } else {
         /* Labels flattened over batch and positions, e.g. [B*S]. */
         int64_t n = tensor_numel(tl);
-        if (n % batch != 0)
+        if (n % mbs != 0)
             return wf_errorf(WF_INVAL, "graph %s: labels %s (%lld elements) do not split into batch %lld",
-                             g->name, tl->name, (long long)n, (long long)batch);
-        out->label_ndim = n / batch == 1 ? 0 : 1;
-        out->label_shape[0] = n / batch;
+                             g->name, tl->name, (long long)n, (long long)mbs);
+        out->label_ndim = n / mbs == 1 ? 0 : 1;
+        out->label_shape[0] = n / mbs;
     }
     for (int o = 0; o < g->nops; o++) {
         const wf_op *op = &g->ops[o];
@@ -438,20 +438,16 @@ static wf_status read_fortunes(char **text, size_t *len)
     if (!dp)
         return wf_errorf(WF_IO, "cannot open %s: %s%s", FORTUNES_DIR, strerror(errno), hint);
     char **names = NULL;
-    size_t nn = 0, cap = 0;
+    size_t nn = 0;
+    int cap = 0;
     wf_status st = WF_OK;
     struct dirent *e;
     while ((e = readdir(dp)) != NULL) {
         if (e->d_name[0] == '.' || strchr(e->d_name, '.'))
             continue;
-        if (nn == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **nb = realloc(names, cap * sizeof *names);
-            if (!nb) {
-                st = wf_errorf(WF_NOMEM, "out of memory listing %s", FORTUNES_DIR);
-                goto out;
-            }
-            names = nb;
+        if (wf_grow(&names, &cap, (int64_t)nn + 1, sizeof *names, 64) != 0) {
+            st = wf_errorf(WF_NOMEM, "out of memory listing %s", FORTUNES_DIR);
+            goto out;
         }
         names[nn] = strdup(e->d_name);
         if (!names[nn]) {

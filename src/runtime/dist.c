@@ -61,7 +61,7 @@
  * barrier B0 then at the end of the step rather than at the next forward's
  * start. */
 #include "runtime/dist-impl.h"
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 
 #include "weft/cluster.h"
 #include "weft/cost.h"
@@ -398,7 +398,7 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     coll_ctx cc;
     memset(&cc, 0, sizeof cc);
     if (timed) {
-        wf_status cst = wf_cluster_lookup(c->cluster ? c->cluster : "local", &cc.cl);
+        wf_status cst = wf_cluster_of_job(c->cluster, c->nranks, &cc.cl);
         if (cst != WF_OK)
             return cst;
         int64_t devs = wf_cluster_devices(&cc.cl);

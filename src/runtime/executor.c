@@ -31,7 +31,7 @@
  * default for linear and conv layers) and tables N(0, 0.02). */
 #include "weft/runtime.h"
 
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -62,7 +62,7 @@ struct wf_exec {
     uint64_t seed;
     uint64_t stream;
     int64_t first_sample;
-    int64_t batch;   /* axis 0 of the data input */
+    int64_t mbs;     /* axis 0 of the data input: the micro-batch the graph was built for */
     int transformer; /* the graph has attention: GPT-2 style initialization */
 
     int nstores, cap_stores;
@@ -145,14 +145,8 @@ static size_t round_up(size_t n, size_t a)
 
 static int new_store(wf_exec *e, store_kind kind, size_t bytes, int def)
 {
-    if (e->nstores == e->cap_stores) {
-        int cap = e->cap_stores ? 2 * e->cap_stores : 64;
-        store *s = realloc(e->st, (size_t)cap * sizeof *s);
-        if (!s)
-            return -1;
-        e->st = s;
-        e->cap_stores = cap;
-    }
+    if (wf_grow(&e->st, &e->cap_stores, (int64_t)e->nstores + 1, sizeof *e->st, 64) != 0)
+        return -1;
     store *s = &e->st[e->nstores];
     memset(s, 0, sizeof *s);
     s->kind = kind;
@@ -177,6 +171,7 @@ static void use_store(wf_exec *e, int s, int when)
  * forward outputs and the saved state). */
 static int need_fwd_in(wf_op_kind k, int i)
 {
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (k) {
     case WF_OP_MATMUL:
     case WF_OP_BATCH_MATMUL:
@@ -302,6 +297,7 @@ static void axis_extents(const wf_tensor *t, int axis, int *ax, int64_t *outer, 
 static size_t saved_floats(const wf_exec *e, const wf_op *op)
 {
     const wf_tensor *x = &e->g.tensors[op->in[0]];
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (op->kind) {
     case WF_OP_LAYERNORM:
         return wf_k_layernorm_saved_floats(numel(x) / last_dim(x));
@@ -332,6 +328,7 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
     *ws = 0;
     if (op->pass == WF_PASS_BACKWARD)
         return WF_OK;
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (op->kind) {
     case WF_OP_ATTENTION: {
         const wf_tensor *q = &T[op->in[0]], *k = &T[op->in[1]];
@@ -397,9 +394,9 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
         return WF_OK;
     }
     case WF_OP_DROPOUT:
-        if (numel(&T[op->in[0]]) % e->batch != 0)
+        if (numel(&T[op->in[0]]) % e->mbs != 0)
             return wf_errorf(WF_INVAL, "op '%s' (dropout): %lld elements are not a multiple of the batch %lld",
-                             op->name, (long long)numel(&T[op->in[0]]), (long long)e->batch);
+                             op->name, (long long)numel(&T[op->in[0]]), (long long)e->mbs);
         return WF_OK;
     default:
         return WF_OK;
@@ -433,6 +430,7 @@ static void init_param(wf_exec *e, int pi)
     enum { ZERO, ONE, NORMAL, UNIFORM } how = p->ndim >= 2 ? NORMAL : ZERO;
     double scale = 0.02;
     if (op) {
+        _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
         switch (op->kind) {
         case WF_OP_LAYERNORM:
         case WF_OP_RMSNORM:
@@ -799,13 +797,13 @@ static wf_status create(const wf_graph *src, const wf_exec_opts *o, const wf_exe
             e->bwd_of[g->ops[i].fwd_op] = i;
 
     /* The batch: axis 0 of the data input (the one named ids, else the first). */
-    e->batch = 0;
+    e->mbs = 0;
     for (int t = 0; t < nt; t++) {
         const wf_tensor *x = &g->tensors[t];
-        if (x->role == WF_ROLE_INPUT && x->ndim >= 1 && (e->batch == 0 || strcmp(x->name, "ids") == 0))
-            e->batch = x->shape[0];
+        if (x->role == WF_ROLE_INPUT && x->ndim >= 1 && (e->mbs == 0 || strcmp(x->name, "ids") == 0))
+            e->mbs = x->shape[0];
     }
-    if (e->batch < 1) {
+    if (e->mbs < 1) {
         st = wf_errorf(WF_INVAL, "graph %s has no input tensor with a batch axis", g->name);
         goto fail;
     }
@@ -1138,7 +1136,7 @@ const wf_graph *wf_exec_graph(const wf_exec *e)
 
 int64_t wf_exec_batch(const wf_exec *e)
 {
-    return e->batch;
+    return e->mbs;
 }
 
 int wf_exec_nparams(const wf_exec *e)
@@ -1370,7 +1368,7 @@ static uint64_t dropout_seed(const wf_exec *e, const wf_op *op)
 
 static uint64_t dropout_offset(const wf_exec *e, const wf_tensor *x)
 {
-    return (uint64_t)e->first_sample * (uint64_t)(numel(x) / e->batch);
+    return (uint64_t)e->first_sample * (uint64_t)(numel(x) / e->mbs);
 }
 
 /* ---- expert parallelism ---------------------------------------------------------------- */
@@ -1821,8 +1819,8 @@ static wf_status run_fwd(wf_exec *e, int o)
         int nd = yy->ndim;
         int64_t m = yy->shape[nd - 2], n = yy->shape[nd - 1];
         int64_t k = op->attr.trans_a ? x->shape[nd - 2] : x->shape[nd - 1];
-        int64_t batch = numel(yy) / (m * n);
-        K(e, batch_matmul_fwd)(F(op->in[0]), F(op->in[1]), y, batch, m, k, n, op->attr.trans_a,
+        int64_t count = numel(yy) / (m * n);
+        K(e, batch_matmul_fwd)(F(op->in[0]), F(op->in[1]), y, count, m, k, n, op->attr.trans_a,
                                op->attr.trans_b);
         return WF_OK;
     }

@@ -8,10 +8,10 @@
  * stage k). Transformers: virtual stage k holds layers [k L/(pp vpp),
  * (k+1) L/(pp vpp)) (uneven stages, stages=: the listed counts, vpp 1),
  * the first also the embedding, the last also the head
- * and the loss (src/sim/profile.c's instances, src/search/lower.c's cut).
+ * and the loss (src/sim/profile.c's instances, src/layout/lower.c's cut).
  * Other models: the estimate's cut (wf_cost_cut_stages over each forward
  * op's forward + backward time at the micro-batch on the cost model's
- * cluster, as src/search/lower.c lowers it), no interleaving.
+ * cluster, as src/layout/lower.c lowers it), no interleaving.
  *
  * A stage's graph holds the forward ops of its range. The activations it
  * reads from the previous virtual stage become float inputs (received, and
@@ -71,7 +71,7 @@
 #include "runtime/spmd-impl.h"
 
 #include "weft/cluster.h"
-#include "weft/cost.h"
+#include "weft/cost_records.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -230,7 +230,7 @@ static wf_status cut(const wf_graph *g, const wf_pipe_config *c, int nvs, int *f
         return WF_OK;
     }
     wf_cluster cl;
-    wf_status st = wf_cluster_lookup(c->cluster ? c->cluster : "local", &cl);
+    wf_status st = wf_cluster_of_job(c->cluster, c->nranks, &cl);
     if (st != WF_OK)
         return st;
     wf_cost_ctx *ctx = NULL;
@@ -334,12 +334,17 @@ static wf_status split_comms(wf_pipe *p)
         p->dpcomm = p->ppcomm = MPI_COMM_NULL;
         return WF_OK;
     }
-    /* Data-parallel group: same stage and tp index; pipeline: same data-parallel and tp index. */
-    int rc = MPI_Comm_split(p->comm, p->stage * p->tp + p->tpi, p->dpi, &p->dpcomm);
+    /* Each axis's group (plan.h's generator): coloured by its first rank,
+     * ordered by the coordinate on the axis. The model-parallel group (tp x
+     * pp, the ranks of one data-parallel index) spans two axes. */
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(p->tp, 1, p->dp, p->pp, ax);
+    const int64_t r = p->rank;
+    int rc = MPI_Comm_split(p->comm, (int)wf_rank_group_first(ax[WF_AXIS_DP], r), p->dpi, &p->dpcomm);
     if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_split(p->comm, p->dpi * p->tp + p->tpi, p->stage, &p->ppcomm);
+        rc = MPI_Comm_split(p->comm, (int)wf_rank_group_first(ax[WF_AXIS_PP], r), p->stage, &p->ppcomm);
     if (rc == MPI_SUCCESS && p->tp > 1)
-        rc = MPI_Comm_split(p->comm, p->stage * p->dp + p->dpi, p->tpi, &p->tpcomm);
+        rc = MPI_Comm_split(p->comm, (int)wf_rank_group_first(ax[WF_AXIS_TP], r), p->tpi, &p->tpcomm);
     if (rc == MPI_SUCCESS && p->tp > 1)
         rc = MPI_Comm_split(p->comm, p->dpi, p->stage * p->tp + p->tpi, &p->mpcomm);
     if (rc != MPI_SUCCESS)
@@ -561,10 +566,12 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     p->dp = pl->dp;
     p->tp = pl->tp > 1 ? pl->tp : 1;
     p->zero = pl->zero;
-    /* Megatron's order: tp innermost, then data-parallel, then stages. */
-    p->stage = p->rank / (p->dp * p->tp);
-    p->dpi = p->rank / p->tp % p->dp;
-    p->tpi = p->rank % p->tp;
+    /* Megatron's order (plan.h's generator): tp innermost, then data-parallel, then stages. */
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(p->tp, 1, p->dp, p->pp, ax);
+    p->stage = (int)wf_rank_coord(ax[WF_AXIS_PP], p->rank);
+    p->dpi = (int)wf_rank_coord(ax[WF_AXIS_DP], p->rank);
+    p->tpi = (int)wf_rank_coord(ax[WF_AXIS_TP], p->rank);
     p->mbs = pl->mbs;
     p->m = (int)(c->batch / p->dp / p->mbs);
     p->kind = pl->pipe;

@@ -52,7 +52,7 @@
 #include "weft/models.h"
 #include "weft/runtime_io.h"
 #include "weft/sbp.h"
-#include "weft/search.h"
+#include "weft/layout.h"
 
 #include <assert.h>
 #include <math.h>
@@ -469,17 +469,8 @@ static wf_status allreduce_cb(void *ctx, int op, float *buf, int64_t n, int is_m
 
 static wf_status grow_boxes(wf_spmd *S, int n)
 {
-    if (n <= S->cap_box)
-        return WF_OK;
-    int cap = S->cap_box ? S->cap_box : 64;
-    while (cap < n)
-        cap *= 2;
-    box_info *b = realloc(S->boxes, (size_t)cap * sizeof *b);
-    if (!b)
+    if (wf_grow(&S->boxes, &S->cap_box, n, sizeof *S->boxes, 64) != 0)
         return wf_errorf(WF_NOMEM, "out of memory building the local graph");
-    memset(b + S->cap_box, 0, (size_t)(cap - S->cap_box) * sizeof *b);
-    S->boxes = b;
-    S->cap_box = cap;
     return WF_OK;
 }
 
@@ -740,6 +731,7 @@ static wf_status local_attrs(const wf_spmd *S, int i, const int *lin, const int6
     const wf_op *o = &S->gg.ops[i];
     const wf_tensor *G = S->gg.tensors, *L = S->lg.tensors;
     *a = o->attr;
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_ATTENTION:
     case WF_OP_ROTARY: {
@@ -851,6 +843,7 @@ static wf_status find_parts(wf_spmd *S)
                 if (pl->n <= 1 || o->kind == WF_OP_SPLIT || o->kind == WF_OP_CONCAT)
                     continue;
                 int last = d == ty->ndim - 1, carried = 0;
+                _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
                 switch (o->kind) {
                 case WF_OP_LINEAR:
                     if (last) { /* the weight's columns, the bias */
@@ -1288,9 +1281,7 @@ static wf_status setup(wf_spmd *S)
     if (S->model.family == WF_FAMILY_ONNX)
         return wf_errorf(WF_INVAL, "model %s: ONNX models run data-parallel only", S->model.name);
     wf_cluster cl;
-    char spec[64];
-    snprintf(spec, sizeof spec, "local:devices_per_node=%d", S->nranks);
-    if ((st = wf_cluster_lookup(spec, &cl)) != WF_OK)
+    if ((st = wf_cluster_of_job(S->c.cluster, S->nranks, &cl)) != WF_OK)
         return st;
     if ((st = read_plan(S, &cl)) != WF_OK)
         return st;
@@ -1639,9 +1630,7 @@ static int global_param(const wf_spmd *S, const char *name)
 static wf_status create_tp(wf_spmd *S, const wf_plan *whole, int64_t mbs)
 {
     wf_cluster cl;
-    char spec[64];
-    snprintf(spec, sizeof spec, "local:devices_per_node=%d", S->nranks);
-    wf_status st = wf_cluster_lookup(spec, &cl);
+    wf_status st = wf_cluster_of_job(S->c.cluster, S->nranks, &cl);
     if (st != WF_OK)
         return st;
     /* The stage's share of the plan: tp (and sp) on these ranks, one micro-batch. */

@@ -22,8 +22,7 @@
  * forever; the step's gather then makes every rank return the error with the
  * message of the lowest failing rank. */
 #include "runtime/dist-impl.h"
-#include "runtime/kernels-impl.h"
-#include "runtime/autoplan-impl.h"
+#include "kernels/kernels-impl.h"
 #include "runtime/spmd-impl.h"
 #include "runtime/pipeline-impl.h"
 
@@ -31,7 +30,6 @@
 #include "weft/models.h"
 #include "weft/onnx.h"
 #include "weft/runtime_io.h"
-#include "weft/sim.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -245,18 +243,17 @@ static wf_status resolve_plan(wf_train *t)
     return WF_OK;
 }
 
-/* --plan auto's filter: the plans the runtime executes (resolve_plan's,
- * pipeline.c's and spmd.c's checks, before the world's rank count, which
- * the search fixes). Every plan it runs it also checkpoints, so
- * `checkpoint` filters nothing. user: the comm schedule --comm names (NULL:
- * the plan's), which the run uses in place of the plan's, so the check sees
- * it. */
-static int runtime_runs(const wf_plan *plan, void *user)
+/* The plans the runtime executes (resolve_plan's, pipeline.c's and
+ * spmd.c's checks, before the world's rank count, which the search fixes);
+ * every plan it runs it also checkpoints. comm: the schedule --comm names
+ * (NULL: the plan's), which the run uses in place of the plan's, so the
+ * check sees it. */
+int wf_runtime_runs_plan(const wf_plan *plan, const wf_comm_sched *comm)
 {
     wf_plan q = *plan;
     const wf_plan *p = &q;
-    if (user)
-        q.comm = *(const wf_comm_sched *)user;
+    if (comm)
+        q.comm = *comm;
     if (p->recompute != WF_RECOMPUTE_NONE || p->cp > 1 || p->fp8 || p->etp > 1)
         return 0;
     const int spmd = p->tp > 1 || p->sp, piped = p->pp > 1;
@@ -274,83 +271,20 @@ static int runtime_runs(const wf_plan *plan, void *user)
     return p->vpp == 1 || piped;
 }
 
-wf_status wf_train_auto_plan(const wf_train_config *c, int checkpoint, char *plan, size_t cap, char *note,
-                             size_t note_cap)
+int wf_train_world_size(const wf_train_config *c)
 {
-    int nranks = 1;
-    if (mpi_up() && !c->self)
-        MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    wf_model_config m;
-    wf_status st = wf_model_lookup(c->model, &m);
-    if (st != WF_OK)
-        return st;
-    (void)checkpoint;
-    wf_comm_sched cs;
-    const int given = c->comm && strcmp(c->comm, "auto") != 0;
-    if (given && (st = wf_comm_parse(c->comm, &cs)) != WF_OK)
-        return st;
-    wf_plan p;
-    st = wf_runtime_auto_plan(&m, c->cluster, nranks, c->batch, runtime_runs, given ? &cs : NULL, &p, note,
-                              note_cap);
-    if (st != WF_OK && c->batch % nranks != 0) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", wf_last_error());
-        return wf_errorf(st, "%s (batch %lld is not divisible by %d ranks for data parallelism)", why,
-                         (long long)c->batch, nranks);
-    }
-    if (st == WF_OK)
-        wf_plan_format(&p, plan, cap);
-    return st;
+    int rank = 0, nranks = 1;
+    if (!c->self)
+        wf_mpi_world(&rank, &nranks);
+    return nranks;
 }
 
-/* comm "auto": simulates one data-parallel iteration of the model at the
- * micro-batch on the cluster (weft/sim.h) under each schedule the runtime
- * executes -- wfbp, mgwfbp, and ddp, dear, horovod and bytescheduler with a
- * sweep of thresholds -- and takes the fastest (ties: the earlier
- * candidate). Every rank computes the same choice from the same inputs. */
+/* comm "auto" of a data-parallel run: the caller's choice (c->comm_auto). */
 static wf_status choose_comm(wf_train *t, wf_comm_sched *out)
 {
-    static const double mib[] = {0.25, 1, 4, 16, 25, 64};
-    const int nmib = (int)(sizeof mib / sizeof mib[0]);
-    wf_cluster cl;
-    const char *spec = t->c.cluster ? t->c.cluster : "local";
-    wf_status st = wf_cluster_lookup(spec, &cl);
-    if (st != WF_OK)
-        return st;
-    if (!t->c.cluster && wf_cluster_devices(&cl) < t->nranks) {
-        /* More ranks than cores: the local preset with one device per rank. */
-        char buf[64];
-        snprintf(buf, sizeof buf, "local:devices_per_node=%d", t->nranks);
-        if ((st = wf_cluster_lookup(buf, &cl)) != WF_OK)
-            return st;
-    }
-    wf_arena a;
-    wf_arena_init(&a, 1 << 16);
-    wf_dp_model dm;
-    st = wf_sim_dp_model_build(&t->model, &cl, t->mbs, t->nranks, &a, &dm);
-    double best = 0;
-    int n = 0;
-    /* wfbp, then ddp, dear, horovod and bytescheduler at each threshold, then mgwfbp. */
-    static const wf_comm_kind swept[] = {WF_COMM_DDP, WF_COMM_DEAR, WF_COMM_HOROVOD, WF_COMM_BYTESCHEDULER};
-    const int nswept = (int)(sizeof swept / sizeof swept[0]);
-    for (int k = 0; st == WF_OK && k < 2 + nswept * nmib; k++) {
-        wf_comm_sched s;
-        s.kind = k == 0 ? WF_COMM_WFBP : k == 1 + nswept * nmib ? WF_COMM_MGWFBP : swept[(k - 1) / nmib];
-        s.threshold_bytes = k == 0 || k == 1 + nswept * nmib ? 0 : mib[(k - 1) % nmib] * 1048576.0;
-        wf_dp_result r;
-        st = wf_sim_dp_iteration(&dm, &s, NULL, &r);
-        if (st == WF_OK && (n == 0 || r.iteration_s < best)) {
-            best = r.iteration_s;
-            *out = s;
-        }
-        n++;
-    }
-    wf_arena_free(&a);
-    if (st != WF_OK)
-        return wf_error_prefix(st, "--comm auto: simulating on cluster %s", spec);
-    snprintf(t->comm_note, sizeof t->comm_note, "auto: the fastest of %d schedules simulated on cluster %s (%.3g ms)",
-             n, spec, 1e3 * best);
-    return WF_OK;
+    if (!t->c.comm_auto)
+        return wf_errorf(WF_INVAL, "--comm auto: nothing chooses the schedule here (weft train does, by simulation)");
+    return t->c.comm_auto(&t->model, t->c.cluster, t->mbs, t->nranks, out, t->comm_note, sizeof t->comm_note);
 }
 
 /* An ONNX model starts from the initializers of its file: the model is built
@@ -434,7 +368,10 @@ static wf_status setup(wf_train *t)
     }
     /* Expert groups: ep consecutive ranks (every rank resolves the same plan,
      * so all reach this split). */
-    if (t->plan.ep > 1 && MPI_Comm_split(t->comm, t->rank / t->plan.ep, t->rank, &t->epcomm) != MPI_SUCCESS)
+    wf_axis_ranks eax[WF_AXIS_COUNT];
+    wf_rank_axes_expert(1, 1, t->nranks, 1, t->plan.ep, 1, eax);
+    if (t->plan.ep > 1 &&
+        MPI_Comm_split(t->comm, (int)wf_rank_group_first(eax[WF_AXIS_EP], t->rank), t->rank, &t->epcomm) != MPI_SUCCESS)
         return wf_errorf(WF_MPI, "MPI_Comm_split of the expert groups failed");
     wf_comm_sched cs = t->plan.comm;
     if (c->comm && (st = wf_comm_parse(c->comm, &cs)) != WF_OK)
@@ -453,7 +390,8 @@ static wf_status setup(wf_train *t)
     if (st != WF_OK)
         return st;
     if (t->plan.ep > 1) {
-        wf_exec_experts x = {t->plan.ep, t->rank % t->plan.ep, t, ep_alltoall_counts, ep_alltoallv};
+        wf_exec_experts x = {t->plan.ep, (int)wf_rank_coord(eax[WF_AXIS_EP], t->rank), t, ep_alltoall_counts,
+                             ep_alltoallv};
         wf_exec_set_experts(t->e, &x);
     }
     snprintf(t->init_note, sizeof t->init_note, "random (seed %llu)", (unsigned long long)c->seed);

@@ -484,6 +484,7 @@ static void sigs_1d(const wf_graph *g, const wf_op *o, sig1_list *l)
 static int op_allows(const wf_graph *g, const wf_op *o, const wf_mesh *m, const wf_sbp_sig *s)
 {
     int64_t f = 1;
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_ATTENTION: {
         /* Heads split whole: the q (and k/v) hidden dims split by f need A % f == 0. */

@@ -147,6 +147,58 @@ static double coll(const wf_sched_env *env, wf_coll_kind k, double bytes)
     return env->coll ? env->coll(env->coll_ctx, k, bytes) : 0.0;
 }
 
+/* One table of the candidates of --comm auto: per row a scheduler and its
+ * thresholds, in the unit the row names; `full` rows are the sweep, `short`
+ * rows the plan simulator's list. */
+typedef enum { THR_NONE, THR_MIB, THR_MB, THR_MPARAMS, THR_MB_POW2_QUARTER } thr_unit;
+
+static const struct {
+    int full; /* 1: in the sweep; 0: in the short list */
+    wf_comm_kind kind;
+    thr_unit unit;
+    int n;
+    double v[8]; /* THR_MB_POW2_QUARTER: v[0]..v[1] are the first and last k of 2^(k/4) MB */
+} cand_rows[] = {
+    {1, WF_COMM_WFBP, THR_NONE, 1, {0}},
+    {1, WF_COMM_DDP, THR_MIB, 7, {1, 2, 5, 10, 25, 50, 100}},
+    {1, WF_COMM_HOROVOD, THR_MIB, 5, {16, 32, 64, 128, 256}},
+    {1, WF_COMM_BYTESCHEDULER, THR_MPARAMS, 5, {1, 2, 4, 8, 16}},
+    {1, WF_COMM_MGWFBP, THR_NONE, 1, {0}},
+    {1, WF_COMM_DEAR, THR_MB_POW2_QUARTER, 2, {0, 32}},
+    {0, WF_COMM_WFBP, THR_NONE, 1, {0}},
+    {0, WF_COMM_DDP, THR_MIB, 3, {1, 25, 100}},
+    {0, WF_COMM_HOROVOD, THR_NONE, 1, {0}},
+    {0, WF_COMM_BYTESCHEDULER, THR_NONE, 1, {0}},
+    {0, WF_COMM_MGWFBP, THR_NONE, 1, {0}},
+    {0, WF_COMM_DEAR, THR_MB, 3, {5, 25, 100}},
+};
+
+int wf_comm_candidates(int full, double elem_bytes, wf_comm_sched *out, int cap)
+{
+    const double MiB = 1048576.0, MB = 1e6;
+    double elem = elem_bytes > 0 ? elem_bytes : 4.0;
+    int n = 0;
+    for (size_t r = 0; r < sizeof cand_rows / sizeof cand_rows[0]; r++) {
+        if (cand_rows[r].full != (full != 0))
+            continue;
+        if (cand_rows[r].unit == THR_MB_POW2_QUARTER) {
+            for (int k = (int)cand_rows[r].v[0]; k <= (int)cand_rows[r].v[1]; k++)
+                if (n < cap)
+                    out[n++] = (wf_comm_sched){cand_rows[r].kind, pow(2.0, k / 4.0) * MB};
+            continue;
+        }
+        for (int i = 0; i < cand_rows[r].n && n < cap; i++) {
+            double v = cand_rows[r].v[i];
+            double t = cand_rows[r].unit == THR_MIB       ? v * MiB
+                       : cand_rows[r].unit == THR_MB      ? v * MB
+                       : cand_rows[r].unit == THR_MPARAMS ? v * MiB * elem
+                                                          : 0;
+            out[n++] = (wf_comm_sched){cand_rows[r].kind, t};
+        }
+    }
+    return n;
+}
+
 wf_status wf_sched_build(const wf_comm_sched *s, const wf_grad *grads, int ngrads, const wf_sched_env *env,
                          wf_arena *a, wf_comm_schedule *out)
 {

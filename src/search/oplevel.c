@@ -1030,14 +1030,8 @@ void ol_op_shares(const ol_problem *p, const int *assign, double *tn, double *sy
 wf_status ol_plans_push(const ol_problem *p, ol_plan **plans, int *nplans, int *cap,
                         const int *assign, wf_arena *a)
 {
-    if (*nplans == *cap) {
-        int nc = *cap ? *cap * 2 : 64;
-        ol_plan *np = realloc(*plans, sizeof *np * (size_t)nc);
-        if (!np)
-            return wf_errorf(WF_NOMEM, "oplevel: out of memory");
-        *plans = np;
-        *cap = nc;
-    }
+    if (wf_grow(plans, cap, (int64_t)*nplans + 1, sizeof **plans, 64) != 0)
+        return wf_errorf(WF_NOMEM, "oplevel: out of memory");
     ol_plan *q = &(*plans)[*nplans];
     q->seq = (*nplans)++;
     q->assign = wf_arena_alloc(a, sizeof(int) * (size_t)p->nvar + 1);

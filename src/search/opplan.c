@@ -101,7 +101,9 @@ static double send_time(const wf_cluster *c, int64_t stage_devices, double fw_by
 {
     if (fw_bytes <= 0 && bw_bytes <= 0)
         return 0;
-    wf_group grp = wf_group_place(c, 2, stage_devices);
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(stage_devices, 1, 1, 2, ax); /* a stage's devices, then the stages */
+    wf_group grp = wf_group_place(c, 2, ax[WF_AXIS_PP].stride);
     double t = wf_coll_time(c, WF_COLL_SENDRECV, &grp, fw_bytes / (double)stage_devices);
     if (bw_bytes > 0)
         t += wf_coll_time(c, WF_COLL_SENDRECV, &grp, bw_bytes / (double)stage_devices);
@@ -514,14 +516,8 @@ static wf_status get_graph(planner *P, int64_t b, int *idx)
 
 static cand *new_cand(planner *P, int pp, const wf_graph *g)
 {
-    if (P->ncands == P->cap_cands) {
-        int nc = P->cap_cands ? 2 * P->cap_cands : 64;
-        cand *n = realloc(P->cands, sizeof *n * (size_t)nc);
-        if (!n)
-            return NULL;
-        P->cands = n;
-        P->cap_cands = nc;
-    }
+    if (wf_grow(&P->cands, &P->cap_cands, (int64_t)P->ncands + 1, sizeof *P->cands, 64) != 0)
+        return NULL;
     cand *k = &P->cands[P->ncands];
     memset(k, 0, sizeof *k);
     size_t nt = (size_t)g->ntensors;
@@ -540,14 +536,8 @@ static cand *new_cand(planner *P, int pp, const wf_graph *g)
 
 static wf_status push_front(planner *P, const wf_opplan_point *pt)
 {
-    if (P->nfront == P->cap_front) {
-        int nc = P->cap_front ? 2 * P->cap_front : 64;
-        wf_opplan_point *n = realloc(P->front, sizeof *n * (size_t)nc);
-        if (!n)
-            return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
-        P->front = n;
-        P->cap_front = nc;
-    }
+    if (wf_grow(&P->front, &P->cap_front, (int64_t)P->nfront + 1, sizeof *P->front, 64) != 0)
+        return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
     P->front[P->nfront++] = *pt;
     return WF_OK;
 }

@@ -87,25 +87,15 @@ static wf_status divisors(int64_t n, divs *d)
     for (int64_t k = 1; k * k <= n; k++) {
         if (n % k != 0)
             continue;
-        if (d->n + 2 > cap) {
-            cap *= 2;
-            int64_t *nv = realloc(d->v, (size_t)cap * sizeof *nv);
-            if (!nv)
-                return wf_errorf(WF_NOMEM, "out of memory listing divisors of %lld", (long long)n);
-            d->v = nv;
-        }
+        if (wf_grow(&d->v, &cap, (int64_t)d->n + 2, sizeof *d->v, 64) != 0)
+            return wf_errorf(WF_NOMEM, "out of memory listing divisors of %lld", (long long)n);
         d->v[d->n++] = k;
         if (k != n / k && nhi < 2048)
             hi[nhi++] = n / k;
     }
     for (int i = nhi - 1; i >= 0; i--) {
-        if (d->n + 1 > cap) {
-            cap *= 2;
-            int64_t *nv = realloc(d->v, (size_t)cap * sizeof *nv);
-            if (!nv)
-                return wf_errorf(WF_NOMEM, "out of memory listing divisors of %lld", (long long)n);
-            d->v = nv;
-        }
+        if (wf_grow(&d->v, &cap, (int64_t)d->n + 1, sizeof *d->v, 64) != 0)
+            return wf_errorf(WF_NOMEM, "out of memory listing divisors of %lld", (long long)n);
         d->v[d->n++] = hi[i];
     }
     return WF_OK;
@@ -192,14 +182,8 @@ static wf_status frontier_insert(frontier *f, const wf_outer_point *p)
     while (j < f->n && f->v[j].est.memory_per_device_bytes >= mem)
         j++;
     if (j == i) {
-        if (f->n == f->cap) {
-            int cap = f->cap ? 2 * f->cap : 64;
-            wf_outer_point *nv = realloc(f->v, (size_t)cap * sizeof *nv);
-            if (!nv)
-                return wf_errorf(WF_NOMEM, "out of memory growing the frontier");
-            f->v = nv;
-            f->cap = cap;
-        }
+        if (wf_grow(&f->v, &f->cap, (int64_t)f->n + 1, sizeof *f->v, 64) != 0)
+            return wf_errorf(WF_NOMEM, "out of memory growing the frontier");
         memmove(f->v + i + 1, f->v + i, (size_t)(f->n - i) * sizeof *f->v);
         f->n++;
     } else {
@@ -778,17 +762,14 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
             for (int ie = 0; ie < nep; ie++)
             for (int z = 0; z <= 3; z++) {
                 if (ngroups == capg) {
-                    capg = capg ? 2 * capg : 64;
-                    group *ng = realloc(groups, (size_t)capg * sizeof *ng);
-                    int64_t *nsp = realloc(gspace, (size_t)capg * sizeof *nsp);
-                    if (ng)
-                        groups = ng;
-                    if (nsp)
-                        gspace = nsp;
-                    if (!ng || !nsp) {
+                    /* Two arrays of one capacity: each grows from a copy of it. */
+                    int cg = capg, cs = capg;
+                    if (wf_grow(&groups, &cg, (int64_t)ngroups + 1, sizeof *groups, 64) != 0 ||
+                        wf_grow(&gspace, &cs, (int64_t)ngroups + 1, sizeof *gspace, 64) != 0) {
                         st = wf_errorf(WF_NOMEM, "out of memory listing plan groups");
                         goto out;
                     }
+                    capg = cg;
                 }
                 group g = {(int)tp, (int)pp, (int)dp, z, (int)cp, eps[ie], eps[ie] > 1 ? 1 : 0};
                 gspace[ngroups] = 0;

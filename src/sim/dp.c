@@ -332,25 +332,9 @@ wf_status wf_sim_dp_iteration(const wf_dp_model *m, const wf_comm_sched *s, cons
     if (s->kind != WF_COMM_AUTO)
         return play(m, s, trace_path, out);
 
-    /* auto: every scheduler, with a sweep of its threshold. */
-    const double MiB = 1048576.0, MB = 1e6;
-    double elem = m->env.elem_bytes > 0 ? m->env.elem_bytes : 4.0;
-    wf_comm_sched cand[64];
-    int nc = 0;
-    cand[nc++] = (wf_comm_sched){WF_COMM_WFBP, 0};
-    static const double ddp_mib[] = {1, 2, 5, 10, 25, 50, 100};
-    for (size_t i = 0; i < sizeof ddp_mib / sizeof *ddp_mib; i++)
-        cand[nc++] = (wf_comm_sched){WF_COMM_DDP, ddp_mib[i] * MiB};
-    static const double hvd_mib[] = {16, 32, 64, 128, 256};
-    for (size_t i = 0; i < sizeof hvd_mib / sizeof *hvd_mib; i++)
-        cand[nc++] = (wf_comm_sched){WF_COMM_HOROVOD, hvd_mib[i] * MiB};
-    static const double bs_mparams[] = {1, 2, 4, 8, 16};
-    for (size_t i = 0; i < sizeof bs_mparams / sizeof *bs_mparams; i++)
-        cand[nc++] = (wf_comm_sched){WF_COMM_BYTESCHEDULER, bs_mparams[i] * MiB * elem};
-    cand[nc++] = (wf_comm_sched){WF_COMM_MGWFBP, 0};
-    /* DeAR's threshold over 1-256 MB, four steps per doubling. */
-    for (int k = 0; k <= 32; k++)
-        cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, pow(2.0, k / 4.0) * MB};
+    /* auto: every scheduler, with a sweep of its threshold (sched's one list). */
+    wf_comm_sched cand[WF_COMM_CANDIDATES_MAX];
+    int nc = wf_comm_candidates(1, m->env.elem_bytes, cand, WF_COMM_CANDIDATES_MAX);
     int best = -1;
     wf_dp_result r, br;
     memset(&br, 0, sizeof br);

@@ -3,7 +3,7 @@
  * of another model), each with the steps one micro-batch runs on one device
  * for its forward, backward and recomputation, and the pipeline layout of
  * unit instances over virtual stages. profile.c builds it from the graph IR
- * and the cost model's primitives; plan.c turns it into a task graph. */
+ * and the cost model's primitives; plan_tasks.c turns it into a task graph. */
 #ifndef WEFT_SIM_PLAN_IMPL_H
 #define WEFT_SIM_PLAN_IMPL_H
 
@@ -121,7 +121,7 @@ typedef struct {
     char name[2 * WF_NAME_LEN + 2]; /* "a+b" */
 } sim_fusion;
 
-/* What does not depend on the plan: the cost model's records (cost.h) and
+/* What does not depend on the plan: the cost model's records (cost_records.h) and
  * the graph they were built from (a transformer's one layer, or the whole
  * model, at micro-batch 1), and the fusion candidates. */
 typedef struct {

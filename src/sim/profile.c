@@ -632,8 +632,9 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
      * (memory keeps the true sizes, u->eparams). */
     double egrad = 1.0;
     if (mi->ep * mi->etp > 1 && p->dp > 1) {
-        int64_t epx = (int64_t)mi->ep * mi->etp, edp = (int64_t)p->tp * p->dp / epx;
-        wf_group eg = wf_group_place(c, edp >= 1 ? edp : 1, epx);
+        wf_axis_ranks eax[WF_AXIS_COUNT];
+        wf_rank_axes_expert(p->tp, p->cp, p->dp, p->pp, mi->ep, mi->etp, eax);
+        wf_group eg = wf_group_place(c, eax[WF_AXIS_DP].size, eax[WF_AXIS_DP].stride);
         double ref = mi->sec[SEC_LAYER].params_expert * pr->grad_bytes;
         wf_coll_kind k = p->zero >= 1 ? WF_COLL_REDUCE_SCATTER : WF_COLL_ALLREDUCE;
         double tdp = wf_coll_time(c, k, &pr->dp_group, ref);
@@ -1101,8 +1102,11 @@ wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cl
     out->opt_bytes_per_param = wf_cost_optimizer_bytes_per_param(sm->ctx);
     out->mem_bw_bps = wf_device_opt_bps(&c->dev);
     out->buffer_bytes = c->mem_reserved_bytes + wf_cost_buffer_bytes(sm->ctx, p, p->mbs);
-    out->dp_group = wf_group_place(c, p->dp, p->tp);
-    out->tp_group = wf_group_place(c, p->tp, 1);
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(p->tp, p->cp, p->dp, p->pp, ax);
+    const wf_axis_ranks dpa = wf_rank_axes_join(ax, WF_AXIS_CP, WF_AXIS_DP);
+    out->dp_group = wf_group_place(c, dpa.size, dpa.stride);
+    out->tp_group = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
     out->nsub = L->nsub;
     for (int j = 0; j < L->nsub; j++)
         out->sub_group[j] = wf_group_place(c, L->sub_size[j], L->sub_stride[j]);

@@ -2,7 +2,7 @@
  * cost model").
  *
  * An op-level plan's layouts become the cost model's layout descriptor
- * (wf_cost_layout, cost.h), and its keys (recompute, zero, the schedules,
+ * (wf_cost_layout, cost_records.h), and its keys (recompute, zero, the schedules,
  * vpp, the profile) the rest of a whole-model plan; wf_estimate_layouts then
  * composes them exactly as it composes a whole-model plan, whose descriptor
  * is Megatron's (wf_cost_layout_megatron). Nothing here prices anything: it
@@ -44,7 +44,7 @@
  *
  * A tensor a layer reads from the layer before arrives in the layout the
  * layer's last op produces (the steady state of the repeated block). */
-#include "weft/search.h"
+#include "weft/layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>

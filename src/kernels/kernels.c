@@ -21,10 +21,10 @@
  * Not here: threading outside BLAS (one rank per core is the plan under
  * MPI), fp16/bf16, in-place aliasing of inputs and outputs (only the
  * elementwise ops tolerate y == x: they read a block before writing it). */
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 #include "weft/runtime.h"
 
-#include "runtime/blas-impl.h"
+#include "kernels/blas-impl.h"
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <cpuid.h>
 #endif

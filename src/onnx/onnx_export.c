@@ -33,9 +33,11 @@ typedef struct {
     wf_arena a;
     char **names;     /* ONNX name of each IR tensor */
     Onnx__NodeProto **nodes;
-    size_t nnodes, capnodes;
+    size_t nnodes;
+    int capnodes;
     Onnx__TensorProto **inits;
-    size_t ninits, capinits;
+    size_t ninits;
+    int capinits;
     int weft_domain;  /* an ai.weft node was written */
     int op;           /* the op being written, for messages */
     int fresh;        /* counter for helper value names */
@@ -59,18 +61,12 @@ static char *str(ectx *e, const char *fmt, ...)
     return s;
 }
 
-static int push(void ***arr, size_t *n, size_t *cap, void *x)
+static int push(void ***arr, size_t *n, int *cap, void *x)
 {
     if (!x)
         return -1;
-    if (*n + 1 > *cap) {
-        size_t c = *cap ? 2 * *cap : 64;
-        void **p = realloc(*arr, c * sizeof *p);
-        if (!p)
-            return -1;
-        *arr = p;
-        *cap = c;
-    }
+    if (wf_grow(arr, cap, (int64_t)*n + 1, sizeof **arr, 64) != 0)
+        return -1;
     (*arr)[(*n)++] = x;
     return 0;
 }
@@ -727,7 +723,8 @@ wf_status wf_onnx_save(const wf_graph *g, const char *path, const wf_onnx_save_o
     wf_arena_init(&e.a, 1 << 20);
     wf_status st = name_tensors(&e);
     Onnx__ValueInfoProto **ins = NULL, **outs = NULL;
-    size_t nins = 0, capins = 0, nouts = 0, capouts = 0;
+    size_t nins = 0, nouts = 0;
+    int capins = 0, capouts = 0;
     unsigned char *read = wf_calloc((size_t)g->ntensors + 1, 1);
     if (st == WF_OK && !read)
         st = wf_errorf(WF_NOMEM, "ONNX export: out of memory");

@@ -3,7 +3,7 @@
  * op's definition. They are slow on purpose and exist to test the fast path
  * of kernels.c; conventions (layouts, saved buffers, overwrite semantics) are
  * documented in kernels-impl.h. */
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 
 #include <math.h>
 #include <string.h>

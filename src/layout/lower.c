@@ -25,8 +25,7 @@
  * The keys that are not layouts (recompute, zero, overlap, the schedules,
  * vpp, the profile) go into the plan's keys; cp has no op-level form yet and
  * is refused. */
-#include "weft/search.h"
-#include "weft/cost.h"
+#include "weft/layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +56,7 @@ static void want_dp(const wf_graph *g, int i, int ep_axis, want_axis *w)
 {
     const wf_op *o = &g->ops[i];
     memset(w, 0, sizeof *w);
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_MOE_DISPATCH:
         w->in[0] = "S0";

@@ -22,7 +22,7 @@
  * wf_k_gemm_small takes the product when it fits (alpha = 1, beta 0 or 1, n
  * a multiple of 64, and either m <= 128 < k or k <= 128 < m, on a CPU with
  * AVX-512 F/BW/VL/DQ); otherwise it returns 0 and the caller runs BLAS. */
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  *
  * Symbols: n elements; for expand, y[ny] the broadcast of x (ranks aligned
  * on the right, dims of size 1 repeated). */
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 
 #include <math.h>
 #include <string.h>

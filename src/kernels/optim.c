@@ -11,7 +11,7 @@
  * with ndim >= 2 only (not to biases and norm gains). */
 #include "weft/runtime.h"
 
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -47,11 +47,11 @@ static double tiled_time(const wf_device *d, const wf_gemm_fit *f, double peak, 
     return 2.0 * tm * tn * (waves * (K + f->wave_k) + f->ramp_k) / per_sm;
 }
 
-double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double batch, double M, double N, double K)
+double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double count, double M, double N, double K)
 {
-    if (!(batch > 0 && M > 0 && N > 0 && K > 0))
+    if (!(count > 0 && M > 0 && N > 0 && K > 0))
         return 0;
-    double flops = 2.0 * batch * M * N * K;
+    double flops = 2.0 * count * M * N * K;
     double peak = kind_peak(d, kind);
     const wf_gemm_fit *f = (int)kind >= 0 && kind < WF_GEMM_KINDS ? &d->gemm[kind] : NULL;
     if (!wf_device_kernels(d) || !f || f->tile_m <= 0 || !(peak > 0)) {
@@ -65,13 +65,13 @@ double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double batch, double 
         return t > d->op_overhead_s ? t : d->op_overhead_s;
     }
     double tm = f->tile_m, tn = f->tile_n;
-    double a = tiled_time(d, f, peak, batch, M, N, K, tm, tn);
-    double b = tiled_time(d, f, peak, batch, M, N, K, tn, tm);
+    double a = tiled_time(d, f, peak, count, M, N, K, tm, tn);
+    double b = tiled_time(d, f, peak, count, M, N, K, tn, tm);
     double tc = a < b ? a : b;
     /* Roofline: A and B read once, C written once in 16 bits (fp32 output
      * for fp32 kinds), at the copy bandwidth. */
     double eb = elem_bytes_of(kind), ob = kind == WF_GEMM_FP32 || kind == WF_GEMM_TF32 ? 4.0 : 2.0;
-    double bytes = batch * ((M * K + K * N) * eb + M * N * ob);
+    double bytes = count * ((M * K + K * N) * eb + M * N * ob);
     double ce = d->mb_eff[WF_MB_ELEM][0] > 0 ? d->mb_eff[WF_MB_ELEM][0] : d->mem_eff;
     double tmem = bytes / (d->mem_bw_bps * ce);
     return f->launch_s + (tc > tmem ? tc : tmem);

@@ -11,7 +11,7 @@
  * produces each unit's gradients; the schedule groups them from those times;
  * the second plays it. */
 #include "sim/plan-impl.h"
-#include "weft/search.h"
+#include "weft/layout.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -393,7 +393,9 @@ static void build_tail(pb *b)
     int emb = -1;
     if (p->pp > 1 && pr->shared_params > 0) {
         int res[2] = {wf_sim_channel(b->sb.s, 0, 1), wf_sim_channel(b->sb.s, p->pp - 1, 1)};
-        wf_group ends = wf_group_place(b->c, 2, (int64_t)p->tp * p->dp * (p->pp - 1));
+        wf_axis_ranks ax[WF_AXIS_COUNT];
+        wf_rank_axes_dense(p->tp, p->cp, p->dp, p->pp, ax);
+        wf_group ends = wf_group_place(b->c, 2, ax[WF_AXIS_PP].stride * (p->pp - 1)); /* first and last stage */
         wf_sim_task_desc t;
         wf_sim_task_desc_init(&t);
         t.name = "embedding all-reduce";
@@ -868,21 +870,11 @@ done:
  * `joint` (fusion search) the plan's kind at a sweep of its threshold. */
 static int comm_candidates(const wf_plan *p, int joint, wf_comm_sched *cand)
 {
-    const double MiB = 1048576.0;
     int nc = 0;
     if (p->dp <= 1) {
         cand[nc++] = p->comm;
     } else if (p->comm.kind == WF_COMM_AUTO) {
-        cand[nc++] = (wf_comm_sched){WF_COMM_WFBP, 0};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 1 * MiB};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 25 * MiB};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DDP, 100 * MiB};
-        cand[nc++] = (wf_comm_sched){WF_COMM_HOROVOD, 0};
-        cand[nc++] = (wf_comm_sched){WF_COMM_BYTESCHEDULER, 0};
-        cand[nc++] = (wf_comm_sched){WF_COMM_MGWFBP, 0};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 5e6};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 25e6};
-        cand[nc++] = (wf_comm_sched){WF_COMM_DEAR, 100e6};
+        nc = wf_comm_candidates(0, 0, cand, WF_COMM_CANDIDATES_MAX);
     } else if (joint && (p->comm.kind == WF_COMM_DDP || p->comm.kind == WF_COMM_HOROVOD ||
                          p->comm.kind == WF_COMM_DEAR || p->comm.kind == WF_COMM_BYTESCHEDULER)) {
         double base = p->comm.threshold_bytes;
@@ -1035,7 +1027,7 @@ static wf_status simulate(const wf_model_config *m, const wf_cluster *c, const w
     if (!run.overlap && run.comm.kind == WF_COMM_DEAR)
         run.comm.kind = WF_COMM_DDP;
     p = &run;
-    wf_comm_sched cand[16];
+    wf_comm_sched cand[WF_COMM_CANDIDATES_MAX];
     int nc = comm_candidates(p, fuse, cand);
     unsigned char *mask = NULL;
     if (fuse && sm.nfusions > 0) {

@@ -13,7 +13,7 @@
  * load-balancing loss is not part of the graph's loss and has no gradient
  * here. Grouped MLP, SwiGLU: w1[e] = [gate | up] (first F columns the gate),
  * h = silu(x w1_gate) * (x w1_up), y = h w2[e]; GELU: y = gelu(x w1) w2. */
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  *
  * Symbols: n elements; for roll, x of rank nd with dims dims[] and a shift
  * per dim (any sign, taken mod the dim). */
-#include "runtime/kernels-impl.h"
+#include "kernels/kernels-impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,0 +1,106 @@
+/* weft layout: the op-level plan's meaning (src/layout/). Lowering a
+ * whole-model plan to the per-op SBP layouts that run it and raising them
+ * back, and the layout descriptor of the cost model (wf_cost_layout,
+ * weft/cost_records.h) an op-level plan's signatures give. It sits between
+ * the cost model and SBP below and its consumers above (the estimate of an
+ * op-level plan, the searches, the simulator, the runtime): none of them
+ * derives a plan's layouts any other way (docs/architecture.md). */
+#ifndef WEFT_LAYOUT_H
+#define WEFT_LAYOUT_H
+
+#include "weft/cluster.h"
+#include "weft/core.h"
+#include "weft/cost_records.h"
+#include "weft/graph.h"
+#include "weft/models.h"
+#include "weft/plan.h"
+#include "weft/sbp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Lowers a whole-model plan to the op-level plan of the same layouts
+ * (src/layout/lower.c, docs/plan-format.md "Lowering"): mesh dp x tp (outer
+ * axis dp), pp stages by layer ranges, batch / (mbs x dp) micro-batches,
+ * Megatron's signature for every forward op (column/row splits, per-head
+ * ops, the vocabulary-parallel embedding, logits and loss, sequence
+ * parallelism as S1 between them, the batch split on the dp axis). out must
+ * be initialized. The keys that are not layouts (recompute, zero, overlap,
+ * the schedules, vpp, the profile's) go into out->keys; cp is WF_INVAL. */
+wf_status wf_plan_lower(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
+                        wf_plan_oplevel *out);
+
+/* ==== one cost model (src/layout/layout_cost.c) ==================================
+ * The estimate of op-level plan ol: its layouts read as the cost model's
+ * layout descriptor (wf_cost_layout: per op what the layouts divide, which
+ * collectives they need and what those may hide behind), its keys as the
+ * rest of the plan, composed by wf_estimate_layouts exactly as a whole-model
+ * plan (docs/cost-model.md, "One cost model"). The mesh has a data-parallel
+ * axis (outer), a model-parallel one, or both; a transformer's layers run
+ * one layout and its stages equal layer ranges; models other than
+ * transformers take data-parallel layouts. What a plan breaks of these is
+ * WF_INVAL naming it. ctx is a context of model m on cluster c; as_plan (may
+ * be NULL) receives the plan composed (dp, tp, pp, mbs, sp from the layouts,
+ * the rest from the keys). */
+wf_status wf_oplevel_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                               const wf_plan_oplevel *ol, wf_estimate *out, wf_plan *as_plan);
+/* The descriptor and the plan wf_oplevel_plan_cost composes (free out with
+ * wf_cost_layout_free). */
+wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                                 const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan);
+
+/* The whole-model plan whose lowering is op-level plan ol (mesh dp x tp, or
+ * one of them, with or without sequence parallelism; for a mixture of
+ * experts also edp x ep, ep x tp and edp x ep x tp, etp 1 or tp), into out;
+ * WF_INVAL
+ * naming the first op whose layout no whole-model plan gives. What lets the
+ * simulator and the runtime take op-level plans of Megatron's family. */
+wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,
+                        wf_plan *out);
+
+/* ==== a plan resolved once (src/layout/resolve.c) ================================
+ * One call reads a plan -- a plan string, a whole-model plan file or an
+ * op-level plan file -- for a model, a cluster and a batch, and holds
+ * everything its consumers read: the whole-model keys, the op-level form
+ * (a whole-model plan's lowering when it has one), the mesh parsed once, each
+ * forward op's SBP signature parsed once and indexed by op, the stage cut,
+ * the cost model's layout descriptor, and each parallel axis's rank groups
+ * from plan.h's one generator (order tp-cp-ep-dp-pp), with the hierarchy
+ * level each reaches on the cluster. */
+typedef struct {
+    int oplevel;                  /* 1: the text named an op-level plan file */
+    wf_plan plan;                 /* the whole-model plan (an op-level file: the one its layouts
+                                     compose, wf_oplevel_plan_layout's as_plan) */
+    int has_layouts;              /* 0: no op-level form (no lowering: models other than transformers,
+                                     cp > 1, a mixture of experts' whole-model plan) */
+    wf_plan_oplevel ol;           /* the op-level form (has_layouts) */
+    wf_mesh mesh;                 /* its mesh, parsed once (has_layouts) */
+    wf_graph graph;               /* the model's graph at one micro-batch (has_layouts) */
+    wf_sbp_sig *sig;              /* [graph.nfwd] each forward op's signature (has_layouts) */
+    int nstages;
+    int *stage_first;             /* [nstages + 1] first op of each stage, then graph.nfwd
+                                     (has_layouts) */
+    int has_cost;                 /* cost holds the descriptor (a cost context was given) */
+    wf_cost_layout cost;          /* the cost model's layout descriptor (free with the value) */
+    wf_axis_ranks axes[WF_AXIS_COUNT];        /* the dense layers' groups */
+    wf_axis_ranks expert_axes[WF_AXIS_COUNT]; /* the expert layers' (etp, ep, edp, pp) */
+    int level[WF_AXIS_COUNT];     /* the outermost cluster level each dense axis's group spans
+                                     (-1: a group of one) */
+} wf_layout_plan;
+
+/* Resolves plan text for model m on cluster c at the global batch into out
+ * (freed with wf_layout_plan_free, also after an error). ctx (may be NULL: no
+ * descriptor) is a cost context of m on c. A plan that does not validate, an
+ * op with no layout or one that names no signature of its op, a stage that
+ * names no op: WF_INVAL naming it. */
+wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                            wf_cost_ctx *ctx, wf_layout_plan *out);
+void wf_layout_plan_free(wf_layout_plan *p);
+/* The index of forward op `name` in p->graph, or -1. */
+int wf_layout_op_index(const wf_layout_plan *p, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,35 @@
+/* weft core: one way to grow an array by doubling (wf_grow in weft/core.h).
+ * Every growing array of the library goes through it, so the doubling, the
+ * overflow checks and the zeroing of new elements are written once. */
+#include "weft/core.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int wf_grow(void *arr, int *cap, int64_t need, size_t elem, int first)
+{
+    if (need <= *cap)
+        return 0;
+    if (need > INT_MAX || elem == 0)
+        return -1;
+    int64_t nc = *cap > 0 ? *cap : (first > 0 ? first : 1);
+    while (nc < need)
+        nc *= 2;
+    if (nc > INT_MAX)
+        nc = need;
+    if ((uint64_t)nc > SIZE_MAX / elem)
+        return -1;
+    /* The caller's T * is read and written as bytes: a T * and a void *
+     * share their representation on every platform weft builds on. */
+    void *old;
+    memcpy(&old, arr, sizeof old);
+    char *p = realloc(old, (size_t)nc * elem);
+    if (!p)
+        return -1;
+    memset(p + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
+    memcpy(arr, &p, sizeof p);
+    *cap = (int)nc;
+    return 0;
+}

@@ -1,0 +1,135 @@
+/* A plan resolved once (layout.h, wf_layout_resolve): a whole-model plan
+ * string and the op-level file of its lowering resolve to the same value --
+ * the same whole-model keys, signatures (op by op), stage cut and rank
+ * groups -- and each piece equals what it is derived from: the signatures
+ * wf_plan_lower writes, parsed; Megatron's descriptor (wf_cost_layout_megatron);
+ * the generator's strides (tp 1, dp tp, pp tp x dp). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "weft/layout.h"
+
+static void resolve_ok(const char *text, const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                       wf_cost_ctx *ctx, wf_layout_plan *out)
+{
+    wf_status st = wf_layout_resolve(text, m, c, batch, ctx, out);
+    if (st != WF_OK)
+        fail_msg("%s: %s", text, wf_last_error());
+}
+
+static void test_string_and_file_agree(void **state)
+{
+    (void)state;
+    wf_model_config m;
+    wf_cluster c;
+    assert_int_equal(wf_model_lookup("gpt-tiny", &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=2", &c), WF_OK);
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    const int64_t batch = 16;
+    wf_layout_plan a, b;
+    resolve_ok("dp=2,tp=4,pp=2,mbs=2,sp=1", &m, &c, batch, ctx, &a);
+    assert_false(a.oplevel);
+    assert_true(a.has_layouts);
+    assert_int_equal(a.plan.tp, 4);
+    /* The generator: tp stride 1, dp stride tp, pp stride tp x dp; a node holds 8. */
+    assert_int_equal(a.axes[WF_AXIS_TP].size, 4);
+    assert_int_equal(a.axes[WF_AXIS_TP].stride, 1);
+    assert_int_equal(a.axes[WF_AXIS_DP].size, 2);
+    assert_int_equal(a.axes[WF_AXIS_DP].stride, 4);
+    assert_int_equal(a.axes[WF_AXIS_PP].size, 2);
+    assert_int_equal(a.axes[WF_AXIS_PP].stride, 8);
+    assert_int_equal(a.level[WF_AXIS_TP], 0);
+    assert_int_equal(a.level[WF_AXIS_DP], 0);
+    assert_int_equal(a.level[WF_AXIS_PP], 1);
+    assert_int_equal(a.level[WF_AXIS_CP], -1);
+    /* Signatures: those the lowering wrote, one per forward op. */
+    char buf[512];
+    for (int i = 0; i < a.graph.nfwd; i++) {
+        const wf_op *op = &a.graph.ops[i];
+        wf_sbp_sig_str(&a.sig[i], op->nin, op->nout, a.mesh.naxes, buf, sizeof buf);
+        wf_sbp_sig want;
+        assert_int_equal(wf_sbp_sig_parse(wf_plan_oplevel_layout_of(&a.ol, op->name), op->nin, op->nout,
+                                          a.mesh.naxes, &want), WF_OK);
+        assert_memory_equal(want.in, a.sig[i].in, sizeof want.in);
+        assert_memory_equal(want.out, a.sig[i].out, sizeof want.out);
+    }
+    assert_int_equal(a.nstages, 2);
+    assert_int_equal(a.stage_first[0], 0);
+    assert_true(a.stage_first[1] > 0 && a.stage_first[1] < a.graph.nfwd);
+    assert_int_equal(a.stage_first[2], a.graph.nfwd);
+    /* Megatron's descriptor. */
+    assert_true(a.has_cost);
+    wf_cost_layout meg;
+    assert_int_equal(wf_cost_layout_megatron(ctx, 4, 1, &meg), WF_OK);
+    assert_int_equal(a.cost.tp, meg.tp);
+    assert_int_equal(a.cost.nev, meg.nev);
+    assert_memory_equal(a.cost.div, meg.div, (size_t)meg.nops * sizeof *meg.div);
+    wf_cost_layout_free(&meg);
+
+    /* The lowering written as an op-level file resolves to the same value. */
+    char path[] = "/tmp/weft-test-layout-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(wf_plan_oplevel_write_file(path, &a.ol, NULL, NULL), WF_OK);
+    resolve_ok(path, &m, &c, batch, ctx, &b);
+    unlink(path);
+    assert_true(b.oplevel);
+    char pa[512], pb[512];
+    wf_plan_format(&a.plan, pa, sizeof pa);
+    wf_plan_format(&b.plan, pb, sizeof pb);
+    assert_string_equal(pa, pb);
+    assert_int_equal(a.graph.nfwd, b.graph.nfwd);
+    for (int i = 0; i < a.graph.nfwd; i++) {
+        assert_memory_equal(a.sig[i].in, b.sig[i].in, sizeof a.sig[i].in);
+        assert_memory_equal(a.sig[i].out, b.sig[i].out, sizeof a.sig[i].out);
+    }
+    assert_memory_equal(a.stage_first, b.stage_first, 3 * sizeof *a.stage_first);
+    assert_memory_equal(a.axes, b.axes, sizeof a.axes);
+    assert_memory_equal(a.level, b.level, sizeof a.level);
+    assert_true(b.has_cost);
+    assert_int_equal(b.cost.tp, a.cost.tp);
+    wf_layout_plan_free(&a);
+    wf_layout_plan_free(&b);
+    wf_cost_ctx_free(ctx);
+}
+
+/* Models other than transformers have no op-level form of a whole-model
+ * plan; a plan that does not validate is an error naming it. */
+static void test_generic_and_errors(void **state)
+{
+    (void)state;
+    wf_model_config m;
+    wf_cluster c;
+    assert_int_equal(wf_model_lookup("mlp-tiny", &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup("dgx-a100", &c), WF_OK);
+    wf_layout_plan a;
+    resolve_ok("dp=4,mbs=2", &m, &c, 8, NULL, &a);
+    assert_false(a.has_layouts);
+    assert_false(a.has_cost);
+    assert_int_equal(a.axes[WF_AXIS_DP].size, 4);
+    assert_int_equal(a.axes[WF_AXIS_DP].stride, 1);
+    wf_layout_plan_free(&a);
+    assert_int_equal(wf_layout_resolve("dp=4,mbs=3", &m, &c, 8, NULL, &a), WF_INVAL);
+    wf_layout_plan_free(&a);
+    assert_int_not_equal(wf_layout_resolve("dp=4,bogus=1", &m, &c, 8, NULL, &a), WF_OK);
+    wf_layout_plan_free(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_string_and_file_agree),
+        cmocka_unit_test(test_generic_and_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
