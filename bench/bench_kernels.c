@@ -201,7 +201,7 @@ static void row_kernels(int reps)
     c.labels = malloc(sizeof(int32_t) * M);
     for (int i = 0; i < M; i++)
         c.labels[i] = (int32_t)((i * 7919) % V);
-    c.at = (wf_k_attn){8, S, 4, 4, 64, 1, 0.0f, 0.1f, 7, 0, 0, 0};
+    c.at = (wf_k_attn){8, S, 4, 4, 64, 1, 0.0f, 0.1f, 7, 0, 0, 0, NULL, NULL, 0};
     const int64_t nq = 8 * S * 256;
     c.q = alloc_rand(nq, 100);
     c.k = alloc_rand(nq, 101);

@@ -728,6 +728,63 @@ static void test_plan_strings(void **state)
     assert_non_null(strstr(wf_last_error(), "some"));
 }
 
+/* Uneven stages: stages=a/b/... parses (runs as recompute lists do), sets pp,
+ * prints back in the canonical string, and is checked against the model. */
+static void test_plan_uneven_stages(void **state)
+{
+    (void)state;
+    wf_plan p, q;
+    assert_int_equal(wf_plan_parse("dp=2,tp=4,stages=2/6*6/2", &p), WF_OK);
+    assert_int_equal(p.pp, 8);
+    assert_int_equal(p.stage_n, 8);
+    assert_int_equal(p.stage_layers[0], 2);
+    assert_int_equal(p.stage_layers[3], 6);
+    assert_int_equal(p.stage_layers[7], 2);
+    assert_int_equal(wf_plan_stage_layers(&p, 40, 7), 2);
+    assert_int_equal(wf_plan_stage_first_layer(&p, 40, 2), 8);
+    assert_string_equal(wf_plan_kind(&p), "uneven 1F1B");
+    char buf[512];
+    wf_plan_format(&p, buf, sizeof buf);
+    assert_non_null(strstr(buf, ",stages=2/6*6/2,"));
+    assert_int_equal(wf_plan_parse(buf, &q), WF_OK);
+    q.given = p.given;
+    assert_memory_equal(&p, &q, sizeof p);
+    /* Bad lists: a count that disagrees with pp, a stage of 0 layers, one stage. */
+    assert_int_equal(wf_plan_parse("pp=4,stages=10/10/20", &p), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "3 stages for pp=4"));
+    assert_int_equal(wf_plan_parse("stages=10/0/30", &p), WF_INVAL);
+    assert_int_equal(wf_plan_parse("stages=40", &p), WF_INVAL);
+    /* Against the model: the layers must add up, one chunk per stage, one recompute value. */
+    wf_model_config m;
+    wf_cluster c;
+    assert_int_equal(wf_model_lookup("gpt3-13b", &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup("v100-10gbe", &c), WF_OK);
+    assert_int_equal(wf_plan_parse("dp=2,tp=4,mbs=1,stages=2/6*6/2", &p), WF_OK);
+    assert_int_equal(wf_plan_validate(&p, &m, &c, 64), WF_OK);
+    assert_int_equal(wf_plan_parse("dp=2,tp=4,mbs=1,stages=2/6*6/3", &p), WF_OK);
+    assert_int_equal(wf_plan_validate(&p, &m, &c, 64), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "places 41 layers"));
+    assert_int_equal(wf_plan_parse("dp=2,tp=4,mbs=1,vpp=2,stages=2/6*6/2", &p), WF_OK);
+    assert_int_equal(wf_plan_validate(&p, &m, &c, 64), WF_INVAL);
+    assert_int_equal(wf_plan_parse("dp=2,tp=4,mbs=1,recompute=full,rc_layers=1,stages=2/6*6/2", &p), WF_OK);
+    assert_int_equal(wf_plan_validate(&p, &m, &c, 64), WF_INVAL);
+    assert_int_equal(wf_model_lookup("resnet50", &m), WF_OK);
+    assert_int_equal(wf_plan_parse("dp=4,stages=1/1", &p), WF_OK);
+    assert_int_equal(wf_plan_validate(&p, &m, &c, 64), WF_INVAL);
+    /* Even stages written as a list cost the same as none. */
+    assert_int_equal(wf_model_lookup("gpt3-13b", &m), WF_OK);
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    wf_estimate a, b;
+    assert_int_equal(wf_plan_parse("dp=2,tp=4,pp=8,mbs=1,sp=1,zero=1", &p), WF_OK);
+    assert_int_equal(wf_estimate_plan(ctx, &p, 64, &a), WF_OK);
+    assert_int_equal(wf_plan_parse("dp=2,tp=4,pp=8,mbs=1,sp=1,zero=1,stages=5*8", &p), WF_OK);
+    assert_int_equal(wf_estimate_plan(ctx, &p, 64, &b), WF_OK);
+    assert_true(fabs(a.iteration_time_s / b.iteration_time_s - 1) < 1e-9);
+    assert_true(a.memory_per_device_bytes == b.memory_per_device_bytes);
+    wf_cost_ctx_free(ctx);
+}
+
 static void test_plan_files(void **state)
 {
     (void)state;
@@ -1209,6 +1266,7 @@ int main(void)
         cmocka_unit_test(test_p2p_overhead),
         cmocka_unit_test(test_sanity),
         cmocka_unit_test(test_plan_strings),
+        cmocka_unit_test(test_plan_uneven_stages),
         cmocka_unit_test(test_plan_files),
         cmocka_unit_test(test_validation),
         cmocka_unit_test(test_estimate_json),

@@ -695,10 +695,141 @@ static void test_attention(void **state)
 {
     (void)state;
     /* b, s, heads, kv_heads, d, causal, scale, p, seed, offset, heads_total, head0 */
-    check_attention((wf_k_attn){2, 5, 4, 2, 3, 1, 0.0f, 0.0f, 0, 0, 0, 0}, 1);
-    check_attention((wf_k_attn){1, 6, 2, 2, 4, 0, 0.7f, 0.0f, 0, 0, 0, 0}, 1);
-    check_attention((wf_k_attn){2, 4, 4, 1, 2, 1, 0.0f, 0.25f, 17, 3, 0, 0}, 1);
-    check_attention((wf_k_attn){2, 33, 4, 2, 16, 1, 0.0f, 0.1f, 5, 0, 0, 0}, 0);
+    check_attention((wf_k_attn){2, 5, 4, 2, 3, 1, 0.0f, 0.0f, 0, 0, 0, 0, NULL, NULL, 0}, 1);
+    check_attention((wf_k_attn){1, 6, 2, 2, 4, 0, 0.7f, 0.0f, 0, 0, 0, 0, NULL, NULL, 0}, 1);
+    check_attention((wf_k_attn){2, 4, 4, 1, 2, 1, 0.0f, 0.25f, 17, 3, 0, 0, NULL, NULL, 0}, 1);
+    check_attention((wf_k_attn){2, 33, 4, 2, 16, 1, 0.0f, 0.1f, 5, 0, 0, 0, NULL, NULL, 0}, 0);
+}
+
+/* Attention with an additive bias [Bb,A,S,S] (relative-position, pair or
+ * window biases): the fast kernel against the reference, and the reference's
+ * gradients of q, k, v and the bias against finite differences. Row b adds
+ * bias block b / (B/Bb). */
+typedef struct {
+    wf_k_attn at;
+    float *q, *k, *v, *out, *saved;
+} attn_bias_op;
+
+static void attn_bias_run(void *p)
+{
+    attn_bias_op *o = p;
+    wf_k_attention_fwd_ref(&o->at, o->q, o->k, o->v, o->out, o->saved, NULL);
+}
+
+static void check_attention_bias(wf_k_attn at)
+{
+    char what[112];
+    snprintf(what, sizeof what, "biased attention B%lld Bb%lld S%lld A%lld D%lld causal%d p%.2f",
+             (long long)at.b, (long long)at.bias_b, (long long)at.s, (long long)at.heads,
+             (long long)at.d, at.causal, (double)at.p);
+    const int64_t nq = at.b * at.s * at.heads * at.d, nk = at.b * at.s * at.kv_heads * at.d;
+    const int64_t nb = at.bias_b * at.heads * at.s * at.s;
+    const int64_t np = (int64_t)wf_k_attention_saved_floats(&at);
+    float *bias = rnd(nb, 2);
+    at.bias = bias;
+    attn_bias_op o = {at, rnd(nq, 1), rnd(nk, 1), rnd(nk, 1), fbuf(nq), fbuf(np)};
+    float *out = fbuf(nq), *saved = fbuf(np), *saved_r = fbuf(np);
+    float *ws = fbuf((int64_t)wf_k_attention_ws_floats(&at)), *dout = rnd(nq, 1);
+    float *dq = fbuf(nq), *dk = fbuf(nk), *dv = fbuf(nk), *db = fbuf(nb);
+    float *dq_r = fbuf(nq), *dk_r = fbuf(nk), *dv_r = fbuf(nk), *db_r = fbuf(nb);
+    wf_k_attention_fwd_ref(&at, o.q, o.k, o.v, o.out, saved_r, NULL);
+    wf_k_attention_fwd(&at, o.q, o.k, o.v, out, saved, ws);
+    expect_close(what, out, o.out, nq, 1e-5);
+    wf_k_attn ab = at;
+    ab.dbias = db;
+    wf_k_attention_bwd(&ab, o.q, o.k, o.v, dout, saved, dq, dk, dv, ws);
+    ab.dbias = db_r;
+    wf_k_attention_bwd_ref(&ab, o.q, o.k, o.v, dout, saved_r, dq_r, dk_r, dv_r, NULL);
+    expect_close(what, dq, dq_r, nq, 1e-5);
+    expect_close(what, dk, dk_r, nk, 1e-5);
+    expect_close(what, dv, dv_r, nk, 1e-5);
+    expect_close(what, db, db_r, nb, 1e-5);
+    /* Only the bias gradient asked for: the same dbias. */
+    float *db2 = fbuf(nb);
+    ab.dbias = db2;
+    wf_k_attention_bwd(&ab, o.q, o.k, o.v, dout, saved, NULL, NULL, NULL, ws);
+    expect_close(what, db2, db_r, nb, 1e-6);
+    fd_fn f = {attn_bias_run, &o, 1, {o.out}, {dout}, {nq}};
+    expect_grad(what, &f, o.q, nq, dq_r);
+    expect_grad(what, &f, o.k, nk, dk_r);
+    expect_grad(what, &f, o.v, nk, dv_r);
+    expect_grad(what, &f, bias, nb, db_r);
+    /* A zero bias is no bias. */
+    float *zero = fbuf(nb), *plain = fbuf(nq);
+    at.bias = NULL;
+    wf_k_attention_fwd_ref(&at, o.q, o.k, o.v, plain, NULL, NULL);
+    at.bias = zero;
+    wf_k_attention_fwd_ref(&at, o.q, o.k, o.v, out, NULL, NULL);
+    expect_close(what, out, plain, nq, 1e-7);
+}
+
+static void test_attention_bias(void **state)
+{
+    (void)state;
+    wf_k_attn at;
+    memset(&at, 0, sizeof at);
+    at.b = 2, at.s = 5, at.heads = 3, at.kv_heads = 3, at.d = 4, at.bias_b = 1;
+    check_attention_bias(at); /* one bias for every row (relative positions) */
+    at.bias_b = 2, at.causal = 1;
+    check_attention_bias(at); /* one per row (a pair bias per sample) */
+    at.b = 4, at.bias_b = 2, at.causal = 0, at.p = 0.2f, at.seed = 9, at.kv_heads = 1;
+    check_attention_bias(at); /* rows grouped in pairs (windows of a shifted image), GQA, dropout */
+}
+
+/* sigmoid against its closed form and finite differences; roll against
+ * torch.roll's definition on a small case, and its gradient (a permutation)
+ * against finite differences. */
+typedef struct {
+    float *x, *y;
+    int64_t n;
+    int nd;
+    int64_t dims[3], shifts[3];
+    int roll;
+} gate_op;
+
+static void gate_run(void *p)
+{
+    gate_op *o = p;
+    if (o->roll)
+        wf_k_roll_fwd(o->x, o->y, o->nd, o->dims, o->shifts);
+    else
+        wf_k_sigmoid_fwd(o->x, o->y, o->n);
+}
+
+static void test_sigmoid_roll(void **state)
+{
+    (void)state;
+    const int64_t n = 120;
+    gate_op s = {rnd(n, 6), fbuf(n), n, 0, {0}, {0}, 0};
+    float *dy = rnd(n, 1), *dx = fbuf(n);
+    gate_run(&s);
+    for (int64_t i = 0; i < n; i++)
+        assert_float_equal(s.y[i], 1.0 / (1.0 + exp(-(double)s.x[i])), 1e-6);
+    wf_k_sigmoid_bwd(s.y, dy, dx, n);
+    fd_fn f = {gate_run, &s, 1, {s.y}, {dy}, {n}};
+    expect_grad("sigmoid", &f, s.x, n, dx);
+
+    /* torch.roll(x, shifts=(1, -1), dims=(0, 1)) of x = [[0,1,2],[3,4,5]] is
+     * [[4,5,3],[1,2,0]]. */
+    float x6[6] = {0, 1, 2, 3, 4, 5}, y6[6], back[6];
+    const float want[6] = {4, 5, 3, 1, 2, 0};
+    int64_t d2[2] = {2, 3}, sh2[2] = {1, -1};
+    wf_k_roll_fwd(x6, y6, 2, d2, sh2);
+    assert_memory_equal(y6, want, sizeof want);
+    wf_k_roll_bwd(y6, back, 2, d2, sh2);
+    assert_memory_equal(back, x6, sizeof x6);
+    /* Shifts beyond the dim wrap: 7 on a dim of 3 is 1. */
+    int64_t sh7[2] = {3, 5};
+    wf_k_roll_fwd(x6, y6, 2, d2, sh7);
+    int64_t sh1[2] = {1, -1};
+    wf_k_roll_fwd(x6, back, 2, d2, sh1);
+    assert_memory_equal(y6, back, sizeof back);
+
+    gate_op r = {rnd(n, 1), fbuf(n), n, 3, {2, 6, 10}, {0, -3, 4}, 1};
+    gate_run(&r);
+    wf_k_roll_bwd(dy, dx, r.nd, r.dims, r.shifts);
+    fd_fn fr = {gate_run, &r, 1, {r.y}, {dy}, {n}};
+    expect_grad("roll", &fr, r.x, n, dx);
 }
 
 static void test_attention_causal_mask(void **state)
@@ -706,7 +837,7 @@ static void test_attention_causal_mask(void **state)
     (void)state;
     /* Changing key/value at position j must not change outputs at positions
      * i < j, and must change position j itself. */
-    wf_k_attn at = {2, 8, 4, 2, 4, 1, 0.0f, 0.0f, 0, 0, 0, 0};
+    wf_k_attn at = {2, 8, 4, 2, 4, 1, 0.0f, 0.0f, 0, 0, 0, 0, NULL, NULL, 0};
     const int64_t nq = at.b * at.s * at.heads * at.d, nk = at.b * at.s * at.kv_heads * at.d;
     const int64_t row_q = at.heads * at.d, row_k = at.kv_heads * at.d, j = 5;
     float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1);
@@ -1516,6 +1647,8 @@ int main(void)
         cmocka_unit_test_teardown(test_moe_dispatch_combine, release_bufs),
         cmocka_unit_test_teardown(test_moe_kernels, release_bufs),
         cmocka_unit_test_teardown(test_blas_control, release_bufs),
+        cmocka_unit_test_teardown(test_attention_bias, release_bufs),
+        cmocka_unit_test_teardown(test_sigmoid_roll, release_bufs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

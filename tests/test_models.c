@@ -119,6 +119,121 @@ static void test_transformer_params(void **state)
     }
 }
 
+/* SuperScaler's models against published counts:
+ * - Swin-T 28,288,354 and Swin-B 87,768,224: torchvision's weight metadata
+ *   ("num_params" of Swin_T_Weights / Swin_B_Weights.IMAGENET1K_V1,
+ *   torchvision/models/swin_transformer.py, pytorch/vision b3054b4d).
+ * - Swin-L 196.53M: timm's results/results-imagenet.csv, param_count of
+ *   swin_large_patch4_window7_224 (huggingface/pytorch-image-models aa4b5850);
+ *   the exact count is the torchvision layout at C 192, heads 6, 1000 classes.
+ * - T5 v1.0 base 222,903,552, large 737,668,096, 3B 2,851,598,336: the
+ *   "params" of KerasHub's T5 presets (keras-team/keras-hub 0ce2274f,
+ *   keras_nlp/models/t5/t5_presets.py), the Hugging Face checkpoints' counts;
+ *   11B 11,307,321,344 is the same layout at the t5-11b config's d_kv 128,
+ *   128 heads, d_ff 65536 (1024 x 32128 shared + 24 encoder layers of
+ *   4*1024*16384 + 2*1024*65536 + 2*1024, 24 decoder layers with a second
+ *   attention and norm, 2 bias tables of 32 x 128, 2 final norms).
+ * - AlphaFold2: no published count covers the trunk alone (the whole model
+ *   with templates, the extra-MSA stack and the structure module is ~93M), so
+ *   the Evoformer block is checked against the parameter shapes AF2's haiku
+ *   modules create (google-deepmind/alphafold c77e5d2a, modules.py):
+ *   row attention with pair bias 2*256 + 2*128 + 128*8 + 3*256*256 +
+ *   (256*256+256) gating + (256*256+256) output; column attention the same
+ *   without the pair terms; MSA transition 2*256 + 256*1024+1024 +
+ *   1024*256+256; outer product mean 2*256 + 2*(256*32+32) + 32*32*128+128;
+ *   each triangle multiplication 2*128 + 6*(128*128+128) + 2*128; each
+ *   triangle attention 2*128 + 128*4 + 3*128*128 + 2*(128*128+128); the pair
+ *   transition 2*128 + 128*512+512 + 512*128+128. */
+static int find_op(const wf_graph *g, const char *name);
+
+static void test_superscaler_params(void **state)
+{
+    (void)state;
+    assert_true(params_of("swin-t") == 28288354.0);
+    assert_true(params_of("swin-b") == 87768224.0);
+    double swl = params_of("swin-l");
+    assert_rel(swl, 196.53e6, 0.005 / 196.53, "swin-l"); /* 196.53M to the printed digits (+-0.005M) */
+    assert_true(params_of("t5-base") == 222903552.0);
+    assert_true(params_of("t5-large") == 737668096.0);
+    assert_true(params_of("t5-3b") == 2851598336.0);
+    assert_true(params_of("t5-11b") == 11307321344.0);
+    const double row = 2 * 256 + 2 * 128 + 128 * 8 + 3 * 256 * 256 + 2 * (256 * 256 + 256);
+    const double col = 2 * 256 + 3 * 256 * 256 + 2 * (256 * 256 + 256);
+    const double msa_tr = 2 * 256 + 256 * 1024 + 1024 + 1024 * 256 + 256;
+    const double opm = 2 * 256 + 2 * (256 * 32 + 32) + 32 * 32 * 128 + 128;
+    const double tri_mul = 2 * 128 + 6 * (128 * 128 + 128) + 2 * 128;
+    const double tri_att = 2 * 128 + 128 * 4 + 3 * 128 * 128 + 2 * (128 * 128 + 128);
+    const double pair_tr = 2 * 128 + 128 * 512 + 512 + 512 * 128 + 128;
+    const double block = row + col + msa_tr + opm + 2 * tri_mul + 2 * tri_att + pair_tr;
+    assert_true(block == 1829952.0);
+    wf_model_config m = lookup("alphafold2");
+    wf_graph g;
+    assert_int_equal(wf_model_build(&m, 1, &g), WF_OK);
+    wf_graph_totals t;
+    wf_graph_block_totals_of(&g, 0, 7, &t);
+    assert_true(t.params == block);
+    wf_graph_free(&g);
+    /* Embedders (preprocess_1d 22->256, preprocess_msa 49->256, left/right
+     * single 22->128, relative positions 65->128, all with biases), the
+     * recycling embedder (two LayerNorms, prev_pos_linear 15->128) and the
+     * distogram head 128->64 around 48 blocks. */
+    const double embed = (22 * 256 + 256) + (49 * 256 + 256) + 2 * (22 * 128 + 128) + (65 * 128 + 128);
+    const double recycle = 2 * 256 + 2 * 128 + 15 * 128 + 128, head = 128 * 64 + 64;
+    assert_true(params_of("alphafold2") == embed + recycle + 48 * block + head);
+}
+
+/* The structure the parameter counts cannot see: Swin's odd blocks roll and
+ * mask, its last stage (7x7 = one window) does neither; T5's layers share
+ * one bias table per stack and the decoder's cross-attention reads the
+ * encoder; AlphaFold2's row attention takes a per-protein pair bias. */
+static void test_superscaler_structure(void **state)
+{
+    (void)state;
+    wf_model_config m = lookup("swin-t");
+    wf_graph g;
+    assert_int_equal(wf_model_build(&m, 2, &g), WF_OK);
+    assert_int_equal(find_op(&g, "stages.0.blocks.0.attn.shift"), -1);
+    int sh = find_op(&g, "stages.0.blocks.1.attn.shift");
+    assert_true(sh >= 0);
+    assert_int_equal(g.ops[sh].kind, WF_OP_ROLL);
+    assert_true(g.ops[sh].attr.shifts[1] == -3 && g.ops[sh].attr.shifts[2] == -3);
+    int core = find_op(&g, "stages.0.blocks.1.attn.core");
+    assert_int_equal(g.ops[core].nin, 4);
+    const wf_tensor *bias = &g.tensors[g.ops[core].in[3]], *q = &g.tensors[g.ops[core].in[0]];
+    assert_true(bias->shape[0] == 64 && bias->shape[1] == 3 && bias->shape[2] == 49); /* 8x8 windows */
+    assert_true(q->shape[0] == 64 * 2 && q->shape[1] == 49);
+    assert_int_equal(find_op(&g, "stages.3.blocks.1.attn.shift"), -1);
+    assert_true(g.tensors[g.ops[find_op(&g, "stages.3.blocks.1.attn.core")].in[3]].shape[0] == 1);
+    wf_graph_free(&g);
+
+    m = lookup("t5:layers=2,hidden=64,heads=4,head_dim=8,ffn=128,seq=16,dec_seq=8,vocab=100");
+    assert_int_equal(wf_model_build(&m, 2, &g), WF_OK);
+    int e0 = find_op(&g, "encoder.layers.0.attn.core"), e1 = find_op(&g, "encoder.layers.1.attn.core");
+    assert_int_equal(g.ops[e0].in[3], g.ops[e1].in[3]);
+    assert_true(g.ops[e0].attr.scale == 1.0);
+    int x = find_op(&g, "decoder.layers.1.cross_attn.core"), s1 = find_op(&g, "decoder.layers.1.self_attn.core");
+    assert_int_equal(g.ops[x].nin, 3);
+    assert_int_equal(g.ops[s1].attr.causal, 1);
+    assert_true(g.tensors[g.ops[x].in[0]].shape[1] == 8 && g.tensors[g.ops[x].in[1]].shape[1] == 16);
+    int k = find_op(&g, "decoder.layers.1.cross_attn.k"), enc = find_op(&g, "encoder.final_dropout");
+    assert_true(k >= 0 && enc >= 0);
+    assert_int_equal(g.ops[k].in[0], g.ops[enc].out[0]);
+    wf_graph_free(&g);
+
+    m = lookup("alphafold:layers=1,msa=4,seq=6,hidden=32,pair=16");
+    assert_int_equal(wf_model_build(&m, 2, &g), WF_OK);
+    int r = find_op(&g, "evoformer.0.msa_row_attn.attention.core");
+    const wf_tensor *rb = &g.tensors[g.ops[r].in[3]];
+    assert_true(rb->shape[0] == 2 && rb->shape[1] == 8 && rb->shape[2] == 6); /* one per protein */
+    assert_true(g.tensors[g.ops[r].in[0]].shape[0] == 2 * 4);                  /* rows: proteins x sequences */
+    int t = find_op(&g, "evoformer.0.tri_att_end.attention.core");
+    assert_true(g.tensors[g.ops[t].in[3]].shape[1] == 4 && g.tensors[g.ops[t].in[0]].shape[0] == 2 * 6);
+    assert_int_equal(g.ops[find_op(&g, "evoformer.0.tri_mul_in.triangle")].attr.trans_a, 1);
+    assert_int_equal(g.ops[find_op(&g, "evoformer.0.tri_mul_out.triangle")].attr.trans_b, 1);
+    assert_true(m.recycle == 3);
+    wf_graph_free(&g);
+}
+
 /* Training FLOPs per sequence (B=1, no recompute) vs Narayanan et al. eq. 3
  * with factor 72: 72 s l h^2 (1 + s/(6h) + V/(12 l h)). */
 static void test_training_flops(void **state)
@@ -266,9 +381,11 @@ static void test_zoo_builds(void **state)
         if (st != WF_OK)
             fail_msg("autodiff %s: %s", e->name, wf_last_error());
         assert_true(g.nops > g.nfwd);
-        /* tiny models are fp32, the rest fp16 (mlp is fp32 too) */
+        /* tiny models are fp32, T5 and AlphaFold2 bf16 (as they were trained),
+         * the rest fp16 (mlp is fp32 too) */
         int tiny = strstr(e->name, "tiny") != NULL || strcmp(e->name, "mlp") == 0;
-        assert_int_equal(m.dtype, tiny ? WF_DTYPE_FP32 : WF_DTYPE_FP16);
+        int bf16 = m.family == WF_FAMILY_T5 || m.family == WF_FAMILY_ALPHAFOLD;
+        assert_int_equal(m.dtype, tiny ? WF_DTYPE_FP32 : bf16 ? WF_DTYPE_BF16 : WF_DTYPE_FP16);
         assert_int_equal(wf_model_is_transformer(&m),
                          m.family == WF_FAMILY_GPT || m.family == WF_FAMILY_LLAMA ||
                              m.family == WF_FAMILY_BERT);
@@ -606,6 +723,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_params_exact),
         cmocka_unit_test(test_transformer_params),
+        cmocka_unit_test(test_superscaler_params),
+        cmocka_unit_test(test_superscaler_structure),
         cmocka_unit_test(test_training_flops),
         cmocka_unit_test(test_gpt_layer_saved_bytes),
         cmocka_unit_test(test_stamps),

@@ -147,6 +147,8 @@ static void interpret(const wf_graph *g, void **d)
         case WF_OP_GELU: wf_k_gelu_fwd(F(op->in[0]), y, numel(x)); break;
         case WF_OP_SILU: wf_k_silu_fwd(F(op->in[0]), y, numel(x)); break;
         case WF_OP_TANH: wf_k_tanh_fwd(F(op->in[0]), y, numel(x)); break;
+        case WF_OP_SIGMOID: wf_k_sigmoid_fwd(F(op->in[0]), y, numel(x)); break;
+        case WF_OP_ROLL: wf_k_roll_fwd(F(op->in[0]), y, x->ndim, x->shape, op->attr.shifts); break;
         case WF_OP_HARDSWISH: wf_k_hardswish_fwd(F(op->in[0]), y, numel(x)); break;
         case WF_OP_CLIP:
             wf_k_clip_fwd(F(op->in[0]), y, numel(x), (float)op->attr.alpha, (float)op->attr.beta,

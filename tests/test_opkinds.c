@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(WF_OP_COUNT == 36, "a new op kind needs a builder in BUILDERS (or a row in NO_KERNEL)");
+_Static_assert(WF_OP_COUNT == 38, "a new op kind needs a builder in BUILDERS (or a row in NO_KERNEL)");
 
 /* ---- graph building ------------------------------------------------------------------ */
 
@@ -137,13 +137,26 @@ static int b_rmsnorm(wf_graph *g, wf_op_attrs *a)
     return op_out(g, WF_OP_RMSNORM, in, 2, a);
 }
 
+/* With the optional additive bias [Bb,A,S,S] (one per pair of batch rows),
+ * so the executor's bias gradient is checked too (the plain form runs in
+ * every transformer test). */
 static int b_attention(wf_graph *g, wf_op_attrs *a)
 {
-    int in[3] = {param(g, "q", 3, 1, 4, 8, 0), param(g, "k", 3, 1, 4, 4, 0), param(g, "v", 3, 1, 4, 4, 0)};
+    int in[4] = {param(g, "q", 3, 2, 4, 8, 0), param(g, "k", 3, 2, 4, 4, 0), param(g, "v", 3, 2, 4, 4, 0),
+                 param(g, "bias", 4, 1, 2, 4, 4)};
     a->heads = 2;
     a->kv_heads = 1;
     a->causal = 1;
-    return op_out(g, WF_OP_ATTENTION, in, 3, a);
+    return op_out(g, WF_OP_ATTENTION, in, 4, a);
+}
+
+static int b_sigmoid(wf_graph *g, wf_op_attrs *a) { return unary(g, WF_OP_SIGMOID, a); }
+
+static int b_roll(wf_graph *g, wf_op_attrs *a)
+{
+    a->shifts[0] = 1;
+    a->shifts[1] = -2;
+    return unary(g, WF_OP_ROLL, a);
 }
 
 static int b_embedding(wf_graph *g, wf_op_attrs *a)
@@ -333,6 +346,8 @@ static const builder BUILDERS[WF_OP_COUNT] = {
     [WF_OP_HARDSWISH] = b_hardswish,
     [WF_OP_CAST] = b_cast,
     [WF_OP_EXPAND] = b_expand,
+    [WF_OP_SIGMOID] = b_sigmoid,
+    [WF_OP_ROLL] = b_roll,
 };
 
 /* Kinds the runtime has no kernel for, with the reason; wf_exec_create must

@@ -223,6 +223,7 @@ static void check_against_brute_force(const char *model, const char *cluster, in
         o.tp_cross_node = 1; /* the brute force takes every tp */
         o.exhaustive = exhaustive;
         o.uniform_recompute = 1; /* the brute force recomputes every layer alike */
+        o.even_stages = 1;       /* and splits the layers evenly */
         wf_outer_result r;
         assert_int_equal(wf_outer_search(&m, &c, batch, &o, &r), WF_OK);
         /* The best: the same numbers; exhaustively also the same plan. */

@@ -528,6 +528,18 @@ static void test_every_op_kind(void **state)
     at.shape[1] = 6;
     at.shape[2] = 8;
     wf_graph_op1(&g, WF_OP_EXPAND, "expand", &x1, 1, &at);
+    /* Swin's and AlphaFold's ops: a gate, a roll of dim 1, and attention with
+     * a bias per pair of batch rows (Bb 2 of 4). */
+    wf_graph_op1(&g, WF_OP_SIGMOID, "sigmoid", &x, 1, NULL);
+    memset(&at, 0, sizeof at);
+    at.shifts[1] = -2;
+    wf_graph_op1(&g, WF_OP_ROLL, "roll", &x, 1, &at);
+    int64_t bs[4] = {2, 2, 6, 6};
+    int bias = wf_graph_add_tensor(&g, "bias", WF_DTYPE_FP32, WF_ROLE_PARAM, 4, bs);
+    memset(&at, 0, sizeof at);
+    at.heads = 2;
+    int ain[4] = {x, x, x, bias};
+    wf_graph_op1(&g, WF_OP_ATTENTION, "biased_attention", ain, 4, &at);
     if (g.status != WF_OK)
         fail_msg("%s", wf_last_error());
     check_graph_sigs(&g, &m, seen);

@@ -97,6 +97,7 @@ typedef struct {
     double capacity_factor;       /* moe_dispatch: C = ceil(cf*T*K/E), at most T (0 = 1) */
     double alpha, beta, lo, hi;   /* clip: min(max(alpha*x + beta, lo), hi) */
     int dtype;                    /* cast: the output's wf_dtype */
+    int64_t shifts[WF_MAX_DIMS];  /* roll: shift per dim (any sign; taken mod the dim) */
 } wf_op_attrs;
 
 /* How a router scores experts: softmax over the E logits (Mixtral, Qwen2-MoE)
@@ -136,9 +137,12 @@ int64_t wf_moe_capacity(int64_t tokens, int top_k, int experts, double capacity_
     X(RMSNORM, "rmsnorm", 2, 2, 1, 0)                                                     \
     /* x -> softmax over the last axis */                                                 \
     X(SOFTMAX, "softmax", 1, 1, 1, 0)                                                     \
-    /* q[B,S,A*D], k[B,S,Akv*D], v[B,S,Akv*D] -> [B,S,A*D]; heads, kv_heads, causal,     \
-     * p (dropout on the probabilities), scale */                                         \
-    X(ATTENTION, "attention", 3, 3, 1, 1)                                                 \
+    /* q[B,S,A*D], k[B,Skv,Akv*D], v[B,Skv,Akv*D], [bias[Bb,A,S,Skv]] -> [B,S,A*D];      \
+     * heads, kv_heads, causal, p (dropout on the probabilities), scale. The bias is     \
+     * added to the scaled scores before the softmax (a relative-position bias, a pair   \
+     * bias, a window mask): Bb divides B and rows b use bias[b / (B/Bb)] (Bb 1: one    \
+     * bias for every row; Bb = B: one per row) */                                       \
+    X(ATTENTION, "attention", 3, 4, 1, 1)                                                 \
     /* ids[B,S] (int), table[V,H] -> [B,S,H] */                                           \
     X(EMBEDDING, "embedding", 2, 2, 1, 0)                                                 \
     /* x[B,S,A*D] -> same; heads, base */                                                 \
@@ -190,7 +194,13 @@ int64_t wf_moe_capacity(int64_t tokens, int top_k, int experts, double capacity_
     /* x (int) -> the same values as floats of dtype; no gradient */                      \
     X(CAST, "cast", 1, 1, 1, 0)                                                           \
     /* x -> broadcast (numpy rules) to (ndim, shape); x's rank at most ndim */           \
-    X(EXPAND, "expand", 1, 1, 1, 0)
+    X(EXPAND, "expand", 1, 1, 1, 0)                                                       \
+    /* x -> 1 / (1 + exp(-x)) (gating: AlphaFold's gated attention and triangle        \
+     * updates) */                                                                     \
+    X(SIGMOID, "sigmoid", 1, 1, 1, 0)                                                     \
+    /* x -> y[i_0..] = x[(i_0 - shifts[0]) mod d_0, ...]: torch.roll along each dim by  \
+     * shifts[d] (Swin's shifted windows); shifts */                                   \
+    X(ROLL, "roll", 1, 1, 1, 0)
 
 typedef enum {
 #define WF_X(e, name, mi, ma, no, mx) WF_OP_##e,

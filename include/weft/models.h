@@ -24,7 +24,10 @@ typedef enum {
     WF_FAMILY_CNN,    /* small conv net: (conv3x3-relu-maxpool2) per width in sizes[], then linear */
     WF_FAMILY_DENSENET,  /* DenseNet-BC (torchvision layout), depth 121/161/169/201 */
     WF_FAMILY_INCEPTION, /* Inception-v4 */
-    WF_FAMILY_ONNX    /* an ONNX file (weft/onnx.h): path; name is the spec "PATH.onnx[:dims]" */
+    WF_FAMILY_ONNX,   /* an ONNX file (weft/onnx.h): path; name is the spec "PATH.onnx[:dims]" */
+    WF_FAMILY_SWIN,   /* Swin Transformer v1: shifted windows, relative-position bias, patch merging */
+    WF_FAMILY_T5,     /* T5 v1.0 encoder-decoder: RMS norms, relative-position buckets, ReLU, tied head */
+    WF_FAMILY_ALPHAFOLD /* AlphaFold2's Evoformer trunk with a distogram head (no structure module) */
 } wf_family;
 
 /* "gpt", "llama", ..., "graph", "cnn", "onnx". */
@@ -61,6 +64,13 @@ typedef struct {
      * unless the preset or rope_base=X says otherwise. Costs nothing; the
      * framework exports write it (Megatron-LM's --rotary-base). */
     double rope_base;
+    /* swin: window (W, 7), heads in the first stage (doubling per stage), hidden
+     * the first stage's channels, sizes[] the blocks per stage; t5: head_dim
+     * (d_kv: heads x head_dim is the attention width), dec_seq the decoder's
+     * sequence; alphafold: msa sequences (S), seq residues (N), hidden the MSA
+     * channels, pair_dim the pair channels, layers Evoformer blocks, recycle
+     * the no-gradient forwards before the learning one (AF2 trains with 3) */
+    int64_t window, head_dim, dec_seq, msa, pair_dim, recycle;
     /* CNNs */
     int64_t depth;       /* vgg 11/13/16/19, resnet 18/34/50/101/152, densenet 121/161/169/201 */
     int64_t image, channels, classes;

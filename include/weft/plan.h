@@ -122,6 +122,10 @@ typedef struct {
     int grad_dtype;       /* gradient reduction dtype (a wf_dtype), or -1: the profile's */
     int loss_dtype;       /* dtype of the loss computation (a wf_dtype), or -1: the profile's */
     unsigned given;       /* WF_PLAN_GIVEN_*: keys the plan string named (a default plan: all) */
+    int stage_n;          /* uneven pipeline stages: 0 splits the layers evenly (layers / pp);
+                             else pp, the transformer layers of each stage in stage_layers (the
+                             embedding on the first stage, the head and the loss on the last) */
+    int stage_layers[WF_PLAN_RC_STAGES]; /* [stage_n] each stage's layers, each >= 1 */
 } wf_plan;
 
 /* Keys whose defaults depend on the devices and the batch (wf_plan_complete). */
@@ -155,6 +159,14 @@ int wf_plan_rc_uniform(const wf_plan *p, int chunk_layers);
 const char *wf_pipe_name(wf_pipe_kind k);
 /* dp x tp x pp x cp. */
 int64_t wf_plan_devices(const wf_plan *p);
+/* Transformer layers on pipeline stage s of a model of `layers` layers:
+ * stage_layers[s] for uneven stages, else layers / pp. */
+int wf_plan_stage_layers(const wf_plan *p, int64_t layers, int s);
+/* The first layer of stage s (the sum of the stages before it). */
+int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s);
+/* "uneven 1F1B", "interleaved 1F1B", "1F1B", "GPipe" or "no pipeline": the
+ * pipeline kind of p, for tables and JSON. */
+const char *wf_plan_kind(const wf_plan *p);
 
 /* ---- plan files (docs/plan-format.md) ----------------------------------------
  * {"format": "weft-plan", "version": 1, "plan": "dp=...,tp=...", optional

@@ -156,6 +156,10 @@ typedef struct {
                                 default): also Megatron's block method where full recomputation
                                 fits and none does not, and per-stage recomputation for the plans
                                 of the top (docs/planner.md) */
+    int even_stages;         /* 1: pipeline stages split the layers evenly only; 0 (the default):
+                                also uneven stages (stages=) for the best pipelined plans, where
+                                the embedding or the head makes an end stage slow
+                                (docs/planner.md) */
     /* A filter on the plans searched (may be NULL: every plan): only the candidates it returns 1
        for are counted in the space, scored, ranked and put on the frontier, so the top K, the
        frontier and min_memory all hold plans it accepts (`weft plan --emit X`: the plans framework

@@ -137,6 +137,7 @@ void wf_cli_print_plan_header(FILE *f, const wf_cli_plan_input *in, int64_t devi
 void wf_cli_add_plan_fields(cJSON *j, const wf_cli_plan_input *in)
 {
     cJSON_AddStringToObject(j, "plan", in->canon);
+    cJSON_AddStringToObject(j, "plan_kind", wf_plan_kind(&in->p));
     int played = played_comm(in);
     if (played >= 0)
         cJSON_AddStringToObject(j, "comm_played", wf_comm_name((wf_comm_kind)played));

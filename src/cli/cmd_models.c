@@ -49,7 +49,7 @@ wf_status wf_cmd_models(int argc, char **argv)
             return wf_errorf(WF_NOMEM, "out of memory");
         }
     } else {
-        printf("%-16s %-7s %9s  %s\n", "name", "family", "params", "summary");
+        printf("%-16s %-9s %9s  %s\n", "name", "family", "params", "summary");
     }
     for (int i = 0; i < wf_zoo_count(); i++) {
         const wf_zoo_entry *e = wf_zoo_entry_at(i);
@@ -72,7 +72,7 @@ wf_status wf_cmd_models(int argc, char **argv)
             }
         } else {
             char buf[32];
-            printf("%-16s %-7s %9s  %s\n", e->name, e->family, human_count(params, buf, sizeof buf),
+            printf("%-16s %-9s %9s  %s\n", e->name, e->family, human_count(params, buf, sizeof buf),
                    e->summary);
         }
     }

@@ -76,11 +76,11 @@ static void progress_end(progress *p)
 
 static void table_header(FILE *f, const char *first)
 {
-    fprintf(f, "%6s %10s %10s %6s %12s  %s\n", first, "time (s)", "samples/s", "MFU", "memory (GiB)",
-            "plan");
+    fprintf(f, "%6s %10s %10s %6s %12s  %-16s  %s\n", first, "time (s)", "samples/s", "MFU", "memory (GiB)",
+            "pipeline", "plan");
 }
 
-/* One row; with ctx, a plan whose gradient schedule is played as another
+/* One row (the pipeline column: wf_plan_kind); with ctx, a plan whose gradient schedule is played as another
  * (ZeRO-1/2 under megatron-core is DeAR's: wf_cost_plan_as_run) says so. */
 static void table_row(FILE *f, long long label, const wf_outer_point *pt, wf_cost_ctx *ctx)
 {
@@ -93,9 +93,9 @@ static void table_row(FILE *f, long long label, const wf_outer_point *pt, wf_cos
         if (run.comm.kind != pt->plan.comm.kind)
             snprintf(played, sizeof played, " (played as comm=%s)", wf_comm_name(run.comm.kind));
     }
-    fprintf(f, "%6lld %10s %10s %5.1f%% %12s  %s%s\n", label, wf_cli_sig(pt->est.iteration_time_s, s1, sizeof s1),
+    fprintf(f, "%6lld %10s %10s %5.1f%% %12s  %-16s  %s%s\n", label, wf_cli_sig(pt->est.iteration_time_s, s1, sizeof s1),
             wf_cli_sig(pt->est.samples_per_s, s2, sizeof s2), 100 * pt->est.mfu,
-            wf_cli_sig(pt->est.memory_per_device_bytes / GIB, s3, sizeof s3), text, played);
+            wf_cli_sig(pt->est.memory_per_device_bytes / GIB, s3, sizeof s3), wf_plan_kind(&pt->plan), text, played);
 }
 
 static void print_result(FILE *f, const wf_outer_result *r, int pareto, wf_cost_ctx *ctx)
@@ -125,6 +125,7 @@ static cJSON *point_json(const wf_outer_point *pt)
     char text[PLAN_TEXT];
     wf_plan_format(&pt->plan, text, sizeof text);
     cJSON_AddStringToObject(j, "plan", text);
+    cJSON_AddStringToObject(j, "plan_kind", wf_plan_kind(&pt->plan));
     return j;
 }
 

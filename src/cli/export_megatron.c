@@ -47,6 +47,8 @@ static const struct {
     {"--data-parallel-sharding-strategy", V012, MAIN},
     {"--use-custom-fsdp", V012, V013},
     {"--use-megatron-fsdp", V014, MAIN},
+    {"--decoder-first-pipeline-num-layers", R09, MAIN},
+    {"--decoder-last-pipeline-num-layers", R09, MAIN},
 };
 
 #define MAX_ARGS 96
@@ -253,6 +255,30 @@ wf_status wf_export_megatron(FILE *f, const ectx *e)
         arg(a, "--expert-model-parallel-size", " %d", p->ep);
     if (p->etp > 0 && p->etp != p->tp && wf_model_is_moe(m)) /* equal: the default, as the plan string omits it */
         arg(a, "--expert-tensor-parallel-size", " %d", p->etp);
+    if (p->stage_n > 0) {
+        /* Uneven stages: Megatron-LM gives the first and the last stage their
+         * own layer counts and splits the rest evenly over the middle stages
+         * (TransformerConfig.__post_init__, "Uneven PP", and
+         * --decoder-first/last-pipeline-num-layers in
+         * megatron/training/arguments.py at d98e8a64); a list whose middle
+         * stages differ needs --pipeline-model-parallel-layout, which weft
+         * does not write. */
+        const int n = p->stage_n, mid = n > 2 ? p->stage_layers[1] : 0;
+        for (int k = 2; k + 1 < n; k++)
+            if (p->stage_layers[k] != mid) {
+                char what[256];
+                snprintf(what, sizeof what,
+                         "Megatron-LM's --decoder-first/last-pipeline-num-layers split the middle stages evenly, and "
+                         "stages= gives middle stages %d and %d layers (its --pipeline-model-parallel-layout, which "
+                         "weft does not write, could)", mid, p->stage_layers[k]);
+                a->st = wf_export_refuse(e, what);
+                break;
+            }
+        if (n == 2 || p->stage_layers[0] != mid)
+            arg(a, "--decoder-first-pipeline-num-layers", " %d", p->stage_layers[0]);
+        if (n == 2 || p->stage_layers[n - 1] != mid)
+            arg(a, "--decoder-last-pipeline-num-layers", " %d", p->stage_layers[n - 1]);
+    }
     if (p->vpp > 1) {
         arg(a, "--num-layers-per-virtual-pipeline-stage", " %lld", (long long)(m->layers / (p->pp * p->vpp)));
         /* The interleaved schedule overlaps its sends by default (only

@@ -61,6 +61,48 @@ static const char *tt_float(char *buf, size_t n, double v)
 }
 
 /* The checks both targets share; *v02 says which target. */
+/* torchtitan's stage split (torchtitan/distributed/pipeline_parallel.py at
+ * b5bcd76c, _generate_llm_fqn_per_model_part): the embedding counts as
+ * `in` layers and the norm and head as `out`; the L + in + out effective
+ * layers go over the S stages evenly, the first (L + in + out) % S stages one
+ * more; the first stage's transformer layers are its share less `in`, the
+ * last's its share less `out` (or what is left). Fills per[S]; 0 when a
+ * weight exceeds the even share (torchtitan raises). */
+static int tt_split(int S, int L, int in, int out, int *per)
+{
+    int eff = L + in + out, each = eff / S, extra = eff % S, cur = 0;
+    if (S < 2 || each == 0 || in > each || out > each)
+        return 0;
+    for (int k = 0; k < S; k++) {
+        int share = each + (k < extra) - (k == 0 ? in : k == S - 1 ? out : 0);
+        int n = share < L - cur ? share : L - cur;
+        per[k] = n > 0 ? n : 0;
+        cur += per[k];
+    }
+    return cur == L;
+}
+
+/* The first/last-stage weights (torchtitan's *_stage_less_layers) and the
+ * layers per stage that make torchtitan build plan p's uneven stages, one
+ * per rank; 0 when none do (module_fqns_per_model_part, a list of module
+ * names per stage, could: weft does not write it). */
+static int tt_uneven(const wf_plan *p, int L, int *in, int *out, int *lps)
+{
+    int per[WF_PLAN_RC_STAGES];
+    for (int a = 0; a <= L; a++)
+        for (int b = 0; b <= L; b++) {
+            if (!tt_split(p->pp, L, a, b, per) || memcmp(per, p->stage_layers, sizeof per[0] * (size_t)p->pp) != 0)
+                continue;
+            /* _get_pipeline_metadata: stages = ceil((L + in + out) / layers_per_stage) must be pp */
+            int eff = L + a + b, l = (eff + p->pp - 1) / p->pp;
+            if ((eff + l - 1) / l != p->pp)
+                continue;
+            *in = a, *out = b, *lps = l;
+            return 1;
+        }
+    return 0;
+}
+
 static wf_status tt_check(const ectx *e, int *v02)
 {
     const wf_plan *p = e->p;
@@ -75,6 +117,11 @@ static wf_status tt_check(const ectx *e, int *v02)
         return st;
     if (!wf_model_is_transformer(m) || m->family == WF_FAMILY_BERT)
         return wf_export_refuse(e, "torchtitan trains decoder-only transformers only");
+    int in, out, lps;
+    if (p->stage_n > 0 && !tt_uneven(p, (int)m->layers, &in, &out, &lps))
+        return wf_export_refuse(e, "torchtitan's pipeline_parallel_first/last_stage_less_layers weights cannot "
+                                   "give these stages= (its even split moves whole layers only at the ends; "
+                                   "module_fqns_per_model_part, which weft does not write, could)");
     if (m->dtype == WF_DTYPE_FP16)
         return wf_export_refuse(e, "training.mixed_precision_param takes bfloat16 or float32 only (torchtitan has no "
                                    "fp16 loss scaling): give the model dtype=bf16, e.g. MODEL:dtype=bf16");
@@ -168,8 +215,12 @@ static void tt_write_toml(FILE *f, const ectx *e, const tt_flavor *t)
          * layers / (pp x vpp) blocks, as weft priced. */
         fprintf(f, "pipeline_parallel_schedule = \"%s\"\n", sched);
         fprintf(f, "pipeline_parallel_microbatch_size = %d\n", p->mbs);
-        fprintf(f, "pipeline_parallel_layers_per_stage = %lld\n", (long long)(m->layers / (p->pp * p->vpp)));
-        fprintf(f, "pipeline_parallel_first_stage_less_layers = 0\npipeline_parallel_last_stage_less_layers = 0\n");
+        int in = 0, out = 0, lps = (int)(m->layers / (p->pp * p->vpp));
+        if (p->stage_n > 0)
+            tt_uneven(p, (int)m->layers, &in, &out, &lps); /* checked by tt_check */
+        fprintf(f, "pipeline_parallel_layers_per_stage = %d\n", lps);
+        fprintf(f, "pipeline_parallel_first_stage_less_layers = %d\npipeline_parallel_last_stage_less_layers = %d\n",
+                in, out);
     }
     fprintf(f, "context_parallel_degree = %d\n", p->cp > 1 ? p->cp : 1);
     if (p->ep > 1)
@@ -434,9 +485,12 @@ static void tt_write_python(FILE *f, const ectx *e, const tt_flavor *t)
     if (sched) {
         fprintf(f, "        pipeline_parallel_schedule=\"%s\",\n", sched);
         fprintf(f, "        num_pp_microbatches=%lld,\n", (long long)e->accum);
-        fprintf(f, "        pipeline_parallel_layers_per_stage=%lld,\n", (long long)(m->layers / (p->pp * p->vpp)));
-        fprintf(f, "        pipeline_parallel_first_stage_less_layers=0,\n"
-                   "        pipeline_parallel_last_stage_less_layers=0,\n");
+        int in = 0, out = 0, lps = (int)(m->layers / (p->pp * p->vpp));
+        if (p->stage_n > 0)
+            tt_uneven(p, (int)m->layers, &in, &out, &lps); /* checked by tt_check */
+        fprintf(f, "        pipeline_parallel_layers_per_stage=%d,\n", lps);
+        fprintf(f, "        pipeline_parallel_first_stage_less_layers=%d,\n"
+                   "        pipeline_parallel_last_stage_less_layers=%d,\n", in, out);
     }
     fprintf(f, "        context_parallel_degree=%d,\n", p->cp > 1 ? p->cp : 1);
     if (p->ep > 1)

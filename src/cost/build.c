@@ -55,6 +55,13 @@ static void fill_attention(const wf_graph *g, const wf_op *o, double qkv, wf_cos
     double lse = B * A * S * 4.0;
     r->fl_fwd_bytes = qkv + out + lse;
     r->fl_bwd_bytes = 2.0 * qkv + 2.0 * out + lse;
+    if (o->nin == 4) { /* a bias tile is read with each score tile; its gradient written back */
+        double bb = (double)wf_tensor_bytes(&g->tensors[o->in[3]]);
+        r->fl_fwd_flops += frac * scores;
+        r->fl_bwd_flops += frac * scores;
+        r->fl_fwd_bytes += bb;
+        r->fl_bwd_bytes += 2.0 * bb;
+    }
     r->fl_saved_scores = lse;
     r->kv_bytes = qkv - (double)wf_tensor_bytes(q);
     /* The graph keeps the probabilities, and with dropout its mask and the
@@ -72,7 +79,7 @@ static void fill_attention(const wf_graph *g, const wf_op *o, double qkv, wf_cos
 
 wf_mb_kind wf_op_mb_kind(wf_op_kind kind)
 {
-    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (kind) {
     case WF_OP_LAYERNORM:
     case WF_OP_BATCHNORM:
@@ -83,6 +90,7 @@ wf_mb_kind wf_op_mb_kind(wf_op_kind kind)
     case WF_OP_SILU:
     case WF_OP_RELU:
     case WF_OP_TANH:
+    case WF_OP_SIGMOID:
     case WF_OP_HARDSWISH:
         return WF_MB_ACT;
     case WF_OP_CROSS_ENTROPY:
@@ -220,7 +228,7 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r, unsigned char *kept
     /* What the op keeps for backward, by how tensor parallelism divides it. */
     if (o->kind == WF_OP_ATTENTION) {
         double qkv = 0;
-        for (int j = 0; j < o->nin; j++)
+        for (int j = 0; j < 3; j++) /* q, k, v (a bias is not saved) */
             if (g->tensors[o->in[j]].role != WF_ROLE_PARAM)
                 qkv += tensor_bytes(g, o->in[j]);
         r->saved_split = qkv < c.saved_bytes ? qkv : c.saved_bytes;

@@ -9,7 +9,8 @@
  * weight- or input-gradient products as Megatron-LM does), recomputation, and
  * the activations kept. A plan then costs arithmetic only:
  *
- *   stage time per micro-batch S = layers/pp x layer + embedding (first) or
+ *   stage time per micro-batch S = layers/pp x layer (uneven stages, stages=:
+ *   the stage's own layers) + embedding (first) or
  *                                  head (last) + pipeline sends (2 x vpp, each
  *                                  alpha + n beta + p2p_overhead_s)
  *   iteration = m x S_slowest + (S_sum - S_slowest)/vpp        (1F1B bubble)
@@ -773,6 +774,16 @@ static double runtime_buffers(const wf_cost_sect_time *sect, int first, int last
     return work + ws + acc;
 }
 
+/* 1 when every layer of plan p recomputes as p->recompute says (the layer
+ * section under that kind serves every stage); with uneven stages the block
+ * method (rc_layers) makes the mix stage-dependent. */
+static int rc_uniform(const wf_cost_ctx *ctx, const wf_plan *p)
+{
+    if (p->stage_n > 0)
+        return p->rc_n == 0 && (p->recompute != WF_RECOMPUTE_FULL || p->rc_layers <= 0);
+    return wf_plan_rc_uniform(p, (int)(ctx->model.layers / ((int64_t)p->pp * p->vpp)));
+}
+
 /* The composition of a transformer plan: sections (the per-op terms of
  * layouts L at p's micro-batch and recomputation) into stages, the pipeline,
  * the data-parallel reduction, the optimizer step and memory. p's tp and sp
@@ -807,11 +818,13 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
      * (nst = pp), a mix that every stage shares keeps the three. rep[k] is
      * the pipeline stage st[k] stands for, cnt[k] how many it stands for. */
     const int chunk_layers = (int)(ctx->model.layers / ((int64_t)p->pp * p->vpp));
-    const int uniform = wf_plan_rc_uniform(p, chunk_layers);
-    const int per_stage = !uniform && p->rc_n > 0;
+    const int uniform = rc_uniform(ctx, p);
+    /* Uneven stages (stages=): every stage its own, with its own layers. */
+    const int uneven = p->stage_n > 0;
+    const int per_stage = (!uniform && p->rc_n > 0) || uneven;
     stage_cost st[WF_PLAN_RC_STAGES];
     int rep[WF_PLAN_RC_STAGES];
-    double cnt[WF_PLAN_RC_STAGES];
+    double cnt[WF_PLAN_RC_STAGES], Lk[WF_PLAN_RC_STAGES];
     int nst = per_stage ? p->pp : p->pp == 1 ? 1 : p->pp == 2 ? 2 : 3;
     if (nst > WF_PLAN_RC_STAGES)
         return wf_errorf(WF_INVAL, "recompute per stage: pp=%d, at most %d stages", p->pp, WF_PLAN_RC_STAGES);
@@ -819,20 +832,21 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     for (int k = 0; k < nst; k++) {
         rep[k] = per_stage ? k : k == 0 ? 0 : k == nst - 1 ? p->pp - 1 : 1;
         cnt[k] = per_stage || nst < 3 || k != 1 ? 1.0 : pp - 2;
+        Lk[k] = uneven ? (double)p->stage_layers[k] : Ls;
     }
     const double lay_eparams = S[WF_COST_SEC_LAYER].params_expert / ((double)ctx->var.ep * (double)ctx->var.etp);
     double per_layer_act[WF_PLAN_RC_STAGES];
     for (int k = 0; k < nst; k++) {
         if (uniform) {
-            add_section(&st[k], lay, Ls);
+            add_section(&st[k], lay, Lk[k]);
             st[k].transient = lay->transient_bytes;
-            per_layer_act[k] = Ls * lay->act_bytes;
+            per_layer_act[k] = Lk[k] * lay->act_bytes;
         } else {
             /* Layers per chunk recomputed fully, selectively, not at all; a
-             * stage holds vpp chunks. */
-            int nf, ns;
-            wf_plan_stage_rc(p, rep[k], chunk_layers, &nf, &ns);
-            const double n_rc[3] = {v * (double)(chunk_layers - nf - ns), v * (double)ns, v * (double)nf};
+             * stage holds vpp chunks (uneven stages: one, of its layers). */
+            int nf, ns, cl = uneven ? p->stage_layers[k] : chunk_layers;
+            wf_plan_stage_rc(p, rep[k], cl, &nf, &ns);
+            const double n_rc[3] = {v * (double)(cl - nf - ns), v * (double)ns, v * (double)nf};
             per_layer_act[k] = 0;
             for (int r = 0; r < 3; r++) {
                 if (!(n_rc[r] > 0))
@@ -845,8 +859,8 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
             }
         }
         st[k].ppc = ppc;
-        st[k].eparams = Ls * lay_eparams;
-        st[k].params = Ls * lay_params;
+        st[k].eparams = Lk[k] * lay_eparams;
+        st[k].params = Lk[k] * lay_params;
         st[k].block_params = st[k].params;
         st[k].layer_params = lay_params;
     }
@@ -912,7 +926,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
             for (int s = 0; s < WF_COST_SEC_COUNT; s++) {
                 if ((s == WF_COST_SEC_PRE && k != 0) || (s == WF_COST_SEC_POST && &st[k] != last))
                     continue;
-                double times = s == WF_COST_SEC_LAYER ? Ls : 1.0;
+                double times = s == WF_COST_SEC_LAYER ? Lk[k] : 1.0;
                 for (int i = S[s].op0; i < S[s].op0 + S[s].nop; i++) {
                     const wf_cost_op *r = &ctx->ops[i];
                     if (!(r->params > 0) || r->expert ||
@@ -979,6 +993,37 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         dp.slow += de.slow;
     }
     dp.slow += z3slow * (double)m;
+    /* Uneven stages: a later stage ends its last backward earlier, by the
+     * last micro-batch's backward on the stages before it, but may hold
+     * more gradients to reduce and more parameters to step than the first
+     * (a first stage of one layer and the embedding): the stage whose
+     * reduction and step end last ends the iteration. */
+    /* The tied embedding's gradient is all-reduced between the first and
+     * the last stage (Megatron's embedding group), after their reductions. */
+    double emb_sync = 0;
+    if (p->pp > 1 && shared > 0) {
+        /* The first and the last stage: pp - 1 pipeline strides apart. */
+        wf_group ends = wf_group_place(c, 2, ax[WF_AXIS_PP].stride * (p->pp - 1));
+        double gb = wf_cost_grad_elem_bytes(ctx);
+        emb_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &ends, shared * gb);
+    }
+    int dp_stage = 0;
+    if (uneven && pg->dp > 1 && first->eparams == 0 && p->zero < 3) {
+        double lag = 0, best = dp.exposed + dp.slow + step_time(ctx, pg, first->params) + emb_sync;
+        for (int k = 1; k < nst; k++) {
+            lag += st[k - 1].bwd_window + 0.5 * ppc; /* its backward and the send of its gradient */
+            dp_cost d = dp_reduce(ctx, pg, &dpg, st[k].params, lay_params, 0, st[k].bwd_window, st[k].fwd_window);
+            double val = d.exposed + d.slow + step_time(ctx, pg, st[k].params) - lag + (k == nst - 1 ? emb_sync : 0);
+            if (val > best) {
+                best = val;
+                dp_stage = k;
+                dp = d;
+                dp.exposed = d.exposed > lag ? d.exposed - lag : 0;
+            }
+        }
+        if (dp_stage > 0 && dp_stage < nst - 1)
+            emb_sync = 0; /* a middle stage ends the iteration: no embedding group there */
+    }
     if (p->zero == 3 && pg->dp > 1) {
         /* Nothing runs before the iteration's first gather: it shows. */
         dp.exposed += 0.5 * first->zc_total;
@@ -1007,27 +1052,20 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
                 first->zc = first->zc > cut / (double)m ? first->zc - cut / (double)m : 0;
         }
     }
-    double emb_sync = 0;
-    if (p->pp > 1 && shared > 0) {
-        /* The first and the last stage: pp - 1 pipeline strides apart. */
-        wf_group ends = wf_group_place(c, 2, ax[WF_AXIS_PP].stride * (p->pp - 1));
-        double gb = wf_cost_grad_elem_bytes(ctx);
-        emb_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &ends, shared * gb);
-    }
     /* Replicated weights of split ops (layer norms under sequence
      * parallelism) hold partial gradients: one all-reduce over the model-
      * parallel axis after backward (Megatron's finalize_model_grads), on the
      * stage that ends the iteration. */
     double mp_sync = 0;
     if (p->tp > 1) {
-        double n = Ls * L->sec_mp_grad[WF_COST_SEC_LAYER] + L->sec_mp_grad[WF_COST_SEC_PRE] +
+        double n = Lk[0] * L->sec_mp_grad[WF_COST_SEC_LAYER] + L->sec_mp_grad[WF_COST_SEC_PRE] +
                    (nst == 1 ? L->sec_mp_grad[WF_COST_SEC_POST] : 0);
         if (n > 0) {
             wf_group tpg = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
             mp_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &tpg, n * wf_cost_grad_elem_bytes(ctx));
         }
         for (int j = 0; j < L->nsub; j++) {
-            double ns = Ls * L->sec_sub_grad[j][WF_COST_SEC_LAYER] + L->sec_sub_grad[j][WF_COST_SEC_PRE] +
+            double ns = Lk[0] * L->sec_sub_grad[j][WF_COST_SEC_LAYER] + L->sec_sub_grad[j][WF_COST_SEC_PRE] +
                         (nst == 1 ? L->sec_sub_grad[j][WF_COST_SEC_POST] : 0);
             if (ns > 0) {
                 wf_group sg = wf_group_place(c, L->sub_size[j], L->sub_stride[j]);
@@ -1036,6 +1074,8 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         }
     }
     const stage_cost *big = first->params + first->eparams > last->params + last->eparams ? first : last;
+    if (uneven && dp_stage > 0) /* the stage whose reduction and step end last (above) */
+        big = &st[dp_stage];
     double opt_params = big->params, opt_eparams = big->eparams;
     if (p->zero >= 1) {
         opt_params /= (double)pg->dp;
@@ -1432,7 +1472,7 @@ wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf
     const wf_cost_layout *L = e ? megatron_layout(ctx, q.tp, q.sp) : NULL;
     if (!L)
         return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
-    if (wf_plan_rc_uniform(&q, (int)(ctx->model.layers / ((int64_t)q.pp * q.vpp))))
+    if (rc_uniform(ctx, &q))
         return estimate_transformer(ctx, &q, batch, L, e->s, NULL, out);
     /* Recomputation per stage: the layer under each kind (copied: the
      * cache is direct-mapped, a lookup may evict another). */
@@ -1478,7 +1518,7 @@ wf_status wf_estimate_layouts(wf_cost_ctx *ctx, const wf_plan *p, const wf_cost_
     wf_cost_sect_time sect[WF_COST_SEC_COUNT];
     for (int s = 0; s < WF_COST_SEC_COUNT; s++)
         fill_section(ctx, s, q.mbs, l, q.recompute, &sect[s]);
-    if (wf_plan_rc_uniform(&q, (int)(ctx->model.layers / ((int64_t)q.pp * q.vpp))))
+    if (rc_uniform(ctx, &q))
         return estimate_transformer(ctx, &q, batch, l, sect, NULL, out);
     /* Recomputation per stage: the layer under each kind. */
     wf_cost_sect_time lay[3];

@@ -12,10 +12,14 @@
  *   as Megatron's 72*s*l*h^2*(1+s/6h+V/12lh) counts it): QK^T 2*B*A*S*Skv*D
  *   plus AV 2*B*A*S*Skv*D, softmax (with the scale) 5 FLOPs per score, dropout
  *   on the probabilities 2 per score when p > 0. Backward = 2 x forward, all
- *   input-gradient.
+ *   input-gradient. An attention bias adds 1 per score forward and 1 per score
+ *   to its gradient (the sum of the score gradients over the rows sharing it),
+ *   weight-class when the bias is a PARAM; it is not saved (backward needs
+ *   only the probabilities).
  * - Elementwise and normalization ops, per output element: add, mul, bias_add
  *   and relu 1, dropout 2 (0 when p = 0: an identity), gelu 8, silu 4,
- *   layernorm and batchnorm 8, rmsnorm 6, softmax 5, rotary 3, cross_entropy 5
+ *   layernorm and batchnorm 8, rmsnorm 6, softmax 5, rotary 3, tanh and sigmoid 4,
+ *   cross_entropy 5
  *   per logit, pools KH*KW per output, global_avgpool 1 per input element.
  *   Input gradients cost 2 x forward, except the pass-through of add and
  *   bias_add (0) and mul (1 per element per operand needing a gradient). Weight
@@ -28,7 +32,8 @@
  *   saves nothing. Costs assume the op is on the path to the loss.
  * - Bytes forward: inputs read + outputs written (+ the op's private buffers:
  *   dropout masks, attention scores and probabilities written and read back).
- *   reshape, flatten and split are views (0 bytes); transpose and concat copy.
+ *   reshape, flatten and split are views (0 bytes); transpose, roll and concat
+ *   copy (0 FLOPs; roll saves nothing, its backward rolls the gradient back).
  *   Bytes backward: output gradients read + saved tensors read + PARAM inputs
  *   read + input gradients written (attention also writes and reads the
  *   score gradients).
@@ -36,7 +41,7 @@
  *   34*s*b*h + 5*a*s^2*b bytes in fp16): linear/matmul/conv2d save each
  *   non-PARAM operand whose partner needs a gradient (a linear saves its
  *   input); layernorm, rmsnorm, batchnorm, gelu, silu and maxpool their input;
- *   relu and softmax their output; dropout a 1-byte mask (U8) per element;
+ *   relu, softmax, tanh and sigmoid their output; dropout a 1-byte mask (U8) per element;
  *   attention q, k, v, the probabilities (dtype) and, when p > 0, the dropout
  *   mask (1 byte) and the dropped probabilities (dtype); mul (two inputs) each
  *   operand whose partner needs a gradient; embedding its ids; cross_entropy
@@ -144,7 +149,7 @@ static moe_dims moe_of(const wf_graph *g, const wf_op *o)
     memset(&d, 0, sizeof d);
     const wf_tensor *x = &g->tensors[o->in[0]];
     d.dt = (double)wf_dtype_bytes(x->dtype);
-    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_ROUTER: {
         const wf_tensor *y = &g->tensors[o->out[0]];
@@ -251,6 +256,7 @@ int wf_op_saved_flags(const wf_graph *g, int op, const unsigned char *ng,
     case WF_OP_RELU:
     case WF_OP_SOFTMAX:
     case WF_OP_TANH:
+    case WF_OP_SIGMOID:
         n = add_saved(saved, n, o->out[0], nb(g, o->out[0]));
         break;
     case WF_OP_DROPOUT:
@@ -311,6 +317,7 @@ int wf_op_saved_flags(const wf_graph *g, int op, const unsigned char *ng,
     case WF_OP_SPLIT:
     case WF_OP_CAST:
     case WF_OP_EXPAND:
+    case WF_OP_ROLL:
     case WF_OP_COUNT:
         break;
     }
@@ -346,7 +353,7 @@ static void grad_cost(const wf_graph *g, const unsigned char *ng, int t, double 
 /* Per-element forward FLOPs of the simple ops (per output element). */
 static double elem_flops(const wf_op *o)
 {
-    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_BIAS_ADD:
     case WF_OP_ADD:
@@ -369,6 +376,7 @@ static double elem_flops(const wf_op *o)
     case WF_OP_ROTARY:
         return 3;
     case WF_OP_TANH:
+    case WF_OP_SIGMOID:
         return 4;
     case WF_OP_CLIP:
         return 3;
@@ -435,6 +443,10 @@ static void cost_forward(const wf_graph *g, int op, const unsigned char *ng, wf_
         c->fwd_flops = f;
         if (needs)
             c->bwd_in_flops = 2.0 * f;
+        if (o->nin == 4) { /* the bias: one add per score; its gradient sums the score gradients */
+            c->fwd_flops += d.scores;
+            grad_cost(g, ng, o->in[3], d.scores, c);
+        }
         /* Scores written and read by softmax; probabilities written and read by AV. */
         extra_fwd_bytes = 4.0 * dt * d.scores;
         if (o->attr.p > 0) /* mask written; dropped probabilities written and read */
@@ -475,6 +487,7 @@ static void cost_forward(const wf_graph *g, int op, const unsigned char *ng, wf_
     case WF_OP_SOFTMAX:
     case WF_OP_ROTARY:
     case WF_OP_TANH:
+    case WF_OP_SIGMOID:
     case WF_OP_CLIP:
     case WF_OP_HARDSWISH: {
         double f = elem_flops(o) * E;
@@ -557,6 +570,7 @@ static void cost_forward(const wf_graph *g, int op, const unsigned char *ng, wf_
         break;
     case WF_OP_TRANSPOSE:
     case WF_OP_CONCAT:
+    case WF_OP_ROLL: /* a copy; backward rolls the gradient back */
     case WF_OP_COUNT:
         break;
     }

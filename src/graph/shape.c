@@ -182,6 +182,16 @@ static wf_status infer_attention(ictx *c)
         return bad(c, "dropout p=%g outside [0, 1)", c->a->p);
     if (c->a->scale < 0)
         return bad(c, "scale=%g is negative", c->a->scale);
+    if (c->nin == 4) {
+        /* bias[Bb,A,S,Skv]: Bb divides the batch (rows b use bias[b / (B/Bb)]) */
+        const wf_tensor *bi = c->x[3];
+        if ((st = need_float(c, 3)) || (st = need_rank(c, 3, 4, 4)))
+            return st;
+        if (bi->shape[0] < 1 || q->shape[0] % bi->shape[0] != 0 || bi->shape[1] != A ||
+            bi->shape[2] != q->shape[1] || bi->shape[3] != k->shape[1])
+            return bad(c, "bias %s is not [Bb,%d,%" PRId64 ",%" PRId64 "] with Bb dividing the batch %" PRId64,
+                       shp(bi, bq), A, q->shape[1], k->shape[1], q->shape[0]);
+    }
     same_as(c, q);
     return WF_OK;
 }
@@ -622,9 +632,22 @@ wf_status wf_graph_infer(const wf_graph *g, wf_op_kind kind, const char *opname,
     case WF_OP_TANH:
     case WF_OP_CLIP:
     case WF_OP_HARDSWISH:
+    case WF_OP_SIGMOID:
         if ((st = need_float(&c, 0)))
             break;
         same_as(&c, x);
+        break;
+    case WF_OP_ROLL:
+        if ((st = need_float(&c, 0)))
+            break;
+        for (int d = x->ndim; d < WF_MAX_DIMS; d++)
+            if (c.a->shifts[d] != 0) {
+                st = bad(&c, "shifts[%d]=%" PRId64 " names a dim past the input's rank %d", d,
+                         c.a->shifts[d], x->ndim);
+                break;
+            }
+        if (st == WF_OK)
+            same_as(&c, x);
         break;
     case WF_OP_CAST:
         if (wf_dtype_is_float(x->dtype) || !wf_dtype_is_float((wf_dtype)c.a->dtype)) {

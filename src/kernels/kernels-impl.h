@@ -235,9 +235,20 @@ typedef struct {
                               * offset + ((b*At + h0 + h)*S + i)*S + j */
     int64_t heads_total;     /* At: heads of the whole layer (0 = heads) */
     int64_t head0;           /* h0: the first of this shard's heads (SPMD) */
+    /* An additive bias on the scaled scores (NULL: none): bias[Bb,A,S,S] of
+     * this shard's A heads, Bb = bias_b dividing B; row b adds bias[b/(B/Bb)].
+     * Backward writes its gradient into dbias (same shape; NULL: not needed). */
+    const float *bias;
+    float *dbias;
+    int64_t bias_b;
 } wf_k_attn;
 
 size_t wf_k_attention_saved_floats(const wf_k_attn *at); /* B*A*S*S */
+/* Row (b, head h)'s bias block [S,S] within at->bias (at->bias non-NULL). */
+static inline int64_t wf_k_attn_bias_off(const wf_k_attn *at, int64_t b, int64_t h)
+{
+    return ((b / (at->b / at->bias_b)) * at->heads + h) * at->s * at->s;
+}
 size_t wf_k_attention_ws_floats(const wf_k_attn *at);    /* 2*S*S */
 
 /* ---- declarations, generated once for the fast and the reference versions -- */
@@ -405,6 +416,14 @@ void wf_k_cast_fwd(const int32_t *x, float *y, int64_t n);
 /* x[xs] broadcast to y[ys] (numpy rules, ranks aligned on the right) */
 void wf_k_expand_fwd(const float *x, float *y, int xnd, const int64_t *xs, int ynd, const int64_t *ys);
 void wf_k_expand_bwd(const float *dy, float *dx, int xnd, const int64_t *xs, int ynd, const int64_t *ys);
+
+/* ---- gating and shifted windows (kernels_gate.c; one version for both paths) ---- */
+
+void wf_k_sigmoid_fwd(const float *x, float *y, int64_t n);
+void wf_k_sigmoid_bwd(const float *y, const float *dy, float *dx, int64_t n);
+/* x of rank nd with dims[] -> y rolled by shifts[] per dim (torch.roll); backward rolls back */
+void wf_k_roll_fwd(const float *x, float *y, int nd, const int64_t *dims, const int64_t *shifts);
+void wf_k_roll_bwd(const float *dy, float *dx, int nd, const int64_t *dims, const int64_t *shifts);
 
 
 /* ---- mixtures of experts (kernels_moe.c; the naive versions, _ref, in kernels_ref.c) --- */

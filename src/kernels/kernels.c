@@ -896,7 +896,9 @@ HOT void wf_k_softmax_bwd(const float *y, const float *dy, float *dx, int64_t m,
  *   O   = Pd V                             [S,D]
  * and backward:
  *   dPd = dO V^T, dP = dPd .* drop/(1-p), dS = P .* (dP - rowsum(dP .* P))
- *   dQ = scale dS K, dK += scale dS^T Q, dV += Pd^T dO   (GQA heads sum into g). */
+ *   dQ = scale dS K, dK += scale dS^T Q, dV += Pd^T dO   (GQA heads sum into g).
+ * A bias is added to the scaled scores before the softmax; its gradient is
+ * dS, summed over the rows b that share a bias block. */
 
 static float attn_scale_f(const wf_k_attn *at)
 {
@@ -937,6 +939,8 @@ HOT void wf_k_attention_fwd(const wf_k_attn *at, const float *q, const float *k,
             const float *kb = k + b * S * ldk + g * D, *vb = v + b * S * ldk + g * D;
             float *P = saved ? saved + (b * A + h) * S * S : ws;
             gemm(0, 1, S, S, D, scale, qb, ldq, kb, ldk, 0.0f, P, S);
+            if (at->bias)
+                vacc(P, at->bias + wf_k_attn_bias_off(at, b, h), S * S);
             for (int64_t i = 0; i < S; i++)
                 softmax_row(P + i * S, at->causal ? i + 1 : S, S);
             const float *Pd = P;
@@ -960,6 +964,8 @@ HOT void wf_k_attention_bwd(const wf_k_attn *at, const float *q, const float *k,
         memset(dk, 0, sizeof(float) * (size_t)(B * S * ldk));
     if (dv)
         memset(dv, 0, sizeof(float) * (size_t)(B * S * ldk));
+    if (at->dbias)
+        memset(at->dbias, 0, sizeof(float) * (size_t)(at->bias_b * A * S * S));
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < A; h++) {
             const int64_t g = h / grp;
@@ -974,7 +980,7 @@ HOT void wf_k_attention_bwd(const wf_k_attn *at, const float *q, const float *k,
                 }
                 gemm(1, 0, S, D, S, 1.0f, pd, S, dob, ldq, 1.0f, dv + b * S * ldk + g * D, ldk);
             }
-            if (!dq && !dk)
+            if (!dq && !dk && !at->dbias)
                 continue;
             gemm(0, 1, S, S, D, 1.0f, dob, ldq, vb, ldk, 0.0f, dP, S);
             if (at->p > 0)
@@ -986,6 +992,8 @@ HOT void wf_k_attention_bwd(const wf_k_attn *at, const float *q, const float *k,
                 if (len < S)
                     memset(dP + i * S + len, 0, sizeof(float) * (size_t)(S - len));
             }
+            if (at->dbias) /* the score gradients, summed over the rows sharing the bias */
+                vacc(at->dbias + wf_k_attn_bias_off(at, b, h), dP, S * S);
             if (dq)
                 gemm(0, 0, S, D, S, scale, dP, S, kb, ldk, 0.0f, dq + b * S * ldq + h * D, ldq);
             if (dk)

@@ -390,6 +390,7 @@ void wf_k_attention_fwd_ref(const wf_k_attn *at, const float *q, const float *k,
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < A; h++) {
             const int64_t g = h / grp;
+            const float *bias = at->bias ? at->bias + wf_k_attn_bias_off(at, b, h) : NULL;
             for (int64_t i = 0; i < S; i++) {
                 const float *qi = q + (b * S + i) * A * D + h * D;
                 const int64_t last = at->causal ? i : S - 1;
@@ -399,7 +400,7 @@ void wf_k_attention_fwd_ref(const wf_k_attn *at, const float *q, const float *k,
                     double dot = 0;
                     for (int64_t t = 0; t < D; t++)
                         dot += (double)qi[t] * kj[t];
-                    sc[j] = dot * scale;
+                    sc[j] = dot * scale + (bias ? (double)bias[i * S + j] : 0.0);
                     mx = fmax(mx, sc[j]);
                 }
                 for (int64_t j = 0; j <= last; j++)
@@ -432,10 +433,13 @@ void wf_k_attention_bwd_ref(const wf_k_attn *at, const float *q, const float *k,
         memset(dk, 0, sizeof(float) * (size_t)(B * S * Akv * D));
     if (dv)
         memset(dv, 0, sizeof(float) * (size_t)(B * S * Akv * D));
+    if (at->dbias)
+        memset(at->dbias, 0, sizeof(float) * (size_t)(at->bias_b * A * S * S));
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < A; h++) {
             const int64_t g = h / grp;
             const float *P = saved + (b * A + h) * S * S;
+            float *dbias = at->dbias ? at->dbias + wf_k_attn_bias_off(at, b, h) : NULL;
             for (int64_t i = 0; i < S; i++) {
                 const float *doi = dout + (b * S + i) * A * D + h * D;
                 /* dP[j] = drop(i,j) * <dO_i, V_j>; dS[j] = P[j] (dP[j] - sum_l P[l] dP[l]) */
@@ -449,6 +453,8 @@ void wf_k_attention_bwd_ref(const wf_k_attn *at, const float *q, const float *k,
                 }
                 for (int64_t j = 0; j < S; j++) {
                     double ds = P[i * S + j] * (dp[j] - dot) * scale;
+                    if (dbias)
+                        dbias[i * S + j] += (float)(P[i * S + j] * (dp[j] - dot));
                     double pd = P[i * S + j] * attn_drop(at, b, h, i, j);
                     for (int64_t t = 0; t < D; t++) {
                         int64_t qo = (b * S + i) * A * D + h * D + t;

@@ -56,7 +56,7 @@ static void want_dp(const wf_graph *g, int i, int ep_axis, want_axis *w)
 {
     const wf_op *o = &g->ops[i];
     memset(w, 0, sizeof *w);
-    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_MOE_DISPATCH:
         w->in[0] = "S0";
@@ -351,13 +351,15 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
         st = wf_plan_oplevel_set_stage(out, 0, g.ops[0].name);
         int64_t per = mc->layers / ((int64_t)p->pp * (p->vpp > 1 ? p->vpp : 1));
         for (int s = 1; s < p->pp && st == WF_OK; s++) {
+            /* uneven stages (stages=): after the layers of the stages before */
+            int64_t l0 = p->stage_n > 0 ? wf_plan_stage_first_layer(p, mc->layers, s) : s * per;
             int first = -1;
             for (int i = 0; i < g.nfwd && first < 0; i++)
-                if (g.ops[i].block >= 0 && g.ops[i].layer == (int)(s * per))
+                if (g.ops[i].block >= 0 && g.ops[i].layer == (int)l0)
                     first = i;
             if (first < 0)
                 st = wf_errorf(WF_INVAL, "lowering: model '%s' has no layer %lld to start stage %d", mc->name,
-                               (long long)(s * per), s);
+                               (long long)l0, s);
             else
                 st = wf_plan_oplevel_set_stage(out, s, g.ops[first].name);
         }

@@ -132,7 +132,7 @@ static wf_status parse_attrs(const cJSON *a, const char *ctx, int64_t batch, wf_
                                        "axis",    "kernel",  "stride", "pad",   "groups",
                                        "eps",     "p",       "scale",  "base",  "shape",
                                        "perm",    "nsplit",  "sizes",  "seed",  "experts",
-                                       "top_k",   "score",   "act",    "capacity_factor", NULL};
+                                       "top_k",   "score",   "act",    "capacity_factor", "shifts", NULL};
     char c[CTX_LEN];
     wf_status st = wf_json_check_keys(a, ctx, keys);
     if (st)
@@ -205,6 +205,17 @@ static wf_status parse_attrs(const cJSON *a, const char *ctx, int64_t batch, wf_
                 if ((st = json_intval(p, c, 0, WF_MAX_DIMS - 1, &v)))
                     return st;
                 at->perm[n++] = (int)v;
+            }
+            if (!cJSON_IsArray(e))
+                return wf_errorf(WF_FORMAT, "%s: expected an array", c);
+        } else if (!strcmp(k, "shifts")) {
+            int n = 0;
+            for (const cJSON *p = e->child; cJSON_IsArray(e) && p; p = p->next) {
+                if (n >= WF_MAX_DIMS)
+                    return wf_errorf(WF_FORMAT, "%s: more than %d entries", c, WF_MAX_DIMS);
+                if ((st = json_intval(p, c, -((int64_t)1 << 40), (int64_t)1 << 40, &v)))
+                    return st;
+                at->shifts[n++] = v;
             }
             if (!cJSON_IsArray(e))
                 return wf_errorf(WF_FORMAT, "%s: expected an array", c);

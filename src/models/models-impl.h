@@ -28,6 +28,10 @@ int wf_cnn_batchnorm(wf_graph *g, const char *name, int x, int64_t c, double eps
 int wf_cnn_pool(wf_graph *g, wf_op_kind k, const char *name, int x, int kernel, int stride, int pad);
 wf_status wf_build_cnn(const wf_model_config *m, int64_t batch, wf_graph *g);
 wf_status wf_build_mlp(const wf_model_config *m, int64_t batch, wf_graph *g);
+/* swin_t5_af2.c: Swin Transformer, T5 and AlphaFold2's Evoformer. */
+wf_status wf_build_swin(const wf_model_config *m, int64_t batch, wf_graph *g);
+wf_status wf_build_t5(const wf_model_config *m, int64_t batch, wf_graph *g);
+wf_status wf_build_alphafold(const wf_model_config *m, int64_t batch, wf_graph *g);
 
 /* Explicit op-list model files. wf_graph_json_check tells the two JSON forms
  * apart (1 when the object has "ops" or "tensors"). wf_build_json_graph builds

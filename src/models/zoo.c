@@ -35,7 +35,14 @@ typedef struct {
     /* llama mixtures of experts and latent attention, NULL for dense models */
     const struct zoo_moe *moe;
     int nsp; /* bert: the pretraining heads (pooler and next-sentence prediction) */
+    const struct zoo_ext *ext; /* swin, t5, alphafold: their own numbers, else NULL */
 } zoo_preset;
+
+/* The numbers of the Swin, T5 and AlphaFold2 presets beyond the common
+ * fields (fields as in wf_model_config). */
+typedef struct zoo_ext {
+    int64_t window, head_dim, dec_seq, msa, pair_dim, recycle;
+} zoo_ext;
 
 /* The expert and MLA numbers of a llama preset (fields as in wf_model_config). */
 typedef struct zoo_moe {
@@ -68,17 +75,32 @@ static const zoo_moe g_deepseek_tiny = {.experts = 8, .top_k = 2, .moe_ffn = 32,
 #define FP16 WF_DTYPE_FP16
 #define FP32 WF_DTYPE_FP32
 #define GPT(nm, sum, L, H, A, S, V, dt) \
-    {{nm, "gpt", sum}, WF_FAMILY_GPT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL, 0}
+    {{nm, "gpt", sum}, WF_FAMILY_GPT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL, 0, NULL}
 #define LLAMA(nm, sum, L, H, A, AKV, S, V, F) \
-    {{nm, "llama", sum}, WF_FAMILY_LLAMA, FP16, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL, NULL, 0}
+    {{nm, "llama", sum}, WF_FAMILY_LLAMA, FP16, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL, NULL, 0, NULL}
 #define MOE(nm, sum, L, H, A, AKV, S, V, F, dt, moe) \
-    {{nm, "llama", sum}, WF_FAMILY_LLAMA, dt, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL, moe, 0}
+    {{nm, "llama", sum}, WF_FAMILY_LLAMA, dt, L, H, A, AKV, S, V, F, 0, 0, 0, 0, NULL, moe, 0, NULL}
 #define BERT(nm, sum, L, H, A, S, V, dt) \
-    {{nm, "bert", sum}, WF_FAMILY_BERT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL, 0}
+    {{nm, "bert", sum}, WF_FAMILY_BERT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL, 0, NULL}
 #define BERT_PT(nm, sum, L, H, A, S, V, dt) \
-    {{nm, "bert", sum}, WF_FAMILY_BERT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL, 1}
+    {{nm, "bert", sum}, WF_FAMILY_BERT, dt, L, H, A, 0, S, V, 0, 0, 0, 0, 0, NULL, NULL, 1, NULL}
 #define CNN(nm, fam, famname, sum, D, I, C, K, dt, sz) \
-    {{nm, famname, sum}, fam, dt, 0, 0, 0, 0, 0, 0, 0, D, I, C, K, sz, NULL, 0}
+    {{nm, famname, sum}, fam, dt, 0, 0, 0, 0, 0, 0, 0, D, I, C, K, sz, NULL, 0, NULL}
+
+/* Swin (torchvision swin_t/swin_b; timm swin_large_patch4_window7_224): patch 4, window 7. */
+static const zoo_ext g_swin = {.window = 7};
+/* T5 v1.0 (Hugging Face t5-*): 32 relative-position buckets; d_kv 64, or 128 for 3b and 11b. */
+static const zoo_ext g_t5_64 = {.head_dim = 64, .dec_seq = 512};
+static const zoo_ext g_t5_128 = {.head_dim = 128, .dec_seq = 512};
+/* AlphaFold2 monomer training (Jumper et al. 2021, Suppl. 1.11.3; config.py): crops of
+ * 256 residues and 128 MSA sequences, MSA 256 and pair 128 channels, 3 recycles. */
+static const zoo_ext g_af2 = {.msa = 128, .pair_dim = 128, .recycle = 3};
+#define SWIN(nm, sum, C, A, depths, dt) \
+    {{nm, "swin", sum}, WF_FAMILY_SWIN, dt, 0, C, A, 0, 0, 0, 0, 0, 224, 3, 1000, depths, NULL, 0, &g_swin}
+#define T5(nm, sum, L, H, A, F, ext) \
+    {{nm, "t5", sum}, WF_FAMILY_T5, WF_DTYPE_BF16, L, H, A, 0, 512, 32128, F, 0, 0, 0, 0, NULL, NULL, 0, ext}
+#define AF2(nm, sum, L, CM, N, dt) \
+    {{nm, "alphafold", sum}, WF_FAMILY_ALPHAFOLD, dt, L, CM, 8, 0, N, 0, 0, 0, 0, 0, 0, NULL, NULL, 0, &g_af2}
 
 static const zoo_preset g_zoo[] = {
     /* GPT-2 (Radford et al. 2019): vocabulary 50257, context 1024. */
@@ -146,6 +168,17 @@ static const zoo_preset g_zoo[] = {
     CNN("densenet201", WF_FAMILY_DENSENET, "densenet", "DenseNet-201, growth 32, blocks 6-12-48-32, 224x224", 201, 224, 3, 1000, FP16, NULL),
     CNN("inception-v4", WF_FAMILY_INCEPTION, "inception", "Inception-v4 (Szegedy et al. 2017), 224x224 as DeAR feeds it, 1000 classes", 4, 224, 3, 1000, FP16, NULL),
     CNN("mlp", WF_FAMILY_MLP, "mlp", "MLP 784-1024-10 with ReLU (Fashion-MNIST sized), fp32", 0, 0, 0, 0, FP32, "784-1024-10"),
+    /* SuperScaler's models (sources in docs/model-format.md). Swin-T and -B have
+     * torchvision's 28,288,354 and 87,768,224 parameters, Swin-L timm's 196.5M;
+     * T5 v1.0 222,903,552 / 737,668,096 / 2,851,598,336 / 11,307,321,344. */
+    SWIN("swin-t", "Swin-T (Liu et al. 2021): C 96, depths 2-2-6-2, heads 3-6-12-24, window 7, 224x224", 96, 3, "2-2-6-2", FP16),
+    SWIN("swin-b", "Swin-B: C 128, depths 2-2-18-2, heads 4-8-16-32, window 7, 224x224", 128, 4, "2-2-18-2", FP16),
+    SWIN("swin-l", "Swin-L: C 192, depths 2-2-18-2, heads 6-12-24-48, window 7, 224x224", 192, 6, "2-2-18-2", FP16),
+    T5("t5-base", "T5 v1.0 base: 12+12 layers, d_model 768, 12 heads, ffn 3072 ReLU, seq 512+512, tied head", 12, 768, 12, 3072, &g_t5_64),
+    T5("t5-large", "T5 v1.0 large: 24+24 layers, d_model 1024, 16 heads, ffn 4096 ReLU, seq 512+512", 24, 1024, 16, 4096, &g_t5_64),
+    T5("t5-3b", "T5 v1.0 3B: 24+24 layers, d_model 1024, 32 heads of 128, ffn 16384 ReLU, seq 512+512", 24, 1024, 32, 16384, &g_t5_128),
+    T5("t5-11b", "T5 v1.0 11B: 24+24 layers, d_model 1024, 128 heads of 128, ffn 65536 ReLU, seq 512+512", 24, 1024, 128, 65536, &g_t5_128),
+    AF2("alphafold2", "AlphaFold2 Evoformer (Jumper et al. 2021): 48 blocks, MSA 128x256 ch 256, pair 128, 3 recycles; no structure module", 48, 256, 256, WF_DTYPE_BF16),
     /* Tiny fp32 models for runtime tests on CPUs. */
     GPT("gpt-tiny", "tiny GPT for runtime tests: 2 layers, hidden 64, 4 heads, seq 32, vocab 96, fp32", 2, 64, 4, 32, 96, FP32),
     BERT("bert-tiny", "tiny BERT for runtime tests: 2 layers, hidden 64, 4 heads, seq 32, vocab 96, fp32", 2, 64, 4, 32, 96, FP32),
@@ -172,6 +205,7 @@ static const struct {
     {"gpt", "gpt2"},        {"llama", "llama2-7b"}, {"bert", "bert-base"}, {"vgg", "vgg16"},
     {"resnet", "resnet50"}, {"mlp", "mlp"},         {"cnn", "cnn-tiny"},
     {"densenet", "densenet201"}, {"inception", "inception-v4"},
+    {"swin", "swin-t"}, {"t5", "t5-base"}, {"alphafold", "alphafold2"},
 };
 
 static const zoo_preset *find_preset(const char *name)
@@ -245,6 +279,9 @@ static const char *family_name(wf_family f)
     case WF_FAMILY_INCEPTION: return "inception";
     case WF_FAMILY_GRAPH: return "graph";
     case WF_FAMILY_ONNX: return "onnx";
+    case WF_FAMILY_SWIN: return "swin";
+    case WF_FAMILY_T5: return "t5";
+    case WF_FAMILY_ALPHAFOLD: return "alphafold";
     }
     return "?";
 }
@@ -292,6 +329,14 @@ static void from_preset(const zoo_preset *p, wf_model_config *m)
     m->classes = p->classes;
     if (p->sizes)
         parse_sizes("sizes", p->sizes, 1, m->sizes, &m->nsizes);
+    if (p->ext) {
+        m->window = p->ext->window;
+        m->head_dim = p->ext->head_dim;
+        m->dec_seq = p->ext->dec_seq;
+        m->msa = p->ext->msa;
+        m->pair_dim = p->ext->pair_dim;
+        m->recycle = p->ext->recycle;
+    }
     if (p->moe) {
         m->experts = p->moe->experts;
         m->top_k = p->moe->top_k;
@@ -451,6 +496,37 @@ static wf_status apply_overrides(wf_spec *s, wf_model_config *m)
     case WF_FAMILY_ONNX:
         hint = "none (explicit op lists take no overrides)";
         break;
+    case WF_FAMILY_SWIN: {
+        const char *v = NULL;
+        if (wf_spec_get_str(s, "depths", &v) && (st = parse_sizes("depths", v, 1, m->sizes, &m->nsizes)))
+            return st;
+        if ((st = get_i64(s, "hidden", 1, LIM_BIG, &m->hidden)) || (st = get_i64(s, "heads", 1, 1 << 20, &m->heads)) ||
+            (st = get_i64(s, "window", 1, 4096, &m->window)) || (st = get_i64(s, "image", 4, 65536, &m->image)) ||
+            (st = get_i64(s, "channels", 1, 65536, &m->channels)) ||
+            (st = get_i64(s, "classes", 1, LIM_BIG, &m->classes)) || (st = get_dtype(s, &m->dtype)))
+            return st;
+        hint = "hidden (first stage's channels), heads (first stage's), depths (e.g. 2-2-6-2), window, image, "
+               "channels, classes, dtype";
+        break;
+    }
+    case WF_FAMILY_T5:
+        if ((st = get_i64(s, "layers", 1, WF_MAX_LAYERS, &m->layers)) ||
+            (st = get_i64(s, "hidden", 1, LIM_BIG, &m->hidden)) || (st = get_i64(s, "heads", 1, 1 << 20, &m->heads)) ||
+            (st = get_i64(s, "head_dim", 1, 1 << 20, &m->head_dim)) || (st = get_i64(s, "ffn", 1, LIM_BIG, &m->ffn)) ||
+            (st = get_i64(s, "seq", 1, LIM_BIG, &m->seq)) || (st = get_i64(s, "dec_seq", 1, LIM_BIG, &m->dec_seq)) ||
+            (st = get_i64(s, "vocab", 1, LIM_BIG, &m->vocab)) || (st = get_dtype(s, &m->dtype)))
+            return st;
+        hint = "layers (each of encoder and decoder), hidden, heads, head_dim, ffn, seq, dec_seq, vocab, dtype";
+        break;
+    case WF_FAMILY_ALPHAFOLD:
+        if ((st = get_i64(s, "layers", 1, WF_MAX_LAYERS, &m->layers)) ||
+            (st = get_i64(s, "hidden", 1, LIM_BIG, &m->hidden)) || (st = get_i64(s, "pair", 1, LIM_BIG, &m->pair_dim)) ||
+            (st = get_i64(s, "msa", 1, LIM_BIG, &m->msa)) || (st = get_i64(s, "seq", 1, LIM_BIG, &m->seq)) ||
+            (st = get_i64(s, "recycle", 0, 1000, &m->recycle)) || (st = get_dtype(s, &m->dtype)))
+            return st;
+        hint = "layers (Evoformer blocks), hidden (MSA channels), pair (pair channels), msa (sequences), "
+               "seq (residues), recycle (no-gradient forwards before the learning one), dtype";
+        break;
     }
     char what[160];
     snprintf(what, sizeof what, "%s model", family_name(m->family));
@@ -582,6 +658,43 @@ static wf_status finish_config(wf_model_config *m)
         break;
     case WF_FAMILY_GRAPH:
     case WF_FAMILY_ONNX:
+        break;
+    case WF_FAMILY_SWIN: {
+        /* Every stage's resolution a multiple of its window (a stage at or
+         * below the window is one window); patch 4, then halving per stage. */
+        if (m->nsizes < 1 || m->nsizes > 6)
+            return wf_errorf(WF_INVAL, "%s: %d stages (1 to 6)", m->name, m->nsizes);
+        int64_t R = m->image, A = m->heads, C = m->hidden;
+        if (R % 4 != 0)
+            return wf_errorf(WF_INVAL, "%s: image=%" PRId64 " is not a multiple of the patch size 4", m->name, R);
+        R /= 4;
+        for (int s = 0; s < m->nsizes; s++) {
+            if (s > 0) {
+                if (R % 2 != 0)
+                    return wf_errorf(WF_INVAL, "%s: stage %d's resolution %" PRId64 " is odd (patch merging halves it)",
+                                     m->name, s, R);
+                R /= 2, A *= 2, C *= 2;
+            }
+            int64_t W = m->window < R ? m->window : R;
+            if (R % W != 0)
+                return wf_errorf(WF_INVAL, "%s: stage %d's resolution %" PRId64 " is not a multiple of window=%" PRId64,
+                                 m->name, s, R, W);
+            if (C % A != 0)
+                return wf_errorf(WF_INVAL, "%s: stage %d's heads %" PRId64 " do not divide its %" PRId64 " channels",
+                                 m->name, s, A, C);
+        }
+        break;
+    }
+    case WF_FAMILY_T5:
+        if (m->dec_seq == 0)
+            m->dec_seq = m->seq;
+        m->kv_heads = m->heads;
+        break;
+    case WF_FAMILY_ALPHAFOLD:
+        if (m->hidden % 8 != 0 || m->pair_dim % 4 != 0)
+            return wf_errorf(WF_INVAL, "%s: hidden=%" PRId64 " must split into 8 MSA heads and pair=%" PRId64
+                                       " into 4 triangle heads",
+                             m->name, m->hidden, m->pair_dim);
         break;
     }
     return WF_OK;
@@ -895,6 +1008,9 @@ wf_status wf_model_build(const wf_model_config *m, int64_t mbs, wf_graph *g)
     case WF_FAMILY_DENSENET: st = wf_build_densenet(m, mbs, g); break;
     case WF_FAMILY_INCEPTION: st = wf_build_inception(m, mbs, g); break;
     case WF_FAMILY_MLP: st = wf_build_mlp(m, mbs, g); break;
+    case WF_FAMILY_SWIN: st = wf_build_swin(m, mbs, g); break;
+    case WF_FAMILY_T5: st = wf_build_t5(m, mbs, g); break;
+    case WF_FAMILY_ALPHAFOLD: st = wf_build_alphafold(m, mbs, g); break;
     case WF_FAMILY_ONNX: st = wf_onnx_build_spec(m->name, mbs, g); break;
     case WF_FAMILY_GRAPH: {
         cJSON *j = NULL;

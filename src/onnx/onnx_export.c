@@ -482,6 +482,9 @@ static wf_status emit(ectx *e, int opi)
         attr_i(e, n, "axis", -1);
         break;
     case WF_OP_ATTENTION: {
+        if (op->nin == 4)
+            return wf_errorf(WF_INVAL, "ONNX export: op '%s' (attention with a bias): weft does not "
+                             "write the bias as ONNX Attention's attn_mask", op->name);
         int weft = a->p != 0;
         n = node(e, "Attention", weft, in, 3, out, 1);
         attr_i(e, n, "q_num_heads", a->heads);
@@ -608,6 +611,12 @@ static wf_status emit(ectx *e, int opi)
     case WF_OP_TANH:
         n = node(e, "Tanh", 0, in, 1, out, 1);
         break;
+    case WF_OP_SIGMOID:
+        n = node(e, "Sigmoid", 0, in, 1, out, 1);
+        break;
+    case WF_OP_ROLL:
+        /* torch.roll exports as Slice and Concat pairs; weft does not write them. */
+        return wf_errorf(WF_INVAL, "ONNX export: op '%s' (roll): ONNX has no roll operator", op->name);
     case WF_OP_HARDSWISH:
         n = node(e, "HardSwish", 0, in, 1, out, 1);
         break;

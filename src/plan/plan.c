@@ -419,6 +419,63 @@ static wf_status parse_recompute(wf_spec *s, wf_plan *p)
     return WF_OK;
 }
 
+/* stages=9/11/11/9 (or 9/11*2/9): the layers of each pipeline stage. The
+ * values are separated by '/' because ',' separates the plan's keys. A list
+ * names every stage: with pp in the string its length must be pp, without
+ * it the list sets pp. */
+static wf_status parse_stages(wf_spec *s, wf_plan *p)
+{
+    const char *v = NULL;
+    if (wf_spec_get_str(s, "stages", &v) != 1)
+        return WF_OK;
+    int vals[WF_PLAN_RC_STAGES], n = 0;
+    wf_status st = rc_list("stages", v, 0, vals, &n);
+    if (st != WF_OK)
+        return st;
+    for (int i = 0; i < n; i++)
+        if (vals[i] < 1)
+            return wf_errorf(WF_INVAL, "stages=%s: stage %d has %s layers (each stage holds at least one)", v, i,
+                             vals[i] == 0 ? "0" : "'all'");
+    if (n < 2)
+        return wf_errorf(WF_INVAL, "stages=%s: one stage (uneven stages need pp >= 2)", v);
+    int64_t pp_given;
+    if (wf_spec_get_int(s, "pp", 1, 1 << 16, &pp_given) == 1 && pp_given != n)
+        return wf_errorf(WF_INVAL, "stages=%s: %d stages for pp=%lld", v, n, (long long)pp_given);
+    if (p->rc_n > 0 && p->rc_n != n)
+        return wf_errorf(WF_INVAL, "stages=%s: %d stages, but recompute per stage names %d", v, n, p->rc_n);
+    p->pp = n;
+    p->stage_n = n;
+    for (int i = 0; i < n; i++)
+        p->stage_layers[i] = vals[i];
+    return WF_OK;
+}
+
+int wf_plan_stage_layers(const wf_plan *p, int64_t layers, int s)
+{
+    if (p->stage_n > 0 && s >= 0 && s < p->stage_n)
+        return p->stage_layers[s];
+    return (int)(layers / (p->pp > 0 ? p->pp : 1));
+}
+
+int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s)
+{
+    int first = 0;
+    for (int k = 0; k < s; k++)
+        first += wf_plan_stage_layers(p, layers, k);
+    return first;
+}
+
+const char *wf_plan_kind(const wf_plan *p)
+{
+    if (p->pp <= 1)
+        return "no pipeline";
+    if (p->stage_n > 0)
+        return p->pipe == WF_PIPE_GPIPE ? "uneven GPipe" : "uneven 1F1B";
+    if (p->vpp > 1)
+        return "interleaved 1F1B";
+    return p->pipe == WF_PIPE_GPIPE ? "GPipe" : "1F1B";
+}
+
 /* "full*2/none*6" into buf: the n values run-length coded. */
 static int rc_format_list(const int *v, int n, int kind, char *buf, size_t cap)
 {
@@ -643,6 +700,16 @@ static int fmt_rc_layers(const plan_key *k, const wf_plan *p, char *buf, size_t 
     return rl[0] ? snprintf(buf, cap, "%s", rl + 1) : 0; /* rl is ",rc_layers=..." */
 }
 
+static wf_status key_stages(wf_spec *s, const plan_key *k, wf_plan *p) { (void)k; return parse_stages(s, p); }
+
+static int fmt_stages(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    if (p->stage_n <= 0)
+        return 0;
+    int n = snprintf(buf, cap, "%s=", k->name);
+    return n + rc_format_list(p->stage_layers, p->stage_n, 0, buf + n, cap - (size_t)n);
+}
+
 static int fmt_pipe(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
 {
     return snprintf(buf, cap, "%s=%s", k->name, wf_pipe_name(p->pipe));
@@ -681,6 +748,7 @@ static int fmt_sw(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
     X(vpp,       key_int,            fmt_int,       1, 1 << 10, vpp,        0)          \
     X(recompute, key_recompute,      fmt_recompute, 0, 0,       recompute,  0)          \
     X(rc_layers, key_with_recompute, fmt_rc_layers, 0, 0,       rc_layers,  0)          \
+    X(stages,    key_stages,         fmt_stages,    0, 0,       stage_n,    1)          \
     X(sp,        key_int,            fmt_int,       0, 1,       sp,         1)          \
     X(zero,      key_int,            fmt_int,       0, 3,       zero,       0)          \
     X(overlap,   key_int,            fmt_int,       0, 1,       overlap,    0)          \

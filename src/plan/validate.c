@@ -121,6 +121,9 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
             return wf_errorf(WF_INVAL, "recompute per stage or rc_layers: model '%s' is not a transformer; "
                                        "it has no repeated layers to recompute by stage (one recompute value)",
                              m->name);
+        if (p->stage_n > 0)
+            return wf_errorf(WF_INVAL, "stages=: model '%s' is not a transformer; its pipeline stages are cut by "
+                                       "time, not by layers (leave stages out)", m->name);
         if (p->cp > 1)
             return wf_errorf(WF_INVAL, "cp=%d: model '%s' is not a transformer; context parallelism splits "
                                        "a sequence (cp=1)", p->cp, m->name);
@@ -153,6 +156,30 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
     if (p->sp && m->seq % p->tp != 0)
         return wf_errorf(WF_INVAL, "sp=1: tp=%d does not divide seq=%lld of model '%s'", p->tp,
                          (long long)m->seq, m->name);
+    if (p->stage_n > 0) {
+        /* Uneven stages: one chunk per stage, the layers all placed. */
+        if (p->stage_n != p->pp)
+            return wf_errorf(WF_INVAL, "stages=: %d stages for pp=%d", p->stage_n, p->pp);
+        if (p->vpp != 1)
+            return wf_errorf(WF_INVAL, "stages= with vpp=%d: uneven stages run one model chunk per stage (vpp=1)",
+                             p->vpp);
+        int64_t sum = 0;
+        for (int s = 0; s < p->stage_n; s++) {
+            if (p->stage_layers[s] < 1)
+                return wf_errorf(WF_INVAL, "stages=: stage %d has %d layers (at least 1)", s, p->stage_layers[s]);
+            sum += p->stage_layers[s];
+        }
+        /* The estimate and the simulator agree on uneven stages that
+         * recompute alike; a per-stage mix is not modelled on them yet. */
+        if (p->rc_n > 0 || p->rc_layers > 0)
+            return wf_errorf(WF_INVAL, "stages= with %s: uneven stages take one recompute value for every layer "
+                                       "(none, selective or full)",
+                             p->rc_n > 0 ? "recompute per stage" : "rc_layers (the block method)");
+        if (sum != m->layers)
+            return wf_errorf(WF_INVAL, "stages= places %lld layers, model '%s' has %lld", (long long)sum, m->name,
+                             (long long)m->layers);
+        return WF_OK;
+    }
     int64_t chunks = (int64_t)p->pp * p->vpp;
     if (m->layers % chunks != 0)
         return wf_errorf(WF_INVAL, "layers=%lld of model '%s' is not divisible by pp*vpp = %d*%d = %lld",

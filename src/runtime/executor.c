@@ -171,7 +171,7 @@ static void use_store(wf_exec *e, int s, int when)
  * forward outputs and the saved state). */
 static int need_fwd_in(wf_op_kind k, int i)
 {
-    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (k) {
     case WF_OP_MATMUL:
     case WF_OP_BATCH_MATMUL:
@@ -206,7 +206,7 @@ static int need_fwd_in(wf_op_kind k, int i)
 
 static int need_fwd_out(wf_op_kind k)
 {
-    return k == WF_OP_SOFTMAX || k == WF_OP_TANH;
+    return k == WF_OP_SOFTMAX || k == WF_OP_TANH || k == WF_OP_SIGMOID;
 }
 
 static int is_view(wf_op_kind k)
@@ -230,6 +230,8 @@ static void attn_of(const wf_exec *e, const wf_op *op, wf_k_attn *at)
     at->p = (float)op->attr.p;
     at->seed = wf_k_seed_mix(op->attr.seed ^ e->seed, e->stream);
     at->offset = (uint64_t)e->first_sample * (uint64_t)(at->heads * at->s * at->s);
+    if (op->nin == 4) /* the caller points at->bias (and at->dbias) at the data */
+        at->bias_b = e->g.tensors[op->in[3]].shape[0];
     int o = (int)(op - e->g.ops);
     if (e->has_sp && e->sp.has_view && o < e->g.nfwd && e->sp.has_view[o]) {
         /* A shard of the heads (and of the batch) of a global attention. */
@@ -295,7 +297,7 @@ static void axis_extents(const wf_tensor *t, int axis, int *ax, int64_t *outer, 
 static size_t saved_floats(const wf_exec *e, const wf_op *op)
 {
     const wf_tensor *x = &e->g.tensors[op->in[0]];
-    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (op->kind) {
     case WF_OP_LAYERNORM:
         return wf_k_layernorm_saved_floats(numel(x) / last_dim(x));
@@ -326,7 +328,7 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
     *ws = 0;
     if (op->pass == WF_PASS_BACKWARD)
         return WF_OK;
-    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (op->kind) {
     case WF_OP_ATTENTION: {
         const wf_tensor *q = &T[op->in[0]], *k = &T[op->in[1]];
@@ -428,7 +430,7 @@ static void init_param(wf_exec *e, int pi)
     enum { ZERO, ONE, NORMAL, UNIFORM } how = p->ndim >= 2 ? NORMAL : ZERO;
     double scale = 0.02;
     if (op) {
-        _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+        _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
         switch (op->kind) {
         case WF_OP_LAYERNORM:
         case WF_OP_RMSNORM:
@@ -1855,6 +1857,12 @@ static wf_status run_fwd(wf_exec *e, int o)
     case WF_OP_TANH:
         wf_k_tanh_fwd(F(op->in[0]), y, numel(x));
         return WF_OK;
+    case WF_OP_SIGMOID:
+        wf_k_sigmoid_fwd(F(op->in[0]), y, numel(x));
+        return WF_OK;
+    case WF_OP_ROLL:
+        wf_k_roll_fwd(F(op->in[0]), y, x->ndim, x->shape, op->attr.shifts);
+        return WF_OK;
     case WF_OP_CLIP:
         wf_k_clip_fwd(F(op->in[0]), y, numel(x), (float)op->attr.alpha, (float)op->attr.beta,
                       (float)op->attr.lo, (float)op->attr.hi);
@@ -1889,6 +1897,8 @@ static wf_status run_fwd(wf_exec *e, int o)
     case WF_OP_ATTENTION: {
         wf_k_attn at;
         attn_of(e, op, &at);
+        if (op->nin == 4)
+            at.bias = F(op->in[3]);
         K(e, attention_fwd)(&at, F(op->in[0]), F(op->in[1]), F(op->in[2]), y, sv, e->ws);
         return WF_OK;
     }
@@ -2127,6 +2137,12 @@ static void run_bwd(wf_exec *e, int o)
     case WF_OP_TANH:
         wf_k_tanh_bwd(F(f->out[0]), dy, d0, numel(x));
         break;
+    case WF_OP_SIGMOID:
+        wf_k_sigmoid_bwd(F(f->out[0]), dy, d0, numel(x));
+        break;
+    case WF_OP_ROLL:
+        wf_k_roll_bwd(dy, d0, x->ndim, x->shape, f->attr.shifts);
+        break;
     case WF_OP_CLIP:
         wf_k_clip_bwd(F(f->in[0]), dy, d0, numel(x), (float)f->attr.alpha, (float)f->attr.beta,
                       (float)f->attr.lo, (float)f->attr.hi);
@@ -2162,6 +2178,10 @@ static void run_bwd(wf_exec *e, int o)
     case WF_OP_ATTENTION: {
         wf_k_attn at;
         attn_of(e, f, &at);
+        if (f->nin == 4) {
+            at.bias = F(f->in[3]);
+            at.dbias = grad_out(e, op, 3, &acc);
+        }
         K(e, attention_bwd)(&at, F(f->in[0]), F(f->in[1]), F(f->in[2]), dy, sv, d0, d1, d2, e->ws);
         break;
     }

@@ -6,7 +6,8 @@
  * The cut. pp x vpp virtual stages; virtual stage k runs on stage k mod pp
  * as its chunk k / pp (Megatron's interleaving; vpp = 1: stage k is virtual
  * stage k). Transformers: virtual stage k holds layers [k L/(pp vpp),
- * (k+1) L/(pp vpp)), the first also the embedding, the last also the head
+ * (k+1) L/(pp vpp)) (uneven stages, stages=: the listed counts, vpp 1),
+ * the first also the embedding, the last also the head
  * and the loss (src/sim/profile.c's instances, src/layout/lower.c's cut).
  * Other models: the estimate's cut (wf_cost_plan_cut: wf_estimate_plan's own
  * split of the plan under the runtime's profile, sw=weft, at the
@@ -187,7 +188,18 @@ wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, 
                              p->vpp, (long long)mb, p->pp);
     }
     int64_t nvs = (int64_t)p->pp * p->vpp;
-    if (transformer && (m->layers < nvs || m->layers % nvs != 0))
+    if (p->stage_n > 0) {
+        /* Uneven stages (stages=): one chunk per stage, the layers all placed. */
+        if (!transformer)
+            return wf_errorf(WF_INVAL, "stages=: model '%s' is not a transformer (its stages are cut by time)",
+                             m->name);
+        int64_t sum = 0;
+        for (int k = 0; k < p->stage_n; k++)
+            sum += p->stage_layers[k];
+        if (p->stage_n != p->pp || p->vpp != 1 || sum != m->layers)
+            return wf_errorf(WF_INVAL, "stages=: %d stages of %lld layers in all, for pp=%d, vpp=%d and the %lld "
+                             "layers of %s", p->stage_n, (long long)sum, p->pp, p->vpp, (long long)m->layers, m->name);
+    } else if (transformer && (m->layers < nvs || m->layers % nvs != 0))
         return wf_errorf(WF_INVAL, "pp=%d x vpp=%d = %lld stages do not divide the %lld layers of %s", p->pp, p->vpp,
                          (long long)nvs, (long long)m->layers, m->name);
     if (mb * nvs * 2 * MAX_BOUNDARY > 32767)
@@ -204,13 +216,15 @@ static wf_status cut(const wf_graph *g, const wf_pipe_config *c, int nvs, int *f
         int64_t per = m->layers / nvs;
         first[0] = 0;
         for (int k = 1; k < nvs; k++) {
+            /* uneven stages (stages=): after the layers of the stages before */
+            int64_t l0 = c->plan->stage_n > 0 ? wf_plan_stage_first_layer(c->plan, m->layers, k) : k * per;
             first[k] = -1;
             for (int i = 0; i < g->nfwd && first[k] < 0; i++)
-                if (g->ops[i].block >= 0 && g->ops[i].layer == (int)(k * per))
+                if (g->ops[i].block >= 0 && g->ops[i].layer == (int)l0)
                     first[k] = i;
             if (first[k] < 0)
                 return wf_errorf(WF_INVAL, "model '%s' has no layer %lld to start stage %d", m->name,
-                                 (long long)(k * per), k);
+                                 (long long)l0, k);
         }
         first[nvs] = g->nfwd;
         return WF_OK;

@@ -731,7 +731,7 @@ static wf_status local_attrs(const wf_spmd *S, int i, const int *lin, const int6
     const wf_op *o = &S->gg.ops[i];
     const wf_tensor *G = S->gg.tensors, *L = S->lg.tensors;
     *a = o->attr;
-    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_ATTENTION:
     case WF_OP_ROTARY: {
@@ -843,7 +843,7 @@ static wf_status find_parts(wf_spmd *S)
                 if (pl->n <= 1 || o->kind == WF_OP_SPLIT || o->kind == WF_OP_CONCAT)
                     continue;
                 int last = d == ty->ndim - 1, carried = 0;
-                _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+                _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
                 switch (o->kind) {
                 case WF_OP_LINEAR:
                     if (last) { /* the weight's columns, the bias */
@@ -867,6 +867,7 @@ static wf_status find_parts(wf_spmd *S)
                 case WF_OP_SILU:
                 case WF_OP_DROPOUT:
                 case WF_OP_TANH:
+                case WF_OP_SIGMOID:
                 case WF_OP_CLIP:
                 case WF_OP_HARDSWISH:
                     /* elementwise: the same dim of every operand that has it */

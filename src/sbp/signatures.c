@@ -156,7 +156,7 @@ static void sigs_1d(const wf_graph *g, const wf_op *o, sig1_list *l)
     const wf_tensor *x = T(g, o->in[0]);
     int r = x->ndim;
     sig1 *s;
-    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its SBP signatures here");
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its SBP signatures here");
     switch (o->kind) {
     case WF_OP_MATMUL: {
         /* A[M,K] (trans_a: [K,M]) x B[K,N] (trans_b: [N,K]) -> Y[M,N] */
@@ -254,13 +254,35 @@ static void sigs_1d(const wf_graph *g, const wf_op *o, sig1_list *l)
             s->out[0] = (int8_t)k;
         }
         break;
-    case WF_OP_ATTENTION:
-        /* q[B,S,A*D], k[B,Skv,Akv*D], v -> [B,S,A*D]: batch, heads, or query rows. */
-        add(l, 0);
-        add(l, 2);
+    case WF_OP_ATTENTION: {
+        /* q[B,S,A*D], k[B,Skv,Akv*D], v -> [B,S,A*D]: batch, heads, or query rows.
+         * A bias[Bb,A,S,Skv] splits with them: by its rows when it has one per
+         * group of batch rows (Bb > 1; a split of Bb keeps the groups whole),
+         * whole when one bias serves every row, by heads, by query rows. */
+        int has_bias = o->nin == 4, per_row = has_bias && T(g, o->in[3])->shape[0] > 1;
+        s = add(l, 0);
+        if (has_bias && !per_row)
+            s->in[3] = B;
+        s = add(l, 2);
+        if (has_bias)
+            s->in[3] = 1;
         s = add(l, B);
         s->in[0] = 1;
+        if (has_bias)
+            s->in[3] = 2;
         s->out[0] = 1;
+        break;
+    }
+    case WF_OP_SIGMOID:
+        elementwise(l, r, 0);
+        break;
+    case WF_OP_ROLL:
+        /* A permutation along the rolled dims: split only the others. Linear,
+         * so a partial sum rolls to a partial sum. */
+        for (int k = 0; k < r; k++)
+            if (o->attr.shifts[k] % x->shape[k] == 0)
+                add(l, (int8_t)k);
+        add(l, P);
         break;
     case WF_OP_EMBEDDING:
         /* ids[B,S], table[V,H] -> [B,S,H] */
@@ -462,7 +484,7 @@ static void sigs_1d(const wf_graph *g, const wf_op *o, sig1_list *l)
 static int op_allows(const wf_graph *g, const wf_op *o, const wf_mesh *m, const wf_sbp_sig *s)
 {
     int64_t f = 1;
-    _Static_assert(WF_OP_COUNT == 36, "a new op kind needs its case here: the default below would hide it");
+    _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
     case WF_OP_ATTENTION: {
         /* Heads split whole: the q (and k/v) hidden dims split by f need A % f == 0. */

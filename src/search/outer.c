@@ -108,7 +108,8 @@ static wf_status divisors(int64_t n, divs *d)
  * equal in time and memory, the one with fewer is shown. */
 static int plan_features(const wf_plan *p)
 {
-    return p->zero + (int)p->recompute + (p->rc_n > 0) + (p->rc_layers > 0) + p->sp + (p->vpp > 1) + (p->cp > 1) +
+    return p->zero + (int)p->recompute + (p->rc_n > 0) + (p->rc_layers > 0) + (p->stage_n > 0) + p->sp +
+           (p->vpp > 1) + (p->cp > 1) +
            (p->ep > 1) + (p->etp > 0 && p->etp != p->tp) + !p->overlap + (p->pipe == WF_PIPE_GPIPE) + p->fp8 +
            p->epo;
 }
@@ -195,6 +196,9 @@ static wf_status frontier_insert(frontier *f, const wf_outer_point *p)
 
 /* ---- the search ------------------------------------------------------------------- */
 
+/* Pipelined plans whose uneven stages the search tries (try_uneven). */
+#define UNEVEN_CANDIDATES 16
+
 typedef struct {
     const wf_model_config *m;
     const wf_cluster *c;
@@ -217,6 +221,11 @@ typedef struct {
     wf_outer_point *rtop; /* the K best fitting plans that recompute uniformly and no pruning skips:
                              what per-stage recomputation refines after the enumeration */
     int nrtop;
+    wf_outer_point *ptop; /* the UNEVEN_CANDIDATES best fitting pipelined plans with even stages,
+                             one chunk per stage, uniform recomputation and no pruning skips:
+                             what uneven stages refine (a fixed count, so --top does not change
+                             the best plan) */
+    int nptop;
 } search;
 
 /* Plans pruning 3 skips (dominated: GPipe, ZeRO or overlap=0 over one
@@ -236,7 +245,9 @@ static int plan_equal(const wf_plan *a, const wf_plan *b)
            a->cp == b->cp && a->fp8 == b->fp8 && a->attn == b->attn && a->sw == b->sw && a->ep == b->ep &&
            a->etp == b->etp && a->imb == b->imb && a->rc_layers == b->rc_layers && a->rc_n == b->rc_n &&
            (a->rc_n == 0 || (memcmp(a->rc_kind_at, b->rc_kind_at, sizeof a->rc_kind_at) == 0 &&
-                             memcmp(a->rc_layers_at, b->rc_layers_at, sizeof a->rc_layers_at) == 0));
+                             memcmp(a->rc_layers_at, b->rc_layers_at, sizeof a->rc_layers_at) == 0)) &&
+           a->stage_n == b->stage_n &&
+           memcmp(a->stage_layers, b->stage_layers, sizeof a->stage_layers[0] * (size_t)a->stage_n) == 0;
 }
 
 static int point_fits(const search *s, const wf_outer_point *p)
@@ -289,6 +300,9 @@ static wf_status score(search *s, const wf_plan *plan, wf_outer_point *out, int 
         if (s->rtop && s->transformer && plan->rc_n == 0 && plan->recompute != WF_RECOMPUTE_NONE &&
             plan->pp > 1 && undominated(plan))
             top_insert(s->rtop, &s->nrtop, s->k, out);
+        if (s->ptop && s->transformer && plan->rc_n == 0 && plan->stage_n == 0 && plan->pp > 1 &&
+            plan->vpp == 1 && plan->pipe == WF_PIPE_1F1B && undominated(plan))
+            top_insert(s->ptop, &s->nptop, UNEVEN_CANDIDATES, out);
         if ((st = frontier_insert(&s->front, out)) != WF_OK)
             return st;
     }
@@ -493,6 +507,45 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
     return score_canonical(s, &q);
 }
 
+/* Uneven stages for pipelined plan p (from the top of the even ones): its
+ * 1F1B pipeline without interleaving, the first stage holding f layers
+ * fewer and the last e fewer than the even L/pp (f < 0: more), the layers
+ * they give up spread evenly over the middle stages (splits that leave the
+ * middle stages unequal are not tried: Megatron-LM's first/last-stage
+ * counts cannot express them, and the estimate's fill-and-drain term, a
+ * flow shop's, is optimistic for them); with two stages, what the last
+ * gives up goes to the first. The
+ * embedding sits on the first stage and the head with the loss on the
+ * last, so a large vocabulary makes the last stage (and the first) slow and
+ * heavy; each split is one estimate, scored as a candidate of its own. */
+static wf_status try_uneven(search *s, const wf_plan *p)
+{
+    const int pp = p->pp, L = (int)s->m->layers;
+    if (!s->transformer || pp < 2 || pp > WF_PLAN_RC_STAGES || p->stage_n > 0 || p->rc_n > 0 || L % pp != 0)
+        return WF_OK;
+    const int Ls = L / pp;
+    wf_plan q = *p;
+    q.stage_n = pp;
+    for (int e = 0; e < Ls; e++)
+        for (int f = -Ls / 2; f < Ls; f++) {
+            if (e == 0 && f == 0)
+                continue;
+            int first = Ls - f, last = Ls - e, rest = L - first - last, mid = pp - 2;
+            if (first < 1 || last < 1 || (mid == 0 && rest != 0) || (mid > 0 && (rest < mid || rest % mid != 0)))
+                continue;
+            q.stage_layers[0] = first;
+            q.stage_layers[pp - 1] = last;
+            for (int k = 0; k < mid; k++)
+                q.stage_layers[1 + k] = rest / mid;
+            wf_outer_point pt;
+            int scored = 0;
+            wf_status st = score(s, &q, &pt, &scored);
+            if (st != WF_OK)
+                return st;
+        }
+    return WF_OK;
+}
+
 /* One line of candidates: plan p with every micro-batch size (ascending). */
 static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eval, int mem_prune,
                            int64_t *count)
@@ -652,11 +705,13 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
     s.top = calloc((size_t)s.k, sizeof *s.top);
     if (!opts->uniform_recompute)
         s.rtop = calloc((size_t)s.k, sizeof *s.rtop);
+    if (!opts->even_stages)
+        s.ptop = calloc(UNEVEN_CANDIDATES, sizeof *s.ptop);
     divs tps = {0, NULL}, pps = {0, NULL};
     group *groups = NULL;
     int64_t *gspace = NULL;
     int ngroups = 0, capg = 0;
-    if (!s.top || (!opts->uniform_recompute && !s.rtop)) {
+    if (!s.top || (!opts->uniform_recompute && !s.rtop) || (!opts->even_stages && !s.ptop)) {
         st = wf_errorf(WF_NOMEM, "out of memory for the top %d plans", s.k);
         goto out;
     }
@@ -766,6 +821,24 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
         if (st != WF_OK)
             goto out;
     }
+    /* Uneven stages for the best pipelined plans. */
+    if (s.nptop > 0) {
+        int ncand = s.nptop;
+        wf_plan *cand = malloc((size_t)ncand * sizeof *cand);
+        if (!cand) {
+            st = wf_errorf(WF_NOMEM, "out of memory refining pipeline stages");
+            goto out;
+        }
+        for (int i = 0; i < ncand; i++)
+            cand[i] = s.ptop[i].plan;
+        free(s.ptop);
+        s.ptop = NULL;
+        for (int i = 0; i < ncand && st == WF_OK; i++)
+            st = try_uneven(&s, &cand[i]);
+        free(cand);
+        if (st != WF_OK)
+            goto out;
+    }
     r->pruned = r->space - r->searched;
     if (r->pruned < 0)
         r->pruned = 0;
@@ -792,6 +865,7 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
 out:
     free(s.top);
     free(s.rtop);
+    free(s.ptop);
     free(s.front.v);
     free(tps.v);
     free(pps.v);

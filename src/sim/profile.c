@@ -699,7 +699,10 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
      * layer under none, selective and full recomputation (SEC_COUNT + kind),
      * each layer instance on the one its stage and place in its chunk say. */
     const int chunk = (int)(m->layers / ((int64_t)p->pp * p->vpp));
-    const int rc_split = !wf_plan_rc_uniform(p, chunk);
+    /* Uneven stages (stages=, vpp 1): the block method's mix depends on the
+     * stage's layers, so it splits the layer unit as per-stage lists do. */
+    const int rc_split = p->stage_n > 0 ? p->rc_n > 0 || (p->recompute == WF_RECOMPUTE_FULL && p->rc_layers > 0)
+                                        : !wf_plan_rc_uniform(p, chunk);
     pr->nunits = rc_split ? SEC_COUNT + 3 : SEC_COUNT;
     pr->unit = wf_arena_alloc(a, (size_t)pr->nunits * sizeof *pr->unit);
     if (!pr->unit) {
@@ -783,14 +786,20 @@ static wf_status build_transformer(sim_model *sm, const unsigned char *fuse, int
     }
     int64_t per = nl / pr->nvs;
     pr->vs_first[0] = 0;
-    for (int k = 1; k < pr->nvs; k++)
-        pr->vs_first[k] = (int)(1 + k * per);
+    for (int k = 1; k < pr->nvs; k++) /* uneven stages: after the layers of the stages before */
+        pr->vs_first[k] = (int)(1 + (p->stage_n > 0 ? wf_plan_stage_first_layer(p, nl, k) : k * per));
     pr->vs_first[pr->nvs] = pr->ninst;
     if (pr->nunits > SEC_COUNT)
         for (int i = 1; i + 1 < pr->ninst; i++) {
             /* Layer i - 1 is on virtual stage vs (device vs % pp), place j of its chunk. */
-            int l = i - 1, vs = (int)(l / per), j = (int)(l % per), nf, ns;
-            wf_plan_stage_rc(p, vs % p->pp, (int)per, &nf, &ns);
+            int l = i - 1, vs = (int)(l / per), j = (int)(l % per), cl = (int)per, nf, ns;
+            if (p->stage_n > 0) {
+                for (vs = 0; vs + 1 < pr->nvs && pr->vs_first[vs + 1] <= i; vs++)
+                    ;
+                j = i - pr->vs_first[vs];
+                cl = p->stage_layers[vs];
+            }
+            wf_plan_stage_rc(p, vs % p->pp, cl, &nf, &ns);
             pr->inst[i] = SEC_COUNT + (j < nf ? WF_RECOMPUTE_FULL : j < nf + ns ? WF_RECOMPUTE_SELECTIVE
                                                                                : WF_RECOMPUTE_NONE);
         }

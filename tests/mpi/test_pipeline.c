@@ -6,7 +6,8 @@
  * gradients accumulate). Then all ranks train the same model pipelined:
  * on 2 ranks pp=2 (one pipeline, four micro-batches), on 4 ranks pp=2,dp=2
  * (two pipelines of two micro-batches each: the same micro-batches) and
- * pp=4 on gpt with 4 layers. Models: gpt-tiny (dropout on, tied word
+ * pp=4 on gpt with 4 layers; uneven stages (stages=1/3, 3/1, and on 4
+ * ranks 1/2/2/1 of 6 layers). Models: gpt-tiny (dropout on, tied word
  * embedding: the embedding on the first stage, the head on the last),
  * mlp-tiny (cut by the cost model's op times), gpt-tiny with 4 layers and
  * vpp=2 (interleaved); schedules 1F1B and GPipe. Checks, over 20 steps:
@@ -73,6 +74,9 @@ static void check_order(wf_train *t, const char *plan, wf_pipe_kind kind, int pp
               got[i].bwd ? 'B' : 'F', got[i].mb, got[i].chunk, want[i].bwd ? 'B' : 'F', want[i].mb, want[i].chunk);
 }
 
+/* Uneven stages for the next check_case (",stages=1/3"; "" for even ones). */
+static const char *g_stages = "";
+
 static void check_case(const char *model, int pp, int vpp, wf_pipe_kind kind)
 {
     if (g_nranks % pp != 0)
@@ -87,7 +91,7 @@ static void check_case(const char *model, int pp, int vpp, wf_pipe_kind kind)
     config(&c, model, "dp=1,mbs=2", 1);
     CHECK(train(&c, ref, pref, &nref, NULL) == 0, "%s: single-process reference failed", model);
     char plan[96];
-    snprintf(plan, sizeof plan, "pp=%d,vpp=%d,dp=%d,mbs=2,pipe=%s", pp, vpp, dp, wf_sched_pipe_name(kind));
+    snprintf(plan, sizeof plan, "pp=%d,vpp=%d,dp=%d,mbs=2,pipe=%s%s", pp, vpp, dp, wf_sched_pipe_name(kind), g_stages);
     config(&c, model, plan, 0);
     wf_train *t = NULL;
     if (train(&c, got, pgot, &ngot, &t) != 0) {
@@ -179,6 +183,15 @@ int main(void)
         check_case("gpt-tiny:layers=4", 2, 2, WF_PIPE_GPIPE);
         if (g_nranks == 4)
             check_case("gpt-tiny:layers=4", 4, 1, WF_PIPE_1F1B);
+        /* Uneven stages: the embedding's stage with one layer, the head's with three. */
+        g_stages = ",stages=1/3";
+        check_case("gpt-tiny:layers=4", 2, 1, WF_PIPE_1F1B);
+        g_stages = ",stages=3/1";
+        check_case("gpt-tiny:layers=4", 2, 1, WF_PIPE_GPIPE);
+        g_stages = ",stages=1/2/2/1";
+        if (g_nranks == 4)
+            check_case("gpt-tiny:layers=6", 4, 1, WF_PIPE_1F1B);
+        g_stages = "";
     }
     g_optim = WF_OPTIM_ADAMW;
     check_checkpoint();
@@ -187,6 +200,7 @@ int main(void)
     refused("gpt-tiny", g_nranks == 4 ? "pp=4,mbs=1" : "pp=2,vpp=2,mbs=1", "do not divide the 2 layers");
     refused("mlp-tiny", "pp=2,vpp=2,mbs=1", "interleaving");
     refused("gpt-tiny", "pp=2,mbs=1,recompute=full", "recompute=full");
+    refused("gpt-tiny", "stages=1/2,mbs=1", "stages=");
     /* Everyone's verdict. */
     return harness_finish(started);
 }
