@@ -25,7 +25,7 @@
 #define MAX_MESHES 64
 #define MAX_UNITS 128   /* the pipeline DP runs on at most this many op groups */
 #define MAX_GRAPHS 4    /* micro-batch sizes whose graphs are kept built */
-#define ONE_PRICE_MIN 8 /* candidates costed by the one cost model before the choice */
+#define ONE_PRICE_MAX 256 /* candidates costed by the one cost model before the choice (at least) */
 
 void wf_opplan_opts_default(wf_opplan_opts *o)
 {
@@ -387,15 +387,11 @@ static wf_status check_plan(const wf_model_config *mc, const wf_cluster *c, int6
  * communication, so they need not add up to the time). Returns 1 when
  * priced; 0 (the proxy's figures kept, one_model = 0) when the one model does
  * not take the layouts, or on an error, which is cleared. */
-static int one_price(const wf_model_config *mc, const wf_cluster *c, int64_t batch, double budget,
-                     const wf_plan_oplevel *plan, wf_opplan_point *pt)
+static int one_price_ctx(const wf_model_config *mc, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                         double budget, const wf_plan_oplevel *plan, wf_opplan_point *pt)
 {
-    wf_cost_ctx *ctx = NULL;
     wf_estimate e;
-    wf_status st = wf_cost_ctx_create(mc, c, &ctx);
-    if (st == WF_OK)
-        st = wf_oplevel_plan_cost(mc, c, ctx, batch, plan, &e, NULL);
-    wf_cost_ctx_free(ctx);
+    wf_status st = ctx ? wf_oplevel_plan_cost(mc, c, ctx, batch, plan, &e, NULL) : WF_NOMEM;
     if (!pt->one_model) {
         pt->proxy_time_s = pt->iteration_time_s;
         pt->proxy_compute_s = pt->compute_s;
@@ -425,6 +421,17 @@ static int one_price(const wf_model_config *mc, const wf_cluster *c, int64_t bat
     pt->tflops_per_device = e.tflops_per_device;
     pt->mfu = e.mfu;
     return 1;
+}
+
+static int one_price(const wf_model_config *mc, const wf_cluster *c, int64_t batch, double budget,
+                     const wf_plan_oplevel *plan, wf_opplan_point *pt)
+{
+    wf_cost_ctx *ctx = NULL;
+    if (wf_cost_ctx_create(mc, c, &ctx) != WF_OK)
+        ctx = NULL;
+    int ok = one_price_ctx(mc, c, ctx, batch, budget, plan, pt);
+    wf_cost_ctx_free(ctx);
+    return ok;
 }
 
 static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
@@ -1130,23 +1137,28 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
     if (st)
         goto out;
     qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_cand);
-    /* One price: the proxy's fastest candidates (the top_k, at least
-     * ONE_PRICE_MIN) are costed by the one cost model and ranked on it, so
+    /* One price: the proxy's fastest candidates (every one up to the larger
+     * of top_k and ONE_PRICE_MAX) are costed by the one cost model and ranked on it, so
      * that the plan chosen is the fastest of them on the cost `weft estimate`
      * reports, and its figure is that estimate. */
     {
-        int nr = P.o.top_k > ONE_PRICE_MIN ? P.o.top_k : ONE_PRICE_MIN;
+        int nr = P.o.top_k > ONE_PRICE_MAX ? P.o.top_k : ONE_PRICE_MAX;
         if (nr > P.ncands)
             nr = P.ncands;
+        wf_cost_ctx *ctx = NULL;
+        if (wf_cost_ctx_create(mc, c, &ctx) != WF_OK)
+            ctx = NULL;
         for (int i = 0; i < nr && st == WF_OK; i++) {
             int gi;
             wf_plan_oplevel pl;
             wf_plan_oplevel_init(&pl);
             if ((st = get_graph(&P, P.cands[i].graph_batch, &gi)) == WF_OK &&
                 (st = build_plan(&P.cands[i], &P.graphs[gi], &pl)) == WF_OK)
-                one_price(mc, c, batch, P.budget, &pl, &P.cands[i].pt);
+                one_price_ctx(mc, c, ctx, batch, P.budget, &pl, &P.cands[i].pt);
             wf_plan_oplevel_free(&pl);
         }
+        wf_cost_ctx_free(ctx);
+        wf_clear_error();
         if (st)
             goto out;
         qsort(P.cands, (size_t)nr, sizeof *P.cands, cmp_cand);
