@@ -193,7 +193,10 @@ int wf_sbp_boxing_path(const wf_mesh *m, int ndim, const int64_t *shape, size_t 
                     continue;
                 double t = wf_sbp_box_axis_time(m, a, su.ax[a], sv.ax[a],
                                                 on_axis_bytes(m, total, &su, a), NULL);
-                if (dist[v] < 0 || dist[u] + t < dist[v]) {
+                /* Strictly cheaper beyond rounding: a reduce-scatter and an
+                 * all-gather cost an all-reduce to the last bits, and the
+                 * path found first (fewer steps) is kept. */
+                if (dist[v] < 0 || dist[u] + t < dist[v] * (1 - 1e-12)) {
                     dist[v] = dist[u] + t;
                     prev[v] = u;
                 }
