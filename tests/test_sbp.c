@@ -54,6 +54,65 @@ static wf_tensor tensor2(int64_t d0, int64_t d1, wf_dtype dt)
     return t;
 }
 
+/* One price per collective: a boxing step along a mesh axis laid on a
+ * cluster costs what the estimate charges for that collective on the axis's
+ * group (wf_coll_time: hierarchy, reduction arithmetic), checked against the
+ * closed forms for a group inside one node and against wf_coll_time on the
+ * group of the same size and stride for groups across nodes. */
+static void test_one_price(void **state)
+{
+    (void)state;
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("v100-ib100:nodes=16", &c), WF_OK);
+    assert_true(c.level[0].size == 4); /* 4 V100s per node */
+    wf_mesh m;
+    assert_int_equal(wf_mesh_parse("16x4", &c, &m), WF_OK);
+    const double n = 64.0 * 1024 * 1024;
+    int coll = -2;
+    /* Inside a node (axis 1, stride 1): the closed forms on level 0, plus the
+     * reduction arithmetic for a reduction. */
+    const wf_level *l0 = &c.level[0];
+    double ag = wf_coll_time_flat(WF_COLL_ALLGATHER, WF_ALGO_AUTO, 4, n, l0->latency_s, l0->bw_bps * l0->eff);
+    assert_true(REL(wf_sbp_box_axis_time(&m, 1, 0, WF_SBP_B, n, &coll), ag));
+    assert_int_equal(coll, WF_COLL_ALLGATHER);
+    double ar = wf_coll_time_flat(WF_COLL_ALLREDUCE, WF_ALGO_AUTO, 4, n, l0->latency_s, l0->bw_bps * l0->eff);
+    if (c.reduce_bps > 0)
+        ar += 3.0 / 4.0 * n / c.reduce_bps;
+    assert_true(REL(wf_sbp_box_axis_time(&m, 1, WF_SBP_P, WF_SBP_B, n, NULL), ar));
+    /* Across nodes (axis 0, stride 4): the estimate's price of that group. */
+    wf_group g0 = wf_group_place(&c, 16, 4);
+    assert_true(wf_sbp_box_axis_time(&m, 0, WF_SBP_P, WF_SBP_B, n, NULL) ==
+                wf_coll_time(&c, WF_COLL_ALLREDUCE, &g0, n));
+    assert_true(wf_sbp_box_axis_time(&m, 0, WF_SBP_P, 0, n, NULL) ==
+                wf_coll_time(&c, WF_COLL_REDUCE_SCATTER, &g0, n));
+    /* Mesh 8x8: the inner axis (stride 1) spans two nodes of four. */
+    wf_mesh m8;
+    assert_int_equal(wf_mesh_parse("8x8", &c, &m8), WF_OK);
+    wf_group g8 = wf_group_place(&c, 8, 1);
+    assert_true(g8.span[0] == 4 && g8.span[1] == 2);
+    assert_true(wf_sbp_box_axis_time(&m8, 1, 0, WF_SBP_B, n, NULL) == wf_coll_time(&c, WF_COLL_ALLGATHER, &g8, n));
+    /* One axis over all 64 devices: hierarchical, cheaper than the flat ring
+     * on the inter-node level the flat model charged. */
+    wf_mesh m1;
+    assert_int_equal(wf_mesh_parse("64", &c, &m1), WF_OK);
+    wf_group g = wf_group_place(&c, 64, 1);
+    double t = wf_sbp_box_axis_time(&m1, 0, WF_SBP_P, WF_SBP_B, n, NULL);
+    assert_true(t == wf_coll_time(&c, WF_COLL_ALLREDUCE, &g, n));
+    const wf_level *l1 = &c.level[1];
+    double flat = wf_coll_time_flat(WF_COLL_ALLREDUCE, WF_ALGO_AUTO, 64, n, l1->latency_s, l1->bw_bps * l1->eff);
+    assert_true(t < flat + (c.reduce_bps > 0 ? 63.0 / 64.0 * n / c.reduce_bps : 0));
+    /* A mesh given by hand (no hierarchy): the flat closed forms. */
+    wf_mesh h;
+    memset(&h, 0, sizeof h);
+    h.naxes = 1;
+    h.size[0] = 4;
+    h.alpha_s[0] = 1e-5;
+    h.bw_bps[0] = 1e10;
+    h.algo = WF_ALGO_AUTO;
+    assert_true(wf_sbp_box_axis_time(&h, 0, WF_SBP_P, WF_SBP_B, n, NULL) ==
+                wf_coll_time_flat(WF_COLL_ALLREDUCE, WF_ALGO_AUTO, 4, n, 1e-5, 1e10));
+}
+
 static void test_mesh_levels(void **state)
 {
     (void)state;
@@ -713,6 +772,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mesh_levels),
+        cmocka_unit_test(test_one_price),
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_boxing_1d_table),
         cmocka_unit_test(test_boxing_2d_order),

@@ -55,6 +55,20 @@ int64_t wf_group_size(const wf_group *g);
  * also pays the cluster's p2p_overhead_s (per message). */
 double wf_coll_time(const wf_cluster *c, wf_coll_kind k, const wf_group *g, double bytes);
 
+/* What wf_coll_time reads of a cluster: its levels, the reduction arithmetic's
+ * speed and the per-message p2p overhead. A value small enough to keep inside
+ * a mesh (sbp.h), so that boxing prices a collective exactly as the estimate
+ * does. nlevels 0: no hierarchy (the mesh was given by hand). */
+typedef struct {
+    int nlevels;
+    wf_level level[WF_MAX_LEVELS];
+    double reduce_bps, p2p_overhead_s;
+} wf_coll_net;
+
+wf_coll_net wf_coll_net_of(const wf_cluster *c);
+/* wf_coll_time on that value: wf_coll_time(c, ...) == wf_coll_time_net(&net_of(c), ...). */
+double wf_coll_time_net(const wf_coll_net *n, wf_coll_kind k, const wf_group *g, double bytes);
+
 /* ---- compute --------------------------------------------------------------- */
 /* Time of one op for one pass on the device: FLOPs/(peak x eff) + bytes/(bw x eff). */
 double wf_compute_time(const wf_device *d, int matrix, wf_dtype dtype, double flops, double bytes);

@@ -29,6 +29,13 @@ typedef struct {
                                         (nominal x efficiency of its level) */
     int level[WF_SBP_MAX_AXES];      /* slowest cluster level the axis spans (-1: given by hand) */
     wf_coll_algo algo;               /* collective algorithm for boxing (default AUTO) */
+    /* The cluster's hierarchy and each axis's group on it (axis a: size[a]
+     * ranks prod(size[a+1..]) apart), so that a collective along an axis is
+     * priced as the estimate prices it (wf_coll_time: hierarchy, reduction
+     * arithmetic, overheads). net.nlevels 0 (a mesh given by hand): the flat
+     * closed forms on alpha_s / bw_bps. */
+    wf_coll_net net;
+    wf_group group[WF_SBP_MAX_AXES];
 } wf_mesh;
 
 /* Lays a mesh of naxes axes with the given sizes (outermost first) on the
@@ -133,6 +140,12 @@ typedef struct {
  * `to` for a tensor of bytes_on_axis bytes on that axis (the full tensor
  * divided by the splits of the other axes). Sets *coll to the collective
  * (-1 when local). S(i)->S(j) is an all-to-all of bytes_on_axis / p per device. */
+/* Time of collective k of a vector of `bytes` along mesh axis `axis`: the
+ * one price of a collective (wf_coll_time_net on the axis's group) for a
+ * mesh laid on a cluster with the AUTO algorithm, else the flat closed form
+ * on the axis's alpha and bandwidth. */
+double wf_mesh_coll_time(const wf_mesh *m, int axis, wf_coll_kind k, double bytes);
+
 double wf_sbp_box_axis_time(const wf_mesh *m, int axis, int8_t from, int8_t to,
                             double bytes_on_axis, int *coll);
 

@@ -316,6 +316,16 @@ typedef struct {
     double mfu;               /* against the device's matrix peak for the graph's dtype */
     int nstages;
     wf_opplan_stage *stages;  /* [nstages] (owned by the result or the caller's arena) */
+    /* 1: the figures above (time, breakdown, memory, fits, throughput) are
+     * the one cost model's (wf_oplevel_plan_cost: what `weft estimate` of the
+     * plan reports), the stages and per-op shares the proxy's; 0: the proxy
+     * search's own (the one model does not take these layouts) */
+    int one_model;
+    double proxy_time_s;      /* the proxy search's iteration time of the plan */
+    /* and, when one_model, the proxy's figures the one model's replaced */
+    double proxy_compute_s, proxy_comm_s, proxy_pp_comm_s, proxy_bubble_s, proxy_grad_sync_s;
+    double proxy_memory_bytes;
+    int proxy_fits;
 } wf_opplan_point;
 
 typedef struct {

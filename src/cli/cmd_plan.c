@@ -771,14 +771,15 @@ static int one_model(const wf_model_config *m, const wf_cluster *c, int64_t batc
     return st == WF_OK;
 }
 
-static void one_model_line(FILE *f, int ok, const wf_estimate *e, const char *why)
+/* Which model gave the figures printed: one price per plan. */
+static void one_model_line(FILE *f, const wf_opplan_point *b, const char *why)
 {
-    if (ok)
-        fprintf(f, "one cost model (what estimate and simulate report): %.4f s per iteration, %.2f GiB per device "
-                   "(the ranking above is the op-level search's own model, which proposes layouts)\n",
-                e->iteration_time_s, e->memory_per_device_bytes / GIB);
+    if (b->one_model)
+        fprintf(f, "priced by the one cost model (what estimate and simulate report); the op-level search's "
+                   "proxy, which proposes the layouts, gave %.4f s\n", b->proxy_time_s);
     else
-        fprintf(f, "one cost model: does not take these layouts (%s)\n", why);
+        fprintf(f, "the one cost model does not take these layouts (%s): the figures are the op-level search's "
+                   "proxy's\n", why[0] ? why : "see weft estimate");
 }
 
 static wf_status ol_opts(const plan_args *a, const wf_model_config *m, wf_opplan_opts *o)
@@ -940,8 +941,8 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
     for (int i = 0; i < r.ntop; i++)
         ol_row(human(a), i + 1, &r.top[i]);
     if (a->pareto) {
-        fprintf(human(a), "time/memory frontier (%d plans: faster ones need more memory)\n",
-                r.npareto);
+        fprintf(human(a), "time/memory frontier (%d plans: faster ones need more memory; the op-level search's "
+                          "proxy figures)\n", r.npareto);
         ol_header(human(a), "#");
         for (int i = 0; i < r.npareto; i++)
             ol_row(human(a), i + 1, &r.pareto[i]);
@@ -950,7 +951,7 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
     wf_estimate one;
     char why[300] = "";
     int one_ok = one_model(m, c, a->batch, &r.best_plan, &one, why, sizeof why);
-    one_model_line(human(a), one_ok, &one, why);
+    one_model_line(human(a), &r.best, why);
     if ((st = ol_plot(a, m, &r)) != WF_OK || (a->out && (st = ol_write(a, &r)) != WF_OK)) {
         wf_opplan_result_free(&r);
         return st;
@@ -1201,6 +1202,8 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
     fprintf(h, "%s: op-level plan of %s on %s, batch %lld: valid\n", is_ol ? path : "lowered", m.name, c.name,
             (long long)batch);
     ol_print_best(h, &r, 0);
+    if (!r.best.one_model)
+        one_model_line(h, &r.best, "");
     cJSON *j = NULL;
     if (json) {
         j = ol_best_json(&r);

@@ -15,6 +15,7 @@
 #include "weft/cost.h"
 
 #include <math.h>
+#include <string.h>
 
 static const char *const COLL_NAMES[WF_COLL_COUNT] = {
     "allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast", "sendrecv",
@@ -145,7 +146,26 @@ int64_t wf_group_size(const wf_group *g)
 
 /* ---- time on the hierarchy ------------------------------------------------------- */
 
-static double level_time(const wf_cluster *c, int l, wf_coll_kind k, int64_t p, double bytes)
+wf_coll_net wf_coll_net_of(const wf_cluster *c)
+{
+    wf_coll_net n;
+    memset(&n, 0, sizeof n);
+    n.nlevels = c->nlevels < WF_MAX_LEVELS ? c->nlevels : WF_MAX_LEVELS;
+    for (int l = 0; l < n.nlevels; l++)
+        n.level[l] = c->level[l];
+    n.reduce_bps = c->reduce_bps;
+    n.p2p_overhead_s = c->p2p_overhead_s;
+    return n;
+}
+
+/* The hierarchy wf_coll_time reads: the cluster's own fields, or a wf_coll_net. */
+typedef struct {
+    int nlevels;
+    const wf_level *level;
+    double reduce_bps, p2p_overhead_s;
+} net_view;
+
+static double level_time(const net_view *c, int l, wf_coll_kind k, int64_t p, double bytes)
 {
     const wf_level *v = &c->level[l];
     return wf_coll_time_flat(k, WF_ALGO_AUTO, p, bytes, v->latency_s, v->bw_bps * v->eff);
@@ -154,7 +174,7 @@ static double level_time(const wf_cluster *c, int l, wf_coll_kind k, int64_t p, 
 /* Hierarchical reduce-scatter / all-gather / all-reduce over the spanned
  * levels from index `from` of lv[] upwards: the innermost level works on the
  * full vector, each outer level on the shard the inner levels left. */
-static double hier_time(const wf_cluster *c, const wf_group *g, const int *lv, int nlv, int from,
+static double hier_time(const net_view *c, const wf_group *g, const int *lv, int nlv, int from,
                         wf_coll_kind k, double bytes)
 {
     if (from == nlv - 1)
@@ -169,7 +189,7 @@ static double hier_time(const wf_cluster *c, const wf_group *g, const int *lv, i
     return level_time(c, l, k, p, bytes) + hier_time(c, g, lv, nlv, from + 1, k, inner);
 }
 
-double wf_coll_time(const wf_cluster *c, wf_coll_kind k, const wf_group *g, double bytes)
+static double coll_time(const net_view *c, wf_coll_kind k, const wf_group *g, double bytes)
 {
     int lv[WF_MAX_LEVELS], nlv = 0;
     for (int l = 0; l < g->nlevels && l < c->nlevels; l++)
@@ -193,4 +213,16 @@ double wf_coll_time(const wf_cluster *c, wf_coll_kind k, const wf_group *g, doub
     if (k == WF_COLL_SENDRECV)
         t += c->p2p_overhead_s;
     return t;
+}
+
+double wf_coll_time(const wf_cluster *c, wf_coll_kind k, const wf_group *g, double bytes)
+{
+    net_view v = {c->nlevels, c->level, c->reduce_bps, c->p2p_overhead_s};
+    return coll_time(&v, k, g, bytes);
+}
+
+double wf_coll_time_net(const wf_coll_net *n, wf_coll_kind k, const wf_group *g, double bytes)
+{
+    net_view v = {n->nlevels, n->level, n->reduce_bps, n->p2p_overhead_s};
+    return coll_time(&v, k, g, bytes);
 }

@@ -1,8 +1,10 @@
 /* SBP boxing: the cost of converting a tensor from one n-D layout to another.
  *
  * One axis changes at a time, each change priced by the 1-D table of
- * ALGORITHMS.md §2 with the cost model's flat closed forms (wf_coll_time_flat)
- * on that axis's latency and bandwidth; the tensor's size "on an axis" is the
+ * ALGORITHMS.md §2 with the cost model's one price of a collective
+ * (wf_coll_time_net on the axis's group: the cluster's hierarchy, the
+ * reduction arithmetic, the overheads; the flat closed forms on the axis's
+ * latency and bandwidth for a mesh given by hand); the tensor's size "on an axis" is the
  * full tensor divided by the splits of the other axes at that moment. The
  * cheapest order is a shortest path (Dijkstra) over intermediate layouts: per
  * axis its source and target values, plus, for P -> B, S of the largest dim
@@ -17,6 +19,15 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+double wf_mesh_coll_time(const wf_mesh *m, int axis, wf_coll_kind k, double bytes)
+{
+    if (m->size[axis] <= 1)
+        return 0.0;
+    if (m->net.nlevels > 0 && m->algo == WF_ALGO_AUTO)
+        return wf_coll_time_net(&m->net, k, &m->group[axis], bytes);
+    return wf_coll_time_flat(k, m->algo, m->size[axis], bytes, m->alpha_s[axis], m->bw_bps[axis]);
+}
 
 double wf_sbp_box_axis_time(const wf_mesh *m, int axis, int8_t from, int8_t to,
                             double bytes_on_axis, int *coll)
@@ -41,7 +52,7 @@ double wf_sbp_box_axis_time(const wf_mesh *m, int axis, int8_t from, int8_t to,
         *coll = k;
     if (k < 0)
         return 0.0;
-    return wf_coll_time_flat((wf_coll_kind)k, m->algo, p, n, m->alpha_s[axis], m->bw_bps[axis]);
+    return wf_mesh_coll_time(m, axis, (wf_coll_kind)k, n);
 }
 
 /* ---- shortest path over intermediate layouts ------------------------------------------ */
@@ -182,7 +193,10 @@ int wf_sbp_boxing_path(const wf_mesh *m, int ndim, const int64_t *shape, size_t 
                     continue;
                 double t = wf_sbp_box_axis_time(m, a, su.ax[a], sv.ax[a],
                                                 on_axis_bytes(m, total, &su, a), NULL);
-                if (dist[v] < 0 || dist[u] + t < dist[v]) {
+                /* Strictly cheaper beyond rounding: a reduce-scatter and an
+                 * all-gather cost an all-reduce to the last bits, and the
+                 * path found first (fewer steps) is kept. */
+                if (dist[v] < 0 || dist[u] + t < dist[v] * (1 - 1e-12)) {
                     dist[v] = dist[u] + t;
                     prev[v] = u;
                 }

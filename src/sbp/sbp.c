@@ -29,6 +29,7 @@ wf_status wf_mesh_from_cluster(const wf_cluster *c, int naxes, const int64_t *si
                          (long long)total, c->name, (long long)have);
     out->naxes = naxes;
     out->algo = WF_ALGO_AUTO;
+    out->net = wf_coll_net_of(c);
     int64_t stride = 1;
     for (int a = naxes - 1; a >= 0; a--) {
         out->size[a] = sizes[a];
@@ -47,6 +48,7 @@ wf_status wf_mesh_from_cluster(const wf_cluster *c, int naxes, const int64_t *si
         out->alpha_s[a] = c->level[lvl].latency_s;
         double eff = c->level[lvl].eff > 0 ? c->level[lvl].eff : 1.0;
         out->bw_bps[a] = c->level[lvl].bw_bps * eff;
+        out->group[a] = wf_group_place(c, sizes[a], stride);
         stride *= sizes[a];
     }
     for (int a = naxes; a < WF_SBP_MAX_AXES; a++) {

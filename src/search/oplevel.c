@@ -471,9 +471,7 @@ static wf_status op_unary(ol_problem *p, ol_var *v, const build_ctx *b)
         double tn = tc, sy = 0, mw = 0, ma = 0;
         for (int a = 0; a < naxes; a++)
             if (s->internal_bytes[a] > 0)
-                tn += wf_coll_time_flat(WF_COLL_ALLREDUCE, p->mesh.algo, p->mesh.size[a],
-                                        s->internal_bytes[a], p->mesh.alpha_s[a],
-                                        p->mesh.bw_bps[a]);
+                tn += wf_mesh_coll_time(&p->mesh, a, WF_COLL_ALLREDUCE, s->internal_bytes[a]);
         /* Weights read by this op alone: stored as read, gradient reduced to that. */
         for (int j = 0; j < o->nin; j++) {
             int x = o->in[j];

@@ -25,6 +25,7 @@
 #define MAX_MESHES 64
 #define MAX_UNITS 128   /* the pipeline DP runs on at most this many op groups */
 #define MAX_GRAPHS 4    /* micro-batch sizes whose graphs are kept built */
+#define ONE_PRICE_MAX 256 /* candidates costed by the one cost model before the choice (at least) */
 
 void wf_opplan_opts_default(wf_opplan_opts *o)
 {
@@ -375,6 +376,62 @@ static wf_status check_plan(const wf_model_config *mc, const wf_cluster *c, int6
         given[(size_t)s * nt + t] = 1;
     }
     return WF_OK;
+}
+
+/* One price: the plan's figures from the one cost model (wf_oplevel_plan_cost,
+ * what `weft estimate` of the plan's file reports) in place of the proxy's,
+ * so that the search's figure for a plan and the estimate's agree. The
+ * breakdown: compute (with recomputation and the optimizer step), the
+ * operator-parallel collectives, the pipeline sends, the bubble and the
+ * data-parallel reduction as the estimate has them (the estimate overlaps
+ * communication, so they need not add up to the time). Returns 1 when
+ * priced; 0 (the proxy's figures kept, one_model = 0) when the one model does
+ * not take the layouts, or on an error, which is cleared. */
+static int one_price_ctx(const wf_model_config *mc, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                         double budget, const wf_plan_oplevel *plan, wf_opplan_point *pt)
+{
+    wf_estimate e;
+    wf_status st = ctx ? wf_oplevel_plan_cost(mc, c, ctx, batch, plan, &e, NULL) : WF_NOMEM;
+    if (!pt->one_model) {
+        pt->proxy_time_s = pt->iteration_time_s;
+        pt->proxy_compute_s = pt->compute_s;
+        pt->proxy_comm_s = pt->comm_s;
+        pt->proxy_pp_comm_s = pt->pp_comm_s;
+        pt->proxy_bubble_s = pt->bubble_s;
+        pt->proxy_grad_sync_s = pt->grad_sync_s;
+        pt->proxy_memory_bytes = pt->memory_per_device_bytes;
+        pt->proxy_fits = pt->fits;
+    }
+    if (st != WF_OK) {
+        wf_clear_error();
+        pt->one_model = 0;
+        return 0;
+    }
+    pt->one_model = 1;
+    pt->iteration_time_s = e.iteration_time_s;
+    pt->samples_per_s = e.samples_per_s;
+    pt->compute_s = e.breakdown.compute + e.breakdown.recompute + e.breakdown.optimizer;
+    pt->comm_s = e.breakdown.tp_comm;
+    pt->pp_comm_s = e.breakdown.pp_comm;
+    pt->bubble_s = e.breakdown.bubble;
+    pt->grad_sync_s = e.breakdown.dp_comm;
+    pt->memory_per_device_bytes = e.memory_per_device_bytes;
+    pt->fits = e.memory_per_device_bytes <= budget;
+    pt->model_flops_per_iteration = e.model_flops_per_iteration;
+    pt->tflops_per_device = e.tflops_per_device;
+    pt->mfu = e.mfu;
+    return 1;
+}
+
+static int one_price(const wf_model_config *mc, const wf_cluster *c, int64_t batch, double budget,
+                     const wf_plan_oplevel *plan, wf_opplan_point *pt)
+{
+    wf_cost_ctx *ctx = NULL;
+    if (wf_cost_ctx_create(mc, c, &ctx) != WF_OK)
+        ctx = NULL;
+    int ok = one_price_ctx(mc, c, ctx, batch, budget, plan, pt);
+    wf_cost_ctx_free(ctx);
+    return ok;
 }
 
 static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
@@ -1080,6 +1137,32 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
     if (st)
         goto out;
     qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_cand);
+    /* One price: the proxy's fastest candidates (every one up to the larger
+     * of top_k and ONE_PRICE_MAX) are costed by the one cost model and ranked on it, so
+     * that the plan chosen is the fastest of them on the cost `weft estimate`
+     * reports, and its figure is that estimate. */
+    {
+        int nr = P.o.top_k > ONE_PRICE_MAX ? P.o.top_k : ONE_PRICE_MAX;
+        if (nr > P.ncands)
+            nr = P.ncands;
+        wf_cost_ctx *ctx = NULL;
+        if (wf_cost_ctx_create(mc, c, &ctx) != WF_OK)
+            ctx = NULL;
+        for (int i = 0; i < nr && st == WF_OK; i++) {
+            int gi;
+            wf_plan_oplevel pl;
+            wf_plan_oplevel_init(&pl);
+            if ((st = get_graph(&P, P.cands[i].graph_batch, &gi)) == WF_OK &&
+                (st = build_plan(&P.cands[i], &P.graphs[gi], &pl)) == WF_OK)
+                one_price_ctx(mc, c, ctx, batch, P.budget, &pl, &P.cands[i].pt);
+            wf_plan_oplevel_free(&pl);
+        }
+        wf_cost_ctx_free(ctx);
+        wf_clear_error();
+        if (st)
+            goto out;
+        qsort(P.cands, (size_t)nr, sizeof *P.cands, cmp_cand);
+    }
     int nfit = 0;
     while (nfit < P.ncands && P.cands[nfit].pt.fits)
         nfit++;
@@ -1126,6 +1209,7 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
                        &r->op_compute_s, &r->op_comm_s, &r->op_stage);
     if (st)
         goto out;
+    one_price(mc, c, batch, P.budget, &r->best_plan, &r->best);
     r->has_best = 1;
     if (!r->best.fits)
         st = wf_errorf(WF_NOFIT, "no op-level plan fits: the smallest memory found is %.2f GiB per "
@@ -1178,6 +1262,7 @@ wf_status wf_opplan_verify(const wf_model_config *mc, const wf_cluster *c, int64
         st = evaluate_with(mc, c, batch, plan, r->budget_bytes, &o.oplevel, &r->arena, &r->best,
                            &r->graph, &r->op_compute_s, &r->op_comm_s, &r->op_stage);
     if (st == WF_OK) {
+        one_price(mc, c, batch, r->budget_bytes, plan, &r->best);
         r->has_best = 1;
         r->devices = r->best.devices;
         r->ntop = 1;
@@ -1201,6 +1286,8 @@ cJSON *wf_opplan_point_to_json(const wf_opplan_point *pt, const wf_graph *g)
     cJSON_AddNumberToObject(j, "samples_per_s", pt->samples_per_s);
     cJSON_AddNumberToObject(j, "memory_per_device_bytes", pt->memory_per_device_bytes);
     cJSON_AddBoolToObject(j, "fits", pt->fits);
+    cJSON_AddStringToObject(j, "priced_by", pt->one_model ? "one_model" : "proxy");
+    cJSON_AddNumberToObject(j, "proxy_time_s", pt->one_model ? pt->proxy_time_s : pt->iteration_time_s);
     cJSON *b = cJSON_AddObjectToObject(j, "breakdown");
     if (b) {
         cJSON_AddNumberToObject(b, "compute", pt->compute_s);
