@@ -64,4 +64,17 @@ int wf_model_param(wf_graph *g, wf_dtype dt, int ndim, int64_t d0, int64_t d1, i
 /* A deterministic dropout seed for the next op of g. */
 uint64_t wf_model_seed(const wf_graph *g);
 
+/* Builders' short-hands (builders.c), each returning its output tensor, -1
+ * once the graph's sticky status is set: one op of up to four inputs (-1 ends
+ * the list); x[...,K] -> [...,N] by W[K,N] (and bias[N]); the norms with
+ * their parameters; dropout seeded by wf_model_seed. */
+int wf_model_op(wf_graph *g, wf_op_kind k, const char *name, int a, int b, int c, int d,
+                const wf_op_attrs *attr);
+int wf_model_unary(wf_graph *g, wf_op_kind k, const char *name, int x);
+int wf_model_binary(wf_graph *g, wf_op_kind k, const char *name, int x, int y);
+int wf_model_linear(wf_graph *g, const char *name, int x, int64_t K, int64_t N, int bias, wf_dtype dt);
+int wf_model_layernorm(wf_graph *g, const char *name, int x, int64_t H, double eps, wf_dtype dt);
+int wf_model_rmsnorm(wf_graph *g, const char *name, int x, int64_t H, double eps, wf_dtype dt);
+int wf_model_dropout(wf_graph *g, const char *name, int x, double p);
+
 #endif

@@ -62,68 +62,12 @@
 #include <math.h>
 #include <string.h>
 
-/* Sticky-error one-output op with up to four inputs. */
-static int op(wf_graph *g, wf_op_kind k, const char *name, int a, int b, int c, int d,
-              const wf_op_attrs *attr)
-{
-    int in[4] = {a, b, c, d};
-    int n = d >= 0 ? 4 : c >= 0 ? 3 : b >= 0 ? 2 : 1;
-    if (g->status != WF_OK)
-        return -1;
-    return wf_graph_op1(g, k, name, in, n, attr);
-}
-
-static int linear(wf_graph *g, const char *name, int x, int64_t K, int64_t N, int bias, wf_dtype dt)
-{
-    int w = wf_model_param(g, dt, 2, K, N, 0, 0, "%s.weight", name);
-    int b = bias ? wf_model_param(g, dt, 1, N, 0, 0, 0, "%s.bias", name) : -1;
-    return op(g, WF_OP_LINEAR, name, x, w, b, -1, NULL);
-}
-
-static int layernorm(wf_graph *g, const char *name, int x, int64_t H, double eps, wf_dtype dt)
-{
-    int gam = wf_model_param(g, dt, 1, H, 0, 0, 0, "%s.weight", name);
-    int bet = wf_model_param(g, dt, 1, H, 0, 0, 0, "%s.bias", name);
-    wf_op_attrs a;
-    memset(&a, 0, sizeof a);
-    a.eps = eps;
-    return op(g, WF_OP_LAYERNORM, name, x, gam, bet, -1, &a);
-}
-
-static int rmsnorm(wf_graph *g, const char *name, int x, int64_t H, double eps, wf_dtype dt)
-{
-    int gam = wf_model_param(g, dt, 1, H, 0, 0, 0, "%s.weight", name);
-    wf_op_attrs a;
-    memset(&a, 0, sizeof a);
-    a.eps = eps;
-    return op(g, WF_OP_RMSNORM, name, x, gam, -1, -1, &a);
-}
-
-static int unary(wf_graph *g, wf_op_kind k, const char *name, int x)
-{
-    return op(g, k, name, x, -1, -1, -1, NULL);
-}
-
-static int binary(wf_graph *g, wf_op_kind k, const char *name, int x, int y)
-{
-    return op(g, k, name, x, y, -1, -1, NULL);
-}
-
-static int dropout(wf_graph *g, const char *name, int x, double p)
-{
-    wf_op_attrs a;
-    memset(&a, 0, sizeof a);
-    a.p = p;
-    a.seed = wf_model_seed(g);
-    return op(g, WF_OP_DROPOUT, name, x, -1, -1, -1, &a);
-}
-
 static int scale(wf_graph *g, const char *name, int x, double s)
 {
     wf_op_attrs a;
     memset(&a, 0, sizeof a);
     a.scale = s;
-    return op(g, WF_OP_MUL, name, x, -1, -1, -1, &a);
+    return wf_model_op(g, WF_OP_MUL, name, x, -1, -1, -1, &a);
 }
 
 /* Reshape to n dims given in d[]. */
@@ -134,7 +78,7 @@ static int reshape(wf_graph *g, const char *name, int x, int n, const int64_t *d
     a.ndim = n;
     for (int i = 0; i < n; i++)
         a.shape[i] = d[i];
-    return op(g, WF_OP_RESHAPE, name, x, -1, -1, -1, &a);
+    return wf_model_op(g, WF_OP_RESHAPE, name, x, -1, -1, -1, &a);
 }
 
 static int transpose(wf_graph *g, const char *name, int x, int n, const int *perm)
@@ -143,7 +87,7 @@ static int transpose(wf_graph *g, const char *name, int x, int n, const int *per
     memset(&a, 0, sizeof a);
     for (int i = 0; i < n; i++)
         a.perm[i] = perm[i];
-    return op(g, WF_OP_TRANSPOSE, name, x, -1, -1, -1, &a);
+    return wf_model_op(g, WF_OP_TRANSPOSE, name, x, -1, -1, -1, &a);
 }
 
 static int expand(wf_graph *g, const char *name, int x, int n, const int64_t *d)
@@ -153,7 +97,7 @@ static int expand(wf_graph *g, const char *name, int x, int n, const int64_t *d)
     a.ndim = n;
     for (int i = 0; i < n; i++)
         a.shape[i] = d[i];
-    return op(g, WF_OP_EXPAND, name, x, -1, -1, -1, &a);
+    return wf_model_op(g, WF_OP_EXPAND, name, x, -1, -1, -1, &a);
 }
 
 /* Splits x along axis into 3 parts of width w each; returns the op. */
@@ -179,7 +123,7 @@ static int attention(wf_graph *g, const char *name, int q, int k, int v, int bia
     a.p = p;
     a.scale = sc;
     a.seed = p > 0 ? wf_model_seed(g) : 0;
-    return op(g, WF_OP_ATTENTION, name, q, k, v, bias, &a);
+    return wf_model_op(g, WF_OP_ATTENTION, name, q, k, v, bias, &a);
 }
 
 static int input(wf_graph *g, const char *name, wf_dtype dt, wf_role role, int n, const int64_t *d)
@@ -202,7 +146,7 @@ static int gathered_bias(wf_graph *g, const char *pfx, int64_t buckets, int64_t 
     if (index_out)
         *index_out = idx;
     int tab = wf_model_param(g, dt, 2, buckets, A, 0, 0, "%s.table", pfx);
-    int e = binary(g, WF_OP_EMBEDDING, wf_model_name(n, "%s.gather", pfx), idx, tab); /* [S*Skv, A] */
+    int e = wf_model_binary(g, WF_OP_EMBEDDING, wf_model_name(n, "%s.gather", pfx), idx, tab); /* [S*Skv, A] */
     static const int tr[2] = {1, 0};
     e = transpose(g, wf_model_name(n, "%s.heads_first", pfx), e, 2, tr); /* [A, S*Skv] */
     int64_t d[4] = {1, A, S, Skv};
@@ -220,12 +164,12 @@ static int swin_block(wf_graph *g, const char *pfx, int x, int64_t B, int64_t R,
 {
     char n[WF_NAME_LEN];
     const int64_t nw = R / W, NW = nw * nw, T = W * W;
-    int h = layernorm(g, wf_model_name(n, "%s.norm1", pfx), x, C, SWIN_LN_EPS, dt);
+    int h = wf_model_layernorm(g, wf_model_name(n, "%s.norm1", pfx), x, C, SWIN_LN_EPS, dt);
     if (shift > 0) {
         wf_op_attrs a;
         memset(&a, 0, sizeof a);
         a.shifts[1] = a.shifts[2] = -shift;
-        h = op(g, WF_OP_ROLL, wf_model_name(n, "%s.attn.shift", pfx), h, -1, -1, -1, &a);
+        h = wf_model_op(g, WF_OP_ROLL, wf_model_name(n, "%s.attn.shift", pfx), h, -1, -1, -1, &a);
     }
     /* window partition, window-major: [B,nw,W,nw,W,C] -> [nw,nw,B,W,W,C] -> [NW*B,T,C] */
     int64_t d6[6] = {B, nw, W, nw, W, C};
@@ -235,7 +179,7 @@ static int swin_block(wf_graph *g, const char *pfx, int x, int64_t B, int64_t R,
     int64_t d3[3] = {NW * B, T, C};
     h = reshape(g, wf_model_name(n, "%s.attn.windows", pfx), h, 3, d3);
     wf_graph_set_tp(g, WF_TP_COL);
-    int qkv = linear(g, wf_model_name(n, "%s.attn.qkv", pfx), h, C, 3 * C, 1, dt);
+    int qkv = wf_model_linear(g, wf_model_name(n, "%s.attn.qkv", pfx), h, C, 3 * C, 1, dt);
     wf_graph_set_tp(g, WF_TP_SHARD);
     int sp = split3(g, wf_model_name(n, "%s.attn.split", pfx), qkv, 2, C);
     wf_graph_set_tp(g, WF_TP_NONE);
@@ -248,13 +192,13 @@ static int swin_block(wf_graph *g, const char *pfx, int x, int64_t B, int64_t R,
         mask = expand(g, wf_model_name(n, "%s.attn.mask_heads", pfx), mask, 4, ed);
         int64_t bd[3] = {A, T, T};
         bias = reshape(g, wf_model_name(n, "%s.attn.relpos.flat", pfx), bias, 3, bd);
-        bias = binary(g, WF_OP_ADD, wf_model_name(n, "%s.attn.bias", pfx), mask, bias); /* [NW,A,T,T] */
+        bias = wf_model_binary(g, WF_OP_ADD, wf_model_name(n, "%s.attn.bias", pfx), mask, bias); /* [NW,A,T,T] */
     }
     wf_graph_set_tp(g, WF_TP_SHARD);
     int o = attention(g, wf_model_name(n, "%s.attn.core", pfx), wf_graph_op_output(g, sp, 0),
                       wf_graph_op_output(g, sp, 1), wf_graph_op_output(g, sp, 2), bias, A, 0, 0, 0);
     wf_graph_set_tp(g, WF_TP_ROW);
-    o = linear(g, wf_model_name(n, "%s.attn.proj", pfx), o, C, C, 1, dt);
+    o = wf_model_linear(g, wf_model_name(n, "%s.attn.proj", pfx), o, C, C, 1, dt);
     wf_graph_set_tp(g, WF_TP_NONE);
     /* window reverse: [NW*B,T,C] -> [nw,nw,B,W,W,C] -> [B,nw,W,nw,W,C] -> [B,R,R,C] */
     int64_t r6[6] = {nw, nw, B, W, W, C};
@@ -267,18 +211,18 @@ static int swin_block(wf_graph *g, const char *pfx, int x, int64_t B, int64_t R,
         wf_op_attrs a;
         memset(&a, 0, sizeof a);
         a.shifts[1] = a.shifts[2] = shift;
-        o = op(g, WF_OP_ROLL, wf_model_name(n, "%s.attn.unshift", pfx), o, -1, -1, -1, &a);
+        o = wf_model_op(g, WF_OP_ROLL, wf_model_name(n, "%s.attn.unshift", pfx), o, -1, -1, -1, &a);
     }
-    x = binary(g, WF_OP_ADD, wf_model_name(n, "%s.attn.residual", pfx), x, o);
-    h = layernorm(g, wf_model_name(n, "%s.norm2", pfx), x, C, SWIN_LN_EPS, dt);
+    x = wf_model_binary(g, WF_OP_ADD, wf_model_name(n, "%s.attn.residual", pfx), x, o);
+    h = wf_model_layernorm(g, wf_model_name(n, "%s.norm2", pfx), x, C, SWIN_LN_EPS, dt);
     wf_graph_set_tp(g, WF_TP_COL);
-    h = linear(g, wf_model_name(n, "%s.mlp.fc1", pfx), h, C, 4 * C, 1, dt);
+    h = wf_model_linear(g, wf_model_name(n, "%s.mlp.fc1", pfx), h, C, 4 * C, 1, dt);
     wf_graph_set_tp(g, WF_TP_SHARD);
-    h = unary(g, WF_OP_GELU, wf_model_name(n, "%s.mlp.gelu", pfx), h);
+    h = wf_model_unary(g, WF_OP_GELU, wf_model_name(n, "%s.mlp.gelu", pfx), h);
     wf_graph_set_tp(g, WF_TP_ROW);
-    h = linear(g, wf_model_name(n, "%s.mlp.fc2", pfx), h, 4 * C, C, 1, dt);
+    h = wf_model_linear(g, wf_model_name(n, "%s.mlp.fc2", pfx), h, 4 * C, C, 1, dt);
     wf_graph_set_tp(g, WF_TP_NONE);
-    return binary(g, WF_OP_ADD, wf_model_name(n, "%s.mlp.residual", pfx), x, h);
+    return wf_model_binary(g, WF_OP_ADD, wf_model_name(n, "%s.mlp.residual", pfx), x, h);
 }
 
 /* Patch merging x[B,R,R,C] -> [B,R/2,R/2,2C]: torchvision concatenates
@@ -293,8 +237,8 @@ static int swin_merge(wf_graph *g, const char *pfx, int x, int64_t B, int64_t R,
     x = transpose(g, wf_model_name(n, "%s.gather", pfx), x, 6, perm);
     int64_t d4[4] = {B, R / 2, R / 2, 4 * C};
     x = reshape(g, wf_model_name(n, "%s.concat", pfx), x, 4, d4);
-    x = layernorm(g, wf_model_name(n, "%s.norm", pfx), x, 4 * C, SWIN_LN_EPS, dt);
-    return linear(g, wf_model_name(n, "%s.reduction", pfx), x, 4 * C, 2 * C, 0, dt);
+    x = wf_model_layernorm(g, wf_model_name(n, "%s.norm", pfx), x, 4 * C, SWIN_LN_EPS, dt);
+    return wf_model_linear(g, wf_model_name(n, "%s.reduction", pfx), x, 4 * C, 2 * C, 0, dt);
 }
 
 wf_status wf_build_swin(const wf_model_config *m, int64_t batch, wf_graph *g)
@@ -312,10 +256,10 @@ wf_status wf_build_swin(const wf_model_config *m, int64_t batch, wf_graph *g)
     memset(&a, 0, sizeof a);
     a.kernel[0] = a.kernel[1] = 4;
     a.stride[0] = a.stride[1] = 4;
-    x = op(g, WF_OP_CONV2D, "patch_embed", x, w, b, -1, &a); /* [B,C,R,R] */
+    x = wf_model_op(g, WF_OP_CONV2D, "patch_embed", x, w, b, -1, &a); /* [B,C,R,R] */
     static const int nhwc[4] = {0, 2, 3, 1}, nchw[4] = {0, 3, 1, 2};
     x = transpose(g, "patch_embed.nhwc", x, 4, nhwc);
-    x = layernorm(g, "patch_embed.norm", x, C0, SWIN_LN_EPS, dt);
+    x = wf_model_layernorm(g, "patch_embed.norm", x, C0, SWIN_LN_EPS, dt);
     int64_t R = m->image / 4, C = C0, A = m->heads;
     int layer = 0;
     for (int s = 0; s < m->nsizes; s++) {
@@ -332,11 +276,11 @@ wf_status wf_build_swin(const wf_model_config *m, int64_t batch, wf_graph *g)
         }
     }
     wf_graph_set_block(g, -1, -1);
-    x = layernorm(g, "norm", x, C, SWIN_LN_EPS, dt);
+    x = wf_model_layernorm(g, "norm", x, C, SWIN_LN_EPS, dt);
     x = transpose(g, "norm.nchw", x, 4, nchw);
-    x = unary(g, WF_OP_GLOBAL_AVGPOOL, "avgpool", x); /* [B,8C] */
-    x = linear(g, "head", x, C, m->classes, 1, dt);
-    binary(g, WF_OP_CROSS_ENTROPY, wf_model_name(n, "loss"), x, labels);
+    x = wf_model_unary(g, WF_OP_GLOBAL_AVGPOOL, "avgpool", x); /* [B,8C] */
+    x = wf_model_linear(g, "head", x, C, m->classes, 1, dt);
+    wf_model_binary(g, WF_OP_CROSS_ENTROPY, wf_model_name(n, "loss"), x, labels);
     return g->status;
 }
 
@@ -354,15 +298,15 @@ static int t5_attention(wf_graph *g, const char *pfx, int h, int kv, int64_t Skv
     char n[WF_NAME_LEN];
     const int64_t H = m->hidden, I = m->heads * m->head_dim;
     wf_graph_set_tp(g, WF_TP_COL);
-    int q = linear(g, wf_model_name(n, "%s.q", pfx), h, H, I, 0, m->dtype);
+    int q = wf_model_linear(g, wf_model_name(n, "%s.q", pfx), h, H, I, 0, m->dtype);
     int src = kv >= 0 ? kv : h;
-    int k = linear(g, wf_model_name(n, "%s.k", pfx), src, H, I, 0, m->dtype);
-    int v = linear(g, wf_model_name(n, "%s.v", pfx), src, H, I, 0, m->dtype);
+    int k = wf_model_linear(g, wf_model_name(n, "%s.k", pfx), src, H, I, 0, m->dtype);
+    int v = wf_model_linear(g, wf_model_name(n, "%s.v", pfx), src, H, I, 0, m->dtype);
     wf_graph_set_tp(g, WF_TP_SHARD);
     (void)Skv;
     int o = attention(g, wf_model_name(n, "%s.core", pfx), q, k, v, bias, m->heads, causal, T5_DROPOUT, 1.0);
     wf_graph_set_tp(g, WF_TP_ROW);
-    o = linear(g, wf_model_name(n, "%s.o", pfx), o, I, H, 0, m->dtype);
+    o = wf_model_linear(g, wf_model_name(n, "%s.o", pfx), o, I, H, 0, m->dtype);
     wf_graph_set_tp(g, WF_TP_NONE);
     return o;
 }
@@ -370,21 +314,21 @@ static int t5_attention(wf_graph *g, const char *pfx, int h, int kv, int64_t Skv
 static int t5_residual(wf_graph *g, const char *pfx, int x, int o)
 {
     char n[WF_NAME_LEN];
-    o = dropout(g, wf_model_name(n, "%s.dropout", pfx), o, T5_DROPOUT);
-    return binary(g, WF_OP_ADD, wf_model_name(n, "%s.residual", pfx), x, o);
+    o = wf_model_dropout(g, wf_model_name(n, "%s.dropout", pfx), o, T5_DROPOUT);
+    return wf_model_binary(g, WF_OP_ADD, wf_model_name(n, "%s.residual", pfx), x, o);
 }
 
 static int t5_ffn(wf_graph *g, const char *pfx, int x, const wf_model_config *m)
 {
     char n[WF_NAME_LEN];
-    int h = rmsnorm(g, wf_model_name(n, "%s.norm", pfx), x, m->hidden, T5_EPS, m->dtype);
+    int h = wf_model_rmsnorm(g, wf_model_name(n, "%s.norm", pfx), x, m->hidden, T5_EPS, m->dtype);
     wf_graph_set_tp(g, WF_TP_COL);
-    h = linear(g, wf_model_name(n, "%s.wi", pfx), h, m->hidden, m->ffn, 0, m->dtype);
+    h = wf_model_linear(g, wf_model_name(n, "%s.wi", pfx), h, m->hidden, m->ffn, 0, m->dtype);
     wf_graph_set_tp(g, WF_TP_SHARD);
-    h = unary(g, WF_OP_RELU, wf_model_name(n, "%s.relu", pfx), h);
-    h = dropout(g, wf_model_name(n, "%s.inner_dropout", pfx), h, T5_DROPOUT);
+    h = wf_model_unary(g, WF_OP_RELU, wf_model_name(n, "%s.relu", pfx), h);
+    h = wf_model_dropout(g, wf_model_name(n, "%s.inner_dropout", pfx), h, T5_DROPOUT);
     wf_graph_set_tp(g, WF_TP_ROW);
-    h = linear(g, wf_model_name(n, "%s.wo", pfx), h, m->ffn, m->hidden, 0, m->dtype);
+    h = wf_model_linear(g, wf_model_name(n, "%s.wo", pfx), h, m->ffn, m->hidden, 0, m->dtype);
     wf_graph_set_tp(g, WF_TP_NONE);
     return t5_residual(g, pfx, x, h);
 }
@@ -401,43 +345,43 @@ wf_status wf_build_t5(const wf_model_config *m, int64_t batch, wf_graph *g)
     int labels = input(g, "labels", WF_DTYPE_INT32, WF_ROLE_LABEL, 2, ds);
     int table = wf_model_param(g, dt, 2, V, H, 0, 0, "shared.weight");
     wf_graph_set_tp(g, WF_TP_VOCAB);
-    int x = binary(g, WF_OP_EMBEDDING, "encoder.embed", ids, table);
+    int x = wf_model_binary(g, WF_OP_EMBEDDING, "encoder.embed", ids, table);
     wf_graph_set_tp(g, WF_TP_NONE);
-    x = dropout(g, "encoder.embed.dropout", x, T5_DROPOUT);
+    x = wf_model_dropout(g, "encoder.embed.dropout", x, T5_DROPOUT);
     int ebias = gathered_bias(g, "encoder.relative_attention_bias", T5_BUCKETS, m->heads, S, S, dt, NULL);
     for (int64_t i = 0; i < m->layers; i++) {
         wf_graph_set_block(g, 0, (int)i);
         wf_model_name(pfx, "encoder.layers.%d", (int)i);
-        int h = rmsnorm(g, wf_model_name(n, "%s.attn.norm", pfx), x, H, T5_EPS, dt);
+        int h = wf_model_rmsnorm(g, wf_model_name(n, "%s.attn.norm", pfx), x, H, T5_EPS, dt);
         char ap[WF_NAME_LEN];
         int o = t5_attention(g, wf_model_name(ap, "%s.attn", pfx), h, -1, S, ebias, m, 0);
         x = t5_residual(g, ap, x, o);
         x = t5_ffn(g, wf_model_name(ap, "%s.ffn", pfx), x, m);
     }
     wf_graph_set_block(g, -1, -1);
-    int enc = rmsnorm(g, "encoder.final_norm", x, H, T5_EPS, dt);
-    enc = dropout(g, "encoder.final_dropout", enc, T5_DROPOUT);
+    int enc = wf_model_rmsnorm(g, "encoder.final_norm", x, H, T5_EPS, dt);
+    enc = wf_model_dropout(g, "encoder.final_dropout", enc, T5_DROPOUT);
 
     wf_graph_set_tp(g, WF_TP_VOCAB);
-    x = binary(g, WF_OP_EMBEDDING, "decoder.embed", dec_ids, table);
+    x = wf_model_binary(g, WF_OP_EMBEDDING, "decoder.embed", dec_ids, table);
     wf_graph_set_tp(g, WF_TP_NONE);
-    x = dropout(g, "decoder.embed.dropout", x, T5_DROPOUT);
+    x = wf_model_dropout(g, "decoder.embed.dropout", x, T5_DROPOUT);
     int dbias = gathered_bias(g, "decoder.relative_attention_bias", T5_BUCKETS, m->heads, Sd, Sd, dt, NULL);
     for (int64_t i = 0; i < m->layers; i++) {
         wf_graph_set_block(g, 1, (int)(m->layers + i));
         wf_model_name(pfx, "decoder.layers.%d", (int)i);
         char ap[WF_NAME_LEN];
-        int h = rmsnorm(g, wf_model_name(n, "%s.self_attn.norm", pfx), x, H, T5_EPS, dt);
+        int h = wf_model_rmsnorm(g, wf_model_name(n, "%s.self_attn.norm", pfx), x, H, T5_EPS, dt);
         int o = t5_attention(g, wf_model_name(ap, "%s.self_attn", pfx), h, -1, Sd, dbias, m, 1);
         x = t5_residual(g, ap, x, o);
-        h = rmsnorm(g, wf_model_name(n, "%s.cross_attn.norm", pfx), x, H, T5_EPS, dt);
+        h = wf_model_rmsnorm(g, wf_model_name(n, "%s.cross_attn.norm", pfx), x, H, T5_EPS, dt);
         o = t5_attention(g, wf_model_name(ap, "%s.cross_attn", pfx), h, enc, S, -1, m, 0);
         x = t5_residual(g, ap, x, o);
         x = t5_ffn(g, wf_model_name(ap, "%s.ffn", pfx), x, m);
     }
     wf_graph_set_block(g, -1, -1);
-    x = rmsnorm(g, "decoder.final_norm", x, H, T5_EPS, dt);
-    x = dropout(g, "decoder.final_dropout", x, T5_DROPOUT);
+    x = wf_model_rmsnorm(g, "decoder.final_norm", x, H, T5_EPS, dt);
+    x = wf_model_dropout(g, "decoder.final_dropout", x, T5_DROPOUT);
     x = scale(g, "head.scale", x, 1.0 / sqrt((double)H)); /* tied head: d_model^-0.5 */
     int64_t fl[2] = {B * Sd, H}, ul[3] = {B, Sd, V};
     x = reshape(g, "head.flatten", x, 2, fl);
@@ -445,9 +389,9 @@ wf_status wf_build_t5(const wf_model_config *m, int64_t batch, wf_graph *g)
     wf_op_attrs a;
     memset(&a, 0, sizeof a);
     a.trans_b = 1;
-    int logits = op(g, WF_OP_MATMUL, "head.logits", x, table, -1, -1, &a);
+    int logits = wf_model_op(g, WF_OP_MATMUL, "head.logits", x, table, -1, -1, &a);
     logits = reshape(g, "head.unflatten", logits, 3, ul);
-    binary(g, WF_OP_CROSS_ENTROPY, "loss", logits, labels);
+    wf_model_binary(g, WF_OP_CROSS_ENTROPY, "loss", logits, labels);
     wf_graph_set_tp(g, WF_TP_NONE);
     return g->status;
 }
@@ -474,16 +418,16 @@ static int af_gated_attention(wf_graph *g, const char *pfx, int x, int64_t c, in
 {
     char n[WF_NAME_LEN];
     wf_graph_set_tp(g, WF_TP_COL);
-    int qkv = linear(g, wf_model_name(n, "%s.qkv", pfx), x, c, 3 * c, 0, dt);
-    int gate = linear(g, wf_model_name(n, "%s.gating", pfx), x, c, c, 1, dt);
+    int qkv = wf_model_linear(g, wf_model_name(n, "%s.qkv", pfx), x, c, 3 * c, 0, dt);
+    int gate = wf_model_linear(g, wf_model_name(n, "%s.gating", pfx), x, c, c, 1, dt);
     wf_graph_set_tp(g, WF_TP_SHARD);
-    gate = unary(g, WF_OP_SIGMOID, wf_model_name(n, "%s.gate", pfx), gate);
+    gate = wf_model_unary(g, WF_OP_SIGMOID, wf_model_name(n, "%s.gate", pfx), gate);
     int sp = split3(g, wf_model_name(n, "%s.split", pfx), qkv, 2, c);
     int o = attention(g, wf_model_name(n, "%s.core", pfx), wf_graph_op_output(g, sp, 0), wf_graph_op_output(g, sp, 1),
                       wf_graph_op_output(g, sp, 2), bias, A, 0, 0, 0);
-    o = binary(g, WF_OP_MUL, wf_model_name(n, "%s.gated", pfx), o, gate);
+    o = wf_model_binary(g, WF_OP_MUL, wf_model_name(n, "%s.gated", pfx), o, gate);
     wf_graph_set_tp(g, WF_TP_ROW);
-    o = linear(g, wf_model_name(n, "%s.output", pfx), o, c, c, 1, dt);
+    o = wf_model_linear(g, wf_model_name(n, "%s.output", pfx), o, c, c, 1, dt);
     wf_graph_set_tp(g, WF_TP_NONE);
     return o;
 }
@@ -492,21 +436,21 @@ static int af_residual(wf_graph *g, const char *pfx, int x, int o, double p)
 {
     char n[WF_NAME_LEN];
     if (p > 0)
-        o = dropout(g, wf_model_name(n, "%s.dropout", pfx), o, p);
-    return binary(g, WF_OP_ADD, wf_model_name(n, "%s.residual", pfx), x, o);
+        o = wf_model_dropout(g, wf_model_name(n, "%s.dropout", pfx), o, p);
+    return wf_model_binary(g, WF_OP_ADD, wf_model_name(n, "%s.residual", pfx), x, o);
 }
 
 /* Transition: LayerNorm, c -> 4c with ReLU, 4c -> c. */
 static int af_transition(wf_graph *g, const char *pfx, int x, int64_t c, wf_dtype dt)
 {
     char n[WF_NAME_LEN];
-    int h = layernorm(g, wf_model_name(n, "%s.norm_in", pfx), x, c, AF_EPS, dt);
+    int h = wf_model_layernorm(g, wf_model_name(n, "%s.norm_in", pfx), x, c, AF_EPS, dt);
     wf_graph_set_tp(g, WF_TP_COL);
-    h = linear(g, wf_model_name(n, "%s.transition1", pfx), h, c, 4 * c, 1, dt);
+    h = wf_model_linear(g, wf_model_name(n, "%s.transition1", pfx), h, c, 4 * c, 1, dt);
     wf_graph_set_tp(g, WF_TP_SHARD);
-    h = unary(g, WF_OP_RELU, wf_model_name(n, "%s.relu", pfx), h);
+    h = wf_model_unary(g, WF_OP_RELU, wf_model_name(n, "%s.relu", pfx), h);
     wf_graph_set_tp(g, WF_TP_ROW);
-    h = linear(g, wf_model_name(n, "%s.transition2", pfx), h, 4 * c, c, 1, dt);
+    h = wf_model_linear(g, wf_model_name(n, "%s.transition2", pfx), h, 4 * c, c, 1, dt);
     wf_graph_set_tp(g, WF_TP_NONE);
     return af_residual(g, pfx, x, h, 0);
 }
@@ -524,15 +468,15 @@ static int af_swap(wf_graph *g, const char *name, int z)
 static int af_tri_mul(wf_graph *g, const char *pfx, int z, int64_t B, int64_t N, int64_t c, int incoming, wf_dtype dt)
 {
     char n[WF_NAME_LEN];
-    int h = layernorm(g, wf_model_name(n, "%s.norm_in", pfx), z, c, AF_EPS, dt);
-    int a = linear(g, wf_model_name(n, "%s.left_projection", pfx), h, c, c, 1, dt);
-    int ag = linear(g, wf_model_name(n, "%s.left_gate", pfx), h, c, c, 1, dt);
-    a = binary(g, WF_OP_MUL, wf_model_name(n, "%s.left", pfx), a,
-               unary(g, WF_OP_SIGMOID, wf_model_name(n, "%s.left_sigmoid", pfx), ag));
-    int b = linear(g, wf_model_name(n, "%s.right_projection", pfx), h, c, c, 1, dt);
-    int bg = linear(g, wf_model_name(n, "%s.right_gate", pfx), h, c, c, 1, dt);
-    b = binary(g, WF_OP_MUL, wf_model_name(n, "%s.right", pfx), b,
-               unary(g, WF_OP_SIGMOID, wf_model_name(n, "%s.right_sigmoid", pfx), bg));
+    int h = wf_model_layernorm(g, wf_model_name(n, "%s.norm_in", pfx), z, c, AF_EPS, dt);
+    int a = wf_model_linear(g, wf_model_name(n, "%s.left_projection", pfx), h, c, c, 1, dt);
+    int ag = wf_model_linear(g, wf_model_name(n, "%s.left_gate", pfx), h, c, c, 1, dt);
+    a = wf_model_binary(g, WF_OP_MUL, wf_model_name(n, "%s.left", pfx), a,
+               wf_model_unary(g, WF_OP_SIGMOID, wf_model_name(n, "%s.left_sigmoid", pfx), ag));
+    int b = wf_model_linear(g, wf_model_name(n, "%s.right_projection", pfx), h, c, c, 1, dt);
+    int bg = wf_model_linear(g, wf_model_name(n, "%s.right_gate", pfx), h, c, c, 1, dt);
+    b = wf_model_binary(g, WF_OP_MUL, wf_model_name(n, "%s.right", pfx), b,
+               wf_model_unary(g, WF_OP_SIGMOID, wf_model_name(n, "%s.right_sigmoid", pfx), bg));
     static const int chan_first[4] = {0, 3, 1, 2}, chan_last[4] = {0, 2, 3, 1};
     a = transpose(g, wf_model_name(n, "%s.left_cf", pfx), a, 4, chan_first);  /* [B,c,i,k] or [B,c,k,i] */
     b = transpose(g, wf_model_name(n, "%s.right_cf", pfx), b, 4, chan_first); /* [B,c,j,k] or [B,c,k,j] */
@@ -542,14 +486,14 @@ static int af_tri_mul(wf_graph *g, const char *pfx, int z, int64_t B, int64_t N,
         at.trans_a = 1; /* a^T b: [i,k] x [k,j] */
     else
         at.trans_b = 1; /* a b^T: [i,k] x [k,j] */
-    int o = op(g, WF_OP_BATCH_MATMUL, wf_model_name(n, "%s.triangle", pfx), a, b, -1, -1, &at); /* [B,c,i,j] */
+    int o = wf_model_op(g, WF_OP_BATCH_MATMUL, wf_model_name(n, "%s.triangle", pfx), a, b, -1, -1, &at); /* [B,c,i,j] */
     o = transpose(g, wf_model_name(n, "%s.channels_last", pfx), o, 4, chan_last);
     (void)B, (void)N;
-    o = layernorm(g, wf_model_name(n, "%s.center_norm", pfx), o, c, AF_EPS, dt);
-    o = linear(g, wf_model_name(n, "%s.out_proj", pfx), o, c, c, 1, dt);
-    int gt = linear(g, wf_model_name(n, "%s.gating_linear", pfx), h, c, c, 1, dt);
-    o = binary(g, WF_OP_MUL, wf_model_name(n, "%s.gated", pfx), o,
-               unary(g, WF_OP_SIGMOID, wf_model_name(n, "%s.gate", pfx), gt));
+    o = wf_model_layernorm(g, wf_model_name(n, "%s.center_norm", pfx), o, c, AF_EPS, dt);
+    o = wf_model_linear(g, wf_model_name(n, "%s.out_proj", pfx), o, c, c, 1, dt);
+    int gt = wf_model_linear(g, wf_model_name(n, "%s.gating_linear", pfx), h, c, c, 1, dt);
+    o = wf_model_binary(g, WF_OP_MUL, wf_model_name(n, "%s.gated", pfx), o,
+               wf_model_unary(g, WF_OP_SIGMOID, wf_model_name(n, "%s.gate", pfx), gt));
     return af_residual(g, pfx, z, o, AF_PAIR_DROPOUT);
 }
 
@@ -560,8 +504,8 @@ static int af_tri_att(wf_graph *g, const char *pfx, int z, int64_t B, int64_t N,
 {
     char n[WF_NAME_LEN];
     int x = ending ? af_swap(g, wf_model_name(n, "%s.swap", pfx), z) : z;
-    int h = layernorm(g, wf_model_name(n, "%s.query_norm", pfx), x, c, AF_EPS, dt);
-    int bias = linear(g, wf_model_name(n, "%s.feat_2d", pfx), h, c, AF_PAIR_HEADS, 0, dt); /* [B,N,N,A] */
+    int h = wf_model_layernorm(g, wf_model_name(n, "%s.query_norm", pfx), x, c, AF_EPS, dt);
+    int bias = wf_model_linear(g, wf_model_name(n, "%s.feat_2d", pfx), h, c, AF_PAIR_HEADS, 0, dt); /* [B,N,N,A] */
     static const int heads_first[4] = {0, 3, 1, 2};
     bias = transpose(g, wf_model_name(n, "%s.bias", pfx), bias, 4, heads_first); /* [B,A,N,N] */
     int64_t rows[3] = {B * N, N, c}, back[4] = {B, N, N, c};
@@ -582,9 +526,9 @@ static void af_evoformer(wf_graph *g, const char *pfx, int *msa, int *pair, cons
     int m = *msa, z = *pair;
     /* MSA row attention with pair bias: rows s of protein b attend over residues. */
     wf_model_name(p2, "%s.msa_row_attn", pfx);
-    int h = layernorm(g, wf_model_name(n, "%s.query_norm", p2), m, cm, AF_EPS, dt);
-    int zb = layernorm(g, wf_model_name(n, "%s.feat_2d_norm", p2), z, cz, AF_EPS, dt);
-    zb = linear(g, wf_model_name(n, "%s.feat_2d", p2), zb, cz, AF_MSA_HEADS, 0, dt);
+    int h = wf_model_layernorm(g, wf_model_name(n, "%s.query_norm", p2), m, cm, AF_EPS, dt);
+    int zb = wf_model_layernorm(g, wf_model_name(n, "%s.feat_2d_norm", p2), z, cz, AF_EPS, dt);
+    zb = wf_model_linear(g, wf_model_name(n, "%s.feat_2d", p2), zb, cz, AF_MSA_HEADS, 0, dt);
     static const int heads_first[4] = {0, 3, 1, 2};
     zb = transpose(g, wf_model_name(n, "%s.bias", p2), zb, 4, heads_first); /* [B,A,N,N] */
     int64_t rows[3] = {B * S, N, cm}, back[4] = {B, S, N, cm};
@@ -596,7 +540,7 @@ static void af_evoformer(wf_graph *g, const char *pfx, int *msa, int *pair, cons
     wf_model_name(p2, "%s.msa_col_attn", pfx);
     static const int swap[4] = {0, 2, 1, 3};
     h = transpose(g, wf_model_name(n, "%s.columns_first", p2), m, 4, swap); /* [B,N,S,cm] */
-    h = layernorm(g, wf_model_name(n, "%s.query_norm", p2), h, cm, AF_EPS, dt);
+    h = wf_model_layernorm(g, wf_model_name(n, "%s.query_norm", p2), h, cm, AF_EPS, dt);
     int64_t cols[3] = {B * N, S, cm}, cback[4] = {B, N, S, cm};
     h = reshape(g, wf_model_name(n, "%s.rows", p2), h, 3, cols);
     o = af_gated_attention(g, wf_model_name(n, "%s.attention", p2), h, cm, AF_MSA_HEADS, -1, dt);
@@ -606,23 +550,23 @@ static void af_evoformer(wf_graph *g, const char *pfx, int *msa, int *pair, cons
     m = af_transition(g, wf_model_name(p2, "%s.msa_transition", pfx), m, cm, dt);
     /* Outer product mean: z[i,j] += W . mean_s a[s,i] (x) b[s,j]. */
     wf_model_name(p2, "%s.outer", pfx);
-    h = layernorm(g, wf_model_name(n, "%s.norm_in", p2), m, cm, AF_EPS, dt);
-    int a = linear(g, wf_model_name(n, "%s.left_projection", p2), h, cm, AF_OUTER, 1, dt);
-    int b = linear(g, wf_model_name(n, "%s.right_projection", p2), h, cm, AF_OUTER, 1, dt);
+    h = wf_model_layernorm(g, wf_model_name(n, "%s.norm_in", p2), m, cm, AF_EPS, dt);
+    int a = wf_model_linear(g, wf_model_name(n, "%s.left_projection", p2), h, cm, AF_OUTER, 1, dt);
+    int b = wf_model_linear(g, wf_model_name(n, "%s.right_projection", p2), h, cm, AF_OUTER, 1, dt);
     int64_t flat[3] = {B, S, N * AF_OUTER};
     a = reshape(g, wf_model_name(n, "%s.left_flat", p2), a, 3, flat);
     b = reshape(g, wf_model_name(n, "%s.right_flat", p2), b, 3, flat);
     wf_op_attrs at;
     memset(&at, 0, sizeof at);
     at.trans_a = 1;
-    o = op(g, WF_OP_BATCH_MATMUL, wf_model_name(n, "%s.outer", p2), a, b, -1, -1, &at); /* [B,N*32,N*32] */
+    o = wf_model_op(g, WF_OP_BATCH_MATMUL, wf_model_name(n, "%s.outer", p2), a, b, -1, -1, &at); /* [B,N*32,N*32] */
     int64_t o5[5] = {B, N, AF_OUTER, N, AF_OUTER};
     o = reshape(g, wf_model_name(n, "%s.outer5", p2), o, 5, o5);
     static const int pairs[5] = {0, 1, 3, 2, 4};
     o = transpose(g, wf_model_name(n, "%s.outer_pairs", p2), o, 5, pairs);
     int64_t o4[4] = {B, N, N, AF_OUTER * AF_OUTER};
     o = reshape(g, wf_model_name(n, "%s.outer_flat", p2), o, 4, o4);
-    o = linear(g, wf_model_name(n, "%s.output", p2), o, AF_OUTER * AF_OUTER, cz, 1, dt);
+    o = wf_model_linear(g, wf_model_name(n, "%s.output", p2), o, AF_OUTER * AF_OUTER, cz, 1, dt);
     o = scale(g, wf_model_name(n, "%s.mean", p2), o, 1.0 / (double)S);
     z = af_residual(g, p2, z, o, 0);
     /* Pair stack. */
@@ -651,22 +595,22 @@ wf_status wf_build_alphafold(const wf_model_config *mc, int64_t batch, wf_graph 
     int prev_dist = input(g, "prev_pos_distogram", dt, WF_ROLE_INPUT, 4, pd);
     int labels = input(g, "distogram_bins", WF_DTYPE_INT32, WF_ROLE_LABEL, 3, lb);
     /* Input embedder: msa = preprocess_msa(msa_feat) + preprocess_1d(target) per sequence. */
-    int t1 = linear(g, "preprocess_1d", target, AF_TARGET_FEAT, cm, 1, dt);
+    int t1 = wf_model_linear(g, "preprocess_1d", target, AF_TARGET_FEAT, cm, 1, dt);
     int64_t r1[4] = {B, 1, N, cm}, e1[4] = {B, S, N, cm};
     t1 = reshape(g, "preprocess_1d.row", t1, 4, r1);
     t1 = expand(g, "preprocess_1d.rows", t1, 4, e1);
-    int m = linear(g, "preprocess_msa", msa_feat, AF_MSA_FEAT, cm, 1, dt);
-    m = binary(g, WF_OP_ADD, "msa_activations", m, t1);
+    int m = wf_model_linear(g, "preprocess_msa", msa_feat, AF_MSA_FEAT, cm, 1, dt);
+    m = wf_model_binary(g, WF_OP_ADD, "msa_activations", m, t1);
     /* pair = left_single[i] + right_single[j] + relpos */
-    int l = linear(g, "left_single", target, AF_TARGET_FEAT, cz, 1, dt);
-    int r = linear(g, "right_single", target, AF_TARGET_FEAT, cz, 1, dt);
+    int l = wf_model_linear(g, "left_single", target, AF_TARGET_FEAT, cz, 1, dt);
+    int r = wf_model_linear(g, "right_single", target, AF_TARGET_FEAT, cz, 1, dt);
     int64_t li[4] = {B, N, 1, cz}, rj[4] = {B, 1, N, cz}, full[4] = {B, N, N, cz};
     l = expand(g, "left_single.rows", reshape(g, "left_single.col", l, 4, li), 4, full);
     r = expand(g, "right_single.cols", reshape(g, "right_single.row", r, 4, rj), 4, full);
-    int z = binary(g, WF_OP_ADD, "pair_activations", l, r);
-    z = binary(g, WF_OP_ADD, "pair_activations.relpos", z, linear(g, "pair_activiations", relpos, AF_RELPOS, cz, 1, dt));
+    int z = wf_model_binary(g, WF_OP_ADD, "pair_activations", l, r);
+    z = wf_model_binary(g, WF_OP_ADD, "pair_activations.relpos", z, wf_model_linear(g, "pair_activiations", relpos, AF_RELPOS, cz, 1, dt));
     /* Recycling embedder: the previous iteration's first MSA row, pair and positions. */
-    int pr = layernorm(g, "prev_msa_first_row_norm", prev_msa, cm, AF_EPS, dt);
+    int pr = wf_model_layernorm(g, "prev_msa_first_row_norm", prev_msa, cm, AF_EPS, dt);
     wf_op_attrs a;
     memset(&a, 0, sizeof a);
     a.axis = 1;
@@ -676,7 +620,7 @@ wf_status wf_build_alphafold(const wf_model_config *mc, int64_t batch, wf_graph 
     int sp = g->status == WF_OK && S > 1 ? wf_graph_add_op(g, WF_OP_SPLIT, "msa_first_row", &m, 1, &a) : -1;
     int first = S > 1 ? wf_graph_op_output(g, sp, 0) : m;
     int64_t fr[4] = {B, 1, N, cm};
-    first = binary(g, WF_OP_ADD, "msa_first_row.recycled", first, reshape(g, "prev_msa_first_row.row", pr, 4, fr));
+    first = wf_model_binary(g, WF_OP_ADD, "msa_first_row.recycled", first, reshape(g, "prev_msa_first_row.row", pr, 4, fr));
     if (S > 1) {
         int cat[2] = {first, wf_graph_op_output(g, sp, 1)};
         memset(&a, 0, sizeof a);
@@ -685,16 +629,16 @@ wf_status wf_build_alphafold(const wf_model_config *mc, int64_t batch, wf_graph 
     } else {
         m = first;
     }
-    z = binary(g, WF_OP_ADD, "pair_recycled", z, layernorm(g, "prev_pair_norm", prev_pair, cz, AF_EPS, dt));
-    z = binary(g, WF_OP_ADD, "pair_recycled_pos", z, linear(g, "prev_pos_linear", prev_dist, AF_PREV_BINS, cz, 1, dt));
+    z = wf_model_binary(g, WF_OP_ADD, "pair_recycled", z, wf_model_layernorm(g, "prev_pair_norm", prev_pair, cz, AF_EPS, dt));
+    z = wf_model_binary(g, WF_OP_ADD, "pair_recycled_pos", z, wf_model_linear(g, "prev_pos_linear", prev_dist, AF_PREV_BINS, cz, 1, dt));
     for (int64_t i = 0; i < mc->layers; i++) {
         wf_graph_set_block(g, 0, (int)i);
         af_evoformer(g, wf_model_name(pfx, "evoformer.%d", (int)i), &m, &z, mc, B);
     }
     wf_graph_set_block(g, -1, -1);
     /* Distogram head: symmetrized logits over 64 distance bins. */
-    int hl = linear(g, "distogram_head.half_logits", z, cz, AF_DISTOGRAM, 1, dt);
-    int logits = binary(g, WF_OP_ADD, "distogram_head.logits", hl, af_swap(g, "distogram_head.transpose", hl));
-    binary(g, WF_OP_CROSS_ENTROPY, "loss", logits, labels);
+    int hl = wf_model_linear(g, "distogram_head.half_logits", z, cz, AF_DISTOGRAM, 1, dt);
+    int logits = wf_model_binary(g, WF_OP_ADD, "distogram_head.logits", hl, af_swap(g, "distogram_head.transpose", hl));
+    wf_model_binary(g, WF_OP_CROSS_ENTROPY, "loss", logits, labels);
     return g->status;
 }

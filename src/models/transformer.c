@@ -30,59 +30,12 @@
 static int op1(wf_graph *g, wf_op_kind k, const char *name, int a, int b, int c,
                const wf_op_attrs *attr)
 {
-    int in[3] = {a, b, c};
-    int n = c >= 0 ? 3 : b >= 0 ? 2 : 1;
-    /* A failed earlier call leaves -1 inputs; the sticky status already says why. */
-    if (g->status != WF_OK)
-        return -1;
-    return wf_graph_op1(g, k, name, in, n, attr);
-}
-
-/* x[...,K] -> [...,N] with W[K,N] (and bias[N] when bias). */
-static int linear(wf_graph *g, const char *name, int x, int64_t K, int64_t N, int bias,
-                  wf_dtype dt)
-{
-    int w = wf_model_param(g, dt, 2, K, N, 0, 0, "%s.weight", name);
-    int b = bias ? wf_model_param(g, dt, 1, N, 0, 0, 0, "%s.bias", name) : -1;
-    return op1(g, WF_OP_LINEAR, name, x, w, b, NULL);
-}
-
-static int layernorm(wf_graph *g, const char *name, int x, int64_t H, double eps, wf_dtype dt)
-{
-    int gam = wf_model_param(g, dt, 1, H, 0, 0, 0, "%s.weight", name);
-    int bet = wf_model_param(g, dt, 1, H, 0, 0, 0, "%s.bias", name);
-    wf_op_attrs a;
-    memset(&a, 0, sizeof a);
-    a.eps = eps;
-    return op1(g, WF_OP_LAYERNORM, name, x, gam, bet, &a);
+    return wf_model_op(g, k, name, a, b, c, -1, attr);
 }
 
 static int rmsnorm(wf_graph *g, const char *name, int x, int64_t H, wf_dtype dt)
 {
-    int gam = wf_model_param(g, dt, 1, H, 0, 0, 0, "%s.weight", name);
-    wf_op_attrs a;
-    memset(&a, 0, sizeof a);
-    a.eps = LLAMA_NORM_EPS;
-    return op1(g, WF_OP_RMSNORM, name, x, gam, -1, &a);
-}
-
-static int dropout(wf_graph *g, const char *name, int x, double p)
-{
-    wf_op_attrs a;
-    memset(&a, 0, sizeof a);
-    a.p = p;
-    a.seed = wf_model_seed(g);
-    return op1(g, WF_OP_DROPOUT, name, x, -1, -1, &a);
-}
-
-static int unary(wf_graph *g, wf_op_kind k, const char *name, int x)
-{
-    return op1(g, k, name, x, -1, -1, NULL);
-}
-
-static int binary(wf_graph *g, wf_op_kind k, const char *name, int x, int y)
-{
-    return op1(g, k, name, x, y, -1, NULL);
+    return wf_model_rmsnorm(g, name, x, H, LLAMA_NORM_EPS, dt);
 }
 
 static int reshape(wf_graph *g, const char *name, int x, int ndim, int64_t d0, int64_t d1,
@@ -133,7 +86,7 @@ static int self_attention(wf_graph *g, const char *pfx, int x, const wf_model_co
     char n[WF_NAME_LEN];
     int64_t H = m->hidden, A = m->heads, Akv = m->kv_heads, D = H / A;
     wf_graph_set_tp(g, WF_TP_COL);
-    int qkv = linear(g, wf_model_name(n, "%s.attn.qkv", pfx), x, H, (A + 2 * Akv) * D, bias,
+    int qkv = wf_model_linear(g, wf_model_name(n, "%s.attn.qkv", pfx), x, H, (A + 2 * Akv) * D, bias,
                      m->dtype);
     wf_graph_set_tp(g, WF_TP_SHARD);
     int sp = split_qkv(g, wf_model_name(n, "%s.attn.split", pfx), qkv, A * D, Akv * D);
@@ -149,7 +102,7 @@ static int self_attention(wf_graph *g, const char *pfx, int x, const wf_model_co
     }
     int o = attention(g, wf_model_name(n, "%s.attn.core", pfx), q, k, v, A, Akv, m->causal, p);
     wf_graph_set_tp(g, WF_TP_ROW);
-    o = linear(g, wf_model_name(n, "%s.attn.proj", pfx), o, H, H, bias, m->dtype);
+    o = wf_model_linear(g, wf_model_name(n, "%s.attn.proj", pfx), o, H, H, bias, m->dtype);
     wf_graph_set_tp(g, WF_TP_NONE);
     return o;
 }
@@ -159,11 +112,11 @@ static int gelu_mlp(wf_graph *g, const char *pfx, int x, const wf_model_config *
 {
     char n[WF_NAME_LEN];
     wf_graph_set_tp(g, WF_TP_COL);
-    int f = linear(g, wf_model_name(n, "%s.mlp.fc1", pfx), x, m->hidden, m->ffn, 1, m->dtype);
+    int f = wf_model_linear(g, wf_model_name(n, "%s.mlp.fc1", pfx), x, m->hidden, m->ffn, 1, m->dtype);
     wf_graph_set_tp(g, WF_TP_SHARD);
-    f = unary(g, WF_OP_GELU, wf_model_name(n, "%s.mlp.gelu", pfx), f);
+    f = wf_model_unary(g, WF_OP_GELU, wf_model_name(n, "%s.mlp.gelu", pfx), f);
     wf_graph_set_tp(g, WF_TP_ROW);
-    f = linear(g, wf_model_name(n, "%s.mlp.fc2", pfx), f, m->ffn, m->hidden, 1, m->dtype);
+    f = wf_model_linear(g, wf_model_name(n, "%s.mlp.fc2", pfx), f, m->ffn, m->hidden, 1, m->dtype);
     wf_graph_set_tp(g, WF_TP_NONE);
     return f;
 }
@@ -181,7 +134,7 @@ static int token_embedding(wf_graph *g, const wf_model_config *m, int ids, int *
 {
     *table = wf_model_param(g, m->dtype, 2, m->vocab, m->hidden, 0, 0, "embed.tokens.weight");
     wf_graph_set_tp(g, WF_TP_VOCAB);
-    int x = binary(g, WF_OP_EMBEDDING, "embed.tokens", ids, *table);
+    int x = wf_model_binary(g, WF_OP_EMBEDDING, "embed.tokens", ids, *table);
     wf_graph_set_tp(g, WF_TP_NONE);
     return x;
 }
@@ -190,21 +143,21 @@ static int token_embedding(wf_graph *g, const wf_model_config *m, int ids, int *
 static int add_positions(wf_graph *g, const wf_model_config *m, int x)
 {
     int pos = wf_model_param(g, m->dtype, 2, m->seq, m->hidden, 0, 0, "embed.positions.weight");
-    return binary(g, WF_OP_ADD, "embed.add_positions", x, pos);
+    return wf_model_binary(g, WF_OP_ADD, "embed.add_positions", x, pos);
 }
 
 /* The residual x + o of a layer's `part` ("attn" or "mlp"). */
 static int residual(wf_graph *g, const char *pfx, const char *part, int x, int o)
 {
     char n[WF_NAME_LEN];
-    return binary(g, WF_OP_ADD, wf_model_name(n, "%s.%s.residual", pfx, part), x, o);
+    return wf_model_binary(g, WF_OP_ADD, wf_model_name(n, "%s.%s.residual", pfx, part), x, o);
 }
 
-/* The residual x + dropout(o) of a layer's `part` ("attn" or "mlp"). */
+/* The residual x + wf_model_dropout(o) of a layer's `part` ("attn" or "mlp"). */
 static int dropout_residual(wf_graph *g, const char *pfx, const char *part, int x, int o)
 {
     char n[WF_NAME_LEN];
-    o = dropout(g, wf_model_name(n, "%s.%s.dropout", pfx, part), o, GPT_DROPOUT);
+    o = wf_model_dropout(g, wf_model_name(n, "%s.%s.dropout", pfx, part), o, GPT_DROPOUT);
     return residual(g, pfx, part, x, o);
 }
 
@@ -220,9 +173,9 @@ static void tied_head(wf_graph *g, const wf_model_config *m, int64_t batch, int 
     a.trans_b = 1;
     int logits = op1(g, WF_OP_MATMUL, "head.logits", x, table, -1, &a); /* [B*S,V] */
     if (bias >= 0)
-        logits = binary(g, WF_OP_BIAS_ADD, "head.bias", logits, bias);
+        logits = wf_model_binary(g, WF_OP_BIAS_ADD, "head.bias", logits, bias);
     logits = reshape(g, "head.unflatten", logits, 3, B, S, V); /* [B,S,V] */
-    binary(g, WF_OP_CROSS_ENTROPY, "loss", logits, labels);
+    wf_model_binary(g, WF_OP_CROSS_ENTROPY, "loss", logits, labels);
     wf_graph_set_tp(g, WF_TP_NONE);
 }
 
@@ -238,19 +191,19 @@ wf_status wf_build_gpt(const wf_model_config *m, int64_t batch, wf_graph *g)
     int wte; /* [V,H] */
     int x = token_embedding(g, m, ids, &wte); /* [B,S,H] */
     x = add_positions(g, m, x);
-    x = dropout(g, "embed.dropout", x, GPT_DROPOUT);
+    x = wf_model_dropout(g, "embed.dropout", x, GPT_DROPOUT);
     for (int64_t i = 0; i < m->layers; i++) {
         wf_graph_set_block(g, 0, (int)i);
         wf_model_name(pfx, "layers.%d", (int)i);
-        int h = layernorm(g, wf_model_name(n, "%s.ln1", pfx), x, H, GPT_LN_EPS, dt);
+        int h = wf_model_layernorm(g, wf_model_name(n, "%s.ln1", pfx), x, H, GPT_LN_EPS, dt);
         int o = self_attention(g, pfx, h, m, 1, 0, GPT_DROPOUT);
         x = dropout_residual(g, pfx, "attn", x, o);
-        h = layernorm(g, wf_model_name(n, "%s.ln2", pfx), x, H, GPT_LN_EPS, dt);
+        h = wf_model_layernorm(g, wf_model_name(n, "%s.ln2", pfx), x, H, GPT_LN_EPS, dt);
         o = gelu_mlp(g, pfx, h, m);
         x = dropout_residual(g, pfx, "mlp", x, o);
     }
     wf_graph_set_block(g, -1, -1);
-    x = layernorm(g, "final.ln", x, H, GPT_LN_EPS, dt);
+    x = wf_model_layernorm(g, "final.ln", x, H, GPT_LN_EPS, dt);
     tied_head(g, m, batch, x, wte, -1, labels);
     return g->status;
 }
@@ -262,13 +215,13 @@ static int swiglu_mlp(wf_graph *g, const char *pfx, const char *part, int x, int
 {
     char n[WF_NAME_LEN];
     wf_graph_set_tp(g, WF_TP_COL);
-    int gate = linear(g, wf_model_name(n, "%s.%s.gate", pfx, part), x, H, F, 0, dt); /* [B,S,F] */
-    int up = linear(g, wf_model_name(n, "%s.%s.up", pfx, part), x, H, F, 0, dt);
+    int gate = wf_model_linear(g, wf_model_name(n, "%s.%s.gate", pfx, part), x, H, F, 0, dt); /* [B,S,F] */
+    int up = wf_model_linear(g, wf_model_name(n, "%s.%s.up", pfx, part), x, H, F, 0, dt);
     wf_graph_set_tp(g, WF_TP_SHARD);
-    gate = unary(g, WF_OP_SILU, wf_model_name(n, "%s.%s.silu", pfx, part), gate);
-    int o = binary(g, WF_OP_MUL, wf_model_name(n, "%s.%s.mul", pfx, part), gate, up);
+    gate = wf_model_unary(g, WF_OP_SILU, wf_model_name(n, "%s.%s.silu", pfx, part), gate);
+    int o = wf_model_binary(g, WF_OP_MUL, wf_model_name(n, "%s.%s.mul", pfx, part), gate, up);
     wf_graph_set_tp(g, WF_TP_ROW);
-    o = linear(g, wf_model_name(n, "%s.%s.down", pfx, part), o, F, H, 0, dt);
+    o = wf_model_linear(g, wf_model_name(n, "%s.%s.down", pfx, part), o, F, H, 0, dt);
     wf_graph_set_tp(g, WF_TP_NONE);
     return o;
 }
@@ -303,7 +256,7 @@ static int moe_mlp(wf_graph *g, const char *pfx, int x, const wf_model_config *m
     int64_t Fs = m->shared_ffn;
     if (Fs > 0) {
         int sh = swiglu_mlp(g, pfx, "moe.shared", x, H, Fs, dt);
-        o = binary(g, WF_OP_ADD, wf_model_name(n, "%s.moe.add_shared", pfx), o, sh);
+        o = wf_model_binary(g, WF_OP_ADD, wf_model_name(n, "%s.moe.add_shared", pfx), o, sh);
     }
     return o;
 }
@@ -325,16 +278,16 @@ static int mla_attention(wf_graph *g, const char *pfx, int x, const wf_model_con
     wf_dtype dt = m->dtype;
     int q;
     if (m->q_lora > 0) {
-        q = linear(g, wf_model_name(n, "%s.attn.q_a", pfx), x, H, m->q_lora, 0, dt);
+        q = wf_model_linear(g, wf_model_name(n, "%s.attn.q_a", pfx), x, H, m->q_lora, 0, dt);
         q = rmsnorm(g, wf_model_name(n, "%s.attn.q_norm", pfx), q, m->q_lora, dt);
         wf_graph_set_tp(g, WF_TP_COL);
-        q = linear(g, wf_model_name(n, "%s.attn.q_b", pfx), q, m->q_lora, A * (nope + rope), 0, dt);
+        q = wf_model_linear(g, wf_model_name(n, "%s.attn.q_b", pfx), q, m->q_lora, A * (nope + rope), 0, dt);
     } else {
         wf_graph_set_tp(g, WF_TP_COL);
-        q = linear(g, wf_model_name(n, "%s.attn.q", pfx), x, H, A * (nope + rope), 0, dt);
+        q = wf_model_linear(g, wf_model_name(n, "%s.attn.q", pfx), x, H, A * (nope + rope), 0, dt);
     }
     wf_graph_set_tp(g, WF_TP_NONE);
-    int kva = linear(g, wf_model_name(n, "%s.attn.kv_a", pfx), x, H, m->kv_lora + rope, 0, dt);
+    int kva = wf_model_linear(g, wf_model_name(n, "%s.attn.kv_a", pfx), x, H, m->kv_lora + rope, 0, dt);
     wf_op_attrs a;
     memset(&a, 0, sizeof a);
     a.axis = 2;
@@ -348,7 +301,7 @@ static int mla_attention(wf_graph *g, const char *pfx, int x, const wf_model_con
     int lat = rmsnorm(g, wf_model_name(n, "%s.attn.kv_norm", pfx), wf_graph_op_output(g, sp, 0),
                       m->kv_lora, dt);
     wf_graph_set_tp(g, WF_TP_COL);
-    int kv = linear(g, wf_model_name(n, "%s.attn.kv_b", pfx), lat, m->kv_lora, A * (nope + vd), 0,
+    int kv = wf_model_linear(g, wf_model_name(n, "%s.attn.kv_b", pfx), lat, m->kv_lora, A * (nope + vd), 0,
                     dt);
     wf_graph_set_tp(g, WF_TP_SHARD);
     a.sizes[0] = A * nope;
@@ -367,7 +320,7 @@ static int mla_attention(wf_graph *g, const char *pfx, int x, const wf_model_con
                       wf_graph_op_output(g, kvs, 0), wf_graph_op_output(g, kvs, 1), A, A,
                       m->causal, 0.0);
     wf_graph_set_tp(g, WF_TP_ROW);
-    o = linear(g, wf_model_name(n, "%s.attn.proj", pfx), o, A * vd, H, 0, dt);
+    o = wf_model_linear(g, wf_model_name(n, "%s.attn.proj", pfx), o, A * vd, H, 0, dt);
     wf_graph_set_tp(g, WF_TP_NONE);
     return o;
 }
@@ -409,8 +362,8 @@ wf_status wf_build_llama(const wf_model_config *m, int64_t batch, wf_graph *g)
         return g->status;
     }
     wf_graph_set_tp(g, WF_TP_VOCAB);
-    int logits = linear(g, "head.logits", x, H, V, 0, dt); /* [B,S,V] */
-    binary(g, WF_OP_CROSS_ENTROPY, "loss", logits, labels);
+    int logits = wf_model_linear(g, "head.logits", x, H, V, 0, dt); /* [B,S,V] */
+    wf_model_binary(g, WF_OP_CROSS_ENTROPY, "loss", logits, labels);
     wf_graph_set_tp(g, WF_TP_NONE);
     return g->status;
 }
@@ -438,12 +391,12 @@ static void nsp_head(wf_graph *g, const wf_model_config *m, int64_t batch, int e
         cls = wf_graph_op_output(g, wf_graph_add_op(g, WF_OP_SPLIT, "pooler.first_token", in, 1, &a), 0);
     }
     cls = reshape(g, "pooler.flatten", cls, 2, B, H, 0);              /* [B,H] */
-    cls = linear(g, "pooler.dense", cls, H, H, 1, dt);                 /* [B,H] */
-    cls = unary(g, WF_OP_TANH, "pooler.tanh", cls);
-    int logits = linear(g, "nsp.logits", cls, H, 2, 1, dt);           /* [B,2] */
+    cls = wf_model_linear(g, "pooler.dense", cls, H, H, 1, dt);                 /* [B,H] */
+    cls = wf_model_unary(g, WF_OP_TANH, "pooler.tanh", cls);
+    int logits = wf_model_linear(g, "nsp.logits", cls, H, 2, 1, dt);           /* [B,2] */
     int nsp_labels = wf_graph_add_tensor(g, "nsp_labels", WF_DTYPE_INT32, WF_ROLE_LABEL, 1, &B);
-    int nsp = binary(g, WF_OP_CROSS_ENTROPY, "nsp.loss", logits, nsp_labels);
-    int total = binary(g, WF_OP_ADD, "loss.total", mlm, nsp);
+    int nsp = wf_model_binary(g, WF_OP_CROSS_ENTROPY, "nsp.loss", logits, nsp_labels);
+    int total = wf_model_binary(g, WF_OP_ADD, "loss.total", mlm, nsp);
     if (g->status == WF_OK)
         g->loss = total;
 }
@@ -466,25 +419,25 @@ wf_status wf_build_bert(const wf_model_config *m, int64_t batch, wf_graph *g)
     int x = token_embedding(g, m, ids, &word); /* [B,S,H] */
     x = add_positions(g, m, x);
     int ttab = wf_model_param(g, dt, 2, 2, H, 0, 0, "embed.token_types.weight"); /* [2,H] */
-    int t = binary(g, WF_OP_EMBEDDING, "embed.token_types", types, ttab);
-    x = binary(g, WF_OP_ADD, "embed.add_token_types", x, t);
-    x = layernorm(g, "embed.ln", x, H, BERT_LN_EPS, dt);
-    x = dropout(g, "embed.dropout", x, GPT_DROPOUT);
+    int t = wf_model_binary(g, WF_OP_EMBEDDING, "embed.token_types", types, ttab);
+    x = wf_model_binary(g, WF_OP_ADD, "embed.add_token_types", x, t);
+    x = wf_model_layernorm(g, "embed.ln", x, H, BERT_LN_EPS, dt);
+    x = wf_model_dropout(g, "embed.dropout", x, GPT_DROPOUT);
     for (int64_t i = 0; i < m->layers; i++) {
         wf_graph_set_block(g, 0, (int)i);
         wf_model_name(pfx, "layers.%d", (int)i);
         int o = self_attention(g, pfx, x, m, 1, 0, GPT_DROPOUT);
         x = dropout_residual(g, pfx, "attn", x, o);
-        x = layernorm(g, wf_model_name(n, "%s.ln1", pfx), x, H, BERT_LN_EPS, dt);
+        x = wf_model_layernorm(g, wf_model_name(n, "%s.ln1", pfx), x, H, BERT_LN_EPS, dt);
         o = gelu_mlp(g, pfx, x, m);
         x = dropout_residual(g, pfx, "mlp", x, o);
-        x = layernorm(g, wf_model_name(n, "%s.ln2", pfx), x, H, BERT_LN_EPS, dt);
+        x = wf_model_layernorm(g, wf_model_name(n, "%s.ln2", pfx), x, H, BERT_LN_EPS, dt);
     }
     wf_graph_set_block(g, -1, -1);
     int enc = x; /* [B,S,H] */
-    x = linear(g, "head.dense", x, H, H, 1, dt);
-    x = unary(g, WF_OP_GELU, "head.gelu", x);
-    x = layernorm(g, "head.ln", x, H, BERT_LN_EPS, dt);
+    x = wf_model_linear(g, "head.dense", x, H, H, 1, dt);
+    x = wf_model_unary(g, WF_OP_GELU, "head.gelu", x);
+    x = wf_model_layernorm(g, "head.ln", x, H, BERT_LN_EPS, dt);
     int bias = wf_model_param(g, dt, 1, V, 0, 0, 0, "head.logits.bias"); /* [V] */
     tied_head(g, m, batch, x, word, bias, labels);
     if (m->nsp && g->status == WF_OK)
