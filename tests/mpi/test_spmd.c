@@ -22,7 +22,8 @@
  *             ranks): padded as Megatron pads it, the padding masked out of
  *             the loss: the losses of the unpadded single process;
  *   refusals  a mesh of 8 devices on this job, a split that does not divide
- *             a tensor: WF_INVAL on every rank. */
+ *             a tensor, an MLP width tp does not divide: WF_INVAL on every
+ *             rank. */
 #include "harness.h"
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
@@ -385,7 +386,8 @@ int main(void)
         refuse("mlp-tiny", path_of("spmd_mesh8.json"), "an op-level mesh of 8");
         write_plan("spmd_nodivide.json", "mlp-tiny:sizes=784-63-10", mesh, ops, sigs, 4);
         refuse("mlp-tiny:sizes=784-63-10", path_of("spmd_nodivide.json"), "a split that does not divide");
-        refuse("gpt-tiny:vocab=97", "tp=2", "a vocabulary tp=2 does not divide");
+        /* A vocabulary runs padded (check_padded); an MLP width is not padded. */
+        refuse("gpt-tiny:ffn=255", "tp=2", "an MLP width tp=2 does not divide");
     }
     if (g_rank == 0) {
         static const char *const files[] = {"spmd_mlp_planned.json", "spmd_mlp_megatron.json", "spmd_cnn_planned.json",
