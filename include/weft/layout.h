@@ -100,6 +100,19 @@ void wf_layout_plan_free(wf_layout_plan *p);
 /* The index of forward op `name` in p->graph, or -1. */
 int wf_layout_op_index(const wf_layout_plan *p, const char *name);
 
+/* Megatron-LM pads the vocabulary to a multiple of --make-vocab-size-
+ * divisible-by (128) x tp (src/layout/vocab_pad.c cites the source).
+ * wf_megatron_padded_vocab: that size. wf_megatron_pad_model: *out is m with
+ * its vocabulary so padded, named as its override ("bert-base-pretrain:
+ * vocab=30720"), and 1, when m is a transformer whose vocabulary tp > 1 does
+ * not divide; else *out = *m and 0. wf_plan_lower lowers the model it is
+ * given: `weft plan --verify` lowers the padded one (the op-level plan is
+ * that model's, and is evaluated with it), and `weft train` runs it
+ * (src/runtime/spmd.c), the padding's logits masked out of the loss. */
+#define WF_MEGATRON_VOCAB_DIVISIBLE_BY 128
+int64_t wf_megatron_padded_vocab(int64_t vocab, int tp, int divisible_by);
+int wf_megatron_pad_model(const wf_model_config *m, int tp, wf_model_config *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -158,7 +158,10 @@ void wf_exec_set_experts(wf_exec *e, const wf_exec_experts *x); /* NULL clears *
  *     vocabulary of vocab_total[o]: the embedding writes zero rows for ids
  *     outside its shard (a partial sum), the cross-entropy reduces the row
  *     maxima (max) and the sums of exponentials and target logits (sum) over
- *     the shards with allreduce(ctx, o, buf, n, is_max);
+ *     the shards with allreduce(ctx, o, buf, n, is_max); a vocabulary padded
+ *     as Megatron pads it has ids and labels below vocab_total[o] (the
+ *     model's own size), and the logits' columns at or beyond it (the
+ *     padding) are masked out of the loss and get no gradient;
  *   stats_split[o] = 1: a batchnorm whose batch (or spatial) dims are split:
  *     the per-channel sums of the statistics (forward) and of the gradient
  *     terms (backward) are summed over the shards with allreduce;

@@ -326,6 +326,13 @@ typedef struct {
     double proxy_compute_s, proxy_comm_s, proxy_pp_comm_s, proxy_bubble_s, proxy_grad_sync_s;
     double proxy_memory_bytes;
     int proxy_fits;
+    /* The memory levers of a frontier point (TensorOpt's: oplevel_levers.c):
+     * recompute 1 = full recomputation of the repeated blocks, recompute_s
+     * its time (part of compute_s); zero the ZeRO stage (0-3). The plan
+     * string carries them (",recompute=full,zero=2"). The searched plans
+     * (top, best) have none. */
+    int recompute, zero;
+    double recompute_s;
 } wf_opplan_point;
 
 typedef struct {
@@ -357,18 +364,6 @@ typedef struct {
 wf_status wf_opplan_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
                            const wf_opplan_opts *opts, wf_opplan_result *r);
 void wf_opplan_result_free(wf_opplan_result *r);
-
-/* Megatron-LM pads the vocabulary to a multiple of --make-vocab-size-
- * divisible-by (128) x tp (src/search/vocab_pad.c cites the source).
- * wf_megatron_padded_vocab: that size. wf_megatron_pad_model: *out is m with
- * its vocabulary so padded, named as its override ("bert-base-pretrain:
- * vocab=30720"), and 1, when m is a transformer whose vocabulary tp > 1 does
- * not divide; else *out = *m and 0. wf_plan_lower lowers the model it is
- * given: `weft plan --verify` lowers the padded one (the op-level plan is
- * that model's, and is evaluated with it). */
-#define WF_MEGATRON_VOCAB_DIVISIBLE_BY 128
-int64_t wf_megatron_padded_vocab(int64_t vocab, int tp, int divisible_by);
-int wf_megatron_pad_model(const wf_model_config *m, int tp, wf_model_config *out);
 
 /* ==== one search space (src/search/unified.c) ======================================
  * Every candidate is an op-level plan ranked by the one cost model: the

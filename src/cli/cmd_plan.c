@@ -725,6 +725,12 @@ static wf_status ol_plot(const plan_args *a, const wf_model_config *m, const wf_
         if (strcmp(r->pareto[i].plan, r->best.plan) == 0 && chosen < 0)
             chosen = i;
     }
+    /* The best's layouts may sit on the frontier only under a memory lever
+     * that dominates them (ZeRO: the same time, less memory): mark that. */
+    size_t bl = strlen(r->best.plan);
+    for (int i = 0; st == WF_OK && chosen < 0 && i < n; i++)
+        if (strncmp(r->pareto[i].plan, r->best.plan, bl) == 0 && r->pareto[i].plan[bl] == ',')
+            chosen = i;
     if (st == WF_OK) {
         wf_plot_series s = {r->devices, n, t, mem, lab, NULL};
         char title[300];

@@ -1639,26 +1639,31 @@ static void vocab_embedding_bwd(const int32_t *ids, const float *dy, float *dtab
  * [first, first + v) of the vocabulary; the row maxima, then the sums of
  * exponentials and the target logits, are reduced over the shards, so every
  * shard gets the whole loss and saves each row's log-sum-exp. ws holds 3m
- * floats. */
+ * floats. Columns at or beyond vt are a padded vocabulary's padding
+ * (spmd.c): masked out, as if their logits were -inf, so the loss is the
+ * unpadded model's (Megatron's own loss takes the padding's logits in:
+ * NVIDIA/Megatron-LM@d98e8a64, megatron/core/tensor_parallel/cross_entropy.py
+ * normalizes over the whole partition). */
 static wf_status vocab_ce_fwd(wf_exec *e, int o, const float *x, const int32_t *lab, float *loss, float *saved,
                               float *ws, int64_t m, int64_t v, int64_t first, int64_t vt)
 {
     wf_status st = WF_OK;
     float *mx = ws, *se = ws + m; /* se: [sum of exp, target] per row */
+    const int64_t nv = first + v <= vt ? v : vt > first ? vt - first : 0; /* this shard's valid columns */
     for (int64_t i = 0; i < m; i++) {
         float best = -INFINITY;
-        for (int64_t j = 0; j < v; j++)
+        for (int64_t j = 0; j < nv; j++)
             best = x[i * v + j] > best ? x[i * v + j] : best;
         mx[i] = best;
     }
     wf_status cs = e->sp.allreduce(e->sp.ctx, o, mx, m, 1);
     for (int64_t i = 0; i < m; i++) {
         double s = 0;
-        for (int64_t j = 0; j < v; j++)
+        for (int64_t j = 0; j < nv; j++)
             s += (double)wf_k_expf(x[i * v + j] - mx[i]);
         se[2 * i] = (float)s;
         int64_t r = (int64_t)lab[i] - first;
-        se[2 * i + 1] = r >= 0 && r < v ? x[i * v + r] : 0.0f;
+        se[2 * i + 1] = r >= 0 && r < nv ? x[i * v + r] : 0.0f;
         if ((lab[i] < 0 || lab[i] >= vt) && st == WF_OK)
             st = wf_errorf(WF_INVAL, "cross_entropy: label %d at row %lld is outside [0, %lld)", (int)lab[i],
                            (long long)i, (long long)vt);
@@ -1678,15 +1683,18 @@ static wf_status vocab_ce_fwd(wf_exec *e, int o, const float *x, const int32_t *
     return st;
 }
 
+/* The gradient of vocab_ce_fwd's loss; the padding's columns (at or beyond
+ * vt) get none. */
 static void vocab_ce_bwd(const float *x, const int32_t *lab, const float *saved, float dloss, float *dx, int64_t m,
-                         int64_t v, int64_t first)
+                         int64_t v, int64_t first, int64_t vt)
 {
     const float c = dloss / (float)m;
+    const int64_t nv = first + v <= vt ? v : vt > first ? vt - first : 0;
     for (int64_t i = 0; i < m; i++) {
         for (int64_t j = 0; j < v; j++)
-            dx[i * v + j] = c * wf_k_expf(x[i * v + j] - saved[i]);
+            dx[i * v + j] = j < nv ? c * wf_k_expf(x[i * v + j] - saved[i]) : 0.0f;
         int64_t r = (int64_t)lab[i] - first;
-        if (r >= 0 && r < v)
+        if (r >= 0 && r < nv)
             dx[i * v + r] -= c;
     }
 }
@@ -2078,7 +2086,7 @@ static void run_bwd(wf_exec *e, int o)
     if (vocab_split(e, op->fwd_op) && f->kind == WF_OP_CROSS_ENTROPY) {
         int64_t v = last_dim(x);
         vocab_ce_bwd(F(f->in[0]), I32(f->in[1]), sv, dy ? dy[0] : 1.0f, d0, numel(x) / v, v,
-                     e->sp.vocab_first[op->fwd_op]);
+                     e->sp.vocab_first[op->fwd_op], e->sp.vocab_total[op->fwd_op]);
         goto accumulate;
     }
     if (f->kind == WF_OP_DROPOUT && dropout_view(e, op->fwd_op, dy, d0, 1))

@@ -93,6 +93,8 @@ typedef struct {
 struct wf_spmd {
     wf_train_config c;
     wf_model_config model;
+    int64_t vocab_valid;          /* the model's own vocabulary when model is padded as Megatron pads
+                                     it (tp does not divide it), else 0 */
     wf_plan_oplevel ol;
     wf_mesh mesh;
     int naxes;
@@ -1049,7 +1051,9 @@ static wf_status build_local(wf_spmd *S)
             if (mask) {
                 S->vocab_first[lop] = gidx(S, &sg->in[o->kind == WF_OP_EMBEDDING ? 1 : 0], S->coord, vd,
                                            g->tensors[vt].shape[vd], NULL, 0);
-                S->vocab_total[lop] = g->tensors[vt].shape[vd];
+                /* The ids and labels lie below the model's own vocabulary;
+                 * columns of the padding beyond it are masked (executor.c). */
+                S->vocab_total[lop] = S->vocab_valid > 0 ? S->vocab_valid : g->tensors[vt].shape[vd];
                 S->vocab_mask[lop] = mask;
                 if (S->parts[vt][vd].n > 1)
                     return wf_errorf(WF_INVAL, "op-level plan: op '%s' splits a part-blocked vocabulary", o->name);
@@ -1187,6 +1191,14 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
         if ((int64_t)p.dp * p.tp != S->nranks)
             return wf_errorf(WF_INVAL, "plan dp=%d,tp=%d needs %d ranks but the job has %d", p.dp, p.tp, p.dp * p.tp,
                              S->nranks);
+        /* A vocabulary tp does not divide runs padded as Megatron pads it
+         * (src/search/vocab_pad.c); the padding's logits are masked out of
+         * the loss (executor.c), so the losses are the unpadded model's. */
+        wf_model_config padded;
+        if (wf_megatron_pad_model(&S->model, p.tp, &padded)) {
+            S->vocab_valid = S->model.vocab;
+            S->model = padded;
+        }
         /* What Megatron's layout splits tp ways, named before the lowering. */
         const char *what[] = {"vocabulary", "heads", "hidden size", "MLP width"};
         const wf_model_config *mc = &S->model;
@@ -1248,6 +1260,12 @@ static wf_status build_mesh_local(wf_spmd *S, const wf_cluster *clp)
         return st;
     if ((st = wf_data_layout_from_graph(&S->gg, &S->dl)) != WF_OK)
         return st;
+    if (S->vocab_valid > 0) { /* the data know the model's own vocabulary, not the padding */
+        if (S->dl.vocab == S->model.vocab)
+            S->dl.vocab = S->vocab_valid;
+        if (S->dl.classes == S->model.vocab)
+            S->dl.classes = S->vocab_valid;
+    }
     /* Per local op arrays sized generously: carriers add ops. */
     int cap = 8 * S->gg.nfwd + 64;
     S->vocab_first = malloc((size_t)cap * sizeof *S->vocab_first);

@@ -41,6 +41,7 @@ typedef struct {
     double *tn;        /* [nch] compute + in-op comm */
     double *sy;        /* [nch] attached weights' gradient reduction (unscaled) */
     double *tc;        /* [nch] of which compute */
+    double *tf;        /* [nch] of which the forward pass (what recomputation repeats) */
     double *m;         /* [nch] memory: mw + act_multiplier x ma */
     double *mw;        /* [nch] weights, gradients, optimizer state */
     double *ma;        /* [nch] saved activations (one micro-batch) */
@@ -77,6 +78,10 @@ wf_status ol_problem_build(const wf_graph *g, const wf_cluster *c, const wf_mesh
                            const wf_oplevel_opts *o, int tie, ol_problem *p);
 void ol_problem_free(ol_problem *p);
 
+/* Bytes per element of a parameter kept for training: the weight, its
+ * gradient (never below the weight's), the optimizer state. */
+void ol_state_parts(const ol_problem *p, const wf_tensor *w, double *wb, double *gb, double *ob);
+
 /* Time, compute part and memory of an assignment (a choice per variable). */
 void ol_eval(const ol_problem *p, const int *assign, double *time_s, double *compute_s,
              double *memory_bytes);
@@ -91,6 +96,30 @@ typedef struct {
     double mw, ma;  /* weights with state; saved activations of one micro-batch */
 } ol_parts;
 void ol_eval_parts(const ol_problem *p, const int *assign, ol_parts *out);
+
+/* The memory levers of an assignment (oplevel_levers.c): recomputation
+ * and ZeRO, in closed form on the proxy's own parts. */
+typedef struct {
+    double tf_rc;     /* forward compute of the ops in repeated blocks: what full recomputation
+                         repeats in each backward pass */
+    double ma_block;  /* of the saved activations (ma), the blocks' */
+    double ck;        /* each block instance's input activations, kept as its checkpoint */
+    double ma_peak;   /* the largest block instance's saved activations (live again while its
+                         backward runs) */
+    int layers;       /* block instances in the range */
+    double zsave[4];  /* memory ZeRO stage z saves: the replicas' shares of optimizer state (1),
+                         and gradients (2), and weights (3), 0 for z = 0 */
+    double z12_s;     /* ZeRO 1-2: a reduce-scatter and an all-gather in place of each replicated
+                         weight's gradient all-reduce (their difference in price) */
+    double z3_s;      /* ZeRO-3's weight all-gathers of one pass (forward and backward), beyond z12_s */
+} ol_levers;
+wf_status ol_eval_levers(const ol_problem *p, const int *assign, ol_levers *out);
+
+/* The parts of a one-stage plan (pp = 1: one micro-batch in flight) under
+ * the levers: rc = 1 full recomputation, z the ZeRO stage (rc = z = 0: the
+ * plan itself); *rc_s the recomputation's time. Returns 0 where a lever
+ * saves no memory (no repeated blocks to recompute, no replicated state). */
+int ol_lever_parts(const ol_parts *q, const ol_levers *lv, int rc, int z, ol_parts *v, double *rc_s);
 
 /* Per op of the range, its share of an assignment's costs: its variable's
  * unary costs divided by the tied instances, plus half of every edge of that

@@ -229,14 +229,20 @@ typedef struct {
     wf_sbp_cache *cache;
 } build_ctx;
 
+void ol_state_parts(const ol_problem *p, const wf_tensor *w, double *wb, double *gb, double *ob)
+{
+    *wb = (double)wf_dtype_bytes(w->dtype);
+    *gb = p->c->grad_bytes > *wb ? p->c->grad_bytes : *wb; /* never below the weight's */
+    *ob = p->opts.optimizer_bytes_per_param > 0
+              ? p->opts.optimizer_bytes_per_param
+              : (w->dtype == WF_DTYPE_FP16 || w->dtype == WF_DTYPE_BF16 ? 12.0 : 8.0);
+}
+
 /* Bytes per parameter element kept for training: weight + gradient + optimizer state. */
 static double state_bytes(const ol_problem *p, const wf_tensor *w)
 {
-    double wb = (double)wf_dtype_bytes(w->dtype);
-    double gb = p->c->grad_bytes > wb ? p->c->grad_bytes : wb; /* never below the weight's */
-    double ob = p->opts.optimizer_bytes_per_param > 0
-                    ? p->opts.optimizer_bytes_per_param
-                    : (w->dtype == WF_DTYPE_FP16 || w->dtype == WF_DTYPE_BF16 ? 12.0 : 8.0);
+    double wb, gb, ob;
+    ol_state_parts(p, w, &wb, &gb, &ob);
     return wb + gb + ob;
 }
 
@@ -314,7 +320,7 @@ static int outer_dp_allowed(const ol_problem *p, const wf_op *o, const wf_sbp_si
  * per pass. Returns -1 where the op is a product of no such shape or the
  * device has no fit (the FLOPs table applies). */
 static double shaped_time(const ol_problem *p, const wf_graph *g, int r, const wf_sbp_sig *s, wf_dtype dt,
-                          const wf_op_cost *oc)
+                          const wf_op_cost *oc, double *fwd_s)
 {
     const wf_device *dev = &p->c->dev;
     const wf_op *o = &g->ops[r];
@@ -337,6 +343,8 @@ static double shaped_time(const ol_problem *p, const wf_graph *g, int r, const w
             double tm = wf_membound_time(dev, mk, bwd, by), tf = fl > 0 && vp > 0 ? fl / (vp * dev->vector_eff) : 0;
             double x = tm > tf ? tm : tf;
             t += (x > dev->op_overhead_s ? x : dev->op_overhead_s) + gap;
+            if (!bwd)
+                *fwd_s = t;
         }
         return t;
     }
@@ -374,6 +382,7 @@ static double shaped_time(const ol_problem *p, const wf_graph *g, int r, const w
     if (!(M > 0 && N > 0 && K > 0 && nb > 0))
         return -1;
     double t = wf_gemm_time(dev, kind, nb, M, N, K) + gap;
+    *fwd_s = t;
     double f1 = oc->fwd_flops > 0 ? oc->fwd_flops : 2.0 * nb * M * N * K;
     double nin = oc->bwd_in_flops / f1;
     if (nin > 0.25)
@@ -399,8 +408,10 @@ static wf_status alloc_costs(ol_problem *p, ol_var *v, int n)
     v->m = aalloc(p, (size_t)n, sizeof(double));
     v->mw = aalloc(p, (size_t)n, sizeof(double));
     v->ma = aalloc(p, (size_t)n, sizeof(double));
-    if (!v->t || !v->tn || !v->sy || !v->tc || !v->m || !v->mw || !v->ma)
+    v->tf = aalloc(p, (size_t)n, sizeof(double));
+    if (!v->t || !v->tn || !v->sy || !v->tc || !v->m || !v->mw || !v->ma || !v->tf)
         return wf_errorf(WF_NOMEM, "oplevel: out of memory");
+    memset(v->tf, 0, sizeof(double) * (size_t)n);
     return WF_OK;
 }
 
@@ -462,9 +473,9 @@ static wf_status op_unary(ol_problem *p, ol_var *v, const build_ctx *b)
     for (int c = 0; c < n; c++) {
         const wf_sbp_sig *s = &v->sigs[c];
         double d = (double)s->split;
-        double tc = shaped_time(p, g, r, s, dt, &oc);
+        double tf = 0, tc = shaped_time(p, g, r, s, dt, &oc, &tf);
         if (tc < 0) {
-            tc = wf_compute_time(dev, matrix, dt, oc.fwd_flops / d, oc.fwd_bytes / d);
+            tc = tf = wf_compute_time(dev, matrix, dt, oc.fwd_flops / d, oc.fwd_bytes / d);
             if (bwd_flops > 0 || oc.bwd_bytes > 0)
                 tc += wf_compute_time(dev, matrix, dt, bwd_flops / d, oc.bwd_bytes / d);
         }
@@ -513,6 +524,7 @@ static wf_status op_unary(ol_problem *p, ol_var *v, const build_ctx *b)
         v->sy[c] = sy * mult;
         v->t[c] = v->tn[c] + p->opts.grad_sync_scale * v->sy[c];
         v->tc[c] = tc * mult;
+        v->tf[c] = tf * mult;
         v->mw[c] = mw * mult;
         v->ma[c] = ma * mult;
         v->m[c] = v->mw[c] + p->opts.act_multiplier * v->ma[c];

@@ -606,6 +606,17 @@ static void tick(planner *P)
         P->o.progress(P->work_done / P->work_total, P->o.progress_user);
 }
 
+/* Marks a frontier point with its levers: its keys and plan string. */
+static void set_levers(wf_opplan_point *pt, int rc, int z, double rc_s)
+{
+    pt->recompute = rc;
+    pt->zero = z;
+    pt->recompute_s = rc_s;
+    size_t n = strlen(pt->plan);
+    snprintf(pt->plan + n, sizeof pt->plan - n, "%s%s%.0d", rc ? ",recompute=full" : "", z ? ",zero=" : "",
+             z);
+}
+
 /* The fastest fitting plan of a search's frontier, else the smallest. */
 static int pick_plan(const ol_plan *plans, int n, double limit)
 {
@@ -655,22 +666,33 @@ static wf_status search_stage(planner *P, int gi, const wf_mesh *mesh, int pp, i
             k->given[(size_t)s * nt + t] = 1;
         }
     if (pp == 1) {
-        /* Every fitting frontier point is a plan of its own (same mesh, other layouts). */
+        /* Every fitting frontier point is a plan of its own (same mesh, other
+         * layouts), and so is each of its variants under the memory levers
+         * (full recomputation, ZeRO 1-3) that fits and saves memory. */
         for (int i = 0; i < nfr && st == WF_OK; i++) {
-            if (plans[i].m > P->budget)
-                continue;
-            wf_opplan_point pt = k->pt;
-            pt.stages = wf_arena_alloc(&P->a, sizeof(wf_opplan_stage));
-            if (!pt.stages) {
-                st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
-                break;
-            }
             ol_eval_parts(&p, plans[i].assign, &q);
-            stage_from_parts(&pt.stages[0], &q, lo, hi, 1, 0);
-            char ms[64];
-            finish_point(&pt, g, P->c, wf_mesh_str(mesh, ms, sizeof ms), wf_mesh_devices(mesh), 1,
-                         1, P->batch, P->budget);
-            st = push_front(P, &pt);
+            ol_levers lv;
+            if ((st = ol_eval_levers(&p, plans[i].assign, &lv)))
+                break;
+            for (int rc = 0; rc < 2 && st == WF_OK; rc++)
+                for (int z = 0; z < 4 && st == WF_OK; z++) {
+                    ol_parts v;
+                    double rc_s;
+                    if (!ol_lever_parts(&q, &lv, rc, z, &v, &rc_s) || v.m > P->budget)
+                        continue;
+                    wf_opplan_point pt = k->pt;
+                    pt.stages = wf_arena_alloc(&P->a, sizeof(wf_opplan_stage));
+                    if (!pt.stages) {
+                        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+                        break;
+                    }
+                    stage_from_parts(&pt.stages[0], &v, lo, hi, 1, 0);
+                    char ms[64];
+                    finish_point(&pt, g, P->c, wf_mesh_str(mesh, ms, sizeof ms), wf_mesh_devices(mesh),
+                                 1, 1, P->batch, P->budget);
+                    set_levers(&pt, rc, z, rc_s);
+                    st = push_front(P, &pt);
+                }
         }
     }
 done:
@@ -1290,7 +1312,7 @@ cJSON *wf_opplan_point_to_json(const wf_opplan_point *pt, const wf_graph *g)
     cJSON_AddNumberToObject(j, "proxy_time_s", pt->one_model ? pt->proxy_time_s : pt->iteration_time_s);
     cJSON *b = cJSON_AddObjectToObject(j, "breakdown");
     if (b) {
-        cJSON_AddNumberToObject(b, "compute", pt->compute_s);
+        cJSON_AddNumberToObject(b, "compute", pt->compute_s - pt->recompute_s);
         cJSON_AddNumberToObject(b, "comm", pt->comm_s);
         cJSON_AddNumberToObject(b, "pp_comm", pt->pp_comm_s);
         cJSON_AddNumberToObject(b, "bubble", pt->bubble_s);
@@ -1298,13 +1320,16 @@ cJSON *wf_opplan_point_to_json(const wf_opplan_point *pt, const wf_graph *g)
         /* The estimate contract's keys (ARCHITECTURE.md), mapped from the op-level
          * model: in-op and boxing collectives are the operator-parallel (tp) traffic,
          * the weight-gradient reduction is the data-parallel one; the op-level model
-         * has no recompute, charges no optimizer step and overlaps no communication. */
-        cJSON_AddNumberToObject(b, "recompute", 0.0);
+         * recomputes only in a frontier point's levers, charges no optimizer step and
+         * overlaps no communication. */
+        cJSON_AddNumberToObject(b, "recompute", pt->recompute_s);
         cJSON_AddNumberToObject(b, "tp_comm", pt->comm_s);
         cJSON_AddNumberToObject(b, "dp_comm", pt->grad_sync_s);
         cJSON_AddNumberToObject(b, "optimizer", 0.0);
         cJSON_AddNumberToObject(b, "exposed_comm", pt->comm_s + pt->pp_comm_s + pt->grad_sync_s);
     }
+    cJSON_AddStringToObject(j, "recompute", pt->recompute ? "full" : "none");
+    cJSON_AddNumberToObject(j, "zero", pt->zero);
     cJSON_AddStringToObject(j, "mesh", pt->mesh);
     cJSON_AddNumberToObject(j, "pp", pt->pp);
     cJSON_AddNumberToObject(j, "micro_batches", (double)pt->micro_batches);

@@ -258,7 +258,7 @@ wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64
 
     /* Megatron's layouts: the outer search's best, lowered; its fastest
      * plans' shapes are where the op-level search proposes layouts. */
-    enum { TOP = 16, MAX_SHAPES = 6 };
+    enum { TOP = 16, MAX_SHAPES = 6, CROSS_MP = 8 };
     shape sh[MAX_SHAPES];
     int nsh = 0;
     wf_outer_opts oo;
@@ -292,7 +292,11 @@ wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64
          * family does not have for CNNs and MLPs). */
         const wf_plan *b0 = &orr.top[0].plan;
         const int64_t per_node = c->nlevels > 0 ? c->level[0].size : 1;
-        for (int64_t k = 2; k <= per_node && nsh < MAX_SHAPES; k *= 2)
+        /* With one device per node there is no node to carve within: the
+         * axis then spans nodes (AutoDDL's multi-node single-GPU system,
+         * arXiv 2301.06813), up to CROSS_MP nodes. */
+        const int64_t mp_max = per_node > 1 ? per_node : CROSS_MP;
+        for (int64_t k = 2; k <= mp_max && nsh < MAX_SHAPES; k *= 2)
             if ((int64_t)b0->dp * b0->tp % k == 0 && b0->tp < k && k % b0->tp == 0)
                 nsh = add_shape(sh, nsh, MAX_SHAPES, (int64_t)b0->dp * b0->tp / k, k, b0->pp, b0);
     }

@@ -18,8 +18,12 @@
  *             on the outer one);
  *   llama     a GQA llama (unequal parts of the fused qkv) with tp=2,sp=1
  *             (2 ranks) and tp=2,dp=2 (4 ranks);
+ *   vocabulary  gpt with a vocabulary of 101 at tp=2 (2 ranks) and tp=4 (4
+ *             ranks): padded as Megatron pads it, the padding masked out of
+ *             the loss: the losses of the unpadded single process;
  *   refusals  a mesh of 8 devices on this job, a split that does not divide
- *             a tensor: WF_INVAL on every rank. */
+ *             a tensor, an MLP width tp does not divide: WF_INVAL on every
+ *             rank. */
 #include "harness.h"
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
@@ -147,6 +151,38 @@ static void check(const char *model, const char *plan)
     free(prun);
 }
 
+/* A vocabulary tp does not divide (101): the run pads it as Megatron does
+ * (to a multiple of 128 x tp) and masks the padding's logits out of the
+ * loss, so every step's loss is the unpadded single process's; the padded
+ * model holds (padded - 101) x hidden more parameters (the tied table's
+ * rows), and the padding's rows get no gradient. */
+static void check_padded(const char *model, const char *plan, int64_t hidden, int64_t padded)
+{
+    double ref[STEPS], run[STEPS];
+    float *pref = NULL, *prun = NULL;
+    int64_t nref = 0, nrun = 0;
+    wf_train_config c;
+    config(&c, model, "auto", 1);
+    CHECK(train(&c, ref, &pref, &nref) == 0, "%s: single-process reference failed", model);
+    config(&c, model, plan, 0);
+    CHECK(train(&c, run, &prun, &nrun) == 0, "%s %s: padded SPMD run failed", model, plan);
+    double worst = 0;
+    for (int i = 0; i < STEPS; i++) {
+        double rel = fabs(run[i] - ref[i]) / fabs(ref[i]);
+        worst = rel > worst ? rel : worst;
+        CHECK(rel <= 1e-5, "%s %s step %d: loss %.9g, one process (unpadded) %.9g (relative %.3g)", model, plan,
+              i + 1, run[i], ref[i], rel);
+    }
+    CHECK(nrun - nref == (padded - 101) * hidden, "%s %s: %lld parameters, the unpadded model %lld (expected %lld more)",
+          model, plan, (long long)nrun, (long long)nref, (long long)((padded - 101) * hidden));
+    CHECK(ref[STEPS - 1] < ref[0], "%s: loss did not fall (%g -> %g)", model, ref[0], ref[STEPS - 1]);
+    if (g_rank == 0)
+        printf("%-10s plan %-22s ranks %d: vocabulary 101 padded to %lld, losses %.5f -> %.5f, worst relative loss "
+               "difference %.2e\n", model, plan, g_nranks, (long long)padded, run[0], run[STEPS - 1], worst);
+    free(pref);
+    free(prun);
+}
+
 /* A plan that the job cannot run: WF_INVAL on every rank, one line. */
 static void refuse(const char *model, const char *plan, const char *what)
 {
@@ -242,6 +278,9 @@ int main(void)
     static const char llama[] = "llama:layers=2,hidden=64,heads=4,kv_heads=2,seq=32,vocab=96,ffn=128,dtype=fp32";
     if (WANT("llama"))
         check(llama, g_nranks == 2 ? "tp=2,sp=1" : "tp=2,dp=2");
+    static const char odd_vocab[] = "gpt:layers=2,hidden=32,heads=4,seq=16,vocab=101,dtype=fp32";
+    if (WANT("vocab"))
+        check_padded(odd_vocab, g_nranks == 2 ? "tp=2" : "tp=4", 32, g_nranks == 2 ? 256 : 512);
     if (g_nranks == 2) {
         if (WANT("tp=2"))
             check("gpt-tiny", "tp=2");
@@ -347,7 +386,8 @@ int main(void)
         refuse("mlp-tiny", path_of("spmd_mesh8.json"), "an op-level mesh of 8");
         write_plan("spmd_nodivide.json", "mlp-tiny:sizes=784-63-10", mesh, ops, sigs, 4);
         refuse("mlp-tiny:sizes=784-63-10", path_of("spmd_nodivide.json"), "a split that does not divide");
-        refuse("gpt-tiny:vocab=97", "tp=2", "a vocabulary tp=2 does not divide");
+        /* A vocabulary runs padded (check_padded); an MLP width is not padded. */
+        refuse("gpt-tiny:ffn=255", "tp=2", "an MLP width tp=2 does not divide");
     }
     if (g_rank == 0) {
         static const char *const files[] = {"spmd_mlp_planned.json", "spmd_mlp_megatron.json", "spmd_cnn_planned.json",

@@ -7,7 +7,7 @@
  * 128; megatron/core/tokenizers/utils/build_tokenizer.py,
  * vocab_size_with_padding: multiple = make_vocab_size_divisible_by *
  * tensor_model_parallel_size, after = ceil(orig / multiple) * multiple). */
-#include "weft/search.h"
+#include "weft/layout.h"
 
 #include <stdio.h>
 #include <string.h>
