@@ -1151,7 +1151,7 @@ int wf_spmd_wants(const char *plan)
         wf_clear_error();
         return 0;
     }
-    return (p.tp > 1 || p.sp) && p.pp <= 1; /* with stages: pipeline.c */
+    return wf_runtime_engine_of(&p) == WF_ENGINE_SPMD; /* with stages: the pipeline engine */
 }
 
 /* The op-level plan: a file as it is, or a whole-model plan lowered. */
@@ -1176,13 +1176,9 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
         if (st != WF_OK)
             return st;
         S->plan_comm = p.comm;
-        if (!wf_model_is_transformer(&S->model))
-            return wf_errorf(WF_INVAL, "tp=%d: model '%s' is not a transformer (Megatron's layout has no form for it; "
-                             "write an op-level plan with weft plan --op-level)", p.tp, S->model.name);
-        if (p.pp > 1 || p.vpp > 1 || p.recompute != WF_RECOMPUTE_NONE || p.cp > 1 || p.ep > 1 || p.fp8)
-            return wf_errorf(WF_INVAL, "plan with tp=%d: the SPMD runtime runs tp, sp, dp and zero (pp=%d, vpp=%d, "
-                             "recompute=%s, cp=%d, ep=%d, fp8=%d are not combined with it)", p.tp, p.pp, p.vpp,
-                             wf_recompute_name(p.recompute), p.cp, p.ep, p.fp8);
+        /* What the SPMD engine runs: the runtime's table (runs_plan.c). */
+        if ((st = wf_runtime_engine_check(WF_ENGINE_SPMD, &p, &S->model)) != WF_OK)
+            return st;
         S->zero = p.zero;
         if ((int64_t)p.dp * p.tp != S->nranks)
             return wf_errorf(WF_INVAL, "plan dp=%d,tp=%d needs %d ranks but the job has %d", p.dp, p.tp, p.dp * p.tp,
