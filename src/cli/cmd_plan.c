@@ -191,21 +191,26 @@ typedef struct {
     const char *plot, *csv; /* --plot frontier.svg, --csv frontier.csv */
 } plan_args;
 
-/* A plan string shortened for a label beside a point: default keys dropped,
+/* A plan string shortened for a label beside a point: keys at their
+ * defaults dropped (every key of the plan-key table but the parallel
+ * degrees, as the default plan's canonical string writes them),
  * "dp=2,tp=4,pp=8,mbs=2,vpp=6,recompute=selective,sp=1,zero=2,..." becomes
  * "dp2 tp4 pp8 mbs2 vpp6 selective sp z2". */
 static void short_plan(const char *text, char *out, size_t cap)
 {
-    static const char *const dflt[] = {"vpp=1", "sp=0", "zero=0", "overlap=1", "pipe=1f1b", "comm=ddp",
-                                       "recompute=none", "micro_batches=1"};
+    wf_plan dflt;
+    wf_plan_default(&dflt);
     size_t n = 0;
     out[0] = 0;
     char copy[PLAN_TEXT];
     snprintf(copy, sizeof copy, "%s", text);
     for (char *tok = strtok(copy, ","); tok && n + 1 < cap; tok = strtok(NULL, ",")) {
         int skip = 0;
-        for (size_t k = 0; k < sizeof dflt / sizeof dflt[0]; k++)
-            skip |= strcmp(tok, dflt[k]) == 0;
+        for (int k = 0; k < wf_plan_nkeys() && !skip; k++) {
+            wf_plan_key_view v;
+            wf_plan_key_view_of(k, &dflt, &v);
+            skip = !v.degree && v.text[0] && strcmp(tok, v.text) == 0;
+        }
         if (skip)
             continue;
         char w[64];
