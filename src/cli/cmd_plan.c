@@ -624,7 +624,25 @@ static const char *short_name(const char *name, int w, char *buf, size_t cap)
     return buf;
 }
 
-static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail)
+/* The best plan's layouts resolved once (wf_layout_index: each forward op's
+ * signature by op index) for the per-op table and JSON, when `need`s them;
+ * nothing per op when they do not resolve (a search that found no plan).
+ * Freed by the caller. */
+static void ol_resolve(int need, const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                       const wf_opplan_result *r, wf_layout_plan *L)
+{
+    if (!need) {
+        memset(L, 0, sizeof *L);
+        wf_plan_oplevel_init(&L->ol);
+        return;
+    }
+    if (wf_layout_index(&r->best_plan, m, c, batch, L) != WF_OK) {
+        wf_layout_plan_free(L);
+        wf_clear_error();
+    }
+}
+
+static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail, const wf_layout_plan *L)
 {
     const wf_opplan_point *b = &r->best;
     const wf_graph *g = &r->graph;
@@ -653,11 +671,9 @@ static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail)
                "of boxing, in-op collectives and weight-gradient reduction)\n", b->mesh);
     fprintf(f, "%-32s %-14s %5s  %-40s %12s\n", "op", "kind", "stage", "signature", "comm (s)");
     char nb[40];
-    for (int i = 0; i < g->nfwd && i < r->best_plan.nlayouts; i++)
+    for (int i = 0; L->has_layouts && i < g->nfwd && i < L->graph.nfwd; i++)
         fprintf(f, "%-32s %-14s %5d  %-40s %12.6f\n", short_name(g->ops[i].name, 32, nb, sizeof nb),
-                wf_op_name(g->ops[i].kind),
-                r->op_stage[i], wf_plan_oplevel_layout_of(&r->best_plan, g->ops[i].name),
-                r->op_comm_s[i]);
+                wf_op_name(g->ops[i].kind), r->op_stage[i], L->sig_text[i], r->op_comm_s[i]);
 }
 
 static cJSON *ol_points_json(const wf_opplan_point *v, int n)
@@ -675,7 +691,7 @@ static cJSON *ol_points_json(const wf_opplan_point *v, int n)
 }
 
 /* The best point with its layouts, as `--json` prints it under "best". */
-static cJSON *ol_best_json(const wf_opplan_result *r)
+static cJSON *ol_best_json(const wf_opplan_result *r, const wf_layout_plan *L)
 {
     cJSON *j = wf_opplan_point_to_json(&r->best, &r->graph);
     if (!j)
@@ -686,7 +702,7 @@ static cJSON *ol_best_json(const wf_opplan_result *r)
         cJSON *o = cJSON_CreateObject();
         if (!o)
             break;
-        const char *sig = wf_plan_oplevel_layout_of(&r->best_plan, g->ops[i].name);
+        const char *sig = L->has_layouts && i < L->graph.nfwd ? L->sig_text[i] : NULL;
         cJSON_AddStringToObject(o, "op", g->ops[i].name);
         cJSON_AddStringToObject(o, "kind", wf_op_name(g->ops[i].kind));
         cJSON_AddStringToObject(o, "signature", sig ? sig : "");
@@ -938,7 +954,10 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
     if (st == WF_NOFIT) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", wf_last_error());
-        ol_print_best(human(a), &r, a->detail);
+        wf_layout_plan L;
+        ol_resolve(a->detail, m, c, a->batch, &r, &L);
+        ol_print_best(human(a), &r, a->detail, &L);
+        wf_layout_plan_free(&L);
         wf_opplan_result_free(&r);
         return wf_errorf(WF_NOFIT, "%s", msg);
     }
@@ -952,12 +971,15 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         for (int i = 0; i < r.npareto; i++)
             ol_row(human(a), i + 1, &r.pareto[i]);
     }
-    ol_print_best(human(a), &r, a->detail);
+    wf_layout_plan L;
+    ol_resolve(a->detail || a->json, m, c, a->batch, &r, &L);
+    ol_print_best(human(a), &r, a->detail, &L);
     wf_estimate one;
     char why[300] = "";
     int one_ok = one_model(m, c, a->batch, &r.best_plan, &one, why, sizeof why);
     one_model_line(human(a), &r.best, why);
     if ((st = ol_plot(a, m, &r)) != WF_OK || (a->out && (st = ol_write(a, &r)) != WF_OK)) {
+        wf_layout_plan_free(&L);
         wf_opplan_result_free(&r);
         return st;
     }
@@ -965,12 +987,13 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
     if (a->json) {
         j = cJSON_CreateObject();
         if (!j) {
+            wf_layout_plan_free(&L);
             wf_opplan_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
         }
         add_run_json(j, m->name, c->name, a->batch);
         cJSON_AddStringToObject(j, "mode", "op-level");
-        cJSON *bj = ol_best_json(&r);
+        cJSON *bj = ol_best_json(&r, &L);
         if (bj)
             cJSON_AddItemToObject(bj, "one_model", one_ok ? wf_estimate_to_json(&one) : cJSON_CreateNull());
         cJSON_AddItemToObject(j, "best", bj);
@@ -982,6 +1005,7 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         cJSON_AddNumberToObject(j, "searches", (double)r.searches);
         cJSON_AddNumberToObject(j, "search_time_s", r.search_time_s);
     }
+    wf_layout_plan_free(&L);
     st = ol_answer(a->json, j, &r);
     wf_opplan_result_free(&r);
     return st;
@@ -1206,13 +1230,16 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
     }
     fprintf(h, "%s: op-level plan of %s on %s, batch %lld: valid\n", is_ol ? path : "lowered", m.name, c.name,
             (long long)batch);
-    ol_print_best(h, &r, 0);
+    wf_layout_plan L;
+    ol_resolve(json, &m, &c, batch, &r, &L);
+    ol_print_best(h, &r, 0, &L);
     if (!r.best.one_model)
         one_model_line(h, &r.best, "");
     cJSON *j = NULL;
     if (json) {
-        j = ol_best_json(&r);
+        j = ol_best_json(&r, &L);
         if (!j) {
+            wf_layout_plan_free(&L);
             cJSON_Delete(whole_j);
             wf_opplan_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
@@ -1221,6 +1248,7 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
         if (whole_j)
             cJSON_AddItemToObject(j, "whole_model", whole_j);
     }
+    wf_layout_plan_free(&L);
     st = ol_answer(json, j, &r);
     wf_opplan_result_free(&r);
     return st;
