@@ -168,6 +168,30 @@ static void test_grow(void **state)
     free(v);
 }
 
+/* wf_grow_in: the same doubling in an arena, the content copied. */
+static void test_grow_in(void **state)
+{
+    (void)state;
+    wf_arena a;
+    wf_arena_init(&a, 256);
+    int32_t *v = NULL;
+    int cap = 0;
+    for (int i = 0; i < 40; i++) {
+        assert_int_equal(wf_grow_in(&a, &v, &cap, i + 1, sizeof *v, 16), 0);
+        v[i] = 7 * i;
+    }
+    assert_int_equal(cap, 64); /* 16, 32, 64 */
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(v[i], 7 * i);
+    for (int i = 40; i < cap; i++)
+        assert_int_equal(v[i], 0);
+    int32_t *keep = v;
+    assert_int_equal(wf_grow_in(&a, &v, &cap, (int64_t)1 << 40, sizeof *v, 16), -1);
+    assert_ptr_equal(v, keep);
+    assert_int_equal(cap, 64);
+    wf_arena_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +201,7 @@ int main(void)
         cmocka_unit_test(test_json_and_atomic_write),
         cmocka_unit_test(test_arena),
         cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_grow_in),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

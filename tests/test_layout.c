@@ -125,11 +125,48 @@ static void test_generic_and_errors(void **state)
     wf_layout_plan_free(&a);
 }
 
+/* The plan-key table seen from outside (wf_plan_key_view_of, what weft
+ * plan's short labels drop): the keys' texts joined are the canonical
+ * string, and the default plan's keys other than the degrees are the seven
+ * the labels leave out. */
+static void test_plan_key_table(void **state)
+{
+    (void)state;
+    wf_plan p;
+    assert_int_equal(wf_plan_parse("dp=2,tp=4,pp=2,mbs=2,vpp=2,recompute=full,sp=1,zero=1,ep=2,comm=dear:4,fp8=1",
+                                   &p), WF_OK);
+    char want[512], got[512] = "";
+    wf_plan_format(&p, want, sizeof want);
+    size_t n = 0;
+    for (int k = 0; k < wf_plan_nkeys(); k++) {
+        wf_plan_key_view v;
+        wf_plan_key_view_of(k, &p, &v);
+        if (v.text[0])
+            n += (size_t)snprintf(got + n, sizeof got - n, "%s%s", n ? "," : "", v.text);
+    }
+    assert_string_equal(got, want);
+    wf_plan d;
+    wf_plan_default(&d);
+    char dropped[256] = "";
+    n = 0;
+    for (int k = 0; k < wf_plan_nkeys(); k++) {
+        wf_plan_key_view v;
+        wf_plan_key_view_of(k, &d, &v);
+        assert_int_equal(v.degree, !strcmp(v.name, "dp") || !strcmp(v.name, "tp") || !strcmp(v.name, "pp") ||
+                                       !strcmp(v.name, "mbs") || !strcmp(v.name, "cp") || !strcmp(v.name, "ep") ||
+                                       !strcmp(v.name, "etp"));
+        if (!v.degree && v.text[0])
+            n += (size_t)snprintf(dropped + n, sizeof dropped - n, "%s%s", n ? "," : "", v.text);
+    }
+    assert_string_equal(dropped, "vpp=1,recompute=none,sp=0,zero=0,overlap=1,pipe=1f1b,comm=ddp");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_string_and_file_agree),
         cmocka_unit_test(test_generic_and_errors),
+        cmocka_unit_test(test_plan_key_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -239,6 +239,9 @@ const char *wf_did_you_mean(const char *suggestion, char *buf, size_t cap);
  * the new elements are zeroed. 0, or -1 when out of memory or when the
  * capacity would pass INT_MAX elements (array and *cap then unchanged). */
 int wf_grow(void *arr, int *cap, int64_t need, size_t elem, int first);
+/* The same for an array in arena a: the new room is allocated there (the
+ * old stays until the arena is freed) and the content copied. */
+int wf_grow_in(wf_arena *a, void *arr, int *cap, int64_t need, size_t elem, int first);
 
 /* ---- small numeric helpers ------------------------------------------------------- */
 /* Monotonic wall clock in seconds. */

@@ -78,6 +78,8 @@ typedef struct {
     wf_mesh mesh;                 /* its mesh, parsed once (has_layouts) */
     wf_graph graph;               /* the model's graph at one micro-batch (has_layouts) */
     wf_sbp_sig *sig;              /* [graph.nfwd] each forward op's signature (has_layouts) */
+    const char **sig_text;        /* [graph.nfwd] each forward op's signature as the plan writes it
+                                     (has_layouts; the strings are the op-level form's) */
     int nstages;
     int *stage_first;             /* [nstages + 1] first op of each stage, then graph.nfwd
                                      (has_layouts) */
@@ -96,6 +98,13 @@ typedef struct {
  * names no op: WF_INVAL naming it. */
 wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf_cluster *c, int64_t batch,
                             wf_cost_ctx *ctx, wf_layout_plan *out);
+/* The same for an op-level form already read (ol, borrowed: it must outlive
+ * out, whose ol stays empty): its mesh on c, the graph at one micro-batch of
+ * the batch, each forward op's signature parsed once and indexed by op, the
+ * stage cut; no keys, descriptor or rank groups. For a consumer that reads
+ * or lowers the plan itself (the SPMD runtime). */
+wf_status wf_layout_index(const wf_plan_oplevel *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                          wf_layout_plan *out);
 void wf_layout_plan_free(wf_layout_plan *p);
 /* The index of forward op `name` in p->graph, or -1. */
 int wf_layout_op_index(const wf_layout_plan *p, const char *name);

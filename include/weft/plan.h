@@ -148,6 +148,17 @@ wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *not
  * their defaults (cp=1, ep=1, etp=tp, fp8=0, the profile's attention and
  * dtypes, megatron-core). */
 int wf_plan_format(const wf_plan *p, char *buf, size_t cap);
+/* The plan-key table, key by key in the canonical string's order (k from
+ * 0 to wf_plan_nkeys() - 1): its name, whether it is a parallel degree (a
+ * layout key counted from 1: dp, tp, pp, mbs, cp, ep, etp), and its text in
+ * wf_plan_format(p) ("" where the string leaves it out). */
+typedef struct {
+    const char *name;
+    int degree;
+    char text[320];
+} wf_plan_key_view;
+int wf_plan_nkeys(void);
+void wf_plan_key_view_of(int k, const wf_plan *p, wf_plan_key_view *out);
 const char *wf_recompute_name(wf_recompute r);
 /* Layers of one model chunk of pipeline stage s (0 <= s < pp) that plan p
  * recomputes fully (*full) and selectively (*sel) when a chunk holds

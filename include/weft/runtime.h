@@ -366,12 +366,28 @@ typedef struct {
     int64_t tokens;      /* global tokens (B * seq) for token models, else 0 */
 } wf_train_stats;
 
+/* What the runtime executes: one table (src/runtime/runs_plan.c) of the
+ * plans each of its three engines refuses, checked by the engines where they
+ * read a plan and asked by wf_runtime_runs_plan before any run.
+ *   replica   one model replica per rank: data parallelism (ZeRO, every
+ *             schedule) and experts split over ep ranks;
+ *   pipeline  stages (pp > 1, interleaved vpp), tensor parallelism inside them;
+ *   spmd      op-level plans, and whole-model plans with tp or sp. */
+typedef enum { WF_ENGINE_REPLICA, WF_ENGINE_PIPELINE, WF_ENGINE_SPMD } wf_engine_kind;
+/* The engine that runs whole-model plan p (an op-level plan file runs SPMD). */
+wf_engine_kind wf_runtime_engine_of(const wf_plan *p);
+/* WF_OK, or WF_INVAL with one line naming what `engine` does not run in p
+ * (rows about the model are skipped when m is NULL). The rank count, the
+ * batch and the model's shapes are checked by the engines themselves. */
+wf_status wf_runtime_engine_check(wf_engine_kind engine, const wf_plan *p, const wf_model_config *m);
+/* WF_OK, or WF_INVAL naming why ZeRO stage `zero` and schedule `kind` do not
+ * run together on a data-parallel group (any engine). */
+wf_status wf_runtime_schedule_check(int zero, wf_comm_kind kind);
 /* Whether the runtime executes plan p (with comm, when not NULL, in place of
- * the plan's schedule): the one table of what the engines run -- data
- * parallelism with or without ZeRO and experts, pipelines (with tensor
- * parallelism inside stages), SPMD layouts -- before the world's rank count,
- * which a search fixes. What `weft train --plan auto` filters its candidates
- * by, so auto never picks a plan that train would refuse. */
+ * the plan's schedule): no row of its engine and no row of the schedule
+ * refuses it, before the world's rank count, which a search fixes. What
+ * `weft train --plan auto` filters its candidates by, so auto never picks a
+ * plan that train would refuse. */
 int wf_runtime_runs_plan(const wf_plan *p, const wf_comm_sched *comm);
 /* The ranks a run of config c trains on: the MPI world's, or 1 with c->self
  * or without MPI. */

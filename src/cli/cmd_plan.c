@@ -191,21 +191,26 @@ typedef struct {
     const char *plot, *csv; /* --plot frontier.svg, --csv frontier.csv */
 } plan_args;
 
-/* A plan string shortened for a label beside a point: default keys dropped,
+/* A plan string shortened for a label beside a point: keys at their
+ * defaults dropped (every key of the plan-key table but the parallel
+ * degrees, as the default plan's canonical string writes them),
  * "dp=2,tp=4,pp=8,mbs=2,vpp=6,recompute=selective,sp=1,zero=2,..." becomes
  * "dp2 tp4 pp8 mbs2 vpp6 selective sp z2". */
 static void short_plan(const char *text, char *out, size_t cap)
 {
-    static const char *const dflt[] = {"vpp=1", "sp=0", "zero=0", "overlap=1", "pipe=1f1b", "comm=ddp",
-                                       "recompute=none", "micro_batches=1"};
+    wf_plan dflt;
+    wf_plan_default(&dflt);
     size_t n = 0;
     out[0] = 0;
     char copy[PLAN_TEXT];
     snprintf(copy, sizeof copy, "%s", text);
     for (char *tok = strtok(copy, ","); tok && n + 1 < cap; tok = strtok(NULL, ",")) {
         int skip = 0;
-        for (size_t k = 0; k < sizeof dflt / sizeof dflt[0]; k++)
-            skip |= strcmp(tok, dflt[k]) == 0;
+        for (int k = 0; k < wf_plan_nkeys() && !skip; k++) {
+            wf_plan_key_view v;
+            wf_plan_key_view_of(k, &dflt, &v);
+            skip = !v.degree && v.text[0] && strcmp(tok, v.text) == 0;
+        }
         if (skip)
             continue;
         char w[64];
@@ -619,7 +624,25 @@ static const char *short_name(const char *name, int w, char *buf, size_t cap)
     return buf;
 }
 
-static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail)
+/* The best plan's layouts resolved once (wf_layout_index: each forward op's
+ * signature by op index) for the per-op table and JSON, when `need`s them;
+ * nothing per op when they do not resolve (a search that found no plan).
+ * Freed by the caller. */
+static void ol_resolve(int need, const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                       const wf_opplan_result *r, wf_layout_plan *L)
+{
+    if (!need) {
+        memset(L, 0, sizeof *L);
+        wf_plan_oplevel_init(&L->ol);
+        return;
+    }
+    if (wf_layout_index(&r->best_plan, m, c, batch, L) != WF_OK) {
+        wf_layout_plan_free(L);
+        wf_clear_error();
+    }
+}
+
+static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail, const wf_layout_plan *L)
 {
     const wf_opplan_point *b = &r->best;
     const wf_graph *g = &r->graph;
@@ -648,11 +671,9 @@ static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail)
                "of boxing, in-op collectives and weight-gradient reduction)\n", b->mesh);
     fprintf(f, "%-32s %-14s %5s  %-40s %12s\n", "op", "kind", "stage", "signature", "comm (s)");
     char nb[40];
-    for (int i = 0; i < g->nfwd && i < r->best_plan.nlayouts; i++)
+    for (int i = 0; L->has_layouts && i < g->nfwd && i < L->graph.nfwd; i++)
         fprintf(f, "%-32s %-14s %5d  %-40s %12.6f\n", short_name(g->ops[i].name, 32, nb, sizeof nb),
-                wf_op_name(g->ops[i].kind),
-                r->op_stage[i], wf_plan_oplevel_layout_of(&r->best_plan, g->ops[i].name),
-                r->op_comm_s[i]);
+                wf_op_name(g->ops[i].kind), r->op_stage[i], L->sig_text[i], r->op_comm_s[i]);
 }
 
 static cJSON *ol_points_json(const wf_opplan_point *v, int n)
@@ -670,7 +691,7 @@ static cJSON *ol_points_json(const wf_opplan_point *v, int n)
 }
 
 /* The best point with its layouts, as `--json` prints it under "best". */
-static cJSON *ol_best_json(const wf_opplan_result *r)
+static cJSON *ol_best_json(const wf_opplan_result *r, const wf_layout_plan *L)
 {
     cJSON *j = wf_opplan_point_to_json(&r->best, &r->graph);
     if (!j)
@@ -681,7 +702,7 @@ static cJSON *ol_best_json(const wf_opplan_result *r)
         cJSON *o = cJSON_CreateObject();
         if (!o)
             break;
-        const char *sig = wf_plan_oplevel_layout_of(&r->best_plan, g->ops[i].name);
+        const char *sig = L->has_layouts && i < L->graph.nfwd ? L->sig_text[i] : NULL;
         cJSON_AddStringToObject(o, "op", g->ops[i].name);
         cJSON_AddStringToObject(o, "kind", wf_op_name(g->ops[i].kind));
         cJSON_AddStringToObject(o, "signature", sig ? sig : "");
@@ -939,7 +960,10 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
     if (st == WF_NOFIT) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", wf_last_error());
-        ol_print_best(human(a), &r, a->detail);
+        wf_layout_plan L;
+        ol_resolve(a->detail, m, c, a->batch, &r, &L);
+        ol_print_best(human(a), &r, a->detail, &L);
+        wf_layout_plan_free(&L);
         wf_opplan_result_free(&r);
         return wf_errorf(WF_NOFIT, "%s", msg);
     }
@@ -953,12 +977,15 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         for (int i = 0; i < r.npareto; i++)
             ol_row(human(a), i + 1, &r.pareto[i]);
     }
-    ol_print_best(human(a), &r, a->detail);
+    wf_layout_plan L;
+    ol_resolve(a->detail || a->json, m, c, a->batch, &r, &L);
+    ol_print_best(human(a), &r, a->detail, &L);
     wf_estimate one;
     char why[300] = "";
     int one_ok = one_model(m, c, a->batch, &r.best_plan, &one, why, sizeof why);
     one_model_line(human(a), &r.best, why);
     if ((st = ol_plot(a, m, &r)) != WF_OK || (a->out && (st = ol_write(a, &r)) != WF_OK)) {
+        wf_layout_plan_free(&L);
         wf_opplan_result_free(&r);
         return st;
     }
@@ -966,12 +993,13 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
     if (a->json) {
         j = cJSON_CreateObject();
         if (!j) {
+            wf_layout_plan_free(&L);
             wf_opplan_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
         }
         add_run_json(j, m->name, c->name, a->batch);
         cJSON_AddStringToObject(j, "mode", "op-level");
-        cJSON *bj = ol_best_json(&r);
+        cJSON *bj = ol_best_json(&r, &L);
         if (bj)
             cJSON_AddItemToObject(bj, "one_model", one_ok ? wf_estimate_to_json(&one) : cJSON_CreateNull());
         cJSON_AddItemToObject(j, "best", bj);
@@ -983,6 +1011,7 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         cJSON_AddNumberToObject(j, "searches", (double)r.searches);
         cJSON_AddNumberToObject(j, "search_time_s", r.search_time_s);
     }
+    wf_layout_plan_free(&L);
     st = ol_answer(a->json, j, &r);
     wf_opplan_result_free(&r);
     return st;
@@ -1207,13 +1236,16 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
     }
     fprintf(h, "%s: op-level plan of %s on %s, batch %lld: valid\n", is_ol ? path : "lowered", m.name, c.name,
             (long long)batch);
-    ol_print_best(h, &r, 0);
+    wf_layout_plan L;
+    ol_resolve(json, &m, &c, batch, &r, &L);
+    ol_print_best(h, &r, 0, &L);
     if (!r.best.one_model)
         one_model_line(h, &r.best, "");
     cJSON *j = NULL;
     if (json) {
-        j = ol_best_json(&r);
+        j = ol_best_json(&r, &L);
         if (!j) {
+            wf_layout_plan_free(&L);
             cJSON_Delete(whole_j);
             wf_opplan_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
@@ -1222,6 +1254,7 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
         if (whole_j)
             cJSON_AddItemToObject(j, "whole_model", whole_j);
     }
+    wf_layout_plan_free(&L);
     st = ol_answer(json, j, &r);
     wf_opplan_result_free(&r);
     return st;

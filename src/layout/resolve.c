@@ -28,6 +28,7 @@ void wf_layout_plan_free(wf_layout_plan *p)
         wf_graph_free(&p->graph);
     wf_plan_oplevel_free(&p->ol);
     free(p->sig);
+    free(p->sig_text);
     free(p->stage_first);
     if (p->has_cost)
         wf_cost_layout_free(&p->cost);
@@ -48,11 +49,12 @@ static int group_level(const wf_cluster *c, wf_axis_ranks a)
     return level;
 }
 
-/* The op-level form read once: the mesh, each forward op's signature by
- * index (checked to be one of the op's on the mesh), the stage cut. */
-static wf_status index_layouts(wf_layout_plan *out, const wf_model_config *m, const wf_cluster *c, int64_t batch)
+/* The op-level form ol read once: the mesh, each forward op's signature by
+ * index (parsed, and checked to be one of the op's on the mesh), the stage
+ * cut. */
+static wf_status index_layouts(wf_layout_plan *out, const wf_plan_oplevel *ol, const wf_model_config *m,
+                               const wf_cluster *c, int64_t batch)
 {
-    const wf_plan_oplevel *ol = &out->ol;
     wf_status st;
     if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0)
         return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
@@ -66,18 +68,20 @@ static wf_status index_layouts(wf_layout_plan *out, const wf_model_config *m, co
     out->has_layouts = 1;
     const wf_graph *g = &out->graph;
     out->sig = calloc((size_t)g->nfwd + 1, sizeof *out->sig);
+    out->sig_text = calloc((size_t)g->nfwd + 1, sizeof *out->sig_text);
     out->stage_first = calloc((size_t)ol->pp + 1, sizeof *out->stage_first);
-    if (!out->sig || !out->stage_first)
+    if (!out->sig || !out->sig_text || !out->stage_first)
         return wf_errorf(WF_NOMEM, "out of memory resolving a plan");
     for (int i = 0; i < g->nfwd; i++) {
         const char *text = wf_plan_oplevel_layout_of(ol, g->ops[i].name);
         if (!text)
             return wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g->ops[i].name);
+        out->sig_text[i] = text;
+        if ((st = wf_sbp_sig_parse(text, g->ops[i].nin, g->ops[i].nout, out->mesh.naxes, &out->sig[i])) != WF_OK)
+            return st;
         int k = wf_sbp_sig_find(g, i, &out->mesh, text);
         if (k < 0)
             return (wf_status)k;
-        if ((st = wf_sbp_sig_parse(text, g->ops[i].nin, g->ops[i].nout, out->mesh.naxes, &out->sig[i])) != WF_OK)
-            return st;
     }
     out->nstages = ol->pp;
     for (int s = 0; s < ol->pp; s++) {
@@ -93,6 +97,14 @@ static wf_status index_layouts(wf_layout_plan *out, const wf_model_config *m, co
     }
     out->stage_first[ol->pp] = g->nfwd;
     return WF_OK;
+}
+
+wf_status wf_layout_index(const wf_plan_oplevel *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                          wf_layout_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    wf_plan_oplevel_init(&out->ol);
+    return index_layouts(out, ol, m, c, batch);
 }
 
 wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf_cluster *c, int64_t batch,
@@ -120,7 +132,7 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
         }
     }
     if (out->oplevel || out->ol.nlayouts > 0) {
-        if ((st = index_layouts(out, m, c, batch)) != WF_OK)
+        if ((st = index_layouts(out, &out->ol, m, c, batch)) != WF_OK)
             return st;
     }
     if (out->oplevel) {

@@ -858,6 +858,18 @@ int wf_plan_format(const wf_plan *p, char *buf, size_t cap)
     return snprintf(buf, cap, "%s", text);
 }
 
+int wf_plan_nkeys(void) { return NKEYS; }
+
+void wf_plan_key_view_of(int k, const wf_plan *p, wf_plan_key_view *out)
+{
+    const plan_key *key = &PLAN_KEY_TABLE[k];
+    out->name = key->name;
+    out->degree = key->layout && key->lo >= 1;
+    out->text[0] = 0;
+    if (key->write(key, p, out->text, sizeof out->text) <= 0)
+        out->text[0] = 0;
+}
+
 /* ---- files ------------------------------------------------------------------------ */
 
 /* A plan file's object with the fields both kinds share: format, version,

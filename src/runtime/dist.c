@@ -387,12 +387,10 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
         return wf_errorf(WF_INVAL, "zero=%d: the ZeRO stage is 0, 1, 2 or 3", c->zero);
     if (c->zero && (!c->optim || o))
         return wf_errorf(WF_INTERNAL, "zero=%d: the engine shards its own optimizer", c->zero);
-    if (c->zero == 3 && kind == WF_COMM_DEAR)
-        return wf_errorf(WF_INVAL, "zero=3 with dear: ZeRO-3 gathers the parameters per op in every pass (dear "
-                         "runs with zero=0, 1 or 2)");
-    if (c->zero && kind == WF_COMM_BYTESCHEDULER)
-        return wf_errorf(WF_INVAL, "zero=%d with bytescheduler: its chunks split tensors across collectives, "
-                         "which the shards do not follow (use wfbp, ddp, dear, horovod or mgwfbp)", c->zero);
+    /* ZeRO with the schedule: the runtime's table (runs_plan.c). */
+    wf_status zs = wf_runtime_schedule_check(c->zero, kind);
+    if (zs != WF_OK)
+        return zs;
     const int timed = c->zero != 3 && (kind == WF_COMM_HOROVOD || kind == WF_COMM_MGWFBP ||
                                        kind == WF_COMM_BYTESCHEDULER);
     coll_ctx cc;

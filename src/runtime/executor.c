@@ -1,8 +1,12 @@
 /* The executor: one model replica on the CPU. It copies a forward graph,
  * appends its autodiff backward pass, plans memory and runs the ops one by one
  * on the fp32 kernels of kernels-impl.h (the fast path or, for tests, the
- * reference). It knows nothing of MPI, optimizers or data: the trainer
- * (train.c) drives it, and the data-parallel engine (dist.c) hooks into it.
+ * reference). It knows nothing of MPI, optimizers or data: the engines
+ * (engine-impl.h) drive it, and the data-parallel engine (dist.c) hooks into
+ * it. Its two modes live beside it (executor-impl.h): experts over ep ranks
+ * (exec_experts.c, the replica engine's) and a rank's local graph of an
+ * op-level plan (exec_spmd.c, the SPMD and pipeline engines'); pipeline
+ * stages (wf_exec_create_stage, activation slots) are below.
  *
  * Storage, as in llm.c: every parameter lives in one block (each tensor
  * aligned to 16 floats), every parameter's final gradient in a second block
@@ -29,97 +33,11 @@
  * norm shifts 0; in models with attention every matrix and table N(0, 0.02)
  * (GPT-2); otherwise weights U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch's
  * default for linear and conv layers) and tables N(0, 0.02). */
-#include "weft/runtime.h"
-
-#include "kernels/kernels-impl.h"
+#include "runtime/executor-impl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ALIGN_FLOATS 16
-#define ALIGN_BYTES 64
-
-typedef enum {
-    ST_ARENA,  /* planned */
-    ST_LEAF,   /* inputs, labels, loss, seed gradient */
-    ST_PARAM,  /* a parameter (in the parameter block) */
-    ST_GRAD    /* a parameter's final gradient (in the gradient block) */
-} store_kind;
-
-typedef struct {
-    store_kind kind;
-    size_t bytes;
-    size_t offset; /* arena/leaf: bytes; PARAM/GRAD: unused (param index below) */
-    int param;     /* PARAM/GRAD */
-    int def, last; /* lifetime in op indices (arena) */
-    int kept;      /* arena, with activation slots: in the slot's kept block (see wf_exec_set_slots) */
-} store;
-
-struct wf_exec {
-    wf_graph g;
-    int reference;
-    uint64_t seed;
-    uint64_t stream;
-    int64_t first_sample;
-    int64_t mbs;     /* axis 0 of the data input: the micro-batch the graph was built for */
-    int transformer; /* the graph has attention: GPT-2 style initialization */
-
-    int nstores, cap_stores;
-    store *st;
-    int *tstore;      /* [ntensors] store of each tensor, -1 none */
-    int *saved_store; /* [nops] store of a forward op's saved state, -1 none */
-    int *bwd_of;      /* [nops] backward op of a forward op, -1 none */
-    void **ptr;       /* [ntensors] resolved data pointers, NULL when none */
-    float **saved;    /* [nops] resolved saved-state pointers */
-
-    char *arena;
-    size_t arena_bytes, unplanned_bytes;
-    char *leaf;
-    size_t leaf_bytes;
-    float *pblock;
-    int64_t pfloats;
-    float *gblock;
-    int64_t gfloats;
-    float *ws;
-    size_t ws_floats;
-    float *acc;
-    size_t acc_floats;
-
-    int nparams;
-    wf_exec_param *params;
-    int *param_of_tensor; /* [ntensors] */
-    int *param_of_grad;   /* [ntensors] */
-
-    wf_exec_hooks hooks;
-    int has_hooks;
-    wf_exec_experts ex;   /* expert parallelism (ep 0 or 1: none) */
-    float *exbuf;         /* its exchange buffers */
-    wf_status bwd_status; /* what a backward op's exchange returned */
-    size_t exbuf_floats;
-    int accumulate;
-    wf_exec_spmd sp;      /* SPMD callbacks (op-level plans) */
-    int has_sp;
-
-    /* A pipeline stage (wf_exec_create_stage): its outputs, and the float
-     * inputs whose gradients the backward computes; the activation slot
-     * bound (arena and leaf block), own_* the executor's own. */
-    int nouts, nwrt;
-    int *outs, *wrt;
-    const int64_t *init_index; /* during creation only */
-    char *own_arena, *own_leaf;
-    int nslots;    /* activation slots (0 or 1: none, the executor's own arena and leaves) */
-    char **slots;  /* [2 * nslots]: kept block and leaf block of slot k (slot 0: the own leaves) */
-    char *keep;    /* the kept block of the slot in use */
-    size_t keep_bytes;
-    /* wf_exec_share_scratch: this executor runs on another's work arena
-     * (arena_shared) and kernel workspace and accumulation buffer
-     * (scratch_shared), which that one owns and reports. */
-    int arena_shared, scratch_shared;
-};
-
-/* The kernel of the chosen path: both versions have the same type. */
-#define K(e, name) ((e)->reference ? wf_k_##name##_ref : wf_k_##name)
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
@@ -1316,25 +1234,6 @@ void wf_exec_set_stream(wf_exec *e, uint64_t stream, int64_t first_sample)
     e->first_sample = first_sample;
 }
 
-void wf_exec_set_experts(wf_exec *e, const wf_exec_experts *x)
-{
-    if (x)
-        e->ex = *x;
-    else
-        memset(&e->ex, 0, sizeof e->ex);
-}
-
-void wf_exec_set_spmd(wf_exec *e, const wf_exec_spmd *s)
-{
-    if (s) {
-        e->sp = *s;
-        e->has_sp = 1;
-    } else {
-        memset(&e->sp, 0, sizeof e->sp);
-        e->has_sp = 0;
-    }
-}
-
 void wf_exec_set_hooks(wf_exec *e, const wf_exec_hooks *h)
 {
     if (h) {
@@ -1358,8 +1257,6 @@ void wf_exec_memory_of(const wf_exec *e, wf_exec_memory *m)
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
-#define F(t) ((float *)e->ptr[(t)])
-#define I32(t) ((const int32_t *)e->ptr[(t)])
 
 static uint64_t dropout_seed(const wf_exec *e, const wf_op *op)
 {
@@ -1371,422 +1268,6 @@ static uint64_t dropout_offset(const wf_exec *e, const wf_tensor *x)
     return (uint64_t)e->first_sample * (uint64_t)(numel(x) / e->mbs);
 }
 
-/* ---- expert parallelism ---------------------------------------------------------------- */
-
-/* Only the filled capacity rows travel. Slots are taken in order, so expert
- * x's filled rows are its first cnt[x] = min(C, tokens routed to x) rows; the
- * rest are zero, and so are the grouped MLP's outputs and gradients there (no
- * biases, act(0) = 0), which is what the receiving side writes. Exchanges
- * (MPI_Alltoallv over the ep group): block p of a send goes to group rank p
- * and holds, for each of p's El experts in order, this rank's filled rows of
- * it; a receive holds the same from every rank in group-rank order. Each
- * (sender, expert) block of rows runs through the expert as one GEMM pair. */
-typedef struct {
-    int64_t E, C, H, Fd, G, El, ep, g;
-    int swiglu;
-    int32_t *cnt;           /* [E] this rank's filled rows per expert */
-    int32_t *rcnt;          /* [ep * El] rows of each rank for each local expert */
-    int64_t *sn, *rn;       /* [ep] floats sent to and received from each rank, per row width */
-    float *send, *recv[3];  /* packed rows: [E*C*H] each */
-    float *tw;              /* [El*H*G + El*Fd*H] one block's weight gradients */
-} ep_xchg;
-
-/* Exchange buffers (five of n floats) and the counts, grown on demand. */
-static wf_status ep_prepare(wf_exec *e, const wf_op *op, ep_xchg *x)
-{
-    const wf_tensor *T = e->g.tensors, *xt = &T[op->in[0]], *w2 = &T[op->in[2]];
-    x->E = xt->shape[0];
-    x->C = xt->shape[1];
-    x->H = xt->shape[2];
-    x->Fd = w2->shape[1];
-    x->swiglu = op->attr.act == WF_MOE_ACT_SWIGLU;
-    x->G = x->swiglu ? 2 * x->Fd : x->Fd;
-    x->ep = e->ex.ep;
-    x->El = x->E / x->ep;
-    x->g = e->ex.group_rank;
-    int d = xt->producer;
-    if (d < 0 || e->g.ops[d].kind != WF_OP_MOE_DISPATCH)
-        return wf_errorf(WF_INVAL, "op '%s' (grouped_mlp): expert parallelism needs its rows from a moe_dispatch",
-                         op->name);
-    size_t n = (size_t)(x->E * x->C * x->H), nw = (size_t)(x->El * (x->H * x->G + x->Fd * x->H));
-    if (nw > n)
-        n = nw;
-    n = (n + 3) & ~(size_t)3; /* keeps the counts after the five buffers 8-byte aligned */
-    size_t ints = (size_t)(2 * x->E), longs = (size_t)(2 * x->ep);
-    size_t need = 5 * n + ints + 2 * longs; /* in floats: ints and longs fit in 1 and 2 floats each */
-    if (e->exbuf_floats < need) {
-        float *b = realloc(e->exbuf, need * sizeof *b);
-        if (!b)
-            return wf_errorf(WF_NOMEM, "out of memory exchanging tokens for op '%s'", op->name);
-        e->exbuf = b;
-        e->exbuf_floats = need;
-    }
-    float *b = e->exbuf;
-    x->send = b;
-    x->recv[0] = b + n;
-    x->recv[1] = b + 2 * n;
-    x->recv[2] = b + 3 * n;
-    x->tw = b + 4 * n;
-    x->sn = (int64_t *)(void *)(b + 5 * n);
-    x->rn = x->sn + x->ep;
-    x->cnt = (int32_t *)(void *)(x->rn + x->ep);
-    x->rcnt = x->cnt + x->E;
-    /* Filled rows: tokens routed to each expert, at most C. */
-    const wf_tensor *ids = &T[e->g.ops[d].in[1]];
-    const int32_t *id = (const int32_t *)e->ptr[e->g.ops[d].in[1]];
-    for (int64_t k = 0; k < x->E; k++)
-        x->cnt[k] = 0;
-    for (int64_t k = 0, m = numel(ids); k < m; k++)
-        if (id[k] >= 0 && id[k] < x->E && x->cnt[id[k]] < x->C)
-            x->cnt[id[k]]++;
-    wf_status st = e->ex.alltoall_counts(e->ex.ctx, x->cnt, x->rcnt, (int)x->El);
-    if (st != WF_OK)
-        return st;
-    for (int64_t p = 0; p < x->ep; p++) {
-        x->sn[p] = x->rn[p] = 0;
-        for (int64_t l = 0; l < x->El; l++) {
-            x->sn[p] += x->cnt[p * x->El + l];
-            x->rn[p] += x->rcnt[p * x->El + l];
-        }
-    }
-    return WF_OK;
-}
-
-/* Sends the filled rows of rows[E,C,H] into recv (row counts x->sn / x->rn). */
-static wf_status ep_send_rows(wf_exec *e, ep_xchg *x, const float *rows, float *recv)
-{
-    int64_t at = 0, sn[WF_EXEC_MAX_EP], rn[WF_EXEC_MAX_EP];
-    for (int64_t k = 0; k < x->E; k++) {
-        memcpy(x->send + at, rows + k * x->C * x->H, sizeof(float) * (size_t)(x->cnt[k] * x->H));
-        at += x->cnt[k] * x->H;
-    }
-    for (int64_t p = 0; p < x->ep; p++) {
-        sn[p] = x->sn[p] * x->H;
-        rn[p] = x->rn[p] * x->H;
-    }
-    return e->ex.alltoallv(e->ex.ctx, x->send, sn, recv, rn);
-}
-
-/* Returns the rows this rank computed (laid out as received) to their ranks
- * and unpacks them into out[E,C,H], zero beyond each expert's filled rows. */
-static wf_status ep_return_rows(wf_exec *e, ep_xchg *x, const float *rows, float *out)
-{
-    int64_t sn[WF_EXEC_MAX_EP], rn[WF_EXEC_MAX_EP];
-    for (int64_t p = 0; p < x->ep; p++) {
-        sn[p] = x->rn[p] * x->H;
-        rn[p] = x->sn[p] * x->H;
-    }
-    wf_status st = e->ex.alltoallv(e->ex.ctx, rows, sn, x->send, rn);
-    if (st != WF_OK)
-        return st;
-    memset(out, 0, sizeof(float) * (size_t)(x->E * x->C * x->H));
-    int64_t at = 0;
-    for (int64_t k = 0; k < x->E; k++) {
-        memcpy(out + k * x->C * x->H, x->send + at, sizeof(float) * (size_t)(x->cnt[k] * x->H));
-        at += x->cnt[k] * x->H;
-    }
-    return WF_OK;
-}
-
-/* The grouped MLP under expert parallelism: every rank's filled rows go to
- * their experts' ranks, each rank runs its El experts on what it received,
- * and the outputs come back. */
-static wf_status ep_grouped_fwd(wf_exec *e, const wf_op *op, float *y)
-{
-    ep_xchg x;
-    wf_status st = ep_prepare(e, op, &x);
-    if (st == WF_OK)
-        st = ep_send_rows(e, &x, F(op->in[0]), x.recv[0]);
-    if (st != WF_OK)
-        return st;
-    int64_t at = 0;
-    for (int64_t s = 0; s < x.ep; s++)
-        for (int64_t l = 0; l < x.El; l++) {
-            int64_t r = x.rcnt[s * x.El + l], k = x.g * x.El + l;
-            if (r > 0)
-                K(e, grouped_mlp_fwd)(x.recv[0] + at, F(op->in[1]) + k * x.H * x.G, F(op->in[2]) + k * x.Fd * x.H,
-                                     x.recv[1] + at, e->ws, 1, r, x.H, x.Fd, x.swiglu);
-            at += r * x.H;
-        }
-    return ep_return_rows(e, &x, x.recv[1], y);
-}
-
-/* Its backward: the rows and their output gradients go to the experts'
- * ranks, which recompute from the rows, accumulate their slice of the weight
- * gradients (zero elsewhere: the data-parallel reduction sums each slice over
- * the ranks that own it) and send the rows' input gradients back. */
-static wf_status ep_grouped_bwd(wf_exec *e, const wf_op *f, const float *dy, float *d0, float *d1, float *d2)
-{
-    ep_xchg x;
-    wf_status st = ep_prepare(e, f, &x);
-    if (st == WF_OK)
-        st = ep_send_rows(e, &x, F(f->in[0]), x.recv[0]);
-    if (st == WF_OK)
-        st = ep_send_rows(e, &x, dy, x.recv[1]);
-    if (st != WF_OK)
-        return st;
-    int64_t n1 = x.H * x.G, n2 = x.Fd * x.H;
-    if (d1)
-        memset(d1, 0, sizeof(float) * (size_t)(x.E * n1));
-    if (d2)
-        memset(d2, 0, sizeof(float) * (size_t)(x.E * n2));
-    int64_t at = 0;
-    for (int64_t s = 0; s < x.ep; s++)
-        for (int64_t l = 0; l < x.El; l++) {
-            int64_t r = x.rcnt[s * x.El + l], k = x.g * x.El + l;
-            if (r > 0) {
-                K(e, grouped_mlp_bwd)(x.recv[0] + at, F(f->in[1]) + k * n1, F(f->in[2]) + k * n2, x.recv[1] + at,
-                                     x.recv[2] + at, d1 ? x.tw : NULL, d2 ? x.tw + n1 : NULL, e->ws, 1, r, x.H,
-                                     x.Fd, x.swiglu);
-                for (int64_t j = 0; d1 && j < n1; j++)
-                    d1[k * n1 + j] += x.tw[j];
-                for (int64_t j = 0; d2 && j < n2; j++)
-                    d2[k * n2 + j] += x.tw[n1 + j];
-            }
-            at += r * x.H;
-        }
-    /* Every rank takes part in the return exchange, d0 wanted or not. */
-    float *dx = d0 ? d0 : x.recv[0];
-    return ep_return_rows(e, &x, x.recv[2], dx);
-}
-
-/* ---- SPMD: sharded dropout, vocabulary-split embedding and cross-entropy ---------------- */
-
-static int is_box(const wf_exec *e, int o)
-{
-    return e->has_sp && e->sp.box_op && o >= 0 && o < e->g.nfwd && e->sp.box_op[o];
-}
-
-static int vocab_split(const wf_exec *e, int o)
-{
-    return e->has_sp && e->sp.vocab_first && o >= 0 && o < e->g.nfwd && e->sp.vocab_first[o] >= 0;
-}
-
-/* Dropout of forward op o over a local block of a global tensor: the block
- * is a set of runs contiguous in both (the trailing dims the block holds
- * whole, and the innermost split dim's local extent); each run takes its
- * mask at its global offset. */
-static int dropout_view(const wf_exec *e, int o, const float *src, float *dst, int bwd)
-{
-    if (!e->has_sp || !e->sp.has_view || o >= e->g.nfwd || !e->sp.has_view[o])
-        return 0;
-    const wf_op *op = &e->g.ops[o];
-    const wf_tensor *x = &e->g.tensors[op->in[0]];
-    const wf_exec_view *v = &e->sp.view[o];
-    int nd = x->ndim, k = nd - 1;
-    while (k > 0 && x->shape[k] == v->gshape[k])
-        k--;
-    int64_t run = 1, gstride[WF_MAX_DIMS], gnumel = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        gstride[d] = gnumel;
-        gnumel *= v->gshape[d];
-    }
-    for (int d = k; d < nd; d++)
-        run *= x->shape[d];
-    int64_t outer = numel(x) / (run > 0 ? run : 1);
-    uint64_t base = (uint64_t)e->first_sample * (uint64_t)(gnumel / v->gshape[0]);
-    uint64_t seed = wf_k_seed_mix(op->attr.seed ^ e->seed, e->stream);
-    int64_t idx[WF_MAX_DIMS] = {0};
-    for (int64_t r = 0; r < outer; r++) {
-        int64_t g = v->start[k] * gstride[k];
-        for (int d = 0; d < k; d++)
-            g += (v->start[d] + idx[d]) * gstride[d];
-        if (bwd)
-            K(e, dropout_bwd)(src + r * run, dst + r * run, run, (float)op->attr.p, seed, base + (uint64_t)g);
-        else
-            K(e, dropout_fwd)(src + r * run, dst + r * run, run, (float)op->attr.p, seed, base + (uint64_t)g);
-        for (int d = k - 1; d >= 0; d--) {
-            if (++idx[d] < x->shape[d])
-                break;
-            idx[d] = 0;
-        }
-    }
-    return 1;
-}
-
-/* ids[m] over table rows [first, first + v) of a vocabulary of vt: rows of
- * other shards are zero here (the output is a partial sum). */
-static wf_status vocab_embedding_fwd(const int32_t *ids, const float *table, float *y, int64_t m, int64_t v,
-                                     int64_t h, int64_t first, int64_t vt)
-{
-    wf_status st = WF_OK;
-    for (int64_t i = 0; i < m; i++) {
-        int64_t r = (int64_t)ids[i] - first;
-        if ((ids[i] < 0 || ids[i] >= vt) && st == WF_OK)
-            st = wf_errorf(WF_INVAL, "embedding: token id %d at position %lld is outside [0, %lld)", (int)ids[i],
-                           (long long)i, (long long)vt);
-        if (r >= 0 && r < v)
-            memcpy(y + i * h, table + r * h, sizeof(float) * (size_t)h);
-        else
-            memset(y + i * h, 0, sizeof(float) * (size_t)h);
-    }
-    return st;
-}
-
-static void vocab_embedding_bwd(const int32_t *ids, const float *dy, float *dtable, int64_t m, int64_t v, int64_t h,
-                                int64_t first)
-{
-    memset(dtable, 0, sizeof(float) * (size_t)(v * h));
-    for (int64_t i = 0; i < m; i++) {
-        int64_t r = (int64_t)ids[i] - first;
-        if (r >= 0 && r < v)
-            for (int64_t j = 0; j < h; j++)
-                dtable[r * h + j] += dy[i * h + j];
-    }
-}
-
-/* Megatron's vocabulary-parallel cross-entropy: logits[m, v] are columns
- * [first, first + v) of the vocabulary; the row maxima, then the sums of
- * exponentials and the target logits, are reduced over the shards, so every
- * shard gets the whole loss and saves each row's log-sum-exp. ws holds 3m
- * floats. Columns at or beyond vt are a padded vocabulary's padding
- * (spmd.c): masked out, as if their logits were -inf, so the loss is the
- * unpadded model's (Megatron's own loss takes the padding's logits in:
- * NVIDIA/Megatron-LM@d98e8a64, megatron/core/tensor_parallel/cross_entropy.py
- * normalizes over the whole partition). */
-static wf_status vocab_ce_fwd(wf_exec *e, int o, const float *x, const int32_t *lab, float *loss, float *saved,
-                              float *ws, int64_t m, int64_t v, int64_t first, int64_t vt)
-{
-    wf_status st = WF_OK;
-    float *mx = ws, *se = ws + m; /* se: [sum of exp, target] per row */
-    const int64_t nv = first + v <= vt ? v : vt > first ? vt - first : 0; /* this shard's valid columns */
-    for (int64_t i = 0; i < m; i++) {
-        float best = -INFINITY;
-        for (int64_t j = 0; j < nv; j++)
-            best = x[i * v + j] > best ? x[i * v + j] : best;
-        mx[i] = best;
-    }
-    wf_status cs = e->sp.allreduce(e->sp.ctx, o, mx, m, 1);
-    for (int64_t i = 0; i < m; i++) {
-        double s = 0;
-        for (int64_t j = 0; j < nv; j++)
-            s += (double)wf_k_expf(x[i * v + j] - mx[i]);
-        se[2 * i] = (float)s;
-        int64_t r = (int64_t)lab[i] - first;
-        se[2 * i + 1] = r >= 0 && r < nv ? x[i * v + r] : 0.0f;
-        if ((lab[i] < 0 || lab[i] >= vt) && st == WF_OK)
-            st = wf_errorf(WF_INVAL, "cross_entropy: label %d at row %lld is outside [0, %lld)", (int)lab[i],
-                           (long long)i, (long long)vt);
-    }
-    if (cs == WF_OK)
-        cs = e->sp.allreduce(e->sp.ctx, o, se, 2 * m, 0);
-    if (cs != WF_OK)
-        return cs;
-    double total = 0;
-    for (int64_t i = 0; i < m; i++) {
-        float lse = mx[i] + logf(se[2 * i]);
-        if (saved)
-            saved[i] = lse;
-        total += (double)lse - (double)se[2 * i + 1];
-    }
-    *loss = (float)(total / (double)m);
-    return st;
-}
-
-/* The gradient of vocab_ce_fwd's loss; the padding's columns (at or beyond
- * vt) get none. */
-static void vocab_ce_bwd(const float *x, const int32_t *lab, const float *saved, float dloss, float *dx, int64_t m,
-                         int64_t v, int64_t first, int64_t vt)
-{
-    const float c = dloss / (float)m;
-    const int64_t nv = first + v <= vt ? v : vt > first ? vt - first : 0;
-    for (int64_t i = 0; i < m; i++) {
-        for (int64_t j = 0; j < v; j++)
-            dx[i * v + j] = j < nv ? c * wf_k_expf(x[i * v + j] - saved[i]) : 0.0f;
-        int64_t r = (int64_t)lab[i] - first;
-        if (r >= 0 && r < nv)
-            dx[i * v + r] -= c;
-    }
-}
-
-static int stats_split(const wf_exec *e, int o)
-{
-    return e->has_sp && e->sp.stats_split && o >= 0 && o < e->g.nfwd && e->sp.stats_split[o];
-}
-
-/* Batchnorm over a shard of the batch: the kernels' two-pass statistics with
- * each pass's per-channel sums (and the element count) reduced over the
- * shards; ws holds 2c + 1 floats. */
-static wf_status split_bn_fwd(wf_exec *e, int o, const float *x, const float *gamma, const float *beta, float *y,
-                              float *saved, float *ws, int64_t n, int64_t c, int64_t s)
-{
-    for (int64_t ch = 0; ch < c; ch++) {
-        double sum = 0;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t t = 0; t < s; t++)
-                sum += (double)x[(i * c + ch) * s + t];
-        ws[ch] = (float)sum;
-    }
-    ws[c] = (float)(n * s);
-    wf_status st = e->sp.allreduce(e->sp.ctx, o, ws, c + 1, 0);
-    if (st != WF_OK)
-        return st;
-    const float cnt = ws[c];
-    for (int64_t ch = 0; ch < c; ch++) {
-        const float mean = ws[ch] / cnt;
-        double var = 0;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t t = 0; t < s; t++) {
-                float d = x[(i * c + ch) * s + t] - mean;
-                var += (double)(d * d);
-            }
-        ws[c + 1 + ch] = (float)var;
-        ws[ch] = mean;
-    }
-    if ((st = e->sp.allreduce(e->sp.ctx, o, ws + c + 1, c, 0)) != WF_OK)
-        return st;
-    for (int64_t ch = 0; ch < c; ch++) {
-        const float mean = ws[ch], rstd = 1.0f / sqrtf(ws[c + 1 + ch] / cnt + (float)e->g.ops[o].attr.eps);
-        const float a = rstd * gamma[ch], b = beta[ch] - mean * a;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t t = 0; t < s; t++)
-                y[(i * c + ch) * s + t] = x[(i * c + ch) * s + t] * a + b;
-        saved[ch] = mean;
-        saved[c + ch] = rstd;
-    }
-    return WF_OK;
-}
-
-/* Backward: the per-channel sums of dy and dy * xhat reduced over the shards
- * for dx; dgamma and dbeta stay this shard's (partial sums). ws: 2c floats. */
-static wf_status split_bn_bwd(wf_exec *e, int o, const float *x, const float *gamma, const float *dy,
-                              const float *saved, float *dx, float *dgamma, float *dbeta, float *ws, int64_t n,
-                              int64_t c, int64_t s)
-{
-    for (int64_t ch = 0; ch < c; ch++) {
-        const float mean = saved[ch], rstd = saved[c + ch];
-        double sd = 0, sdx = 0;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t t = 0; t < s; t++) {
-                float d = dy[(i * c + ch) * s + t];
-                sd += (double)d;
-                sdx += (double)(d * (x[(i * c + ch) * s + t] - mean));
-            }
-        ws[ch] = (float)sd;
-        ws[c + ch] = (float)sdx * rstd;
-        if (dgamma)
-            dgamma[ch] = ws[c + ch];
-        if (dbeta)
-            dbeta[ch] = ws[ch];
-    }
-    float cnt = (float)(n * s);
-    wf_status st = e->sp.allreduce(e->sp.ctx, o, &cnt, 1, 0);
-    if (st == WF_OK)
-        st = e->sp.allreduce(e->sp.ctx, o, ws, 2 * c, 0);
-    if (st != WF_OK || !dx)
-        return st;
-    for (int64_t ch = 0; ch < c; ch++) {
-        const float mean = saved[ch], rstd = saved[c + ch];
-        const float a = gamma[ch] * rstd, md = ws[ch] / cnt, mdx = ws[c + ch] / cnt;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t t = 0; t < s; t++) {
-                int64_t k = (i * c + ch) * s + t;
-                dx[k] = a * (dy[k] - md - (x[k] - mean) * rstd * mdx);
-            }
-    }
-    return WF_OK;
-}
-
 static wf_status run_fwd(wf_exec *e, int o)
 {
     const wf_op *op = &e->g.ops[o];
@@ -1795,25 +1276,25 @@ static wf_status run_fwd(wf_exec *e, int o)
     int yt = op->nout > 0 ? op->out[0] : -1;
     float *y = yt >= 0 ? F(yt) : NULL;
     float *sv = e->saved[o];
-    if (is_box(e, o))
+    if (wf_exec_sp_is_box(e, o))
         return e->sp.box(e->sp.ctx, o, 0, F(op->in[0]), y);
-    if (vocab_split(e, o) && op->kind == WF_OP_EMBEDDING) {
+    if (wf_exec_sp_vocab_split(e, o) && op->kind == WF_OP_EMBEDDING) {
         const wf_tensor *tab = &T[op->in[1]];
-        wf_status st = vocab_embedding_fwd(I32(op->in[0]), F(op->in[1]), y, numel(x), tab->shape[0], tab->shape[1],
+        wf_status st = wf_exec_sp_embedding_fwd(I32(op->in[0]), F(op->in[1]), y, numel(x), tab->shape[0], tab->shape[1],
                                            e->sp.vocab_first[o], e->sp.vocab_total[o]);
         return st == WF_OK ? WF_OK : wf_error_prefix(st, "op '%s'", op->name);
     }
-    if (vocab_split(e, o) && op->kind == WF_OP_CROSS_ENTROPY) {
+    if (wf_exec_sp_vocab_split(e, o) && op->kind == WF_OP_CROSS_ENTROPY) {
         int64_t v = last_dim(x);
-        wf_status st = vocab_ce_fwd(e, o, F(op->in[0]), I32(op->in[1]), y, sv, e->ws, numel(x) / v, v,
+        wf_status st = wf_exec_sp_ce_fwd(e, o, F(op->in[0]), I32(op->in[1]), y, sv, e->ws, numel(x) / v, v,
                                     e->sp.vocab_first[o], e->sp.vocab_total[o]);
         return st == WF_OK || st == WF_MPI ? st : wf_error_prefix(st, "op '%s'", op->name);
     }
-    if (op->kind == WF_OP_DROPOUT && dropout_view(e, o, F(op->in[0]), y, 0))
+    if (op->kind == WF_OP_DROPOUT && wf_exec_sp_dropout(e, o, F(op->in[0]), y, 0))
         return WF_OK;
-    if (op->kind == WF_OP_BATCHNORM && stats_split(e, o)) {
+    if (op->kind == WF_OP_BATCHNORM && wf_exec_sp_stats_split(e, o)) {
         int64_t n = x->shape[0], c = x->shape[1];
-        return split_bn_fwd(e, o, F(op->in[0]), F(op->in[1]), F(op->in[2]), y, sv, e->ws, n, c, numel(x) / (n * c));
+        return wf_exec_sp_bn_fwd(e, o, F(op->in[0]), F(op->in[1]), F(op->in[2]), y, sv, e->ws, n, c, numel(x) / (n * c));
     }
     switch (op->kind) {
     case WF_OP_MATMUL: {
@@ -2005,7 +1486,7 @@ static wf_status run_fwd(wf_exec *e, int o)
     case WF_OP_GROUPED_MLP: {
         const wf_tensor *w2 = &T[op->in[2]];
         if (e->ex.ep > 1)
-            return ep_grouped_fwd(e, op, y);
+            return wf_exec_ep_fwd(e, op, y);
         K(e, grouped_mlp_fwd)(F(op->in[0]), F(op->in[1]), F(op->in[2]), y, e->ws, x->shape[0], x->shape[1],
                              x->shape[2], w2->shape[1], op->attr.act == WF_MOE_ACT_SWIGLU);
         return WF_OK;
@@ -2064,7 +1545,7 @@ static void run_bwd(wf_exec *e, int o)
     float *d0 = grad_out(e, op, 0, &acc);
     float *d1 = grad_out(e, op, 1, &acc);
     float *d2 = grad_out(e, op, 2, &acc);
-    if (is_box(e, op->fwd_op)) {
+    if (wf_exec_sp_is_box(e, op->fwd_op)) {
         /* A boxing step: the gradient of input 0; its other inputs are copies. */
         e->bwd_status = e->sp.box(e->sp.ctx, op->fwd_op, 1, dy, d0);
         size_t acc2 = acc;
@@ -2076,24 +1557,24 @@ static void run_bwd(wf_exec *e, int o)
         acc = acc2;
         goto accumulate;
     }
-    if (vocab_split(e, op->fwd_op) && f->kind == WF_OP_EMBEDDING) {
+    if (wf_exec_sp_vocab_split(e, op->fwd_op) && f->kind == WF_OP_EMBEDDING) {
         const wf_tensor *tab = &T[f->in[1]];
         if (d1)
-            vocab_embedding_bwd(I32(f->in[0]), dy, d1, numel(x), tab->shape[0], tab->shape[1],
+            wf_exec_sp_embedding_bwd(I32(f->in[0]), dy, d1, numel(x), tab->shape[0], tab->shape[1],
                                 e->sp.vocab_first[op->fwd_op]);
         goto accumulate;
     }
-    if (vocab_split(e, op->fwd_op) && f->kind == WF_OP_CROSS_ENTROPY) {
+    if (wf_exec_sp_vocab_split(e, op->fwd_op) && f->kind == WF_OP_CROSS_ENTROPY) {
         int64_t v = last_dim(x);
-        vocab_ce_bwd(F(f->in[0]), I32(f->in[1]), sv, dy ? dy[0] : 1.0f, d0, numel(x) / v, v,
-                     e->sp.vocab_first[op->fwd_op], e->sp.vocab_total[op->fwd_op]);
+        wf_exec_sp_ce_bwd(F(f->in[0]), I32(f->in[1]), sv, dy ? dy[0] : 1.0f, d0, numel(x) / v, v,
+                          e->sp.vocab_first[op->fwd_op], e->sp.vocab_total[op->fwd_op]);
         goto accumulate;
     }
-    if (f->kind == WF_OP_DROPOUT && dropout_view(e, op->fwd_op, dy, d0, 1))
+    if (f->kind == WF_OP_DROPOUT && wf_exec_sp_dropout(e, op->fwd_op, dy, d0, 1))
         goto accumulate;
-    if (f->kind == WF_OP_BATCHNORM && stats_split(e, op->fwd_op)) {
+    if (f->kind == WF_OP_BATCHNORM && wf_exec_sp_stats_split(e, op->fwd_op)) {
         int64_t n = x->shape[0], c = x->shape[1];
-        e->bwd_status = split_bn_bwd(e, op->fwd_op, F(f->in[0]), F(f->in[1]), dy, sv, d0, d1, d2, e->ws, n, c,
+        e->bwd_status = wf_exec_sp_bn_bwd(e, op->fwd_op, F(f->in[0]), F(f->in[1]), dy, sv, d0, d1, d2, e->ws, n, c,
                                      numel(x) / (n * c));
         goto accumulate;
     }
@@ -2290,7 +1771,7 @@ static void run_bwd(wf_exec *e, int o)
     case WF_OP_GROUPED_MLP: {
         const wf_tensor *w2 = &T[f->in[2]];
         if (e->ex.ep > 1) {
-            e->bwd_status = ep_grouped_bwd(e, f, dy, d0, d1, d2);
+            e->bwd_status = wf_exec_ep_bwd(e, f, dy, d0, d1, d2);
             break;
         }
         K(e, grouped_mlp_bwd)(F(f->in[0]), F(f->in[1]), F(f->in[2]), dy, d0, d1, d2, e->ws, x->shape[0], x->shape[1],
@@ -2339,8 +1820,8 @@ wf_status wf_exec_forward(wf_exec *e, float *loss)
         }
         if (st == WF_OK) {
             st = run_fwd(e, o);
-        } else if (is_box(e, o) || (vocab_split(e, o) && e->g.ops[o].kind == WF_OP_CROSS_ENTROPY) ||
-                   stats_split(e, o)) {
+        } else if (wf_exec_sp_is_box(e, o) || (wf_exec_sp_vocab_split(e, o) && e->g.ops[o].kind == WF_OP_CROSS_ENTROPY) ||
+                   wf_exec_sp_stats_split(e, o)) {
             /* The collectives of the other ranks wait for this one's. */
             wf_status cs = run_fwd(e, o);
             if (cs == WF_MPI)

@@ -68,8 +68,6 @@ void wf_pipe_zero_scatter(wf_pipe *p);
 void wf_pipe_zero_release(wf_pipe *p);
 /* Collective: completes dear's deferred updates (wf_dist_sync per chunk). */
 wf_status wf_pipe_sync(wf_pipe *p);
-/* The plan line of a checkpoint: "pp=2,vpp=1,dp=2,pipe=1f1b". */
-void wf_pipe_plan_text(const wf_plan *p, char *buf, size_t cap);
 
 /* Collective: the whole model's parameters, in the model's tensor order, each
  * tensor's numel values packed (dp index 0's stage ranks contribute). */

@@ -142,22 +142,13 @@ static wf_status mpi_err(int rc, const char *what)
 
 wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, int64_t batch)
 {
-    if (p->cp > 1 || p->ep > 1)
-        return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines data- and tensor-parallel stages only (cp=%d, ep=%d "
-                                   "must be 1)", p->pp, p->cp, p->ep);
-    if (p->recompute != WF_RECOMPUTE_NONE || p->fp8)
-        return wf_errorf(WF_INVAL, "pp=%d: the runtime pipelines plain stages (recompute=%s, fp8=%d must be off)",
-                         p->pp, wf_recompute_name(p->recompute), p->fp8);
-    if (p->pp < 2)
-        return wf_errorf(WF_INVAL, "vpp=%d needs pp >= 2 stages (pp=%d)", p->vpp, p->pp);
+    /* What the pipeline engine runs: the runtime's table (runs_plan.c). */
+    wf_status st = wf_runtime_engine_check(WF_ENGINE_PIPELINE, p, m);
+    if (st != WF_OK)
+        return st;
     int tp = p->tp > 1 ? p->tp : 1;
-    if (p->sp && tp < 2)
-        return wf_errorf(WF_INVAL, "pp=%d with sp=1: sequence parallelism needs tp > 1", p->pp);
     if (tp > 1) {
         /* What Megatron's layout splits tp ways (as spmd.c names it). */
-        if (!wf_model_is_transformer(m))
-            return wf_errorf(WF_INVAL, "pp=%d,tp=%d: model '%s' is not a transformer (Megatron's layout has no form "
-                             "for it)", p->pp, tp, m->name);
         const char *what[] = {"vocabulary", "heads", "hidden size", "MLP width"};
         int64_t dims[] = {m->vocab, m->heads, m->hidden, m->ffn};
         for (int k = 0; k < 4; k++)
@@ -1114,17 +1105,6 @@ void wf_pipe_zero_release(wf_pipe *p)
         free(p->ch[k].zimg);
         p->ch[k].zimg = NULL;
     }
-}
-
-void wf_pipe_plan_text(const wf_plan *p, char *buf, size_t cap)
-{
-    if ((p->pp > 1 || p->vpp > 1) && p->tp > 1)
-        snprintf(buf, cap, "pp=%d,vpp=%d,tp=%d,sp=%d,dp=%d,pipe=%s", p->pp, p->vpp, p->tp, p->sp, p->dp,
-                 wf_pipe_name(p->pipe));
-    else if (p->pp > 1 || p->vpp > 1)
-        snprintf(buf, cap, "pp=%d,vpp=%d,dp=%d,pipe=%s", p->pp, p->vpp, p->dp, wf_pipe_name(p->pipe));
-    else
-        snprintf(buf, cap, "pp=1,dp=%d", p->dp);
 }
 
 wf_status wf_pipe_gather_params(wf_pipe *p, float *out, int64_t cap, int64_t *n)

@@ -103,9 +103,9 @@ struct wf_spmd {
     int rank, nranks;
     MPI_Comm group[1 << WF_SBP_MAX_AXES]; /* by mask of axes: the ranks differing only there */
 
-    wf_graph gg;                  /* global graph (one micro-batch) */
+    wf_layout_plan L;             /* the op-level form resolved once (wf_layout_index): the mesh, the
+                                     global graph at one micro-batch (gg), each op's signature (sig) */
     wf_graph lg;                  /* local graph (forward) */
-    wf_sbp_sig *sig;              /* [gg.nfwd] */
     wf_sbp *layout;               /* [gg.ntensors] as produced / stored */
     part_list (*parts)[WF_MAX_DIMS]; /* [gg.ntensors] per dim */
     int *local_of;                /* [gg.ntensors] the local tensor holding it as produced */
@@ -197,7 +197,7 @@ static void coords_of(const wf_spmd *S, int rank, int *c)
 static void copy_block(const wf_spmd *S, int t, const wf_sbp *s, const int *c, const uint32_t *src, uint32_t *dst,
                        int to_local)
 {
-    const wf_tensor *x = &S->gg.tensors[t];
+    const wf_tensor *x = &S->L.graph.tensors[t];
     int nd = x->ndim;
     int64_t ext[WF_MAX_DIMS], gstride[WF_MAX_DIMS], n = 1, gs = 1;
     for (int d = nd - 1; d >= 0; d--) {
@@ -540,7 +540,7 @@ static int step_bwd(int8_t v, int8_t w, int8_t gw, int8_t target, int8_t *gv)
  * of dim k: small layout ls (S(k) on a), big lb (B on a). */
 static wf_status step_pos(wf_spmd *S, int t, const wf_sbp *ls, const wf_sbp *lb, int a, int k, box_info *b)
 {
-    const wf_tensor *x = &S->gg.tensors[t];
+    const wf_tensor *x = &S->L.graph.tensors[t];
     int64_t n = x->shape[k], nb = local_extent(S, lb, k, n), ns = local_extent(S, ls, k, n);
     const part_list *np = &S->parts[t][k];
     int p = S->size[a];
@@ -575,7 +575,7 @@ static wf_status step_pos(wf_spmd *S, int t, const wf_sbp *ls, const wf_sbp *lb,
 static wf_sbp grad_target(const wf_spmd *S, int t, const wf_sbp *X)
 {
     wf_sbp T = *X;
-    int param = S->gg.tensors[t].role == WF_ROLE_PARAM;
+    int param = S->L.graph.tensors[t].role == WF_ROLE_PARAM;
     for (int a = 0; a < S->naxes; a++) {
         if (is_p(T.ax[a]))
             T.ax[a] = WF_SBP_B;
@@ -589,11 +589,11 @@ static wf_sbp grad_target(const wf_spmd *S, int t, const wf_sbp *X)
  * through, in layout Y, its gradient coming back in layout G. */
 static wf_status box_edge(wf_spmd *S, int t, const wf_sbp *X, const wf_sbp *Y, const wf_sbp *G, int *out)
 {
-    const wf_tensor *x = &S->gg.tensors[t];
+    const wf_tensor *x = &S->L.graph.tensors[t];
     int cur = S->local_of[t];
     *out = cur;
     int isint = x->dtype == WF_DTYPE_INT32 || x->dtype == WF_DTYPE_INT64;
-    if (isint || S->gg.tensors[t].role == WF_ROLE_INPUT || S->gg.tensors[t].role == WF_ROLE_LABEL) {
+    if (isint || S->L.graph.tensors[t].role == WF_ROLE_INPUT || S->L.graph.tensors[t].role == WF_ROLE_LABEL) {
         if (!wf_sbp_equal(X, Y, S->naxes)) {
             char b1[64], b2[64];
             return wf_errorf(WF_INVAL, "op-level plan: input '%s' is read as %s and as %s (the runtime feeds each "
@@ -730,8 +730,8 @@ static wf_status box_edge(wf_spmd *S, int t, const wf_sbp *X, const wf_sbp *Y, c
 static wf_status local_attrs(const wf_spmd *S, int i, const int *lin, const int64_t (*lout)[WF_MAX_DIMS],
                              wf_op_attrs *a)
 {
-    const wf_op *o = &S->gg.ops[i];
-    const wf_tensor *G = S->gg.tensors, *L = S->lg.tensors;
+    const wf_op *o = &S->L.graph.ops[i];
+    const wf_tensor *G = S->L.graph.tensors, *L = S->lg.tensors;
     *a = o->attr;
     _Static_assert(WF_OP_COUNT == 38, "a new op kind needs its case here: the default below would hide it");
     switch (o->kind) {
@@ -776,7 +776,7 @@ static wf_status local_attrs(const wf_spmd *S, int i, const int *lin, const int6
         return WF_OK;
     case WF_OP_GLOBAL_AVGPOOL:
         for (int ax = 0; ax < S->naxes; ax++)
-            if (S->sig[i].in[0].ax[ax] >= 2)
+            if (S->L.sig[i].in[0].ax[ax] >= 2)
                 return wf_errorf(WF_INVAL, "op-level plan: op '%s' (global_avgpool) with a spatial split is not run "
                                  "yet (its shard's mean would need the other shards' counts)", o->name);
         return WF_OK;
@@ -795,7 +795,7 @@ static wf_status local_attrs(const wf_spmd *S, int i, const int *lin, const int6
  * when the block is not one box of the global tensor (parts). */
 static int make_view(const wf_spmd *S, int t, const wf_sbp *s, wf_exec_view *v)
 {
-    const wf_tensor *x = &S->gg.tensors[t];
+    const wf_tensor *x = &S->L.graph.tensors[t];
     memset(v, 0, sizeof *v);
     for (int d = 0; d < x->ndim; d++) {
         if (S->parts[t][d].n > 1 && local_extent(S, s, d, x->shape[d]) != x->shape[d])
@@ -811,7 +811,7 @@ static int make_view(const wf_spmd *S, int t, const wf_sbp *s, wf_exec_view *v)
  * to the columns of the linear (weight and bias) producing them. */
 static wf_status find_parts(wf_spmd *S)
 {
-    const wf_graph *g = &S->gg;
+    const wf_graph *g = &S->L.graph;
     for (int t = 0; t < g->ntensors; t++)
         for (int d = 0; d < WF_MAX_DIMS; d++)
             S->parts[t][d].n = 1;
@@ -820,7 +820,7 @@ static wf_status find_parts(wf_spmd *S)
         if (o->kind == WF_OP_SPLIT || o->kind == WF_OP_CONCAT) {
             int t = o->kind == WF_OP_SPLIT ? o->in[0] : o->out[0];
             int ax = o->attr.axis < 0 ? o->attr.axis + g->tensors[t].ndim : o->attr.axis;
-            const wf_sbp *s = o->kind == WF_OP_SPLIT ? &S->sig[i].in[0] : &S->sig[i].out[0];
+            const wf_sbp *s = o->kind == WF_OP_SPLIT ? &S->L.sig[i].in[0] : &S->L.sig[i].out[0];
             int64_t f = 1;
             for (int a = 0; a < S->naxes; a++)
                 if (s->ax[a] == ax)
@@ -886,7 +886,7 @@ static wf_status find_parts(wf_spmd *S)
                 }
                 int split = 0;
                 for (int a = 0; a < S->naxes; a++)
-                    split |= S->sig[i].out[k].ax[a] == d;
+                    split |= S->L.sig[i].out[k].ax[a] == d;
                 if (!carried && split)
                     return wf_errorf(WF_INVAL, "op-level plan: op '%s' (%s) produces '%s' split into parts along dim "
                                      "%d (the runtime carries parts through linear, matmul and elementwise ops)",
@@ -899,27 +899,20 @@ static wf_status find_parts(wf_spmd *S)
 
 static wf_status build_local(wf_spmd *S)
 {
-    const wf_graph *g = &S->gg;
+    const wf_graph *g = &S->L.graph;
     int nt = g->ntensors, nf = g->nfwd;
     char b1[96], b2[96];
-    S->sig = calloc((size_t)nf, sizeof *S->sig);
     S->layout = calloc((size_t)nt, sizeof *S->layout);
     S->parts = calloc((size_t)nt, sizeof *S->parts);
     S->local_of = malloc((size_t)nt * sizeof *S->local_of);
-    if (!S->sig || !S->layout || !S->parts || !S->local_of)
+    if (!S->layout || !S->parts || !S->local_of)
         return wf_errorf(WF_NOMEM, "out of memory building the local graph");
-    /* Signatures. */
+    /* The signatures, resolved once (S->L): what this runtime needs of them. */
     for (int i = 0; i < nf; i++) {
-        const char *text = wf_plan_oplevel_layout_of(&S->ol, g->ops[i].name);
-        if (!text)
-            return wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g->ops[i].name);
-        wf_status st = wf_sbp_sig_parse(text, g->ops[i].nin, g->ops[i].nout, S->naxes, &S->sig[i]);
-        if (st != WF_OK)
-            return st;
-        /* Every split must divide its dim (named before the signature check). */
+        /* Every split must divide its dim: the runtime cuts whole shards. */
         for (int j = 0; j < g->ops[i].nin + g->ops[i].nout; j++) {
             int t = j < g->ops[i].nin ? g->ops[i].in[j] : g->ops[i].out[j - g->ops[i].nin];
-            const wf_sbp *l = j < g->ops[i].nin ? &S->sig[i].in[j] : &S->sig[i].out[j - g->ops[i].nin];
+            const wf_sbp *l = j < g->ops[i].nin ? &S->L.sig[i].in[j] : &S->L.sig[i].out[j - g->ops[i].nin];
             const wf_tensor *x = &g->tensors[t];
             for (int d = 0; d < x->ndim; d++) {
                 int64_t f = 1;
@@ -933,9 +926,6 @@ static wf_status build_local(wf_spmd *S)
                                      (long long)f, (long long)x->shape[d]);
             }
         }
-        int k = wf_sbp_sig_find(g, i, &S->mesh, text);
-        if (k < 0)
-            return (wf_status)k;
     }
     wf_status pst = find_parts(S);
     if (pst != WF_OK)
@@ -959,7 +949,7 @@ static wf_status build_local(wf_spmd *S)
         for (int i = 0; i < nf && !found; i++)
             for (int j = 0; j < g->ops[i].nin && !found; j++)
                 if (g->ops[i].in[j] == t) {
-                    S->layout[t] = wf_sbp_storage(&S->sig[i].in[j], S->naxes);
+                    S->layout[t] = wf_sbp_storage(&S->L.sig[i].in[j], S->naxes);
                     found = 1;
                 }
     }
@@ -967,7 +957,7 @@ static wf_status build_local(wf_spmd *S)
     S->dist_axis = -1;
     int loss_op = g->tensors[g->loss].producer;
     for (int a = 0; a < S->naxes && S->dist_axis < 0; a++) {
-        if (loss_op < 0 || S->sig[loss_op].in[0].ax[a] != 0)
+        if (loss_op < 0 || S->L.sig[loss_op].in[0].ax[a] != 0)
             continue;
         int all_b = 1;
         for (int t = 0; t < nt; t++)
@@ -996,7 +986,7 @@ static wf_status build_local(wf_spmd *S)
     /* Ops in order, each input boxed to its signature's layout. */
     for (int i = 0; i < nf; i++) {
         const wf_op *o = &g->ops[i];
-        const wf_sbp_sig *sg = &S->sig[i];
+        const wf_sbp_sig *sg = &S->L.sig[i];
         int lin[WF_MAX_INPUTS];
         for (int j = 0; j < o->nin; j++) {
             int t = o->in[j];
@@ -1113,7 +1103,7 @@ static wf_status build_local(wf_spmd *S)
 wf_status wf_spmd_init_params(wf_spmd *S, wf_exec *e, const wf_exec_opts *eo)
 {
     wf_exec *ge = NULL;
-    wf_status st = wf_exec_create(&S->gg, eo, &ge);
+    wf_status st = wf_exec_create(&S->L.graph, eo, &ge);
     for (int i = 0; st == WF_OK && i < wf_exec_nparams(e); i++) {
         const wf_exec_param *lp = wf_exec_param_at(e, i);
         int gt = wf_exec_find_tensor(ge, lp->name);
@@ -1155,7 +1145,7 @@ int wf_spmd_wants(const char *plan)
         wf_clear_error();
         return 0;
     }
-    return (p.tp > 1 || p.sp) && p.pp <= 1; /* with stages: pipeline.c */
+    return wf_runtime_engine_of(&p) == WF_ENGINE_SPMD; /* with stages: the pipeline engine */
 }
 
 /* The op-level plan: a file as it is, or a whole-model plan lowered. */
@@ -1180,13 +1170,9 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
         if (st != WF_OK)
             return st;
         S->plan_comm = p.comm;
-        if (!wf_model_is_transformer(&S->model))
-            return wf_errorf(WF_INVAL, "tp=%d: model '%s' is not a transformer (Megatron's layout has no form for it; "
-                             "write an op-level plan with weft plan --op-level)", p.tp, S->model.name);
-        if (p.pp > 1 || p.vpp > 1 || p.recompute != WF_RECOMPUTE_NONE || p.cp > 1 || p.ep > 1 || p.fp8)
-            return wf_errorf(WF_INVAL, "plan with tp=%d: the SPMD runtime runs tp, sp, dp and zero (pp=%d, vpp=%d, "
-                             "recompute=%s, cp=%d, ep=%d, fp8=%d are not combined with it)", p.tp, p.pp, p.vpp,
-                             wf_recompute_name(p.recompute), p.cp, p.ep, p.fp8);
+        /* What the SPMD engine runs: the runtime's table (runs_plan.c). */
+        if ((st = wf_runtime_engine_check(WF_ENGINE_SPMD, &p, &S->model)) != WF_OK)
+            return st;
         S->zero = p.zero;
         if ((int64_t)p.dp * p.tp != S->nranks)
             return wf_errorf(WF_INVAL, "plan dp=%d,tp=%d needs %d ranks but the job has %d", p.dp, p.tp, p.dp * p.tp,
@@ -1232,33 +1218,22 @@ static wf_status build_mesh_local(wf_spmd *S, const wf_cluster *clp)
 {
     wf_cluster cl = *clp;
     wf_status st;
-    /* The mesh. */
-    int64_t sizes[WF_SBP_MAX_AXES];
-    int na = 0;
-    for (const char *q = S->ol.mesh; *q && na < WF_SBP_MAX_AXES;) {
-        sizes[na++] = strtoll(q, NULL, 10);
-        q = strchr(q, 'x');
-        if (!q)
-            break;
-        q++;
-    }
-    int64_t dev = 1;
-    for (int a = 0; a < na; a++)
-        dev *= sizes[a] > 0 ? sizes[a] : 1;
+    /* The op-level form resolved once: the mesh, the global graph at one
+     * micro-batch, each op's signature (layout.h). */
+    if ((st = wf_layout_index(&S->ol, &S->model, &cl, S->B, &S->L)) != WF_OK)
+        return st;
+    S->mesh = S->L.mesh;
+    int64_t dev = wf_mesh_devices(&S->mesh);
     if (dev != S->nranks)
         return wf_errorf(WF_INVAL, "op-level plan mesh=%s has %lld devices but the job has %d ranks (run under "
                          "mpiexec -n %lld)", S->ol.mesh, (long long)dev, S->nranks, (long long)dev);
-    if ((st = wf_mesh_parse(S->ol.mesh, &cl, &S->mesh)) != WF_OK)
-        return st;
     S->naxes = S->mesh.naxes;
     for (int a = 0; a < S->naxes; a++)
         S->size[a] = (int)S->mesh.size[a];
     coords_of(S, S->rank, S->coord);
     if ((st = make_groups(S)) != WF_OK)
         return st;
-    if ((st = wf_model_build(&S->model, S->gmb, &S->gg)) != WF_OK)
-        return st;
-    if ((st = wf_data_layout_from_graph(&S->gg, &S->dl)) != WF_OK)
+    if ((st = wf_data_layout_from_graph(&S->L.graph, &S->dl)) != WF_OK)
         return st;
     if (S->vocab_valid > 0) { /* the data know the model's own vocabulary, not the padding */
         if (S->dl.vocab == S->model.vocab)
@@ -1267,7 +1242,7 @@ static wf_status build_mesh_local(wf_spmd *S, const wf_cluster *clp)
             S->dl.classes = S->vocab_valid;
     }
     /* Per local op arrays sized generously: carriers add ops. */
-    int cap = 8 * S->gg.nfwd + 64;
+    int cap = 8 * S->L.graph.nfwd + 64;
     S->vocab_first = malloc((size_t)cap * sizeof *S->vocab_first);
     S->vocab_total = calloc((size_t)cap, sizeof *S->vocab_total);
     S->vocab_mask = calloc((size_t)cap, sizeof *S->vocab_mask);
@@ -1358,8 +1333,8 @@ static wf_status setup(wf_spmd *S)
     for (int i = 0; i < wf_exec_nparams(S->e); i++) {
         const wf_exec_param *lp = wf_exec_param_at(S->e, i);
         int gt = -1;
-        for (int t = 0; t < S->gg.ntensors && gt < 0; t++)
-            if (S->gg.tensors[t].role == WF_ROLE_PARAM && strcmp(S->gg.tensors[t].name, lp->name) == 0)
+        for (int t = 0; t < S->L.graph.ntensors && gt < 0; t++)
+            if (S->L.graph.tensors[t].role == WF_ROLE_PARAM && strcmp(S->L.graph.tensors[t].name, lp->name) == 0)
                 gt = t;
         double w = 1;
         for (int a = 0; a < S->naxes; a++)
@@ -1371,8 +1346,8 @@ static wf_status setup(wf_spmd *S)
     wf_dist_set_norm(S->d, S->norm_weight, nother > 1 ? group_comm(S, other) : MPI_COMM_NULL);
     /* The loader's tensors. */
     S->g_in = S->g_lab = -1;
-    for (int i = 0; i < S->gg.ntensors; i++) {
-        const wf_tensor *t = &S->gg.tensors[i];
+    for (int i = 0; i < S->L.graph.ntensors; i++) {
+        const wf_tensor *t = &S->L.graph.tensors[i];
         if (t->role == WF_ROLE_LABEL)
             S->g_lab = i;
         if (t->role == WF_ROLE_INPUT && (S->g_in < 0 || strcmp(t->name, "ids") == 0))
@@ -1423,7 +1398,7 @@ void wf_spmd_free(wf_spmd *S)
     wf_optim_free(S->o);
     wf_exec_free(S->e);
     wf_data_close(S->data);
-    wf_graph_free(&S->gg);
+    wf_layout_plan_free(&S->L);
     wf_graph_free(&S->lg);
     wf_plan_oplevel_free(&S->ol);
     for (int i = 0; i < S->cap_box; i++)
@@ -1439,7 +1414,6 @@ void wf_spmd_free(wf_spmd *S)
     free(S->has_view);
     free(S->stats_split);
     free(S->view);
-    free(S->sig);
     free(S->layout);
     free(S->parts);
     free(S->local_of);
@@ -1564,9 +1538,9 @@ void wf_spmd_info_of(const wf_spmd *S, wf_train_info *out)
     out->micro_batch = S->gmb;
     out->tokens_per_sample = S->dl.input_dtype == WF_DTYPE_INT32 ? S->in_numel : 0;
     out->ngroups = wf_dist_ngroups(S->d);
-    for (int t = 0; t < S->gg.ntensors; t++)
-        if (S->gg.tensors[t].role == WF_ROLE_PARAM)
-            out->params += wf_tensor_numel(&S->gg.tensors[t]);
+    for (int t = 0; t < S->L.graph.ntensors; t++)
+        if (S->L.graph.tensors[t].role == WF_ROLE_PARAM)
+            out->params += wf_tensor_numel(&S->L.graph.tensors[t]);
     snprintf(out->comm, sizeof out->comm, "%s", S->comm_desc);
     snprintf(out->plan_note, sizeof out->plan_note, "%s", S->plan_note);
     snprintf(out->model, sizeof out->model, "%s", S->model.name);
@@ -1606,8 +1580,8 @@ wf_status wf_spmd_gather_params(wf_spmd *S, float *out, int64_t cap, int64_t *n)
         }
     }
     int64_t off = 0;
-    for (int t = 0; t < S->gg.ntensors && st == WF_OK; t++) {
-        const wf_tensor *x = &S->gg.tensors[t];
+    for (int t = 0; t < S->L.graph.ntensors && st == WF_OK; t++) {
+        const wf_tensor *x = &S->L.graph.tensors[t];
         if (x->role != WF_ROLE_PARAM)
             continue;
         int64_t gn = wf_tensor_numel(x);
@@ -1639,8 +1613,8 @@ wf_status wf_spmd_gather_params(wf_spmd *S, float *out, int64_t cap, int64_t *n)
 
 static int global_param(const wf_spmd *S, const char *name)
 {
-    for (int t = 0; t < S->gg.ntensors; t++)
-        if (S->gg.tensors[t].role == WF_ROLE_PARAM && strcmp(S->gg.tensors[t].name, name) == 0)
+    for (int t = 0; t < S->L.graph.ntensors; t++)
+        if (S->L.graph.tensors[t].role == WF_ROLE_PARAM && strcmp(S->L.graph.tensors[t].name, name) == 0)
             return t;
     return -1;
 }
@@ -1668,8 +1642,8 @@ static wf_status create_tp(wf_spmd *S, const wf_plan *whole, int64_t mbs)
     if (S->loss_div != (double)S->nranks)
         return wf_errorf(WF_INVAL, "tp=%d inside pipeline stages: the loss is split over the tp ranks", p.tp);
     /* The stages load the whole micro-batch on every tp rank. */
-    for (int t = 0; t < S->gg.ntensors; t++) {
-        const wf_tensor *x = &S->gg.tensors[t];
+    for (int t = 0; t < S->L.graph.ntensors; t++) {
+        const wf_tensor *x = &S->L.graph.tensors[t];
         if ((x->role == WF_ROLE_INPUT || x->role == WF_ROLE_LABEL) && S->local_of[t] >= 0 &&
             wf_tensor_numel(&S->lg.tensors[S->local_of[t]]) != wf_tensor_numel(x))
             return wf_errorf(WF_INVAL, "tp=%d inside pipeline stages: input '%s' is split over the tp ranks", p.tp,

@@ -22,6 +22,7 @@
  * DAG of choices), so each point of the final frontier yields its plan. */
 #include "search/oplevel-impl.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,33 +72,17 @@ typedef struct {
 
 static wf_status oom(void) { return wf_errorf(WF_NOMEM, "frontier tracking: out of memory"); }
 
-/* Makes room for `need` elements: returns the (possibly moved) buffer, or
- * NULL with the old one left intact. */
-static void *reserve(void *buf, size_t *cap, size_t need, size_t elem)
+/* RESERVE(ptr, cap, need): 1 when ptr has room for need elements (grown by
+ * wf_grow, doubling from 256), else 0 with ptr left intact. */
+#define RESERVE(ptr, cap, need) reserve(&(ptr), &(cap), (need), sizeof *(ptr))
+static int reserve(void *pp, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
-        return buf;
-    size_t nc = *cap ? *cap : 256;
-    while (nc < need)
-        nc *= 2;
-    void *nb = realloc(buf, nc * elem);
-    if (!nb)
-        return NULL;
-    *cap = nc;
-    return nb;
-}
-
-/* RESERVE(ptr, cap, need): 1 when ptr has room for need elements, else 0. */
-#define RESERVE(ptr, cap, need) reserve_(&(ptr), (void *)(ptr), &(cap), (need), sizeof *(ptr))
-#define reserve_(pp, buf, cap, need, elem) \
-    ((need) <= *(cap) ? 1 : set_buf((void *)(pp), reserve((buf), (cap), (need), (elem))))
-
-/* Stores nb into the pointer at pp (any object pointer type) when non-NULL. */
-static int set_buf(void *pp, void *nb)
-{
-    if (!nb)
+        return 1;
+    int c = (int)*cap; /* wf_grow keeps capacities below INT_MAX */
+    if (need > INT_MAX || wf_grow(pp, &c, (int64_t)need, elem, 256) != 0)
         return 0;
-    memcpy(pp, &nb, sizeof nb);
+    *cap = (size_t)c;
     return 1;
 }
 

@@ -38,25 +38,9 @@ wf_ns wf_sim_ns(double seconds)
 
 /* ---- arena-backed growable arrays ---------------------------------------------- */
 
-/* Makes room for one more element in *arr (n used, *cap allocated). */
-static int grow(wf_arena *a, void **arr, int n, int *cap, size_t elem)
-{
-    if (n < *cap)
-        return 0;
-    int ncap = *cap ? *cap * 2 : 16;
-    if (ncap < 0 || (size_t)ncap > SIZE_MAX / elem)
-        return -1;
-    void *p = wf_arena_alloc(a, (size_t)ncap * elem);
-    if (!p)
-        return -1;
-    if (n)
-        memcpy(p, *arr, (size_t)n * elem);
-    *arr = p;
-    *cap = ncap;
-    return 0;
-}
-
-#define GROW(s, field, n, cap) grow(&(s)->arena, (void **)&(s)->field, (s)->n, &(s)->cap, sizeof *(s)->field)
+/* Makes room for one more element in s->field (n used, cap allocated): 0, or -1. */
+#define GROW(s, field, n, cap) \
+    wf_grow_in(&(s)->arena, &(s)->field, &(s)->cap, (int64_t)(s)->n + 1, sizeof *(s)->field, 16)
 
 /* ---- heaps ------------------------------------------------------------------------ */
 

@@ -1,0 +1,424 @@
+/* The replica engine (engine-impl.h): one model replica per rank, the data-
+ * parallel engine (dist.c) reducing its gradients under the run's schedule,
+ * and experts split over groups of ep consecutive ranks.
+ *
+ * One step on each of the P ranks: take this rank's contiguous slice (b =
+ * B/P samples) of the next global batch; run it as m micro-batches of mbs
+ * samples (forward, backward accumulating the gradients), where the last
+ * micro-batch's backward issues the comm schedule's collectives; end the
+ * backward (wfbp/ddp: wait, clip, update; dear: defer); then gather every
+ * rank's mean loss and status (MPI_Allgather of two doubles), so that the
+ * reported loss (the mean over the global batch) and the decision to stop on
+ * an error are the same on every rank. */
+#include "runtime/engine-impl.h"
+
+#include "weft/cluster.h"
+#include "weft/onnx.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    wf_engine_args a;
+    const wf_train_config *c;
+    const wf_plan *plan; /* a.plan */
+    MPI_Comm epcomm;     /* the rank's expert-parallel group (ep > 1), else MPI_COMM_NULL */
+    wf_exec *e;
+    wf_optim *o;
+    wf_dist *d;
+    wf_engine_feed f;
+    int64_t m, mbs;
+    int in_t, lab_t;
+    int64_t steps;
+    char comm_note[192];
+    char init_note[160];
+    wf_engine_images z;
+} replica;
+
+/* The plan's checks: what the replicas run (the runtime's table,
+ * runs_plan.c), then against the job: the experts' groups, the ranks and
+ * the batch. */
+static wf_status resolve(replica *r)
+{
+    const wf_train_config *c = r->c;
+    const wf_plan *p = r->plan;
+    const int nranks = r->a.nranks;
+    wf_status st = wf_runtime_engine_check(WF_ENGINE_REPLICA, p, &r->a.model);
+    if (st != WF_OK)
+        return st;
+    if (p->ep > 1) {
+        /* Expert groups of ep consecutive data-parallel ranks. */
+        if (nranks % p->ep != 0 || r->a.model.experts % p->ep != 0)
+            return wf_errorf(WF_INVAL, "ep=%d must divide the %d ranks and the %lld experts", p->ep, nranks,
+                             (long long)r->a.model.experts);
+        if (p->ep > WF_EXEC_MAX_EP)
+            return wf_errorf(WF_INVAL, "ep=%d: the runtime splits experts over at most %d ranks", p->ep,
+                             WF_EXEC_MAX_EP);
+    }
+    if (p->dp != nranks && p->ep > 1)
+        return wf_errorf(WF_INVAL, "plan dp=%d,ep=%d but the job has %d ranks (the ep ranks are carved out of the "
+                         "data-parallel ones: dp=%d,ep=%d here, or run under mpiexec -n %d)",
+                         p->dp, p->ep, nranks, nranks, p->ep, p->dp);
+    if (p->dp != nranks)
+        return wf_errorf(WF_INVAL, "plan dp=%d but the job has %d rank%s (run under mpiexec -n %d, or use --plan auto)",
+                         p->dp, nranks, nranks == 1 ? "" : "s", p->dp);
+    if (c->batch < 1)
+        return wf_errorf(WF_INVAL, "batch %lld must be at least 1", (long long)c->batch);
+    if (c->batch % nranks != 0)
+        return wf_errorf(WF_INVAL, "batch %lld is not divisible by %d ranks", (long long)c->batch, nranks);
+    r->f.b = c->batch / nranks;
+    r->mbs = p->mbs;
+    if (r->mbs < 1 || r->f.b % r->mbs != 0)
+        return wf_errorf(WF_INVAL, "plan mbs=%d does not divide the %lld samples per rank (batch %lld / %d ranks)",
+                         p->mbs, (long long)r->f.b, (long long)c->batch, nranks);
+    r->m = r->f.b / r->mbs;
+    return WF_OK;
+}
+
+/* comm "auto" of a data-parallel run: the caller's choice (c->comm_auto). */
+static wf_status choose_comm(replica *r, wf_comm_sched *out)
+{
+    if (!r->c->comm_auto)
+        return wf_errorf(WF_INVAL, "--comm auto: nothing chooses the schedule here (weft train does, by simulation)");
+    return r->c->comm_auto(&r->a.model, r->c->cluster, r->mbs, r->a.nranks, out, r->comm_note, sizeof r->comm_note);
+}
+
+/* An ONNX model starts from the initializers of its file: the model is built
+ * again from the file at the micro-batch size (the same build, so the same
+ * tensor indices as the executor's copy) and each parameter's data copied in
+ * the IR's layout. Every rank reads the file, so they start equal. */
+static wf_status load_onnx_weights(replica *r)
+{
+    char path[1024], dims[512];
+    wf_status st = wf_onnx_split_spec(r->a.model.name, path, sizeof path, dims, sizeof dims);
+    wf_onnx_model *m = NULL;
+    if (st == WF_OK)
+        st = wf_onnx_open(path, &m);
+    if (st != WF_OK)
+        return st;
+    wf_graph g;
+    wf_onnx_opts o = {r->mbs, dims, 1};
+    st = wf_onnx_build(m, &o, &g);
+    int64_t n = 0;
+    for (int i = 0; st == WF_OK && i < wf_exec_nparams(r->e); i++) {
+        const wf_exec_param *p = wf_exec_param_at(r->e, i);
+        if (p->tensor >= g.ntensors || strcmp(g.tensors[p->tensor].name, p->name) != 0)
+            st = wf_errorf(WF_INTERNAL, "%s: parameter '%s' not found again in the file", path, p->name);
+        else if ((st = wf_onnx_param_data(m, &g, p->tensor, p->data, p->numel)) == WF_NOTFOUND)
+            st = wf_errorf(WF_INVAL, "%s: parameter '%s' has no data in the file (a shapes-only "
+                                     "export): train it with --init random",
+                           path, p->name);
+        n += p->numel;
+    }
+    wf_graph_free(&g);
+    wf_onnx_close(m);
+    if (st == WF_OK)
+        snprintf(r->init_note, sizeof r->init_note, "the weights in the .onnx file (%lld values)",
+                 (long long)n);
+    return st;
+}
+
+/* The expert exchanges over the rank's ep group (wf_exec_experts): the row
+ * counts, then the rows. */
+static wf_status ep_alltoall_counts(void *ctx, const int32_t *send, int32_t *recv, int n)
+{
+    replica *r = ctx;
+    int rc = MPI_Alltoall(send, n, MPI_INT32_T, recv, n, MPI_INT32_T, r->epcomm);
+    return rc == MPI_SUCCESS ? WF_OK
+                             : wf_errorf(WF_MPI, "MPI_Alltoall of the experts' row counts failed (%d)", rc);
+}
+
+static wf_status ep_alltoallv(void *ctx, const float *send, const int64_t *send_n, float *recv, const int64_t *recv_n)
+{
+    replica *r = ctx;
+    int sc[WF_EXEC_MAX_EP], sd[WF_EXEC_MAX_EP], rc_[WF_EXEC_MAX_EP], rd[WF_EXEC_MAX_EP];
+    int64_t so = 0, ro = 0;
+    for (int p = 0; p < r->plan->ep; p++) {
+        if (so + send_n[p] > INT32_MAX || ro + recv_n[p] > INT32_MAX)
+            return wf_errorf(WF_INVAL, "expert exchange of more than %d floats per rank is too large for MPI",
+                             INT32_MAX);
+        sc[p] = (int)send_n[p];
+        sd[p] = (int)so;
+        rc_[p] = (int)recv_n[p];
+        rd[p] = (int)ro;
+        so += send_n[p];
+        ro += recv_n[p];
+    }
+    int rc = MPI_Alltoallv(send, sc, sd, MPI_FLOAT, recv, rc_, rd, MPI_FLOAT, r->epcomm);
+    return rc == MPI_SUCCESS ? WF_OK : wf_errorf(WF_MPI, "MPI_Alltoallv of the experts' tokens failed (%d)", rc);
+}
+
+static wf_status setup(replica *r)
+{
+    const wf_train_config *c = r->c;
+    const wf_plan *plan = r->plan;
+    wf_status st = resolve(r);
+    if (st != WF_OK)
+        return st;
+    /* Expert groups: ep consecutive ranks (every rank resolves the same plan,
+     * so all reach this split). */
+    wf_axis_ranks eax[WF_AXIS_COUNT];
+    wf_rank_axes_expert(1, 1, r->a.nranks, 1, plan->ep, 1, eax);
+    if (plan->ep > 1 && MPI_Comm_split(r->a.comm, (int)wf_rank_group_first(eax[WF_AXIS_EP], r->a.rank), r->a.rank,
+                                       &r->epcomm) != MPI_SUCCESS)
+        return wf_errorf(WF_MPI, "MPI_Comm_split of the expert groups failed");
+    wf_comm_sched cs = plan->comm;
+    if (c->comm && (st = wf_comm_parse(c->comm, &cs)) != WF_OK)
+        return st;
+    if (cs.kind == WF_COMM_AUTO && (st = choose_comm(r, &cs)) != WF_OK)
+        return st;
+    wf_graph g;
+    st = wf_model_build(&r->a.model, r->mbs, &g);
+    if (st == WF_OK)
+        st = wf_data_layout_from_graph(&g, &r->f.layout);
+    if (st == WF_OK) {
+        wf_exec_opts eo = {c->reference, c->seed};
+        st = wf_exec_create(&g, &eo, &r->e);
+    }
+    wf_graph_free(&g);
+    if (st != WF_OK)
+        return st;
+    if (plan->ep > 1) {
+        wf_exec_experts x = {plan->ep, (int)wf_rank_coord(eax[WF_AXIS_EP], r->a.rank), r, ep_alltoall_counts,
+                             ep_alltoallv};
+        wf_exec_set_experts(r->e, &x);
+    }
+    snprintf(r->init_note, sizeof r->init_note, "random (seed %llu)", (unsigned long long)c->seed);
+    if (r->a.model.family == WF_FAMILY_ONNX && !c->init_random && (st = load_onnx_weights(r)) != WF_OK)
+        return st;
+    if ((st = wf_data_open(c->data, &r->f.layout, c->seed, &r->f.data)) != WF_OK)
+        return st;
+    /* ZeRO: the engine keeps the optimizer over this rank's shard. */
+    if (!plan->zero && (st = wf_optim_create(&c->optim, r->e, &r->o)) != WF_OK)
+        return st;
+    wf_dist_config dc = {r->a.comm, r->a.rank, r->a.nranks, cs, plan->overlap, c->cluster, plan->zero, &c->optim};
+    if ((st = wf_dist_create(r->e, r->o, &dc, &r->d)) != WF_OK)
+        return st;
+    /* The loader feeds the input named ids (else the only input) and the labels. */
+    const wf_graph *eg = wf_exec_graph(r->e);
+    r->in_t = r->lab_t = -1;
+    for (int i = 0; i < eg->ntensors; i++) {
+        const wf_tensor *x = &eg->tensors[i];
+        if (x->role == WF_ROLE_LABEL)
+            r->lab_t = i;
+        if (x->role == WF_ROLE_INPUT && (r->in_t < 0 || strcmp(x->name, "ids") == 0))
+            r->in_t = i;
+    }
+    r->f.in_numel = wf_data_layout_input_numel(&r->f.layout);
+    r->f.lab_numel = wf_data_layout_label_numel(&r->f.layout);
+    if (r->in_t < 0 || r->lab_t < 0 || wf_tensor_numel(&eg->tensors[r->in_t]) != r->mbs * r->f.in_numel ||
+        wf_tensor_numel(&eg->tensors[r->lab_t]) != r->mbs * r->f.lab_numel)
+        return wf_errorf(WF_INVAL, "model %s: its inputs do not match the data layout", r->a.model.name);
+    return wf_engine_feed_alloc(&r->f);
+}
+
+static void destroy(void *eng)
+{
+    replica *r = eng;
+    if (!r)
+        return;
+    wf_dist_free(r->d);
+    wf_optim_free(r->o);
+    wf_exec_free(r->e);
+    wf_engine_feed_free(&r->f);
+    wf_engine_images_free(&r->z);
+    int up = 0, fin = 0;
+    MPI_Initialized(&up);
+    if (up)
+        MPI_Finalized(&fin);
+    if (r->epcomm != MPI_COMM_NULL && up && !fin)
+        MPI_Comm_free(&r->epcomm);
+    free(r);
+}
+
+static wf_status create(const wf_engine_args *a, void **out)
+{
+    *out = NULL;
+    replica *r = calloc(1, sizeof *r);
+    if (!r)
+        return wf_errorf(WF_NOMEM, "out of memory creating the trainer");
+    r->a = *a;
+    r->c = a->c;
+    r->plan = &r->a.plan;
+    r->epcomm = MPI_COMM_NULL;
+    wf_status st = setup(r);
+    if (st != WF_OK) {
+        destroy(r);
+        return st;
+    }
+    *out = r;
+    return WF_OK;
+}
+
+static wf_status step(void *eng, wf_train_stats *s)
+{
+    replica *r = eng;
+    const int64_t batch = r->c->batch;
+    const int rank = r->a.rank, nranks = r->a.nranks;
+    double t0 = wf_now_s();
+    memset(s, 0, sizeof *s);
+    wf_status st = wf_engine_feed_next(&r->f, batch, rank, nranks);
+    int64_t first, count;
+    wf_data_slice(batch, rank, nranks, &first, &count);
+    void *in = wf_exec_leaf_data(r->e, r->in_t);
+    int32_t *lab = wf_exec_leaf_data(r->e, r->lab_t);
+    const int64_t mbs = r->mbs, in_numel = r->f.in_numel, lab_numel = r->f.lab_numel;
+    double loss_sum = 0;
+    for (int64_t j = 0; j < r->m; j++) {
+        memcpy(in, (char *)r->f.inbuf + (size_t)(j * mbs * in_numel) * 4, (size_t)(mbs * in_numel) * 4);
+        memcpy(lab, r->f.labbuf + j * mbs * lab_numel, (size_t)(mbs * lab_numel) * sizeof(int32_t));
+        wf_exec_set_stream(r->e, (uint64_t)r->steps, first + j * mbs);
+        wf_dist_begin_micro(r->d, j == 0, j == r->m - 1);
+        float loss = 0;
+        wf_status fs = wf_exec_forward(r->e, &loss);
+        if (fs == WF_MPI)
+            return fs;
+        if (st == WF_OK)
+            st = fs;
+        wf_status bs = wf_exec_backward(r->e, j > 0);
+        if (bs != WF_OK)
+            return bs;
+        loss_sum += (double)loss;
+    }
+    wf_status es = wf_dist_end_backward(r->d, r->steps + 1, 1.0 / ((double)nranks * (double)r->m));
+    if (es != WF_OK)
+        return es;
+    /* Every rank's loss and status, in rank order. */
+    double mine[2] = {loss_sum / (double)r->m, (double)st};
+    double *all = malloc((size_t)nranks * 2 * sizeof *all);
+    if (!all)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    wf_status gs = wf_dist_allgather(r->d, mine, 2, all);
+    double loss = 0;
+    int worst = WF_OK;
+    for (int k = 0; k < nranks; k++) {
+        loss += all[2 * k];
+        if ((int)all[2 * k + 1] < worst)
+            worst = (int)all[2 * k + 1];
+    }
+    free(all);
+    if (gs != WF_OK)
+        return gs;
+    if (worst != WF_OK)
+        return wf_mpi_agree_on(r->a.comm, rank, nranks, st);
+    r->steps++;
+    s->step = r->steps;
+    s->loss = loss / (double)nranks;
+    s->time_s = wf_now_s() - t0;
+    s->comm_s = wf_dist_take_comm_s(r->d);
+    s->compute_s = s->time_s - s->comm_s;
+    s->grad_norm = wf_dist_grad_norm(r->d);
+    s->samples = batch;
+    s->tokens = r->f.layout.input_dtype == WF_DTYPE_INT32 ? batch * in_numel : 0;
+    return WF_OK;
+}
+
+static wf_status sync(void *eng)
+{
+    replica *r = eng;
+    wf_status st = wf_dist_sync(r->d);
+    wf_dist_take_comm_s(r->d);
+    return wf_mpi_agree_on(r->a.comm, r->a.rank, r->a.nranks, st);
+}
+
+static int64_t steps_done(const void *eng) { return ((const replica *)eng)->steps; }
+
+static wf_exec *exec_of(const void *eng) { return ((const replica *)eng)->e; }
+
+static void info(const void *eng, wf_train_info *out)
+{
+    const replica *r = eng;
+    memset(out, 0, sizeof *out);
+    out->rank = r->a.rank;
+    out->nranks = r->a.nranks;
+    out->local_batch = r->f.b;
+    out->micro_batches = r->m;
+    out->micro_batch = r->mbs;
+    out->tokens_per_sample = r->f.layout.input_dtype == WF_DTYPE_INT32 ? r->f.in_numel : 0;
+    out->ngroups = wf_dist_ngroups(r->d);
+    for (int i = 0; i < wf_exec_nparams(r->e); i++)
+        out->params += wf_exec_param_at(r->e, i)->numel;
+    snprintf(out->comm, sizeof out->comm, "%s", wf_dist_describe(r->d));
+    snprintf(out->comm_note, sizeof out->comm_note, "%s", r->comm_note);
+    snprintf(out->plan_note, sizeof out->plan_note, "%s", r->a.plan_note);
+    snprintf(out->model, sizeof out->model, "%s", r->a.model.name);
+    snprintf(out->data, sizeof out->data, "%s", wf_data_describe(r->f.data));
+    snprintf(out->init, sizeof out->init, "%s", r->init_note);
+    wf_exec_memory_of(r->e, &out->memory);
+    out->zero = r->plan->zero;
+    wf_dist_memory(r->d, &out->memory.param_bytes, &out->memory.grad_bytes, &out->optimizer_bytes);
+}
+
+static wf_status gather_params(void *eng, float *out, int64_t cap, int64_t *n)
+{
+    replica *r = eng;
+    wf_status st = sync(r);
+    /* ZeRO-3 holds shards: gather the block first. */
+    float *image = NULL;
+    if (st == WF_OK && wf_dist_zero(r->d) == 3) {
+        image = calloc((size_t)wf_dist_zero_floats(r->d) + 1, sizeof *image);
+        st = image ? WF_OK : wf_errorf(WF_NOMEM, "out of memory gathering the parameters");
+        st = wf_mpi_agree_on(r->a.comm, r->a.rank, r->a.nranks, st);
+        if (st == WF_OK)
+            st = wf_dist_zero_gather(r->d, image, NULL);
+    }
+    *n = 0;
+    for (int i = 0; i < wf_exec_nparams(r->e) && st == WF_OK; i++) {
+        const wf_exec_param *p = wf_exec_param_at(r->e, i);
+        if (out && *n + p->numel <= cap)
+            memcpy(out + *n, image ? image + p->offset : p->data, (size_t)p->numel * sizeof(float));
+        *n += p->numel;
+    }
+    free(image);
+    return st;
+}
+
+static uint64_t checksum(const void *eng)
+{
+    const replica *r = eng;
+    return wf_engine_dist_checksum(r->e, r->d);
+}
+
+static int trace(const void *eng, wf_pipe_op *ops, int cap)
+{
+    (void)eng;
+    (void)ops;
+    (void)cap;
+    return 0; /* no stages */
+}
+
+static void ckpt_view(void *eng, wf_engine_ckpt *v)
+{
+    replica *r = eng;
+    char plan[96];
+    wf_engine_plan_text(r->plan, plan, sizeof plan);
+    *v = (wf_engine_ckpt){r->f.data, &r->steps, r->m, r->a.model.name, ""};
+    snprintf(v->run, sizeof v->run, "plan=%s\n", plan);
+}
+
+static wf_status ckpt_tensors(void *eng, wf_ckpt_tensor **out, char **names, int *n)
+{
+    replica *r = eng;
+    return wf_engine_dist_tensors(r->e, r->o, r->d, &r->z, out, names, n);
+}
+
+static wf_status ckpt_gather(void *eng)
+{
+    replica *r = eng;
+    return wf_engine_dist_gather(r->d, &r->z);
+}
+
+static void ckpt_scatter(void *eng)
+{
+    replica *r = eng;
+    wf_engine_dist_scatter(r->d, &r->z);
+}
+
+static void ckpt_release(void *eng) { wf_engine_images_free(&((replica *)eng)->z); }
+
+const wf_engine_iface wf_engine_replica = {
+    "replica",  create,        destroy,      step,         sync,        steps_done,   exec_of,
+    info,       gather_params, checksum,     trace,        ckpt_view,   ckpt_tensors, ckpt_gather,
+    ckpt_scatter, ckpt_release,
+};

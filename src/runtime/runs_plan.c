@@ -1,0 +1,221 @@
+/* What the runtime executes: one table of the plans each engine refuses
+ * (weft/runtime.h: wf_runtime_engine_of, wf_runtime_engine_check,
+ * wf_runtime_schedule_check, wf_runtime_runs_plan).
+ *
+ * Each row names the engine it belongs to, the plans it refuses and the one
+ * line that says why. The engines check their rows where they read the plan
+ * (the replica engine, wf_pipe_check, the SPMD engine's reading of a
+ * whole-model plan, wf_dist_create for the schedule's rows), and
+ * wf_runtime_runs_plan asks the same rows before any run, so `--plan auto`
+ * never picks a plan that `weft train` refuses. Rows that need the model are
+ * skipped when none is given (a search's candidates). The rank count, the
+ * batch and the model's shapes are the engines' own checks. */
+#include "weft/runtime.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* A row: does it refuse plan p (on model m, NULL: unknown)? It then writes
+ * the reason into msg. */
+typedef int (*refuses_fn)(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap);
+
+typedef struct {
+    wf_engine_kind engine;
+    int needs_model;
+    refuses_fn refuses;
+} rule;
+
+/* ---- the replica engine (one replica per rank, experts over ep ranks) ---- */
+
+static int r_cp_fp8(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!(p->cp > 1 || p->fp8))
+        return 0;
+    snprintf(msg, cap, "the runtime executes data and expert parallelism only (cp=%d, fp8=%d: context "
+                       "parallelism and FP8 are planned and simulated, not run)", p->cp, p->fp8);
+    return 1;
+}
+
+/* Expert tensor parallelism: no engine runs it. */
+static int any_etp(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (p->etp <= 1)
+        return 0;
+    snprintf(msg, cap, "etp=%d: the runtime splits whole experts over the ep ranks (expert tensor "
+                       "parallelism is planned and simulated, not run)", p->etp);
+    return 1;
+}
+
+static int r_experts(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    if (p->ep <= 1 || wf_model_is_moe(m))
+        return 0;
+    snprintf(msg, cap, "ep=%d: model '%s' has no experts", p->ep, m->name);
+    return 1;
+}
+
+static int r_sp_recompute(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!(p->sp || p->recompute != WF_RECOMPUTE_NONE))
+        return 0;
+    snprintf(msg, cap, "the runtime executes data parallelism without sp and recomputation (sp=%d, "
+                       "recompute=%s)", p->sp, wf_recompute_name(p->recompute));
+    return 1;
+}
+
+static int r_zero_ep(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!(p->zero && p->ep > 1))
+        return 0;
+    snprintf(msg, cap, "zero=%d with ep=%d: the runtime shards the state of plain data parallelism only", p->zero,
+             p->ep);
+    return 1;
+}
+
+/* ---- the pipeline engine (stages, tensor parallelism inside them) ---- */
+
+static int p_cp_ep(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!(p->cp > 1 || p->ep > 1))
+        return 0;
+    snprintf(msg, cap, "pp=%d: the runtime pipelines data- and tensor-parallel stages only (cp=%d, ep=%d must be "
+                       "1)", p->pp, p->cp, p->ep);
+    return 1;
+}
+
+static int p_recompute_fp8(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!(p->recompute != WF_RECOMPUTE_NONE || p->fp8))
+        return 0;
+    snprintf(msg, cap, "pp=%d: the runtime pipelines plain stages (recompute=%s, fp8=%d must be off)", p->pp,
+             wf_recompute_name(p->recompute), p->fp8);
+    return 1;
+}
+
+static int p_stages(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (p->pp >= 2)
+        return 0;
+    snprintf(msg, cap, "vpp=%d needs pp >= 2 stages (pp=%d)", p->vpp, p->pp);
+    return 1;
+}
+
+static int p_sp(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!(p->sp && p->tp < 2))
+        return 0;
+    snprintf(msg, cap, "pp=%d with sp=1: sequence parallelism needs tp > 1", p->pp);
+    return 1;
+}
+
+static int p_transformer(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    if (p->tp <= 1 || wf_model_is_transformer(m))
+        return 0;
+    snprintf(msg, cap, "pp=%d,tp=%d: model '%s' is not a transformer (Megatron's layout has no form for it)", p->pp,
+             p->tp, m->name);
+    return 1;
+}
+
+/* ---- the SPMD engine (a whole-model plan with tp or sp, lowered to its layouts) ---- */
+
+static int s_transformer(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    if (wf_model_is_transformer(m))
+        return 0;
+    snprintf(msg, cap, "tp=%d: model '%s' is not a transformer (Megatron's layout has no form for it; write an "
+                       "op-level plan with weft plan --op-level)", p->tp, m->name);
+    return 1;
+}
+
+static int s_combined(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!(p->pp > 1 || p->vpp > 1 || p->recompute != WF_RECOMPUTE_NONE || p->cp > 1 || p->ep > 1 || p->fp8))
+        return 0;
+    snprintf(msg, cap, "plan with tp=%d: the SPMD runtime runs tp, sp, dp and zero (pp=%d, vpp=%d, recompute=%s, "
+                       "cp=%d, ep=%d, fp8=%d are not combined with it)", p->tp, p->pp, p->vpp,
+             wf_recompute_name(p->recompute), p->cp, p->ep, p->fp8);
+    return 1;
+}
+
+/* Each engine's rows in the order it checks them. */
+static const rule RULES[] = {
+    {WF_ENGINE_REPLICA, 0, r_cp_fp8},
+    {WF_ENGINE_REPLICA, 0, any_etp},
+    {WF_ENGINE_REPLICA, 1, r_experts},
+    {WF_ENGINE_REPLICA, 0, r_sp_recompute},
+    {WF_ENGINE_REPLICA, 0, r_zero_ep},
+    {WF_ENGINE_PIPELINE, 0, p_cp_ep},
+    {WF_ENGINE_PIPELINE, 0, p_recompute_fp8},
+    {WF_ENGINE_PIPELINE, 0, p_stages},
+    {WF_ENGINE_PIPELINE, 0, p_sp},
+    {WF_ENGINE_PIPELINE, 0, any_etp},
+    {WF_ENGINE_PIPELINE, 1, p_transformer},
+    {WF_ENGINE_SPMD, 1, s_transformer},
+    {WF_ENGINE_SPMD, 0, s_combined},
+    {WF_ENGINE_SPMD, 0, any_etp},
+};
+
+wf_engine_kind wf_runtime_engine_of(const wf_plan *p)
+{
+    if ((p->tp > 1 || p->sp) && p->pp <= 1)
+        return WF_ENGINE_SPMD;
+    /* Stages, or interleaved chunks without tensor parallelism (which the
+     * pipeline engine refuses: vpp needs pp >= 2). */
+    if (p->pp > 1 || (p->vpp > 1 && p->tp <= 1))
+        return WF_ENGINE_PIPELINE;
+    return WF_ENGINE_REPLICA;
+}
+
+/* The first row of `engine` that refuses p (on m), its reason in msg: 1; else 0. */
+static int refused(wf_engine_kind engine, const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    for (size_t k = 0; k < sizeof RULES / sizeof RULES[0]; k++)
+        if (RULES[k].engine == engine && (m || !RULES[k].needs_model) && RULES[k].refuses(p, m, msg, cap))
+            return 1;
+    return 0;
+}
+
+/* The schedule's rows (every engine's data-parallel groups, dist.c). */
+static int schedule_refused(int zero, wf_comm_kind kind, char *msg, size_t cap)
+{
+    if (zero == 3 && kind == WF_COMM_DEAR) {
+        snprintf(msg, cap, "zero=3 with dear: ZeRO-3 gathers the parameters per op in every pass (dear runs with "
+                           "zero=0, 1 or 2)");
+        return 1;
+    }
+    if (zero && kind == WF_COMM_BYTESCHEDULER) {
+        snprintf(msg, cap, "zero=%d with bytescheduler: its chunks split tensors across collectives, which the "
+                           "shards do not follow (use wfbp, ddp, dear, horovod or mgwfbp)", zero);
+        return 1;
+    }
+    return 0;
+}
+
+wf_status wf_runtime_engine_check(wf_engine_kind engine, const wf_plan *p, const wf_model_config *m)
+{
+    char msg[320];
+    return refused(engine, p, m, msg, sizeof msg) ? wf_errorf(WF_INVAL, "%s", msg) : WF_OK;
+}
+
+wf_status wf_runtime_schedule_check(int zero, wf_comm_kind kind)
+{
+    char msg[320];
+    return schedule_refused(zero, kind, msg, sizeof msg) ? wf_errorf(WF_INVAL, "%s", msg) : WF_OK;
+}
+
+int wf_runtime_runs_plan(const wf_plan *p, const wf_comm_sched *comm)
+{
+    char msg[320];
+    return !refused(wf_runtime_engine_of(p), p, NULL, msg, sizeof msg) &&
+           !schedule_refused(p->zero, comm ? comm->kind : p->comm.kind, msg, sizeof msg);
+}
