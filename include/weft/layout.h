@@ -67,6 +67,9 @@ wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf
 const wf_graph *wf_layout_coster_graph(const wf_layout_coster *k);
 const wf_mesh *wf_layout_coster_mesh(const wf_layout_coster *k);
 wf_sbp_sig *wf_layout_coster_sigs(wf_layout_coster *k);
+/* Parameter t of the coster's graph kept in `layout` (NULL: as its first
+ * reader reads it); other tensors are ignored, as the cost model ignores them. */
+void wf_layout_coster_storage(wf_layout_coster *k, int t, const wf_sbp *layout);
 wf_status wf_layout_coster_cost(wf_layout_coster *k, int64_t batch, wf_estimate *out);
 void wf_layout_coster_free(wf_layout_coster *k);
 

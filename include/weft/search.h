@@ -280,6 +280,9 @@ typedef struct {
     int pp;                   /* 0: 1 and every divisor of the devices; else only this */
     double max_memory_bytes;  /* <= 0: the device's memory less the framework's reserve */
     int top_k;                /* candidates kept in the ranking, >= 1 */
+    int no_point_layouts;     /* 1: the top's and the frontier's points carry no layouts
+                                 (wf_opplan_point.layouts NULL but the best's): a caller that
+                                 reads only the best saves writing each point's plan */
     void (*progress)(double fraction, void *user); /* may be NULL */
     void *progress_user;
 } wf_opplan_opts;
@@ -326,6 +329,10 @@ typedef struct {
     double proxy_compute_s, proxy_comm_s, proxy_pp_comm_s, proxy_bubble_s, proxy_grad_sync_s;
     double proxy_memory_bytes;
     int proxy_fits;
+    /* The point's plan (wf_opplan_search's top and pareto: owned by the
+     * result; NULL elsewhere): written to a file and estimated, it gives the
+     * figures above (tests/test_oneprice.c). */
+    const wf_plan_oplevel *layouts;
 } wf_opplan_point;
 
 typedef struct {
@@ -348,6 +355,8 @@ typedef struct {
     int64_t searches;         /* op-level searches run (whole graphs and stages) */
     double search_time_s;
     wf_arena arena;
+    wf_plan_oplevel *point_plans; /* [npoint_plans] the top's and the frontier's layouts */
+    int npoint_plans;
 } wf_opplan_result;
 
 /* Plans model m on cluster c for the global batch. WF_NOFIT (message: the

@@ -259,29 +259,59 @@ static int same_sig(const char *x, const char *y)
     return 1;
 }
 
-/* Every layer runs layer 0's layouts ("layers.0.X" and "layers.L.X"). */
+/* Every layer runs layer 0's layouts ("layers.0.X" and "layers.L.X"): one
+ * pass over the plan's layouts, each layer's op compared with its op in
+ * layer 0 (g1's), and a count that every layer has each op. */
 static wf_status check_tied(const wf_model_config *m, const wf_plan_oplevel *ol, const wf_graph *g1)
 {
-    for (int i = 0; i < g1->nfwd; i++) {
-        const char *name = g1->ops[i].name;
-        if (strncmp(name, "layers.0.", 9) != 0)
+    int n0 = 0;
+    for (int i = 0; i < g1->nfwd; i++)
+        n0 += strncmp(g1->ops[i].name, "layers.0.", 9) == 0;
+    const char **s0 = calloc((size_t)g1->nfwd + 1, sizeof *s0);
+    int64_t *seen = calloc((size_t)g1->nfwd + 1, sizeof *seen);
+    if (!s0 || !seen) {
+        free(s0);
+        free(seen);
+        return wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
+    }
+    wf_status st = WF_OK;
+    for (int i = 0; i < g1->nfwd && st == WF_OK; i++) {
+        if (strncmp(g1->ops[i].name, "layers.0.", 9) != 0)
             continue;
-        const char *s0 = wf_plan_oplevel_layout_of(ol, name);
-        if (!s0)
-            return wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", name);
-        for (int64_t l = 1; l < m->layers; l++) {
-            char other[WF_NAME_LEN + 32];
-            snprintf(other, sizeof other, "layers.%lld.%s", (long long)l, name + 9);
-            const char *sl = wf_plan_oplevel_layout_of(ol, other);
-            if (!sl)
-                return wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", other);
-            if (!same_sig(s0, sl))
-                return wf_errorf(WF_INVAL, "op-level plan: op '%s' runs %s, '%s' runs %s: the cost model ties "
-                                           "the layers of a model (as weft plan --op-level does)", other, sl, name,
-                                 s0);
+        if (!(s0[i] = wf_plan_oplevel_layout_of(ol, g1->ops[i].name)))
+            st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g1->ops[i].name);
+    }
+    for (int k = 0; k < ol->nlayouts && st == WF_OK && n0 > 0; k++) {
+        const char *name = ol->op[k];
+        if (strncmp(name, "layers.", 7) != 0)
+            continue;
+        char *end = NULL;
+        long long l = strtoll(name + 7, &end, 10);
+        if (!end || *end != '.' || l < 1 || l >= m->layers)
+            continue;
+        for (int i = 0; i < g1->nfwd; i++) {
+            if (!s0[i] || strcmp(g1->ops[i].name + 8, end) != 0)
+                continue;
+            if (!same_sig(s0[i], ol->sig[k]))
+                st = wf_errorf(WF_INVAL, "op-level plan: op '%s' runs %s, '%s' runs %s: the cost model ties "
+                                         "the layers of a model (as weft plan --op-level does)", name, ol->sig[k],
+                               g1->ops[i].name, s0[i]);
+            seen[i]++;
+            break;
         }
     }
-    return WF_OK;
+    /* A layer's op with no layout: named as the first one missing. */
+    for (int i = 0; i < g1->nfwd && st == WF_OK; i++)
+        if (s0[i] && seen[i] < m->layers - 1)
+            for (int64_t l = 1; l < m->layers && st == WF_OK; l++) {
+                char other[WF_NAME_LEN + 32];
+                snprintf(other, sizeof other, "layers.%lld.%s", (long long)l, g1->ops[i].name + 9);
+                if (!wf_plan_oplevel_layout_of(ol, other))
+                    st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", other);
+            }
+    free(s0);
+    free(seen);
+    return st;
 }
 
 /* The stages of a transformer: equal layer ranges, embedding first (with
@@ -373,6 +403,15 @@ void wf_layout_coster_free(wf_layout_coster *k)
 const wf_graph *wf_layout_coster_graph(const wf_layout_coster *k) { return &k->g; }
 const wf_mesh *wf_layout_coster_mesh(const wf_layout_coster *k) { return &k->mesh; }
 wf_sbp_sig *wf_layout_coster_sigs(wf_layout_coster *k) { return k->sig; }
+
+void wf_layout_coster_storage(wf_layout_coster *k, int t, const wf_sbp *layout)
+{
+    if (t < 0 || t >= k->g.ntensors || k->g.tensors[t].role != WF_ROLE_PARAM)
+        return;
+    k->stor_has[t] = layout != NULL;
+    if (layout)
+        k->stor[t] = *layout;
+}
 
 wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                const wf_plan_oplevel *ol, int keep_storage, wf_layout_coster **out)
