@@ -1812,7 +1812,6 @@ cJSON *wf_opplan_point_to_json(const wf_opplan_point *pt, const wf_graph *g)
     cJSON_AddNumberToObject(j, "memory_per_device_bytes", pt->memory_per_device_bytes);
     cJSON_AddBoolToObject(j, "fits", pt->fits);
     cJSON_AddStringToObject(j, "priced_by", pt->one_model ? "one_model" : "proxy");
-    cJSON_AddNumberToObject(j, "proxy_time_s", pt->one_model ? pt->proxy_time_s : pt->iteration_time_s);
     cJSON *b = cJSON_AddObjectToObject(j, "breakdown");
     if (b) {
         cJSON_AddNumberToObject(b, "compute", pt->compute_s);
