@@ -266,10 +266,19 @@ wf_status wf_pipeline_dp(int n, const double *layer_time_s, const double *send_s
  *           parallel); memory = the most loaded stage (weights + in-flight
  *           activations). With pp = 1 this is the op-level search's own time.
  *
- * The best plan is the fastest that fits; ties go to less memory, then to the
- * plan string. Every number reported is computed by the same code that checks a
- * plan file (wf_oplevel_plan_evaluate), so a plan written and read back gives
- * the same numbers. */
+ * That model (the op-level model) proposes layouts. Every plan proposed (each
+ * candidate's, every other fitting point of a single-stage frontier, data
+ * parallelism on a one-axis mesh) is priced by the one cost model
+ * (wf_oplevel_plan_cost: what `weft estimate` of its file reports, on one
+ * wf_layout_coster per mesh), the fastest of three distinct meshes are
+ * descended op by op on it, and the ranking, the frontier and the best are on
+ * it: the fastest that fits, plans the one model prices before those it does
+ * not take (priced by the op-level model, as `weft estimate` then prices them),
+ * ties to less memory, then to the plan string (docs/planner.md, "Ranking: one
+ * price"). So any plan returned, written to a file and estimated, gives its
+ * figures (tests/test_oneprice.c). The stages and per-op shares are the
+ * op-level model's (wf_oplevel_plan_evaluate, as `weft plan --verify`
+ * computes them). */
 
 typedef struct {
     wf_oplevel_opts oplevel;  /* the per-stage search (algo, tying, seq_dim, ...); the op range,
