@@ -203,7 +203,24 @@ static void test_dense_three_axes(void **state)
         wf_opplan_result r;
         assert_int_equal(wf_opplan_search(&m, &c, B / 2, &o, &r), WF_OK);
         assert_true(r.has_best);
-        const wf_plan_oplevel *mp = &r.best_plan;
+        /* Layouts with both axes model-parallel: the search's frontier
+         * holds them (its best may run data parallelism on the outer axis). */
+        const wf_plan_oplevel *mp = NULL;
+        {
+            wf_cost_ctx *cx = NULL;
+            assert_int_equal(wf_cost_ctx_create(&m, &c, &cx), WF_OK);
+            for (int k = 0; k < r.npareto && !mp; k++) {
+                wf_estimate ek;
+                wf_plan qk;
+                assert_non_null(r.pareto[k].layouts);
+                if (wf_oplevel_plan_cost(&m, &c, cx, B / 2, r.pareto[k].layouts, &ek, &qk) == WF_OK && qk.dp == 1 &&
+                    qk.tp == 4)
+                    mp = r.pareto[k].layouts;
+                wf_clear_error();
+            }
+            wf_cost_ctx_free(cx);
+        }
+        assert_non_null(mp);
         assert_int_equal(mp->micro_batches, 1);
         wf_plan dp2;
         assert_int_equal(wf_plan_parse("dp=2", &dp2), WF_OK);

@@ -50,6 +50,29 @@ wf_status wf_oplevel_plan_cost(const wf_model_config *m, const wf_cluster *c, wf
 wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                  const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan);
 
+/* One plan's layouts costed again and again (what a search on the one cost
+ * model needs): wf_layout_coster_new reads ol once (as wf_oplevel_plan_cost
+ * does: the same checks, the same errors; ol must outlive the coster), and
+ * each wf_layout_coster_cost prices the coster's current signatures -- one
+ * per forward op of wf_layout_coster_graph (a transformer's: embedding, one
+ * layer, head, tied to every layer), which the caller may change between
+ * calls to any signature of that op on the mesh (wf_sbp_op_sigs) -- exactly
+ * as wf_oplevel_plan_cost prices the plan with those layouts. keep_storage
+ * 0: every parameter is kept as its first reader reads it (ol's storage
+ * layouts ignored). A mixture of experts is WF_INVAL (costed as the
+ * whole-model plan it raises to). */
+typedef struct wf_layout_coster wf_layout_coster;
+wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                               const wf_plan_oplevel *ol, int keep_storage, wf_layout_coster **out);
+const wf_graph *wf_layout_coster_graph(const wf_layout_coster *k);
+const wf_mesh *wf_layout_coster_mesh(const wf_layout_coster *k);
+wf_sbp_sig *wf_layout_coster_sigs(wf_layout_coster *k);
+/* Parameter t of the coster's graph kept in `layout` (NULL: as its first
+ * reader reads it); other tensors are ignored, as the cost model ignores them. */
+void wf_layout_coster_storage(wf_layout_coster *k, int t, const wf_sbp *layout);
+wf_status wf_layout_coster_cost(wf_layout_coster *k, int64_t batch, wf_estimate *out);
+void wf_layout_coster_free(wf_layout_coster *k);
+
 /* The whole-model plan whose lowering is op-level plan ol (mesh dp x tp, or
  * one of them, with or without sequence parallelism; for a mixture of
  * experts also edp x ep, ep x tp and edp x ep x tp, etp 1 or tp), into out;

@@ -266,10 +266,19 @@ wf_status wf_pipeline_dp(int n, const double *layer_time_s, const double *send_s
  *           parallel); memory = the most loaded stage (weights + in-flight
  *           activations). With pp = 1 this is the op-level search's own time.
  *
- * The best plan is the fastest that fits; ties go to less memory, then to the
- * plan string. Every number reported is computed by the same code that checks a
- * plan file (wf_oplevel_plan_evaluate), so a plan written and read back gives
- * the same numbers. */
+ * That model (the op-level model) proposes layouts. Every plan proposed (each
+ * candidate's, every other fitting point of a single-stage frontier, data
+ * parallelism on a one-axis mesh) is priced by the one cost model
+ * (wf_oplevel_plan_cost: what `weft estimate` of its file reports, on one
+ * wf_layout_coster per mesh), the fastest of three distinct meshes are
+ * descended op by op on it, and the ranking, the frontier and the best are on
+ * it: the fastest that fits, plans the one model prices before those it does
+ * not take (priced by the op-level model, as `weft estimate` then prices them),
+ * ties to less memory, then to the plan string (docs/planner.md, "Ranking: one
+ * price"). So any plan returned, written to a file and estimated, gives its
+ * figures (tests/test_oneprice.c). The stages and per-op shares are the
+ * op-level model's (wf_oplevel_plan_evaluate, as `weft plan --verify`
+ * computes them). */
 
 typedef struct {
     wf_oplevel_opts oplevel;  /* the per-stage search (algo, tying, seq_dim, ...); the op range,
@@ -280,6 +289,9 @@ typedef struct {
     int pp;                   /* 0: 1 and every divisor of the devices; else only this */
     double max_memory_bytes;  /* <= 0: the device's memory less the framework's reserve */
     int top_k;                /* candidates kept in the ranking, >= 1 */
+    int no_point_layouts;     /* 1: the top's and the frontier's points carry no layouts
+                                 (wf_opplan_point.layouts NULL but the best's): a caller that
+                                 reads only the best saves writing each point's plan */
     void (*progress)(double fraction, void *user); /* may be NULL */
     void *progress_user;
 } wf_opplan_opts;
@@ -333,6 +345,10 @@ typedef struct {
      * (top, best) have none. */
     int recompute, zero;
     double recompute_s;
+    /* The point's plan (wf_opplan_search's top and pareto: owned by the
+     * result; NULL elsewhere): written to a file and estimated, it gives the
+     * figures above (tests/test_oneprice.c). */
+    const wf_plan_oplevel *layouts;
 } wf_opplan_point;
 
 typedef struct {
@@ -355,6 +371,8 @@ typedef struct {
     int64_t searches;         /* op-level searches run (whole graphs and stages) */
     double search_time_s;
     wf_arena arena;
+    wf_plan_oplevel *point_plans; /* [npoint_plans] the top's and the frontier's layouts */
+    int npoint_plans;
 } wf_opplan_result;
 
 /* Plans model m on cluster c for the global batch. WF_NOFIT (message: the

@@ -651,7 +651,16 @@ static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail, const 
             b->plan, (long long)b->devices, b->iteration_time_s, b->compute_s, b->comm_s,
             b->pp_comm_s, b->bubble_s, b->grad_sync_s, b->memory_per_device_bytes / GIB,
             b->fits ? "" : " (DOES NOT FIT)");
-    if (b->nstages > 1) {
+    if (b->nstages > 1 && b->one_model) {
+        /* The stage cut; its figures are the plan's, above (one price). */
+        fprintf(f, "%6s %-28s %-28s %5s %8s\n", "stage", "first op", "last op", "ops", "inflight");
+        for (int s = 0; s < b->nstages; s++) {
+            const wf_opplan_stage *S = &b->stages[s];
+            char b1[32], b2[32];
+            fprintf(f, "%6d %-28s %-28s %5d %8d\n", s, short_name(g->ops[S->first_op].name, 28, b1, sizeof b1),
+                    short_name(g->ops[S->end_op - 1].name, 28, b2, sizeof b2), S->end_op - S->first_op, S->inflight);
+        }
+    } else if (b->nstages > 1) {
         fprintf(f, "%6s %-28s %-28s %5s %8s %10s %10s %10s %12s\n", "stage", "first op", "last op",
                 "ops", "inflight", "time (s)", "send (s)", "grads (s)", "memory (GiB)");
         for (int s = 0; s < b->nstages; s++) {
@@ -802,8 +811,7 @@ static int one_model(const wf_model_config *m, const wf_cluster *c, int64_t batc
 static void one_model_line(FILE *f, const wf_opplan_point *b, const char *why)
 {
     if (b->one_model)
-        fprintf(f, "priced by the one cost model (what estimate and simulate report); the op-level search's "
-                   "proxy, which proposes the layouts, gave %.4f s\n", b->proxy_time_s);
+        fprintf(f, "priced by the one cost model (what estimate and simulate report)\n");
     else
         fprintf(f, "the one cost model does not take these layouts (%s): the figures are the op-level search's "
                    "proxy's\n", why[0] ? why : "see weft estimate");
@@ -971,8 +979,8 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
     for (int i = 0; i < r.ntop; i++)
         ol_row(human(a), i + 1, &r.top[i]);
     if (a->pareto) {
-        fprintf(human(a), "time/memory frontier (%d plans: faster ones need more memory; the op-level search's "
-                          "proxy figures)\n", r.npareto);
+        fprintf(human(a), "time/memory frontier (%d plans: faster ones need more memory; each figure is what "
+                          "weft estimate of the plan reports)\n", r.npareto);
         ol_header(human(a), "#");
         for (int i = 0; i < r.npareto; i++)
             ol_row(human(a), i + 1, &r.pareto[i]);
@@ -1158,9 +1166,8 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
         char text[PLAN_TEXT], head[2 * PLAN_TEXT + 512];
         wf_plan_format(&whole, text, sizeof text);
         /* Printed once the lowering is known (an error leaves stdout empty). */
-        snprintf(head, sizeof head, "whole-model plan %s: %.4f s per iteration, %.2f GiB per device (%s)\n%s%s%s",
-                 text, e.iteration_time_s, e.memory_per_device_bytes / GIB, e.fits ? "fits" : "DOES NOT FIT",
-                 note[0] ? "assumed " : "", note, note[0] ? "\n" : "");
+        snprintf(head, sizeof head, "whole-model plan %s\n%s%s%s", text, note[0] ? "assumed " : "", note,
+                 note[0] ? "\n" : "");
         if (json) {
             whole_j = wf_estimate_to_json(&e);
             if (!whole_j)
@@ -1190,7 +1197,8 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
             }
             /* --json without -o: the estimate's numbers still answer. */
             fputs(head, h);
-            fprintf(h, "not lowered: %s\n", wf_last_error());
+            fprintf(h, "%.4f s per iteration, %.2f GiB per device (%s); not lowered: %s\n", e.iteration_time_s,
+                    e.memory_per_device_bytes / GIB, e.fits ? "fits" : "DOES NOT FIT", wf_last_error());
             st = wf_cli_print_json(whole_j);
             cJSON_Delete(whole_j);
             return st;

@@ -123,6 +123,8 @@ typedef struct {
     int64_t gsize, gstride; /* the axis's group when it is one of two model-parallel axes (0: tp) */
     const int8_t *opv;      /* [ntensors] then, each tensor's layout on the other axis */
     double ot;              /* and that axis's size */
+    const int *rd_start, *rd_op, *rd_slot; /* each tensor's forward readers, in op order, with the
+                                              slot it is read in first (the coster's) */
 } derive;
 
 static wf_status event(derive *d, int sec, wf_coll_kind kind, int bwd, double bytes, double times, wf_cost_win win,
@@ -152,10 +154,12 @@ static wf_status boxing_of(derive *d, int t, int prod, int8_t pv, int sec_overri
 {
     const wf_graph *g = d->g;
     const int a = d->a;
-    int readers[64], nr = 0;
-    for (int i = 0; i < g->nfwd && nr < 64; i++)
-        if (slot_of(g, i, t) >= 0 && !d->view[i])
-            readers[nr++] = i;
+    int readers[64], rslot[64], nr = 0;
+    for (int q = d->rd_start[t]; q < d->rd_start[t + 1] && nr < 64; q++)
+        if (!d->view[d->rd_op[q]]) {
+            rslot[nr] = d->rd_slot[q];
+            readers[nr++] = d->rd_op[q];
+        }
     if (nr == 0)
         return WF_OK;
     const int sec = sec_override >= 0 ? sec_override : d->sec[readers[0]];
@@ -169,11 +173,11 @@ static wf_status boxing_of(derive *d, int t, int prod, int8_t pv, int sec_overri
     for (int r = 0; r < nr && st == WF_OK; r++) {
         if (done[r])
             continue;
-        int8_t rv = ax_of(&d->sig[readers[r]].in[slot_of(g, readers[r], t)], a);
+        int8_t rv = ax_of(&d->sig[readers[r]].in[rslot[r]], a);
         int grp[64], ng = 0, keeps = 0;
         int keepers[64], nk = 0;
         for (int q = r; q < nr; q++) {
-            int8_t qv = ax_of(&d->sig[readers[q]].in[slot_of(g, readers[q], t)], a);
+            int8_t qv = ax_of(&d->sig[readers[q]].in[rslot[q]], a);
             if (qv != rv)
                 continue;
             done[q] = 1;
@@ -207,7 +211,7 @@ static wf_status boxing_of(derive *d, int t, int prod, int8_t pv, int sec_overri
     int first = 1;
     for (int r = 0; r < nr; r++) {
         const wf_op *o = &g->ops[readers[r]];
-        wf_sbp gs = wf_sbp_grad_of_input(&d->sig[readers[r]], o->nout, slot_of(g, readers[r], t), d->naxes);
+        wf_sbp gs = wf_sbp_grad_of_input(&d->sig[readers[r]], o->nout, rslot[r], d->naxes);
         int8_t v = ax_of(&gs, a);
         if (v == WF_SBP_P)
             pgr[np++] = readers[r];
@@ -255,29 +259,59 @@ static int same_sig(const char *x, const char *y)
     return 1;
 }
 
-/* Every layer runs layer 0's layouts ("layers.0.X" and "layers.L.X"). */
+/* Every layer runs layer 0's layouts ("layers.0.X" and "layers.L.X"): one
+ * pass over the plan's layouts, each layer's op compared with its op in
+ * layer 0 (g1's), and a count that every layer has each op. */
 static wf_status check_tied(const wf_model_config *m, const wf_plan_oplevel *ol, const wf_graph *g1)
 {
-    for (int i = 0; i < g1->nfwd; i++) {
-        const char *name = g1->ops[i].name;
-        if (strncmp(name, "layers.0.", 9) != 0)
+    int n0 = 0;
+    for (int i = 0; i < g1->nfwd; i++)
+        n0 += strncmp(g1->ops[i].name, "layers.0.", 9) == 0;
+    const char **s0 = calloc((size_t)g1->nfwd + 1, sizeof *s0);
+    int64_t *seen = calloc((size_t)g1->nfwd + 1, sizeof *seen);
+    if (!s0 || !seen) {
+        free(s0);
+        free(seen);
+        return wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
+    }
+    wf_status st = WF_OK;
+    for (int i = 0; i < g1->nfwd && st == WF_OK; i++) {
+        if (strncmp(g1->ops[i].name, "layers.0.", 9) != 0)
             continue;
-        const char *s0 = wf_plan_oplevel_layout_of(ol, name);
-        if (!s0)
-            return wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", name);
-        for (int64_t l = 1; l < m->layers; l++) {
-            char other[WF_NAME_LEN + 32];
-            snprintf(other, sizeof other, "layers.%lld.%s", (long long)l, name + 9);
-            const char *sl = wf_plan_oplevel_layout_of(ol, other);
-            if (!sl)
-                return wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", other);
-            if (!same_sig(s0, sl))
-                return wf_errorf(WF_INVAL, "op-level plan: op '%s' runs %s, '%s' runs %s: the cost model ties "
-                                           "the layers of a model (as weft plan --op-level does)", other, sl, name,
-                                 s0);
+        if (!(s0[i] = wf_plan_oplevel_layout_of(ol, g1->ops[i].name)))
+            st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g1->ops[i].name);
+    }
+    for (int k = 0; k < ol->nlayouts && st == WF_OK && n0 > 0; k++) {
+        const char *name = ol->op[k];
+        if (strncmp(name, "layers.", 7) != 0)
+            continue;
+        char *end = NULL;
+        long long l = strtoll(name + 7, &end, 10);
+        if (!end || *end != '.' || l < 1 || l >= m->layers)
+            continue;
+        for (int i = 0; i < g1->nfwd; i++) {
+            if (!s0[i] || strcmp(g1->ops[i].name + 8, end) != 0)
+                continue;
+            if (!same_sig(s0[i], ol->sig[k]))
+                st = wf_errorf(WF_INVAL, "op-level plan: op '%s' runs %s, '%s' runs %s: the cost model ties "
+                                         "the layers of a model (as weft plan --op-level does)", name, ol->sig[k],
+                               g1->ops[i].name, s0[i]);
+            seen[i]++;
+            break;
         }
     }
-    return WF_OK;
+    /* A layer's op with no layout: named as the first one missing. */
+    for (int i = 0; i < g1->nfwd && st == WF_OK; i++)
+        if (s0[i] && seen[i] < m->layers - 1)
+            for (int64_t l = 1; l < m->layers && st == WF_OK; l++) {
+                char other[WF_NAME_LEN + 32];
+                snprintf(other, sizeof other, "layers.%lld.%s", (long long)l, g1->ops[i].name + 9);
+                if (!wf_plan_oplevel_layout_of(ol, other))
+                    st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", other);
+            }
+    free(s0);
+    free(seen);
+    return st;
 }
 
 /* The stages of a transformer: equal layer ranges, embedding first (with
@@ -327,72 +361,205 @@ static wf_status expert_layout(const wf_model_config *m, const wf_cluster *c, wf
     return WF_OK;
 }
 
-wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                                 const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan)
-{
-    memset(out, 0, sizeof *out);
-    wf_plan p;
-    wf_status st = wf_plan_oplevel_keys(ol, &p);
-    if (st != WF_OK)
-        return st;
-    if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0)
-        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
-                         (long long)ol->micro_batches, (long long)batch);
+/* A plan's layouts held ready to be costed again and again (layout.h): the
+ * graph the cost context describes, its ops' sections, the mesh, the keys,
+ * each op's signature and the storage of the parameters, parsed once. */
+struct wf_layout_coster {
+    const wf_model_config *m;
+    wf_cost_ctx *ctx;
+    const wf_plan_oplevel *ol;
+    wf_plan keys;            /* the plan's keys (wf_plan_oplevel_keys) */
     wf_mesh mesh;
-    if ((st = wf_mesh_parse(ol->mesh, c, &mesh)) != WF_OK)
-        return st;
-    if (wf_model_is_moe(m) && wf_model_is_transformer(m))
-        return expert_layout(m, c, ctx, batch, ol, out, as_plan);
-    const int64_t mb = batch / ol->micro_batches;
-    const int transformer = wf_model_is_transformer(m);
+    int64_t mb;              /* the micro-batch's samples */
+    int transformer;
+    wf_graph g;              /* the context's graph at the micro-batch */
+    wf_sbp_sig *sig;         /* [g.nfwd] */
+    int *sec;                /* [g.nfwd] */
+    int *cut;                /* [ol->pp + 1] models other than transformers: each stage's first op */
+    int stages_checked;      /* 1: the stages passed their checks (they do not depend on the layouts) */
+    unsigned char *stor_has; /* [g.ntensors] a storage layout is given (kept storage only) */
+    wf_sbp *stor;            /* [g.ntensors] and that layout */
+    int *rd_start;           /* [g.ntensors + 1] tensor t's forward readers: rd_op[rd_start[t] ..
+                                rd_start[t + 1]), in op order, each with the slot that reads it first */
+    int *rd_op, *rd_slot;
+};
+
+void wf_layout_coster_free(wf_layout_coster *k)
+{
+    if (!k)
+        return;
+    wf_graph_free(&k->g);
+    free(k->sig);
+    free(k->sec);
+    free(k->cut);
+    free(k->stor_has);
+    free(k->stor);
+    free(k->rd_start);
+    free(k->rd_op);
+    free(k->rd_slot);
+    free(k);
+}
+
+const wf_graph *wf_layout_coster_graph(const wf_layout_coster *k) { return &k->g; }
+const wf_mesh *wf_layout_coster_mesh(const wf_layout_coster *k) { return &k->mesh; }
+wf_sbp_sig *wf_layout_coster_sigs(wf_layout_coster *k) { return k->sig; }
+
+void wf_layout_coster_storage(wf_layout_coster *k, int t, const wf_sbp *layout)
+{
+    if (t < 0 || t >= k->g.ntensors || k->g.tensors[t].role != WF_ROLE_PARAM)
+        return;
+    k->stor_has[t] = layout != NULL;
+    if (layout)
+        k->stor[t] = *layout;
+}
+
+wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                               const wf_plan_oplevel *ol, int keep_storage, wf_layout_coster **out)
+{
+    *out = NULL;
+    wf_layout_coster *k = calloc(1, sizeof *k);
+    if (!k)
+        return wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
+    wf_graph_init(&k->g, "");
+    k->m = m;
+    k->ctx = ctx;
+    k->ol = ol;
+    wf_status st = wf_plan_oplevel_keys(ol, &k->keys);
+    if (st != WF_OK)
+        goto fail;
+    if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0) {
+        st = wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
+                       (long long)ol->micro_batches, (long long)batch);
+        goto fail;
+    }
+    if ((st = wf_mesh_parse(ol->mesh, c, &k->mesh)) != WF_OK)
+        goto fail;
+    if (wf_model_is_moe(m) && wf_model_is_transformer(m)) {
+        st = wf_errorf(WF_INVAL, "mixture of experts '%s': costed as the whole-model plan its layouts raise to",
+                       m->name);
+        goto fail;
+    }
+    k->mb = batch / ol->micro_batches;
+    k->transformer = wf_model_is_transformer(m);
     wf_model_config one = *m;
-    if (transformer) {
+    if (k->transformer) {
         one.layers = 1;
         one.first_dense = 0;
     }
     wf_cost_model_info info;
     wf_cost_model_info_of(ctx, &info);
-    wf_graph g;
-    if ((st = wf_model_build(&one, mb, &g)) != WF_OK) {
-        wf_graph_free(&g);
-        return st;
-    }
-    wf_sbp_sig *sig = calloc((size_t)g.nfwd + 1, sizeof *sig);
-    int *sec = calloc((size_t)g.nfwd + 1, sizeof *sec);
-    int *cut = transformer ? NULL : calloc((size_t)ol->pp + 1, sizeof *cut);
-    wf_cost_layout L;
-    memset(&L, 0, sizeof L);
-    if (!sig || !sec || (!transformer && !cut)) {
+    if ((st = wf_model_build(&one, k->mb, &k->g)) != WF_OK)
+        goto fail;
+    const wf_graph *g = &k->g;
+    k->sig = calloc((size_t)g->nfwd + 1, sizeof *k->sig);
+    k->sec = calloc((size_t)g->nfwd + 1, sizeof *k->sec);
+    k->cut = k->transformer ? NULL : calloc((size_t)ol->pp + 1, sizeof *k->cut);
+    k->stor_has = calloc((size_t)g->ntensors + 1, 1);
+    k->stor = calloc((size_t)g->ntensors + 1, sizeof *k->stor);
+    if (!k->sig || !k->sec || (!k->transformer && !k->cut) || !k->stor_has || !k->stor) {
         st = wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
-        goto done;
+        goto fail;
     }
-    if (g.nfwd != info.nops) {
-        st = wf_errorf(WF_INTERNAL, "model '%s': %d forward ops, the cost context has %d", m->name, g.nfwd,
+    if (g->nfwd != info.nops) {
+        st = wf_errorf(WF_INTERNAL, "model '%s': %d forward ops, the cost context has %d", m->name, g->nfwd,
                        info.nops);
-        goto done;
+        goto fail;
     }
-    if (transformer && (st = check_tied(m, ol, &g)) != WF_OK)
-        goto done;
-    for (int i = 0; i < g.nfwd && st == WF_OK; i++) {
-        const char *text = wf_plan_oplevel_layout_of(ol, g.ops[i].name);
+    if (k->transformer && (st = check_tied(m, ol, g)) != WF_OK)
+        goto fail;
+    for (int i = 0; i < g->nfwd && st == WF_OK; i++) {
+        const char *text = wf_plan_oplevel_layout_of(ol, g->ops[i].name);
         if (!text) {
-            st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g.ops[i].name);
+            st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g->ops[i].name);
             break;
         }
-        int k = wf_sbp_sig_find(&g, i, &mesh, text);
-        if (k < 0) {
-            st = (wf_status)k;
+        int x = wf_sbp_sig_find(g, i, &k->mesh, text);
+        if (x < 0) {
+            st = (wf_status)x;
             break;
         }
-        st = wf_sbp_sig_parse(text, g.ops[i].nin, g.ops[i].nout, mesh.naxes, &sig[i]);
+        st = wf_sbp_sig_parse(text, g->ops[i].nin, g->ops[i].nout, k->mesh.naxes, &k->sig[i]);
         wf_cost_op_info oi;
         if (st == WF_OK)
             st = wf_cost_op_info_of(ctx, i, &oi);
-        sec[i] = st == WF_OK ? (int)oi.section : 0;
+        k->sec[i] = st == WF_OK ? (int)oi.section : 0;
     }
     if (st != WF_OK)
-        goto done;
+        goto fail;
+    /* Each tensor's readers (the derivation asks for them per tensor). */
+    {
+        size_t nin = 0;
+        for (int i = 0; i < g->nfwd; i++)
+            nin += (size_t)g->ops[i].nin;
+        k->rd_start = calloc((size_t)g->ntensors + 2, sizeof(int));
+        k->rd_op = malloc(sizeof(int) * (nin + 1));
+        k->rd_slot = malloc(sizeof(int) * (nin + 1));
+        if (!k->rd_start || !k->rd_op || !k->rd_slot) {
+            st = wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
+            goto fail;
+        }
+        for (int i = 0; i < g->nfwd; i++)
+            for (int j = 0; j < g->ops[i].nin; j++)
+                if (slot_of(g, i, g->ops[i].in[j]) == j)
+                    k->rd_start[g->ops[i].in[j] + 1]++;
+        for (int t = 0; t < g->ntensors; t++)
+            k->rd_start[t + 1] += k->rd_start[t];
+        int *fill = malloc(sizeof(int) * ((size_t)g->ntensors + 1));
+        if (!fill) {
+            st = wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
+            goto fail;
+        }
+        memcpy(fill, k->rd_start, sizeof(int) * (size_t)g->ntensors);
+        for (int i = 0; i < g->nfwd; i++)
+            for (int j = 0; j < g->ops[i].nin; j++) {
+                int t = g->ops[i].in[j];
+                if (slot_of(g, i, t) == j) {
+                    k->rd_op[fill[t]] = i;
+                    k->rd_slot[fill[t]++] = j;
+                }
+            }
+        free(fill);
+    }
+    /* The parameters' storage, as given (the last entry naming a tensor wins). */
+    for (int q = 0; keep_storage && q < ol->nstorage; q++)
+        for (int x = 0; x < g->ntensors; x++)
+            if (g->tensors[x].role == WF_ROLE_PARAM && strcmp(ol->tensor[q], g->tensors[x].name) == 0) {
+                wf_sbp sl;
+                if (wf_sbp_parse(ol->layout[q], k->mesh.naxes, &sl) == WF_OK) {
+                    k->stor[x] = sl;
+                    k->stor_has[x] = 1;
+                }
+            }
+    wf_clear_error();
+    *out = k;
+    return WF_OK;
+fail:
+    wf_layout_coster_free(k);
+    return st;
+}
 
+/* The descriptor and the plan of the coster's current signatures. */
+static wf_status coster_derive(wf_layout_coster *K, wf_cost_layout *out, wf_plan *as_plan)
+{
+    memset(out, 0, sizeof *out);
+    const wf_model_config *m = K->m;
+    const wf_plan_oplevel *ol = K->ol;
+    wf_cost_ctx *ctx = K->ctx;
+    const wf_graph g = K->g; /* a view: freed with the coster */
+    const wf_sbp_sig *sig = K->sig;
+    const int *sec = K->sec;
+    const wf_mesh mesh = K->mesh;
+    const int64_t mb = K->mb;
+    const int transformer = K->transformer;
+    wf_plan p = K->keys;
+    int *cut = NULL;
+    wf_cost_layout L;
+    memset(&L, 0, sizeof L);
+    wf_status st = WF_OK;
+    wf_cost_model_info info;
+    wf_cost_model_info_of(ctx, &info);
+    if (!transformer && !(cut = malloc(sizeof *cut * ((size_t)ol->pp + 1))))
+        return wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
     /* Which axis is data-parallel: the outer one when every op runs the
      * data-parallel layout on it (on a mesh of one axis, that axis). The
      * others are model-parallel: one (tp = its size), or both (tp = the
@@ -430,8 +597,11 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
     p.sp = 0;
     p.given = WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
     if (transformer) {
-        if ((st = check_stages(m, ol, p.vpp > 1 ? p.vpp : 1, g.ops[0].name)) != WF_OK)
+        if (!K->stages_checked && (st = check_stages(m, ol, p.vpp > 1 ? p.vpp : 1, g.ops[0].name)) != WF_OK)
             goto done;
+        K->stages_checked = 1;
+    } else if (K->stages_checked) {
+        memcpy(cut, K->cut, sizeof *cut * ((size_t)ol->pp + 1));
     } else {
         /* Other models: the plan's stages as they are. */
         for (int k = 0; k < ol->pp && st == WF_OK; k++) {
@@ -447,6 +617,8 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
         cut[ol->pp] = g.nfwd;
         if (st != WF_OK)
             goto done;
+        memcpy(K->cut, cut, sizeof *cut * ((size_t)ol->pp + 1));
+        K->stages_checked = 1;
     }
     if ((st = wf_cost_layout_init(ctx, (int)tp, &L)) != WF_OK)
         goto done;
@@ -511,8 +683,8 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
                 if (is_view(o->kind) && o->nout == 1 && ax_of(&sig[i].in[0], a) == WF_SBP_B &&
                     ax_of(&sig[i].out[0], a) == WF_SBP_B && is_split(pv_of[o->in[0]])) {
                     int only = 1;
-                    for (int r = 0; r < g.nfwd; r++)
-                        if (r != i && slot_of(&g, r, o->in[0]) >= 0)
+                    for (int q = K->rd_start[o->in[0]]; q < K->rd_start[o->in[0] + 1]; q++)
+                        if (K->rd_op[q] != i)
                             only = 0;
                     if (only) {
                         view[i] = 1;
@@ -523,8 +695,8 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
                 /* A layer's input comes from the layer before. */
                 for (int j = 0; j < o->nout; j++) {
                     int x = o->out[j], to_layer = 0;
-                    for (int r = 0; r < g.nfwd; r++)
-                        if (sec[r] == WF_COST_SEC_LAYER && slot_of(&g, r, x) >= 0)
+                    for (int q = K->rd_start[x]; q < K->rd_start[x + 1]; q++)
+                        if (sec[K->rd_op[q]] == WF_COST_SEC_LAYER)
                             to_layer = 1;
                     if (sec[i] == WF_COST_SEC_PRE && to_layer && lay_out_op >= 0) {
                         pv_of[x] = lay_v;
@@ -547,7 +719,8 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
             const unsigned char *view = view_all + k * ((size_t)g.nfwd + 1);
             derive d = {&g, sig, sec, a, mesh.naxes, mb, view, &L, 0,
                         nmp == 2 ? L.sub_size[k] : 0, nmp == 2 ? L.sub_stride[k] : 0,
-                        nmp == 2 ? pv_all + (1 - k) * nt : NULL, nmp == 2 ? (double)mesh.size[mpax[1 - k]] : 1};
+                        nmp == 2 ? pv_all + (1 - k) * nt : NULL, nmp == 2 ? (double)mesh.size[mpax[1 - k]] : 1,
+                        K->rd_start, K->rd_op, K->rd_slot};
             for (int i = 0; i < g.nfwd; i++) {
                 const wf_op *o = &g.ops[i];
                 int ws = work_split(&g, i, &sig[i], a), psplit = 0, first_act = -1;
@@ -614,10 +787,8 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
             for (int k = 0; k < nmp; k++) {
                 const int a = mpax[k];
                 int split = -1;
-                for (int i = 0; i < g.nfwd; i++) {
-                    int j = slot_of(&g, i, x);
-                    if (j < 0)
-                        continue;
+                for (int q = K->rd_start[x]; q < K->rd_start[x + 1]; q++) {
+                    const int i = K->rd_op[q], j = K->rd_slot[q];
                     if (split < 0)
                         split = is_split(ax_of(&sig[i].in[j], a));
                     seen |= 1u << sec[i];
@@ -626,20 +797,13 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
                         partial[k][sec[i]] = any[k] = 1;
                 }
                 /* Kept in the plan's storage layout, else as first read. */
-                for (int q = 0; q < ol->nstorage; q++)
-                    if (strcmp(ol->tensor[q], g.tensors[x].name) == 0) {
-                        wf_sbp sl;
-                        if (wf_sbp_parse(ol->layout[q], mesh.naxes, &sl) == WF_OK)
-                            split = is_split(ax_of(&sl, a));
-                    }
+                if (K->stor_has[x])
+                    split = is_split(ax_of(&K->stor[x], a));
                 if (split > 0)
                     split_f *= (double)mesh.size[a];
             }
             double local = (double)wf_tensor_numel(&g.tensors[x]) / split_f;
-            int owner = -1;
-            for (int i = 0; i < g.nfwd && owner < 0; i++)
-                if (slot_of(&g, i, x) >= 0)
-                    owner = i;
+            const int owner = K->rd_start[x] < K->rd_start[x + 1] ? K->rd_op[K->rd_start[x]] : -1;
             /* Partial on every model-parallel axis: reduced over the whole
              * of it; on one of two: over that sub-axis. */
             int all = 1, some = 0;
@@ -693,11 +857,46 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
 done:
     wf_cost_layout_free(&L);
     free(cut);
-    free(sig);
-    free(sec);
-    wf_graph_free(&g);
     return st;
 }
+
+wf_status wf_layout_coster_cost(wf_layout_coster *k, int64_t batch, wf_estimate *out)
+{
+    wf_cost_layout L;
+    wf_plan p;
+    wf_status st = coster_derive(k, &L, &p);
+    if (st != WF_OK)
+        return st;
+    st = wf_estimate_layouts(k->ctx, &p, &L, batch, out);
+    wf_cost_layout_free(&L);
+    return st;
+}
+
+wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                                 const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan)
+{
+    memset(out, 0, sizeof *out);
+    if (wf_model_is_moe(m) && wf_model_is_transformer(m)) {
+        wf_plan p;
+        wf_status st = wf_plan_oplevel_keys(ol, &p);
+        if (st != WF_OK)
+            return st;
+        if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0)
+            return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
+                             (long long)ol->micro_batches, (long long)batch);
+        wf_mesh mesh;
+        if ((st = wf_mesh_parse(ol->mesh, c, &mesh)) != WF_OK)
+            return st;
+        return expert_layout(m, c, ctx, batch, ol, out, as_plan);
+    }
+    wf_layout_coster *k = NULL;
+    wf_status st = wf_layout_coster_new(m, c, ctx, batch, ol, 1, &k);
+    if (st == WF_OK)
+        st = coster_derive(k, out, as_plan);
+    wf_layout_coster_free(k);
+    return st;
+}
+
 
 wf_status wf_oplevel_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                const wf_plan_oplevel *ol, wf_estimate *out, wf_plan *as_plan)

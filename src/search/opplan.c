@@ -25,7 +25,7 @@
 #define MAX_MESHES 64
 #define MAX_UNITS 128   /* the pipeline DP runs on at most this many op groups */
 #define MAX_GRAPHS 4    /* micro-batch sizes whose graphs are kept built */
-#define ONE_PRICE_MAX 256 /* candidates costed by the one cost model before the choice (at least) */
+#define DESCENT_STARTS 3 /* candidates (distinct meshes) descended on the one cost model */
 
 void wf_opplan_opts_default(wf_opplan_opts *o)
 {
@@ -387,11 +387,9 @@ static wf_status check_plan(const wf_model_config *mc, const wf_cluster *c, int6
  * communication, so they need not add up to the time). Returns 1 when
  * priced; 0 (the proxy's figures kept, one_model = 0) when the one model does
  * not take the layouts, or on an error, which is cleared. */
-static int one_price_ctx(const wf_model_config *mc, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                         double budget, const wf_plan_oplevel *plan, wf_opplan_point *pt)
+static int set_one_price(wf_status st, const wf_estimate *ep, double budget, wf_opplan_point *pt)
 {
-    wf_estimate e;
-    wf_status st = ctx ? wf_oplevel_plan_cost(mc, c, ctx, batch, plan, &e, NULL) : WF_NOMEM;
+    const wf_estimate e = *ep;
     if (!pt->one_model) {
         pt->proxy_time_s = pt->iteration_time_s;
         pt->proxy_compute_s = pt->compute_s;
@@ -421,6 +419,15 @@ static int one_price_ctx(const wf_model_config *mc, const wf_cluster *c, wf_cost
     pt->tflops_per_device = e.tflops_per_device;
     pt->mfu = e.mfu;
     return 1;
+}
+
+static int one_price_ctx(const wf_model_config *mc, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                         double budget, const wf_plan_oplevel *plan, wf_opplan_point *pt)
+{
+    wf_estimate e;
+    memset(&e, 0, sizeof e);
+    wf_status st = ctx ? wf_oplevel_plan_cost(mc, c, ctx, batch, plan, &e, NULL) : WF_NOMEM;
+    return set_one_price(st, &e, budget, pt);
 }
 
 static int one_price(const wf_model_config *mc, const wf_cluster *c, int64_t batch, double budget,
@@ -541,8 +548,9 @@ typedef struct {
     int64_t next_evict;
     cand *cands;
     int ncands, cap_cands;
-    wf_opplan_point *front; /* pareto candidates (fitting) */
-    int nfront, cap_front;
+    cand *alts;             /* the other fitting points of each single-stage search's frontier */
+    int nalts, cap_alts;
+    int64_t nsearched;      /* candidates (mesh, pp, micro-batches) searched */
     wf_arena a;             /* the candidates' arrays and stages */
     int64_t searches;
     double work_done, work_total;
@@ -571,11 +579,11 @@ static wf_status get_graph(planner *P, int64_t b, int *idx)
     return WF_OK;
 }
 
-static cand *new_cand(planner *P, int pp, const wf_graph *g)
+static cand *new_cand_in(planner *P, cand **arr, int *n, int *cap, int pp, const wf_graph *g)
 {
-    if (wf_grow(&P->cands, &P->cap_cands, (int64_t)P->ncands + 1, sizeof *P->cands, 64) != 0)
+    if (wf_grow(arr, cap, (int64_t)*n + 1, sizeof **arr, 64) != 0)
         return NULL;
-    cand *k = &P->cands[P->ncands];
+    cand *k = &(*arr)[*n];
     memset(k, 0, sizeof *k);
     size_t nt = (size_t)g->ntensors;
     k->first = wf_arena_alloc(&P->a, sizeof(int) * ((size_t)pp + 1));
@@ -587,16 +595,13 @@ static cand *new_cand(planner *P, int pp, const wf_graph *g)
         return NULL;
     memset(k->given, 0, (size_t)pp * nt);
     k->pt.nstages = pp;
-    P->ncands++;
+    (*n)++;
     return k;
 }
 
-static wf_status push_front(planner *P, const wf_opplan_point *pt)
+static cand *new_cand(planner *P, int pp, const wf_graph *g)
 {
-    if (wf_grow(&P->front, &P->cap_front, (int64_t)P->nfront + 1, sizeof *P->front, 64) != 0)
-        return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
-    P->front[P->nfront++] = *pt;
-    return WF_OK;
+    return new_cand_in(P, &P->cands, &P->ncands, &P->cap_cands, pp, g);
 }
 
 static void tick(planner *P)
@@ -666,33 +671,32 @@ static wf_status search_stage(planner *P, int gi, const wf_mesh *mesh, int pp, i
             k->given[(size_t)s * nt + t] = 1;
         }
     if (pp == 1) {
-        /* Every fitting frontier point is a plan of its own (same mesh, other
-         * layouts), and so is each of its variants under the memory levers
-         * (full recomputation, ZeRO 1-3) that fits and saves memory. */
+        /* Every other fitting frontier point is a plan of its own (same mesh,
+         * other layouts), priced by the one cost model with the rest. */
         for (int i = 0; i < nfr && st == WF_OK; i++) {
-            ol_eval_parts(&p, plans[i].assign, &q);
-            ol_levers lv;
-            if ((st = ol_eval_levers(&p, plans[i].assign, &lv)))
+            if (i == pick || plans[i].m > P->budget)
+                continue;
+            cand *a = new_cand_in(P, &P->alts, &P->nalts, &P->cap_alts, 1, g);
+            if (!a) {
+                st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
                 break;
-            for (int rc = 0; rc < 2 && st == WF_OK; rc++)
-                for (int z = 0; z < 4 && st == WF_OK; z++) {
-                    ol_parts v;
-                    double rc_s;
-                    if (!ol_lever_parts(&q, &lv, rc, z, &v, &rc_s) || v.m > P->budget)
-                        continue;
-                    wf_opplan_point pt = k->pt;
-                    pt.stages = wf_arena_alloc(&P->a, sizeof(wf_opplan_stage));
-                    if (!pt.stages) {
-                        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
-                        break;
-                    }
-                    stage_from_parts(&pt.stages[0], &v, lo, hi, 1, 0);
-                    char ms[64];
-                    finish_point(&pt, g, P->c, wf_mesh_str(mesh, ms, sizeof ms), wf_mesh_devices(mesh),
-                                 1, 1, P->batch, P->budget);
-                    set_levers(&pt, rc, z, rc_s);
-                    st = push_front(P, &pt);
+            }
+            a->mesh = *mesh;
+            a->graph_batch = k->graph_batch;
+            a->first[0] = 0;
+            a->first[1] = nf;
+            ol_eval_parts(&p, plans[i].assign, &q);
+            stage_from_parts(&a->pt.stages[0], &q, lo, hi, 1, 0);
+            ol_fill_plan(&p, plans[i].assign, choice, NULL, lay);
+            memcpy(a->choice, choice, sizeof(int) * (size_t)nf);
+            for (int t = 0; t < nt; t++)
+                if (p.var_of_leaf[t] >= 0) {
+                    a->stor[t] = lay[t];
+                    a->given[t] = 1;
                 }
+            char ms[64];
+            finish_point(&a->pt, g, P->c, wf_mesh_str(mesh, ms, sizeof ms), wf_mesh_devices(mesh), 1,
+                         1, P->batch, P->budget);
         }
     }
 done:
@@ -715,6 +719,7 @@ static wf_status plan_flat(planner *P, const wf_mesh *mesh)
     cand *k = new_cand(P, 1, g);
     if (!k)
         return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+    P->nsearched++;
     k->mesh = *mesh;
     k->graph_batch = P->batch;
     k->first[0] = 0;
@@ -724,6 +729,38 @@ static wf_status plan_flat(planner *P, const wf_mesh *mesh)
     char ms[64];
     finish_point(&k->pt, g, P->c, wf_mesh_str(mesh, ms, sizeof ms), wf_mesh_devices(mesh), 1, 1,
                  P->batch, P->budget);
+    if (mesh->naxes != 1)
+        return WF_OK;
+    /* Data parallelism (every op's first signature: the batch split) is a
+     * plan of its own on a mesh of one axis: the proxy's frontier may pass
+     * it by, and the one cost model takes it wherever the batch divides. */
+    cand *d = new_cand_in(P, &P->alts, &P->nalts, &P->cap_alts, 1, g);
+    if (!d)
+        return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+    d->mesh = *mesh;
+    d->graph_batch = P->batch;
+    d->first[0] = 0;
+    d->first[1] = g->nfwd;
+    for (int i = 0; i < g->nfwd; i++)
+        d->choice[i] = 0;
+    plan_in in;
+    memset(&in, 0, sizeof in);
+    in.g = g;
+    in.c = P->c;
+    in.mesh = *mesh;
+    in.pp = 1;
+    in.m = 1;
+    in.batch = P->batch;
+    in.first = d->first;
+    in.choice = d->choice;
+    in.stor = d->stor;
+    in.given = d->given;
+    in.base = P->o.oplevel;
+    in.budget = P->budget;
+    if (eval_plan(&in, &d->pt, NULL, NULL, NULL) != WF_OK || !d->pt.fits) {
+        wf_clear_error(); /* not a legal plan here (the options, the batch): no seed */
+        P->nalts--;
+    }
     return WF_OK;
 }
 
@@ -858,6 +895,7 @@ static wf_status plan_pipelined(planner *P, int pp, int64_t m, const wf_mesh *me
         st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
         goto done;
     }
+    P->nsearched++;
     k->mesh = *mesh;
     k->graph_batch = P->batch / m;
     for (int s = 0; s <= pp; s++)
@@ -874,8 +912,6 @@ static wf_status plan_pipelined(planner *P, int pp, int64_t m, const wf_mesh *me
         char ms[64];
         finish_point(&k->pt, g, P->c, wf_mesh_str(mesh, ms, sizeof ms), sdev, pp, m, P->batch,
                      P->budget);
-        if (k->pt.fits)
-            st = push_front(P, &k->pt);
     }
 done:
     free(buf);
@@ -912,11 +948,8 @@ static wf_status polish(planner *P, int i)
     char ms[64];
     finish_point(&n->pt, g, P->c, wf_mesh_str(&k->mesh, ms, sizeof ms), wf_mesh_devices(&k->mesh),
                  pp, k->pt.micro_batches, P->batch, P->budget);
-    if ((n->pt.fits || !k->pt.fits) && n->pt.iteration_time_s < k->pt.iteration_time_s) {
+    if ((n->pt.fits || !k->pt.fits) && n->pt.iteration_time_s < k->pt.iteration_time_s)
         *k = *n;
-        if (k->pt.fits)
-            st = push_front(P, &k->pt);
-    }
     return st;
 }
 
@@ -952,10 +985,104 @@ static int cmp_cand(const void *pa, const void *pb)
     const cand *a = pa, *b = pb;
     if (a->pt.fits != b->pt.fits)
         return a->pt.fits ? -1 : 1;
+    /* Plans the one cost model prices rank before those it does not take
+     * (priced by the op-level model, as `weft estimate` prices them too). */
+    if (a->pt.one_model != b->pt.one_model)
+        return a->pt.one_model ? -1 : 1;
     return cmp_point(&a->pt, &b->pt);
 }
 
-static int cmp_pt(const void *pa, const void *pb) { return cmp_point(pa, pb); }
+
+static int cmp_group(const void *pa, const void *pb)
+{
+    const cand *a = pa, *b = pb;
+    if (a->pt.pp != b->pt.pp)
+        return a->pt.pp < b->pt.pp ? -1 : 1;
+    if (a->graph_batch != b->graph_batch)
+        return a->graph_batch < b->graph_batch ? -1 : 1;
+    int c = strcmp(a->pt.mesh, b->pt.mesh);
+    return c ? c : cmp_cand(pa, pb);
+}
+
+/* Each forward op's signatures on a mesh (wf_sbp_op_sigs), enumerated once
+ * per kind of op: an op of a transformer's layer l > 0 shares the list of
+ * its op in layer 0 when their kinds and shapes agree (the builder makes
+ * every layer alike). */
+typedef struct {
+    int *rep;           /* [nfwd] the op whose list op i uses */
+    int *n;             /* [nfwd] list sizes (of the representatives) */
+    wf_sbp_sig **list;  /* [nfwd] lists (of the representatives; NULL elsewhere) */
+    int nf;
+} sig_lists;
+
+static void sig_lists_free(sig_lists *L)
+{
+    for (int i = 0; L->list && i < L->nf; i++)
+        free(L->list[i]);
+    free(L->list);
+    free(L->rep);
+    free(L->n);
+    memset(L, 0, sizeof *L);
+}
+
+static int same_shape_op(const wf_graph *g, int a, int b)
+{
+    const wf_op *x = &g->ops[a], *y = &g->ops[b];
+    if (x->kind != y->kind || x->nin != y->nin || x->nout != y->nout)
+        return 0;
+    for (int j = 0; j < x->nin + x->nout; j++) {
+        const wf_tensor *u = &g->tensors[j < x->nin ? x->in[j] : x->out[j - x->nin]];
+        const wf_tensor *v = &g->tensors[j < x->nin ? y->in[j] : y->out[j - x->nin]];
+        if (u->ndim != v->ndim || u->dtype != v->dtype || u->role != v->role ||
+            memcmp(u->shape, v->shape, sizeof(u->shape[0]) * (size_t)u->ndim) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static wf_status sig_lists_make(const wf_graph *g, const wf_mesh *mesh, sig_lists *L)
+{
+    memset(L, 0, sizeof *L);
+    L->nf = g->nfwd;
+    L->rep = malloc(sizeof(int) * ((size_t)g->nfwd + 1));
+    L->n = calloc((size_t)g->nfwd + 1, sizeof(int));
+    L->list = calloc((size_t)g->nfwd + 1, sizeof *L->list);
+    if (!L->rep || !L->n || !L->list) {
+        sig_lists_free(L);
+        return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+    }
+    for (int i = 0; i < g->nfwd; i++) {
+        L->rep[i] = i;
+        const char *name = g->ops[i].name;
+        if (strncmp(name, "layers.", 7) == 0 && strncmp(name, "layers.0.", 9) != 0) {
+            const char *dot = strchr(name + 7, '.');
+            char key[WF_NAME_LEN + 32];
+            if (dot) {
+                snprintf(key, sizeof key, "layers.0%s", dot);
+                for (int j = 0; j < i; j++)
+                    if (L->rep[j] == j && strcmp(g->ops[j].name, key) == 0) {
+                        if (same_shape_op(g, i, j))
+                            L->rep[i] = j;
+                        break;
+                    }
+            }
+        }
+        if (L->rep[i] != i)
+            continue;
+        int n = wf_sbp_op_sigs(g, i, mesh, NULL, 0);
+        if (n < 0) {
+            sig_lists_free(L);
+            return (wf_status)n;
+        }
+        L->n[i] = n;
+        if (!(L->list[i] = malloc(sizeof(wf_sbp_sig) * ((size_t)n + 1)))) {
+            sig_lists_free(L);
+            return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        }
+        wf_sbp_op_sigs(g, i, mesh, L->list[i], n);
+    }
+    return WF_OK;
+}
 
 /* The best candidate's plan as names and signature strings. */
 static wf_status build_plan(const cand *k, const wf_graph *g, wf_plan_oplevel *out)
@@ -965,34 +1092,22 @@ static wf_status build_plan(const cand *k, const wf_graph *g, wf_plan_oplevel *o
                                        k->pt.micro_batches);
     for (int s = 0; st == WF_OK && s < k->pt.pp; s++)
         st = wf_plan_oplevel_set_stage(out, s, g->ops[k->first[s]].name);
-    int cap = 0;
-    wf_sbp_sig *sigs = NULL;
+    sig_lists SL;
+    memset(&SL, 0, sizeof SL);
+    if (st == WF_OK)
+        st = sig_lists_make(g, &k->mesh, &SL);
     for (int i = 0; st == WF_OK && i < g->nfwd; i++) {
-        int n = wf_sbp_op_sigs(g, i, &k->mesh, NULL, 0);
-        if (n < 0) {
-            st = (wf_status)n;
-            break;
-        }
-        if (n > cap) {
-            free(sigs);
-            cap = n;
-            sigs = malloc(sizeof *sigs * (size_t)cap);
-            if (!sigs) {
-                st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
-                break;
-            }
-        }
-        wf_sbp_op_sigs(g, i, &k->mesh, sigs, cap);
+        int n = SL.n[SL.rep[i]];
         if (k->choice[i] < 0 || k->choice[i] >= n) {
             st = wf_errorf(WF_INTERNAL, "op-level planner: op '%s' has no choice", g->ops[i].name);
             break;
         }
         char text[512];
-        wf_sbp_sig_str(&sigs[k->choice[i]], g->ops[i].nin, g->ops[i].nout, k->mesh.naxes, text,
+        wf_sbp_sig_str(&SL.list[SL.rep[i]][k->choice[i]], g->ops[i].nin, g->ops[i].nout, k->mesh.naxes, text,
                        sizeof text);
         st = wf_plan_oplevel_add_layout(out, g->ops[i].name, text);
     }
-    free(sigs);
+    sig_lists_free(&SL);
     for (int s = 0; st == WF_OK && s < k->pt.pp; s++)
         for (int t = 0; st == WF_OK && t < g->ntensors; t++)
             if (k->given[(size_t)s * g->ntensors + t]) {
@@ -1003,10 +1118,357 @@ static wf_status build_plan(const cand *k, const wf_graph *g, wf_plan_oplevel *o
     return st;
 }
 
+/* ---- the one price: the search on the cost `weft estimate` reports ---------------- */
+
+/* Candidate k priced by the one cost model (its figures in k->pt, the
+ * proxy's kept as proxy_*): the plan built as it is written. */
+static wf_status price_cand(planner *P, wf_cost_ctx *ctx, cand *k)
+{
+    int gi;
+    wf_plan_oplevel pl;
+    wf_plan_oplevel_init(&pl);
+    wf_status st = get_graph(P, k->graph_batch, &gi);
+    if (st == WF_OK && (st = build_plan(k, &P->graphs[gi], &pl)) == WF_OK)
+        one_price_ctx(P->mc, P->c, ctx, P->batch, P->budget, &pl, &k->pt);
+    wf_plan_oplevel_free(&pl);
+    return st;
+}
+
+/* Prices many single-stage plans of one mesh and micro-batch on one coster
+ * (the layouts set from each candidate's choices): the same numbers as
+ * price_cand, without reading each plan's text again. */
+typedef struct {
+    wf_layout_coster *K;
+    wf_plan_oplevel pl;     /* the plan the coster was made from (it must outlive it) */
+    int open;               /* 1: a group is open (mesh, graph_batch) */
+    int ok;                 /* 1: K prices this group; 0: each candidate goes through price_cand */
+    wf_mesh mesh;
+    int64_t graph_batch;
+    int gi;
+    int *full_of;           /* [g1.nfwd] the full graph's op of each op of the cost graph */
+    int *tfull_of;          /* [g1.ntensors] and of each parameter (-1: none) */
+    int *one_of;            /* [g.nfwd] the cost graph's op of each op of the full graph */
+    wf_sbp_sig **sigs;      /* [g1.nfwd] the signatures of each op */
+} price_group;
+
+static void price_group_free(price_group *G)
+{
+    if (G->sigs && G->K)
+        for (int j = 0; j < wf_layout_coster_graph(G->K)->nfwd; j++)
+            free(G->sigs[j]);
+    free(G->sigs);
+    free(G->full_of);
+    free(G->tfull_of);
+    free(G->one_of);
+    wf_layout_coster_free(G->K);
+    wf_plan_oplevel_free(&G->pl);
+    memset(G, 0, sizeof *G);
+}
+
+static int one_op_of(const wf_graph *g1, const char *name);
+
+static wf_status price_group_open(planner *P, wf_cost_ctx *ctx, const cand *k, price_group *G)
+{
+    price_group_free(G);
+    wf_plan_oplevel_init(&G->pl);
+    G->open = 1;
+    G->mesh = k->mesh;
+    G->graph_batch = k->graph_batch;
+    wf_status st = get_graph(P, k->graph_batch, &G->gi);
+    if (st || (st = build_plan(k, &P->graphs[G->gi], &G->pl)))
+        return st;
+    if (wf_layout_coster_new(P->mc, P->c, ctx, P->batch, &G->pl, 1, &G->K) != WF_OK) {
+        wf_clear_error();
+        return WF_OK; /* G->ok = 0 */
+    }
+    const wf_graph *g = &P->graphs[G->gi], *g1 = wf_layout_coster_graph(G->K);
+    G->full_of = malloc(sizeof(int) * ((size_t)g1->nfwd + 1));
+    G->tfull_of = malloc(sizeof(int) * ((size_t)g1->ntensors + 1));
+    G->one_of = malloc(sizeof(int) * ((size_t)g->nfwd + 1));
+    G->sigs = calloc((size_t)g1->nfwd + 1, sizeof *G->sigs);
+    if (!G->full_of || !G->tfull_of || !G->one_of || !G->sigs)
+        return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+    for (int j = 0; j < g1->nfwd; j++)
+        G->full_of[j] = -1;
+    for (int f = 0; f < g->nfwd; f++) {
+        int j = one_op_of(g1, g->ops[f].name);
+        G->one_of[f] = j;
+        if (j < 0)
+            return WF_OK;
+        if (strcmp(g1->ops[j].name, g->ops[f].name) == 0)
+            G->full_of[j] = f;
+    }
+    for (int j = 0; j < g1->nfwd; j++) {
+        int f = G->full_of[j];
+        if (f < 0)
+            return WF_OK;
+        int n = wf_sbp_op_sigs(g, f, &k->mesh, NULL, 0);
+        if (n < 0)
+            return (wf_status)n;
+        if (!(G->sigs[j] = malloc(sizeof(wf_sbp_sig) * ((size_t)n + 1))))
+            return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        wf_sbp_op_sigs(g, f, &k->mesh, G->sigs[j], n);
+    }
+    for (int t = 0; t < g1->ntensors; t++) {
+        G->tfull_of[t] = -1;
+        if (g1->tensors[t].role != WF_ROLE_PARAM)
+            continue;
+        for (int u = 0; u < g->ntensors && G->tfull_of[t] < 0; u++)
+            if (strcmp(g->tensors[u].name, g1->tensors[t].name) == 0)
+                G->tfull_of[t] = u;
+    }
+    G->ok = 1;
+    return WF_OK;
+}
+
+static wf_status price_fast(planner *P, wf_cost_ctx *ctx, cand *k, price_group *G)
+{
+    if (!ctx || k->pt.pp != 1)
+        return price_cand(P, ctx, k);
+    char a[64], b[64];
+    if (!G->open || G->graph_batch != k->graph_batch ||
+        strcmp(wf_mesh_str(&G->mesh, a, sizeof a), wf_mesh_str(&k->mesh, b, sizeof b)) != 0) {
+        wf_status st = price_group_open(P, ctx, k, G);
+        if (st)
+            return st;
+    }
+    if (!G->ok)
+        return price_cand(P, ctx, k);
+    const wf_graph *g = &P->graphs[G->gi], *g1 = wf_layout_coster_graph(G->K);
+    /* Tied: every op runs its counterpart's signature (else the text path says why not). */
+    for (int f = 0; f < g->nfwd; f++) {
+        int j = G->one_of[f];
+        if (k->choice[f] != k->choice[G->full_of[j]])
+            return price_cand(P, ctx, k);
+    }
+    wf_sbp_sig *sig = wf_layout_coster_sigs(G->K);
+    for (int j = 0; j < g1->nfwd; j++)
+        sig[j] = G->sigs[j][k->choice[G->full_of[j]]];
+    for (int t = 0; t < g1->ntensors; t++)
+        if (G->tfull_of[t] >= 0)
+            wf_layout_coster_storage(G->K, t, k->given[G->tfull_of[t]] ? &k->stor[G->tfull_of[t]] : NULL);
+    wf_estimate e;
+    memset(&e, 0, sizeof e);
+    wf_status st = wf_layout_coster_cost(G->K, P->batch, &e);
+    set_one_price(st, &e, P->budget, &k->pt);
+    return WF_OK;
+}
+
+/* a is better than b on the one model: fits where b does not, else faster
+ * (fitting) or smaller (neither fitting), beyond rounding. */
+static int one_better(double ta, double ma, double tb, double mb, double budget)
+{
+    int fa = ma <= budget, fb = mb <= budget;
+    if (fa != fb)
+        return fa;
+    return fa ? ta < tb * (1 - 1e-12) : ma < mb * (1 - 1e-12);
+}
+
+static int same_sig_of(const wf_sbp_sig *x, const wf_sbp_sig *y, const wf_op *o, int naxes)
+{
+    for (int j = 0; j < o->nin; j++)
+        if (!wf_sbp_equal(&x->in[j], &y->in[j], naxes))
+            return 0;
+    for (int j = 0; j < o->nout; j++)
+        if (!wf_sbp_equal(&x->out[j], &y->out[j], naxes))
+            return 0;
+    return 1;
+}
+
+/* The op of the one model's graph g1 that op `name` of the full graph runs
+ * as: itself, or for a transformer's layer l its op in layer 0. */
+static int one_op_of(const wf_graph *g1, const char *name)
+{
+    char key[WF_NAME_LEN + 32];
+    snprintf(key, sizeof key, "%s", name);
+    if (strncmp(name, "layers.", 7) == 0) {
+        const char *dot = strchr(name + 7, '.');
+        if (dot)
+            snprintf(key, sizeof key, "layers.0%s", dot);
+    }
+    for (int i = 0; i < g1->nfwd; i++)
+        if (strcmp(g1->ops[i].name, key) == 0)
+            return i;
+    return -1;
+}
+
+#define DESCENT_SWEEPS 4
+/* The descents' work, in ops costed (evaluations x the cost graph's ops): a
+ * transformer's one-layer graph takes tens of thousands of evaluations
+ * within it, a ResNet-50 (its whole graph) a few thousand. */
+#define DESCENT_WORK 200000
+
+/* Coordinate descent on the one cost model from candidate i's layouts: op
+ * by op of the model's cost graph (a transformer's ops of one layer stand
+ * for every layer, as the search ties them), every signature of the op on
+ * the mesh, the best kept (fitting first, then time), until a sweep changes
+ * nothing. Parameters are kept as their first reader reads them. The
+ * result, when the one model prices it better than candidate i, is added
+ * as a candidate of its own (same mesh, stages and micro-batches). */
+static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work)
+{
+    cand start = P->cands[i];
+    if (!start.pt.one_model || start.pt.pp != 1)
+        return WF_OK;
+    int gi;
+    wf_status st = get_graph(P, start.graph_batch, &gi);
+    if (st)
+        return st;
+    const wf_graph *g = &P->graphs[gi];
+    wf_plan_oplevel pl;
+    wf_plan_oplevel_init(&pl);
+    wf_layout_coster *K = NULL;
+    wf_sbp_sig *buf = NULL;
+    int cap = 0;
+    if ((st = build_plan(&start, g, &pl)))
+        goto done;
+    if (wf_layout_coster_new(P->mc, P->c, ctx, P->batch, &pl, 0, &K) != WF_OK) {
+        wf_clear_error(); /* not the one model's layouts: nothing to descend on */
+        goto done;
+    }
+    const wf_graph *g1 = wf_layout_coster_graph(K);
+    const wf_mesh *mesh = wf_layout_coster_mesh(K);
+    wf_sbp_sig *sig = wf_layout_coster_sigs(K);
+    wf_estimate e;
+    if (wf_layout_coster_cost(K, P->batch, &e) != WF_OK) {
+        wf_clear_error();
+        goto done;
+    }
+    double bt = e.iteration_time_s, bm = e.memory_per_device_bytes;
+    int changed = 0;
+    for (int sweep = 0; sweep < DESCENT_SWEEPS && st == WF_OK; sweep++) {
+        int moved = 0;
+        for (int j = 0; j < g1->nfwd && st == WF_OK; j++) {
+            int n = wf_sbp_op_sigs(g1, j, mesh, NULL, 0);
+            if (n < 0) {
+                st = (wf_status)n;
+                break;
+            }
+            if (n > cap) {
+                free(buf);
+                cap = n;
+                if (!(buf = malloc(sizeof *buf * (size_t)cap))) {
+                    st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+                    break;
+                }
+            }
+            wf_sbp_op_sigs(g1, j, mesh, buf, cap);
+            const wf_sbp_sig cur = sig[j];
+            int best = -1;
+            for (int x = 0; x < n && *work < DESCENT_WORK; x++) {
+                if (same_sig_of(&buf[x], &cur, &g1->ops[j], mesh->naxes))
+                    continue;
+                *work += g1->nfwd;
+                sig[j] = buf[x];
+                if (wf_layout_coster_cost(K, P->batch, &e) != WF_OK) {
+                    wf_clear_error();
+                    continue;
+                }
+                if (one_better(e.iteration_time_s, e.memory_per_device_bytes, bt, bm, P->budget)) {
+                    bt = e.iteration_time_s;
+                    bm = e.memory_per_device_bytes;
+                    best = x;
+                }
+            }
+            sig[j] = best >= 0 ? buf[best] : cur;
+            moved |= best >= 0;
+        }
+        changed |= moved;
+        if (!moved)
+            break;
+    }
+    if (st || !changed)
+        goto done;
+    /* The descended layouts as a candidate: each op's signature index in the
+     * full graph, each stored parameter as its first reader reads it. */
+    {
+        cand *n = new_cand(P, 1, g);
+        if (!n) {
+            st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+            goto done;
+        }
+        start = P->cands[i]; /* new_cand may move the array */
+        n->mesh = start.mesh;
+        n->graph_batch = start.graph_batch;
+        n->first[0] = 0;
+        n->first[1] = g->nfwd;
+        const int nt = g->ntensors;
+        memcpy(n->given, start.given, (size_t)nt);
+        memcpy(n->stor, start.stor, sizeof(wf_sbp) * (size_t)nt);
+        sig_lists SL;
+        if ((st = sig_lists_make(g, &start.mesh, &SL)) != WF_OK) {
+            P->ncands--;
+            goto done;
+        }
+        for (int f = 0; f < g->nfwd && st == WF_OK; f++) {
+            int j = one_op_of(g1, g->ops[f].name);
+            int m = SL.n[SL.rep[f]];
+            const wf_sbp_sig *lst = SL.list[SL.rep[f]];
+            if (j < 0) {
+                st = wf_errorf(WF_INTERNAL, "op-level planner: op '%s' has no counterpart in the cost model's "
+                                            "graph", g->ops[f].name);
+                break;
+            }
+            n->choice[f] = -1;
+            for (int x = 0; x < m && n->choice[f] < 0; x++)
+                if (same_sig_of(&lst[x], &sig[j], &g->ops[f], start.mesh.naxes))
+                    n->choice[f] = x;
+            if (n->choice[f] < 0)
+                st = wf_errorf(WF_INTERNAL, "op-level planner: op '%s': the descended signature is not one of its "
+                                            "signatures", g->ops[f].name);
+            if (st)
+                break;
+            for (int q = 0; q < g->ops[f].nin; q++) {
+                int t = g->ops[f].in[q];
+                if (g->tensors[t].role == WF_ROLE_PARAM && n->given[t] == 2)
+                    continue; /* an earlier reader set it */
+                if (g->tensors[t].role == WF_ROLE_PARAM && n->given[t]) {
+                    n->stor[t] = lst[n->choice[f]].in[q];
+                    n->given[t] = 2;
+                }
+            }
+        }
+        sig_lists_free(&SL);
+        for (int t = 0; t < nt; t++)
+            n->given[t] = n->given[t] ? 1 : 0;
+        if (st) {
+            P->ncands--;
+            goto done;
+        }
+        /* Its proxy figures (stages, per-op shares) and its one price. */
+        plan_in in;
+        memset(&in, 0, sizeof in);
+        in.g = g;
+        in.c = P->c;
+        in.mesh = n->mesh;
+        in.pp = 1;
+        in.m = 1;
+        in.batch = P->batch;
+        in.first = n->first;
+        in.choice = n->choice;
+        in.stor = n->stor;
+        in.given = n->given;
+        in.base = P->o.oplevel;
+        in.budget = P->budget;
+        if ((st = eval_plan(&in, &n->pt, NULL, NULL, NULL)) == WF_OK)
+            st = price_cand(P, ctx, n);
+        if (st || !n->pt.one_model ||
+            !one_better(n->pt.iteration_time_s, n->pt.memory_per_device_bytes, start.pt.iteration_time_s,
+                        start.pt.memory_per_device_bytes, P->budget))
+            P->ncands--; /* no better on the one model as written: dropped */
+    }
+done:
+    free(buf);
+    wf_layout_coster_free(K);
+    wf_plan_oplevel_free(&pl);
+    return st;
+}
+
 /* Copies a point's stages into the result's arena. */
 static wf_status keep_point(wf_opplan_result *r, const wf_opplan_point *src, wf_opplan_point *dst)
 {
     *dst = *src;
+    dst->layouts = NULL;
     dst->stages = wf_arena_alloc(&r->arena, sizeof(wf_opplan_stage) * (size_t)src->nstages + 1);
     if (!dst->stages)
         return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
@@ -1014,8 +1476,28 @@ static wf_status keep_point(wf_opplan_result *r, const wf_opplan_point *src, wf_
     return WF_OK;
 }
 
+/* A candidate's point with its plan (r->point_plans holds room for every
+ * point kept). */
+static wf_status keep_cand(planner *P, wf_opplan_result *r, const cand *k, wf_opplan_point *dst)
+{
+    wf_status st = keep_point(r, &k->pt, dst);
+    int gi;
+    if (st || (st = get_graph(P, k->graph_batch, &gi)))
+        return st;
+    if (P->o.no_point_layouts)
+        return WF_OK;
+    wf_plan_oplevel *pl = &r->point_plans[r->npoint_plans++];
+    wf_plan_oplevel_init(pl);
+    if ((st = build_plan(k, &P->graphs[gi], pl)) == WF_OK)
+        dst->layouts = pl;
+    return st;
+}
+
 void wf_opplan_result_free(wf_opplan_result *r)
 {
+    for (int i = 0; i < r->npoint_plans; i++)
+        wf_plan_oplevel_free(&r->point_plans[i]);
+    free(r->point_plans);
     wf_plan_oplevel_free(&r->best_plan);
     wf_graph_free(&r->graph);
     wf_arena_free(&r->arena);
@@ -1140,7 +1622,7 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
     }
     if (st)
         goto out;
-    r->searched = P.ncands;
+    r->searched = P.nsearched;
     r->searches = P.searches;
     if (P.ncands == 0) {
         st = wf_errorf(WF_INVAL, "op-level planner: no candidate for model '%s' on %lld devices "
@@ -1158,57 +1640,85 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
         }
     if (st)
         goto out;
-    qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_cand);
-    /* One price: the proxy's fastest candidates (every one up to the larger
-     * of top_k and ONE_PRICE_MAX) are costed by the one cost model and ranked on it, so
-     * that the plan chosen is the fastest of them on the cost `weft estimate`
-     * reports, and its figure is that estimate. */
+    /* One price: every candidate and every other fitting point of the
+     * single-stage searches' frontiers is priced by the one cost model (the
+     * figure `weft estimate` reports for its plan); the fastest few are
+     * descended on it; the ranking, the frontier and the choice are on it. */
+    for (int i = 0; i < P.nalts && st == WF_OK; i++) {
+        if (wf_grow(&P.cands, &P.cap_cands, (int64_t)P.ncands + 1, sizeof *P.cands, 64) != 0)
+            st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        else
+            P.cands[P.ncands++] = P.alts[i];
+    }
     {
-        int nr = P.o.top_k > ONE_PRICE_MAX ? P.o.top_k : ONE_PRICE_MAX;
-        if (nr > P.ncands)
-            nr = P.ncands;
         wf_cost_ctx *ctx = NULL;
-        if (wf_cost_ctx_create(mc, c, &ctx) != WF_OK)
+        if (wf_cost_ctx_create(mc, c, &ctx) != WF_OK) {
+            wf_clear_error();
             ctx = NULL;
-        for (int i = 0; i < nr && st == WF_OK; i++) {
-            int gi;
-            wf_plan_oplevel pl;
-            wf_plan_oplevel_init(&pl);
-            if ((st = get_graph(&P, P.cands[i].graph_batch, &gi)) == WF_OK &&
-                (st = build_plan(&P.cands[i], &P.graphs[gi], &pl)) == WF_OK)
-                one_price_ctx(mc, c, ctx, batch, P.budget, &pl, &P.cands[i].pt);
-            wf_plan_oplevel_free(&pl);
+        }
+        /* Grouped by (stages, micro-batch, mesh), each group priced on one coster. */
+        qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_group);
+        price_group G;
+        memset(&G, 0, sizeof G);
+        wf_plan_oplevel_init(&G.pl);
+        for (int i = 0; i < P.ncands && st == WF_OK; i++)
+            st = price_fast(&P, ctx, &P.cands[i], &G);
+        price_group_free(&G);
+        if (st == WF_OK && ctx) {
+            qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_cand);
+            /* The fastest DESCENT_STARTS candidates of distinct meshes. */
+            int n0 = P.ncands;
+            int64_t work = 0;
+            for (int i = 0, done = 0; i < n0 && done < DESCENT_STARTS && work < DESCENT_WORK && st == WF_OK;
+                 i++) {
+                int dup = 0;
+                for (int q = 0; q < i && !dup; q++)
+                    dup = strcmp(P.cands[q].pt.plan, P.cands[i].pt.plan) == 0;
+                if (dup || !P.cands[i].pt.one_model || P.cands[i].pt.pp != 1)
+                    continue;
+                st = descend(&P, ctx, i, &work);
+                done++;
+            }
         }
         wf_cost_ctx_free(ctx);
         wf_clear_error();
         if (st)
             goto out;
-        qsort(P.cands, (size_t)nr, sizeof *P.cands, cmp_cand);
+        qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_cand);
     }
     int nfit = 0;
     while (nfit < P.ncands && P.cands[nfit].pt.fits)
         nfit++;
-    r->ntop = nfit < P.o.top_k ? nfit : P.o.top_k;
-    r->top = wf_arena_alloc(&r->arena, sizeof *r->top * ((size_t)r->ntop + 1));
+    r->point_plans = calloc((size_t)P.o.top_k + (size_t)nfit + 1, sizeof *r->point_plans);
+    if (!r->point_plans) {
+        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        goto out;
+    }
+    /* The ranking: the fastest plan of each (mesh, pp, micro-batches). */
+    r->top = wf_arena_alloc(&r->arena, sizeof *r->top * ((size_t)P.o.top_k + 1));
     if (!r->top) {
         st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
         goto out;
     }
-    for (int i = 0; i < r->ntop && st == WF_OK; i++)
-        st = keep_point(r, &P.cands[i].pt, &r->top[i]);
-    /* The frontier: prune the fitting points. */
-    if (P.nfront > 1)
-        qsort(P.front, (size_t)P.nfront, sizeof *P.front, cmp_pt);
-    r->pareto = wf_arena_alloc(&r->arena, sizeof *r->pareto * ((size_t)P.nfront + 1));
+    for (int i = 0; i < nfit && r->ntop < P.o.top_k && st == WF_OK; i++) {
+        int dup = 0;
+        for (int q = 0; q < r->ntop && !dup; q++)
+            dup = strcmp(r->top[q].plan, P.cands[i].pt.plan) == 0;
+        if (!dup)
+            st = keep_cand(&P, r, &P.cands[i], &r->top[r->ntop++]);
+    }
+    /* The frontier: every fitting plan whose memory is strictly below that
+     * of every faster one. */
+    r->pareto = wf_arena_alloc(&r->arena, sizeof *r->pareto * ((size_t)nfit + 1));
     if (!r->pareto) {
         st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
         goto out;
     }
-    for (int i = 0; i < P.nfront && st == WF_OK; i++) {
+    for (int i = 0; i < nfit && st == WF_OK; i++) {
         if (r->npareto > 0 &&
-            P.front[i].memory_per_device_bytes >= r->pareto[r->npareto - 1].memory_per_device_bytes)
+            P.cands[i].pt.memory_per_device_bytes >= r->pareto[r->npareto - 1].memory_per_device_bytes)
             continue;
-        st = keep_point(r, &P.front[i], &r->pareto[r->npareto++]);
+        st = keep_cand(&P, r, &P.cands[i], &r->pareto[r->npareto++]);
     }
     if (st)
         goto out;
@@ -1232,6 +1742,7 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
     if (st)
         goto out;
     one_price(mc, c, batch, P.budget, &r->best_plan, &r->best);
+    r->best.layouts = &r->best_plan;
     r->has_best = 1;
     if (!r->best.fits)
         st = wf_errorf(WF_NOFIT, "no op-level plan fits: the smallest memory found is %.2f GiB per "
@@ -1243,7 +1754,7 @@ out:
     for (int i = 0; i < MAX_GRAPHS; i++)
         wf_graph_free(&P.graphs[i]);
     free(P.cands);
-    free(P.front);
+    free(P.alts);
     wf_arena_free(&P.a);
     free(meshes);
     free(pps);
@@ -1285,12 +1796,15 @@ wf_status wf_opplan_verify(const wf_model_config *mc, const wf_cluster *c, int64
                            &r->graph, &r->op_compute_s, &r->op_comm_s, &r->op_stage);
     if (st == WF_OK) {
         one_price(mc, c, batch, r->budget_bytes, plan, &r->best);
+        r->best.layouts = &r->best_plan;
         r->has_best = 1;
         r->devices = r->best.devices;
         r->ntop = 1;
         r->top = wf_arena_alloc(&r->arena, sizeof *r->top);
         if (!r->top || (st = keep_point(r, &r->best, &r->top[0])))
             st = st ? st : wf_errorf(WF_NOMEM, "op-level plan: out of memory");
+        else
+            r->top[0].layouts = &r->best_plan;
     }
     r->search_time_s = wf_now_s() - t0;
     return st;
@@ -1309,7 +1823,6 @@ cJSON *wf_opplan_point_to_json(const wf_opplan_point *pt, const wf_graph *g)
     cJSON_AddNumberToObject(j, "memory_per_device_bytes", pt->memory_per_device_bytes);
     cJSON_AddBoolToObject(j, "fits", pt->fits);
     cJSON_AddStringToObject(j, "priced_by", pt->one_model ? "one_model" : "proxy");
-    cJSON_AddNumberToObject(j, "proxy_time_s", pt->one_model ? pt->proxy_time_s : pt->iteration_time_s);
     cJSON *b = cJSON_AddObjectToObject(j, "breakdown");
     if (b) {
         cJSON_AddNumberToObject(b, "compute", pt->compute_s - pt->recompute_s);

@@ -209,6 +209,7 @@ static void propose(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *
     po.mesh = mesh;
     po.pp = tf ? 1 : sh->pp;
     po.oplevel.outer_dp = 1;
+    po.no_point_layouts = 1;
     if (opts && opts->seq_dim >= 0)
         po.oplevel.seq_dim = opts->seq_dim;
     /* A transformer's layouts are searched at the shape's micro-batch (mbs
@@ -314,6 +315,7 @@ wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64
         wf_opplan_opts_default(&po);
         po.devices = devices;
         po.max_memory_bytes = budget;
+        po.no_point_layouts = 1;
         wf_opplan_result pr;
         wf_status pst = wf_opplan_search(m, c, batch, &po, &pr);
         r->searches += pr.searches;
