@@ -174,8 +174,8 @@ int wf_plan_stage_layers(const wf_plan *p, int64_t layers, int s);
 int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s);
 /* "uneven 1F1B", "interleaved 1F1B", "1F1B", "GPipe" or "no pipeline": the
  * pipeline kind of p, for tables and JSON; with nf1b "NF1B" before it
- * ("NF1B 1F1B", "NF1B no pipeline") and with coshard=K " + co-shard xK"
- * after it. */
+ * ("NF1B 1F1B"; without a pipeline "NF1B") and with coshard > 1 " + co-shard"
+ * after it ("1F1B + co-shard"; without a pipeline "co-shard"). */
 const char *wf_plan_kind(const wf_plan *p);
 
 /* ---- plan files (docs/plan-format.md) ----------------------------------------

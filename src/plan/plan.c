@@ -482,7 +482,7 @@ static const char *pipeline_kind(const wf_plan *p)
  * interleaved stages: those are transformers'), each as the four strings
  * of (nf1b, co-shard). */
 static const char *const KIND_EXT[][4] = {
-    {"no pipeline", "no pipeline + co-shard", "NF1B no pipeline", "NF1B no pipeline + co-shard"},
+    {"no pipeline", "co-shard", "NF1B", "NF1B + co-shard"},
     {"1F1B", "1F1B + co-shard", "NF1B 1F1B", "NF1B 1F1B + co-shard"},
     {"GPipe", "GPipe + co-shard", "NF1B GPipe", "NF1B GPipe + co-shard"},
 };

@@ -971,6 +971,19 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
     } else {
         pr->nvs = wf_cost_cut_stages(w, n, pp, joined, pr->vs_first);
     }
+    /* Full recomputation replays a stage's whole forward before its
+     * backward (the estimate's transient): every op's activations live at
+     * once (co-shard: one piece's), held by the stage's last op, whose
+     * backward runs first. */
+    for (int k = 0; p->recompute == WF_RECOMPUTE_FULL && k < pr->nvs; k++) {
+        double sum = 0;
+        for (int i = pr->vs_first[k]; i < pr->vs_first[k + 1]; i++) {
+            sum += pr->unit[i].transient_bytes;
+            pr->unit[i].transient_bytes = 0;
+        }
+        if (pr->vs_first[k + 1] > pr->vs_first[k])
+            pr->unit[pr->vs_first[k + 1] - 1].transient_bytes = sum;
+    }
     wf_plan p1 = *p;
     p1.tp = 1;
     p1.sp = 0;
