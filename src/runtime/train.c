@@ -194,6 +194,9 @@ static wf_status resolve_plan(wf_train *t)
             return st;
     }
     const wf_plan *p = &t->plan;
+    if (p->coshard > 1 || p->nf1b)
+        return wf_errorf(WF_INVAL, "%s: co-shard and NF1B are planned and simulated, not run by the runtime",
+                         p->coshard > 1 ? "coshard" : "nf1b");
     if (p->pp > 1 || (p->vpp > 1 && p->tp <= 1))
         return pipe_resolve(t);
     if (p->tp > 1 || p->pp > 1 || p->vpp > 1)
