@@ -149,6 +149,16 @@ double wf_cost_optimizer_bytes_per_param(const wf_cost_ctx *ctx);
  * of it per rank, all-gathered over the tp group on arrival when tp > 1
  * without sequence parallelism; the send pays the cluster's p2p_overhead_s. */
 double wf_cost_p2p_time(const wf_cost_ctx *ctx, const wf_plan *p, double bytes);
+/* Recycling (src/cost/nf1b.c): stage k's passes for a model with n_rec
+ * forwards without gradient per micro-batch (nf1b 1: every round of every
+ * micro-batch first, SuperScaler's NF1B; 0: each forward that learns
+ * preceded by its own), into kind (0 no gradient, 1 forward, 2 backward),
+ * round and mb (cap entries each): the order the estimate and the simulator
+ * play. Returns the count ((n_rec + 2) m), or -1 when cap is short. */
+int wf_cost_nf_order(int k, int p, int m, int gpipe, int n_rec, int nf1b, int cap, int *kind, int *round, int *mb);
+/* The bytes one sample recycles from one forward to the next (0: a model
+ * without recycling). */
+double wf_cost_recycle_bytes(const wf_model_config *m);
 
 /* The experts' collectives around op i (a moe_dispatch; 0 otherwise) for one
  * micro-batch of mbs under tp, in the variant in use: two all-to-alls over

@@ -107,6 +107,16 @@ wf_status wf_model_active_params(const wf_model_config *m, double *active);
 /* 1 when some layer of m has experts. */
 int wf_model_is_moe(const wf_model_config *m);
 
+/* The constant inputs of the Swin, T5 and AlphaFold2 graphs (src/models/
+ * constants.c): Swin's relative-position index and shifted-window mask
+ * (torchvision's), T5's relative-position buckets (Hugging Face's), and
+ * AlphaFold2's relative-position one-hot of a single chain. 1 when tensor t
+ * of graph g (built from m) is one of them. */
+int wf_model_is_constant_input(const wf_model_config *m, const wf_graph *g, int t);
+/* Its values into out (the tensor's elements: int32 indices, fp32 masks and
+ * one-hots); WF_INVAL naming a data input, or a float dtype other than fp32. */
+wf_status wf_model_constant_input(const wf_model_config *m, const wf_graph *g, int t, void *out);
+
 /* The zoo, for `weft models`: name, family and a one-line description. */
 typedef struct {
     const char *name;

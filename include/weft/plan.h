@@ -126,6 +126,14 @@ typedef struct {
                              else pp, the transformer layers of each stage in stage_layers (the
                              embedding on the first stage, the head and the loss on the last) */
     int stage_layers[WF_PLAN_RC_STAGES]; /* [stage_n] each stage's layers, each >= 1 */
+    int coshard;          /* co-shard (SuperScaler's transformation, docs/plan-format.md): every op of
+                             a stage runs as this many pieces in turn on its device, each piece's
+                             forward replayed just before its backward, so one piece's activations
+                             are live at a time; <= 1: none. Models other than transformers */
+    int nf1b;             /* a model with recycling (recycle=N): 1 runs the N forwards without
+                             gradient of every micro-batch first, pipelined over all of them (NF1B),
+                             then the pipeline that learns; 0 runs each micro-batch's N forwards
+                             just before its forward that learns */
 } wf_plan;
 
 /* Keys whose defaults depend on the devices and the batch (wf_plan_complete). */
@@ -176,7 +184,9 @@ int wf_plan_stage_layers(const wf_plan *p, int64_t layers, int s);
 /* The first layer of stage s (the sum of the stages before it). */
 int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s);
 /* "uneven 1F1B", "interleaved 1F1B", "1F1B", "GPipe" or "no pipeline": the
- * pipeline kind of p, for tables and JSON. */
+ * pipeline kind of p, for tables and JSON; with nf1b "NF1B" before it
+ * ("NF1B 1F1B"; without a pipeline "NF1B") and with coshard > 1 " + co-shard"
+ * after it ("1F1B + co-shard"; without a pipeline "co-shard"). */
 const char *wf_plan_kind(const wf_plan *p);
 
 /* ---- plan files (docs/plan-format.md) ----------------------------------------

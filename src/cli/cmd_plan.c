@@ -76,7 +76,7 @@ static void progress_end(progress *p)
 
 static void table_header(FILE *f, const char *first)
 {
-    fprintf(f, "%6s %10s %10s %6s %12s  %-16s  %s\n", first, "time (s)", "samples/s", "MFU", "memory (GiB)",
+    fprintf(f, "%6s %10s %10s %6s %12s  %-21s  %s\n", first, "time (s)", "samples/s", "MFU", "memory (GiB)",
             "pipeline", "plan");
 }
 
@@ -93,7 +93,7 @@ static void table_row(FILE *f, long long label, const wf_outer_point *pt, wf_cos
         if (run.comm.kind != pt->plan.comm.kind)
             snprintf(played, sizeof played, " (played as comm=%s)", wf_comm_name(run.comm.kind));
     }
-    fprintf(f, "%6lld %10s %10s %5.1f%% %12s  %-16s  %s%s\n", label, wf_cli_sig(pt->est.iteration_time_s, s1, sizeof s1),
+    fprintf(f, "%6lld %10s %10s %5.1f%% %12s  %-21s  %s%s\n", label, wf_cli_sig(pt->est.iteration_time_s, s1, sizeof s1),
             wf_cli_sig(pt->est.samples_per_s, s2, sizeof s2), 100 * pt->est.mfu,
             wf_cli_sig(pt->est.memory_per_device_bytes / GIB, s3, sizeof s3), wf_plan_kind(&pt->plan), text, played);
 }

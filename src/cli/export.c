@@ -134,6 +134,14 @@ int wf_export_accepts(const char *target, const wf_plan *p, const wf_model_confi
             snprintf(why, cap, "unknown export format '%s'", target ? target : "");
         return 0;
     }
+    /* SuperScaler's plan kinds: none of the frameworks runs an op in pieces
+     * with their replay, or schedules recycling forwards apart. */
+    if (p->coshard > 1 || p->nf1b) {
+        if (why && cap > 0)
+            snprintf(why, cap, "%s cannot express %s (SuperScaler's plan kind)", t->name,
+                     p->coshard > 1 ? "coshard (ops run in pieces)" : "nf1b (recycling forwards pipelined apart)");
+        return 0;
+    }
     ectx e = make_ctx(t, version, p, m, NULL, 0);
     if (t->write(NULL, &e) != WF_OK) {
         if (why && cap > 0)

@@ -248,6 +248,20 @@ void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
  * included): end[k] = when stage k finishes its last pass. buf holds
  * 2 p m + 2 p doubles. Returns 0, or -1 if the order cannot run. */
 int wf_cost_pipeline_ends(const double *fp, const double *bp, int p, int m, int gpipe, double *buf, double *end);
+/* ---- recycling (nf1b.c) and co-shard ----------------------------------------------
+ * The pipeline of a model with recycling played pass by pass in
+ * wf_cost_nf_order's order (fp, bp as for
+ * wf_cost_pipeline_ends; ng[k] a forward without gradient and its send;
+ * rsend the recycled outputs' trip from the last stage to the first): when
+ * each stage ends, into end[p]. 0, -1 for an order that cannot run, -2 out of
+ * memory. */
+int wf_cost_pipeline_nf_ends(const double *fp, const double *bp, const double *ng, double rsend, int p, int m,
+                             int gpipe, int n_rec, int nf1b, double *end);
+/* wf_cost_split_stages_layout with every op run as `pieces` pieces in turn
+ * (co-shard, pieces >= 1): each piece an op on 1/pieces of the rows, and
+ * under full recomputation one piece's activations live at a time. */
+void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc, const wf_cost_layout *L,
+                                 const int *cut, int pieces, wf_stage_split *out);
 
 /* Micro-batches whose activations the first stage holds at once. */
 double wf_cost_inflight(const wf_plan *p, int64_t micro_batches);

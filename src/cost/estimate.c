@@ -1223,11 +1223,11 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
                          p->pp, ctx->model.name, ctx->nops < WF_COST_MAX_STAGES ? ctx->nops : WF_COST_MAX_STAGES);
     wf_stage_split *own = NULL;
     const wf_stage_split *sp;
-    if (L || cut) {
+    if (L || cut || p->coshard > 1) {
         own = malloc(sizeof *own);
         if (!own)
             return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
-        wf_cost_split_stages_layout(ctx, p->mbs, p->pp, p->recompute, L, cut, own);
+        wf_cost_split_stages_pieces(ctx, p->mbs, p->pp, p->recompute, L, cut, p->coshard, own);
         sp = own;
     } else {
         wf_cost_entry *e = lookup(ctx, p->mbs, 1, 0, p->pp, p->recompute);
@@ -1280,6 +1280,13 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     }
     if (nst > 0)
         st[nst - 1].transient += bb * ctx->logits_per_sample * ctx->var.loss_ws;
+    /* Recycling: the first stage holds the recycled outputs of each
+     * micro-batch from its first forward without gradient to its forward
+     * that learns: all m under NF1B, one at a time otherwise. */
+    const int n_rec = (int)ctx->model.recycle;
+    const double rec_bytes = wf_cost_recycle_bytes(&ctx->model) * bb;
+    if (n_rec > 0 && nst > 0)
+        st[0].act += (p->nf1b ? (double)m : 1.0) * rec_bytes;
     wf_axis_ranks ax[WF_AXIS_COUNT];
     wf_rank_axes_dense(tp, 1, p->dp, p->pp, ax);
     wf_group dpg = wf_group_place(c, ax[WF_AXIS_DP].size, ax[WF_AXIS_DP].stride),
@@ -1325,7 +1332,32 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
         ctx->pipe_buf_n = need;
     }
     int gpipe = p->pipe == WF_PIPE_GPIPE;
-    if (wf_cost_pipeline_ends(fwd_part, bwd_part, nst, (int)m_play, gpipe, ctx->pipe_buf, ends) != 0) {
+    double ng_sum = 0, ng_max = 0; /* a forward without gradient: stage sum and slowest */
+    const double rsend = n_rec > 0 && nst > 1 ? wf_cost_p2p_time(ctx, &p1, rec_bytes) : 0;
+    if (n_rec > 0) {
+        /* Forwards without gradient (nf1b.c): the forward and its send, no
+         * recomputation, nothing kept; the recycled outputs return from the
+         * last stage to the first. */
+        double *ng = malloc(sizeof *ng * (size_t)nst);
+        if (!ng) {
+            status = wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+            goto done;
+        }
+        for (int k = 0; k < nst; k++) {
+            ng[k] = fwd_part[k] - 0.5 * st[k].zc;
+            ng_sum += ng[k];
+            ng_max = ng[k] > ng_max ? ng[k] : ng_max;
+        }
+        int r = wf_cost_pipeline_nf_ends(fwd_part, bwd_part, ng, rsend, nst, (int)m_play, gpipe, n_rec, p->nf1b,
+                                         ends);
+        free(ng);
+        if (r != 0) {
+            status = r == -2 ? wf_errorf(WF_NOMEM, "out of memory estimating a plan")
+                             : wf_errorf(WF_INTERNAL, "pipeline of %d stages, %lld micro-batches, %d recycles: the "
+                                                      "schedule cannot run", nst, (long long)m_play, n_rec);
+            goto done;
+        }
+    } else if (wf_cost_pipeline_ends(fwd_part, bwd_part, nst, (int)m_play, gpipe, ctx->pipe_buf, ends) != 0) {
         status = wf_errorf(WF_INTERNAL, "pipeline of %d stages, %lld micro-batches: the schedule cannot run", nst,
                            (long long)m_play);
         goto done;
@@ -1338,7 +1370,7 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
             smax = fwd_part[k] + bwd_part[k] > smax ? fwd_part[k] + bwd_part[k] : smax;
         }
         for (int k = 0; k < nst; k++)
-            ends[k] += (double)(m - m_play) * (gpipe ? fmax + bmax : smax);
+            ends[k] += (double)(m - m_play) * ((gpipe ? fmax + bmax : smax) + (double)n_rec * ng_max);
     }
 
     /* Each stage ends its last backward at ends[k]; then its gradients are
@@ -1418,6 +1450,13 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
             dp = d;
             opt_params = op;
         }
+    }
+    /* The forwards without gradient count as compute, their sends as
+     * pipeline communication (the recycled outputs' on the last stage). */
+    for (int k = 0; n_rec > 0 && k < nst; k++) {
+        st[k].comp += (double)n_rec * sp->fwd[k];
+        st[k].tpc += (double)n_rec * sp->tpf[k];
+        st[k].ppc += (double)n_rec * (sends[k] + (k == nst - 1 ? rsend : 0));
     }
     double bubble = ends[crit] - mm * stage_total(&st[crit]);
     if (bubble < 0)

@@ -124,6 +124,12 @@ static double hide(double comm, double window, double slowdown, double *slow)
 void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc,
                                  const wf_cost_layout *L, const int *cut, wf_stage_split *out)
 {
+    wf_cost_split_stages_pieces(ctx, b, pp, rc, L, cut, 1, out);
+}
+
+void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc, const wf_cost_layout *L,
+                                 const int *cut, int pieces, wf_stage_split *out)
+{
     memset(out, 0, sizeof *out);
     int n = ctx->nops;
     if (pp > WF_COST_MAX_STAGES)
@@ -140,11 +146,14 @@ void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
     }
     double *bw = f + n, *w = f + 2 * n, *din = f + 3 * n, *dw = f + 4 * n;
     for (int i = 0; i < n; i++) {
-        wf_cost_op_time t = wf_cost_op_time_of(ctx, &ctx->ops[i], bb, L ? L->div[i] : 1.0, L ? L->pdiv[i] : 1.0);
-        f[i] = t.fwd_s;
-        din[i] = t.bwd_in_s;
-        dw[i] = t.bwd_w_s;
-        bw[i] = t.bwd_in_s + t.bwd_w_s;
+        /* Co-shard: the op as `pieces` ops on 1/pieces of its rows each, one
+         * after another (smaller kernels, each with its launch). */
+        const double K = pieces > 1 ? (double)pieces : 1.0;
+        wf_cost_op_time t = wf_cost_op_time_of(ctx, &ctx->ops[i], bb, (L ? L->div[i] : 1.0) * K, L ? L->pdiv[i] : 1.0);
+        f[i] = K * t.fwd_s;
+        din[i] = K * t.bwd_in_s;
+        dw[i] = K * t.bwd_w_s;
+        bw[i] = din[i] + dw[i];
         w[i] = f[i] + bw[i] + (rc == WF_RECOMPUTE_FULL ? f[i] : 0);
     }
     if (cut) {
@@ -214,7 +223,8 @@ void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
         if (rc == WF_RECOMPUTE_FULL) {
             /* Keep only the stage's input per micro-batch; rebuild the rest. */
             out->rec[k] = out->fwd[k] + out->tpf[k];
-            out->transient[k] = out->act[k];
+            /* Co-shard replays and back-propagates one piece at a time. */
+            out->transient[k] = out->act[k] / (pieces > 1 ? (double)pieces : 1.0);
             double in = k > 0 ? out->boundary_bytes[k - 1] * bb / out->boundary_div[k - 1] : 0;
             out->act[k] = in < out->act[k] ? in : out->act[k];
         }

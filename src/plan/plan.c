@@ -160,6 +160,8 @@ void wf_plan_default(wf_plan *p)
     p->grad_dtype = -1;
     p->loss_dtype = -1;
     p->given = WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
+    p->coshard = 1;
+    p->nf1b = 0;
 }
 
 wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *note, size_t cap)
@@ -465,7 +467,7 @@ int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s)
     return first;
 }
 
-const char *wf_plan_kind(const wf_plan *p)
+static const char *pipeline_kind(const wf_plan *p)
 {
     if (p->pp <= 1)
         return "no pipeline";
@@ -474,6 +476,27 @@ const char *wf_plan_kind(const wf_plan *p)
     if (p->vpp > 1)
         return "interleaved 1F1B";
     return p->pipe == WF_PIPE_GPIPE ? "GPipe" : "1F1B";
+}
+
+/* The pipeline kinds a plan with NF1B or co-shard may have (no uneven or
+ * interleaved stages: those are transformers'), each as the four strings
+ * of (nf1b, co-shard). */
+static const char *const KIND_EXT[][4] = {
+    {"no pipeline", "co-shard", "NF1B", "NF1B + co-shard"},
+    {"1F1B", "1F1B + co-shard", "NF1B 1F1B", "NF1B 1F1B + co-shard"},
+    {"GPipe", "GPipe + co-shard", "NF1B GPipe", "NF1B GPipe + co-shard"},
+};
+
+const char *wf_plan_kind(const wf_plan *p)
+{
+    const char *base = pipeline_kind(p);
+    int ext = (p->coshard > 1) + 2 * (p->nf1b != 0);
+    if (ext == 0)
+        return base;
+    for (size_t i = 0; i < sizeof KIND_EXT / sizeof KIND_EXT[0]; i++)
+        if (strcmp(KIND_EXT[i][0], base) == 0)
+            return KIND_EXT[i][ext];
+    return base;
 }
 
 /* "full*2/none*6" into buf: the n values run-length coded. */
@@ -763,7 +786,9 @@ static int fmt_sw(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
     X(attn,      key_attn,           fmt_attn,      0, 0,       attn,       0)          \
     X(grad,      key_dtype,          fmt_dtype,     0, 0,       grad_dtype, 0)          \
     X(loss,      key_dtype,          fmt_dtype,     0, 0,       loss_dtype, 0)          \
-    X(sw,        key_sw,             fmt_sw,        0, 0,       sw,         0)
+    X(sw,        key_sw,             fmt_sw,        0, 0,       sw,         0)          \
+    X(coshard,   key_int,            fmt_above1,    1, 1 << 12, coshard,    0)          \
+    X(nf1b,      key_int,            fmt_set,       0, 1,       nf1b,       0)
 
 static const plan_key PLAN_KEY_TABLE[] = {
 #define WF_X(name, read, write, lo, hi, member, layout) \

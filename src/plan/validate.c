@@ -116,6 +116,18 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
     }
     if (p->rc_n > 0 && p->rc_n != p->pp)
         return wf_errorf(WF_INVAL, "recompute per stage: %d values for pp=%d stages", p->rc_n, p->pp);
+    if (p->nf1b && m->recycle < 1)
+        return wf_errorf(WF_INVAL, "nf1b=1: model '%s' has no recycling (recycle=0): there are no forwards "
+                                   "without gradient to schedule (nf1b=0)", m->name);
+    if (p->coshard > 1) {
+        if (wf_model_is_transformer(m))
+            return wf_errorf(WF_INVAL, "coshard=%d: model '%s' is a transformer; co-shard runs the ops of "
+                                       "other models (Swin, AlphaFold2, CNNs) in pieces (coshard=1)",
+                             p->coshard, m->name);
+        if (p->recompute != WF_RECOMPUTE_FULL)
+            return wf_errorf(WF_INVAL, "coshard=%d needs recompute=full: each piece's forward is replayed "
+                                       "just before its backward", p->coshard);
+    }
     if (!wf_model_is_transformer(m)) {
         if (p->rc_n > 0 || p->rc_layers > 0)
             return wf_errorf(WF_INVAL, "recompute per stage or rc_layers: model '%s' is not a transformer; "

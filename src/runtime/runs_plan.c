@@ -147,8 +147,23 @@ static int s_combined(const wf_plan *p, const wf_model_config *m, char *msg, siz
     return 1;
 }
 
+/* SuperScaler's co-shard and NF1B (docs/planner.md) are planned, estimated
+ * and simulated; no engine runs them yet. */
+static int any_coshard_nf1b(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (p->coshard <= 1 && !p->nf1b)
+        return 0;
+    snprintf(msg, cap, "%s: co-shard and NF1B are planned and simulated, not run by the runtime",
+             p->coshard > 1 ? "coshard" : "nf1b");
+    return 1;
+}
+
 /* Each engine's rows in the order it checks them. */
 static const rule RULES[] = {
+    {WF_ENGINE_REPLICA, 0, any_coshard_nf1b},
+    {WF_ENGINE_PIPELINE, 0, any_coshard_nf1b},
+    {WF_ENGINE_SPMD, 0, any_coshard_nf1b},
     {WF_ENGINE_REPLICA, 0, r_cp_fp8},
     {WF_ENGINE_REPLICA, 0, any_etp},
     {WF_ENGINE_REPLICA, 1, r_experts},

@@ -108,7 +108,8 @@ static wf_status divisors(int64_t n, divs *d)
  * equal in time and memory, the one with fewer is shown. */
 static int plan_features(const wf_plan *p)
 {
-    return p->zero + (int)p->recompute + (p->rc_n > 0) + (p->rc_layers > 0) + (p->stage_n > 0) + p->sp +
+    return p->zero + (int)p->recompute + (p->rc_n > 0) + (p->rc_layers > 0) + (p->stage_n > 0) + (p->coshard > 1) +
+           p->nf1b + p->sp +
            (p->vpp > 1) + (p->cp > 1) +
            (p->ep > 1) + (p->etp > 0 && p->etp != p->tp) + !p->overlap + (p->pipe == WF_PIPE_GPIPE) + p->fp8 +
            p->epo;
@@ -246,7 +247,7 @@ static int plan_equal(const wf_plan *a, const wf_plan *b)
            a->etp == b->etp && a->imb == b->imb && a->rc_layers == b->rc_layers && a->rc_n == b->rc_n &&
            (a->rc_n == 0 || (memcmp(a->rc_kind_at, b->rc_kind_at, sizeof a->rc_kind_at) == 0 &&
                              memcmp(a->rc_layers_at, b->rc_layers_at, sizeof a->rc_layers_at) == 0)) &&
-           a->stage_n == b->stage_n &&
+           a->stage_n == b->stage_n && a->coshard == b->coshard && a->nf1b == b->nf1b &&
            memcmp(a->stage_layers, b->stage_layers, sizeof a->stage_layers[0] * (size_t)a->stage_n) == 0;
 }
 
@@ -546,6 +547,44 @@ static wf_status try_uneven(search *s, const wf_plan *p)
     return WF_OK;
 }
 
+/* Co-shard pieces the search tries (powers of two up to this). */
+#define COSHARD_MAX 64
+
+/* Other models: SuperScaler's plans around candidate p (scored already;
+ * fits says whether it fit). A model with recycling also runs NF1B (its
+ * forwards without gradient pipelined over every micro-batch first); a plan
+ * that recomputes fully and does not fit is co-sharded into 2, 4, ... pieces
+ * until it fits (more pieces are only slower: smaller kernels, one more
+ * launch each), with and without NF1B. */
+static wf_status try_recycle_coshard(search *s, const wf_plan *p, int fits)
+{
+    if (s->transformer)
+        return WF_OK;
+    const int nf_max = s->m->recycle > 0 ? 1 : 0;
+    for (int nf = 0; nf <= nf_max; nf++) {
+        wf_plan q = *p;
+        q.nf1b = nf;
+        wf_outer_point pt;
+        int scored = 0, ok = fits;
+        wf_status st;
+        if (nf > 0) {
+            if ((st = score(s, &q, &pt, &scored)) != WF_OK)
+                return st;
+            ok = scored && point_fits(s, &pt);
+        }
+        if (ok || q.recompute != WF_RECOMPUTE_FULL)
+            continue;
+        for (int k = 2; k <= COSHARD_MAX; k *= 2) {
+            q.coshard = k;
+            if ((st = score(s, &q, &pt, &scored)) != WF_OK)
+                return st;
+            if (scored && point_fits(s, &pt))
+                break;
+        }
+    }
+    return WF_OK;
+}
+
 /* One line of candidates: plan p with every micro-batch size (ascending). */
 static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eval, int mem_prune,
                            int64_t *count)
@@ -557,13 +596,24 @@ static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eva
         wf_plan q = *p;
         q.mbs = (int)mbs->v[im];
         if (!eval) {
-            *count += accepted(s, &q);
+            /* Other models: also NF1B (with recycling) and, recomputing
+             * fully, each co-shard count (try_recycle_coshard). */
+            int64_t variants = 1;
+            if (!s->transformer) {
+                int pieces = 0;
+                for (int k = 2; k <= COSHARD_MAX; k *= 2)
+                    pieces++;
+                variants = (s->m->recycle > 0 ? 2 : 1) * (q.recompute == WF_RECOMPUTE_FULL ? 1 + pieces : 1);
+            }
+            *count += accepted(s, &q) * variants;
             continue;
         }
         wf_outer_point pt;
         int scored = 0;
         wf_status st = score(s, &q, &pt, &scored);
         if (st != WF_OK)
+            return st;
+        if ((st = try_recycle_coshard(s, &q, scored && point_fits(s, &pt))) != WF_OK)
             return st;
         /* Block recomputation from the plans no pruning skips (pruning 3's
          * dominated points derive nothing), so that pruned and exhaustive

@@ -76,6 +76,9 @@ typedef struct {
     int cp;                     /* context parallelism (the cost context's variant) */
     int tp_overlap;             /* the variant's tensor-parallel overlap (wf_cost_var) */
     int ag_overlap;             /* ZeRO-1/2's parameter all-gather behind the next forward */
+    int n_rec;                  /* forwards without gradient per micro-batch (recycle=N), others 0 */
+    double rec_bytes;           /* what a micro-batch recycles (held on the first stage) */
+    double rec_send_s;          /* its trip from the last stage to the first (pp > 1) */
 } sim_profile;
 
 /* Building a task graph with a sticky status: after the first error nothing

@@ -490,20 +490,51 @@ static int pipe_cap(const wf_plan *p, int m)
     return 2 * m * p->vpp;
 }
 
+/* A forward without gradient (recycling, nf1b.c) of micro-batch mb on
+ * stage dev (virtual stage vs): the stage's forward folded into one task,
+ * nothing kept, then its send down the pipeline, or on the last stage the
+ * recycled outputs' trip back to the first (on a channel: the stage goes
+ * on). *first and *end: what depends on it waits for *end. */
+static void build_nograd(pb *b, int dev, int vs, int mb, int *first, int *end)
+{
+    const sim_profile *pr = b->pr;
+    double dur = 0;
+    for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++)
+        dur += pr->unit[pr->inst[i]].fwd_comp + pr->unit[pr->inst[i]].fwd_exposed;
+    *first = open_op(b, "no-gradient start", mb, 0);
+    *end = stream_task(b, dev, "forward (no gradient)", WF_SIM_CAT_FORWARD, dur, mb, -1, 0);
+    if (vs + 1 < b->nvs) {
+        *end = stream_task(b, dev, "send activation", WF_SIM_CAT_PP_COMM, pr->vs_send_s[vs], mb, -1, 0);
+    } else if (b->nvs > 1) {
+        int t = add_task(b, "send recycled", WF_SIM_CAT_PP_COMM, pr->rec_send_s, wf_sim_channel(b->sb.s, dev, 1), mb,
+                         -1, 0, pr->rec_bytes);
+        dep(b, t, *end);
+        *end = t;
+    }
+}
+
 /* Builds the whole graph into b->sb.s (fresh). */
 static void build_graph(pb *b)
 {
     const wf_plan *p = b->p;
     const sim_profile *pr = b->pr;
     int P = p->pp, m = b->m, nvs = b->nvs;
-    int cap = pipe_cap(p, m);
+    /* Recycling: the order has n_rec forwards without gradient per
+     * micro-batch besides the forward and the backward (nf1b.c). */
+    const int nr = pr->n_rec > 0 && p->vpp == 1 ? pr->n_rec : 0;
+    int cap = pipe_cap(p, m) + nr * m;
     wf_pipe_op *ops = malloc((size_t)cap * sizeof *ops);
     int *last_b = malloc((size_t)(p->vpp + 1) * sizeof *last_b);
     int *first_f = malloc((size_t)(p->vpp + 1) * sizeof *first_f);
-    if (!ops || !last_b || !first_f) {
+    int *ngr = nr ? malloc((size_t)cap * 3 * sizeof *ngr) : NULL; /* [cap] the round of a no-gradient pass, else -1 */
+    size_t nng = (size_t)nr * (size_t)nvs * (size_t)m;
+    int *ng_first = nr ? malloc(2 * nng * sizeof *ng_first) : NULL, *ng_end = ng_first + nng;
+    if (!ops || !last_b || !first_f || (nr && (!ngr || !ng_first))) {
         free(ops);
         free(last_b);
         free(first_f);
+        free(ngr);
+        free(ng_first);
         b->sb.st = wf_errorf(WF_NOMEM, "out of memory building a plan's task graph");
         return;
     }
@@ -522,13 +553,28 @@ static void build_graph(pb *b)
                                        (int64_t)((params - eparams) * pr->bytes_per_param +
                                                  eparams * pr->expert_bytes_per_param + pr->buffer_bytes));
         int n = 0;
-        if (b->sb.st == WF_OK)
+        if (b->sb.st == WF_OK && nr) {
+            int *kind = ngr + cap, *mbs = ngr + 2 * cap;
+            n = wf_cost_nf_order(dev, P, m, p->pipe == WF_PIPE_GPIPE, nr, p->nf1b, cap, kind, ngr, mbs);
+            if (n < 0)
+                b->sb.st = wf_errorf(WF_INTERNAL, "pipeline order of %d recycles: %d passes are too many", nr, cap);
+            for (int k = 0; k < n; k++) {
+                ops[k].mb = mbs[k];
+                ops[k].chunk = 0;
+                ops[k].bwd = kind[k] == 2;
+                if (kind[k] != 0)
+                    ngr[k] = -1;
+            }
+        } else if (b->sb.st == WF_OK) {
             b->sb.st = wf_pipe_order(p->pipe, P, m, p->vpp, dev, ops, cap, &n);
+        }
         if (b->sb.st)
             break;
         for (int c = 0; c < p->vpp; c++)
             last_b[c] = first_f[c] = -1;
         for (int k = 0; k < n; k++) {
+            if (ngr && ngr[k] >= 0)
+                continue;
             if (ops[k].bwd)
                 last_b[ops[k].chunk] = k;
             else if (first_f[ops[k].chunk] < 0)
@@ -552,6 +598,11 @@ static void build_graph(pb *b)
         int prev_end[2] = {-1, -1};
         for (int k = 0; k < n && b->sb.st == WF_OK; k++) {
             int vs = ops[k].chunk * P + dev, mb = ops[k].mb;
+            if (ngr && ngr[k] >= 0) {
+                size_t at = ((size_t)ngr[k] * (size_t)nvs + (size_t)vs) * (size_t)m + (size_t)mb;
+                build_nograd(b, dev, vs, mb, &ng_first[at], &ng_end[at]);
+                continue;
+            }
             int gather = -1;
             if (zero3) {
                 double wb = 0;
@@ -586,6 +637,28 @@ static void build_graph(pb *b)
     free(ops);
     free(last_b);
     free(first_f);
+    free(ngr);
+    /* Recycling: round r of a micro-batch on a stage after round r on the
+     * stage before; on the first stage after round r - 1 came back from the
+     * last; its forward that learns after the last round came back. The
+     * first stage holds the recycled outputs from the first round to that
+     * forward. */
+    for (int r = 0; nr && r < nr && b->sb.st == WF_OK; r++)
+        for (int vs = 0; vs < nvs; vs++)
+            for (int mb = 0; mb < m; mb++) {
+                size_t at = ((size_t)r * (size_t)nvs + (size_t)vs) * (size_t)m + (size_t)mb;
+                if (vs > 0)
+                    dep(b, ng_first[at], ng_end[at - (size_t)m]);
+                else if (r > 0)
+                    dep(b, ng_first[at], ng_end[((size_t)(r - 1) * (size_t)nvs + (size_t)nvs - 1) * (size_t)m + mb]);
+                if (r == nr - 1 && vs == nvs - 1) {
+                    dep(b, b->f_first[mb], ng_end[at]);
+                    if (pr->rec_bytes > 0 && b->sb.st == WF_OK)
+                        b->sb.st = wf_sim_add_buffer(b->sb.s, 0, (int64_t)pr->rec_bytes, ng_first[mb], 1,
+                                                     &b->f_first[mb]);
+                }
+            }
+    free(ng_first);
     if (b->sb.st)
         return;
     /* Across stages: a forward needs the previous virtual stage's forward (its

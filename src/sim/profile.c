@@ -826,6 +826,41 @@ done:
 
 /* ---- other models: one unit per op -------------------------------------------------- */
 
+/* Co-shard (plan coshard=K): each op runs as K pieces on 1/K of its rows,
+ * one after another, so its times are K times a piece's (the estimate's
+ * wf_cost_split_stages_pieces). */
+static wf_status coshard_ops(const sim_model *sm, const unsigned char *fuse, const wf_cluster *c, const wf_plan *p,
+                             const wf_cost_layout *L, top *ops)
+{
+    const int n = sm->info.nops;
+    const double K = (double)p->coshard;
+    wf_cost_layout piece = *L;
+    double *div = malloc(((size_t)n + 1) * sizeof *div);
+    wf_cost_op_time *times = malloc(((size_t)n + 1) * sizeof *times);
+    if (!div || !times) {
+        free(div);
+        free(times);
+        return wf_errorf(WF_NOMEM, "out of memory building simulation units");
+    }
+    for (int i = 0; i < n; i++)
+        div[i] = L->div[i] * K;
+    piece.div = div;
+    wf_status st = wf_cost_op_times_layout(sm->ctx, p->mbs, &piece, times);
+    for (int i = 0; i < n && st == WF_OK; i++) {
+        top *r = &ops[i];
+        r->tf = times[i].fwd_s;
+        r->tin = times[i].bwd_in_s;
+        r->tw = times[i].bwd_w_s;
+        apply_fusions(sm, fuse, c, i, (double)p->mbs / div[i], &r->tf, &r->tin, &r->tw);
+        r->tf *= K;
+        r->tin *= K;
+        r->tw *= K;
+    }
+    free(div);
+    free(times);
+    return st;
+}
+
 static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, const wf_model_config *m,
                                const wf_cluster *c, const wf_plan *p, const wf_cost_layout *L, wf_arena *a,
                                sim_profile *pr)
@@ -859,6 +894,8 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
         goto done;
     }
     if ((st = layout_ops(sm, fuse, c, p, L, ops)))
+        goto done;
+    if (p->coshard > 1 && (st = coshard_ops(sm, fuse, c, p, L, ops)))
         goto done;
     for (int k = 0; fuse && k < sm->nfusions; k++)
         if (fuse[k] && sm->fusions[k].b == sm->fusions[k].a + 1)
@@ -917,7 +954,8 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
         goto done;
     for (int i = 0; i < n; i++) {
         if (p->recompute == WF_RECOMPUTE_FULL) {
-            pr->unit[i].transient_bytes = pr->unit[i].act_bytes;
+            /* Co-shard replays and back-propagates one piece at a time. */
+            pr->unit[i].transient_bytes = pr->unit[i].act_bytes / (p->coshard > 1 ? (double)p->coshard : 1.0);
             pr->unit[i].act_bytes = 0;
         }
         fold_unit(&pr->unit[i]);
@@ -933,6 +971,19 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
     } else {
         pr->nvs = wf_cost_cut_stages(w, n, pp, joined, pr->vs_first);
     }
+    /* Full recomputation replays a stage's whole forward before its
+     * backward (the estimate's transient): every op's activations live at
+     * once (co-shard: one piece's), held by the stage's last op, whose
+     * backward runs first. */
+    for (int k = 0; p->recompute == WF_RECOMPUTE_FULL && k < pr->nvs; k++) {
+        double sum = 0;
+        for (int i = pr->vs_first[k]; i < pr->vs_first[k + 1]; i++) {
+            sum += pr->unit[i].transient_bytes;
+            pr->unit[i].transient_bytes = 0;
+        }
+        if (pr->vs_first[k + 1] > pr->vs_first[k])
+            pr->unit[pr->vs_first[k + 1] - 1].transient_bytes = sum;
+    }
     wf_plan p1 = *p;
     p1.tp = 1;
     p1.sp = 0;
@@ -943,6 +994,10 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
         if (p->recompute == WF_RECOMPUTE_FULL)
             pr->unit[i].act_bytes += bytes; /* the stage keeps its input */
     }
+    /* Recycling: N forwards without gradient per micro-batch (nf1b.c). */
+    pr->n_rec = (int)m->recycle;
+    pr->rec_bytes = wf_cost_recycle_bytes(m) * b;
+    pr->rec_send_s = pr->n_rec > 0 && pr->nvs > 1 ? wf_cost_p2p_time(sm->ctx, &p1, pr->rec_bytes) : 0;
     if (wf_cost_zero3_prefetch(sm->ctx, p)) {
         /* The op being run and the next one with weights, prefetched (as
          * the estimate holds them). */

@@ -1,0 +1,295 @@
+/* SuperScaler's plan kinds for models other than transformers (Lin et al.,
+ * OSDI'23): co-shard (plan key coshard=K, an op as K pieces run in turn with
+ * recomputation) and NF1B (plan key nf1b, a model's recycle=N forwards
+ * without gradient pipelined before the pipeline that learns). Each is
+ * checked against a reference: the plan keys against their definitions; the
+ * estimate against closed forms built from the per-op primitive
+ * (wf_cost_op_times_layout) and the model's recycled tensors; the simulator's
+ * task graph (its own event engine) against the estimate within 3% in time
+ * and memory; the planner's choice against the plans it ranks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "weft/cost.h"
+#include "weft/cost_records.h"
+#include "weft/plan.h"
+#include "weft/search.h"
+#include "weft/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A small AlphaFold2 (4 Evoformer blocks, 64 residues, 32 sequences) and
+ * the same without recycling. */
+#define AF2 "alphafold:layers=4,seq=64,msa=32,recycle=3"
+#define AF2_NOREC "alphafold:layers=4,seq=64,msa=32,recycle=0"
+
+static void parse(const char *text, wf_plan *p) { assert_int_equal(wf_plan_parse(text, p), WF_OK); }
+
+static void estimate(const char *model, const char *cluster, const char *plan, int64_t batch, wf_estimate *e)
+{
+    wf_model_config m;
+    wf_cluster c;
+    wf_plan p;
+    assert_int_equal(wf_model_lookup(model, &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup(cluster, &c), WF_OK);
+    parse(plan, &p);
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    assert_int_equal(wf_estimate_plan(ctx, &p, batch, e), WF_OK);
+    wf_cost_ctx_free(ctx);
+}
+
+/* The keys: parsed, written back only when set, named by the plan kind, and
+ * checked against the model. */
+static void test_keys(void **state)
+{
+    (void)state;
+    wf_plan p, q;
+    parse("dp=2,pp=4,recompute=full,coshard=8,nf1b=1", &p);
+    assert_int_equal(p.coshard, 8);
+    assert_int_equal(p.nf1b, 1);
+    assert_string_equal(wf_plan_kind(&p), "NF1B 1F1B + co-shard");
+    char buf[512];
+    wf_plan_format(&p, buf, sizeof buf);
+    assert_non_null(strstr(buf, ",coshard=8,nf1b=1"));
+    parse(buf, &q);
+    q.given = p.given;
+    assert_memory_equal(&p, &q, sizeof p);
+    parse("dp=2,pp=4", &p);
+    wf_plan_format(&p, buf, sizeof buf);
+    assert_null(strstr(buf, "coshard"));
+    assert_null(strstr(buf, "nf1b"));
+    assert_string_equal(wf_plan_kind(&p), "1F1B");
+    parse("dp=8,recompute=full,coshard=2", &p);
+    assert_string_equal(wf_plan_kind(&p), "co-shard");
+    parse("dp=8,nf1b=1", &p);
+    assert_string_equal(wf_plan_kind(&p), "NF1B");
+    parse("pp=2,pipe=gpipe,nf1b=1", &p);
+    assert_string_equal(wf_plan_kind(&p), "NF1B GPipe");
+    assert_int_equal(wf_plan_parse("coshard=0", &p), WF_INVAL);
+    assert_int_equal(wf_plan_parse("nf1b=2", &p), WF_INVAL);
+
+    wf_model_config m;
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=1", &c), WF_OK);
+    assert_int_equal(wf_model_lookup(AF2, &m), WF_OK);
+    parse("dp=8,mbs=1,recompute=full,coshard=4,nf1b=1", &p);
+    assert_int_equal(wf_plan_validate(&p, &m, &c, 16), WF_OK);
+    parse("dp=8,mbs=1,coshard=4", &p); /* the pieces are replayed: full recomputation */
+    assert_int_equal(wf_plan_validate(&p, &m, &c, 16), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "recompute=full"));
+    assert_int_equal(wf_model_lookup("resnet50", &m), WF_OK);
+    parse("dp=8,nf1b=1", &p); /* no recycling */
+    assert_int_equal(wf_plan_validate(&p, &m, &c, 64), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "recycle=0"));
+    assert_int_equal(wf_model_lookup("gpt-tiny", &m), WF_OK);
+    parse("dp=8,recompute=full,coshard=2", &p);
+    assert_int_equal(wf_plan_validate(&p, &m, &c, 64), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "transformer"));
+}
+
+/* Co-shard's closed forms on one device (no communication): compute plus
+ * recomputation is m x K x (forward + backward + forward again) of every op
+ * at 1/K of its rows, from the per-op primitive; the memory a full
+ * recomputation replays is divided by K exactly. */
+static void test_coshard_closed_form(void **state)
+{
+    (void)state;
+    static const char *const MODELS[] = {AF2_NOREC, "swin-t"};
+    const int64_t batch = 8;
+    for (size_t k = 0; k < sizeof MODELS / sizeof MODELS[0]; k++) {
+        wf_model_config m;
+        wf_cluster c;
+        assert_int_equal(wf_model_lookup(MODELS[k], &m), WF_OK);
+        assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=1", &c), WF_OK);
+        wf_cost_ctx *ctx = NULL;
+        assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+        wf_estimate none, full, cs[3];
+        wf_plan p;
+        parse("dp=1,mbs=2", &p);
+        assert_int_equal(wf_estimate_plan(ctx, &p, batch, &none), WF_OK);
+        parse("dp=1,mbs=2,recompute=full", &p);
+        assert_int_equal(wf_estimate_plan(ctx, &p, batch, &full), WF_OK);
+        for (int j = 0; j < 3; j++) {
+            const int K = 2 << j;
+            char text[64];
+            snprintf(text, sizeof text, "dp=1,mbs=2,recompute=full,coshard=%d", K);
+            parse(text, &p);
+            assert_int_equal(wf_estimate_plan(ctx, &p, batch, &cs[j]), WF_OK);
+            /* The reference: every op's times as K ops on 1/K of it. */
+            wf_cost_layout L;
+            assert_int_equal(wf_cost_layout_init(ctx, 1, &L), WF_OK);
+            for (int i = 0; i < L.nops; i++)
+                L.div[i] = K;
+            wf_cost_op_time *t = malloc((size_t)L.nops * sizeof *t);
+            assert_non_null(t);
+            assert_int_equal(wf_cost_op_times_layout(ctx, 2, &L, t), WF_OK);
+            double fwd = 0, bwd = 0;
+            for (int i = 0; i < L.nops; i++) {
+                fwd += K * t[i].fwd_s;
+                bwd += K * (t[i].bwd_in_s + t[i].bwd_w_s);
+            }
+            free(t);
+            wf_cost_layout_free(&L);
+            const double mb = (double)batch / 2;
+            assert_true(fabs(cs[j].breakdown.compute / (mb * (fwd + bwd)) - 1) < 1e-9);
+            assert_true(fabs(cs[j].breakdown.recompute / (mb * fwd) - 1) < 1e-9);
+            /* The replayed activations, exactly 1/K of full recomputation's. */
+            double replay1 = full.mem_buffer_bytes - none.mem_buffer_bytes;
+            double replayK = cs[j].mem_buffer_bytes - none.mem_buffer_bytes;
+            assert_true(replay1 > 0);
+            assert_true(fabs(replayK * K / replay1 - 1) < 1e-9);
+            assert_true(cs[j].mem_activation_bytes == full.mem_activation_bytes);
+            printf("%-36s coshard=%-2d %8.4f s (full recompute %8.4f s), replayed %7.3f GiB (%7.3f GiB)\n",
+                   MODELS[k], K, cs[j].iteration_time_s, full.iteration_time_s, replayK / 1073741824.0,
+                   replay1 / 1073741824.0);
+        }
+        /* Smaller pieces are only slower. */
+        assert_true(cs[0].iteration_time_s > full.iteration_time_s);
+        assert_true(cs[2].iteration_time_s > cs[1].iteration_time_s && cs[1].iteration_time_s > cs[0].iteration_time_s);
+        wf_cost_ctx_free(ctx);
+    }
+}
+
+/* NF1B without a pipeline: N more forwards per micro-batch (nothing kept,
+ * no recomputation), against the same model without recycling; the first
+ * stage keeps each micro-batch's recycled tensors (first MSA row, pair,
+ * previous distogram) from its first forward to the one that learns: all
+ * of them under NF1B, one at a time otherwise. */
+static void test_nf1b_closed_form(void **state)
+{
+    (void)state;
+    wf_model_config m;
+    assert_int_equal(wf_model_lookup(AF2, &m), WF_OK);
+    const double rec_per_sample = (64.0 * 256 + 64.0 * 64 * 128 + 64.0 * 64 * 15) * 2; /* bf16 */
+    assert_true(wf_cost_recycle_bytes(&m) == rec_per_sample);
+    wf_estimate plain, inl, nf;
+    estimate(AF2_NOREC, "dgx-a100:nodes=1", "dp=1,mbs=2", 8, &plain);
+    estimate(AF2, "dgx-a100:nodes=1", "dp=1,mbs=2", 8, &inl);
+    estimate(AF2, "dgx-a100:nodes=1", "dp=1,mbs=2,nf1b=1", 8, &nf);
+    wf_estimate fwd_only; /* one forward per micro-batch: full recomputation's term */
+    estimate(AF2_NOREC, "dgx-a100:nodes=1", "dp=1,mbs=2,recompute=full", 8, &fwd_only);
+    const double N = 3, micro = 4;
+    double extra = N * fwd_only.breakdown.recompute;
+    assert_true(fabs((inl.iteration_time_s - plain.iteration_time_s) / extra - 1) < 1e-9);
+    assert_true(fabs(nf.iteration_time_s / inl.iteration_time_s - 1) < 1e-12);
+    assert_true(fabs(inl.mem_activation_bytes - plain.mem_activation_bytes - 2 * rec_per_sample) < 1);
+    assert_true(fabs(nf.mem_activation_bytes - plain.mem_activation_bytes - micro * 2 * rec_per_sample) < 1);
+    assert_true(fabs(inl.breakdown.compute - plain.breakdown.compute - extra) < 1e-9 * inl.breakdown.compute);
+}
+
+static void sim_and_estimate(const char *model, const char *cluster, const char *plan, int64_t batch,
+                             wf_sim_plan_result *sr, wf_estimate *e)
+{
+    wf_model_config m;
+    wf_cluster c;
+    wf_plan p;
+    assert_int_equal(wf_model_lookup(model, &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup(cluster, &c), WF_OK);
+    parse(plan, &p);
+    wf_sim_plan_opts o = {0};
+    assert_int_equal(wf_sim_plan(&m, &c, &p, batch, &o, sr), WF_OK);
+    estimate(model, cluster, plan, batch, e);
+}
+
+/* The simulator plays the same plans as a task graph on its own event
+ * engine (the forwards without gradient as tasks with their dependencies
+ * around the pipeline, the recycled tensors as buffers, co-shard's pieces
+ * in the units): within 3% of the estimate in time and memory. NF1B beats
+ * recycling inside each micro-batch's step on a pipeline, and it is the
+ * one-pipeline-fill closed form on equal stages. */
+static void test_sim_agrees(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model, *plan;
+        int64_t batch;
+    } CASES[] = {
+        {AF2, "dp=8,mbs=1,recompute=full,coshard=4", 16},
+        {AF2, "dp=4,pp=2,mbs=1,recompute=full", 32},
+        {AF2, "dp=4,pp=2,mbs=1,recompute=full,nf1b=1", 32},
+        {AF2, "dp=2,pp=4,mbs=1,recompute=full,nf1b=1", 32},
+        {AF2, "dp=2,pp=4,mbs=1,recompute=full", 32},
+        {AF2, "dp=2,pp=4,mbs=2,pipe=gpipe,nf1b=1", 32},
+        {AF2, "dp=1,pp=8,mbs=1,recompute=full,coshard=2,nf1b=1", 16},
+        {"swin-t", "dp=4,pp=2,mbs=8,recompute=full,coshard=4", 256},
+        {"swin-t", "dp=8,mbs=16,recompute=full,coshard=8", 256},
+    };
+    double t_inline = 0, t_nf = 0;
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        wf_sim_plan_result sr;
+        wf_estimate e;
+        sim_and_estimate(CASES[k].model, "dgx-a100:nodes=1", CASES[k].plan, CASES[k].batch, &sr, &e);
+        double dt = sr.iteration_time_s / e.iteration_time_s - 1, dm = sr.peak_memory_bytes / e.memory_per_device_bytes - 1;
+        printf("%-36s %-48s est %8.4f s sim %8.4f s (%+.2f%%), memory %6.2f GiB (%+.2f%%)\n", CASES[k].model,
+               CASES[k].plan, e.iteration_time_s, sr.iteration_time_s, 100 * dt, e.memory_per_device_bytes / 1073741824.0,
+               100 * dm);
+        assert_true(fabs(dt) < 0.03 && fabs(dm) < 0.03);
+        if (k == 3)
+            t_nf = e.iteration_time_s;
+        if (k == 4)
+            t_inline = e.iteration_time_s;
+    }
+    assert_true(t_nf < 0.8 * t_inline);
+}
+
+/* The planner: a model with recycling on a pipeline runs NF1B; on one
+ * device, where no plan without pieces fits AlphaFold2's Evoformer, the
+ * best plan is co-sharded, and the pieces are the fewest that fit. */
+static void test_planner(void **state)
+{
+    (void)state;
+    wf_model_config m;
+    wf_cluster c;
+    assert_int_equal(wf_model_lookup("alphafold2", &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=1", &c), WF_OK);
+    wf_outer_opts o;
+    wf_outer_opts_default(&o);
+    o.top_k = 5;
+    wf_outer_result r;
+    assert_int_equal(wf_outer_search(&m, &c, 128, &o, &r), WF_OK);
+    assert_true(r.ntop > 0);
+    assert_int_equal(r.top[0].plan.nf1b, 1);
+    assert_true(r.top[0].plan.pp > 1);
+    assert_true(r.top[0].est.fits);
+    wf_outer_result_free(&r);
+    o.devices = 1;
+    assert_int_equal(wf_outer_search(&m, &c, 4, &o, &r), WF_OK);
+    assert_true(r.ntop > 0);
+    const wf_plan *best = &r.top[0].plan;
+    assert_true(best->coshard > 1);
+    assert_true(r.top[0].est.fits);
+    /* Half the pieces (at the same micro-batch) do not fit. */
+    wf_plan fewer = *best;
+    fewer.coshard /= 2;
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    wf_estimate e;
+    assert_int_equal(wf_estimate_plan(ctx, &fewer, 4, &e), WF_OK);
+    assert_false(e.fits);
+    /* Nothing without co-shard fits one device. */
+    wf_plan none = *best;
+    none.coshard = 1;
+    none.mbs = 1;
+    assert_int_equal(wf_estimate_plan(ctx, &none, 4, &e), WF_OK);
+    assert_false(e.fits);
+    wf_cost_ctx_free(ctx);
+    wf_outer_result_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_coshard_closed_form),
+        cmocka_unit_test(test_nf1b_closed_form),
+        cmocka_unit_test(test_sim_agrees),
+        cmocka_unit_test(test_planner),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
