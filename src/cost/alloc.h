@@ -80,4 +80,12 @@ wf_status wf_cost_pytorch_step_memory(const wf_cost_ctx *ctx, const wf_plan *p, 
  * tests/data/h100-pytorch-steps-2026-11-26.json, "source"). */
 #define WF_PT_CONTEXT_BYTES (0.52 * 1073741824.0)
 
+/* Iterations replayed: the first allocates Adam's moments, the second
+ * rebuilds DDP's buckets, the third runs as every later one. */
+#define WF_PT_ITERATIONS 3
+
+/* sw=pytorch's memory per device (memory.c): the replay's peak reserve plus
+ * the context, or -1 where the replay does not apply. */
+double wf_cost_pytorch_memory(const wf_cost_ctx *ctx, const wf_plan *p, int64_t mbs);
+
 #endif
