@@ -10,8 +10,8 @@
  * caching allocator", gives the sources):
  *  - Startup: the fp32 parameters, then DDP's gradient buckets
  *    (gradient_as_bucket_view=True: each .grad is a view into its bucket;
- *    the first bucket holds 1 MiB, the others the plan's bucket size,
- *    torch/nn/parallel/distributed.py and reducer.cpp).
+ *    the first bucket closes at 1 MiB, the others at the plan's bucket
+ *    size; see buckets()).
  *  - Forward, op by op (torch.autocast in 16 bits over fp32 weights): a
  *    product casts each fp32 weight once per forward (autocast's cache,
  *    cleared when the region exits; the product keeps the copy for its
@@ -34,8 +34,10 @@
  *    A weight's gradient is copied into its bucket and freed. The flash
  *    backward allocates dq, dk, dv, an fp32 softmax_d and an fp32 dq
  *    accumulator (flash_api.cpp, mha_bwd).
- *  - The first step's fused AdamW allocates each parameter's step counter,
- *    exp_avg and exp_avg_sq (torch/optim/adamw.py, _init_group);
+ *  - The first step's fused AdamW allocates each parameter's step counter
+ *    (a one-element fp32 tensor on the device when fused), exp_avg and
+ *    exp_avg_sq (zeros_like): torch/optim/adam.py's lazy state
+ *    initialization, pytorch@005941eb;
  *    clip_grad_norm_ allocates scalars only; zero_grad(set_to_none=True)
  *    frees nothing (the buckets hold the gradients). DDP rebuilds its buckets
  *    at the second forward (the new ones before the old are freed). */
@@ -515,21 +517,35 @@ static void backward_op(pt_run *r, int u, int first_layer_op, int *privs)
     }
 }
 
-/* DDP's buckets over the parameters in reverse order: the first closes at
- * 1 MiB, the others at `cap` bytes (dist._DEFAULT_FIRST_BUCKET_BYTES,
- * bucket_cap_mb). Returns how many buckets were allocated into ids. */
-static int buckets(pt_run *r, const double *pbytes, int np, double cap, int *ids)
+/* DDP's buckets (torch/nn/parallel/distributed.py, pytorch@0028a164:
+ * _ddp_init_helper builds the Reducer at any world size, its buckets
+ * assigned by dist._compute_bucket_assignment_by_size with the limits
+ * [_DEFAULT_FIRST_BUCKET_BYTES (1 MiB), bucket_bytes_cap]: a bucket closes
+ * once it holds at least its limit). At construction the parameters go in
+ * definition order (here: the forward's first reads) and the buckets are
+ * allocated in reverse; the rebuild at the second forward groups them in the
+ * order their gradients became ready (the backward's: reverse) and
+ * allocates before the old ones are freed. Returns how many into ids. */
+static int buckets(pt_run *r, const double *pbytes, int np, double cap, int rebuilt, int *ids)
 {
+    double *grp = malloc((size_t)(np + 1) * sizeof *grp);
+    if (!grp) {
+        r->nomem = 1;
+        return 0;
+    }
     int nb = 0;
     double cur = 0, limit = 1048576.0;
-    for (int k = np - 1; k >= 0; k--) {
-        cur += pbytes[k];
-        if (cur >= limit || k == 0) {
-            ids[nb++] = buf_new(r, cur);
+    for (int q = 0; q < np; q++) {
+        cur += pbytes[rebuilt ? np - 1 - q : q];
+        if (cur >= limit || q == np - 1) {
+            grp[nb++] = cur;
             cur = 0;
             limit = cap;
         }
     }
+    for (int q = 0; q < nb; q++)
+        ids[q] = buf_new(r, grp[rebuilt ? q : nb - 1 - q]);
+    free(grp);
     return nb;
 }
 
@@ -682,7 +698,7 @@ wf_status wf_cost_pytorch_step_memory(const wf_cost_ctx *ctx, const wf_plan *p, 
         /* Model().to(device): the fp32 parameters; DDP: its buckets */
         for (int q = 0; q < np; q++)
             (void)buf_new(r, pbytes[q]);
-        int nb = buckets(r, pbytes, np, cap, bk);
+        int nb = buckets(r, pbytes, np, cap, 0, bk);
         double persistent = (double)wf_alloc_stats_of(r->a)->allocated;
         int prev_logits = -1, prev_in[2] = {-1, -1};
         for (int it = 0; it < iters && !r->failed && !r->nomem; it++) {
@@ -707,7 +723,7 @@ wf_status wf_cost_pytorch_step_memory(const wf_cost_ctx *ctx, const wf_plan *p, 
                 if (g.tensors[t].role == WF_ROLE_INPUT || g.tensors[t].role == WF_ROLE_LABEL)
                     buf_ref(r, r->tb[key(r, t, -1)]);
             if (it == 1) { /* Reducer::rebuild_buckets at the second forward */
-                int nb2 = buckets(r, pbytes, np, cap, bk2);
+                int nb2 = buckets(r, pbytes, np, cap, 1, bk2);
                 for (int q = 0; q < nb; q++)
                     buf_unref(r, bk[q]);
                 memcpy(bk, bk2, (size_t)nb2 * sizeof *bk);
