@@ -220,11 +220,22 @@ static void test_step(void **state)
     wf_sim_plan_result sr;
     assert_int_equal(wf_sim_plan(&m, &c, &p, 8, NULL, &sr), WF_OK);
     assert_true(REL(sr.peak_memory_bytes, t, 1e-6));
-    /* a larger micro-batch needs more; recomputation keeps the bound */
-    wf_pt_step_memory r16;
+    /* a larger micro-batch needs more; checkpointing less, the whole block
+     * less than the attention core alone, and each is steady too; unfused
+     * attention keeps the bound */
+    wf_pt_step_memory r16, f3, f5, s3;
     assert_int_equal(wf_cost_pytorch_step_memory(ctx, &p, 16, 3, 0, &r16), WF_OK);
     assert_true(r16.peak_reserved > r3.peak_reserved);
     wf_plan q = use(ctx, "dp=1,mbs=8,recompute=full,sw=pytorch");
+    assert_int_equal(wf_cost_pytorch_step_memory(ctx, &q, 8, 3, 0, &f3), WF_OK);
+    assert_int_equal(wf_cost_pytorch_step_memory(ctx, &q, 8, 5, 0, &f5), WF_OK);
+    assert_true(f3.applies && f3.peak_reserved == f5.peak_reserved && fabs(f3.peak_allocated - f5.peak_allocated) < (double)MIB);
+    /* the block keeps its fp32 input alone: at most 4 h bytes per token and layer */
+    assert_true(f3.peak_allocated < r3.peak_allocated - L * 30 * H * tok);
+    q = use(ctx, "dp=1,mbs=8,recompute=selective,sw=pytorch");
+    assert_int_equal(wf_cost_pytorch_step_memory(ctx, &q, 8, 3, 0, &s3), WF_OK);
+    assert_true(s3.applies && s3.peak_allocated < r3.peak_allocated && s3.peak_allocated > f3.peak_allocated);
+    q = use(ctx, "dp=1,mbs=8,attn=unfused,sw=pytorch");
     assert_true(wf_cost_pytorch_memory(ctx, &q, 8) < 0);
     wf_cost_ctx_free(ctx);
 }

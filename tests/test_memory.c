@@ -143,9 +143,9 @@ static void test_pytorch_gpt2(void **state)
     assert_true(REL(e.memory_per_device_bytes, ref, 1e-9));
     assert_true(REL(sim_peak(model, cluster, "dp=8,mbs=8,sw=pytorch", 64), ref, 1e-6));
 
-    /* Outside the replay (full recomputation) the bound of 2 MiB per live
+    /* Outside the replay (unfused attention) the bound of 2 MiB per live
      * block stays, with the cluster's reserve. */
-    e = est(ctx, "dp=1,mbs=8,recompute=full,sw=pytorch", 8);
+    e = est(ctx, "dp=1,mbs=8,attn=unfused,sw=pytorch", 8);
     assert_true(e.mem_buffer_bytes > ctx->cluster.mem_reserved_bytes + 2 * Pcast);
 
     /* Pure fp32 (no autocast): the same 16 bytes per parameter, no casts,

@@ -40,7 +40,11 @@
  *    initialization, pytorch@005941eb;
  *    clip_grad_norm_ allocates scalars only; zero_grad(set_to_none=True)
  *    frees nothing (the buckets hold the gradients). DDP rebuilds its buckets
- *    at the second forward (the new ones before the old are freed). */
+ *    at the second forward (the new ones before the old are freed).
+ *  - recompute=full wraps each block, selective the attention core, in
+ *    torch.utils.checkpoint(use_reentrant=False): the checkpointed forward
+ *    keeps only the region's inputs; the region runs again (a new autocast
+ *    region, new weight copies) right before its backward. */
 #include "cost/alloc.h"
 
 #include <math.h>
@@ -73,6 +77,7 @@ typedef struct {
     int *cast;           /* autocast's 16-bit copy (weights: this forward's cache) */
     int *last_use;       /* position of its last forward reader */
     int *castsaved;      /* how many ops keep the cast */
+    char *incache;       /* the cast is in autocast's cache (the region has not exited) */
     /* per graph tensor */
     double *rb;          /* bytes per element as PyTorch holds it */
     int resid_in, layer_out;
@@ -180,6 +185,9 @@ static int param_key(const pt_run *r, int t, int l, int sec)
     return sec == WF_COST_SEC_LAYER ? key(r, t, l) : key(r, t, -1);
 }
 
+/* The input a layer instance's checkpoint keeps: the residual stream. */
+static int layer_in(const pt_run *r, int l) { return l > 0 ? key(r, r->layer_out, l - 1) : key(r, r->resid_in, -1); }
+
 /* Drops one reference to tensor instance k; at none its storage goes. */
 static void drop(pt_run *r, int k)
 {
@@ -286,8 +294,30 @@ static int op_saves(const pt_run *r, int i, int *tens, double *priv_bytes, int *
     return nt;
 }
 
-/* The forward of the instance at position u. */
-static void forward_op(pt_run *r, int u, int first_layer_op, int *privs)
+/* How forward_op runs an op: as usual; inside torch.utils.checkpoint
+ * (non-reentrant: its saved tensors are not kept); or recomputed before its
+ * backward (kept again; only the tensors the recomputed region made are
+ * freed at their last read, and an output read after the region is not
+ * kept). */
+enum { FWD_RUN, FWD_NOSAVE, FWD_RECOMPUTE };
+
+/* Releases autocast's cache: its reference to every weight copy. */
+static void cache_exit(pt_run *r, const int *pkey, int np)
+{
+    for (int q = 0; q < np; q++) {
+        int k = pkey[q];
+        if (!r->incache[k])
+            continue;
+        r->incache[k] = 0;
+        buf_unref(r, r->cast[k]);
+        if (r->castsaved[k] == 0)
+            r->cast[k] = -1;
+    }
+}
+
+/* The forward of the instance at position u (mode: FWD_*; a recomputed
+ * region ends at position rend). */
+static void forward_op(pt_run *r, int u, int first_layer_op, int *privs, int mode, int rend)
 {
     const wf_graph *g = r->g;
     int i = r->uop[u], l = r->ulay[u], sec = sec_of(g, i, first_layer_op);
@@ -297,6 +327,8 @@ static void forward_op(pt_run *r, int u, int first_layer_op, int *privs)
     double pb[4];
     int np = 0;
     int ns = op_saves(r, i, saved, pb, &np);
+    if (mode == FWD_NOSAVE)
+        ns = 0;
     int ins[WF_MAX_INPUTS];
     for (int j = 0; j < o->nin; j++)
         ins[j] = is_param(g, o->in[j]) ? param_key(r, o->in[j], l, sec) : in_key(r, i, l, o->in[j], sec);
@@ -308,8 +340,16 @@ static void forward_op(pt_run *r, int u, int first_layer_op, int *privs)
                 if (r->cast[k] < 0) {
                     r->cast[k] = buf_new(r, numel(g, t) * r->e);
                     r->castsaved[k] = 0;
+                    r->incache[k] = 1;
+                } else if (!r->incache[k]) { /* a new region's cache casts again */
+                    int c = buf_new(r, numel(g, t) * r->e);
+                    if (r->castsaved[k] == 0)
+                        r->cast[k] = c;
+                    else
+                        buf_unref(r, c); /* (kept copies are one per use; the model keeps the first) */
+                    r->incache[k] = r->castsaved[k] == 0;
                 }
-                if (g->tensors[t].ndim >= 2) { /* the weight, kept for the data gradient */
+                if (g->tensors[t].ndim >= 2 && mode != FWD_NOSAVE) { /* the weight, kept for the data gradient */
                     buf_ref(r, r->cast[k]);
                     r->castsaved[k]++;
                 }
@@ -326,6 +366,10 @@ static void forward_op(pt_run *r, int u, int first_layer_op, int *privs)
     /* outputs */
     for (int j = 0; j < o->nout; j++) {
         int k = key(r, o->out[j], sec == WF_COST_SEC_LAYER ? l : -1), t = o->out[j];
+        if (r->holds[k] > 0) { /* an earlier instance still held: let it go */
+            r->holds[k] = 1;
+            drop(r, k);
+        }
         if (view_op(o->kind) || o->kind == WF_OP_SPLIT) {
             r->tb[k] = r->tb[ins[0]];
             buf_ref(r, r->tb[k]);
@@ -340,6 +384,11 @@ static void forward_op(pt_run *r, int u, int first_layer_op, int *privs)
         fcopy = buf_new(r, numel(g, o->in[0]) * 4.0);
     for (int q = 0; q < np; q++)
         privs[4 * u + q] = buf_new(r, pb[q]);
+    if (mode == FWD_NOSAVE)
+        for (int q = 0; q < np; q++) {
+            buf_unref(r, privs[4 * u + q]);
+            privs[4 * u + q] = -1;
+        }
     if (o->kind == WF_OP_RMSNORM) /* y.pow(2), freed once averaged */
         buf_unref(r, buf_new(r, numel(g, o->in[0]) * 4.0));
     buf_unref(r, fcopy);
@@ -348,7 +397,17 @@ static void forward_op(pt_run *r, int u, int first_layer_op, int *privs)
     if (o->kind == WF_OP_ATTENTION) {
         int k = key(r, o->out[0], sec == WF_COST_SEC_LAYER ? l : -1);
         r->attn_out[u] = r->tb[k];
-        r->tb[k] = buf_new(r, numel(g, o->out[0]) * r->rb[o->out[0]]);
+        r->tb[k] = mode == FWD_RECOMPUTE && rend == u ? -1 : buf_new(r, numel(g, o->out[0]) * r->rb[o->out[0]]);
+        if (r->tb[k] < 0)
+            r->holds[k] = 0;
+        if (mode == FWD_NOSAVE) {
+            buf_unref(r, r->attn_out[u]);
+            r->attn_out[u] = -1;
+            for (int j = 0; j < 2; j++) {
+                buf_unref(r, r->rep[2 * u + j]);
+                r->rep[2 * u + j] = -1;
+            }
+        }
     }
     /* saved tensors: one more reference each (a product's fp32 input: its cast) */
     for (int q = 0; q < ns; q++) {
@@ -379,12 +438,23 @@ static void forward_op(pt_run *r, int u, int first_layer_op, int *privs)
             *c = -1;
         }
     }
-    /* inputs read for the last time */
+    /* inputs read for the last time (recomputing: only those the region made) */
     for (int j = 0; j < o->nin; j++) {
-        int k = ins[j];
-        if (!is_param(g, o->in[j]) && r->last_use[k] == u && o->kind != WF_OP_CROSS_ENTROPY)
+        int k = ins[j], t = o->in[j], pr = g->tensors[t].producer;
+        if (is_param(g, t) || o->kind == WF_OP_CROSS_ENTROPY)
+            continue;
+        if (mode == FWD_RECOMPUTE && (rend == u || pr < 0 || g->ops[pr].block < 0 || sec != WF_COST_SEC_LAYER))
+            continue;
+        if (r->last_use[k] == u)
             drop(r, k);
     }
+    /* recomputing: outputs read after the region are not kept */
+    if (mode == FWD_RECOMPUTE)
+        for (int j = 0; j < o->nout; j++) {
+            int k = key(r, o->out[j], sec == WF_COST_SEC_LAYER ? l : -1);
+            if (r->holds[k] > 0 && (r->last_use[k] > rend || r->last_use[k] < 0))
+                drop(r, k);
+        }
 }
 
 /* The backward of the instance at position u. */
@@ -554,9 +624,13 @@ wf_status wf_cost_pytorch_step_memory(const wf_cost_ctx *ctx, const wf_plan *p, 
 {
     memset(out, 0, sizeof *out);
     const wf_cost_var *v = &ctx->var;
-    if (!ctx->transformer || v->sw != WF_SW_PYTORCH || !v->flash || p->recompute != WF_RECOMPUTE_NONE ||
-        p->rc_n > 0 || p->tp > 1 || p->pp > 1 || p->cp > 1 || ctx->model.experts > 0 || mbs < 1)
+    if (!ctx->transformer || v->sw != WF_SW_PYTORCH || !v->flash || p->rc_n > 0 || p->rc_layers > 0 ||
+        p->tp > 1 || p->pp > 1 || p->cp > 1 || ctx->model.experts > 0 || mbs < 1)
         return WF_OK;
+    /* the script's checkpoints (src/cli/export_pytorch.c): recompute=full
+     * wraps each block, selective the attention core, in
+     * torch.utils.checkpoint(use_reentrant=False) */
+    const int full = p->recompute == WF_RECOMPUTE_FULL, selective = p->recompute == WF_RECOMPUTE_SELECTIVE;
     wf_model_config one = ctx->model;
     one.layers = 1;
     one.first_dense = 0;
@@ -593,6 +667,7 @@ wf_status wf_cost_pytorch_step_memory(const wf_cost_ctx *ctx, const wf_plan *p, 
     r->gb = malloc(nk * sizeof(int));
     r->cast = malloc(nk * sizeof(int));
     r->castsaved = calloc(nk, sizeof(int));
+    r->incache = calloc(nk, 1);
     r->last_use = malloc(nk * sizeof(int));
     r->rb = calloc((size_t)r->nt, sizeof(double));
     r->acast = malloc(WF_MAX_INPUTS * nu * sizeof(int));
@@ -605,7 +680,7 @@ wf_status wf_cost_pytorch_step_memory(const wf_cost_ctx *ctx, const wf_plan *p, 
     int *pkey = malloc(nk * sizeof(int));
     int *bk = malloc((nk + 2) * sizeof(int)), *bk2 = malloc((nk + 2) * sizeof(int));
     char *pseen = calloc(nk, 1);
-    if (!r->tb || !r->holds || !r->gb || !r->cast || !r->castsaved || !r->last_use || !r->rb || !r->acast ||
+    if (!r->tb || !r->holds || !r->gb || !r->cast || !r->castsaved || !r->incache || !r->last_use || !r->rb || !r->acast ||
         !r->uop || !r->ulay || !r->priv || !r->rep || !r->attn_out || !pbytes || !pkey || !bk || !bk2 || !pseen) {
         st = wf_errorf(WF_NOMEM, "out of memory replaying the allocator for model '%s'", ctx->model.name);
         goto done;
@@ -641,8 +716,8 @@ wf_status wf_cost_pytorch_step_memory(const wf_cost_ctx *ctx, const wf_plan *p, 
         r->ulay[u] = -1;
     }
     r->nu = u;
-    /* last readers (a view's reader reads its source too), parameters in
-     * the order the forward first reads them */
+    /* last readers (a view holds its source's storage itself), parameters
+     * in the order the forward first reads them */
     for (size_t k = 0; k < nk; k++)
         r->last_use[k] = -1;
     int np = 0;
@@ -662,19 +737,6 @@ wf_status wf_cost_pytorch_step_memory(const wf_cost_ctx *ctx, const wf_plan *p, 
             }
             int k = in_key(r, i, l, t, sec);
             r->last_use[k] = u;
-        }
-    }
-    /* views extend their sources' lives to their own last reader */
-    for (u = r->nu - 1; u >= 0; u--) {
-        int i = r->uop[u], l = r->ulay[u], sec = sec_of(&g, i, first_layer_op);
-        const wf_op *o = &g.ops[i];
-        if (!(view_op(o->kind) || o->kind == WF_OP_SPLIT))
-            continue;
-        int src = in_key(r, i, l, o->in[0], sec);
-        for (int j = 0; j < o->nout; j++) {
-            int k = key(r, o->out[j], sec == WF_COST_SEC_LAYER ? l : -1);
-            if (r->last_use[k] > r->last_use[src])
-                r->last_use[src] = r->last_use[k];
         }
     }
     {
@@ -734,29 +796,47 @@ wf_status wf_cost_pytorch_step_memory(const wf_cost_ctx *ctx, const wf_plan *p, 
                 if (g.ops[r->uop[u]].kind == WF_OP_CROSS_ENTROPY) {
                     /* model(inputs) has returned: autocast's cache goes, and
                      * `logits` lets the previous step's go */
-                    for (int q = 0; q < np; q++) {
-                        int k = pkey[q];
-                        if (r->cast[k] >= 0 && r->castsaved[k] == 0) {
-                            buf_unref(r, r->cast[k]);
-                            r->cast[k] = -1;
-                        } else if (r->cast[k] >= 0) {
-                            buf_unref(r, r->cast[k]); /* the cache's reference */
-                        }
-                    }
+                    cache_exit(r, pkey, np);
                     int lk = in_key(r, r->uop[u], -1, g.ops[r->uop[u]].in[0], WF_COST_SEC_POST);
                     buf_unref(r, prev_logits);
                     prev_logits = r->tb[lk];
                     buf_ref(r, prev_logits);
                     loss_u = u;
                 }
-                forward_op(r, u, first_layer_op, r->priv);
+                int ui = r->uop[u], ul = r->ulay[u];
+                int ck = full && ul >= 0;
+                int sel = selective && g.ops[ui].kind == WF_OP_ATTENTION;
+                if (ck && ui == first_layer_op) /* checkpoint keeps the block's input */
+                    r->holds[layer_in(r, ul)]++;
+                if (sel) /* checkpoint keeps q, k and v */
+                    for (int j = 0; j < 3 && j < g.ops[ui].nin; j++)
+                        r->holds[in_key(r, ui, ul, g.ops[ui].in[j], WF_COST_SEC_LAYER)]++;
+                forward_op(r, u, first_layer_op, r->priv, ck || sel ? FWD_NOSAVE : FWD_RUN, -1);
             }
             if (loss_u >= 0) { /* loss.backward(): the seed gradient */
                 int ok = key(r, g.ops[r->uop[loss_u]].out[0], -1);
                 r->gb[ok] = buf_new(r, 4.0);
             }
-            for (u = r->nu - 1; u >= 0; u--)
+            for (u = r->nu - 1; u >= 0; u--) {
+                int ui = r->uop[u], ul = r->ulay[u];
+                int ck = full && ul >= 0;
+                int sel = selective && g.ops[ui].kind == WF_OP_ATTENTION;
+                if (ck && ui == last_layer_op) { /* the block runs again, then its backward */
+                    for (int w = u - nlay + 1; w <= u; w++)
+                        forward_op(r, w, first_layer_op, r->priv, FWD_RECOMPUTE, u);
+                    cache_exit(r, pkey, np);
+                }
+                if (sel) {
+                    forward_op(r, u, first_layer_op, r->priv, FWD_RECOMPUTE, u);
+                    cache_exit(r, pkey, np);
+                }
                 backward_op(r, u, first_layer_op, r->priv);
+                if (ck && ui == first_layer_op)
+                    drop(r, layer_in(r, ul));
+                if (sel)
+                    for (int j = 0; j < 3 && j < g.ops[ui].nin; j++)
+                        drop(r, in_key(r, ui, ul, g.ops[ui].in[j], WF_COST_SEC_LAYER));
+            }
             /* everything the step held goes with it */
             for (size_t k = 0; k < nk; k++) {
                 if (r->gb[k] >= 0) {
@@ -801,6 +881,7 @@ done:
     free(r->gb);
     free(r->cast);
     free(r->castsaved);
+    free(r->incache);
     free(r->last_use);
     free(r->rb);
     free(r->acast);

@@ -135,8 +135,8 @@ static double allocator_reserve(const wf_cost_ctx *ctx, const wf_plan *p, double
 
 /* Plain PyTorch's memory on one device: the caching allocator's peak
  * reserve over three replayed iterations (alloc_step.c) plus the CUDA
- * context; -1 where the replay does not apply (recomputation, models other
- * than decoder transformers, attn=unfused). The replay runs against the
+ * context; -1 where the replay does not apply (attn=unfused, recomputation
+ * per stage, mixtures of experts, models other than transformers). The replay runs against the
  * device's capacity less the context, as cudaMalloc would refuse: when an
  * allocation fails even after the cache is released, the answer is the
  * larger of the unbounded replay's peak and what the failing allocation
