@@ -168,7 +168,7 @@ double wf_cost_buffer_bytes(const wf_cost_ctx *ctx, const wf_plan *p, int64_t mb
             /* The replay's whole memory less what the estimate counts
              * beside the buffers (docs/cost-model.md, "The caching allocator"). */
             wf_cost_ctx *mc = (wf_cost_ctx *)ctx; /* its section cache */
-            const wf_cost_sect_time *S = wf_cost_sections(mc, mbs, 1, p->sp, WF_RECOMPUTE_NONE);
+            const wf_cost_sect_time *S = wf_cost_sections(mc, mbs, 1, p->sp, p->recompute);
             if (S) {
                 double act = S[WF_COST_SEC_PRE].act_bytes + (double)ctx->model.layers * S[WF_COST_SEC_LAYER].act_bytes +
                              S[WF_COST_SEC_POST].act_bytes + S[WF_COST_SEC_LAYER].transient_bytes +
