@@ -282,6 +282,7 @@ static void preset_dgx_h100_flops(wf_cluster *c)
 {
     /* H100 SXM 80GB: 989 TFLOP/s fp16 tensor, 67 fp32, 134 fp16 vector, 3350 GB/s. */
     gpu_device(&c->dev, "H100-SXM-80GB", 989e12, 67e12, 134e12, 1, 80, 3350e9);
+    c->dev.mem_bytes = 85017493504.0; /* what CUDA sees (cudaMemGetInfo total, 79.18 GiB): h100-kernels-2026-11.json */
     c->dev.fp8_flops = 1979e12; /* dense FP8 (E4M3/E5M2) tensor peak */
     c->dev.fp8_eff = H100_FP8_EFF;
     c->dev.mem_eff = H100_MEM_EFF;

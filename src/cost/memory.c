@@ -7,6 +7,7 @@
  * "Memory per framework", gives each rule's source. Activations per layer
  * come from the graph's saved tensors, which follow Korthikanti et al. 2022
  * exactly (estimate.c), adjusted here per profile. */
+#include "cost/alloc.h"
 #include "cost/cost-impl.h"
 
 #include <math.h>
@@ -132,9 +133,51 @@ static double allocator_reserve(const wf_cost_ctx *ctx, const wf_plan *p, double
     return blocks * 2.0 * MIB;
 }
 
+/* Plain PyTorch's memory on one device: the caching allocator's peak
+ * reserve over three replayed iterations (alloc_step.c) plus the CUDA
+ * context; -1 where the replay does not apply (attn=unfused, recomputation
+ * per stage, mixtures of experts, models other than transformers). The replay runs against the
+ * device's capacity less the context, as cudaMalloc would refuse: when an
+ * allocation fails even after the cache is released, the answer is the
+ * larger of the unbounded replay's peak and what the failing allocation
+ * asked for, beyond the capacity either way. */
+double wf_cost_pytorch_memory(const wf_cost_ctx *ctx, const wf_plan *p, int64_t mbs)
+{
+    const double cap = ctx->cluster.dev.mem_bytes - WF_PT_CONTEXT_BYTES;
+    wf_pt_step_memory m;
+    if (ctx->var.sw != WF_SW_PYTORCH || !(cap > 0) ||
+        wf_cost_pytorch_step_memory(ctx, p, mbs, WF_PT_ITERATIONS, cap, &m) != WF_OK || !m.applies)
+        return -1;
+    double peak = m.peak_reserved;
+    if (!m.fits) {
+        wf_pt_step_memory u;
+        if (wf_cost_pytorch_step_memory(ctx, p, mbs, WF_PT_ITERATIONS, 0, &u) == WF_OK && u.peak_reserved > peak)
+            peak = u.peak_reserved;
+        if (peak <= cap)
+            peak = cap + 1.0;
+    }
+    return peak + WF_PT_CONTEXT_BYTES;
+}
+
 double wf_cost_buffer_bytes(const wf_cost_ctx *ctx, const wf_plan *p, int64_t mbs)
 {
     double b = 0;
+    if (ctx->var.sw == WF_SW_PYTORCH) {
+        double t = wf_cost_pytorch_memory(ctx, p, mbs);
+        if (t > 0) {
+            /* The replay's whole memory less what the estimate counts
+             * beside the buffers (docs/cost-model.md, "The caching allocator"). */
+            wf_cost_ctx *mc = (wf_cost_ctx *)ctx; /* its section cache */
+            const wf_cost_sect_time *S = wf_cost_sections(mc, mbs, 1, p->sp, p->recompute);
+            if (S) {
+                double act = S[WF_COST_SEC_PRE].act_bytes + (double)ctx->model.layers * S[WF_COST_SEC_LAYER].act_bytes +
+                             S[WF_COST_SEC_POST].act_bytes + S[WF_COST_SEC_LAYER].transient_bytes +
+                             (double)mbs * ctx->logits_per_sample * ctx->var.loss_ws;
+                return t - ctx->cluster.mem_reserved_bytes - total_params(ctx) * wf_cost_bytes_per_param(ctx, 0, p->dp) -
+                       act;
+            }
+        }
+    }
     /* autocast's 16-bit weight copies, made in the forward and kept for the
      * products' backward (the autocast cache holds them for the region). */
     if (ctx->var.autocast)
@@ -169,10 +212,12 @@ double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp)
     double d = dp > 0 ? (double)dp : 1;
     if (ctx->var.sw == WF_SW_PYTORCH) {
         /* fp32 weights, gradients and Adam moments, bf16 or not (autocast's
-         * casts are buffers); DDP keeps every gradient a second time in its
-         * buckets (gradient_as_bucket_view=False, torch/nn/parallel/
-         * distributed.py). The profile runs zero=0. */
-        return 4.0 + 4.0 + 8.0 + (d > 1 ? 4.0 : 0.0);
+         * casts are buffers). The exported script builds DDP with
+         * gradient_as_bucket_view=True (src/cli/export_pytorch.c): each
+         * .grad is a view into its bucket, no second copy. The profile runs
+         * zero=0. */
+        (void)d;
+        return 4.0 + 4.0 + 8.0;
     }
     if (ctx->dtype == WF_DTYPE_FP32) {
         w = 4;
