@@ -1112,6 +1112,126 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     return WF_OK;
 }
 
+/* The interlaced pipeline (interlace=1, docs/planner.md): the layers split
+ * evenly over pp stages of one chunk, 1F1B; the embedding (pre) and the
+ * head with the loss (post) tensor-parallel over the tp x pp ranks of a
+ * pipeline (seg: their sections under Megatron's layouts at tp x pp, with
+ * their collectives on that group), run by every device between the
+ * stages' steps. The time is the interlaced orders played with each task's
+ * time (wf_plan_interlace_play: a segment waits for every device), then the
+ * data-parallel reduction of a device's gradients (its layers and its
+ * 1/(tp pp) of the embedding and the head, the tied weight once: no
+ * embedding group), the optimizer step and the model-parallel reduction,
+ * as for a transformer plan. Every device holds the same parameters; stage
+ * 0 makes its last gradients (its layers' and the embedding's) last, so it
+ * ends the iteration. */
+static wf_status estimate_interlaced(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, const wf_cost_layout *L,
+                                     const wf_cost_sect_time *sect, const wf_cost_sect_time *seg,
+                                     const double seg_params[2], double seg_shared, wf_estimate *out)
+{
+    const wf_cluster *c = &ctx->cluster;
+    const wf_cost_sect_time *lay = &sect[WF_COST_SEC_LAYER], *pre = &seg[WF_COST_SEC_PRE],
+                            *post = &seg[WF_COST_SEC_POST];
+    const int64_t m = batch / ((int64_t)p->mbs * p->dp);
+    const int P = p->pp;
+    const double bb = (double)p->mbs, Ls = (double)ctx->model.layers / (double)P;
+    const wf_cost_section *S = ctx->sec;
+    const double lay_params = L->sec_params[WF_COST_SEC_LAYER];
+    if (P > WF_PLAN_RC_STAGES)
+        return wf_errorf(WF_INVAL, "interlace=1: pp=%d, at most %d stages", P, WF_PLAN_RC_STAGES);
+    if (m > (1 << 20))
+        return wf_errorf(WF_INVAL, "interlace=1: %lld micro-batches, at most %d", (long long)m, 1 << 20);
+    const double send = wf_cost_p2p_time(ctx, p, S[WF_COST_SEC_LAYER].input_bytes * bb);
+    stage_cost st[WF_PLAN_RC_STAGES];
+    double fs[WF_PLAN_RC_STAGES], bs[WF_PLAN_RC_STAGES];
+    memset(st, 0, sizeof st[0] * (size_t)P);
+    const double ef = pre->fwd + pre->tp_fwd, eb = pre->bwd + pre->slow + pre->tp_bwd;
+    const double hd = post->fwd + post->bwd + post->slow + post->tp_fwd + post->tp_bwd;
+    const double logits_ws = bb * ctx->logits_per_sample / ((double)p->tp * P) * ctx->var.loss_ws;
+    for (int k = 0; k < P; k++) {
+        add_section(&st[k], lay, Ls);
+        /* A stage sends its activation on (not the last) and its gradient
+         * back (not the first): the segments carry the rest. */
+        st[k].ppc = (k < P - 1 ? send : 0) + (k > 0 ? send : 0);
+        fs[k] = Ls * (lay->fwd + lay->tp_fwd) + (k < P - 1 ? send : 0);
+        bs[k] = Ls * (lay->bwd + lay->slow + lay->rec + lay->tp_bwd + lay->tp_rec) + (k > 0 ? send : 0);
+        add_section(&st[k], pre, 1);
+        add_section(&st[k], post, 1);
+        /* The windows the data-parallel halves hide behind: the last
+         * backward and the embedding's backwards after it (its gradients,
+         * made last, are the edge), the embedding's forwards and the first
+         * forward (the gathers of the head's weights hide until the first
+         * head, later still). */
+        st[k].bwd_window = bs[k] + (double)m * eb;
+        st[k].fwd_window = (double)m * ef + fs[k];
+        st[k].params = Ls * lay_params + seg_params[0] + seg_params[1] - seg_shared;
+        st[k].block_params = Ls * lay_params;
+        st[k].layer_params = lay_params;
+        /* Activations: the stage's layers for the micro-batches 1F1B keeps
+         * in flight on it; the embedding's for every micro-batch (all its
+         * forwards open the iteration, all its backwards close it), and on
+         * stage 0 the embedding's outputs not yet taken by its first
+         * forwards (m less those 1F1B has in flight at the end of the fill);
+         * the head's live inside its segment, with the loss's workspace. */
+        double inflight = wf_cost_inflight_stage(p, m, k);
+        st[k].act = inflight * Ls * lay->act_bytes + (double)m * pre->act_bytes;
+        if (k == 0 && (double)m > inflight)
+            st[k].act += ((double)m - inflight) * bb * S[WF_COST_SEC_LAYER].input_bytes / L->input_div;
+        double ht = post->act_bytes + post->transient_bytes + logits_ws;
+        st[k].transient = lay->transient_bytes > ht ? lay->transient_bytes : ht;
+        if (ctx->var.workspace)
+            st[k].transient += runtime_buffers(sect, 0, 0, 0);
+    }
+    double span = 0;
+    wf_status pst = wf_plan_interlace_play(P, (int)m, fs, bs, ef, hd, eb, NULL, &span);
+    if (pst != WF_OK)
+        return pst;
+    int crit = 0;
+    for (int k = 1; k < P; k++)
+        if (stage_total(&st[k]) > stage_total(&st[crit]))
+            crit = k;
+    double bubble = span - (double)m * stage_total(&st[crit]);
+    if (bubble < 0)
+        bubble = 0;
+
+    wf_plan pgv = *p;
+    pgv.dp = p->dp * p->cp;
+    pgv.cp = 1;
+    const wf_plan *pg = &pgv;
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(p->tp, p->cp, p->dp, p->pp, ax);
+    const wf_axis_ranks dpa = wf_rank_axes_join(ax, WF_AXIS_CP, WF_AXIS_DP);
+    wf_group dpg = wf_group_place(c, dpa.size, dpa.stride);
+    /* Stage 0: its layers' gradients and the embedding's are made last. */
+    dp_cost dp = dp_reduce(ctx, pg, &dpg, st[0].params, lay_params, seg_params[0], st[0].bwd_window,
+                           st[0].fwd_window);
+    double mp_sync = 0;
+    if (p->tp > 1) {
+        double n = Ls * L->sec_mp_grad[WF_COST_SEC_LAYER];
+        if (n > 0) {
+            wf_group tpg = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
+            mp_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &tpg, n * wf_cost_grad_elem_bytes(ctx));
+        }
+    }
+    double opt_params = st[0].params;
+    if (p->zero >= 1)
+        opt_params /= (double)pg->dp;
+    double buffers = 0;
+    if (p->tp > 1)
+        buffers += S[WF_COST_SEC_LAYER].input_bytes * bb; /* all-gather / all-reduce buffer */
+    buffers += wf_cost_buffer_bytes(ctx, pg, p->mbs);
+    finish(ctx, pg, batch, m, st, P, crit, bubble, dp, 0, opt_params, buffers, out);
+    out->breakdown.tp_comm += mp_sync;
+    out->breakdown.exposed_comm += mp_sync;
+    out->iteration_time_s += mp_sync;
+    out->samples_per_s = (double)batch / out->iteration_time_s;
+    out->tflops_per_device = out->model_flops_per_iteration / out->iteration_time_s / (double)out->devices / 1e12;
+    double peak = c->dev.matrix_flops[ctx->dtype] > 0 ? c->dev.matrix_flops[ctx->dtype]
+                                                      : c->dev.matrix_flops[WF_DTYPE_FP32];
+    out->mfu = out->tflops_per_device * 1e12 / peak;
+    return WF_OK;
+}
+
 /* DeAR's groups over a generic model's stage (ops [lo, hi)), played as its
  * recurrence (ALGORITHMS.md 4) rather than against one window: a CNN's
  * parameters sit at its end (vgg16's first classifier layer holds 74% of
@@ -1468,6 +1588,24 @@ wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf
     wf_cost_plan_as_run(ctx, p, &q);
     if (!ctx->transformer)
         return estimate_generic(ctx, &q, batch, NULL, NULL, out);
+    if (q.interlace) {
+        /* The segments' sections at tp x pp, copied before the stages'
+         * lookup (the cache is direct-mapped, a lookup may evict another). */
+        int all = q.tp * q.pp;
+        wf_cost_entry *es = lookup(ctx, q.mbs, all, q.sp, 0, WF_RECOMPUTE_NONE);
+        const wf_cost_layout *Ls = es ? megatron_layout(ctx, all, q.sp) : NULL;
+        if (!Ls)
+            return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+        wf_cost_sect_time seg[WF_COST_SEC_COUNT];
+        memcpy(seg, es->s, sizeof seg);
+        double seg_params[2] = {Ls->sec_params[WF_COST_SEC_PRE], Ls->sec_params[WF_COST_SEC_POST]};
+        double seg_shared = Ls->shared_params;
+        wf_cost_entry *e = lookup(ctx, q.mbs, q.tp, q.sp, 0, q.recompute);
+        const wf_cost_layout *L = e ? megatron_layout(ctx, q.tp, q.sp) : NULL;
+        if (!L)
+            return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+        return estimate_interlaced(ctx, &q, batch, L, e->s, seg, seg_params, seg_shared, out);
+    }
     wf_cost_entry *e = lookup(ctx, q.mbs, q.tp, q.sp, 0, q.recompute);
     const wf_cost_layout *L = e ? megatron_layout(ctx, q.tp, q.sp) : NULL;
     if (!L)
@@ -1513,6 +1651,9 @@ wf_status wf_estimate_layouts(wf_cost_ctx *ctx, const wf_plan *p, const wf_cost_
         return st;
     wf_plan q;
     wf_cost_plan_as_run(ctx, &r, &q);
+    if (q.interlace)
+        return wf_errorf(WF_INVAL, "interlace=1: an interlaced plan has no op-level form (its embedding and head "
+                                   "span other devices than their stage's mesh); estimate it as a plan string");
     if (!ctx->transformer)
         return estimate_generic(ctx, &q, batch, l, l->cut, out);
     wf_cost_sect_time sect[WF_COST_SEC_COUNT];

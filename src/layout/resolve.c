@@ -114,7 +114,7 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
         if ((st = wf_plan_validate(&out->plan, m, c, batch)) != WF_OK)
             return st;
         /* The op-level form where a whole-model plan has one. */
-        if (wf_model_is_transformer(m) && !wf_model_is_moe(m) && out->plan.cp <= 1) {
+        if (wf_model_is_transformer(m) && !wf_model_is_moe(m) && out->plan.cp <= 1 && !out->plan.interlace) {
             if ((st = wf_plan_lower(m, c, &out->plan, batch, &out->ol)) != WF_OK)
                 return st;
         }

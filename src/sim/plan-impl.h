@@ -76,6 +76,13 @@ typedef struct {
     int cp;                     /* context parallelism (the cost context's variant) */
     int tp_overlap;             /* the variant's tensor-parallel overlap (wf_cost_var) */
     int ag_overlap;             /* ZeRO-1/2's parameter all-gather behind the next forward */
+    int interlace;              /* the interlaced pipeline (plan interlace=1): instance 0 (the
+                                   embedding) and ninst - 1 (the head) belong to no virtual stage
+                                   (vs_first[0] = 1, vs_first[nvs] = ninst - 1); every stage holds
+                                   them, tensor-parallel over tp x pp (their units' steps and
+                                   parameters are those of that layout) */
+    double x0_bytes;            /* interlaced: the embedding's output of one micro-batch that stage
+                                   0 keeps until its first forward takes it */
 } sim_profile;
 
 /* Building a task graph with a sticky status: after the first error nothing
