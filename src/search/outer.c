@@ -108,7 +108,7 @@ static wf_status divisors(int64_t n, divs *d)
  * equal in time and memory, the one with fewer is shown. */
 static int plan_features(const wf_plan *p)
 {
-    return p->zero + (int)p->recompute + (p->rc_n > 0) + (p->rc_layers > 0) + (p->stage_n > 0) + p->sp +
+    return p->zero + (int)p->recompute + (p->rc_n > 0) + (p->rc_layers > 0) + (p->stage_n > 0) + p->interlace + p->sp +
            (p->vpp > 1) + (p->cp > 1) +
            (p->ep > 1) + (p->etp > 0 && p->etp != p->tp) + !p->overlap + (p->pipe == WF_PIPE_GPIPE) + p->fp8 +
            p->epo;
@@ -246,7 +246,7 @@ static int plan_equal(const wf_plan *a, const wf_plan *b)
            a->etp == b->etp && a->imb == b->imb && a->rc_layers == b->rc_layers && a->rc_n == b->rc_n &&
            (a->rc_n == 0 || (memcmp(a->rc_kind_at, b->rc_kind_at, sizeof a->rc_kind_at) == 0 &&
                              memcmp(a->rc_layers_at, b->rc_layers_at, sizeof a->rc_layers_at) == 0)) &&
-           a->stage_n == b->stage_n &&
+           a->stage_n == b->stage_n && a->interlace == b->interlace &&
            memcmp(a->stage_layers, b->stage_layers, sizeof a->stage_layers[0] * (size_t)a->stage_n) == 0;
 }
 
@@ -521,10 +521,23 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
 static wf_status try_uneven(search *s, const wf_plan *p)
 {
     const int pp = p->pp, L = (int)s->m->layers;
-    if (!s->transformer || pp < 2 || pp > WF_PLAN_RC_STAGES || p->stage_n > 0 || p->rc_n > 0 || L % pp != 0)
+    if (!s->transformer || pp < 2 || pp > WF_PLAN_RC_STAGES || p->stage_n > 0 || p->rc_n > 0 || L % pp != 0 ||
+        p->interlace)
         return WF_OK;
     const int Ls = L / pp;
     wf_plan q = *p;
+    /* The interlaced form of the same plan (docs/planner.md): the embedding
+     * and the head over every device of the pipeline; one estimate (the
+     * validation refuses what it cannot run). */
+    if (!p->interlace && !wf_model_is_moe(s->m)) {
+        wf_outer_point pt;
+        int scored = 0;
+        q.interlace = 1;
+        wf_status st = score(s, &q, &pt, &scored);
+        if (st != WF_OK)
+            return st;
+        q.interlace = 0;
+    }
     q.stage_n = pp;
     for (int e = 0; e < Ls; e++)
         for (int f = -Ls / 2; f < Ls; f++) {
