@@ -527,8 +527,37 @@ static double step_time(const wf_cost_ctx *ctx, const wf_plan *p, double params)
  * (the embedding), whose gradients the backward makes last: the group that
  * holds them (a bucket, at least those tensors, which are never split) can
  * neither be reduced behind the backward nor gathered behind the forward. */
+/* An interleaved stage's model chunks (vpp > 1), as Megatron-LM's
+ * interleaved schedule syncs them (forward_backward_pipelining_with_
+ * interleaving in megatron/core/pipeline_parallel/schedules.py at
+ * d98e8a64ddf34856e74b24714e3bedb2f5a39553): a chunk's gradients are
+ * reduced once its last micro-batch's backward is done (grad_sync_func per
+ * chunk), which the cooldown reaches for chunk c about c x pp chunk
+ * backwards before the stage's last; a chunk's parameters are gathered
+ * before its first forward, which the warm-up reaches for chunk c about
+ * c x pp chunk forwards after the stage's first (param_sync_func). The
+ * simulator plays both (each instance's gradients ready at its chunk's last
+ * backward; each group's gather waited for before its first forward). */
+typedef struct {
+    int n;               /* chunks, 0: none (the stage's gradients as one) */
+    double share[WF_PLAN_RC_STAGES]; /* each chunk's part of the stage's parameters */
+    double rs_step;      /* time between chunk c's and chunk c-1's last backward */
+    double ag_step;      /* time between chunk c-1's and chunk c's first forward */
+} dp_chunks;
+
+static dp_cost dp_reduce_chunked(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, double params,
+                                 double layer_params, double edge_params, double window, double fwd_window,
+                                 const dp_chunks *ch);
+
 static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, double params,
                          double layer_params, double edge_params, double window, double fwd_window)
+{
+    return dp_reduce_chunked(ctx, p, g, params, layer_params, edge_params, window, fwd_window, NULL);
+}
+
+static dp_cost dp_reduce_chunked(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, double params,
+                                 double layer_params, double edge_params, double window, double fwd_window,
+                                 const dp_chunks *ch)
 {
     dp_cost r = {0, 0, 0, 0};
     if (p->dp <= 1 || params <= 0)
@@ -625,6 +654,20 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
             exposed = paced > exposed ? paced : exposed;
         }
     }
+    if (ch && ch->n > 1 && p->comm.kind != WF_COMM_BYTESCHEDULER) {
+        /* Chunks: chunk c's reductions are released c steps before the
+         * stage's last backward ends (chunk 0: its own window) and run one
+         * after another on the channel, the later chunks first: what shows
+         * is the largest excess of the work released from chunk c on over
+         * the time left after its release. */
+        double cum = 0, worst = 0;
+        for (int k = 0; k < ch->n; k++) {
+            cum += ch->share[k] * first_half;
+            double slack = k == 0 ? window : (double)k * ch->rs_step;
+            worst = cum - slack > worst ? cum - slack : worst;
+        }
+        exposed = worst;
+    }
     if (exposed < first_edge)
         exposed = first_edge;
     r.edge = first_edge;
@@ -632,7 +675,19 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
      * (as the simulator plays them; overlap_slowdown is calibrated on the
      * tensor-parallel overlaps inside a layer, which the A100 rows measure).
      * Nothing runs before the first group's all-gather: it shows. */
-    if (second_window > 0) {
+    if (second_window > 0 && ch && ch->n > 1) {
+        /* Chunks: every gather issued at the start, in chunk order; chunk
+         * c's waited for at its first forward, c steps in (chunk 0: the
+         * whole-stage form on its own share). */
+        double a0 = ch->share[0] * second_half, e0 = second_edge < a0 ? second_edge : a0;
+        double shown = e0 + overlapped(a0 - e0, second_window / (double)ch->n, 1.0, &r.slow), cum = a0;
+        for (int k = 1; k < ch->n; k++) {
+            cum += ch->share[k] * second_half;
+            double late = cum - (double)k * ch->ag_step;
+            shown = late > shown ? late : shown;
+        }
+        exposed += shown;
+    } else if (second_window > 0) {
         if (second_edge > second_half)
             second_edge = second_half;
         exposed += second_edge + overlapped(second_half - second_edge, second_window, 1.0, &r.slow);
@@ -979,9 +1034,28 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     double bubble = p->pp > 1 ? (ssum - pass[crit]) / v : 0;
 
     /* In 1F1B the first stage finishes its backward last: its gradient
-     * reduction and optimizer step end the iteration. */
-    dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, pre_params, first->bwd_window,
-                           first->fwd_window);
+     * reduction and optimizer step end the iteration. Interleaved, its
+     * chunks reduce and gather apart (dp_chunks). */
+    dp_chunks chunks;
+    memset(&chunks, 0, sizeof chunks);
+    /* (Recomputation per stage keeps the whole-stage form: a first stage
+     * that recomputes more than the rest lengthens its own drain, which the
+     * bubble term does not see, and the chunks' wider windows would then
+     * price it under the simulator's time, 5% on GPT-3 13B 256k.) */
+    if (p->vpp > 1 && !uneven && uniform && first->params > 0 && p->vpp <= WF_PLAN_RC_STAGES) {
+        chunks.n = p->vpp;
+        double per_chunk = (first->params - pre_params) / v;
+        for (int k = 0; k < p->vpp; k++)
+            chunks.share[k] = (per_chunk + (k == 0 ? pre_params : 0)) / first->params;
+        /* (chunk 0's own window: its last backward without the recomputation
+         * before it, which precedes every gradient it makes) */
+        chunks.rs_step = pp * first->bwd_window / v;
+        chunks.ag_step = pp * first->fwd_window / v;
+    }
+    dp_cost dp = dp_reduce_chunked(ctx, pg, &dpg, first->params, lay_params, pre_params,
+                                   chunks.n > 1 ? (first->bwd_window - first->rec) / v : first->bwd_window,
+                                   first->fwd_window,
+                                   chunks.n > 1 ? &chunks : NULL);
     if (first->eparams > 0 && edp > 1) {
         /* After the dense gradients on the same channel. */
         wf_plan ep_plan = *pg;
