@@ -124,6 +124,9 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
         if (p->stage_n > 0)
             return wf_errorf(WF_INVAL, "stages=: model '%s' is not a transformer; its pipeline stages are cut by "
                                        "time, not by layers (leave stages out)", m->name);
+        if (p->interlace)
+            return wf_errorf(WF_INVAL, "interlace=1: model '%s' is not a dense transformer (the interlaced pipeline "
+                                       "splits a transformer's embedding and head over every stage)", m->name);
         if (p->cp > 1)
             return wf_errorf(WF_INVAL, "cp=%d: model '%s' is not a transformer; context parallelism splits "
                                        "a sequence (cp=1)", p->cp, m->name);
