@@ -182,6 +182,9 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
                              p->cp > 1 ? p->cp : p->ep);
         if (p->zero >= 3)
             return wf_errorf(WF_INVAL, "interlace=1 with zero=3: not modelled (zero 0, 1 or 2)");
+        if (p->comm.kind == WF_COMM_BYTESCHEDULER)
+            return wf_errorf(WF_INVAL, "interlace=1 with comm=bytescheduler: not modelled (its gradients carried into "
+                                       "the next forward meet the embedding's forwards that open the iteration)");
         if (p->rc_n > 0 || p->rc_layers > 0)
             return wf_errorf(WF_INVAL, "interlace=1 with %s: the interlaced pipeline takes one recompute value for "
                                        "every layer", p->rc_n > 0 ? "recompute per stage" : "rc_layers");
