@@ -161,12 +161,57 @@ static void test_plan_key_table(void **state)
     assert_string_equal(dropped, "vpp=1,recompute=none,sp=0,zero=0,overlap=1,pipe=1f1b,comm=ddp");
 }
 
+/* An interlaced plan (interlace=1) resolves with no op-level form, its two
+ * segments over the tp x pp ranks of a pipeline (the generator's tp and pp
+ * groups: stride 1 and tp x dp), and each stage's order of tasks equal to
+ * wf_plan_interlace_order's. */
+static void test_interlaced(void **state)
+{
+    (void)state;
+    wf_model_config m;
+    wf_cluster c;
+    assert_int_equal(wf_model_lookup("gpt3-13b", &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup("v100-10gbe", &c), WF_OK);
+    wf_layout_plan a;
+    resolve_ok("dp=2,tp=4,pp=8,mbs=1,sp=1,zero=1,interlace=1", &m, &c, 64, NULL, &a);
+    assert_false(a.has_layouts);
+    assert_int_equal(a.plan.interlace, 1);
+    assert_int_equal(a.nsegments, 2);
+    assert_int_equal(a.segment[0].section, WF_COST_SEC_PRE);
+    assert_int_equal(a.segment[1].section, WF_COST_SEC_POST);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(a.segment[k].size, 32);
+        assert_int_equal(a.segment[k].axes[0].size, 4);
+        assert_int_equal(a.segment[k].axes[0].stride, 1);
+        assert_int_equal(a.segment[k].axes[1].size, 8);
+        assert_int_equal(a.segment[k].axes[1].stride, 8);
+    }
+    assert_int_equal(a.micro_batches, 32);
+    wf_plan_task t[160];
+    for (int s = 0; s < 8; s++) {
+        int n = 0;
+        assert_int_equal(wf_plan_interlace_order(8, 32, s, t, 160, &n), WF_OK);
+        assert_int_equal(n, 160);
+        assert_memory_equal(t, a.order + (size_t)s * 160, sizeof t);
+    }
+    wf_layout_plan_free(&a);
+    /* The lowering refuses it by name. */
+    wf_plan p;
+    wf_plan_oplevel ol;
+    wf_plan_oplevel_init(&ol);
+    assert_int_equal(wf_plan_parse("dp=2,tp=4,pp=8,mbs=1,interlace=1", &p), WF_OK);
+    assert_int_equal(wf_plan_lower(&m, &c, &p, 64, &ol), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "interlace=1"));
+    wf_plan_oplevel_free(&ol);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_string_and_file_agree),
         cmocka_unit_test(test_generic_and_errors),
         cmocka_unit_test(test_plan_key_table),
+        cmocka_unit_test(test_interlaced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

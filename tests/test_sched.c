@@ -546,6 +546,70 @@ static void test_dp_errors(void **state)
     assert_non_null(strstr(wf_last_error(), "layer=5"));
 }
 
+/* The interlaced pipeline's orders (plan.h): every stage's own tasks in
+ * 1F1B's order (wf_pipe_order), the segments in the same order on every
+ * stage, the embedding's forwards first and backwards last; the player
+ * against closed forms: with segments of no time 1F1B's (m + p - 1)(f + b)
+ * for one micro-batch and no less for more, with segments alone
+ * m (ef + h + eb), the embedding's segments adding m ef + m eb. */
+static void test_interlace_orders(void **state)
+{
+    (void)state;
+    static const int P[] = {2, 3, 4, 8}, M[] = {1, 3, 8, 16};
+    for (int a = 0; a < 4; a++)
+        for (int c = 0; c < 4; c++) {
+            int p = P[a], m = M[c], n = 0, segs0 = 0;
+            wf_plan_task t[80], seg0[80];
+            wf_pipe_op ops[32];
+            for (int s = 0; s < p; s++) {
+                assert_int_equal(wf_plan_interlace_order(p, m, s, t, 80, &n), WF_OK);
+                assert_int_equal(n, 5 * m);
+                int no = 0, k = 0, ns = 0;
+                assert_int_equal(wf_pipe_order(WF_PIPE_1F1B, p, m, 1, s, ops, 32, &no), WF_OK);
+                for (int i = 0; i < n; i++) {
+                    if (wf_ptask_all_devices(t[i].kind)) {
+                        if (s == 0)
+                            seg0[segs0++] = t[i];
+                        else {
+                            assert_int_equal(t[i].kind, seg0[ns].kind);
+                            assert_int_equal(t[i].mb, seg0[ns].mb);
+                        }
+                        ns++;
+                        continue;
+                    }
+                    assert_int_equal(t[i].kind == WF_PTASK_BWD, ops[k].bwd);
+                    assert_int_equal(t[i].mb, ops[k].mb);
+                    k++;
+                }
+                assert_int_equal(k, 2 * m);
+                assert_int_equal(ns, 3 * m);
+                for (int j = 0; j < m; j++) {
+                    assert_int_equal(t[j].kind, WF_PTASK_EMB_FWD);
+                    assert_int_equal(t[n - m + j].kind, WF_PTASK_EMB_BWD);
+                }
+            }
+            double f[8], b[8], mk = -1;
+            for (int s = 0; s < p; s++)
+                f[s] = 1.0, b[s] = 2.0;
+            /* A head, even of no time, holds every device at once: it can
+             * only delay 1F1B (one micro-batch: nothing to delay). */
+            assert_int_equal(wf_plan_interlace_play(p, m, f, b, 0, 0, 0, NULL, &mk), WF_OK);
+            assert_true(mk > (m + p - 1) * 3.0 - 1e-9 && (m > 1 || fabs(mk - p * 3.0) < 1e-9));
+            double z[8] = {0};
+            assert_int_equal(wf_plan_interlace_play(p, m, z, z, 0.5, 0.25, 0.125, NULL, &mk), WF_OK);
+            assert_true(fabs(mk - m * 0.875) < 1e-9);
+            assert_int_equal(wf_plan_interlace_play(p, m, f, b, 0.5, 0, 0.25, NULL, &mk), WF_OK);
+            double plain = -1;
+            assert_int_equal(wf_plan_interlace_play(p, m, f, b, 0, 0, 0, NULL, &plain), WF_OK);
+            assert_true(fabs(mk - (m * 0.5 + plain + m * 0.25)) < 1e-9);
+        }
+    int n = 0;
+    wf_plan_task t[8];
+    assert_int_equal(wf_plan_interlace_order(1, 4, 0, t, 8, &n), WF_INVAL);
+    assert_int_equal(wf_plan_interlace_order(2, 4, 0, t, 8, &n), WF_INVAL); /* 20 tasks, cap 8 */
+    assert_int_equal(wf_plan_interlace_order(2, 1, 2, t, 8, &n), WF_INVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -564,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_dear_beats_wfbp_ddp),
         cmocka_unit_test(test_bytescheduler_priority_overlaps_forward),
         cmocka_unit_test(test_dp_errors),
+        cmocka_unit_test(test_interlace_orders),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,6 +91,17 @@ wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t b
  * the cost model's layout descriptor, and each parallel axis's rank groups
  * from plan.h's one generator (order tp-cp-ep-dp-pp), with the hierarchy
  * level each reaches on the cluster. */
+/* A part of the model placed on another device group than its stage's mesh
+ * (the interlaced pipeline's embedding and head: every tp x pp rank of a
+ * pipeline). */
+typedef struct {
+    int section;                  /* the model section (WF_COST_SEC_PRE: the embedding, _POST: the head
+                                     with the loss) */
+    int64_t size;                 /* ranks it spans: tp x pp */
+    wf_axis_ranks axes[2];        /* the two axes it spans, tp's and pp's groups of a rank (their
+                                     product, one pipeline replica) */
+} wf_layout_segment;
+
 typedef struct {
     int oplevel;                  /* 1: the text named an op-level plan file */
     wf_plan plan;                 /* the whole-model plan (an op-level file: the one its layouts
@@ -112,6 +123,13 @@ typedef struct {
     wf_axis_ranks expert_axes[WF_AXIS_COUNT]; /* the expert layers' (etp, ep, edp, pp) */
     int level[WF_AXIS_COUNT];     /* the outermost cluster level each dense axis's group spans
                                      (-1: a group of one) */
+    /* The interlaced pipeline (plan.interlace; no op-level form): space, the
+     * segments on every device of a pipeline; time, each stage's task order
+     * (wf_plan_interlace_order), order[s * 5m .. (s + 1) * 5m) for stage s. */
+    int nsegments;                /* 2 when interlaced, else 0 */
+    wf_layout_segment segment[2];
+    int64_t micro_batches;        /* m of the orders (interlaced) */
+    wf_plan_task *order;          /* [pp * 5m] (interlaced), else NULL */
 } wf_layout_plan;
 
 /* Resolves plan text for model m on cluster c at the global batch into out

@@ -134,6 +134,10 @@ typedef struct {
                              gradient of every micro-batch first, pipelined over all of them (NF1B),
                              then the pipeline that learns; 0 runs each micro-batch's N forwards
                              just before its forward that learns */
+    int interlace;        /* 1: the interlaced pipeline (SuperScaler's 1F1B+): the embedding and the
+                             head with the loss are tensor-parallel over every device of a pipeline
+                             (tp x pp ranks) and run between the 1F1B steps of the layers, which the
+                             pp stages split evenly (docs/planner.md, "Interlaced pipeline") */
 } wf_plan;
 
 /* Keys whose defaults depend on the devices and the batch (wf_plan_complete). */
@@ -183,11 +187,53 @@ int64_t wf_plan_devices(const wf_plan *p);
 int wf_plan_stage_layers(const wf_plan *p, int64_t layers, int s);
 /* The first layer of stage s (the sum of the stages before it). */
 int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s);
-/* "uneven 1F1B", "interleaved 1F1B", "1F1B", "GPipe" or "no pipeline": the
- * pipeline kind of p, for tables and JSON; with nf1b "NF1B" before it
- * ("NF1B 1F1B"; without a pipeline "NF1B") and with coshard > 1 " + co-shard"
- * after it ("1F1B + co-shard"; without a pipeline "co-shard"). */
+/* "uneven 1F1B", "interlaced 1F1B", "interleaved 1F1B", "1F1B", "GPipe" or
+ * "no pipeline": the pipeline kind of p, for tables and JSON; with nf1b
+ * "NF1B" before it ("NF1B 1F1B"; without a pipeline "NF1B") and with
+ * coshard > 1 " + co-shard" after it ("1F1B + co-shard"; without a pipeline
+ * "co-shard"). */
 const char *wf_plan_kind(const wf_plan *p);
+
+/* ---- the interlaced pipeline's schedule (src/plan/interlace.c) -----------------
+ * The time part of an interlaced plan (interlace=1): each device's order of
+ * tasks. A stage runs its layers' forwards and backwards in 1F1B order;
+ * the all-device segments (the embedding's forward of a micro-batch, the
+ * head's forward, loss and backward, the embedding's backward) run on every
+ * device of the pipeline at once. Every device takes the segments in the
+ * same order: every EF opens the iteration, every EB closes it, and H(j)
+ * sits where an ideal 1F1B clock (forward 1, backward 2, no segments) puts
+ * the end of the last stage's forward of j, so the head of each
+ * micro-batch runs between the 1F1B steps. Ordered by that clock, every
+ * dependency points forward in every device's order, so no order waits on
+ * itself. */
+typedef enum {
+    WF_PTASK_FWD,     /* the stage's layers, forward */
+    WF_PTASK_BWD,     /* the stage's layers, backward */
+    WF_PTASK_EMB_FWD, /* all devices: the embedding's forward */
+    WF_PTASK_HEAD,    /* all devices: the head's forward, the loss, the head's backward */
+    WF_PTASK_EMB_BWD, /* all devices: the embedding's backward */
+    WF_PTASK_COUNT
+} wf_ptask_kind;
+
+typedef struct {
+    int kind; /* wf_ptask_kind */
+    int mb;   /* micro-batch 0..m-1 */
+} wf_plan_task;
+
+/* 1 for the segments that hold every device of the pipeline. */
+int wf_ptask_all_devices(int kind);
+/* "F", "B", "EF", "H", "EB": short names for schedule summaries. */
+const char *wf_ptask_name(int kind);
+/* Stage `stage` of p (>= 2) with m micro-batches: its 2m + 3m tasks into out
+ * (cap entries), *n set. Bad p, m, stage or a small cap: WF_INVAL. */
+wf_status wf_plan_interlace_order(int p, int m, int stage, wf_plan_task *out, int cap, int *n);
+/* Plays the orders with durations: stage s's forward f_s[s] and backward
+ * b_s[s] (each including its send to the next stage), the segments ef_s,
+ * h_s, eb_s (every device at once: a segment starts when every device is
+ * free and its input is ready). Writes when each stage's last task ends
+ * (end_s, [p], may be NULL) and the makespan. */
+wf_status wf_plan_interlace_play(int p, int m, const double *f_s, const double *b_s, double ef_s, double h_s,
+                                 double eb_s, double *end_s, double *makespan_s);
 
 /* ---- plan files (docs/plan-format.md) ----------------------------------------
  * {"format": "weft-plan", "version": 1, "plan": "dp=...,tp=...", optional

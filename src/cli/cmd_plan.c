@@ -22,6 +22,7 @@
  * --verify FILE checks such a file (or a whole-model one) against the model
  * and the cluster and prints its numbers as the search did. */
 #include "cli/cli.h"
+#include "weft/sched.h"
 #include "weft/search.h"
 
 #include <cjson/cJSON.h>
@@ -407,6 +408,98 @@ static wf_status emit_error(const wf_outer_opts *o, const wf_outer_result *r, wf
                      wf_sw_name(o->sw), msg);
 }
 
+/* --detail of a whole-model plan: each stage's order of tasks (the time part
+ * of the plan), its kinds run-length coded by repeating groups: "EF x16,
+ * F x7, (F H B) x9, ..." (F, B: the stage's forward and backward of a
+ * micro-batch, cN for model chunk N when interleaved; EF, H, EB: the
+ * interlaced pipeline's all-device segments). Written to buf (cap bytes). */
+static void schedule_summary(const wf_plan *p, int64_t m, int stage, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (p->pp < 2 || m < 1 || m > (1 << 20))
+        return;
+    int n = 0, cap_ops = (int)(5 * m * (p->vpp > 1 ? p->vpp : 1));
+    char (*kind)[8] = malloc((size_t)cap_ops * sizeof *kind);
+    if (!kind)
+        return;
+    wf_status st;
+    if (p->interlace) {
+        wf_plan_task *t = malloc((size_t)cap_ops * sizeof *t);
+        st = t ? wf_plan_interlace_order(p->pp, (int)m, stage, t, cap_ops, &n) : WF_NOMEM;
+        for (int i = 0; st == WF_OK && i < n; i++)
+            snprintf(kind[i], sizeof kind[i], "%s", wf_ptask_name(t[i].kind));
+        free(t);
+    } else {
+        wf_pipe_op *o = malloc((size_t)cap_ops * sizeof *o);
+        st = o ? wf_pipe_order(p->pipe, p->pp, (int)m, p->vpp, stage, o, cap_ops, &n) : WF_NOMEM;
+        for (int i = 0; st == WF_OK && i < n; i++) {
+            if (p->vpp > 1)
+                snprintf(kind[i], sizeof kind[i], "%sc%d", o[i].bwd ? "B" : "F", o[i].chunk);
+            else
+                snprintf(kind[i], sizeof kind[i], "%s", o[i].bwd ? "B" : "F");
+        }
+        free(o);
+    }
+    if (st != WF_OK) {
+        wf_clear_error();
+        free(kind);
+        return;
+    }
+    size_t len = 0;
+    for (int i = 0; i < n && len + 32 < cap;) {
+        /* The period (1 to 4 tasks) whose repetitions cover the most here. */
+        int best_q = 1, best_r = 1;
+        for (int q = 1; q <= 4 && i + q <= n; q++) {
+            int r = 1;
+            while (i + (r + 1) * q <= n) {
+                int same = 1;
+                for (int k = 0; k < q && same; k++)
+                    same = strcmp(kind[i + k], kind[i + r * q + k]) == 0;
+                if (!same)
+                    break;
+                r++;
+            }
+            if (r > 1 && r * q > best_r * best_q) {
+                best_q = q;
+                best_r = r;
+            }
+        }
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", best_q > 1 ? "(" : "");
+        for (int k = 0; k < best_q && len + 16 < cap; k++)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", k ? " " : "", kind[i + k]);
+        if (len + 16 < cap)
+            len += (size_t)snprintf(buf + len, cap - len, "%s", best_q > 1 ? ")" : "");
+        if (best_r > 1 && len + 16 < cap)
+            len += (size_t)snprintf(buf + len, cap - len, " x%d", best_r);
+        i += best_q * best_r;
+    }
+    free(kind);
+}
+
+/* --detail: the best plan's schedule, one line per stage (stderr) and as
+ * "schedule" (one string per stage) in the JSON. */
+static void print_schedule(FILE *f, cJSON *j, const wf_plan *p, int64_t batch)
+{
+    if (p->pp < 2)
+        return;
+    int64_t m = batch / ((int64_t)p->mbs * p->dp);
+    fprintf(f, "schedule of the best plan (%s, %lld micro-batches; F/B a stage's forward/backward%s%s):\n",
+            wf_plan_kind(p), (long long)m, p->vpp > 1 ? ", cN its model chunk N" : "",
+            p->interlace ? ", EF/H/EB the embedding's forward, the head with the loss, the embedding's backward "
+                           "on every device" : "");
+    cJSON *arr = j ? cJSON_AddArrayToObject(j, "schedule") : NULL;
+    char *buf = malloc(4096);
+    if (!buf)
+        return;
+    for (int s = 0; s < p->pp; s++) {
+        schedule_summary(p, m, s, buf, 4096);
+        fprintf(f, "  stage %d: %s\n", s, buf);
+        if (arr)
+            cJSON_AddItemToArray(arr, cJSON_CreateString(buf));
+    }
+    free(buf);
+}
+
 static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_cluster *c,
                          const wf_outer_opts *o, progress *pg)
 {
@@ -445,6 +538,8 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
     }
     add_run_json(j, m->name, c->name, a->batch);
     add_result_json(j, &r);
+    if (a->detail)
+        print_schedule(human(a), j, &r.top[0].plan, a->batch);
     int one = 1;
     int64_t devs = r.devices;
     st = plot_results(a, m, &r, &devs, &one, 1, 0);
@@ -1302,7 +1397,7 @@ wf_status wf_cmd_plan(int argc, char **argv)
         {"pp", 0, WF_OPT_STR, &pp_text, "N", "op-level: pipeline stages (default: 1 and every divisor of the devices)", 0},
         {"no-seq-split", 0, WF_OPT_FLAG, &a.no_seq_split, NULL, "op-level, transformers: no sequence splits outside matmuls (Megatron without sequence parallelism)", 0},
         {"verify", 0, WF_OPT_STR, &a.verify, "PLAN", "check a plan (string or file) against the model and cluster and print its numbers; a whole-model plan is also lowered to its op-level form (-o FILE writes it)", 0},
-        {"detail", 0, WF_OPT_FLAG, &a.detail, NULL, "op-level: also print every op's layout", 0},
+        {"detail", 0, WF_OPT_FLAG, &a.detail, NULL, "op-level: also print every op's layout; whole-model: the best plan's schedule, each stage's order of tasks", 0},
         {"plot", 0, WF_OPT_STR, &a.plot, "FILE", "draw the time/memory frontier as SVG (one series per device count with --devices-range)", 0},
         {"csv", 0, WF_OPT_STR, &a.csv, "FILE", "the frontier's points as CSV", 0},
         {"emit", 0, WF_OPT_STR, &a.emit, "FORMAT", "search only the plans megatron, deepspeed, torchtitan or fsdp runs, priced under its profile, and print the chosen one as its settings (docs/export.md)", 0},

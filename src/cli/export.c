@@ -143,6 +143,26 @@ int wf_export_accepts(const char *target, const wf_plan *p, const wf_model_confi
         return 0;
     }
     ectx e = make_ctx(t, version, p, m, NULL, 0);
+    /* The interlaced pipeline has no form in any framework exported to: each
+     * keeps the embedding on the first pipeline stage and the head with the
+     * loss on the last. Megatron-LM can count them as layers of those stages
+     * (--account-for-embedding-in-pipeline-split, --account-for-loss-in-
+     * pipeline-split: megatron/core/transformer/transformer_block.py at
+     * d98e8a64ddf34856e74b24714e3bedb2f5a39553), not spread them over every
+     * stage between the 1F1B steps. */
+    if (p->interlace) {
+        wf_export_refuse(&e, strncmp(t->name, "megatron", 8) == 0
+                                 ? "interlace=1 (the embedding and the head tensor-parallel over every pipeline stage): "
+                                   "Megatron-LM keeps them on the first and the last stage (its "
+                                   "--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split "
+                                   "only count them in that split); export the uneven form (stages=) instead"
+                                 : "interlace=1 (the embedding and the head tensor-parallel over every pipeline stage): "
+                                   "its pipeline keeps them on the first and the last stage");
+        if (why && cap > 0)
+            snprintf(why, cap, "%s", wf_last_error());
+        wf_clear_error();
+        return 0;
+    }
     if (t->write(NULL, &e) != WF_OK) {
         if (why && cap > 0)
             snprintf(why, cap, "%s", wf_last_error());

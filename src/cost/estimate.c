@@ -527,8 +527,37 @@ static double step_time(const wf_cost_ctx *ctx, const wf_plan *p, double params)
  * (the embedding), whose gradients the backward makes last: the group that
  * holds them (a bucket, at least those tensors, which are never split) can
  * neither be reduced behind the backward nor gathered behind the forward. */
+/* An interleaved stage's model chunks (vpp > 1), as Megatron-LM's
+ * interleaved schedule syncs them (forward_backward_pipelining_with_
+ * interleaving in megatron/core/pipeline_parallel/schedules.py at
+ * d98e8a64ddf34856e74b24714e3bedb2f5a39553): a chunk's gradients are
+ * reduced once its last micro-batch's backward is done (grad_sync_func per
+ * chunk), which the cooldown reaches for chunk c about c x pp chunk
+ * backwards before the stage's last; a chunk's parameters are gathered
+ * before its first forward, which the warm-up reaches for chunk c about
+ * c x pp chunk forwards after the stage's first (param_sync_func). The
+ * simulator plays both (each instance's gradients ready at its chunk's last
+ * backward; each group's gather waited for before its first forward). */
+typedef struct {
+    int n;               /* chunks, 0: none (the stage's gradients as one) */
+    double share[WF_PLAN_RC_STAGES]; /* each chunk's part of the stage's parameters */
+    double rs_step;      /* time between chunk c's and chunk c-1's last backward */
+    double ag_step;      /* time between chunk c-1's and chunk c's first forward */
+} dp_chunks;
+
+static dp_cost dp_reduce_chunked(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, double params,
+                                 double layer_params, double edge_params, double window, double fwd_window,
+                                 const dp_chunks *ch);
+
 static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, double params,
                          double layer_params, double edge_params, double window, double fwd_window)
+{
+    return dp_reduce_chunked(ctx, p, g, params, layer_params, edge_params, window, fwd_window, NULL);
+}
+
+static dp_cost dp_reduce_chunked(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *g, double params,
+                                 double layer_params, double edge_params, double window, double fwd_window,
+                                 const dp_chunks *ch)
 {
     dp_cost r = {0, 0, 0, 0};
     if (p->dp <= 1 || params <= 0)
@@ -625,6 +654,20 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
             exposed = paced > exposed ? paced : exposed;
         }
     }
+    if (ch && ch->n > 1 && p->comm.kind != WF_COMM_BYTESCHEDULER) {
+        /* Chunks: chunk c's reductions are released c steps before the
+         * stage's last backward ends (chunk 0: its own window) and run one
+         * after another on the channel, the later chunks first: what shows
+         * is the largest excess of the work released from chunk c on over
+         * the time left after its release. */
+        double cum = 0, worst = 0;
+        for (int k = 0; k < ch->n; k++) {
+            cum += ch->share[k] * first_half;
+            double slack = k == 0 ? window : (double)k * ch->rs_step;
+            worst = cum - slack > worst ? cum - slack : worst;
+        }
+        exposed = worst;
+    }
     if (exposed < first_edge)
         exposed = first_edge;
     r.edge = first_edge;
@@ -632,7 +675,19 @@ static dp_cost dp_reduce(const wf_cost_ctx *ctx, const wf_plan *p, const wf_grou
      * (as the simulator plays them; overlap_slowdown is calibrated on the
      * tensor-parallel overlaps inside a layer, which the A100 rows measure).
      * Nothing runs before the first group's all-gather: it shows. */
-    if (second_window > 0) {
+    if (second_window > 0 && ch && ch->n > 1) {
+        /* Chunks: every gather issued at the start, in chunk order; chunk
+         * c's waited for at its first forward, c steps in (chunk 0: the
+         * whole-stage form on its own share). */
+        double a0 = ch->share[0] * second_half, e0 = second_edge < a0 ? second_edge : a0;
+        double shown = e0 + overlapped(a0 - e0, second_window / (double)ch->n, 1.0, &r.slow), cum = a0;
+        for (int k = 1; k < ch->n; k++) {
+            cum += ch->share[k] * second_half;
+            double late = cum - (double)k * ch->ag_step;
+            shown = late > shown ? late : shown;
+        }
+        exposed += shown;
+    } else if (second_window > 0) {
         if (second_edge > second_half)
             second_edge = second_half;
         exposed += second_edge + overlapped(second_half - second_edge, second_window, 1.0, &r.slow);
@@ -979,9 +1034,38 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
     double bubble = p->pp > 1 ? (ssum - pass[crit]) / v : 0;
 
     /* In 1F1B the first stage finishes its backward last: its gradient
-     * reduction and optimizer step end the iteration. */
-    dp_cost dp = dp_reduce(ctx, pg, &dpg, first->params, lay_params, pre_params, first->bwd_window,
-                           first->fwd_window);
+     * reduction and optimizer step end the iteration. Interleaved, its
+     * chunks reduce and gather apart (dp_chunks). */
+    dp_chunks chunks;
+    memset(&chunks, 0, sizeof chunks);
+    if (p->vpp > 1 && !uneven && first->params > 0 && p->vpp <= WF_PLAN_RC_STAGES) {
+        chunks.n = p->vpp;
+        double per_chunk = (first->params - pre_params) / v;
+        for (int k = 0; k < p->vpp; k++)
+            chunks.share[k] = (per_chunk + (k == 0 ? pre_params : 0)) / first->params;
+        /* (chunk 0's own window: its last backward without the recomputation
+         * before it, which precedes every gradient it makes) */
+        chunks.rs_step = pp * first->bwd_window / v;
+        chunks.ag_step = pp * first->fwd_window / v;
+    }
+    if (chunks.n > 1 && !uniform && nst > 1 && (double)m * v <= 2.0 * (pp - 1.0) + (v - 1.0) * pp) {
+        /* Recomputation per stage, interleaved, every forward of the first
+         * stage in its warm-up (m vpp <= 2 (pp - 1) + (vpp - 1) pp): it runs
+         * every backward in its cooldown on its own, so what it recomputes
+         * beyond the least of the other
+         * stages shows in full; the bubble term, a flow shop's, sees 1/vpp
+         * of it (GPT-3 13B 256k, recompute=full/none*7: 5% under the
+         * simulator without this). */
+        double least = st[1].rec;
+        for (int k = 2; k < nst; k++)
+            least = st[k].rec < least ? st[k].rec : least;
+        if (first->rec > least)
+            bubble += (double)m * (first->rec - least) * (1.0 - 1.0 / v);
+    }
+    dp_cost dp = dp_reduce_chunked(ctx, pg, &dpg, first->params, lay_params, pre_params,
+                                   chunks.n > 1 ? (first->bwd_window - first->rec) / v : first->bwd_window,
+                                   first->fwd_window,
+                                   chunks.n > 1 ? &chunks : NULL);
     if (first->eparams > 0 && edp > 1) {
         /* After the dense gradients on the same channel. */
         wf_plan ep_plan = *pg;
@@ -1101,6 +1185,126 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         buffers += 2.0 * lay_params * ctx->elem_bytes; /* gathered weights, prefetched */
     buffers += wf_cost_buffer_bytes(ctx, pg, p->mbs);
     finish(ctx, pg, batch, m, st, nst, crit, bubble, dp, emb_sync, opt_params, buffers, out);
+    out->breakdown.tp_comm += mp_sync;
+    out->breakdown.exposed_comm += mp_sync;
+    out->iteration_time_s += mp_sync;
+    out->samples_per_s = (double)batch / out->iteration_time_s;
+    out->tflops_per_device = out->model_flops_per_iteration / out->iteration_time_s / (double)out->devices / 1e12;
+    double peak = c->dev.matrix_flops[ctx->dtype] > 0 ? c->dev.matrix_flops[ctx->dtype]
+                                                      : c->dev.matrix_flops[WF_DTYPE_FP32];
+    out->mfu = out->tflops_per_device * 1e12 / peak;
+    return WF_OK;
+}
+
+/* The interlaced pipeline (interlace=1, docs/planner.md): the layers split
+ * evenly over pp stages of one chunk, 1F1B; the embedding (pre) and the
+ * head with the loss (post) tensor-parallel over the tp x pp ranks of a
+ * pipeline (seg: their sections under Megatron's layouts at tp x pp, with
+ * their collectives on that group), run by every device between the
+ * stages' steps. The time is the interlaced orders played with each task's
+ * time (wf_plan_interlace_play: a segment waits for every device), then the
+ * data-parallel reduction of a device's gradients (its layers and its
+ * 1/(tp pp) of the embedding and the head, the tied weight once: no
+ * embedding group), the optimizer step and the model-parallel reduction,
+ * as for a transformer plan. Every device holds the same parameters; stage
+ * 0 makes its last gradients (its layers' and the embedding's) last, so it
+ * ends the iteration. */
+static wf_status estimate_interlaced(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, const wf_cost_layout *L,
+                                     const wf_cost_sect_time *sect, const wf_cost_sect_time *seg,
+                                     const double seg_params[2], double seg_shared, wf_estimate *out)
+{
+    const wf_cluster *c = &ctx->cluster;
+    const wf_cost_sect_time *lay = &sect[WF_COST_SEC_LAYER], *pre = &seg[WF_COST_SEC_PRE],
+                            *post = &seg[WF_COST_SEC_POST];
+    const int64_t m = batch / ((int64_t)p->mbs * p->dp);
+    const int P = p->pp;
+    const double bb = (double)p->mbs, Ls = (double)ctx->model.layers / (double)P;
+    const wf_cost_section *S = ctx->sec;
+    const double lay_params = L->sec_params[WF_COST_SEC_LAYER];
+    if (P > WF_PLAN_RC_STAGES)
+        return wf_errorf(WF_INVAL, "interlace=1: pp=%d, at most %d stages", P, WF_PLAN_RC_STAGES);
+    if (m > (1 << 20))
+        return wf_errorf(WF_INVAL, "interlace=1: %lld micro-batches, at most %d", (long long)m, 1 << 20);
+    const double send = wf_cost_p2p_time(ctx, p, S[WF_COST_SEC_LAYER].input_bytes * bb);
+    stage_cost st[WF_PLAN_RC_STAGES];
+    double fs[WF_PLAN_RC_STAGES], bs[WF_PLAN_RC_STAGES];
+    memset(st, 0, sizeof st[0] * (size_t)P);
+    const double ef = pre->fwd + pre->tp_fwd, eb = pre->bwd + pre->slow + pre->tp_bwd;
+    const double hd = post->fwd + post->bwd + post->slow + post->tp_fwd + post->tp_bwd;
+    const double logits_ws = bb * ctx->logits_per_sample / ((double)p->tp * P) * ctx->var.loss_ws;
+    for (int k = 0; k < P; k++) {
+        add_section(&st[k], lay, Ls);
+        /* A stage sends its activation on (not the last) and its gradient
+         * back (not the first): the segments carry the rest. */
+        st[k].ppc = (k < P - 1 ? send : 0) + (k > 0 ? send : 0);
+        fs[k] = Ls * (lay->fwd + lay->tp_fwd) + (k < P - 1 ? send : 0);
+        bs[k] = Ls * (lay->bwd + lay->slow + lay->rec + lay->tp_bwd + lay->tp_rec) + (k > 0 ? send : 0);
+        add_section(&st[k], pre, 1);
+        add_section(&st[k], post, 1);
+        /* The windows the data-parallel halves hide behind: the last
+         * backward and the embedding's backwards after it (its gradients,
+         * made last, are the edge), the embedding's forwards and the first
+         * forward (the gathers of the head's weights hide until the first
+         * head, later still). */
+        st[k].bwd_window = bs[k] + (double)m * eb;
+        st[k].fwd_window = (double)m * ef + fs[k];
+        st[k].params = Ls * lay_params + seg_params[0] + seg_params[1] - seg_shared;
+        st[k].block_params = Ls * lay_params;
+        st[k].layer_params = lay_params;
+        /* Activations: the stage's layers for the micro-batches 1F1B keeps
+         * in flight on it; the embedding's for every micro-batch (all its
+         * forwards open the iteration, all its backwards close it), and on
+         * stage 0 the embedding's outputs not yet taken by its first
+         * forwards (m less those 1F1B has in flight at the end of the fill);
+         * the head's live inside its segment, with the loss's workspace. */
+        double inflight = wf_cost_inflight_stage(p, m, k);
+        st[k].act = inflight * Ls * lay->act_bytes + (double)m * pre->act_bytes;
+        if (k == 0 && (double)m > inflight)
+            st[k].act += ((double)m - inflight) * bb * S[WF_COST_SEC_LAYER].input_bytes / L->input_div;
+        double ht = post->act_bytes + post->transient_bytes + logits_ws;
+        st[k].transient = lay->transient_bytes > ht ? lay->transient_bytes : ht;
+        if (ctx->var.workspace)
+            st[k].transient += runtime_buffers(sect, 0, 0, 0);
+    }
+    double span = 0;
+    wf_status pst = wf_plan_interlace_play(P, (int)m, fs, bs, ef, hd, eb, NULL, &span);
+    if (pst != WF_OK)
+        return pst;
+    int crit = 0;
+    for (int k = 1; k < P; k++)
+        if (stage_total(&st[k]) > stage_total(&st[crit]))
+            crit = k;
+    double bubble = span - (double)m * stage_total(&st[crit]);
+    if (bubble < 0)
+        bubble = 0;
+
+    wf_plan pgv = *p;
+    pgv.dp = p->dp * p->cp;
+    pgv.cp = 1;
+    const wf_plan *pg = &pgv;
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(p->tp, p->cp, p->dp, p->pp, ax);
+    const wf_axis_ranks dpa = wf_rank_axes_join(ax, WF_AXIS_CP, WF_AXIS_DP);
+    wf_group dpg = wf_group_place(c, dpa.size, dpa.stride);
+    /* Stage 0: its layers' gradients and the embedding's are made last. */
+    dp_cost dp = dp_reduce(ctx, pg, &dpg, st[0].params, lay_params, seg_params[0], st[0].bwd_window,
+                           st[0].fwd_window);
+    double mp_sync = 0;
+    if (p->tp > 1) {
+        double n = Ls * L->sec_mp_grad[WF_COST_SEC_LAYER];
+        if (n > 0) {
+            wf_group tpg = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
+            mp_sync = wf_coll_time(c, WF_COLL_ALLREDUCE, &tpg, n * wf_cost_grad_elem_bytes(ctx));
+        }
+    }
+    double opt_params = st[0].params;
+    if (p->zero >= 1)
+        opt_params /= (double)pg->dp;
+    double buffers = 0;
+    if (p->tp > 1)
+        buffers += S[WF_COST_SEC_LAYER].input_bytes * bb; /* all-gather / all-reduce buffer */
+    buffers += wf_cost_buffer_bytes(ctx, pg, p->mbs);
+    finish(ctx, pg, batch, m, st, P, crit, bubble, dp, 0, opt_params, buffers, out);
     out->breakdown.tp_comm += mp_sync;
     out->breakdown.exposed_comm += mp_sync;
     out->iteration_time_s += mp_sync;
@@ -1507,6 +1711,24 @@ wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf
     wf_cost_plan_as_run(ctx, p, &q);
     if (!ctx->transformer)
         return estimate_generic(ctx, &q, batch, NULL, NULL, out);
+    if (q.interlace) {
+        /* The segments' sections at tp x pp, copied before the stages'
+         * lookup (the cache is direct-mapped, a lookup may evict another). */
+        int all = q.tp * q.pp;
+        wf_cost_entry *es = lookup(ctx, q.mbs, all, q.sp, 0, WF_RECOMPUTE_NONE);
+        const wf_cost_layout *Ls = es ? megatron_layout(ctx, all, q.sp) : NULL;
+        if (!Ls)
+            return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+        wf_cost_sect_time seg[WF_COST_SEC_COUNT];
+        memcpy(seg, es->s, sizeof seg);
+        double seg_params[2] = {Ls->sec_params[WF_COST_SEC_PRE], Ls->sec_params[WF_COST_SEC_POST]};
+        double seg_shared = Ls->shared_params;
+        wf_cost_entry *e = lookup(ctx, q.mbs, q.tp, q.sp, 0, q.recompute);
+        const wf_cost_layout *L = e ? megatron_layout(ctx, q.tp, q.sp) : NULL;
+        if (!L)
+            return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
+        return estimate_interlaced(ctx, &q, batch, L, e->s, seg, seg_params, seg_shared, out);
+    }
     wf_cost_entry *e = lookup(ctx, q.mbs, q.tp, q.sp, 0, q.recompute);
     const wf_cost_layout *L = e ? megatron_layout(ctx, q.tp, q.sp) : NULL;
     if (!L)
@@ -1552,6 +1774,9 @@ wf_status wf_estimate_layouts(wf_cost_ctx *ctx, const wf_plan *p, const wf_cost_
         return st;
     wf_plan q;
     wf_cost_plan_as_run(ctx, &r, &q);
+    if (q.interlace)
+        return wf_errorf(WF_INVAL, "interlace=1: an interlaced plan has no op-level form (its embedding and head "
+                                   "span other devices than their stage's mesh); estimate it as a plan string");
     if (!ctx->transformer)
         return estimate_generic(ctx, &q, batch, l, l->cut, out);
     wf_cost_sect_time sect[WF_COST_SEC_COUNT];

@@ -241,6 +241,9 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
     wf_status st = wf_plan_validate(p, mc, c, batch);
     if (st != WF_OK)
         return st;
+    if (p->interlace)
+        return wf_errorf(WF_INVAL, "lowering: interlace=1 has no op-level form (the op-level plan runs every stage "
+                                   "on one mesh; the interlaced embedding and head span every stage)");
     if (p->cp > 1)
         return wf_errorf(WF_INVAL, "lowering: cp=%d has no op-level form yet (the op-level plan has no sequence "
                                    "ring)", p->cp);

@@ -30,6 +30,7 @@ void wf_layout_plan_free(wf_layout_plan *p)
     free(p->sig);
     free(p->sig_text);
     free(p->stage_first);
+    free(p->order);
     if (p->has_cost)
         wf_cost_layout_free(&p->cost);
     memset(p, 0, sizeof *p);
@@ -126,7 +127,7 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
         if ((st = wf_plan_validate(&out->plan, m, c, batch)) != WF_OK)
             return st;
         /* The op-level form where a whole-model plan has one. */
-        if (wf_model_is_transformer(m) && !wf_model_is_moe(m) && out->plan.cp <= 1) {
+        if (wf_model_is_transformer(m) && !wf_model_is_moe(m) && out->plan.cp <= 1 && !out->plan.interlace) {
             if ((st = wf_plan_lower(m, c, &out->plan, batch, &out->ol)) != WF_OK)
                 return st;
         }
@@ -165,5 +166,29 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
     wf_rank_axes_expert(p->tp, p->cp, p->dp, p->pp, p->ep, etp, out->expert_axes);
     for (int a = 0; a < WF_AXIS_COUNT; a++)
         out->level[a] = group_level(c, out->axes[a]);
+    if (p->interlace) {
+        /* Space: the embedding and the head over the tp x pp ranks; time:
+         * each stage's order of tasks. */
+        out->nsegments = 2;
+        for (int k = 0; k < 2; k++) {
+            out->segment[k].section = k == 0 ? WF_COST_SEC_PRE : WF_COST_SEC_POST;
+            out->segment[k].size = (int64_t)p->tp * p->pp;
+            out->segment[k].axes[0] = out->axes[WF_AXIS_TP];
+            out->segment[k].axes[1] = out->axes[WF_AXIS_PP];
+        }
+        int64_t mb = batch / ((int64_t)p->mbs * p->dp);
+        if (mb > (1 << 20))
+            return wf_errorf(WF_INVAL, "interlace=1: %lld micro-batches, at most %d", (long long)mb, 1 << 20);
+        out->micro_batches = mb;
+        out->order = malloc(sizeof *out->order * (size_t)p->pp * 5 * (size_t)mb);
+        if (!out->order)
+            return wf_errorf(WF_NOMEM, "out of memory resolving an interlaced plan");
+        for (int s = 0; s < p->pp; s++) {
+            int n = 0;
+            if ((st = wf_plan_interlace_order(p->pp, (int)mb, s, out->order + (size_t)s * 5 * mb, (int)(5 * mb),
+                                              &n)) != WF_OK)
+                return st;
+        }
+    }
     return WF_OK;
 }

@@ -473,6 +473,8 @@ static const char *pipeline_kind(const wf_plan *p)
         return "no pipeline";
     if (p->stage_n > 0)
         return p->pipe == WF_PIPE_GPIPE ? "uneven GPipe" : "uneven 1F1B";
+    if (p->interlace)
+        return "interlaced 1F1B";
     if (p->vpp > 1)
         return "interleaved 1F1B";
     return p->pipe == WF_PIPE_GPIPE ? "GPipe" : "1F1B";
@@ -772,6 +774,7 @@ static int fmt_sw(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
     X(recompute, key_recompute,      fmt_recompute, 0, 0,       recompute,  0)          \
     X(rc_layers, key_with_recompute, fmt_rc_layers, 0, 0,       rc_layers,  0)          \
     X(stages,    key_stages,         fmt_stages,    0, 0,       stage_n,    1)          \
+    X(interlace, key_int,            fmt_set,       0, 1,       interlace,  0)          \
     X(sp,        key_int,            fmt_int,       0, 1,       sp,         1)          \
     X(zero,      key_int,            fmt_int,       0, 3,       zero,       0)          \
     X(overlap,   key_int,            fmt_int,       0, 1,       overlap,    0)          \

@@ -136,6 +136,9 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
         if (p->stage_n > 0)
             return wf_errorf(WF_INVAL, "stages=: model '%s' is not a transformer; its pipeline stages are cut by "
                                        "time, not by layers (leave stages out)", m->name);
+        if (p->interlace)
+            return wf_errorf(WF_INVAL, "interlace=1: model '%s' is not a dense transformer (the interlaced pipeline "
+                                       "splits a transformer's embedding and head over every stage)", m->name);
         if (p->cp > 1)
             return wf_errorf(WF_INVAL, "cp=%d: model '%s' is not a transformer; context parallelism splits "
                                        "a sequence (cp=1)", p->cp, m->name);
@@ -168,12 +171,51 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
     if (p->sp && m->seq % p->tp != 0)
         return wf_errorf(WF_INVAL, "sp=1: tp=%d does not divide seq=%lld of model '%s'", p->tp,
                          (long long)m->seq, m->name);
+    if (p->interlace) {
+        /* The interlaced pipeline (docs/planner.md): the layers split evenly
+         * over pp stages of one chunk each, 1F1B, the embedding and the head
+         * tensor-parallel over the tp x pp ranks of a pipeline. */
+        if (!wf_model_is_transformer(m) || wf_model_is_moe(m))
+            return wf_errorf(WF_INVAL, "interlace=1: model '%s' is not a dense transformer (the interlaced pipeline "
+                                       "splits a transformer's embedding and head over every stage)", m->name);
+        if (p->pp < 2)
+            return wf_errorf(WF_INVAL, "interlace=1 needs a pipeline (pp >= 2, pp=%d)", p->pp);
+        if (p->stage_n > 0)
+            return wf_errorf(WF_INVAL, "interlace=1 with stages=: the interlaced pipeline splits the layers evenly "
+                                       "(its stages hold no embedding or head to balance)");
+        if (p->vpp != 1)
+            return wf_errorf(WF_INVAL, "interlace=1 with vpp=%d: the interlaced pipeline runs one model chunk per "
+                                       "stage (vpp=1)", p->vpp);
+        if (p->pipe != WF_PIPE_1F1B)
+            return wf_errorf(WF_INVAL, "interlace=1 with pipe=%s: the interlaced pipeline is 1F1B's (pipe=1f1b)",
+                             wf_pipe_name(p->pipe));
+        if (p->cp > 1 || p->ep > 1)
+            return wf_errorf(WF_INVAL, "interlace=1 with %s=%d: not modelled (cp=1, ep=1)", p->cp > 1 ? "cp" : "ep",
+                             p->cp > 1 ? p->cp : p->ep);
+        if (p->zero >= 3)
+            return wf_errorf(WF_INVAL, "interlace=1 with zero=3: not modelled (zero 0, 1 or 2)");
+        if (p->comm.kind == WF_COMM_BYTESCHEDULER)
+            return wf_errorf(WF_INVAL, "interlace=1 with comm=bytescheduler: not modelled (its gradients carried into "
+                                       "the next forward meet the embedding's forwards that open the iteration)");
+        if (p->rc_n > 0 || p->rc_layers > 0)
+            return wf_errorf(WF_INVAL, "interlace=1 with %s: the interlaced pipeline takes one recompute value for "
+                                       "every layer", p->rc_n > 0 ? "recompute per stage" : "rc_layers");
+        int64_t all = (int64_t)p->tp * p->pp;
+        if (m->vocab % all != 0)
+            return wf_errorf(WF_INVAL, "interlace=1: tp x pp = %lld does not divide vocab=%lld of model '%s' (the "
+                                       "embedding and the head split the vocabulary over every device of a pipeline)",
+                             (long long)all, (long long)m->vocab, m->name);
+        if (p->sp && m->seq % all != 0)
+            return wf_errorf(WF_INVAL, "interlace=1 with sp=1: tp x pp = %lld does not divide seq=%lld of model '%s'",
+                             (long long)all, (long long)m->seq, m->name);
+    }
     if (p->stage_n > 0) {
         /* Uneven stages: one chunk per stage, the layers all placed. */
         if (p->stage_n != p->pp)
             return wf_errorf(WF_INVAL, "stages=: %d stages for pp=%d", p->stage_n, p->pp);
         if (p->vpp != 1)
-            return wf_errorf(WF_INVAL, "stages= with vpp=%d: uneven stages run one model chunk per stage (vpp=1)",
+            return wf_errorf(WF_INVAL, "stages= with vpp=%d: uneven stages with interleaving are not modelled (uneven stages run one "
+                                       "model chunk per stage, vpp=1)",
                              p->vpp);
         int64_t sum = 0;
         for (int s = 0; s < p->stage_n; s++) {

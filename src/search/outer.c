@@ -109,7 +109,7 @@ static wf_status divisors(int64_t n, divs *d)
 static int plan_features(const wf_plan *p)
 {
     return p->zero + (int)p->recompute + (p->rc_n > 0) + (p->rc_layers > 0) + (p->stage_n > 0) + (p->coshard > 1) +
-           p->nf1b + p->sp +
+           p->nf1b + p->interlace + p->sp +
            (p->vpp > 1) + (p->cp > 1) +
            (p->ep > 1) + (p->etp > 0 && p->etp != p->tp) + !p->overlap + (p->pipe == WF_PIPE_GPIPE) + p->fp8 +
            p->epo;
@@ -227,6 +227,10 @@ typedef struct {
                              what uneven stages refine (a fixed count, so --top does not change
                              the best plan) */
     int nptop;
+    wf_outer_point *itop; /* the UNEVEN_CANDIDATES fastest pipelined plans of the same shape, fitting
+                             or not: what the interlaced form refines (it holds less on the end
+                             stages, so a plan too big as 1F1B may fit interlaced) */
+    int nitop;
 } search;
 
 /* Plans pruning 3 skips (dominated: GPipe, ZeRO or overlap=0 over one
@@ -248,6 +252,7 @@ static int plan_equal(const wf_plan *a, const wf_plan *b)
            (a->rc_n == 0 || (memcmp(a->rc_kind_at, b->rc_kind_at, sizeof a->rc_kind_at) == 0 &&
                              memcmp(a->rc_layers_at, b->rc_layers_at, sizeof a->rc_layers_at) == 0)) &&
            a->stage_n == b->stage_n && a->coshard == b->coshard && a->nf1b == b->nf1b &&
+           a->interlace == b->interlace &&
            memcmp(a->stage_layers, b->stage_layers, sizeof a->stage_layers[0] * (size_t)a->stage_n) == 0;
 }
 
@@ -295,6 +300,9 @@ static wf_status score(search *s, const wf_plan *plan, wf_outer_point *out, int 
         s->r->min_memory = *out;
         s->r->has_min = 1;
     }
+    if (s->itop && s->transformer && plan->rc_n == 0 && plan->stage_n == 0 && !plan->interlace && plan->pp > 1 &&
+        plan->vpp == 1 && plan->pipe == WF_PIPE_1F1B && undominated(plan))
+        top_insert(s->itop, &s->nitop, UNEVEN_CANDIDATES, out);
     if (point_fits(s, out)) {
         s->r->fitting++;
         top_insert(s->top, &s->ntop, s->k, out);
@@ -522,7 +530,8 @@ static wf_status try_per_stage(search *s, const wf_plan *p)
 static wf_status try_uneven(search *s, const wf_plan *p)
 {
     const int pp = p->pp, L = (int)s->m->layers;
-    if (!s->transformer || pp < 2 || pp > WF_PLAN_RC_STAGES || p->stage_n > 0 || p->rc_n > 0 || L % pp != 0)
+    if (!s->transformer || pp < 2 || pp > WF_PLAN_RC_STAGES || p->stage_n > 0 || p->rc_n > 0 || L % pp != 0 ||
+        p->interlace)
         return WF_OK;
     const int Ls = L / pp;
     wf_plan q = *p;
@@ -583,6 +592,20 @@ static wf_status try_recycle_coshard(search *s, const wf_plan *p, int fits)
         }
     }
     return WF_OK;
+}
+
+/* The interlaced form of pipelined plan p (docs/planner.md): the embedding
+ * and the head over every device of the pipeline; one estimate (the
+ * validation refuses what it cannot run), scored as a candidate. */
+static wf_status try_interlace(search *s, const wf_plan *p)
+{
+    if (!s->transformer || p->interlace || wf_model_is_moe(s->m))
+        return WF_OK;
+    wf_plan q = *p;
+    q.interlace = 1;
+    wf_outer_point pt;
+    int scored = 0;
+    return score(s, &q, &pt, &scored);
 }
 
 /* One line of candidates: plan p with every micro-batch size (ascending). */
@@ -755,13 +778,15 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
     s.top = calloc((size_t)s.k, sizeof *s.top);
     if (!opts->uniform_recompute)
         s.rtop = calloc((size_t)s.k, sizeof *s.rtop);
-    if (!opts->even_stages)
+    if (!opts->even_stages) {
         s.ptop = calloc(UNEVEN_CANDIDATES, sizeof *s.ptop);
+        s.itop = calloc(UNEVEN_CANDIDATES, sizeof *s.itop);
+    }
     divs tps = {0, NULL}, pps = {0, NULL};
     group *groups = NULL;
     int64_t *gspace = NULL;
     int ngroups = 0, capg = 0;
-    if (!s.top || (!opts->uniform_recompute && !s.rtop) || (!opts->even_stages && !s.ptop)) {
+    if (!s.top || (!opts->uniform_recompute && !s.rtop) || (!opts->even_stages && (!s.ptop || !s.itop))) {
         st = wf_errorf(WF_NOMEM, "out of memory for the top %d plans", s.k);
         goto out;
     }
@@ -871,6 +896,24 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
         if (st != WF_OK)
             goto out;
     }
+    /* The interlaced form of the fastest pipelined plans (fitting or not). */
+    if (s.nitop > 0) {
+        int ncand = s.nitop;
+        wf_plan *cand = malloc((size_t)ncand * sizeof *cand);
+        if (!cand) {
+            st = wf_errorf(WF_NOMEM, "out of memory refining pipeline stages");
+            goto out;
+        }
+        for (int i = 0; i < ncand; i++)
+            cand[i] = s.itop[i].plan;
+        free(s.itop);
+        s.itop = NULL;
+        for (int i = 0; i < ncand && st == WF_OK; i++)
+            st = try_interlace(&s, &cand[i]);
+        free(cand);
+        if (st != WF_OK)
+            goto out;
+    }
     /* Uneven stages for the best pipelined plans. */
     if (s.nptop > 0) {
         int ncand = s.nptop;
@@ -882,6 +925,7 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
         for (int i = 0; i < ncand; i++)
             cand[i] = s.ptop[i].plan;
         free(s.ptop);
+    free(s.itop);
         s.ptop = NULL;
         for (int i = 0; i < ncand && st == WF_OK; i++)
             st = try_uneven(&s, &cand[i]);

@@ -79,6 +79,13 @@ typedef struct {
     int n_rec;                  /* forwards without gradient per micro-batch (recycle=N), others 0 */
     double rec_bytes;           /* what a micro-batch recycles (held on the first stage) */
     double rec_send_s;          /* its trip from the last stage to the first (pp > 1) */
+    int interlace;              /* the interlaced pipeline (plan interlace=1): instance 0 (the
+                                   embedding) and ninst - 1 (the head) belong to no virtual stage
+                                   (vs_first[0] = 1, vs_first[nvs] = ninst - 1); every stage holds
+                                   them, tensor-parallel over tp x pp (their units' steps and
+                                   parameters are those of that layout) */
+    double x0_bytes;            /* interlaced: the embedding's output of one micro-batch that stage
+                                   0 keeps until its first forward takes it */
 } sim_profile;
 
 /* Building a task graph with a sticky status: after the first error nothing

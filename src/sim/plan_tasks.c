@@ -337,6 +337,26 @@ static void build_backward(pb *b, int dev, int vs, int mb, int chunk, int last_o
     b->b_first[vs * b->m + mb] = start;
 }
 
+/* The unit instances stage dev holds, in forward order, into out (at least
+ * ninst entries): its virtual stages' and, in an interlaced pipeline, the
+ * embedding (first) and the head (last) that every stage holds. */
+static int stage_insts(const sim_profile *pr, const wf_plan *p, int dev, int *out)
+{
+    int n = 0;
+    if (pr->interlace)
+        out[n++] = 0;
+    for (int c = 0; c < p->vpp; c++) {
+        int vs = c * p->pp + dev;
+        if (vs >= pr->nvs)
+            continue;
+        for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++)
+            out[n++] = i;
+    }
+    if (pr->interlace)
+        out[n++] = pr->ninst - 1;
+    return n;
+}
+
 /* Parameter elements held by stage dev (its virtual stages' units), or with
  * experts only, of them the expert parameters. */
 static double stage_sum(const pb *b, int dev, int experts)
@@ -350,6 +370,8 @@ static double stage_sum(const pb *b, int dev, int experts)
         for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++)
             sum += experts ? pr->unit[pr->inst[i]].eparams : pr->unit[pr->inst[i]].params;
     }
+    if (pr->interlace && !experts) /* the embedding and the head on every stage, the tied weight once */
+        sum += pr->unit[pr->inst[0]].params + pr->unit[pr->inst[pr->ninst - 1]].params - pr->shared_params;
     if (b->p->pp == 1 && !experts)
         sum -= pr->shared_params; /* one copy of the tied embedding */
     return sum;
@@ -435,7 +457,7 @@ static void build_tail(pb *b)
     const wf_plan *p = b->p;
     const sim_profile *pr = b->pr;
     int emb = -1;
-    if (p->pp > 1 && pr->shared_params > 0) {
+    if (p->pp > 1 && pr->shared_params > 0 && !pr->interlace) {
         int res[2] = {wf_sim_channel(b->sb.s, 0, 1), wf_sim_channel(b->sb.s, p->pp - 1, 1)};
         wf_axis_ranks ax[WF_AXIS_COUNT];
         wf_rank_axes_dense(p->tp, p->cp, p->dp, p->pp, ax);
@@ -513,9 +535,168 @@ static void build_nograd(pb *b, int dev, int vs, int mb, int *first, int *end)
     }
 }
 
+/* One all-device segment of an interlaced pipeline on device dev: after
+ * the segment's start (a marker every device's stream leads to: the
+ * segment's collectives hold every device), the unit's steps on this
+ * device; its end leads to the segment's end marker. Returns the device's
+ * first task of it. */
+static int segment_on(pb *b, int dev, int start, int end, int kind, int mb, int first)
+{
+    const sim_profile *pr = b->pr;
+    close_op(b);
+    dep(b, start, b->prev);
+    b->prev = start;
+    int unit_inst = kind == WF_PTASK_HEAD ? pr->ninst - 1 : 0;
+    const sim_unit *u = &pr->unit[pr->inst[unit_inst]];
+    int head = open_op(b, kind == WF_PTASK_EMB_FWD ? "embedding forward (all devices)"
+                        : kind == WF_PTASK_HEAD    ? "head and loss (all devices)"
+                                                   : "embedding backward (all devices)",
+                       mb, 0);
+    if (first && b->with_dp && kind != WF_PTASK_EMB_BWD) {
+        if (dear_split(b))
+            dear_gates(b, dev, unit_inst, mb);
+        if (b->bs_carry)
+            bs_gates(b, dev, unit_inst, unit_inst + 1, mb);
+    }
+    if (kind != WF_PTASK_EMB_BWD)
+        run_steps(b, dev, u->fwd, u->nfwd, mb, -1, 0);
+    if (kind != WF_PTASK_EMB_FWD) {
+        int from = wf_sim_ntasks(b->sb.s);
+        run_steps(b, dev, u->bwd, u->nbwd, mb, -1, 0);
+        if (kind == WF_PTASK_HEAD && u->transient_bytes + u->act_bytes > 0 && b->sb.st == WF_OK &&
+            from < wf_sim_ntasks(b->sb.s))
+            b->sb.st = wf_sim_add_buffer(b->sb.s, dev, (int64_t)(u->transient_bytes + u->act_bytes), head, 1,
+                                         &b->prev);
+    }
+    dep(b, end, close_op(b));
+    return head;
+}
+
+/* The interlaced pipeline (plan interlace=1): each device's tasks in the
+ * order wf_plan_interlace_order gives, the stages' layers as 1F1B's, the
+ * segments on every device between a start and an end marker. A stage's
+ * first forward of a micro-batch follows the embedding's forward of it, the
+ * head follows the last stage's forward, the last stage's backward follows
+ * the head, the embedding's backward follows stage 0's backward. */
+static void build_graph_interlaced(pb *b)
+{
+    const wf_plan *p = b->p;
+    const sim_profile *pr = b->pr;
+    const int P = p->pp, m = b->m, n5 = 5 * m;
+    wf_plan_task *ops = malloc((size_t)n5 * sizeof *ops);
+    int *seg = malloc((size_t)WF_PTASK_COUNT * (size_t)m * 2 * sizeof *seg); /* start, end per (kind, mb) */
+    int *emb_first = malloc((size_t)P * (size_t)m * sizeof *emb_first);   /* each device's EF(j) */
+    if (!ops || !seg || !emb_first) {
+        free(ops);
+        free(seg);
+        free(emb_first);
+        b->sb.st = wf_errorf(WF_NOMEM, "out of memory building a plan's task graph");
+        return;
+    }
+    for (int k = 0; k < WF_PTASK_COUNT * m; k++) {
+        seg[2 * k] = add_task(b, "segment start", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
+        seg[2 * k + 1] = add_task(b, "segment end", WF_SIM_CAT_MARKER, 0, -1, -1, -1, -1, -1);
+    }
+#define SEG_START(kind, mb) seg[2 * ((kind) * m + (mb))]
+#define SEG_END(kind, mb) seg[2 * ((kind) * m + (mb)) + 1]
+    for (int dev = 0; dev < P && b->sb.st == WF_OK; dev++) {
+        char name[64];
+        snprintf(name, sizeof name, "stage %d", dev);
+        int d = wf_sim_add_device(b->sb.s, name, 2, (int64_t)p->tp * p->dp);
+        if (d < 0)
+            b->sb.st = d;
+    }
+    const double emb_act = pr->unit[pr->inst[0]].act_bytes;
+    for (int dev = 0; dev < P && b->sb.st == WF_OK; dev++) {
+        b->sb.st = wf_sim_set_mem_base(b->sb.s, dev, (int64_t)(stage_params(b, dev) * pr->bytes_per_param +
+                                                              pr->buffer_bytes));
+        int n = 0;
+        if (b->sb.st == WF_OK)
+            b->sb.st = wf_plan_interlace_order(P, m, dev, ops, n5, &n);
+        if (b->sb.st)
+            break;
+        b->prev = -1;
+        b->nwait = b->nbg = 0;
+        if (b->with_dp && b->dp) {
+            b->dp[dev].next_group = 0;
+            for (int g = 0; g < b->dp[dev].ngroups; g++)
+                b->dp[dev].ag_of[g] = -1;
+            if (dear_split(b) && b->dp[dev].ngroups > 0)
+                dear_gather(b, dev, 0, -1);
+            for (int g = 1; distopt(b) && g < b->dp[dev].ngroups; g++)
+                if (b->dp[dev].group_first[g] != b->dp[dev].group_first[g - 1])
+                    dear_gather(b, dev, g, b->dp[dev].ag_of[g - 1]);
+        }
+        int seen[WF_PTASK_COUNT] = {0};
+        for (int k = 0; k < n && b->sb.st == WF_OK; k++) {
+            const wf_plan_task t = ops[k];
+            if (wf_ptask_all_devices(t.kind)) {
+                int h = segment_on(b, dev, SEG_START(t.kind, t.mb), SEG_END(t.kind, t.mb), t.kind, t.mb,
+                                   !seen[t.kind]++);
+                if (t.kind == WF_PTASK_EMB_FWD)
+                    emb_first[dev * m + t.mb] = h;
+                else if (t.kind == WF_PTASK_EMB_BWD && emb_act > 0 && b->sb.st == WF_OK)
+                    b->sb.st = wf_sim_add_buffer(b->sb.s, dev, (int64_t)emb_act, emb_first[dev * m + t.mb], 1,
+                                                 &b->prev);
+                continue;
+            }
+            if (t.kind == WF_PTASK_FWD) {
+                build_forward(b, dev, dev, t.mb, 0, t.mb == 0);
+                if (dev + 1 < P)
+                    b->f_send[dev * m + t.mb] = stream_task(b, dev, "send activation", WF_SIM_CAT_PP_COMM,
+                                                            pr->vs_send_s[dev], t.mb, -1, 0);
+            } else {
+                build_backward(b, dev, dev, t.mb, 0, t.mb == m - 1);
+                if (dev > 0)
+                    b->b_send[dev * m + t.mb] = stream_task(b, dev, "send gradient", WF_SIM_CAT_PP_COMM,
+                                                            pr->vs_send_s[dev - 1], t.mb, -1, 0);
+            }
+        }
+        b->stage_last[dev] = close_op(b);
+    }
+    /* The segments' inputs, the stages' across devices. */
+    for (int mb = 0; mb < m && b->sb.st == WF_OK; mb++) {
+        dep(b, SEG_START(WF_PTASK_HEAD, mb), b->f_last[(P - 1) * m + mb]);
+        dep(b, SEG_START(WF_PTASK_EMB_BWD, mb), b->b_last[mb]);
+        for (int vs = 0; vs < P; vs++) {
+            int i = vs * m + mb;
+            dep(b, b->f_first[i], vs == 0 ? SEG_END(WF_PTASK_EMB_FWD, mb) : b->f_send[(vs - 1) * m + mb]);
+            dep(b, b->b_first[i], vs == P - 1 ? SEG_END(WF_PTASK_HEAD, mb) : b->b_send[(vs + 1) * m + mb]);
+            double act = 0;
+            for (int k = pr->vs_first[vs]; k < pr->vs_first[vs + 1]; k++)
+                act += pr->unit[pr->inst[k]].act_bytes;
+            if (act > 0 && b->sb.st == WF_OK)
+                b->sb.st = wf_sim_add_buffer(b->sb.s, vs, (int64_t)act, b->f_first[i], 1, &b->b_last[i]);
+        }
+        /* Stage 0 keeps the embedding's output until its forward takes it. */
+        if (pr->x0_bytes > 0 && b->sb.st == WF_OK)
+            b->sb.st = wf_sim_add_buffer(b->sb.s, 0, (int64_t)pr->x0_bytes, SEG_END(WF_PTASK_EMB_FWD, mb), 1,
+                                         &b->f_first[mb]);
+    }
+    /* The segments' gradients are made by the last of each. */
+    b->inst_grad_task[0] = SEG_END(WF_PTASK_EMB_BWD, m - 1);
+    b->inst_grad_task[pr->ninst - 1] = SEG_END(WF_PTASK_HEAD, m - 1);
+#undef SEG_START
+#undef SEG_END
+    free(ops);
+    free(seg);
+    free(emb_first);
+    for (int dev = 0; dev < P; dev++) {
+        b->stage_dp_last[dev] = -1;
+        if (b->with_dp && b->sb.st == WF_OK)
+            build_dp(b, dev);
+    }
+    if (b->sb.st == WF_OK)
+        build_tail(b);
+}
+
 /* Builds the whole graph into b->sb.s (fresh). */
 static void build_graph(pb *b)
 {
+    if (b->pr->interlace) {
+        build_graph_interlaced(b);
+        return;
+    }
     const wf_plan *p = b->p;
     const sim_profile *pr = b->pr;
     int P = p->pp, m = b->m, nvs = b->nvs;
@@ -713,18 +894,20 @@ static wf_status mp_schedule(pb *b, int dev, const wf_comm_sched *cs, const wf_n
     if (!*inst || !grads)
         return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
     int n = 0;
-    for (int c = 0; c < p->vpp && p->tp > 1; c++) {
-        int vs = c * p->pp + dev;
-        for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++) {
-            const sim_unit *u = &pr->unit[pr->inst[i]];
-            double e = which < 0 ? u->mp_params : u->sub_params[which];
-            if (!(e > 0))
-                continue;
-            grads[n].bytes = e * pr->grad_bytes;
-            grads[n].ready_s = (double)ready_ns[i] / 1e9;
-            grads[n].layer = i;
-            (*inst)[n++] = i;
-        }
+    int *own = wf_arena_alloc(a, (size_t)(pr->ninst + 1) * sizeof *own);
+    if (!own)
+        return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
+    int nown = p->tp > 1 ? stage_insts(pr, p, dev, own) : 0;
+    for (int q = 0; q < nown; q++) {
+        int i = own[q];
+        const sim_unit *u = &pr->unit[pr->inst[i]];
+        double e = which < 0 ? u->mp_params : u->sub_params[which];
+        if (!(e > 0))
+            continue;
+        grads[n].bytes = e * pr->grad_bytes;
+        grads[n].ready_s = (double)ready_ns[i] / 1e9;
+        grads[n].layer = i;
+        (*inst)[n++] = i;
     }
     if (n == 0)
         return WF_OK;
@@ -759,18 +942,20 @@ static wf_status plan_schedules(pb *b, const wf_comm_sched *cs, const wf_ns *rea
         if (!d->grad_inst)
             return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
         int n = 0;
-        for (int c = 0; c < p->vpp; c++) {
-            int vs = c * p->pp + dev;
-            for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++) {
-                const sim_unit *u = &pr->unit[pr->inst[i]];
-                for (int k = 0; k < u->ntensors && p->dp > 1; k++) {
-                    if (u->tensor_params[k] <= 0)
-                        continue;
-                    grads[n].bytes = u->tensor_params[k] * pr->grad_bytes;
-                    grads[n].ready_s = (double)ready_ns[i] / 1e9;
-                    grads[n].layer = i;
-                    d->grad_inst[n++] = i;
-                }
+        int *own = wf_arena_alloc(a, (size_t)(pr->ninst + 1) * sizeof *own);
+        if (!own)
+            return wf_errorf(WF_NOMEM, "out of memory scheduling gradients");
+        int nown = stage_insts(pr, p, dev, own);
+        for (int q = 0; q < nown; q++) {
+            int i = own[q];
+            const sim_unit *u = &pr->unit[pr->inst[i]];
+            for (int k = 0; k < u->ntensors && p->dp > 1; k++) {
+                if (u->tensor_params[k] <= 0)
+                    continue;
+                grads[n].bytes = u->tensor_params[k] * pr->grad_bytes;
+                grads[n].ready_s = (double)ready_ns[i] / 1e9;
+                grads[n].layer = i;
+                d->grad_inst[n++] = i;
             }
         }
         st = wf_sched_build(cs, grads, n, &env, a, &d->sc);

@@ -1187,6 +1187,34 @@ wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cl
     wf_cost_layout_free(&own);
     if (st)
         return st;
+    if (p->interlace && sm->transformer) {
+        /* The interlaced pipeline: the embedding and the head as one stage
+         * of tp x pp ranks lays them out (their collectives on that group),
+         * outside the virtual stages. */
+        if (layouts)
+            return wf_errorf(WF_INVAL, "interlace=1: an interlaced plan has no op-level layouts");
+        wf_plan q = *p;
+        q.tp = p->tp * p->pp;
+        q.pp = 1;
+        q.interlace = 0;
+        sim_profile seg;
+        if ((st = sim_profile_build(sm, m, c, &q, NULL, fuse, 0, a, &seg)) != WF_OK)
+            return st;
+        out->unit[SEC_PRE] = seg.unit[SEC_PRE];
+        out->unit[SEC_POST] = seg.unit[SEC_POST];
+        for (int s = SEC_PRE; s <= SEC_POST; s += SEC_POST - SEC_PRE) {
+            /* Their replicated weights' partial gradients (the final norm's)
+             * are not reduced over tp x pp here; the estimate leaves them
+             * out too. */
+            out->unit[s].mp_params = 0;
+            out->unit[s].sub_params[0] = out->unit[s].sub_params[1] = 0;
+        }
+        out->shared_params = seg.shared_params;
+        out->interlace = 1;
+        out->x0_bytes = sm->info.sec[SEC_LAYER].input_bytes * (double)p->mbs / (p->sp && p->tp > 1 ? p->tp : 1);
+        out->vs_first[0] = 1;
+        out->vs_first[out->nvs] = out->ninst - 1;
+    }
     if (!out->vs_send_s) {
         out->vs_send_s = wf_arena_alloc(a, (size_t)(out->nvs + 1) * sizeof *out->vs_send_s);
         if (!out->vs_send_s)
