@@ -152,12 +152,12 @@ static const double H100_MB_EFF[WF_MB_KINDS][2] = {
  *   paper's "up to 73%", with its own ramp and launch. */
 static const wf_gemm_fit A100_GEMM[WF_GEMM_KINDS] = {
     /* tile_m, tile_n, eff, ramp_k, wave_k, quant, launch_s */
-    [WF_GEMM_FP32] = {128, 64, 0.918, 5, 29, 0.05, 6.3e-6},
-    [WF_GEMM_TF32] = {128, 256, 0.831, 476, 163, 0.95, 6.6e-6},
-    [WF_GEMM_HALF] = {128, 256, 0.927, 364, 295, 0.76, 4.5e-6},
+    [WF_GEMM_FP32] = {128, 64, 0.918, 21, 29, 0.05, 4.9e-6},
+    [WF_GEMM_TF32] = {128, 256, 0.823, 325, 123, 0.95, 11.2e-6},
+    [WF_GEMM_HALF] = {128, 256, 0.936, 346, 361, 0.67, 4.9e-6},
 };
 /* Operand feed per SM of the kinds that carry the smaller tiles (bytes/s). */
-static const double A100_GEMM_FEED_BPS[WF_GEMM_KINDS] = {[WF_GEMM_TF32] = 46.2e9, [WF_GEMM_HALF] = 47.6e9};
+static const double A100_GEMM_FEED_BPS[WF_GEMM_KINDS] = {[WF_GEMM_TF32] = 47.5e9, [WF_GEMM_HALF] = 53.1e9};
 static const wf_attn_fit A100_FA2 = {{0.585, 0.608, 0.709, 0.740, 0.715},
                                      {0.565, 0.523, 0.615, 0.429, 0.487},
                                      1.73, 1.06, 20.7e-6, 64.7e-6};
