@@ -56,6 +56,7 @@ typedef struct {
     const char *name;
     int n;
     double sum, worst;
+    double measured_s, predicted_s; /* the family's times summed over the file */
 } family;
 
 static void point(family *f, const char *what, double measured_s, double predicted_s)
@@ -64,6 +65,8 @@ static void point(family *f, const char *what, double measured_s, double predict
     printf("  %-40s %11.1f us %11.1f us %+7.1f%%\n", what, 1e6 * measured_s, 1e6 * predicted_s, 100 * e);
     f->n++;
     f->sum += fabs(e);
+    f->measured_s += measured_s;
+    f->predicted_s += predicted_s;
     if (fabs(e) > f->worst)
         f->worst = fabs(e);
 }
@@ -71,9 +74,14 @@ static void point(family *f, const char *what, double measured_s, double predict
 static void report(const family *f, double max_bound, double mean_bound)
 {
     double mean = f->n ? f->sum / f->n : 0;
-    printf("%s: %d points, mean |error| %.1f%% (bound %.0f%%), max %.1f%% (bound %.0f%%)\n\n", f->name, f->n,
-           100 * mean, 100 * mean_bound, 100 * f->worst, 100 * max_bound);
+    double total = f->measured_s > 0 ? f->predicted_s / f->measured_s - 1 : 0;
+    printf("%s: %d points, mean |error| %.1f%% (bound %.0f%%), max %.1f%% (bound %.0f%%), whole file %+.1f%% "
+           "(bound 10%%)\n\n",
+           f->name, f->n, 100 * mean, 100 * mean_bound, 100 * f->worst, 100 * max_bound, 100 * total);
     assert_true(f->n > 0);
+    /* The issue's test: the family's predicted time within 10% of the
+     * measured over the whole file. */
+    assert_true(fabs(total) <= 0.10);
     assert_true(mean <= mean_bound);
     assert_true(f->worst <= max_bound);
 }
@@ -95,7 +103,7 @@ static void test_gemm_half(void **state)
 {
     (void)state;
     cJSON *j = kernels_file();
-    family f = {"gemm bf16 (cuBLAS, forward and both gradients)", 0, 0, 0};
+    family f = {"gemm bf16 (cuBLAS, forward and both gradients)", 0, 0, 0, 0, 0};
     printf("%-42s %14s %14s %8s\n", "bf16 product", "measured", "predicted", "error");
     gemm_family(j, "gemm_bf16", WF_GEMM_HALF, &f);
     /* A linear layer's three products: forward (tokens, out, in), data
@@ -121,7 +129,7 @@ static void test_gemm_fp8(void **state)
 {
     (void)state;
     cJSON *j = kernels_file();
-    family f = {"gemm fp8 e4m3 (torch._scaled_mm)", 0, 0, 0};
+    family f = {"gemm fp8 e4m3 (torch._scaled_mm)", 0, 0, 0, 0, 0};
     gemm_family(j, "gemm_fp8_e4m3", WF_GEMM_FP8, &f);
     gemm_family(j, "gemm_fp8_e4m3_transformer_shapes", WF_GEMM_FP8, &f);
     report(&f, 0.12, 0.06);
@@ -132,10 +140,10 @@ static void test_gemm_fp32(void **state)
 {
     (void)state;
     cJSON *j = kernels_file();
-    family f = {"gemm tf32", 0, 0, 0};
+    family f = {"gemm tf32", 0, 0, 0, 0, 0};
     gemm_family(j, "gemm_tf32", WF_GEMM_TF32, &f);
     report(&f, 0.10, 0.07);
-    family g = {"gemm fp32 (SIMT)", 0, 0, 0};
+    family g = {"gemm fp32 (SIMT)", 0, 0, 0, 0, 0};
     gemm_family(j, "gemm_fp32", WF_GEMM_FP32, &g);
     report(&g, 0.05, 0.03);
     cJSON_Delete(j);
@@ -156,7 +164,7 @@ static void test_attention_sdpa(void **state)
     (void)state;
     cJSON *j = kernels_file();
     const wf_device d = h100();
-    family f = {"attention (PyTorch SDPA, bf16)", 0, 0, 0};
+    family f = {"attention (PyTorch SDPA, bf16)", 0, 0, 0, 0, 0};
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "attention_sdpa_bf16_by_shape");
     for (const cJSON *e = a ? a->child : NULL; e; e = e->next)
         attn_point(&d, &f, num(e, "batch"), num(e, "heads"), num(e, "seq"), num(e, "head_dim"),
@@ -182,7 +190,7 @@ static void test_memory_bound(void **state)
     (void)state;
     cJSON *j = kernels_file();
     const wf_device d = h100();
-    family f = {"memory-bound kernels (PyTorch eager, bf16)", 0, 0, 0};
+    family f = {"memory-bound kernels (PyTorch eager, bf16)", 0, 0, 0, 0, 0};
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "memory_bound_ops_bf16");
     assert_true(cJSON_IsArray(a));
     for (const cJSON *e = a->child; e; e = e->next) {
@@ -228,7 +236,7 @@ static void test_memory_bound(void **state)
     /* Fused AdamW: the file counts 16 bytes per parameter; the step moves
      * 28 (reads parameter, gradient, both moments; writes parameter and
      * moments), as the cost model counts it. The two large steps. */
-    family o = {"fused AdamW step (fp32)", 0, 0, 0};
+    family o = {"fused AdamW step (fp32)", 0, 0, 0, 0, 0};
     a = cJSON_GetObjectItemCaseSensitive(j, "adamw_fused_fp32");
     for (const cJSON *e = a ? a->child : NULL; e; e = e->next) {
         double p = num(e, "params");
@@ -278,14 +286,85 @@ static void test_v100_deepbench(void **state)
     cJSON *j = NULL;
     if (wf_json_read_file(path, &j) != WF_OK)
         fail_msg("%s", wf_last_error());
-    family f = {"V100 gemm fp32 (DeepBench, cuBLAS)", 0, 0, 0};
+    family f = {"V100 gemm fp32 (DeepBench, cuBLAS)", 0, 0, 0, 0, 0};
     v100_family(j, "gemm_fp32", WF_GEMM_FP32, &f);
     assert_int_equal(f.n, 74);
     report(&f, 0.10, 0.05);
-    family h = {"V100 gemm fp16 tensor cores (DeepBench, cuBLAS)", 0, 0, 0};
+    family h = {"V100 gemm fp16 tensor cores (DeepBench, cuBLAS)", 0, 0, 0, 0, 0};
     v100_family(j, "gemm_fp16", WF_GEMM_HALF, &h);
     assert_int_equal(h.n, 74);
     report(&h, 0.10, 0.05);
+    cJSON_Delete(j);
+}
+
+/* dgx-a100 against published A100 kernel tables
+ * (tests/data/a100-published-kernels.json): cuBLAS products m = n = k from
+ * 768 to 8192 read off NVIDIA's figure (below 768 a read-off pixel is more
+ * than 2% of the value), two best-shape bf16 products of Bekman's
+ * brute-force search (not fitted on: a cross-check), and FlashAttention-2's
+ * forward + backward by sequence, head dim and mask (Dao 2023, Figure 4). */
+static void a100_gemm_family(const cJSON *t, const char *key, wf_gemm_kind kind, const wf_device *d, family *f)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(t, key);
+    assert_true(cJSON_IsArray(a));
+    for (const cJSON *e = a->child; e; e = e->next) {
+        double M = num(e, "M"), N = num(e, "N"), K = num(e, "K");
+        if (M < 768)
+            continue;
+        char what[96];
+        snprintf(what, sizeof what, "A100 %s %gx%gx%g", key, M, N, K);
+        point(f, what, 2.0 * M * N * K / (1e12 * num(e, "tflops")), wf_gemm_time(d, kind, 1, M, N, K));
+    }
+}
+
+static void test_a100_published(void **state)
+{
+    (void)state;
+    const char *root = getenv("WEFT_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s%stests/data/a100-published-kernels.json", root ? root : "", root ? "/" : "");
+    cJSON *j = NULL;
+    if (wf_json_read_file(path, &j) != WF_OK)
+        fail_msg("%s", wf_last_error());
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("dgx-a100", &c), WF_OK);
+    assert_true(wf_device_kernels(&c.dev));
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "gemm_cublas_square");
+    family h = {"A100 gemm bf16 (cuBLAS, NVIDIA; Bekman's best shapes)", 0, 0, 0, 0, 0};
+    a100_gemm_family(g, "bf16", WF_GEMM_HALF, &c.dev, &h);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "gemm_mamf"), "points");
+    for (const cJSON *e = m ? m->child : NULL; e; e = e->next) {
+        double M = num(e, "M"), N = num(e, "N"), K = num(e, "K");
+        char what[96];
+        snprintf(what, sizeof what, "A100 bf16 best shape %gx%gx%g", M, N, K);
+        point(&h, what, 2.0 * M * N * K / (1e12 * num(e, "tflops")), wf_gemm_time(&c.dev, WF_GEMM_HALF, 1, M, N, K));
+    }
+    assert_int_equal(h.n, 30 + 2);
+    report(&h, 0.10, 0.05);
+    family s = {"A100 gemm fp32 (SIMT, cuBLAS)", 0, 0, 0, 0, 0};
+    a100_gemm_family(g, "fp32", WF_GEMM_FP32, &c.dev, &s);
+    report(&s, 0.10, 0.05);
+    /* TF32: cuBLAS 11.0's choices leave dips the fastest-tile model does not
+     * make (2048: 85 TFLOP/s between 104 and 110; 6656: 106.6 between 129.5
+     * and 130.9); docs/cost-model.md lists them. */
+    family t = {"A100 gemm tf32 (cuBLAS)", 0, 0, 0, 0, 0};
+    a100_gemm_family(g, "tf32", WF_GEMM_TF32, &c.dev, &t);
+    report(&t, 0.14, 0.07);
+    family fa = {"A100 FlashAttention-2 forward + backward", 0, 0, 0, 0, 0};
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "attention_flash2_fwd_bwd"),
+                                                      "points");
+    for (const cJSON *e = a ? a->child : NULL; e; e = e->next) {
+        double B = num(e, "batch"), H = num(e, "heads"), S = num(e, "seq"), D = num(e, "head_dim");
+        int causal = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "causal"));
+        double flops = 3.5 * 4.0 * B * H * S * S * D * (causal ? 0.5 : 1.0);
+        double pred = wf_attn_time(&c.dev, WF_ATTN_IMPL_FA2, B * H, S, S, D, causal, 0) +
+                      wf_attn_time(&c.dev, WF_ATTN_IMPL_FA2, B * H, S, S, D, causal, 1);
+        char what[96];
+        snprintf(what, sizeof what, "FA2 S%g D%g %s", S, D, causal ? "causal" : "full");
+        point(&fa, what, flops / (1e12 * num(e, "fwd_bwd_tflops")), pred);
+    }
+    assert_int_equal(fa.n, 23);
+    report(&fa, 0.10, 0.05);
     cJSON_Delete(j);
 }
 
@@ -320,7 +399,7 @@ int main(void)
         cmocka_unit_test(test_gemm_half),      cmocka_unit_test(test_gemm_fp8),
         cmocka_unit_test(test_gemm_fp32),      cmocka_unit_test(test_attention_sdpa),
         cmocka_unit_test(test_memory_bound),   cmocka_unit_test(test_switch),
-        cmocka_unit_test(test_v100_deepbench),
+        cmocka_unit_test(test_v100_deepbench), cmocka_unit_test(test_a100_published),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

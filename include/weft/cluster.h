@@ -104,6 +104,11 @@ typedef struct {
                                             0: by the FLOPs table (matrix_eff) and mem_eff */
     int sms;                             /* streaming multiprocessors (0: no kernel model) */
     wf_gemm_fit gemm[WF_GEMM_KINDS];
+    /* Per kind, 0: the fit's one tile; > 0: the library also carries 128x128,
+     * 128x64 and 64x64 tiles and runs the fastest, each K loop no faster than
+     * its operands arrive at this many bytes/s per SM (2 tm tn / ((tm + tn)
+     * element bytes) FLOPs per byte). */
+    double gemm_feed_bps[WF_GEMM_KINDS];
     wf_attn_fit attn[WF_ATTN_IMPL_COUNT];
     double mb_eff[WF_MB_KINDS][2];       /* memory-bound kernels, [kind][0 forward, 1 backward] */
     double opt_eff;                      /* fused AdamW step: fraction of mem_bw_bps (0: mem_eff) */

@@ -44,9 +44,6 @@ static const wf_eff_point A100_MATRIX_EFF[] = {
 #define A100_IB_EFF 0.85
 /* Launch and framework dispatch: the shortest an op can take. */
 #define A100_OP_OVERHEAD_S 4e-6
-/* Large bf16 products reach this of the A100's 312 TFLOP/s inside the K
- * loop (pinned by the published 267.9 TFLOP/s, see preset_dgx_a100). */
-#define A100_GEMM_EFF 0.90
 /* Fixed cost of one pipeline send/recv beyond the wire: Megatron-LM's p2p
  * call (batch_isend_irecv, NCCL group launch), the torch.cuda.synchronize()
  * it does after every exchange, and the Python re-launch of the next chunk's
@@ -135,6 +132,36 @@ static const double H100_MB_EFF[WF_MB_KINDS][2] = {
 };
 #define H100_OPT_EFF 0.77
 
+/* A100 SXM (108 SMs), fitted by scripts/fit-kernels-a100 (the same minimax
+ * as the H100 fit) on published tables, tests/data/a100-published-kernels.json:
+ * - products: cuBLAS on A100 for m = n = k from 768 to 8192 in steps of 256
+ *   (NVIDIA, "CUDA 11 Features Revealed", Figure 6, CUDA 11.0), read off the
+ *   figure. The curve's saw-tooth is wave quantization on 108 SMs (NVIDIA,
+ *   "Matrix Multiplication Background User's Guide", "Wave quantization"):
+ *   16-bit peaks where 256 x 128 tiles fill whole waves (4608: 18 x 36 = 648
+ *   tiles = 6.0 waves; 5632: 968 = 8.96) and dips just past them (4352: 578
+ *   = 5.35 waves), so the 16-bit and TF32 kinds carry cuBLAS's smaller tiles
+ *   (128x128, 128x64, 64x64) at the rate their operands arrive (feed_bps per
+ *   SM), and strict fp32 runs 128 x 64 SIMT tiles with several blocks
+ *   resident per SM, which hides the last wave (quant 0.05).
+ * - FlashAttention-2, forward + backward, head dims 64 and 128, causal or
+ *   not, sequence 512 to 16k (Dao 2023, arXiv:2307.08691, Figure 4; the
+ *   flash-attention repository's assets/flash2_a100_fwd_bwd_benchmark.png):
+ *   the H100 curve's shape by head dim scaled by 1.168 (64) and 1.051 (128
+ *   and above; 96 between), forward 0.71 at head dim 128 against the
+ *   paper's "up to 73%", with its own ramp and launch. */
+static const wf_gemm_fit A100_GEMM[WF_GEMM_KINDS] = {
+    /* tile_m, tile_n, eff, ramp_k, wave_k, quant, launch_s */
+    [WF_GEMM_FP32] = {128, 64, 0.918, 21, 29, 0.05, 4.9e-6},
+    [WF_GEMM_TF32] = {128, 256, 0.823, 325, 123, 0.95, 11.2e-6},
+    [WF_GEMM_HALF] = {128, 256, 0.936, 346, 361, 0.67, 4.9e-6},
+};
+/* Operand feed per SM of the kinds that carry the smaller tiles (bytes/s). */
+static const double A100_GEMM_FEED_BPS[WF_GEMM_KINDS] = {[WF_GEMM_TF32] = 47.5e9, [WF_GEMM_HALF] = 53.1e9};
+static const wf_attn_fit A100_FA2 = {{0.585, 0.608, 0.709, 0.740, 0.715},
+                                     {0.565, 0.523, 0.615, 0.429, 0.487},
+                                     1.73, 1.06, 20.7e-6, 64.7e-6};
+
 /* Scale of an attention fit's efficiencies (forward and backward) for
  * another implementation or device, from a published peak of that kernel. */
 static wf_attn_fit attn_scaled(const wf_attn_fit *base, double fwd, double bwd, double cap)
@@ -145,25 +172,6 @@ static wf_attn_fit attn_scaled(const wf_attn_fit *base, double fwd, double bwd, 
         f.eff_fwd[i] = round(1000.0 * (base->eff_fwd[i] * fwd < cap ? base->eff_fwd[i] * fwd : cap)) / 1000.0;
         f.eff_bwd[i] = round(1000.0 * (base->eff_bwd[i] * bwd < cap ? base->eff_bwd[i] * bwd : cap)) / 1000.0;
     }
-    return f;
-}
-
-/* Another GPU's products from the H100 fit: the fill/drain (a latency) and
- * the epilogue (a store at the SM's share of HBM bandwidth) are the same
- * times, so in K steps they scale by the SM's FLOP rate and, for the
- * epilogue, by the inverse of its share of the bandwidth; eff is pinned by
- * the device's own published large-GEMM throughput. */
-static wf_gemm_fit gemm_scaled(wf_gemm_kind k, const wf_device *d, double eff)
-{
-    /* Peak FLOP/s of one SM for the kind, on this device and on the H100. */
-    const int fp32 = k == WF_GEMM_FP32;
-    double rate = (fp32 ? d->matrix_flops[WF_DTYPE_FP32] : d->matrix_flops[WF_DTYPE_FP16]) / (double)d->sms;
-    double h_rate = (fp32 ? 67e12 : 989e12) / 132.0;
-    double r = rate / h_rate, bw = (d->mem_bw_bps / (double)d->sms) / (3350e9 / 132.0);
-    wf_gemm_fit f = H100_GEMM[k];
-    f.ramp_k = round(f.ramp_k * r); /* whole K steps */
-    f.wave_k = round(f.wave_k * r / bw);
-    f.eff = eff;
     return f;
 }
 
@@ -230,25 +238,18 @@ static void preset_dgx_a100_device(wf_cluster *c)
 {
     /* A100 SXM 80GB: 312 TFLOP/s fp16 tensor, 19.5 fp32, 78 fp16 vector, 2039 GB/s. */
     gpu_device(&c->dev, "A100-SXM-80GB", 312e12, 19.5e12, 78e12, 1, 80, 2039e9);
-    /* Kernel model: 108 SMs. bf16 products reach 267.9 TFLOP/s (85.9%) at
-     * 6912x16384x2048 (Bekman, ml-engineering, "Maximum Achievable Matmul
-     * FLOPS comparison table", CUDA 12.1; tests/data/published-kernels.json):
-     * eff 0.93 puts the scaled H100 curve there. FlashAttention-2 reaches up
-     * to 73% of the A100's peak forward (Dao 2023, arXiv:2307.08691,
-     * abstract): the H100 SDPA curve scaled to 0.73 at head dim 128. PyTorch's
-     * SDPA and Transformer Engine run FlashAttention-2 class kernels on
-     * Ampere. */
+    /* Kernel model: 108 SMs, the products and FlashAttention-2 fitted on
+     * published A100 tables (A100_GEMM, A100_FA2 above). PyTorch's SDPA and
+     * Transformer Engine run FlashAttention-2 class kernels on Ampere. */
     c->dev.sms = 108;
     c->dev.mem_eff = A100_MEM_EFF;
-    c->dev.gemm[WF_GEMM_HALF] = gemm_scaled(WF_GEMM_HALF, &c->dev, A100_GEMM_EFF);
-    c->dev.gemm[WF_GEMM_TF32] = gemm_scaled(WF_GEMM_TF32, &c->dev, H100_GEMM[WF_GEMM_TF32].eff);
-    c->dev.gemm[WF_GEMM_FP32] = gemm_scaled(WF_GEMM_FP32, &c->dev, H100_GEMM[WF_GEMM_FP32].eff);
-    {
-        wf_attn_fit fa2 = attn_scaled(&H100_SDPA, 0.73 / 0.675, 0.73 / 0.675, 1.0);
-        c->dev.attn[WF_ATTN_IMPL_FA2] = fa2;
-        c->dev.attn[WF_ATTN_IMPL_SDPA] = fa2;
-        c->dev.attn[WF_ATTN_IMPL_TE] = fa2;
+    for (int k = 0; k < WF_GEMM_KINDS; k++) {
+        c->dev.gemm[k] = A100_GEMM[k];
+        c->dev.gemm_feed_bps[k] = A100_GEMM_FEED_BPS[k];
     }
+    c->dev.attn[WF_ATTN_IMPL_FA2] = A100_FA2;
+    c->dev.attn[WF_ATTN_IMPL_SDPA] = A100_FA2;
+    c->dev.attn[WF_ATTN_IMPL_TE] = A100_FA2;
     /* NVSwitch 300 GB/s each direction per GPU; one 200 Gb/s HDR NIC per GPU. */
     set_levels(c, 8, 300e9, 3e-6, A100_NVLINK_EFF, 64, 25e9, 6e-6, A100_IB_EFF);
     gpu_factors(c);

@@ -72,14 +72,22 @@ static wf_status read_kernels(const cJSON *j, const char *ctx, wf_device *d)
         return wf_errorf(WF_FORMAT, "%s: expected gemm (%d rows), attn (%d rows) and mem (%d rows) arrays", sub,
                          WF_GEMM_KINDS, WF_ATTN_IMPL_COUNT, WF_MB_KINDS);
     for (int i = 0; i < WF_GEMM_KINDS; i++) {
-        double v[7];
+        double v[8] = {0};
         snprintf(sub, sizeof sub, "%s.kernels.gemm[%d]", ctx, i);
-        if ((st = read_nums(cJSON_GetArrayItem(g, i), sub, 7, 0, 1e6, v)) != WF_OK)
+        /* An 8th number, feed_bps, where the fit carries the smaller tiles. */
+        const cJSON *row = cJSON_GetArrayItem(g, i);
+        int n = cJSON_IsArray(row) ? cJSON_GetArraySize(row) : 0;
+        if (n != 7 && n != 8)
+            return wf_errorf(WF_FORMAT, "%s: expected an array of 7 or 8 numbers", sub);
+        if ((st = read_nums(row, sub, n, 0, n == 8 ? 1e15 : 1e6, v)) != WF_OK)
             return st;
         if (v[2] > 1 || v[5] > 1 || v[6] > 1)
             return wf_errorf(WF_FORMAT, "%s: eff and quant must be in [0, 1], launch_s below 1", sub);
+        if (v[0] > 1e6 || v[1] > 1e6 || v[3] > 1e6 || v[4] > 1e6)
+            return wf_errorf(WF_FORMAT, "%s: tile sides and K steps must be at most 1e6", sub);
         wf_gemm_fit f = {(int)v[0], (int)v[1], v[2], v[3], v[4], v[5], v[6]};
         d->gemm[i] = f;
+        d->gemm_feed_bps[i] = v[7];
     }
     for (int i = 0; i < WF_ATTN_IMPL_COUNT; i++) {
         double v[2 * WF_ATTN_HEAD_DIMS + 4];
@@ -125,8 +133,9 @@ static void kernels_json(cJSON *d, const wf_device *dev)
     cJSON *g = cJSON_AddArrayToObject(k, "gemm");
     for (int i = 0; g && i < WF_GEMM_KINDS; i++) {
         const wf_gemm_fit *f = &dev->gemm[i];
-        double v[7] = {f->tile_m, f->tile_n, f->eff, f->ramp_k, f->wave_k, f->quant, f->launch_s};
-        cJSON_AddItemToArray(g, nums_json(v, 7));
+        double v[8] = {f->tile_m, f->tile_n, f->eff, f->ramp_k, f->wave_k, f->quant, f->launch_s,
+                       dev->gemm_feed_bps[i]};
+        cJSON_AddItemToArray(g, nums_json(v, v[7] > 0 ? 8 : 7));
     }
     cJSON *a = cJSON_AddArrayToObject(k, "attn");
     for (int i = 0; a && i < WF_ATTN_IMPL_COUNT; i++) {

@@ -78,13 +78,31 @@ double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double count, double 
         double t = flops / (p * wf_device_matrix_eff(d, flops));
         return t > d->op_overhead_s ? t : d->op_overhead_s;
     }
-    double tm = f->tile_m, tn = f->tile_n;
-    double a = tiled_time(d, f, peak, count, M, N, K, tile_fit(tm, M), tile_fit(tn, N));
-    double b = tiled_time(d, f, peak, count, M, N, K, tile_fit(tn, M), tile_fit(tm, N));
-    double tc = a < b ? a : b;
+    double eb = elem_bytes_of(kind), ob = kind == WF_GEMM_FP32 || kind == WF_GEMM_TF32 ? 4.0 : 2.0;
+    double tc = HUGE_VAL;
+    /* The fitted tile, and where the library carries them the smaller
+     * tiles too; the fastest in either orientation. */
+    static const double SMALL[][2] = {{128, 128}, {128, 64}, {64, 64}};
+    const double feed = d->gemm_feed_bps[kind];
+    int nt = feed > 0 ? 4 : 1;
+    for (int i = 0; i < nt; i++) {
+        double t1 = i ? SMALL[i - 1][0] : f->tile_m, t2 = i ? SMALL[i - 1][1] : f->tile_n;
+        for (int o = 0; o < 2; o++) {
+            double tm = tile_fit(o ? t2 : t1, M), tn = tile_fit(o ? t1 : t2, N);
+            double t = tiled_time(d, f, peak, count, M, N, K, tm, tn);
+            if (feed > 0) {
+                /* The K loop runs no faster than its operands arrive. */
+                double per_sm = peak / (double)d->sms * f->eff;
+                double fed = 2.0 * tm * tn / ((tm + tn) * eb) * feed;
+                if (fed < per_sm)
+                    t *= per_sm / fed;
+            }
+            if (t < tc)
+                tc = t;
+        }
+    }
     /* Roofline: A and B read once, C written once in 16 bits (fp32 output
      * for fp32 kinds), at the copy bandwidth. */
-    double eb = elem_bytes_of(kind), ob = kind == WF_GEMM_FP32 || kind == WF_GEMM_TF32 ? 4.0 : 2.0;
     double bytes = count * ((M * K + K * N) * eb + M * N * ob);
     double ce = d->mb_eff[WF_MB_ELEM][0] > 0 ? d->mb_eff[WF_MB_ELEM][0] : d->mem_eff;
     double tmem = bytes / (d->mem_bw_bps * ce);

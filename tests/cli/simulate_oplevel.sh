@@ -9,7 +9,7 @@
 # one cost model does not take exits 1 with one line. $1 is the weft binary.
 source "$(dirname "$0")/lib.sh" "$1"
 C=dgx-a100:nodes=1
-for spec in "mlp-tiny --mesh 4" "cnn-tiny --mesh 2x4" "mlp --mesh 2"; do
+for spec in "mlp-tiny --mesh 4" "cnn-tiny --mesh 4" "mlp --mesh 2"; do
   set -- $spec
   m=$1
   shift
