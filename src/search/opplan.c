@@ -1741,15 +1741,6 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
             goto out;
         qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_cand);
     }
-    /* A lever variant the one model does not price is dropped: the op-level
-     * model (the estimate's fallback) has no levers to price it with. */
-    {
-        int n = 0;
-        for (int i = 0; i < P.ncands; i++)
-            if (P.cands[i].pt.one_model || !(P.cands[i].pt.recompute || P.cands[i].pt.zero))
-                P.cands[n++] = P.cands[i];
-        P.ncands = n;
-    }
     int nfit = 0;
     while (nfit < P.ncands && P.cands[nfit].pt.fits)
         nfit++;
