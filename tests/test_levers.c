@@ -19,6 +19,8 @@
 
 #include "graph/graph-impl.h"
 #include "search/oplevel-impl.h"
+#include "weft/cost.h"
+#include "weft/layout.h"
 #include "weft/models.h"
 #include "weft/search.h"
 
@@ -27,6 +29,11 @@
 enum { B = 8, S = 64, H = 256, LAYERS = 2, D = 4 };
 #define MODEL "gpt:layers=2,hidden=256,heads=4,seq=64,vocab=512,dtype=fp32"
 #define CLUSTER "v100-ib100:nodes=1,kernel_model=0"
+/* The frontier's setting: docs/seeds.md's TensorOpt table (GPT-2 fp32 on a
+ * node of four V100s, batch 16), where the one model's ZeRO saves memory. */
+#define FRONT_MODEL "gpt2:dtype=fp32"
+#define FRONT_CLUSTER "v100-ib100:nodes=1"
+#define FRONT_BATCH 16
 
 static void test_closed_forms(void **state)
 {
@@ -108,21 +115,26 @@ static void test_closed_forms(void **state)
 }
 
 /* The frontier of `weft plan --op-level --pareto` holds recomputed and
- * ZeRO points, and the smallest memory on it is one of them. */
+ * ZeRO points, priced by the one cost model with those keys (the figures
+ * are wf_oplevel_plan_cost's of the point's plan, keys and all, and differ
+ * from those of the same layouts without them); time ascending, memory
+ * strictly descending, and the smallest memory on it is a recomputed one. */
 static void test_frontier_has_levers(void **state)
 {
     (void)state;
     wf_model_config mc;
     wf_cluster c;
-    assert_int_equal(wf_model_lookup(MODEL, &mc), WF_OK);
-    assert_int_equal(wf_cluster_lookup(CLUSTER, &c), WF_OK);
+    assert_int_equal(wf_model_lookup(FRONT_MODEL, &mc), WF_OK);
+    assert_int_equal(wf_cluster_lookup(FRONT_CLUSTER, &c), WF_OK);
     wf_opplan_opts o;
     wf_opplan_opts_default(&o);
     o.mesh = "4";
     o.pp = 1;
     o.devices = D;
     wf_opplan_result r;
-    assert_int_equal(wf_opplan_search(&mc, &c, B, &o, &r), WF_OK);
+    assert_int_equal(wf_opplan_search(&mc, &c, FRONT_BATCH, &o, &r), WF_OK);
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&mc, &c, &ctx), WF_OK);
     int rc = 0, zero = 0, plain = -1;
     for (int i = 0; i < r.npareto; i++) {
         const wf_opplan_point *pt = &r.pareto[i];
@@ -136,11 +148,29 @@ static void test_frontier_has_levers(void **state)
         }
         if (!pt->recompute && plain < 0)
             plain = i;
+        /* Its figures: the one model's of its plan, levers as keys. */
+        assert_true(pt->one_model && pt->layouts);
+        wf_estimate e, e0;
+        assert_int_equal(wf_oplevel_plan_cost(&mc, &c, ctx, FRONT_BATCH, pt->layouts, &e, NULL), WF_OK);
+        assert_true(REL(e.iteration_time_s, pt->iteration_time_s, 1e-9));
+        assert_true(REL(e.memory_per_device_bytes, pt->memory_per_device_bytes, 1e-9));
+        if (pt->recompute || pt->zero) {
+            assert_true(strlen(pt->layouts->keys) > 0);
+            wf_plan_oplevel bare = *pt->layouts;
+            bare.keys[0] = 0; /* the same layouts, no levers: more memory */
+            assert_int_equal(wf_oplevel_plan_cost(&mc, &c, ctx, FRONT_BATCH, &bare, &e0, NULL), WF_OK);
+            assert_true(e0.memory_per_device_bytes > e.memory_per_device_bytes);
+            if (pt->recompute)
+                assert_true(e.iteration_time_s > e0.iteration_time_s && e.breakdown.recompute > 0);
+        } else {
+            assert_true(pt->layouts->keys[0] == 0);
+        }
     }
     assert_true(rc > 0 && zero > 0);
     assert_true(r.pareto[r.npareto - 1].recompute == 1);
     assert_true(plain >= 0 && r.pareto[r.npareto - 1].memory_per_device_bytes <
                                   r.pareto[plain].memory_per_device_bytes);
+    wf_cost_ctx_free(ctx);
     wf_opplan_result_free(&r);
 }
 

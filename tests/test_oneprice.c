@@ -4,7 +4,8 @@
  * estimate --plan FILE` estimates it (src/cli/cmd_estimate.c: the one cost
  * model, wf_oplevel_plan_cost; where that does not take the layouts, the
  * op-level model of `weft plan --verify`, wf_opplan_verify) gives the
- * search's own figures within 0.1%. Models: GPT, BERT, ResNet and an MLP;
+ * search's own figures within 0.1% -- the frontier's points under the memory
+ * levers too, their recompute and zero keys in the file. Models: GPT, BERT, ResNet and an MLP;
  * clusters: V100 (4 per node, and 1 per node on 10 GbE), A100 and H100 (8
  * per node).
  *
@@ -31,6 +32,7 @@ typedef struct {
     int64_t batch;
     const char *mesh; /* NULL: every mesh */
     int pp;           /* 0: every depth */
+    int levers;       /* 1: the frontier holds a recomputed and a ZeRO point (their keys in the file) */
 } one_case;
 
 /* The estimate of the plan in file `path`, as `weft estimate` computes it. */
@@ -132,6 +134,14 @@ static void run_case(const one_case *k)
         if (r.best.one_model && r.pareto[i].one_model)
             assert_true(r.pareto[i].iteration_time_s >= r.best.iteration_time_s * (1 - 1e-12));
     }
+    if (k->levers) {
+        int rc = 0, zero = 0;
+        for (int i = 0; i < r.npareto; i++) {
+            rc += r.pareto[i].recompute == 1 && strstr(r.pareto[i].layouts->keys, "recompute=full") != NULL;
+            zero += r.pareto[i].zero > 0 && strstr(r.pareto[i].layouts->keys, "zero=") != NULL;
+        }
+        assert_true(rc > 0 && zero > 0);
+    }
     fprintf(stderr, "%-11s %-38s %-6s best %-36s %.6g s (%s); %d top, %d frontier points, %d priced by the one "
                     "model; %.3f s\n",
             k->model, k->cluster, k->mesh ? k->mesh : "any", r.best.plan, r.best.iteration_time_s,
@@ -145,10 +155,13 @@ static void test_oneprice_transformers(void **state)
 {
     (void)state;
     static const one_case cases[] = {
-        {"gpt2", "dgx-a100:nodes=1", 16, NULL, 1},
-        {"gpt2", "v100-10gbe:nodes=8,devices_per_node=1", 16, NULL, 1},
-        {"bert-large", "v100-ib100:nodes=16", 512, "8x8", 0},
-        {"bert-large", "dgx-h100:nodes=2", 64, NULL, 1},
+        {"gpt2", "dgx-a100:nodes=1", 16, NULL, 1, 0},
+        {"gpt2", "v100-10gbe:nodes=8,devices_per_node=1", 16, NULL, 1, 0},
+        {"bert-large", "v100-ib100:nodes=16", 512, "8x8", 0, 0},
+        {"bert-large", "dgx-h100:nodes=2", 64, NULL, 1, 0},
+        /* The memory levers on the frontier (recompute=full, zero=N): the
+         * setting of docs/seeds.md's TensorOpt table. */
+        {"gpt2:dtype=fp32", "v100-ib100:nodes=1", 16, "4", 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i]);
@@ -158,9 +171,9 @@ static void test_oneprice_cnn_mlp(void **state)
 {
     (void)state;
     static const one_case cases[] = {
-        {"resnet50", "dgx-a100:nodes=1", 256, NULL, 0},
-        {"resnet50", "v100-10gbe:nodes=8,devices_per_node=1", 256, NULL, 0},
-        {"mlp", "dgx-h100:nodes=1", 64, NULL, 0},
+        {"resnet50", "dgx-a100:nodes=1", 256, NULL, 0, 0},
+        {"resnet50", "v100-10gbe:nodes=8,devices_per_node=1", 256, NULL, 0, 0},
+        {"mlp", "dgx-h100:nodes=1", 64, NULL, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i]);

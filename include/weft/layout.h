@@ -70,6 +70,10 @@ wf_sbp_sig *wf_layout_coster_sigs(wf_layout_coster *k);
 /* Parameter t of the coster's graph kept in `layout` (NULL: as its first
  * reader reads it); other tensors are ignored, as the cost model ignores them. */
 void wf_layout_coster_storage(wf_layout_coster *k, int t, const wf_sbp *layout);
+/* The memory levers the next wf_layout_coster_cost prices, in place of the
+ * plan's recompute and zero keys: recompute full (1) or none (0), and the
+ * ZeRO stage (0-3) -- as the plan with "recompute=full,zero=N" is priced. */
+void wf_layout_coster_levers(wf_layout_coster *k, int recompute_full, int zero);
 wf_status wf_layout_coster_cost(wf_layout_coster *k, int64_t batch, wf_estimate *out);
 void wf_layout_coster_free(wf_layout_coster *k);
 

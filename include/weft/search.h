@@ -338,11 +338,12 @@ typedef struct {
     double proxy_compute_s, proxy_comm_s, proxy_pp_comm_s, proxy_bubble_s, proxy_grad_sync_s;
     double proxy_memory_bytes;
     int proxy_fits;
-    /* The memory levers of a frontier point (TensorOpt's: oplevel_levers.c):
-     * recompute 1 = full recomputation of the repeated blocks, recompute_s
-     * its time (part of compute_s); zero the ZeRO stage (0-3). The plan
-     * string carries them (",recompute=full,zero=2"). The searched plans
-     * (top, best) have none. */
+    /* The plan's memory levers (TensorOpt's): recompute 1 = full
+     * recomputation, recompute_s its time (part of compute_s); zero the ZeRO
+     * stage (0-3). The plan string carries them (",recompute=full,zero=2"),
+     * the plan's keys too ("recompute=full,zero=2"), and the one cost model
+     * prices them. The ranking and the best have none while a plan without
+     * them fits (docs/planner.md, "Ranking: one price"). */
     int recompute, zero;
     double recompute_s;
     /* The point's plan (wf_opplan_search's top and pareto: owned by the

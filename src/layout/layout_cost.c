@@ -413,6 +413,12 @@ void wf_layout_coster_storage(wf_layout_coster *k, int t, const wf_sbp *layout)
         k->stor[t] = *layout;
 }
 
+void wf_layout_coster_levers(wf_layout_coster *k, int recompute_full, int zero)
+{
+    k->keys.recompute = recompute_full ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE;
+    k->keys.zero = zero;
+}
+
 wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                const wf_plan_oplevel *ol, int keep_storage, wf_layout_coster **out)
 {

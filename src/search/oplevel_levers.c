@@ -1,8 +1,10 @@
 /* The memory levers of an op-level plan, in closed form on the proxy's own
  * parts (ol_eval_parts): full recomputation of the repeated blocks and ZeRO's
  * sharding of the replicated training state. TensorOpt (Cai et al., TPDS
- * 2022, arXiv 2004.10856) trades time for memory through both; the op-level
- * frontier (opplan.c) adds each plan's variants under them.
+ * 2022, arXiv 2004.10856) trades time for memory through both. The op-level
+ * search's frontier (opplan.c, add_levers) prices each plan's variants under
+ * them on the one cost model, not on these closed forms, which are the
+ * proxy's account of the levers (tests/test_levers.c).
  *
  * Recomputation ("full", as Megatron's per-layer checkpointing): each
  * instance of a repeated block (ops with block >= 0: a transformer layer)

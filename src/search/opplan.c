@@ -409,6 +409,7 @@ static int set_one_price(wf_status st, const wf_estimate *ep, double budget, wf_
     pt->iteration_time_s = e.iteration_time_s;
     pt->samples_per_s = e.samples_per_s;
     pt->compute_s = e.breakdown.compute + e.breakdown.recompute + e.breakdown.optimizer;
+    pt->recompute_s = e.breakdown.recompute;
     pt->comm_s = e.breakdown.tp_comm;
     pt->pp_comm_s = e.breakdown.pp_comm;
     pt->bubble_s = e.breakdown.bubble;
@@ -440,6 +441,8 @@ static int one_price(const wf_model_config *mc, const wf_cluster *c, int64_t bat
     wf_cost_ctx_free(ctx);
     return ok;
 }
+
+static void set_levers(wf_opplan_point *pt, int rc, int z, double rc_s);
 
 static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
                                const wf_plan_oplevel *plan, double mem_limit_bytes,
@@ -500,9 +503,15 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
     }
     st = eval_plan(&in, out, op_tc ? *op_tc : NULL, op_tc ? *op_comm : NULL,
                    op_tc ? *op_stage : NULL);
-    if (st == WF_OK)
+    if (st == WF_OK) {
         snprintf(out->plan, sizeof out->plan, "mesh=%s,pp=%d,micro_batches=%lld", plan->mesh,
                  plan->pp, (long long)plan->micro_batches);
+        wf_plan kp; /* the memory levers among its keys, named as the search names them */
+        if (wf_plan_oplevel_keys(plan, &kp) == WF_OK)
+            set_levers(out, kp.recompute == WF_RECOMPUTE_FULL, kp.zero, 0);
+        else
+            wf_clear_error();
+    }
 done:
     free(first);
     free(choice);
@@ -1090,6 +1099,9 @@ static wf_status build_plan(const cand *k, const wf_graph *g, wf_plan_oplevel *o
     char ms[64];
     wf_status st = wf_plan_oplevel_set(out, wf_mesh_str(&k->mesh, ms, sizeof ms), k->pt.pp,
                                        k->pt.micro_batches);
+    if (st == WF_OK && (k->pt.recompute || k->pt.zero)) /* the memory levers, as plan keys */
+        snprintf(out->keys, sizeof out->keys, "%s%s%.0d", k->pt.recompute ? "recompute=full" : "",
+                 k->pt.zero ? (k->pt.recompute ? ",zero=" : "zero=") : "", k->pt.zero);
     for (int s = 0; st == WF_OK && s < k->pt.pp; s++)
         st = wf_plan_oplevel_set_stage(out, s, g->ops[k->first[s]].name);
     sig_lists SL;
@@ -1247,11 +1259,50 @@ static wf_status price_fast(planner *P, wf_cost_ctx *ctx, cand *k, price_group *
     for (int t = 0; t < g1->ntensors; t++)
         if (G->tfull_of[t] >= 0)
             wf_layout_coster_storage(G->K, t, k->given[G->tfull_of[t]] ? &k->stor[G->tfull_of[t]] : NULL);
+    wf_layout_coster_levers(G->K, k->pt.recompute, k->pt.zero);
     wf_estimate e;
     memset(&e, 0, sizeof e);
     wf_status st = wf_layout_coster_cost(G->K, P->batch, &e);
     set_one_price(st, &e, P->budget, &k->pt);
     return WF_OK;
+}
+
+/* The memory levers (TensorOpt's: full recomputation, ZeRO 1-3) as plans of
+ * their own: every single-stage candidate the one cost model prices enters
+ * again under each lever, its plan carrying recompute=full / zero=N and
+ * priced by the one model with those keys; a variant is kept where that
+ * price says it saves memory (what it costs in time is the price too). */
+static wf_status add_levers(planner *P, wf_cost_ctx *ctx)
+{
+    int n0 = P->ncands;
+    price_group G;
+    memset(&G, 0, sizeof G);
+    wf_plan_oplevel_init(&G.pl);
+    wf_status st = WF_OK;
+    for (int i = 0; i < n0 && st == WF_OK; i++) {
+        if (!P->cands[i].pt.one_model || P->cands[i].pt.pp != 1 || P->cands[i].pt.recompute ||
+            P->cands[i].pt.zero)
+            continue;
+        for (int rc = 0; rc < 2 && st == WF_OK; rc++)
+            for (int z = 0; z < 4 && st == WF_OK; z++) {
+                if (!rc && !z)
+                    continue;
+                if (wf_grow(&P->cands, &P->cap_cands, (int64_t)P->ncands + 1, sizeof *P->cands, 64) != 0) {
+                    st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+                    break;
+                }
+                const cand *b = &P->cands[i];
+                cand *v = &P->cands[P->ncands];
+                *v = *b; /* its arrays are the base's: read, never written */
+                set_levers(&v->pt, rc, z, 0);
+                if ((st = price_fast(P, ctx, v, &G)) != WF_OK)
+                    break;
+                if (v->pt.one_model && v->pt.memory_per_device_bytes < b->pt.memory_per_device_bytes)
+                    P->ncands++;
+            }
+    }
+    price_group_free(&G);
+    return st;
 }
 
 /* a is better than b on the one model: fits where b does not, else faster
@@ -1450,8 +1501,10 @@ static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work)
         in.given = n->given;
         in.base = P->o.oplevel;
         in.budget = P->budget;
-        if ((st = eval_plan(&in, &n->pt, NULL, NULL, NULL)) == WF_OK)
+        if ((st = eval_plan(&in, &n->pt, NULL, NULL, NULL)) == WF_OK) {
+            set_levers(&n->pt, start.pt.recompute, start.pt.zero, 0); /* the start's keys */
             st = price_cand(P, ctx, n);
+        }
         if (st || !n->pt.one_model ||
             !one_better(n->pt.iteration_time_s, n->pt.memory_per_device_bytes, start.pt.iteration_time_s,
                         start.pt.memory_per_device_bytes, P->budget))
@@ -1680,6 +1733,8 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
                 done++;
             }
         }
+        if (st == WF_OK && ctx)
+            st = add_levers(&P, ctx);
         wf_cost_ctx_free(ctx);
         wf_clear_error();
         if (st)
@@ -1689,21 +1744,34 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
     int nfit = 0;
     while (nfit < P.ncands && P.cands[nfit].pt.fits)
         nfit++;
+    /* The memory levers are for memory: the ranking and the choice are the
+     * plans without them while one of those fits (lev = 0), else with them;
+     * the frontier takes the lever variants that run no faster than the
+     * chosen plan (the one model prices ZeRO's sharded optimizer step a
+     * little faster than a data-parallel plan's own). */
+    int lev = 1;
+    for (int i = 0; i < nfit && lev; i++)
+        lev = P.cands[i].pt.recompute || P.cands[i].pt.zero;
+#define HAS_LEVERS(k) ((k)->pt.recompute || (k)->pt.zero)
     r->point_plans = calloc((size_t)P.o.top_k + (size_t)nfit + 1, sizeof *r->point_plans);
     if (!r->point_plans) {
         st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
         goto out;
     }
-    /* The ranking: the fastest plan of each (mesh, pp, micro-batches). */
+    /* The ranking: the fastest plan of each (mesh, pp, micro-batches), with
+     * or without the memory levers. */
     r->top = wf_arena_alloc(&r->arena, sizeof *r->top * ((size_t)P.o.top_k + 1));
     if (!r->top) {
         st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
         goto out;
     }
     for (int i = 0; i < nfit && r->ntop < P.o.top_k && st == WF_OK; i++) {
+        if (!lev && HAS_LEVERS(&P.cands[i]))
+            continue;
         int dup = 0;
         for (int q = 0; q < r->ntop && !dup; q++)
-            dup = strcmp(r->top[q].plan, P.cands[i].pt.plan) == 0;
+            dup = strcmp(r->top[q].mesh, P.cands[i].pt.mesh) == 0 && r->top[q].pp == P.cands[i].pt.pp &&
+                  r->top[q].micro_batches == P.cands[i].pt.micro_batches;
         if (!dup)
             st = keep_cand(&P, r, &P.cands[i], &r->top[r->ntop++]);
     }
@@ -1714,7 +1782,15 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
         st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
         goto out;
     }
+    double t_chosen = 0;
+    for (int i = 0; i < nfit; i++)
+        if (lev || !HAS_LEVERS(&P.cands[i])) {
+            t_chosen = P.cands[i].pt.iteration_time_s;
+            break;
+        }
     for (int i = 0; i < nfit && st == WF_OK; i++) {
+        if (HAS_LEVERS(&P.cands[i]) && !lev && P.cands[i].pt.iteration_time_s < t_chosen)
+            continue;
         if (r->npareto > 0 &&
             P.cands[i].pt.memory_per_device_bytes >= r->pareto[r->npareto - 1].memory_per_device_bytes)
             continue;
@@ -1724,6 +1800,8 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
         goto out;
     /* The chosen plan: the fastest that fits, else the smallest. */
     int chosen = 0;
+    while (chosen < nfit && !lev && HAS_LEVERS(&P.cands[chosen]))
+        chosen++;
     if (nfit == 0)
         for (int i = 1; i < P.ncands; i++)
             if (P.cands[i].pt.memory_per_device_bytes <
