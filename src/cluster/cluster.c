@@ -101,10 +101,13 @@ static const wf_eff_point H100_MATRIX_EFF[] = {
 
 /* ---- measured-kernel device model (src/cluster/kernel_model.c) ---------------------
  *
- * H100: fitted by scripts/fit-kernels on tests/data/h100-kernels-2026-11.json
- * (cuBLAS through torch.matmul, torch._scaled_mm, PyTorch SDPA; measured
- * 2026-11-26). Minimax fit of log(predicted / measured) per family; the
- * fitted values, their ranges and the errors are in docs/cost-model.md. */
+ * H100: fitted on tests/data/h100-kernels-2026-11.json (cuBLAS through
+ * torch.matmul, torch._scaled_mm, PyTorch SDPA; measured 2026-11-26) by a
+ * minimax fit of log(predicted / measured) per family, the method of
+ * scripts/fit-kernels-a100 and scripts/fit-kernels-v100 (the H100 run's own
+ * script was not kept in the repository); tests/test_devmodel.c checks the
+ * values against the file, and the fitted values, their ranges and the
+ * errors are in docs/cost-model.md. */
 static const wf_gemm_fit H100_GEMM[WF_GEMM_KINDS] = {
     /* tile_m, tile_n, eff, ramp_k, wave_k, quant, launch_s */
     [WF_GEMM_FP32] = {128, 128, 0.775, 252, 52, 0.93, 8.6e-6},
