@@ -925,7 +925,6 @@ wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t
         for (int i = 0; i < ncand; i++)
             cand[i] = s.ptop[i].plan;
         free(s.ptop);
-    free(s.itop);
         s.ptop = NULL;
         for (int i = 0; i < ncand && st == WF_OK; i++)
             st = try_uneven(&s, &cand[i]);
@@ -960,6 +959,7 @@ out:
     free(s.top);
     free(s.rtop);
     free(s.ptop);
+    free(s.itop);
     free(s.front.v);
     free(tps.v);
     free(pps.v);
