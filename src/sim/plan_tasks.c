@@ -535,6 +535,25 @@ static void build_nograd(pb *b, int dev, int vs, int mb, int *first, int *end)
     }
 }
 
+/* Device dev's stream starts empty; with a data-parallel schedule its
+ * groups start ungathered, and the first instance's all-gathers (DeAR's,
+ * the distributed optimizer's) open the iteration. */
+static void open_device(pb *b, int dev)
+{
+    b->prev = -1;
+    b->nwait = b->nbg = 0;
+    if (!b->with_dp || !b->dp)
+        return;
+    b->dp[dev].next_group = 0;
+    for (int g = 0; g < b->dp[dev].ngroups; g++)
+        b->dp[dev].ag_of[g] = -1;
+    if (dear_split(b) && b->dp[dev].ngroups > 0)
+        dear_gather(b, dev, 0, -1);
+    for (int g = 1; distopt(b) && g < b->dp[dev].ngroups; g++)
+        if (b->dp[dev].group_first[g] != b->dp[dev].group_first[g - 1])
+            dear_gather(b, dev, g, b->dp[dev].ag_of[g - 1]);
+}
+
 /* One all-device segment of an interlaced pipeline on device dev: after
  * the segment's start (a marker every device's stream leads to: the
  * segment's collectives hold every device), the unit's steps on this
@@ -615,18 +634,7 @@ static void build_graph_interlaced(pb *b)
             b->sb.st = wf_plan_interlace_order(P, m, dev, ops, n5, &n);
         if (b->sb.st)
             break;
-        b->prev = -1;
-        b->nwait = b->nbg = 0;
-        if (b->with_dp && b->dp) {
-            b->dp[dev].next_group = 0;
-            for (int g = 0; g < b->dp[dev].ngroups; g++)
-                b->dp[dev].ag_of[g] = -1;
-            if (dear_split(b) && b->dp[dev].ngroups > 0)
-                dear_gather(b, dev, 0, -1);
-            for (int g = 1; distopt(b) && g < b->dp[dev].ngroups; g++)
-                if (b->dp[dev].group_first[g] != b->dp[dev].group_first[g - 1])
-                    dear_gather(b, dev, g, b->dp[dev].ag_of[g - 1]);
-        }
+        open_device(b, dev);
         int seen[WF_PTASK_COUNT] = {0};
         for (int k = 0; k < n && b->sb.st == WF_OK; k++) {
             const wf_plan_task t = ops[k];
@@ -761,19 +769,7 @@ static void build_graph(pb *b)
             else if (first_f[ops[k].chunk] < 0)
                 first_f[ops[k].chunk] = k;
         }
-        b->prev = -1;
-        b->nwait = b->nbg = 0;
-        if (b->with_dp && b->dp) {
-            b->dp[dev].next_group = 0;
-            for (int g = 0; g < b->dp[dev].ngroups; g++)
-                b->dp[dev].ag_of[g] = -1;
-            /* The first instance's all-gathers open the iteration. */
-            if (dear_split(b) && b->dp[dev].ngroups > 0)
-                dear_gather(b, dev, 0, -1);
-            for (int g = 1; distopt(b) && g < b->dp[dev].ngroups; g++)
-                if (b->dp[dev].group_first[g] != b->dp[dev].group_first[g - 1])
-                    dear_gather(b, dev, g, b->dp[dev].ag_of[g - 1]);
-        }
+        open_device(b, dev);
         /* ZeRO-3: each op's weights gathered one op ahead. */
         int zero3 = p->zero == 3 && p->dp > 1;
         int prev_end[2] = {-1, -1};
