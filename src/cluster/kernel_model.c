@@ -37,16 +37,40 @@ static double elem_bytes_of(wf_gemm_kind kind)
     return kind == WF_GEMM_FP8 ? 1.0 : kind == WF_GEMM_HALF ? 2.0 : 4.0;
 }
 
-/* One tile orientation: waves of tiles over the SMs, K steps per wave plus
- * the epilogue, plus the kernel's ramp. */
-static double tiled_time(const wf_device *d, const wf_gemm_fit *f, double peak, double batch, double M,
-                         double N, double K, double tm, double tn)
+/* One tile orientation: `tiles` tiles in waves over the SMs, K steps per
+ * wave plus the epilogue, plus the kernel's ramp. */
+static double tiled_time(const wf_device *d, const wf_gemm_fit *f, double peak, double tiles, double K,
+                         double tm, double tn)
 {
-    double tiles = batch * ceil(M / tm) * ceil(N / tn);
     double w = tiles / (double)d->sms;
     double waves = w + f->quant * (ceil(w) - w);
     double per_sm = peak / (double)d->sms * f->eff; /* FLOP/s of one SM in the K loop */
     return 2.0 * tm * tn * (waves * (K + f->wave_k) + f->ramp_k) / per_sm;
+}
+
+/* Split-K (docs/cost-model.md, "Split-K"): a product whose output tiles do
+ * not fill the SMs splits its reduction into s slices, each a tile of its
+ * own, and a second kernel sums the slices' fp32 partials. CUTLASS's
+ * GemmSplitKParallel (include/cutlass/gemm/device/gemm_splitk_parallel.h at
+ * NVIDIA/cutlass 7107b055) sizes its workspace sizeof(ElementAccumulator) x
+ * M x N x splits and runs reduction::kernel::ReduceSplitK over it; the
+ * SM90 stream-K scheduler (gemm/kernel/tile_scheduler_params.h, same
+ * commit) likewise reduces partial accumulators through a workspace and
+ * gives a unit no fewer than min_iters_per_sk_unit_ = 8 k-tiles. So: s up to
+ * the split that fills the SMs (at most 32), slices of at least 8 k-tiles of
+ * 32 (256), the partials written and read back at the copy bandwidth, one
+ * more launch; the library takes the fastest s (s = 1 when no split helps). */
+#define SPLITK_MAX 32
+#define SPLITK_MIN_K 256.0
+
+static int split_max(const wf_device *d, double tiles, double K)
+{
+    double s = ceil((double)d->sms / tiles);
+    if (s > SPLITK_MAX)
+        s = SPLITK_MAX;
+    if (s > floor(K / SPLITK_MIN_K))
+        s = floor(K / SPLITK_MIN_K);
+    return s > 1 ? (int)s : 1;
 }
 
 /* The tile side a library picks for an output side `dim` shorter than its
@@ -79,34 +103,40 @@ double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double count, double 
         return t > d->op_overhead_s ? t : d->op_overhead_s;
     }
     double eb = elem_bytes_of(kind), ob = kind == WF_GEMM_FP32 || kind == WF_GEMM_TF32 ? 4.0 : 2.0;
-    double tc = HUGE_VAL;
+    /* Memory: A and B read once, C written once in 16 bits (fp32 output for
+     * fp32 kinds), at the copy bandwidth; a split writes fp32 partials
+     * instead, and its reduction reads them and writes C. */
+    double ce = d->mb_eff[WF_MB_ELEM][0] > 0 ? d->mb_eff[WF_MB_ELEM][0] : d->mem_eff;
+    double bw = d->mem_bw_bps * ce, ab = count * (M * K + K * N) * eb, mn = count * M * N;
+    double best = HUGE_VAL;
     /* The fitted tile, and where the library carries them the smaller
-     * tiles too; the fastest in either orientation. */
+     * tiles too; the fastest in either orientation and split. */
     static const double SMALL[][2] = {{128, 128}, {128, 64}, {64, 64}};
     const double feed = d->gemm_feed_bps[kind];
+    const double per_sm = peak / (double)d->sms * f->eff;
     int nt = feed > 0 ? 4 : 1;
     for (int i = 0; i < nt; i++) {
         double t1 = i ? SMALL[i - 1][0] : f->tile_m, t2 = i ? SMALL[i - 1][1] : f->tile_n;
         for (int o = 0; o < 2; o++) {
             double tm = tile_fit(o ? t2 : t1, M), tn = tile_fit(o ? t1 : t2, N);
-            double t = tiled_time(d, f, peak, count, M, N, K, tm, tn);
-            if (feed > 0) {
-                /* The K loop runs no faster than its operands arrive. */
-                double per_sm = peak / (double)d->sms * f->eff;
-                double fed = 2.0 * tm * tn / ((tm + tn) * eb) * feed;
-                if (fed < per_sm)
-                    t *= per_sm / fed;
+            /* The K loop runs no faster than its operands arrive. */
+            double fed = feed > 0 ? 2.0 * tm * tn / ((tm + tn) * eb) * feed : HUGE_VAL;
+            double slow = fed < per_sm ? per_sm / fed : 1.0;
+            double tiles = count * ceil(M / tm) * ceil(N / tn);
+            int smax = split_max(d, tiles, K);
+            for (int s = 1; s <= smax; s++) {
+                double t = tiled_time(d, f, peak, tiles * s, ceil(K / s), tm, tn) * slow;
+                double tmem = (ab + mn * (s > 1 ? 4.0 * s : ob)) / bw;
+                if (tmem > t)
+                    t = tmem;
+                if (s > 1)
+                    t += f->launch_s + mn * (4.0 * s + ob) / bw;
+                if (t < best)
+                    best = t;
             }
-            if (t < tc)
-                tc = t;
         }
     }
-    /* Roofline: A and B read once, C written once in 16 bits (fp32 output
-     * for fp32 kinds), at the copy bandwidth. */
-    double bytes = count * ((M * K + K * N) * eb + M * N * ob);
-    double ce = d->mb_eff[WF_MB_ELEM][0] > 0 ? d->mb_eff[WF_MB_ELEM][0] : d->mem_eff;
-    double tmem = bytes / (d->mem_bw_bps * ce);
-    return f->launch_s + (tc > tmem ? tc : tmem);
+    return f->launch_s + best;
 }
 
 static double head_dim_eff(const double *e, double D)
