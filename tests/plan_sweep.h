@@ -30,10 +30,10 @@ static const sweep_case sweep_cases[] = {
     {"gpt2", "dgx-a100:nodes=1", 32, 1},
     {"llama2-7b:dtype=bf16", "dgx-h100:nodes=2", 64, 1},
     {"megatron-22b", "dgx-a100:nodes=2", 16, 1},
-    {"bert-base:seq=128", "v100-ib100", 256, 1},
+    {"bert-base:seq=128", "v100-ib100:kernel_model=0", 256, 1},
     {"gpt3-175b", "dgx-a100:nodes=8", 64, 1},
     {"resnet50", "dgx-a100:nodes=1", 256, 0},
-    {"vgg16", "v100-ib100", 256, 0},
+    {"vgg16", "v100-ib100:kernel_model=0", 256, 0},
     {"mlp:sizes=1024-4096-4096-10", "dgx-a100:nodes=1", 512, 0},
 };
 #define SWEEP_NCASES ((int)(sizeof sweep_cases / sizeof sweep_cases[0]))

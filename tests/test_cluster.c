@@ -197,8 +197,8 @@ static void test_matrix_eff(void **state)
 static void test_factor_table(void **state)
 {
     (void)state;
-    assert_int_equal(wf_cluster_factor_count(), 14);
-    assert_null(wf_cluster_factor_at(14));
+    assert_int_equal(wf_cluster_factor_count(), 15);
+    assert_null(wf_cluster_factor_at(15));
     wf_cluster base;
     assert_int_equal(wf_cluster_lookup("dgx-a100", &base), WF_OK);
     const wf_cluster_factor *p2p = NULL;

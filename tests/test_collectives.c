@@ -113,21 +113,33 @@ static void test_levels(void **state)
     g = wf_group_place(&c, 64, 1);
     double flat = wf_coll_time_flat(WF_COLL_ALLREDUCE, WF_ALGO_AUTO, 64, n, ib->latency_s,
                                     ib->bw_bps * ib->eff);
-    double hier = wf_coll_time_flat(WF_COLL_REDUCE_SCATTER, WF_ALGO_AUTO, 8, n, nv->latency_s,
+    double hier = wf_coll_time_flat(WF_COLL_REDUCE_SCATTER, WF_ALGO_RING, 8, n, nv->latency_s,
                                     nv->bw_bps * nv->eff) +
                   wf_coll_time_flat(WF_COLL_ALLREDUCE, WF_ALGO_AUTO, 8, n / 8, ib->latency_s,
                                     ib->bw_bps * ib->eff) +
-                  wf_coll_time_flat(WF_COLL_ALLGATHER, WF_ALGO_AUTO, 8, n, nv->latency_s,
+                  wf_coll_time_flat(WF_COLL_ALLGATHER, WF_ALGO_RING, 8, n, nv->latency_s,
                                     nv->bw_bps * nv->eff);
     t = wf_coll_time(&c, WF_COLL_ALLREDUCE, &g, n);
     assert_true(REL(t, hier));
     assert_true(hier < 0.5 * flat);
     /* Reduce-scatter across the cluster: RS in node + RS of n/8 across. */
-    double rs = wf_coll_time_flat(WF_COLL_REDUCE_SCATTER, WF_ALGO_AUTO, 8, n, nv->latency_s,
+    double rs = wf_coll_time_flat(WF_COLL_REDUCE_SCATTER, WF_ALGO_RING, 8, n, nv->latency_s,
                                   nv->bw_bps * nv->eff) +
-                wf_coll_time_flat(WF_COLL_REDUCE_SCATTER, WF_ALGO_AUTO, 8, n / 8, ib->latency_s,
+                wf_coll_time_flat(WF_COLL_REDUCE_SCATTER, WF_ALGO_RING, 8, n / 8, ib->latency_s,
                                   ib->bw_bps * ib->eff);
     assert_true(REL(wf_coll_time(&c, WF_COLL_REDUCE_SCATTER, &g, n), rs));
+    /* GPU presets run NCCL: reduce-scatter and all-gather as rings only
+     * (coll_nccl=1); coll_nccl=0 takes the cheaper of ring and recursive
+     * halving, which is never dearer, and cheaper on a small vector (fewer
+     * start-ups: log2(8) = 3 against 7). */
+    wf_cluster c0;
+    assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=8,coll_nccl=0", &c0), WF_OK);
+    double rs0 = wf_coll_time_flat(WF_COLL_REDUCE_SCATTER, WF_ALGO_AUTO, 8, 4096, nv->latency_s, nv->bw_bps * nv->eff) +
+                 wf_coll_time_flat(WF_COLL_REDUCE_SCATTER, WF_ALGO_AUTO, 8, 512, ib->latency_s, ib->bw_bps * ib->eff);
+    assert_true(REL(wf_coll_time(&c0, WF_COLL_REDUCE_SCATTER, &g, 4096), rs0));
+    assert_true(wf_coll_time(&c0, WF_COLL_REDUCE_SCATTER, &g, 4096) < wf_coll_time(&c, WF_COLL_REDUCE_SCATTER, &g, 4096));
+    assert_true(REL(wf_coll_time(&c0, WF_COLL_ALLREDUCE, &g, n), wf_coll_time(&c, WF_COLL_ALLREDUCE, &g, n)) ||
+                wf_coll_time(&c0, WF_COLL_ALLREDUCE, &g, n) < wf_coll_time(&c, WF_COLL_ALLREDUCE, &g, n));
     /* Tiny vectors across nodes: latency-bound, never worse than flat. */
     t = wf_coll_time(&c, WF_COLL_ALLREDUCE, &g, 64);
     assert_true(t <= wf_coll_time_flat(WF_COLL_ALLREDUCE, WF_ALGO_AUTO, 64, 64, ib->latency_s,

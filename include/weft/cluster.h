@@ -140,6 +140,12 @@ typedef struct {
     double op_gap_s;           /* GPU idle time per op and pass between its kernels: the
                                   framework's module call, hooks and FP8 scaling bookkeeping
                                   (a software factor, fitted on published runs) */
+    double coll_nccl;          /* 1: collectives as NCCL runs them: all-reduce as a ring or a tree,
+                                  reduce-scatter, all-gather and broadcast as rings only (NCCL
+                                  2.7.8, src/graph/tuning.cc at 033d7995: every collective but
+                                  all-reduce skips the non-ring algorithms); 0: the cheaper of
+                                  ring and tree (recursive halving/doubling, as MPI libraries
+                                  run them) for every collective */
 } wf_cluster;
 
 /* A preset with overrides ("dgx-a100:nodes=16"), or a cluster JSON file path.

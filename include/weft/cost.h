@@ -63,6 +63,7 @@ typedef struct {
     int nlevels;
     wf_level level[WF_MAX_LEVELS];
     double reduce_bps, p2p_overhead_s;
+    int nccl; /* the cluster's coll_nccl: reduce-scatter, all-gather, broadcast as rings only */
 } wf_coll_net;
 
 wf_coll_net wf_coll_net_of(const wf_cluster *c);

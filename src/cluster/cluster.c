@@ -235,6 +235,7 @@ static void gpu_factors(wf_cluster *c)
     c->grad_bytes = 2; /* fp16 gradients: 2 + 2 + 12 bytes per parameter (ZeRO accounting) */
     c->p2p_overhead_s = A100_P2P_OVERHEAD_S;
     c->op_gap_s = 0;
+    c->coll_nccl = 1; /* GPU clusters communicate through NCCL */
 }
 
 static void preset_dgx_a100_device(wf_cluster *c)
@@ -336,12 +337,13 @@ static void v100_device(wf_device *d)
     /* V100 SXM2 32GB: 125 TFLOP/s fp16 tensor, 15.7 fp32, 31.4 fp16 vector, 900 GB/s;
      * no bf16. */
     gpu_device(d, "V100-SXM2-32GB", 125e12, 15.7e12, 31.4e12, 0, 32, 900e9);
-    /* Kernel model (`kernel_model=1`; not yet the default here): 80 SMs, its
-     * own product fits (above). Its memory-bound fractions are still the
-     * H100's (no V100 table of those is in the repository): ResNet-50 at 64
-     * images comes out at 87 ms of compute against the FLOPs table's 61,
-     * and the DeAR evidence (test_sim) turns. No fused attention kernel
-     * (FlashAttention needs sm80): attention is costed unfused. */
+    /* Kernel model (the default; `kernel_model=0` for the FLOPs table): 80
+     * SMs, its own product fits (above), split-K for the products whose
+     * tiles underfill the SMs (convolution weight gradients). Its
+     * memory-bound fractions are still the H100's (no V100 table of those is
+     * in the repository). No fused attention kernel (FlashAttention needs
+     * sm80): attention is costed unfused. */
+    d->kernel_model = 1;
     d->sms = 80;
     d->gemm[WF_GEMM_HALF] = V100_GEMM_HALF;
     d->gemm[WF_GEMM_FP32] = V100_GEMM_FP32;
@@ -502,6 +504,7 @@ static const wf_cluster_factor FACTORS[] = {
     {"p2p_overhead_s", offsetof(wf_cluster, p2p_overhead_s), 0, 1, "s", "fixed software cost of one pipeline send/recv"},
     {"kernel_model", offsetof(wf_cluster, dev.kernel_model), 0, 1, "", "1: cost ops by the measured-kernel device model (0: the FLOPs table)"},
     {"op_gap_s", offsetof(wf_cluster, op_gap_s), 0, 1, "s", "GPU idle time per op and pass (framework dispatch, hooks, FP8 bookkeeping)"},
+    {"coll_nccl", offsetof(wf_cluster, coll_nccl), 0, 1, "", "1: collectives as NCCL runs them (reduce-scatter, all-gather, broadcast as rings only; 0: the cheaper of ring and tree)"},
 };
 #define NFACTORS ((int)(sizeof FACTORS / sizeof FACTORS[0]))
 

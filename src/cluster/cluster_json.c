@@ -243,7 +243,7 @@ wf_status wf_cluster_from_json(const cJSON *j, const char *ctx, wf_cluster *out)
     static const char *const keys[] = {"format",           "version",    "name",
                                        "device",           "levels",     "overlap_slowdown",
                                        "reduce_bps",       "mem_reserved_bytes", "grad_bytes",
-                                       "p2p_overhead_s",   "op_gap_s",   "measured",   NULL};
+                                       "p2p_overhead_s",   "op_gap_s",   "coll_nccl",  "measured",   NULL};
     memset(out, 0, sizeof *out);
     wf_status st = wf_json_check_keys(j, ctx, keys);
     if (st != WF_OK)
@@ -294,7 +294,8 @@ wf_status wf_cluster_from_json(const cJSON *j, const char *ctx, wf_cluster *out)
         (st = wf_json_get_num(j, ctx, "mem_reserved_bytes", 0, 0, 1e15, &out->mem_reserved_bytes)) != WF_OK ||
         (st = wf_json_get_num(j, ctx, "grad_bytes", 0, 2, 4, &out->grad_bytes)) != WF_OK ||
         (st = wf_json_get_num(j, ctx, "p2p_overhead_s", 0, 0, 1, &out->p2p_overhead_s)) != WF_OK ||
-        (st = wf_json_get_num(j, ctx, "op_gap_s", 0, 0, 1, &out->op_gap_s)) != WF_OK)
+        (st = wf_json_get_num(j, ctx, "op_gap_s", 0, 0, 1, &out->op_gap_s)) != WF_OK ||
+        (st = wf_json_get_num(j, ctx, "coll_nccl", 0, 0, 1, &out->coll_nccl)) != WF_OK)
         return st;
     /* The points `weft calibrate --gpu` measured: checked here, read by
      * wf_cluster_measured_from_json where they are used (they are not part
@@ -374,5 +375,6 @@ cJSON *wf_cluster_to_json(const wf_cluster *c)
     cJSON_AddNumberToObject(j, "grad_bytes", c->grad_bytes);
     cJSON_AddNumberToObject(j, "p2p_overhead_s", c->p2p_overhead_s);
     cJSON_AddNumberToObject(j, "op_gap_s", c->op_gap_s);
+    cJSON_AddNumberToObject(j, "coll_nccl", c->coll_nccl);
     return j;
 }

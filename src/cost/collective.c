@@ -155,6 +155,7 @@ wf_coll_net wf_coll_net_of(const wf_cluster *c)
         n.level[l] = c->level[l];
     n.reduce_bps = c->reduce_bps;
     n.p2p_overhead_s = c->p2p_overhead_s;
+    n.nccl = c->coll_nccl > 0.5;
     return n;
 }
 
@@ -163,12 +164,18 @@ typedef struct {
     int nlevels;
     const wf_level *level;
     double reduce_bps, p2p_overhead_s;
+    int nccl;
 } net_view;
 
 static double level_time(const net_view *c, int l, wf_coll_kind k, int64_t p, double bytes)
 {
     const wf_level *v = &c->level[l];
-    return wf_coll_time_flat(k, WF_ALGO_AUTO, p, bytes, v->latency_s, v->bw_bps * v->eff);
+    /* NCCL runs only all-reduce as a tree; reduce-scatter, all-gather and
+     * broadcast are rings (NCCL 2.7.8, src/graph/tuning.cc at 033d7995,
+     * ncclTopoTuneModel: `if (coll != ncclCollAllReduce && a !=
+     * NCCL_ALGO_RING) continue;`). */
+    wf_coll_algo algo = c->nccl && k != WF_COLL_ALLREDUCE ? WF_ALGO_RING : WF_ALGO_AUTO;
+    return wf_coll_time_flat(k, algo, p, bytes, v->latency_s, v->bw_bps * v->eff);
 }
 
 /* Hierarchical reduce-scatter / all-gather / all-reduce over the spanned
@@ -217,12 +224,12 @@ static double coll_time(const net_view *c, wf_coll_kind k, const wf_group *g, do
 
 double wf_coll_time(const wf_cluster *c, wf_coll_kind k, const wf_group *g, double bytes)
 {
-    net_view v = {c->nlevels, c->level, c->reduce_bps, c->p2p_overhead_s};
+    net_view v = {c->nlevels, c->level, c->reduce_bps, c->p2p_overhead_s, c->coll_nccl > 0.5};
     return coll_time(&v, k, g, bytes);
 }
 
 double wf_coll_time_net(const wf_coll_net *n, wf_coll_kind k, const wf_group *g, double bytes)
 {
-    net_view v = {n->nlevels, n->level, n->reduce_bps, n->p2p_overhead_s};
+    net_view v = {n->nlevels, n->level, n->reduce_bps, n->p2p_overhead_s, n->nccl};
     return coll_time(&v, k, g, bytes);
 }

@@ -165,6 +165,7 @@ static const struct {
     {1, WF_COMM_BYTESCHEDULER, THR_MPARAMS, 5, {1, 2, 4, 8, 16}},
     {1, WF_COMM_MGWFBP, THR_NONE, 1, {0}},
     {1, WF_COMM_DEAR, THR_MB_POW2_QUARTER, 2, {0, 32}},
+    {1, WF_COMM_DEAR, THR_MB, 1, {25}}, /* DeAR's own default (dear/dopt_rsag.py THRESHOLD = 25), off the grid */
     {0, WF_COMM_WFBP, THR_NONE, 1, {0}},
     {0, WF_COMM_DDP, THR_MIB, 3, {1, 25, 100}},
     {0, WF_COMM_HOROVOD, THR_NONE, 1, {0}},
