@@ -294,6 +294,28 @@ static void test_v100_deepbench(void **state)
     v100_family(j, "gemm_fp16", WF_GEMM_HALF, &h);
     assert_int_equal(h.n, 74);
     report(&h, 0.10, 0.05);
+
+    /* Split-K (src/cluster/kernel_model.c): the fp32 products whose 128 x
+     * 128 tiles do not fill the 80 SMs and whose reduction is long (K >=
+     * 2048; M x N down to 512 x 8, K up to 500,000), outside the fit. cuBLAS
+     * splits their reduction; priced as whole-K tiles on a few SMs they came
+     * out at +123% over the family (mean 63.6%, max 358%). The bounds are
+     * what the one tile family reaches on kernels it does not describe
+     * exactly (cuBLAS also runs narrower SIMT tiles here). */
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("v100-ib100", &c), WF_OK);
+    family sk = {"V100 gemm fp32 skinny, long K (split-K; DeepBench)", 0, 0, 0, 0, 0};
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "gemm_fp32");
+    for (const cJSON *e = a ? a->child : NULL; e; e = e->next) {
+        double M = num(e, "M"), N = num(e, "N"), K = num(e, "K");
+        if ((2.0 * M * N * K >= 1e9 && M >= 512 && N >= 512) || K < 2048 || ceil(M / 128) * ceil(N / 128) >= 80)
+            continue;
+        char what[96];
+        snprintf(what, sizeof what, "gemm_fp32 %gx%gx%g", M, N, K);
+        point(&sk, what, 1e-3 * num(e, "ms"), wf_gemm_time(&c.dev, WF_GEMM_FP32, 1, M, N, K));
+    }
+    assert_int_equal(sk.n, 54);
+    report(&sk, 0.45, 0.20);
     cJSON_Delete(j);
 }
 
