@@ -103,9 +103,9 @@ static const wf_eff_point H100_MATRIX_EFF[] = {
  *
  * H100: fitted on tests/data/h100-kernels-2026-11.json (cuBLAS through
  * torch.matmul, torch._scaled_mm, PyTorch SDPA; measured 2026-11-26) by a
- * minimax fit of log(predicted / measured) per family, the method of
- * scripts/fit-kernels-a100 and scripts/fit-kernels-v100 (the H100 run's own
- * script was not kept in the repository); tests/test_devmodel.c checks the
+ * minimax fit of log(predicted / measured) per family (scripts/fit-kernels,
+ * the method of scripts/fit-kernels-a100 and -v100; it prints these values'
+ * errors beside a fresh fit's); tests/test_devmodel.c checks the
  * values against the file, and the fitted values, their ranges and the
  * errors are in docs/cost-model.md. */
 static const wf_gemm_fit H100_GEMM[WF_GEMM_KINDS] = {
