@@ -158,7 +158,10 @@ static void test_cross_node_one_gpu(void **state)
 {
     (void)state;
     const char *model = "bert-large-pretrain:seq=128,dtype=fp32";
-    const char *cluster = "v100-ib100:devices_per_node=1";
+    /* On the FLOPs table, as the AutoDDL table of docs/seeds.md was made: on
+     * the V100 device model (the preset's default since issue 25) compute is
+     * faster and Megatron's dp x pp family wins this case. */
+    const char *cluster = "v100-ib100:devices_per_node=1,kernel_model=0";
     wf_model_config m;
     wf_cluster c;
     assert_int_equal(wf_model_lookup(model, &m), WF_OK);
