@@ -92,6 +92,8 @@ typedef struct {
     double loss_ws;       /* per logit, the loss's backward workspace (0: one buffer in the loss precision) */
     int fused_glu;
     int fp8_saved;        /* FP8 layers keep their inputs in FP8 (with fp8) */
+    int unpadded;         /* dimensions as the model gives them (no padded vocabulary) */
+    int eager_elem;       /* the exported script's eager elementwise chains, no dropout */
 } sw_profile;
 
 _Static_assert(WF_SW_COUNT == 7, "a new framework profile needs a row in PROFILES");
@@ -120,7 +122,7 @@ static const sw_profile PROFILES[WF_SW_COUNT] = {
      * logits' size, both alive at once. */
     [WF_SW_PYTORCH] = {.flash = 1, .tp = TP_SYNC, .dp = DP_ALWAYS, .grad = GRAD_FP32,
                        .fused = WF_ATTN_IMPL_SDPA, .autocast = 1, .eager_norm = 1, .fp32_weights = 1,
-                       .loss_saved = 4, .loss_ws = 8},
+                       .loss_saved = 4, .loss_ws = 8, .unpadded = 1, .eager_elem = 1},
 };
 
 void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
@@ -155,6 +157,8 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
     v->loss_saved = f->loss_saved;
     v->fused_glu = f->fused_glu;
     v->fp8_saved = f->fp8_saved && v->fp8;
+    v->unpadded = f->unpadded;
+    v->eager_elem = f->eager_elem;
     if (!p->overlap)
         v->dp_overlap = 0, v->ag_overlap = 0;
     if (p->attn != WF_ATTN_AUTO)
@@ -203,4 +207,30 @@ int wf_cost_profile_line(const wf_cost_ctx *ctx, const wf_plan *p, char *buf, si
                     v.grad_bytes >= 4 ? "fp32" : wf_dtype_name(ctx->dtype),
                     v.zero ? (v.zero == 3 ? ", ZeRO-3" : v.zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "",
                     v.loss_bytes >= 4 ? "fp32" : wf_dtype_name(ctx->dtype));
+}
+
+/* Plain PyTorch runs the model's dimensions as given: the exported script's
+ * head is nn.Linear(HIDDEN, VOCAB) with the tokenizer's vocabulary
+ * (src/cli/export_pytorch.c), where Megatron-LM pads it to a multiple of 128
+ * (--make-vocab-size-divisible-by; src/layout/vocab_pad.c). A product whose
+ * leading dimensions cuBLAS cannot load 16 bytes at a time runs on the
+ * alignment-1 fallback kernels (src/cluster/gemm_align.c): each pass takes
+ * the slower of the two models. */
+void wf_cost_unaligned_gemm(const wf_cost_ctx *ctx, wf_gemm_kind kind, double nb, double M, double N, double K,
+                            wf_cost_op_time *t)
+{
+    const wf_device *d = &ctx->cluster.dev;
+    wf_gemm_layout L[3];
+    wf_gemm_linear_layouts(K, N, L);
+    if (wf_gemm_layout_aligned(kind, &L[0]))
+        return; /* the three passes share the two dimensions */
+    const double shape[3][3] = {{M, N, K}, {M, K, N}, {K, N, M}};
+    double *pass[3] = {&t->fwd_s, &t->bwd_in_s, &t->bwd_w_s};
+    for (int i = 0; i < 3; i++) {
+        if (!(*pass[i] > 0))
+            continue;
+        double a = wf_gemm_align1_time(d, kind, nb, shape[i][0], shape[i][1], shape[i][2], &L[i]);
+        if (a > *pass[i])
+            *pass[i] = a;
+    }
 }

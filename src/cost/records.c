@@ -70,6 +70,8 @@ static void gemm_op_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, 
     if (nin > 1.5)
         t->bwd_in_s += wf_gemm_time(d, kind, nb, K, N, M);
     t->bwd_w_s = r->bwd_w_flops > 0 ? wf_gemm_time(d, kind, nb, K, N, M) : 0;
+    if (ctx->var.unpadded && r->params > 0) /* unaligned dimensions: alignment-1 kernels (framework.c) */
+        wf_cost_unaligned_gemm(ctx, kind, nb, M, N, K, t);
     if (kind == WF_GEMM_FP8) {
         /* Transformer Engine quantizes each FP8 product's input row-wise
          * and, for the weight gradient, column-wise (a transposed copy):
