@@ -49,6 +49,8 @@ typedef struct {
     double norm_elems;   /* a norm: elements of the input it saves */
     double lin_in_bytes; /* a linear or matmul with weights: the bytes of its saved input */
     int in_from_attn;    /* that input is an attention's output (flash keeps it too) */
+    int in_casts;        /* a product reading a norm's output: the casts of it a PyTorch script
+                            makes under autocast (2: weft's fused qkv, the script's wq and wkv) */
     double glu_act_bytes;/* a mul of a SwiGLU: the silu output it saves (a fused SwiGLU keeps
                             its input alone) */
     double ce_logits;    /* the loss: its logits elements */
@@ -232,6 +234,11 @@ static inline double wf_cost_bwd_weight_bytes(const wf_cost_ctx *ctx, const wf_c
  * kernels' time in each pass it runs (framework.c; src/cluster/gemm_align.c). */
 void wf_cost_unaligned_gemm(const wf_cost_ctx *ctx, wf_gemm_kind kind, double nb, double M, double N, double K,
                             wf_cost_op_time *t);
+
+/* Under var.eager_elem: op r's times (micro-batch b, work divided by div)
+ * as the exported PyTorch script runs it, replacing or adding to the
+ * graph's kernels (framework.c). */
+void wf_cost_eager_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div, wf_cost_op_time *t);
 
 /* What op i keeps for backward at micro-batch 1 under the variant in use
  * (docs/cost-model.md, "Memory per framework"): out[0] the part replicated

@@ -147,6 +147,8 @@ wf_cost_op_time wf_cost_op_time_of(const wf_cost_ctx *ctx, const wf_cost_op *r, 
                                    double pdiv)
 {
     wf_cost_op_time t = op_time_kernels(ctx, r, b, div, pdiv);
+    if (ctx->var.eager_elem) /* the exported script's eager chains (framework.c) */
+        wf_cost_eager_time(ctx, r, b, div * (double)ctx->var.cp, &t);
     const double gap = ctx->cluster.op_gap_s;
     if (gap > 0) {
         t.fwd_s += t.fwd_s > 0 ? gap : 0;
