@@ -228,6 +228,8 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r, unsigned char *kept
          * itself; weft's fused qkv is two products in PyTorch scripts (wq,
          * wkv), each casting it (framework.c, wf_cost_eager_time). */
         const wf_op *q = producer(g, o->in[0]);
+        while (q && (q->kind == WF_OP_RESHAPE || q->kind == WF_OP_FLATTEN)) /* the head's flatten */
+            q = producer(g, q->in[0]);
         if (q && (q->kind == WF_OP_LAYERNORM || q->kind == WF_OP_RMSNORM)) {
             r->in_casts = 1;
             for (int j = i + 1; j < g->nfwd; j++)
