@@ -51,7 +51,9 @@
  *                  buckets, the first 1 MiB, all-reduce overlapped with
  *                  backward, gradient_as_bucket_view off), clip_grad_norm_
  *                  and fused AdamW; data parallelism only (docs/cost-model.md,
- *                  "Plain PyTorch"). */
+ *                  "Plain PyTorch"); the model's dimensions as given (an
+ *                  unpadded vocabulary: alignment-1 products) and the
+ *                  exported script's eager elementwise chains. */
 #include "cost/cost-impl.h"
 
 #include <stdio.h>
