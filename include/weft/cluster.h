@@ -193,6 +193,23 @@ double wf_cluster_factor_value(const wf_cluster *c, const wf_cluster_factor *f);
  * layer's forward is (tokens, out, in), its data gradient (tokens, in, out),
  * its weight gradient (out, in, tokens): the pass enters through the shape. */
 double wf_gemm_time(const wf_device *d, wf_gemm_kind kind, double count, double M, double N, double K);
+/* Unaligned products (src/cluster/gemm_align.c): the leading dimensions of
+ * C[M,N] = A[M,K] B[K,N], and whether A and B are contiguous along K. */
+typedef struct {
+    int a_kmajor, b_kmajor;
+    double lda, ldb, ldc; /* elements */
+} wf_gemm_layout;
+/* The elements a leading dimension must be a multiple of for the fast
+ * kernels (16 bytes; 1 for SIMT fp32); whether layout l meets it. */
+int wf_gemm_align_elems(wf_gemm_kind kind);
+int wf_gemm_layout_aligned(wf_gemm_kind kind, const wf_gemm_layout *l);
+/* A linear layer's (in -> out, row-major tensors) three products as
+ * wf_gemm_time takes them: forward, data gradient, weight gradient. */
+void wf_gemm_linear_layouts(double in, double out, wf_gemm_layout pass[3]);
+/* Time of the alignment-1 fallback kernels for the product (0: no model for
+ * this device or kind). */
+double wf_gemm_align1_time(const wf_device *d, wf_gemm_kind kind, double count, double M, double N, double K,
+                           const wf_gemm_layout *l);
 /* The gemm kind a product in dtype runs as (fp8: E4M3 products). */
 wf_gemm_kind wf_gemm_kind_of(wf_dtype dtype, int fp8);
 /* Time of one fused attention call: bh = batch x heads, S queries against

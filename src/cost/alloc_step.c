@@ -80,6 +80,7 @@ typedef struct {
     char *incache;       /* the cast is in autocast's cache (the region has not exited) */
     /* per graph tensor */
     double *rb;          /* bytes per element as PyTorch holds it */
+    char *tied;          /* a parameter read before and after the layers (a tied head) */
     int resid_in, layer_out;
     /* the unrolled forward: graph op and layer per position */
     int *uop, *ulay;
@@ -107,9 +108,14 @@ static int is_act(const wf_graph *g, int t)
            g->tensors[t].role != WF_ROLE_LABEL;
 }
 
+/* Ops that allocate nothing: views, and dropout, which the exported script
+ * does not have (its Block and Model call no F.dropout and nn.Dropout nowhere:
+ * src/cli/export_pytorch.c, PT_MODEL), so weft's dropouts are identities
+ * there, with no mask. */
 static int view_op(wf_op_kind k)
 {
-    return k == WF_OP_RESHAPE || k == WF_OP_FLATTEN || k == WF_OP_TRANSPOSE || k == WF_OP_EXPAND;
+    return k == WF_OP_RESHAPE || k == WF_OP_FLATTEN || k == WF_OP_TRANSPOSE || k == WF_OP_EXPAND ||
+           k == WF_OP_DROPOUT;
 }
 
 /* A buffer of `bytes` from the allocator, with one reference. */
@@ -182,6 +188,11 @@ static int in_key(const pt_run *r, int i, int l, int t, int sec)
 
 static int param_key(const pt_run *r, int t, int l, int sec)
 {
+    /* The script's head is its own nn.Linear(HIDDEN, VOCAB) even where weft
+     * ties it to the embedding (GPT): a second parameter, kept in layer 0's
+     * slot of the table's key, which no layer op reads. */
+    if (sec == WF_COST_SEC_POST && r->tied[t])
+        return key(r, t, 0);
     return sec == WF_COST_SEC_LAYER ? key(r, t, l) : key(r, t, -1);
 }
 
@@ -256,6 +267,15 @@ static void dtypes(pt_run *r)
     }
 }
 
+/* Op i's output is split (weft's fused qkv). */
+static int feeds_split(const wf_graph *g, int i)
+{
+    for (int j = i + 1; j < g->nfwd; j++)
+        if (g->ops[j].kind == WF_OP_SPLIT && g->ops[j].in[0] == g->ops[i].out[0])
+            return 1;
+    return 0;
+}
+
 /* The saved entries of op i under PyTorch: tensors (>= 0) and private
  * buffers (bytes in priv_bytes). */
 static int op_saves(const pt_run *r, int i, int *tens, double *priv_bytes, int *npriv)
@@ -265,6 +285,8 @@ static int op_saves(const pt_run *r, int i, int *tens, double *priv_bytes, int *
     wf_saved sv[WF_MAX_SAVED];
     int ns = wf_op_saved(g, i, sv), nt = 0;
     *npriv = 0;
+    if (o->kind == WF_OP_DROPOUT)
+        return 0; /* not in the script (view_op) */
     for (int k = 0; k < ns; k++) {
         if (o->kind == WF_OP_CROSS_ENTROPY && sv[k].tensor == o->in[0])
             continue; /* log_softmax keeps its output, not the logits */
@@ -275,8 +297,7 @@ static int op_saves(const pt_run *r, int i, int *tens, double *priv_bytes, int *
             if (!dup && !is_param(g, sv[k].tensor))
                 tens[nt++] = sv[k].tensor;
         } else if (o->kind != WF_OP_ATTENTION && *npriv < 3) {
-            /* native_dropout's mask is one byte (bool) per element */
-            priv_bytes[(*npriv)++] = o->kind == WF_OP_DROPOUT ? numel(g, o->out[0]) : sv[k].bytes;
+            priv_bytes[(*npriv)++] = sv[k].bytes;
         }
     }
     /* SDPA keeps the repeated k and v (its own buffers), not the originals */
@@ -291,6 +312,11 @@ static int op_saves(const pt_run *r, int i, int *tens, double *priv_bytes, int *
         priv_bytes[(*npriv)++] = numel(g, o->in[0]) * 4.0; /* log_softmax's fp32 output */
     if (o->kind == WF_OP_RMSNORM)
         priv_bytes[(*npriv)++] = numel(g, o->in[0]) * 4.0; /* the normalized fp32 tensor */
+    if (r->autocast && o->kind == WF_OP_LINEAR && r->rb[o->in[0]] >= 4.0 && feeds_split(g, i) && *npriv < 4)
+        /* weft's fused qkv is the script's wq and wkv: two products, each
+         * casting the fp32 norm output for itself and keeping its copy
+         * (autocast caches casts of leaf tensors only) */
+        priv_bytes[(*npriv)++] = numel(g, o->in[0]) * r->e;
     return nt;
 }
 
@@ -392,12 +418,18 @@ static void forward_op(pt_run *r, int u, int first_layer_op, int *privs, int mod
     if (o->kind == WF_OP_RMSNORM) /* y.pow(2), freed once averaged */
         buf_unref(r, buf_new(r, numel(g, o->in[0]) * 4.0));
     buf_unref(r, fcopy);
-    /* SDPA keeps its output; the script's transpose-reshape hands the next
-     * product a contiguous copy */
+    /* SDPA keeps its output. The flash kernel writes it in q's memory
+     * layout, (batch, seq, heads, head dim) here (at::empty_like of the
+     * transposed q in _flash_attention_forward), so the script's
+     * y.transpose(1, 2).reshape(b, s, H) is a view of it, not a copy:
+     * the next product reads (and keeps) the same storage. */
     if (o->kind == WF_OP_ATTENTION) {
         int k = key(r, o->out[0], sec == WF_COST_SEC_LAYER ? l : -1);
         r->attn_out[u] = r->tb[k];
-        r->tb[k] = mode == FWD_RECOMPUTE && rend == u ? -1 : buf_new(r, numel(g, o->out[0]) * r->rb[o->out[0]]);
+        if (mode == FWD_RECOMPUTE && rend == u)
+            r->tb[k] = -1;
+        else
+            buf_ref(r, r->tb[k]);
         if (r->tb[k] < 0)
             r->holds[k] = 0;
         if (mode == FWD_NOSAVE) {
@@ -670,6 +702,7 @@ wf_status wf_cost_pytorch_step_memory(const wf_cost_ctx *ctx, const wf_plan *p, 
     r->incache = calloc(nk, 1);
     r->last_use = malloc(nk * sizeof(int));
     r->rb = calloc((size_t)r->nt, sizeof(double));
+    r->tied = calloc((size_t)r->nt, 1);
     r->acast = malloc(WF_MAX_INPUTS * nu * sizeof(int));
     r->uop = malloc(nu * sizeof(int));
     r->ulay = malloc(nu * sizeof(int));
@@ -680,12 +713,33 @@ wf_status wf_cost_pytorch_step_memory(const wf_cost_ctx *ctx, const wf_plan *p, 
     int *pkey = malloc(nk * sizeof(int));
     int *bk = malloc((nk + 2) * sizeof(int)), *bk2 = malloc((nk + 2) * sizeof(int));
     char *pseen = calloc(nk, 1);
-    if (!r->tb || !r->holds || !r->gb || !r->cast || !r->castsaved || !r->incache || !r->last_use || !r->rb || !r->acast ||
+    if (!r->tb || !r->holds || !r->gb || !r->cast || !r->castsaved || !r->incache || !r->last_use || !r->rb || !r->tied ||
+        !r->acast ||
         !r->uop || !r->ulay || !r->priv || !r->rep || !r->attn_out || !pbytes || !pkey || !bk || !bk2 || !pseen) {
         st = wf_errorf(WF_NOMEM, "out of memory replaying the allocator for model '%s'", ctx->model.name);
         goto done;
     }
     dtypes(r);
+    {
+        /* parameters read both before the layers and after them */
+        char *pre = calloc((size_t)r->nt, 1);
+        if (!pre) {
+            st = wf_errorf(WF_NOMEM, "out of memory replaying the allocator for model '%s'", ctx->model.name);
+            goto done;
+        }
+        for (int i = 0; i < g.nfwd; i++)
+            if (g.ops[i].block < 0)
+                for (int j = 0; j < g.ops[i].nin; j++) {
+                    int t = g.ops[i].in[j];
+                    if (!is_param(&g, t))
+                        continue;
+                    if (i < first_layer_op)
+                        pre[t] = 1;
+                    else if (pre[t])
+                        r->tied[t] = 1;
+                }
+        free(pre);
+    }
     /* the layer's residual input and output */
     for (int i = first_layer_op; i <= last_layer_op; i++)
         for (int j = 0; j < g.ops[i].nin; j++) {
@@ -884,6 +938,7 @@ done:
     free(r->incache);
     free(r->last_use);
     free(r->rb);
+    free(r->tied);
     free(r->acast);
     free(r->uop);
     free(r->ulay);

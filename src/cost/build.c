@@ -223,6 +223,20 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r, unsigned char *kept
                 r->lin_in_bytes = sv[k].bytes;
                 r->in_from_attn = q && q->kind == WF_OP_ATTENTION;
             }
+    if (pb > 0 && r->matrix) {
+        /* Under autocast a product casts an fp32 input (a norm's output)
+         * itself; weft's fused qkv is two products in PyTorch scripts (wq,
+         * wkv), each casting it (framework.c, wf_cost_eager_time). */
+        const wf_op *q = producer(g, o->in[0]);
+        while (q && (q->kind == WF_OP_RESHAPE || q->kind == WF_OP_FLATTEN)) /* the head's flatten */
+            q = producer(g, q->in[0]);
+        if (q && (q->kind == WF_OP_LAYERNORM || q->kind == WF_OP_RMSNORM)) {
+            r->in_casts = 1;
+            for (int j = i + 1; j < g->nfwd; j++)
+                if (g->ops[j].kind == WF_OP_SPLIT && g->ops[j].in[0] == o->out[0])
+                    r->in_casts = 2;
+        }
+    }
     for (int j = 0; j < o->nout; j++)
         r->out_bytes += tensor_bytes(g, o->out[j]);
     /* What the op keeps for backward, by how tensor parallelism divides it. */

@@ -49,6 +49,8 @@ typedef struct {
     double norm_elems;   /* a norm: elements of the input it saves */
     double lin_in_bytes; /* a linear or matmul with weights: the bytes of its saved input */
     int in_from_attn;    /* that input is an attention's output (flash keeps it too) */
+    int in_casts;        /* a product reading a norm's output: the casts of it a PyTorch script
+                            makes under autocast (2: weft's fused qkv, the script's wq and wkv) */
     double glu_act_bytes;/* a mul of a SwiGLU: the silu output it saves (a fused SwiGLU keeps
                             its input alone) */
     double ce_logits;    /* the loss: its logits elements */
@@ -137,6 +139,10 @@ typedef struct {
                            (linear_fc1), silu and product one kernel (bias_swiglu), which keeps
                            fc1's output alone */
     int fp8_saved;      /* Transformer Engine's FP8 layers keep their inputs in FP8 */
+    int unpadded;       /* the model's dimensions as given, no padded vocabulary (sw=pytorch):
+                           products with unaligned leading dimensions run on alignment-1 kernels */
+    int eager_elem;     /* the exported script's eager elementwise chains (sw=pytorch): RMSNorm,
+                           rotary, GQA's repeat, autocast's activation casts; no dropout */
     double w_bytes;     /* bytes per stored weight element (fp32 master weights: 4) */
     double loss_saved;  /* per logit, saved beyond the logits (PyTorch: fp32 log-probabilities) */
     double loss_ws;     /* per logit, the loss's backward workspace */
@@ -222,6 +228,17 @@ static inline double wf_cost_bwd_weight_bytes(const wf_cost_ctx *ctx, const wf_c
     double w = ctx->var.autocast && r->matrix ? ctx->elem_bytes : ctx->var.w_bytes;
     return r->has_wgrad ? r->params * (w + 2.0 * wf_cost_grad_elem_bytes(ctx)) : 0;
 }
+
+/* Under var.unpadded: a weight product (forward (M, N, K) = (tokens, out,
+ * in)) whose leading dimensions are not aligned takes the alignment-1
+ * kernels' time in each pass it runs (framework.c; src/cluster/gemm_align.c). */
+void wf_cost_unaligned_gemm(const wf_cost_ctx *ctx, wf_gemm_kind kind, double nb, double M, double N, double K,
+                            wf_cost_op_time *t);
+
+/* Under var.eager_elem: op r's times (micro-batch b, work divided by div)
+ * as the exported PyTorch script runs it, replacing or adding to the
+ * graph's kernels (framework.c). */
+void wf_cost_eager_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div, wf_cost_op_time *t);
 
 /* What op i keeps for backward at micro-batch 1 under the variant in use
  * (docs/cost-model.md, "Memory per framework"): out[0] the part replicated

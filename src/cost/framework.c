@@ -51,7 +51,9 @@
  *                  buckets, the first 1 MiB, all-reduce overlapped with
  *                  backward, gradient_as_bucket_view off), clip_grad_norm_
  *                  and fused AdamW; data parallelism only (docs/cost-model.md,
- *                  "Plain PyTorch"). */
+ *                  "Plain PyTorch"); the model's dimensions as given (an
+ *                  unpadded vocabulary: alignment-1 products) and the
+ *                  exported script's eager elementwise chains. */
 #include "cost/cost-impl.h"
 
 #include <stdio.h>
@@ -92,6 +94,8 @@ typedef struct {
     double loss_ws;       /* per logit, the loss's backward workspace (0: one buffer in the loss precision) */
     int fused_glu;
     int fp8_saved;        /* FP8 layers keep their inputs in FP8 (with fp8) */
+    int unpadded;         /* dimensions as the model gives them (no padded vocabulary) */
+    int eager_elem;       /* the exported script's eager elementwise chains, no dropout */
 } sw_profile;
 
 _Static_assert(WF_SW_COUNT == 7, "a new framework profile needs a row in PROFILES");
@@ -120,7 +124,7 @@ static const sw_profile PROFILES[WF_SW_COUNT] = {
      * logits' size, both alive at once. */
     [WF_SW_PYTORCH] = {.flash = 1, .tp = TP_SYNC, .dp = DP_ALWAYS, .grad = GRAD_FP32,
                        .fused = WF_ATTN_IMPL_SDPA, .autocast = 1, .eager_norm = 1, .fp32_weights = 1,
-                       .loss_saved = 4, .loss_ws = 8},
+                       .loss_saved = 4, .loss_ws = 8, .unpadded = 1, .eager_elem = 1},
 };
 
 void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
@@ -155,6 +159,8 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
     v->loss_saved = f->loss_saved;
     v->fused_glu = f->fused_glu;
     v->fp8_saved = f->fp8_saved && v->fp8;
+    v->unpadded = f->unpadded;
+    v->eager_elem = f->eager_elem;
     if (!p->overlap)
         v->dp_overlap = 0, v->ag_overlap = 0;
     if (p->attn != WF_ATTN_AUTO)
@@ -203,4 +209,124 @@ int wf_cost_profile_line(const wf_cost_ctx *ctx, const wf_plan *p, char *buf, si
                     v.grad_bytes >= 4 ? "fp32" : wf_dtype_name(ctx->dtype),
                     v.zero ? (v.zero == 3 ? ", ZeRO-3" : v.zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "",
                     v.loss_bytes >= 4 ? "fp32" : wf_dtype_name(ctx->dtype));
+}
+
+/* Plain PyTorch runs the model's dimensions as given: the exported script's
+ * head is nn.Linear(HIDDEN, VOCAB) with the tokenizer's vocabulary
+ * (src/cli/export_pytorch.c), where Megatron-LM pads it to a multiple of 128
+ * (--make-vocab-size-divisible-by; src/layout/vocab_pad.c). A product whose
+ * leading dimensions cuBLAS cannot load 16 bytes at a time runs on the
+ * alignment-1 fallback kernels (src/cluster/gemm_align.c): each pass takes
+ * the slower of the two models. */
+void wf_cost_unaligned_gemm(const wf_cost_ctx *ctx, wf_gemm_kind kind, double nb, double M, double N, double K,
+                            wf_cost_op_time *t)
+{
+    const wf_device *d = &ctx->cluster.dev;
+    wf_gemm_layout L[3];
+    wf_gemm_linear_layouts(K, N, L);
+    if (wf_gemm_layout_aligned(kind, &L[0]))
+        return; /* the three passes share the two dimensions */
+    const double shape[3][3] = {{M, N, K}, {M, K, N}, {K, N, M}};
+    double *pass[3] = {&t->fwd_s, &t->bwd_in_s, &t->bwd_w_s};
+    for (int i = 0; i < 3; i++) {
+        if (!(*pass[i] > 0))
+            continue;
+        double a = wf_gemm_align1_time(d, kind, nb, shape[i][0], shape[i][1], shape[i][2], &L[i]);
+        if (a > *pass[i])
+            *pass[i] = a;
+    }
+}
+
+/* ---- the exported script's eager elementwise work (sw=pytorch) ------------------
+ * `weft export --to ddp` (src/cli/export_pytorch.c, PT_MODEL) runs these as
+ * separate eager kernels, each reading and writing whole tensors; the op
+ * chains below are read off that code, their backwards off PyTorch's
+ * derivatives (tools/autograd/derivatives.yaml and FunctionsManual.cpp:
+ * pow_backward is grad * (2 * self.pow(1)), a copy, a scale and a product;
+ * mean's backward divides the expanded gradient; a broadcast product's
+ * gradient for the broadcast side is a product and a sum; a product of a
+ * 16-bit and an fp32 tensor is fp32 and its gradient is cast back to the
+ * 16-bit input's dtype). Bytes per element of the tensor the op works on,
+ * with e the activations' element size (2 under autocast, 4 in fp32) and
+ * fp32 intermediates of 4. */
+typedef struct {
+    double fwd_f, fwd_e, fwd_cast; /* element accesses of 4 bytes, of e, and (autocast only) casts of
+                                      4 + e, per element */
+    double bwd_f, bwd_e, bwd_cast;
+    int fwd_kernels, bwd_kernels;
+} eager_chain;
+
+/* RMSNorm.forward: x.float() (x is the fp32 residual: no kernel), pow(2)
+ * (read and write 4), mean(-1) (read 4), + eps and rsqrt (one value per
+ * row), y * rsqrt (read 4, write 4), type_as(x) (no kernel), * weight (read
+ * 4, write 4): 28. Backward: * weight's two gradients (2 x 4; 3 x 4 and a
+ * sum over rows, 4), y * rsqrt's two (8; 12 and a row sum, 4), mean's (write
+ * 4), pow's (copy 8, scale 8, product 12), the two gradients of y added
+ * (12): 92. */
+static const eager_chain RMSNORM_CHAIN = {7, 0, 0, 23, 0, 0, 6, 12}; /* 28 and 92 bytes */
+/* rotary(x, cos, sin) with cos and sin fp32 (the script takes them .to(x.dtype)
+ * of the fp32 embedding output): x.chunk(2) views; four products of a half
+ * by cos or sin (read e, write 4, over half the elements: 2 (e + 4) in
+ * all), a subtraction and an addition (read 8, write 4, over halves: 12),
+ * torch.cat (read 4, write 4: 8), .type_as(x) (read 4, write e; autocast
+ * only). Backward: the cast back (autocast), the subtraction's negation (4),
+ * each product's gradient (read 4, write 4 over a half: 4 x 4, and each cast
+ * to e: 4 x (4 + e) / 2, autocast only), x1's and x2's two gradients added
+ * (3 e), chunk's backward, a cat (2 e). */
+static const eager_chain ROTARY_CHAIN = {7, 2, 1, 5, 5, 3, 8, 9}; /* autocast: 38 and 48 bytes */
+
+static double chain_bytes(const eager_chain *c, int bwd, double e, int autocast)
+{
+    return bwd ? c->bwd_f * 4.0 + c->bwd_e * e + (autocast ? c->bwd_cast * (4.0 + e) : 0)
+               : c->fwd_f * 4.0 + c->fwd_e * e + (autocast ? c->fwd_cast * (4.0 + e) : 0);
+}
+
+static double eager_kernels_time(const wf_device *d, double bytes, int kernels, int bwd)
+{
+    double t = wf_membound_time(d, WF_MB_ELEM, bwd, bytes);
+    double floor_s = (double)kernels * d->op_overhead_s;
+    return t > floor_s ? t : floor_s;
+}
+
+void wf_cost_eager_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div, wf_cost_op_time *t)
+{
+    const wf_device *d = &ctx->cluster.dev;
+    const int ac = ctx->var.autocast;
+    const double e = ac ? ctx->elem_bytes : 4.0, s = b / div;
+    switch ((wf_op_kind)r->kind) {
+    case WF_OP_DROPOUT: /* the script has none */
+        t->fwd_s = t->bwd_in_s = t->bwd_w_s = 0;
+        return;
+    case WF_OP_RMSNORM:
+    case WF_OP_ROTARY: {
+        const eager_chain *c = r->kind == WF_OP_RMSNORM ? &RMSNORM_CHAIN : &ROTARY_CHAIN;
+        double n = (r->kind == WF_OP_RMSNORM ? r->norm_elems : r->out_bytes / ctx->elem_bytes) * s;
+        if (!(n > 0))
+            return;
+        t->fwd_s = eager_kernels_time(d, n * chain_bytes(c, 0, e, ac), c->fwd_kernels, 0);
+        t->bwd_in_s = eager_kernels_time(d, n * chain_bytes(c, 1, e, ac), c->bwd_kernels, 1);
+        t->bwd_w_s = 0; /* the weight's gradient is in the chain */
+        return;
+    }
+    default:
+        break;
+    }
+    if (r->attn_core && r->at_heads > 0) {
+        /* GQA: k.repeat_interleave and v.repeat_interleave to every head
+         * (read the kv heads, write all heads); backward sums the copies */
+        double q = r->at_heads * r->at_s * r->at_d * s, kv = r->kv_bytes / ctx->elem_bytes / 2.0 * s;
+        if (kv > 0 && kv < q) {
+            t->fwd_s += 2.0 * eager_kernels_time(d, e * (q + kv), 1, 0);
+            t->bwd_in_s += 2.0 * eager_kernels_time(d, e * (q + kv), 1, 1);
+        }
+    }
+    if (ac && r->matrix && r->in_casts > 0 && r->gk > 0) {
+        /* autocast's casts of the fp32 norm output a product reads (read 4,
+         * write e each) and their backwards (read e, write 4); two casts'
+         * fp32 gradients are added (read 8, write 4) */
+        double n = r->gm * r->gk * r->gbatch * s, k = (double)r->in_casts;
+        t->fwd_s += k * eager_kernels_time(d, n * (4.0 + e), 1, 0);
+        t->bwd_in_s += k * eager_kernels_time(d, n * (4.0 + e), 1, 1) +
+                       (k > 1 ? eager_kernels_time(d, n * 12.0, 1, 1) : 0);
+    }
 }

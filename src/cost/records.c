@@ -70,6 +70,8 @@ static void gemm_op_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, 
     if (nin > 1.5)
         t->bwd_in_s += wf_gemm_time(d, kind, nb, K, N, M);
     t->bwd_w_s = r->bwd_w_flops > 0 ? wf_gemm_time(d, kind, nb, K, N, M) : 0;
+    if (ctx->var.unpadded && r->params > 0) /* unaligned dimensions: alignment-1 kernels (framework.c) */
+        wf_cost_unaligned_gemm(ctx, kind, nb, M, N, K, t);
     if (kind == WF_GEMM_FP8) {
         /* Transformer Engine quantizes each FP8 product's input row-wise
          * and, for the weight gradient, column-wise (a transposed copy):
@@ -145,6 +147,8 @@ wf_cost_op_time wf_cost_op_time_of(const wf_cost_ctx *ctx, const wf_cost_op *r, 
                                    double pdiv)
 {
     wf_cost_op_time t = op_time_kernels(ctx, r, b, div, pdiv);
+    if (ctx->var.eager_elem) /* the exported script's eager chains (framework.c) */
+        wf_cost_eager_time(ctx, r, b, div * (double)ctx->var.cp, &t);
     const double gap = ctx->cluster.op_gap_s;
     if (gap > 0) {
         t.fwd_s += t.fwd_s > 0 ? gap : 0;

@@ -365,7 +365,13 @@ wf_status wf_gpu_fit(const wf_cluster_measured *m, const wf_cluster *base, wf_cl
     /* Memory: the copy reads and writes copy_bytes each. */
     d->mem_bw_bps = 2.0 * m->copy_bytes / m->copy_s;
     d->mem_eff = 1.0;
-    d->mem_bytes = m->mem_alloc_bytes;
+    /* The device's whole memory (cudaMemGetInfo's total), as the presets
+     * quote it: each profile takes out what it holds itself (sw=pytorch the
+     * CUDA context, the others mem_reserved_bytes). The largest allocation
+     * that succeeded already has this process's context taken out, and
+     * charging the context again counted it twice. Older measurements
+     * without the total keep the largest allocation. */
+    d->mem_bytes = m->mem_total_bytes > 0 ? m->mem_total_bytes : m->mem_alloc_bytes;
     if (out->mem_reserved_bytes >= 0.5 * d->mem_bytes)
         out->mem_reserved_bytes = 0.1 * d->mem_bytes;
     d->op_overhead_s = m->launch_s;
