@@ -125,6 +125,18 @@ static int p_transformer(const wf_plan *p, const wf_model_config *m, char *msg, 
     return 1;
 }
 
+/* The interlaced pipeline (interlace=1) runs without sequence parallelism:
+ * its embedding and head are lowered replicated over the sequence. */
+static int p_interlace_sp(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!(p->interlace && p->sp))
+        return 0;
+    snprintf(msg, cap, "interlace=1 with sp=1: the runtime runs the interlaced pipeline without sequence "
+                       "parallelism (planned and simulated, not run)");
+    return 1;
+}
+
 /* ---- the SPMD engine (a whole-model plan with tp or sp, lowered to its layouts) ---- */
 
 static int s_transformer(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
@@ -175,6 +187,7 @@ static const rule RULES[] = {
     {WF_ENGINE_PIPELINE, 0, p_sp},
     {WF_ENGINE_PIPELINE, 0, any_etp},
     {WF_ENGINE_PIPELINE, 1, p_transformer},
+    {WF_ENGINE_PIPELINE, 0, p_interlace_sp},
     {WF_ENGINE_SPMD, 1, s_transformer},
     {WF_ENGINE_SPMD, 0, s_combined},
     {WF_ENGINE_SPMD, 0, any_etp},
