@@ -137,6 +137,17 @@ static int p_interlace_sp(const wf_plan *p, const wf_model_config *m, char *msg,
     return 1;
 }
 
+/* ZeRO-3 under the interlaced pipeline: neither planned (wf_plan_validate)
+ * nor run (the vocabulary-parallel ends' units are not gathered per op). */
+static int p_interlace_zero3(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!(p->interlace && p->zero >= 3))
+        return 0;
+    snprintf(msg, cap, "interlace=1 with zero=3: the runtime shards the interlaced pipeline's state with zero=1 or 2");
+    return 1;
+}
+
 /* ---- the SPMD engine (a whole-model plan with tp or sp, lowered to its layouts) ---- */
 
 static int s_transformer(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
@@ -188,6 +199,7 @@ static const rule RULES[] = {
     {WF_ENGINE_PIPELINE, 0, any_etp},
     {WF_ENGINE_PIPELINE, 1, p_transformer},
     {WF_ENGINE_PIPELINE, 0, p_interlace_sp},
+    {WF_ENGINE_PIPELINE, 0, p_interlace_zero3},
     {WF_ENGINE_SPMD, 1, s_transformer},
     {WF_ENGINE_SPMD, 0, s_combined},
     {WF_ENGINE_SPMD, 0, any_etp},

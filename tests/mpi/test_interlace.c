@@ -21,7 +21,7 @@
  * rank ran its stage's order of wf_plan_interlace_order (F and B: chunk 0;
  * EF and EB: chunk 1, forward and backward; H: chunk 2); the interlaced
  * checkpoint resumes bit for bit. Refusals in one line: interlace with
- * sp=1, and tp x pp not dividing the heads. */
+ * sp=1 and with zero=3, and tp x pp not dividing the heads. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "harness.h"
 #include "weft/plan.h"
@@ -188,6 +188,7 @@ int main(void)
         check_case(M101, &ref101, "pp=2,tp=2,mbs=2,interlace=1", 2, 2, 1, 512 - 101);
         check_case(M101, &ref101, "pp=2,tp=2,mbs=2", 2, 2, 1, 256 - 101);
         refused(M96, "pp=2,tp=2,sp=1,mbs=2,interlace=1", "interlace=1 with sp=1");
+        refused(M96, "pp=2,dp=2,mbs=2,zero=3,interlace=1", "interlace=1 with zero=3");
     }
     return harness_finish(started);
 }
