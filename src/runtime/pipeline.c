@@ -182,9 +182,9 @@ wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, 
             return wf_errorf(WF_INVAL, "interlace=1 runs one chunk of even stages in 1F1B (vpp=%d, stages=%s, "
                                        "pipe=%s)", p->vpp, p->stage_n > 0 ? "given" : "none",
                              wf_sched_pipe_name(p->pipe));
-        const char *what[] = {"heads", "hidden size", "MLP width"};
-        int64_t dims[] = {m->heads, m->hidden, m->ffn};
-        for (int k = 0; k < 3; k++)
+        const char *what[] = {"heads", "key-value heads", "hidden size", "MLP width"};
+        int64_t dims[] = {m->heads, m->kv_heads, m->hidden, m->ffn};
+        for (int k = 0; k < 4; k++)
             if (dims[k] > 0 && dims[k] % all != 0)
                 return wf_errorf(WF_INVAL, "interlace=1: tp x pp = %d does not divide the %s of %s (%lld; the "
                                            "runtime lowers the embedding and the head at tp x pp)", all, what[k],
@@ -678,9 +678,19 @@ static wf_status make_interlaced(wf_pipe *p, const wf_pipe_config *c, const wf_g
         for (int k = 0; ok && k < L->nout; k++)
             ok &= L->out_n[k] == H->in_n[k];
     }
-    if (!ok)
-        return wf_errorf(WF_INTERNAL, "interlaced pipeline: the layers' stage %d and the vocabulary-parallel "
-                                      "embedding or head exchange different tensors", p->stage);
+    if (!ok) {
+        /* What the layers read from before them (or the head from them) is
+         * not what the vocabulary-parallel ends make at their shapes: a
+         * tensor made before the layers and read inside them at the layers'
+         * own split (BERT's attention mask, rotary tables). */
+        const wf_graph *sg = wf_exec_graph(L->e);
+        int t = p->stage == 0 && L->nin > 0 ? L->in_t[0] : -1;
+        return wf_errorf(WF_INVAL, "interlace=1: model '%s': stage %d's layers read %d tensor(s) from the "
+                                   "embedding (%s%s), which makes %d at tp x pp = %d; the runtime's interlaced "
+                                   "pipeline passes one activation each way (GPT's)", c->model->name, p->stage,
+                         L->nin, t >= 0 ? sg->tensors[t].name : "", L->nin > 1 ? ", ..." : "", E->nout,
+                         p->tp * p->pp);
+    }
     for (int i = 0; i < wf_exec_nparams(E->e); i++)
         for (int j = 0; j < wf_exec_nparams(H->e); j++)
             if (strcmp(wf_exec_param_at(E->e, i)->name, wf_exec_param_at(H->e, j)->name) == 0) {

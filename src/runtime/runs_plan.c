@@ -137,6 +137,20 @@ static int p_interlace_sp(const wf_plan *p, const wf_model_config *m, char *msg,
     return 1;
 }
 
+/* The interlaced pipeline runs GPT-shaped models: their embedding's output
+ * is made whole (positions added, dropout) before the first layer, the one
+ * activation the vocabulary-parallel embedding hands the stages. Llama's and
+ * BERT's layers read the embedding's partial sums themselves under that
+ * lowering (pipeline.c names it if reached). */
+static int p_interlace_family(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    if (!p->interlace || m->family == WF_FAMILY_GPT)
+        return 0;
+    snprintf(msg, cap, "interlace=1: model '%s' is not GPT-shaped: the runtime runs the interlaced pipeline on "
+                       "GPT's family (planned and simulated for the others, not run)", m->name);
+    return 1;
+}
+
 /* ZeRO-3 under the interlaced pipeline: neither planned (wf_plan_validate)
  * nor run (the vocabulary-parallel ends' units are not gathered per op). */
 static int p_interlace_zero3(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
@@ -200,6 +214,7 @@ static const rule RULES[] = {
     {WF_ENGINE_PIPELINE, 1, p_transformer},
     {WF_ENGINE_PIPELINE, 0, p_interlace_sp},
     {WF_ENGINE_PIPELINE, 0, p_interlace_zero3},
+    {WF_ENGINE_PIPELINE, 1, p_interlace_family},
     {WF_ENGINE_SPMD, 1, s_transformer},
     {WF_ENGINE_SPMD, 0, s_combined},
     {WF_ENGINE_SPMD, 0, any_etp},
