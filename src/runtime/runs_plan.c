@@ -151,6 +151,26 @@ static int p_interlace_family(const wf_plan *p, const wf_model_config *m, char *
     return 1;
 }
 
+/* The interlaced pipeline's embedding and head are lowered with Megatron's
+ * layouts at tp x pp (a vocabulary it does not divide padded as Megatron
+ * pads it), which splits the layers' heads, hidden size and MLP width tp x
+ * pp ways in the graph the ends are cut from. */
+static int p_interlace_dims(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    if (!p->interlace)
+        return 0;
+    int all = (p->tp > 1 ? p->tp : 1) * p->pp;
+    const char *what[] = {"heads", "key-value heads", "hidden size", "MLP width"};
+    int64_t dims[] = {m->heads, m->kv_heads, m->hidden, m->ffn};
+    for (int k = 0; k < 4; k++)
+        if (dims[k] > 0 && all > 0 && dims[k] % all != 0) {
+            snprintf(msg, cap, "interlace=1: tp x pp = %d does not divide the %s of %s (%lld; the runtime lowers "
+                               "the embedding and the head at tp x pp)", all, what[k], m->name, (long long)dims[k]);
+            return 1;
+        }
+    return 0;
+}
+
 /* ZeRO-3 under the interlaced pipeline: neither planned (wf_plan_validate)
  * nor run (the vocabulary-parallel ends' units are not gathered per op). */
 static int p_interlace_zero3(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
@@ -215,6 +235,7 @@ static const rule RULES[] = {
     {WF_ENGINE_PIPELINE, 0, p_interlace_sp},
     {WF_ENGINE_PIPELINE, 0, p_interlace_zero3},
     {WF_ENGINE_PIPELINE, 1, p_interlace_family},
+    {WF_ENGINE_PIPELINE, 1, p_interlace_dims},
     {WF_ENGINE_SPMD, 1, s_transformer},
     {WF_ENGINE_SPMD, 0, s_combined},
     {WF_ENGINE_SPMD, 0, any_etp},
