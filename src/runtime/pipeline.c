@@ -65,7 +65,21 @@
  * zero=1/2 the parameters all-gathered; dear: the update deferred into the chunk's next
  * forward, group by group before the first op reading it). The losses come
  * from the last stage; all ranks gather them with the statuses, so every
- * rank reports the same loss and fails together. */
+ * rank reports the same loss and fails together.
+ *
+ * The interlaced pipeline (interlace=1, docs/runtime.md "The interlaced
+ * pipeline"): each rank runs three chunks, its stage's layers (ch[0], the
+ * layers split evenly, from the model's or the tp local graph), and the
+ * embedding (ch[1]) and the head with the loss (ch[2]) cut from a second
+ * local graph, the model under Megatron's vocabulary-parallel layouts at tp
+ * x pp on the pipeline's model-parallel communicator; the tasks in the order
+ * of wf_plan_interlace_order (play_interlace). The tied table's two copies
+ * on a rank are summed after the data-parallel reduction.
+ *
+ * Vocabulary padding: a vocabulary that the ranks splitting it (tp; tp x pp
+ * interlaced) do not divide is padded as Megatron pads it (layout.h's
+ * wf_megatron_pad_model), and the padding's logits are masked out of the
+ * loss (spmd.c's vocab_total, executor.c). */
 #include "runtime/pipeline-impl.h"
 #include "runtime/dist-impl.h"
 #include "runtime/spmd-impl.h"
