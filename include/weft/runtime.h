@@ -451,8 +451,9 @@ wf_exec *wf_train_exec(const wf_train *t);
 
 /* With pipeline stages (pp > 1): the (forward|backward, micro-batch, chunk)
  * ops this rank executed in the last step, in execution order (it plays
- * weft/sched.h's wf_pipe_order of its stage); returns their count (0 without
- * stages), copying at most cap. */
+ * weft/sched.h's wf_pipe_order of its stage; interlaced, plan.h's
+ * wf_plan_interlace_order: F and B chunk 0, EF and EB chunk 1, H chunk 2);
+ * returns their count (0 without stages), copying at most cap. */
 int wf_train_pipe_order(const wf_train *t, wf_pipe_op *ops, int cap);
 
 /* The BLAS library in use and its threads: weft/kernels.h. */

@@ -170,6 +170,8 @@ static void ckpt_view(void *eng, wf_engine_ckpt *v)
     pipe_engine *e = eng;
     char plan[96];
     wf_engine_plan_text(&e->a.plan, plan, sizeof plan);
+    if (e->a.plan.interlace) /* the interlaced pipeline's tensors are not a plain pipeline's */
+        snprintf(plan + strlen(plan), sizeof plan - strlen(plan), ",interlace=1");
     *v = (wf_engine_ckpt){e->f.data, &e->steps, e->m, e->a.model.name, ""};
     snprintf(v->run, sizeof v->run, "plan=%s\n", plan);
 }

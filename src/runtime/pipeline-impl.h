@@ -17,7 +17,7 @@ typedef struct {
     MPI_Comm comm;               /* the trainer's group (pp x dp ranks); MPI_COMM_NULL: one process */
     int rank, nranks;
     const wf_model_config *model;
-    const wf_plan *plan;         /* pp, vpp, dp, mbs, pipe */
+    const wf_plan *plan;         /* pp, vpp, dp, mbs, pipe, interlace */
     const char *cluster;         /* the cost model's cluster for the cut of other models (NULL: local) */
     int64_t batch;               /* global batch B */
     wf_exec_opts exec;
@@ -53,7 +53,9 @@ void wf_pipe_info(const wf_pipe *p, wf_train_info *out);
 const char *wf_pipe_describe(const wf_pipe *p);
 wf_exec *wf_pipe_exec(const wf_pipe *p, int chunk);
 /* The ops the last step executed, in execution order (copies at most cap;
- * returns the count). */
+ * returns the count). Interlaced (interlace=1): the layers' F and B as chunk
+ * 0, the embedding's EF and EB as chunk 1 (forward, backward), each head H
+ * as chunk 2 (forward: its forward and backward run together). */
 int wf_pipe_trace(const wf_pipe *p, wf_pipe_op *ops, int cap);
 
 /* Checkpoint tensors of this rank: its chunks' parameters as

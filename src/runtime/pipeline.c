@@ -65,12 +65,27 @@
  * zero=1/2 the parameters all-gathered; dear: the update deferred into the chunk's next
  * forward, group by group before the first op reading it). The losses come
  * from the last stage; all ranks gather them with the statuses, so every
- * rank reports the same loss and fails together. */
+ * rank reports the same loss and fails together.
+ *
+ * The interlaced pipeline (interlace=1, docs/runtime.md "The interlaced
+ * pipeline"): each rank runs three chunks, its stage's layers (ch[0], the
+ * layers split evenly, from the model's or the tp local graph), and the
+ * embedding (ch[1]) and the head with the loss (ch[2]) cut from a second
+ * local graph, the model under Megatron's vocabulary-parallel layouts at tp
+ * x pp on the pipeline's model-parallel communicator; the tasks in the order
+ * of wf_plan_interlace_order (play_interlace). The tied table's two copies
+ * on a rank are summed after the data-parallel reduction.
+ *
+ * Vocabulary padding: a vocabulary that the ranks splitting it (tp; tp x pp
+ * interlaced) do not divide is padded as Megatron pads it (layout.h's
+ * wf_megatron_pad_model), and the padding's logits are masked out of the
+ * loss (spmd.c's vocab_total, executor.c). */
 #include "runtime/pipeline-impl.h"
 #include "runtime/dist-impl.h"
 #include "runtime/spmd-impl.h"
 
 #include "weft/cluster.h"
+#include "weft/layout.h"
 #include "weft/cost_records.h"
 
 #include <math.h>
@@ -81,7 +96,8 @@
 #define MAX_BOUNDARY 8
 
 typedef struct {
-    int vs;                  /* virtual stage */
+    int vs;                  /* virtual stage (interlaced: pp the embedding's chunk, pp + 1 the head's) */
+    wf_spmd *sp;             /* the tensor-parallel graph its ops come from (NULL: the model's) */
     wf_exec *e;
     wf_optim *o;             /* NULL under ZeRO: the engine steps its shard */
     wf_dist *d;
@@ -110,6 +126,13 @@ struct wf_pipe {
     MPI_Comm comm, dpcomm, ppcomm;
     MPI_Comm tpcomm, mpcomm; /* tp > 1: the stage's tp ranks; every stage's of this data-parallel index */
     wf_spmd *tps;            /* tp > 1: the local graph under Megatron's layouts and its collectives */
+    wf_spmd *vps;            /* interlaced: the embedding and the head, vocabulary-parallel over tp x pp (mpcomm) */
+    int interlace;           /* 1: ch[0] the stage's layers, ch[1] the embedding, ch[2] the head */
+    wf_plan_task *itask;     /* interlaced: this rank's order of tasks (wf_plan_interlace_order) */
+    int nitask;
+    int ntie, tie[4][2];     /* interlaced: parameters the embedding and the head both hold (index in each) */
+    int done_h, done_eb;     /* interlaced: heads and embedding backwards run in this step */
+    int64_t vocab_valid;     /* the model's own vocabulary when it runs padded as Megatron pads it, else 0 */
     int tp, tpi;
     int zero;                /* the ZeRO stage each stage's data-parallel group shards */
     int rank, nranks, stage, pp, vpp, nvs, dp, dpi, m;
@@ -148,10 +171,11 @@ wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, 
         return st;
     int tp = p->tp > 1 ? p->tp : 1;
     if (tp > 1) {
-        /* What Megatron's layout splits tp ways (as spmd.c names it). */
-        const char *what[] = {"vocabulary", "heads", "hidden size", "MLP width"};
-        int64_t dims[] = {m->vocab, m->heads, m->hidden, m->ffn};
-        for (int k = 0; k < 4; k++)
+        /* What Megatron's layout splits tp ways (as spmd.c names it); a
+         * vocabulary tp does not divide runs padded as Megatron pads it. */
+        const char *what[] = {"heads", "hidden size", "MLP width"};
+        int64_t dims[] = {m->heads, m->hidden, m->ffn};
+        for (int k = 0; k < 3; k++)
             if (dims[k] > 0 && dims[k] % tp != 0)
                 return wf_errorf(WF_INVAL, "tp=%d does not divide the %s of %s (%lld)", tp, what[k], m->name,
                                  (long long)dims[k]);
@@ -159,6 +183,11 @@ wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, 
             return wf_errorf(WF_INVAL, "sp=1 with tp=%d does not divide the sequence of %s (%lld)", tp, m->name,
                              (long long)m->seq);
     }
+    /* The interlaced pipeline (docs/planner.md): one chunk of layers per
+     * stage in 1F1B; what else it needs of the model is runs_plan.c's rows. */
+    if (p->interlace && (p->vpp > 1 || p->stage_n > 0 || p->pipe != WF_PIPE_1F1B))
+        return wf_errorf(WF_INVAL, "interlace=1 runs one chunk of even stages in 1F1B (vpp=%d, stages=%s, pipe=%s)",
+                         p->vpp, p->stage_n > 0 ? "given" : "none", wf_sched_pipe_name(p->pipe));
     if ((int64_t)p->pp * tp * p->dp != nranks)
         return wf_errorf(WF_INVAL, "plan pp=%d x tp=%d x dp=%d needs %lld ranks but the job has %d (run under "
                          "mpiexec -n %lld)", p->pp, tp, p->dp, (long long)p->pp * tp * p->dp, nranks,
@@ -320,29 +349,71 @@ static wf_status split_comms(wf_pipe *p)
         rc = MPI_Comm_split(p->comm, (int)wf_rank_group_first(ax[WF_AXIS_PP], r), p->stage, &p->ppcomm);
     if (rc == MPI_SUCCESS && p->tp > 1)
         rc = MPI_Comm_split(p->comm, (int)wf_rank_group_first(ax[WF_AXIS_TP], r), p->tpi, &p->tpcomm);
-    if (rc == MPI_SUCCESS && p->tp > 1)
+    if (rc == MPI_SUCCESS && (p->tp > 1 || p->interlace))
         rc = MPI_Comm_split(p->comm, p->dpi, p->stage * p->tp + p->tpi, &p->mpcomm);
     if (rc != MPI_SUCCESS)
         return mpi_err(rc, "MPI_Comm_split of the pipeline groups");
     MPI_Comm_set_errhandler(p->dpcomm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(p->ppcomm, MPI_ERRORS_RETURN);
-    if (p->tp > 1) {
+    if (p->tp > 1)
         MPI_Comm_set_errhandler(p->tpcomm, MPI_ERRORS_RETURN);
+    if (p->mpcomm != MPI_COMM_NULL)
         MPI_Comm_set_errhandler(p->mpcomm, MPI_ERRORS_RETURN);
-    }
     return WF_OK;
 }
 
-/* The chunk of virtual stage vs on this rank: its graph, executor,
- * optimizer, engine and slots. */
-static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph *g, const int *first,
-                            const int64_t *pidx, const int64_t *poff, int data_t, chunk *ch)
+/* The peak of chunk ci's micro-batches in flight in this rank's order, and
+ * the positions of its first and last backward. Interlaced: the layers' F
+ * and B tasks; the embedding keeps every micro-batch from its EF (which all
+ * open the step) to its EB; the head runs each micro-batch whole. */
+static int chunk_slots(const wf_pipe *p, int ci, int *first_bwd, int *last_bwd)
 {
-    int vs = ch->vs;
+    int cur = 0, peak = 0;
+    *first_bwd = *last_bwd = -1;
+    if (p->interlace) {
+        if (ci > 0)
+            return ci == 1 ? p->m : 1;
+        for (int i = 0; i < p->nitask; i++) {
+            int k = p->itask[i].kind;
+            if (k != WF_PTASK_FWD && k != WF_PTASK_BWD)
+                continue;
+            cur += k == WF_PTASK_BWD ? -1 : 1;
+            peak = cur > peak ? cur : peak;
+            if (k == WF_PTASK_BWD) {
+                if (*first_bwd < 0)
+                    *first_bwd = i;
+                *last_bwd = i;
+            }
+        }
+        return peak > 0 ? peak : 1;
+    }
+    for (int i = 0; i < p->nops; i++) {
+        if (p->ops[i].chunk != ci)
+            continue;
+        cur += p->ops[i].bwd ? -1 : 1;
+        peak = cur > peak ? cur : peak;
+        if (p->ops[i].bwd) {
+            if (*first_bwd < 0)
+                *first_bwd = i;
+            *last_bwd = i;
+        }
+    }
+    return peak > 0 ? peak : 1;
+}
+
+/* Chunk ci of this rank: segment seg of the nseg segments g is cut into at
+ * first[] (a virtual stage; interlaced: the embedding, a stage's layers or
+ * the head), its ops from sp's tensor-parallel local graph g (NULL: g is the
+ * model's): its graph, executor, optimizer, engine and slots. */
+static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph *g, const int *first, int nseg,
+                            int seg, wf_spmd *sp, const int64_t *pidx, const int64_t *poff, int data_t, int ci)
+{
+    chunk *ch = &p->ch[ci];
+    ch->sp = sp;
     int bin[MAX_BOUNDARY], bout[MAX_BOUNDARY], nbin = 0, nbout = 0;
-    wf_status st = boundary(g, first, vs, bin, &nbin);
-    if (st == WF_OK && vs + 1 < p->nvs)
-        st = boundary(g, first, vs + 1, bout, &nbout);
+    wf_status st = boundary(g, first, seg, bin, &nbin);
+    if (st == WF_OK && seg + 1 < nseg)
+        st = boundary(g, first, seg + 1, bout, &nbout);
     if (st != WF_OK)
         return st;
     wf_graph sg;
@@ -350,7 +421,7 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
     int64_t *init = NULL;
     if (!map)
         return wf_errorf(WF_NOMEM, "out of memory building a stage");
-    st = build_stage(g, vs, first[vs], first[vs + 1], bin, nbin, &sg, map);
+    st = build_stage(g, seg, first[seg], first[seg + 1], bin, nbin, &sg, map);
     int outs[MAX_BOUNDARY], wrt[MAX_BOUNDARY];
     if (st == WF_OK) {
         for (int b = 0; b < nbout; b++) {
@@ -377,18 +448,18 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
         for (int i = 0; i < g->nfwd; i++)
             transformer |= g->ops[i].kind == WF_OP_ATTENTION;
         /* Under tp the stage's parameters are shards: their values come from spmd.c. */
-        wf_exec_stage s = {outs, nbout, wrt, nbin, p->tps ? NULL : init, transformer};
+        wf_exec_stage s = {outs, nbout, wrt, nbin, sp ? NULL : init, transformer};
         st = wf_exec_create_stage(&sg, &c->exec, &s, &ch->e);
     }
-    if (st == WF_OK && p->tps) {
+    if (st == WF_OK && sp) {
         wf_exec_spmd x;
-        wf_spmd_stage_callbacks(p->tps, first[vs], &x);
+        wf_spmd_stage_callbacks(sp, first[seg], &x);
         wf_exec_set_spmd(ch->e, &x);
-        st = wf_spmd_init_params(p->tps, ch->e, &c->exec);
+        st = wf_spmd_init_params(sp, ch->e, &c->exec);
     }
     ch->data_t = ch->label_t = -1;
     if (st == WF_OK) {
-        if (vs == 0)
+        if (seg == 0)
             ch->data_t = map[data_t];
         const wf_graph *eg = wf_exec_graph(ch->e);
         for (int t = 0; t < eg->ntensors; t++)
@@ -408,19 +479,19 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
                 if (map[t] == q->tensor)
                     ft = t;
             int firstvs = -1;
-            for (int k = 0; k < p->nvs && firstvs < 0; k++)
+            for (int k = 0; k < nseg && firstvs < 0; k++)
                 for (int o = first[k]; o < first[k + 1] && firstvs < 0; o++)
                     for (int j = 0; j < g->ops[o].nin; j++)
                         if (g->ops[o].in[j] == ft)
                             firstvs = k;
-            ch->owner[i] = firstvs == vs;
+            ch->owner[i] = firstvs == seg;
             ch->full_off[i] = poff[ft];
-            ch->share[i] = p->tps ? wf_spmd_param_share(p->tps, q->name) : 1.0;
+            ch->share[i] = sp ? wf_spmd_param_share(sp, q->name) : 1.0;
         }
     }
-    if (st == WF_OK && vs == 0 && ch->data_t < 0)
+    if (st == WF_OK && seg == 0 && ch->data_t < 0)
         st = wf_errorf(WF_INTERNAL, "stage 0 does not read the data input");
-    if (st == WF_OK && vs == p->nvs - 1 && ch->label_t < 0)
+    if (st == WF_OK && seg == nseg - 1 && ch->label_t < 0)
         st = wf_errorf(WF_INTERNAL, "the last stage does not read the labels");
     wf_graph_free(&sg);
     free(map);
@@ -448,21 +519,7 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
     }
     wf_dist_set_norm(ch->d, ch->norm_w, MPI_COMM_NULL);
     /* Slots: the peak of this chunk's micro-batches in flight in the order. */
-    int cur = 0, peak = 0;
-    ch->first_bwd = ch->last_bwd = -1;
-    int chunk_index = vs / p->pp;
-    for (int i = 0; i < p->nops; i++) {
-        if (p->ops[i].chunk != chunk_index)
-            continue;
-        cur += p->ops[i].bwd ? -1 : 1;
-        peak = cur > peak ? cur : peak;
-        if (p->ops[i].bwd) {
-            if (ch->first_bwd < 0)
-                ch->first_bwd = i;
-            ch->last_bwd = i;
-        }
-    }
-    ch->nslots = peak > 0 ? peak : 1;
+    ch->nslots = chunk_slots(p, ci, &ch->first_bwd, &ch->last_bwd);
     if ((st = wf_exec_set_slots(ch->e, ch->nslots)) != WF_OK)
         return st;
     ch->slot_of = malloc((size_t)p->m * sizeof *ch->slot_of);
@@ -525,6 +582,124 @@ static wf_status find_shared(wf_pipe *p, const wf_graph *g, const int *first)
     return st;
 }
 
+/* The interlaced cut of g (the model's graph or a tensor-parallel local
+ * graph): segment 0 the embedding (the ops before the first layer), 1 + k
+ * stage k's layers [k L/pp, (k+1) L/pp), pp + 1 the head with the loss (the
+ * ops after the last layer); first[0 .. pp + 2]. */
+static wf_status cut_interlace(const wf_graph *g, const wf_model_config *m, int pp, int *first)
+{
+    int64_t per = m->layers / pp;
+    int last = -1;
+    for (int i = 0; i < g->nfwd; i++)
+        if (g->ops[i].block >= 0)
+            last = i;
+    first[0] = 0;
+    for (int k = 0; k < pp; k++) {
+        first[1 + k] = -1;
+        for (int i = 0; i < g->nfwd && first[1 + k] < 0; i++)
+            if (g->ops[i].block >= 0 && g->ops[i].layer == (int)(k * per))
+                first[1 + k] = i;
+        if (first[1 + k] < 0)
+            return wf_errorf(WF_INVAL, "model '%s' has no layer %lld to start stage %d", m->name,
+                             (long long)(k * per), k);
+    }
+    first[pp + 1] = last + 1;
+    first[pp + 2] = g->nfwd;
+    return WF_OK;
+}
+
+/* The data input of g: "ids", else its first input; -1 when it has none. */
+static int data_input(const wf_graph *g)
+{
+    int d = -1;
+    for (int t = 0; t < g->ntensors; t++)
+        if (g->tensors[t].role == WF_ROLE_INPUT && (d < 0 || strcmp(g->tensors[t].name, "ids") == 0))
+            d = t;
+    return d;
+}
+
+/* The whole model's parameter index and offset (gidx, goff over the model's
+ * graph g) of each tensor of x, found by name; -1 for other tensors. */
+static void param_map(const wf_graph *g, const int64_t *gidx, const int64_t *goff, const wf_graph *x,
+                      int64_t *pidx, int64_t *poff)
+{
+    for (int t = 0; t < x->ntensors; t++) {
+        pidx[t] = poff[t] = -1;
+        if (x->tensors[t].role != WF_ROLE_PARAM)
+            continue;
+        for (int u = 0; u < g->ntensors && pidx[t] < 0; u++)
+            if (g->tensors[u].role == WF_ROLE_PARAM && strcmp(g->tensors[u].name, x->tensors[t].name) == 0) {
+                pidx[t] = gidx[u];
+                poff[t] = goff[u];
+            }
+    }
+}
+
+/* Interlaced: the layers' chunk ch[0] (segment 1 + stage of wg), the
+ * embedding's ch[1] and the head's ch[2] (segments 0 and pp + 1 of the
+ * vocabulary-parallel graph vg); what crosses between them must agree, and
+ * the parameters both ends hold (the tied word embedding) are tied. */
+static wf_status make_interlaced(wf_pipe *p, const wf_pipe_config *c, const wf_graph *wg, const int64_t *pidx,
+                                 const int64_t *poff, const wf_graph *vg, const int64_t *vidx, const int64_t *voff)
+{
+    int *lf = malloc((size_t)(p->pp + 3) * sizeof *lf), *vf = malloc((size_t)(p->pp + 3) * sizeof *vf);
+    wf_status st = lf && vf ? WF_OK : wf_errorf(WF_NOMEM, "out of memory");
+    if (st == WF_OK)
+        st = cut_interlace(wg, c->model, p->pp, lf);
+    if (st == WF_OK)
+        st = cut_interlace(vg, c->model, p->pp, vf);
+    const int nseg = p->pp + 2;
+    p->ch[0].vs = p->stage;
+    p->ch[1].vs = p->pp;
+    p->ch[2].vs = p->pp + 1;
+    if (st == WF_OK)
+        st = make_chunk(p, c, wg, lf, nseg, 1 + p->stage, p->tps, pidx, poff, -1, 0);
+    if (st == WF_OK)
+        st = make_chunk(p, c, vg, vf, nseg, 0, p->vps, vidx, voff, data_input(vg), 1);
+    if (st == WF_OK)
+        st = make_chunk(p, c, vg, vf, nseg, nseg - 1, p->vps, vidx, voff, -1, 2);
+    for (int k = 1; st == WF_OK && k < 3; k++)
+        st = wf_exec_share_scratch(p->ch[k].e, p->ch[0].e);
+    free(lf);
+    free(vf);
+    if (st != WF_OK)
+        return st;
+    const chunk *L = &p->ch[0], *E = &p->ch[1], *H = &p->ch[2];
+    int ok = 1;
+    if (p->stage == 0) {
+        ok &= L->nin == E->nout;
+        for (int k = 0; ok && k < L->nin; k++)
+            ok &= L->in_n[k] == E->out_n[k];
+    }
+    if (p->stage == p->pp - 1) {
+        ok &= L->nout == H->nin;
+        for (int k = 0; ok && k < L->nout; k++)
+            ok &= L->out_n[k] == H->in_n[k];
+    }
+    if (!ok) {
+        /* What the layers read from before them (or the head from them) is
+         * not what the vocabulary-parallel ends make at their shapes: a
+         * tensor made before the layers and read inside them at the layers'
+         * own split (BERT's attention mask, rotary tables). */
+        const wf_graph *sg = wf_exec_graph(L->e);
+        int t = p->stage == 0 && L->nin > 0 ? L->in_t[0] : -1;
+        return wf_errorf(WF_INVAL, "interlace=1: model '%s': stage %d's layers read %d tensor(s) from the "
+                                   "embedding (%s%s), which makes %d at tp x pp = %d; the runtime's interlaced "
+                                   "pipeline passes one activation each way (GPT's)", c->model->name, p->stage,
+                         L->nin, t >= 0 ? sg->tensors[t].name : "", L->nin > 1 ? ", ..." : "", E->nout,
+                         p->tp * p->pp);
+    }
+    for (int i = 0; i < wf_exec_nparams(E->e); i++)
+        for (int j = 0; j < wf_exec_nparams(H->e); j++)
+            if (strcmp(wf_exec_param_at(E->e, i)->name, wf_exec_param_at(H->e, j)->name) == 0) {
+                if (p->ntie == 4)
+                    return wf_errorf(WF_INVAL, "interlaced pipeline: more than 4 parameters tied");
+                p->tie[p->ntie][0] = i;
+                p->tie[p->ntie++][1] = j;
+            }
+    return WF_OK;
+}
+
 wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
 {
     *out = NULL;
@@ -541,6 +716,7 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     p->dp = pl->dp;
     p->tp = pl->tp > 1 ? pl->tp : 1;
     p->zero = pl->zero;
+    p->interlace = pl->interlace;
     /* Megatron's order (plan.h's generator): tp innermost, then data-parallel, then stages. */
     wf_axis_ranks ax[WF_AXIS_COUNT];
     wf_rank_axes_dense(p->tp, 1, p->dp, p->pp, ax);
@@ -550,47 +726,79 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     p->mbs = pl->mbs;
     p->m = (int)(c->batch / p->dp / p->mbs);
     p->kind = pl->pipe;
-    p->nchunks = p->vpp;
+    p->nchunks = p->interlace ? 3 : p->vpp;
     p->dpcomm = p->ppcomm = p->tpcomm = p->mpcomm = MPI_COMM_NULL;
     *out = p;
     wf_status st = wf_pipe_check(pl, c->model, c->nranks, c->batch);
-    if (st == WF_OK && p->tp > 1 && !mpi_on(p))
-        st = wf_errorf(WF_INVAL, "pp=%d,tp=%d needs MPI (run under mpiexec)", p->pp, p->tp);
+    if (st == WF_OK && (p->tp > 1 || p->interlace) && !mpi_on(p))
+        st = wf_errorf(WF_INVAL, "pp=%d,tp=%d%s needs MPI (run under mpiexec)", p->pp, p->tp,
+                       p->interlace ? ",interlace=1" : "");
     if (st == WF_OK)
         st = split_comms(p);
     if (st != WF_OK)
         return st;
+    /* The model as it runs: a vocabulary its vocabulary-parallel ranks (tp,
+     * interlaced tp x pp) do not divide is padded as Megatron pads it
+     * (src/layout/vocab_pad.c); the padding's logits are masked out of the
+     * loss (executor.c), so the losses are the unpadded model's. */
+    wf_model_config mm;
+    if (wf_megatron_pad_model(c->model, p->interlace ? p->tp * p->pp : p->tp, &mm))
+        p->vocab_valid = c->model->vocab;
+    wf_plan whole = *pl;
+    whole.interlace = 0;
     if (p->tp > 1) {
-        st = wf_spmd_create_tp(c->model, pl, p->mbs, p->tpcomm, &p->tps);
+        st = wf_spmd_create_tp(&mm, p->vocab_valid, &whole, p->mbs, p->tpcomm, &p->tps);
         if ((st = wf_mpi_agree_on(p->comm, p->rank, p->nranks, st)) != WF_OK)
             return st;
     }
-    p->ops = malloc((size_t)(2 * p->m * p->vpp) * sizeof *p->ops);
-    p->played = malloc((size_t)(2 * p->m * p->vpp) * sizeof *p->played);
+    if (p->interlace) {
+        /* The embedding and the head: Megatron's vocabulary-parallel layouts at tp x pp. */
+        wf_plan ends = whole;
+        ends.tp = p->tp * p->pp;
+        ends.sp = 0;
+        st = wf_spmd_create_tp(&mm, p->vocab_valid, &ends, p->mbs, p->mpcomm, &p->vps);
+        if ((st = wf_mpi_agree_on(p->comm, p->rank, p->nranks, st)) != WF_OK)
+            return st;
+    }
+    int cap = 2 * p->m * p->vpp > 5 * p->m ? 2 * p->m * p->vpp : 5 * p->m;
+    p->ops = malloc((size_t)cap * sizeof *p->ops);
+    p->played = malloc((size_t)cap * sizeof *p->played);
+    p->itask = p->interlace ? malloc((size_t)cap * sizeof *p->itask) : NULL;
     p->ch = calloc((size_t)p->nchunks, sizeof *p->ch);
-    if (!p->ops || !p->played || !p->ch)
+    if (!p->ops || !p->played || !p->ch || (p->interlace && !p->itask))
         return wf_errorf(WF_NOMEM, "out of memory creating the pipeline");
-    if ((st = wf_pipe_order(p->kind, p->pp, p->m, p->vpp, p->stage, p->ops, 2 * p->m * p->vpp, &p->nops)) != WF_OK)
+    if (p->interlace)
+        st = wf_plan_interlace_order(p->pp, p->m, p->stage, p->itask, cap, &p->nitask);
+    else
+        st = wf_pipe_order(p->kind, p->pp, p->m, p->vpp, p->stage, p->ops, 2 * p->m * p->vpp, &p->nops);
+    if (st != WF_OK)
         return st;
     wf_graph g;
     int *first = malloc((size_t)(p->nvs + 1) * sizeof *first);
-    int64_t *pidx = NULL, *poff = NULL;
+    int64_t *pidx = NULL, *poff = NULL, *gidx = NULL, *goff = NULL, *vidx = NULL, *voff = NULL;
     if (!first)
         return wf_errorf(WF_NOMEM, "out of memory");
-    st = wf_model_build(c->model, p->mbs, &g);
+    st = wf_model_build(&mm, p->mbs, &g);
     /* The graph cut into stages: the model's, or under tp this rank's local graph (its tensors at their local
-     * shapes, the carriers of Megatron's collectives among its ops). */
+     * shapes, the carriers of Megatron's collectives among its ops); interlaced, the embedding and the head
+     * come from the vocabulary-parallel local graph vg. */
     const wf_graph *wg = p->tps ? wf_spmd_local_graph(p->tps) : &g;
+    const wf_graph *vg = p->vps ? wf_spmd_local_graph(p->vps) : NULL;
     if (st == WF_OK) {
-        pidx = malloc((size_t)(wg->ntensors + g.ntensors) * sizeof *pidx);
-        poff = malloc((size_t)(wg->ntensors + g.ntensors) * sizeof *poff);
-        if (!pidx || !poff)
+        pidx = malloc((size_t)wg->ntensors * sizeof *pidx);
+        poff = malloc((size_t)wg->ntensors * sizeof *poff);
+        gidx = malloc((size_t)g.ntensors * sizeof *gidx);
+        goff = malloc((size_t)g.ntensors * sizeof *goff);
+        vidx = malloc((size_t)(vg ? vg->ntensors : 1) * sizeof *vidx);
+        voff = malloc((size_t)(vg ? vg->ntensors : 1) * sizeof *voff);
+        if (!pidx || !poff || !gidx || !goff || !vidx || !voff)
             st = wf_errorf(WF_NOMEM, "out of memory");
     }
+    const wf_graph *dg = vg ? vg : wg; /* the graph whose first chunk reads the data */
     int data_t = -1;
     if (st == WF_OK) {
-        /* The whole model's parameter index and offset of each tensor of g, then of wg's by name. */
-        int64_t k = 0, off = 0, *gidx = pidx + wg->ntensors, *goff = poff + wg->ntensors;
+        /* The whole model's parameter index and offset of each tensor of g, then of wg's (and vg's) by name. */
+        int64_t k = 0, off = 0;
         for (int t = 0; t < g.ntensors; t++) {
             gidx[t] = goff[t] = -1;
             const wf_tensor *x = &g.tensors[t];
@@ -600,50 +808,51 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
                 off += wf_tensor_numel(x);
             }
         }
-        for (int t = 0; t < wg->ntensors; t++) {
-            pidx[t] = poff[t] = -1;
-            const wf_tensor *x = &wg->tensors[t];
-            for (int u = 0; u < g.ntensors && x->role == WF_ROLE_PARAM && pidx[t] < 0; u++)
-                if (g.tensors[u].role == WF_ROLE_PARAM && strcmp(g.tensors[u].name, x->name) == 0) {
-                    pidx[t] = gidx[u];
-                    poff[t] = goff[u];
-                }
-            if (x->role == WF_ROLE_INPUT && (data_t < 0 || strcmp(x->name, "ids") == 0))
-                data_t = t;
-        }
+        param_map(&g, gidx, goff, wg, pidx, poff);
+        if (vg)
+            param_map(&g, gidx, goff, vg, vidx, voff);
+        data_t = data_input(dg);
         p->full_params = off;
-        p->in_int = data_t >= 0 && wg->tensors[data_t].dtype != WF_DTYPE_FP32;
+        p->in_int = data_t >= 0 && dg->tensors[data_t].dtype != WF_DTYPE_FP32;
         if (data_t < 0)
             st = wf_errorf(WF_INVAL, "model %s has no data input", c->model->name);
     }
-    if (st == WF_OK)
-        st = cut(wg, c, p->nvs, first);
-    for (int k = 0; st == WF_OK && k < p->nchunks; k++) {
-        p->ch[k].vs = k * p->pp + p->stage;
-        st = make_chunk(p, c, wg, first, pidx, poff, data_t, &p->ch[k]);
-        /* A rank runs one chunk's pass at a time: one set of scratch. */
-        if (st == WF_OK && k > 0)
-            st = wf_exec_share_scratch(p->ch[k].e, p->ch[0].e);
+    if (st == WF_OK && p->interlace) {
+        st = make_interlaced(p, c, wg, pidx, poff, vg, vidx, voff);
+    } else {
+        if (st == WF_OK)
+            st = cut(wg, c, p->nvs, first);
+        for (int k = 0; st == WF_OK && k < p->nchunks; k++) {
+            p->ch[k].vs = k * p->pp + p->stage;
+            st = make_chunk(p, c, wg, first, p->nvs, p->ch[k].vs, p->tps, pidx, poff, data_t, k);
+            /* A rank runs one chunk's pass at a time: one set of scratch. */
+            if (st == WF_OK && k > 0)
+                st = wf_exec_share_scratch(p->ch[k].e, p->ch[0].e);
+        }
     }
     /* Every rank reaches the holders' splits (the communicators above are set). */
     st = mpi_on(p) ? wf_mpi_agree_on(p->comm, p->rank, p->nranks, st) : st;
-    if (st == WF_OK)
+    if (st == WF_OK && !p->interlace)
         st = find_shared(p, wg, first);
     if (st == WF_OK) {
-        p->in_numel = wf_tensor_numel(&wg->tensors[data_t]) / p->mbs;
+        p->in_numel = wf_tensor_numel(&dg->tensors[data_t]) / p->mbs;
         for (int t = 0; t < g.ntensors; t++)
             if (g.tensors[t].role == WF_ROLE_LABEL)
                 p->lab_numel = wf_tensor_numel(&g.tensors[t]) / p->mbs;
         char tps[24] = "";
         if (p->tp > 1)
             snprintf(tps, sizeof tps, "tp=%d,%s", p->tp, pl->sp ? "sp=1," : "");
-        snprintf(p->desc, sizeof p->desc, "pp=%d,vpp=%d,%sdp=%d,pipe=%s,%s", p->pp, p->vpp, tps, p->dp,
-                 wf_sched_pipe_name(p->kind), wf_dist_describe(p->ch[0].d));
+        snprintf(p->desc, sizeof p->desc, "pp=%d,vpp=%d,%sdp=%d,pipe=%s%s,%s", p->pp, p->vpp, tps, p->dp,
+                 wf_sched_pipe_name(p->kind), p->interlace ? ",interlace=1" : "", wf_dist_describe(p->ch[0].d));
     }
     wf_graph_free(&g);
     free(first);
     free(pidx);
     free(poff);
+    free(gidx);
+    free(goff);
+    free(vidx);
+    free(voff);
     return st;
 }
 
@@ -679,6 +888,7 @@ void wf_pipe_free(wf_pipe *p)
     if (p->ppcomm != MPI_COMM_NULL)
         MPI_Comm_free(&p->ppcomm);
     wf_spmd_free(p->tps);
+    wf_spmd_free(p->vps);
     if (p->tpcomm != MPI_COMM_NULL)
         MPI_Comm_free(&p->tpcomm);
     if (p->mpcomm != MPI_COMM_NULL)
@@ -687,6 +897,7 @@ void wf_pipe_free(wf_pipe *p)
     free(p->ch);
     free(p->ops);
     free(p->played);
+    free(p->itask);
     free(p);
 }
 
@@ -816,6 +1027,206 @@ static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in,
     return WF_OK;
 }
 
+/* A free activation slot of ch for micro-batch mb, taken; -1 when none. */
+static int take_slot(chunk *ch, int mb)
+{
+    for (int s = 0; s < ch->nslots; s++)
+        if (!ch->busy[s]) {
+            ch->busy[s] = 1;
+            ch->slot_of[mb] = s;
+            return s;
+        }
+    return -1;
+}
+
+/* The interlaced pipeline's task t, at position pos of this rank's order
+ * (docs/planner.md, "Interlaced pipeline"): ch[0] the stage's layers, ch[1]
+ * the embedding and ch[2] the head, both vocabulary-parallel over the tp x
+ * pp ranks of this pipeline (mpcomm, its rank stage x tp + t). The
+ * embedding's output reaches stage 0 on the rank itself (every rank holds
+ * it whole after the embedding's reduction); the last stage's output
+ * reaches every rank by a broadcast from its tp rank 0, and the head's
+ * input gradient (whole on every rank after its reduction) seeds the last
+ * stage's backward; stage 0's input gradient reaches every rank's
+ * embedding backward by a broadcast from its tp rank 0. */
+static wf_status play_interlace(wf_pipe *p, const wf_plan_task *t, int pos, const void *in, const int32_t *lab,
+                                int64_t first_sample, int64_t step, double *loss_sum, wf_status *kst,
+                                double *comm_s)
+{
+    chunk *L = &p->ch[0], *E = &p->ch[1], *H = &p->ch[2];
+    const int mb = t->mb, last = p->pp - 1;
+    const int64_t sample = first_sample + mb * p->mbs;
+    wf_status st;
+    float loss = 0;
+    if (t->kind == WF_PTASK_EMB_FWD) {
+        p->played[p->nplayed++] = (wf_pipe_op){0, mb, 1};
+        int slot = take_slot(E, mb);
+        if (slot < 0)
+            return wf_errorf(WF_INTERNAL, "interlaced pipeline: no free embedding slot for micro-batch %d", mb);
+        wf_exec_use_slot(E->e, slot);
+        memcpy(wf_exec_leaf_data(E->e, E->data_t), (const char *)in + (size_t)(mb * p->mbs * p->in_numel) * 4,
+               (size_t)(p->mbs * p->in_numel) * 4);
+        wf_exec_set_stream(E->e, (uint64_t)step, sample);
+        wf_dist_begin_micro(E->d, 1, 0);
+        wf_status fs = wf_exec_forward(E->e, &loss);
+        if (fs == WF_MPI)
+            return fs;
+        if (*kst == WF_OK)
+            *kst = fs;
+        return WF_OK;
+    }
+    if (t->kind == WF_PTASK_FWD) {
+        p->played[p->nplayed++] = (wf_pipe_op){0, mb, 0};
+        int slot = -1;
+        for (int s = 0; s < L->nslots && slot < 0; s++)
+            if (!L->busy[s])
+                slot = s;
+        if (slot < 0)
+            return wf_errorf(WF_INTERNAL, "pipeline: no free activation slot for micro-batch %d", mb);
+        if ((st = wait_sends(L, slot, comm_s)) != WF_OK)
+            return st;
+        take_slot(L, mb);
+        wf_exec_use_slot(L->e, slot);
+        if (p->stage == 0) {
+            if (E->slot_of[mb] < 0)
+                return wf_errorf(WF_INTERNAL, "interlaced pipeline: stage 0 runs micro-batch %d before its "
+                                              "embedding", mb);
+            wf_exec_use_slot(E->e, E->slot_of[mb]);
+            for (int k = 0; k < L->nin; k++)
+                memcpy(wf_exec_leaf_data(L->e, L->in_t[k]), wf_exec_output(E->e, k),
+                       (size_t)L->in_n[k] * sizeof(float));
+        } else {
+            float *buf[MAX_BOUNDARY];
+            for (int k = 0; k < L->nin; k++)
+                buf[k] = wf_exec_leaf_data(L->e, L->in_t[k]);
+            if ((st = recv_all(p, buf, L->in_n, L->nin, p->stage - 1, mb, p->stage, 0, comm_s)) != WF_OK)
+                return st;
+        }
+        wf_exec_set_stream(L->e, (uint64_t)step, sample);
+        wf_dist_begin_micro(L->d, 1, 0);
+        wf_status fs = wf_exec_forward(L->e, &loss);
+        if (fs == WF_MPI)
+            return fs;
+        if (*kst == WF_OK)
+            *kst = fs;
+        for (int k = 0; p->stage < last && k < L->nout; k++) {
+            int rc = MPI_Isend(wf_exec_output(L->e, k), (int)L->out_n[k], MPI_FLOAT, p->stage + 1,
+                               tag_of(p, mb, p->stage + 1, 0, k), p->ppcomm, &L->sreq[(size_t)slot * MAX_BOUNDARY + k]);
+            if (rc != MPI_SUCCESS)
+                return mpi_err(rc, "MPI_Isend of a stage's activations");
+        }
+        return WF_OK;
+    }
+    if (t->kind == WF_PTASK_HEAD) {
+        p->played[p->nplayed++] = (wf_pipe_op){0, mb, 2};
+        wf_exec_use_slot(H->e, 0);
+        if (p->stage == last && p->tpi == 0) {
+            if (L->slot_of[mb] < 0)
+                return wf_errorf(WF_INTERNAL, "interlaced pipeline: the head of micro-batch %d before its layers",
+                                 mb);
+            wf_exec_use_slot(L->e, L->slot_of[mb]);
+            for (int k = 0; k < H->nin; k++)
+                memcpy(wf_exec_leaf_data(H->e, H->in_t[k]), wf_exec_output(L->e, k),
+                       (size_t)H->in_n[k] * sizeof(float));
+        }
+        double t0 = wf_now_s();
+        for (int k = 0; k < H->nin; k++) {
+            int rc = MPI_Bcast(wf_exec_leaf_data(H->e, H->in_t[k]), (int)H->in_n[k], MPI_FLOAT, last * p->tp,
+                               p->mpcomm);
+            if (rc != MPI_SUCCESS)
+                return mpi_err(rc, "MPI_Bcast of the last stage's output");
+        }
+        *comm_s += wf_now_s() - t0;
+        memcpy(wf_exec_leaf_data(H->e, H->label_t), lab + mb * p->mbs * p->lab_numel,
+               (size_t)(p->mbs * p->lab_numel) * sizeof(int32_t));
+        wf_exec_set_stream(H->e, (uint64_t)step, sample);
+        wf_dist_begin_micro(H->d, 1, 0);
+        wf_status fs = wf_exec_forward(H->e, &loss);
+        if (fs == WF_MPI)
+            return fs;
+        if (*kst == WF_OK)
+            *kst = fs;
+        *loss_sum += (double)loss;
+        wf_dist_begin_micro(H->d, 0, p->done_h == p->m - 1);
+        if ((st = wf_exec_backward(H->e, p->done_h > 0)) != WF_OK)
+            return st;
+        p->done_h++;
+        if (p->stage == last) {
+            wf_exec_use_slot(L->e, L->slot_of[mb]);
+            for (int k = 0; k < L->nout; k++) {
+                const float *gx = wf_exec_input_grad(H->e, k);
+                float *dst = wf_exec_output_grad(L->e, k);
+                if (gx)
+                    memcpy(dst, gx, (size_t)L->out_n[k] * sizeof(float));
+                else
+                    memset(dst, 0, (size_t)L->out_n[k] * sizeof(float));
+            }
+        }
+        return WF_OK;
+    }
+    if (t->kind == WF_PTASK_BWD) {
+        p->played[p->nplayed++] = (wf_pipe_op){1, mb, 0};
+        int slot = L->slot_of[mb];
+        if (slot < 0)
+            return wf_errorf(WF_INTERNAL, "pipeline: backward of micro-batch %d before its forward", mb);
+        wf_exec_use_slot(L->e, slot);
+        if ((st = wait_sends(L, slot, comm_s)) != WF_OK)
+            return st;
+        if (p->stage < last) {
+            float *buf[MAX_BOUNDARY];
+            for (int k = 0; k < L->nout; k++)
+                buf[k] = wf_exec_output_grad(L->e, k);
+            if ((st = recv_all(p, buf, L->out_n, L->nout, p->stage + 1, mb, p->stage, 1, comm_s)) != WF_OK)
+                return st;
+        }
+        wf_exec_set_stream(L->e, (uint64_t)step, sample);
+        wf_dist_begin_micro(L->d, 0, pos == L->last_bwd);
+        if ((st = wf_exec_backward(L->e, pos != L->first_bwd)) != WF_OK)
+            return st;
+        for (int k = 0; k < L->nin; k++) {
+            float *gx = wf_exec_input_grad(L->e, k);
+            if (!gx) {
+                gx = wf_exec_leaf_data(L->e, L->in_t[k]);
+                memset(gx, 0, (size_t)L->in_n[k] * sizeof(float));
+            }
+            if (p->stage == 0) {
+                wf_exec_use_slot(E->e, E->slot_of[mb]);
+                memcpy(wf_exec_output_grad(E->e, k), gx, (size_t)L->in_n[k] * sizeof(float));
+                continue;
+            }
+            int rc = MPI_Isend(gx, (int)L->in_n[k], MPI_FLOAT, p->stage - 1, tag_of(p, mb, p->stage - 1, 1, k),
+                               p->ppcomm, &L->sreq[(size_t)slot * MAX_BOUNDARY + k]);
+            if (rc != MPI_SUCCESS)
+                return mpi_err(rc, "MPI_Isend of a stage's input gradients");
+        }
+        L->busy[slot] = 0;
+        L->slot_of[mb] = -1;
+        return WF_OK;
+    }
+    /* WF_PTASK_EMB_BWD */
+    p->played[p->nplayed++] = (wf_pipe_op){1, mb, 1};
+    int slot = E->slot_of[mb];
+    if (slot < 0)
+        return wf_errorf(WF_INTERNAL, "interlaced pipeline: the embedding's backward of micro-batch %d before its "
+                                      "forward", mb);
+    wf_exec_use_slot(E->e, slot);
+    double t0 = wf_now_s();
+    for (int k = 0; k < E->nout; k++) {
+        int rc = MPI_Bcast(wf_exec_output_grad(E->e, k), (int)E->out_n[k], MPI_FLOAT, 0, p->mpcomm);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "MPI_Bcast of stage 0's input gradient");
+    }
+    *comm_s += wf_now_s() - t0;
+    wf_exec_set_stream(E->e, (uint64_t)step, sample);
+    wf_dist_begin_micro(E->d, 0, p->done_eb == p->m - 1);
+    if ((st = wf_exec_backward(E->e, p->done_eb > 0)) != WF_OK)
+        return st;
+    p->done_eb++;
+    E->busy[slot] = 0;
+    E->slot_of[mb] = -1;
+    return WF_OK;
+}
+
 /* After the order: reductions, tied copies, the norm over the pipeline, the
  * updates (dear: deferred into the next step's forwards). */
 static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
@@ -853,6 +1264,29 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
         free(full);
         if (rc != MPI_SUCCESS)
             return mpi_err(rc, "MPI_Allreduce of a tied parameter's gradient");
+        if (st != WF_OK)
+            return st;
+    }
+    /* Interlaced: the parameters the embedding and the head both hold (the
+     * tied word embedding's shard): their reduced gradients summed, both
+     * copies given the sum, so the two stay one parameter. */
+    for (int i = 0; i < p->ntie; i++) {
+        const wf_exec_param *q = wf_exec_param_at(p->ch[1].e, p->tie[i][0]);
+        if (!q->has_grad || !wf_exec_param_at(p->ch[2].e, p->tie[i][1])->has_grad)
+            continue;
+        float *a = malloc((size_t)q->numel * sizeof *a), *b = malloc((size_t)q->numel * sizeof *b);
+        st = a && b ? wf_dist_grad_get(p->ch[1].d, p->tie[i][0], a)
+                    : wf_errorf(WF_NOMEM, "out of memory summing a tied parameter's gradient");
+        if (st == WF_OK)
+            st = wf_dist_grad_get(p->ch[2].d, p->tie[i][1], b);
+        for (int64_t j = 0; st == WF_OK && j < q->numel; j++)
+            a[j] += b[j];
+        if (st == WF_OK)
+            st = wf_dist_grad_put(p->ch[1].d, p->tie[i][0], a);
+        if (st == WF_OK)
+            st = wf_dist_grad_put(p->ch[2].d, p->tie[i][1], a);
+        free(a);
+        free(b);
         if (st != WF_OK)
             return st;
     }
@@ -915,14 +1349,18 @@ wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t f
     double loss_sum = 0;
     wf_status kst = WF_OK, st = WF_OK;
     p->nplayed = 0;
-    for (int i = 0; i < p->nops && st == WF_OK; i++)
+    p->done_h = p->done_eb = 0;
+    for (int i = 0; !p->interlace && i < p->nops && st == WF_OK; i++)
         st = play(p, &p->ops[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
+    for (int i = 0; p->interlace && i < p->nitask && st == WF_OK; i++)
+        st = play_interlace(p, &p->itask[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
     if (st == WF_OK)
         st = finish(p, step, comm_s);
     if (st != WF_OK)
         return st;
     /* Every rank's loss contribution (the last stage's mean) and status. */
     /* Every tp rank of the last stage holds the whole loss (the vocabulary-parallel cross-entropy): one counts. */
+    /* Interlaced: every rank runs the head; the same one counts. */
     int last = p->stage == (p->nvs - 1) % p->pp && p->tpi == 0;
     double mine[2] = {last ? loss_sum / (double)p->m : 0.0, (double)kst};
     double total = mine[0];
@@ -1128,8 +1566,8 @@ wf_status wf_pipe_gather_params(wf_pipe *p, float *out, int64_t cap, int64_t *n)
         for (int i = 0; st == WF_OK && p->dpi == 0 && i < wf_exec_nparams(ch->e); i++)
             if (ch->owner[i]) {
                 const wf_exec_param *q = wf_exec_param_at(ch->e, i);
-                if (p->tps)
-                    wf_spmd_put_param(p->tps, q->name, block + q->offset, out + ch->full_off[i]);
+                if (ch->sp)
+                    wf_spmd_put_param(ch->sp, q->name, block + q->offset, out + ch->full_off[i]);
                 else
                     memcpy(out + ch->full_off[i], block + q->offset, (size_t)q->numel * sizeof *out);
             }

@@ -125,6 +125,63 @@ static int p_transformer(const wf_plan *p, const wf_model_config *m, char *msg, 
     return 1;
 }
 
+/* The interlaced pipeline (interlace=1) runs without sequence parallelism:
+ * its embedding and head are lowered replicated over the sequence. */
+static int p_interlace_sp(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!(p->interlace && p->sp))
+        return 0;
+    snprintf(msg, cap, "interlace=1 with sp=1: the runtime runs the interlaced pipeline without sequence "
+                       "parallelism (planned and simulated, not run)");
+    return 1;
+}
+
+/* The interlaced pipeline runs GPT-shaped models: their embedding's output
+ * is made whole (positions added, dropout) before the first layer, the one
+ * activation the vocabulary-parallel embedding hands the stages. Llama's and
+ * BERT's layers read the embedding's partial sums themselves under that
+ * lowering (pipeline.c names it if reached). */
+static int p_interlace_family(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    if (!p->interlace || m->family == WF_FAMILY_GPT)
+        return 0;
+    snprintf(msg, cap, "interlace=1: model '%s' is not GPT-shaped: the runtime runs the interlaced pipeline on "
+                       "GPT's family (planned and simulated for the others, not run)", m->name);
+    return 1;
+}
+
+/* The interlaced pipeline's embedding and head are lowered with Megatron's
+ * layouts at tp x pp (a vocabulary it does not divide padded as Megatron
+ * pads it), which splits the layers' heads, hidden size and MLP width tp x
+ * pp ways in the graph the ends are cut from. */
+static int p_interlace_dims(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    if (!p->interlace)
+        return 0;
+    int all = (p->tp > 1 ? p->tp : 1) * p->pp;
+    const char *what[] = {"heads", "key-value heads", "hidden size", "MLP width"};
+    int64_t dims[] = {m->heads, m->kv_heads, m->hidden, m->ffn};
+    for (int k = 0; k < 4; k++)
+        if (dims[k] > 0 && all > 0 && dims[k] % all != 0) {
+            snprintf(msg, cap, "interlace=1: tp x pp = %d does not divide the %s of %s (%lld; the runtime lowers "
+                               "the embedding and the head at tp x pp)", all, what[k], m->name, (long long)dims[k]);
+            return 1;
+        }
+    return 0;
+}
+
+/* ZeRO-3 under the interlaced pipeline: neither planned (wf_plan_validate)
+ * nor run (the vocabulary-parallel ends' units are not gathered per op). */
+static int p_interlace_zero3(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!(p->interlace && p->zero >= 3))
+        return 0;
+    snprintf(msg, cap, "interlace=1 with zero=3: the runtime shards the interlaced pipeline's state with zero=1 or 2");
+    return 1;
+}
+
 /* ---- the SPMD engine (a whole-model plan with tp or sp, lowered to its layouts) ---- */
 
 static int s_transformer(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
@@ -175,6 +232,10 @@ static const rule RULES[] = {
     {WF_ENGINE_PIPELINE, 0, p_sp},
     {WF_ENGINE_PIPELINE, 0, any_etp},
     {WF_ENGINE_PIPELINE, 1, p_transformer},
+    {WF_ENGINE_PIPELINE, 0, p_interlace_sp},
+    {WF_ENGINE_PIPELINE, 0, p_interlace_zero3},
+    {WF_ENGINE_PIPELINE, 1, p_interlace_family},
+    {WF_ENGINE_PIPELINE, 1, p_interlace_dims},
     {WF_ENGINE_SPMD, 1, s_transformer},
     {WF_ENGINE_SPMD, 0, s_combined},
     {WF_ENGINE_SPMD, 0, any_etp},

@@ -59,9 +59,12 @@ wf_status wf_spmd_init_params(wf_spmd *S, wf_exec *e, const wf_exec_opts *eo);
  * samples under the whole-model plan's tp (and sp) layouts, lowered with
  * wf_plan_lower as one stage, dp = 1; this rank's local graph with its
  * carriers, which the pipeline cuts into stages. No executor, optimizer or
- * data: the pipeline's stage executors take the callbacks. */
-wf_status wf_spmd_create_tp(const wf_model_config *m, const wf_plan *whole, int64_t mbs, MPI_Comm comm,
-                            wf_spmd **out);
+ * data: the pipeline's stage executors take the callbacks. m may be padded
+ * as Megatron pads a vocabulary (wf_megatron_pad_model): vocab_valid is then
+ * the model's own size, whose ids and labels the data hold, and the
+ * padding's logits are masked out of the loss (0: m is not padded). */
+wf_status wf_spmd_create_tp(const wf_model_config *m, int64_t vocab_valid, const wf_plan *whole, int64_t mbs,
+                            MPI_Comm comm, wf_spmd **out);
 const wf_graph *wf_spmd_local_graph(const wf_spmd *S);
 /* The callbacks of an executor whose graph holds the local graph's ops
  * [lo, ...) in order (lo = 0: the whole local graph); at most

@@ -1652,14 +1652,15 @@ static wf_status create_tp(wf_spmd *S, const wf_plan *whole, int64_t mbs)
     return WF_OK;
 }
 
-wf_status wf_spmd_create_tp(const wf_model_config *m, const wf_plan *whole, int64_t mbs, MPI_Comm comm,
-                            wf_spmd **out)
+wf_status wf_spmd_create_tp(const wf_model_config *m, int64_t vocab_valid, const wf_plan *whole, int64_t mbs,
+                            MPI_Comm comm, wf_spmd **out)
 {
     *out = NULL;
     wf_spmd *S = calloc(1, sizeof *S);
     if (!S)
         return wf_errorf(WF_NOMEM, "out of memory creating the stage's tensor parallelism");
     S->model = *m;
+    S->vocab_valid = vocab_valid > 0 && vocab_valid < m->vocab ? vocab_valid : 0;
     S->world = comm;
     MPI_Comm_rank(comm, &S->rank);
     MPI_Comm_size(comm, &S->nranks);
