@@ -51,6 +51,11 @@ typedef struct {
  * graph the runtime cannot run (fp16 tensors, no loss, an unsupported shape)
  * is WF_INVAL naming the tensor or op. */
 wf_status wf_exec_create(const wf_graph *g, const wf_exec_opts *o, wf_exec **out);
+/* The same, with nkeep activations of g (forward outputs, fp32) whose values
+ * stay readable after a forward until the next pass (wf_exec_kept_data):
+ * AlphaFold2's recycled MSA row and pair. */
+wf_status wf_exec_create_keeping(const wf_graph *g, const wf_exec_opts *o, const int *keep, int nkeep,
+                                 wf_exec **out);
 void wf_exec_free(wf_exec *e);
 
 /* The executor's graph: forward ops [0, nfwd), backward ops after. */
@@ -109,6 +114,9 @@ int wf_exec_find_tensor(const wf_exec *e, const char *name);
 /* Storage of a leaf tensor (input: float or int32; label: int32; parameter),
  * NULL for other tensors (activations live only inside a pass). */
 void *wf_exec_leaf_data(wf_exec *e, int tensor);
+/* A kept activation's values (wf_exec_create_keeping) after a forward,
+ * until the next pass; NULL for a tensor that was not kept. */
+const float *wf_exec_kept_data(wf_exec *e, int tensor);
 
 /* The dropout stream of the next passes: masks are a pure function of (seed,
  * each dropout op's seed, stream, global element index), where the element
