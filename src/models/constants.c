@@ -213,7 +213,7 @@ int wf_model_recycled_source(const wf_model_config *m, const wf_graph *g, int t)
     } else {
         return -2;
     }
-    return o >= 0 && g->ops[o].nin > 0 ? g->ops[o].in[0] : -1;
+    return o >= 0 && g->ops[o].nin > 0 ? g->ops[o].in[0] : -3;
 }
 
 /* Hugging Face's T5PreTrainedModel._shift_right (modeling_t5.py at

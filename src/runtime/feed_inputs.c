@@ -77,6 +77,9 @@ wf_status wf_feed_graph_plan(const wf_model_config *m, const wf_graph *g, wf_fee
             return wf_errorf(WF_INVAL, "model %s: input '%s' does not have the batch %lld on its first axis",
                              m->name, x->name, (long long)f->rows);
         int src = wf_model_recycled_source(m, g, t);
+        if (src == -3)
+            return wf_errorf(WF_INVAL, "model %s: recycled input '%s' has no activation to take in this graph",
+                             m->name, x->name);
         if (src != -2) {
             in->kind = WF_FEED_RECYCLED;
             in->src = src;
