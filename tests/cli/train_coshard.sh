@@ -7,7 +7,8 @@
 # its replay), recompute=full, and on 2 ranks under dp=2 with nf1b=0, nf1b=1
 # and coshard=2; recycling changes the loss (recycle=0 differs); tiny Swin
 # and T5 (window masks, relative-position indices, T5's decoder ids) train
-# and their loss falls; what the runtime does not run is refused in one line
+# and their loss falls; an NF1B co-shard run resumed from a checkpoint
+# continues bit for bit; what the runtime does not run is refused in one line
 # naming it. $1 is the weft binary; $MPIEXEC (set by CTest) launches MPI jobs.
 source "$(dirname "$0")/lib.sh" "$1"
 export OPENBLAS_NUM_THREADS=1
@@ -42,6 +43,14 @@ for plan in "dp=2,mbs=2" "dp=2,mbs=2,nf1b=1" "dp=2,mbs=2,recompute=full,coshard=
   check "$plan on 2 ranks: every loss within 1e-5 of one process" same "$tmp/one.jsonl" "$tmp/m.jsonl"
   rm -f "$tmp/m.jsonl"
 done
+
+# A checkpoint at step 5 of an NF1B co-shard run, resumed to 10: the losses of 10 straight steps, bit for bit.
+R=(--model "$AF,recycle=2" --data synthetic --batch 4 --seed 5 --plan "dp=1,mbs=2,recompute=full,coshard=2,nf1b=1")
+"$WEFT" train "${R[@]}" --steps 10 --log "$tmp/st.jsonl" >/dev/null 2>&1
+"$WEFT" train "${R[@]}" --steps 5 --checkpoint "$tmp/ck" --log "$tmp/re.jsonl" >/dev/null 2>&1
+"$WEFT" train "${R[@]}" --steps 10 --checkpoint "$tmp/ck" --resume --log "$tmp/re.jsonl" >/dev/null 2>&1
+check "NF1B co-shard: resumed losses are the straight run's" diff <(losses "$tmp/st.jsonl") <(losses "$tmp/re.jsonl")
+check "NF1B co-shard: 10 steps logged" test "$(losses "$tmp/re.jsonl" | wc -l)" -eq 10
 
 # Swin (roll, window masks, relative-position index) and T5 (buckets, decoder ids): they learn.
 SW="swin:hidden=8,heads=2,depths=2-2,window=2,image=16,classes=10,dtype=fp32"
