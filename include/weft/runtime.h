@@ -397,6 +397,10 @@ wf_status wf_runtime_schedule_check(int zero, wf_comm_kind kind);
  * `weft train --plan auto` filters its candidates by, so auto never picks a
  * plan that train would refuse. */
 int wf_runtime_runs_plan(const wf_plan *p, const wf_comm_sched *comm);
+/* The same with the model's rows too (m: the model a run trains): what
+ * `--plan auto` asks, so that a model the stages cannot feed (constant and
+ * recycled inputs) is not given a pipelined plan. */
+int wf_runtime_runs_model_plan(const wf_plan *p, const wf_model_config *m, const wf_comm_sched *comm);
 /* The ranks a run of config c trains on: the MPI world's, or 1 with c->self
  * or without MPI. */
 int wf_train_world_size(const wf_train_config *c);

@@ -258,7 +258,12 @@ wf_status wf_runtime_schedule_check(int zero, wf_comm_kind kind)
 
 int wf_runtime_runs_plan(const wf_plan *p, const wf_comm_sched *comm)
 {
+    return wf_runtime_runs_model_plan(p, NULL, comm);
+}
+
+int wf_runtime_runs_model_plan(const wf_plan *p, const wf_model_config *m, const wf_comm_sched *comm)
+{
     char msg[320];
-    return !refused(wf_runtime_engine_of(p), p, NULL, msg, sizeof msg) &&
+    return !refused(wf_runtime_engine_of(p), p, m, msg, sizeof msg) &&
            !schedule_refused(p->zero, comm ? comm->kind : p->comm.kind, msg, sizeof msg);
 }
