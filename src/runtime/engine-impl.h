@@ -122,7 +122,8 @@ typedef enum {
     WF_FEED_CONST,    /* the model's constant (wf_model_constant_input), filled once */
     WF_FEED_RECYCLED, /* the previous forward's activation src (zeros first; src -1: always zeros) */
     WF_FEED_SHIFTED,  /* the labels shifted right, start token 0 (T5's decoder ids) */
-    WF_FEED_NOISE     /* another fp32 data input: seeded noise in [-0.5, 0.5) per global sample */
+    WF_FEED_NOISE,    /* another fp32 data input: seeded noise in [-0.5, 0.5) per global sample */
+    WF_FEED_ZERO      /* another integer input: 0 (BERT's token_types) */
 } wf_feed_kind;
 typedef struct {
     int t;
@@ -153,6 +154,10 @@ wf_status wf_feed_graph_constants(const wf_feed_graph *f, const wf_model_config 
  * and noise inputs from them. */
 void wf_feed_graph_rows(const wf_feed_graph *f, wf_exec *e, const wf_engine_feed *fd, int64_t row0,
                         int64_t global0, uint64_t seed);
+/* Input x's `rows` rows into its leaf (shifted labels from lab, noise of
+ * global samples global0..., zeros); nothing for a constant or recycled one. */
+void wf_feed_input_fill(const wf_feed_input *x, void *leaf, int64_t rows, const int32_t *lab, int64_t global0,
+                        uint64_t seed);
 /* The recycled inputs from buf ([rows, rec_floats]); after a forward, their
  * sources into buf. */
 void wf_feed_graph_recycled_load(const wf_feed_graph *f, wf_exec *e, const float *buf);

@@ -4,8 +4,10 @@
  * and window masks, T5's buckets, AlphaFold2's relative positions), inputs
  * made from the labels (T5's decoder ids: the labels shifted right), the
  * recycled inputs of a model with recycling (AlphaFold2's previous first MSA
- * row, pair and positions' distogram), and any other data input, which gets
- * seeded noise (AlphaFold2's msa_feat beside the loader's target_feat).
+ * row, pair and positions' distogram), any other float data input, which
+ * gets seeded noise (AlphaFold2's msa_feat beside the loader's target_feat),
+ * and any other integer input, which stays 0 (BERT's token_types: every
+ * token in segment A).
  *
  * Determinism: the noise of global sample p is a function of (seed, p, the
  * input's index among the graph's tensors), so data-parallel ranks and
@@ -106,9 +108,8 @@ wf_status wf_feed_graph_plan(const wf_model_config *m, const wf_graph *g, wf_fee
         } else if (x->dtype == WF_DTYPE_FP32) {
             in->kind = WF_FEED_NOISE;
         } else {
-            return wf_errorf(WF_INVAL, "model %s: input '%s' (%s) is neither the loader's, a constant, recycled nor "
-                                       "made from the labels: the runtime has nothing to feed it", m->name, x->name,
-                             wf_dtype_name(x->dtype));
+            /* integer ids beside the loader's (BERT's token_types): id 0 */
+            in->kind = WF_FEED_ZERO;
         }
     }
     return WF_OK;
@@ -138,6 +139,31 @@ wf_status wf_feed_graph_constants(const wf_feed_graph *f, const wf_model_config 
     return WF_OK;
 }
 
+void wf_feed_input_fill(const wf_feed_input *x, void *leaf, int64_t rows, const int32_t *lab, int64_t global0,
+                        uint64_t seed)
+{
+    if (x->kind == WF_FEED_SHIFTED) {
+        int32_t *dst = leaf;
+        for (int64_t r = 0; r < rows; r++) {
+            dst[r * x->numel] = 0; /* T5's decoder start token: the pad id */
+            for (int64_t j = 1; j < x->numel; j++)
+                dst[r * x->numel + j] = lab[r * x->numel + j - 1];
+        }
+    } else if (x->kind == WF_FEED_NOISE) {
+        float *dst = leaf;
+        for (int64_t r = 0; r < rows; r++) {
+            uint64_t s = mix64(seed ^ mix64(STREAM_EXTRA ^ mix64((uint64_t)(global0 + r) * 0x10001ull + (uint64_t)x->t)));
+            for (int64_t j = 0; j < x->numel; j++) {
+                s += 0x9e3779b97f4a7c15ull;
+                uint64_t z = mix64(s);
+                dst[r * x->numel + j] = (float)(z >> 40) * (1.0f / 16777216.0f) - 0.5f;
+            }
+        }
+    } else if (x->kind == WF_FEED_ZERO) {
+        memset(leaf, 0, (size_t)(rows * x->numel) * 4);
+    }
+}
+
 void wf_feed_graph_rows(const wf_feed_graph *f, wf_exec *e, const wf_engine_feed *fd, int64_t row0,
                         int64_t global0, uint64_t seed)
 {
@@ -146,28 +172,8 @@ void wf_feed_graph_rows(const wf_feed_graph *f, wf_exec *e, const wf_engine_feed
     int32_t *lab = wf_exec_leaf_data(e, f->lab_t);
     memcpy(in, (const char *)fd->inbuf + (size_t)(row0 * in_numel) * 4, (size_t)(rows * in_numel) * 4);
     memcpy(lab, fd->labbuf + row0 * lab_numel, (size_t)(rows * lab_numel) * sizeof(int32_t));
-    for (int k = 0; k < f->n; k++) {
-        const wf_feed_input *x = &f->x[k];
-        if (x->kind == WF_FEED_SHIFTED) {
-            int32_t *dst = wf_exec_leaf_data(e, x->t);
-            for (int64_t r = 0; r < rows; r++) {
-                dst[r * x->numel] = 0; /* T5's decoder start token: the pad id */
-                for (int64_t j = 1; j < x->numel; j++)
-                    dst[r * x->numel + j] = lab[r * x->numel + j - 1];
-            }
-        } else if (x->kind == WF_FEED_NOISE) {
-            float *dst = wf_exec_leaf_data(e, x->t);
-            for (int64_t r = 0; r < rows; r++) {
-                uint64_t s = mix64(seed ^ mix64(STREAM_EXTRA ^ mix64((uint64_t)(global0 + r) * 0x10001ull +
-                                                                      (uint64_t)x->t)));
-                for (int64_t j = 0; j < x->numel; j++) {
-                    s += 0x9e3779b97f4a7c15ull;
-                    uint64_t z = mix64(s);
-                    dst[r * x->numel + j] = (float)(z >> 40) * (1.0f / 16777216.0f) - 0.5f;
-                }
-            }
-        }
-    }
+    for (int k = 0; k < f->n; k++)
+        wf_feed_input_fill(&f->x[k], wf_exec_leaf_data(e, f->x[k].t), rows, lab, global0, seed);
 }
 
 void wf_feed_graph_recycled_load(const wf_feed_graph *f, wf_exec *e, const float *buf)
