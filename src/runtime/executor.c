@@ -897,22 +897,6 @@ wf_status wf_exec_create_stage(const wf_graph *src, const wf_exec_opts *o, const
     return create(src, o, sg, NULL, 0, out);
 }
 
-wf_status wf_exec_create_stage_keeping(const wf_graph *src, const wf_exec_opts *o, const wf_exec_stage *sg,
-                                       const int *keep, int nkeep, wf_exec **out)
-{
-    *out = NULL;
-    if (nkeep < 0 || (nkeep > 0 && !keep))
-        return wf_errorf(WF_INVAL, "graph %s: bad list of kept tensors", src->name);
-    if (nkeep == 0)
-        return wf_exec_create_stage(src, o, sg, out);
-    if (!sg || sg->nouts < 0 || sg->nwrt < 0 || (sg->nouts > 0 && !sg->outs) || (sg->nwrt > 0 && !sg->wrt))
-        return wf_errorf(WF_INVAL, "stage of graph %s: bad outputs or inputs", src->name);
-    if (sg->nouts > 0 && src->loss >= 0)
-        return wf_errorf(WF_INVAL, "stage of graph %s: a stage ends at its outputs or at the loss, not both",
-                         src->name);
-    return create(src, o, sg, keep, nkeep, out);
-}
-
 void wf_exec_free(wf_exec *e)
 {
     if (!e)
