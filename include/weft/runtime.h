@@ -227,6 +227,11 @@ typedef struct {
     int transformer;
 } wf_exec_stage;
 wf_status wf_exec_create_stage(const wf_graph *g, const wf_exec_opts *o, const wf_exec_stage *s, wf_exec **out);
+/* The same, with activations kept readable after a forward as
+ * wf_exec_create_keeping keeps them (a pipeline stage holding AlphaFold2's
+ * recycled MSA row or pair). */
+wf_status wf_exec_create_stage_keeping(const wf_graph *g, const wf_exec_opts *o, const wf_exec_stage *s,
+                                       const int *keep, int nkeep, wf_exec **out);
 /* Output k's values after a forward (until the slot is next used). */
 float *wf_exec_output(wf_exec *e, int k);
 /* Where the gradient of output k goes before a backward (a leaf, per slot). */

@@ -897,6 +897,22 @@ wf_status wf_exec_create_stage(const wf_graph *src, const wf_exec_opts *o, const
     return create(src, o, sg, NULL, 0, out);
 }
 
+wf_status wf_exec_create_stage_keeping(const wf_graph *src, const wf_exec_opts *o, const wf_exec_stage *sg,
+                                       const int *keep, int nkeep, wf_exec **out)
+{
+    *out = NULL;
+    if (nkeep < 0 || (nkeep > 0 && !keep))
+        return wf_errorf(WF_INVAL, "graph %s: bad list of kept tensors", src->name);
+    if (nkeep == 0)
+        return wf_exec_create_stage(src, o, sg, out);
+    if (!sg || sg->nouts < 0 || sg->nwrt < 0 || (sg->nouts > 0 && !sg->outs) || (sg->nwrt > 0 && !sg->wrt))
+        return wf_errorf(WF_INVAL, "stage of graph %s: bad outputs or inputs", src->name);
+    if (sg->nouts > 0 && src->loss >= 0)
+        return wf_errorf(WF_INVAL, "stage of graph %s: a stage ends at its outputs or at the loss, not both",
+                         src->name);
+    return create(src, o, sg, keep, nkeep, out);
+}
+
 void wf_exec_free(wf_exec *e)
 {
     if (!e)
@@ -944,7 +960,19 @@ float *wf_exec_output(wf_exec *e, int k)
 
 float *wf_exec_output_grad(wf_exec *e, int k)
 {
-    return k >= 0 && k < e->nouts ? e->ptr[e->g.tensors[e->outs[k]].grad] : NULL;
+    if (k < 0 || k >= e->nouts)
+        return NULL;
+    /* The seed autodiff gave the output (a gradient tensor no op makes):
+     * an output the stage also reads itself has as its final gradient the
+     * sum of the seed and the stage's own partials, which the backward
+     * computes (writing the received gradient there would lose it). */
+    const int out = e->outs[k];
+    for (int t = 0; t < e->g.ntensors; t++) {
+        const wf_tensor *x = &e->g.tensors[t];
+        if (x->role == WF_ROLE_GRAD && x->grad_of == out && x->producer < 0)
+            return e->ptr[t];
+    }
+    return NULL;
 }
 
 float *wf_exec_input_grad(wf_exec *e, int k)

@@ -162,25 +162,34 @@ static int s_combined(const wf_plan *p, const wf_model_config *m, char *msg, siz
 }
 
 /* SuperScaler's co-shard and NF1B (docs/planner.md): the replica engine
- * runs them (engine_replica.c); stages and SPMD plans do not. */
+ * runs both (engine_replica.c), pipeline stages without tensor parallelism
+ * NF1B (pipeline.c); the rest is refused. */
 static int staged_coshard_nf1b(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
     (void)m;
-    if (p->coshard <= 1 && !p->nf1b)
+    if (p->coshard > 1) {
+        snprintf(msg, cap, "coshard with pp=%d, tp=%d: the runtime co-shards data-parallel replicas only (pp=1, "
+                           "tp=1)", p->pp, p->tp);
+        return 1;
+    }
+    if (!p->nf1b || (p->pp > 1 && p->tp <= 1))
         return 0;
-    snprintf(msg, cap, "%s with pp=%d, tp=%d: the runtime runs co-shard and NF1B on data-parallel replicas only "
-                       "(pp=1, tp=1)", p->coshard > 1 ? "coshard" : "nf1b", p->pp, p->tp);
+    snprintf(msg, cap, "nf1b with pp=%d, tp=%d: the runtime runs NF1B on data-parallel replicas and on pipeline "
+                       "stages without tensor parallelism (tp=1)", p->pp, p->tp);
     return 1;
 }
 
 /* The inputs a model's graph declares besides data and labels (constants,
- * recycled activations, T5's decoder ids) are fed by the replica engine. */
+ * recycled activations, T5's decoder ids) are fed by the replica engine and
+ * by pipeline stages without tensor parallelism. */
 static int staged_model_inputs(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
     if (m->family != WF_FAMILY_SWIN && m->family != WF_FAMILY_T5 && m->family != WF_FAMILY_ALPHAFOLD)
         return 0;
+    if (p->tp <= 1 && p->pp > 1)
+        return 0;
     snprintf(msg, cap, "pp=%d, tp=%d: model '%s' takes constant%s inputs, which the runtime feeds to data-parallel "
-                       "replicas only (pp=1, tp=1)", p->pp, p->tp, m->name,
+                       "replicas and to pipeline stages without tensor parallelism (tp=1)", p->pp, p->tp, m->name,
              m->family == WF_FAMILY_ALPHAFOLD ? " and recycled" : "");
     return 1;
 }

@@ -5,7 +5,8 @@
 # recycling embedder), trained 20 steps as 4 micro-batches of 2, gives one
 # process's losses (relative 1e-5) under nf1b=1, co-shard K=2 and K=4 (with
 # its replay), recompute=full, and on 2 ranks under dp=2 with nf1b=0, nf1b=1
-# and coshard=2; recycling changes the loss (recycle=0 differs); tiny Swin
+# and coshard=2, and pp=2 with nf1b=0 and nf1b=1 (the recycled values sent
+# back from the last stage to the first); recycling changes the loss (recycle=0 differs); tiny Swin
 # and T5 (window masks, relative-position indices, T5's decoder ids) train
 # and their loss falls; an NF1B co-shard run resumed from a checkpoint
 # continues bit for bit; what the runtime does not run is refused in one line
@@ -37,7 +38,8 @@ for plan in "dp=1,mbs=2,nf1b=1" "dp=1,mbs=2,recompute=full" "dp=1,mbs=2,recomput
   check "$plan: every loss within 1e-5 of one process" same "$tmp/one.jsonl" "$tmp/p.jsonl"
   rm -f "$tmp/p.jsonl"
 done
-for plan in "dp=2,mbs=2" "dp=2,mbs=2,nf1b=1" "dp=2,mbs=2,recompute=full,coshard=2"; do
+for plan in "dp=2,mbs=2" "dp=2,mbs=2,nf1b=1" "dp=2,mbs=2,recompute=full,coshard=2" "pp=2,dp=1,mbs=2" \
+            "pp=2,dp=1,mbs=2,nf1b=1"; do
   "$MPIEXEC" -n 2 "$WEFT" train "${common[@]}" --plan "$plan" --log "$tmp/m.jsonl" >/dev/null 2>"$tmp/m.err"
   check "$plan trains on 2 ranks" test $? -eq 0
   check "$plan on 2 ranks: every loss within 1e-5 of one process" same "$tmp/one.jsonl" "$tmp/m.jsonl"
@@ -69,8 +71,7 @@ check "swin coshard=2: every loss within 1e-5 of one process" same "$tmp/s1.json
 expect_fail "co-shard of batch statistics" batch train --model resnet:depth=18,image=32,classes=10,dtype=fp32 \
   --data synthetic --batch 4 --steps 1 --plan "dp=1,recompute=full,coshard=2"
 expect_fail "coshard not dividing the micro-batch" coshard train "${common[@]}" --plan "dp=1,mbs=2,recompute=full,coshard=4"
-expect_fail "NF1B on stages" nf1b train "${common[@]}" --plan "pp=2,dp=1,mbs=2,nf1b=1"
-expect_fail "AlphaFold2 on stages" recycled train "${common[@]}" --plan "pp=2,dp=1,mbs=2"
+expect_fail "co-shard on stages" coshard train "${common[@]}" --plan "pp=2,dp=1,mbs=2,recompute=full,coshard=2"
 expect_fail "zero=3 with co-shard" zero=3 train "${common[@]}" --plan "dp=1,mbs=2,recompute=full,coshard=2,zero=3"
 expect_fail "selective recomputation" selective train "${common[@]}" --plan "dp=1,mbs=2,recompute=selective"
 
