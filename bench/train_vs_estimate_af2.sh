@@ -24,7 +24,8 @@ echo "| plan | ranks | train median ms | estimate ms | error |"
 echo "|---|---|---|---|---|"
 for row in "1 dp=1,mbs=4" "1 dp=1,mbs=4,recompute=full" "1 dp=1,mbs=4,recompute=full,coshard=2" \
            "1 dp=1,mbs=4,recompute=full,coshard=4" "1 dp=1,mbs=2,nf1b=1" \
-           "2 dp=2,mbs=2" "2 dp=2,mbs=2,nf1b=1" "2 dp=2,mbs=4,recompute=full,coshard=2"; do
+           "2 dp=2,mbs=2" "2 dp=2,mbs=2,nf1b=1" "2 dp=2,mbs=4,recompute=full,coshard=2" \
+           "2 pp=2,dp=1,mbs=2" "2 pp=2,dp=1,mbs=2,nf1b=1"; do
   set -- $row
   n=$1 plan=$2
   if [ "$n" -gt 1 ]; then

@@ -122,8 +122,8 @@ typedef enum {
     WF_FEED_CONST,    /* the model's constant (wf_model_constant_input), filled once */
     WF_FEED_RECYCLED, /* the previous forward's activation src (zeros first; src -1: always zeros) */
     WF_FEED_SHIFTED,  /* the labels shifted right, start token 0 (T5's decoder ids) */
-    WF_FEED_NOISE,    /* another fp32 data input: seeded noise in [-0.5, 0.5) per global sample */
-    WF_FEED_ZERO      /* another integer input: 0 (BERT's token_types) */
+    WF_FEED_NOISE,    /* AlphaFold2's other fp32 data input: seeded noise in [-0.5, 0.5) per global sample */
+    WF_FEED_ZERO      /* an integer input beside the loader's ids: 0 (BERT's token_types) */
 } wf_feed_kind;
 typedef struct {
     int t;

@@ -4,10 +4,10 @@
  * and window masks, T5's buckets, AlphaFold2's relative positions), inputs
  * made from the labels (T5's decoder ids: the labels shifted right), the
  * recycled inputs of a model with recycling (AlphaFold2's previous first MSA
- * row, pair and positions' distogram), any other float data input, which
- * gets seeded noise (AlphaFold2's msa_feat beside the loader's target_feat),
- * and any other integer input, which stays 0 (BERT's token_types: every
- * token in segment A).
+ * row, pair and positions' distogram), AlphaFold2's other float input, which
+ * gets seeded noise (msa_feat beside the loader's target_feat), and integer
+ * inputs beside the loader's ids, which stay 0 (BERT's token_types: every
+ * token in segment A). Any other input is refused by name.
  *
  * Determinism: the noise of global sample p is a function of (seed, p, the
  * input's index among the graph's tensors), so data-parallel ranks and
@@ -105,11 +105,15 @@ wf_status wf_feed_graph_plan(const wf_model_config *m, const wf_graph *g, wf_fee
                 return wf_errorf(WF_INVAL, "model %s: input '%s' takes the shifted labels, which have another shape",
                                  m->name, x->name);
             in->kind = WF_FEED_SHIFTED;
-        } else if (x->dtype == WF_DTYPE_FP32) {
-            in->kind = WF_FEED_NOISE;
-        } else {
+        } else if (x->dtype == WF_DTYPE_FP32 && m->family == WF_FAMILY_ALPHAFOLD) {
+            in->kind = WF_FEED_NOISE; /* msa_feat: the loader fills target_feat */
+        } else if (x->dtype != WF_DTYPE_FP32 && ids >= 0) {
             /* integer ids beside the loader's (BERT's token_types): id 0 */
             in->kind = WF_FEED_ZERO;
+        } else {
+            return wf_errorf(WF_INVAL, "model %s: input '%s' is neither the loader's ('%s'), a constant, recycled nor "
+                                       "made from the labels: the runtime has nothing to feed it", m->name, x->name,
+                             g->tensors[f->in_t].name);
         }
     }
     return WF_OK;
