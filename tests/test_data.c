@@ -295,10 +295,25 @@ static void test_bad_specs(void **state)
     expect_open_error("text:/etc/hostname", &f, WF_INVAL, "features", NULL);
     wf_data_layout small = tokens_layout(16, 50);
     expect_open_error("text:/etc/hostname", &small, WF_INVAL, "vocab=50", NULL);
-    wf_data_layout perpos = features_layout(8, 4);
+    /* Features with labels per position (AlphaFold2's distogram bins):
+     * label k of a sample is (its class + k) mod classes, its class the
+     * one-label layout's label of the same sample. */
+    wf_data_layout one = features_layout(8, 4), perpos = one;
     perpos.label_ndim = 1;
-    perpos.label_shape[0] = 8;
-    expect_open_error("synthetic", &perpos, WF_INVAL, "labels per sample", NULL);
+    perpos.label_shape[0] = 6;
+    wf_data *d1 = NULL, *dp = NULL;
+    assert_int_equal(wf_data_open("synthetic", &one, 1, &d1), WF_OK);
+    assert_int_equal(wf_data_open("synthetic", &perpos, 1, &dp), WF_OK);
+    float x1[3 * 8], xp[3 * 8];
+    int32_t y1[3], yp[3 * 6];
+    assert_int_equal(wf_data_next(d1, 3, 0, 1, x1, y1), WF_OK);
+    assert_int_equal(wf_data_next(dp, 3, 0, 1, xp, yp), WF_OK);
+    assert_memory_equal(x1, xp, sizeof x1);
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 6; k++)
+            assert_int_equal(yp[i * 6 + k], (y1[i] + k) % 4);
+    wf_data_close(d1);
+    wf_data_close(dp);
 
     /* bad calls */
     wf_data *d;

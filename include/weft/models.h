@@ -117,6 +117,19 @@ int wf_model_is_constant_input(const wf_model_config *m, const wf_graph *g, int 
  * one-hots); WF_INVAL naming a data input, or a float dtype other than fp32. */
 wf_status wf_model_constant_input(const wf_model_config *m, const wf_graph *g, int t, void *out);
 
+/* AlphaFold2's recycling (recycle=N, src/models/constants.c): for a recycled
+ * input t of g ("prev_*"), the activation whose values after one forward the
+ * next forward takes as t (per sample, the first numel(t)/batch values of
+ * each sample of that activation: the first MSA row of the final MSA, the
+ * final pair); -1 for a recycled input that stays zero (the previous
+ * positions' distogram: the graph has no structure module to make
+ * positions); -2 when t is not a recycled input; -3 when the graph lacks
+ * the op the source is found by (a graph not built by the zoo's builder). */
+int wf_model_recycled_source(const wf_model_config *m, const wf_graph *g, int t);
+/* 1 when input t of g takes the labels shifted right by one position with
+ * the start token 0 in front (T5's decoder ids under teacher forcing). */
+int wf_model_shifted_labels_input(const wf_model_config *m, const wf_graph *g, int t);
+
 /* The zoo, for `weft models`: name, family and a one-line description. */
 typedef struct {
     const char *name;

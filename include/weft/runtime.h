@@ -51,6 +51,11 @@ typedef struct {
  * graph the runtime cannot run (fp16 tensors, no loss, an unsupported shape)
  * is WF_INVAL naming the tensor or op. */
 wf_status wf_exec_create(const wf_graph *g, const wf_exec_opts *o, wf_exec **out);
+/* The same, with nkeep activations of g (forward outputs, fp32) whose values
+ * stay readable after a forward until the next pass (wf_exec_kept_data):
+ * AlphaFold2's recycled MSA row and pair. */
+wf_status wf_exec_create_keeping(const wf_graph *g, const wf_exec_opts *o, const int *keep, int nkeep,
+                                 wf_exec **out);
 void wf_exec_free(wf_exec *e);
 
 /* The executor's graph: forward ops [0, nfwd), backward ops after. */
@@ -109,6 +114,9 @@ int wf_exec_find_tensor(const wf_exec *e, const char *name);
 /* Storage of a leaf tensor (input: float or int32; label: int32; parameter),
  * NULL for other tensors (activations live only inside a pass). */
 void *wf_exec_leaf_data(wf_exec *e, int tensor);
+/* A kept activation's values (wf_exec_create_keeping) after a forward,
+ * until the next pass; NULL for a tensor that was not kept. */
+const float *wf_exec_kept_data(wf_exec *e, int tensor);
 
 /* The dropout stream of the next passes: masks are a pure function of (seed,
  * each dropout op's seed, stream, global element index), where the element
@@ -219,6 +227,11 @@ typedef struct {
     int transformer;
 } wf_exec_stage;
 wf_status wf_exec_create_stage(const wf_graph *g, const wf_exec_opts *o, const wf_exec_stage *s, wf_exec **out);
+/* The same, with activations kept readable after a forward as
+ * wf_exec_create_keeping keeps them (a pipeline stage holding AlphaFold2's
+ * recycled MSA row or pair). */
+wf_status wf_exec_create_stage_keeping(const wf_graph *g, const wf_exec_opts *o, const wf_exec_stage *s,
+                                       const int *keep, int nkeep, wf_exec **out);
 /* Output k's values after a forward (until the slot is next used). */
 float *wf_exec_output(wf_exec *e, int k);
 /* Where the gradient of output k goes before a backward (a leaf, per slot). */
@@ -389,6 +402,10 @@ wf_status wf_runtime_schedule_check(int zero, wf_comm_kind kind);
  * `weft train --plan auto` filters its candidates by, so auto never picks a
  * plan that train would refuse. */
 int wf_runtime_runs_plan(const wf_plan *p, const wf_comm_sched *comm);
+/* The same with the model's rows too (m: the model a run trains): what
+ * `--plan auto` asks, so that a model the stages cannot feed (constant and
+ * recycled inputs) is not given a pipelined plan. */
+int wf_runtime_runs_model_plan(const wf_plan *p, const wf_model_config *m, const wf_comm_sched *comm);
 /* The ranks a run of config c trains on: the MPI world's, or 1 with c->self
  * or without MPI. */
 int wf_train_world_size(const wf_train_config *c);

@@ -106,6 +106,10 @@ typedef struct {
  * rows of the embedding table that reads the ids. Integer inputs (INT32 or
  * INT64 in the graph) are token ids, delivered as int32. */
 wf_status wf_data_layout_from_graph(const wf_graph *g, wf_data_layout *out);
+/* The same with the loader's input chosen by the caller (tensor in): the
+ * engines pick it among a model's several data inputs (AlphaFold2's
+ * target_feat beside msa_feat, constants and recycled inputs). */
+wf_status wf_data_layout_from_input(const wf_graph *g, int in, wf_data_layout *out);
 int64_t wf_data_layout_input_numel(const wf_data_layout *l); /* per sample */
 int64_t wf_data_layout_label_numel(const wf_data_layout *l); /* per sample (1 when label_ndim 0) */
 

@@ -1,7 +1,7 @@
 /* `weft train --plan auto` and `--comm auto`: the CLI chooses, the runtime
  * runs what it is given. The runtime includes neither the search nor the
  * simulator (docs/architecture.md); it exports the one table of what it
- * executes (wf_runtime_runs_plan) and asks for a data-parallel run's comm
+ * executes (wf_runtime_runs_model_plan) and asks for a data-parallel run's comm
  * schedule through wf_train_config.comm_auto, which is wf_cli_comm_auto.
  *
  * --plan auto: the whole space of plans is searched (wf_outer_search) on
@@ -55,9 +55,8 @@ wf_status wf_cli_auto_plan(const wf_train_config *c, char *plan, size_t cap, cha
     st = wf_outer_search(&m, &cl, c->batch, &o, &r);
     int pick = -1;
     for (int i = 0; st == WF_OK && i < r.ntop && pick < 0; i++)
-        if (wf_runtime_runs_plan(&r.top[i].plan, given ? &cs : NULL) &&
-            wf_runtime_engine_check(wf_runtime_engine_of(&r.top[i].plan), &r.top[i].plan, &m) == WF_OK)
-            pick = i; /* (the rows that need the model, e.g. the interlaced pipeline's) */
+        if (wf_runtime_runs_model_plan(&r.top[i].plan, &m, given ? &cs : NULL))
+            pick = i;
     if (st != WF_OK)
         st = wf_error_prefix(st, "--plan auto on %d rank%s of cluster %s", nranks, nranks == 1 ? "" : "s", cname);
     else if (pick < 0)

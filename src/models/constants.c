@@ -28,6 +28,7 @@
 #include "weft/models.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define T5_BUCKETS 32
@@ -173,4 +174,53 @@ wf_status wf_model_constant_input(const wf_model_config *m, const wf_graph *g, i
         break;
     }
     return wf_errorf(WF_INTERNAL, "constant input '%s': no rule", x->name);
+}
+
+/* ---- inputs made from the run: recycled activations, shifted labels ---- */
+
+/* The graph's forward op named `name`, -1 when none. */
+static int op_named(const wf_graph *g, const char *name)
+{
+    for (int o = 0; o < g->nfwd; o++)
+        if (strcmp(g->ops[o].name, name) == 0)
+            return o;
+    return -1;
+}
+
+/* AlphaFold2 (alphafold/model/modules.py at c77e5d2a, AlphaFold.__call__ and
+ * EmbeddingsAndEvoformer): the recycled values are the final
+ * representations' msa_first_row (row 0 of the MSA after the last Evoformer
+ * block) and pair, and the pseudo-beta positions of the structure module.
+ * In weft's graph (swin_t5_af2.c) the MSA after the last block is what that
+ * block's outer product mean normalizes (the Evoformer's MSA part ends
+ * before it), and the final pair is what the distogram head projects. */
+int wf_model_recycled_source(const wf_model_config *m, const wf_graph *g, int t)
+{
+    if (m->family != WF_FAMILY_ALPHAFOLD || t < 0 || t >= g->ntensors || g->tensors[t].role != WF_ROLE_INPUT)
+        return -2;
+    const char *name = g->tensors[t].name;
+    char opname[WF_NAME_LEN];
+    int o = -1;
+    if (strcmp(name, "prev_msa_first_row") == 0) {
+        if (m->layers < 1)
+            return -1;
+        snprintf(opname, sizeof opname, "evoformer.%d.outer.norm_in", (int)(m->layers - 1));
+        o = op_named(g, opname);
+    } else if (strcmp(name, "prev_pair") == 0) {
+        o = op_named(g, "distogram_head.half_logits");
+    } else if (strcmp(name, "prev_pos_distogram") == 0) {
+        return -1;
+    } else {
+        return -2;
+    }
+    return o >= 0 && g->ops[o].nin > 0 ? g->ops[o].in[0] : -3;
+}
+
+/* Hugging Face's T5PreTrainedModel._shift_right (modeling_t5.py at
+ * huggingface/transformers 001359e3): decoder_start_token_id (the pad id 0
+ * of the t5-* configurations), then labels[..., :-1]. */
+int wf_model_shifted_labels_input(const wf_model_config *m, const wf_graph *g, int t)
+{
+    return m->family == WF_FAMILY_T5 && t >= 0 && t < g->ntensors && g->tensors[t].role == WF_ROLE_INPUT &&
+           strcmp(g->tensors[t].name, "decoder_ids") == 0;
 }

@@ -145,7 +145,7 @@ static int64_t tensor_numel(const wf_tensor *t)
 wf_status wf_data_layout_from_graph(const wf_graph *g, wf_data_layout *out)
 {
     memset(out, 0, sizeof *out);
-    int in = -1, lab = -1, nin = 0, nlab = 0, ids = -1;
+    int in = -1, nin = 0, nlab = 0, ids = -1;
     for (int i = 0; i < g->ntensors; i++) {
         if (g->tensors[i].role == WF_ROLE_INPUT) {
             in = i;
@@ -153,7 +153,6 @@ wf_status wf_data_layout_from_graph(const wf_graph *g, wf_data_layout *out)
             if (strcmp(g->tensors[i].name, "ids") == 0)
                 ids = i;
         } else if (g->tensors[i].role == WF_ROLE_LABEL) {
-            lab = i;
             nlab++;
         }
     }
@@ -165,6 +164,21 @@ wf_status wf_data_layout_from_graph(const wf_graph *g, wf_data_layout *out)
                          "graph %s has %d input and %d label tensors; the data loaders feed one input (or "
                          "the one named ids) and one label tensor",
                          g->name, nin, nlab);
+    return wf_data_layout_from_input(g, in, out);
+}
+
+wf_status wf_data_layout_from_input(const wf_graph *g, int in, wf_data_layout *out)
+{
+    memset(out, 0, sizeof *out);
+    int lab = -1, nlab = 0;
+    for (int i = 0; i < g->ntensors; i++)
+        if (g->tensors[i].role == WF_ROLE_LABEL) {
+            lab = i;
+            nlab++;
+        }
+    if (in < 0 || in >= g->ntensors || g->tensors[in].role != WF_ROLE_INPUT || nlab != 1)
+        return wf_errorf(WF_INVAL, "graph %s: the loader's input is not an input, or the graph has %d label "
+                                   "tensors (one expected)", g->name, nlab);
     const wf_tensor *ti = &g->tensors[in], *tl = &g->tensors[lab];
     if (ti->ndim < 1 || ti->shape[0] < 1)
         return wf_errorf(WF_INVAL, "graph %s: input %s has no batch axis", g->name, ti->name);
@@ -558,12 +572,12 @@ static wf_status open_synthetic(wf_data *d)
     d->kind = KIND_SYNTHETIC;
     if (l->input_dtype == WF_DTYPE_FP32) {
         if (l->label_ndim != 0)
-            return wf_errorf(WF_INVAL,
-                             "data synthetic makes one label per sample for feature inputs; the model "
-                             "takes %lld labels per sample",
-                             (long long)nlab);
-        snprintf(d->desc, sizeof d->desc, "synthetic: %lld features, %lld classes (prototype + noise)",
-                 (long long)nin, (long long)l->classes);
+            snprintf(d->desc, sizeof d->desc, "synthetic: %lld features, %lld labels of %lld classes per sample "
+                     "(prototype + noise; label k = (class + k) mod classes)", (long long)nin, (long long)nlab,
+                     (long long)l->classes);
+        else
+            snprintf(d->desc, sizeof d->desc, "synthetic: %lld features, %lld classes (prototype + noise)",
+                     (long long)nin, (long long)l->classes);
         return WF_OK;
     }
     if (l->label_ndim != 0 && nlab != nin)
@@ -696,7 +710,11 @@ static void synth_features(const wf_data *d, int64_t p, float *x, int32_t *label
         float proto = (bits >> (j % 64)) & 1 ? 0.5f : -0.5f;
         x[j] = proto + rng_unit(&r) - 0.5f;
     }
-    *label = (int32_t)c;
+    /* Per-position labels (AlphaFold2's distogram bins): a function of the
+     * class and the position, so the features and the positions predict them. */
+    int64_t nl = wf_data_layout_label_numel(&d->layout);
+    for (int64_t k = 0; k < (d->layout.label_ndim != 0 ? nl : 1); k++)
+        label[k] = (int32_t)((c + k) % d->layout.classes);
 }
 
 /* Synthetic tokens: a random first token, then next = perm[current]. */

@@ -117,6 +117,52 @@ wf_status wf_engine_feed_alloc(wf_engine_feed *f);
 wf_status wf_engine_feed_next(wf_engine_feed *f, int64_t batch, int part, int parts);
 void wf_engine_feed_free(wf_engine_feed *f);
 
+/* ---- every input of a model's graph (feed_inputs.c; the replica engine) ---- */
+typedef enum {
+    WF_FEED_CONST,    /* the model's constant (wf_model_constant_input), filled once */
+    WF_FEED_RECYCLED, /* the previous forward's activation src (zeros first; src -1: always zeros) */
+    WF_FEED_SHIFTED,  /* the labels shifted right, start token 0 (T5's decoder ids) */
+    WF_FEED_NOISE,    /* AlphaFold2's other fp32 data input: seeded noise in [-0.5, 0.5) per global sample */
+    WF_FEED_ZERO      /* an integer input beside the loader's ids: 0 (BERT's token_types) */
+} wf_feed_kind;
+typedef struct {
+    int t;
+    wf_feed_kind kind;
+    int src;           /* recycled: the activation it takes, -1 none */
+    int64_t numel;     /* per sample (a constant: per row of its first axis) */
+    int64_t src_numel; /* recycled: the source's per sample */
+    int64_t off;       /* recycled: its offset in a sample's recycled floats */
+} wf_feed_input;
+typedef struct {
+    int in_t, lab_t;    /* the loader's input ("ids", else the first data input) and the labels */
+    int n;
+    wf_feed_input *x;   /* the other inputs */
+    int nkeep;
+    int *keep;          /* the recycled inputs' sources (wf_exec_opts.keep) */
+    int64_t rec_floats; /* recycled floats per sample */
+    int recycle;        /* the model's forwards without gradient before the one that learns */
+    int64_t rows;       /* the batch the graph was built for */
+} wf_feed_graph;
+/* Sorts the inputs of g (built from m) by who feeds them; an input nothing
+ * can feed is WF_INVAL naming it. */
+wf_status wf_feed_graph_plan(const wf_model_config *m, const wf_graph *g, wf_feed_graph *f);
+void wf_feed_graph_free(wf_feed_graph *f);
+/* The constants into e's leaves (once: no pass writes them). */
+wf_status wf_feed_graph_constants(const wf_feed_graph *f, const wf_model_config *m, wf_exec *e);
+/* One pass's rows: rows [row0, row0 + f->rows) of fd's buffers into the
+ * loader's input and the labels, global sample global0 first; the shifted
+ * and noise inputs from them. */
+void wf_feed_graph_rows(const wf_feed_graph *f, wf_exec *e, const wf_engine_feed *fd, int64_t row0,
+                        int64_t global0, uint64_t seed);
+/* Input x's `rows` rows into its leaf (shifted labels from lab, noise of
+ * global samples global0..., zeros); nothing for a constant or recycled one. */
+void wf_feed_input_fill(const wf_feed_input *x, void *leaf, int64_t rows, const int32_t *lab, int64_t global0,
+                        uint64_t seed);
+/* The recycled inputs from buf ([rows, rec_floats]); after a forward, their
+ * sources into buf. */
+void wf_feed_graph_recycled_load(const wf_feed_graph *f, wf_exec *e, const float *buf);
+wf_status wf_feed_graph_recycled_save(const wf_feed_graph *f, wf_exec *e, float *buf);
+
 /* ---- shared by the replica and SPMD engines: one executor, one wf_dist ---- */
 /* Full images of ZeRO-sharded state that a checkpoint reads and writes:
  * [0] the parameters (zero=3), [1 + k] optimizer state k. */

@@ -51,10 +51,16 @@ static wf_status setup(pipe_engine *e)
                          {c->reference, c->seed}, &c->optim, cs, plan->overlap};
     if ((st = wf_pipe_create(&pc, &e->pipe)) != WF_OK)
         return st;
+    /* The loader's input as the replica engine picks it (feed_inputs.c). */
     wf_graph g;
+    wf_feed_graph fg;
+    memset(&fg, 0, sizeof fg);
     st = wf_model_build(&e->a.model, e->mbs, &g);
     if (st == WF_OK)
-        st = wf_data_layout_from_graph(&g, &e->f.layout);
+        st = wf_feed_graph_plan(&e->a.model, &g, &fg);
+    if (st == WF_OK)
+        st = wf_data_layout_from_input(&g, fg.in_t, &e->f.layout);
+    wf_feed_graph_free(&fg);
     wf_graph_free(&g);
     if (st != WF_OK)
         return st;

@@ -30,6 +30,10 @@ typedef struct {
     wf_engine_feed f;
     int64_t m, mbs;
     int in_t, lab_t;
+    wf_feed_graph in; /* every input of the graph */
+    int pieces;       /* co-shard: rows of a micro-batch run as this many pieces in turn */
+    int replay;       /* recompute=full: each piece's forward replayed before its backward */
+    float *rec;       /* recycled values of every piece of the step ([m * pieces][rows, rec_floats]) */
     int64_t steps;
     char comm_note[192];
     char init_note[160];
@@ -73,6 +77,31 @@ static wf_status resolve(replica *r)
         return wf_errorf(WF_INVAL, "plan mbs=%d does not divide the %lld samples per rank (batch %lld / %d ranks)",
                          p->mbs, (long long)r->f.b, (long long)c->batch, nranks);
     r->m = r->f.b / r->mbs;
+    /* Co-shard (SuperScaler): a micro-batch's rows in K pieces run in turn,
+     * each piece's forward replayed before its backward (recompute=full,
+     * which wf_plan_validate requires of co-shard, runs the replay alone). */
+    r->pieces = p->coshard > 1 ? p->coshard : 1;
+    r->replay = p->recompute == WF_RECOMPUTE_FULL;
+    if (r->mbs % r->pieces != 0)
+        return wf_errorf(WF_INVAL, "coshard=%d does not divide the micro-batch mbs=%d (each piece takes mbs/%d rows)",
+                         r->pieces, p->mbs, r->pieces);
+    if (r->pieces > 1 && wf_model_is_moe(&r->a.model))
+        return wf_errorf(WF_INVAL, "coshard=%d: model '%s' routes tokens to experts with a capacity per batch, "
+                                   "which pieces of a micro-batch change (coshard=1)", r->pieces, r->a.model.name);
+    return WF_OK;
+}
+
+/* Co-shard splits rows: an op that mixes the rows of a batch (batch
+ * statistics) computes another function on a piece. */
+static wf_status coshard_rows_independent(const replica *r, const wf_graph *g)
+{
+    if (r->pieces <= 1)
+        return WF_OK;
+    for (int o = 0; o < g->nfwd; o++)
+        if (g->ops[o].kind == WF_OP_BATCHNORM)
+            return wf_errorf(WF_INVAL, "coshard=%d: model '%s' normalizes by batch statistics (op '%s'), which "
+                                       "pieces of a micro-batch change (coshard=1)", r->pieces, r->a.model.name,
+                             g->ops[o].name);
     return WF_OK;
 }
 
@@ -168,13 +197,18 @@ static wf_status setup(replica *r)
         return st;
     if (cs.kind == WF_COMM_AUTO && (st = choose_comm(r, &cs)) != WF_OK)
         return st;
+    /* The executor holds one piece: the micro-batch's rows / coshard. */
     wf_graph g;
-    st = wf_model_build(&r->a.model, r->mbs, &g);
+    st = wf_model_build(&r->a.model, r->mbs / r->pieces, &g);
     if (st == WF_OK)
-        st = wf_data_layout_from_graph(&g, &r->f.layout);
+        st = coshard_rows_independent(r, &g);
+    if (st == WF_OK)
+        st = wf_feed_graph_plan(&r->a.model, &g, &r->in);
+    if (st == WF_OK)
+        st = wf_data_layout_from_input(&g, r->in.in_t, &r->f.layout);
     if (st == WF_OK) {
         wf_exec_opts eo = {c->reference, c->seed};
-        st = wf_exec_create(&g, &eo, &r->e);
+        st = wf_exec_create_keeping(&g, &eo, r->in.keep, r->in.nkeep, &r->e);
     }
     wf_graph_free(&g);
     if (st != WF_OK)
@@ -195,21 +229,30 @@ static wf_status setup(replica *r)
     wf_dist_config dc = {r->a.comm, r->a.rank, r->a.nranks, cs, plan->overlap, c->cluster, plan->zero, &c->optim};
     if ((st = wf_dist_create(r->e, r->o, &dc, &r->d)) != WF_OK)
         return st;
-    /* The loader feeds the input named ids (else the only input) and the labels. */
+    /* The loader feeds the input named ids (else the first data input) and
+     * the labels; the model's constants, recycled and derived inputs come
+     * from feed_inputs.c. */
     const wf_graph *eg = wf_exec_graph(r->e);
-    r->in_t = r->lab_t = -1;
-    for (int i = 0; i < eg->ntensors; i++) {
-        const wf_tensor *x = &eg->tensors[i];
-        if (x->role == WF_ROLE_LABEL)
-            r->lab_t = i;
-        if (x->role == WF_ROLE_INPUT && (r->in_t < 0 || strcmp(x->name, "ids") == 0))
-            r->in_t = i;
-    }
+    r->in_t = r->in.in_t;
+    r->lab_t = r->in.lab_t;
     r->f.in_numel = wf_data_layout_input_numel(&r->f.layout);
     r->f.lab_numel = wf_data_layout_label_numel(&r->f.layout);
-    if (r->in_t < 0 || r->lab_t < 0 || wf_tensor_numel(&eg->tensors[r->in_t]) != r->mbs * r->f.in_numel ||
-        wf_tensor_numel(&eg->tensors[r->lab_t]) != r->mbs * r->f.lab_numel)
+    const int64_t rows = r->in.rows;
+    if (rows * r->pieces != r->mbs || wf_tensor_numel(&eg->tensors[r->in_t]) != rows * r->f.in_numel ||
+        wf_tensor_numel(&eg->tensors[r->lab_t]) != rows * r->f.lab_numel)
         return wf_errorf(WF_INVAL, "model %s: its inputs do not match the data layout", r->a.model.name);
+    if ((st = wf_feed_graph_constants(&r->in, &r->a.model, r->e)) != WF_OK)
+        return st;
+    if (r->in.rec_floats > 0) {
+        /* Every piece's recycled values: NF1B runs all recycling forwards
+         * first, and a replayed forward takes the values its first forward took. */
+        double n = (double)r->m * (double)r->mbs * (double)r->in.rec_floats;
+        if ((st = wf_mem_check(n * sizeof(float), "the recycled values of a step")) != WF_OK)
+            return st;
+        r->rec = calloc((size_t)n, sizeof(float));
+        if (!r->rec)
+            return wf_errorf(WF_NOMEM, "out of memory for the recycled values of a step");
+    }
     return wf_engine_feed_alloc(&r->f);
 }
 
@@ -222,6 +265,8 @@ static void destroy(void *eng)
     wf_optim_free(r->o);
     wf_exec_free(r->e);
     wf_engine_feed_free(&r->f);
+    wf_feed_graph_free(&r->in);
+    free(r->rec);
     wf_engine_images_free(&r->z);
     int up = 0, fin = 0;
     MPI_Initialized(&up);
@@ -251,6 +296,70 @@ static wf_status create(const wf_engine_args *a, void **out)
     return WF_OK;
 }
 
+/* One pass of piece u (rows [u * rows, (u + 1) * rows) of the rank's batch):
+ * its rows and recycled values in, then forward (and the backward when
+ * bwd). Recycling pass k of N (k = N: the one that learns) draws its own
+ * dropout masks: stream step * (N + 1) + k (the step alone without
+ * recycling). *st keeps the first data or kernel error (the ranks go on to
+ * keep their collectives matched); a communication or backward error is
+ * returned. */
+typedef struct {
+    int64_t first;  /* the rank's first global sample */
+    int fwd_first;  /* the step's first forward is still to come */
+    int64_t units;  /* pieces in the step */
+    double loss_sum;
+    wf_status st;
+} step_state;
+
+static wf_status run_pass(replica *r, step_state *ss, int64_t u, int k, int learn, int bwd)
+{
+    const int64_t rows = r->in.rows;
+    const int N = r->in.recycle;
+    float *rec = r->rec ? r->rec + u * rows * r->in.rec_floats : NULL;
+    wf_feed_graph_rows(&r->in, r->e, &r->f, u * rows, ss->first + u * rows, r->c->seed);
+    if (rec)
+        wf_feed_graph_recycled_load(&r->in, r->e, rec);
+    uint64_t stream = N > 0 ? (uint64_t)r->steps * (uint64_t)(N + 1) + (uint64_t)k : (uint64_t)r->steps;
+    wf_exec_set_stream(r->e, stream, ss->first + u * rows);
+    wf_dist_begin_micro(r->d, ss->fwd_first, bwd && u == ss->units - 1);
+    ss->fwd_first = 0;
+    float loss = 0;
+    wf_status fs = wf_exec_forward(r->e, &loss);
+    if (fs == WF_MPI)
+        return fs;
+    if (ss->st == WF_OK)
+        ss->st = fs;
+    if (!learn && rec && fs == WF_OK) {
+        wf_status rs = wf_feed_graph_recycled_save(&r->in, r->e, rec);
+        if (ss->st == WF_OK)
+            ss->st = rs;
+    }
+    if (learn && !(r->replay && bwd))
+        ss->loss_sum += (double)loss;
+    if (bwd) {
+        wf_status bs = wf_exec_backward(r->e, u > 0);
+        if (bs != WF_OK)
+            return bs;
+    }
+    return WF_OK;
+}
+
+/* The N forwards without gradient of pieces [lo, hi), from zeros. */
+static wf_status recycle_pieces(replica *r, step_state *ss, int64_t lo, int64_t hi)
+{
+    for (int64_t u = lo; u < hi; u++) {
+        if (r->rec)
+            memset(r->rec + u * r->in.rows * r->in.rec_floats, 0,
+                   (size_t)(r->in.rows * r->in.rec_floats) * sizeof(float));
+        for (int k = 0; k < r->in.recycle; k++) {
+            wf_status st = run_pass(r, ss, u, k, 0, 0);
+            if (st != WF_OK)
+                return st;
+        }
+    }
+    return WF_OK;
+}
+
 static wf_status step(void *eng, wf_train_stats *s)
 {
     replica *r = eng;
@@ -258,34 +367,38 @@ static wf_status step(void *eng, wf_train_stats *s)
     const int rank = r->a.rank, nranks = r->a.nranks;
     double t0 = wf_now_s();
     memset(s, 0, sizeof *s);
-    wf_status st = wf_engine_feed_next(&r->f, batch, rank, nranks);
-    int64_t first, count;
-    wf_data_slice(batch, rank, nranks, &first, &count);
-    void *in = wf_exec_leaf_data(r->e, r->in_t);
-    int32_t *lab = wf_exec_leaf_data(r->e, r->lab_t);
-    const int64_t mbs = r->mbs, in_numel = r->f.in_numel, lab_numel = r->f.lab_numel;
-    double loss_sum = 0;
-    for (int64_t j = 0; j < r->m; j++) {
-        memcpy(in, (char *)r->f.inbuf + (size_t)(j * mbs * in_numel) * 4, (size_t)(mbs * in_numel) * 4);
-        memcpy(lab, r->f.labbuf + j * mbs * lab_numel, (size_t)(mbs * lab_numel) * sizeof(int32_t));
-        wf_exec_set_stream(r->e, (uint64_t)r->steps, first + j * mbs);
-        wf_dist_begin_micro(r->d, j == 0, j == r->m - 1);
-        float loss = 0;
-        wf_status fs = wf_exec_forward(r->e, &loss);
-        if (fs == WF_MPI)
-            return fs;
-        if (st == WF_OK)
-            st = fs;
-        wf_status bs = wf_exec_backward(r->e, j > 0);
-        if (bs != WF_OK)
-            return bs;
-        loss_sum += (double)loss;
+    step_state ss;
+    memset(&ss, 0, sizeof ss);
+    ss.st = wf_engine_feed_next(&r->f, batch, rank, nranks);
+    int64_t count;
+    wf_data_slice(batch, rank, nranks, &ss.first, &count);
+    ss.fwd_first = 1;
+    const int64_t K = r->pieces, U = r->m * K, N = r->in.recycle;
+    ss.units = U;
+    wf_status ps = WF_OK;
+    /* NF1B: the recycling forwards of every micro-batch first. */
+    if (N > 0 && r->plan->nf1b)
+        ps = recycle_pieces(r, &ss, 0, U);
+    for (int64_t j = 0; j < r->m && ps == WF_OK; j++) {
+        if (N > 0 && !r->plan->nf1b)
+            ps = recycle_pieces(r, &ss, j * K, (j + 1) * K);
+        /* The pieces' forwards (with their backwards unless replayed)... */
+        for (int64_t u = j * K; u < (j + 1) * K && ps == WF_OK; u++)
+            ps = run_pass(r, &ss, u, (int)N, 1, !r->replay);
+        /* ...then each piece's forward again, just before its backward. */
+        for (int64_t u = j * K; u < (j + 1) * K && ps == WF_OK && r->replay; u++)
+            ps = run_pass(r, &ss, u, (int)N, 1, 1);
     }
-    wf_status es = wf_dist_end_backward(r->d, r->steps + 1, 1.0 / ((double)nranks * (double)r->m));
+    if (ps != WF_OK)
+        return ps;
+    wf_status st = ss.st;
+    double loss_sum = ss.loss_sum;
+    const int64_t in_numel = r->f.in_numel;
+    wf_status es = wf_dist_end_backward(r->d, r->steps + 1, 1.0 / ((double)nranks * (double)U));
     if (es != WF_OK)
         return es;
     /* Every rank's loss and status, in rank order. */
-    double mine[2] = {loss_sum / (double)r->m, (double)st};
+    double mine[2] = {loss_sum / (double)U, (double)st};
     double *all = malloc((size_t)nranks * 2 * sizeof *all);
     if (!all)
         return wf_errorf(WF_NOMEM, "out of memory");

@@ -78,6 +78,8 @@ struct wf_exec {
      * inputs whose gradients the backward computes; the activation slot
      * bound (arena and leaf block), own_* the executor's own. */
     int nouts, nwrt;
+    int nkept;
+    int *kept_t; /* wf_exec_create_keeping: activations readable after a forward */
     int *outs, *wrt;
     const int64_t *init_index; /* during creation only */
     char *own_arena, *own_leaf;

@@ -533,6 +533,8 @@ static wf_status assign_stores(wf_exec *e)
      * after its backward. */
     for (int k = 0; k < e->nouts; k++)
         use_store(e, e->tstore[e->outs[k]], g->nfwd);
+    for (int k = 0; k < e->nkept; k++)
+        use_store(e, e->tstore[e->kept_t[k]], g->nfwd);
     for (int k = 0; k < e->nwrt; k++) {
         int gt = g->tensors[e->wrt[k]].grad;
         if (gt >= 0 && e->tstore[gt] >= 0)
@@ -670,7 +672,8 @@ static wf_status stage_setup(wf_exec *e, const wf_exec_stage *sg)
     return WF_OK;
 }
 
-static wf_status create(const wf_graph *src, const wf_exec_opts *o, const wf_exec_stage *sg, wf_exec **out)
+static wf_status create(const wf_graph *src, const wf_exec_opts *o, const wf_exec_stage *sg, const int *keep, int nkeep,
+                        wf_exec **out)
 {
     *out = NULL;
     wf_status st = check_graph(src, sg ? sg->nouts : 0);
@@ -684,6 +687,22 @@ static wf_status create(const wf_graph *src, const wf_exec_opts *o, const wf_exe
     st = copy_graph(src, &e->g);
     if (st != WF_OK)
         goto fail;
+    if (nkeep > 0) {
+        e->kept_t = malloc((size_t)nkeep * sizeof *e->kept_t);
+        if (!e->kept_t) {
+            st = wf_errorf(WF_NOMEM, "out of memory creating the executor");
+            goto fail;
+        }
+        for (int k = 0; k < nkeep; k++) {
+            int t = keep[k];
+            if (t < 0 || t >= e->g.ntensors || e->g.tensors[t].producer < 0 ||
+                e->g.tensors[t].producer >= e->g.nfwd || e->g.tensors[t].dtype != WF_DTYPE_FP32) {
+                st = wf_errorf(WF_INVAL, "graph %s: kept tensor %d is not an fp32 activation", e->g.name, t);
+                goto fail;
+            }
+            e->kept_t[e->nkept++] = t;
+        }
+    }
     if (sg && (st = stage_setup(e, sg)) != WF_OK)
         goto fail;
     if (e->g.nops == e->g.nfwd) {
@@ -855,7 +874,16 @@ fail:
 
 wf_status wf_exec_create(const wf_graph *src, const wf_exec_opts *o, wf_exec **out)
 {
-    return create(src, o, NULL, out);
+    return create(src, o, NULL, NULL, 0, out);
+}
+
+wf_status wf_exec_create_keeping(const wf_graph *src, const wf_exec_opts *o, const int *keep, int nkeep,
+                                 wf_exec **out)
+{
+    *out = NULL;
+    if (nkeep < 0 || (nkeep > 0 && !keep))
+        return wf_errorf(WF_INVAL, "graph %s: bad list of kept tensors", src->name);
+    return create(src, o, NULL, keep, nkeep, out);
 }
 
 wf_status wf_exec_create_stage(const wf_graph *src, const wf_exec_opts *o, const wf_exec_stage *sg, wf_exec **out)
@@ -866,7 +894,23 @@ wf_status wf_exec_create_stage(const wf_graph *src, const wf_exec_opts *o, const
     if (sg->nouts > 0 && src->loss >= 0)
         return wf_errorf(WF_INVAL, "stage of graph %s: a stage ends at its outputs or at the loss, not both",
                          src->name);
-    return create(src, o, sg, out);
+    return create(src, o, sg, NULL, 0, out);
+}
+
+wf_status wf_exec_create_stage_keeping(const wf_graph *src, const wf_exec_opts *o, const wf_exec_stage *sg,
+                                       const int *keep, int nkeep, wf_exec **out)
+{
+    *out = NULL;
+    if (nkeep < 0 || (nkeep > 0 && !keep))
+        return wf_errorf(WF_INVAL, "graph %s: bad list of kept tensors", src->name);
+    if (nkeep == 0)
+        return wf_exec_create_stage(src, o, sg, out);
+    if (!sg || sg->nouts < 0 || sg->nwrt < 0 || (sg->nouts > 0 && !sg->outs) || (sg->nwrt > 0 && !sg->wrt))
+        return wf_errorf(WF_INVAL, "stage of graph %s: bad outputs or inputs", src->name);
+    if (sg->nouts > 0 && src->loss >= 0)
+        return wf_errorf(WF_INVAL, "stage of graph %s: a stage ends at its outputs or at the loss, not both",
+                         src->name);
+    return create(src, o, sg, keep, nkeep, out);
 }
 
 void wf_exec_free(wf_exec *e)
@@ -878,6 +922,7 @@ void wf_exec_free(wf_exec *e)
         e->leaf = e->own_leaf;
     }
     free(e->outs);
+    free(e->kept_t);
     free(e->wrt);
     for (int k = 0; e->slots && k < 2 * e->nslots; k++)
         if (k != 1)
@@ -915,7 +960,19 @@ float *wf_exec_output(wf_exec *e, int k)
 
 float *wf_exec_output_grad(wf_exec *e, int k)
 {
-    return k >= 0 && k < e->nouts ? e->ptr[e->g.tensors[e->outs[k]].grad] : NULL;
+    if (k < 0 || k >= e->nouts)
+        return NULL;
+    /* The seed autodiff gave the output (a gradient tensor no op makes):
+     * an output the stage also reads itself has as its final gradient the
+     * sum of the seed and the stage's own partials, which the backward
+     * computes (writing the received gradient there would lose it). */
+    const int out = e->outs[k];
+    for (int t = 0; t < e->g.ntensors; t++) {
+        const wf_tensor *x = &e->g.tensors[t];
+        if (x->role == WF_ROLE_GRAD && x->grad_of == out && x->producer < 0)
+            return e->ptr[t];
+    }
+    return NULL;
 }
 
 float *wf_exec_input_grad(wf_exec *e, int k)
@@ -1226,6 +1283,14 @@ void *wf_exec_leaf_data(wf_exec *e, int t)
         return NULL;
     store_kind k = e->st[e->tstore[t]].kind;
     return k == ST_LEAF || k == ST_PARAM ? e->ptr[t] : NULL;
+}
+
+const float *wf_exec_kept_data(wf_exec *e, int t)
+{
+    for (int k = 0; k < e->nkept; k++)
+        if (e->kept_t[k] == t)
+            return F(t);
+    return NULL;
 }
 
 void wf_exec_set_stream(wf_exec *e, uint64_t stream, int64_t first_sample)

@@ -82,6 +82,7 @@
  * loss (spmd.c's vocab_total, executor.c). */
 #include "runtime/pipeline-impl.h"
 #include "runtime/dist-impl.h"
+#include "runtime/engine-impl.h"
 #include "runtime/spmd-impl.h"
 
 #include "weft/cluster.h"
@@ -94,6 +95,8 @@
 #include <string.h>
 
 #define MAX_BOUNDARY 8
+#define MAX_FEED 64 /* a stage's inputs besides data and labels (constants, recycled, ...) */
+#define MAX_REC 4   /* recycled inputs */
 
 typedef struct {
     int vs;                  /* virtual stage (interlaced: pp the embedding's chunk, pp + 1 the head's) */
@@ -108,6 +111,7 @@ typedef struct {
     int64_t in_n[MAX_BOUNDARY], out_n[MAX_BOUNDARY];
     int data_t, label_t;     /* the data input (first virtual stage) and labels (last), -1 */
     int nslots;
+    int rslot;               /* recycling: the slot of the forwards without gradient (its own), else -1 */
     int *slot_of;            /* [m] slot of each micro-batch in flight, -1 */
     unsigned char *busy;     /* [nslots] */
     MPI_Request *sreq;       /* [nslots * MAX_BOUNDARY] sends out of each slot */
@@ -115,6 +119,12 @@ typedef struct {
     int *owner;              /* [nparams] 1 when this copy counts in the norm and the gathered model */
     double *share;           /* [nparams] its share of the norm (1 / the tp ranks holding the same shard) */
     int64_t *full_off;       /* [nparams] offset in the packed whole-model vector */
+    int nfeed;               /* the model's other inputs read here (feed_inputs.c's rules): */
+    int feed_t[MAX_FEED];    /* their stage tensors */
+    int feed_i[MAX_FEED];    /* their index in the pipeline's fg.x */
+    int nsrc;                /* recycled inputs whose source this chunk makes: */
+    int src_t[MAX_REC];      /* the source's stage tensor */
+    int src_r[MAX_REC];      /* the recycled input's index among the pipeline's (rec_i) */
 } chunk;
 
 typedef struct {
@@ -149,6 +159,17 @@ struct wf_pipe {
     int in_int;              /* the data input holds int32 */
     char desc[96];
     double grad_norm;
+    /* A model's inputs besides data and labels, and recycling (pipe_inputs_*) */
+    wf_feed_graph fg;        /* the whole graph's inputs (fg.n 0: data and labels alone) */
+    uint64_t seed;
+    int recycle, nf1b;       /* recycle=N forwards without gradient per micro-batch; NF1B's order */
+    int nrec;
+    int rec_i[MAX_REC];      /* the recycled inputs' index in fg.x */
+    int rec_from[MAX_REC];   /* the stage (ppcomm rank) making its source, -1: zeros */
+    int64_t rec_off[MAX_REC];/* its [m][mbs * numel] block in rbuf and sbuf */
+    float *rbuf, *sbuf;      /* first stage: the recycled values; the sources' stages: their sends */
+    MPI_Request *rreq;       /* [m * MAX_REC] the sources' sends */
+    unsigned char *rpend;    /* [m] first stage: the last recycling forward's values still to receive */
 };
 
 static int mpi_on(const wf_pipe *p)
@@ -227,6 +248,12 @@ wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, 
                          (long long)mb, (long long)nvs, (long long)(32767 / (2 * MAX_BOUNDARY)));
     return WF_OK;
 }
+
+/* A model's inputs besides data and labels, and recycling (defined below). */
+static wf_status pipe_inputs_plan(wf_pipe *p, const wf_pipe_config *c, const wf_graph *g, const int *first,
+                                  int *data_t);
+static wf_status chunk_inputs(wf_pipe *p, chunk *ch, const wf_graph *g, const int *map, int *keep, int *nkeep);
+static wf_status chunk_constants(const wf_pipe_config *c, chunk *ch);
 
 /* first[k]: the first forward op of virtual stage k, first[nvs] = nfwd. */
 static wf_status cut(const wf_graph *g, const wf_pipe_config *c, int nvs, int *first)
@@ -449,7 +476,10 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
             transformer |= g->ops[i].kind == WF_OP_ATTENTION;
         /* Under tp the stage's parameters are shards: their values come from spmd.c. */
         wf_exec_stage s = {outs, nbout, wrt, nbin, sp ? NULL : init, transformer};
-        st = wf_exec_create_stage(&sg, &c->exec, &s, &ch->e);
+        int keep[MAX_REC], nkeep = 0;
+        st = chunk_inputs(p, ch, g, map, keep, &nkeep);
+        if (st == WF_OK)
+            st = wf_exec_create_stage_keeping(&sg, &c->exec, &s, keep, nkeep, &ch->e);
     }
     if (st == WF_OK && sp) {
         wf_exec_spmd x;
@@ -520,6 +550,10 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
     wf_dist_set_norm(ch->d, ch->norm_w, MPI_COMM_NULL);
     /* Slots: the peak of this chunk's micro-batches in flight in the order. */
     ch->nslots = chunk_slots(p, ci, &ch->first_bwd, &ch->last_bwd);
+    /* Recycling forwards run in a slot of their own: one the schedule's
+     * passes use may still be sending gradients that the neighbour takes
+     * only after a recycling forward it waits for. */
+    ch->rslot = p->recycle > 0 ? ch->nslots++ : -1;
     if ((st = wf_exec_set_slots(ch->e, ch->nslots)) != WF_OK)
         return st;
     ch->slot_of = malloc((size_t)p->m * sizeof *ch->slot_of);
@@ -531,7 +565,7 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
         ch->slot_of[i] = -1;
     for (int i = 0; i < ch->nslots * MAX_BOUNDARY; i++)
         ch->sreq[i] = MPI_REQUEST_NULL;
-    return WF_OK;
+    return chunk_constants(c, ch);
 }
 
 /* Parameters read by several virtual stages: a communicator of their holders
@@ -822,6 +856,9 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     } else {
         if (st == WF_OK)
             st = cut(wg, c, p->nvs, first);
+        /* A model's inputs besides data and labels (tp = 1: the runs_plan rows refuse the rest). */
+        if (st == WF_OK && !p->tps)
+            st = pipe_inputs_plan(p, c, wg, first, &data_t);
         for (int k = 0; st == WF_OK && k < p->nchunks; k++) {
             p->ch[k].vs = k * p->pp + p->stage;
             st = make_chunk(p, c, wg, first, p->nvs, p->ch[k].vs, p->tps, pidx, poff, data_t, k);
@@ -893,6 +930,16 @@ void wf_pipe_free(wf_pipe *p)
         MPI_Comm_free(&p->tpcomm);
     if (p->mpcomm != MPI_COMM_NULL)
         MPI_Comm_free(&p->mpcomm);
+    for (int i = 0; p->rreq && i < p->m * MAX_REC; i++)
+        if (p->rreq[i] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&p->rreq[i]);
+            MPI_Request_free(&p->rreq[i]);
+        }
+    free(p->rreq);
+    free(p->rbuf);
+    free(p->sbuf);
+    free(p->rpend);
+    wf_feed_graph_free(&p->fg);
     free(p->sh);
     free(p->ch);
     free(p->ops);
@@ -939,6 +986,258 @@ static wf_status recv_all(wf_pipe *p, float **buf, const int64_t *n, int cnt, in
     return rc == MPI_SUCCESS ? WF_OK : mpi_err(rc, "MPI_Waitall of a stage's receives");
 }
 
+/* ---- a model's other inputs and recycling on stages ------------------------------------------
+ * The rules of feed_inputs.c (constants, noise, T5's shifted labels, zeros)
+ * per stage, and AlphaFold2's recycling: each forward without gradient of a
+ * micro-batch sends the recycled sources (made on a later stage) back to the
+ * first stage, which takes them in its next forward of that micro-batch.
+ * NF1B (nf1b=1) runs the N recycling forwards of every micro-batch, in
+ * micro-batch order, before the schedule; nf1b=0 runs a micro-batch's just
+ * before each stage's forward of it that learns. */
+
+static int tag_rec(const wf_pipe *p, int mb, int r)
+{
+    return p->m * p->nvs * 2 * MAX_BOUNDARY + mb * MAX_REC + r;
+}
+
+/* The dropout stream of pass k (N: the one that learns) of a step. */
+static uint64_t stream_of(const wf_pipe *p, int64_t step, int k)
+{
+    return p->recycle > 0 ? (uint64_t)step * (uint64_t)(p->recycle + 1) + (uint64_t)k : (uint64_t)step;
+}
+
+/* The inputs of the whole graph g (tp = 1); data_t becomes the loader's. */
+static wf_status pipe_inputs_plan(wf_pipe *p, const wf_pipe_config *c, const wf_graph *g, const int *first,
+                                  int *data_t)
+{
+    wf_status st = wf_feed_graph_plan(c->model, g, &p->fg);
+    if (st != WF_OK)
+        return st;
+    *data_t = p->fg.in_t;
+    p->seed = c->exec.seed;
+    p->recycle = p->fg.recycle;
+    p->nf1b = c->plan->nf1b;
+    for (int k = 0; k < p->fg.n; k++) {
+        const wf_feed_input *x = &p->fg.x[k];
+        if (x->kind != WF_FEED_RECYCLED)
+            continue;
+        if (p->nrec >= MAX_REC)
+            return wf_errorf(WF_INVAL, "model %s: more than %d recycled inputs", c->model->name, MAX_REC);
+        int r = p->nrec++;
+        p->rec_i[r] = k;
+        p->rec_from[r] = -1;
+        for (int v = 0; x->src >= 0 && v < p->nvs; v++)
+            if (g->tensors[x->src].producer >= first[v] && g->tensors[x->src].producer < first[v + 1])
+                p->rec_from[r] = v % p->pp;
+        p->rec_off[r] = r == 0 ? 0 : p->rec_off[r - 1] + (int64_t)p->m * p->mbs * p->fg.x[p->rec_i[r - 1]].numel;
+    }
+    if (p->nrec > 0) {
+        if (p->vpp > 1)
+            return wf_errorf(WF_INVAL, "vpp=%d: model %s recycles activations; the runtime pipelines it with one "
+                                       "chunk per stage (vpp=1)", p->vpp, c->model->name);
+        if (tag_rec(p, p->m, 0) > 32767)
+            return wf_errorf(WF_INVAL, "%d micro-batches: too many recycling messages to tag", p->m);
+        int64_t n = p->rec_off[p->nrec - 1] + (int64_t)p->m * p->mbs * p->fg.x[p->rec_i[p->nrec - 1]].numel;
+        p->rbuf = calloc((size_t)n + 1, sizeof(float));
+        p->sbuf = calloc((size_t)n + 1, sizeof(float));
+        p->rreq = malloc((size_t)p->m * MAX_REC * sizeof *p->rreq);
+        p->rpend = calloc((size_t)p->m, 1);
+        if (!p->rbuf || !p->sbuf || !p->rreq || !p->rpend)
+            return wf_errorf(WF_NOMEM, "out of memory for the recycled values");
+        for (int i = 0; i < p->m * MAX_REC; i++)
+            p->rreq[i] = MPI_REQUEST_NULL;
+    }
+    return WF_OK;
+}
+
+/* Chunk ch's inputs among them (map: g's tensor -> the stage's) and the
+ * recycled sources it makes, which its executor keeps (keep[*nkeep]). */
+static wf_status chunk_inputs(wf_pipe *p, chunk *ch, const wf_graph *g, const int *map, int *keep, int *nkeep)
+{
+    *nkeep = 0;
+    ch->nfeed = ch->nsrc = 0;
+    for (int k = 0; k < p->fg.n; k++) {
+        int t = map[p->fg.x[k].t];
+        if (t < 0)
+            continue;
+        if (ch->nfeed >= MAX_FEED)
+            return wf_errorf(WF_INVAL, "stage %d of %s reads more than %d model inputs", ch->vs, g->name, MAX_FEED);
+        ch->feed_t[ch->nfeed] = t;
+        ch->feed_i[ch->nfeed++] = k;
+    }
+    for (int r = 0; r < p->nrec; r++) {
+        int src = p->fg.x[p->rec_i[r]].src;
+        if (src < 0 || map[src] < 0 || g->tensors[src].producer < 0 || p->rec_from[r] != p->stage)
+            continue;
+        ch->src_t[ch->nsrc] = map[src];
+        ch->src_r[ch->nsrc++] = r;
+        keep[(*nkeep)++] = map[src];
+    }
+    return WF_OK;
+}
+
+/* The constants into every slot's leaves (once). */
+static wf_status chunk_constants(const wf_pipe_config *c, chunk *ch)
+{
+    const wf_graph *sg = wf_exec_graph(ch->e);
+    for (int s = 0; s < ch->nslots; s++) {
+        wf_exec_use_slot(ch->e, s);
+        for (int k = 0; k < ch->nfeed; k++) {
+            if (!wf_model_is_constant_input(c->model, sg, ch->feed_t[k]))
+                continue;
+            wf_status st = wf_model_constant_input(c->model, sg, ch->feed_t[k], wf_exec_leaf_data(ch->e, ch->feed_t[k]));
+            if (st != WF_OK)
+                return st;
+        }
+    }
+    return WF_OK;
+}
+
+/* Before a forward of micro-batch mb on chunk ch (its slot in use): the
+ * model's other inputs, and on the first stage the recycled values (those
+ * of the last recycling forward received first). */
+static wf_status chunk_feed(wf_pipe *p, chunk *ch, int mb, const int32_t *lab, int64_t first_sample,
+                            double *comm_s)
+{
+    if (ch->vs == 0 && p->nrec > 0 && p->rpend[mb]) {
+        for (int r = 0; r < p->nrec; r++) {
+            if (p->rec_from[r] < 0 || p->rec_from[r] == p->stage)
+                continue;
+            const int64_t n = p->mbs * p->fg.x[p->rec_i[r]].numel;
+            double t0 = wf_now_s();
+            int rc = MPI_Recv(p->rbuf + p->rec_off[r] + mb * n, (int)n, MPI_FLOAT, p->rec_from[r], tag_rec(p, mb, r),
+                              p->ppcomm, MPI_STATUS_IGNORE);
+            *comm_s += wf_now_s() - t0;
+            if (rc != MPI_SUCCESS)
+                return mpi_err(rc, "MPI_Recv of the recycled values");
+        }
+        p->rpend[mb] = 0;
+    }
+    for (int k = 0; k < ch->nfeed; k++) {
+        const wf_feed_input *x = &p->fg.x[ch->feed_i[k]];
+        void *leaf = wf_exec_leaf_data(ch->e, ch->feed_t[k]);
+        if (x->kind == WF_FEED_RECYCLED) {
+            int r = 0;
+            while (r < p->nrec && p->rec_i[r] != ch->feed_i[k])
+                r++;
+            const int64_t n = p->mbs * x->numel;
+            memcpy(leaf, p->rbuf + p->rec_off[r] + mb * n, (size_t)n * sizeof(float));
+        } else {
+            wf_feed_input_fill(x, leaf, p->mbs, lab + mb * p->mbs * p->lab_numel, first_sample + mb * p->mbs, p->seed);
+        }
+    }
+    return WF_OK;
+}
+
+/* After a recycling forward of mb: the sources this chunk made go to the
+ * first stage (copied in place there). */
+static wf_status chunk_send_recycled(wf_pipe *p, chunk *ch, int mb)
+{
+    for (int k = 0; k < ch->nsrc; k++) {
+        int r = ch->src_r[k];
+        const wf_feed_input *x = &p->fg.x[p->rec_i[r]];
+        const float *src = wf_exec_kept_data(ch->e, ch->src_t[k]);
+        if (!src)
+            return wf_errorf(WF_INTERNAL, "recycled source of stage %d was not kept", ch->vs);
+        const int64_t n = p->mbs * x->numel;
+        MPI_Request *rq = &p->rreq[mb * MAX_REC + r];
+        if (*rq != MPI_REQUEST_NULL) {
+            int rc = MPI_Wait(rq, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS)
+                return mpi_err(rc, "MPI_Wait of a recycled send");
+        }
+        float *dst = (p->stage == 0 ? p->rbuf : p->sbuf) + p->rec_off[r] + mb * n;
+        for (int64_t row = 0; row < p->mbs; row++)
+            memcpy(dst + row * x->numel, src + row * x->src_numel, (size_t)x->numel * sizeof(float));
+        if (p->stage != 0) {
+            int rc = MPI_Isend(dst, (int)n, MPI_FLOAT, 0, tag_rec(p, mb, r), p->ppcomm, rq);
+            if (rc != MPI_SUCCESS)
+                return mpi_err(rc, "MPI_Isend of the recycled values");
+        }
+    }
+    return WF_OK;
+}
+
+/* Recycling forward k of micro-batch mb on this rank's chunk (vpp = 1). */
+static wf_status recycle_forward(wf_pipe *p, int mb, int k, const void *in, const int32_t *lab,
+                                 int64_t first_sample, int64_t step, wf_status *kst, double *comm_s)
+{
+    chunk *ch = &p->ch[0];
+    int vs = ch->vs;
+    wf_status st;
+    int slot = ch->rslot;
+    if (slot < 0)
+        return wf_errorf(WF_INTERNAL, "pipeline: no slot for a recycling forward");
+    if ((st = wait_sends(ch, slot, comm_s)) != WF_OK)
+        return st;
+    wf_exec_use_slot(ch->e, slot);
+    if (vs == 0 && k == 0) {
+        /* The first forward of the step's micro-batch recycles zeros. */
+        for (int r = 0; r < p->nrec; r++) {
+            const int64_t n = p->mbs * p->fg.x[p->rec_i[r]].numel;
+            memset(p->rbuf + p->rec_off[r] + mb * n, 0, (size_t)n * sizeof(float));
+        }
+        p->rpend[mb] = 0;
+    }
+    if (ch->data_t >= 0)
+        memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(mb * p->mbs * p->in_numel) * 4,
+               (size_t)(p->mbs * p->in_numel) * 4);
+    if (ch->label_t >= 0)
+        memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + mb * p->mbs * p->lab_numel,
+               (size_t)(p->mbs * p->lab_numel) * sizeof(int32_t));
+    if ((st = chunk_feed(p, ch, mb, lab, first_sample, comm_s)) != WF_OK)
+        return st;
+    if (ch->nin > 0) {
+        float *buf[MAX_BOUNDARY];
+        for (int b = 0; b < ch->nin; b++)
+            buf[b] = wf_exec_leaf_data(ch->e, ch->in_t[b]);
+        if ((st = recv_all(p, buf, ch->in_n, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s)) != WF_OK)
+            return st;
+    }
+    wf_exec_set_stream(ch->e, stream_of(p, step, k), first_sample + mb * p->mbs);
+    wf_dist_begin_micro(ch->d, 1, 0);
+    float loss = 0;
+    wf_status fs = wf_exec_forward(ch->e, &loss);
+    if (fs == WF_MPI)
+        return fs;
+    if (*kst == WF_OK)
+        *kst = fs;
+    for (int b = 0; b < ch->nout; b++) {
+        int rc = MPI_Isend(wf_exec_output(ch->e, b), (int)ch->out_n[b], MPI_FLOAT, (vs + 1) % p->pp,
+                           tag_of(p, mb, vs + 1, 0, b), p->ppcomm, &ch->sreq[(size_t)slot * MAX_BOUNDARY + b]);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, "MPI_Isend of a stage's activations");
+    }
+    if ((st = chunk_send_recycled(p, ch, mb)) != WF_OK)
+        return st;
+    if (vs == 0)
+        p->rpend[mb] = 1;
+    return WF_OK;
+}
+
+static wf_status recycle_all(wf_pipe *p, int mb, const void *in, const int32_t *lab, int64_t first_sample,
+                             int64_t step, wf_status *kst, double *comm_s)
+{
+    wf_status st = WF_OK;
+    for (int k = 0; k < p->recycle && st == WF_OK; k++)
+        st = recycle_forward(p, mb, k, in, lab, first_sample, step, kst, comm_s);
+    return st;
+}
+
+/* The recycled sends of the step, done. */
+static wf_status recycle_wait(wf_pipe *p, double *comm_s)
+{
+    if (!p->rreq)
+        return WF_OK;
+    double t0 = wf_now_s();
+    int rc = MPI_SUCCESS;
+    for (int i = 0; i < p->m * MAX_REC && rc == MPI_SUCCESS; i++)
+        if (p->rreq[i] != MPI_REQUEST_NULL)
+            rc = MPI_Wait(&p->rreq[i], MPI_STATUS_IGNORE);
+    *comm_s += wf_now_s() - t0;
+    return rc == MPI_SUCCESS ? WF_OK : mpi_err(rc, "MPI_Wait of the recycled sends");
+}
+
 /* Runs op i of the order. */
 static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in, const int32_t *lab,
                       int64_t first_sample, int64_t step, double *loss_sum, wf_status *kst, double *comm_s)
@@ -951,7 +1250,7 @@ static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in,
     if (!op->bwd) {
         int slot = -1;
         for (int s = 0; s < ch->nslots && slot < 0; s++)
-            if (!ch->busy[s])
+            if (!ch->busy[s] && s != ch->rslot)
                 slot = s;
         if (slot < 0)
             return wf_errorf(WF_INTERNAL, "pipeline: no free activation slot for micro-batch %d", mb);
@@ -967,6 +1266,8 @@ static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in,
         if (ch->label_t >= 0)
             memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + mb * p->mbs * p->lab_numel,
                    (size_t)(p->mbs * p->lab_numel) * sizeof(int32_t));
+        if (ch->nfeed > 0 && (st = chunk_feed(p, ch, mb, lab, first_sample, comm_s)) != WF_OK)
+            return st;
         if (ch->nin > 0) {
             float *buf[MAX_BOUNDARY];
             for (int k = 0; k < ch->nin; k++)
@@ -974,7 +1275,7 @@ static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in,
             if ((st = recv_all(p, buf, ch->in_n, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s)) != WF_OK)
                 return st;
         }
-        wf_exec_set_stream(ch->e, (uint64_t)step, first_sample + mb * p->mbs);
+        wf_exec_set_stream(ch->e, stream_of(p, step, p->recycle), first_sample + mb * p->mbs);
         /* dear: the previous step's deferred update completes in this chunk's first forward. */
         wf_dist_begin_micro(ch->d, 1, 0);
         float loss = 0;
@@ -1006,7 +1307,7 @@ static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in,
         if ((st = recv_all(p, buf, ch->out_n, ch->nout, (vs + 1) % p->pp, mb, vs, 1, comm_s)) != WF_OK)
             return st;
     }
-    wf_exec_set_stream(ch->e, (uint64_t)step, first_sample + mb * p->mbs);
+    wf_exec_set_stream(ch->e, stream_of(p, step, p->recycle), first_sample + mb * p->mbs);
     wf_dist_begin_micro(ch->d, 0, pos == ch->last_bwd);
     if ((st = wf_exec_backward(ch->e, pos != ch->first_bwd)) != WF_OK)
         return st;
@@ -1350,10 +1651,19 @@ wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t f
     wf_status kst = WF_OK, st = WF_OK;
     p->nplayed = 0;
     p->done_h = p->done_eb = 0;
-    for (int i = 0; !p->interlace && i < p->nops && st == WF_OK; i++)
-        st = play(p, &p->ops[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
+    /* Recycling: NF1B's forwards of every micro-batch first; else each micro-batch's before its forward. */
+    for (int mb = 0; p->recycle > 0 && p->nf1b && mb < p->m && st == WF_OK; mb++)
+        st = recycle_all(p, mb, in, lab, first_sample, step, &kst, comm_s);
+    for (int i = 0; !p->interlace && i < p->nops && st == WF_OK; i++) {
+        if (p->recycle > 0 && !p->nf1b && !p->ops[i].bwd)
+            st = recycle_all(p, p->ops[i].mb, in, lab, first_sample, step, &kst, comm_s);
+        if (st == WF_OK)
+            st = play(p, &p->ops[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
+    }
     for (int i = 0; p->interlace && i < p->nitask && st == WF_OK; i++)
         st = play_interlace(p, &p->itask[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
+    if (st == WF_OK)
+        st = recycle_wait(p, comm_s);
     if (st == WF_OK)
         st = finish(p, step, comm_s);
     if (st != WF_OK)

@@ -56,13 +56,27 @@ static int r_experts(const wf_plan *p, const wf_model_config *m, char *msg, size
     return 1;
 }
 
+/* recompute=full runs as a replay of each forward (or co-shard piece)
+ * just before its backward; selective recomputation has no replay here. */
 static int r_sp_recompute(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
     (void)m;
-    if (!(p->sp || p->recompute != WF_RECOMPUTE_NONE))
+    if (!(p->sp || p->recompute == WF_RECOMPUTE_SELECTIVE))
         return 0;
-    snprintf(msg, cap, "the runtime executes data parallelism without sp and recomputation (sp=%d, "
+    snprintf(msg, cap, "the runtime executes data parallelism without sp and with recompute=none or full (sp=%d, "
                        "recompute=%s)", p->sp, wf_recompute_name(p->recompute));
+    return 1;
+}
+
+/* ZeRO-3 gathers each parameter for a forward and frees it after the
+ * backward: the extra forwards of a replay, a co-shard piece or recycling
+ * are not in its schedule. */
+static int r_zero3_extra(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    if (p->zero != 3 || !(p->coshard > 1 || p->recompute == WF_RECOMPUTE_FULL || (m && m->recycle > 0)))
+        return 0;
+    snprintf(msg, cap, "zero=3 with %s: ZeRO-3's gathers follow one forward per backward (use zero=0, 1 or 2)",
+             p->coshard > 1 ? "coshard" : p->recompute == WF_RECOMPUTE_FULL ? "recompute=full" : "recycling");
     return 1;
 }
 
@@ -204,28 +218,51 @@ static int s_combined(const wf_plan *p, const wf_model_config *m, char *msg, siz
     return 1;
 }
 
-/* SuperScaler's co-shard and NF1B (docs/planner.md) are planned, estimated
- * and simulated; no engine runs them yet. */
-static int any_coshard_nf1b(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+/* SuperScaler's co-shard and NF1B (docs/planner.md): the replica engine
+ * runs both (engine_replica.c), pipeline stages without tensor parallelism
+ * NF1B (pipeline.c); the rest is refused. */
+static int staged_coshard_nf1b(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
     (void)m;
-    if (p->coshard <= 1 && !p->nf1b)
+    if (p->coshard > 1) {
+        snprintf(msg, cap, "coshard with pp=%d, tp=%d: the runtime co-shards data-parallel replicas only (pp=1, "
+                           "tp=1)", p->pp, p->tp);
+        return 1;
+    }
+    if (!p->nf1b || (p->pp > 1 && p->tp <= 1))
         return 0;
-    snprintf(msg, cap, "%s: co-shard and NF1B are planned and simulated, not run by the runtime",
-             p->coshard > 1 ? "coshard" : "nf1b");
+    snprintf(msg, cap, "nf1b with pp=%d, tp=%d: the runtime runs NF1B on data-parallel replicas and on pipeline "
+                       "stages without tensor parallelism (tp=1)", p->pp, p->tp);
+    return 1;
+}
+
+/* The inputs a model's graph declares besides data and labels (constants,
+ * recycled activations, T5's decoder ids) are fed by the replica engine and
+ * by pipeline stages without tensor parallelism. */
+static int staged_model_inputs(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    if (m->family != WF_FAMILY_SWIN && m->family != WF_FAMILY_T5 && m->family != WF_FAMILY_ALPHAFOLD)
+        return 0;
+    if (p->tp <= 1 && p->pp > 1)
+        return 0;
+    snprintf(msg, cap, "pp=%d, tp=%d: model '%s' takes constant%s inputs, which the runtime feeds to data-parallel "
+                       "replicas and to pipeline stages without tensor parallelism (tp=1)", p->pp, p->tp, m->name,
+             m->family == WF_FAMILY_ALPHAFOLD ? " and recycled" : "");
     return 1;
 }
 
 /* Each engine's rows in the order it checks them. */
 static const rule RULES[] = {
-    {WF_ENGINE_REPLICA, 0, any_coshard_nf1b},
-    {WF_ENGINE_PIPELINE, 0, any_coshard_nf1b},
-    {WF_ENGINE_SPMD, 0, any_coshard_nf1b},
+    {WF_ENGINE_PIPELINE, 0, staged_coshard_nf1b},
+    {WF_ENGINE_SPMD, 0, staged_coshard_nf1b},
+    {WF_ENGINE_PIPELINE, 1, staged_model_inputs},
+    {WF_ENGINE_SPMD, 1, staged_model_inputs},
     {WF_ENGINE_REPLICA, 0, r_cp_fp8},
     {WF_ENGINE_REPLICA, 0, any_etp},
     {WF_ENGINE_REPLICA, 1, r_experts},
     {WF_ENGINE_REPLICA, 0, r_sp_recompute},
     {WF_ENGINE_REPLICA, 0, r_zero_ep},
+    {WF_ENGINE_REPLICA, 0, r_zero3_extra},
     {WF_ENGINE_PIPELINE, 0, p_cp_ep},
     {WF_ENGINE_PIPELINE, 0, p_recompute_fp8},
     {WF_ENGINE_PIPELINE, 0, p_stages},
@@ -291,7 +328,12 @@ wf_status wf_runtime_schedule_check(int zero, wf_comm_kind kind)
 
 int wf_runtime_runs_plan(const wf_plan *p, const wf_comm_sched *comm)
 {
+    return wf_runtime_runs_model_plan(p, NULL, comm);
+}
+
+int wf_runtime_runs_model_plan(const wf_plan *p, const wf_model_config *m, const wf_comm_sched *comm)
+{
     char msg[320];
-    return !refused(wf_runtime_engine_of(p), p, NULL, msg, sizeof msg) &&
+    return !refused(wf_runtime_engine_of(p), p, m, msg, sizeof msg) &&
            !schedule_refused(p->zero, comm ? comm->kind : p->comm.kind, msg, sizeof msg);
 }
