@@ -127,5 +127,10 @@ int main(void)
     rc |= run("alphafold2", "alphafold2", "dgx-a100:nodes=1", 128);
     rc |= run("alphafold2", "alphafold2", "v100-ib100:nodes=4", 128);
     rc |= run("alphafold2 (512 residues)", "alphafold2:seq=512", "dgx-a100:nodes=2", 128);
+    /* Block checkpoints make one sample of 256 or 512 residues fit data
+     * parallelism; at 1024 and 1280 residues one sample's block does not
+     * fit a 32 GB V100 or an 80 GB A100 without pieces. */
+    rc |= run("alphafold2 (1024 residues)", "alphafold2:seq=1024", "v100-ib100:nodes=4", 64);
+    rc |= run("alphafold2 (1280 residues)", "alphafold2:seq=1280", "dgx-a100:nodes=1", 64);
     return rc;
 }

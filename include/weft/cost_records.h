@@ -87,6 +87,9 @@ typedef struct {
     double owned_params;       /* other models: parameter elements this op holds, each
                                   parameter counted at its first reader */
     int expert;                /* a mixture-of-experts op (its weights / (ep x etp)) */
+    int seg_start;             /* other models: the first op of a block instance (or of the ops
+                                  between blocks), whose input full recomputation checkpoints */
+    double ckpt_bytes;         /* at a seg_start: that checkpoint's activations */
 } wf_cost_op_info;
 
 /* Op i (0 <= i < nops); WF_INVAL otherwise. */

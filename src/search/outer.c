@@ -620,15 +620,22 @@ static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eva
         q.mbs = (int)mbs->v[im];
         if (!eval) {
             /* Other models: also NF1B (with recycling) and, recomputing
-             * fully, each co-shard count (try_recycle_coshard). */
-            int64_t variants = 1;
-            if (!s->transformer) {
-                int pieces = 0;
-                for (int k = 2; k <= COSHARD_MAX; k *= 2)
-                    pieces++;
-                variants = (s->m->recycle > 0 ? 2 : 1) * (q.recompute == WF_RECOMPUTE_FULL ? 1 + pieces : 1);
+             * fully, each co-shard count (try_recycle_coshard), each
+             * counted when the filter takes it (a filter may take the
+             * variants alone: the default plan's co-shard / NF1B search). */
+            if (s->transformer) {
+                *count += accepted(s, &q);
+                continue;
             }
-            *count += accepted(s, &q) * variants;
+            for (int nf = 0; nf <= (s->m->recycle > 0 ? 1 : 0); nf++) {
+                wf_plan v = q;
+                v.nf1b = nf;
+                *count += accepted(s, &v);
+                for (int k = 2; q.recompute == WF_RECOMPUTE_FULL && k <= COSHARD_MAX; k *= 2) {
+                    v.coshard = k;
+                    *count += accepted(s, &v);
+                }
+            }
             continue;
         }
         wf_outer_point pt;
