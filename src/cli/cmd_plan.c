@@ -929,9 +929,9 @@ static wf_status ol_opts(const plan_args *a, const wf_model_config *m, wf_opplan
     return WF_OK;
 }
 
-/* ---- co-shard and NF1B in the default search ------------------------------------------
+/* ---- co-shard, NF1B and DAP in the default search -------------------------------------
  * The default `weft plan` of a model other than a transformer runs the
- * op-level search, whose layouts cannot say co-shard or NF1B (whole-model
+ * op-level search, whose layouts cannot say co-shard, NF1B or DAP (whole-model
  * keys: docs/planner.md, "Co-shard and NF1B"). So it also runs the whole-
  * model search over the plans with those keys and ranks its best with the
  * op-level best on the one price (the estimate's figure, which is what the
@@ -942,10 +942,10 @@ static wf_status ol_opts(const plan_args *a, const wf_model_config *m, wf_opplan
 static int coshard_nf1b(const wf_plan *p, void *user)
 {
     (void)user;
-    return p->coshard > 1 || p->nf1b;
+    return p->coshard > 1 || p->nf1b || p->dap > 1;
 }
 
-/* The fastest fitting whole-model plan with co-shard or NF1B into *out: 1
+/* The fastest fitting whole-model plan with co-shard, NF1B or DAP into *out: 1
  * when there is one (0 also when the search fails: none fits). */
 static int whole_best(const plan_args *a, const wf_model_config *m, const wf_cluster *c, wf_outer_point *out)
 {
@@ -971,7 +971,7 @@ static int whole_line(FILE *f, const wf_outer_point *ss, double op_s)
     char text[PLAN_TEXT];
     wf_plan_format(&ss->plan, text, sizeof text);
     int wins = op_s < 0 || ss->est.iteration_time_s < op_s;
-    fprintf(f, "co-shard / NF1B (whole-model plans no layout expresses; the one price): %s (%s): %.4f s per "
+    fprintf(f, "co-shard / NF1B / DAP (whole-model plans no layout expresses; the one price): %s (%s): %.4f s per "
                "iteration, %.2f GiB per device: %s\n",
             text, wf_plan_kind(&ss->plan), ss->est.iteration_time_s, ss->est.memory_per_device_bytes / GIB,
             op_s < 0 ? "the only plan that fits, the answer"

@@ -202,6 +202,8 @@ struct wf_cost_ctx {
     wf_cost_entry cache[WF_COST_CACHE];
     wf_cost_layout mlay[WF_COST_MLAYOUTS]; /* Megatron's layouts per (tp, sp) in use */
     int nmlay;
+    wf_cost_layout dap_lay[4];  /* AlphaFold2: the DAP layouts of dap_k[i] devices (dap.c), 0: none yet */
+    int dap_k[4];
 };
 
 /* Bytes of one gradient element the framework keeps, accumulates and reduces. */
