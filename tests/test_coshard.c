@@ -238,9 +238,52 @@ static void test_sim_agrees(void **state)
     assert_true(t_nf < 0.8 * t_inline);
 }
 
-/* The planner: a model with recycling on a pipeline runs NF1B; on one
- * device, where no plan without pieces fits AlphaFold2's Evoformer, the
- * best plan is co-sharded, and the pieces are the fewest that fit. */
+/* Block checkpoints (full recomputation of a model with repeated blocks,
+ * AlphaFold2's own: every Evoformer block checkpointed): one stage keeps
+ * each block's inputs, the MSA [S, N, 256] and the pair [N, N, 128] in
+ * bf16, and the head's (the last block's pair), per micro-batch in flight;
+ * the replay holds one block's activations at a time, so the buffers do
+ * not grow with the blocks. The simulator keeps the same bytes. */
+static void test_block_checkpoints(void **state)
+{
+    (void)state;
+    const double msa = 32.0 * 64 * 256 * 2, pair = 64.0 * 64 * 128 * 2;
+    wf_estimate e4, e8, e8m;
+    estimate("alphafold:layers=4,seq=64,msa=32,recycle=0", "dgx-a100:nodes=1", "dp=1,mbs=1,recompute=full", 1, &e4);
+    estimate("alphafold:layers=8,seq=64,msa=32,recycle=0", "dgx-a100:nodes=1", "dp=1,mbs=1,recompute=full", 1, &e8);
+    estimate("alphafold:layers=8,seq=64,msa=32,recycle=0", "dgx-a100:nodes=1", "dp=1,mbs=2,recompute=full", 4, &e8m);
+    printf("checkpoints: 4 blocks %.0f B (expected %.0f), 8 blocks %.0f B (expected %.0f); buffers %.0f / %.0f B\n",
+           e4.mem_activation_bytes, 4 * (msa + pair) + pair, e8.mem_activation_bytes, 8 * (msa + pair) + pair,
+           e4.mem_buffer_bytes, e8.mem_buffer_bytes);
+    assert_true(fabs(e4.mem_activation_bytes - (4 * (msa + pair) + pair)) < 1);
+    assert_true(fabs(e8.mem_activation_bytes - (8 * (msa + pair) + pair)) < 1);
+    /* A micro-batch of 2: twice the checkpoints. */
+    assert_true(fabs(e8m.mem_activation_bytes - 2 * (8 * (msa + pair) + pair)) < 1);
+    /* Without recomputation every block's activations are kept: far more;
+     * four more blocks replayed one at a time add next to nothing to the
+     * buffers (a whole-stage replay would add four blocks' activations). */
+    wf_estimate en;
+    estimate("alphafold:layers=8,seq=64,msa=32,recycle=0", "dgx-a100:nodes=1", "dp=1,mbs=1", 1, &en);
+    assert_true(en.mem_activation_bytes > 8 * e8.mem_activation_bytes);
+    assert_true(fabs(e8.mem_buffer_bytes - e4.mem_buffer_bytes) < 0.05 * en.mem_activation_bytes / 8);
+    wf_sim_plan_result sr;
+    wf_estimate e;
+    sim_and_estimate("alphafold:layers=8,seq=64,msa=32,recycle=0", "dgx-a100:nodes=1", "dp=2,pp=2,mbs=1,recompute=full",
+                     8, &sr, &e);
+    assert_true(fabs(sr.peak_memory_bytes / e.memory_per_device_bytes - 1) < 0.03);
+}
+
+/* The planner: a model with recycling, searched over pipelined plans, runs
+ * NF1B; on one device, where no plan without pieces fits AlphaFold2's
+ * Evoformer at 1280 residues (one block's activations of one sample exceed
+ * an A100, block checkpoints or not), the best plan is co-sharded, and the
+ * pieces are the fewest that fit. */
+static int pipelined(const wf_plan *p, void *user)
+{
+    (void)user;
+    return p->pp > 1;
+}
+
 static void test_planner(void **state)
 {
     (void)state;
@@ -251,6 +294,7 @@ static void test_planner(void **state)
     wf_outer_opts o;
     wf_outer_opts_default(&o);
     o.top_k = 5;
+    o.accept = pipelined;
     wf_outer_result r;
     assert_int_equal(wf_outer_search(&m, &c, 128, &o, &r), WF_OK);
     assert_true(r.ntop > 0);
@@ -258,7 +302,9 @@ static void test_planner(void **state)
     assert_true(r.top[0].plan.pp > 1);
     assert_true(r.top[0].est.fits);
     wf_outer_result_free(&r);
+    o.accept = NULL;
     o.devices = 1;
+    assert_int_equal(wf_model_lookup("alphafold2:seq=1280", &m), WF_OK);
     assert_int_equal(wf_outer_search(&m, &c, 4, &o, &r), WF_OK);
     assert_true(r.ntop > 0);
     const wf_plan *best = &r.top[0].plan;
@@ -288,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_coshard_closed_form),
         cmocka_unit_test(test_nf1b_closed_form),
+        cmocka_unit_test(test_block_checkpoints),
         cmocka_unit_test(test_sim_agrees),
         cmocka_unit_test(test_planner),
     };

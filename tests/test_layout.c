@@ -127,8 +127,8 @@ static void test_generic_and_errors(void **state)
 
 /* The plan-key table seen from outside (wf_plan_key_view_of, what weft
  * plan's short labels drop): the keys' texts joined are the canonical
- * string, and the default plan's keys other than the degrees are the seven
- * the labels leave out. */
+ * string, and the default plan's keys other than the degrees (dap, a device
+ * factor, among them) are the seven the labels leave out. */
 static void test_plan_key_table(void **state)
 {
     (void)state;
@@ -154,7 +154,7 @@ static void test_plan_key_table(void **state)
         wf_plan_key_view_of(k, &d, &v);
         assert_int_equal(v.degree, !strcmp(v.name, "dp") || !strcmp(v.name, "tp") || !strcmp(v.name, "pp") ||
                                        !strcmp(v.name, "mbs") || !strcmp(v.name, "cp") || !strcmp(v.name, "ep") ||
-                                       !strcmp(v.name, "etp"));
+                                       !strcmp(v.name, "etp") || !strcmp(v.name, "dap"));
         if (!v.degree && v.text[0])
             n += (size_t)snprintf(dropped + n, sizeof dropped - n, "%s%s", n ? "," : "", v.text);
     }

@@ -87,6 +87,9 @@ typedef struct {
     double owned_params;       /* other models: parameter elements this op holds, each
                                   parameter counted at its first reader */
     int expert;                /* a mixture-of-experts op (its weights / (ep x etp)) */
+    int seg_start;             /* other models: the first op of a block instance (or of the ops
+                                  between blocks), whose input full recomputation checkpoints */
+    double ckpt_bytes;         /* at a seg_start: that checkpoint's activations */
 } wf_cost_op_info;
 
 /* Op i (0 <= i < nops); WF_INVAL otherwise. */
@@ -283,6 +286,19 @@ wf_status wf_cost_layout_add_event(wf_cost_layout *l, const wf_cost_event *ev);
 /* The descriptor of Megatron-LM's layouts under tensor parallelism tp and
  * sequence parallelism sp: what the whole-model estimate composes. */
 wf_status wf_cost_layout_megatron(const wf_cost_ctx *ctx, int tp, int sp, wf_cost_layout *out);
+
+/* FastFold's Dynamic Axial Parallelism (arXiv 2203.00854; hpcaitech/FastFold
+ * at eba4968) for an AlphaFold2-shaped model (src/cost/dap.c): every op of an
+ * Evoformer block split dap ways (its work, what it saves and its
+ * activations; its weights whole, their gradients partial sums over the DAP
+ * group), the embedders and the head whole on every rank, and the
+ * collectives of each block on the DAP group (dap devices, stride 1): the
+ * all-to-alls that turn the MSA and the pair between row- and column-sharded
+ * (2 and 4 per block), the all-gathers of the attention biases and of the
+ * outer-product and triangle-update projections (reduce-scatters of their
+ * gradients in backward), the scatter into the first block and the gather
+ * out of the last. dap >= 2. */
+wf_status wf_cost_layout_dap(const wf_cost_ctx *ctx, int dap, wf_cost_layout *out);
 /* The times of every op (out[nops]) at micro-batch mbs under layouts l: each
  * op's activation work divided by l->div, its weight traffic by l->pdiv
  * (experts by the variant's expert layout): exactly the terms

@@ -130,6 +130,10 @@ typedef struct {
                              a stage runs as this many pieces in turn on its device, each piece's
                              forward replayed just before its backward, so one piece's activations
                              are live at a time; <= 1: none. Models other than transformers */
+    int dap;              /* AlphaFold2's Dynamic Axial Parallelism (FastFold, arXiv 2203.00854): each
+                             Evoformer block's MSA and pair sharded along a residue or sequence axis
+                             over this many devices (inner, stride 1), all-to-alls between row- and
+                             column-wise ops; <= 1: none. Devices are dp x tp x pp x cp x dap */
     int nf1b;             /* a model with recycling (recycle=N): 1 runs the N forwards without
                              gradient of every micro-batch first, pipelined over all of them (NF1B),
                              then the pipeline that learns; 0 runs each micro-batch's N forwards
@@ -191,7 +195,8 @@ int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s);
  * "no pipeline": the pipeline kind of p, for tables and JSON; with nf1b
  * "NF1B" before it ("NF1B 1F1B"; without a pipeline "NF1B") and with
  * coshard > 1 " + co-shard" after it ("1F1B + co-shard"; without a pipeline
- * "co-shard"). */
+ * "co-shard"); with dap > 1 " + DAP" after that ("NF1B 1F1B + DAP", without a
+ * pipeline "DAP"). */
 const char *wf_plan_kind(const wf_plan *p);
 
 /* ---- the interlaced pipeline's schedule (src/plan/interlace.c) -----------------

@@ -929,6 +929,81 @@ static wf_status ol_opts(const plan_args *a, const wf_model_config *m, wf_opplan
     return WF_OK;
 }
 
+/* ---- co-shard, NF1B and DAP in the default search -------------------------------------
+ * The default `weft plan` of a model other than a transformer runs the
+ * op-level search, whose layouts cannot say co-shard, NF1B or DAP (whole-model
+ * keys: docs/planner.md, "Co-shard and NF1B"). So it also runs the whole-
+ * model search over the plans with those keys and ranks its best with the
+ * op-level best on the one price (the estimate's figure, which is what the
+ * op-level best's one_model figure is); a tie keeps the op-level best. Other
+ * whole-model plans stay --whole-model's (the op-level search has their
+ * layouts). */
+
+static int coshard_nf1b(const wf_plan *p, void *user)
+{
+    (void)user;
+    return p->coshard > 1 || p->nf1b || p->dap > 1;
+}
+
+/* The fastest fitting whole-model plan with co-shard, NF1B or DAP into *out: 1
+ * when there is one (0 also when the search fails: none fits). */
+static int whole_best(const plan_args *a, const wf_model_config *m, const wf_cluster *c, wf_outer_point *out)
+{
+    wf_outer_opts o;
+    wf_outer_opts_default(&o);
+    o.top_k = 1;
+    o.max_memory_bytes = a->max_memory_gib > 0 ? a->max_memory_gib * GIB : 0;
+    o.devices = a->devices > 0 ? a->devices : 0;
+    o.accept = coshard_nf1b;
+    wf_outer_result r;
+    int found = wf_outer_search(m, c, a->batch, &o, &r) == WF_OK && r.ntop > 0 && r.top[0].est.fits;
+    if (found)
+        *out = r.top[0];
+    wf_outer_result_free(&r);
+    wf_clear_error();
+    return found;
+}
+
+/* The human line of that plan against the op-level best (op_s, < 0: none
+ * fits); 1 when it is the answer (faster, or the only plan that fits). */
+static int whole_line(FILE *f, const wf_outer_point *ss, double op_s)
+{
+    char text[PLAN_TEXT];
+    wf_plan_format(&ss->plan, text, sizeof text);
+    int wins = op_s < 0 || ss->est.iteration_time_s < op_s;
+    fprintf(f, "co-shard / NF1B / DAP (whole-model plans no layout expresses; the one price): %s (%s): %.4f s per "
+               "iteration, %.2f GiB per device: %s\n",
+            text, wf_plan_kind(&ss->plan), ss->est.iteration_time_s, ss->est.memory_per_device_bytes / GIB,
+            op_s < 0 ? "the only plan that fits, the answer"
+            : wins   ? "faster than the op-level best, the answer"
+                     : "slower than the op-level best");
+    return wins;
+}
+
+/* The answer when that plan wins: its schedule (--detail), its file (-o),
+ * the JSON's whole_model_best and answer (j, which this consumes), or its
+ * string on stdout. */
+static wf_status whole_answer(const plan_args *a, const wf_outer_point *ss, cJSON *j)
+{
+    wf_status st = WF_OK;
+    if (a->detail)
+        print_schedule(human(a), j, &ss->plan, a->batch);
+    if (a->out)
+        st = write_plan(a, ss);
+    char text[PLAN_TEXT];
+    wf_plan_format(&ss->plan, text, sizeof text);
+    if (st == WF_OK && a->json && j) {
+        cJSON_AddItemToObject(j, "whole_model_best", point_json(ss));
+        cJSON_AddStringToObject(j, "answer", text);
+        st = wf_cli_print_json(j);
+    } else if (st == WF_OK && !a->json) {
+        printf("%s\n", text);
+        st = fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
+    }
+    cJSON_Delete(j);
+    return st;
+}
+
 /* --op-level --devices-range: the op-level search (its FT frontier, the time/
  * memory trade TensorOpt explores) per device count: the best plan and the
  * frontier's size of each count, every frontier with --pareto, and the fewest
@@ -1040,7 +1115,12 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
     wf_opplan_result r;
     st = wf_opplan_search(m, c, a->batch, &o, &r);
     progress_end(pg);
-    if (st != WF_OK && !(st == WF_NOFIT && r.has_best)) {
+    /* The default search (no --op-level, --mesh or --pp) of a model other
+     * than a transformer: also the whole-model plans with co-shard or NF1B. */
+    wf_outer_point ss;
+    const int has_ss = !a->op_level && !a->mesh && !a->pp && !wf_model_is_transformer(m) &&
+                       (st == WF_OK || st == WF_NOFIT) && whole_best(a, m, c, &ss);
+    if (st != WF_OK && !(st == WF_NOFIT && r.has_best) && !(st == WF_NOFIT && has_ss)) {
         wf_opplan_result_free(&r);
         return st;
     }
@@ -1068,6 +1148,17 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         ol_print_best(human(a), &r, a->detail, &L);
         wf_layout_plan_free(&L);
         wf_opplan_result_free(&r);
+        if (has_ss && whole_line(human(a), &ss, -1)) {
+            cJSON *j = NULL;
+            if (a->json && (j = cJSON_CreateObject()) != NULL) {
+                add_run_json(j, m->name, c->name, a->batch);
+                cJSON_AddStringToObject(j, "mode", "op-level");
+                cJSON_AddNullToObject(j, "best");
+            }
+            if (a->json && !j)
+                return wf_errorf(WF_NOMEM, "out of memory");
+            return whole_answer(a, &ss, j);
+        }
         return wf_errorf(WF_NOFIT, "%s", msg);
     }
     ol_header(human(a), "rank");
@@ -1087,7 +1178,13 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
     char why[300] = "";
     int one_ok = one_model(m, c, a->batch, &r.best_plan, &one, why, sizeof why);
     one_model_line(human(a), &r.best, why);
-    if ((st = ol_plot(a, m, &r)) != WF_OK || (a->out && (st = ol_write(a, &r)) != WF_OK)) {
+    /* Co-shard or NF1B on the one price against the op-level best's
+     * (its own model's figure when the one model does not take its layouts). */
+    const int ss_wins = has_ss && whole_line(human(a), &ss,
+                                                   one_ok && one.fits ? one.iteration_time_s
+                                                   : one_ok           ? -1
+                                                                      : r.best.iteration_time_s);
+    if ((st = ol_plot(a, m, &r)) != WF_OK || (a->out && !ss_wins && (st = ol_write(a, &r)) != WF_OK)) {
         wf_layout_plan_free(&L);
         wf_opplan_result_free(&r);
         return st;
@@ -1115,7 +1212,7 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         cJSON_AddNumberToObject(j, "search_time_s", r.search_time_s);
     }
     wf_layout_plan_free(&L);
-    st = ol_answer(a->json, j, &r);
+    st = ss_wins ? whole_answer(a, &ss, j) : ol_answer(a->json, j, &r);
     wf_opplan_result_free(&r);
     return st;
 }

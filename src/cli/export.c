@@ -142,6 +142,13 @@ int wf_export_accepts(const char *target, const wf_plan *p, const wf_model_confi
                      p->coshard > 1 ? "coshard (ops run in pieces)" : "nf1b (recycling forwards pipelined apart)");
         return 0;
     }
+    /* FastFold's DAP has no form in the frameworks exported to (their
+     * tensor parallelism splits weights, not the Evoformer's axes). */
+    if (p->dap > 1) {
+        if (why && cap > 0)
+            snprintf(why, cap, "%s cannot express dap=%d (AlphaFold2's Dynamic Axial Parallelism)", t->name, p->dap);
+        return 0;
+    }
     ectx e = make_ctx(t, version, p, m, NULL, 0);
     /* The interlaced pipeline has no form in any framework exported to: each
      * keeps the embedding on the first pipeline stage and the head with the

@@ -492,6 +492,33 @@ wf_status wf_cost_build_generic(wf_cost_ctx *ctx)
         if (o->kind == WF_OP_CROSS_ENTROPY)
             ctx->logits_per_sample += tensor_numel(&g, o->in[0]);
     }
+    /* Block checkpoints: each run of ops of one block instance (an Evoformer
+     * block, a Swin block), and each run of ops between blocks, starts a
+     * segment; full recomputation keeps the activations a segment reads
+     * from earlier ops (AlphaFold2 checkpoints every Evoformer block's MSA
+     * and pair, as torch.utils.checkpoint around each block does). */
+    int *stamp = calloc((size_t)(g.ntensors > 0 ? g.ntensors : 1), sizeof *stamp);
+    if (!stamp) {
+        free(seen);
+        wf_graph_free(&g);
+        return wf_errorf(WF_NOMEM, "out of memory costing model '%s'", ctx->model.name);
+    }
+    for (int j = 0; j < ctx->nops;) {
+        int e = j + 1;
+        while (e < ctx->nops && g.ops[e].block == g.ops[j].block && g.ops[e].layer == g.ops[j].layer)
+            e++;
+        ctx->ops[j].seg_start = 1;
+        for (int i = j; i < e; i++)
+            for (int k = 0; k < g.ops[i].nin; k++) {
+                int t = g.ops[i].in[k];
+                if (t >= 0 && g.tensors[t].producer >= 0 && g.tensors[t].producer < j && stamp[t] != j + 1) {
+                    stamp[t] = j + 1;
+                    ctx->ops[j].ckpt_bytes += (double)wf_tensor_bytes(&g.tensors[t]);
+                }
+            }
+        j = e;
+    }
+    free(stamp);
     /* Tensors saved by two ops (a relu output that the next conv also keeps)
      * count once: scale the per-op sums by the graph's deduplicated total. */
     wf_graph_totals tot;

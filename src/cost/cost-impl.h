@@ -67,6 +67,11 @@ typedef struct {
     wf_mb_kind mb_kind;  /* memory-bound ops: which measured kernel family they run as */
     int glu;             /* SwiGLU parts: 1 the silu, 2 the product, 3 the gate projection, 4 the up
                             projection (a fusing profile runs 3+4 as one GEMM and 1+2 as one kernel) */
+    /* Other models' block checkpoints (full recomputation, generic.c): */
+    int seg_start;       /* the first op of a run of ops of one block instance (or of the ops
+                            between blocks): full recomputation checkpoints its input */
+    double ckpt_bytes;   /* at a seg_start: the activations that run reads from earlier ops
+                            (micro-batch 1), what the checkpoint keeps */
 } wf_cost_op;
 
 /* A Megatron tensor-parallel communication point (a tensor of `bytes` at
@@ -203,6 +208,8 @@ struct wf_cost_ctx {
     wf_cost_entry cache[WF_COST_CACHE];
     wf_cost_layout mlay[WF_COST_MLAYOUTS]; /* Megatron's layouts per (tp, sp) in use */
     int nmlay;
+    wf_cost_layout dap_lay[4];  /* AlphaFold2: the DAP layouts of dap_k[i] devices (dap.c), 0: none yet */
+    int dap_k[4];
 };
 
 /* Bytes of one gradient element the framework keeps, accumulates and reduces. */

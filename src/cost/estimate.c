@@ -78,6 +78,8 @@ void wf_cost_ctx_free(wf_cost_ctx *ctx)
     drop_cache(ctx);
     for (int i = 0; i < ctx->nmlay; i++)
         wf_cost_layout_free(&ctx->mlay[i]);
+    for (int i = 0; i < 4; i++)
+        wf_cost_layout_free(&ctx->dap_lay[i]);
     free(ctx->pipe_buf);
     free(ctx->ops);
     free(ctx->pts);
@@ -1709,6 +1711,24 @@ wf_status wf_estimate_plan(wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, wf
         return st;
     wf_plan q;
     wf_cost_plan_as_run(ctx, p, &q);
+    if (!ctx->transformer && q.dap > 1) {
+        /* DAP: the group is the layouts' model-parallel axis (dap.c), the
+         * descriptors of the last four group sizes kept in the context
+         * (slot by the size's low bits: 2, 4, 8, 16 each their own). */
+        int slot = 0;
+        while (slot < 3 && (q.dap >> (slot + 1)) > 1)
+            slot++;
+        if (ctx->dap_k[slot] != q.dap) {
+            wf_cost_layout_free(&ctx->dap_lay[slot]);
+            ctx->dap_k[slot] = 0;
+            if ((st = wf_cost_layout_dap(ctx, q.dap, &ctx->dap_lay[slot])) != WF_OK)
+                return st;
+            ctx->dap_k[slot] = q.dap;
+        }
+        q.tp = q.dap;
+        q.dap = 1;
+        return estimate_generic(ctx, &q, batch, &ctx->dap_lay[slot], NULL, out);
+    }
     if (!ctx->transformer)
         return estimate_generic(ctx, &q, batch, NULL, NULL, out);
     if (q.interlace) {

@@ -135,7 +135,7 @@ void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
     if (pp > WF_COST_MAX_STAGES)
         pp = WF_COST_MAX_STAGES;
     double bb = (double)b;
-    double *f = malloc(sizeof(double) * (size_t)n * 5 + 1);
+    double *f = malloc(sizeof(double) * (size_t)n * 6 + 1);
     int *first = malloc(sizeof(int) * (size_t)(n + 2));
     int *stage_of = malloc(sizeof(int) * (size_t)(n + 1));
     if (!f || !first || !stage_of) {
@@ -144,7 +144,7 @@ void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
         free(stage_of);
         return;
     }
-    double *bw = f + n, *w = f + 2 * n, *din = f + 3 * n, *dw = f + 4 * n;
+    double *bw = f + n, *w = f + 2 * n, *din = f + 3 * n, *dw = f + 4 * n, *aop = f + 5 * n;
     for (int i = 0; i < n; i++) {
         /* Co-shard: the op as `pieces` ops on 1/pieces of its rows each, one
          * after another (smaller kernels, each with its launch). */
@@ -177,7 +177,8 @@ void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
                 out->sub_params[j][k] += L->sub_grad[j][i];
             double sv[3];
             wf_cost_op_saved(ctx, i, sv);
-            out->act[k] += (sv[0] + sv[1] + sv[2]) * ctx->saved_dedup * bb / (L ? L->repl_div[i] : 1.0);
+            aop[i] = (sv[0] + sv[1] + sv[2]) * ctx->saved_dedup * bb / (L ? L->repl_div[i] : 1.0);
+            out->act[k] += aop[i];
         }
         out->boundary_div[k] = 1;
         if (k + 1 < out->nstages) {
@@ -221,11 +222,25 @@ void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
     }
     for (int k = 0; k < out->nstages; k++) {
         if (rc == WF_RECOMPUTE_FULL) {
-            /* Keep only the stage's input per micro-batch; rebuild the rest. */
+            /* Keep the stage's input and each block checkpoint inside the
+             * stage per micro-batch (build.c's segments: a block instance,
+             * or the ops between blocks); backward replays one segment at a
+             * time, so the largest segment's activations live at once. A
+             * model without blocks is one segment: the whole stage. */
             out->rec[k] = out->fwd[k] + out->tpf[k];
+            double seg = 0, peak = 0, ckpt = 0;
+            for (int i = first[k]; i < first[k + 1]; i++) {
+                if (i > first[k] && ctx->ops[i].seg_start) {
+                    peak = seg > peak ? seg : peak;
+                    seg = 0;
+                    ckpt += ctx->ops[i].ckpt_bytes * bb / (L ? L->div[i - 1] : 1.0);
+                }
+                seg += aop[i];
+            }
+            peak = seg > peak ? seg : peak;
             /* Co-shard replays and back-propagates one piece at a time. */
-            out->transient[k] = out->act[k] / (pieces > 1 ? (double)pieces : 1.0);
-            double in = k > 0 ? out->boundary_bytes[k - 1] * bb / out->boundary_div[k - 1] : 0;
+            out->transient[k] = peak / (pieces > 1 ? (double)pieces : 1.0);
+            double in = (k > 0 ? out->boundary_bytes[k - 1] * bb / out->boundary_div[k - 1] : 0) + ckpt;
             out->act[k] = in < out->act[k] ? in : out->act[k];
         }
         out->stage_time[k] = out->fwd[k] + out->bwd[k] + out->rec[k] + out->tpf[k] + out->tpb[k];

@@ -362,6 +362,8 @@ wf_status wf_cost_op_info_of(const wf_cost_ctx *ctx, int i, wf_cost_op_info *out
     out->out_bytes = r->out_bytes / cp;
     out->expert = r->expert;
     out->owned_params = r->owned_params;
+    out->seg_start = r->seg_start;
+    out->ckpt_bytes = r->ckpt_bytes / cp;
     return WF_OK;
 }
 

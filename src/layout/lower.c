@@ -247,6 +247,9 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
     if (p->cp > 1)
         return wf_errorf(WF_INVAL, "lowering: cp=%d has no op-level form yet (the op-level plan has no sequence "
                                    "ring)", p->cp);
+    if (p->dap > 1)
+        return wf_errorf(WF_INVAL, "lowering: dap=%d has no op-level form (DAP's all-to-alls turn row-sharded into "
+                                   "column-sharded activations inside a block; estimate it as a plan string)", p->dap);
     const int etp = p->etp > 0 ? p->etp : p->tp;
     if (p->ep > 1 && (p->dp % p->ep != 0 || (etp != 1 && etp != p->tp)))
         return wf_errorf(WF_INVAL, "lowering: ep=%d, etp=%d: the op-level form lays experts over the data-parallel "

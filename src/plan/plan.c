@@ -161,6 +161,7 @@ void wf_plan_default(wf_plan *p)
     p->loss_dtype = -1;
     p->given = WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
     p->coshard = 1;
+    p->dap = 1;
     p->nf1b = 0;
 }
 
@@ -199,8 +200,8 @@ int64_t wf_plan_devices(const wf_plan *p)
 {
     /* Saturates at INT64_MAX instead of wrapping (plans built in code are not
      * parsed, so the product is checked here too). */
-    int64_t f[4] = {p->dp, p->tp, p->pp, p->cp > 0 ? p->cp : 1}, n = 1;
-    for (int i = 0; i < 4; i++) {
+    int64_t f[5] = {p->dp, p->tp, p->pp, p->cp > 0 ? p->cp : 1, p->dap > 0 ? p->dap : 1}, n = 1;
+    for (int i = 0; i < 5; i++) {
         if (f[i] < 1)
             return 0;
         if (n > INT64_MAX / f[i])
@@ -489,15 +490,23 @@ static const char *const KIND_EXT[][4] = {
     {"GPipe", "GPipe + co-shard", "NF1B GPipe", "NF1B GPipe + co-shard"},
 };
 
+/* The same with DAP (dap > 1): " + DAP" after each; "DAP" alone without a
+ * pipeline, NF1B or co-shard. */
+static const char *const KIND_EXT_DAP[][4] = {
+    {"DAP", "co-shard + DAP", "NF1B + DAP", "NF1B + co-shard + DAP"},
+    {"1F1B + DAP", "1F1B + co-shard + DAP", "NF1B 1F1B + DAP", "NF1B 1F1B + co-shard + DAP"},
+    {"GPipe + DAP", "GPipe + co-shard + DAP", "NF1B GPipe + DAP", "NF1B GPipe + co-shard + DAP"},
+};
+
 const char *wf_plan_kind(const wf_plan *p)
 {
     const char *base = pipeline_kind(p);
     int ext = (p->coshard > 1) + 2 * (p->nf1b != 0);
-    if (ext == 0)
+    if (ext == 0 && p->dap <= 1)
         return base;
     for (size_t i = 0; i < sizeof KIND_EXT / sizeof KIND_EXT[0]; i++)
         if (strcmp(KIND_EXT[i][0], base) == 0)
-            return KIND_EXT[i][ext];
+            return p->dap > 1 ? KIND_EXT_DAP[i][ext] : KIND_EXT[i][ext];
     return base;
 }
 
@@ -791,6 +800,7 @@ static int fmt_sw(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
     X(loss,      key_dtype,          fmt_dtype,     0, 0,       loss_dtype, 0)          \
     X(sw,        key_sw,             fmt_sw,        0, 0,       sw,         0)          \
     X(coshard,   key_int,            fmt_above1,    1, 1 << 12, coshard,    0)          \
+    X(dap,       key_int,            fmt_above1,    1, 1 << 12, dap,        1)          \
     X(nf1b,      key_int,            fmt_set,       0, 1,       nf1b,       0)
 
 static const plan_key PLAN_KEY_TABLE[] = {
@@ -849,8 +859,8 @@ static wf_status parse_string(const char *text, wf_plan *out)
     /* Each degree is in range; their product must be too (it sizes groups
      * and divides batches: 2^24 x 2^16 x 2^16 x 2^16 wraps an int64). */
     if (wf_plan_devices(&p) > WF_MAX_DEVICES)
-        return wf_errorf(WF_INVAL, "plan '%s': dp*tp*pp*cp = %d*%d*%d*%d is more than %lld devices", text, p.dp,
-                         p.tp, p.pp, p.cp, (long long)WF_MAX_DEVICES);
+        return wf_errorf(WF_INVAL, "plan '%s': dp*tp*pp*cp*dap = %d*%d*%d*%d*%d is more than %lld devices", text,
+                         p.dp, p.tp, p.pp, p.cp, p.dap, (long long)WF_MAX_DEVICES);
     *out = p;
     return WF_OK;
 }

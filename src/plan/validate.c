@@ -27,6 +27,9 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
     if (p->cp < 0)
         return wf_errorf(WF_INVAL, "cp=%d: expected >= 1", p->cp);
     int64_t devices = wf_plan_devices(p), have = wf_cluster_devices(c);
+    if (devices > have && p->dap > 1)
+        return wf_errorf(WF_INVAL, "plan needs dp*tp*pp*dap = %d*%d*%d*%d = %lld devices, cluster '%s' has %lld",
+                         p->dp, p->tp, p->pp, p->dap, (long long)devices, c->name, (long long)have);
     if (devices > have && p->cp > 1)
         return wf_errorf(WF_INVAL, "plan needs dp*tp*pp*cp = %d*%d*%d*%d = %lld devices, cluster '%s' has %lld",
                          p->dp, p->tp, p->pp, p->cp, (long long)devices, c->name, (long long)have);
@@ -119,6 +122,18 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
     if (p->nf1b && m->recycle < 1)
         return wf_errorf(WF_INVAL, "nf1b=1: model '%s' has no recycling (recycle=0): there are no forwards "
                                    "without gradient to schedule (nf1b=0)", m->name);
+    if (p->dap > 1) {
+        /* FastFold's DAP shards the Evoformer's MSA along its sequences and
+         * residues and the pair along its residues (no padding here: the
+         * axes must divide). */
+        if (m->family != WF_FAMILY_ALPHAFOLD)
+            return wf_errorf(WF_INVAL, "dap=%d: model '%s' is not AlphaFold2-shaped; Dynamic Axial Parallelism "
+                                       "shards the Evoformer's MSA and pair representations (dap=1)",
+                             p->dap, m->name);
+        if (m->seq % p->dap != 0 || m->msa % p->dap != 0)
+            return wf_errorf(WF_INVAL, "dap=%d must divide the residues (seq=%lld) and the MSA sequences (msa=%lld)",
+                             p->dap, (long long)m->seq, (long long)m->msa);
+    }
     if (p->coshard > 1) {
         if (wf_model_is_transformer(m))
             return wf_errorf(WF_INVAL, "coshard=%d: model '%s' is a transformer; co-shard runs the ops of "

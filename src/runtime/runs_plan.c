@@ -251,8 +251,22 @@ static int staged_model_inputs(const wf_plan *p, const wf_model_config *m, char 
     return 1;
 }
 
+/* AlphaFold2's DAP (dap=K, docs/planner.md) is planned, estimated and
+ * simulated; no engine shards the Evoformer's axes. */
+static int any_dap(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (p->dap <= 1)
+        return 0;
+    snprintf(msg, cap, "dap=%d: Dynamic Axial Parallelism is planned and simulated, not run by the runtime", p->dap);
+    return 1;
+}
+
 /* Each engine's rows in the order it checks them. */
 static const rule RULES[] = {
+    {WF_ENGINE_REPLICA, 0, any_dap},
+    {WF_ENGINE_PIPELINE, 0, any_dap},
+    {WF_ENGINE_SPMD, 0, any_dap},
     {WF_ENGINE_PIPELINE, 0, staged_coshard_nf1b},
     {WF_ENGINE_SPMD, 0, staged_coshard_nf1b},
     {WF_ENGINE_PIPELINE, 1, staged_model_inputs},

@@ -109,7 +109,7 @@ static wf_status divisors(int64_t n, divs *d)
 static int plan_features(const wf_plan *p)
 {
     return p->zero + (int)p->recompute + (p->rc_n > 0) + (p->rc_layers > 0) + (p->stage_n > 0) + (p->coshard > 1) +
-           p->nf1b + p->interlace + p->sp +
+           (p->dap > 1) + p->nf1b + p->interlace + p->sp +
            (p->vpp > 1) + (p->cp > 1) +
            (p->ep > 1) + (p->etp > 0 && p->etp != p->tp) + !p->overlap + (p->pipe == WF_PIPE_GPIPE) + p->fp8 +
            p->epo;
@@ -251,7 +251,7 @@ static int plan_equal(const wf_plan *a, const wf_plan *b)
            a->etp == b->etp && a->imb == b->imb && a->rc_layers == b->rc_layers && a->rc_n == b->rc_n &&
            (a->rc_n == 0 || (memcmp(a->rc_kind_at, b->rc_kind_at, sizeof a->rc_kind_at) == 0 &&
                              memcmp(a->rc_layers_at, b->rc_layers_at, sizeof a->rc_layers_at) == 0)) &&
-           a->stage_n == b->stage_n && a->coshard == b->coshard && a->nf1b == b->nf1b &&
+           a->stage_n == b->stage_n && a->coshard == b->coshard && a->dap == b->dap && a->nf1b == b->nf1b &&
            a->interlace == b->interlace &&
            memcmp(a->stage_layers, b->stage_layers, sizeof a->stage_layers[0] * (size_t)a->stage_n) == 0;
 }
@@ -594,6 +594,61 @@ static wf_status try_recycle_coshard(search *s, const wf_plan *p, int fits)
     return WF_OK;
 }
 
+/* DAP group sizes the search tries (powers of two within a node, up to this). */
+#define DAP_MAX 8
+
+/* The largest DAP group of the search: a node's devices (FastFold's DAP runs
+ * inside a node), at most DAP_MAX; 1 for models DAP does not shard. */
+static int dap_max(const search *s)
+{
+    if (s->transformer || s->m->family != WF_FAMILY_ALPHAFOLD)
+        return 1;
+    int64_t node = s->c->nlevels > 0 ? s->c->level[0].size : 1;
+    return node < DAP_MAX ? (int)node : DAP_MAX;
+}
+
+/* AlphaFold2: Dynamic Axial Parallelism (dap.c) carved out of candidate p's
+ * data-parallel devices, 2, 4, ... per group, each scored with its NF1B and
+ * co-shard variants (try_recycle_coshard), where it may pay: p does not
+ * fit (DAP divides a block's activations), or p is pipelined (fewer data-
+ * parallel replicas, more micro-batches per pipeline, a smaller bubble). A
+ * plan of one stage that fits only loses to its DAP form: the same work in
+ * smaller kernels, and the group's collectives on top. */
+static wf_status try_dap(search *s, const wf_plan *p, int fits)
+{
+    const int kmax = fits && p->pp == 1 ? 1 : dap_max(s);
+    for (int k = 2; k <= kmax && p->dap <= 1 && p->dp % k == 0; k *= 2) {
+        wf_plan q = *p;
+        q.dp = p->dp / k;
+        q.dap = k;
+        wf_outer_point pt;
+        int scored = 0;
+        wf_status st = score(s, &q, &pt, &scored);
+        if (st == WF_OK)
+            st = try_recycle_coshard(s, &q, scored && point_fits(s, &pt));
+        if (st != WF_OK)
+            return st;
+    }
+    return WF_OK;
+}
+
+/* The candidates try_recycle_coshard derives from q (q among them) that
+ * the filter takes. */
+static int64_t count_variants(const search *s, const wf_plan *q)
+{
+    int64_t n = 0;
+    for (int nf = 0; nf <= (s->m->recycle > 0 ? 1 : 0); nf++) {
+        wf_plan v = *q;
+        v.nf1b = nf;
+        n += accepted(s, &v);
+        for (int k = 2; q->recompute == WF_RECOMPUTE_FULL && k <= COSHARD_MAX; k *= 2) {
+            v.coshard = k;
+            n += accepted(s, &v);
+        }
+    }
+    return n;
+}
+
 /* The interlaced form of pipelined plan p (docs/planner.md): the embedding
  * and the head over every device of the pipeline; one estimate (the
  * validation refuses what it cannot run), scored as a candidate. */
@@ -620,15 +675,20 @@ static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eva
         q.mbs = (int)mbs->v[im];
         if (!eval) {
             /* Other models: also NF1B (with recycling) and, recomputing
-             * fully, each co-shard count (try_recycle_coshard). */
-            int64_t variants = 1;
-            if (!s->transformer) {
-                int pieces = 0;
-                for (int k = 2; k <= COSHARD_MAX; k *= 2)
-                    pieces++;
-                variants = (s->m->recycle > 0 ? 2 : 1) * (q.recompute == WF_RECOMPUTE_FULL ? 1 + pieces : 1);
+             * fully, each co-shard count (try_recycle_coshard), each
+             * counted when the filter takes it (a filter may take the
+             * variants alone: the default plan's co-shard / NF1B search). */
+            if (s->transformer) {
+                *count += accepted(s, &q);
+                continue;
             }
-            *count += accepted(s, &q) * variants;
+            *count += count_variants(s, &q);
+            for (int k = 2; k <= dap_max(s) && q.dp % k == 0; k *= 2) {
+                wf_plan v = q;
+                v.dp = q.dp / k;
+                v.dap = k;
+                *count += count_variants(s, &v);
+            }
             continue;
         }
         wf_outer_point pt;
@@ -636,7 +696,8 @@ static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eva
         wf_status st = score(s, &q, &pt, &scored);
         if (st != WF_OK)
             return st;
-        if ((st = try_recycle_coshard(s, &q, scored && point_fits(s, &pt))) != WF_OK)
+        if ((st = try_recycle_coshard(s, &q, scored && point_fits(s, &pt))) != WF_OK ||
+            (st = try_dap(s, &q, scored && point_fits(s, &pt))) != WF_OK)
             return st;
         /* Block recomputation from the plans no pruning skips (pruning 3's
          * dominated points derive nothing), so that pruned and exhaustive

@@ -1571,7 +1571,23 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
 {
     memset(out, 0, sizeof *out);
     wf_status st = wf_plan_validate(p, m, c, batch);
-    return st ? st : simulate(m, c, p, NULL, batch, opts, out);
+    if (st != WF_OK || p->dap <= 1 || wf_model_is_transformer(m))
+        return st ? st : simulate(m, c, p, NULL, batch, opts, out);
+    /* DAP: the estimate's layouts (wf_cost_layout_dap), the group as their
+     * model-parallel axis. */
+    wf_cost_ctx *ctx = NULL;
+    wf_cost_layout L;
+    memset(&L, 0, sizeof L);
+    if ((st = wf_cost_ctx_create(m, c, &ctx)) == WF_OK)
+        st = wf_cost_layout_dap(ctx, p->dap, &L);
+    wf_cost_ctx_free(ctx);
+    wf_plan r = *p;
+    r.tp = p->dap;
+    r.dap = 1;
+    if (st == WF_OK)
+        st = simulate(m, c, &r, &L, batch, opts, out);
+    wf_cost_layout_free(&L);
+    return st;
 }
 
 wf_status wf_sim_layouts(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, const wf_cost_layout *l,

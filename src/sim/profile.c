@@ -971,18 +971,26 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
     } else {
         pr->nvs = wf_cost_cut_stages(w, n, pp, joined, pr->vs_first);
     }
-    /* Full recomputation replays a stage's whole forward before its
-     * backward (the estimate's transient): every op's activations live at
-     * once (co-shard: one piece's), held by the stage's last op, whose
-     * backward runs first. */
+    /* Full recomputation replays a stage's forward before its backward one
+     * segment (a block instance, or the ops between blocks: the estimate's
+     * block checkpoints) at a time: the largest segment's activations live
+     * at once (co-shard: one piece's), held by the stage's last op, whose
+     * backward runs first; each checkpoint inside the stage is kept per
+     * micro-batch by its segment's first op. */
     for (int k = 0; p->recompute == WF_RECOMPUTE_FULL && k < pr->nvs; k++) {
-        double sum = 0;
+        double seg = 0, peak = 0;
         for (int i = pr->vs_first[k]; i < pr->vs_first[k + 1]; i++) {
-            sum += pr->unit[i].transient_bytes;
+            if (i > pr->vs_first[k] && sm->ops[i].seg_start) {
+                peak = seg > peak ? seg : peak;
+                seg = 0;
+                pr->unit[i].act_bytes += sm->ops[i].ckpt_bytes * b / L->div[i - 1];
+            }
+            seg += pr->unit[i].transient_bytes;
             pr->unit[i].transient_bytes = 0;
         }
+        peak = seg > peak ? seg : peak;
         if (pr->vs_first[k + 1] > pr->vs_first[k])
-            pr->unit[pr->vs_first[k + 1] - 1].transient_bytes = sum;
+            pr->unit[pr->vs_first[k + 1] - 1].transient_bytes = peak;
     }
     wf_plan p1 = *p;
     p1.tp = 1;
