@@ -82,6 +82,9 @@ double wf_dist_grad_norm(const wf_dist *d);
 int wf_dist_ngroups(const wf_dist *d);
 /* "wfbp", "ddp:25", "dear:1" (thresholds in MiB). */
 const char *wf_dist_describe(const wf_dist *d);
+/* How the group's collectives move: "shm" (one node's shared memory,
+ * shm_coll.c), "mpi" or "none" (one rank). */
+const char *wf_dist_transport(const wf_dist *d);
 
 /* Sharded state (zero >= 1). The stage (0 without). Collective: gathers the
  * optimizer's state k into state[k] (and under zero=3 the parameters into
