@@ -112,6 +112,8 @@ struct wf_dist {
     MPI_Status *stat;  /* [ngroups] (GCC misreads MPI_STATUSES_IGNORE's size) */
     wf_shm_coll *shm;  /* one node's shared-memory collectives (NULL: MPI's) */
     int64_t *tk_req, *tk_ag; /* shm: [ngroups] the tickets standing for req and ag (-1 none) */
+    int shm_want;            /* shm not set up yet, to try at the next micro-batch */
+    wf_status shm_st;        /* that setup's failure, returned by the step's end */
     float *shards;
     int64_t shard_floats;
 
@@ -384,16 +386,26 @@ static wf_status zero_setup(wf_dist *d, const wf_dist_config *c, const wf_comm_s
     return WF_OK;
 }
 
-/* The shared-memory collectives when every rank of the group is on this
- * node (collective over the group; see the top). */
-static wf_status shm_setup(wf_dist *d)
+/* Whether to try the shared-memory collectives (WEFT_COLL_SHM; no
+ * communication, so that creating the engine stays local). */
+static wf_status shm_want(wf_dist *d)
 {
     const char *env = getenv("WEFT_COLL_SHM");
-    if (!d->mpi || (env && !strcmp(env, "0")))
-        return WF_OK;
-    if (env && strcmp(env, "1") != 0)
+    if (env && strcmp(env, "0") != 0 && strcmp(env, "1") != 0)
         return wf_errorf(WF_INVAL, "WEFT_COLL_SHM=%s: use 0 (MPI's collectives) or 1 (shared memory on one node, "
                          "the default)", env);
+    d->shm_want = d->mpi && !(env && !strcmp(env, "0"));
+    return WF_OK;
+}
+
+/* The shared-memory collectives when every rank of the group is on this
+ * node (collective over the group, so made at the first micro-batch, when
+ * every rank has created its engine; see the top). */
+static wf_status shm_setup(wf_dist *d)
+{
+    if (!d->shm_want)
+        return WF_OK;
+    d->shm_want = 0;
     wf_status st = wf_shm_coll_create(d->comm, 0, &d->shm, NULL);
     if (st != WF_OK || !d->shm)
         return st;
@@ -617,7 +629,7 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     }
     for (int k = 0; k < d->ngroups; k++)
         d->req[k] = d->ag[k] = MPI_REQUEST_NULL;
-    if ((st = shm_setup(d)) != WF_OK)
+    if ((st = shm_want(d)) != WF_OK)
         goto done;
     if (c->zero == 3)
         snprintf(d->desc, sizeof d->desc, "zero-3 units (one per first reading op)");
@@ -1162,6 +1174,8 @@ static wf_status dear_start(wf_dist *d, int64_t t, double grad_scale, double sum
 
 wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
 {
+    if (d->shm_st != WF_OK)
+        return d->shm_st;
     wf_status st = issue_rest(d);
     if (st != WF_OK)
         return st;
@@ -1193,6 +1207,8 @@ wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
 
 wf_status wf_dist_finish_reduce(wf_dist *d)
 {
+    if (d->shm_st != WF_OK)
+        return d->shm_st;
     wf_status st = issue_rest(d);
     return st == WF_OK ? wait_all(d, d->req) : st;
 }
@@ -1381,6 +1397,8 @@ static wf_status hook_after(void *ctx, int op)
 
 void wf_dist_begin_micro(wf_dist *d, int first, int last)
 {
+    if (d->shm_want && d->shm_st == WF_OK)
+        d->shm_st = shm_setup(d);
     d->fwd_active = first;
     d->bwd_active = last;
     if (last) {

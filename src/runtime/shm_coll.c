@@ -42,6 +42,7 @@
  * This is not a general MPI replacement: one operation at a time in issue
  * order, floats only, sums only, and no operation across nodes. */
 #include "runtime/shm_coll-impl.h"
+#include "runtime/dist-impl.h"
 #include "kernels/kernels-impl.h"
 
 #include <sched.h>
@@ -354,7 +355,7 @@ void wf_shm_coll_free(wf_shm_coll *s)
 {
     if (!s)
         return;
-    run(s, 1, s->issued - 1);
+    wf_shm_coll_wait(s, -1);
     /* The others may still read this rank's last slots: free together. */
     MPI_Barrier(s->comm);
     MPI_Win_free(&s->win);
@@ -410,7 +411,13 @@ int wf_shm_coll_done(const wf_shm_coll *s, int64_t t)
 
 void wf_shm_coll_wait(wf_shm_coll *s, int64_t t)
 {
-    run(s, 1, t < 0 ? s->issued - 1 : t);
+    if (t < 0)
+        t = s->issued - 1;
+    if (s->completed > t)
+        return;
+    wf_mpi_wait_note("the shared-memory collectives");
+    run(s, 1, t);
+    wf_mpi_wait_note(NULL);
 }
 
 int wf_shm_coll_pending(const wf_shm_coll *s)
