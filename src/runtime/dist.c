@@ -390,12 +390,10 @@ static wf_status zero_setup(wf_dist *d, const wf_dist_config *c, const wf_comm_s
  * communication, so that creating the engine stays local). */
 static wf_status shm_want(wf_dist *d)
 {
-    const char *env = getenv("WEFT_COLL_SHM");
-    if (env && strcmp(env, "0") != 0 && strcmp(env, "1") != 0)
-        return wf_errorf(WF_INVAL, "WEFT_COLL_SHM=%s: use 0 (MPI's collectives) or 1 (shared memory on one node, "
-                         "the default)", env);
-    d->shm_want = d->mpi && !(env && !strcmp(env, "0"));
-    return WF_OK;
+    int on = 1;
+    wf_status st = wf_shm_coll_env(&on);
+    d->shm_want = d->mpi && on;
+    return st;
 }
 
 /* The shared-memory collectives when every rank of the group is on this

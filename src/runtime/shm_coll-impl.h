@@ -12,6 +12,10 @@
 
 typedef struct wf_shm_coll wf_shm_coll;
 
+/* WEFT_COLL_SHM: *on = 0 when it is "0" (MPI's collectives, to compare),
+ * 1 when unset or "1"; anything else is an error naming the value. */
+wf_status wf_shm_coll_env(int *on);
+
 /* Collective over comm (every rank calls it, in the same order as its other
  * collectives on comm). *out is the engine when every rank of comm shares
  * one node's memory (MPI_Comm_split_type SHARED gives comm whole) and comm

@@ -36,8 +36,8 @@
  * to wait for on its account, so a rank blocked elsewhere (an MPI call on
  * another communicator) cannot hold up one that waits here for work it has
  * already done; a waiting rank also lets MPI progress (MPI_Iprobe) so that
- * it holds up no one either, and yields its core (sched_yield: with more
- * ranks than free cores the peer needs it).
+ * it holds up no one either, and after a short spin yields its core
+ * (sched_yield: with more ranks than free cores the peer needs it).
  *
  * This is not a general MPI replacement: one operation at a time in issue
  * order, floats only, sums only, and no operation across nodes. */
@@ -56,6 +56,10 @@
 #define SHM_SLICE_ALIGN 16          /* slice boundaries in floats (one AVX-512 vector) */
 #define SHM_SUM_BLOCK 1024          /* floats summed per pass over the ranks */
 #define SHM_MAX_RANKS 256           /* more ranks on one node: MPI */
+#define SHM_SPINS_BEFORE_YIELD 4096 /* a waiting rank keeps its core this long (tens of us: a peer
+                                     * on a core answers within it; yielding at once hands the core
+                                     * to other jobs for a whole time slice), then yields it (a
+                                     * peer off a core needs it) */
 
 typedef enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER } op_kind;
 
@@ -236,15 +240,30 @@ static void run(wf_shm_coll *s, int block, int64_t t)
         }
         if (!block)
             return;
-        if (++spins % 16 == 0) {
+        if (++spins % 64 == 0) {
             int flag;
             MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->comm, &flag, MPI_STATUS_IGNORE);
         }
-        sched_yield();
+        if (spins > SHM_SPINS_BEFORE_YIELD)
+            sched_yield();
     }
 }
 
 /* ---- the interface ------------------------------------------------------------------------------ */
+
+wf_status wf_shm_coll_env(int *on)
+{
+    const char *env = getenv("WEFT_COLL_SHM");
+    *on = 1;
+    if (!env || !strcmp(env, "1"))
+        return WF_OK;
+    if (!strcmp(env, "0")) {
+        *on = 0;
+        return WF_OK;
+    }
+    return wf_errorf(WF_INVAL, "WEFT_COLL_SHM=%s: use 0 (MPI's collectives) or 1 (shared memory on one node, the "
+                     "default)", env);
+}
 
 wf_status wf_shm_coll_create(MPI_Comm comm, int64_t chunk_floats, wf_shm_coll **out, const char **why)
 {
