@@ -296,6 +296,9 @@ typedef struct {
                                     * (other processes compete for them: the messages, timed on
                                     * the wall clock, wait for descheduled peers) */
     double load_avg;               /* the 1-minute load average at the start */
+    int allreduce_shm;             /* 1: allreduce_s and overlap_slowdown time the runtime's
+                                    * shared-memory all-reduce (every rank on one node; see
+                                    * docs/runtime.md), 0: MPI_Allreduce */
 } wf_calib_result;
 
 /* Collective. Runs the measurements (compute on every rank at once, message

@@ -40,6 +40,7 @@
 #include "weft/runtime_io.h"
 
 #include "kernels/kernels-impl.h"
+#include "runtime/shm_coll-impl.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -320,12 +321,16 @@ static void pingpong_kernel(void *p)
 typedef struct {
     float *in, *out;
     int count;
+    wf_shm_coll *shm; /* the runtime's shared-memory all-reduce (in place on out), NULL: MPI's */
 } allreduce_ctx;
 
 static void allreduce_kernel(void *p)
 {
     allreduce_ctx *c = p;
-    MPI_Allreduce(c->in, c->out, c->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (c->shm)
+        wf_shm_coll_wait(c->shm, wf_shm_coll_allreduce(c->shm, c->out, c->count));
+    else
+        MPI_Allreduce(c->in, c->out, c->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
 #define COLL_MAX_CALLS 1000
@@ -448,6 +453,7 @@ typedef struct {
     float *buf;
     int count;
     int overlap; /* 1: an MPI_Iallreduce of buf in flight during the products */
+    wf_shm_coll *shm; /* the runtime's all-reduce instead (progressed between the products) */
 } overlap_ctx;
 
 /* `gemms` products, each followed by MPI_Test as the executor's hook does
@@ -457,6 +463,16 @@ static void overlap_kernel(void *p)
     overlap_ctx *o = p;
     MPI_Request req = MPI_REQUEST_NULL;
     int flag = 0;
+    if (o->shm) {
+        int64_t t = o->overlap ? wf_shm_coll_allreduce(o->shm, o->buf, o->count) : -1;
+        for (int i = 0; i < o->gemms; i++) {
+            gemm_kernel(&o->g);
+            wf_shm_coll_progress(o->shm);
+        }
+        if (t >= 0)
+            wf_shm_coll_wait(o->shm, t);
+        return;
+    }
     if (o->overlap)
         MPI_Iallreduce(MPI_IN_PLACE, o->buf, o->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
     for (int i = 0; i < o->gemms; i++) {
@@ -469,7 +485,10 @@ static void overlap_kernel(void *p)
 static void blocking_allreduce_kernel(void *p)
 {
     overlap_ctx *o = p;
-    MPI_Allreduce(MPI_IN_PLACE, o->buf, o->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (o->shm)
+        wf_shm_coll_wait(o->shm, wf_shm_coll_allreduce(o->shm, o->buf, o->count));
+    else
+        MPI_Allreduce(MPI_IN_PLACE, o->buf, o->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
 /* The cluster's overlap_slowdown: compute time x this while communication
@@ -481,10 +500,11 @@ static void blocking_allreduce_kernel(void *p)
  * ranks' own cores copy and reduce the messages, inside the MPI calls, so s
  * comes out near 2: the communication adds to the compute instead of hiding
  * behind it. */
-static wf_status measure_overlap(double bytes, double min_s, double *slowdown)
+static wf_status measure_overlap(double bytes, double min_s, wf_shm_coll *shm, double *slowdown)
 {
     overlap_ctx o;
     memset(&o, 0, sizeof o);
+    o.shm = shm;
     o.g.m = o.g.n = o.g.k = 256;
     o.count = (int)(bytes / sizeof(float));
     o.g.a = malloc(sizeof(float) * 256 * 256);
@@ -758,6 +778,15 @@ static wf_status calibrate_once(const wf_calib_opts *o, wf_calib_result *r)
     char *buf = calloc(1, maxb);
     float *in = calloc(maxb / sizeof(float), sizeof(float)), *out = calloc(maxb / sizeof(float), sizeof(float));
     st = wf_mpi_agree(buf && in && out ? WF_OK : wf_errorf(WF_NOMEM, "calibrate: out of memory for messages"));
+    /* The all-reduce the runtime runs (dist.c): on one node, the
+     * shared-memory one unless WEFT_COLL_SHM=0. */
+    wf_shm_coll *shm = NULL;
+    int shm_on = 1;
+    if (st == WF_OK)
+        st = wf_mpi_agree(wf_shm_coll_env(&shm_on));
+    if (st == WF_OK && shm_on)
+        st = wf_mpi_agree(wf_shm_coll_create(MPI_COMM_WORLD, 0, &shm, NULL));
+    r->allreduce_shm = shm != NULL;
     if (st == WF_OK) {
         double mmin_s = o->quick ? 0.01 : 0.1;
         if (intra_peer >= 0)
@@ -765,7 +794,7 @@ static wf_status calibrate_once(const wf_calib_opts *o, wf_calib_result *r)
         if (inter_peer >= 0)
             pingpong_series(inter_peer, r, mmin_s, r->pingpong_inter_s, buf);
         for (int i = 0; i < r->nmsg; i++) {
-            allreduce_ctx c = {in, out, (int)(r->msg_bytes[i] / sizeof(float))};
+            allreduce_ctx c = {in, out, (int)(r->msg_bytes[i] / sizeof(float)), shm};
             r->allreduce_s[i] = time_collective(allreduce_kernel, &c, mmin_s);
         }
         if (intra_peer >= 0)
@@ -776,10 +805,11 @@ static wf_status calibrate_once(const wf_calib_opts *o, wf_calib_result *r)
         r->allreduce_busbw_bps = r->allreduce_bw_bps * 2.0 * (nranks - 1) / nranks;
         /* A quarter second per kernel (about ten calls each): one noisy call
          * among five would move the slowdown a lot. */
-        st = measure_overlap(16777216.0, mmin_s > 0.25 ? mmin_s : 0.25, &r->overlap_slowdown);
+        st = measure_overlap(16777216.0, mmin_s > 0.25 ? mmin_s : 0.25, shm, &r->overlap_slowdown);
         if (st == WF_OK && r->core_share < 1)
             st = measure_shared_sync(r->core_share, mmin_s > 0.25 ? mmin_s : 0.25, &r->shared_sync_s);
     }
+    wf_shm_coll_free(shm);
     free(buf);
     free(in);
     free(out);
@@ -1122,8 +1152,9 @@ void wf_calibrate_print(FILE *f, const wf_calib_result *r)
     if (inter)
         fprintf(f, "  p2p across:    alpha %.2f us, bandwidth %.2f GB/s\n", r->inter_alpha_s * 1e6,
                 r->inter_bw_bps / 1e9);
-    fprintf(f, "  allreduce:     alpha %.2f us, algorithm bandwidth %.2f GB/s, bus bandwidth %.2f GB/s\n",
-            r->allreduce_alpha_s * 1e6, r->allreduce_bw_bps / 1e9, r->allreduce_busbw_bps / 1e9);
+    fprintf(f, "  allreduce:     alpha %.2f us, algorithm bandwidth %.2f GB/s, bus bandwidth %.2f GB/s (%s)\n",
+            r->allreduce_alpha_s * 1e6, r->allreduce_bw_bps / 1e9, r->allreduce_busbw_bps / 1e9,
+            r->allreduce_shm ? "the runtime's shared-memory all-reduce" : "MPI_Allreduce");
     fprintf(f, "  overlap:       compute x %.2f while a 16 MiB all-reduce is in flight (1: hidden for free)\n",
             r->overlap_slowdown);
     if (r->shared_sync_s > 0)

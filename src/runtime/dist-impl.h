@@ -32,6 +32,10 @@ typedef struct {
  * the lowest failing rank's, prefixed "rank N: " on the others. A null comm or
  * one rank returns st. wf_mpi_agree is this on MPI_COMM_WORLD. */
 wf_status wf_mpi_agree_on(MPI_Comm comm, int rank, int nranks, wf_status st);
+/* A wait outside MPI starts (what: its name, a static string) or ends
+ * (NULL), watched as the blocking MPI calls are (peers.c: a peer that
+ * stops answering ends the job after WEFT_PEER_TIMEOUT_S). */
+void wf_mpi_wait_note(const char *what);
 
 wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_dist **out);
 void wf_dist_free(wf_dist *d);
@@ -82,6 +86,9 @@ double wf_dist_grad_norm(const wf_dist *d);
 int wf_dist_ngroups(const wf_dist *d);
 /* "wfbp", "ddp:25", "dear:1" (thresholds in MiB). */
 const char *wf_dist_describe(const wf_dist *d);
+/* How the group's collectives move: "shm" (one node's shared memory,
+ * shm_coll.c), "mpi" or "none" (one rank). */
+const char *wf_dist_transport(const wf_dist *d);
 
 /* Sharded state (zero >= 1). The stage (0 without). Collective: gathers the
  * optimizer's state k into state[k] (and under zero=3 the parameters into

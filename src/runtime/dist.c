@@ -47,6 +47,13 @@
  * Between kernels (the executor's after-hook) MPI_Testall lets outstanding
  * collectives progress: MPI moves data only inside MPI calls.
  *
+ * Ranks of one node (every rank of the group shares memory) run the same
+ * collectives through shm_coll.c instead: the reduce-scatter sums each
+ * rank's slice of every rank's buffer in rank order, the all-gather copies,
+ * chunk by chunk between kernels as MPI_Testall progresses MPI's; every
+ * request above is then a ticket of that engine, and a group across nodes
+ * keeps MPI. WEFT_COLL_SHM=0 keeps MPI on one node too (to compare).
+ *
  * Gradients are averaged over the global batch: every rank's gradient is the
  * mean over its own samples (per micro-batch, accumulated), so the update
  * scales the summed gradient by 1 / (ranks x micro-batches). The gradient
@@ -62,6 +69,7 @@
  * start. */
 #include "runtime/dist-impl.h"
 #include "kernels/kernels-impl.h"
+#include "runtime/shm_coll-impl.h"
 
 #include "weft/cluster.h"
 #include "weft/cost.h"
@@ -102,6 +110,10 @@ struct wf_dist {
     MPI_Request *req;  /* [ngroups] all-reduce or reduce-scatter */
     MPI_Request *ag;   /* [ngroups] dear all-gather */
     MPI_Status *stat;  /* [ngroups] (GCC misreads MPI_STATUSES_IGNORE's size) */
+    wf_shm_coll *shm;  /* one node's shared-memory collectives (NULL: MPI's) */
+    int64_t *tk_req, *tk_ag; /* shm: [ngroups] the tickets standing for req and ag (-1 none) */
+    int shm_want;            /* shm not set up yet, to try at the next micro-batch */
+    wf_status shm_st;        /* that setup's failure, returned by the step's end */
     float *shards;
     int64_t shard_floats;
 
@@ -374,6 +386,41 @@ static wf_status zero_setup(wf_dist *d, const wf_dist_config *c, const wf_comm_s
     return WF_OK;
 }
 
+/* Whether to try the shared-memory collectives (WEFT_COLL_SHM; no
+ * communication, so that creating the engine stays local). */
+static wf_status shm_want(wf_dist *d)
+{
+    int on = 1;
+    wf_status st = wf_shm_coll_env(&on);
+    d->shm_want = d->mpi && on;
+    return st;
+}
+
+/* The shared-memory collectives when every rank of the group is on this
+ * node (collective over the group, so made at the first micro-batch, when
+ * every rank has created its engine; see the top). */
+static wf_status shm_setup(wf_dist *d)
+{
+    if (!d->shm_want)
+        return WF_OK;
+    d->shm_want = 0;
+    wf_status st = wf_shm_coll_create(d->comm, 0, &d->shm, NULL);
+    if (st != WF_OK || !d->shm)
+        return st;
+    d->tk_req = malloc((size_t)(d->ngroups > 0 ? d->ngroups : 1) * sizeof *d->tk_req);
+    d->tk_ag = malloc((size_t)(d->ngroups > 0 ? d->ngroups : 1) * sizeof *d->tk_ag);
+    if (!d->tk_req || !d->tk_ag)
+        return wf_errorf(WF_NOMEM, "out of memory");
+    for (int k = 0; k < d->ngroups; k++)
+        d->tk_req[k] = d->tk_ag[k] = -1;
+    return WF_OK;
+}
+
+const char *wf_dist_transport(const wf_dist *d)
+{
+    return !d->mpi ? "none" : d->shm ? "shm" : "mpi";
+}
+
 wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_dist **out)
 {
     *out = NULL;
@@ -580,6 +627,8 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     }
     for (int k = 0; k < d->ngroups; k++)
         d->req[k] = d->ag[k] = MPI_REQUEST_NULL;
+    if ((st = shm_want(d)) != WF_OK)
+        goto done;
     if (c->zero == 3)
         snprintf(d->desc, sizeof d->desc, "zero-3 units (one per first reading op)");
     else if (c->sched.kind == WF_COMM_WFBP || c->sched.kind == WF_COMM_MGWFBP)
@@ -606,6 +655,7 @@ void wf_dist_free(wf_dist *d)
 {
     if (!d)
         return;
+    wf_shm_coll_free(d->shm);
     if (d->mpi) {
         /* Nothing should be outstanding; complete anything that is. */
         if (d->req && d->stat)
@@ -636,6 +686,8 @@ void wf_dist_free(wf_dist *d)
     free(d->req);
     free(d->ag);
     free(d->stat);
+    free(d->tk_req);
+    free(d->tk_ag);
     free(d->shards);
     free(d);
 }
@@ -654,7 +706,18 @@ static wf_status issue(wf_dist *d, int k)
     if (!d->mpi)
         return WF_OK;
     double t0 = wf_now_s();
-    if (d->sched.kind == WF_COMM_DEAR) {
+    if (d->shm) {
+        float *x = grad_at(d, g->off);
+        if (d->sched.kind == WF_COMM_DEAR)
+            d->tk_req[k] = wf_shm_coll_reduce_scatter(d->shm, x, d->shards + g->shard_off, g->count / d->nranks);
+        else if (d->zero >= 2)
+            d->tk_req[k] = wf_shm_coll_reduce_scatter(d->shm, x, x, g->count / d->nranks);
+        else
+            d->tk_req[k] = wf_shm_coll_allreduce(d->shm, x, g->count);
+        if (d->tk_req[k] < 0)
+            return wf_errorf(WF_NOMEM, "out of memory queueing a collective");
+        wf_shm_coll_progress(d->shm); /* the copy in, while the gradient is in cache */
+    } else if (d->sched.kind == WF_COMM_DEAR) {
         MPI_TRY(MPI_Ireduce_scatter_block(grad_at(d, g->off), d->shards + g->shard_off, (int)(g->count / d->nranks),
                                           MPI_FLOAT, MPI_SUM, d->comm, &d->req[k]),
                 "MPI_Ireduce_scatter_block");
@@ -677,14 +740,35 @@ static wf_status start_allgather(wf_dist *d, int k)
     if (!d->mpi)
         return WF_OK;
     int n = (int)(g->count / d->nranks);
+    if (d->shm) {
+        if ((d->tk_ag[k] = wf_shm_coll_allgather(d->shm, d->shards + g->shard_off, grad_at(d, g->off), n)) < 0)
+            return wf_errorf(WF_NOMEM, "out of memory queueing a collective");
+        return WF_OK;
+    }
     MPI_TRY(MPI_Iallgather(d->shards + g->shard_off, n, MPI_FLOAT, grad_at(d, g->off), n, MPI_FLOAT, d->comm,
                            &d->ag[k]),
             "MPI_Iallgather");
     return WF_OK;
 }
 
+/* shm: the ticket standing for request r (of d->req or d->ag). */
+static int64_t *ticket(wf_dist *d, MPI_Request *r)
+{
+    return r >= d->req && r < d->req + d->ngroups ? &d->tk_req[r - d->req] : &d->tk_ag[r - d->ag];
+}
+
 static wf_status wait_one(wf_dist *d, MPI_Request *r)
 {
+    if (d->shm) {
+        int64_t *t = ticket(d, r);
+        if (*t >= 0) {
+            double t0 = wf_now_s();
+            wf_shm_coll_wait(d->shm, *t);
+            d->comm_s += wf_now_s() - t0;
+            *t = -1;
+        }
+        return WF_OK;
+    }
     if (!d->mpi || *r == MPI_REQUEST_NULL)
         return WF_OK;
     double t0 = wf_now_s();
@@ -695,6 +779,19 @@ static wf_status wait_one(wf_dist *d, MPI_Request *r)
 
 static wf_status wait_all(wf_dist *d, MPI_Request *r)
 {
+    if (d->shm) {
+        int64_t last = -1, *t = ticket(d, r);
+        for (int k = 0; k < d->ngroups; k++) {
+            last = t[k] > last ? t[k] : last;
+            t[k] = -1;
+        }
+        if (last >= 0) { /* in issue order: the last one completes them all */
+            double t0 = wf_now_s();
+            wf_shm_coll_wait(d->shm, last);
+            d->comm_s += wf_now_s() - t0;
+        }
+        return WF_OK;
+    }
     if (!d->mpi)
         return WF_OK;
     double t0 = wf_now_s();
@@ -709,6 +806,11 @@ static wf_status progress(wf_dist *d)
     if (!d->mpi)
         return WF_OK;
     double t0 = wf_now_s();
+    if (d->shm) {
+        wf_shm_coll_progress(d->shm);
+        d->comm_s += wf_now_s() - t0;
+        return WF_OK;
+    }
     int flag = 0;
     MPI_TRY(MPI_Testall(d->ngroups, d->req, &flag, d->stat), "MPI_Testall");
     MPI_TRY(MPI_Testall(d->ngroups, d->ag, &flag, d->stat), "MPI_Testall");
@@ -813,6 +915,13 @@ static wf_status zero_gather_params(wf_dist *d, int k)
     const group *g = &d->groups[k];
     if (!d->mpi)
         return WF_OK;
+    if (d->shm) {
+        float *p = wf_exec_param_block(d->e, NULL) + g->off;
+        int64_t n = g->count / d->nranks;
+        if ((d->tk_ag[k] = wf_shm_coll_allgather(d->shm, p + d->rank * n, p, n)) < 0)
+            return wf_errorf(WF_NOMEM, "out of memory queueing a collective");
+        return WF_OK;
+    }
     MPI_TRY(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, wf_exec_param_block(d->e, NULL) + g->off,
                            (int)(g->count / d->nranks), MPI_FLOAT, d->comm, &d->ag[k]),
             "MPI_Iallgather");
@@ -867,6 +976,13 @@ static wf_status unit_start(wf_dist *d, int k)
         return WF_OK;
     }
     double t0 = wf_now_s();
+    if (d->shm) {
+        if ((d->tk_ag[k] = wf_shm_coll_allgather(d->shm, d->pshard + g->shard_off, buf, n)) < 0)
+            return wf_errorf(WF_NOMEM, "out of memory queueing a collective");
+        wf_shm_coll_progress(d->shm);
+        d->comm_s += wf_now_s() - t0;
+        return WF_OK;
+    }
     MPI_TRY(MPI_Iallgather(d->pshard + g->shard_off, (int)n, MPI_FLOAT, buf, (int)n, MPI_FLOAT, d->comm, &d->ag[k]),
             "MPI_Iallgather");
     d->comm_s += wf_now_s() - t0;
@@ -1056,6 +1172,8 @@ static wf_status dear_start(wf_dist *d, int64_t t, double grad_scale, double sum
 
 wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
 {
+    if (d->shm_st != WF_OK)
+        return d->shm_st;
     wf_status st = issue_rest(d);
     if (st != WF_OK)
         return st;
@@ -1087,6 +1205,8 @@ wf_status wf_dist_end_backward(wf_dist *d, int64_t t, double grad_scale)
 
 wf_status wf_dist_finish_reduce(wf_dist *d)
 {
+    if (d->shm_st != WF_OK)
+        return d->shm_st;
     wf_status st = issue_rest(d);
     return st == WF_OK ? wait_all(d, d->req) : st;
 }
@@ -1275,6 +1395,8 @@ static wf_status hook_after(void *ctx, int op)
 
 void wf_dist_begin_micro(wf_dist *d, int first, int last)
 {
+    if (d->shm_want && d->shm_st == WF_OK)
+        d->shm_st = shm_setup(d);
     d->fwd_active = first;
     d->bwd_active = last;
     if (last) {

@@ -110,6 +110,16 @@ wf_status wf_mpi_watchdog_start(int rank)
     return WF_OK;
 }
 
+/* Waits outside MPI (the shared-memory collectives' spins, shm_coll.c)
+ * under the same watch. */
+void wf_mpi_wait_note(const char *what)
+{
+    if (what)
+        wait_begin(what);
+    else
+        wait_end();
+}
+
 /* ---- the blocking calls, timed ---------------------------------------------------- */
 
 #define TIMED(name, call)                                                                                          \

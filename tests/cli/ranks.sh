@@ -118,7 +118,7 @@ for spec in "2 dp=2" "4 dp=4" "2 pp=2,mbs=2" "2 tp=2"; do
   # The ranks that detect it exit 1; the launcher then kills the stopped
   # rank, and reports 1 or that kill's signal (Hydra: 9) for the job.
   check "n=$n $plan: the job exits non-zero (got $rc)" test $rc -ne 0
-  check "n=$n $plan: the watchdog's line" grep -q "no answer from a peer rank for [0-9]* s (waiting in MPI_" err
+  check "n=$n $plan: the watchdog's line" grep -Eq "no answer from a peer rank for [0-9]* s \(waiting in (MPI_|the shared-memory collectives)" err
   check "n=$n $plan: no weft process left" test -z "$(ours)"
 done
 
