@@ -1314,7 +1314,7 @@ static wf_status setup(wf_spmd *S)
     for (int a = 0; a < S->naxes; a++)
         if (other >> a & 1)
             nother *= S->size[a];
-    wf_dist_config dc = {MPI_COMM_NULL, 0, 1, cs, 1, S->c.cluster, S->zero, &c->optim};
+    wf_dist_config dc = {MPI_COMM_NULL, 0, 1, cs, 1, S->c.cluster, S->zero, &c->optim, 0, {0, 0}};
     if (S->dist_axis >= 0) {
         dc.comm = axis_comm(S, S->dist_axis);
         dc.rank = S->coord[S->dist_axis];

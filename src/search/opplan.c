@@ -271,111 +271,26 @@ done:
     return st;
 }
 
-/* The index of forward op `name` (try `hint` first: files list ops in order). */
-static int find_op(const wf_graph *g, const char *name, int hint)
-{
-    if (hint >= 0 && hint < g->nfwd && strcmp(g->ops[hint].name, name) == 0)
-        return hint;
-    for (int i = 0; i < g->nfwd; i++)
-        if (strcmp(g->ops[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
-static int find_tensor(const wf_graph *g, const char *name)
-{
-    for (int t = 0; t < g->ntensors; t++)
-        if (strcmp(g->tensors[t].name, name) == 0)
-            return t;
-    return -1;
-}
-
 static double default_budget(const wf_cluster *c, double mem_limit_bytes)
 {
     return mem_limit_bytes > 0 ? mem_limit_bytes : c->dev.mem_bytes - c->mem_reserved_bytes;
 }
 
-/* Checks plan against model graph g (built for batch / micro_batches) and
- * fills the arrays of plan_in. */
-static wf_status check_plan(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
-                            const wf_plan_oplevel *plan, const wf_graph *g, wf_mesh *mesh,
-                            int *first, int *choice, wf_sbp *stor, unsigned char *given)
+/* The plan as resolved once (wf_layout_index: every check and every parse
+ * of it is there) read into the arrays of plan_in: the stage cut, each op's
+ * signature index, the storage layouts by stage and tensor. */
+static void plan_arrays(const wf_layout_plan *lp, int pp, int *first, int *choice, wf_sbp *stor,
+                        unsigned char *given)
 {
-    int nf = g->nfwd, nt = g->ntensors;
-    wf_status st = wf_mesh_parse(plan->mesh, c, mesh);
-    if (st)
-        return st;
-    int64_t md = wf_mesh_devices(mesh), have = wf_cluster_devices(c);
-    if (md * plan->pp > have)
-        return wf_errorf(WF_INVAL, "op-level plan: mesh %s x pp=%d needs %lld devices, cluster '%s' has %lld",
-                         plan->mesh, plan->pp, (long long)(md * plan->pp), c->name,
-                         (long long)have);
-    if (plan->pp > nf)
-        return wf_errorf(WF_INVAL, "op-level plan: pp=%d stages for the %d ops of model '%s'", plan->pp, nf,
-                         mc->name);
-    for (int i = 0; i < nf; i++)
-        choice[i] = -1;
-    for (int k = 0; k < plan->nlayouts; k++) {
-        int i = find_op(g, plan->op[k], k);
-        if (i < 0)
-            return wf_errorf(WF_INVAL, "op-level plan: op '%s' is not an op of model '%s'", plan->op[k],
-                             mc->name);
-        int r = wf_sbp_sig_find(g, i, mesh, plan->sig[k]);
-        if (r < 0) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", wf_last_error());
-            return wf_errorf(r == WF_NOMEM ? WF_NOMEM : WF_INVAL,
-                             "op-level plan: %s (micro-batches of %lld samples)", msg,
-                             (long long)(batch / plan->micro_batches));
-        }
-        choice[i] = r;
+    const int nf = lp->graph.nfwd, nt = lp->graph.ntensors;
+    memcpy(first, lp->stage_first, sizeof *first * ((size_t)pp + 1));
+    memcpy(choice, lp->sig_index, sizeof *choice * (size_t)nf);
+    memset(given, 0, (size_t)pp * (size_t)nt);
+    for (int k = 0; k < lp->nstorage; k++) {
+        size_t at = (size_t)lp->storage_stage[k] * nt + (size_t)lp->storage_tensor[k];
+        stor[at] = lp->storage[k];
+        given[at] = 1;
     }
-    for (int i = 0; i < nf; i++)
-        if (choice[i] < 0)
-            return wf_errorf(WF_INVAL, "op-level plan: op '%s' (%s) of model '%s' has no layout",
-                             g->ops[i].name, wf_op_name(g->ops[i].kind), mc->name);
-    first[0] = 0;
-    first[plan->pp] = nf;
-    for (int s = 0; s < plan->pp; s++) {
-        const char *name = plan->stage_first ? plan->stage_first[s] : NULL;
-        if (!name) {
-            if (s > 0)
-                return wf_errorf(WF_INVAL, "op-level plan: stage %d has no first op", s);
-            continue;
-        }
-        int i = find_op(g, name, -1);
-        if (i < 0)
-            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at op '%s', not an op of model '%s'",
-                             s, name, mc->name);
-        if (s == 0 && i != 0)
-            return wf_errorf(WF_INVAL, "op-level plan: stage 0 starts at op '%s', not at the first op '%s'",
-                             name, g->ops[0].name);
-        if (s > 0 && i <= first[s - 1])
-            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at op '%s', not after stage %d's "
-                                       "first op", s, name, s - 1);
-        first[s] = i;
-    }
-    memset(given, 0, (size_t)plan->pp * (size_t)nt);
-    for (int k = 0; k < plan->nstorage; k++) {
-        int s = plan->storage_stage[k];
-        int t = find_tensor(g, plan->tensor[k]);
-        if (t < 0)
-            return wf_errorf(WF_INVAL, "op-level plan: storage of '%s' (stage %d): no such tensor in model "
-                                       "'%s'", plan->tensor[k], s, mc->name);
-        wf_sbp lay;
-        if ((st = wf_sbp_parse(plan->layout[k], mesh->naxes, &lay))) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", wf_last_error());
-            return wf_errorf(WF_FORMAT, "op-level plan: storage of '%s': %s", plan->tensor[k], msg);
-        }
-        const wf_tensor *x = &g->tensors[t];
-        if (!wf_sbp_valid(mesh, x->ndim, x->shape, &lay))
-            return wf_errorf(WF_INVAL, "op-level plan: storage %s of '%s' does not divide its shape on "
-                                       "mesh %s", plan->layout[k], x->name, plan->mesh);
-        stor[(size_t)s * nt + t] = lay;
-        given[(size_t)s * nt + t] = 1;
-    }
-    return WF_OK;
 }
 
 /* One price: the plan's figures from the one cost model (wf_oplevel_plan_cost,
@@ -431,23 +346,29 @@ static int one_price_ctx(const wf_model_config *mc, const wf_cluster *c, wf_cost
     return set_one_price(st, &e, budget, pt);
 }
 
+/* The one price of plan as resolved (lp: its layouts as parsed there). */
 static int one_price(const wf_model_config *mc, const wf_cluster *c, int64_t batch, double budget,
-                     const wf_plan_oplevel *plan, wf_opplan_point *pt)
+                     const wf_plan_oplevel *plan, const wf_layout_plan *lp, wf_opplan_point *pt)
 {
     wf_cost_ctx *ctx = NULL;
-    if (wf_cost_ctx_create(mc, c, &ctx) != WF_OK)
-        ctx = NULL;
-    int ok = one_price_ctx(mc, c, ctx, batch, budget, plan, pt);
+    wf_estimate e;
+    memset(&e, 0, sizeof e);
+    wf_status st = wf_cost_ctx_create(mc, c, &ctx);
+    if (st == WF_OK)
+        st = wf_layout_plan_cost(mc, c, ctx, batch, plan, lp, &e, NULL);
     wf_cost_ctx_free(ctx);
-    return ok;
+    return set_one_price(st, &e, budget, pt);
 }
 
 static void set_levers(wf_opplan_point *pt, int rc, int z, double rc_s);
 
+/* Evaluates plan, resolved once here (wf_layout_index), on the op-level
+ * model, and with `price` also on the one model from the same resolution
+ * (one_price); *g receives the plan's graph. */
 static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
                                const wf_plan_oplevel *plan, double mem_limit_bytes,
                                const wf_oplevel_opts *opts, wf_arena *arena, wf_opplan_point *out,
-                               wf_graph *g, double **op_tc, double **op_comm, int **op_stage)
+                               wf_graph *g, double **op_tc, double **op_comm, int **op_stage, int price)
 {
     memset(out, 0, sizeof *out);
     wf_graph_init(g, mc->name);
@@ -463,14 +384,19 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
         base = *opts;
     else
         wf_oplevel_opts_default(&base);
-    wf_status st = wf_model_build(mc, batch / plan->micro_batches, g);
+    wf_layout_plan lp;
+    int *first = NULL, *choice = NULL;
+    wf_sbp *stor = NULL;
+    unsigned char *given = NULL;
+    wf_status st = wf_layout_index(plan, mc, c, batch, &lp);
     if (st)
-        return st;
-    int nf = g->nfwd, nt = g->ntensors;
-    int *first = malloc(sizeof(int) * ((size_t)plan->pp + 1));
-    int *choice = malloc(sizeof(int) * ((size_t)nf + 1));
-    wf_sbp *stor = malloc(sizeof(wf_sbp) * ((size_t)plan->pp * (size_t)nt + 1));
-    unsigned char *given = malloc((size_t)plan->pp * (size_t)nt + 1);
+        goto done;
+    const wf_graph *lg = &lp.graph;
+    int nf = lg->nfwd, nt = lg->ntensors;
+    first = malloc(sizeof(int) * ((size_t)plan->pp + 1));
+    choice = malloc(sizeof(int) * ((size_t)nf + 1));
+    stor = malloc(sizeof(wf_sbp) * ((size_t)plan->pp * (size_t)nt + 1));
+    given = malloc((size_t)plan->pp * (size_t)nt + 1);
     out->stages = wf_arena_alloc(arena, sizeof(wf_opplan_stage) * (size_t)plan->pp);
     if (!first || !choice || !stor || !given || !out->stages) {
         st = wf_errorf(WF_NOMEM, "op-level plan: out of memory");
@@ -479,9 +405,9 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
     out->nstages = plan->pp;
     plan_in in;
     memset(&in, 0, sizeof in);
-    if ((st = check_plan(mc, c, batch, plan, g, &in.mesh, first, choice, stor, given)))
-        goto done;
-    in.g = g;
+    plan_arrays(&lp, plan->pp, first, choice, stor, given);
+    in.mesh = lp.mesh;
+    in.g = lg;
     in.c = c;
     in.pp = plan->pp;
     in.m = plan->micro_batches;
@@ -511,8 +437,14 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
             set_levers(out, kp.recompute == WF_RECOMPUTE_FULL, kp.zero, 0);
         else
             wf_clear_error();
+        if (price)
+            one_price(mc, c, batch, in.budget, plan, &lp, out);
     }
 done:
+    /* The graph goes to the caller; the rest of the resolution is freed. */
+    *g = lp.graph;
+    wf_graph_init(&lp.graph, mc->name);
+    wf_layout_plan_free(&lp);
     free(first);
     free(choice);
     free(stor);
@@ -527,7 +459,7 @@ wf_status wf_oplevel_plan_evaluate(const wf_model_config *m, const wf_cluster *c
 {
     wf_graph g;
     wf_status st = evaluate_with(m, c, batch, plan, mem_limit_bytes, opts, arena, out, &g, NULL,
-                                 NULL, NULL);
+                                 NULL, NULL, 0);
     wf_graph_free(&g);
     return st;
 }
@@ -1816,10 +1748,9 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
      * as `weft plan --verify` will. */
     wf_oplevel_opts eo = P.o.oplevel;
     st = evaluate_with(mc, c, batch, &r->best_plan, P.budget, &eo, &r->arena, &r->best, &r->graph,
-                       &r->op_compute_s, &r->op_comm_s, &r->op_stage);
+                       &r->op_compute_s, &r->op_comm_s, &r->op_stage, 1);
     if (st)
         goto out;
-    one_price(mc, c, batch, P.budget, &r->best_plan, &r->best);
     r->best.layouts = &r->best_plan;
     r->has_best = 1;
     if (!r->best.fits)
@@ -1871,9 +1802,8 @@ wf_status wf_opplan_verify(const wf_model_config *mc, const wf_cluster *c, int64
     wf_status st = copy_plan(plan, &r->best_plan);
     if (st == WF_OK)
         st = evaluate_with(mc, c, batch, plan, r->budget_bytes, &o.oplevel, &r->arena, &r->best,
-                           &r->graph, &r->op_compute_s, &r->op_comm_s, &r->op_stage);
+                           &r->graph, &r->op_compute_s, &r->op_comm_s, &r->op_stage, 1);
     if (st == WF_OK) {
-        one_price(mc, c, batch, r->budget_bytes, plan, &r->best);
         r->best.layouts = &r->best_plan;
         r->has_best = 1;
         r->devices = r->best.devices;
