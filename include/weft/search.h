@@ -294,6 +294,11 @@ typedef struct {
                                  reads only the best saves writing each point's plan */
     void (*progress)(double fraction, void *user); /* may be NULL */
     void *progress_user;
+    int descent_starts;       /* candidates descended on the one cost model: 0 the fastest 3 of
+                                 distinct meshes; -1 every single-stage candidate (a search that
+                                 proposes on the one model from each proxy proposal) */
+    int64_t descent_work;     /* the descents' budget in ops costed: 0 the default (200000);
+                                 -1 none */
 } wf_opplan_opts;
 
 void wf_opplan_opts_default(wf_opplan_opts *o);

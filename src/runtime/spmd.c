@@ -939,11 +939,9 @@ static wf_status build_local(wf_spmd *S)
         if (g->tensors[t].producer >= 0)
             continue;
         int found = 0;
-        for (int k = 0; k < S->ol.nstorage && !found; k++)
-            if (strcmp(S->ol.tensor[k], g->tensors[t].name) == 0) {
-                wf_status st = wf_sbp_parse(S->ol.layout[k], S->naxes, &S->layout[t]);
-                if (st != WF_OK)
-                    return st;
+        for (int k = 0; k < S->L.nstorage && !found; k++) /* as resolved (S->L parsed them) */
+            if (strcmp(S->L.graph.tensors[S->L.storage_tensor[k]].name, g->tensors[t].name) == 0) {
+                S->layout[t] = S->L.storage[k];
                 found = 1;
             }
         for (int i = 0; i < nf && !found; i++)

@@ -1288,7 +1288,7 @@ static int one_op_of(const wf_graph *g1, const char *name)
  * nothing. Parameters are kept as their first reader reads them. The
  * result, when the one model prices it better than candidate i, is added
  * as a candidate of its own (same mesh, stages and micro-batches). */
-static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work)
+static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work, int64_t budget)
 {
     cand start = P->cands[i];
     if (!start.pt.one_model || start.pt.pp != 1)
@@ -1338,7 +1338,7 @@ static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work)
             wf_sbp_op_sigs(g1, j, mesh, buf, cap);
             const wf_sbp_sig cur = sig[j];
             int best = -1;
-            for (int x = 0; x < n && *work < DESCENT_WORK; x++) {
+            for (int x = 0; x < n && *work < budget; x++) {
                 if (same_sig_of(&buf[x], &cur, &g1->ops[j], mesh->naxes))
                     continue;
                 *work += g1->nfwd;
@@ -1654,14 +1654,17 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
             /* The fastest DESCENT_STARTS candidates of distinct meshes. */
             int n0 = P.ncands;
             int64_t work = 0;
-            for (int i = 0, done = 0; i < n0 && done < DESCENT_STARTS && work < DESCENT_WORK && st == WF_OK;
-                 i++) {
+            const int starts = P.o.descent_starts > 0 ? P.o.descent_starts
+                             : P.o.descent_starts < 0 ? n0 : DESCENT_STARTS;
+            const int64_t budget = P.o.descent_work > 0 ? P.o.descent_work
+                                 : P.o.descent_work < 0 ? INT64_MAX : DESCENT_WORK;
+            for (int i = 0, done = 0; i < n0 && done < starts && work < budget && st == WF_OK; i++) {
                 int dup = 0;
-                for (int q = 0; q < i && !dup; q++)
+                for (int q = 0; q < i && !dup && P.o.descent_starts >= 0; q++)
                     dup = strcmp(P.cands[q].pt.plan, P.cands[i].pt.plan) == 0;
                 if (dup || !P.cands[i].pt.one_model || P.cands[i].pt.pp != 1)
                     continue;
-                st = descend(&P, ctx, i, &work);
+                st = descend(&P, ctx, i, &work, budget);
                 done++;
             }
         }
