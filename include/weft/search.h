@@ -379,6 +379,10 @@ typedef struct {
     wf_arena arena;
     wf_plan_oplevel *point_plans; /* [npoint_plans] the top's and the frontier's layouts */
     int npoint_plans;
+    int has_resolved;         /* 1: resolved holds best_plan resolved once (wf_layout_index): what
+                                 evaluated and priced the best; a reader takes it from here (or
+                                 moves it out, clearing has_resolved) rather than parse again */
+    wf_layout_plan resolved;
 } wf_opplan_result;
 
 /* Plans model m on cluster c for the global batch. WF_NOFIT (message: the

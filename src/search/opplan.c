@@ -364,11 +364,13 @@ static void set_levers(wf_opplan_point *pt, int rc, int z, double rc_s);
 
 /* Evaluates plan, resolved once here (wf_layout_index), on the op-level
  * model, and with `price` also on the one model from the same resolution
- * (one_price); *g receives the plan's graph. */
+ * (one_price); *g receives the plan's graph, and keep (may be NULL) the
+ * resolution itself when the plan evaluates. */
 static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
                                const wf_plan_oplevel *plan, double mem_limit_bytes,
                                const wf_oplevel_opts *opts, wf_arena *arena, wf_opplan_point *out,
-                               wf_graph *g, double **op_tc, double **op_comm, int **op_stage, int price)
+                               wf_graph *g, double **op_tc, double **op_comm, int **op_stage, int price,
+                               wf_layout_plan *keep)
 {
     memset(out, 0, sizeof *out);
     wf_graph_init(g, mc->name);
@@ -441,10 +443,17 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
             one_price(mc, c, batch, in.budget, plan, &lp, out);
     }
 done:
-    /* The graph goes to the caller; the rest of the resolution is freed. */
-    *g = lp.graph;
-    wf_graph_init(&lp.graph, mc->name);
-    wf_layout_plan_free(&lp);
+    if (keep && st == WF_OK) {
+        /* The resolution goes to the caller whole; its own graph alike. */
+        *keep = lp;
+        if ((st = wf_model_build(mc, batch / plan->micro_batches, g)) != WF_OK)
+            wf_layout_plan_free(keep);
+    } else {
+        /* The graph goes to the caller; the rest of the resolution is freed. */
+        *g = lp.graph;
+        wf_graph_init(&lp.graph, mc->name);
+        wf_layout_plan_free(&lp);
+    }
     free(first);
     free(choice);
     free(stor);
@@ -459,7 +468,7 @@ wf_status wf_oplevel_plan_evaluate(const wf_model_config *m, const wf_cluster *c
 {
     wf_graph g;
     wf_status st = evaluate_with(m, c, batch, plan, mem_limit_bytes, opts, arena, out, &g, NULL,
-                                 NULL, NULL, 0);
+                                 NULL, NULL, 0, NULL);
     wf_graph_free(&g);
     return st;
 }
@@ -1486,6 +1495,8 @@ void wf_opplan_result_free(wf_opplan_result *r)
     wf_plan_oplevel_free(&r->best_plan);
     wf_graph_free(&r->graph);
     wf_arena_free(&r->arena);
+    if (r->has_resolved)
+        wf_layout_plan_free(&r->resolved);
     memset(r, 0, sizeof *r);
 }
 
@@ -1751,9 +1762,10 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
      * as `weft plan --verify` will. */
     wf_oplevel_opts eo = P.o.oplevel;
     st = evaluate_with(mc, c, batch, &r->best_plan, P.budget, &eo, &r->arena, &r->best, &r->graph,
-                       &r->op_compute_s, &r->op_comm_s, &r->op_stage, 1);
+                       &r->op_compute_s, &r->op_comm_s, &r->op_stage, 1, &r->resolved);
     if (st)
         goto out;
+    r->has_resolved = 1;
     r->best.layouts = &r->best_plan;
     r->has_best = 1;
     if (!r->best.fits)
@@ -1776,6 +1788,8 @@ out:
 static wf_status copy_plan(const wf_plan_oplevel *src, wf_plan_oplevel *dst)
 {
     wf_status st = wf_plan_oplevel_set(dst, src->mesh, src->pp, src->micro_batches);
+    if (st == WF_OK) /* the keys too: the levers are priced from them */
+        snprintf(dst->keys, sizeof dst->keys, "%s", src->keys);
     for (int s = 0; st == WF_OK && s < src->pp; s++)
         if (src->stage_first && src->stage_first[s])
             st = wf_plan_oplevel_set_stage(dst, s, src->stage_first[s]);
@@ -1804,9 +1818,10 @@ wf_status wf_opplan_verify(const wf_model_config *mc, const wf_cluster *c, int64
     r->budget_bytes = default_budget(c, o.max_memory_bytes);
     wf_status st = copy_plan(plan, &r->best_plan);
     if (st == WF_OK)
-        st = evaluate_with(mc, c, batch, plan, r->budget_bytes, &o.oplevel, &r->arena, &r->best,
-                           &r->graph, &r->op_compute_s, &r->op_comm_s, &r->op_stage, 1);
+        st = evaluate_with(mc, c, batch, &r->best_plan, r->budget_bytes, &o.oplevel, &r->arena, &r->best,
+                           &r->graph, &r->op_compute_s, &r->op_comm_s, &r->op_stage, 1, &r->resolved);
     if (st == WF_OK) {
+        r->has_resolved = 1; /* it reads r->best_plan's strings, which live as long */
         r->best.layouts = &r->best_plan;
         r->has_best = 1;
         r->devices = r->best.devices;
