@@ -299,6 +299,9 @@ typedef struct {
                                  proposes on the one model from each proxy proposal) */
     int64_t descent_work;     /* the descents' budget in ops costed: 0 the default (200000);
                                  -1 none */
+    int descent_kicks;        /* kicks from the fastest descended plan (1 to 3 ops drawn at
+                                 random, descended again, kept when better; on a budget of their
+                                 own): 0 the default (8), -1 none, else that many */
 } wf_opplan_opts;
 
 void wf_opplan_opts_default(wf_opplan_opts *o);

@@ -1290,14 +1290,85 @@ static int one_op_of(const wf_graph *g1, const char *name)
  * within it, a ResNet-50 (its whole graph) a few thousand. */
 #define DESCENT_WORK 200000
 
+#define DESCENT_KICKS 8 /* kicks from the fastest descended plan (on a work budget of their own) */
+
+static uint64_t next_rand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+/* Op j's signatures on the mesh into *buf (grown as needed): their count,
+ * or a negative wf_status. */
+static int op_sigs(const wf_graph *g1, int j, const wf_mesh *mesh, wf_sbp_sig **buf, int *cap)
+{
+    int n = wf_sbp_op_sigs(g1, j, mesh, NULL, 0);
+    if (n < 0)
+        return n;
+    if (n > *cap) {
+        free(*buf);
+        *cap = 0;
+        if (!(*buf = malloc(sizeof **buf * (size_t)n)))
+            return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        *cap = n;
+    }
+    wf_sbp_op_sigs(g1, j, mesh, *buf, *cap);
+    return n;
+}
+
+/* Sweeps of coordinate descent on coster K from its current signatures,
+ * priced (*bt, *bm): op by op, every signature of the op, the best kept,
+ * until a sweep changes nothing (DESCENT_SWEEPS at most). *moved: 1 when a
+ * signature changed. */
+static wf_status sweeps(planner *P, wf_layout_coster *K, double *bt, double *bm, wf_sbp_sig **buf, int *cap,
+                        int64_t *work, int64_t budget, int *moved)
+{
+    const wf_graph *g1 = wf_layout_coster_graph(K);
+    const wf_mesh *mesh = wf_layout_coster_mesh(K);
+    wf_sbp_sig *sig = wf_layout_coster_sigs(K);
+    wf_estimate e;
+    for (int sweep = 0; sweep < DESCENT_SWEEPS; sweep++) {
+        int any = 0;
+        for (int j = 0; j < g1->nfwd; j++) {
+            int n = op_sigs(g1, j, mesh, buf, cap);
+            if (n < 0)
+                return (wf_status)n;
+            const wf_sbp_sig cur = sig[j];
+            int best = -1;
+            for (int x = 0; x < n && *work < budget; x++) {
+                if (same_sig_of(&(*buf)[x], &cur, &g1->ops[j], mesh->naxes))
+                    continue;
+                *work += g1->nfwd;
+                sig[j] = (*buf)[x];
+                if (wf_layout_coster_cost(K, P->batch, &e) != WF_OK) {
+                    wf_clear_error();
+                    continue;
+                }
+                if (one_better(e.iteration_time_s, e.memory_per_device_bytes, *bt, *bm, P->budget)) {
+                    *bt = e.iteration_time_s;
+                    *bm = e.memory_per_device_bytes;
+                    best = x;
+                }
+            }
+            sig[j] = best >= 0 ? (*buf)[best] : cur;
+            any |= best >= 0;
+        }
+        *moved |= any;
+        if (!any)
+            break;
+    }
+    return WF_OK;
+}
+
 /* Coordinate descent on the one cost model from candidate i's layouts: op
  * by op of the model's cost graph (a transformer's ops of one layer stand
  * for every layer, as the search ties them), every signature of the op on
  * the mesh, the best kept (fitting first, then time), until a sweep changes
- * nothing. Parameters are kept as their first reader reads them. The
+ * nothing; then `kicks` kicks (1 to 3 ops drawn at random from the best,
+ * descended again, kept when better). Parameters are kept as their first reader reads them. The
  * result, when the one model prices it better than candidate i, is added
  * as a candidate of its own (same mesh, stages and micro-batches). */
-static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work, int64_t budget)
+static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work, int64_t budget, int kicks)
 {
     cand start = P->cands[i];
     if (!start.pt.one_model || start.pt.pp != 1)
@@ -1328,47 +1399,45 @@ static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work, int
     }
     double bt = e.iteration_time_s, bm = e.memory_per_device_bytes;
     int changed = 0;
-    for (int sweep = 0; sweep < DESCENT_SWEEPS && st == WF_OK; sweep++) {
-        int moved = 0;
-        for (int j = 0; j < g1->nfwd && st == WF_OK; j++) {
-            int n = wf_sbp_op_sigs(g1, j, mesh, NULL, 0);
-            if (n < 0) {
+    st = sweeps(P, K, &bt, &bm, &buf, &cap, work, budget, &changed);
+    /* Kicks (an iterated local search on the one model): from the best so
+     * far, 1 to 3 ops drawn at random (a fixed sequence per start), descended
+     * again; kept when better. */
+    wf_sbp_sig *best = st == WF_OK ? malloc(sizeof *best * ((size_t)g1->nfwd + 1)) : NULL;
+    if (st == WF_OK && !best)
+        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+    uint64_t seed = 0x9E3779B97F4A7C15ull ^ (uint64_t)i;
+    for (int kick = 0; st == WF_OK && kick < kicks && *work < budget; kick++) {
+        memcpy(best, sig, sizeof *best * (size_t)g1->nfwd);
+        const int nk = 1 + (int)(next_rand(&seed) % 3);
+        for (int q = 0; q < nk && st == WF_OK; q++) {
+            int j = (int)(next_rand(&seed) % (uint64_t)g1->nfwd);
+            int n = op_sigs(g1, j, mesh, &buf, &cap);
+            if (n > 0)
+                sig[j] = buf[next_rand(&seed) % (uint64_t)n];
+            else if (n < 0)
                 st = (wf_status)n;
-                break;
-            }
-            if (n > cap) {
-                free(buf);
-                cap = n;
-                if (!(buf = malloc(sizeof *buf * (size_t)cap))) {
-                    st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
-                    break;
-                }
-            }
-            wf_sbp_op_sigs(g1, j, mesh, buf, cap);
-            const wf_sbp_sig cur = sig[j];
-            int best = -1;
-            for (int x = 0; x < n && *work < budget; x++) {
-                if (same_sig_of(&buf[x], &cur, &g1->ops[j], mesh->naxes))
-                    continue;
-                *work += g1->nfwd;
-                sig[j] = buf[x];
-                if (wf_layout_coster_cost(K, P->batch, &e) != WF_OK) {
-                    wf_clear_error();
-                    continue;
-                }
-                if (one_better(e.iteration_time_s, e.memory_per_device_bytes, bt, bm, P->budget)) {
-                    bt = e.iteration_time_s;
-                    bm = e.memory_per_device_bytes;
-                    best = x;
-                }
-            }
-            sig[j] = best >= 0 ? buf[best] : cur;
-            moved |= best >= 0;
         }
-        changed |= moved;
-        if (!moved)
-            break;
+        double kt = 1e300, km = 1e300;
+        *work += g1->nfwd;
+        if (st == WF_OK && wf_layout_coster_cost(K, P->batch, &e) == WF_OK) {
+            kt = e.iteration_time_s;
+            km = e.memory_per_device_bytes;
+        } else {
+            wf_clear_error();
+        }
+        int moved = 0;
+        if (st == WF_OK)
+            st = sweeps(P, K, &kt, &km, &buf, &cap, work, budget, &moved);
+        if (st == WF_OK && km < 1e300 && one_better(kt, km, bt, bm, P->budget)) {
+            bt = kt;
+            bm = km;
+            changed = 1;
+        } else {
+            memcpy(sig, best, sizeof *best * (size_t)g1->nfwd);
+        }
     }
+    free(best);
     if (st || !changed)
         goto done;
     /* The descended layouts as a candidate: each op's signature index in the
@@ -1675,9 +1744,19 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
                     dup = strcmp(P.cands[q].pt.plan, P.cands[i].pt.plan) == 0;
                 if (dup || !P.cands[i].pt.one_model || P.cands[i].pt.pp != 1)
                     continue;
-                st = descend(&P, ctx, i, &work, budget);
+                st = descend(&P, ctx, i, &work, budget, 0);
                 done++;
             }
+            /* Then kicks from the fastest descended plan, on a budget of their own. */
+            qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_cand);
+            int64_t kwork = 0;
+            const int kicks = P.o.descent_kicks > 0 ? P.o.descent_kicks : P.o.descent_kicks < 0 ? 0 : DESCENT_KICKS;
+            for (int i = 0; i < P.ncands && st == WF_OK && kicks > 0; i++)
+                if (P.cands[i].pt.one_model && P.cands[i].pt.pp == 1 && !P.cands[i].pt.recompute &&
+                    !P.cands[i].pt.zero) {
+                    st = descend(&P, ctx, i, &kwork, budget, kicks);
+                    break;
+                }
         }
         if (st == WF_OK && ctx)
             st = add_levers(&P, ctx);
