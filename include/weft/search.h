@@ -271,7 +271,8 @@ wf_status wf_pipeline_dp(int n, const double *layer_time_s, const double *send_s
  * parallelism on a one-axis mesh) is priced by the one cost model
  * (wf_oplevel_plan_cost: what `weft estimate` of its file reports, on one
  * wf_layout_coster per mesh), the fastest of three distinct meshes are
- * descended op by op on it, and the ranking, the frontier and the best are on
+ * descended op by op on it (the fastest result then kicked: descent_kicks),
+ * and the ranking, the frontier and the best are on
  * it: the fastest that fits, plans the one model prices before those it does
  * not take (priced by the op-level model, as `weft estimate` then prices them),
  * ties to less memory, then to the plan string (docs/planner.md, "Ranking: one
