@@ -98,8 +98,90 @@ static void test_string_and_file_agree(void **state)
     assert_memory_equal(a.level, b.level, sizeof a.level);
     assert_true(b.has_cost);
     assert_int_equal(b.cost.tp, a.cost.tp);
+    /* Each signature's index among the op's on the mesh, as the search and
+     * the runtime index them. */
+    for (int i = 0; i < b.graph.nfwd; i++)
+        assert_int_equal(b.sig_index[i], wf_sbp_sig_find(&b.graph, i, &b.mesh, b.sig_text[i]));
+    /* The file's descriptor and estimate taken from the resolution are the
+     * ones read from the file's text (wf_oplevel_plan_layout/_cost). */
+    wf_cost_layout Lt;
+    wf_plan pt, pr;
+    assert_int_equal(wf_oplevel_plan_layout(&m, &c, ctx, batch, &b.ol, &Lt, &pt), WF_OK);
+    assert_int_equal(Lt.nev, b.cost.nev);
+    assert_memory_equal(Lt.div, b.cost.div, (size_t)Lt.nops * sizeof *Lt.div);
+    assert_memory_equal(Lt.ev, b.cost.ev, (size_t)Lt.nev * sizeof *Lt.ev);
+    wf_cost_layout_free(&Lt);
+    wf_estimate et, er;
+    assert_int_equal(wf_oplevel_plan_cost(&m, &c, ctx, batch, &b.ol, &et, &pt), WF_OK);
+    assert_int_equal(wf_layout_plan_cost(&m, &c, ctx, batch, &b.ol, &b, &er, &pr), WF_OK);
+    assert_true(et.iteration_time_s == er.iteration_time_s);
+    assert_true(et.memory_per_device_bytes == er.memory_per_device_bytes);
+    /* The descriptor's model-parallel groups: the generator's tp axis. */
+    assert_int_equal(b.cost.axis.size, 4);
+    assert_int_equal(b.cost.axis.stride, 1);
     wf_layout_plan_free(&a);
     wf_layout_plan_free(&b);
+    wf_cost_ctx_free(ctx);
+}
+
+/* A mesh of two model-parallel axes (2x2, no data-parallel one): Megatron's
+ * tp=4 layouts with every split made on both axes. The descriptor's
+ * sub-axes are the tp axis's groups split by the generator (outer 2 ranks 2
+ * apart, inner 2 ranks 1 apart), every collective names the sub-axis it runs
+ * on, and the estimate places it there. */
+static void test_two_model_axes(void **state)
+{
+    (void)state;
+    wf_model_config m;
+    wf_cluster c;
+    assert_int_equal(wf_model_lookup("gpt-tiny", &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup("dgx-a100", &c), WF_OK);
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    const int64_t batch = 8;
+    wf_layout_plan a;
+    resolve_ok("dp=1,tp=4,pp=1,mbs=8", &m, &c, batch, ctx, &a);
+    wf_plan_oplevel two;
+    wf_plan_oplevel_init(&two);
+    assert_int_equal(wf_plan_oplevel_set(&two, "2x2", 1, a.ol.micro_batches), WF_OK);
+    snprintf(two.keys, sizeof two.keys, "%s", a.ol.keys);
+    assert_int_equal(wf_plan_oplevel_set_stage(&two, 0, a.ol.stage_first[0]), WF_OK);
+    for (int k = 0; k < a.ol.nlayouts; k++) {
+        char sig[512];
+        snprintf(sig, sizeof sig, "%s|%s", a.ol.sig[k], a.ol.sig[k]);
+        assert_int_equal(wf_plan_oplevel_add_layout(&two, a.ol.op[k], sig), WF_OK);
+    }
+    wf_layout_plan b;
+    wf_status st = wf_layout_index(&two, &m, &c, batch, &b);
+    if (st != WF_OK)
+        fail_msg("%s", wf_last_error());
+    wf_cost_layout L;
+    wf_plan p;
+    st = wf_layout_plan_descriptor(&m, &c, ctx, batch, &two, &b, &L, &p);
+    if (st != WF_OK)
+        fail_msg("%s", wf_last_error());
+    assert_int_equal(L.tp, 4);
+    assert_int_equal(L.nsub, 2);
+    assert_int_equal(L.sub[0].size, 2);
+    assert_int_equal(L.sub[0].stride, 2);
+    assert_int_equal(L.sub[1].size, 2);
+    assert_int_equal(L.sub[1].stride, 1);
+    int on[3] = {0, 0, 0};
+    for (int k = 0; k < L.nev; k++) {
+        assert_true(L.ev[k].sub >= 0 && L.ev[k].sub <= 2);
+        on[L.ev[k].sub]++;
+        wf_axis_ranks r = wf_cost_event_ranks(&L, &L.ev[k]);
+        const wf_axis_ranks want = L.ev[k].sub ? L.sub[L.ev[k].sub - 1] : L.axis;
+        assert_int_equal(r.size, want.size);
+        assert_int_equal(r.stride, want.stride);
+    }
+    /* Megatron's all-reduces, once per sub-axis. */
+    assert_true(on[1] > 0 && on[1] == on[2]);
+    assert_int_equal(on[0], 0);
+    wf_cost_layout_free(&L);
+    wf_layout_plan_free(&b);
+    wf_plan_oplevel_free(&two);
+    wf_layout_plan_free(&a);
     wf_cost_ctx_free(ctx);
 }
 
@@ -209,6 +291,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_string_and_file_agree),
+        cmocka_unit_test(test_two_model_axes),
         cmocka_unit_test(test_generic_and_errors),
         cmocka_unit_test(test_plan_key_table),
         cmocka_unit_test(test_interlaced),

@@ -164,6 +164,35 @@ static void test_comm_candidates(void **state)
     assert_int_equal(wf_comm_candidates(1, 4.0, c, 5), 5);
 }
 
+/* The inverse of a join: a tp group of 8 read as an outer sub-axis of 4 and
+ * an inner one of 2 (an op-level mesh 4x2 of model-parallel axes) is the
+ * generator's tp and cp axes of sizes 2 and 4 (the join of which is the
+ * group), and joining them back gives the group. */
+static void test_axis_split(void **state)
+{
+    (void)state;
+    wf_axis_ranks ax[WF_AXIS_COUNT], sub[2];
+    wf_rank_axes_dense(8, 1, 2, 3, ax);
+    wf_rank_axis_split(ax[WF_AXIS_TP], 2, sub);
+    const int64_t size[WF_AXIS_COUNT] = {2, 4, 1, 2, 3};
+    wf_axis_ranks fine[WF_AXIS_COUNT];
+    wf_rank_generator(size, fine);
+    assert_int_equal(sub[1].size, fine[WF_AXIS_TP].size);
+    assert_int_equal(sub[1].stride, fine[WF_AXIS_TP].stride);
+    assert_int_equal(sub[0].size, fine[WF_AXIS_CP].size);
+    assert_int_equal(sub[0].stride, fine[WF_AXIS_CP].stride);
+    wf_axis_ranks j = wf_rank_axes_join(fine, WF_AXIS_TP, WF_AXIS_CP);
+    assert_int_equal(j.size, ax[WF_AXIS_TP].size);
+    assert_int_equal(j.stride, ax[WF_AXIS_TP].stride);
+    /* A split of a strided axis (dp of tp = 4: stride 4) keeps its stride inside. */
+    wf_rank_axes_dense(4, 1, 6, 1, ax);
+    wf_rank_axis_split(ax[WF_AXIS_DP], 3, sub);
+    assert_int_equal(sub[1].size, 3);
+    assert_int_equal(sub[1].stride, 4);
+    assert_int_equal(sub[0].size, 2);
+    assert_int_equal(sub[0].stride, 12);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +200,7 @@ int main(void)
         cmocka_unit_test(test_docstring_example),
         cmocka_unit_test(test_join_and_experts),
         cmocka_unit_test(test_comm_candidates),
+        cmocka_unit_test(test_axis_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -236,13 +236,14 @@ typedef struct {
     int at;                /* the context op it belongs to (its reader; the pipeline stage that
                               pays it in models other than transformers); -1 none (the end of
                               its section) */
-    int64_t gsize, gstride;/* its group: gsize devices gstride apart (a sub-axis of a mesh whose
-                              two axes are both model-parallel); 0: the whole model-parallel axis
-                              (tp devices, stride 1) */
+    int sub;               /* its group: 0 the whole model-parallel axis (wf_cost_layout.axis);
+                              1 + k sub-axis k (wf_cost_layout.sub[k]) of a mesh whose two axes
+                              are both model-parallel */
 } wf_cost_event;
 
 typedef struct {
     int tp;                 /* devices on the model-parallel axis (1: none) */
+    wf_axis_ranks axis;     /* its rank groups: the tp axis of plan.h's one generator */
     int sp;                 /* activations at a layer boundary are split on it (pipeline sends
                                of 1/tp without a gather: Megatron's sequence parallelism) */
     int nops;               /* the context's ops */
@@ -269,10 +270,10 @@ typedef struct {
                                               replicated weight of a split op: layer norms under
                                               sequence parallelism), all-reduced after backward */
     /* A mesh of two model-parallel axes (no data-parallel one): tp is the whole mesh, and a
-     * weight's gradient may be partial over one sub-axis only; sub k (0 outer, 1 inner) is the
-     * group of sub_size[k] devices sub_stride[k] apart. nsub = 0 otherwise. */
+     * weight's gradient may be partial over one sub-axis only; sub[k] (0 outer, 1 inner) is
+     * the rank groups of sub-axis k, `axis` split by wf_rank_axis_split. nsub = 0 otherwise. */
     int nsub;
-    int64_t sub_size[2], sub_stride[2];
+    wf_axis_ranks sub[2];
     double *sub_grad[2];    /* [nops] models other than transformers: elements reduced over sub k */
     double sec_sub_grad[2][WF_COST_SEC_COUNT]; /* transformers: the same per section */
 } wf_cost_layout;
@@ -281,6 +282,8 @@ typedef struct {
  * axis: every op undivided, no collective. Free with wf_cost_layout_free. */
 wf_status wf_cost_layout_init(const wf_cost_ctx *ctx, int tp, wf_cost_layout *out);
 void wf_cost_layout_free(wf_cost_layout *l);
+/* The rank groups collective e of l runs on (l->axis or l->sub[k]). */
+wf_axis_ranks wf_cost_event_ranks(const wf_cost_layout *l, const wf_cost_event *e);
 /* Appends a collective. */
 wf_status wf_cost_layout_add_event(wf_cost_layout *l, const wf_cost_event *ev);
 /* The descriptor of Megatron-LM's layouts under tensor parallelism tp and

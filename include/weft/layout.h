@@ -116,8 +116,14 @@ typedef struct {
     wf_mesh mesh;                 /* its mesh, parsed once (has_layouts) */
     wf_graph graph;               /* the model's graph at one micro-batch (has_layouts) */
     wf_sbp_sig *sig;              /* [graph.nfwd] each forward op's signature (has_layouts) */
+    int *sig_index;               /* [graph.nfwd] its index among the op's signatures on the mesh
+                                     (wf_sbp_op_sigs; has_layouts) */
     const char **sig_text;        /* [graph.nfwd] each forward op's signature as the plan writes it
                                      (has_layouts; the strings are the op-level form's) */
+    int nstorage;                 /* the op-level form's storage layouts (has_layouts): */
+    wf_sbp *storage;              /* [nstorage] each parsed once */
+    int *storage_tensor;          /* [nstorage] the tensor of graph it keeps */
+    int *storage_stage;           /* [nstorage] the stage it is kept on */
     int nstages;
     int *stage_first;             /* [nstages + 1] first op of each stage, then graph.nfwd
                                      (has_layouts) */
@@ -151,6 +157,16 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
 wf_status wf_layout_index(const wf_plan_oplevel *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch,
                           wf_layout_plan *out);
 void wf_layout_plan_free(wf_layout_plan *p);
+/* wf_oplevel_plan_layout and wf_oplevel_plan_cost of op-level plan ol
+ * already resolved into lp (wf_layout_index or wf_layout_resolve of ol): its
+ * mesh, signatures and storage layouts are read as lp parsed them, nothing
+ * parsed again; the same checks otherwise, the same figures. */
+wf_status wf_layout_plan_descriptor(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                                    const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_cost_layout *out,
+                                    wf_plan *as_plan);
+wf_status wf_layout_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                              const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_estimate *out,
+                              wf_plan *as_plan);
 /* The index of forward op `name` in p->graph, or -1. */
 int wf_layout_op_index(const wf_layout_plan *p, const char *name);
 

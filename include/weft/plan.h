@@ -362,6 +362,12 @@ void wf_rank_axes_expert(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t
 /* Axes lo..hi (adjacent, lo <= hi) as one group: the product of their sizes,
  * the stride of lo. */
 wf_axis_ranks wf_rank_axes_join(const wf_axis_ranks ax[WF_AXIS_COUNT], wf_axis lo, wf_axis hi);
+/* The inverse of a join: one axis's group of a.size ranks read as two
+ * sub-axes, inner (out[1]: `inner` ranks, a's stride) and outer (out[0]:
+ * a.size / inner ranks, stride a.stride x inner), as an op-level mesh of two
+ * model-parallel axes splits the tp group (outer mesh axis first). inner
+ * must divide a.size. */
+void wf_rank_axis_split(wf_axis_ranks a, int64_t inner, wf_axis_ranks out[2]);
 /* Rank r's coordinate on an axis, and the first rank of its group there (the
  * same for every member: a group's colour for MPI_Comm_split). */
 int64_t wf_rank_coord(wf_axis_ranks a, int64_t r);

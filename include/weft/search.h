@@ -271,7 +271,8 @@ wf_status wf_pipeline_dp(int n, const double *layer_time_s, const double *send_s
  * parallelism on a one-axis mesh) is priced by the one cost model
  * (wf_oplevel_plan_cost: what `weft estimate` of its file reports, on one
  * wf_layout_coster per mesh), the fastest of three distinct meshes are
- * descended op by op on it, and the ranking, the frontier and the best are on
+ * descended op by op on it (the fastest result then kicked: descent_kicks),
+ * and the ranking, the frontier and the best are on
  * it: the fastest that fits, plans the one model prices before those it does
  * not take (priced by the op-level model, as `weft estimate` then prices them),
  * ties to less memory, then to the plan string (docs/planner.md, "Ranking: one
@@ -294,6 +295,14 @@ typedef struct {
                                  reads only the best saves writing each point's plan */
     void (*progress)(double fraction, void *user); /* may be NULL */
     void *progress_user;
+    int descent_starts;       /* candidates descended on the one cost model: 0 the fastest 3 of
+                                 distinct meshes; -1 every single-stage candidate (a search that
+                                 proposes on the one model from each proxy proposal) */
+    int64_t descent_work;     /* the descents' budget in ops costed: 0 the default (200000);
+                                 -1 none */
+    int descent_kicks;        /* kicks from the fastest descended plan (1 to 3 ops drawn at
+                                 random, descended again, kept when better; on a budget of their
+                                 own): 0 the default (8), -1 none, else that many */
 } wf_opplan_opts;
 
 void wf_opplan_opts_default(wf_opplan_opts *o);
@@ -374,6 +383,10 @@ typedef struct {
     wf_arena arena;
     wf_plan_oplevel *point_plans; /* [npoint_plans] the top's and the frontier's layouts */
     int npoint_plans;
+    int has_resolved;         /* 1: resolved holds best_plan resolved once (wf_layout_index): what
+                                 evaluated and priced the best; a reader takes it from here (or
+                                 moves it out, clearing has_resolved) rather than parse again */
+    wf_layout_plan resolved;
 } wf_opplan_result;
 
 /* Plans model m on cluster c for the global batch. WF_NOFIT (message: the

@@ -5,6 +5,7 @@
  * message names the values that disagree. */
 #include "cli/cli.h"
 #include "weft/cost.h"
+#include "weft/layout.h"
 #include "weft/search.h"
 
 #include <cjson/cJSON.h>
@@ -82,37 +83,38 @@ wf_status wf_cmd_estimate(int argc, char **argv)
     }
     if (st != WF_OK)
         return st;
-    /* An op-level plan file (per-op SBP layouts) is costed by the one cost
-     * model (wf_oplevel_plan_cost: its layouts composed as a whole-model
-     * plan's). Layouts it does not take yet (a non-transformer split by more
-     * than the batch, untied layers) are costed by the op-level search's
-     * model, and the output says so and why. */
-    wf_plan_oplevel ol;
-    wf_plan_oplevel_init(&ol);
+    /* An op-level plan file (per-op SBP layouts) is resolved once
+     * (wf_layout_resolve: its layouts parsed and checked, the descriptor
+     * they give) and costed by the one cost model (wf_estimate_layouts: its
+     * layouts composed as a whole-model plan's). Layouts it does not take
+     * yet (a non-transformer split by more than the batch, untied layers)
+     * are costed by the op-level search's model, and the output says so and
+     * why. */
+    const int oplevel = in.plan && wf_plan_is_oplevel_file(in.plan);
     char ol_text[256] = "";
-    if (in.plan && wf_plan_is_oplevel_file(in.plan)) {
-        wf_plan_meta meta;
-        int is_ol = 0;
-        if ((st = wf_cli_load_model_cluster(in.model, in.cluster, in.batch, &in.mc, &in.c)) != WF_OK ||
-            (st = wf_plan_read_file_any(in.plan, &in.p, &ol, &meta, &is_ol)) != WF_OK) {
-            wf_plan_oplevel_free(&ol);
+    if (oplevel) {
+        if ((st = wf_cli_load_model_cluster(in.model, in.cluster, in.batch, &in.mc, &in.c)) != WF_OK)
             return st;
-        }
-        wf_plan_oplevel_format(&ol, ol_text, sizeof ol_text);
     } else if ((st = wf_cli_load_plan_input(&in, "estimating")) != WF_OK) {
         return st;
     }
 
     wf_cost_ctx *ctx = NULL;
-    if ((st = wf_cost_ctx_create(&in.mc, &in.c, &ctx)) != WF_OK) {
-        wf_plan_oplevel_free(&ol);
+    if ((st = wf_cost_ctx_create(&in.mc, &in.c, &ctx)) != WF_OK)
         return st;
-    }
     wf_estimate e;
     char framework[320];
-    if (ol_text[0]) {
-        st = wf_oplevel_plan_cost(&in.mc, &in.c, ctx, in.batch, &ol, &e, &in.p);
-        wf_plan_oplevel_free(&ol);
+    if (oplevel) {
+        wf_layout_plan lp;
+        st = wf_layout_resolve(in.plan, &in.mc, &in.c, in.batch, ctx, &lp);
+        if (st == WF_OK && !lp.has_cost)
+            st = wf_errorf(WF_INTERNAL, "%s: resolved with no layout descriptor", in.plan);
+        if (st == WF_OK) {
+            wf_plan_oplevel_format(&lp.ol, ol_text, sizeof ol_text);
+            in.p = lp.plan;
+            st = wf_estimate_layouts(ctx, &lp.plan, &lp.cost, in.batch, &e);
+        }
+        wf_layout_plan_free(&lp);
         if (st == WF_INVAL) {
             char why[512];
             snprintf(why, sizeof why, "%s", wf_last_error());

@@ -724,11 +724,16 @@ static const char *short_name(const char *name, int w, char *buf, size_t cap)
  * nothing per op when they do not resolve (a search that found no plan).
  * Freed by the caller. */
 static void ol_resolve(int need, const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                       const wf_opplan_result *r, wf_layout_plan *L)
+                       wf_opplan_result *r, wf_layout_plan *L)
 {
     if (!need) {
         memset(L, 0, sizeof *L);
         wf_plan_oplevel_init(&L->ol);
+        return;
+    }
+    if (r->has_resolved) { /* what evaluated the best: moved out, not parsed again */
+        *L = r->resolved;
+        r->has_resolved = 0;
         return;
     }
     if (wf_layout_index(&r->best_plan, m, c, batch, L) != WF_OK) {

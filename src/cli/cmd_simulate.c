@@ -7,6 +7,7 @@
  * human table goes to stdout; --json prints one object on stdout instead (the
  * table then goes to stderr). */
 #include "cli/cli.h"
+#include "weft/layout.h"
 #include "weft/search.h"
 #include "weft/sim.h"
 
@@ -122,19 +123,24 @@ wf_status wf_cmd_simulate(int argc, char **argv)
  * keys and layouts compose into in->p. */
 static wf_status load_oplevel(wf_cli_plan_input *in, wf_cost_layout *lay, char *text, size_t cap)
 {
-    wf_plan_oplevel ol;
-    wf_plan_oplevel_init(&ol);
-    wf_plan_meta meta;
-    int is_ol = 0;
+    wf_layout_plan lp;
+    memset(&lp, 0, sizeof lp);
+    wf_plan_oplevel_init(&lp.ol);
     wf_cost_ctx *ctx = NULL;
     wf_status st = wf_cli_load_model_cluster(in->model, in->cluster, in->batch, &in->mc, &in->c);
     if (st == WF_OK)
-        st = wf_plan_read_file_any(in->plan, &in->p, &ol, &meta, &is_ol);
-    if (st == WF_OK)
         st = wf_cost_ctx_create(&in->mc, &in->c, &ctx);
     if (st == WF_OK) {
-        wf_plan_oplevel_format(&ol, text, cap);
-        st = wf_oplevel_plan_layout(&in->mc, &in->c, ctx, in->batch, &ol, lay, &in->p);
+        /* Resolved once (wf_layout_resolve): its layouts' descriptor goes to the simulator. */
+        st = wf_layout_resolve(in->plan, &in->mc, &in->c, in->batch, ctx, &lp);
+        if (st == WF_OK && !lp.has_cost)
+            st = wf_errorf(WF_INTERNAL, "%s: resolved with no layout descriptor", in->plan);
+        if (st == WF_OK) {
+            wf_plan_oplevel_format(&lp.ol, text, cap);
+            in->p = lp.plan;
+            *lay = lp.cost;
+            lp.has_cost = 0; /* now the caller's */
+        }
         if (st == WF_INVAL) {
             char why[512];
             snprintf(why, sizeof why, "%s", wf_last_error());
@@ -144,7 +150,7 @@ static wf_status load_oplevel(wf_cli_plan_input *in, wf_cost_layout *lay, char *
     if (st == WF_OK)
         wf_plan_format(&in->p, in->canon, sizeof in->canon);
     wf_cost_ctx_free(ctx);
-    wf_plan_oplevel_free(&ol);
+    wf_layout_plan_free(&lp);
     return st;
 }
 

@@ -40,11 +40,14 @@ typedef struct {
 
 struct wf_alloc {
     blk *b;
-    int64_t n, cap;
+    int64_t n;
+    int cap;       /* wf_grow's capacities (at most INT_MAX elements each) */
     int64_t *dead; /* reusable slots */
-    int64_t ndead, capdead;
+    int64_t ndead;
+    int capdead;
     int64_t *fl[2]; /* free (cached) blocks per pool */
-    int64_t nfl[2], capfl[2];
+    int64_t nfl[2];
+    int capfl[2];
     uint64_t next_addr, cap_bytes;
     wf_alloc_stats st;
 };
@@ -91,21 +94,6 @@ uint64_t wf_alloc_block_size(const wf_alloc *a, int64_t h)
     return h >= 0 && h < a->n && a->b[h].live ? a->b[h].size : 0;
 }
 
-static int grow(void **p, int64_t *cap, int64_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    int64_t c = *cap > 0 ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * elem);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 /* A block slot (reused when one died); -1 when out of host memory. */
 static int64_t new_blk(wf_alloc *a)
 {
@@ -113,7 +101,7 @@ static int64_t new_blk(wf_alloc *a)
     if (a->ndead > 0) {
         i = a->dead[--a->ndead];
     } else {
-        if (grow((void **)&a->b, &a->cap, a->n + 1, sizeof *a->b))
+        if (wf_grow(&a->b, &a->cap, a->n + 1, sizeof *a->b, 64))
             return -1;
         i = a->n++;
     }
@@ -126,7 +114,7 @@ static int64_t new_blk(wf_alloc *a)
 static int kill_blk(wf_alloc *a, int64_t i)
 {
     a->b[i].live = 0;
-    if (grow((void **)&a->dead, &a->capdead, a->ndead + 1, sizeof *a->dead))
+    if (wf_grow(&a->dead, &a->capdead, a->ndead + 1, sizeof *a->dead, 64))
         return -1;
     a->dead[a->ndead++] = i;
     return 0;
@@ -135,7 +123,7 @@ static int kill_blk(wf_alloc *a, int64_t i)
 static int fl_insert(wf_alloc *a, int64_t i)
 {
     int p = a->b[i].pool;
-    if (grow((void **)&a->fl[p], &a->capfl[p], a->nfl[p] + 1, sizeof *a->fl[p]))
+    if (wf_grow(&a->fl[p], &a->capfl[p], a->nfl[p] + 1, sizeof *a->fl[p], 64))
         return -1;
     a->b[i].fpos = a->nfl[p];
     a->fl[p][a->nfl[p]++] = i;

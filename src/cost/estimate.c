@@ -237,13 +237,13 @@ static void fill_section(const wf_cost_ctx *ctx, int s, int64_t b, const wf_cost
      * backward ones, 2 also the forward ones, with userbuffers). */
     double tp_fwd_slow = 0;
     if (t > 1) {
-        wf_group g = wf_group_place(c, t, 1);
         for (int k = 0; k < L->nev; k++) {
             const wf_cost_event *e = &L->ev[k];
             if (e->section != s)
                 continue;
             double n = e->bytes * bb / cp;
-            wf_group sg = e->gsize > 0 ? wf_group_place(c, e->gsize, e->gstride) : g;
+            const wf_axis_ranks r = wf_cost_event_ranks(L, e);
+            wf_group sg = wf_group_place(c, r.size, r.stride);
             double time = e->times * wf_coll_time(c, e->kind, &sg, n);
             double win = 0;
             if (v->tp_overlap >= e->need)
@@ -275,6 +275,9 @@ wf_status wf_cost_layout_init(const wf_cost_ctx *ctx, int tp, wf_cost_layout *ou
     memset(out, 0, sizeof *out);
     int n = ctx->nops > 0 ? ctx->nops : 1;
     out->tp = tp >= 1 ? tp : 1;
+    wf_axis_ranks ax[WF_AXIS_COUNT];
+    wf_rank_axes_dense(out->tp, 1, 1, 1, ax);
+    out->axis = ax[WF_AXIS_TP];
     out->nops = ctx->nops;
     out->input_div = 1;
     out->div = malloc(sizeof(double) * 8 * (size_t)n);
@@ -294,6 +297,11 @@ wf_status wf_cost_layout_init(const wf_cost_ctx *ctx, int tp, wf_cost_layout *ou
         out->mp_grad[i] = out->sub_grad[0][i] = out->sub_grad[1][i] = 0;
     }
     return WF_OK;
+}
+
+wf_axis_ranks wf_cost_event_ranks(const wf_cost_layout *l, const wf_cost_event *e)
+{
+    return e->sub >= 1 && e->sub <= l->nsub ? l->sub[e->sub - 1] : l->axis;
 }
 
 void wf_cost_layout_free(wf_cost_layout *l)
@@ -1154,7 +1162,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
             double ns = Lk[0] * L->sec_sub_grad[j][WF_COST_SEC_LAYER] + L->sec_sub_grad[j][WF_COST_SEC_PRE] +
                         (nst == 1 ? L->sec_sub_grad[j][WF_COST_SEC_POST] : 0);
             if (ns > 0) {
-                wf_group sg = wf_group_place(c, L->sub_size[j], L->sub_stride[j]);
+                wf_group sg = wf_group_place(c, L->sub[j].size, L->sub[j].stride);
                 mp_sync += wf_coll_time(c, WF_COLL_ALLREDUCE, &sg, ns * wf_cost_grad_elem_bytes(ctx));
             }
         }
@@ -1630,11 +1638,11 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
             /* Partial over one sub-axis of a two-axis model-parallel mesh:
              * reduced over that sub-axis's group, after the rest. */
             wf_plan mp = *p;
-            mp.dp = (int)L->sub_size[j];
+            mp.dp = (int)L->sub[j].size;
             mp.zero = 0;
             if (mp.comm.kind == WF_COMM_DEAR)
                 mp.comm.kind = WF_COMM_DDP;
-            wf_group sg = wf_group_place(c, L->sub_size[j], L->sub_stride[j]);
+            wf_group sg = wf_group_place(c, L->sub[j].size, L->sub[j].stride);
             double win = st[k].bwd_window > d.total ? st[k].bwd_window - d.total : 0;
             dp_cost dm = dp_reduce(ctx, &mp, &sg, sp->sub_params[j][k], sp->sub_params[j][k] / 4.0, 0, win,
                                    st[k].fwd_window);

@@ -192,14 +192,14 @@ void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
      * overlaps them. */
     if (L && L->tp > 1) {
         const wf_cluster *c = &ctx->cluster;
-        wf_group g = wf_group_place(c, L->tp, 1);
         const double slowdown = c->overlap_slowdown;
         for (int k = 0; k < L->nev; k++) {
             const wf_cost_event *e = &L->ev[k];
             if (e->at < 0 || e->at >= n)
                 continue;
             int s = stage_of[e->at];
-            wf_group sg = e->gsize > 0 ? wf_group_place(c, e->gsize, e->gstride) : g;
+            const wf_axis_ranks r = wf_cost_event_ranks(L, e);
+            wf_group sg = wf_group_place(c, r.size, r.stride);
             double time = e->times * wf_coll_time(c, e->kind, &sg, e->bytes * bb / (double)ctx->var.cp);
             double win = 0;
             if (ctx->var.tp_overlap >= e->need)

@@ -120,7 +120,8 @@ typedef struct {
                                   product the view feeds) */
     wf_cost_layout *L;
     int at;                 /* the op the next collective belongs to */
-    int64_t gsize, gstride; /* the axis's group when it is one of two model-parallel axes (0: tp) */
+    int sub;                /* the axis's group: 1 + k when it is sub-axis k of two model-parallel
+                               axes (wf_cost_layout.sub[k]), 0: the whole tp axis */
     const int8_t *opv;      /* [ntensors] then, each tensor's layout on the other axis */
     double ot;              /* and that axis's size */
     const int *rd_start, *rd_op, *rd_slot; /* each tensor's forward readers, in op order, with the
@@ -140,8 +141,7 @@ static wf_status event(derive *d, int sec, wf_coll_kind kind, int bwd, double by
     e.times = times;
     e.win = win;
     e.need = need;
-    e.gsize = d->gsize;
-    e.gstride = d->gstride;
+    e.sub = d->sub;
     e.nwop = nops < WF_COST_EVENT_OPS ? nops : WF_COST_EVENT_OPS;
     for (int j = 0; j < e.nwop; j++)
         e.wop[j] = ops[j];
@@ -419,8 +419,30 @@ void wf_layout_coster_levers(wf_layout_coster *k, int recompute_full, int zero)
     k->keys.zero = zero;
 }
 
+/* The forward op of lp's graph named `name` (hint first), or -1. */
+static int resolved_op(const wf_layout_plan *lp, const char *name, int hint)
+{
+    const wf_graph *g = &lp->graph;
+    if (hint >= 0 && hint < g->nfwd && strcmp(g->ops[hint].name, name) == 0)
+        return hint;
+    return wf_layout_op_index(lp, name);
+}
+
+/* The coster of ol; lp (may be NULL) is ol resolved (wf_layout_index): its
+ * mesh, signatures and storage layouts are taken as parsed there. */
+static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                            const wf_plan_oplevel *ol, const wf_layout_plan *lp, int keep_storage,
+                            wf_layout_coster **out);
+
 wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                const wf_plan_oplevel *ol, int keep_storage, wf_layout_coster **out)
+{
+    return coster_new(m, c, ctx, batch, ol, NULL, keep_storage, out);
+}
+
+static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                            const wf_plan_oplevel *ol, const wf_layout_plan *lp, int keep_storage,
+                            wf_layout_coster **out)
 {
     *out = NULL;
     wf_layout_coster *k = calloc(1, sizeof *k);
@@ -438,7 +460,13 @@ wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf
                        (long long)ol->micro_batches, (long long)batch);
         goto fail;
     }
-    if ((st = wf_mesh_parse(ol->mesh, c, &k->mesh)) != WF_OK)
+    if (lp && (!lp->has_layouts || lp->graph.nfwd < 1)) {
+        st = wf_errorf(WF_INTERNAL, "op-level plan: costed from a resolved plan with no layouts");
+        goto fail;
+    }
+    if (lp)
+        k->mesh = lp->mesh;
+    else if ((st = wf_mesh_parse(ol->mesh, c, &k->mesh)) != WF_OK)
         goto fail;
     if (wf_model_is_moe(m) && wf_model_is_transformer(m)) {
         st = wf_errorf(WF_INVAL, "mixture of experts '%s': costed as the whole-model plan its layouts raise to",
@@ -474,17 +502,28 @@ wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf
     if (k->transformer && (st = check_tied(m, ol, g)) != WF_OK)
         goto fail;
     for (int i = 0; i < g->nfwd && st == WF_OK; i++) {
-        const char *text = wf_plan_oplevel_layout_of(ol, g->ops[i].name);
-        if (!text) {
-            st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g->ops[i].name);
-            break;
+        if (lp) {
+            /* As resolved: the op of the whole graph of the same name (a
+             * transformer's one-layer graph names its layer's ops as layer 0's). */
+            int j = resolved_op(lp, g->ops[i].name, i);
+            if (j < 0) {
+                st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g->ops[i].name);
+                break;
+            }
+            k->sig[i] = lp->sig[j];
+        } else {
+            const char *text = wf_plan_oplevel_layout_of(ol, g->ops[i].name);
+            if (!text) {
+                st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g->ops[i].name);
+                break;
+            }
+            int x = wf_sbp_sig_find(g, i, &k->mesh, text);
+            if (x < 0) {
+                st = (wf_status)x;
+                break;
+            }
+            st = wf_sbp_sig_parse(text, g->ops[i].nin, g->ops[i].nout, k->mesh.naxes, &k->sig[i]);
         }
-        int x = wf_sbp_sig_find(g, i, &k->mesh, text);
-        if (x < 0) {
-            st = (wf_status)x;
-            break;
-        }
-        st = wf_sbp_sig_parse(text, g->ops[i].nin, g->ops[i].nout, k->mesh.naxes, &k->sig[i]);
         wf_cost_op_info oi;
         if (st == WF_OK)
             st = wf_cost_op_info_of(ctx, i, &oi);
@@ -527,7 +566,14 @@ wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf
         free(fill);
     }
     /* The parameters' storage, as given (the last entry naming a tensor wins). */
-    for (int q = 0; keep_storage && q < ol->nstorage; q++)
+    for (int q = 0; lp && keep_storage && q < lp->nstorage; q++)
+        for (int x = 0; x < g->ntensors; x++)
+            if (g->tensors[x].role == WF_ROLE_PARAM &&
+                strcmp(lp->graph.tensors[lp->storage_tensor[q]].name, g->tensors[x].name) == 0) {
+                k->stor[x] = lp->storage[q];
+                k->stor_has[x] = 1;
+            }
+    for (int q = 0; !lp && keep_storage && q < ol->nstorage; q++)
         for (int x = 0; x < g->ntensors; x++)
             if (g->tensors[x].role == WF_ROLE_PARAM && strcmp(ol->tensor[q], g->tensors[x].name) == 0) {
                 wf_sbp sl;
@@ -642,11 +688,9 @@ static wf_status coster_derive(wf_layout_coster *K, wf_cost_layout *out, wf_plan
             goto done;
         }
         if (nmp == 2) {
+            /* The tp axis's groups (outer mesh axis first) read as its two sub-axes. */
             L.nsub = 2;
-            for (int k = 0; k < 2; k++) {
-                L.sub_size[k] = mesh.size[mpax[k]];
-                L.sub_stride[k] = k == 0 ? mesh.size[mpax[1]] : 1;
-            }
+            wf_rank_axis_split(L.axis, mesh.size[mpax[1]], L.sub);
         }
         /* The layer's output: the tensor of the layer read after it. */
         int lay_out = -1, lay_out_op = -1;
@@ -724,7 +768,7 @@ static wf_status coster_derive(wf_layout_coster *K, wf_cost_layout *out, wf_plan
             const int *prod_of = prod_all + k * nt;
             const unsigned char *view = view_all + k * ((size_t)g.nfwd + 1);
             derive d = {&g, sig, sec, a, mesh.naxes, mb, view, &L, 0,
-                        nmp == 2 ? L.sub_size[k] : 0, nmp == 2 ? L.sub_stride[k] : 0,
+                        nmp == 2 ? 1 + k : 0,
                         nmp == 2 ? pv_all + (1 - k) * nt : NULL, nmp == 2 ? (double)mesh.size[mpax[1 - k]] : 1,
                         K->rd_start, K->rd_op, K->rd_slot};
             for (int i = 0; i < g.nfwd; i++) {
@@ -878,8 +922,42 @@ wf_status wf_layout_coster_cost(wf_layout_coster *k, int64_t batch, wf_estimate 
     return st;
 }
 
+static wf_status plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                             const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_cost_layout *out,
+                             wf_plan *as_plan);
+
 wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                  const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan)
+{
+    return plan_layout(m, c, ctx, batch, ol, NULL, out, as_plan);
+}
+
+wf_status wf_layout_plan_descriptor(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                                    const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_cost_layout *out,
+                                    wf_plan *as_plan)
+{
+    return plan_layout(m, c, ctx, batch, ol, lp, out, as_plan);
+}
+
+wf_status wf_layout_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                              const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_estimate *out,
+                              wf_plan *as_plan)
+{
+    wf_cost_layout L;
+    wf_plan p;
+    wf_status st = plan_layout(m, c, ctx, batch, ol, lp, &L, &p);
+    if (st != WF_OK)
+        return st;
+    st = wf_estimate_layouts(ctx, &p, &L, batch, out);
+    wf_cost_layout_free(&L);
+    if (st == WF_OK && as_plan)
+        *as_plan = p;
+    return st;
+}
+
+static wf_status plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                             const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_cost_layout *out,
+                             wf_plan *as_plan)
 {
     memset(out, 0, sizeof *out);
     if (wf_model_is_moe(m) && wf_model_is_transformer(m)) {
@@ -896,7 +974,7 @@ wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, 
         return expert_layout(m, c, ctx, batch, ol, out, as_plan);
     }
     wf_layout_coster *k = NULL;
-    wf_status st = wf_layout_coster_new(m, c, ctx, batch, ol, 1, &k);
+    wf_status st = coster_new(m, c, ctx, batch, ol, lp, 1, &k);
     if (st == WF_OK)
         st = coster_derive(k, out, as_plan);
     wf_layout_coster_free(k);

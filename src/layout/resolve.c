@@ -28,7 +28,11 @@ void wf_layout_plan_free(wf_layout_plan *p)
         wf_graph_free(&p->graph);
     wf_plan_oplevel_free(&p->ol);
     free(p->sig);
+    free(p->sig_index);
     free(p->sig_text);
+    free(p->storage);
+    free(p->storage_tensor);
+    free(p->storage_stage);
     free(p->stage_first);
     free(p->order);
     if (p->has_cost)
@@ -50,9 +54,62 @@ static int group_level(const wf_cluster *c, wf_axis_ranks a)
     return level;
 }
 
-/* The op-level form ol read once: the mesh, each forward op's signature by
- * index (parsed, and checked to be one of the op's on the mesh), the stage
- * cut. */
+/* The index of forward op `name` in g (hint first: files list ops in order), or -1. */
+static int op_named(const wf_graph *g, const char *name, int hint)
+{
+    if (!name)
+        return -1;
+    if (hint >= 0 && hint < g->nfwd && strcmp(g->ops[hint].name, name) == 0)
+        return hint;
+    for (int i = 0; i < g->nfwd; i++)
+        if (strcmp(g->ops[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Op i's signature: text parsed once into out->sig[i], and its index among
+ * the op's signatures on the mesh (wf_sbp_op_sigs) into out->sig_index[i]. */
+static wf_status read_sig(wf_layout_plan *out, int i, const char *text, int64_t mbs)
+{
+    const wf_graph *g = &out->graph;
+    const wf_op *o = &g->ops[i];
+    wf_status st = wf_sbp_sig_parse(text, o->nin, o->nout, out->mesh.naxes, &out->sig[i]);
+    if (st != WF_OK) /* a layout that is no signature of the op: the plan's error */
+        return wf_error_prefix(st == WF_NOMEM ? WF_NOMEM : WF_INVAL, "op-level plan");
+    int n = wf_sbp_op_sigs(g, i, &out->mesh, NULL, 0);
+    if (n < 0)
+        return wf_error_prefix((wf_status)n, "op-level plan");
+    wf_sbp_sig *all = malloc(sizeof *all * ((size_t)n + 1));
+    if (!all)
+        return wf_errorf(WF_NOMEM, "out of memory resolving a plan");
+    wf_sbp_op_sigs(g, i, &out->mesh, all, n);
+    int found = -1;
+    for (int k = 0; k < n && found < 0; k++) {
+        int eq = 1;
+        for (int j = 0; j < o->nin && eq; j++)
+            eq = wf_sbp_equal(&all[k].in[j], &out->sig[i].in[j], out->mesh.naxes);
+        for (int j = 0; j < o->nout && eq; j++)
+            eq = wf_sbp_equal(&all[k].out[j], &out->sig[i].out[j], out->mesh.naxes);
+        if (eq)
+            found = k;
+    }
+    free(all);
+    if (found < 0) {
+        char ms[64];
+        return wf_errorf(WF_INVAL, "op-level plan: op '%s' (%s): signature '%s' is not one of its %d signatures on "
+                         "mesh %s (micro-batches of %lld samples)", o->name, wf_op_name(o->kind), text, n,
+                         wf_mesh_str(&out->mesh, ms, sizeof ms), (long long)mbs);
+    }
+    out->sig_index[i] = found;
+    out->sig_text[i] = text;
+    return WF_OK;
+}
+
+/* The op-level form ol read once, every check of it in one place: the mesh
+ * (and the devices mesh x pp needs), each forward op's signature parsed and
+ * indexed by op (an op the model lacks, an op with no layout, a signature
+ * the op has not on the mesh: named), the stage cut, the storage layouts
+ * (parsed, and checked to divide their tensors). */
 static wf_status index_layouts(wf_layout_plan *out, const wf_plan_oplevel *ol, const wf_model_config *m,
                                const wf_cluster *c, int64_t batch)
 {
@@ -60,43 +117,89 @@ static wf_status index_layouts(wf_layout_plan *out, const wf_plan_oplevel *ol, c
     if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0)
         return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
                          (long long)ol->micro_batches, (long long)batch);
+    if (ol->pp < 1)
+        return wf_errorf(WF_INVAL, "op-level plan: pp=%d stages", ol->pp);
     if ((st = wf_mesh_parse(ol->mesh, c, &out->mesh)) != WF_OK)
         return st;
-    if ((st = wf_model_build(m, batch / ol->micro_batches, &out->graph)) != WF_OK) {
+    const int64_t md = wf_mesh_devices(&out->mesh), have = wf_cluster_devices(c);
+    if (md * ol->pp > have)
+        return wf_errorf(WF_INVAL, "op-level plan: mesh %s x pp=%d needs %lld devices, cluster '%s' has %lld",
+                         ol->mesh, ol->pp, (long long)(md * ol->pp), c->name, (long long)have);
+    const int64_t mbs = batch / ol->micro_batches;
+    if ((st = wf_model_build(m, mbs, &out->graph)) != WF_OK) {
         wf_graph_free(&out->graph);
         return st;
     }
     out->has_layouts = 1;
     const wf_graph *g = &out->graph;
+    if (ol->pp > g->nfwd)
+        return wf_errorf(WF_INVAL, "op-level plan: pp=%d stages for the %d ops of model '%s'", ol->pp, g->nfwd,
+                         m->name);
     out->sig = calloc((size_t)g->nfwd + 1, sizeof *out->sig);
+    out->sig_index = calloc((size_t)g->nfwd + 1, sizeof *out->sig_index);
     out->sig_text = calloc((size_t)g->nfwd + 1, sizeof *out->sig_text);
     out->stage_first = calloc((size_t)ol->pp + 1, sizeof *out->stage_first);
-    if (!out->sig || !out->sig_text || !out->stage_first)
+    out->storage = calloc((size_t)ol->nstorage + 1, sizeof *out->storage);
+    out->storage_tensor = calloc((size_t)ol->nstorage + 1, sizeof *out->storage_tensor);
+    out->storage_stage = calloc((size_t)ol->nstorage + 1, sizeof *out->storage_stage);
+    if (!out->sig || !out->sig_index || !out->sig_text || !out->stage_first || !out->storage ||
+        !out->storage_tensor || !out->storage_stage)
         return wf_errorf(WF_NOMEM, "out of memory resolving a plan");
-    for (int i = 0; i < g->nfwd; i++) {
-        const char *text = wf_plan_oplevel_layout_of(ol, g->ops[i].name);
-        if (!text)
-            return wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g->ops[i].name);
-        out->sig_text[i] = text;
-        if ((st = wf_sbp_sig_parse(text, g->ops[i].nin, g->ops[i].nout, out->mesh.naxes, &out->sig[i])) != WF_OK)
+    /* The layouts in the plan's order (its errors name the first bad one). */
+    for (int k = 0; k < ol->nlayouts; k++) {
+        int i = op_named(g, ol->op[k], k);
+        if (i < 0)
+            return wf_errorf(WF_INVAL, "op-level plan: op '%s' is not an op of model '%s'", ol->op[k], m->name);
+        if ((st = read_sig(out, i, ol->sig[k], mbs)) != WF_OK)
             return st;
-        int k = wf_sbp_sig_find(g, i, &out->mesh, text);
-        if (k < 0)
-            return (wf_status)k;
     }
+    for (int i = 0; i < g->nfwd; i++)
+        if (!out->sig_text[i])
+            return wf_errorf(WF_INVAL, "op-level plan: op '%s' (%s) of model '%s' has no layout", g->ops[i].name,
+                             wf_op_name(g->ops[i].kind), m->name);
     out->nstages = ol->pp;
     for (int s = 0; s < ol->pp; s++) {
         const char *name = ol->stage_first ? ol->stage_first[s] : NULL;
-        int i = s == 0 && !name ? 0 : wf_layout_op_index(out, name);
+        if (!name) {
+            if (s > 0)
+                return wf_errorf(WF_INVAL, "op-level plan: stage %d has no first op", s);
+            continue;
+        }
+        int i = op_named(g, name, -1);
         if (i < 0)
-            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at '%s', no forward op of %s", s,
-                             name ? name : "(none)", m->name);
+            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at op '%s', not an op of model '%s'", s,
+                             name, m->name);
+        if (s == 0 && i != 0)
+            return wf_errorf(WF_INVAL, "op-level plan: stage 0 starts at op '%s', not at the first op '%s'", name,
+                             g->ops[0].name);
         if (s > 0 && i <= out->stage_first[s - 1])
-            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at '%s', not after stage %d's first op", s,
-                             name, s - 1);
+            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at op '%s', not after stage %d's first op",
+                             s, name, s - 1);
         out->stage_first[s] = i;
     }
     out->stage_first[ol->pp] = g->nfwd;
+    /* Storage layouts: parsed once, checked against their tensors. */
+    out->nstorage = ol->nstorage;
+    for (int k = 0; k < ol->nstorage; k++) {
+        int t = -1;
+        for (int x = 0; x < g->ntensors && t < 0; x++)
+            if (strcmp(g->tensors[x].name, ol->tensor[k]) == 0)
+                t = x;
+        if (t < 0)
+            return wf_errorf(WF_INVAL, "op-level plan: storage of '%s' (stage %d): no such tensor in model '%s'",
+                             ol->tensor[k], ol->storage_stage[k], m->name);
+        if ((st = wf_sbp_parse(ol->layout[k], out->mesh.naxes, &out->storage[k])) != WF_OK)
+            return wf_error_prefix(WF_FORMAT, "op-level plan: storage of '%s'", ol->tensor[k]);
+        const wf_tensor *x = &g->tensors[t];
+        if (!wf_sbp_valid(&out->mesh, x->ndim, x->shape, &out->storage[k]))
+            return wf_errorf(WF_INVAL, "op-level plan: storage %s of '%s' does not divide its shape on mesh %s",
+                             ol->layout[k], x->name, ol->mesh);
+        if (ol->storage_stage[k] < 0 || ol->storage_stage[k] >= ol->pp)
+            return wf_errorf(WF_INVAL, "op-level plan: storage of '%s' is for stage %d; the plan has %d", x->name,
+                             ol->storage_stage[k], ol->pp);
+        out->storage_tensor[k] = t;
+        out->storage_stage[k] = ol->storage_stage[k];
+    }
     return WF_OK;
 }
 
@@ -139,7 +242,7 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
     if (out->oplevel) {
         /* The whole-model plan its layouts compose, and their descriptor. */
         if (ctx) {
-            if ((st = wf_oplevel_plan_layout(m, c, ctx, batch, &out->ol, &out->cost, &out->plan)) != WF_OK)
+            if ((st = wf_layout_plan_descriptor(m, c, ctx, batch, &out->ol, out, &out->cost, &out->plan)) != WF_OK)
                 return st;
             out->has_cost = 1;
         } else {
@@ -147,7 +250,7 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
             if ((st = wf_cost_ctx_create(m, c, &own)) != WF_OK)
                 return st;
             wf_cost_layout L;
-            st = wf_oplevel_plan_layout(m, c, own, batch, &out->ol, &L, &out->plan);
+            st = wf_layout_plan_descriptor(m, c, own, batch, &out->ol, out, &L, &out->plan);
             if (st == WF_OK)
                 wf_cost_layout_free(&L);
             wf_cost_ctx_free(own);

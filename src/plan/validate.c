@@ -299,6 +299,16 @@ wf_axis_ranks wf_rank_axes_join(const wf_axis_ranks ax[WF_AXIS_COUNT], wf_axis l
     return j;
 }
 
+void wf_rank_axis_split(wf_axis_ranks a, int64_t inner, wf_axis_ranks out[2])
+{
+    if (inner < 1)
+        inner = 1;
+    out[1].size = inner;
+    out[1].stride = a.stride;
+    out[0].size = a.size / inner >= 1 ? a.size / inner : 1;
+    out[0].stride = a.stride * inner;
+}
+
 int64_t wf_rank_coord(wf_axis_ranks a, int64_t r)
 {
     return r / a.stride % a.size;

@@ -22,7 +22,19 @@ typedef struct {
     int zero;            /* ZeRO stage 0-3 (docs/runtime.md, "Sharded state"): with zero >= 1 the
                             engine keeps the optimizer (o is NULL) over this rank's shard */
     const wf_optim_config *optim; /* zero >= 1: the optimizer to shard */
+    /* Where the data-parallel group lies among the job's ranks (the timed
+     * schedules price its collectives there): job_ranks, the job's ranks
+     * (0: nranks), and group, the data-parallel axis's rank groups from
+     * plan.h's one generator (size 0: all the job's ranks, stride 1 -- a
+     * replica engine's). A pipeline's is {dp, tp}: a stage's data-parallel
+     * ranks are tp apart. */
+    int64_t job_ranks;
+    wf_axis_ranks group;
 } wf_dist_config;
+
+/* The cluster the timed schedules price on (wf_cluster_of_job of the job's
+ * ranks) and the data-parallel group laid on it, from c's job_ranks and group. */
+wf_status wf_dist_group_place(const wf_dist_config *c, wf_cluster *cl, wf_group *g);
 
 /* Groups the gradients for the schedule (weft/sched.h's wf_sched_build),
  * lays the gradient block out so that each group is contiguous (dear: padded

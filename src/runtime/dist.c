@@ -421,6 +421,35 @@ const char *wf_dist_transport(const wf_dist *d)
     return !d->mpi ? "none" : d->shm ? "shm" : "mpi";
 }
 
+wf_status wf_dist_group_place(const wf_dist_config *c, wf_cluster *cl, wf_group *g)
+{
+    const int64_t job = c->job_ranks > 0 ? c->job_ranks : c->nranks;
+    wf_axis_ranks a = c->group;
+    if (a.size < 1) {
+        wf_axis_ranks ax[WF_AXIS_COUNT];
+        wf_rank_axes_dense(1, 1, c->nranks, 1, ax);
+        a = ax[WF_AXIS_DP];
+    }
+    if (a.size != c->nranks || a.stride < 1 || (a.size - 1) * a.stride >= job)
+        return wf_errorf(WF_INTERNAL, "data-parallel group of %lld ranks %lld apart in a job of %lld ranks "
+                         "(the engine has %d)", (long long)a.size, (long long)a.stride, (long long)job, c->nranks);
+    if (job > INT32_MAX)
+        return wf_errorf(WF_INVAL, "a job of %lld ranks", (long long)job);
+    wf_status st = wf_cluster_of_job(c->cluster, (int)job, cl);
+    if (st != WF_OK)
+        return st;
+    /* A job wider than the cluster's devices shares them: the group then
+     * spans what the cluster has. */
+    const int64_t devs = wf_cluster_devices(cl);
+    int64_t size = a.size, stride = a.stride;
+    if ((size - 1) * stride >= devs) {
+        stride = stride < devs ? stride : 1;
+        size = (devs - 1) / stride + 1 < size ? (devs - 1) / stride + 1 : size;
+    }
+    *g = wf_group_place(cl, size, stride);
+    return WF_OK;
+}
+
 wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_dist **out)
 {
     *out = NULL;
@@ -443,11 +472,9 @@ wf_status wf_dist_create(wf_exec *e, wf_optim *o, const wf_dist_config *c, wf_di
     coll_ctx cc;
     memset(&cc, 0, sizeof cc);
     if (timed) {
-        wf_status cst = wf_cluster_of_job(c->cluster, c->nranks, &cc.cl);
+        wf_status cst = wf_dist_group_place(c, &cc.cl, &cc.g);
         if (cst != WF_OK)
             return cst;
-        int64_t devs = wf_cluster_devices(&cc.cl);
-        cc.g = wf_group_place(&cc.cl, c->nranks <= devs ? c->nranks : devs, 1);
     }
     wf_dist *d = calloc(1, sizeof *d);
     if (!d)

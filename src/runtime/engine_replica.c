@@ -226,7 +226,7 @@ static wf_status setup(replica *r)
     /* ZeRO: the engine keeps the optimizer over this rank's shard. */
     if (!plan->zero && (st = wf_optim_create(&c->optim, r->e, &r->o)) != WF_OK)
         return st;
-    wf_dist_config dc = {r->a.comm, r->a.rank, r->a.nranks, cs, plan->overlap, c->cluster, plan->zero, &c->optim};
+    wf_dist_config dc = {r->a.comm, r->a.rank, r->a.nranks, cs, plan->overlap, c->cluster, plan->zero, &c->optim, 0, {0, 0}};
     if ((st = wf_dist_create(r->e, r->o, &dc, &r->d)) != WF_OK)
         return st;
     /* The loader feeds the input named ids (else the first data input) and

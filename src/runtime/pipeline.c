@@ -531,7 +531,10 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
     /* ZeRO: the engine keeps the optimizer over this rank's shard of the stage's data-parallel group. */
     if (!c->plan->zero && (st = wf_optim_create(c->optim, ch->e, &ch->o)) != WF_OK)
         return st;
-    wf_dist_config dc = {p->dpcomm, p->dpi, p->dp, c->sched, c->overlap, c->cluster, c->plan->zero, c->optim};
+    wf_axis_ranks ax[WF_AXIS_COUNT]; /* the stage's data-parallel group: dp ranks tp apart */
+    wf_rank_axes_dense(p->tp, 1, p->dp, p->pp, ax);
+    wf_dist_config dc = {p->dpcomm, p->dpi, p->dp, c->sched, c->overlap, c->cluster, c->plan->zero, c->optim,
+                         (int64_t)p->tp * p->dp * p->pp, ax[WF_AXIS_DP]};
     if ((st = wf_dist_create(ch->e, ch->o, &dc, &ch->d)) != WF_OK)
         return st;
     /* The clipping norm counts each float of the gradient block once over

@@ -939,11 +939,9 @@ static wf_status build_local(wf_spmd *S)
         if (g->tensors[t].producer >= 0)
             continue;
         int found = 0;
-        for (int k = 0; k < S->ol.nstorage && !found; k++)
-            if (strcmp(S->ol.tensor[k], g->tensors[t].name) == 0) {
-                wf_status st = wf_sbp_parse(S->ol.layout[k], S->naxes, &S->layout[t]);
-                if (st != WF_OK)
-                    return st;
+        for (int k = 0; k < S->L.nstorage && !found; k++) /* as resolved (S->L parsed them) */
+            if (strcmp(S->L.graph.tensors[S->L.storage_tensor[k]].name, g->tensors[t].name) == 0) {
+                S->layout[t] = S->L.storage[k];
                 found = 1;
             }
         for (int i = 0; i < nf && !found; i++)
@@ -1314,7 +1312,7 @@ static wf_status setup(wf_spmd *S)
     for (int a = 0; a < S->naxes; a++)
         if (other >> a & 1)
             nother *= S->size[a];
-    wf_dist_config dc = {MPI_COMM_NULL, 0, 1, cs, 1, S->c.cluster, S->zero, &c->optim};
+    wf_dist_config dc = {MPI_COMM_NULL, 0, 1, cs, 1, S->c.cluster, S->zero, &c->optim, 0, {0, 0}};
     if (S->dist_axis >= 0) {
         dc.comm = axis_comm(S, S->dist_axis);
         dc.rank = S->coord[S->dist_axis];

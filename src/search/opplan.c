@@ -271,111 +271,26 @@ done:
     return st;
 }
 
-/* The index of forward op `name` (try `hint` first: files list ops in order). */
-static int find_op(const wf_graph *g, const char *name, int hint)
-{
-    if (hint >= 0 && hint < g->nfwd && strcmp(g->ops[hint].name, name) == 0)
-        return hint;
-    for (int i = 0; i < g->nfwd; i++)
-        if (strcmp(g->ops[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
-static int find_tensor(const wf_graph *g, const char *name)
-{
-    for (int t = 0; t < g->ntensors; t++)
-        if (strcmp(g->tensors[t].name, name) == 0)
-            return t;
-    return -1;
-}
-
 static double default_budget(const wf_cluster *c, double mem_limit_bytes)
 {
     return mem_limit_bytes > 0 ? mem_limit_bytes : c->dev.mem_bytes - c->mem_reserved_bytes;
 }
 
-/* Checks plan against model graph g (built for batch / micro_batches) and
- * fills the arrays of plan_in. */
-static wf_status check_plan(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
-                            const wf_plan_oplevel *plan, const wf_graph *g, wf_mesh *mesh,
-                            int *first, int *choice, wf_sbp *stor, unsigned char *given)
+/* The plan as resolved once (wf_layout_index: every check and every parse
+ * of it is there) read into the arrays of plan_in: the stage cut, each op's
+ * signature index, the storage layouts by stage and tensor. */
+static void plan_arrays(const wf_layout_plan *lp, int pp, int *first, int *choice, wf_sbp *stor,
+                        unsigned char *given)
 {
-    int nf = g->nfwd, nt = g->ntensors;
-    wf_status st = wf_mesh_parse(plan->mesh, c, mesh);
-    if (st)
-        return st;
-    int64_t md = wf_mesh_devices(mesh), have = wf_cluster_devices(c);
-    if (md * plan->pp > have)
-        return wf_errorf(WF_INVAL, "op-level plan: mesh %s x pp=%d needs %lld devices, cluster '%s' has %lld",
-                         plan->mesh, plan->pp, (long long)(md * plan->pp), c->name,
-                         (long long)have);
-    if (plan->pp > nf)
-        return wf_errorf(WF_INVAL, "op-level plan: pp=%d stages for the %d ops of model '%s'", plan->pp, nf,
-                         mc->name);
-    for (int i = 0; i < nf; i++)
-        choice[i] = -1;
-    for (int k = 0; k < plan->nlayouts; k++) {
-        int i = find_op(g, plan->op[k], k);
-        if (i < 0)
-            return wf_errorf(WF_INVAL, "op-level plan: op '%s' is not an op of model '%s'", plan->op[k],
-                             mc->name);
-        int r = wf_sbp_sig_find(g, i, mesh, plan->sig[k]);
-        if (r < 0) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", wf_last_error());
-            return wf_errorf(r == WF_NOMEM ? WF_NOMEM : WF_INVAL,
-                             "op-level plan: %s (micro-batches of %lld samples)", msg,
-                             (long long)(batch / plan->micro_batches));
-        }
-        choice[i] = r;
+    const int nf = lp->graph.nfwd, nt = lp->graph.ntensors;
+    memcpy(first, lp->stage_first, sizeof *first * ((size_t)pp + 1));
+    memcpy(choice, lp->sig_index, sizeof *choice * (size_t)nf);
+    memset(given, 0, (size_t)pp * (size_t)nt);
+    for (int k = 0; k < lp->nstorage; k++) {
+        size_t at = (size_t)lp->storage_stage[k] * nt + (size_t)lp->storage_tensor[k];
+        stor[at] = lp->storage[k];
+        given[at] = 1;
     }
-    for (int i = 0; i < nf; i++)
-        if (choice[i] < 0)
-            return wf_errorf(WF_INVAL, "op-level plan: op '%s' (%s) of model '%s' has no layout",
-                             g->ops[i].name, wf_op_name(g->ops[i].kind), mc->name);
-    first[0] = 0;
-    first[plan->pp] = nf;
-    for (int s = 0; s < plan->pp; s++) {
-        const char *name = plan->stage_first ? plan->stage_first[s] : NULL;
-        if (!name) {
-            if (s > 0)
-                return wf_errorf(WF_INVAL, "op-level plan: stage %d has no first op", s);
-            continue;
-        }
-        int i = find_op(g, name, -1);
-        if (i < 0)
-            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at op '%s', not an op of model '%s'",
-                             s, name, mc->name);
-        if (s == 0 && i != 0)
-            return wf_errorf(WF_INVAL, "op-level plan: stage 0 starts at op '%s', not at the first op '%s'",
-                             name, g->ops[0].name);
-        if (s > 0 && i <= first[s - 1])
-            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at op '%s', not after stage %d's "
-                                       "first op", s, name, s - 1);
-        first[s] = i;
-    }
-    memset(given, 0, (size_t)plan->pp * (size_t)nt);
-    for (int k = 0; k < plan->nstorage; k++) {
-        int s = plan->storage_stage[k];
-        int t = find_tensor(g, plan->tensor[k]);
-        if (t < 0)
-            return wf_errorf(WF_INVAL, "op-level plan: storage of '%s' (stage %d): no such tensor in model "
-                                       "'%s'", plan->tensor[k], s, mc->name);
-        wf_sbp lay;
-        if ((st = wf_sbp_parse(plan->layout[k], mesh->naxes, &lay))) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", wf_last_error());
-            return wf_errorf(WF_FORMAT, "op-level plan: storage of '%s': %s", plan->tensor[k], msg);
-        }
-        const wf_tensor *x = &g->tensors[t];
-        if (!wf_sbp_valid(mesh, x->ndim, x->shape, &lay))
-            return wf_errorf(WF_INVAL, "op-level plan: storage %s of '%s' does not divide its shape on "
-                                       "mesh %s", plan->layout[k], x->name, plan->mesh);
-        stor[(size_t)s * nt + t] = lay;
-        given[(size_t)s * nt + t] = 1;
-    }
-    return WF_OK;
 }
 
 /* One price: the plan's figures from the one cost model (wf_oplevel_plan_cost,
@@ -431,23 +346,31 @@ static int one_price_ctx(const wf_model_config *mc, const wf_cluster *c, wf_cost
     return set_one_price(st, &e, budget, pt);
 }
 
+/* The one price of plan as resolved (lp: its layouts as parsed there). */
 static int one_price(const wf_model_config *mc, const wf_cluster *c, int64_t batch, double budget,
-                     const wf_plan_oplevel *plan, wf_opplan_point *pt)
+                     const wf_plan_oplevel *plan, const wf_layout_plan *lp, wf_opplan_point *pt)
 {
     wf_cost_ctx *ctx = NULL;
-    if (wf_cost_ctx_create(mc, c, &ctx) != WF_OK)
-        ctx = NULL;
-    int ok = one_price_ctx(mc, c, ctx, batch, budget, plan, pt);
+    wf_estimate e;
+    memset(&e, 0, sizeof e);
+    wf_status st = wf_cost_ctx_create(mc, c, &ctx);
+    if (st == WF_OK)
+        st = wf_layout_plan_cost(mc, c, ctx, batch, plan, lp, &e, NULL);
     wf_cost_ctx_free(ctx);
-    return ok;
+    return set_one_price(st, &e, budget, pt);
 }
 
 static void set_levers(wf_opplan_point *pt, int rc, int z, double rc_s);
 
+/* Evaluates plan, resolved once here (wf_layout_index), on the op-level
+ * model, and with `price` also on the one model from the same resolution
+ * (one_price); *g receives the plan's graph, and keep (may be NULL) the
+ * resolution itself when the plan evaluates. */
 static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
                                const wf_plan_oplevel *plan, double mem_limit_bytes,
                                const wf_oplevel_opts *opts, wf_arena *arena, wf_opplan_point *out,
-                               wf_graph *g, double **op_tc, double **op_comm, int **op_stage)
+                               wf_graph *g, double **op_tc, double **op_comm, int **op_stage, int price,
+                               wf_layout_plan *keep)
 {
     memset(out, 0, sizeof *out);
     wf_graph_init(g, mc->name);
@@ -463,14 +386,19 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
         base = *opts;
     else
         wf_oplevel_opts_default(&base);
-    wf_status st = wf_model_build(mc, batch / plan->micro_batches, g);
+    wf_layout_plan lp;
+    int *first = NULL, *choice = NULL;
+    wf_sbp *stor = NULL;
+    unsigned char *given = NULL;
+    wf_status st = wf_layout_index(plan, mc, c, batch, &lp);
     if (st)
-        return st;
-    int nf = g->nfwd, nt = g->ntensors;
-    int *first = malloc(sizeof(int) * ((size_t)plan->pp + 1));
-    int *choice = malloc(sizeof(int) * ((size_t)nf + 1));
-    wf_sbp *stor = malloc(sizeof(wf_sbp) * ((size_t)plan->pp * (size_t)nt + 1));
-    unsigned char *given = malloc((size_t)plan->pp * (size_t)nt + 1);
+        goto done;
+    const wf_graph *lg = &lp.graph;
+    int nf = lg->nfwd, nt = lg->ntensors;
+    first = malloc(sizeof(int) * ((size_t)plan->pp + 1));
+    choice = malloc(sizeof(int) * ((size_t)nf + 1));
+    stor = malloc(sizeof(wf_sbp) * ((size_t)plan->pp * (size_t)nt + 1));
+    given = malloc((size_t)plan->pp * (size_t)nt + 1);
     out->stages = wf_arena_alloc(arena, sizeof(wf_opplan_stage) * (size_t)plan->pp);
     if (!first || !choice || !stor || !given || !out->stages) {
         st = wf_errorf(WF_NOMEM, "op-level plan: out of memory");
@@ -479,9 +407,9 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
     out->nstages = plan->pp;
     plan_in in;
     memset(&in, 0, sizeof in);
-    if ((st = check_plan(mc, c, batch, plan, g, &in.mesh, first, choice, stor, given)))
-        goto done;
-    in.g = g;
+    plan_arrays(&lp, plan->pp, first, choice, stor, given);
+    in.mesh = lp.mesh;
+    in.g = lg;
     in.c = c;
     in.pp = plan->pp;
     in.m = plan->micro_batches;
@@ -511,8 +439,21 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
             set_levers(out, kp.recompute == WF_RECOMPUTE_FULL, kp.zero, 0);
         else
             wf_clear_error();
+        if (price)
+            one_price(mc, c, batch, in.budget, plan, &lp, out);
     }
 done:
+    if (keep && st == WF_OK) {
+        /* The resolution goes to the caller whole; its own graph alike. */
+        *keep = lp;
+        if ((st = wf_model_build(mc, batch / plan->micro_batches, g)) != WF_OK)
+            wf_layout_plan_free(keep);
+    } else {
+        /* The graph goes to the caller; the rest of the resolution is freed. */
+        *g = lp.graph;
+        wf_graph_init(&lp.graph, mc->name);
+        wf_layout_plan_free(&lp);
+    }
     free(first);
     free(choice);
     free(stor);
@@ -527,7 +468,7 @@ wf_status wf_oplevel_plan_evaluate(const wf_model_config *m, const wf_cluster *c
 {
     wf_graph g;
     wf_status st = evaluate_with(m, c, batch, plan, mem_limit_bytes, opts, arena, out, &g, NULL,
-                                 NULL, NULL);
+                                 NULL, NULL, 0, NULL);
     wf_graph_free(&g);
     return st;
 }
@@ -1349,14 +1290,85 @@ static int one_op_of(const wf_graph *g1, const char *name)
  * within it, a ResNet-50 (its whole graph) a few thousand. */
 #define DESCENT_WORK 200000
 
+#define DESCENT_KICKS 8 /* kicks from the fastest descended plan (on a work budget of their own) */
+
+static uint64_t next_rand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+/* Op j's signatures on the mesh into *buf (grown as needed): their count,
+ * or a negative wf_status. */
+static int op_sigs(const wf_graph *g1, int j, const wf_mesh *mesh, wf_sbp_sig **buf, int *cap)
+{
+    int n = wf_sbp_op_sigs(g1, j, mesh, NULL, 0);
+    if (n < 0)
+        return n;
+    if (n > *cap) {
+        free(*buf);
+        *cap = 0;
+        if (!(*buf = malloc(sizeof **buf * (size_t)n)))
+            return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+        *cap = n;
+    }
+    wf_sbp_op_sigs(g1, j, mesh, *buf, *cap);
+    return n;
+}
+
+/* Sweeps of coordinate descent on coster K from its current signatures,
+ * priced (*bt, *bm): op by op, every signature of the op, the best kept,
+ * until a sweep changes nothing (DESCENT_SWEEPS at most). *moved: 1 when a
+ * signature changed. */
+static wf_status sweeps(planner *P, wf_layout_coster *K, double *bt, double *bm, wf_sbp_sig **buf, int *cap,
+                        int64_t *work, int64_t budget, int *moved)
+{
+    const wf_graph *g1 = wf_layout_coster_graph(K);
+    const wf_mesh *mesh = wf_layout_coster_mesh(K);
+    wf_sbp_sig *sig = wf_layout_coster_sigs(K);
+    wf_estimate e;
+    for (int sweep = 0; sweep < DESCENT_SWEEPS; sweep++) {
+        int any = 0;
+        for (int j = 0; j < g1->nfwd; j++) {
+            int n = op_sigs(g1, j, mesh, buf, cap);
+            if (n < 0)
+                return (wf_status)n;
+            const wf_sbp_sig cur = sig[j];
+            int best = -1;
+            for (int x = 0; x < n && *work < budget; x++) {
+                if (same_sig_of(&(*buf)[x], &cur, &g1->ops[j], mesh->naxes))
+                    continue;
+                *work += g1->nfwd;
+                sig[j] = (*buf)[x];
+                if (wf_layout_coster_cost(K, P->batch, &e) != WF_OK) {
+                    wf_clear_error();
+                    continue;
+                }
+                if (one_better(e.iteration_time_s, e.memory_per_device_bytes, *bt, *bm, P->budget)) {
+                    *bt = e.iteration_time_s;
+                    *bm = e.memory_per_device_bytes;
+                    best = x;
+                }
+            }
+            sig[j] = best >= 0 ? (*buf)[best] : cur;
+            any |= best >= 0;
+        }
+        *moved |= any;
+        if (!any)
+            break;
+    }
+    return WF_OK;
+}
+
 /* Coordinate descent on the one cost model from candidate i's layouts: op
  * by op of the model's cost graph (a transformer's ops of one layer stand
  * for every layer, as the search ties them), every signature of the op on
  * the mesh, the best kept (fitting first, then time), until a sweep changes
- * nothing. Parameters are kept as their first reader reads them. The
+ * nothing; then `kicks` kicks (1 to 3 ops drawn at random from the best,
+ * descended again, kept when better). Parameters are kept as their first reader reads them. The
  * result, when the one model prices it better than candidate i, is added
  * as a candidate of its own (same mesh, stages and micro-batches). */
-static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work)
+static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work, int64_t budget, int kicks)
 {
     cand start = P->cands[i];
     if (!start.pt.one_model || start.pt.pp != 1)
@@ -1387,47 +1399,45 @@ static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work)
     }
     double bt = e.iteration_time_s, bm = e.memory_per_device_bytes;
     int changed = 0;
-    for (int sweep = 0; sweep < DESCENT_SWEEPS && st == WF_OK; sweep++) {
-        int moved = 0;
-        for (int j = 0; j < g1->nfwd && st == WF_OK; j++) {
-            int n = wf_sbp_op_sigs(g1, j, mesh, NULL, 0);
-            if (n < 0) {
+    st = sweeps(P, K, &bt, &bm, &buf, &cap, work, budget, &changed);
+    /* Kicks (an iterated local search on the one model): from the best so
+     * far, 1 to 3 ops drawn at random (a fixed sequence per start), descended
+     * again; kept when better. */
+    wf_sbp_sig *best = st == WF_OK ? malloc(sizeof *best * ((size_t)g1->nfwd + 1)) : NULL;
+    if (st == WF_OK && !best)
+        st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+    uint64_t seed = 0x9E3779B97F4A7C15ull ^ (uint64_t)i;
+    for (int kick = 0; st == WF_OK && kick < kicks && *work < budget; kick++) {
+        memcpy(best, sig, sizeof *best * (size_t)g1->nfwd);
+        const int nk = 1 + (int)(next_rand(&seed) % 3);
+        for (int q = 0; q < nk && st == WF_OK; q++) {
+            int j = (int)(next_rand(&seed) % (uint64_t)g1->nfwd);
+            int n = op_sigs(g1, j, mesh, &buf, &cap);
+            if (n > 0)
+                sig[j] = buf[next_rand(&seed) % (uint64_t)n];
+            else if (n < 0)
                 st = (wf_status)n;
-                break;
-            }
-            if (n > cap) {
-                free(buf);
-                cap = n;
-                if (!(buf = malloc(sizeof *buf * (size_t)cap))) {
-                    st = wf_errorf(WF_NOMEM, "op-level planner: out of memory");
-                    break;
-                }
-            }
-            wf_sbp_op_sigs(g1, j, mesh, buf, cap);
-            const wf_sbp_sig cur = sig[j];
-            int best = -1;
-            for (int x = 0; x < n && *work < DESCENT_WORK; x++) {
-                if (same_sig_of(&buf[x], &cur, &g1->ops[j], mesh->naxes))
-                    continue;
-                *work += g1->nfwd;
-                sig[j] = buf[x];
-                if (wf_layout_coster_cost(K, P->batch, &e) != WF_OK) {
-                    wf_clear_error();
-                    continue;
-                }
-                if (one_better(e.iteration_time_s, e.memory_per_device_bytes, bt, bm, P->budget)) {
-                    bt = e.iteration_time_s;
-                    bm = e.memory_per_device_bytes;
-                    best = x;
-                }
-            }
-            sig[j] = best >= 0 ? buf[best] : cur;
-            moved |= best >= 0;
         }
-        changed |= moved;
-        if (!moved)
-            break;
+        double kt = 1e300, km = 1e300;
+        *work += g1->nfwd;
+        if (st == WF_OK && wf_layout_coster_cost(K, P->batch, &e) == WF_OK) {
+            kt = e.iteration_time_s;
+            km = e.memory_per_device_bytes;
+        } else {
+            wf_clear_error();
+        }
+        int moved = 0;
+        if (st == WF_OK)
+            st = sweeps(P, K, &kt, &km, &buf, &cap, work, budget, &moved);
+        if (st == WF_OK && km < 1e300 && one_better(kt, km, bt, bm, P->budget)) {
+            bt = kt;
+            bm = km;
+            changed = 1;
+        } else {
+            memcpy(sig, best, sizeof *best * (size_t)g1->nfwd);
+        }
     }
+    free(best);
     if (st || !changed)
         goto done;
     /* The descended layouts as a candidate: each op's signature index in the
@@ -1554,6 +1564,8 @@ void wf_opplan_result_free(wf_opplan_result *r)
     wf_plan_oplevel_free(&r->best_plan);
     wf_graph_free(&r->graph);
     wf_arena_free(&r->arena);
+    if (r->has_resolved)
+        wf_layout_plan_free(&r->resolved);
     memset(r, 0, sizeof *r);
 }
 
@@ -1722,16 +1734,29 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
             /* The fastest DESCENT_STARTS candidates of distinct meshes. */
             int n0 = P.ncands;
             int64_t work = 0;
-            for (int i = 0, done = 0; i < n0 && done < DESCENT_STARTS && work < DESCENT_WORK && st == WF_OK;
-                 i++) {
+            const int starts = P.o.descent_starts > 0 ? P.o.descent_starts
+                             : P.o.descent_starts < 0 ? n0 : DESCENT_STARTS;
+            const int64_t budget = P.o.descent_work > 0 ? P.o.descent_work
+                                 : P.o.descent_work < 0 ? INT64_MAX : DESCENT_WORK;
+            for (int i = 0, done = 0; i < n0 && done < starts && work < budget && st == WF_OK; i++) {
                 int dup = 0;
-                for (int q = 0; q < i && !dup; q++)
+                for (int q = 0; q < i && !dup && P.o.descent_starts >= 0; q++)
                     dup = strcmp(P.cands[q].pt.plan, P.cands[i].pt.plan) == 0;
                 if (dup || !P.cands[i].pt.one_model || P.cands[i].pt.pp != 1)
                     continue;
-                st = descend(&P, ctx, i, &work);
+                st = descend(&P, ctx, i, &work, budget, 0);
                 done++;
             }
+            /* Then kicks from the fastest descended plan, on a budget of their own. */
+            qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_cand);
+            int64_t kwork = 0;
+            const int kicks = P.o.descent_kicks > 0 ? P.o.descent_kicks : P.o.descent_kicks < 0 ? 0 : DESCENT_KICKS;
+            for (int i = 0; i < P.ncands && st == WF_OK && kicks > 0; i++)
+                if (P.cands[i].pt.one_model && P.cands[i].pt.pp == 1 && !P.cands[i].pt.recompute &&
+                    !P.cands[i].pt.zero) {
+                    st = descend(&P, ctx, i, &kwork, budget, kicks);
+                    break;
+                }
         }
         if (st == WF_OK && ctx)
             st = add_levers(&P, ctx);
@@ -1816,10 +1841,10 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
      * as `weft plan --verify` will. */
     wf_oplevel_opts eo = P.o.oplevel;
     st = evaluate_with(mc, c, batch, &r->best_plan, P.budget, &eo, &r->arena, &r->best, &r->graph,
-                       &r->op_compute_s, &r->op_comm_s, &r->op_stage);
+                       &r->op_compute_s, &r->op_comm_s, &r->op_stage, 1, &r->resolved);
     if (st)
         goto out;
-    one_price(mc, c, batch, P.budget, &r->best_plan, &r->best);
+    r->has_resolved = 1;
     r->best.layouts = &r->best_plan;
     r->has_best = 1;
     if (!r->best.fits)
@@ -1842,6 +1867,8 @@ out:
 static wf_status copy_plan(const wf_plan_oplevel *src, wf_plan_oplevel *dst)
 {
     wf_status st = wf_plan_oplevel_set(dst, src->mesh, src->pp, src->micro_batches);
+    if (st == WF_OK) /* the keys too: the levers are priced from them */
+        snprintf(dst->keys, sizeof dst->keys, "%s", src->keys);
     for (int s = 0; st == WF_OK && s < src->pp; s++)
         if (src->stage_first && src->stage_first[s])
             st = wf_plan_oplevel_set_stage(dst, s, src->stage_first[s]);
@@ -1870,10 +1897,10 @@ wf_status wf_opplan_verify(const wf_model_config *mc, const wf_cluster *c, int64
     r->budget_bytes = default_budget(c, o.max_memory_bytes);
     wf_status st = copy_plan(plan, &r->best_plan);
     if (st == WF_OK)
-        st = evaluate_with(mc, c, batch, plan, r->budget_bytes, &o.oplevel, &r->arena, &r->best,
-                           &r->graph, &r->op_compute_s, &r->op_comm_s, &r->op_stage);
+        st = evaluate_with(mc, c, batch, &r->best_plan, r->budget_bytes, &o.oplevel, &r->arena, &r->best,
+                           &r->graph, &r->op_compute_s, &r->op_comm_s, &r->op_stage, 1, &r->resolved);
     if (st == WF_OK) {
-        one_price(mc, c, batch, r->budget_bytes, plan, &r->best);
+        r->has_resolved = 1; /* it reads r->best_plan's strings, which live as long */
         r->best.layouts = &r->best_plan;
         r->has_best = 1;
         r->devices = r->best.devices;

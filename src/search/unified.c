@@ -210,6 +210,12 @@ static void propose(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *
     po.pp = tf ? 1 : sh->pp;
     po.oplevel.outer_dp = 1;
     po.no_point_layouts = 1;
+    /* No kicks: this search proposes at one micro-batch with no memory
+     * limit, and a plan kicked faster there was found slower at the whole
+     * batch under the budget (tests/test_unified.c, BERT-Large on one V100
+     * per node: op-level layouts at 0.4745 s without kicks; with them the
+     * op-level proposal lost to Megatron's layouts, 0.4981 s). */
+    po.descent_kicks = -1;
     if (opts && opts->seq_dim >= 0)
         po.oplevel.seq_dim = opts->seq_dim;
     /* A transformer's layouts are searched at the shape's micro-batch (mbs

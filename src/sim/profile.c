@@ -471,7 +471,7 @@ static lev *layout_events(const wf_cluster *c, const sim_profile *pr, const wf_c
         const wf_cost_event *e = &L->ev[k];
         ev[k].e = e;
         ev[k].bytes = e->bytes * b / cp;
-        wf_group g = e->gsize > 0 ? wf_group_place(c, e->gsize, e->gstride) : pr->tp_group;
+        wf_group g = e->sub >= 1 && e->sub <= pr->nsub ? pr->sub_group[e->sub - 1] : pr->tp_group;
         ev[k].dur_s = L->tp > 1 ? e->times * wf_coll_time(c, e->kind, &g, ev[k].bytes) : 0;
         ev[k].can_hide = tp_overlap >= e->need && e->win != WF_COST_WIN_NONE;
         ev[k].name = coll_name(e);
@@ -1185,7 +1185,7 @@ wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cl
     out->tp_group = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
     out->nsub = L->nsub;
     for (int j = 0; j < L->nsub; j++)
-        out->sub_group[j] = wf_group_place(c, L->sub_size[j], L->sub_stride[j]);
+        out->sub_group[j] = wf_group_place(c, L->sub[j].size, L->sub[j].stride);
     wf_status st = WF_OK;
     if (op_level && p->tp > 1)
         st = wf_errorf(WF_INVAL, "op-level units need tp=1 (tp=%d)", p->tp);
