@@ -211,7 +211,7 @@ wf_status wf_cost_plan_cut(const wf_model_config *m, const wf_cluster *c, const 
  * divided, and which collectives the axis runs where. The estimate of a
  * whole-model plan composes the descriptor of Megatron's layouts
  * (wf_cost_layout_megatron); an op-level plan's descriptor is derived from
- * its SBP signatures (wf_oplevel_plan_cost in search.h); both are composed
+ * its SBP signatures (wf_layout_cost in search.h); both are composed
  * by the same code (wf_estimate_layouts), so the two can only differ where
  * their layouts differ. */
 

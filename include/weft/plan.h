@@ -274,7 +274,7 @@ wf_status wf_plan_write_file(const char *path, const wf_plan *p, const wf_plan_m
  * the plan but cannot be estimated without the layouts, so whole-model
  * readers (wf_plan_parse, wf_plan_read_file) reject it and the file with a
  * message saying so. Checking against a model and a cluster is the search
- * module's job (wf_oplevel_plan_check in search.h). */
+ * module's job (wf_search_opplan_evaluate in search.h). */
 typedef struct {
     char mesh[64];          /* the mesh of each stage, e.g. "8x8" */
     int pp;                 /* pipeline stages, >= 1 */
@@ -291,43 +291,43 @@ typedef struct {
     char keys[512];         /* the whole-model keys that are not layouts, as a plan string
                                ("recompute=selective,zero=1,vpp=3,sw=megatron-2022"): recompute,
                                zero, overlap, pipe, comm, vpp and the profile's keys; "" = their
-                               defaults (wf_plan_oplevel_keys) */
-} wf_plan_oplevel;
+                               defaults (wf_layout_keys) */
+} wf_layout;
 
-void wf_plan_oplevel_init(wf_plan_oplevel *p);
-void wf_plan_oplevel_free(wf_plan_oplevel *p);
+void wf_layout_init(wf_layout *p);
+void wf_layout_free(wf_layout *p);
 /* Sets mesh, pp (>= 1, <= 4096) and micro-batches; clears the stages. */
-wf_status wf_plan_oplevel_set(wf_plan_oplevel *p, const char *mesh, int pp, int64_t micro_batches);
+wf_status wf_layout_set(wf_layout *p, const char *mesh, int pp, int64_t micro_batches);
 /* Appends an op's signature, a leaf's storage; WF_INVAL naming a repeated name. */
-wf_status wf_plan_oplevel_add_layout(wf_plan_oplevel *p, const char *op, const char *sig);
-wf_status wf_plan_oplevel_add_storage(wf_plan_oplevel *p, int stage, const char *tensor,
+wf_status wf_layout_add_sig(wf_layout *p, const char *op, const char *sig);
+wf_status wf_layout_add_storage(wf_layout *p, int stage, const char *tensor,
                                       const char *layout);
 /* Names the first op of stage s (0 <= s < pp). */
-wf_status wf_plan_oplevel_set_stage(wf_plan_oplevel *p, int s, const char *first_op);
+wf_status wf_layout_set_stage(wf_layout *p, int s, const char *first_op);
 /* Sets the plan's keys from a whole-model plan (every key but the layouts':
  * dp, tp, pp, mbs, sp, cp, ep, etp). */
-wf_status wf_plan_oplevel_set_keys(wf_plan_oplevel *p, const wf_plan *keys);
+wf_status wf_layout_set_keys(wf_layout *p, const wf_plan *keys);
 /* The whole-model plan of the keys (defaults where not given; dp, tp, pp,
  * mbs and sp at their defaults, for the layouts to say). WF_INVAL naming a
  * key that is a layout's, or a bad value. */
-wf_status wf_plan_oplevel_keys(const wf_plan_oplevel *p, wf_plan *out);
+wf_status wf_layout_keys(const wf_layout *p, wf_plan *out);
 /* The signature recorded for op, or NULL. */
-const char *wf_plan_oplevel_layout_of(const wf_plan_oplevel *p, const char *op);
+const char *wf_layout_sig_of(const wf_layout *p, const char *op);
 /* "mesh=8x8,pp=2,micro_batches=8" into buf; returns snprintf's count. */
-int wf_plan_oplevel_format(const wf_plan_oplevel *p, char *buf, size_t cap);
+int wf_layout_format(const wf_layout *p, char *buf, size_t cap);
 
-struct cJSON *wf_plan_oplevel_to_json(const wf_plan_oplevel *p, const wf_plan_meta *meta,
+struct cJSON *wf_layout_to_json(const wf_layout *p, const wf_plan_meta *meta,
                                       const struct cJSON *estimate);
 /* Reads an op-level plan object (ctx names it in messages). */
-wf_status wf_plan_oplevel_from_json(const struct cJSON *j, const char *ctx, wf_plan_oplevel *out,
+wf_status wf_layout_from_json(const struct cJSON *j, const char *ctx, wf_layout *out,
                                     wf_plan_meta *meta);
-wf_status wf_plan_oplevel_write_file(const char *path, const wf_plan_oplevel *p,
+wf_status wf_layout_write_file(const char *path, const wf_layout *p,
                                      const wf_plan_meta *meta, const struct cJSON *estimate);
 /* Reads a plan file of either kind. A whole-model file fills whole and sets
  * *is_oplevel = 0; an op-level file (one with "layouts") fills ol (which must
  * be initialized; may be NULL, and then the file is an error pointing to
  * `weft plan --verify`) and sets *is_oplevel = 1. */
-wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_plan_oplevel *ol,
+wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_layout *ol,
                                 wf_plan_meta *meta, int *is_oplevel);
 /* 1 when text names a readable op-level plan file (no error recorded either way). */
 int wf_plan_is_oplevel_file(const char *text);

@@ -22,15 +22,15 @@ extern "C" {
 /* ---- op-level search ------------------------------------------------------- */
 
 typedef enum {
-    WF_OPLEVEL_AUTO, /* frontier tracking, then coordinate descent from its best
+    WF_SEARCH_OPLEVEL_AUTO, /* frontier tracking, then coordinate descent from its best
                         point and from data parallelism; the best of all */
-    WF_OPLEVEL_CD,   /* coordinate descent only (the frontier: the plans met on
+    WF_SEARCH_OPLEVEL_CD,   /* coordinate descent only (the frontier: the plans met on
                         the way, one per lambda) */
-    WF_OPLEVEL_FT    /* frontier tracking only */
-} wf_oplevel_algo;
+    WF_SEARCH_OPLEVEL_FT    /* frontier tracking only */
+} wf_search_oplevel_algo;
 
 typedef struct {
-    wf_oplevel_algo algo;
+    wf_search_oplevel_algo algo;
     int tie_layers;        /* 1: ops at the same (block, position) share a decision */
     int max_frontier;      /* points kept per partial frontier (memory buckets), >= 2 */
     int max_sweeps;        /* coordinate-descent sweeps per lambda, >= 1 */
@@ -50,7 +50,7 @@ typedef struct {
     int outer_dp;          /* 1: on a mesh of two axes every op takes the data-parallel layout on
                               the outer axis (non-parameter operands split by the batch, a scalar
                               output partial, weights replicated) where it has one: the layouts
-                              the one cost model composes (wf_oplevel_plan_cost) */
+                              the one cost model composes (wf_layout_cost) */
     int op_begin, op_end;  /* the forward ops searched, [op_begin, op_end); 0, 0: all of them.
                               A tensor produced before op_begin arrives (from the previous
                               pipeline stage) in whichever layout its reader takes; choices of
@@ -60,9 +60,9 @@ typedef struct {
     double grad_sync_scale;/* weight-gradient reductions count x this in the time minimized
                               (1/m on a pipeline stage, which reduces once per m micro-batches);
                               [0, 1], default 1 */
-} wf_oplevel_opts;
+} wf_search_oplevel_opts;
 
-void wf_oplevel_opts_default(wf_oplevel_opts *o);
+void wf_search_oplevel_opts_default(wf_search_oplevel_opts *o);
 
 /* A plan on the frontier. */
 typedef struct {
@@ -70,8 +70,8 @@ typedef struct {
     double compute_s;
     double memory_bytes;
     int *choice;    /* [nops] per forward op: index into wf_sbp_op_sigs(g, op, mesh) */
-    wf_sbp *layout; /* [ntensors] as in wf_oplevel_result */
-} wf_oplevel_point;
+    wf_sbp *layout; /* [ntensors] as in wf_search_oplevel_result */
+} wf_search_oplevel_point;
 
 typedef struct {
     /* The plan: the fastest that fits the memory limit, else the smallest. */
@@ -89,7 +89,7 @@ typedef struct {
     int fits;
     /* The time/memory frontier: time ascending, memory strictly descending. */
     int nfrontier;
-    wf_oplevel_point *frontier;
+    wf_search_oplevel_point *frontier;
     /* Statistics. */
     int ndecisions;         /* decision variables after layer tying */
     int64_t nchoices;       /* sum of their signature counts */
@@ -97,29 +97,29 @@ typedef struct {
     int conditioned;        /* variables frontier tracking fixed (graph not series-parallel) */
     double search_time_s;   /* wall clock */
     wf_arena arena;         /* owns every array above */
-} wf_oplevel_result;
+} wf_search_oplevel_result;
 
 /* Searches the forward ops of g on mesh m of cluster c. mem_limit_bytes <= 0
  * means the device's memory less the framework's reserve. opts NULL means the
  * defaults. On success r holds the plan and the frontier; when no plan fits,
  * r holds the smallest plan and the status is WF_NOFIT with a message giving
- * the smallest memory found and the limit. Free r with wf_oplevel_result_free
+ * the smallest memory found and the limit. Free r with wf_search_oplevel_result_free
  * (also after an error). */
-wf_status wf_oplevel_search(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
-                            double mem_limit_bytes, const wf_oplevel_opts *opts,
-                            wf_oplevel_result *r);
-void wf_oplevel_result_free(wf_oplevel_result *r);
+wf_status wf_search_oplevel(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
+                            double mem_limit_bytes, const wf_search_oplevel_opts *opts,
+                            wf_search_oplevel_result *r);
+void wf_search_oplevel_result_free(wf_search_oplevel_result *r);
 
 /* Makes frontier point i the result's plan (choice, sig, layout, time, memory, fits). */
-wf_status wf_oplevel_result_select(wf_oplevel_result *r, const wf_graph *g, const wf_mesh *m,
+wf_status wf_search_oplevel_result_select(wf_search_oplevel_result *r, const wf_graph *g, const wf_mesh *m,
                                    int i);
 
 /* Costs of a given plan (one signature index per forward op, layers untied):
  * the same model the search minimizes. layout (per tensor, may be NULL) gives
  * the storage of leaves read by several ops; NULL stores each as its first
  * reader reads it. Any of the outputs may be NULL. */
-wf_status wf_oplevel_evaluate(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
-                              const wf_oplevel_opts *opts, const int *choice,
+wf_status wf_search_oplevel_evaluate(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
+                              const wf_search_oplevel_opts *opts, const int *choice,
                               const wf_sbp *layout, double *time_s, double *compute_s,
                               double *memory_bytes);
 
@@ -169,46 +169,46 @@ typedef struct {
     /* Called after each (tp, pp, zero) group with the fraction of the space done; may be NULL. */
     void (*progress)(double fraction, void *user);
     void *progress_user;
-} wf_outer_opts;
+} wf_search_outer_opts;
 
-void wf_outer_opts_default(wf_outer_opts *o);
+void wf_search_outer_opts_default(wf_search_outer_opts *o);
 
 typedef struct {
     wf_plan plan;
     wf_estimate est;
-} wf_outer_point;
+} wf_search_outer_point;
 
 typedef struct {
     int64_t devices;           /* devices the plans use */
     double budget_bytes;       /* the budget applied (max_memory_bytes, or the device's memory) */
     int ntop;
-    wf_outer_point *top;       /* [ntop] fastest first */
+    wf_search_outer_point *top;       /* [ntop] fastest first */
     int npareto;
-    wf_outer_point *pareto;    /* [npareto] time ascending, memory strictly descending */
+    wf_search_outer_point *pareto;    /* [npareto] time ascending, memory strictly descending */
     int64_t space;             /* candidates passing divisibility (the space searched) */
     int64_t searched;          /* candidates scored by wf_estimate_plan */
     int64_t pruned;            /* space - searched: skipped by the bounds and dominance */
     int64_t fitting;           /* scored candidates that fit */
     int has_min;               /* 1 when any candidate was scored */
-    wf_outer_point min_memory; /* the scored candidate with the least memory (fitting or not) */
+    wf_search_outer_point min_memory; /* the scored candidate with the least memory (fitting or not) */
     double search_time_s;      /* wall clock */
-} wf_outer_result;
+} wf_search_outer_result;
 
 /* Searches the plans of model m on cluster c for the global batch. On success
  * r->top[0] is the fastest plan that fits. When candidates exist but none fits,
  * the status is WF_NOFIT with a message giving the smallest memory found and
  * the budget (r->min_memory holds that plan); when no plan divides the model,
  * the devices and the batch, WF_INVAL naming them. Free r with
- * wf_outer_result_free (also after an error). opts NULL means the defaults. */
-wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                          const wf_outer_opts *opts, wf_outer_result *r);
-void wf_outer_result_free(wf_outer_result *r);
+ * wf_search_outer_result_free (also after an error). opts NULL means the defaults. */
+wf_status wf_search_outer(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                          const wf_search_outer_opts *opts, wf_search_outer_result *r);
+void wf_search_outer_result_free(wf_search_outer_result *r);
 
 /* The device counts `--devices-range lo-hi` explores on cluster c: every count
  * in [lo, hi] that is a whole number of nodes, or a divisor of one node (a
  * partial node), and no more than the cluster has; ascending. Writes up to cap
  * counts into out and returns how many there are in all. */
-int wf_outer_device_counts(const wf_cluster *c, int64_t lo, int64_t hi, int64_t *out, int cap);
+int wf_search_outer_device_counts(const wf_cluster *c, int64_t lo, int64_t hi, int64_t *out, int cap);
 
 /* ==== pipeline-stage DP (src/search/pipeline_dp.c; owner: planner) ==============
  * Alpa's inter-operator pass on a chain of n layers cut into `nstages`
@@ -269,7 +269,7 @@ wf_status wf_pipeline_dp(int n, const double *layer_time_s, const double *send_s
  * That model (the op-level model) proposes layouts. Every plan proposed (each
  * candidate's, every other fitting point of a single-stage frontier, data
  * parallelism on a one-axis mesh) is priced by the one cost model
- * (wf_oplevel_plan_cost: what `weft estimate` of its file reports, on one
+ * (wf_layout_cost: what `weft estimate` of its file reports, on one
  * wf_layout_coster per mesh), the fastest of three distinct meshes are
  * descended op by op on it (the fastest result then kicked: descent_kicks),
  * and the ranking, the frontier and the best are on
@@ -278,11 +278,11 @@ wf_status wf_pipeline_dp(int n, const double *layer_time_s, const double *send_s
  * ties to less memory, then to the plan string (docs/planner.md, "Ranking: one
  * price"). So any plan returned, written to a file and estimated, gives its
  * figures (tests/test_oneprice.c). The stages and per-op shares are the
- * op-level model's (wf_oplevel_plan_evaluate, as `weft plan --verify`
+ * op-level model's (wf_search_opplan_evaluate, as `weft plan --verify`
  * computes them). */
 
 typedef struct {
-    wf_oplevel_opts oplevel;  /* the per-stage search (algo, tying, seq_dim, ...); the op range,
+    wf_search_oplevel_opts oplevel;  /* the per-stage search (algo, tying, seq_dim, ...); the op range,
                                  act_multiplier and grad_sync_scale are set per stage */
     const char *mesh;         /* NULL: every candidate mesh; else the stage mesh ("8x8"), and
                                  pp = devices / its devices */
@@ -291,7 +291,7 @@ typedef struct {
     double max_memory_bytes;  /* <= 0: the device's memory less the framework's reserve */
     int top_k;                /* candidates kept in the ranking, >= 1 */
     int no_point_layouts;     /* 1: the top's and the frontier's points carry no layouts
-                                 (wf_opplan_point.layouts NULL but the best's): a caller that
+                                 (wf_search_opplan_point.layouts NULL but the best's): a caller that
                                  reads only the best saves writing each point's plan */
     void (*progress)(double fraction, void *user); /* may be NULL */
     void *progress_user;
@@ -303,9 +303,9 @@ typedef struct {
     int descent_kicks;        /* kicks from the fastest descended plan (1 to 3 ops drawn at
                                  random, descended again, kept when better; on a budget of their
                                  own): 0 the default (8), -1 none, else that many */
-} wf_opplan_opts;
+} wf_search_opplan_opts;
 
-void wf_opplan_opts_default(wf_opplan_opts *o);
+void wf_search_opplan_opts_default(wf_search_opplan_opts *o);
 
 typedef struct {
     int first_op, end_op;     /* the stage's forward ops [first_op, end_op) */
@@ -315,7 +315,7 @@ typedef struct {
     double send_s;            /* of which the boundary send (0 for the last stage) */
     double grad_sync_s;       /* G_s: its weight-gradient reduction, once per iteration */
     double memory_bytes;      /* weights with state + inflight x activations */
-} wf_opplan_stage;
+} wf_search_opplan_stage;
 
 typedef struct {
     char plan[128];           /* "mesh=8x8,pp=1,micro_batches=1" */
@@ -336,9 +336,9 @@ typedef struct {
     double tflops_per_device;
     double mfu;               /* against the device's matrix peak for the graph's dtype */
     int nstages;
-    wf_opplan_stage *stages;  /* [nstages] (owned by the result or the caller's arena) */
+    wf_search_opplan_stage *stages;  /* [nstages] (owned by the result or the caller's arena) */
     /* 1: the figures above (time, breakdown, memory, fits, throughput) are
-     * the one cost model's (wf_oplevel_plan_cost: what `weft estimate` of the
+     * the one cost model's (wf_layout_cost: what `weft estimate` of the
      * plan reports), the stages and per-op shares the proxy's; 0: the proxy
      * search's own (the one model does not take these layouts) */
     int one_model;
@@ -355,25 +355,25 @@ typedef struct {
      * them fits (docs/planner.md, "Ranking: one price"). */
     int recompute, zero;
     double recompute_s;
-    /* The point's plan (wf_opplan_search's top and pareto: owned by the
+    /* The point's plan (wf_search_opplan's top and pareto: owned by the
      * result; NULL elsewhere): written to a file and estimated, it gives the
      * figures above (tests/test_oneprice.c). */
-    const wf_plan_oplevel *layouts;
-} wf_opplan_point;
+    const wf_layout *layouts;
+} wf_search_opplan_point;
 
 typedef struct {
     int has_best;
-    wf_opplan_point best;     /* the fastest plan that fits (else the smallest found) */
-    wf_plan_oplevel best_plan;/* its layouts */
+    wf_search_opplan_point best;     /* the fastest plan that fits (else the smallest found) */
+    wf_layout best_plan;/* its layouts */
     wf_graph graph;           /* the graph of its micro-batch (op names, kinds) */
     int *op_stage;            /* [graph.nfwd] the stage of each op */
     double *op_compute_s;     /* [graph.nfwd] per op: its share of computation and */
     double *op_comm_s;        /* communication (in-op, boxing halves, weight gradients) per
                                  micro-batch (weight gradients per iteration) */
     int ntop;
-    wf_opplan_point *top;     /* [ntop] fastest first, plans that fit */
+    wf_search_opplan_point *top;     /* [ntop] fastest first, plans that fit */
     int npareto;
-    wf_opplan_point *pareto;  /* time ascending, memory strictly descending, plans that fit
+    wf_search_opplan_point *pareto;  /* time ascending, memory strictly descending, plans that fit
                                  (pp = 1 frontier points of every mesh, pipelined plans) */
     int64_t devices;
     double budget_bytes;
@@ -381,39 +381,39 @@ typedef struct {
     int64_t searches;         /* op-level searches run (whole graphs and stages) */
     double search_time_s;
     wf_arena arena;
-    wf_plan_oplevel *point_plans; /* [npoint_plans] the top's and the frontier's layouts */
+    wf_layout *point_plans; /* [npoint_plans] the top's and the frontier's layouts */
     int npoint_plans;
     int has_resolved;         /* 1: resolved holds best_plan resolved once (wf_layout_index): what
                                  evaluated and priced the best; a reader takes it from here (or
                                  moves it out, clearing has_resolved) rather than parse again */
     wf_layout_plan resolved;
-} wf_opplan_result;
+} wf_search_opplan_result;
 
 /* Plans model m on cluster c for the global batch. WF_NOFIT (message: the
  * smallest memory found and the budget) when nothing fits, r->best then the
  * smallest; WF_INVAL when no candidate divides (mesh, pp, batch). Free r with
- * wf_opplan_result_free, also after an error. opts NULL: the defaults. */
-wf_status wf_opplan_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                           const wf_opplan_opts *opts, wf_opplan_result *r);
-void wf_opplan_result_free(wf_opplan_result *r);
+ * wf_search_opplan_result_free, also after an error. opts NULL: the defaults. */
+wf_status wf_search_opplan(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                           const wf_search_opplan_opts *opts, wf_search_opplan_result *r);
+void wf_search_opplan_result_free(wf_search_opplan_result *r);
 
 /* ==== one search space (src/search/unified.c) ======================================
  * Every candidate is an op-level plan ranked by the one cost model: the
  * outer search's best (Megatron's layouts, costed by the closed form, which
  * is the one model on Megatron's descriptor) and the op-level search's
- * layouts (wf_opplan_search, with and without pipelining) costed by
- * wf_oplevel_plan_cost under every recomputation and ZeRO stage. The best
+ * layouts (wf_search_opplan, with and without pipelining) costed by
+ * wf_layout_cost under every recomputation and ZeRO stage. The best
  * is the fastest that fits the budget (the device's memory unless given),
  * never slower than the outer search's. */
 typedef struct {
     int64_t devices;          /* 0: all of the cluster's */
     double max_memory_bytes;  /* <= 0: the device's memory */
     int seq_dim;              /* the op-level search's seq_dim (-1: no restriction) */
-} wf_unified_opts;
+} wf_search_unified_opts;
 
 typedef struct {
     int has_best;
-    wf_plan_oplevel plan;     /* the best plan's layouts and keys */
+    wf_layout plan;     /* the best plan's layouts and keys */
     wf_estimate est;          /* its estimate (the one cost model) */
     wf_plan as_plan;          /* the plan composed (dp, tp, pp, mbs, sp from the layouts) */
     int megatron;             /* 1: Megatron's layouts (the outer search's best); 0: the op-level
@@ -426,20 +426,20 @@ typedef struct {
     int64_t searches;         /* op-level searches run */
     double budget_bytes;
     double search_time_s;
-} wf_unified_result;
+} wf_search_unified_result;
 
-wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                            const wf_unified_opts *opts, wf_unified_result *r);
-void wf_unified_result_free(wf_unified_result *r);
+wf_status wf_search_unified(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                            const wf_search_unified_opts *opts, wf_search_unified_result *r);
+void wf_search_unified_result_free(wf_search_unified_result *r);
 
-/* `weft plan --verify`: evaluates an op-level plan (wf_oplevel_plan_evaluate,
+/* `weft plan --verify`: evaluates an op-level plan (wf_search_opplan_evaluate,
  * opts->oplevel for the model options, opts->max_memory_bytes for the
  * budget) into r as the search would report it: r->best, a copy of the plan
  * in r->best_plan, the graph and the per-op shares; top = [best], no
  * frontier. A plan that does not fit is not an error (r->best.fits = 0). */
-wf_status wf_opplan_verify(const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                           const wf_plan_oplevel *plan, const wf_opplan_opts *opts,
-                           wf_opplan_result *r);
+wf_status wf_search_opplan_verify(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                           const wf_layout *plan, const wf_search_opplan_opts *opts,
+                           wf_search_opplan_result *r);
 
 /* The chain the planner's stage DP (wf_pipeline_dp) runs on, for graph g (built
  * for one micro-batch) in pp stages on stage mesh `mesh` with m micro-batches:
@@ -448,8 +448,8 @@ wf_status wf_opplan_verify(const wf_model_config *m, const wf_cluster *c, int64_
  * its weight bytes (with gradients and optimizer state) and its activation
  * bytes of one micro-batch (ol_op_shares of the proxy search described
  * above). Arrays of g->nfwd entries; opts may be NULL. */
-wf_status wf_opplan_chain(const wf_graph *g, const wf_cluster *c, const wf_mesh *mesh, int pp,
-                          int64_t m, double mem_limit_bytes, const wf_oplevel_opts *opts,
+wf_status wf_search_opplan_chain(const wf_graph *g, const wf_cluster *c, const wf_mesh *mesh, int pp,
+                          int64_t m, double mem_limit_bytes, const wf_search_oplevel_opts *opts,
                           double *op_time_s, double *send_s, double *weight_bytes,
                           double *act_bytes);
 
@@ -463,17 +463,17 @@ wf_status wf_opplan_chain(const wf_graph *g, const wf_cluster *c, const wf_mesh 
  * opts (may be NULL) gives the per-stage model options (tie_layers,
  * optimizer_bytes_per_param). On success *out holds the numbers; its stages
  * are allocated from arena. WF_INVAL/WF_FORMAT with the reason otherwise. */
-wf_status wf_oplevel_plan_evaluate(const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                                   const wf_plan_oplevel *plan, double mem_limit_bytes,
-                                   const wf_oplevel_opts *opts, wf_arena *arena,
-                                   wf_opplan_point *out);
+wf_status wf_search_opplan_evaluate(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                                   const wf_layout *plan, double mem_limit_bytes,
+                                   const wf_search_oplevel_opts *opts, wf_arena *arena,
+                                   wf_search_opplan_point *out);
 
 /* A point's fields as JSON (plan, iteration_time_s, samples_per_s,
  * memory_per_device_bytes, fits, breakdown{compute, comm, pp_comm, bubble,
  * grad_sync}, mesh, pp, micro_batches, devices, model_flops_per_iteration,
  * tflops_per_device, mfu, stages[{first_op, end_op, ...}] with op names from
  * g when g is given). */
-struct cJSON *wf_opplan_point_to_json(const wf_opplan_point *pt, const wf_graph *g);
+struct cJSON *wf_search_opplan_point_to_json(const wf_search_opplan_point *pt, const wf_graph *g);
 
 #ifdef __cplusplus
 }
