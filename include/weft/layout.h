@@ -44,11 +44,11 @@ wf_status wf_plan_lower(const wf_model_config *m, const wf_cluster *c, const wf_
  * be NULL) receives the plan composed (dp, tp, pp, mbs, sp from the layouts,
  * the rest from the keys). */
 wf_status wf_layout_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                               const wf_layout *ol, wf_estimate *out, wf_plan *as_plan);
+                         const wf_layout *ol, wf_estimate *out, wf_plan *as_plan);
 /* The descriptor and the plan wf_layout_cost composes (free out with
  * wf_cost_layout_free). */
 wf_status wf_layout_descriptor(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                                 const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan);
+                               const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan);
 
 /* One plan's layouts costed again and again (what a search on the one cost
  * model needs): wf_layout_coster_new reads ol once (as wf_layout_cost

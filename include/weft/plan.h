@@ -301,7 +301,7 @@ wf_status wf_layout_set(wf_layout *p, const char *mesh, int pp, int64_t micro_ba
 /* Appends an op's signature, a leaf's storage; WF_INVAL naming a repeated name. */
 wf_status wf_layout_add_sig(wf_layout *p, const char *op, const char *sig);
 wf_status wf_layout_add_storage(wf_layout *p, int stage, const char *tensor,
-                                      const char *layout);
+                                const char *layout);
 /* Names the first op of stage s (0 <= s < pp). */
 wf_status wf_layout_set_stage(wf_layout *p, int s, const char *first_op);
 /* Sets the plan's keys from a whole-model plan (every key but the layouts':
@@ -317,12 +317,12 @@ const char *wf_layout_sig_of(const wf_layout *p, const char *op);
 int wf_layout_format(const wf_layout *p, char *buf, size_t cap);
 
 struct cJSON *wf_layout_to_json(const wf_layout *p, const wf_plan_meta *meta,
-                                      const struct cJSON *estimate);
+                                const struct cJSON *estimate);
 /* Reads an op-level plan object (ctx names it in messages). */
 wf_status wf_layout_from_json(const struct cJSON *j, const char *ctx, wf_layout *out,
-                                    wf_plan_meta *meta);
+                              wf_plan_meta *meta);
 wf_status wf_layout_write_file(const char *path, const wf_layout *p,
-                                     const wf_plan_meta *meta, const struct cJSON *estimate);
+                               const wf_plan_meta *meta, const struct cJSON *estimate);
 /* Reads a plan file of either kind. A whole-model file fills whole and sets
  * *is_oplevel = 0; an op-level file (one with "layouts") fills ol (which must
  * be initialized; may be NULL, and then the file is an error pointing to

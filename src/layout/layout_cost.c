@@ -927,7 +927,7 @@ static wf_status plan_layout(const wf_model_config *m, const wf_cluster *c, wf_c
                              wf_plan *as_plan);
 
 wf_status wf_layout_descriptor(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                                 const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan)
+                               const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan)
 {
     return plan_layout(m, c, ctx, batch, ol, NULL, out, as_plan);
 }
@@ -983,7 +983,7 @@ static wf_status plan_layout(const wf_model_config *m, const wf_cluster *c, wf_c
 
 
 wf_status wf_layout_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                               const wf_layout *ol, wf_estimate *out, wf_plan *as_plan)
+                         const wf_layout *ol, wf_estimate *out, wf_plan *as_plan)
 {
     wf_cost_layout L;
     wf_plan p;

@@ -1177,7 +1177,7 @@ wf_status wf_layout_add_sig(wf_layout *p, const char *op, const char *sig)
 }
 
 wf_status wf_layout_add_storage(wf_layout *p, int stage, const char *tensor,
-                                      const char *layout)
+                                const char *layout)
 {
     if (stage < 0 || stage >= p->pp)
         return wf_errorf(WF_INVAL, "op-level plan: storage of '%s' in stage %d outside [0, %d)",
@@ -1262,7 +1262,7 @@ int wf_layout_format(const wf_layout *p, char *buf, size_t cap)
 }
 
 cJSON *wf_layout_to_json(const wf_layout *p, const wf_plan_meta *meta,
-                               const cJSON *estimate)
+                         const cJSON *estimate)
 {
     char text[512];
     wf_layout_format(p, text, sizeof text);
@@ -1338,7 +1338,7 @@ static wf_status read_pairs(const cJSON *o, const char *ctx, const char *key, in
 }
 
 wf_status wf_layout_from_json(const cJSON *j, const char *ctx, wf_layout *out,
-                                    wf_plan_meta *meta)
+                              wf_plan_meta *meta)
 {
     static const char *const keys[] = {"format",   "version", "plan",    "model",   "cluster",
                                        "batch",    "estimate", "stages", "layouts", "storage",
@@ -1405,7 +1405,7 @@ wf_status wf_layout_from_json(const cJSON *j, const char *ctx, wf_layout *out,
 }
 
 wf_status wf_layout_write_file(const char *path, const wf_layout *p,
-                                     const wf_plan_meta *meta, const cJSON *estimate)
+                               const wf_plan_meta *meta, const cJSON *estimate)
 {
     cJSON *j = wf_layout_to_json(p, meta, estimate);
     return write_json(path, j);

@@ -1392,7 +1392,7 @@ done:
 }
 
 wf_status wf_search_oplevel_result_select(wf_search_oplevel_result *r, const wf_graph *g, const wf_mesh *m,
-                                   int i)
+                                          int i)
 {
     if (i < 0 || i >= r->nfrontier)
         return wf_errorf(WF_INVAL, "oplevel: frontier point %d outside [0, %d)", i, r->nfrontier);
@@ -1432,9 +1432,9 @@ wf_status wf_search_oplevel_result_select(wf_search_oplevel_result *r, const wf_
 }
 
 wf_status wf_search_oplevel_evaluate(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
-                              const wf_search_oplevel_opts *opts, const int *choice,
-                              const wf_sbp *layout, double *time_s, double *compute_s,
-                              double *memory_bytes)
+                                     const wf_search_oplevel_opts *opts, const int *choice,
+                                     const wf_sbp *layout, double *time_s, double *compute_s,
+                                     double *memory_bytes)
 {
     wf_search_oplevel_opts o;
     wf_status st = get_opts(opts, &o);

@@ -462,9 +462,9 @@ done:
 }
 
 wf_status wf_search_opplan_evaluate(const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                                   const wf_layout *plan, double mem_limit_bytes,
-                                   const wf_search_oplevel_opts *opts, wf_arena *arena,
-                                   wf_search_opplan_point *out)
+                                    const wf_layout *plan, double mem_limit_bytes,
+                                    const wf_search_oplevel_opts *opts, wf_arena *arena,
+                                    wf_search_opplan_point *out)
 {
     wf_graph g;
     wf_status st = evaluate_with(m, c, batch, plan, mem_limit_bytes, opts, arena, out, &g, NULL,
@@ -742,9 +742,9 @@ static int make_units(const double *op_t, int nf, int *ufirst)
 }
 
 wf_status wf_search_opplan_chain(const wf_graph *g, const wf_cluster *c, const wf_mesh *mesh, int pp,
-                          int64_t m, double mem_limit_bytes, const wf_search_oplevel_opts *opts,
-                          double *op_time_s, double *send_s, double *weight_bytes,
-                          double *act_bytes)
+                                 int64_t m, double mem_limit_bytes, const wf_search_oplevel_opts *opts,
+                                 double *op_time_s, double *send_s, double *weight_bytes,
+                                 double *act_bytes)
 {
     int nf = g->nfwd;
     if (pp < 1 || m < 1)
@@ -1881,8 +1881,8 @@ static wf_status copy_plan(const wf_layout *src, wf_layout *dst)
 }
 
 wf_status wf_search_opplan_verify(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
-                           const wf_layout *plan, const wf_search_opplan_opts *opts,
-                           wf_search_opplan_result *r)
+                                  const wf_layout *plan, const wf_search_opplan_opts *opts,
+                                  wf_search_opplan_result *r)
 {
     memset(r, 0, sizeof *r);
     wf_arena_init(&r->arena, (size_t)1 << 16);
