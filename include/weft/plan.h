@@ -200,17 +200,8 @@ int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s);
 const char *wf_plan_kind(const wf_plan *p);
 
 /* ---- the interlaced pipeline's schedule (src/plan/interlace.c) -----------------
- * The time part of an interlaced plan (interlace=1): each device's order of
- * tasks. A stage runs its layers' forwards and backwards in 1F1B order;
- * the all-device segments (the embedding's forward of a micro-batch, the
- * head's forward, loss and backward, the embedding's backward) run on every
- * device of the pipeline at once. Every device takes the segments in the
- * same order: every EF opens the iteration, every EB closes it, and H(j)
- * sits where an ideal 1F1B clock (forward 1, backward 2, no segments) puts
- * the end of the last stage's forward of j, so the head of each
- * micro-batch runs between the 1F1B steps. Ordered by that clock, every
- * dependency points forward in every device's order, so no order waits on
- * itself. */
+ * Each device's task order of an interlaced plan (interlace=1); every
+ * dependency points forward in every order (docs/interfaces.md, "plan.h"). */
 typedef enum {
     WF_PTASK_FWD,     /* the stage's layers, forward */
     WF_PTASK_BWD,     /* the stage's layers, backward */
@@ -261,20 +252,11 @@ wf_status wf_plan_read_file(const char *path, wf_plan *out, wf_plan_meta *meta);
 wf_status wf_plan_write_file(const char *path, const wf_plan *p, const wf_plan_meta *meta,
                              const struct cJSON *estimate);
 
-/* ---- op-level plans (docs/plan-format.md) --------------------------------------
- * A plan of the op-level search (include/weft/search.h): every pipeline stage
- * runs on the same mesh ("8x8", outermost axis first); pp stages hold
- * contiguous ranges of the forward ops (stage s starts at the op named
- * stage_first[s]); the global batch runs as micro_batches micro-batches of
- * batch / micro_batches samples (the graph is built for that many); each
- * forward op runs one SBP signature (sbp.h, wf_sbp_sig_str: "S0,B,B->S0|...");
- * a tensor read by several ops of a stage that no op of the stage produces (a
- * shared weight, the stage's input) records the layout it is kept in ("S0,B").
- * The plan string of such a plan is "mesh=8x8,pp=2,micro_batches=8": it names
- * the plan but cannot be estimated without the layouts, so whole-model
- * readers (wf_plan_parse, wf_plan_read_file) reject it and the file with a
- * message saying so. Checking against a model and a cluster is the search
- * module's job (wf_search_opplan_evaluate in search.h). */
+/* ---- the per-op plan: wf_layout (docs/plan-format.md) --------------------------
+ * A mesh, pp stages of contiguous forward ops, micro-batches, one SBP
+ * signature per forward op, storage layouts of shared tensors and the
+ * non-layout keys. Whole-model readers reject its plan string; checks against
+ * a model are wf_search_opplan_evaluate's and wf_layout_resolve's. */
 typedef struct {
     char mesh[64];          /* the mesh of each stage, e.g. "8x8" */
     int pp;                 /* pipeline stages, >= 1 */
@@ -333,17 +315,8 @@ wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_layout *ol,
 int wf_plan_is_oplevel_file(const char *text);
 
 /* ---- rank groups: one generator --------------------------------------------------
- * Each parallel axis of a plan is a set of groups of `size` ranks `stride`
- * apart that tile the job's ranks, made by one generator in Megatron-Core's
- * order tp-cp-ep-dp-pp (RankGenerator and
- * generate_masked_orthogonal_rank_groups in megatron/core/parallel_state.py,
- * NVIDIA/Megatron-LM at d98e8a64ddf34856e74b24714e3bedb2f5a39553): an axis's
- * stride is the product of the sizes before it, so
- * rank = tp_rank + tp x (cp_rank + cp x (ep_rank + ep x (dp_rank + dp x pp_rank))).
- * Two generators are made from it, as Megatron-Core makes two: the dense
- * layers' (tp, cp, ep = 1, dp, pp) and the expert layers' (etp, cp = 1, ep,
- * edp = tp cp dp / (etp ep), pp), which fold over the same ranks. Adjacent
- * axes join into one group (Megatron's 'dp-cp': wf_rank_axes_join). */
+ * Each axis: groups of `size` ranks `stride` apart, in Megatron-Core's order
+ * tp-cp-ep-dp-pp (dense and expert generators; docs/interfaces.md, "plan.h"). */
 typedef enum { WF_AXIS_TP, WF_AXIS_CP, WF_AXIS_EP, WF_AXIS_DP, WF_AXIS_PP, WF_AXIS_COUNT } wf_axis;
 
 typedef struct {
