@@ -271,7 +271,7 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
 wf_status wf_sim_layouts(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, const wf_cost_layout *l,
                          int64_t batch, const wf_sim_plan_opts *opts, wf_sim_plan_result *out);
 /* An op-level plan simulated from its layouts: wf_layout_descriptor
- * (search.h: the descriptor its SBP signatures give, and the plan its keys
+ * (layout.h: the descriptor its SBP signatures give, and the plan its keys
  * give, into *as_plan when not NULL) played by wf_sim_layouts. Takes every
  * plan wf_layout_cost takes. */
 wf_status wf_sim_oplevel(const wf_model_config *m, const wf_cluster *c, const wf_layout *ol, int64_t batch,
