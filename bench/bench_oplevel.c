@@ -7,7 +7,7 @@
  *   - vgg16, batch 128, on 64 A100s (mesh 64),
  * each with the default options (descent, frontier tracking, descent again)
  * and each algorithm alone. Targets (issue 4): under 1 s each on one core.
- * The time is wf_oplevel_search's (building the decision problem included);
+ * The time is wf_search_oplevel's (building the decision problem included);
  * building the model's graph is reported apart.
  * Run: build/bench_oplevel [repeats] */
 #include <stdio.h>
@@ -23,7 +23,7 @@ typedef struct {
     const char *mesh;
 } bench_case;
 
-static int run(const bench_case *bc, wf_oplevel_algo algo, int repeats, int print_frontier)
+static int run(const bench_case *bc, wf_search_oplevel_algo algo, int repeats, int print_frontier)
 {
     wf_model_config mc;
     wf_graph g;
@@ -40,18 +40,18 @@ static int run(const bench_case *bc, wf_oplevel_algo algo, int repeats, int prin
         return 1;
     }
     tb = wf_now_s() - tb;
-    wf_oplevel_opts o;
-    wf_oplevel_opts_default(&o);
+    wf_search_oplevel_opts o;
+    wf_search_oplevel_opts_default(&o);
     o.algo = algo;
     double best_s = 1e30, cpu0 = wf_cpu_s();
-    wf_oplevel_result r;
+    wf_search_oplevel_result r;
     wf_status st = WF_OK;
     for (int i = 0; i < repeats; i++) {
-        st = wf_oplevel_search(&g, &c, &m, 0, &o, &r);
+        st = wf_search_oplevel(&g, &c, &m, 0, &o, &r);
         if (r.search_time_s < best_s)
             best_s = r.search_time_s;
         if (i + 1 < repeats)
-            wf_oplevel_result_free(&r);
+            wf_search_oplevel_result_free(&r);
     }
     double cpu = (wf_cpu_s() - cpu0) / repeats;
     static const char *names[] = {"auto", "cd", "ft"};
@@ -65,7 +65,7 @@ static int run(const bench_case *bc, wf_oplevel_algo algo, int repeats, int prin
         for (int i = 0; i < r.nfrontier; i++)
             printf("    frontier %2d: %.4f s  %.3f GiB\n", i, r.frontier[i].time_s,
                    r.frontier[i].memory_bytes / 1073741824.0);
-    wf_oplevel_result_free(&r);
+    wf_search_oplevel_result_free(&r);
     wf_graph_free(&g);
     return st == WF_OK || st == WF_NOFIT ? 0 : 1;
 }
@@ -84,6 +84,6 @@ int main(int argc, char **argv)
     int bad = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int a = 0; a < 3; a++)
-            bad |= run(&cases[i], (wf_oplevel_algo)a, repeats, a == 0 && i == 2);
+            bad |= run(&cases[i], (wf_search_oplevel_algo)a, repeats, a == 0 && i == 2);
     return bad;
 }

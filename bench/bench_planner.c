@@ -36,19 +36,19 @@ static int run(const char *model, const char *cluster, int64_t batch, int exhaus
         return 1;
     }
     double times[REPEAT];
-    wf_outer_result r;
+    wf_search_outer_result r;
     memset(&r, 0, sizeof r);
     for (int i = 0; i < REPEAT; i++) {
-        wf_outer_result_free(&r);
-        wf_outer_opts o;
-        wf_outer_opts_default(&o);
+        wf_search_outer_result_free(&r);
+        wf_search_outer_opts o;
+        wf_search_outer_opts_default(&o);
         o.exhaustive = exhaustive;
         double t0 = wf_now_s();
-        wf_status st = wf_outer_search(&m, &c, batch, &o, &r);
+        wf_status st = wf_search_outer(&m, &c, batch, &o, &r);
         times[i] = wf_now_s() - t0;
         if (st != WF_OK) {
             fprintf(stderr, "bench_planner: %s\n", wf_last_error());
-            wf_outer_result_free(&r);
+            wf_search_outer_result_free(&r);
             return 1;
         }
     }
@@ -62,7 +62,7 @@ static int run(const char *model, const char *cluster, int64_t batch, int exhaus
     printf("    best %.4f s/iteration, %.2f GiB, MFU %.1f%%: %s\n", r.top[0].est.iteration_time_s,
            r.top[0].est.memory_per_device_bytes / (1024.0 * 1024.0 * 1024.0), 100 * r.top[0].est.mfu,
            text);
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
     return 0;
 }
 
@@ -99,21 +99,21 @@ static int run_oplevel(const char *model, const char *cluster, int64_t batch, do
     }
     int reps = 3;
     double times[3], cpu[3];
-    wf_opplan_result r;
+    wf_search_opplan_result r;
     memset(&r, 0, sizeof r);
     for (int i = 0; i < reps; i++) {
-        wf_opplan_result_free(&r);
-        wf_opplan_opts o;
-        wf_opplan_opts_default(&o);
+        wf_search_opplan_result_free(&r);
+        wf_search_opplan_opts o;
+        wf_search_opplan_opts_default(&o);
         o.max_memory_bytes = mem_gib * 1024.0 * 1024.0 * 1024.0;
         double t0 = wf_now_s();
         clock_t c0 = clock();
-        wf_status st = wf_opplan_search(&m, &c, batch, &o, &r);
+        wf_status st = wf_search_opplan(&m, &c, batch, &o, &r);
         cpu[i] = (double)(clock() - c0) / CLOCKS_PER_SEC;
         times[i] = wf_now_s() - t0;
         if (st != WF_OK && st != WF_NOFIT) {
             fprintf(stderr, "bench_planner: %s\n", wf_last_error());
-            wf_opplan_result_free(&r);
+            wf_search_opplan_result_free(&r);
             return 1;
         }
     }
@@ -125,11 +125,11 @@ static int run_oplevel(const char *model, const char *cluster, int64_t batch, do
            times[reps / 2], cpu[reps / 2], reps, r.best.iteration_time_s,
            r.best.memory_per_device_bytes / (1024.0 * 1024.0 * 1024.0),
            r.best.fits ? "" : " (no plan fits)", r.best.plan);
-    wf_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r);
     return 0;
 }
 
-/* The one search space (wf_unified_search): the outer search (its top 16),
+/* The one search space (wf_search_unified): the outer search (its top 16),
  * the op-level search's proposals on the fastest shapes, every candidate
  * costed by the one model. */
 static int run_unified(const char *model, const char *cluster, int64_t batch)
@@ -142,27 +142,27 @@ static int run_unified(const char *model, const char *cluster, int64_t batch)
     }
     enum { REPS = 3 };
     double times[REPS];
-    wf_unified_result r;
+    wf_search_unified_result r;
     memset(&r, 0, sizeof r);
     for (int i = 0; i < REPS; i++) {
-        wf_unified_result_free(&r);
+        wf_search_unified_result_free(&r);
         double t0 = wf_now_s();
-        wf_status st = wf_unified_search(&m, &c, batch, NULL, &r);
+        wf_status st = wf_search_unified(&m, &c, batch, NULL, &r);
         times[i] = wf_now_s() - t0;
         if (st != WF_OK) {
             fprintf(stderr, "bench_planner: %s\n", wf_last_error());
-            wf_unified_result_free(&r);
+            wf_search_unified_result_free(&r);
             return 1;
         }
     }
     qsort(times, REPS, sizeof times[0], cmp_double);
     char ol[256] = "";
-    wf_plan_oplevel_format(&r.plan, ol, sizeof ol);
+    wf_layout_format(&r.plan, ol, sizeof ol);
     printf("one space %-12.12s %-22s batch %5lld: %4lld costed, %3lld op-level searches, %8.4f s (median of %d)\n"
            "    outer best %.4f s, best %.4f s (%s) %s\n",
            model, cluster, (long long)batch, (long long)r.costed, (long long)r.searches, times[REPS / 2], REPS,
            r.outer_best_s, r.est.iteration_time_s, r.megatron ? "Megatron's layouts" : "op-level layouts", ol);
-    wf_unified_result_free(&r);
+    wf_search_unified_result_free(&r);
     return 0;
 }
 

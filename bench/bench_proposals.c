@@ -1,6 +1,6 @@
 /* Benchmark (not a test): does proposing layouts on the op-level model and
  * descending on the one cost model find what a search descending from every
- * proposal finds? Each case runs wf_opplan_search twice:
+ * proposal finds? Each case runs wf_search_opplan twice:
  *   default -- the proxy proposes; the fastest 3 of distinct meshes are
  *              descended on the one model (200000 ops costed at most);
  *   all     -- every single-stage candidate (each frontier point of each
@@ -43,7 +43,7 @@ static int better(double ta, double ma, double tb, double mb, double budget)
 
 /* The best of the restarts descended on the one model (coster of
  * plan ol), into *best_s (a huge value when none fits); *evals the costs. */
-static int restarts(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,
+static int restarts(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                     double budget, double *best_s, long *evals, double *wall_s, int *feasible)
 {
     wf_cost_ctx *ctx = NULL;
@@ -147,8 +147,8 @@ static int run(const bench_case *k, int all, double *best_s, double *wall_s, cha
         fprintf(stderr, "bench_proposals: %s\n", wf_last_error());
         return 1;
     }
-    wf_opplan_opts o;
-    wf_opplan_opts_default(&o);
+    wf_search_opplan_opts o;
+    wf_search_opplan_opts_default(&o);
     o.mesh = k->mesh;
     o.pp = k->pp;
     o.no_point_layouts = 1;
@@ -156,13 +156,13 @@ static int run(const bench_case *k, int all, double *best_s, double *wall_s, cha
         o.descent_starts = -1;
         o.descent_work = 20 * 200000;
     }
-    wf_opplan_result r;
+    wf_search_opplan_result r;
     double t0 = wf_now_s();
-    wf_status st = wf_opplan_search(&m, &c, k->batch, &o, &r);
+    wf_status st = wf_search_opplan(&m, &c, k->batch, &o, &r);
     *wall_s = wf_now_s() - t0;
     if (st != WF_OK) {
         fprintf(stderr, "bench_proposals: %s on %s: %s\n", k->model, k->cluster, wf_last_error());
-        wf_opplan_result_free(&r);
+        wf_search_opplan_result_free(&r);
         return 1;
     }
     *best_s = r.best.iteration_time_s;
@@ -173,7 +173,7 @@ static int run(const bench_case *k, int all, double *best_s, double *wall_s, cha
     *rs_wall = 0;
     if (r.best.one_model && r.best.pp == 1 && !wf_model_is_moe(&m))
         rc = restarts(&m, &c, k->batch, &r.best_plan, r.budget_bytes, rs_s, rs_evals, rs_wall, rs_feasible);
-    wf_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r);
     return rc;
 }
 

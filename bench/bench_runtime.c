@@ -963,14 +963,14 @@ static void oplevel_row(const wf_cluster *cl, double peak, int iters, int rank, 
     wf_cluster c4 = *cl;
     c4.level[0].size = nranks;
     c4.mem_reserved_bytes = 0; /* the CPU runtime keeps none (as the pipeline rows predict) */
-    wf_opplan_opts o;
-    wf_opplan_opts_default(&o);
+    wf_search_opplan_opts o;
+    wf_search_opplan_opts_default(&o);
     o.mesh = "2x2";
     o.pp = 1;
-    wf_opplan_result r;
+    wf_search_opplan_result r;
     wf_status st = wf_model_lookup(spec, &m);
     if (st == WF_OK)
-        st = wf_opplan_search(&m, &c4, batch, &o, &r);
+        st = wf_search_opplan(&m, &c4, batch, &o, &r);
     if (st != WF_OK) {
         if (rank == 0)
             fprintf(stderr, "oplevel %s: %s\n", spec, wf_last_error());
@@ -984,7 +984,7 @@ static void oplevel_row(const wf_cluster *cl, double peak, int iters, int rank, 
     snprintf(meta.model, sizeof meta.model, "%s", spec);
     snprintf(meta.cluster, sizeof meta.cluster, "%s", "local");
     meta.batch = batch;
-    st = wf_plan_oplevel_write_file(path, &r.best_plan, &meta, NULL);
+    st = wf_layout_write_file(path, &r.best_plan, &meta, NULL);
     wf_estimate est;
     wf_sim_plan_result sr;
     memset(&est, 0, sizeof est);
@@ -992,7 +992,7 @@ static void oplevel_row(const wf_cluster *cl, double peak, int iters, int rank, 
     wf_cost_ctx *ctx = NULL;
     wf_status ps = wf_cost_ctx_create(&m, &c4, &ctx);
     if (ps == WF_OK)
-        ps = wf_oplevel_plan_cost(&m, &c4, ctx, batch, &r.best_plan, &est, NULL);
+        ps = wf_layout_cost(&m, &c4, ctx, batch, &r.best_plan, &est, NULL);
     wf_cost_ctx_free(ctx);
     wf_sim_plan_opts so;
     memset(&so, 0, sizeof so);
@@ -1026,7 +1026,7 @@ static void oplevel_row(const wf_cluster *cl, double peak, int iters, int rank, 
     }
     timed_free(&run);
     remove(path);
-    wf_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r);
 }
 
 static void oplevel_rows(const wf_cluster *cl, double peak, int iters, int rank, int nranks)

@@ -50,18 +50,18 @@ typedef struct {
 static int search(const wf_model_config *m, const wf_cluster *c, int64_t batch, int space, best *out)
 {
     memset(out, 0, sizeof *out);
-    wf_outer_opts o;
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts o;
+    wf_search_outer_opts_default(&o);
     o.top_k = 1;
     o.accept = accept;
     o.accept_user = &space;
-    wf_outer_result r;
-    if (wf_outer_search(m, c, batch, &o, &r) != WF_OK) {
+    wf_search_outer_result r;
+    if (wf_search_outer(m, c, batch, &o, &r) != WF_OK) {
         /* No plan of the space fits: the search says so (and the least
          * memory it found). */
         snprintf(out->why, sizeof out->why, "%s", wf_last_error());
         wf_clear_error();
-        wf_outer_result_free(&r);
+        wf_search_outer_result_free(&r);
         return 0;
     }
     if (r.ntop > 0 && r.top[0].est.fits) {
@@ -73,12 +73,12 @@ static int search(const wf_model_config *m, const wf_cluster *c, int64_t batch, 
         wf_sim_plan_result sr;
         if (wf_sim_plan(m, c, &out->plan, batch, &so, &sr) != WF_OK) {
             fprintf(stderr, "bench_superscaler: %s\n", wf_last_error());
-            wf_outer_result_free(&r);
+            wf_search_outer_result_free(&r);
             return 1;
         }
         out->sim_s = sr.iteration_time_s;
     }
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
     return 0;
 }
 

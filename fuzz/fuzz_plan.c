@@ -24,23 +24,23 @@ static void check_whole(const wf_plan *p, const char *model)
         (void)wf_estimate_plan(ctx, p, 16, &e);
     wf_cost_ctx_free(ctx);
     /* Its lowering to the op-level form (weft plan --verify PLAN). */
-    wf_plan_oplevel pl;
-    wf_plan_oplevel_init(&pl);
+    wf_layout pl;
+    wf_layout_init(&pl);
     (void)wf_plan_lower(&m, &c, p, 16, &pl);
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
 }
 
-static void check_oplevel(const wf_plan_oplevel *pl)
+static void check_oplevel(const wf_layout *pl)
 {
     wf_model_config m;
     wf_cluster c;
     if (wf_model_lookup("mlp-tiny", &m) != WF_OK || wf_cluster_lookup("dgx-a100:nodes=1", &c) != WF_OK)
         return;
-    wf_opplan_opts o;
-    wf_opplan_opts_default(&o);
-    wf_opplan_result r;
-    (void)wf_opplan_verify(&m, &c, 16, pl, &o, &r);
-    wf_opplan_result_free(&r);
+    wf_search_opplan_opts o;
+    wf_search_opplan_opts_default(&o);
+    wf_search_opplan_result r;
+    (void)wf_search_opplan_verify(&m, &c, 16, pl, &o, &r);
+    wf_search_opplan_result_free(&r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -58,8 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(text);
     } else {
         const char *path = fuzz_write_temp(0, ".json", data + 1, size - 1);
-        wf_plan_oplevel pl;
-        wf_plan_oplevel_init(&pl);
+        wf_layout pl;
+        wf_layout_init(&pl);
         wf_plan_meta meta;
         int is_ol = 0;
         if (path && wf_plan_read_file_any(path, &whole, &pl, &meta, &is_ol) == WF_OK) {
@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             else
                 check_whole(&whole, "gpt-tiny");
         }
-        wf_plan_oplevel_free(&pl);
+        wf_layout_free(&pl);
     }
     wf_clear_error();
     return 0;

@@ -46,10 +46,10 @@ static void check(const wf_plan *p, const char *model)
     if (wf_cost_ctx_create(&m, &c, &ctx) == WF_OK)
         ok = wf_estimate_plan(ctx, p, batch, &e) == WF_OK;
     wf_cost_ctx_free(ctx);
-    wf_plan_oplevel pl;
-    wf_plan_oplevel_init(&pl);
+    wf_layout pl;
+    wf_layout_init(&pl);
     (void)wf_plan_lower(&m, &c, p, batch, &pl);
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     if (ok && (int64_t)p->dp * p->tp * p->pp * p->cp <= 16) {
         wf_sim_plan_opts o;
         memset(&o, 0, sizeof o);

@@ -17,9 +17,9 @@ echo '#include "weft/search.h"' >>"$tmp/r/src/sim/dp.c"
 if check; then echo "FAIL: sim -> search passed"; exit 1; fi
 grep -q 'src/sim/dp.c:[0-9]*: sim includes weft/search.h' "$tmp/out" || { cat "$tmp/out"; exit 1; }
 fresh
-echo 'wf_status wf_outer_search(void);' >>"$tmp/r/src/runtime/data.c"
-if check; then echo "FAIL: runtime declaring wf_outer_search passed"; exit 1; fi
-grep -q 'runtime declares wf_outer_search of search by hand' "$tmp/out" || { cat "$tmp/out"; exit 1; }
+echo 'wf_status wf_search_outer(void);' >>"$tmp/r/src/runtime/data.c"
+if check; then echo "FAIL: runtime declaring wf_search_outer passed"; exit 1; fi
+grep -q 'runtime declares wf_search_outer of search by hand' "$tmp/out" || { cat "$tmp/out"; exit 1; }
 fresh
 echo '#include <mpi.h>' >>"$tmp/r/src/sched/comm.c"
 if check; then echo "FAIL: sched including mpi.h passed"; exit 1; fi

@@ -291,21 +291,21 @@ static void test_planner(void **state)
     wf_cluster c;
     assert_int_equal(wf_model_lookup("alphafold2", &m), WF_OK);
     assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=1", &c), WF_OK);
-    wf_outer_opts o;
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts o;
+    wf_search_outer_opts_default(&o);
     o.top_k = 5;
     o.accept = pipelined;
-    wf_outer_result r;
-    assert_int_equal(wf_outer_search(&m, &c, 128, &o, &r), WF_OK);
+    wf_search_outer_result r;
+    assert_int_equal(wf_search_outer(&m, &c, 128, &o, &r), WF_OK);
     assert_true(r.ntop > 0);
     assert_int_equal(r.top[0].plan.nf1b, 1);
     assert_true(r.top[0].plan.pp > 1);
     assert_true(r.top[0].est.fits);
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
     o.accept = NULL;
     o.devices = 1;
     assert_int_equal(wf_model_lookup("alphafold2:seq=1280", &m), WF_OK);
-    assert_int_equal(wf_outer_search(&m, &c, 4, &o, &r), WF_OK);
+    assert_int_equal(wf_search_outer(&m, &c, 4, &o, &r), WF_OK);
     assert_true(r.ntop > 0);
     const wf_plan *best = &r.top[0].plan;
     assert_true(best->coshard > 1);
@@ -325,7 +325,7 @@ static void test_planner(void **state)
     assert_int_equal(wf_estimate_plan(ctx, &none, 4, &e), WF_OK);
     assert_false(e.fits);
     wf_cost_ctx_free(ctx);
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
 }
 
 int main(void)

@@ -186,13 +186,13 @@ static void test_planner(void **state)
     wf_cluster c;
     assert_int_equal(wf_model_lookup("alphafold2:seq=1024", &m), WF_OK);
     assert_int_equal(wf_cluster_lookup("v100-ib100:nodes=4,kernel_model=0", &c), WF_OK);
-    wf_outer_opts o;
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts o;
+    wf_search_outer_opts_default(&o);
     o.top_k = 1;
-    wf_outer_result r, w;
-    assert_int_equal(wf_outer_search(&m, &c, 64, &o, &r), WF_OK);
+    wf_search_outer_result r, w;
+    assert_int_equal(wf_search_outer(&m, &c, 64, &o, &r), WF_OK);
     o.accept = no_dap;
-    assert_int_equal(wf_outer_search(&m, &c, 64, &o, &w), WF_OK);
+    assert_int_equal(wf_search_outer(&m, &c, 64, &o, &w), WF_OK);
     char a[512], b[512];
     wf_plan_format(&r.top[0].plan, a, sizeof a);
     wf_plan_format(&w.top[0].plan, b, sizeof b);
@@ -202,8 +202,8 @@ static void test_planner(void **state)
     assert_true(r.top[0].est.fits);
     assert_true(r.top[0].est.iteration_time_s < w.top[0].est.iteration_time_s);
     assert_true(w.top[0].plan.coshard > 1);
-    wf_outer_result_free(&r);
-    wf_outer_result_free(&w);
+    wf_search_outer_result_free(&r);
+    wf_search_outer_result_free(&w);
 }
 
 int main(void)

@@ -6,7 +6,7 @@
  * or not). For each plan below, over Mixtral 8x7B on 64 H100s and the tiny
  * test mixtures, the lowering must raise back to the same whole-model plan
  * (wf_plan_raise), be costed by the one cost model exactly as the plan
- * string is (wf_oplevel_plan_cost against wf_estimate_plan: time, every part,
+ * string is (wf_layout_cost against wf_estimate_plan: time, every part,
  * memory) and be simulated exactly as the plan string is (wf_sim_oplevel
  * against wf_sim_plan). Layouts outside the lowering are refused by name.
  *
@@ -68,8 +68,8 @@ static void test_raise_cost_simulate(void **state)
         wf_cluster c;
         wf_plan p;
         load(k, &m, &c, &p);
-        wf_plan_oplevel ol;
-        wf_plan_oplevel_init(&ol);
+        wf_layout ol;
+        wf_layout_init(&ol);
         wf_status st = wf_plan_lower(&m, &c, &p, k->batch, &ol);
         if (st != WF_OK)
             fprintf(stderr, "%s %s: %s\n", k->model, k->plan, wf_last_error());
@@ -94,7 +94,7 @@ static void test_raise_cost_simulate(void **state)
         wf_estimate a, b;
         wf_plan q;
         assert_int_equal(wf_estimate_plan(ctx, &p, k->batch, &a), WF_OK);
-        assert_int_equal(wf_oplevel_plan_cost(&m, &c, ctx, k->batch, &ol, &b, &q), WF_OK);
+        assert_int_equal(wf_layout_cost(&m, &c, ctx, k->batch, &ol, &b, &q), WF_OK);
         wf_cost_ctx_free(ctx);
         const double *x = &a.breakdown.compute, *y = &b.breakdown.compute;
         for (int j = 0; j < 9; j++)
@@ -113,7 +113,7 @@ static void test_raise_cost_simulate(void **state)
         assert_int_equal(q.ep, p.ep);
         fprintf(stderr, "%-14s %-42s mesh %-6s estimate %.6g s, simulated %.6g s, %.3g GiB\n", k->model, k->plan,
                 ol.mesh, b.iteration_time_s, s2.iteration_time_s, b.memory_per_device_bytes / (1u << 30));
-        wf_plan_oplevel_free(&ol);
+        wf_layout_free(&ol);
     }
     fprintf(stderr, "%zu expert plans: op-level form costed and simulated as the plan string (worst %.1e)\n",
             sizeof cases / sizeof cases[0], worst);
@@ -129,8 +129,8 @@ static void test_refusals(void **state)
     wf_cluster c;
     wf_plan p;
     load(k, &m, &c, &p);
-    wf_plan_oplevel ol;
-    wf_plan_oplevel_init(&ol);
+    wf_layout ol;
+    wf_layout_init(&ol);
     assert_int_equal(wf_plan_lower(&m, &c, &p, k->batch, &ol), WF_OK);
     int changed = -1;
     for (int i = 0; i < ol.nlayouts && changed < 0; i++)
@@ -159,28 +159,28 @@ static void test_refusals(void **state)
     memcpy(copy, all_b, strlen(all_b) + 1);
     free(ol.sig[changed]);
     ol.sig[changed] = copy;
-    const char *now = wf_plan_oplevel_layout_of(&ol, ol.op[changed]);
+    const char *now = wf_layout_sig_of(&ol, ol.op[changed]);
     assert_non_null(now);
     assert_string_equal(now, all_b);
     wf_cost_ctx *ctx = NULL;
     assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
     wf_estimate e;
-    wf_status st = wf_oplevel_plan_cost(&m, &c, ctx, k->batch, &ol, &e, NULL);
+    wf_status st = wf_layout_cost(&m, &c, ctx, k->batch, &ol, &e, NULL);
     wf_cost_ctx_free(ctx);
     assert_int_equal(st, WF_INVAL);
     fprintf(stderr, "refused: %s\n", wf_last_error());
     assert_non_null(strstr(wf_last_error(), ol.op[changed]));
-    wf_plan_oplevel_free(&ol);
+    wf_layout_free(&ol);
 
     wf_model_config g;
     assert_int_equal(wf_model_lookup("gpt-tiny", &g), WF_OK);
-    wf_plan_oplevel d;
-    wf_plan_oplevel_init(&d);
-    assert_int_equal(wf_plan_oplevel_set(&d, "2x2x2", 1, 1), WF_OK);
+    wf_layout d;
+    wf_layout_init(&d);
+    assert_int_equal(wf_layout_set(&d, "2x2x2", 1, 1), WF_OK);
     wf_plan r;
     assert_int_equal(wf_plan_raise(&g, &c, 8, &d, &r), WF_INVAL);
     assert_non_null(strstr(wf_last_error(), "no experts"));
-    wf_plan_oplevel_free(&d);
+    wf_layout_free(&d);
 }
 
 /* The data-parallel signature of op i (its signature on a one-axis mesh
@@ -195,17 +195,17 @@ static void test_dense_three_axes(void **state)
         assert_int_equal(wf_model_lookup(models[n], &m), WF_OK);
         assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=1", &c), WF_OK);
         const int64_t B = 64;
-        wf_opplan_opts o;
-        wf_opplan_opts_default(&o);
+        wf_search_opplan_opts o;
+        wf_search_opplan_opts_default(&o);
         o.mesh = "2x2";
         o.devices = 4;
         o.pp = 1;
-        wf_opplan_result r;
-        assert_int_equal(wf_opplan_search(&m, &c, B / 2, &o, &r), WF_OK);
+        wf_search_opplan_result r;
+        assert_int_equal(wf_search_opplan(&m, &c, B / 2, &o, &r), WF_OK);
         assert_true(r.has_best);
         /* Layouts with both axes model-parallel: the search's frontier
          * holds them (its best may run data parallelism on the outer axis). */
-        const wf_plan_oplevel *mp = NULL;
+        const wf_layout *mp = NULL;
         {
             wf_cost_ctx *cx = NULL;
             assert_int_equal(wf_cost_ctx_create(&m, &c, &cx), WF_OK);
@@ -213,7 +213,7 @@ static void test_dense_three_axes(void **state)
                 wf_estimate ek;
                 wf_plan qk;
                 assert_non_null(r.pareto[k].layouts);
-                if (wf_oplevel_plan_cost(&m, &c, cx, B / 2, r.pareto[k].layouts, &ek, &qk) == WF_OK && qk.dp == 1 &&
+                if (wf_layout_cost(&m, &c, cx, B / 2, r.pareto[k].layouts, &ek, &qk) == WF_OK && qk.dp == 1 &&
                     qk.tp == 4)
                     mp = r.pareto[k].layouts;
                 wf_clear_error();
@@ -224,33 +224,33 @@ static void test_dense_three_axes(void **state)
         assert_int_equal(mp->micro_batches, 1);
         wf_plan dp2;
         assert_int_equal(wf_plan_parse("dp=2", &dp2), WF_OK);
-        wf_plan_oplevel low, three;
-        wf_plan_oplevel_init(&low);
-        wf_plan_oplevel_init(&three);
+        wf_layout low, three;
+        wf_layout_init(&low);
+        wf_layout_init(&three);
         assert_int_equal(wf_plan_lower(&m, &c, &dp2, B, &low), WF_OK);
-        assert_int_equal(wf_plan_oplevel_set(&three, "2x2x2", 1, 1), WF_OK);
-        assert_int_equal(wf_plan_oplevel_set_stage(&three, 0, mp->stage_first[0]), WF_OK);
+        assert_int_equal(wf_layout_set(&three, "2x2x2", 1, 1), WF_OK);
+        assert_int_equal(wf_layout_set_stage(&three, 0, mp->stage_first[0]), WF_OK);
         for (int i = 0; i < mp->nlayouts; i++) {
-            const char *d = wf_plan_oplevel_layout_of(&low, mp->op[i]);
+            const char *d = wf_layout_sig_of(&low, mp->op[i]);
             assert_non_null(d);
             char sig[512];
             snprintf(sig, sizeof sig, "%s|%s", d, mp->sig[i]);
-            assert_int_equal(wf_plan_oplevel_add_layout(&three, mp->op[i], sig), WF_OK);
+            assert_int_equal(wf_layout_add_sig(&three, mp->op[i], sig), WF_OK);
         }
         for (int q = 0; q < mp->nstorage; q++) {
             char lay[64];
             snprintf(lay, sizeof lay, "B,%s", mp->layout[q]);
-            assert_int_equal(wf_plan_oplevel_add_storage(&three, 0, mp->tensor[q], lay), WF_OK);
+            assert_int_equal(wf_layout_add_storage(&three, 0, mp->tensor[q], lay), WF_OK);
         }
         wf_cost_ctx *ctx = NULL;
         assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
         wf_estimate e3, e2;
         wf_plan q3, q2;
-        wf_status st = wf_oplevel_plan_cost(&m, &c, ctx, B, &three, &e3, &q3);
+        wf_status st = wf_layout_cost(&m, &c, ctx, B, &three, &e3, &q3);
         if (st != WF_OK)
             fprintf(stderr, "%s 2x2x2: %s\n", models[n], wf_last_error());
         assert_int_equal(st, WF_OK);
-        assert_int_equal(wf_oplevel_plan_cost(&m, &c, ctx, B / 2, mp, &e2, &q2), WF_OK);
+        assert_int_equal(wf_layout_cost(&m, &c, ctx, B / 2, mp, &e2, &q2), WF_OK);
         wf_cost_ctx_free(ctx);
         assert_int_equal(q3.dp, 2);
         assert_int_equal(q3.tp, 4);
@@ -268,9 +268,9 @@ static void test_dense_three_axes(void **state)
                         "simulated %.6g s (%+.2f%%)\n", models[n], T, e2.iteration_time_s, e3.breakdown.dp_comm,
                 s3.iteration_time_s, 100 * (s3.iteration_time_s / T - 1));
         assert_true(d <= 0.03);
-        wf_plan_oplevel_free(&low);
-        wf_plan_oplevel_free(&three);
-        wf_opplan_result_free(&r);
+        wf_layout_free(&low);
+        wf_layout_free(&three);
+        wf_search_opplan_result_free(&r);
     }
 }
 

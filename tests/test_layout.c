@@ -57,7 +57,7 @@ static void test_string_and_file_agree(void **state)
         const wf_op *op = &a.graph.ops[i];
         wf_sbp_sig_str(&a.sig[i], op->nin, op->nout, a.mesh.naxes, buf, sizeof buf);
         wf_sbp_sig want;
-        assert_int_equal(wf_sbp_sig_parse(wf_plan_oplevel_layout_of(&a.ol, op->name), op->nin, op->nout,
+        assert_int_equal(wf_sbp_sig_parse(wf_layout_sig_of(&a.ol, op->name), op->nin, op->nout,
                                           a.mesh.naxes, &want), WF_OK);
         assert_memory_equal(want.in, a.sig[i].in, sizeof want.in);
         assert_memory_equal(want.out, a.sig[i].out, sizeof want.out);
@@ -80,7 +80,7 @@ static void test_string_and_file_agree(void **state)
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    assert_int_equal(wf_plan_oplevel_write_file(path, &a.ol, NULL, NULL), WF_OK);
+    assert_int_equal(wf_layout_write_file(path, &a.ol, NULL, NULL), WF_OK);
     resolve_ok(path, &m, &c, batch, ctx, &b);
     unlink(path);
     assert_true(b.oplevel);
@@ -103,16 +103,16 @@ static void test_string_and_file_agree(void **state)
     for (int i = 0; i < b.graph.nfwd; i++)
         assert_int_equal(b.sig_index[i], wf_sbp_sig_find(&b.graph, i, &b.mesh, b.sig_text[i]));
     /* The file's descriptor and estimate taken from the resolution are the
-     * ones read from the file's text (wf_oplevel_plan_layout/_cost). */
+     * ones read from the file's text (wf_layout_descriptor/_cost). */
     wf_cost_layout Lt;
     wf_plan pt, pr;
-    assert_int_equal(wf_oplevel_plan_layout(&m, &c, ctx, batch, &b.ol, &Lt, &pt), WF_OK);
+    assert_int_equal(wf_layout_descriptor(&m, &c, ctx, batch, &b.ol, &Lt, &pt), WF_OK);
     assert_int_equal(Lt.nev, b.cost.nev);
     assert_memory_equal(Lt.div, b.cost.div, (size_t)Lt.nops * sizeof *Lt.div);
     assert_memory_equal(Lt.ev, b.cost.ev, (size_t)Lt.nev * sizeof *Lt.ev);
     wf_cost_layout_free(&Lt);
     wf_estimate et, er;
-    assert_int_equal(wf_oplevel_plan_cost(&m, &c, ctx, batch, &b.ol, &et, &pt), WF_OK);
+    assert_int_equal(wf_layout_cost(&m, &c, ctx, batch, &b.ol, &et, &pt), WF_OK);
     assert_int_equal(wf_layout_plan_cost(&m, &c, ctx, batch, &b.ol, &b, &er, &pr), WF_OK);
     assert_true(et.iteration_time_s == er.iteration_time_s);
     assert_true(et.memory_per_device_bytes == er.memory_per_device_bytes);
@@ -141,15 +141,15 @@ static void test_two_model_axes(void **state)
     const int64_t batch = 8;
     wf_layout_plan a;
     resolve_ok("dp=1,tp=4,pp=1,mbs=8", &m, &c, batch, ctx, &a);
-    wf_plan_oplevel two;
-    wf_plan_oplevel_init(&two);
-    assert_int_equal(wf_plan_oplevel_set(&two, "2x2", 1, a.ol.micro_batches), WF_OK);
+    wf_layout two;
+    wf_layout_init(&two);
+    assert_int_equal(wf_layout_set(&two, "2x2", 1, a.ol.micro_batches), WF_OK);
     snprintf(two.keys, sizeof two.keys, "%s", a.ol.keys);
-    assert_int_equal(wf_plan_oplevel_set_stage(&two, 0, a.ol.stage_first[0]), WF_OK);
+    assert_int_equal(wf_layout_set_stage(&two, 0, a.ol.stage_first[0]), WF_OK);
     for (int k = 0; k < a.ol.nlayouts; k++) {
         char sig[512];
         snprintf(sig, sizeof sig, "%s|%s", a.ol.sig[k], a.ol.sig[k]);
-        assert_int_equal(wf_plan_oplevel_add_layout(&two, a.ol.op[k], sig), WF_OK);
+        assert_int_equal(wf_layout_add_sig(&two, a.ol.op[k], sig), WF_OK);
     }
     wf_layout_plan b;
     wf_status st = wf_layout_index(&two, &m, &c, batch, &b);
@@ -180,7 +180,7 @@ static void test_two_model_axes(void **state)
     assert_int_equal(on[0], 0);
     wf_cost_layout_free(&L);
     wf_layout_plan_free(&b);
-    wf_plan_oplevel_free(&two);
+    wf_layout_free(&two);
     wf_layout_plan_free(&a);
     wf_cost_ctx_free(ctx);
 }
@@ -279,12 +279,12 @@ static void test_interlaced(void **state)
     wf_layout_plan_free(&a);
     /* The lowering refuses it by name. */
     wf_plan p;
-    wf_plan_oplevel ol;
-    wf_plan_oplevel_init(&ol);
+    wf_layout ol;
+    wf_layout_init(&ol);
     assert_int_equal(wf_plan_parse("dp=2,tp=4,pp=8,mbs=1,interlace=1", &p), WF_OK);
     assert_int_equal(wf_plan_lower(&m, &c, &p, 64, &ol), WF_INVAL);
     assert_non_null(strstr(wf_last_error(), "interlace=1"));
-    wf_plan_oplevel_free(&ol);
+    wf_layout_free(&ol);
 }
 
 int main(void)

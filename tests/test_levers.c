@@ -46,8 +46,8 @@ static void test_closed_forms(void **state)
     assert_int_equal(wf_model_build(&mc, B, &g), WF_OK);
     assert_int_equal(wf_cluster_lookup(CLUSTER, &c), WF_OK);
     assert_int_equal(wf_mesh_parse("4", &c, &mesh), WF_OK);
-    wf_oplevel_opts o;
-    wf_oplevel_opts_default(&o);
+    wf_search_oplevel_opts o;
+    wf_search_oplevel_opts_default(&o);
     ol_problem p;
     assert_int_equal(ol_problem_build(&g, &c, &mesh, &o, 0, &p), WF_OK);
     /* Data parallelism: every variable's data-parallel choice. */
@@ -116,7 +116,7 @@ static void test_closed_forms(void **state)
 
 /* The frontier of `weft plan --op-level --pareto` holds recomputed and
  * ZeRO points, priced by the one cost model with those keys (the figures
- * are wf_oplevel_plan_cost's of the point's plan, keys and all, and differ
+ * are wf_layout_cost's of the point's plan, keys and all, and differ
  * from those of the same layouts without them); time ascending, memory
  * strictly descending, and the smallest memory on it is a recomputed one. */
 static void test_frontier_has_levers(void **state)
@@ -126,18 +126,18 @@ static void test_frontier_has_levers(void **state)
     wf_cluster c;
     assert_int_equal(wf_model_lookup(FRONT_MODEL, &mc), WF_OK);
     assert_int_equal(wf_cluster_lookup(FRONT_CLUSTER, &c), WF_OK);
-    wf_opplan_opts o;
-    wf_opplan_opts_default(&o);
+    wf_search_opplan_opts o;
+    wf_search_opplan_opts_default(&o);
     o.mesh = "4";
     o.pp = 1;
     o.devices = D;
-    wf_opplan_result r;
-    assert_int_equal(wf_opplan_search(&mc, &c, FRONT_BATCH, &o, &r), WF_OK);
+    wf_search_opplan_result r;
+    assert_int_equal(wf_search_opplan(&mc, &c, FRONT_BATCH, &o, &r), WF_OK);
     wf_cost_ctx *ctx = NULL;
     assert_int_equal(wf_cost_ctx_create(&mc, &c, &ctx), WF_OK);
     int rc = 0, zero = 0, plain = -1;
     for (int i = 0; i < r.npareto; i++) {
-        const wf_opplan_point *pt = &r.pareto[i];
+        const wf_search_opplan_point *pt = &r.pareto[i];
         rc += pt->recompute;
         zero += pt->zero > 0;
         assert_true((strstr(pt->plan, "recompute=full") != NULL) == (pt->recompute == 1));
@@ -151,14 +151,14 @@ static void test_frontier_has_levers(void **state)
         /* Its figures: the one model's of its plan, levers as keys. */
         assert_true(pt->one_model && pt->layouts);
         wf_estimate e, e0;
-        assert_int_equal(wf_oplevel_plan_cost(&mc, &c, ctx, FRONT_BATCH, pt->layouts, &e, NULL), WF_OK);
+        assert_int_equal(wf_layout_cost(&mc, &c, ctx, FRONT_BATCH, pt->layouts, &e, NULL), WF_OK);
         assert_true(REL(e.iteration_time_s, pt->iteration_time_s, 1e-9));
         assert_true(REL(e.memory_per_device_bytes, pt->memory_per_device_bytes, 1e-9));
         if (pt->recompute || pt->zero) {
             assert_true(strlen(pt->layouts->keys) > 0);
-            wf_plan_oplevel bare = *pt->layouts;
+            wf_layout bare = *pt->layouts;
             bare.keys[0] = 0; /* the same layouts, no levers: more memory */
-            assert_int_equal(wf_oplevel_plan_cost(&mc, &c, ctx, FRONT_BATCH, &bare, &e0, NULL), WF_OK);
+            assert_int_equal(wf_layout_cost(&mc, &c, ctx, FRONT_BATCH, &bare, &e0, NULL), WF_OK);
             assert_true(e0.memory_per_device_bytes > e.memory_per_device_bytes);
             if (pt->recompute)
                 assert_true(e.iteration_time_s > e0.iteration_time_s && e.breakdown.recompute > 0);
@@ -171,7 +171,7 @@ static void test_frontier_has_levers(void **state)
     assert_true(plain >= 0 && r.pareto[r.npareto - 1].memory_per_device_bytes <
                                   r.pareto[plain].memory_per_device_bytes);
     wf_cost_ctx_free(ctx);
-    wf_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r);
 }
 
 int main(void)

@@ -5,7 +5,7 @@
  * plans over the zoo's transformers, CNNs and MLPs (dp, tp, pp, mbs, vpp,
  * recompute, zero, sp, overlap, schedules), the plan is lowered to its
  * op-level form (wf_plan_lower), whose layouts are read back as the cost
- * model's descriptor (wf_oplevel_plan_cost, from the SBP signatures alone)
+ * model's descriptor (wf_layout_cost, from the SBP signatures alone)
  * and composed; the result must equal wf_estimate_plan's (Megatron's
  * descriptor, the closed form) within 1% in iteration time, in every part
  * of the breakdown and in memory. The derivation from signatures is the
@@ -56,21 +56,21 @@ static int agree(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx
     wf_estimate a, b;
     if (wf_estimate_plan(ctx, p, batch, &a) != WF_OK)
         return 0;
-    wf_plan_oplevel ol;
-    wf_plan_oplevel_init(&ol);
+    wf_layout ol;
+    wf_layout_init(&ol);
     wf_status st = wf_plan_lower(m, c, p, batch, &ol);
     if (st != WF_OK) {
-        wf_plan_oplevel_free(&ol);
+        wf_layout_free(&ol);
         return 0;
     }
     wf_plan q;
-    st = wf_oplevel_plan_cost(m, c, ctx, batch, &ol, &b, &q);
+    st = wf_layout_cost(m, c, ctx, batch, &ol, &b, &q);
     char text[512];
     wf_plan_format(p, text, sizeof text);
     if (st != WF_OK)
         fprintf(stderr, "%s %s: %s\n", m->name, text, wf_last_error());
     assert_int_equal(st, WF_OK);
-    wf_plan_oplevel_free(&ol);
+    wf_layout_free(&ol);
     const double T = a.iteration_time_s;
     const double *x = &a.breakdown.compute, *y = &b.breakdown.compute;
     int ok = close_to(T, b.iteration_time_s, T) && close_to(a.memory_per_device_bytes, b.memory_per_device_bytes,
@@ -198,16 +198,16 @@ static void test_megatron_vocab(void **state)
     assert_int_equal(wf_model_lookup(pm.name, &named), WF_OK);
     assert_int_equal(named.vocab, 30720);
     assert_int_equal(wf_plan_parse("dp=16,tp=4", &p), WF_OK);
-    wf_plan_oplevel ol;
-    wf_plan_oplevel_init(&ol);
+    wf_layout ol;
+    wf_layout_init(&ol);
     /* The model as given does not lower at tp=4; the padded one does. */
     assert_int_not_equal(wf_plan_lower(&m, &c, &p, 512, &ol), WF_OK);
-    wf_plan_oplevel_free(&ol);
-    wf_plan_oplevel_init(&ol);
+    wf_layout_free(&ol);
+    wf_layout_init(&ol);
     assert_int_equal(wf_plan_lower(&pm, &c, &p, 512, &ol), WF_OK);
-    const char *emb = wf_plan_oplevel_layout_of(&ol, "embed.tokens");
+    const char *emb = wf_layout_sig_of(&ol, "embed.tokens");
     assert_non_null(emb);
-    wf_plan_oplevel_free(&ol);
+    wf_layout_free(&ol);
     /* Costed as the padded model's op-level plan, and as its whole-model
      * plan: the same within 1% (their tensor-parallel parts differ by 2%
      * here, 0.1% of the iteration). */
@@ -216,12 +216,12 @@ static void test_megatron_vocab(void **state)
     wf_estimate a, b;
     wf_plan q;
     assert_int_equal(wf_estimate_plan(ctx, &p, 512, &a), WF_OK);
-    wf_plan_oplevel_init(&ol);
+    wf_layout_init(&ol);
     assert_int_equal(wf_plan_lower(&pm, &c, &p, 512, &ol), WF_OK);
-    assert_int_equal(wf_oplevel_plan_cost(&pm, &c, ctx, 512, &ol, &b, &q), WF_OK);
+    assert_int_equal(wf_layout_cost(&pm, &c, ctx, 512, &ol, &b, &q), WF_OK);
     assert_true(rel(a.iteration_time_s, b.iteration_time_s) < 0.01);
     assert_true(rel(a.memory_per_device_bytes, b.memory_per_device_bytes) < 0.01);
-    wf_plan_oplevel_free(&ol);
+    wf_layout_free(&ol);
     wf_cost_ctx_free(ctx);
 }
 

@@ -2,8 +2,8 @@
  * returns -- its best, every plan of its ranking and every point of its
  * time/memory frontier -- written to a plan file and estimated as `weft
  * estimate --plan FILE` estimates it (src/cli/cmd_estimate.c: the one cost
- * model, wf_oplevel_plan_cost; where that does not take the layouts, the
- * op-level model of `weft plan --verify`, wf_opplan_verify) gives the
+ * model, wf_layout_cost; where that does not take the layouts, the
+ * op-level model of `weft plan --verify`, wf_search_opplan_verify) gives the
  * search's own figures within 0.1% -- the frontier's points under the memory
  * levers too, their recompute and zero keys in the file. Models: GPT, BERT, ResNet and an MLP;
  * clusters: V100 (4 per node, and 1 per node on 10 GbE), A100 and H100 (8
@@ -40,8 +40,8 @@ static void estimate_file(const wf_model_config *m, const wf_cluster *c, int64_t
                           double *time_s, double *mem_bytes, int *one_model)
 {
     wf_plan whole;
-    wf_plan_oplevel ol;
-    wf_plan_oplevel_init(&ol);
+    wf_layout ol;
+    wf_layout_init(&ol);
     wf_plan_meta meta;
     int is_ol = 0;
     assert_int_equal(wf_plan_read_file_any(path, &whole, &ol, &meta, &is_ol), WF_OK);
@@ -49,7 +49,7 @@ static void estimate_file(const wf_model_config *m, const wf_cluster *c, int64_t
     wf_cost_ctx *ctx = NULL;
     assert_int_equal(wf_cost_ctx_create(m, c, &ctx), WF_OK);
     wf_estimate e;
-    wf_status st = wf_oplevel_plan_cost(m, c, ctx, batch, &ol, &e, NULL);
+    wf_status st = wf_layout_cost(m, c, ctx, batch, &ol, &e, NULL);
     wf_cost_ctx_free(ctx);
     if (st == WF_OK) {
         *time_s = e.iteration_time_s;
@@ -59,17 +59,17 @@ static void estimate_file(const wf_model_config *m, const wf_cluster *c, int64_t
         /* estimate's fallback: the op-level model (weft plan --verify) */
         assert_int_equal(st, WF_INVAL);
         wf_clear_error();
-        wf_opplan_result v;
-        assert_int_equal(wf_opplan_verify(m, c, batch, &ol, NULL, &v), WF_OK);
+        wf_search_opplan_result v;
+        assert_int_equal(wf_search_opplan_verify(m, c, batch, &ol, NULL, &v), WF_OK);
         *time_s = v.best.iteration_time_s;
         *mem_bytes = v.best.memory_per_device_bytes;
         *one_model = v.best.one_model;
-        wf_opplan_result_free(&v);
+        wf_search_opplan_result_free(&v);
     }
-    wf_plan_oplevel_free(&ol);
+    wf_layout_free(&ol);
 }
 
-static int check_point(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_opplan_point *pt,
+static int check_point(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_search_opplan_point *pt,
                        const char *what)
 {
     assert_non_null(pt->layouts);
@@ -81,7 +81,7 @@ static int check_point(const wf_model_config *m, const wf_cluster *c, int64_t ba
     memset(&meta, 0, sizeof meta);
     snprintf(meta.model, sizeof meta.model, "%s", m->name);
     meta.batch = batch;
-    assert_int_equal(wf_plan_oplevel_write_file(path, pt->layouts, &meta, NULL), WF_OK);
+    assert_int_equal(wf_layout_write_file(path, pt->layouts, &meta, NULL), WF_OK);
     double t = 0, mem = 0;
     int one = 0;
     estimate_file(m, c, batch, path, &t, &mem, &one);
@@ -103,13 +103,13 @@ static void run_case(const one_case *k)
     wf_cluster c;
     assert_int_equal(wf_model_lookup(k->model, &m), WF_OK);
     assert_int_equal(wf_cluster_lookup(k->cluster, &c), WF_OK);
-    wf_opplan_opts o;
-    wf_opplan_opts_default(&o);
+    wf_search_opplan_opts o;
+    wf_search_opplan_opts_default(&o);
     o.mesh = k->mesh;
     o.pp = k->pp;
     o.top_k = 5;
-    wf_opplan_result r;
-    assert_int_equal(wf_opplan_search(&m, &c, k->batch, &o, &r), WF_OK);
+    wf_search_opplan_result r;
+    assert_int_equal(wf_search_opplan(&m, &c, k->batch, &o, &r), WF_OK);
     assert_true(r.has_best && r.ntop >= 1 && r.npareto >= 1);
     int ones = check_point(&m, &c, k->batch, &r.best, "best");
     /* The best is the ranking's head, with the same figures. */
@@ -148,7 +148,7 @@ static void run_case(const one_case *k)
             r.best.one_model ? "one model" : "op-level", r.ntop, r.npareto, ones, r.search_time_s);
     /* A model the one model costs gets its best from it. */
     assert_true(r.best.one_model);
-    wf_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r);
 }
 
 static void test_oneprice_transformers(void **state)

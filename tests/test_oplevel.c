@@ -65,11 +65,11 @@ static void test_costs_closed_form(void **state)
     int dp[2] = {0, 0}, rep[2];
     rep[0] = wf_sbp_op_sigs(&g, 0, &m, NULL, 0) - 1;
     rep[1] = wf_sbp_op_sigs(&g, 1, &m, NULL, 0) - 1;
-    wf_oplevel_opts o;
-    wf_oplevel_opts_default(&o);
+    wf_search_oplevel_opts o;
+    wf_search_oplevel_opts_default(&o);
     double t, tc, mem, t2, tc2, mem2;
-    assert_int_equal(wf_oplevel_evaluate(&g, &c, &m, &o, dp, NULL, &t, &tc, &mem), WF_OK);
-    assert_int_equal(wf_oplevel_evaluate(&g, &c, &m, &o, rep, NULL, &t2, &tc2, &mem2), WF_OK);
+    assert_int_equal(wf_search_oplevel_evaluate(&g, &c, &m, &o, dp, NULL, &t, &tc, &mem), WF_OK);
+    assert_int_equal(wf_search_oplevel_evaluate(&g, &c, &m, &o, rep, NULL, &t2, &tc2, &mem2), WF_OK);
     double gb = 4; /* fp32 weights keep fp32 gradients */
     double ar = wf_coll_time_flat(WF_COLL_ALLREDUCE, WF_ALGO_RING, 4, 64 * 32 * gb, m.alpha_s[0],
                                   m.bw_bps[0]) +
@@ -111,7 +111,7 @@ static void test_costs_closed_form(void **state)
         mk.algo = WF_ALGO_RING;
         assert_true(wf_device_kernels(&ck.dev));
         double tk, tck, memk;
-        assert_int_equal(wf_oplevel_evaluate(&g, &ck, &mk, &o, dp, NULL, &tk, &tck, &memk), WF_OK);
+        assert_int_equal(wf_search_oplevel_evaluate(&g, &ck, &mk, &o, dp, NULL, &tk, &tck, &memk), WF_OK);
         wf_op_cost o0, o1;
         wf_op_cost_of(&g, 0, &o0);
         wf_op_cost_of(&g, 1, &o1);
@@ -131,7 +131,7 @@ static void test_costs_closed_form(void **state)
         assert_true(REL(tck, wantk, 1e-12));
     }
     int bad[2] = {0, 99};
-    assert_int_equal(wf_oplevel_evaluate(&g, &c, &m, &o, bad, NULL, &t, &tc, &mem), WF_INVAL);
+    assert_int_equal(wf_search_oplevel_evaluate(&g, &c, &m, &o, bad, NULL, &t, &tc, &mem), WF_INVAL);
     wf_graph_free(&g);
 }
 
@@ -184,8 +184,8 @@ static int brute_frontier(const ol_problem *p, tm_pt **out)
 
 static void check_ft_exact(const wf_graph *g, const wf_cluster *c, const wf_mesh *m)
 {
-    wf_oplevel_opts o;
-    wf_oplevel_opts_default(&o);
+    wf_search_oplevel_opts o;
+    wf_search_oplevel_opts_default(&o);
     o.max_frontier = 4096; /* no bucketing: exact */
     ol_problem p;
     assert_int_equal(ol_problem_build(g, c, m, &o, 0, &p), WF_OK);
@@ -207,12 +207,12 @@ static void check_ft_exact(const wf_graph *g, const wf_cluster *c, const wf_mesh
         assert_true(REL(plans[i].m, bf[i].m, 1e-9));
     }
     /* Through the public API: the best under each brute-force memory level. */
-    wf_oplevel_result r;
+    wf_search_oplevel_result r;
     for (int i = 0; i < nbf; i++) {
-        assert_int_equal(wf_oplevel_search(g, c, m, bf[i].m, &o, &r), WF_OK);
+        assert_int_equal(wf_search_oplevel(g, c, m, bf[i].m, &o, &r), WF_OK);
         assert_true(REL(r.time_s, bf[i].t, 1e-9));
         assert_true(r.memory_bytes <= bf[i].m * (1 + 1e-12));
-        wf_oplevel_result_free(&r);
+        wf_search_oplevel_result_free(&r);
     }
     free(anchor);
     free(plans);
@@ -299,11 +299,11 @@ static void test_ft_conditioning(void **state)
     wf_cluster c;
     wf_mesh m;
     cluster_mesh("dgx-a100:nodes=1", "2", &c, &m);
-    wf_oplevel_opts o;
-    wf_oplevel_opts_default(&o);
-    o.algo = WF_OPLEVEL_FT;
-    wf_oplevel_result r;
-    assert_int_equal(wf_oplevel_search(&g, &c, &m, 0, &o, &r), WF_OK);
+    wf_search_oplevel_opts o;
+    wf_search_oplevel_opts_default(&o);
+    o.algo = WF_SEARCH_OPLEVEL_FT;
+    wf_search_oplevel_result r;
+    assert_int_equal(wf_search_oplevel(&g, &c, &m, 0, &o, &r), WF_OK);
     assert_true(r.conditioned >= 1);
     ol_problem p;
     assert_int_equal(ol_problem_build(&g, &c, &m, &o, 0, &p), WF_OK);
@@ -313,19 +313,19 @@ static void test_ft_conditioning(void **state)
     assert_true(r.time_s >= bf[0].t * (1 - 1e-12));
     for (int i = 0; i < r.nfrontier; i++) {
         double t, mem;
-        assert_int_equal(wf_oplevel_evaluate(&g, &c, &m, &o, r.frontier[i].choice,
+        assert_int_equal(wf_search_oplevel_evaluate(&g, &c, &m, &o, r.frontier[i].choice,
                                              r.frontier[i].layout, &t, NULL, &mem),
                          WF_OK);
         assert_true(REL(t, r.frontier[i].time_s, 1e-9));
         assert_true(REL(mem, r.frontier[i].memory_bytes, 1e-9));
     }
     /* auto polishes by descent: at least as good as frontier tracking alone */
-    wf_oplevel_result r2;
-    o.algo = WF_OPLEVEL_AUTO;
-    assert_int_equal(wf_oplevel_search(&g, &c, &m, 0, &o, &r2), WF_OK);
+    wf_search_oplevel_result r2;
+    o.algo = WF_SEARCH_OPLEVEL_AUTO;
+    assert_int_equal(wf_search_oplevel(&g, &c, &m, 0, &o, &r2), WF_OK);
     assert_true(r2.time_s <= r.time_s * (1 + 1e-12));
-    wf_oplevel_result_free(&r2);
-    wf_oplevel_result_free(&r);
+    wf_search_oplevel_result_free(&r2);
+    wf_search_oplevel_result_free(&r);
     free(bf);
     ol_problem_free(&p);
     wf_graph_free(&g);
@@ -344,10 +344,10 @@ static void test_tying_matches_untied(void **state)
     wf_cluster c;
     wf_mesh m;
     cluster_mesh("dgx-a100:nodes=1", "2x4", &c, &m);
-    wf_oplevel_opts o;
-    wf_oplevel_opts_default(&o);
-    wf_oplevel_result r;
-    assert_int_equal(wf_oplevel_search(&g, &c, &m, 0, &o, &r), WF_OK);
+    wf_search_oplevel_opts o;
+    wf_search_oplevel_opts_default(&o);
+    wf_search_oplevel_result r;
+    assert_int_equal(wf_search_oplevel(&g, &c, &m, 0, &o, &r), WF_OK);
     int per_layer = 0;
     for (int i = 0; i < g.nfwd; i++)
         per_layer += g.ops[i].block == 0 && g.ops[i].layer == 0;
@@ -362,7 +362,7 @@ static void test_tying_matches_untied(void **state)
         }
     }
     double t, tc, mem;
-    assert_int_equal(wf_oplevel_evaluate(&g, &c, &m, &o, r.choice, r.layout, &t, &tc, &mem), WF_OK);
+    assert_int_equal(wf_search_oplevel_evaluate(&g, &c, &m, &o, r.choice, r.layout, &t, &tc, &mem), WF_OK);
     assert_true(REL(t, r.time_s, 1e-9));
     assert_true(REL(tc, r.compute_s, 1e-9));
     assert_true(REL(mem, r.memory_bytes, 1e-9));
@@ -372,7 +372,7 @@ static void test_tying_matches_untied(void **state)
         assert_true(r.frontier[i].memory_bytes < r.frontier[i - 1].memory_bytes);
     }
     for (int i = 0; i < r.nfrontier; i++) {
-        assert_int_equal(wf_oplevel_evaluate(&g, &c, &m, &o, r.frontier[i].choice,
+        assert_int_equal(wf_search_oplevel_evaluate(&g, &c, &m, &o, r.frontier[i].choice,
                                              r.frontier[i].layout, &t, NULL, &mem),
                          WF_OK);
         assert_true(REL(t, r.frontier[i].time_s, 1e-9));
@@ -380,10 +380,10 @@ static void test_tying_matches_untied(void **state)
     }
     /* Selecting the smallest point makes it the plan. */
     int last = r.nfrontier - 1;
-    assert_int_equal(wf_oplevel_result_select(&r, &g, &m, last), WF_OK);
+    assert_int_equal(wf_search_oplevel_result_select(&r, &g, &m, last), WF_OK);
     assert_true(REL(r.memory_bytes, r.frontier[last].memory_bytes, 1e-12));
-    assert_int_equal(wf_oplevel_result_select(&r, &g, &m, r.nfrontier), WF_INVAL);
-    wf_oplevel_result_free(&r);
+    assert_int_equal(wf_search_oplevel_result_select(&r, &g, &m, r.nfrontier), WF_INVAL);
+    wf_search_oplevel_result_free(&r);
     wf_graph_free(&g);
 }
 
@@ -402,14 +402,14 @@ static void test_ranges_and_parts(void **state)
     wf_cluster c;
     wf_mesh m;
     cluster_mesh("dgx-a100:nodes=1", "2x4", &c, &m);
-    wf_oplevel_opts o;
-    wf_oplevel_opts_default(&o);
+    wf_search_oplevel_opts o;
+    wf_search_oplevel_opts_default(&o);
     o.op_begin = find_op(&g, "layers.0.attn.proj");
     o.op_end = find_op(&g, "layers.3.mlp.fc1");
     o.act_multiplier = 3;
     o.grad_sync_scale = 0.25;
-    wf_oplevel_result r;
-    assert_int_equal(wf_oplevel_search(&g, &c, &m, 0, &o, &r), WF_OK);
+    wf_search_oplevel_result r;
+    assert_int_equal(wf_search_oplevel(&g, &c, &m, 0, &o, &r), WF_OK);
     int per_layer = 0;
     for (int i = 0; i < g.nfwd; i++)
         per_layer += g.ops[i].block == 0 && g.ops[i].layer == 0;
@@ -419,11 +419,11 @@ static void test_ranges_and_parts(void **state)
     for (int i = 0; i < g.nfwd; i++)
         assert_true((r.choice[i] < 0) == (i < o.op_begin || i >= o.op_end));
     double t, tc, mem;
-    assert_int_equal(wf_oplevel_evaluate(&g, &c, &m, &o, r.choice, r.layout, &t, &tc, &mem), WF_OK);
+    assert_int_equal(wf_search_oplevel_evaluate(&g, &c, &m, &o, r.choice, r.layout, &t, &tc, &mem), WF_OK);
     assert_true(REL(t, r.time_s, 1e-9));
     assert_true(REL(tc, r.compute_s, 1e-9));
     assert_true(REL(mem, r.memory_bytes, 1e-9));
-    wf_oplevel_result_free(&r);
+    wf_search_oplevel_result_free(&r);
 
     ol_problem p;
     assert_int_equal(ol_problem_build(&g, &c, &m, &o, 1, &p), WF_OK);
@@ -454,8 +454,8 @@ static void test_ranges_and_parts(void **state)
     ol_problem_free(&p);
     /* A range outside the graph. */
     o.op_end = g.nfwd + 1;
-    assert_int_equal(wf_oplevel_search(&g, &c, &m, 0, &o, &r), WF_INVAL);
-    wf_oplevel_result_free(&r);
+    assert_int_equal(wf_search_oplevel(&g, &c, &m, 0, &o, &r), WF_INVAL);
+    wf_search_oplevel_result_free(&r);
     wf_graph_free(&g);
 }
 
@@ -520,13 +520,13 @@ static void megatron_plan(const wf_graph *g, const char *cluster, int tdev, int 
                 assert_int_equal(s[dp[i]].in[j].ax[0], WF_SBP_B);
     }
     double t_dp, mem_dp;
-    assert_int_equal(wf_oplevel_evaluate(g, &c, &m, NULL, dp, NULL, &t_dp, NULL, &mem_dp), WF_OK);
+    assert_int_equal(wf_search_oplevel_evaluate(g, &c, &m, NULL, dp, NULL, &t_dp, NULL, &mem_dp), WF_OK);
     double limit = 0.5 * mem_dp;
-    wf_oplevel_opts o;
-    wf_oplevel_opts_default(&o);
+    wf_search_oplevel_opts o;
+    wf_search_oplevel_opts_default(&o);
     o.seq_dim = seq_dim;
-    wf_oplevel_result r;
-    assert_int_equal(wf_oplevel_search(g, &c, &m, limit, &o, &r), WF_OK);
+    wf_search_oplevel_result r;
+    assert_int_equal(wf_search_oplevel(g, &c, &m, limit, &o, &r), WF_OK);
     assert_true(r.fits);
     assert_true(r.memory_bytes <= limit);
     int ncol = 0, nrow = 0;
@@ -570,7 +570,7 @@ static void megatron_plan(const wf_graph *g, const char *cluster, int tdev, int 
     assert_int_equal(ncol, 2);
     assert_int_equal(nrow, 2);
     *time_s = r.time_s;
-    wf_oplevel_result_free(&r);
+    wf_search_oplevel_result_free(&r);
     free(dp);
 }
 
@@ -643,8 +643,8 @@ static void test_rediscover_vgg16(void **state)
     wf_cluster c;
     wf_mesh m;
     cluster_mesh("dgx-a100:nodes=8", "64", &c, &m);
-    wf_oplevel_result r;
-    assert_int_equal(wf_oplevel_search(&g, &c, &m, 0, NULL, &r), WF_OK);
+    wf_search_oplevel_result r;
+    assert_int_equal(wf_search_oplevel(&g, &c, &m, 0, NULL, &r), WF_OK);
     int nconv = 0;
     for (int i = 0; i < g.nfwd; i++) {
         const wf_op *op = &g.ops[i];
@@ -662,10 +662,10 @@ static void test_rediscover_vgg16(void **state)
     /* and that is faster than pure data parallelism */
     int *dp = calloc((size_t)g.nfwd, sizeof(int));
     double t_dp;
-    assert_int_equal(wf_oplevel_evaluate(&g, &c, &m, NULL, dp, NULL, &t_dp, NULL, NULL), WF_OK);
+    assert_int_equal(wf_search_oplevel_evaluate(&g, &c, &m, NULL, dp, NULL, &t_dp, NULL, NULL), WF_OK);
     assert_true(r.time_s < t_dp);
     free(dp);
-    wf_oplevel_result_free(&r);
+    wf_search_oplevel_result_free(&r);
     wf_graph_free(&g);
 }
 
@@ -679,27 +679,27 @@ static void test_errors(void **state)
     wf_cluster c;
     wf_mesh m;
     cluster_mesh("dgx-a100:nodes=1", "4", &c, &m);
-    wf_oplevel_opts o;
-    wf_oplevel_opts_default(&o);
-    wf_oplevel_result r;
+    wf_search_oplevel_opts o;
+    wf_search_oplevel_opts_default(&o);
+    wf_search_oplevel_result r;
     o.max_frontier = 1;
-    assert_int_equal(wf_oplevel_search(&g, &c, &m, 0, &o, &r), WF_INVAL);
-    wf_oplevel_result_free(&r);
-    wf_oplevel_opts_default(&o);
-    o.algo = (wf_oplevel_algo)7;
-    assert_int_equal(wf_oplevel_search(&g, &c, &m, 0, &o, &r), WF_INVAL);
-    wf_oplevel_result_free(&r);
+    assert_int_equal(wf_search_oplevel(&g, &c, &m, 0, &o, &r), WF_INVAL);
+    wf_search_oplevel_result_free(&r);
+    wf_search_oplevel_opts_default(&o);
+    o.algo = (wf_search_oplevel_algo)7;
+    assert_int_equal(wf_search_oplevel(&g, &c, &m, 0, &o, &r), WF_INVAL);
+    wf_search_oplevel_result_free(&r);
     /* a limit nothing meets: the smallest plan, and NOFIT */
-    assert_int_equal(wf_oplevel_search(&g, &c, &m, 1000, NULL, &r), WF_NOFIT);
+    assert_int_equal(wf_search_oplevel(&g, &c, &m, 1000, NULL, &r), WF_NOFIT);
     assert_false(r.fits);
     assert_true(r.memory_bytes > 1000);
     assert_true(r.nfrontier >= 1);
     assert_true(REL(r.memory_bytes, r.frontier[r.nfrontier - 1].memory_bytes, 1e-12));
-    wf_oplevel_result_free(&r);
+    wf_search_oplevel_result_free(&r);
     wf_graph empty;
     wf_graph_init(&empty, "empty");
-    assert_int_equal(wf_oplevel_search(&empty, &c, &m, 0, NULL, &r), WF_INVAL);
-    wf_oplevel_result_free(&r);
+    assert_int_equal(wf_search_oplevel(&empty, &c, &m, 0, NULL, &r), WF_INVAL);
+    wf_search_oplevel_result_free(&r);
     wf_graph_free(&empty);
     wf_graph_free(&g);
 }

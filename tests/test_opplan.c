@@ -38,10 +38,10 @@ static void setup_mc(const char *model, const char *cluster, wf_model_config *m,
 #define BUDGET (8 * GIB)
 
 /* The proxy's own figures of a point (the search ranks and reports the one
- * cost model's where it takes the layouts: wf_opplan_point.one_model). */
-static wf_opplan_point proxy_of(const wf_opplan_point *a)
+ * cost model's where it takes the layouts: wf_search_opplan_point.one_model). */
+static wf_search_opplan_point proxy_of(const wf_search_opplan_point *a)
 {
-    wf_opplan_point p = *a;
+    wf_search_opplan_point p = *a;
     if (a->one_model) {
         p.one_model = 0;
         p.iteration_time_s = a->proxy_time_s;
@@ -56,7 +56,7 @@ static wf_opplan_point proxy_of(const wf_opplan_point *a)
     return p;
 }
 
-static void assert_same_point(const wf_opplan_point *a, const wf_opplan_point *b)
+static void assert_same_point(const wf_search_opplan_point *a, const wf_search_opplan_point *b)
 {
     assert_int_equal(a->one_model, b->one_model);
     assert_string_equal(a->plan, b->plan);
@@ -148,21 +148,21 @@ static void test_pipeline_mlp(void **state)
     assert_int_equal(wf_mesh_parse("8", &c, &mesh8), WF_OK);
     int *dp = calloc((size_t)g.nfwd, sizeof(int));
     double mem_dp;
-    assert_int_equal(wf_oplevel_evaluate(&g, &c, &mesh8, NULL, dp, NULL, NULL, NULL, &mem_dp),
+    assert_int_equal(wf_search_oplevel_evaluate(&g, &c, &mesh8, NULL, dp, NULL, NULL, NULL, &mem_dp),
                      WF_OK);
     assert_true(mem_dp > 15 * GIB && mem_dp > BUDGET);
     free(dp);
     wf_graph_free(&g);
 
-    wf_opplan_opts o;
-    wf_opplan_opts_default(&o);
+    wf_search_opplan_opts o;
+    wf_search_opplan_opts_default(&o);
     o.max_memory_bytes = BUDGET;
-    wf_opplan_result r;
-    assert_int_equal(wf_opplan_search(&m, &c, 512, &o, &r), WF_OK);
+    wf_search_opplan_result r;
+    assert_int_equal(wf_search_opplan(&m, &c, 512, &o, &r), WF_OK);
     assert_true(r.has_best);
     /* The proxy's figures (the stages are the proxy's). */
-    const wf_opplan_point bp = proxy_of(&r.best);
-    const wf_opplan_point *b = &bp;
+    const wf_search_opplan_point bp = proxy_of(&r.best);
+    const wf_search_opplan_point *b = &bp;
     assert_true(b->pp > 1);
     assert_true(b->fits);
     assert_true(b->memory_per_device_bytes <= BUDGET);
@@ -173,7 +173,7 @@ static void test_pipeline_mlp(void **state)
     assert_int_equal(b->stages[b->pp - 1].end_op, r.graph.nfwd);
     double sum = 0, slow = 0, gmax = 0;
     for (int s = 0; s < b->pp; s++) {
-        const wf_opplan_stage *S = &b->stages[s];
+        const wf_search_opplan_stage *S = &b->stages[s];
         assert_true(S->end_op > S->first_op);
         if (s > 0)
             assert_int_equal(S->first_op, b->stages[s - 1].end_op);
@@ -196,10 +196,10 @@ static void test_pipeline_mlp(void **state)
     assert_true(r.ntop >= 1);
     assert_string_equal(r.top[0].plan, b->plan);
     assert_true(r.top[0].iteration_time_s == r.best.iteration_time_s);
-    wf_opplan_opts o1 = o;
+    wf_search_opplan_opts o1 = o;
     o1.pp = 1;
-    wf_opplan_result r1;
-    wf_status st1 = wf_opplan_search(&m, &c, 512, &o1, &r1);
+    wf_search_opplan_result r1;
+    wf_status st1 = wf_search_opplan(&m, &c, 512, &o1, &r1);
     assert_true(st1 == WF_OK || st1 == WF_NOFIT);
     if (st1 == WF_OK)
         assert_true(r1.best.iteration_time_s > 1.5 * r.best.iteration_time_s);
@@ -209,7 +209,7 @@ static void test_pipeline_mlp(void **state)
         fprintf(stderr, " %s", r.graph.ops[b->stages[s].first_op].name);
     fprintf(stderr, "); best single stage %.4f s; data parallelism needs %.1f GiB\n",
             st1 == WF_OK ? r1.best.iteration_time_s : NAN, mem_dp / GIB);
-    wf_opplan_result_free(&r1);
+    wf_search_opplan_result_free(&r1);
 
     /* The DP's split is the best of every cut of its chain. */
     wf_mesh sm;
@@ -218,7 +218,7 @@ static void test_pipeline_mlp(void **state)
     int n = gg->nfwd;
     double *t = calloc((size_t)n * 4, sizeof(double));
     double *snd = t + n, *w = snd + n, *a = w + n;
-    assert_int_equal(wf_opplan_chain(gg, &c, &sm, b->pp, b->micro_batches, BUDGET, NULL, t, snd,
+    assert_int_equal(wf_search_opplan_chain(gg, &c, &sm, b->pp, b->micro_batches, BUDGET, NULL, t, snd,
                                      w, a),
                      WF_OK);
     int bf[64], got[64];
@@ -233,7 +233,7 @@ static void test_pipeline_mlp(void **state)
     assert_int_equal(wf_pipeline_dp(n, t, snd, w, a, b->pp, b->micro_batches, BUDGET, &sp), WF_OK);
     assert_true(fabs(sp.time_s - best) <= 1e-12 * best);
     free(t);
-    wf_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r);
 }
 
 /* ---- plan files ------------------------------------------------------------------------ */
@@ -246,13 +246,13 @@ static void roundtrip(const char *model, const char *cluster, int64_t batch, dou
     wf_model_config m;
     wf_cluster c;
     setup_mc(model, cluster, &m, &c);
-    wf_opplan_opts o;
-    wf_opplan_opts_default(&o);
+    wf_search_opplan_opts o;
+    wf_search_opplan_opts_default(&o);
     o.max_memory_bytes = budget;
     o.pp = pp;
     o.oplevel.seq_dim = seq_dim;
-    wf_opplan_result r;
-    assert_int_equal(wf_opplan_search(&m, &c, batch, &o, &r), WF_OK);
+    wf_search_opplan_result r;
+    assert_int_equal(wf_search_opplan(&m, &c, batch, &o, &r), WF_OK);
     /* best = top[0] as the search ranked it */
     assert_true(r.ntop >= 1);
     assert_same_point(&r.best, &r.top[0]);
@@ -264,9 +264,9 @@ static void roundtrip(const char *model, const char *cluster, int64_t batch, dou
     memset(&meta, 0, sizeof meta);
     snprintf(meta.model, sizeof meta.model, "%s", model);
     meta.batch = batch;
-    assert_int_equal(wf_plan_oplevel_write_file(path, &r.best_plan, &meta, NULL), WF_OK);
-    wf_plan_oplevel pl;
-    wf_plan_oplevel_init(&pl);
+    assert_int_equal(wf_layout_write_file(path, &r.best_plan, &meta, NULL), WF_OK);
+    wf_layout pl;
+    wf_layout_init(&pl);
     wf_plan whole;
     wf_plan_meta meta2;
     int is_ol = 0;
@@ -277,13 +277,13 @@ static void roundtrip(const char *model, const char *cluster, int64_t batch, dou
     assert_int_equal(pl.nstorage, r.best_plan.nstorage);
     wf_arena a;
     wf_arena_init(&a, 1 << 12);
-    wf_opplan_point pt;
-    assert_int_equal(wf_oplevel_plan_evaluate(&m, &c, batch, &pl, budget, NULL, &a, &pt), WF_OK);
-    wf_opplan_point proxy = proxy_of(&r.best);
+    wf_search_opplan_point pt;
+    assert_int_equal(wf_search_opplan_evaluate(&m, &c, batch, &pl, budget, NULL, &a, &pt), WF_OK);
+    wf_search_opplan_point proxy = proxy_of(&r.best);
     assert_same_point(&pt, &proxy);
-    /* wf_opplan_verify gives the same as well. */
-    wf_opplan_result v;
-    assert_int_equal(wf_opplan_verify(&m, &c, batch, &pl, &o, &v), WF_OK);
+    /* wf_search_opplan_verify gives the same as well. */
+    wf_search_opplan_result v;
+    assert_int_equal(wf_search_opplan_verify(&m, &c, batch, &pl, &o, &v), WF_OK);
     assert_same_point(&v.best, &r.best);
     for (int i = 0; i < r.graph.nfwd; i++) {
         assert_true(v.op_comm_s[i] == r.op_comm_s[i]);
@@ -294,11 +294,11 @@ static void roundtrip(const char *model, const char *cluster, int64_t batch, dou
     assert_non_null(strstr(wf_last_error(), "--verify"));
     assert_int_equal(wf_plan_parse(r.best.plan, &whole), WF_INVAL);
     assert_non_null(strstr(wf_last_error(), "op-level"));
-    wf_opplan_result_free(&v);
+    wf_search_opplan_result_free(&v);
     wf_arena_free(&a);
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     unlink(path);
-    wf_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r);
 }
 
 static void test_roundtrip(void **state)
@@ -317,30 +317,30 @@ static void test_roundtrip(void **state)
 /* Every way a plan can disagree with the model or the cluster is an error
  * naming what disagrees. */
 static void expect_err(const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                       const wf_plan_oplevel *pl, wf_status want, const char *needle)
+                       const wf_layout *pl, wf_status want, const char *needle)
 {
     wf_arena a;
     wf_arena_init(&a, 1 << 12);
-    wf_opplan_point pt;
-    wf_status st = wf_oplevel_plan_evaluate(m, c, batch, pl, 0, NULL, &a, &pt);
+    wf_search_opplan_point pt;
+    wf_status st = wf_search_opplan_evaluate(m, c, batch, pl, 0, NULL, &a, &pt);
     if (st != want || !strstr(wf_last_error(), needle))
         fail_msg("status %d (want %d), message '%s' (want '%s')", st, want, wf_last_error(), needle);
     wf_arena_free(&a);
 }
 
-static void copy_plan(const wf_plan_oplevel *src, wf_plan_oplevel *dst, const char *mesh, int pp,
+static void copy_plan(const wf_layout *src, wf_layout *dst, const char *mesh, int pp,
                       int64_t micro, int skip_op, const char *sig_of, const char *sig)
 {
-    wf_plan_oplevel_init(dst);
-    assert_int_equal(wf_plan_oplevel_set(dst, mesh, pp, micro), WF_OK);
+    wf_layout_init(dst);
+    assert_int_equal(wf_layout_set(dst, mesh, pp, micro), WF_OK);
     for (int s = 0; s < pp && s < src->pp; s++)
         if (src->stage_first[s])
-            assert_int_equal(wf_plan_oplevel_set_stage(dst, s, src->stage_first[s]), WF_OK);
+            assert_int_equal(wf_layout_set_stage(dst, s, src->stage_first[s]), WF_OK);
     for (int i = 0; i < src->nlayouts; i++) {
         if (i == skip_op)
             continue;
         const char *x = sig_of && strcmp(src->op[i], sig_of) == 0 ? sig : src->sig[i];
-        assert_int_equal(wf_plan_oplevel_add_layout(dst, src->op[i], x), WF_OK);
+        assert_int_equal(wf_layout_add_sig(dst, src->op[i], x), WF_OK);
     }
 }
 
@@ -350,91 +350,91 @@ static void test_plan_errors(void **state)
     wf_model_config m;
     wf_cluster c;
     setup_mc("mlp:sizes=256-256-256-10", "dgx-a100:nodes=1", &m, &c);
-    wf_opplan_opts o;
-    wf_opplan_opts_default(&o);
+    wf_search_opplan_opts o;
+    wf_search_opplan_opts_default(&o);
     o.mesh = "2x4";
-    wf_opplan_result r;
-    assert_int_equal(wf_opplan_search(&m, &c, 64, &o, &r), WF_OK);
-    const wf_plan_oplevel *good = &r.best_plan;
+    wf_search_opplan_result r;
+    assert_int_equal(wf_search_opplan(&m, &c, 64, &o, &r), WF_OK);
+    const wf_layout *good = &r.best_plan;
     assert_string_equal(good->mesh, "2x4");
-    wf_plan_oplevel pl;
+    wf_layout pl;
     /* a signature the op does not have on the mesh */
     copy_plan(good, &pl, "2x4", 1, 1, -1, "relu1", "S1->S0|B->B");
     expect_err(&m, &c, 64, &pl, WF_INVAL, "op 'relu1' (relu): signature 'S1->S0|B->B'");
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     /* one axis too few */
     copy_plan(good, &pl, "2x4", 1, 1, -1, "relu1", "S0->S0");
     expect_err(&m, &c, 64, &pl, WF_INVAL, "signature 'S0->S0': 1 axis part(s) for a 2-axis mesh");
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     /* an op of another model */
     copy_plan(good, &pl, "2x4", 1, 1, -1, NULL, NULL);
-    assert_int_equal(wf_plan_oplevel_add_layout(&pl, "conv9", "B->B|B->B"), WF_OK);
+    assert_int_equal(wf_layout_add_sig(&pl, "conv9", "B->B|B->B"), WF_OK);
     expect_err(&m, &c, 64, &pl, WF_INVAL, "op 'conv9' is not an op of model");
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     /* an op without a layout */
     copy_plan(good, &pl, "2x4", 1, 1, 2, NULL, NULL);
     expect_err(&m, &c, 64, &pl, WF_INVAL, "op 'fc2' (linear) of model");
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     /* more devices than the cluster */
     copy_plan(good, &pl, "2x4", 2, 1, -1, NULL, NULL);
-    assert_int_equal(wf_plan_oplevel_set_stage(&pl, 0, "fc1"), WF_OK);
-    assert_int_equal(wf_plan_oplevel_set_stage(&pl, 1, "fc2"), WF_OK);
+    assert_int_equal(wf_layout_set_stage(&pl, 0, "fc1"), WF_OK);
+    assert_int_equal(wf_layout_set_stage(&pl, 1, "fc2"), WF_OK);
     expect_err(&m, &c, 64, &pl, WF_INVAL, "mesh 2x4 x pp=2 needs 16 devices, cluster");
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     /* a mesh larger than the cluster, and a malformed one */
     copy_plan(good, &pl, "4x4", 1, 1, -1, NULL, NULL);
     expect_err(&m, &c, 64, &pl, WF_INVAL, "16");
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     copy_plan(good, &pl, "2y4", 1, 1, -1, NULL, NULL);
     wf_arena a;
     wf_arena_init(&a, 1 << 12);
-    wf_opplan_point pt;
-    assert_true(wf_oplevel_plan_evaluate(&m, &c, 64, &pl, 0, NULL, &a, &pt) < 0);
+    wf_search_opplan_point pt;
+    assert_true(wf_search_opplan_evaluate(&m, &c, 64, &pl, 0, NULL, &a, &pt) < 0);
     wf_arena_free(&a);
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     /* micro-batches that do not divide the batch */
     copy_plan(good, &pl, "2x4", 1, 3, -1, NULL, NULL);
     expect_err(&m, &c, 64, &pl, WF_INVAL, "micro_batches=3 does not divide batch=64");
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     /* stages out of order, and not starting at the first op */
     wf_cluster c16;
     assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=2", &c16), WF_OK);
     copy_plan(good, &pl, "2x4", 2, 2, -1, NULL, NULL);
-    assert_int_equal(wf_plan_oplevel_set_stage(&pl, 0, "fc1"), WF_OK);
-    assert_int_equal(wf_plan_oplevel_set_stage(&pl, 1, "fc1"), WF_OK);
+    assert_int_equal(wf_layout_set_stage(&pl, 0, "fc1"), WF_OK);
+    assert_int_equal(wf_layout_set_stage(&pl, 1, "fc1"), WF_OK);
     expect_err(&m, &c16, 64, &pl, WF_INVAL, "stage 1 starts at op 'fc1', not after");
-    assert_int_equal(wf_plan_oplevel_set_stage(&pl, 0, "relu1"), WF_OK);
+    assert_int_equal(wf_layout_set_stage(&pl, 0, "relu1"), WF_OK);
     expect_err(&m, &c16, 64, &pl, WF_INVAL, "stage 0 starts at op 'relu1', not at the first op");
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     /* a storage layout that does not divide the tensor */
     copy_plan(good, &pl, "2x4", 1, 1, -1, NULL, NULL);
-    assert_int_equal(wf_plan_oplevel_add_storage(&pl, 0, "fc3.bias", "S0,S0"), WF_OK);
+    assert_int_equal(wf_layout_add_storage(&pl, 0, "fc3.bias", "S0,S0"), WF_OK);
     expect_err(&m, &c, 64, &pl, WF_INVAL, "storage S0,S0 of 'fc3.bias' does not divide");
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     /* a repeated op name */
     copy_plan(good, &pl, "2x4", 1, 1, -1, NULL, NULL);
-    assert_int_equal(wf_plan_oplevel_add_layout(&pl, "fc1", "B,B,B->B|B,B,B->B"), WF_INVAL);
+    assert_int_equal(wf_layout_add_sig(&pl, "fc1", "B,B,B->B|B,B,B->B"), WF_INVAL);
     assert_non_null(strstr(wf_last_error(), "'fc1' appears twice"));
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
 
     /* JSON: unknown fields, wrong stage counts, a bad plan string. */
-    cJSON *j = wf_plan_oplevel_to_json(good, NULL, NULL);
+    cJSON *j = wf_layout_to_json(good, NULL, NULL);
     assert_non_null(j);
     cJSON_AddNumberToObject(j, "extra", 1);
-    wf_plan_oplevel_init(&pl);
-    assert_int_equal(wf_plan_oplevel_from_json(j, "p.json", &pl, NULL), WF_FORMAT);
+    wf_layout_init(&pl);
+    assert_int_equal(wf_layout_from_json(j, "p.json", &pl, NULL), WF_FORMAT);
     assert_non_null(strstr(wf_last_error(), "extra"));
     cJSON_DeleteItemFromObject(j, "extra");
-    assert_int_equal(wf_plan_oplevel_from_json(j, "p.json", &pl, NULL), WF_OK);
+    assert_int_equal(wf_layout_from_json(j, "p.json", &pl, NULL), WF_OK);
     cJSON_ReplaceItemInObject(j, "plan", cJSON_CreateString("mesh=2x4,pp=2,micro_batches=1"));
-    assert_int_equal(wf_plan_oplevel_from_json(j, "p.json", &pl, NULL), WF_FORMAT);
+    assert_int_equal(wf_layout_from_json(j, "p.json", &pl, NULL), WF_FORMAT);
     assert_non_null(strstr(wf_last_error(), "p.json.stages"));
     cJSON_ReplaceItemInObject(j, "plan", cJSON_CreateString("mesh=2x4,tp=2"));
-    assert_int_equal(wf_plan_oplevel_from_json(j, "p.json", &pl, NULL), WF_FORMAT);
+    assert_int_equal(wf_layout_from_json(j, "p.json", &pl, NULL), WF_FORMAT);
     assert_non_null(strstr(wf_last_error(), "tp"));
     cJSON_Delete(j);
-    wf_plan_oplevel_free(&pl);
-    wf_opplan_result_free(&r);
+    wf_layout_free(&pl);
+    wf_search_opplan_result_free(&r);
 }
 
 /* The frontier and the ranking: sorted, fitting, the best first; the same
@@ -445,12 +445,12 @@ static void test_ranking_frontier(void **state)
     wf_model_config m;
     wf_cluster c;
     setup_mc("vgg16", "dgx-a100:nodes=2", &m, &c);
-    wf_opplan_opts o;
-    wf_opplan_opts_default(&o);
+    wf_search_opplan_opts o;
+    wf_search_opplan_opts_default(&o);
     o.top_k = 100;
-    wf_opplan_result r, r2;
-    assert_int_equal(wf_opplan_search(&m, &c, 64, &o, &r), WF_OK);
-    assert_int_equal(wf_opplan_search(&m, &c, 64, &o, &r2), WF_OK);
+    wf_search_opplan_result r, r2;
+    assert_int_equal(wf_search_opplan(&m, &c, 64, &o, &r), WF_OK);
+    assert_int_equal(wf_search_opplan(&m, &c, 64, &o, &r2), WF_OK);
     assert_true(r.ntop >= 2 && r.npareto >= 2);
     assert_int_equal(r.ntop, r2.ntop);
     for (int i = 0; i < r.ntop; i++) {
@@ -473,24 +473,24 @@ static void test_ranking_frontier(void **state)
         for (int k = 0; k < i; k++)
             assert_string_not_equal(r.top[i].plan, r.top[k].plan);
     assert_true(r.searched >= r.ntop && r.searches >= r.searched);
-    wf_opplan_result_free(&r);
-    wf_opplan_result_free(&r2);
+    wf_search_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r2);
     /* A budget nothing meets: the smallest plan and NOFIT. */
     o.max_memory_bytes = 1e6;
-    assert_int_equal(wf_opplan_search(&m, &c, 64, &o, &r), WF_NOFIT);
+    assert_int_equal(wf_search_opplan(&m, &c, 64, &o, &r), WF_NOFIT);
     assert_true(r.has_best && !r.best.fits);
     assert_non_null(strstr(wf_last_error(), "smallest memory found"));
-    wf_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r);
     /* Bad options */
-    wf_opplan_opts_default(&o);
+    wf_search_opplan_opts_default(&o);
     o.mesh = "3x3";
-    assert_int_equal(wf_opplan_search(&m, &c, 64, &o, &r), WF_INVAL);
-    wf_opplan_result_free(&r);
-    wf_opplan_opts_default(&o);
+    assert_int_equal(wf_search_opplan(&m, &c, 64, &o, &r), WF_INVAL);
+    wf_search_opplan_result_free(&r);
+    wf_search_opplan_opts_default(&o);
     o.pp = 3;
-    assert_int_equal(wf_opplan_search(&m, &c, 64, &o, &r), WF_INVAL);
+    assert_int_equal(wf_search_opplan(&m, &c, 64, &o, &r), WF_INVAL);
     assert_non_null(strstr(wf_last_error(), "pp=3"));
-    wf_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r);
 }
 
 int main(void)

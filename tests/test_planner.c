@@ -57,8 +57,8 @@ static void test_winner_reestimated(void **state)
     wf_model_config m;
     wf_cluster c;
     setup_mc("gpt3-175b", "dgx-a100:nodes=8", &m, &c);
-    wf_outer_result r;
-    assert_int_equal(wf_outer_search(&m, &c, 64, NULL, &r), WF_OK);
+    wf_search_outer_result r;
+    assert_int_equal(wf_search_outer(&m, &c, 64, NULL, &r), WF_OK);
     assert_true(r.ntop == 10);
     assert_true(r.top[0].est.fits);
     /* A fresh context, as `weft estimate` makes one. */
@@ -88,7 +88,7 @@ static void test_winner_reestimated(void **state)
     wf_cost_ctx_free(ctx);
     assert_true(r.searched > 0 && r.searched <= r.space);
     assert_int_equal(r.pruned, r.space - r.searched);
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
 }
 
 /* ---- an independent brute force ---------------------------------------------------- */
@@ -216,16 +216,16 @@ static void check_against_brute_force(const char *model, const char *cluster, in
             uniq[nu++] = all[i];
 
     for (int exhaustive = 0; exhaustive < 2; exhaustive++) {
-        wf_outer_opts o;
-        wf_outer_opts_default(&o);
+        wf_search_outer_opts o;
+        wf_search_outer_opts_default(&o);
         o.top_k = 20;
         o.max_memory_bytes = budget_gib > 0 ? budget : 0;
         o.tp_cross_node = 1; /* the brute force takes every tp */
         o.exhaustive = exhaustive;
         o.uniform_recompute = 1; /* the brute force recomputes every layer alike */
         o.even_stages = 1;       /* and splits the layers evenly */
-        wf_outer_result r;
-        assert_int_equal(wf_outer_search(&m, &c, batch, &o, &r), WF_OK);
+        wf_search_outer_result r;
+        assert_int_equal(wf_search_outer(&m, &c, batch, &o, &r), WF_OK);
         /* The best: the same numbers; exhaustively also the same plan. */
         assert_true(r.top[0].est.iteration_time_s == all[0].est.iteration_time_s);
         assert_true(r.top[0].est.memory_per_device_bytes == all[0].est.memory_per_device_bytes);
@@ -253,7 +253,7 @@ static void check_against_brute_force(const char *model, const char *cluster, in
         /* The top K is sorted and every entry is a plan of the brute force. */
         for (int i = 1; i < r.ntop; i++)
             assert_true(r.top[i - 1].est.iteration_time_s <= r.top[i].est.iteration_time_s);
-        wf_outer_result_free(&r);
+        wf_search_outer_result_free(&r);
     }
     free(front);
     free(uniq);
@@ -285,14 +285,14 @@ static void compare_pruned_comm(const char *model, const char *cluster, int64_t 
     wf_model_config m;
     wf_cluster c;
     setup_mc(model, cluster, &m, &c);
-    wf_outer_result r[2];
+    wf_search_outer_result r[2];
     for (int ex = 0; ex < 2; ex++) {
-        wf_outer_opts o;
-        wf_outer_opts_default(&o);
+        wf_search_outer_opts o;
+        wf_search_outer_opts_default(&o);
         o.exhaustive = ex;
         o.search_comm = search_comm;
         o.max_memory_bytes = budget_gib * GIB;
-        assert_int_equal(wf_outer_search(&m, &c, batch, &o, &r[ex]), WF_OK);
+        assert_int_equal(wf_search_outer(&m, &c, batch, &o, &r[ex]), WF_OK);
     }
     assert_true(r[0].searched < r[1].searched);
     assert_int_equal(r[0].space, r[1].space);
@@ -312,8 +312,8 @@ static void compare_pruned_comm(const char *model, const char *cluster, int64_t 
         assert_true(r[0].pareto[i].est.memory_per_device_bytes ==
                     r[1].pareto[i].est.memory_per_device_bytes);
     }
-    wf_outer_result_free(&r[0]);
-    wf_outer_result_free(&r[1]);
+    wf_search_outer_result_free(&r[0]);
+    wf_search_outer_result_free(&r[1]);
 }
 
 static void compare_pruned(const char *model, const char *cluster, int64_t batch, double budget_gib)
@@ -346,12 +346,12 @@ static void check_pareto(int uniform)
     wf_model_config m;
     wf_cluster c;
     setup_mc("gpt3-175b", "dgx-a100:nodes=8", &m, &c);
-    wf_outer_opts o;
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts o;
+    wf_search_outer_opts_default(&o);
     o.top_k = 200;
     o.uniform_recompute = uniform;
-    wf_outer_result r;
-    assert_int_equal(wf_outer_search(&m, &c, 64, &o, &r), WF_OK);
+    wf_search_outer_result r;
+    assert_int_equal(wf_search_outer(&m, &c, 64, &o, &r), WF_OK);
     assert_true(r.npareto >= 3);
     /* The fastest plan is the frontier's first point. */
     assert_same_estimate(&r.pareto[0].est, &r.top[0].est);
@@ -376,20 +376,20 @@ static void check_pareto(int uniform)
     /* The frontier answers every budget: searching with a frontier point's
      * memory as the budget finds that point's time. */
     for (int i = 0; i < r.npareto; i += 3) {
-        wf_outer_opts ob;
-        wf_outer_opts_default(&ob);
+        wf_search_outer_opts ob;
+        wf_search_outer_opts_default(&ob);
         ob.max_memory_bytes = r.pareto[i].est.memory_per_device_bytes;
         ob.uniform_recompute = uniform;
-        wf_outer_result rb;
-        assert_int_equal(wf_outer_search(&m, &c, 64, &ob, &rb), WF_OK);
+        wf_search_outer_result rb;
+        assert_int_equal(wf_search_outer(&m, &c, 64, &ob, &rb), WF_OK);
         if (uniform)
             assert_true(rb.top[0].est.iteration_time_s == r.pareto[i].est.iteration_time_s);
         else
             assert_true(rb.top[0].est.iteration_time_s <= r.pareto[i].est.iteration_time_s);
         assert_true(rb.top[0].est.memory_per_device_bytes <= ob.max_memory_bytes);
-        wf_outer_result_free(&rb);
+        wf_search_outer_result_free(&rb);
     }
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
 }
 
 static void test_pareto(void **state)
@@ -408,17 +408,17 @@ static void test_max_memory(void **state)
     const double budgets[] = {80, 75, 70, 65, 60, 55, 52, 50};
     double prev = 0;
     for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
-        wf_outer_opts o;
-        wf_outer_opts_default(&o);
+        wf_search_outer_opts o;
+        wf_search_outer_opts_default(&o);
         o.max_memory_bytes = budgets[i] * GIB;
-        wf_outer_result r;
-        assert_int_equal(wf_outer_search(&m, &c, 64, &o, &r), WF_OK);
+        wf_search_outer_result r;
+        assert_int_equal(wf_search_outer(&m, &c, 64, &o, &r), WF_OK);
         assert_true(r.budget_bytes == budgets[i] * GIB);
         for (int k = 0; k < r.ntop; k++)
             assert_true(r.top[k].est.memory_per_device_bytes <= budgets[i] * GIB);
         assert_true(r.top[0].est.iteration_time_s >= prev);
         prev = r.top[0].est.iteration_time_s;
-        wf_outer_result_free(&r);
+        wf_search_outer_result_free(&r);
     }
 }
 
@@ -428,40 +428,40 @@ static void test_nofit_and_invalid(void **state)
     wf_model_config m;
     wf_cluster c;
     setup_mc("gpt3-175b", "dgx-a100:nodes=8", &m, &c);
-    wf_outer_opts o;
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts o;
+    wf_search_outer_opts_default(&o);
     o.max_memory_bytes = 10 * GIB;
-    wf_outer_result r;
-    assert_int_equal(wf_outer_search(&m, &c, 64, &o, &r), WF_NOFIT);
+    wf_search_outer_result r;
+    assert_int_equal(wf_search_outer(&m, &c, 64, &o, &r), WF_NOFIT);
     assert_non_null(strstr(wf_last_error(), "smallest memory"));
     assert_non_null(strstr(wf_last_error(), "10.00 GiB"));
     assert_true(r.has_min);
     assert_true(r.min_memory.est.memory_per_device_bytes > 10 * GIB);
     assert_int_equal(r.ntop, 0);
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
 
     /* 175B on one node: weights alone exceed the memory everywhere. */
     setup_mc("gpt3-175b", "dgx-a100:nodes=1", &m, &c);
-    assert_int_equal(wf_outer_search(&m, &c, 8, NULL, &r), WF_NOFIT);
-    wf_outer_result_free(&r);
+    assert_int_equal(wf_search_outer(&m, &c, 8, NULL, &r), WF_NOFIT);
+    wf_search_outer_result_free(&r);
 
     /* More devices than the cluster has; a bad batch; nothing divides. */
     setup_mc("gpt3-1.3b", "dgx-a100:nodes=1", &m, &c);
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts_default(&o);
     o.devices = 16;
-    assert_int_equal(wf_outer_search(&m, &c, 32, &o, &r), WF_INVAL);
+    assert_int_equal(wf_search_outer(&m, &c, 32, &o, &r), WF_INVAL);
     assert_non_null(strstr(wf_last_error(), "devices=16"));
-    wf_outer_result_free(&r);
-    assert_int_equal(wf_outer_search(&m, &c, 0, NULL, &r), WF_INVAL);
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
+    assert_int_equal(wf_search_outer(&m, &c, 0, NULL, &r), WF_INVAL);
+    wf_search_outer_result_free(&r);
     o.devices = 7; /* tp = pp = 1 (24 layers, 8 per node), dp = 7 does not divide 32 */
-    assert_int_equal(wf_outer_search(&m, &c, 32, &o, &r), WF_INVAL);
+    assert_int_equal(wf_search_outer(&m, &c, 32, &o, &r), WF_INVAL);
     assert_non_null(strstr(wf_last_error(), "no plan divides"));
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
     o.devices = 0;
     o.top_k = 0;
-    assert_int_equal(wf_outer_search(&m, &c, 32, &o, &r), WF_INVAL);
-    wf_outer_result_free(&r);
+    assert_int_equal(wf_search_outer(&m, &c, 32, &o, &r), WF_INVAL);
+    wf_search_outer_result_free(&r);
 }
 
 static void test_devices_and_determinism(void **state)
@@ -471,15 +471,15 @@ static void test_devices_and_determinism(void **state)
     wf_cluster c;
     setup_mc("gpt3-13b", "dgx-a100:nodes=4", &m, &c);
     /* A subset of the cluster. */
-    wf_outer_opts o;
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts o;
+    wf_search_outer_opts_default(&o);
     o.devices = 8;
-    wf_outer_result r1, r2;
-    assert_int_equal(wf_outer_search(&m, &c, 64, &o, &r1), WF_OK);
+    wf_search_outer_result r1, r2;
+    assert_int_equal(wf_search_outer(&m, &c, 64, &o, &r1), WF_OK);
     assert_int_equal(r1.devices, 8);
     for (int i = 0; i < r1.ntop; i++)
         assert_int_equal(wf_plan_devices(&r1.top[i].plan), 8);
-    assert_int_equal(wf_outer_search(&m, &c, 64, &o, &r2), WF_OK);
+    assert_int_equal(wf_search_outer(&m, &c, 64, &o, &r2), WF_OK);
     assert_int_equal(r1.ntop, r2.ntop);
     assert_int_equal(r1.npareto, r2.npareto);
     assert_int_equal(r1.searched, r2.searched);
@@ -491,25 +491,25 @@ static void test_devices_and_determinism(void **state)
         assert_same_estimate(&r1.top[i].est, &r2.top[i].est);
     }
     /* tp stays within a node unless asked. */
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts_default(&o);
     o.top_k = 1000;
-    wf_outer_result r3;
-    assert_int_equal(wf_outer_search(&m, &c, 64, &o, &r3), WF_OK);
+    wf_search_outer_result r3;
+    assert_int_equal(wf_search_outer(&m, &c, 64, &o, &r3), WF_OK);
     for (int i = 0; i < r3.ntop; i++)
         assert_true(r3.top[i].plan.tp <= 8);
-    wf_outer_result_free(&r1);
-    wf_outer_result_free(&r2);
-    wf_outer_result_free(&r3);
+    wf_search_outer_result_free(&r1);
+    wf_search_outer_result_free(&r2);
+    wf_search_outer_result_free(&r3);
 
     int64_t counts[16];
     setup_mc("gpt3-13b", "dgx-a100", &m, &c);
-    assert_int_equal(wf_outer_device_counts(&c, 1, 20, counts, 16), 5);
+    assert_int_equal(wf_search_outer_device_counts(&c, 1, 20, counts, 16), 5);
     const int64_t want1[] = {1, 2, 4, 8, 16};
     assert_memory_equal(counts, want1, sizeof want1);
-    assert_int_equal(wf_outer_device_counts(&c, 12, 40, counts, 16), 4);
+    assert_int_equal(wf_search_outer_device_counts(&c, 12, 40, counts, 16), 4);
     const int64_t want2[] = {16, 24, 32, 40};
     assert_memory_equal(counts, want2, sizeof want2);
-    assert_int_equal(wf_outer_device_counts(&c, 500, 9999, counts, 16), 2); /* 504, 512 */
+    assert_int_equal(wf_search_outer_device_counts(&c, 500, 9999, counts, 16), 2); /* 504, 512 */
     assert_int_equal(counts[1], 512);
 }
 
@@ -521,13 +521,13 @@ static void test_search_comm(void **state)
     wf_model_config m;
     wf_cluster c;
     setup_mc("bert-large", "v100-10gbe", &m, &c);
-    wf_outer_result r0, r1;
-    wf_outer_opts o;
-    wf_outer_opts_default(&o);
-    assert_int_equal(wf_outer_search(&m, &c, 512, &o, &r0), WF_OK);
+    wf_search_outer_result r0, r1;
+    wf_search_outer_opts o;
+    wf_search_outer_opts_default(&o);
+    assert_int_equal(wf_search_outer(&m, &c, 512, &o, &r0), WF_OK);
     o.search_comm = 1;
     o.top_k = 100;
-    assert_int_equal(wf_outer_search(&m, &c, 512, &o, &r1), WF_OK);
+    assert_int_equal(wf_search_outer(&m, &c, 512, &o, &r1), WF_OK);
     assert_true(r1.space > r0.space);
     assert_true(r1.top[0].est.iteration_time_s <= r0.top[0].est.iteration_time_s);
     int kinds = 0;
@@ -547,8 +547,8 @@ static void test_search_comm(void **state)
     }
     assert_true(kinds >= 2);
     wf_cost_ctx_free(ctx);
-    wf_outer_result_free(&r0);
-    wf_outer_result_free(&r1);
+    wf_search_outer_result_free(&r0);
+    wf_search_outer_result_free(&r1);
 }
 
 static void test_non_transformer(void **state)
@@ -557,11 +557,11 @@ static void test_non_transformer(void **state)
     wf_model_config m;
     wf_cluster c;
     setup_mc("vgg16", "dgx-a100:nodes=2", &m, &c);
-    wf_outer_opts o;
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts o;
+    wf_search_outer_opts_default(&o);
     o.top_k = 50;
-    wf_outer_result r;
-    assert_int_equal(wf_outer_search(&m, &c, 256, &o, &r), WF_OK);
+    wf_search_outer_result r;
+    assert_int_equal(wf_search_outer(&m, &c, 256, &o, &r), WF_OK);
     wf_cost_ctx *ctx = NULL;
     assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
     for (int i = 0; i < r.ntop; i++) {
@@ -576,7 +576,7 @@ static void test_non_transformer(void **state)
         assert_same_estimate(&e, &r.top[i].est);
     }
     wf_cost_ctx_free(ctx);
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
 }
 
 /* ---- quality: at least as fast as the published hand-tuned plans ------------------------- */
@@ -627,9 +627,9 @@ static void test_quality_calibration(void **state)
         assert_int_equal(wf_estimate_plan(ctx, &pub, batch, &pe), WF_OK);
         wf_cost_ctx_free(ctx);
 
-        wf_outer_result r;
-        assert_int_equal(wf_outer_search(&m, &c, batch, NULL, &r), WF_OK);
-        const wf_outer_point *best = &r.top[0];
+        wf_search_outer_result r;
+        assert_int_equal(wf_search_outer(&m, &c, batch, NULL, &r), WF_OK);
+        const wf_search_outer_point *best = &r.top[0];
         char text[256];
         plan_text(&best->plan, text);
         print_message("%-14s %5d %6d %-8s %12.3f %12.3f %8.3fx  %s\n", model, gpus, batch, mode,
@@ -639,7 +639,7 @@ static void test_quality_calibration(void **state)
         assert_true(best->est.memory_per_device_bytes <= c.dev.mem_bytes);
         assert_true(best->est.iteration_time_s <= pe.iteration_time_s);
         assert_int_equal(wf_plan_devices(&best->plan), gpus);
-        wf_outer_result_free(&r);
+        wf_search_outer_result_free(&r);
         nrows++;
     }
     assert_int_equal(nrows, 8);
@@ -771,16 +771,16 @@ static void rc_case(const char *model, const char *cluster, int64_t batch, doubl
     wf_model_config m;
     wf_cluster c;
     setup_mc(model, cluster, &m, &c);
-    wf_outer_result r[2];
+    wf_search_outer_result r[2];
     for (int uni = 0; uni < 2; uni++) {
-        wf_outer_opts o;
-        wf_outer_opts_default(&o);
+        wf_search_outer_opts o;
+        wf_search_outer_opts_default(&o);
         o.max_memory_bytes = budget_gib * GIB;
         o.attn = WF_ATTN_UNFUSED;
         o.uniform_recompute = uni;
-        assert_int_equal(wf_outer_search(&m, &c, batch, &o, &r[uni]), WF_OK);
+        assert_int_equal(wf_search_outer(&m, &c, batch, &o, &r[uni]), WF_OK);
     }
-    const wf_outer_point *best = &r[0].top[0];
+    const wf_search_outer_point *best = &r[0].top[0];
     char text[512];
     wf_plan_format(&best->plan, text, sizeof text);
     fprintf(stderr, "%s, %.0f GiB: %s %.4f s %.2f GiB; uniform best %.4f s\n", model, budget_gib, text,
@@ -807,8 +807,8 @@ static void rc_case(const char *model, const char *cluster, int64_t batch, doubl
     assert_int_equal(wf_estimate_plan(ctx, &back, batch, &e), WF_OK);
     assert_same_estimate(&e, &best->est);
     wf_cost_ctx_free(ctx);
-    wf_outer_result_free(&r[0]);
-    wf_outer_result_free(&r[1]);
+    wf_search_outer_result_free(&r[0]);
+    wf_search_outer_result_free(&r[1]);
 }
 
 static void test_recompute_per_stage(void **state)

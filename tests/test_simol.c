@@ -1,7 +1,7 @@
 /* The simulator plays op-level plans from their layouts (issue 9, item 4).
  *
  * An op-level plan is simulated from one task graph built from its layout
- * descriptor (wf_sim_oplevel: wf_oplevel_plan_layout's descriptor of its SBP
+ * descriptor (wf_sim_oplevel: wf_layout_descriptor's descriptor of its SBP
  * signatures, played by wf_sim_layouts): each op's products at its local
  * shape, the boxing collectives on the model-parallel axis where the layouts
  * put them, pipeline sends, the gradient schedule. A whole-model plan is
@@ -24,7 +24,7 @@
  *   under ZeRO-3, whose next forward gathers the weights anyway;
  * - plans of the op-level search (layouts no whole-model plan has: a CNN's
  *   convolutions split by the batch and its classifier by features on one
- *   axis, pipelined) simulated against wf_oplevel_plan_cost within 3%. */
+ *   axis, pipelined) simulated against wf_layout_cost within 3%. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,10 +58,10 @@ static int agree(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx
     wf_estimate e;
     if (wf_estimate_plan(ctx, p, batch, &e) != WF_OK)
         return 0;
-    wf_plan_oplevel ol;
-    wf_plan_oplevel_init(&ol);
+    wf_layout ol;
+    wf_layout_init(&ol);
     if (wf_plan_lower(m, c, p, batch, &ol) != WF_OK) {
-        wf_plan_oplevel_free(&ol);
+        wf_layout_free(&ol);
         return 0;
     }
     wf_sim_plan_result a, b;
@@ -69,7 +69,7 @@ static int agree(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx
     char text[512];
     wf_plan_format(p, text, sizeof text);
     wf_status st = wf_sim_oplevel(m, c, &ol, batch, NULL, &a, &q);
-    wf_plan_oplevel_free(&ol);
+    wf_layout_free(&ol);
     if (st != WF_OK)
         fprintf(stderr, "%s %s: %s\n", m->name, text, wf_last_error());
     assert_int_equal(st, WF_OK);
@@ -152,25 +152,25 @@ static void test_search_plans(void **state)
         wf_model_config m;
         assert_int_equal(wf_model_lookup(cases[k].model, &m), WF_OK);
         for (size_t x = 0; x < sizeof meshes / sizeof meshes[0]; x++) {
-            wf_opplan_opts oo;
-            wf_opplan_opts_default(&oo);
+            wf_search_opplan_opts oo;
+            wf_search_opplan_opts_default(&oo);
             oo.mesh = meshes[x];
-            wf_opplan_result r;
-            wf_status st = wf_opplan_search(&m, &c, cases[k].batch, &oo, &r);
+            wf_search_opplan_result r;
+            wf_status st = wf_search_opplan(&m, &c, cases[k].batch, &oo, &r);
             if (st != WF_OK || !r.has_best) {
-                wf_opplan_result_free(&r);
+                wf_search_opplan_result_free(&r);
                 continue;
             }
             wf_cost_ctx *ctx = NULL;
             assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
             wf_estimate e;
             wf_plan q;
-            st = wf_oplevel_plan_cost(&m, &c, ctx, cases[k].batch, &r.best_plan, &e, &q);
+            st = wf_layout_cost(&m, &c, ctx, cases[k].batch, &r.best_plan, &e, &q);
             wf_cost_ctx_free(ctx);
             if (st != WF_OK) { /* layouts the one cost model does not take (the simulator refuses them too) */
                 wf_sim_plan_result s;
                 assert_int_not_equal(wf_sim_oplevel(&m, &c, &r.best_plan, cases[k].batch, NULL, &s, NULL), WF_OK);
-                wf_opplan_result_free(&r);
+                wf_search_opplan_result_free(&r);
                 continue;
             }
             wf_sim_plan_result s;
@@ -185,7 +185,7 @@ static void test_search_plans(void **state)
             worst = d > worst ? d : worst;
             split += q.tp > 1;
             n++;
-            wf_opplan_result_free(&r);
+            wf_search_opplan_result_free(&r);
         }
     }
     fprintf(stderr, "op-level search plans: %d simulated from their layouts (%d with a model-parallel axis), worst "

@@ -1,8 +1,8 @@
-/* One search space: the unified search's best (wf_unified_search: Megatron's
+/* One search space: the unified search's best (wf_search_unified: Megatron's
  * layouts from the outer search and the op-level search's layouts, every
  * candidate ranked by the one cost model) is never slower than the outer
  * search's best under the same memory budget, fits that budget, and its
- * layouts, costed again from the plan file's form (wf_oplevel_plan_cost),
+ * layouts, costed again from the plan file's form (wf_layout_cost),
  * give its numbers. Cases: the Korthikanti et al. 2022 rows' models on
  * their GPUs and batches, zoo transformers at small batches, a CNN and an
  * MLP. */
@@ -30,8 +30,8 @@ static void check_case(const ucase *u)
     wf_cluster c;
     assert_int_equal(wf_model_lookup(u->model, &m), WF_OK);
     assert_int_equal(wf_cluster_lookup(u->cluster, &c), WF_OK);
-    wf_unified_result r;
-    wf_status st = wf_unified_search(&m, &c, u->batch, NULL, &r);
+    wf_search_unified_result r;
+    wf_status st = wf_search_unified(&m, &c, u->batch, NULL, &r);
     if (st != WF_OK)
         fprintf(stderr, "%s: %s\n", u->model, wf_last_error());
     assert_int_equal(st, WF_OK);
@@ -52,19 +52,19 @@ static void check_case(const ucase *u)
                                                 Megatron pads it, the SBP split of the lowering
                                                 needs it exact, ALGORITHMS.md 2) */
         assert_true(r.megatron && (r.as_plan.cp > 1 || wf_model_is_moe(&m) || m.vocab % r.as_plan.tp != 0));
-        wf_unified_result_free(&r);
+        wf_search_unified_result_free(&r);
         return;
     }
     wf_cost_ctx *ctx = NULL;
     assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
     wf_estimate e;
-    st = wf_oplevel_plan_cost(&m, &c, ctx, u->batch, &r.plan, &e, NULL);
+    st = wf_layout_cost(&m, &c, ctx, u->batch, &r.plan, &e, NULL);
     if (st != WF_OK)
         fprintf(stderr, "%s: %s\n", u->model, wf_last_error());
     assert_int_equal(st, WF_OK);
     assert_true(fabs(e.iteration_time_s / r.est.iteration_time_s - 1) < 0.01);
     wf_cost_ctx_free(ctx);
-    wf_unified_result_free(&r);
+    wf_search_unified_result_free(&r);
 }
 
 static void test_calibration_models(void **state)
@@ -139,11 +139,11 @@ static void test_beyond_megatron(void **state)
     wf_cluster c;
     assert_int_equal(wf_model_lookup("mlp:sizes=1024-16384-16384-10", &m), WF_OK);
     assert_int_equal(wf_cluster_lookup("v100-10gbe:nodes=4", &c), WF_OK);
-    wf_unified_result r;
-    assert_int_equal(wf_unified_search(&m, &c, 256, NULL, &r), WF_OK);
+    wf_search_unified_result r;
+    assert_int_equal(wf_search_unified(&m, &c, 256, NULL, &r), WF_OK);
     assert_false(r.megatron);
     assert_true(r.est.iteration_time_s < 0.5 * r.outer_best_s);
-    wf_unified_result_free(&r);
+    wf_search_unified_result_free(&r);
     check_case(&(ucase){"mlp:sizes=1024-16384-16384-10", "v100-10gbe:nodes=4", 256});
 }
 
@@ -167,8 +167,8 @@ static void test_cross_node_one_gpu(void **state)
     assert_int_equal(wf_model_lookup(model, &m), WF_OK);
     assert_int_equal(wf_cluster_lookup(cluster, &c), WF_OK);
     assert_int_equal(c.level[0].size, 1);
-    wf_unified_result r;
-    assert_int_equal(wf_unified_search(&m, &c, 64, NULL, &r), WF_OK);
+    wf_search_unified_result r;
+    assert_int_equal(wf_search_unified(&m, &c, 64, NULL, &r), WF_OK);
     assert_true(r.costed > 0);
     assert_false(r.megatron);
     assert_true(r.est.iteration_time_s < r.outer_best_s);
@@ -186,7 +186,7 @@ static void test_cross_node_one_gpu(void **state)
     assert_int_equal(wf_estimate_plan(ctx, &dp, 64, &e), WF_OK);
     assert_true(r.est.iteration_time_s < e.iteration_time_s);
     wf_cost_ctx_free(ctx);
-    wf_unified_result_free(&r);
+    wf_search_unified_result_free(&r);
     check_case(&(ucase){model, cluster, 64});
 }
 

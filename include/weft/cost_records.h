@@ -202,18 +202,10 @@ wf_status wf_cost_plan_cut(const wf_model_config *m, const wf_cluster *c, const 
                             int *first);
 
 /* ---- layouts: one cost model for every plan ------------------------------------------
- * What a plan's layouts do to each costed op (docs/cost-model.md, "One cost
- * model"). A plan runs on a mesh of a data-parallel axis (outer: the batch
- * split, every weight replicated) and a model-parallel axis of `tp` devices
- * (inner, stride 1). Its layouts on the model-parallel axis decide, per op
- * of the context (the one-layer graph of a transformer: pre, layer, post),
- * by how much its work, its weights and what it saves for backward are
- * divided, and which collectives the axis runs where. The estimate of a
- * whole-model plan composes the descriptor of Megatron's layouts
- * (wf_cost_layout_megatron); an op-level plan's descriptor is derived from
- * its SBP signatures (wf_oplevel_plan_cost in search.h); both are composed
- * by the same code (wf_estimate_layouts), so the two can only differ where
- * their layouts differ. */
+ * The layout descriptor: per op of the context, what a plan's layouts divide
+ * and which collectives they run where; Megatron's (wf_cost_layout_megatron)
+ * and an op-level plan's (wf_layout_cost, layout.h) are composed by the same
+ * wf_estimate_layouts (docs/interfaces.md, "cost_records.h"). */
 
 /* What a collective may hide behind: the forward, input-gradient or
  * weight-gradient product of the ops it names. */
@@ -291,16 +283,8 @@ wf_status wf_cost_layout_add_event(wf_cost_layout *l, const wf_cost_event *ev);
 wf_status wf_cost_layout_megatron(const wf_cost_ctx *ctx, int tp, int sp, wf_cost_layout *out);
 
 /* FastFold's Dynamic Axial Parallelism (arXiv 2203.00854; hpcaitech/FastFold
- * at eba4968) for an AlphaFold2-shaped model (src/cost/dap.c): every op of an
- * Evoformer block split dap ways (its work, what it saves and its
- * activations; its weights whole, their gradients partial sums over the DAP
- * group), the embedders and the head whole on every rank, and the
- * collectives of each block on the DAP group (dap devices, stride 1): the
- * all-to-alls that turn the MSA and the pair between row- and column-sharded
- * (2 and 4 per block), the all-gathers of the attention biases and of the
- * outer-product and triangle-update projections (reduce-scatters of their
- * gradients in backward), the scatter into the first block and the gather
- * out of the last. dap >= 2. */
+ * at eba4968) of an AlphaFold2-shaped model split dap >= 2 ways into out
+ * (src/cost/dap.c; docs/interfaces.md, "cost_records.h"). */
 wf_status wf_cost_layout_dap(const wf_cost_ctx *ctx, int dap, wf_cost_layout *out);
 /* The times of every op (out[nops]) at micro-batch mbs under layouts l: each
  * op's activation work divided by l->div, its weight traffic by l->pdiv

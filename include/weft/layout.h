@@ -29,7 +29,7 @@ extern "C" {
  * be initialized. The keys that are not layouts (recompute, zero, overlap,
  * the schedules, vpp, the profile's) go into out->keys; cp is WF_INVAL. */
 wf_status wf_plan_lower(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int64_t batch,
-                        wf_plan_oplevel *out);
+                        wf_layout *out);
 
 /* ==== one cost model (src/layout/layout_cost.c) ==================================
  * The estimate of op-level plan ol: its layouts read as the cost model's
@@ -43,27 +43,27 @@ wf_status wf_plan_lower(const wf_model_config *m, const wf_cluster *c, const wf_
  * WF_INVAL naming it. ctx is a context of model m on cluster c; as_plan (may
  * be NULL) receives the plan composed (dp, tp, pp, mbs, sp from the layouts,
  * the rest from the keys). */
-wf_status wf_oplevel_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                               const wf_plan_oplevel *ol, wf_estimate *out, wf_plan *as_plan);
-/* The descriptor and the plan wf_oplevel_plan_cost composes (free out with
+wf_status wf_layout_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                         const wf_layout *ol, wf_estimate *out, wf_plan *as_plan);
+/* The descriptor and the plan wf_layout_cost composes (free out with
  * wf_cost_layout_free). */
-wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                                 const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan);
+wf_status wf_layout_descriptor(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                               const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan);
 
 /* One plan's layouts costed again and again (what a search on the one cost
- * model needs): wf_layout_coster_new reads ol once (as wf_oplevel_plan_cost
+ * model needs): wf_layout_coster_new reads ol once (as wf_layout_cost
  * does: the same checks, the same errors; ol must outlive the coster), and
  * each wf_layout_coster_cost prices the coster's current signatures -- one
  * per forward op of wf_layout_coster_graph (a transformer's: embedding, one
  * layer, head, tied to every layer), which the caller may change between
  * calls to any signature of that op on the mesh (wf_sbp_op_sigs) -- exactly
- * as wf_oplevel_plan_cost prices the plan with those layouts. keep_storage
+ * as wf_layout_cost prices the plan with those layouts. keep_storage
  * 0: every parameter is kept as its first reader reads it (ol's storage
  * layouts ignored). A mixture of experts is WF_INVAL (costed as the
  * whole-model plan it raises to). */
 typedef struct wf_layout_coster wf_layout_coster;
 wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                               const wf_plan_oplevel *ol, int keep_storage, wf_layout_coster **out);
+                               const wf_layout *ol, int keep_storage, wf_layout_coster **out);
 const wf_graph *wf_layout_coster_graph(const wf_layout_coster *k);
 const wf_mesh *wf_layout_coster_mesh(const wf_layout_coster *k);
 wf_sbp_sig *wf_layout_coster_sigs(wf_layout_coster *k);
@@ -83,7 +83,7 @@ void wf_layout_coster_free(wf_layout_coster *k);
  * WF_INVAL
  * naming the first op whose layout no whole-model plan gives. What lets the
  * simulator and the runtime take op-level plans of Megatron's family. */
-wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,
+wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                         wf_plan *out);
 
 /* ==== a plan resolved once (src/layout/resolve.c) ================================
@@ -109,10 +109,10 @@ typedef struct {
 typedef struct {
     int oplevel;                  /* 1: the text named an op-level plan file */
     wf_plan plan;                 /* the whole-model plan (an op-level file: the one its layouts
-                                     compose, wf_oplevel_plan_layout's as_plan) */
+                                     compose, wf_layout_descriptor's as_plan) */
     int has_layouts;              /* 0: no op-level form (no lowering: models other than transformers,
                                      cp > 1, a mixture of experts' whole-model plan) */
-    wf_plan_oplevel ol;           /* the op-level form (has_layouts) */
+    wf_layout ol;           /* the op-level form (has_layouts) */
     wf_mesh mesh;                 /* its mesh, parsed once (has_layouts) */
     wf_graph graph;               /* the model's graph at one micro-batch (has_layouts) */
     wf_sbp_sig *sig;              /* [graph.nfwd] each forward op's signature (has_layouts) */
@@ -154,18 +154,18 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
  * the batch, each forward op's signature parsed once and indexed by op, the
  * stage cut; no keys, descriptor or rank groups. For a consumer that reads
  * or lowers the plan itself (the SPMD runtime). */
-wf_status wf_layout_index(const wf_plan_oplevel *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch,
+wf_status wf_layout_index(const wf_layout *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch,
                           wf_layout_plan *out);
 void wf_layout_plan_free(wf_layout_plan *p);
-/* wf_oplevel_plan_layout and wf_oplevel_plan_cost of op-level plan ol
+/* wf_layout_descriptor and wf_layout_cost of op-level plan ol
  * already resolved into lp (wf_layout_index or wf_layout_resolve of ol): its
  * mesh, signatures and storage layouts are read as lp parsed them, nothing
  * parsed again; the same checks otherwise, the same figures. */
 wf_status wf_layout_plan_descriptor(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                                    const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_cost_layout *out,
+                                    const wf_layout *ol, const wf_layout_plan *lp, wf_cost_layout *out,
                                     wf_plan *as_plan);
 wf_status wf_layout_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                              const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_estimate *out,
+                              const wf_layout *ol, const wf_layout_plan *lp, wf_estimate *out,
                               wf_plan *as_plan);
 /* The index of forward op `name` in p->graph, or -1. */
 int wf_layout_op_index(const wf_layout_plan *p, const char *name);

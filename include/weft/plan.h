@@ -200,17 +200,8 @@ int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s);
 const char *wf_plan_kind(const wf_plan *p);
 
 /* ---- the interlaced pipeline's schedule (src/plan/interlace.c) -----------------
- * The time part of an interlaced plan (interlace=1): each device's order of
- * tasks. A stage runs its layers' forwards and backwards in 1F1B order;
- * the all-device segments (the embedding's forward of a micro-batch, the
- * head's forward, loss and backward, the embedding's backward) run on every
- * device of the pipeline at once. Every device takes the segments in the
- * same order: every EF opens the iteration, every EB closes it, and H(j)
- * sits where an ideal 1F1B clock (forward 1, backward 2, no segments) puts
- * the end of the last stage's forward of j, so the head of each
- * micro-batch runs between the 1F1B steps. Ordered by that clock, every
- * dependency points forward in every device's order, so no order waits on
- * itself. */
+ * Each device's task order of an interlaced plan (interlace=1); every
+ * dependency points forward in every order (docs/interfaces.md, "plan.h"). */
 typedef enum {
     WF_PTASK_FWD,     /* the stage's layers, forward */
     WF_PTASK_BWD,     /* the stage's layers, backward */
@@ -261,20 +252,11 @@ wf_status wf_plan_read_file(const char *path, wf_plan *out, wf_plan_meta *meta);
 wf_status wf_plan_write_file(const char *path, const wf_plan *p, const wf_plan_meta *meta,
                              const struct cJSON *estimate);
 
-/* ---- op-level plans (docs/plan-format.md) --------------------------------------
- * A plan of the op-level search (include/weft/search.h): every pipeline stage
- * runs on the same mesh ("8x8", outermost axis first); pp stages hold
- * contiguous ranges of the forward ops (stage s starts at the op named
- * stage_first[s]); the global batch runs as micro_batches micro-batches of
- * batch / micro_batches samples (the graph is built for that many); each
- * forward op runs one SBP signature (sbp.h, wf_sbp_sig_str: "S0,B,B->S0|...");
- * a tensor read by several ops of a stage that no op of the stage produces (a
- * shared weight, the stage's input) records the layout it is kept in ("S0,B").
- * The plan string of such a plan is "mesh=8x8,pp=2,micro_batches=8": it names
- * the plan but cannot be estimated without the layouts, so whole-model
- * readers (wf_plan_parse, wf_plan_read_file) reject it and the file with a
- * message saying so. Checking against a model and a cluster is the search
- * module's job (wf_oplevel_plan_check in search.h). */
+/* ---- the per-op plan: wf_layout (docs/plan-format.md) --------------------------
+ * A mesh, pp stages of contiguous forward ops, micro-batches, one SBP
+ * signature per forward op, storage layouts of shared tensors and the
+ * non-layout keys. Whole-model readers reject its plan string; checks against
+ * a model are wf_search_opplan_evaluate's and wf_layout_resolve's. */
 typedef struct {
     char mesh[64];          /* the mesh of each stage, e.g. "8x8" */
     int pp;                 /* pipeline stages, >= 1 */
@@ -291,59 +273,50 @@ typedef struct {
     char keys[512];         /* the whole-model keys that are not layouts, as a plan string
                                ("recompute=selective,zero=1,vpp=3,sw=megatron-2022"): recompute,
                                zero, overlap, pipe, comm, vpp and the profile's keys; "" = their
-                               defaults (wf_plan_oplevel_keys) */
-} wf_plan_oplevel;
+                               defaults (wf_layout_keys) */
+} wf_layout;
 
-void wf_plan_oplevel_init(wf_plan_oplevel *p);
-void wf_plan_oplevel_free(wf_plan_oplevel *p);
+void wf_layout_init(wf_layout *p);
+void wf_layout_free(wf_layout *p);
 /* Sets mesh, pp (>= 1, <= 4096) and micro-batches; clears the stages. */
-wf_status wf_plan_oplevel_set(wf_plan_oplevel *p, const char *mesh, int pp, int64_t micro_batches);
+wf_status wf_layout_set(wf_layout *p, const char *mesh, int pp, int64_t micro_batches);
 /* Appends an op's signature, a leaf's storage; WF_INVAL naming a repeated name. */
-wf_status wf_plan_oplevel_add_layout(wf_plan_oplevel *p, const char *op, const char *sig);
-wf_status wf_plan_oplevel_add_storage(wf_plan_oplevel *p, int stage, const char *tensor,
-                                      const char *layout);
+wf_status wf_layout_add_sig(wf_layout *p, const char *op, const char *sig);
+wf_status wf_layout_add_storage(wf_layout *p, int stage, const char *tensor,
+                                const char *layout);
 /* Names the first op of stage s (0 <= s < pp). */
-wf_status wf_plan_oplevel_set_stage(wf_plan_oplevel *p, int s, const char *first_op);
+wf_status wf_layout_set_stage(wf_layout *p, int s, const char *first_op);
 /* Sets the plan's keys from a whole-model plan (every key but the layouts':
  * dp, tp, pp, mbs, sp, cp, ep, etp). */
-wf_status wf_plan_oplevel_set_keys(wf_plan_oplevel *p, const wf_plan *keys);
+wf_status wf_layout_set_keys(wf_layout *p, const wf_plan *keys);
 /* The whole-model plan of the keys (defaults where not given; dp, tp, pp,
  * mbs and sp at their defaults, for the layouts to say). WF_INVAL naming a
  * key that is a layout's, or a bad value. */
-wf_status wf_plan_oplevel_keys(const wf_plan_oplevel *p, wf_plan *out);
+wf_status wf_layout_keys(const wf_layout *p, wf_plan *out);
 /* The signature recorded for op, or NULL. */
-const char *wf_plan_oplevel_layout_of(const wf_plan_oplevel *p, const char *op);
+const char *wf_layout_sig_of(const wf_layout *p, const char *op);
 /* "mesh=8x8,pp=2,micro_batches=8" into buf; returns snprintf's count. */
-int wf_plan_oplevel_format(const wf_plan_oplevel *p, char *buf, size_t cap);
+int wf_layout_format(const wf_layout *p, char *buf, size_t cap);
 
-struct cJSON *wf_plan_oplevel_to_json(const wf_plan_oplevel *p, const wf_plan_meta *meta,
-                                      const struct cJSON *estimate);
+struct cJSON *wf_layout_to_json(const wf_layout *p, const wf_plan_meta *meta,
+                                const struct cJSON *estimate);
 /* Reads an op-level plan object (ctx names it in messages). */
-wf_status wf_plan_oplevel_from_json(const struct cJSON *j, const char *ctx, wf_plan_oplevel *out,
-                                    wf_plan_meta *meta);
-wf_status wf_plan_oplevel_write_file(const char *path, const wf_plan_oplevel *p,
-                                     const wf_plan_meta *meta, const struct cJSON *estimate);
+wf_status wf_layout_from_json(const struct cJSON *j, const char *ctx, wf_layout *out,
+                              wf_plan_meta *meta);
+wf_status wf_layout_write_file(const char *path, const wf_layout *p,
+                               const wf_plan_meta *meta, const struct cJSON *estimate);
 /* Reads a plan file of either kind. A whole-model file fills whole and sets
  * *is_oplevel = 0; an op-level file (one with "layouts") fills ol (which must
  * be initialized; may be NULL, and then the file is an error pointing to
  * `weft plan --verify`) and sets *is_oplevel = 1. */
-wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_plan_oplevel *ol,
+wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_layout *ol,
                                 wf_plan_meta *meta, int *is_oplevel);
 /* 1 when text names a readable op-level plan file (no error recorded either way). */
 int wf_plan_is_oplevel_file(const char *text);
 
 /* ---- rank groups: one generator --------------------------------------------------
- * Each parallel axis of a plan is a set of groups of `size` ranks `stride`
- * apart that tile the job's ranks, made by one generator in Megatron-Core's
- * order tp-cp-ep-dp-pp (RankGenerator and
- * generate_masked_orthogonal_rank_groups in megatron/core/parallel_state.py,
- * NVIDIA/Megatron-LM at d98e8a64ddf34856e74b24714e3bedb2f5a39553): an axis's
- * stride is the product of the sizes before it, so
- * rank = tp_rank + tp x (cp_rank + cp x (ep_rank + ep x (dp_rank + dp x pp_rank))).
- * Two generators are made from it, as Megatron-Core makes two: the dense
- * layers' (tp, cp, ep = 1, dp, pp) and the expert layers' (etp, cp = 1, ep,
- * edp = tp cp dp / (etp ep), pp), which fold over the same ranks. Adjacent
- * axes join into one group (Megatron's 'dp-cp': wf_rank_axes_join). */
+ * Each axis: groups of `size` ranks `stride` apart, in Megatron-Core's order
+ * tp-cp-ep-dp-pp (dense and expert generators; docs/interfaces.md, "plan.h"). */
 typedef enum { WF_AXIS_TP, WF_AXIS_CP, WF_AXIS_EP, WF_AXIS_DP, WF_AXIS_PP, WF_AXIS_COUNT } wf_axis;
 
 typedef struct {

@@ -1,27 +1,9 @@
-/* weft runtime: executes training for real on CPUs.
- *
- * Three layers, each usable alone:
- *   executor  (wf_exec)   one model replica: parameters in one block, the
- *                         forward graph and its autodiff backward run op by op
- *                         on the fp32 CPU kernels (fast CBLAS path or the naive
- *                         reference), activation memory planned from the graph.
- *   optimizer (wf_optim)  SGD with momentum and AdamW, per parameter tensor, with
- *                         gradient clipping by global norm.
- *   trainer   (wf_train)  data loader + executor + optimizer + data-parallel
- *                         gradient reduction over MPI under a comm schedule
- *                         (wfbp, ddp, dear, ...), checkpoints and resume; plans
- *                         with tensor parallelism and op-level plans run SPMD
- *                         (spmd.c: each rank its local graph, boxing as
- *                         collectives through wf_exec_spmd).
- *
- * This header exposes no MPI type (only src/runtime/ includes mpi.h). Trainer
- * calls marked "collective" must be made by every rank of the trainer's group
- * (the MPI world, or this process alone in `self` mode); they agree on failure,
- * so every rank returns the same status and no rank is left waiting.
- * docs/runtime.md describes the memory plan, the schedules and the formats.
- *
- * Symbols: B global batch, b = B / ranks this rank's share, m micro-batches
- * per step, mbs = b / m samples per micro-batch. */
+/* weft runtime: executes training for real on CPUs: the executor (wf_exec),
+ * the optimizers (wf_optim) and the trainer (wf_train). No MPI type is
+ * exposed; trainer calls marked "collective" are made by every rank and
+ * return the same status on all. Narrative: docs/interfaces.md, "runtime.h";
+ * docs/runtime.md. Symbols: B global batch, b = B / ranks, m micro-batches
+ * per step, mbs = b / m. */
 #ifndef WEFT_RUNTIME_H
 #define WEFT_RUNTIME_H
 
@@ -135,15 +117,9 @@ typedef struct {
 } wf_exec_hooks;
 void wf_exec_set_hooks(wf_exec *e, const wf_exec_hooks *h); /* NULL clears */
 
-/* Expert parallelism: ranks of an ep group (ep <= WF_EXEC_MAX_EP) each run
- * experts [g E/ep, (g+1) E/ep) of every MoE layer (g: the rank's index in its
- * group) on the filled capacity rows of all the group's ranks.
- * alltoall_counts sends n ints of send to each rank of the group in order
- * and receives n from each (MPI_Alltoall); alltoallv sends send_n[b] floats
- * (consecutive blocks) to rank b and receives recv_n[b] from rank b
- * (MPI_Alltoallv). The weights stay whole on every rank: each computes with
- * its own experts' slice, and the data-parallel reduction of the gradients
- * (zero outside a rank's slice) sums every slice over the ranks that own it. */
+/* Expert parallelism: this rank runs experts [g E/ep, (g+1) E/ep) of every
+ * MoE layer, exchanging rows through the two callbacks (MPI_Alltoall and
+ * MPI_Alltoallv over the ep group, in rank order). */
 #define WF_EXEC_MAX_EP 256
 typedef struct {
     int ep, group_rank;
@@ -153,31 +129,10 @@ typedef struct {
 } wf_exec_experts;
 void wf_exec_set_experts(wf_exec *e, const wf_exec_experts *x); /* NULL clears */
 
-/* SPMD execution of op-level plans (src/runtime/spmd.c builds the rank's
- * local graph and runs the collectives; the executor sees only these
- * callbacks). Per forward op of the local graph:
- *   box_op[o] = 1: a boxing step (a split, concat or one-way split op that only
- *     carries the local shapes): box(ctx, o, 0, x, y) computes its output from
- *     input 0 in forward; box(ctx, o, 1, dy, dx) the gradient of input 0 from
- *     the gradient of output 0 (dy NULL: none reached it) in backward; the
- *     gradients of its other inputs (copies of input 0) are zero;
- *   vocab_first[o] >= 0: an embedding whose table, or a cross-entropy whose
- *     logits, hold rows / columns [vocab_first, vocab_first + local) of a
- *     vocabulary of vocab_total[o]: the embedding writes zero rows for ids
- *     outside its shard (a partial sum), the cross-entropy reduces the row
- *     maxima (max) and the sums of exponentials and target logits (sum) over
- *     the shards with allreduce(ctx, o, buf, n, is_max); a vocabulary padded
- *     as Megatron pads it has ids and labels below vocab_total[o] (the
- *     model's own size), and the logits' columns at or beyond it (the
- *     padding) are masked out of the loss and get no gradient;
- *   stats_split[o] = 1: a batchnorm whose batch (or spatial) dims are split:
- *     the per-channel sums of the statistics (forward) and of the gradient
- *     terms (backward) are summed over the shards with allreduce;
- *   view[o] (has_view[o] = 1): where the local block of a dropout's input or
- *     an attention's q lies in the global tensor, so that dropout masks are
- *     drawn at global element indices (the masks of a single process).
- * Box and allreduce callbacks run even after a kernel failed, so that the
- * ranks' collectives stay matched. */
+/* SPMD execution of op-level plans: per forward op of the local graph, a
+ * boxing step (box_op), a vocabulary shard (vocab_first/vocab_total), split
+ * batchnorm statistics (stats_split) or a global view (view), served by the
+ * box and allreduce callbacks, which run even after a kernel failed. */
 typedef struct {
     int64_t gshape[WF_MAX_DIMS]; /* the global tensor's shape (rank of the local one) */
     int64_t start[WF_MAX_DIMS];  /* the local block's first index in each dim */
@@ -207,17 +162,11 @@ wf_status wf_exec_backward(wf_exec *e, int accumulate);
 
 /* ---- pipeline stages ---- */
 
-/* A stage of a model cut for pipeline parallelism: a graph holding some of
- * the model's forward ops. Its boundary activations from the previous stage
- * are float INPUT tensors; wrt lists those whose gradients the backward
- * computes (to send back). A stage that ends before the loss has outputs
- * (the activations the next stage reads, its graph has no loss): its
- * backward is seeded with the gradient the caller writes for each output
- * (wf_exec_output_grad) instead of 1. init_index (NULL: none) maps each
- * tensor of the stage graph to the index its parameter has in the whole
- * model, so a stage draws the initial values the whole model draws;
- * transformer: the whole model's initialization rule (1 GPT-2's, 0
- * PyTorch's, -1 from this graph). */
+/* A pipeline stage: a graph holding some forward ops; outs its outputs (no
+ * loss: the backward is seeded from wf_exec_output_grad), wrt the boundary
+ * inputs whose gradients it computes, init_index (NULL: none) each tensor's
+ * index in the whole model, transformer the init rule (1 GPT-2, 0 PyTorch,
+ * -1 this graph's). */
 typedef struct {
     const int *outs;
     int nouts;
@@ -238,25 +187,16 @@ float *wf_exec_output(wf_exec *e, int k);
 float *wf_exec_output_grad(wf_exec *e, int k);
 /* The gradient of input wrt[k] after a backward; NULL when it has none. */
 float *wf_exec_input_grad(wf_exec *e, int k);
-/* Activation slots, so that n micro-batches can be in flight between their
- * forward and their backward: what a micro-batch keeps from its forward to
- * its backward (the tensors and saved state its backward reads, a stage's
- * outputs and input gradients) and its leaf block (inputs, labels, seeds)
- * get one copy per slot, planned apart; forward temporaries and backward
- * scratch share one arena, as do the parameters and their gradients. Set
- * once (n = 1: no change). */
+/* n activation slots (n micro-batches in flight between forward and
+ * backward): each keeps its saved state and leaves apart. Once; n = 1: no change. */
 wf_status wf_exec_set_slots(wf_exec *e, int n);
 /* The bytes of one slot (its kept block and leaves). */
 size_t wf_exec_slot_bytes(const wf_exec *e);
 /* The slot the next passes read and write. */
 void wf_exec_use_slot(wf_exec *e, int k);
-/* Runs e on `with`'s kernel workspace and accumulation buffer, and, when both
- * have activation slots (set before), on its work arena (forward
- * temporaries, backward scratch), each grown to the larger need: executors
- * that run one pass at a time on one rank (a pipeline rank's model chunks)
- * hold those once, as a framework's allocator reuses freed blocks. `with`
- * owns them and reports them (wf_exec_memory_of); e reports none. Once per
- * executor; `with` must outlive e's use. */
+/* e runs on `with`'s workspace, accumulation buffer and (both with slots)
+ * work arena, grown to the larger need; `with` owns and reports them and
+ * must outlive e's use. Once per executor. */
 wf_status wf_exec_share_scratch(wf_exec *e, wf_exec *with);
 
 typedef struct {
@@ -351,18 +291,10 @@ typedef struct {
                            * 0: from the initializers in the file (its trained weights) */
 } wf_train_config;
 
-/* Collective. Builds the model at the micro-batch size, checks the plan
- * against the world, opens the data, and lays out the gradients for the
- * schedule. Data (and expert) parallel plans run on one replica per rank; a
- * plan with tp > 1 or sp, or an op-level plan file, runs as SPMD: the ranks
- * form the plan's mesh and each runs its local graph (docs/runtime.md, "SPMD
- * executor"); a plan with pp > 1 (pp x dp = ranks) runs the model cut into
- * pipeline stages (docs/runtime.md, "Pipeline stages"), each stage's
- * data-parallel group reducing under any of the schedules; zero >= 1
- * shards the optimizer state, the gradients and the parameters by stage
- * (docs/runtime.md, "Sharded state (ZeRO)") over the data-parallel group:
- * of plain data parallelism, of each pipeline stage, or of the SPMD mesh's
- * data-parallel axis. zero with experts, and recompute are refused. */
+/* Collective. Builds the model, checks the plan against the world, opens the
+ * data and lays out the gradients; picks the engine (replica, pipeline,
+ * SPMD). WF_INVAL naming what the runtime does not run (zero with experts,
+ * recompute). Free with wf_train_free. */
 wf_status wf_train_create(const wf_train_config *c, wf_train **out);
 void wf_train_free(wf_train *t);
 
@@ -379,13 +311,8 @@ typedef struct {
     int64_t tokens;      /* global tokens (B * seq) for token models, else 0 */
 } wf_train_stats;
 
-/* What the runtime executes: one table (src/runtime/runs_plan.c) of the
- * plans each of its three engines refuses, checked by the engines where they
- * read a plan and asked by wf_runtime_runs_plan before any run.
- *   replica   one model replica per rank: data parallelism (ZeRO, every
- *             schedule) and experts split over ep ranks;
- *   pipeline  stages (pp > 1, interleaved vpp), tensor parallelism inside them;
- *   spmd      op-level plans, and whole-model plans with tp or sp. */
+/* What the runtime executes: one table (src/runtime/runs_plan.c) of what
+ * each engine refuses, asked by wf_runtime_runs_plan before any run. */
 typedef enum { WF_ENGINE_REPLICA, WF_ENGINE_PIPELINE, WF_ENGINE_SPMD } wf_engine_kind;
 /* The engine that runs whole-model plan p (an op-level plan file runs SPMD). */
 wf_engine_kind wf_runtime_engine_of(const wf_plan *p);

@@ -64,28 +64,9 @@ wf_status wf_mpi_layout(wf_mpi_job *job);
 wf_status wf_mpi_bcast_bytes(void *buf, size_t bytes, int root);
 
 /* ---- data loaders ---------------------------------------------------------------
- * A loader yields fp32 or int32 batches, deterministic given (spec, layout,
- * seed): global sample number p (counted from 0 over the whole run) is a pure
- * function of p and the seed, so N ranks that each take their contiguous slice
- * of a global batch together see exactly what one process sees, and a resumed
- * run (wf_data_seek) continues the same stream.
- *
- * Specs:
- *   synthetic                 seeded generator, learnable: feature inputs get a
- *                             class prototype plus noise (label = class); token
- *                             inputs follow a seeded permutation (label = next
- *                             token). Infinite.
- *   fashion-mnist[:split=train|test][,dir=DIR]
- *                             Debian's dataset-fashion-mnist IDX gz files
- *                             (default DIR /usr/share/datasets/fashion-mnist);
- *                             pixels / 255; reshuffled every epoch with the seed.
- *   text:PATH                 character-level: random windows of S+1 chars,
- *                             inputs = first S, labels = the next char of each.
- *   text:fortunes, fortunes   the Debian `fortunes` corpus: the files without
- *                             an extension in /usr/share/games/fortunes,
- *                             concatenated in sorted order.
- *   PATH (an existing file)   the same as text:PATH.
- * The text vocabulary is fixed (WF_TEXT_VOCAB ids, see wf_text_token). */
+ * Deterministic fp32 / int32 batches given (spec, layout, seed): sample p of
+ * the run is a function of p and the seed. Specs (synthetic, fashion-mnist,
+ * text:PATH, fortunes, PATH): docs/interfaces.md, "runtime_io.h". */
 
 /* What the model consumes, per sample (the batch axis is left out). */
 typedef struct {
@@ -163,13 +144,9 @@ wf_status wf_idx_read(const char *path, uint32_t expect_magic, wf_idx *out);
 void wf_idx_free(wf_idx *x);
 
 /* ---- checkpoints --------------------------------------------------------------------
- * DIR/manifest.json (written last by rank 0, atomically) names the complete
- * checkpoint: step, nranks, and per rank a shard file rank-<r>.g<gen>.bin with
- * its size and CRC32. A directory without a manifest holds no checkpoint. Each
- * save writes a new generation of shards (temporary name, fsync, rename), so an
- * interrupted save leaves the previous checkpoint intact; the save that
- * completes removes the older generation and stray temporary files.
- * The shard format is described in docs/data-and-checkpoints.md. */
+ * DIR/manifest.json (rank 0, written last, atomically) names the complete
+ * checkpoint; each save writes a new generation of shards, so an interrupted
+ * save keeps the previous one (docs/data-and-checkpoints.md). */
 #define WF_CKPT_VERSION 1
 #define WF_CKPT_MODEL_LEN 128
 
@@ -315,21 +292,9 @@ wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r);
  * above rs[0].cores when that is known), load_avg = load_avg. */
 void wf_calibrate_combine(const wf_calib_result *rs, int n, double load_avg, wf_calib_result *r);
 
-/* The cluster these measurements describe: starts from the "local" preset and
- * sets the device's memory bandwidth (stream_bw_bps, or triad_bw_bps when the
- * stream was not measured), fp32 matrix peak and efficiency table (each
- * measured GEMM's rate with its memory traffic -- its three matrices over that
- * bandwidth -- taken out of its time, as the cost model adds it back: the
- * best such rate is the peak, each one's share of it the entry at its FLOPs),
- * vector peak, memory, and with nranks >= 2 the link latency and bandwidth.
- * Compute is timed on each rank's CPU clock, the rate of a core it has to
- * itself; where the ranks outnumber the cores the device's matrix and vector
- * rates are that rate times core_share, the time of the core a rank gets
- * (the memory bandwidth and the messages are timed on the wall clock with
- * every rank running, so they already hold the sharing). There, a blocking
- * collective also waits for the peers that are off a core: the node level's
- * latency becomes what makes a small all-reduce cost shared_sync_s, when
- * that is more than the fitted one. */
+/* The cluster these measurements describe (the "local" preset with the
+ * measured bandwidth, peaks, efficiency table, memory and links) into c;
+ * how each is derived: docs/interfaces.md, "runtime_io.h". */
 wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c);
 
 /* The human table of the measurements. */

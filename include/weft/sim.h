@@ -270,11 +270,11 @@ wf_status wf_sim_plan(const wf_model_config *m, const wf_cluster *c, const wf_pl
  * operator fusion (opts->fuse is refused). */
 wf_status wf_sim_layouts(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, const wf_cost_layout *l,
                          int64_t batch, const wf_sim_plan_opts *opts, wf_sim_plan_result *out);
-/* An op-level plan simulated from its layouts: wf_oplevel_plan_layout
- * (search.h: the descriptor its SBP signatures give, and the plan its keys
+/* An op-level plan simulated from its layouts: wf_layout_descriptor
+ * (layout.h: the descriptor its SBP signatures give, and the plan its keys
  * give, into *as_plan when not NULL) played by wf_sim_layouts. Takes every
- * plan wf_oplevel_plan_cost takes. */
-wf_status wf_sim_oplevel(const wf_model_config *m, const wf_cluster *c, const wf_plan_oplevel *ol, int64_t batch,
+ * plan wf_layout_cost takes. */
+wf_status wf_sim_oplevel(const wf_model_config *m, const wf_cluster *c, const wf_layout *ol, int64_t batch,
                          const wf_sim_plan_opts *opts, wf_sim_plan_result *out, wf_plan *as_plan);
 /* {"iteration_time_s", "samples_per_s", "peak_memory_bytes", "fits", "breakdown",
  *  "comm": {"schedule", "threshold_bytes", "collectives", "dp_comm_s",

@@ -4,7 +4,7 @@
  * executes (wf_runtime_runs_model_plan) and asks for a data-parallel run's comm
  * schedule through wf_train_config.comm_auto, which is wf_cli_comm_auto.
  *
- * --plan auto: the whole space of plans is searched (wf_outer_search) on
+ * --plan auto: the whole space of plans is searched (wf_search_outer) on
  * the job's cluster (wf_cluster_of_job) for exactly the ranks launched,
  * ranked by the estimate under the runtime's own framework profile (sw=weft),
  * and the fastest plan the runtime executes is taken, in the search's order
@@ -43,16 +43,16 @@ wf_status wf_cli_auto_plan(const wf_train_config *c, char *plan, size_t cap, cha
     if (wf_cluster_devices(&cl) < nranks)
         return wf_errorf(WF_INVAL, "--plan auto: cluster %s has %lld devices, the job has %d ranks", cname,
                          (long long)wf_cluster_devices(&cl), nranks);
-    wf_outer_opts o;
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts o;
+    wf_search_outer_opts_default(&o);
     o.devices = nranks;
     o.top_k = 1 << 16; /* every fitting plan, in the search's order */
     o.tp_cross_node = 1;
     o.cp = 1;
     o.sw = WF_SW_WEFT; /* ranked as this runtime runs them (its attention, masks and buffers) */
-    wf_outer_result r;
+    wf_search_outer_result r;
     memset(&r, 0, sizeof r);
-    st = wf_outer_search(&m, &cl, c->batch, &o, &r);
+    st = wf_search_outer(&m, &cl, c->batch, &o, &r);
     int pick = -1;
     for (int i = 0; st == WF_OK && i < r.ntop && pick < 0; i++)
         if (wf_runtime_runs_model_plan(&r.top[i].plan, &m, given ? &cs : NULL))
@@ -63,7 +63,7 @@ wf_status wf_cli_auto_plan(const wf_train_config *c, char *plan, size_t cap, cha
         st = wf_errorf(WF_INVAL, "--plan auto: none of the %d plans that fit %d ranks of cluster %s is one the "
                        "runtime executes", r.ntop, nranks, cname);
     if (st != WF_OK) {
-        wf_outer_result_free(&r);
+        wf_search_outer_result_free(&r);
         if (c->batch % nranks == 0)
             return st;
         char why[256];
@@ -76,7 +76,7 @@ wf_status wf_cli_auto_plan(const wf_train_config *c, char *plan, size_t cap, cha
     wf_plan_format(&p, ps, sizeof ps);
     snprintf(note, note_cap, "auto: %s, rank %d of %d fitting plans on %s (%.3g ms estimated)", ps, pick + 1,
              r.ntop, cname, 1e3 * r.top[pick].est.iteration_time_s);
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
     wf_plan_format(&p, plan, cap);
     return WF_OK;
 }

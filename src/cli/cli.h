@@ -98,7 +98,7 @@ wf_status wf_export_target(const char *target, wf_sw *sw);
 /* 1 when target can run plan p of model m, else 0 with "TARGET cannot run
  * this plan: WHY" in why (may be NULL). The one statement of each
  * framework's refusals: wf_cli_export refuses exactly these, and `weft plan
- * --emit` searches only the plans accepted (wf_outer_opts.accept). */
+ * --emit` searches only the plans accepted (wf_search_outer_opts.accept). */
 int wf_export_accepts(const char *target, const wf_plan *p, const wf_model_config *m, char *why, size_t cap);
 /* ---- pictures (plot.c) ------------------------------------------------------------- */
 /* One series of the frontier: n plans (label: the plan string; short_label,
@@ -143,7 +143,7 @@ void wf_cli_add_plan_fields(struct cJSON *j, const wf_cli_plan_input *in);
 void wf_cli_print_cluster(FILE *f, const wf_cluster *c);
 
 /* `weft train --plan auto` (src/cli/autoplan.c): the planner's fastest plan
- * (wf_outer_search, every key) for c->model at c->batch on the job's ranks
+ * (wf_search_outer, every key) for c->model at c->batch on the job's ranks
  * (wf_train_world_size) of its cluster (wf_cluster_of_job), among the plans
  * the runtime executes (wf_runtime_runs_plan) with c->comm. Not collective:
  * every rank computes the same plan from the same inputs. Writes the

@@ -61,8 +61,8 @@ wf_status wf_cli_load_plan_input(wf_cli_plan_input *in, const char *verb_ing)
     } else if (wf_plan_is_oplevel_file(in->plan)) {
         /* An op-level plan of Megatron's family: the whole-model plan whose
          * lowering it is (others are named and refused). */
-        wf_plan_oplevel ol;
-        wf_plan_oplevel_init(&ol);
+        wf_layout ol;
+        wf_layout_init(&ol);
         wf_plan_meta meta;
         int is_ol = 0;
         st = wf_plan_read_file_any(in->plan, &in->p, &ol, &meta, &is_ol);
@@ -72,7 +72,7 @@ wf_status wf_cli_load_plan_input(wf_cli_plan_input *in, const char *verb_ing)
             if (st == WF_OK)
                 in->p.given |= WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
         }
-        wf_plan_oplevel_free(&ol);
+        wf_layout_free(&ol);
     } else {
         wf_plan_meta meta;
         memset(&meta, 0, sizeof meta);

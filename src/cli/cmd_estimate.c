@@ -110,7 +110,7 @@ wf_status wf_cmd_estimate(int argc, char **argv)
         if (st == WF_OK && !lp.has_cost)
             st = wf_errorf(WF_INTERNAL, "%s: resolved with no layout descriptor", in.plan);
         if (st == WF_OK) {
-            wf_plan_oplevel_format(&lp.ol, ol_text, sizeof ol_text);
+            wf_layout_format(&lp.ol, ol_text, sizeof ol_text);
             in.p = lp.plan;
             st = wf_estimate_layouts(ctx, &lp.plan, &lp.cost, in.batch, &e);
         }

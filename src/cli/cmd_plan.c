@@ -12,11 +12,11 @@
  * reads. No plan that fits is a user error (exit 1) naming the smallest memory
  * found and the budget.
  *
- * --op-level alone searches one space (wf_unified_search: the outer search's
+ * --op-level alone searches one space (wf_search_unified: the outer search's
  * Megatron layouts and the op-level search's layouts, ranked by the one cost
  * model; run_unified). With --mesh or --pp, a frontier to draw, or by default
  * for models the outer search does not cover (everything but transformers),
- * op-level plans come from wf_opplan_search alone: per-op SBP signatures on a
+ * op-level plans come from wf_search_opplan alone: per-op SBP signatures on a
  * mesh, pipeline stages by Alpa's DP, its best also costed by the one model; the table of the
  * best plan's layouts is printed with --detail, -o writes an op-level plan file, and
  * --verify FILE checks such a file (or a whole-model one) against the model
@@ -83,7 +83,7 @@ static void table_header(FILE *f, const char *first)
 
 /* One row (the pipeline column: wf_plan_kind); with ctx, a plan whose gradient schedule is played as another
  * (ZeRO-1/2 under megatron-core is DeAR's: wf_cost_plan_as_run) says so. */
-static void table_row(FILE *f, long long label, const wf_outer_point *pt, wf_cost_ctx *ctx)
+static void table_row(FILE *f, long long label, const wf_search_outer_point *pt, wf_cost_ctx *ctx)
 {
     char text[PLAN_TEXT];
     wf_plan_format(&pt->plan, text, sizeof text);
@@ -99,7 +99,7 @@ static void table_row(FILE *f, long long label, const wf_outer_point *pt, wf_cos
             wf_cli_sig(pt->est.memory_per_device_bytes / GIB, s3, sizeof s3), wf_plan_kind(&pt->plan), text, played);
 }
 
-static void print_result(FILE *f, const wf_outer_result *r, int pareto, wf_cost_ctx *ctx)
+static void print_result(FILE *f, const wf_search_outer_result *r, int pareto, wf_cost_ctx *ctx)
 {
     fprintf(f, "scored %lld of %lld candidates (%lld pruned, %lld fit) in %.3f s; budget %.2f GiB per "
                "device\n",
@@ -118,7 +118,7 @@ static void print_result(FILE *f, const wf_outer_result *r, int pareto, wf_cost_
 
 /* ---- JSON ----------------------------------------------------------------------------- */
 
-static cJSON *point_json(const wf_outer_point *pt)
+static cJSON *point_json(const wf_search_outer_point *pt)
 {
     cJSON *j = wf_estimate_to_json(&pt->est);
     if (!j)
@@ -130,7 +130,7 @@ static cJSON *point_json(const wf_outer_point *pt)
     return j;
 }
 
-static cJSON *points_json(const wf_outer_point *v, int n)
+static cJSON *points_json(const wf_search_outer_point *v, int n)
 {
     cJSON *a = cJSON_CreateArray();
     for (int i = 0; a && i < n; i++) {
@@ -145,7 +145,7 @@ static cJSON *points_json(const wf_outer_point *v, int n)
 }
 
 /* best, top, pareto and the counters of one search, into j. */
-static void add_result_json(cJSON *j, const wf_outer_result *r)
+static void add_result_json(cJSON *j, const wf_search_outer_result *r)
 {
     cJSON_AddItemToObject(j, "best", r->ntop ? point_json(&r->top[0]) : cJSON_CreateNull());
     cJSON_AddItemToObject(j, "top", points_json(r->top, r->ntop));
@@ -237,7 +237,7 @@ typedef struct {
     char (*txt)[2][PLAN_TEXT];
 } series_buf;
 
-static int series_fill(series_buf *b, wf_plot_series *s, int64_t devices, const wf_outer_point *pts, int n)
+static int series_fill(series_buf *b, wf_plot_series *s, int64_t devices, const wf_search_outer_point *pts, int n)
 {
     b->t = malloc((size_t)(n + 1) * sizeof *b->t);
     b->mem = malloc((size_t)(n + 1) * sizeof *b->mem);
@@ -269,7 +269,7 @@ static void series_free(series_buf *b)
 }
 
 /* The index of the point whose plan is `chosen`'s, or -1. */
-static int index_of(const wf_outer_point *pts, int n, const wf_outer_point *chosen)
+static int index_of(const wf_search_outer_point *pts, int n, const wf_search_outer_point *chosen)
 {
     for (int i = 0; i < n; i++)
         if (memcmp(&pts[i].plan, &chosen->plan, sizeof chosen->plan) == 0)
@@ -278,7 +278,7 @@ static int index_of(const wf_outer_point *pts, int n, const wf_outer_point *chos
 }
 
 /* --plot / --csv of whole-model results: one series per result. */
-static wf_status plot_results(const plan_args *a, const wf_model_config *m, const wf_outer_result *res,
+static wf_status plot_results(const plan_args *a, const wf_model_config *m, const wf_search_outer_result *res,
                               const int64_t *counts, const int *use, int n, int chosen)
 {
     if (!a->plot && !a->csv)
@@ -347,7 +347,7 @@ static void add_run_json(cJSON *j, const char *model, const char *cluster, int64
     cJSON_AddNumberToObject(j, "batch", (double)batch);
 }
 
-static wf_status write_plan(const plan_args *a, const wf_outer_point *pt)
+static wf_status write_plan(const plan_args *a, const wf_search_outer_point *pt)
 {
     wf_plan_meta meta;
     plan_meta(a, &meta);
@@ -360,7 +360,7 @@ static wf_status write_plan(const plan_args *a, const wf_outer_point *pt)
 }
 
 static wf_status emit_best(const plan_args *a, const wf_model_config *m, const wf_cluster *c, cJSON *j,
-                           const wf_outer_point *chosen)
+                           const wf_search_outer_point *chosen)
 {
     wf_status st = WF_OK;
     if (a->out && (st = write_plan(a, chosen)) != WF_OK)
@@ -394,7 +394,7 @@ static int emit_accept(const wf_plan *p, void *user)
 }
 
 /* A search's error under --emit X says the space was X's plans. */
-static wf_status emit_error(const wf_outer_opts *o, const wf_outer_result *r, wf_status st)
+static wf_status emit_error(const wf_search_outer_opts *o, const wf_search_outer_result *r, wf_status st)
 {
     if (!o->accept || st == WF_OK || st == WF_NOMEM)
         return st;
@@ -501,14 +501,14 @@ static void print_schedule(FILE *f, cJSON *j, const wf_plan *p, int64_t batch)
 }
 
 static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_cluster *c,
-                         const wf_outer_opts *o, progress *pg)
+                         const wf_search_outer_opts *o, progress *pg)
 {
-    wf_outer_result r;
-    wf_status st = wf_outer_search(m, c, a->batch, o, &r);
+    wf_search_outer_result r;
+    wf_status st = wf_search_outer(m, c, a->batch, o, &r);
     progress_end(pg);
     if (st != WF_OK) {
         st = emit_error(o, &r, st);
-        wf_outer_result_free(&r);
+        wf_search_outer_result_free(&r);
         return st;
     }
     fprintf(human(a), "weft plan: %s on %s (%lld devices), batch %lld\n", m->name, c->name,
@@ -528,12 +528,12 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
         st = wf_errorf(WF_NOFIT, "no plan on %lld devices meets the deadline of %g s per iteration "
                                  "(fastest: %.4f s)",
                        (long long)r.devices, a->deadline_s, r.top[0].est.iteration_time_s);
-        wf_outer_result_free(&r);
+        wf_search_outer_result_free(&r);
         return st;
     }
     cJSON *j = cJSON_CreateObject();
     if (!j) {
-        wf_outer_result_free(&r);
+        wf_search_outer_result_free(&r);
         return wf_errorf(WF_NOMEM, "out of memory");
     }
     add_run_json(j, m->name, c->name, a->batch);
@@ -546,14 +546,14 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
     if (st == WF_OK)
         st = emit_best(a, m, c, j, &r.top[0]);
     cJSON_Delete(j);
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
     return st;
 }
 
 /* --devices-range: one search per device count; the best per count, the
  * fastest overall and the fewest devices meeting --deadline. */
 static wf_status run_range(const plan_args *a, const wf_model_config *m, const wf_cluster *c,
-                           wf_outer_opts *o, progress *pg)
+                           wf_search_outer_opts *o, progress *pg)
 {
     int64_t lo = 0, hi = 0;
     wf_status st = parse_range(a->range, &lo, &hi);
@@ -564,14 +564,14 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
         return wf_errorf(WF_INVAL, "--devices-range=%s: cluster '%s' has %lld devices", a->range,
                          c->name, (long long)have);
     int64_t *counts = malloc(MAX_COUNTS * sizeof *counts);
-    wf_outer_result *res = calloc(MAX_COUNTS, sizeof *res);
+    wf_search_outer_result *res = calloc(MAX_COUNTS, sizeof *res);
     wf_status *sts = calloc(MAX_COUNTS, sizeof *sts);
     cJSON *j = NULL;
     if (!counts || !res || !sts) {
         st = wf_errorf(WF_NOMEM, "out of memory");
         goto out;
     }
-    int n = wf_outer_device_counts(c, lo, hi, counts, MAX_COUNTS);
+    int n = wf_search_outer_device_counts(c, lo, hi, counts, MAX_COUNTS);
     if (n == 0) {
         st = wf_errorf(WF_INVAL, "--devices-range=%s: no count in it is a whole number of nodes of "
                                  "%lld devices or a divisor of one node",
@@ -590,7 +590,7 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
         o->devices = counts[i];
         pg->base = (double)i / n;
         pg->span = 1.0 / n;
-        sts[i] = wf_outer_search(m, c, a->batch, o, &res[i]);
+        sts[i] = wf_search_outer(m, c, a->batch, o, &res[i]);
         total_time += res[i].search_time_s;
         searched += res[i].searched;
         if (sts[i] != WF_OK && sts[i] != WF_NOFIT && sts[i] != WF_INVAL) {
@@ -600,7 +600,7 @@ static wf_status run_range(const plan_args *a, const wf_model_config *m, const w
         wf_clear_error();
         if (sts[i] != WF_OK)
             continue;
-        const wf_outer_point *b = &res[i].top[0];
+        const wf_search_outer_point *b = &res[i].top[0];
         if (best < 0 || b->est.iteration_time_s < res[best].top[0].est.iteration_time_s)
             best = i;
         if (fewest < 0 && a->deadline_s > 0 && b->est.iteration_time_s <= a->deadline_s)
@@ -684,7 +684,7 @@ out:
     cJSON_Delete(j);
     if (res)
         for (int i = 0; i < MAX_COUNTS; i++)
-            wf_outer_result_free(&res[i]);
+            wf_search_outer_result_free(&res[i]);
     free(res);
     free(sts);
     free(counts);
@@ -699,7 +699,7 @@ static void ol_header(FILE *f, const char *first)
             "plan");
 }
 
-static void ol_row(FILE *f, long long label, const wf_opplan_point *pt)
+static void ol_row(FILE *f, long long label, const wf_search_opplan_point *pt)
 {
     fprintf(f, "%6lld %10.4f %10.3f %5.1f%% %12.2f  %s%s\n", label, pt->iteration_time_s,
             pt->samples_per_s, 100 * pt->mfu, pt->memory_per_device_bytes / GIB, pt->plan,
@@ -724,11 +724,11 @@ static const char *short_name(const char *name, int w, char *buf, size_t cap)
  * nothing per op when they do not resolve (a search that found no plan).
  * Freed by the caller. */
 static void ol_resolve(int need, const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                       wf_opplan_result *r, wf_layout_plan *L)
+                       wf_search_opplan_result *r, wf_layout_plan *L)
 {
     if (!need) {
         memset(L, 0, sizeof *L);
-        wf_plan_oplevel_init(&L->ol);
+        wf_layout_init(&L->ol);
         return;
     }
     if (r->has_resolved) { /* what evaluated the best: moved out, not parsed again */
@@ -742,9 +742,9 @@ static void ol_resolve(int need, const wf_model_config *m, const wf_cluster *c, 
     }
 }
 
-static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail, const wf_layout_plan *L)
+static void ol_print_best(FILE *f, const wf_search_opplan_result *r, int detail, const wf_layout_plan *L)
 {
-    const wf_opplan_point *b = &r->best;
+    const wf_search_opplan_point *b = &r->best;
     const wf_graph *g = &r->graph;
     fprintf(f, "best: %s on %lld devices: %.4f s per iteration (compute %.4f, comm %.4f, pipeline "
                "sends %.4f, bubble %.4f, weight-gradient reduction %.4f), %.2f GiB per device%s\n",
@@ -755,7 +755,7 @@ static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail, const 
         /* The stage cut; its figures are the plan's, above (one price). */
         fprintf(f, "%6s %-28s %-28s %5s %8s\n", "stage", "first op", "last op", "ops", "inflight");
         for (int s = 0; s < b->nstages; s++) {
-            const wf_opplan_stage *S = &b->stages[s];
+            const wf_search_opplan_stage *S = &b->stages[s];
             char b1[32], b2[32];
             fprintf(f, "%6d %-28s %-28s %5d %8d\n", s, short_name(g->ops[S->first_op].name, 28, b1, sizeof b1),
                     short_name(g->ops[S->end_op - 1].name, 28, b2, sizeof b2), S->end_op - S->first_op, S->inflight);
@@ -764,7 +764,7 @@ static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail, const 
         fprintf(f, "%6s %-28s %-28s %5s %8s %10s %10s %10s %12s\n", "stage", "first op", "last op",
                 "ops", "inflight", "time (s)", "send (s)", "grads (s)", "memory (GiB)");
         for (int s = 0; s < b->nstages; s++) {
-            const wf_opplan_stage *S = &b->stages[s];
+            const wf_search_opplan_stage *S = &b->stages[s];
             char b1[32], b2[32];
             fprintf(f, "%6d %-28s %-28s %5d %8d %10.5f %10.5f %10.5f %12.2f\n", s,
                     short_name(g->ops[S->first_op].name, 28, b1, sizeof b1),
@@ -785,11 +785,11 @@ static void ol_print_best(FILE *f, const wf_opplan_result *r, int detail, const 
                 wf_op_name(g->ops[i].kind), r->op_stage[i], L->sig_text[i], r->op_comm_s[i]);
 }
 
-static cJSON *ol_points_json(const wf_opplan_point *v, int n)
+static cJSON *ol_points_json(const wf_search_opplan_point *v, int n)
 {
     cJSON *a = cJSON_CreateArray();
     for (int i = 0; a && i < n; i++) {
-        cJSON *p = wf_opplan_point_to_json(&v[i], NULL);
+        cJSON *p = wf_search_opplan_point_to_json(&v[i], NULL);
         if (!p) {
             cJSON_Delete(a);
             return NULL;
@@ -800,9 +800,9 @@ static cJSON *ol_points_json(const wf_opplan_point *v, int n)
 }
 
 /* The best point with its layouts, as `--json` prints it under "best". */
-static cJSON *ol_best_json(const wf_opplan_result *r, const wf_layout_plan *L)
+static cJSON *ol_best_json(const wf_search_opplan_result *r, const wf_layout_plan *L)
 {
-    cJSON *j = wf_opplan_point_to_json(&r->best, &r->graph);
+    cJSON *j = wf_search_opplan_point_to_json(&r->best, &r->graph);
     if (!j)
         return NULL;
     cJSON *lay = cJSON_AddArrayToObject(j, "layouts");
@@ -825,7 +825,7 @@ static cJSON *ol_best_json(const wf_opplan_result *r, const wf_layout_plan *L)
 
 /* The op-level answer on stdout: j as JSON (then freed) when json, else the
  * best plan's string alone. */
-static wf_status ol_answer(int json, cJSON *j, const wf_opplan_result *r)
+static wf_status ol_answer(int json, cJSON *j, const wf_search_opplan_result *r)
 {
     wf_status st;
     if (json) {
@@ -839,7 +839,7 @@ static wf_status ol_answer(int json, cJSON *j, const wf_opplan_result *r)
 }
 
 /* --plot / --csv of an op-level search: its frontier, the best plan chosen. */
-static wf_status ol_plot(const plan_args *a, const wf_model_config *m, const wf_opplan_result *r)
+static wf_status ol_plot(const plan_args *a, const wf_model_config *m, const wf_search_opplan_result *r)
 {
     if (!a->plot && !a->csv)
         return WF_OK;
@@ -877,14 +877,14 @@ static wf_status ol_plot(const plan_args *a, const wf_model_config *m, const wf_
     return st;
 }
 
-static wf_status ol_write(const plan_args *a, const wf_opplan_result *r)
+static wf_status ol_write(const plan_args *a, const wf_search_opplan_result *r)
 {
     wf_plan_meta meta;
     plan_meta(a, &meta);
-    cJSON *est = wf_opplan_point_to_json(&r->best, &r->graph);
+    cJSON *est = wf_search_opplan_point_to_json(&r->best, &r->graph);
     if (!est)
         return wf_errorf(WF_NOMEM, "out of memory writing %s", a->out);
-    wf_status st = wf_plan_oplevel_write_file(a->out, &r->best_plan, &meta, est);
+    wf_status st = wf_layout_write_file(a->out, &r->best_plan, &meta, est);
     cJSON_Delete(est);
     return wrote(a, st);
 }
@@ -893,13 +893,13 @@ static wf_status ol_write(const plan_args *a, const wf_opplan_result *r)
  * `weft estimate` and `weft simulate` of its file report; the search's
  * numbers are its own model's, which proposes layouts): 1 when it takes
  * the layouts, else 0 with the reason in why. */
-static int one_model(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,
+static int one_model(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                      wf_estimate *e, char *why, size_t cap)
 {
     wf_cost_ctx *ctx = NULL;
     wf_status st = wf_cost_ctx_create(m, c, &ctx);
     if (st == WF_OK)
-        st = wf_oplevel_plan_cost(m, c, ctx, batch, ol, e, NULL);
+        st = wf_layout_cost(m, c, ctx, batch, ol, e, NULL);
     wf_cost_ctx_free(ctx);
     if (st != WF_OK)
         snprintf(why, cap, "%s", wf_last_error());
@@ -908,7 +908,7 @@ static int one_model(const wf_model_config *m, const wf_cluster *c, int64_t batc
 }
 
 /* Which model gave the figures printed: one price per plan. */
-static void one_model_line(FILE *f, const wf_opplan_point *b, const char *why)
+static void one_model_line(FILE *f, const wf_search_opplan_point *b, const char *why)
 {
     if (b->one_model)
         fprintf(f, "priced by the one cost model (what estimate and simulate report)\n");
@@ -917,9 +917,9 @@ static void one_model_line(FILE *f, const wf_opplan_point *b, const char *why)
                    "proxy's\n", why[0] ? why : "see weft estimate");
 }
 
-static wf_status ol_opts(const plan_args *a, const wf_model_config *m, wf_opplan_opts *o)
+static wf_status ol_opts(const plan_args *a, const wf_model_config *m, wf_search_opplan_opts *o)
 {
-    wf_opplan_opts_default(o);
+    wf_search_opplan_opts_default(o);
     o->mesh = a->mesh;
     o->devices = a->devices;
     o->pp = (int)a->pp;
@@ -952,26 +952,26 @@ static int coshard_nf1b(const wf_plan *p, void *user)
 
 /* The fastest fitting whole-model plan with co-shard, NF1B or DAP into *out: 1
  * when there is one (0 also when the search fails: none fits). */
-static int whole_best(const plan_args *a, const wf_model_config *m, const wf_cluster *c, wf_outer_point *out)
+static int whole_best(const plan_args *a, const wf_model_config *m, const wf_cluster *c, wf_search_outer_point *out)
 {
-    wf_outer_opts o;
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts o;
+    wf_search_outer_opts_default(&o);
     o.top_k = 1;
     o.max_memory_bytes = a->max_memory_gib > 0 ? a->max_memory_gib * GIB : 0;
     o.devices = a->devices > 0 ? a->devices : 0;
     o.accept = coshard_nf1b;
-    wf_outer_result r;
-    int found = wf_outer_search(m, c, a->batch, &o, &r) == WF_OK && r.ntop > 0 && r.top[0].est.fits;
+    wf_search_outer_result r;
+    int found = wf_search_outer(m, c, a->batch, &o, &r) == WF_OK && r.ntop > 0 && r.top[0].est.fits;
     if (found)
         *out = r.top[0];
-    wf_outer_result_free(&r);
+    wf_search_outer_result_free(&r);
     wf_clear_error();
     return found;
 }
 
 /* The human line of that plan against the op-level best (op_s, < 0: none
  * fits); 1 when it is the answer (faster, or the only plan that fits). */
-static int whole_line(FILE *f, const wf_outer_point *ss, double op_s)
+static int whole_line(FILE *f, const wf_search_outer_point *ss, double op_s)
 {
     char text[PLAN_TEXT];
     wf_plan_format(&ss->plan, text, sizeof text);
@@ -988,7 +988,7 @@ static int whole_line(FILE *f, const wf_outer_point *ss, double op_s)
 /* The answer when that plan wins: its schedule (--detail), its file (-o),
  * the JSON's whole_model_best and answer (j, which this consumes), or its
  * string on stdout. */
-static wf_status whole_answer(const plan_args *a, const wf_outer_point *ss, cJSON *j)
+static wf_status whole_answer(const plan_args *a, const wf_search_outer_point *ss, cJSON *j)
 {
     wf_status st = WF_OK;
     if (a->detail)
@@ -1023,13 +1023,13 @@ static wf_status run_oplevel_range(const plan_args *a, const wf_model_config *m,
         return wf_errorf(WF_INVAL, "--devices-range=%s: cluster '%s' has %lld devices", a->range, c->name,
                          (long long)wf_cluster_devices(c));
     int64_t counts[MAX_COUNTS];
-    int n = wf_outer_device_counts(c, lo, hi, counts, MAX_COUNTS);
+    int n = wf_search_outer_device_counts(c, lo, hi, counts, MAX_COUNTS);
     if (n == 0)
         return wf_errorf(WF_INVAL, "--devices-range=%s: no count in it is a whole number of nodes of %lld devices "
                                    "or a divisor of one node", a->range, (long long)c->level[0].size);
     if (n > MAX_COUNTS)
         return wf_errorf(WF_INVAL, "--devices-range=%s: %d device counts, at most %d", a->range, n, MAX_COUNTS);
-    wf_opplan_opts o;
+    wf_search_opplan_opts o;
     if ((st = ol_opts(a, m, &o)) != WF_OK)
         return st;
     cJSON *j = a->json ? cJSON_CreateObject() : NULL, *per = NULL;
@@ -1047,17 +1047,17 @@ static wf_status run_oplevel_range(const plan_args *a, const wf_model_config *m,
     double best_t = 0;
     for (int i = 0; i < n; i++) {
         o.devices = counts[i];
-        wf_opplan_result r;
-        st = wf_opplan_search(m, c, a->batch, &o, &r);
+        wf_search_opplan_result r;
+        st = wf_search_opplan(m, c, a->batch, &o, &r);
         if (st != WF_OK) {
             if (st != WF_NOFIT && st != WF_INVAL) {
-                wf_opplan_result_free(&r);
+                wf_search_opplan_result_free(&r);
                 cJSON_Delete(j);
                 return st;
             }
             fprintf(human(a), "%6lld %s\n", (long long)counts[i], st == WF_NOFIT ? "no plan fits" : "no plan divides");
             wf_clear_error();
-            wf_opplan_result_free(&r);
+            wf_search_opplan_result_free(&r);
             continue;
         }
         fprintf(human(a), "%6lld %10.4f %12.2f %9d  %s\n", (long long)counts[i], r.best.iteration_time_s,
@@ -1077,12 +1077,12 @@ static wf_status run_oplevel_range(const plan_args *a, const wf_model_config *m,
             cJSON *e = cJSON_CreateObject();
             if (e) {
                 cJSON_AddNumberToObject(e, "devices", (double)counts[i]);
-                cJSON_AddItemToObject(e, "best", wf_opplan_point_to_json(&r.best, NULL));
+                cJSON_AddItemToObject(e, "best", wf_search_opplan_point_to_json(&r.best, NULL));
                 cJSON_AddItemToObject(e, "pareto", ol_points_json(r.pareto, r.npareto));
                 cJSON_AddItemToArray(per, e);
             }
         }
-        wf_opplan_result_free(&r);
+        wf_search_opplan_result_free(&r);
     }
     if (best < 0) {
         cJSON_Delete(j);
@@ -1111,22 +1111,22 @@ static wf_status run_oplevel_range(const plan_args *a, const wf_model_config *m,
 static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const wf_cluster *c,
                              progress *pg)
 {
-    wf_opplan_opts o;
+    wf_search_opplan_opts o;
     wf_status st = ol_opts(a, m, &o);
     if (st != WF_OK)
         return st;
     o.progress = progress_cb;
     o.progress_user = pg;
-    wf_opplan_result r;
-    st = wf_opplan_search(m, c, a->batch, &o, &r);
+    wf_search_opplan_result r;
+    st = wf_search_opplan(m, c, a->batch, &o, &r);
     progress_end(pg);
     /* The default search (no --op-level, --mesh or --pp) of a model other
      * than a transformer: also the whole-model plans with co-shard or NF1B. */
-    wf_outer_point ss;
+    wf_search_outer_point ss;
     const int has_ss = !a->op_level && !a->mesh && !a->pp && !wf_model_is_transformer(m) &&
                        (st == WF_OK || st == WF_NOFIT) && whole_best(a, m, c, &ss);
     if (st != WF_OK && !(st == WF_NOFIT && r.has_best) && !(st == WF_NOFIT && has_ss)) {
-        wf_opplan_result_free(&r);
+        wf_search_opplan_result_free(&r);
         return st;
     }
     /* One budget in every verb: the device's memory (or --max-memory), of
@@ -1152,7 +1152,7 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         ol_resolve(a->detail, m, c, a->batch, &r, &L);
         ol_print_best(human(a), &r, a->detail, &L);
         wf_layout_plan_free(&L);
-        wf_opplan_result_free(&r);
+        wf_search_opplan_result_free(&r);
         if (has_ss && whole_line(human(a), &ss, -1)) {
             cJSON *j = NULL;
             if (a->json && (j = cJSON_CreateObject()) != NULL) {
@@ -1191,7 +1191,7 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
                                                                       : r.best.iteration_time_s);
     if ((st = ol_plot(a, m, &r)) != WF_OK || (a->out && !ss_wins && (st = ol_write(a, &r)) != WF_OK)) {
         wf_layout_plan_free(&L);
-        wf_opplan_result_free(&r);
+        wf_search_opplan_result_free(&r);
         return st;
     }
     cJSON *j = NULL;
@@ -1199,7 +1199,7 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
         j = cJSON_CreateObject();
         if (!j) {
             wf_layout_plan_free(&L);
-            wf_opplan_result_free(&r);
+            wf_search_opplan_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
         }
         add_run_json(j, m->name, c->name, a->batch);
@@ -1218,22 +1218,22 @@ static wf_status run_oplevel(const plan_args *a, const wf_model_config *m, const
     }
     wf_layout_plan_free(&L);
     st = ss_wins ? whole_answer(a, &ss, j) : ol_answer(a->json, j, &r);
-    wf_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r);
     return st;
 }
 
 /* One search space (--op-level without --mesh or --pp): the outer search's
  * best (Megatron's layouts) and the op-level search's layouts, every
  * candidate ranked by the one cost model within the device's memory
- * (wf_unified_search). The answer on stdout is the best's op-level plan
+ * (wf_search_unified). The answer on stdout is the best's op-level plan
  * string (or its whole-model string when it has no op-level form). */
 static wf_status run_unified(const plan_args *a, const wf_model_config *m, const wf_cluster *c)
 {
-    wf_unified_opts uo = {a->devices > 0 ? a->devices : 0, a->max_memory_gib > 0 ? a->max_memory_gib * GIB : 0, -1};
-    wf_unified_result r;
-    wf_status st = wf_unified_search(m, c, a->batch, &uo, &r);
+    wf_search_unified_opts uo = {a->devices > 0 ? a->devices : 0, a->max_memory_gib > 0 ? a->max_memory_gib * GIB : 0, -1};
+    wf_search_unified_result r;
+    wf_status st = wf_search_unified(m, c, a->batch, &uo, &r);
     if (st != WF_OK) {
-        wf_unified_result_free(&r);
+        wf_search_unified_result_free(&r);
         return st;
     }
     FILE *h = human(a);
@@ -1249,7 +1249,7 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
     char whole[512], ol_text[256] = "";
     wf_plan_format(&r.as_plan, whole, sizeof whole);
     if (r.lowered)
-        wf_plan_oplevel_format(&r.plan, ol_text, sizeof ol_text);
+        wf_layout_format(&r.plan, ol_text, sizeof ol_text);
     const wf_estimate *e = &r.est;
     fprintf(h, "outer search's best (Megatron's layouts): %.4f s per iteration\n", r.outer_best_s);
     fprintf(h, "best: %s (%s) on %lld devices: %.4f s per iteration, %.2f GiB per device%s\n",
@@ -1278,7 +1278,7 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
         if (!est)
             st = wf_errorf(WF_NOMEM, "out of memory writing %s", a->out);
         else if (r.lowered)
-            st = wrote(a, wf_plan_oplevel_write_file(a->out, &r.plan, &meta, est));
+            st = wrote(a, wf_layout_write_file(a->out, &r.plan, &meta, est));
         else
             st = wrote(a, wf_plan_write_file(a->out, &r.as_plan, &meta, est));
         cJSON_Delete(est);
@@ -1288,7 +1288,7 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
         cJSON *b = j ? wf_estimate_to_json(e) : NULL;
         if (!b) {
             cJSON_Delete(j);
-            wf_unified_result_free(&r);
+            wf_search_unified_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
         }
         add_run_json(j, m->name, c->name, a->batch);
@@ -1313,7 +1313,7 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
         printf("%s\n", r.lowered ? ol_text : whole);
         st = fflush(stdout) == 0 ? WF_OK : wf_errorf(WF_IO, "cannot write standard output");
     }
-    wf_unified_result_free(&r);
+    wf_search_unified_result_free(&r);
     return st;
 }
 
@@ -1331,15 +1331,15 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
     wf_status st;
     if ((st = wf_model_lookup(model, &m)) != WF_OK || (st = wf_cluster_lookup(cluster, &c)) != WF_OK)
         return st;
-    wf_plan_oplevel pl;
-    wf_plan_oplevel_init(&pl);
+    wf_layout pl;
+    wf_layout_init(&pl);
     wf_plan_meta meta;
     memset(&meta, 0, sizeof meta);
     wf_plan whole;
     int is_ol = 0;
     if (wf_plan_is_oplevel_file(path)) {
         if ((st = wf_plan_read_file_any(path, &whole, &pl, &meta, &is_ol)) != WF_OK) {
-            wf_plan_oplevel_free(&pl);
+            wf_layout_free(&pl);
             return st;
         }
     } else if ((st = wf_plan_parse(path, &whole)) != WF_OK) {
@@ -1387,7 +1387,7 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
         }
         st = wf_plan_lower(&m, &c, &whole, batch, &pl);
         if (st != WF_OK) {
-            wf_plan_oplevel_free(&pl);
+            wf_layout_free(&pl);
             if (out || !json) {
                 cJSON_Delete(whole_j);
                 return st;
@@ -1401,7 +1401,7 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
             return st;
         }
         char ol_text[PLAN_TEXT];
-        wf_plan_oplevel_format(&pl, ol_text, sizeof ol_text);
+        wf_layout_format(&pl, ol_text, sizeof ol_text);
         fputs(head, h);
         fprintf(h, "lowered to the op-level plan %s%s%s (docs/plan-format.md, \"Lowering\")\n", ol_text,
                 pl.keys[0] ? " with keys " : "", pl.keys);
@@ -1410,7 +1410,7 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
         meta.batch = batch;
     } else {
         if (out) {
-            wf_plan_oplevel_free(&pl);
+            wf_layout_free(&pl);
             return wf_errorf(WF_INVAL, "-o with --verify writes the op-level form of a whole-model plan; %s is one "
                                        "already", path);
         }
@@ -1421,22 +1421,22 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
             wf_log(WF_LOG_WARN, "plan file was made for batch %lld, checking it with batch %lld",
                    (long long)meta.batch, (long long)batch);
     }
-    wf_opplan_opts o;
-    wf_opplan_opts_default(&o);
+    wf_search_opplan_opts o;
+    wf_search_opplan_opts_default(&o);
     o.max_memory_bytes = max_memory_gib > 0 ? max_memory_gib * GIB : 0;
-    wf_opplan_result r;
-    st = wf_opplan_verify(&m, &c, batch, &pl, &o, &r);
+    wf_search_opplan_result r;
+    st = wf_search_opplan_verify(&m, &c, batch, &pl, &o, &r);
     if (st == WF_OK && out) {
-        cJSON *est = wf_opplan_point_to_json(&r.best, &r.graph);
-        st = est ? wf_plan_oplevel_write_file(out, &pl, &meta, est) : wf_errorf(WF_NOMEM, "out of memory writing %s", out);
+        cJSON *est = wf_search_opplan_point_to_json(&r.best, &r.graph);
+        st = est ? wf_layout_write_file(out, &pl, &meta, est) : wf_errorf(WF_NOMEM, "out of memory writing %s", out);
         cJSON_Delete(est);
         if (st == WF_OK)
             fprintf(stderr, "wrote %s\n", out);
     }
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     if (st != WF_OK) {
         cJSON_Delete(whole_j);
-        wf_opplan_result_free(&r);
+        wf_search_opplan_result_free(&r);
         return st;
     }
     fprintf(h, "%s: op-level plan of %s on %s, batch %lld: valid\n", is_ol ? path : "lowered", m.name, c.name,
@@ -1452,7 +1452,7 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
         if (!j) {
             wf_layout_plan_free(&L);
             cJSON_Delete(whole_j);
-            wf_opplan_result_free(&r);
+            wf_search_opplan_result_free(&r);
             return wf_errorf(WF_NOMEM, "out of memory");
         }
         add_run_json(j, m.name, c.name, batch);
@@ -1461,7 +1461,7 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
     }
     wf_layout_plan_free(&L);
     st = ol_answer(json, j, &r);
-    wf_opplan_result_free(&r);
+    wf_search_opplan_result_free(&r);
     return st;
 }
 
@@ -1608,8 +1608,8 @@ wf_status wf_cmd_plan(int argc, char **argv)
         progress pg = {wf_now_s(), 0, 0, isatty(STDERR_FILENO), 0, 1};
         return run_oplevel(&a, &m, &c, &pg);
     }
-    wf_outer_opts o;
-    wf_outer_opts_default(&o);
+    wf_search_outer_opts o;
+    wf_search_outer_opts_default(&o);
     /* The profile keys every plan of the search carries, read as a plan
      * string reads them. */
     if (sw_text || attn_text || fp8 || cp_text) {

@@ -125,7 +125,7 @@ static wf_status load_oplevel(wf_cli_plan_input *in, wf_cost_layout *lay, char *
 {
     wf_layout_plan lp;
     memset(&lp, 0, sizeof lp);
-    wf_plan_oplevel_init(&lp.ol);
+    wf_layout_init(&lp.ol);
     wf_cost_ctx *ctx = NULL;
     wf_status st = wf_cli_load_model_cluster(in->model, in->cluster, in->batch, &in->mc, &in->c);
     if (st == WF_OK)
@@ -136,7 +136,7 @@ static wf_status load_oplevel(wf_cli_plan_input *in, wf_cost_layout *lay, char *
         if (st == WF_OK && !lp.has_cost)
             st = wf_errorf(WF_INTERNAL, "%s: resolved with no layout descriptor", in->plan);
         if (st == WF_OK) {
-            wf_plan_oplevel_format(&lp.ol, text, cap);
+            wf_layout_format(&lp.ol, text, cap);
             in->p = lp.plan;
             *lay = lp.cost;
             lp.has_cost = 0; /* now the caller's */

@@ -219,15 +219,15 @@ static wf_status raise_oplevel(const train_args *a, char *buf, size_t cap)
     if ((st = wf_model_lookup(a->model, &m)) != WF_OK ||
         (st = wf_cluster_of_job(a->cluster, 1, &cl)) != WF_OK)
         return st;
-    wf_plan_oplevel ol;
-    wf_plan_oplevel_init(&ol);
+    wf_layout ol;
+    wf_layout_init(&ol);
     wf_plan whole;
     wf_plan_meta meta;
     int is_ol = 0;
     st = wf_plan_read_file_any(a->plan, &whole, &ol, &meta, &is_ol);
     if (st == WF_OK)
         st = wf_plan_raise(&m, &cl, a->batch, &ol, &whole);
-    wf_plan_oplevel_free(&ol);
+    wf_layout_free(&ol);
     if (st == WF_OK)
         wf_plan_format(&whole, buf, cap);
     return st;

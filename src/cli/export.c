@@ -24,7 +24,7 @@ const char *wf_export_dtype_flag(wf_dtype t)
  * Each writer's checks, run before its first write, are its framework's rules;
  * called without a file it runs them alone. wf_cli_export asks before it
  * writes, and `weft plan --emit X` searches only the plans X's writer accepts
- * (wf_outer_opts.accept), so the writers and the search cannot disagree. */
+ * (wf_search_outer_opts.accept), so the writers and the search cannot disagree. */
 
 /* Recomputation per stage has no flag in any of the frameworks exported (each
  * recomputes alike on every stage); the block method is Megatron-LM's. */

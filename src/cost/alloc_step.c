@@ -121,15 +121,9 @@ static int view_op(wf_op_kind k)
 /* A buffer of `bytes` from the allocator, with one reference. */
 static int buf_new(pt_run *r, double bytes)
 {
-    if (r->nbuf == r->capbuf) {
-        int c = r->capbuf ? 2 * r->capbuf : 1024;
-        pt_buf *q = realloc(r->buf, (size_t)c * sizeof *q);
-        if (!q) {
-            r->nomem = 1;
-            return -1;
-        }
-        r->buf = q;
-        r->capbuf = c;
+    if (wf_grow(&r->buf, &r->capbuf, (int64_t)r->nbuf + 1, sizeof *r->buf, 1024) != 0) {
+        r->nomem = 1;
+        return -1;
     }
     int id = r->nbuf++;
     r->buf[id].refs = 1;

@@ -262,7 +262,7 @@ static int same_sig(const char *x, const char *y)
 /* Every layer runs layer 0's layouts ("layers.0.X" and "layers.L.X"): one
  * pass over the plan's layouts, each layer's op compared with its op in
  * layer 0 (g1's), and a count that every layer has each op. */
-static wf_status check_tied(const wf_model_config *m, const wf_plan_oplevel *ol, const wf_graph *g1)
+static wf_status check_tied(const wf_model_config *m, const wf_layout *ol, const wf_graph *g1)
 {
     int n0 = 0;
     for (int i = 0; i < g1->nfwd; i++)
@@ -278,7 +278,7 @@ static wf_status check_tied(const wf_model_config *m, const wf_plan_oplevel *ol,
     for (int i = 0; i < g1->nfwd && st == WF_OK; i++) {
         if (strncmp(g1->ops[i].name, "layers.0.", 9) != 0)
             continue;
-        if (!(s0[i] = wf_plan_oplevel_layout_of(ol, g1->ops[i].name)))
+        if (!(s0[i] = wf_layout_sig_of(ol, g1->ops[i].name)))
             st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g1->ops[i].name);
     }
     for (int k = 0; k < ol->nlayouts && st == WF_OK && n0 > 0; k++) {
@@ -306,7 +306,7 @@ static wf_status check_tied(const wf_model_config *m, const wf_plan_oplevel *ol,
             for (int64_t l = 1; l < m->layers && st == WF_OK; l++) {
                 char other[WF_NAME_LEN + 32];
                 snprintf(other, sizeof other, "layers.%lld.%s", (long long)l, g1->ops[i].name + 9);
-                if (!wf_plan_oplevel_layout_of(ol, other))
+                if (!wf_layout_sig_of(ol, other))
                     st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", other);
             }
     free(s0);
@@ -316,7 +316,7 @@ static wf_status check_tied(const wf_model_config *m, const wf_plan_oplevel *ol,
 
 /* The stages of a transformer: equal layer ranges, embedding first (with
  * vpp > 1 each stage's first chunk of layers / (pp vpp)). */
-static wf_status check_stages(const wf_model_config *m, const wf_plan_oplevel *ol, int vpp, const char *first_op)
+static wf_status check_stages(const wf_model_config *m, const wf_layout *ol, int vpp, const char *first_op)
 {
     int64_t chunks = (int64_t)ol->pp * vpp;
     if (m->layers % chunks != 0)
@@ -344,7 +344,7 @@ static wf_status check_stages(const wf_model_config *m, const wf_plan_oplevel *o
  * plan is, by Megatron's layouts at its tp and sp with the plan's ep: the
  * estimate of the plan string itself. Other expert layouts are refused. */
 static wf_status expert_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                               const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan)
+                               const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan)
 {
     wf_plan p;
     wf_status st = wf_plan_raise(m, c, batch, ol, &p);
@@ -367,8 +367,8 @@ static wf_status expert_layout(const wf_model_config *m, const wf_cluster *c, wf
 struct wf_layout_coster {
     const wf_model_config *m;
     wf_cost_ctx *ctx;
-    const wf_plan_oplevel *ol;
-    wf_plan keys;            /* the plan's keys (wf_plan_oplevel_keys) */
+    const wf_layout *ol;
+    wf_plan keys;            /* the plan's keys (wf_layout_keys) */
     wf_mesh mesh;
     int64_t mb;              /* the micro-batch's samples */
     int transformer;
@@ -431,17 +431,17 @@ static int resolved_op(const wf_layout_plan *lp, const char *name, int hint)
 /* The coster of ol; lp (may be NULL) is ol resolved (wf_layout_index): its
  * mesh, signatures and storage layouts are taken as parsed there. */
 static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                            const wf_plan_oplevel *ol, const wf_layout_plan *lp, int keep_storage,
+                            const wf_layout *ol, const wf_layout_plan *lp, int keep_storage,
                             wf_layout_coster **out);
 
 wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                               const wf_plan_oplevel *ol, int keep_storage, wf_layout_coster **out)
+                               const wf_layout *ol, int keep_storage, wf_layout_coster **out)
 {
     return coster_new(m, c, ctx, batch, ol, NULL, keep_storage, out);
 }
 
 static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                            const wf_plan_oplevel *ol, const wf_layout_plan *lp, int keep_storage,
+                            const wf_layout *ol, const wf_layout_plan *lp, int keep_storage,
                             wf_layout_coster **out)
 {
     *out = NULL;
@@ -452,7 +452,7 @@ static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_co
     k->m = m;
     k->ctx = ctx;
     k->ol = ol;
-    wf_status st = wf_plan_oplevel_keys(ol, &k->keys);
+    wf_status st = wf_layout_keys(ol, &k->keys);
     if (st != WF_OK)
         goto fail;
     if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0) {
@@ -512,7 +512,7 @@ static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_co
             }
             k->sig[i] = lp->sig[j];
         } else {
-            const char *text = wf_plan_oplevel_layout_of(ol, g->ops[i].name);
+            const char *text = wf_layout_sig_of(ol, g->ops[i].name);
             if (!text) {
                 st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g->ops[i].name);
                 break;
@@ -595,7 +595,7 @@ static wf_status coster_derive(wf_layout_coster *K, wf_cost_layout *out, wf_plan
 {
     memset(out, 0, sizeof *out);
     const wf_model_config *m = K->m;
-    const wf_plan_oplevel *ol = K->ol;
+    const wf_layout *ol = K->ol;
     wf_cost_ctx *ctx = K->ctx;
     const wf_graph g = K->g; /* a view: freed with the coster */
     const wf_sbp_sig *sig = K->sig;
@@ -923,24 +923,24 @@ wf_status wf_layout_coster_cost(wf_layout_coster *k, int64_t batch, wf_estimate 
 }
 
 static wf_status plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                             const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_cost_layout *out,
+                             const wf_layout *ol, const wf_layout_plan *lp, wf_cost_layout *out,
                              wf_plan *as_plan);
 
-wf_status wf_oplevel_plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                                 const wf_plan_oplevel *ol, wf_cost_layout *out, wf_plan *as_plan)
+wf_status wf_layout_descriptor(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                               const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan)
 {
     return plan_layout(m, c, ctx, batch, ol, NULL, out, as_plan);
 }
 
 wf_status wf_layout_plan_descriptor(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                                    const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_cost_layout *out,
+                                    const wf_layout *ol, const wf_layout_plan *lp, wf_cost_layout *out,
                                     wf_plan *as_plan)
 {
     return plan_layout(m, c, ctx, batch, ol, lp, out, as_plan);
 }
 
 wf_status wf_layout_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                              const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_estimate *out,
+                              const wf_layout *ol, const wf_layout_plan *lp, wf_estimate *out,
                               wf_plan *as_plan)
 {
     wf_cost_layout L;
@@ -956,13 +956,13 @@ wf_status wf_layout_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_
 }
 
 static wf_status plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                             const wf_plan_oplevel *ol, const wf_layout_plan *lp, wf_cost_layout *out,
+                             const wf_layout *ol, const wf_layout_plan *lp, wf_cost_layout *out,
                              wf_plan *as_plan)
 {
     memset(out, 0, sizeof *out);
     if (wf_model_is_moe(m) && wf_model_is_transformer(m)) {
         wf_plan p;
-        wf_status st = wf_plan_oplevel_keys(ol, &p);
+        wf_status st = wf_layout_keys(ol, &p);
         if (st != WF_OK)
             return st;
         if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0)
@@ -982,12 +982,12 @@ static wf_status plan_layout(const wf_model_config *m, const wf_cluster *c, wf_c
 }
 
 
-wf_status wf_oplevel_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                               const wf_plan_oplevel *ol, wf_estimate *out, wf_plan *as_plan)
+wf_status wf_layout_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                         const wf_layout *ol, wf_estimate *out, wf_plan *as_plan)
 {
     wf_cost_layout L;
     wf_plan p;
-    wf_status st = wf_oplevel_plan_layout(m, c, ctx, batch, ol, &L, &p);
+    wf_status st = wf_layout_descriptor(m, c, ctx, batch, ol, &L, &p);
     if (st != WF_OK)
         return st;
     st = wf_estimate_layouts(ctx, &p, &L, batch, out);

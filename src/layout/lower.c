@@ -236,7 +236,7 @@ static wf_status pick(const wf_graph *g, int i, const wf_mesh *m, const want_axi
 }
 
 wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf_plan *p, int64_t batch,
-                        wf_plan_oplevel *out)
+                        wf_layout *out)
 {
     wf_status st = wf_plan_validate(p, mc, c, batch);
     if (st != WF_OK)
@@ -279,8 +279,8 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
         wf_graph_free(&g);
         return st;
     }
-    if ((st = wf_plan_oplevel_set(out, mesh_text, p->pp, micro)) != WF_OK ||
-        (st = wf_plan_oplevel_set_keys(out, p)) != WF_OK) {
+    if ((st = wf_layout_set(out, mesh_text, p->pp, micro)) != WF_OK ||
+        (st = wf_layout_set_keys(out, p)) != WF_OK) {
         wf_graph_free(&g);
         return st;
     }
@@ -298,7 +298,7 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
         }
         char sig[512];
         if ((st = pick(&g, i, &mesh, axes, sig, sizeof sig)) == WF_OK)
-            st = wf_plan_oplevel_add_layout(out, g.ops[i].name, sig);
+            st = wf_layout_add_sig(out, g.ops[i].name, sig);
         /* A weight of a replicated op read split (the position table under
          * sequence parallelism: each rank adds its rows) is kept whole, as
          * Megatron keeps it. */
@@ -313,7 +313,7 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
                     size_t n = 0;
                     for (int a = 0; a < mesh.naxes; a++)
                         n += (size_t)snprintf(lay + n, sizeof lay - n, "%sB", a ? "," : "");
-                    st = wf_plan_oplevel_add_storage(out, 0, x->name, lay);
+                    st = wf_layout_add_storage(out, 0, x->name, lay);
                 }
         }
     }
@@ -341,7 +341,7 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
             if (ns != p->pp)
                 st = wf_errorf(WF_INVAL, "lowering: model '%s' cuts into %d stages, not pp=%d", mc->name, ns, p->pp);
             for (int k = 0; k < ns && st == WF_OK; k++)
-                st = wf_plan_oplevel_set_stage(out, k, g.ops[first[k]].name);
+                st = wf_layout_set_stage(out, k, g.ops[first[k]].name);
         }
         wf_cost_ctx_free(ctx);
         free(w);
@@ -354,7 +354,7 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
      * vpp > 1 its first chunk at layer s x layers / (pp vpp): Megatron's
      * interleaving gives stage s the chunks s, s + pp, ...). */
     if (st == WF_OK) {
-        st = wf_plan_oplevel_set_stage(out, 0, g.ops[0].name);
+        st = wf_layout_set_stage(out, 0, g.ops[0].name);
         int64_t per = mc->layers / ((int64_t)p->pp * (p->vpp > 1 ? p->vpp : 1));
         for (int s = 1; s < p->pp && st == WF_OK; s++) {
             /* uneven stages (stages=): after the layers of the stages before */
@@ -367,7 +367,7 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
                 st = wf_errorf(WF_INVAL, "lowering: model '%s' has no layer %lld to start stage %d", mc->name,
                                (long long)l0, s);
             else
-                st = wf_plan_oplevel_set_stage(out, s, g.ops[first].name);
+                st = wf_layout_set_stage(out, s, g.ops[first].name);
         }
     }
     wf_graph_free(&g);
@@ -376,7 +376,7 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
 
 /* Two op-level plans hold the same layouts: mesh, stages, micro-batches and
  * every op's signature (spaces ignored). Names the first difference. */
-static int same_layouts(const wf_plan_oplevel *a, const wf_plan_oplevel *b, char *diff, size_t cap)
+static int same_layouts(const wf_layout *a, const wf_layout *b, char *diff, size_t cap)
 {
     if (strcmp(a->mesh, b->mesh) != 0 || a->pp != b->pp || a->micro_batches != b->micro_batches) {
         snprintf(diff, cap, "mesh, stages or micro-batches");
@@ -388,7 +388,7 @@ static int same_layouts(const wf_plan_oplevel *a, const wf_plan_oplevel *b, char
             return 0;
         }
     for (int i = 0; i < b->nlayouts; i++) {
-        const char *x = wf_plan_oplevel_layout_of(a, b->op[i]);
+        const char *x = wf_layout_sig_of(a, b->op[i]);
         char u[200], v[200];
         size_t n = 0, k = 0;
         for (const char *q = x ? x : ""; *q && n + 1 < sizeof u; q++)
@@ -440,7 +440,7 @@ static int raise_cands(const int64_t *ax, int naxes, int moe, raise_cand *out)
     return n;
 }
 
-wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan_oplevel *ol,
+wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                         wf_plan *out)
 {
     int64_t ax[3] = {0, 0, 0};
@@ -465,7 +465,7 @@ wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t b
             continue;
         for (int sp = 0; sp <= 1; sp++) {
             wf_plan p;
-            wf_status kst = wf_plan_oplevel_keys(ol, &p);
+            wf_status kst = wf_layout_keys(ol, &p);
             if (kst != WF_OK)
                 return kst;
             p.dp = cand[k].dp;
@@ -477,11 +477,11 @@ wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t b
             p.mbs = (int)(batch / per);
             if (sp && p.tp < 2)
                 continue;
-            wf_plan_oplevel low;
-            wf_plan_oplevel_init(&low);
+            wf_layout low;
+            wf_layout_init(&low);
             wf_status st = wf_plan_lower(m, c, &p, batch, &low);
             int same = st == WF_OK && same_layouts(ol, &low, diff, sizeof diff);
-            wf_plan_oplevel_free(&low);
+            wf_layout_free(&low);
             if (same) {
                 *out = p;
                 wf_clear_error();

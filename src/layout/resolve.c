@@ -26,7 +26,7 @@ void wf_layout_plan_free(wf_layout_plan *p)
 {
     if (p->has_layouts)
         wf_graph_free(&p->graph);
-    wf_plan_oplevel_free(&p->ol);
+    wf_layout_free(&p->ol);
     free(p->sig);
     free(p->sig_index);
     free(p->sig_text);
@@ -38,7 +38,7 @@ void wf_layout_plan_free(wf_layout_plan *p)
     if (p->has_cost)
         wf_cost_layout_free(&p->cost);
     memset(p, 0, sizeof *p);
-    wf_plan_oplevel_init(&p->ol);
+    wf_layout_init(&p->ol);
 }
 
 /* The outermost level of the cluster a group reaches (-1: one rank). */
@@ -110,7 +110,7 @@ static wf_status read_sig(wf_layout_plan *out, int i, const char *text, int64_t 
  * indexed by op (an op the model lacks, an op with no layout, a signature
  * the op has not on the mesh: named), the stage cut, the storage layouts
  * (parsed, and checked to divide their tensors). */
-static wf_status index_layouts(wf_layout_plan *out, const wf_plan_oplevel *ol, const wf_model_config *m,
+static wf_status index_layouts(wf_layout_plan *out, const wf_layout *ol, const wf_model_config *m,
                                const wf_cluster *c, int64_t batch)
 {
     wf_status st;
@@ -203,11 +203,11 @@ static wf_status index_layouts(wf_layout_plan *out, const wf_plan_oplevel *ol, c
     return WF_OK;
 }
 
-wf_status wf_layout_index(const wf_plan_oplevel *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch,
+wf_status wf_layout_index(const wf_layout *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch,
                           wf_layout_plan *out)
 {
     memset(out, 0, sizeof *out);
-    wf_plan_oplevel_init(&out->ol);
+    wf_layout_init(&out->ol);
     return index_layouts(out, ol, m, c, batch);
 }
 
@@ -215,7 +215,7 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
                             wf_cost_ctx *ctx, wf_layout_plan *out)
 {
     memset(out, 0, sizeof *out);
-    wf_plan_oplevel_init(&out->ol);
+    wf_layout_init(&out->ol);
     if (!text || !*text)
         return wf_errorf(WF_INVAL, "empty plan");
     wf_status st;

@@ -6,7 +6,7 @@
  * fits a model, a cluster and a batch is wf_plan_validate's job.
  *
  * Op-level plan files (per-op SBP signatures on a mesh, pipeline stages) are
- * read and written here too (wf_plan_oplevel_*); whether one matches a model
+ * read and written here too (wf_layout_*); whether one matches a model
  * graph and a cluster is checked by the search module. The whole-model
  * readers refuse them with a message that says where they go. */
 #include "weft/plan.h"
@@ -1045,7 +1045,7 @@ wf_status wf_plan_read_file(const char *path, wf_plan *out, wf_plan_meta *meta)
     return wf_plan_read_file_any(path, out, NULL, meta, &is_oplevel);
 }
 
-wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_plan_oplevel *ol,
+wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_layout *ol,
                                 wf_plan_meta *meta, int *is_oplevel)
 {
     cJSON *j = NULL;
@@ -1055,7 +1055,7 @@ wf_status wf_plan_read_file_any(const char *path, wf_plan *whole, wf_plan_opleve
         return st;
     if (cJSON_IsObject(j) && cJSON_GetObjectItemCaseSensitive(j, "layouts")) {
         *is_oplevel = 1;
-        st = ol ? wf_plan_oplevel_from_json(j, path, ol, meta) : oplevel_refused(path);
+        st = ol ? wf_layout_from_json(j, path, ol, meta) : oplevel_refused(path);
     } else {
         st = wf_plan_from_json(j, path, whole, meta);
     }
@@ -1085,7 +1085,7 @@ wf_status wf_plan_write_file(const char *path, const wf_plan *p, const wf_plan_m
 
 /* ---- op-level plans ------------------------------------------------------------------ */
 
-void wf_plan_oplevel_init(wf_plan_oplevel *p)
+void wf_layout_init(wf_layout *p)
 {
     memset(p, 0, sizeof *p);
     p->pp = 1;
@@ -1099,7 +1099,7 @@ static void free_strs(char **v, int n)
     free(v);
 }
 
-void wf_plan_oplevel_free(wf_plan_oplevel *p)
+void wf_layout_free(wf_layout *p)
 {
     free_strs(p->op, p->nlayouts);
     free_strs(p->sig, p->nlayouts);
@@ -1107,7 +1107,7 @@ void wf_plan_oplevel_free(wf_plan_oplevel *p)
     free_strs(p->layout, p->nstorage);
     free(p->storage_stage);
     free_strs(p->stage_first, p->pp);
-    wf_plan_oplevel_init(p);
+    wf_layout_init(p);
 }
 
 static char *dup_str(const char *s)
@@ -1119,7 +1119,7 @@ static char *dup_str(const char *s)
     return d;
 }
 
-wf_status wf_plan_oplevel_set(wf_plan_oplevel *p, const char *mesh, int pp, int64_t micro_batches)
+wf_status wf_layout_set(wf_layout *p, const char *mesh, int pp, int64_t micro_batches)
 {
     if (!mesh || !*mesh || strlen(mesh) >= sizeof p->mesh)
         return wf_errorf(WF_INVAL, "op-level plan: mesh '%s' is empty or longer than %zu characters",
@@ -1171,13 +1171,13 @@ static wf_status push_pair(char ***va, char ***vb, int **vs, int stage, int *n, 
     return WF_OK;
 }
 
-wf_status wf_plan_oplevel_add_layout(wf_plan_oplevel *p, const char *op, const char *sig)
+wf_status wf_layout_add_sig(wf_layout *p, const char *op, const char *sig)
 {
     return push_pair(&p->op, &p->sig, NULL, 0, &p->nlayouts, &p->cap_layouts, op, sig, "op");
 }
 
-wf_status wf_plan_oplevel_add_storage(wf_plan_oplevel *p, int stage, const char *tensor,
-                                      const char *layout)
+wf_status wf_layout_add_storage(wf_layout *p, int stage, const char *tensor,
+                                const char *layout)
 {
     if (stage < 0 || stage >= p->pp)
         return wf_errorf(WF_INVAL, "op-level plan: storage of '%s' in stage %d outside [0, %d)",
@@ -1186,7 +1186,7 @@ wf_status wf_plan_oplevel_add_storage(wf_plan_oplevel *p, int stage, const char 
                      &p->cap_storage, tensor, layout, "tensor");
 }
 
-wf_status wf_plan_oplevel_set_stage(wf_plan_oplevel *p, int s, const char *first_op)
+wf_status wf_layout_set_stage(wf_layout *p, int s, const char *first_op)
 {
     if (s < 0 || s >= p->pp || !p->stage_first)
         return wf_errorf(WF_INVAL, "op-level plan: stage %d outside [0, %d)", s, p->pp);
@@ -1198,7 +1198,7 @@ wf_status wf_plan_oplevel_set_stage(wf_plan_oplevel *p, int s, const char *first
     return WF_OK;
 }
 
-const char *wf_plan_oplevel_layout_of(const wf_plan_oplevel *p, const char *op)
+const char *wf_layout_sig_of(const wf_layout *p, const char *op)
 {
     for (int i = 0; i < p->nlayouts; i++)
         if (strcmp(p->op[i], op) == 0)
@@ -1215,7 +1215,7 @@ static int layout_key(const char *k, size_t n)
     return 0;
 }
 
-wf_status wf_plan_oplevel_set_keys(wf_plan_oplevel *p, const wf_plan *keys)
+wf_status wf_layout_set_keys(wf_layout *p, const wf_plan *keys)
 {
     char text[512];
     wf_plan_format(keys, text, sizeof text);
@@ -1235,7 +1235,7 @@ wf_status wf_plan_oplevel_set_keys(wf_plan_oplevel *p, const wf_plan *keys)
     return WF_OK;
 }
 
-wf_status wf_plan_oplevel_keys(const wf_plan_oplevel *p, wf_plan *out)
+wf_status wf_layout_keys(const wf_layout *p, wf_plan *out)
 {
     wf_plan_default(out);
     for (const char *k = p->keys; *k;) {
@@ -1255,17 +1255,17 @@ wf_status wf_plan_oplevel_keys(const wf_plan_oplevel *p, wf_plan *out)
     return WF_OK;
 }
 
-int wf_plan_oplevel_format(const wf_plan_oplevel *p, char *buf, size_t cap)
+int wf_layout_format(const wf_layout *p, char *buf, size_t cap)
 {
     return snprintf(buf, cap, "mesh=%s,pp=%d,micro_batches=%lld", p->mesh, p->pp,
                     (long long)p->micro_batches);
 }
 
-cJSON *wf_plan_oplevel_to_json(const wf_plan_oplevel *p, const wf_plan_meta *meta,
-                               const cJSON *estimate)
+cJSON *wf_layout_to_json(const wf_layout *p, const wf_plan_meta *meta,
+                         const cJSON *estimate)
 {
     char text[512];
-    wf_plan_oplevel_format(p, text, sizeof text);
+    wf_layout_format(p, text, sizeof text);
     cJSON *j = json_head(text, meta);
     if (!j)
         return NULL;
@@ -1293,7 +1293,7 @@ cJSON *wf_plan_oplevel_to_json(const wf_plan_oplevel *p, const wf_plan_meta *met
 }
 
 /* The op-level plan string "mesh=8x8,pp=2,micro_batches=8". */
-static wf_status parse_oplevel_string(const char *text, wf_plan_oplevel *out)
+static wf_status parse_oplevel_string(const char *text, wf_layout *out)
 {
     wf_spec s;
     wf_status st = wf_spec_parse(text, &s);
@@ -1310,13 +1310,13 @@ static wf_status parse_oplevel_string(const char *text, wf_plan_oplevel *out)
         return (wf_status)r;
     if ((st = wf_spec_check_unused(&s, "op-level plan", "mesh, pp, micro_batches")) != WF_OK)
         return st;
-    return wf_plan_oplevel_set(out, mesh, (int)pp, micro);
+    return wf_layout_set(out, mesh, (int)pp, micro);
 }
 
 /* An object of name -> string pairs (ctx.key), appended as layouts, or as
  * storage of `stage` when stage >= 0. */
 static wf_status read_pairs(const cJSON *o, const char *ctx, const char *key, int stage,
-                            wf_plan_oplevel *out)
+                            wf_layout *out)
 {
     if (!cJSON_IsObject(o))
         return wf_errorf(WF_FORMAT, "%s.%s: expected an object of name: \"layout\" pairs", ctx, key);
@@ -1325,8 +1325,8 @@ static wf_status read_pairs(const cJSON *o, const char *ctx, const char *key, in
     {
         if (!cJSON_IsString(it))
             return wf_errorf(WF_FORMAT, "%s.%s.%s: expected a string", ctx, key, it->string);
-        wf_status st = stage < 0 ? wf_plan_oplevel_add_layout(out, it->string, it->valuestring)
-                                 : wf_plan_oplevel_add_storage(out, stage, it->string,
+        wf_status st = stage < 0 ? wf_layout_add_sig(out, it->string, it->valuestring)
+                                 : wf_layout_add_storage(out, stage, it->string,
                                                                it->valuestring);
         if (st != WF_OK) {
             char msg[512];
@@ -1337,13 +1337,13 @@ static wf_status read_pairs(const cJSON *o, const char *ctx, const char *key, in
     return WF_OK;
 }
 
-wf_status wf_plan_oplevel_from_json(const cJSON *j, const char *ctx, wf_plan_oplevel *out,
-                                    wf_plan_meta *meta)
+wf_status wf_layout_from_json(const cJSON *j, const char *ctx, wf_layout *out,
+                              wf_plan_meta *meta)
 {
     static const char *const keys[] = {"format",   "version", "plan",    "model",   "cluster",
                                        "batch",    "estimate", "stages", "layouts", "storage",
                                        "keys",     NULL};
-    wf_plan_oplevel_free(out);
+    wf_layout_free(out);
     const char *text = NULL;
     wf_status st = read_common(j, ctx, keys, &text, meta);
     if (st != WF_OK)
@@ -1357,7 +1357,7 @@ wf_status wf_plan_oplevel_from_json(const cJSON *j, const char *ctx, wf_plan_opl
                                         "(\"recompute=selective,zero=1\")", ctx);
         snprintf(out->keys, sizeof out->keys, "%s", kj->valuestring);
         wf_plan kp;
-        if ((st = wf_plan_oplevel_keys(out, &kp)) != WF_OK) {
+        if ((st = wf_layout_keys(out, &kp)) != WF_OK) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", wf_last_error());
             return wf_errorf(WF_FORMAT, "%s.keys: %s", ctx, msg);
@@ -1374,7 +1374,7 @@ wf_status wf_plan_oplevel_from_json(const cJSON *j, const char *ctx, wf_plan_opl
         {
             if (!cJSON_IsString(it) || !it->valuestring[0])
                 return wf_errorf(WF_FORMAT, "%s.stages[%d]: expected an op name", ctx, s);
-            if ((st = wf_plan_oplevel_set_stage(out, s++, it->valuestring)) != WF_OK)
+            if ((st = wf_layout_set_stage(out, s++, it->valuestring)) != WF_OK)
                 return st;
         }
     } else if (out->pp > 1) {
@@ -1404,9 +1404,9 @@ wf_status wf_plan_oplevel_from_json(const cJSON *j, const char *ctx, wf_plan_opl
     return WF_OK;
 }
 
-wf_status wf_plan_oplevel_write_file(const char *path, const wf_plan_oplevel *p,
-                                     const wf_plan_meta *meta, const cJSON *estimate)
+wf_status wf_layout_write_file(const char *path, const wf_layout *p,
+                               const wf_plan_meta *meta, const cJSON *estimate)
 {
-    cJSON *j = wf_plan_oplevel_to_json(p, meta, estimate);
+    cJSON *j = wf_layout_to_json(p, meta, estimate);
     return write_json(path, j);
 }

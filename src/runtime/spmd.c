@@ -95,7 +95,7 @@ struct wf_spmd {
     wf_model_config model;
     int64_t vocab_valid;          /* the model's own vocabulary when model is padded as Megatron pads
                                      it (tp does not divide it), else 0 */
-    wf_plan_oplevel ol;
+    wf_layout ol;
     wf_mesh mesh;
     int naxes;
     int size[WF_SBP_MAX_AXES], coord[WF_SBP_MAX_AXES];
@@ -1150,7 +1150,7 @@ int wf_spmd_wants(const char *plan)
 static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
 {
     const wf_train_config *c = &S->c;
-    wf_plan_oplevel_init(&S->ol);
+    wf_layout_init(&S->ol);
     wf_comm_parse("wfbp", &S->plan_comm);
     if (wf_plan_is_oplevel_file(c->plan)) {
         wf_plan whole;
@@ -1197,7 +1197,7 @@ static wf_status read_plan(wf_spmd *S, const wf_cluster *cl)
         if ((st = wf_plan_lower(&S->model, cl, &p, c->batch, &S->ol)) != WF_OK)
             return st;
         char text[128];
-        wf_plan_oplevel_format(&S->ol, text, sizeof text);
+        wf_layout_format(&S->ol, text, sizeof text);
         char pt[160];
         wf_plan_format(&p, pt, sizeof pt);
         size_t n = strlen(S->plan_note);
@@ -1398,7 +1398,7 @@ void wf_spmd_free(wf_spmd *S)
     wf_data_close(S->data);
     wf_layout_plan_free(&S->L);
     wf_graph_free(&S->lg);
-    wf_plan_oplevel_free(&S->ol);
+    wf_layout_free(&S->ol);
     for (int i = 0; i < S->cap_box; i++)
     {
         free(S->boxes[i].pos);
@@ -1508,9 +1508,9 @@ void wf_spmd_ckpt_view(wf_spmd *S, wf_spmd_ckpt *out)
     /* The layouts as one FNV-1a hash of the plan: its summary, then every
      * op's signature and every stored layout, each string with its end. */
     char head[160];
-    wf_plan_oplevel_format(&S->ol, head, sizeof head);
+    wf_layout_format(&S->ol, head, sizeof head);
     uint64_t h = 1469598103934665603ull;
-    const wf_plan_oplevel *p = &S->ol;
+    const wf_layout *p = &S->ol;
     for (int k = -1; k < 2 * p->nlayouts + 2 * p->nstorage; k++) {
         const char *c = k < 0                 ? head
                         : k < 2 * p->nlayouts ? (k % 2 ? p->sig[k / 2] : p->op[k / 2])
@@ -1627,7 +1627,7 @@ static wf_status create_tp(wf_spmd *S, const wf_plan *whole, int64_t mbs)
     wf_plan p = *whole;
     p.pp = p.vpp = p.dp = 1;
     p.mbs = (int)mbs;
-    wf_plan_oplevel_init(&S->ol);
+    wf_layout_init(&S->ol);
     if ((st = wf_plan_lower(&S->model, &cl, &p, mbs, &S->ol)) != WF_OK)
         return st;
     S->B = S->gmb = mbs;

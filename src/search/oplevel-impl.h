@@ -59,7 +59,7 @@ typedef struct {
     const wf_graph *g;
     const wf_cluster *c;
     wf_mesh mesh;
-    wf_oplevel_opts opts;
+    wf_search_oplevel_opts opts;
     int nf;            /* forward ops of the graph */
     int lo, hi;        /* the range of forward ops the problem covers */
     int nvar;
@@ -75,7 +75,7 @@ typedef struct {
 
 /* Builds the problem; tie: share decisions across a block's layers. */
 wf_status ol_problem_build(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
-                           const wf_oplevel_opts *o, int tie, ol_problem *p);
+                           const wf_search_oplevel_opts *o, int tie, ol_problem *p);
 void ol_problem_free(ol_problem *p);
 
 /* Bytes per element of a parameter kept for training: the weight, its

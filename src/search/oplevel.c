@@ -35,10 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void wf_oplevel_opts_default(wf_oplevel_opts *o)
+void wf_search_oplevel_opts_default(wf_search_oplevel_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->algo = WF_OPLEVEL_AUTO;
+    o->algo = WF_SEARCH_OPLEVEL_AUTO;
     o->tie_layers = 1;
     o->max_frontier = 32;
     o->max_sweeps = 100;
@@ -50,9 +50,9 @@ void wf_oplevel_opts_default(wf_oplevel_opts *o)
     o->grad_sync_scale = 1;
 }
 
-static wf_status check_opts(const wf_oplevel_opts *o)
+static wf_status check_opts(const wf_search_oplevel_opts *o)
 {
-    if (o->algo != WF_OPLEVEL_AUTO && o->algo != WF_OPLEVEL_CD && o->algo != WF_OPLEVEL_FT)
+    if (o->algo != WF_SEARCH_OPLEVEL_AUTO && o->algo != WF_SEARCH_OPLEVEL_CD && o->algo != WF_SEARCH_OPLEVEL_FT)
         return wf_errorf(WF_INVAL, "oplevel: algo=%d is not auto, cd or ft", (int)o->algo);
     if (o->max_frontier < 2 || o->max_frontier > 4096)
         return wf_errorf(WF_INVAL, "oplevel: max_frontier=%d outside [2, 4096]", o->max_frontier);
@@ -76,12 +76,12 @@ static wf_status check_opts(const wf_oplevel_opts *o)
 }
 
 /* *o := *opts, or the defaults when opts is NULL; then checked. */
-static wf_status get_opts(const wf_oplevel_opts *opts, wf_oplevel_opts *o)
+static wf_status get_opts(const wf_search_oplevel_opts *opts, wf_search_oplevel_opts *o)
 {
     if (opts)
         *o = *opts;
     else
-        wf_oplevel_opts_default(o);
+        wf_search_oplevel_opts_default(o);
     return check_opts(o);
 }
 
@@ -902,7 +902,7 @@ done:
 }
 
 wf_status ol_problem_build(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
-                           const wf_oplevel_opts *o, int tie, ol_problem *p)
+                           const wf_search_oplevel_opts *o, int tie, ol_problem *p)
 {
     memset(p, 0, sizeof *p);
     wf_arena_init(&p->arena, (size_t)1 << 20);
@@ -1253,14 +1253,14 @@ int ol_plans_prune(ol_plan *plans, int n)
     return k;
 }
 
-void wf_oplevel_result_free(wf_oplevel_result *r)
+void wf_search_oplevel_result_free(wf_search_oplevel_result *r)
 {
     wf_arena_free(&r->arena);
     memset(r, 0, sizeof *r);
 }
 
-static wf_status set_point(wf_oplevel_result *r, const ol_problem *p, const ol_plan *q,
-                           wf_oplevel_point *pt)
+static wf_status set_point(wf_search_oplevel_result *r, const ol_problem *p, const ol_plan *q,
+                           wf_search_oplevel_point *pt)
 {
     pt->choice = wf_arena_alloc(&r->arena, sizeof(int) * (size_t)r->nops + 1);
     pt->layout = wf_arena_alloc(&r->arena, sizeof(wf_sbp) * (size_t)r->ntensors + 1);
@@ -1271,7 +1271,7 @@ static wf_status set_point(wf_oplevel_result *r, const ol_problem *p, const ol_p
     return WF_OK;
 }
 
-static void adopt_point(wf_oplevel_result *r, const wf_oplevel_point *pt)
+static void adopt_point(wf_search_oplevel_result *r, const wf_search_oplevel_point *pt)
 {
     memcpy(r->choice, pt->choice, sizeof(int) * (size_t)r->nops);
     memcpy(r->layout, pt->layout, sizeof(wf_sbp) * (size_t)r->ntensors);
@@ -1289,19 +1289,19 @@ wf_status ol_search_run(const ol_problem *p, double mem_limit, ol_plan **plans, 
     int *best = malloc(sizeof(int) * (size_t)p->nvar + 1);
     if (!best)
         return wf_errorf(WF_NOMEM, "oplevel: out of memory");
-    wf_oplevel_algo algo = p->opts.algo;
-    if (algo == WF_OPLEVEL_CD || algo == WF_OPLEVEL_AUTO) {
+    wf_search_oplevel_algo algo = p->opts.algo;
+    if (algo == WF_SEARCH_OPLEVEL_CD || algo == WF_SEARCH_OPLEVEL_AUTO) {
         if ((st = ol_cd_search(p, mem_limit, best, plans, nplans, cap, sweeps, scratch)))
             goto done;
     } else {
         for (int v = 0; v < p->nvar; v++)
             best[v] = p->var[v].dp;
     }
-    if (algo == WF_OPLEVEL_FT || algo == WF_OPLEVEL_AUTO) {
+    if (algo == WF_SEARCH_OPLEVEL_FT || algo == WF_SEARCH_OPLEVEL_AUTO) {
         int before = *nplans;
         if ((st = ol_ft_search(p, best, plans, nplans, cap, conditioned, scratch)))
             goto done;
-        if (algo == WF_OPLEVEL_AUTO) {
+        if (algo == WF_SEARCH_OPLEVEL_AUTO) {
             /* Polish the frontier's fastest fitting point by descent (it keeps fitting). */
             int pick = -1;
             for (int i = before; i < *nplans; i++)
@@ -1324,14 +1324,14 @@ done:
     return st;
 }
 
-wf_status wf_oplevel_search(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
-                            double mem_limit_bytes, const wf_oplevel_opts *opts,
-                            wf_oplevel_result *r)
+wf_status wf_search_oplevel(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
+                            double mem_limit_bytes, const wf_search_oplevel_opts *opts,
+                            wf_search_oplevel_result *r)
 {
     memset(r, 0, sizeof *r);
     wf_arena_init(&r->arena, (size_t)1 << 16);
     double t0 = wf_now_s();
-    wf_oplevel_opts o;
+    wf_search_oplevel_opts o;
     wf_status st = get_opts(opts, &o);
     if (st)
         return st;
@@ -1391,8 +1391,8 @@ done:
     return st;
 }
 
-wf_status wf_oplevel_result_select(wf_oplevel_result *r, const wf_graph *g, const wf_mesh *m,
-                                   int i)
+wf_status wf_search_oplevel_result_select(wf_search_oplevel_result *r, const wf_graph *g, const wf_mesh *m,
+                                          int i)
 {
     if (i < 0 || i >= r->nfrontier)
         return wf_errorf(WF_INVAL, "oplevel: frontier point %d outside [0, %d)", i, r->nfrontier);
@@ -1431,12 +1431,12 @@ wf_status wf_oplevel_result_select(wf_oplevel_result *r, const wf_graph *g, cons
     return WF_OK;
 }
 
-wf_status wf_oplevel_evaluate(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
-                              const wf_oplevel_opts *opts, const int *choice,
-                              const wf_sbp *layout, double *time_s, double *compute_s,
-                              double *memory_bytes)
+wf_status wf_search_oplevel_evaluate(const wf_graph *g, const wf_cluster *c, const wf_mesh *m,
+                                     const wf_search_oplevel_opts *opts, const int *choice,
+                                     const wf_sbp *layout, double *time_s, double *compute_s,
+                                     double *memory_bytes)
 {
-    wf_oplevel_opts o;
+    wf_search_oplevel_opts o;
     wf_status st = get_opts(opts, &o);
     if (st)
         return st;

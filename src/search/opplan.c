@@ -27,10 +27,10 @@
 #define MAX_GRAPHS 4    /* micro-batch sizes whose graphs are kept built */
 #define DESCENT_STARTS 3 /* candidates (distinct meshes) descended on the one cost model */
 
-void wf_opplan_opts_default(wf_opplan_opts *o)
+void wf_search_opplan_opts_default(wf_search_opplan_opts *o)
 {
     memset(o, 0, sizeof *o);
-    wf_oplevel_opts_default(&o->oplevel);
+    wf_search_oplevel_opts_default(&o->oplevel);
     o->top_k = 10;
 }
 
@@ -39,10 +39,10 @@ void wf_opplan_opts_default(wf_opplan_opts *o)
 /* The options a stage's problem is built with, by the search and by the
  * evaluation alike (the restriction of seq_dim only removes choices and so
  * leaves every cost of the remaining ones as it is; see oplevel.c). */
-static wf_oplevel_opts stage_opts(const wf_oplevel_opts *base, int lo, int hi, int nf, int pp,
+static wf_search_oplevel_opts stage_opts(const wf_search_oplevel_opts *base, int lo, int hi, int nf, int pp,
                                   int s, int64_t m)
 {
-    wf_oplevel_opts o = *base;
+    wf_search_oplevel_opts o = *base;
     o.op_begin = lo == 0 && hi == nf ? 0 : lo;
     o.op_end = lo == 0 && hi == nf ? 0 : hi;
     int64_t inflight = pp - s < m ? pp - s : m;
@@ -121,7 +121,7 @@ static wf_dtype graph_dtype(const wf_graph *g)
 }
 
 /* A point from its stages' parts. st[s].time_s etc. are filled by the caller. */
-static void finish_point(wf_opplan_point *pt, const wf_graph *g, const wf_cluster *c,
+static void finish_point(wf_search_opplan_point *pt, const wf_graph *g, const wf_cluster *c,
                          const char *mesh, int64_t mesh_devices, int pp, int64_t m,
                          int64_t batch, double budget)
 {
@@ -134,7 +134,7 @@ static void finish_point(wf_opplan_point *pt, const wf_graph *g, const wf_cluste
     double sum = 0, gmax = 0, mem = 0;
     int slow = 0, fits = 1;
     for (int s = 0; s < pp; s++) {
-        const wf_opplan_stage *S = &pt->stages[s];
+        const wf_search_opplan_stage *S = &pt->stages[s];
         sum += S->time_s;
         if (S->time_s > pt->stages[slow].time_s)
             slow = s;
@@ -144,7 +144,7 @@ static void finish_point(wf_opplan_point *pt, const wf_graph *g, const wf_cluste
             mem = S->memory_bytes;
         fits &= S->memory_bytes <= budget;
     }
-    const wf_opplan_stage *W = &pt->stages[slow];
+    const wf_search_opplan_stage *W = &pt->stages[slow];
     double md = (double)m;
     pt->iteration_time_s = sum + (md - 1) * W->time_s + gmax;
     pt->compute_s = md * W->compute_s;
@@ -164,7 +164,7 @@ static void finish_point(wf_opplan_point *pt, const wf_graph *g, const wf_cluste
     pt->mfu = denom > 0 && peak > 0 ? pt->model_flops_per_iteration / (denom * peak) : 0;
 }
 
-static void stage_from_parts(wf_opplan_stage *S, const ol_parts *q, int lo, int hi, int inflight,
+static void stage_from_parts(wf_search_opplan_stage *S, const ol_parts *q, int lo, int hi, int inflight,
                              double send_s)
 {
     S->first_op = lo;
@@ -189,13 +189,13 @@ typedef struct {
     const int *choice;         /* [nf] full signature indices */
     const wf_sbp *stor;        /* [pp * ntensors] storage layouts per stage, or NULL */
     const unsigned char *given;/* [pp * ntensors] which of them are given */
-    wf_oplevel_opts base;
+    wf_search_oplevel_opts base;
     double budget;
 } plan_in;
 
 /* Costs a plan stage by stage; per-op shares (computation, communication)
  * and stages when the arrays are given. */
-static wf_status eval_plan(const plan_in *in, wf_opplan_point *pt, double *op_tc, double *op_comm,
+static wf_status eval_plan(const plan_in *in, wf_search_opplan_point *pt, double *op_tc, double *op_comm,
                            int *op_stage)
 {
     const wf_graph *g = in->g;
@@ -215,7 +215,7 @@ static wf_status eval_plan(const plan_in *in, wf_opplan_point *pt, double *op_tc
     int64_t sdev = wf_mesh_devices(&in->mesh);
     for (int s = 0; s < in->pp && st == WF_OK; s++) {
         int lo = in->first[s], hi = in->first[s + 1];
-        wf_oplevel_opts o = stage_opts(&in->base, lo, hi, nf, in->pp, s, in->m);
+        wf_search_oplevel_opts o = stage_opts(&in->base, lo, hi, nf, in->pp, s, in->m);
         o.seq_dim = -1;
         ol_problem p;
         int *assign = NULL;
@@ -293,7 +293,7 @@ static void plan_arrays(const wf_layout_plan *lp, int pp, int *first, int *choic
     }
 }
 
-/* One price: the plan's figures from the one cost model (wf_oplevel_plan_cost,
+/* One price: the plan's figures from the one cost model (wf_layout_cost,
  * what `weft estimate` of the plan's file reports) in place of the proxy's,
  * so that the search's figure for a plan and the estimate's agree. The
  * breakdown: compute (with recomputation and the optimizer step), the
@@ -302,7 +302,7 @@ static void plan_arrays(const wf_layout_plan *lp, int pp, int *first, int *choic
  * communication, so they need not add up to the time). Returns 1 when
  * priced; 0 (the proxy's figures kept, one_model = 0) when the one model does
  * not take the layouts, or on an error, which is cleared. */
-static int set_one_price(wf_status st, const wf_estimate *ep, double budget, wf_opplan_point *pt)
+static int set_one_price(wf_status st, const wf_estimate *ep, double budget, wf_search_opplan_point *pt)
 {
     const wf_estimate e = *ep;
     if (!pt->one_model) {
@@ -338,17 +338,17 @@ static int set_one_price(wf_status st, const wf_estimate *ep, double budget, wf_
 }
 
 static int one_price_ctx(const wf_model_config *mc, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                         double budget, const wf_plan_oplevel *plan, wf_opplan_point *pt)
+                         double budget, const wf_layout *plan, wf_search_opplan_point *pt)
 {
     wf_estimate e;
     memset(&e, 0, sizeof e);
-    wf_status st = ctx ? wf_oplevel_plan_cost(mc, c, ctx, batch, plan, &e, NULL) : WF_NOMEM;
+    wf_status st = ctx ? wf_layout_cost(mc, c, ctx, batch, plan, &e, NULL) : WF_NOMEM;
     return set_one_price(st, &e, budget, pt);
 }
 
 /* The one price of plan as resolved (lp: its layouts as parsed there). */
 static int one_price(const wf_model_config *mc, const wf_cluster *c, int64_t batch, double budget,
-                     const wf_plan_oplevel *plan, const wf_layout_plan *lp, wf_opplan_point *pt)
+                     const wf_layout *plan, const wf_layout_plan *lp, wf_search_opplan_point *pt)
 {
     wf_cost_ctx *ctx = NULL;
     wf_estimate e;
@@ -360,15 +360,15 @@ static int one_price(const wf_model_config *mc, const wf_cluster *c, int64_t bat
     return set_one_price(st, &e, budget, pt);
 }
 
-static void set_levers(wf_opplan_point *pt, int rc, int z, double rc_s);
+static void set_levers(wf_search_opplan_point *pt, int rc, int z, double rc_s);
 
 /* Evaluates plan, resolved once here (wf_layout_index), on the op-level
  * model, and with `price` also on the one model from the same resolution
  * (one_price); *g receives the plan's graph, and keep (may be NULL) the
  * resolution itself when the plan evaluates. */
 static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
-                               const wf_plan_oplevel *plan, double mem_limit_bytes,
-                               const wf_oplevel_opts *opts, wf_arena *arena, wf_opplan_point *out,
+                               const wf_layout *plan, double mem_limit_bytes,
+                               const wf_search_oplevel_opts *opts, wf_arena *arena, wf_search_opplan_point *out,
                                wf_graph *g, double **op_tc, double **op_comm, int **op_stage, int price,
                                wf_layout_plan *keep)
 {
@@ -381,11 +381,11 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
                          (long long)plan->micro_batches, (long long)batch);
     if (plan->pp < 1 || plan->nlayouts < 1)
         return wf_errorf(WF_INVAL, "op-level plan: pp=%d with %d layouts", plan->pp, plan->nlayouts);
-    wf_oplevel_opts base;
+    wf_search_oplevel_opts base;
     if (opts)
         base = *opts;
     else
-        wf_oplevel_opts_default(&base);
+        wf_search_oplevel_opts_default(&base);
     wf_layout_plan lp;
     int *first = NULL, *choice = NULL;
     wf_sbp *stor = NULL;
@@ -399,7 +399,7 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
     choice = malloc(sizeof(int) * ((size_t)nf + 1));
     stor = malloc(sizeof(wf_sbp) * ((size_t)plan->pp * (size_t)nt + 1));
     given = malloc((size_t)plan->pp * (size_t)nt + 1);
-    out->stages = wf_arena_alloc(arena, sizeof(wf_opplan_stage) * (size_t)plan->pp);
+    out->stages = wf_arena_alloc(arena, sizeof(wf_search_opplan_stage) * (size_t)plan->pp);
     if (!first || !choice || !stor || !given || !out->stages) {
         st = wf_errorf(WF_NOMEM, "op-level plan: out of memory");
         goto done;
@@ -435,7 +435,7 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
         snprintf(out->plan, sizeof out->plan, "mesh=%s,pp=%d,micro_batches=%lld", plan->mesh,
                  plan->pp, (long long)plan->micro_batches);
         wf_plan kp; /* the memory levers among its keys, named as the search names them */
-        if (wf_plan_oplevel_keys(plan, &kp) == WF_OK)
+        if (wf_layout_keys(plan, &kp) == WF_OK)
             set_levers(out, kp.recompute == WF_RECOMPUTE_FULL, kp.zero, 0);
         else
             wf_clear_error();
@@ -461,10 +461,10 @@ done:
     return st;
 }
 
-wf_status wf_oplevel_plan_evaluate(const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                                   const wf_plan_oplevel *plan, double mem_limit_bytes,
-                                   const wf_oplevel_opts *opts, wf_arena *arena,
-                                   wf_opplan_point *out)
+wf_status wf_search_opplan_evaluate(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                                    const wf_layout *plan, double mem_limit_bytes,
+                                    const wf_search_oplevel_opts *opts, wf_arena *arena,
+                                    wf_search_opplan_point *out)
 {
     wf_graph g;
     wf_status st = evaluate_with(m, c, batch, plan, mem_limit_bytes, opts, arena, out, &g, NULL,
@@ -477,7 +477,7 @@ wf_status wf_oplevel_plan_evaluate(const wf_model_config *m, const wf_cluster *c
 
 /* A costed candidate: its point and what makes its plan. */
 typedef struct {
-    wf_opplan_point pt;
+    wf_search_opplan_point pt;
     wf_mesh mesh;
     int64_t graph_batch;   /* the micro-batch its graph is built for */
     int *first;            /* [pp + 1] */
@@ -490,7 +490,7 @@ typedef struct {
     const wf_model_config *mc;
     const wf_cluster *c;
     int64_t batch;
-    wf_opplan_opts o;
+    wf_search_opplan_opts o;
     double budget;
     int64_t graph_batch[MAX_GRAPHS];
     wf_graph graphs[MAX_GRAPHS];
@@ -540,7 +540,7 @@ static cand *new_cand_in(planner *P, cand **arr, int *n, int *cap, int pp, const
     k->choice = wf_arena_alloc(&P->a, sizeof(int) * ((size_t)g->nfwd + 1));
     k->stor = wf_arena_alloc(&P->a, sizeof(wf_sbp) * ((size_t)pp * nt + 1));
     k->given = wf_arena_alloc(&P->a, (size_t)pp * nt + 1);
-    k->pt.stages = wf_arena_alloc(&P->a, sizeof(wf_opplan_stage) * (size_t)pp);
+    k->pt.stages = wf_arena_alloc(&P->a, sizeof(wf_search_opplan_stage) * (size_t)pp);
     if (!k->first || !k->choice || !k->stor || !k->given || !k->pt.stages)
         return NULL;
     memset(k->given, 0, (size_t)pp * nt);
@@ -562,7 +562,7 @@ static void tick(planner *P)
 }
 
 /* Marks a frontier point with its levers: its keys and plan string. */
-static void set_levers(wf_opplan_point *pt, int rc, int z, double rc_s)
+static void set_levers(wf_search_opplan_point *pt, int rc, int z, double rc_s)
 {
     pt->recompute = rc;
     pt->zero = z;
@@ -585,11 +585,11 @@ static int pick_plan(const ol_plan *plans, int n, double limit)
  * choices and storage into k, its parts into stage s, and (pp = 1) the
  * frontier's fitting points. */
 static wf_status search_stage(planner *P, int gi, const wf_mesh *mesh, int pp, int s, int64_t m,
-                              int lo, int hi, double send_s, wf_oplevel_algo algo, cand *k)
+                              int lo, int hi, double send_s, wf_search_oplevel_algo algo, cand *k)
 {
     const wf_graph *g = &P->graphs[gi];
     int nf = g->nfwd, nt = g->ntensors;
-    wf_oplevel_opts o = stage_opts(&P->o.oplevel, lo, hi, nf, pp, s, m);
+    wf_search_oplevel_opts o = stage_opts(&P->o.oplevel, lo, hi, nf, pp, s, m);
     o.algo = algo;
     ol_problem p;
     ol_plan *plans = NULL;
@@ -741,20 +741,20 @@ static int make_units(const double *op_t, int nf, int *ufirst)
     return n;
 }
 
-wf_status wf_opplan_chain(const wf_graph *g, const wf_cluster *c, const wf_mesh *mesh, int pp,
-                          int64_t m, double mem_limit_bytes, const wf_oplevel_opts *opts,
-                          double *op_time_s, double *send_s, double *weight_bytes,
-                          double *act_bytes)
+wf_status wf_search_opplan_chain(const wf_graph *g, const wf_cluster *c, const wf_mesh *mesh, int pp,
+                                 int64_t m, double mem_limit_bytes, const wf_search_oplevel_opts *opts,
+                                 double *op_time_s, double *send_s, double *weight_bytes,
+                                 double *act_bytes)
 {
     int nf = g->nfwd;
     if (pp < 1 || m < 1)
         return wf_errorf(WF_INVAL, "op-level planner: pp=%d, m=%lld (expected >= 1)", pp,
                          (long long)m);
-    wf_oplevel_opts base;
+    wf_search_oplevel_opts base;
     if (opts)
         base = *opts;
     else
-        wf_oplevel_opts_default(&base);
+        wf_search_oplevel_opts_default(&base);
     double budget = default_budget(c, mem_limit_bytes);
     double *buf = malloc(sizeof(double) * ((size_t)nf + 1) * 4);
     ol_problem p;
@@ -770,8 +770,8 @@ wf_status wf_opplan_chain(const wf_graph *g, const wf_cluster *c, const wf_mesh 
     double *tn = buf, *sy = tn + nf + 1, *cfw = sy + nf + 1, *cbw = cfw + nf + 1;
     /* The whole graph on the stage mesh with a stage's share of memory: its
      * activations as the first stage keeps them, pp times the limit. */
-    wf_oplevel_opts o = stage_opts(&base, 0, nf, nf, pp, 0, m);
-    o.algo = WF_OPLEVEL_CD; /* a proxy: per-op costs for the DP, refined per stage below */
+    wf_search_oplevel_opts o = stage_opts(&base, 0, nf, nf, pp, 0, m);
+    o.algo = WF_SEARCH_OPLEVEL_CD; /* a proxy: per-op costs for the DP, refined per stage below */
     if ((st = ol_problem_build(g, c, mesh, &o, o.tie_layers, &p)))
         goto done;
     int nplans = 0, cap = 0, nfr = 0, sweeps = 0, cond = 0;
@@ -816,7 +816,7 @@ static wf_status plan_pipelined(planner *P, int pp, int64_t m, const wf_mesh *me
     double *opt = buf, *osend = opt + nf + 1, *mw = osend + nf + 1, *ma = mw + nf + 1;
     double *ut = ma + nf + 1, *us = ut + nf + 1, *uw = us + nf + 1, *ua = uw + nf + 1;
     P->searches++;
-    if ((st = wf_opplan_chain(g, P->c, mesh, pp, m, P->budget, &P->o.oplevel, opt, osend, mw, ma)))
+    if ((st = wf_search_opplan_chain(g, P->c, mesh, pp, m, P->budget, &P->o.oplevel, opt, osend, mw, ma)))
         goto done;
     int nu = make_units(opt, nf, ufirst);
     if (pp > nu)
@@ -856,7 +856,7 @@ static wf_status plan_pipelined(planner *P, int pp, int64_t m, const wf_mesh *me
     for (int s = 0; s < pp && st == WF_OK; s++) {
         int lo = k->first[s], hi = k->first[s + 1];
         st = search_stage(P, gi, mesh, pp, s, m, lo, hi, s + 1 < pp ? osend[hi - 1] : 0,
-                          WF_OPLEVEL_CD, k);
+                          WF_SEARCH_OPLEVEL_CD, k);
     }
     if (st == WF_OK) {
         char ms[64];
@@ -874,7 +874,7 @@ done:
 static wf_status polish(planner *P, int i)
 {
     cand *k = &P->cands[i];
-    if (k->pt.pp < 2 || P->o.oplevel.algo == WF_OPLEVEL_CD)
+    if (k->pt.pp < 2 || P->o.oplevel.algo == WF_SEARCH_OPLEVEL_CD)
         return WF_OK;
     int gi;
     wf_status st = get_graph(P, k->graph_batch, &gi);
@@ -921,7 +921,7 @@ static int micro_counts(int64_t batch, int pp, int64_t *out)
     return n;
 }
 
-static int cmp_point(const wf_opplan_point *a, const wf_opplan_point *b)
+static int cmp_point(const wf_search_opplan_point *a, const wf_search_opplan_point *b)
 {
     if (a->iteration_time_s != b->iteration_time_s)
         return a->iteration_time_s < b->iteration_time_s ? -1 : 1;
@@ -1035,16 +1035,16 @@ static wf_status sig_lists_make(const wf_graph *g, const wf_mesh *mesh, sig_list
 }
 
 /* The best candidate's plan as names and signature strings. */
-static wf_status build_plan(const cand *k, const wf_graph *g, wf_plan_oplevel *out)
+static wf_status build_plan(const cand *k, const wf_graph *g, wf_layout *out)
 {
     char ms[64];
-    wf_status st = wf_plan_oplevel_set(out, wf_mesh_str(&k->mesh, ms, sizeof ms), k->pt.pp,
+    wf_status st = wf_layout_set(out, wf_mesh_str(&k->mesh, ms, sizeof ms), k->pt.pp,
                                        k->pt.micro_batches);
     if (st == WF_OK && (k->pt.recompute || k->pt.zero)) /* the memory levers, as plan keys */
         snprintf(out->keys, sizeof out->keys, "%s%s%.0d", k->pt.recompute ? "recompute=full" : "",
                  k->pt.zero ? (k->pt.recompute ? ",zero=" : "zero=") : "", k->pt.zero);
     for (int s = 0; st == WF_OK && s < k->pt.pp; s++)
-        st = wf_plan_oplevel_set_stage(out, s, g->ops[k->first[s]].name);
+        st = wf_layout_set_stage(out, s, g->ops[k->first[s]].name);
     sig_lists SL;
     memset(&SL, 0, sizeof SL);
     if (st == WF_OK)
@@ -1058,7 +1058,7 @@ static wf_status build_plan(const cand *k, const wf_graph *g, wf_plan_oplevel *o
         char text[512];
         wf_sbp_sig_str(&SL.list[SL.rep[i]][k->choice[i]], g->ops[i].nin, g->ops[i].nout, k->mesh.naxes, text,
                        sizeof text);
-        st = wf_plan_oplevel_add_layout(out, g->ops[i].name, text);
+        st = wf_layout_add_sig(out, g->ops[i].name, text);
     }
     sig_lists_free(&SL);
     for (int s = 0; st == WF_OK && s < k->pt.pp; s++)
@@ -1066,7 +1066,7 @@ static wf_status build_plan(const cand *k, const wf_graph *g, wf_plan_oplevel *o
             if (k->given[(size_t)s * g->ntensors + t]) {
                 char text[64];
                 wf_sbp_str(&k->stor[(size_t)s * g->ntensors + t], k->mesh.naxes, text, sizeof text);
-                st = wf_plan_oplevel_add_storage(out, s, g->tensors[t].name, text);
+                st = wf_layout_add_storage(out, s, g->tensors[t].name, text);
             }
     return st;
 }
@@ -1078,12 +1078,12 @@ static wf_status build_plan(const cand *k, const wf_graph *g, wf_plan_oplevel *o
 static wf_status price_cand(planner *P, wf_cost_ctx *ctx, cand *k)
 {
     int gi;
-    wf_plan_oplevel pl;
-    wf_plan_oplevel_init(&pl);
+    wf_layout pl;
+    wf_layout_init(&pl);
     wf_status st = get_graph(P, k->graph_batch, &gi);
     if (st == WF_OK && (st = build_plan(k, &P->graphs[gi], &pl)) == WF_OK)
         one_price_ctx(P->mc, P->c, ctx, P->batch, P->budget, &pl, &k->pt);
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     return st;
 }
 
@@ -1092,7 +1092,7 @@ static wf_status price_cand(planner *P, wf_cost_ctx *ctx, cand *k)
  * price_cand, without reading each plan's text again. */
 typedef struct {
     wf_layout_coster *K;
-    wf_plan_oplevel pl;     /* the plan the coster was made from (it must outlive it) */
+    wf_layout pl;     /* the plan the coster was made from (it must outlive it) */
     int open;               /* 1: a group is open (mesh, graph_batch) */
     int ok;                 /* 1: K prices this group; 0: each candidate goes through price_cand */
     wf_mesh mesh;
@@ -1114,7 +1114,7 @@ static void price_group_free(price_group *G)
     free(G->tfull_of);
     free(G->one_of);
     wf_layout_coster_free(G->K);
-    wf_plan_oplevel_free(&G->pl);
+    wf_layout_free(&G->pl);
     memset(G, 0, sizeof *G);
 }
 
@@ -1123,7 +1123,7 @@ static int one_op_of(const wf_graph *g1, const char *name);
 static wf_status price_group_open(planner *P, wf_cost_ctx *ctx, const cand *k, price_group *G)
 {
     price_group_free(G);
-    wf_plan_oplevel_init(&G->pl);
+    wf_layout_init(&G->pl);
     G->open = 1;
     G->mesh = k->mesh;
     G->graph_batch = k->graph_batch;
@@ -1218,7 +1218,7 @@ static wf_status add_levers(planner *P, wf_cost_ctx *ctx)
     int n0 = P->ncands;
     price_group G;
     memset(&G, 0, sizeof G);
-    wf_plan_oplevel_init(&G.pl);
+    wf_layout_init(&G.pl);
     wf_status st = WF_OK;
     for (int i = 0; i < n0 && st == WF_OK; i++) {
         if (!P->cands[i].pt.one_model || P->cands[i].pt.pp != 1 || P->cands[i].pt.recompute ||
@@ -1378,8 +1378,8 @@ static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work, int
     if (st)
         return st;
     const wf_graph *g = &P->graphs[gi];
-    wf_plan_oplevel pl;
-    wf_plan_oplevel_init(&pl);
+    wf_layout pl;
+    wf_layout_init(&pl);
     wf_layout_coster *K = NULL;
     wf_sbp_sig *buf = NULL;
     int cap = 0;
@@ -1523,25 +1523,25 @@ static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work, int
 done:
     free(buf);
     wf_layout_coster_free(K);
-    wf_plan_oplevel_free(&pl);
+    wf_layout_free(&pl);
     return st;
 }
 
 /* Copies a point's stages into the result's arena. */
-static wf_status keep_point(wf_opplan_result *r, const wf_opplan_point *src, wf_opplan_point *dst)
+static wf_status keep_point(wf_search_opplan_result *r, const wf_search_opplan_point *src, wf_search_opplan_point *dst)
 {
     *dst = *src;
     dst->layouts = NULL;
-    dst->stages = wf_arena_alloc(&r->arena, sizeof(wf_opplan_stage) * (size_t)src->nstages + 1);
+    dst->stages = wf_arena_alloc(&r->arena, sizeof(wf_search_opplan_stage) * (size_t)src->nstages + 1);
     if (!dst->stages)
         return wf_errorf(WF_NOMEM, "op-level planner: out of memory");
-    memcpy(dst->stages, src->stages, sizeof(wf_opplan_stage) * (size_t)src->nstages);
+    memcpy(dst->stages, src->stages, sizeof(wf_search_opplan_stage) * (size_t)src->nstages);
     return WF_OK;
 }
 
 /* A candidate's point with its plan (r->point_plans holds room for every
  * point kept). */
-static wf_status keep_cand(planner *P, wf_opplan_result *r, const cand *k, wf_opplan_point *dst)
+static wf_status keep_cand(planner *P, wf_search_opplan_result *r, const cand *k, wf_search_opplan_point *dst)
 {
     wf_status st = keep_point(r, &k->pt, dst);
     int gi;
@@ -1549,19 +1549,19 @@ static wf_status keep_cand(planner *P, wf_opplan_result *r, const cand *k, wf_op
         return st;
     if (P->o.no_point_layouts)
         return WF_OK;
-    wf_plan_oplevel *pl = &r->point_plans[r->npoint_plans++];
-    wf_plan_oplevel_init(pl);
+    wf_layout *pl = &r->point_plans[r->npoint_plans++];
+    wf_layout_init(pl);
     if ((st = build_plan(k, &P->graphs[gi], pl)) == WF_OK)
         dst->layouts = pl;
     return st;
 }
 
-void wf_opplan_result_free(wf_opplan_result *r)
+void wf_search_opplan_result_free(wf_search_opplan_result *r)
 {
     for (int i = 0; i < r->npoint_plans; i++)
-        wf_plan_oplevel_free(&r->point_plans[i]);
+        wf_layout_free(&r->point_plans[i]);
     free(r->point_plans);
-    wf_plan_oplevel_free(&r->best_plan);
+    wf_layout_free(&r->best_plan);
     wf_graph_free(&r->graph);
     wf_arena_free(&r->arena);
     if (r->has_resolved)
@@ -1569,12 +1569,12 @@ void wf_opplan_result_free(wf_opplan_result *r)
     memset(r, 0, sizeof *r);
 }
 
-wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
-                           const wf_opplan_opts *opts, wf_opplan_result *r)
+wf_status wf_search_opplan(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
+                           const wf_search_opplan_opts *opts, wf_search_opplan_result *r)
 {
     memset(r, 0, sizeof *r);
     wf_arena_init(&r->arena, (size_t)1 << 16);
-    wf_plan_oplevel_init(&r->best_plan);
+    wf_layout_init(&r->best_plan);
     wf_graph_init(&r->graph, "");
     double t0 = wf_now_s();
     planner P;
@@ -1585,7 +1585,7 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
     if (opts)
         P.o = *opts;
     else
-        wf_opplan_opts_default(&P.o);
+        wf_search_opplan_opts_default(&P.o);
     wf_arena_init(&P.a, (size_t)1 << 16);
     for (int i = 0; i < MAX_GRAPHS; i++)
         wf_graph_init(&P.graphs[i], "");
@@ -1725,7 +1725,7 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
         qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_group);
         price_group G;
         memset(&G, 0, sizeof G);
-        wf_plan_oplevel_init(&G.pl);
+        wf_layout_init(&G.pl);
         for (int i = 0; i < P.ncands && st == WF_OK; i++)
             st = price_fast(&P, ctx, &P.cands[i], &G);
         price_group_free(&G);
@@ -1839,7 +1839,7 @@ wf_status wf_opplan_search(const wf_model_config *mc, const wf_cluster *c, int64
         goto out;
     /* Its numbers and per-op shares come from evaluating the plan just built,
      * as `weft plan --verify` will. */
-    wf_oplevel_opts eo = P.o.oplevel;
+    wf_search_oplevel_opts eo = P.o.oplevel;
     st = evaluate_with(mc, c, batch, &r->best_plan, P.budget, &eo, &r->arena, &r->best, &r->graph,
                        &r->op_compute_s, &r->op_comm_s, &r->op_stage, 1, &r->resolved);
     if (st)
@@ -1864,36 +1864,36 @@ out:
     return st;
 }
 
-static wf_status copy_plan(const wf_plan_oplevel *src, wf_plan_oplevel *dst)
+static wf_status copy_plan(const wf_layout *src, wf_layout *dst)
 {
-    wf_status st = wf_plan_oplevel_set(dst, src->mesh, src->pp, src->micro_batches);
+    wf_status st = wf_layout_set(dst, src->mesh, src->pp, src->micro_batches);
     if (st == WF_OK) /* the keys too: the levers are priced from them */
         snprintf(dst->keys, sizeof dst->keys, "%s", src->keys);
     for (int s = 0; st == WF_OK && s < src->pp; s++)
         if (src->stage_first && src->stage_first[s])
-            st = wf_plan_oplevel_set_stage(dst, s, src->stage_first[s]);
+            st = wf_layout_set_stage(dst, s, src->stage_first[s]);
     for (int i = 0; st == WF_OK && i < src->nlayouts; i++)
-        st = wf_plan_oplevel_add_layout(dst, src->op[i], src->sig[i]);
+        st = wf_layout_add_sig(dst, src->op[i], src->sig[i]);
     for (int i = 0; st == WF_OK && i < src->nstorage; i++)
-        st = wf_plan_oplevel_add_storage(dst, src->storage_stage[i], src->tensor[i],
+        st = wf_layout_add_storage(dst, src->storage_stage[i], src->tensor[i],
                                          src->layout[i]);
     return st;
 }
 
-wf_status wf_opplan_verify(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
-                           const wf_plan_oplevel *plan, const wf_opplan_opts *opts,
-                           wf_opplan_result *r)
+wf_status wf_search_opplan_verify(const wf_model_config *mc, const wf_cluster *c, int64_t batch,
+                                  const wf_layout *plan, const wf_search_opplan_opts *opts,
+                                  wf_search_opplan_result *r)
 {
     memset(r, 0, sizeof *r);
     wf_arena_init(&r->arena, (size_t)1 << 16);
-    wf_plan_oplevel_init(&r->best_plan);
+    wf_layout_init(&r->best_plan);
     wf_graph_init(&r->graph, "");
     double t0 = wf_now_s();
-    wf_opplan_opts o;
+    wf_search_opplan_opts o;
     if (opts)
         o = *opts;
     else
-        wf_opplan_opts_default(&o);
+        wf_search_opplan_opts_default(&o);
     r->budget_bytes = default_budget(c, o.max_memory_bytes);
     wf_status st = copy_plan(plan, &r->best_plan);
     if (st == WF_OK)
@@ -1917,7 +1917,7 @@ wf_status wf_opplan_verify(const wf_model_config *mc, const wf_cluster *c, int64
 
 /* ---- JSON ------------------------------------------------------------------------------ */
 
-cJSON *wf_opplan_point_to_json(const wf_opplan_point *pt, const wf_graph *g)
+cJSON *wf_search_opplan_point_to_json(const wf_search_opplan_point *pt, const wf_graph *g)
 {
     cJSON *j = cJSON_CreateObject();
     if (!j)
@@ -1957,7 +1957,7 @@ cJSON *wf_opplan_point_to_json(const wf_opplan_point *pt, const wf_graph *g)
     cJSON_AddNumberToObject(j, "mfu", pt->mfu);
     cJSON *st = cJSON_AddArrayToObject(j, "stages");
     for (int s = 0; st && s < pt->nstages; s++) {
-        const wf_opplan_stage *S = &pt->stages[s];
+        const wf_search_opplan_stage *S = &pt->stages[s];
         cJSON *o = cJSON_CreateObject();
         if (!o)
             break;

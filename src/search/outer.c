@@ -52,13 +52,13 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define PLAN_TEXT 512
 
-void wf_outer_opts_default(wf_outer_opts *o)
+void wf_search_outer_opts_default(wf_search_outer_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->top_k = 10;
 }
 
-void wf_outer_result_free(wf_outer_result *r)
+void wf_search_outer_result_free(wf_search_outer_result *r)
 {
     if (!r)
         return;
@@ -115,13 +115,13 @@ static int plan_features(const wf_plan *p)
            p->epo;
 }
 
-static int same_point(const wf_outer_point *a, const wf_outer_point *b)
+static int same_point(const wf_search_outer_point *a, const wf_search_outer_point *b)
 {
     return a->est.iteration_time_s == b->est.iteration_time_s &&
            a->est.memory_per_device_bytes == b->est.memory_per_device_bytes;
 }
 
-static int point_cmp(const wf_outer_point *a, const wf_outer_point *b)
+static int point_cmp(const wf_search_outer_point *a, const wf_search_outer_point *b)
 {
     if (a->est.iteration_time_s != b->est.iteration_time_s)
         return a->est.iteration_time_s < b->est.iteration_time_s ? -1 : 1;
@@ -139,7 +139,7 @@ static int point_cmp(const wf_outer_point *a, const wf_outer_point *b)
 /* The K best, sorted by point_cmp, one plan per (time, memory) point: of
  * plans equal in both (ZeRO-1 and ZeRO-2 where they cost the same), the
  * simplest (point_cmp's order) is kept. */
-static void top_insert(wf_outer_point *top, int *n, int k, const wf_outer_point *p)
+static void top_insert(wf_search_outer_point *top, int *n, int k, const wf_search_outer_point *p)
 {
     for (int j = 0; j < *n; j++) {
         if (!same_point(&top[j], p))
@@ -160,11 +160,11 @@ static void top_insert(wf_outer_point *top, int *n, int k, const wf_outer_point 
 }
 
 typedef struct {
-    wf_outer_point *v; /* sorted by point_cmp, memory strictly decreasing */
+    wf_search_outer_point *v; /* sorted by point_cmp, memory strictly decreasing */
     int n, cap;
 } frontier;
 
-static wf_status frontier_insert(frontier *f, const wf_outer_point *p)
+static wf_status frontier_insert(frontier *f, const wf_search_outer_point *p)
 {
     int lo = 0, hi = f->n;
     while (lo < hi) {
@@ -209,25 +209,25 @@ typedef struct {
     int transformer;
     int exhaustive;
     int search_comm;
-    const wf_outer_opts *opts;
+    const wf_search_outer_opts *opts;
     double budget_bytes;
     int k;
-    wf_outer_point *top;
+    wf_search_outer_point *top;
     int ntop;
     frontier front;
-    wf_outer_result *r;
+    wf_search_outer_result *r;
     int have_probe;
     int probing;          /* 1 while the probe is scored: estimated even if the filter refuses it */
-    wf_outer_point probe; /* the group's probe, reused when the loops reach it */
-    wf_outer_point *rtop; /* the K best fitting plans that recompute uniformly and no pruning skips:
+    wf_search_outer_point probe; /* the group's probe, reused when the loops reach it */
+    wf_search_outer_point *rtop; /* the K best fitting plans that recompute uniformly and no pruning skips:
                              what per-stage recomputation refines after the enumeration */
     int nrtop;
-    wf_outer_point *ptop; /* the UNEVEN_CANDIDATES best fitting pipelined plans with even stages,
+    wf_search_outer_point *ptop; /* the UNEVEN_CANDIDATES best fitting pipelined plans with even stages,
                              one chunk per stage, uniform recomputation and no pruning skips:
                              what uneven stages refine (a fixed count, so --top does not change
                              the best plan) */
     int nptop;
-    wf_outer_point *itop; /* the UNEVEN_CANDIDATES fastest pipelined plans of the same shape, fitting
+    wf_search_outer_point *itop; /* the UNEVEN_CANDIDATES fastest pipelined plans of the same shape, fitting
                              or not: what the interlaced form refines (it holds less on the end
                              stages, so a plan too big as 1F1B may fit interlaced) */
     int nitop;
@@ -256,7 +256,7 @@ static int plan_equal(const wf_plan *a, const wf_plan *b)
            memcmp(a->stage_layers, b->stage_layers, sizeof a->stage_layers[0] * (size_t)a->stage_n) == 0;
 }
 
-static int point_fits(const search *s, const wf_outer_point *p)
+static int point_fits(const search *s, const wf_search_outer_point *p)
 {
     return p->est.fits && p->est.memory_per_device_bytes <= s->budget_bytes;
 }
@@ -270,7 +270,7 @@ static int accepted(const search *s, const wf_plan *p)
 /* Scores one candidate. *scored = 0 when the estimate rejects the plan or
  * the filter refuses it (the probe, s->probing, is estimated all the same
  * and not ranked). */
-static wf_status score(search *s, const wf_plan *plan, wf_outer_point *out, int *scored)
+static wf_status score(search *s, const wf_plan *plan, wf_search_outer_point *out, int *scored)
 {
     *scored = 0;
     int ok = accepted(s, plan);
@@ -416,7 +416,7 @@ static wf_status try_block(search *s, const wf_plan *full)
     if (hi >= L)
         return WF_OK; /* every layer: the uniform plan itself */
     q.rc_layers = hi;
-    wf_outer_point pt;
+    wf_search_outer_point pt;
     int scored = 0;
     return score(s, &q, &pt, &scored);
 }
@@ -434,7 +434,7 @@ static wf_status score_canonical(search *s, const wf_plan *q)
         return WF_OK;
     }
     r.given = q->given;
-    wf_outer_point pt;
+    wf_search_outer_point pt;
     int scored = 0;
     return score(s, &r, &pt, &scored);
 }
@@ -547,7 +547,7 @@ static wf_status try_uneven(search *s, const wf_plan *p)
             q.stage_layers[pp - 1] = last;
             for (int k = 0; k < mid; k++)
                 q.stage_layers[1 + k] = rest / mid;
-            wf_outer_point pt;
+            wf_search_outer_point pt;
             int scored = 0;
             wf_status st = score(s, &q, &pt, &scored);
             if (st != WF_OK)
@@ -573,7 +573,7 @@ static wf_status try_recycle_coshard(search *s, const wf_plan *p, int fits)
     for (int nf = 0; nf <= nf_max; nf++) {
         wf_plan q = *p;
         q.nf1b = nf;
-        wf_outer_point pt;
+        wf_search_outer_point pt;
         int scored = 0, ok = fits;
         wf_status st;
         if (nf > 0) {
@@ -621,7 +621,7 @@ static wf_status try_dap(search *s, const wf_plan *p, int fits)
         wf_plan q = *p;
         q.dp = p->dp / k;
         q.dap = k;
-        wf_outer_point pt;
+        wf_search_outer_point pt;
         int scored = 0;
         wf_status st = score(s, &q, &pt, &scored);
         if (st == WF_OK)
@@ -658,7 +658,7 @@ static wf_status try_interlace(search *s, const wf_plan *p)
         return WF_OK;
     wf_plan q = *p;
     q.interlace = 1;
-    wf_outer_point pt;
+    wf_search_outer_point pt;
     int scored = 0;
     return score(s, &q, &pt, &scored);
 }
@@ -691,7 +691,7 @@ static wf_status walk_line(search *s, const wf_plan *p, const divs *mbs, int eva
             }
             continue;
         }
-        wf_outer_point pt;
+        wf_search_outer_point pt;
         int scored = 0;
         wf_status st = score(s, &q, &pt, &scored);
         if (st != WF_OK)
@@ -796,13 +796,13 @@ static int zero_max(const search *s, int dp, int exhaustive)
     return dp > 1 || exhaustive || s->opts->sw == WF_SW_FSDP ? 3 : 0;
 }
 
-wf_status wf_outer_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                          const wf_outer_opts *opts, wf_outer_result *r)
+wf_status wf_search_outer(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                          const wf_search_outer_opts *opts, wf_search_outer_result *r)
 {
     memset(r, 0, sizeof *r);
-    wf_outer_opts dflt;
+    wf_search_outer_opts dflt;
     if (!opts) {
-        wf_outer_opts_default(&dflt);
+        wf_search_outer_opts_default(&dflt);
         opts = &dflt;
     }
     if (batch < 1)
@@ -1032,7 +1032,7 @@ out:
     return st;
 }
 
-int wf_outer_device_counts(const wf_cluster *c, int64_t lo, int64_t hi, int64_t *out, int cap)
+int wf_search_outer_device_counts(const wf_cluster *c, int64_t lo, int64_t hi, int64_t *out, int cap)
 {
     int64_t have = wf_cluster_devices(c), per_node = c->level[0].size;
     int count = 0;

@@ -3,15 +3,15 @@
  * The candidates are op-level plans: layouts on a mesh with stages, and the
  * keys that are not layouts (recompute, ZeRO, the schedules, vpp). Two
  * searches propose layouts; one cost model (wf_estimate_layouts, through
- * wf_oplevel_plan_cost) ranks every candidate:
+ * wf_layout_cost) ranks every candidate:
  *
- *   Megatron's layouts   the outer search (wf_outer_search) enumerates the
+ *   Megatron's layouts   the outer search (wf_search_outer) enumerates the
  *                        whole-model space (dp x tp x pp, mbs, vpp,
  *                        recompute, ZeRO, sp, overlap) on the closed form,
  *                        which is the one model on Megatron's descriptor
  *                        (tests/test_onecost.c): its fastest plans are
  *                        candidates as they are, lowered to their layouts;
- *   other layouts        the op-level search (wf_opplan_search: per-op SBP
+ *   other layouts        the op-level search (wf_search_opplan: per-op SBP
  *                        signatures on every mesh and stage count) proposes
  *                        layouts on its own proxy objective; each is costed
  *                        by the one model under every recomputation and
@@ -27,25 +27,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-void wf_unified_result_free(wf_unified_result *r)
+void wf_search_unified_result_free(wf_search_unified_result *r)
 {
     if (!r)
         return;
-    wf_plan_oplevel_free(&r->plan);
+    wf_layout_free(&r->plan);
     memset(r, 0, sizeof *r);
 }
 
 /* Copies layouts ol (mesh, stages, signatures, storage) with micro-batch
  * count mb and keys into out. */
-static int copy_layouts(const wf_plan_oplevel *ol, int64_t mb, const wf_plan *keys, wf_plan_oplevel *out)
+static int copy_layouts(const wf_layout *ol, int64_t mb, const wf_plan *keys, wf_layout *out)
 {
-    int ok = wf_plan_oplevel_set(out, ol->mesh, ol->pp, mb) == WF_OK && wf_plan_oplevel_set_keys(out, keys) == WF_OK;
+    int ok = wf_layout_set(out, ol->mesh, ol->pp, mb) == WF_OK && wf_layout_set_keys(out, keys) == WF_OK;
     for (int i = 0; ok && i < ol->nlayouts; i++)
-        ok = wf_plan_oplevel_add_layout(out, ol->op[i], ol->sig[i]) == WF_OK;
+        ok = wf_layout_add_sig(out, ol->op[i], ol->sig[i]) == WF_OK;
     for (int i = 0; ok && i < ol->nstorage; i++)
-        ok = wf_plan_oplevel_add_storage(out, ol->storage_stage[i], ol->tensor[i], ol->layout[i]) == WF_OK;
+        ok = wf_layout_add_storage(out, ol->storage_stage[i], ol->tensor[i], ol->layout[i]) == WF_OK;
     for (int s = 0; ok && s < ol->pp; s++)
-        ok = ol->stage_first[s] && wf_plan_oplevel_set_stage(out, s, ol->stage_first[s]) == WF_OK;
+        ok = ol->stage_first[s] && wf_layout_set_stage(out, s, ol->stage_first[s]) == WF_OK;
     return ok;
 }
 
@@ -54,19 +54,19 @@ static int copy_layouts(const wf_plan_oplevel *ol, int64_t mb, const wf_plan *ke
  * that fits in r. The layouts are read once per micro-batch count (the
  * descriptor does not depend on recomputation or ZeRO). */
 static void try_layouts(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                        double budget, const wf_plan_oplevel *ol, const wf_plan *base, const int64_t *ms, int nm,
-                        wf_unified_result *r)
+                        double budget, const wf_layout *ol, const wf_plan *base, const int64_t *ms, int nm,
+                        wf_search_unified_result *r)
 {
     for (int k = 0; k < nm; k++) {
         if (ms[k] < 1 || batch % ms[k] != 0)
             continue;
-        wf_plan_oplevel cand;
-        wf_plan_oplevel_init(&cand);
+        wf_layout cand;
+        wf_layout_init(&cand);
         wf_cost_layout L;
         wf_plan p;
         if (!copy_layouts(ol, ms[k], base, &cand) ||
-            wf_oplevel_plan_layout(m, c, ctx, batch, &cand, &L, &p) != WF_OK) {
-            wf_plan_oplevel_free(&cand);
+            wf_layout_descriptor(m, c, ctx, batch, &cand, &L, &p) != WF_OK) {
+            wf_layout_free(&cand);
             continue;
         }
         int best_rc = -1, best_z = -1, best_n = 0;
@@ -126,10 +126,10 @@ static void try_layouts(const wf_model_config *m, const wf_cluster *c, wf_cost_c
             keys.rc_layers = best_n;
             keys.rc_n = 0;
             keys.zero = best_z;
-            if (wf_plan_oplevel_set_keys(&cand, &keys) == WF_OK) {
-                wf_plan_oplevel_free(&r->plan);
+            if (wf_layout_set_keys(&cand, &keys) == WF_OK) {
+                wf_layout_free(&r->plan);
                 r->plan = cand;
-                wf_plan_oplevel_init(&cand);
+                wf_layout_init(&cand);
                 r->est = best_e;
                 r->as_plan = p;
                 r->as_plan.recompute = keys.recompute;
@@ -141,7 +141,7 @@ static void try_layouts(const wf_model_config *m, const wf_cluster *c, wf_cost_c
                 r->lowered = 1;
             }
         }
-        wf_plan_oplevel_free(&cand);
+        wf_layout_free(&cand);
     }
     wf_clear_error();
 }
@@ -170,21 +170,21 @@ static int add_shape(shape *sh, int n, int cap, int64_t dp, int64_t mp, int pp, 
 /* ol's layouts with the stages and vpp of the lowering of whole-model plan
  * p (a transformer's stages are layer ranges), into out. */
 static wf_status with_stages_of(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan *p,
-                                const wf_plan_oplevel *ol, wf_plan_oplevel *out)
+                                const wf_layout *ol, wf_layout *out)
 {
-    wf_plan_oplevel low;
-    wf_plan_oplevel_init(&low);
+    wf_layout low;
+    wf_layout_init(&low);
     wf_plan q = *p; /* the same stages without Megatron's splits (which may not divide) */
     q.tp = 1;
     q.sp = 0;
     wf_status st = wf_plan_lower(m, c, &q, batch, &low);
     if (st == WF_OK)
-        st = wf_plan_oplevel_set(out, ol->mesh, low.pp, low.micro_batches);
+        st = wf_layout_set(out, ol->mesh, low.pp, low.micro_batches);
     for (int i = 0; st == WF_OK && i < ol->nlayouts; i++)
-        st = wf_plan_oplevel_add_layout(out, ol->op[i], ol->sig[i]);
+        st = wf_layout_add_sig(out, ol->op[i], ol->sig[i]);
     for (int s = 0; st == WF_OK && s < low.pp; s++)
-        st = low.stage_first[s] ? wf_plan_oplevel_set_stage(out, s, low.stage_first[s]) : WF_INVAL;
-    wf_plan_oplevel_free(&low);
+        st = low.stage_first[s] ? wf_layout_set_stage(out, s, low.stage_first[s]) : WF_INVAL;
+    wf_layout_free(&low);
     return st;
 }
 
@@ -194,7 +194,7 @@ static wf_status with_stages_of(const wf_model_config *m, const wf_cluster *c, i
  * layouts are searched on one stage's mesh and run on the stages (layer
  * ranges) of the shape's plan; other models' stages are the search's. */
 static void propose(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch, double budget,
-                    const wf_unified_opts *opts, const shape *sh, wf_unified_result *r)
+                    const wf_search_unified_opts *opts, const shape *sh, wf_search_unified_result *r)
 {
     const int tf = wf_model_is_transformer(m);
     char mesh[64];
@@ -202,8 +202,8 @@ static void propose(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *
         snprintf(mesh, sizeof mesh, "%lldx%lld", (long long)sh->dp, (long long)sh->mp);
     else
         snprintf(mesh, sizeof mesh, "%lld", (long long)sh->mp);
-    wf_opplan_opts po;
-    wf_opplan_opts_default(&po);
+    wf_search_opplan_opts po;
+    wf_search_opplan_opts_default(&po);
     po.devices = sh->dp * sh->mp * (tf ? 1 : sh->pp);
     po.max_memory_bytes = tf ? 1e30 : budget; /* layouts only: the one model checks memory */
     po.mesh = mesh;
@@ -221,14 +221,14 @@ static void propose(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *
     /* A transformer's layouts are searched at the shape's micro-batch (mbs
      * samples on each of the dp rows of the mesh). */
     int64_t sb = tf && sh->keys.mbs > 0 ? (int64_t)sh->keys.mbs * sh->dp : batch;
-    wf_opplan_result pr;
-    wf_status pst = wf_opplan_search(m, c, sb, &po, &pr);
+    wf_search_opplan_result pr;
+    wf_status pst = wf_search_opplan(m, c, sb, &po, &pr);
     r->searches += pr.searches;
     if ((pst == WF_OK || pst == WF_NOFIT) && pr.has_best) {
         wf_plan keys = sh->keys;
-        wf_plan_oplevel staged;
-        wf_plan_oplevel_init(&staged);
-        const wf_plan_oplevel *ol = &pr.best_plan;
+        wf_layout staged;
+        wf_layout_init(&staged);
+        const wf_layout *ol = &pr.best_plan;
         if (!tf)
             keys.vpp = 1;
         else if (with_stages_of(m, c, batch, &sh->keys, &pr.best_plan, &staged) == WF_OK)
@@ -243,17 +243,17 @@ static void propose(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *
                 ms[nm++] = mk;
             try_layouts(m, c, ctx, batch, budget, ol, &keys, ms, nm, r);
         }
-        wf_plan_oplevel_free(&staged);
+        wf_layout_free(&staged);
     }
-    wf_opplan_result_free(&pr);
+    wf_search_opplan_result_free(&pr);
     wf_clear_error();
 }
 
-wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64_t batch,
-                            const wf_unified_opts *opts, wf_unified_result *r)
+wf_status wf_search_unified(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                            const wf_search_unified_opts *opts, wf_search_unified_result *r)
 {
     memset(r, 0, sizeof *r);
-    wf_plan_oplevel_init(&r->plan);
+    wf_layout_init(&r->plan);
     double t0 = wf_now_s();
     int64_t devices = opts && opts->devices > 0 ? opts->devices : wf_cluster_devices(c);
     double budget = opts && opts->max_memory_bytes > 0 ? opts->max_memory_bytes : c->dev.mem_bytes;
@@ -268,13 +268,13 @@ wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64
     enum { TOP = 16, MAX_SHAPES = 6, CROSS_MP = 8 };
     shape sh[MAX_SHAPES];
     int nsh = 0;
-    wf_outer_opts oo;
-    wf_outer_opts_default(&oo);
+    wf_search_outer_opts oo;
+    wf_search_outer_opts_default(&oo);
     oo.devices = devices;
     oo.max_memory_bytes = budget;
     oo.top_k = TOP;
-    wf_outer_result orr;
-    wf_status ost = wf_outer_search(m, c, batch, &oo, &orr);
+    wf_search_outer_result orr;
+    wf_status ost = wf_search_outer(m, c, batch, &oo, &orr);
     if (ost == WF_OK && orr.ntop > 0) {
         r->outer_best_s = orr.top[0].est.iteration_time_s;
         r->has_outer = 1;
@@ -286,8 +286,8 @@ wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64
         r->megatron = 1;
         r->lowered = wf_plan_lower(m, c, &orr.top[0].plan, batch, &r->plan) == WF_OK;
         if (!r->lowered) {
-            wf_plan_oplevel_free(&r->plan);
-            wf_plan_oplevel_init(&r->plan);
+            wf_layout_free(&r->plan);
+            wf_layout_init(&r->plan);
         }
         /* Transformers: the model-parallel axis of the fastest plans (tp). */
         for (int i = 0; i < orr.ntop && nsh < 3; i++) {
@@ -307,7 +307,7 @@ wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64
             if ((int64_t)b0->dp * b0->tp % k == 0 && b0->tp < k && k % b0->tp == 0)
                 nsh = add_shape(sh, nsh, MAX_SHAPES, (int64_t)b0->dp * b0->tp / k, k, b0->pp, b0);
     }
-    wf_outer_result_free(&orr);
+    wf_search_outer_result_free(&orr);
     wf_clear_error();
 
     /* Other layouts: the op-level search's on each shape. */
@@ -317,19 +317,19 @@ wf_status wf_unified_search(const wf_model_config *m, const wf_cluster *c, int64
      * the op-level search's own best over every mesh and stage count, both
      * axes free (the one model takes two model-parallel axes). */
     if (!wf_model_is_transformer(m) && r->has_outer) {
-        wf_opplan_opts po;
-        wf_opplan_opts_default(&po);
+        wf_search_opplan_opts po;
+        wf_search_opplan_opts_default(&po);
         po.devices = devices;
         po.max_memory_bytes = budget;
         po.no_point_layouts = 1;
-        wf_opplan_result pr;
-        wf_status pst = wf_opplan_search(m, c, batch, &po, &pr);
+        wf_search_opplan_result pr;
+        wf_status pst = wf_search_opplan(m, c, batch, &po, &pr);
         r->searches += pr.searches;
         if ((pst == WF_OK || pst == WF_NOFIT) && pr.has_best) {
             int64_t ms[1] = {pr.best_plan.micro_batches};
             try_layouts(m, c, ctx, batch, budget, &pr.best_plan, &r->as_plan, ms, 1, r);
         }
-        wf_opplan_result_free(&pr);
+        wf_search_opplan_result_free(&pr);
         wf_clear_error();
     }
     wf_cost_ctx_free(ctx);

@@ -1611,7 +1611,7 @@ wf_status wf_sim_layouts(const wf_model_config *m, const wf_cluster *c, const wf
     return st ? st : simulate(m, c, &r, l, batch, opts, out);
 }
 
-wf_status wf_sim_oplevel(const wf_model_config *m, const wf_cluster *c, const wf_plan_oplevel *ol, int64_t batch,
+wf_status wf_sim_oplevel(const wf_model_config *m, const wf_cluster *c, const wf_layout *ol, int64_t batch,
                          const wf_sim_plan_opts *opts, wf_sim_plan_result *out, wf_plan *as_plan)
 {
     memset(out, 0, sizeof *out);
@@ -1621,7 +1621,7 @@ wf_status wf_sim_oplevel(const wf_model_config *m, const wf_cluster *c, const wf
         return st;
     wf_cost_layout L;
     wf_plan p;
-    st = wf_oplevel_plan_layout(m, c, ctx, batch, ol, &L, &p);
+    st = wf_layout_descriptor(m, c, ctx, batch, ol, &L, &p);
     wf_cost_ctx_free(ctx);
     if (st)
         return st;
