@@ -157,6 +157,22 @@ static void buf_unref(pt_run *r, int id)
 }
 
 /* Tensor instance keys: graph tensor t of layer l (-1 outside the layers). */
+/* A saved tensor t of op o (unit u, its inputs' keys ins): the key of the
+ * input that is t (-1: none), and in *cj the input whose activation cast
+ * is kept (-1: none). */
+static int saved_input(const pt_run *r, const wf_op *o, int u, const int *ins, int t, int *cj)
+{
+    int k = -1;
+    *cj = -1;
+    for (int j = 0; j < o->nin; j++)
+        if (o->in[j] == t) {
+            k = ins[j];
+            if (r->acast[WF_MAX_INPUTS * u + j] >= 0)
+                *cj = j;
+        }
+    return k;
+}
+
 static int key(const pt_run *r, int t, int l) { return l < 0 ? t : r->nt * (1 + l) + t; }
 
 /* The instance op (i, l) reads as its input t. */
@@ -437,17 +453,9 @@ static void forward_op(pt_run *r, int u, int first_layer_op, int *privs, int mod
     }
     /* saved tensors: one more reference each (a product's fp32 input: its cast) */
     for (int q = 0; q < ns; q++) {
-        int t = saved[q];
-        int k = -1;
-        for (int j = 0; j < o->nin; j++)
-            if (o->in[j] == t)
-                k = ins[j];
+        int cj, k = saved_input(r, o, u, ins, saved[q], &cj);
         if (k < 0)
             continue;
-        int cj = -1;
-        for (int j = 0; j < o->nin; j++)
-            if (o->in[j] == t && r->acast[WF_MAX_INPUTS * u + j] >= 0)
-                cj = j;
         if (cj >= 0)
             continue; /* the cast is kept (its reference is the op's) */
         r->holds[k]++;
@@ -580,16 +588,9 @@ static void backward_op(pt_run *r, int u, int first_layer_op, int *privs)
     double pb[4];
     int np = 0, ns = op_saves(r, i, saved, pb, &np);
     for (int q = 0; q < ns; q++) {
-        int t = saved[q], k = -1;
-        for (int j = 0; j < o->nin; j++)
-            if (o->in[j] == t)
-                k = ins[j];
+        int cj, k = saved_input(r, o, u, ins, saved[q], &cj);
         if (k < 0)
             continue;
-        int cj = -1;
-        for (int j = 0; j < o->nin; j++)
-            if (o->in[j] == t && r->acast[WF_MAX_INPUTS * u + j] >= 0)
-                cj = j;
         if (cj >= 0) {
             buf_unref(r, r->acast[WF_MAX_INPUTS * u + cj]);
             r->acast[WF_MAX_INPUTS * u + cj] = -1;

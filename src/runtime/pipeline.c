@@ -896,18 +896,23 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     return st;
 }
 
+/* Sends a step that failed left behind: cancelled and freed. */
+static void cancel_pending(MPI_Request *r, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (r[i] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&r[i]);
+            MPI_Request_free(&r[i]);
+        }
+}
+
 void wf_pipe_free(wf_pipe *p)
 {
     if (!p)
         return;
     for (int k = 0; p->ch && k < p->nchunks; k++) {
         chunk *ch = &p->ch[k];
-        for (int i = 0; ch->sreq && i < ch->nslots * MAX_BOUNDARY; i++)
-            if (ch->sreq[i] != MPI_REQUEST_NULL) {
-                /* A step that failed left a send behind. */
-                MPI_Cancel(&ch->sreq[i]);
-                MPI_Request_free(&ch->sreq[i]);
-            }
+        cancel_pending(ch->sreq, ch->sreq ? ch->nslots * MAX_BOUNDARY : 0);
         wf_dist_free(ch->d);
         wf_optim_free(ch->o);
         free(ch->norm_w);
@@ -933,11 +938,7 @@ void wf_pipe_free(wf_pipe *p)
         MPI_Comm_free(&p->tpcomm);
     if (p->mpcomm != MPI_COMM_NULL)
         MPI_Comm_free(&p->mpcomm);
-    for (int i = 0; p->rreq && i < p->m * MAX_REC; i++)
-        if (p->rreq[i] != MPI_REQUEST_NULL) {
-            MPI_Cancel(&p->rreq[i]);
-            MPI_Request_free(&p->rreq[i]);
-        }
+    cancel_pending(p->rreq, p->rreq ? p->m * MAX_REC : 0);
     free(p->rreq);
     free(p->rbuf);
     free(p->sbuf);
