@@ -59,7 +59,11 @@ static void title_text(FILE *f, double W, const char *title)
 {
     const char *nl = strchr(title, '\n');
     char first[512];
-    snprintf(first, sizeof first, "%.*s", nl ? (int)(nl - title) : (int)strlen(title), title);
+    size_t n = nl ? (size_t)(nl - title) : strlen(title);
+    if (n >= sizeof first)
+        n = sizeof first - 1; /* a longer first line is cut: it is a figure's title */
+    memcpy(first, title, n);
+    first[n] = '\0';
     fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">", W / 2);
     xml_text(f, first);
     fprintf(f, "</text>\n");
