@@ -10,7 +10,11 @@
  * (a barrier before each call, its time the slowest rank's), best and median
  * of N calls, the algorithm bandwidth (bytes / best time), the process CPU
  * time per call (rank 0) and the speedup of shm over MPI_Allreduce on the
- * median. Wall-clock times: on a machine shared with other jobs, compare
+ * median. The last row of each size, "copy in (alone)", times only the
+ * shm all-reduce's first step, every rank copying its buffer into a
+ * segment-sized one at once: what reading the peers' buffers in place (or
+ * gradients allocated inside the segment) would save per call at most.
+ * Wall-clock times: on a machine shared with other jobs, compare
  * rows of one run and report the load it prints. Numbers, not a test:
  * tests/mpi/test_shm_coll.c checks the sums. */
 #include "runtime/shm_coll-impl.h"
@@ -53,12 +57,12 @@ static void loadavg(char *buf, size_t n)
         fclose(f);
 }
 
-enum { M_MPI, M_IMPI, M_SHM, NMETHODS };
-static const char *const NAMES[NMETHODS] = {"MPI_Allreduce", "MPI_Iallreduce+Test", "shm"};
+enum { M_MPI, M_IMPI, M_SHM, M_COPY, NMETHODS };
+static const char *const NAMES[NMETHODS] = {"MPI_Allreduce", "MPI_Iallreduce+Test", "shm", "copy in (alone)"};
 
 /* One call of method m on buf[0, n); its wall time (the slowest rank's) and
  * this rank's CPU time. */
-static void one_call(int m, wf_shm_coll *shm, float *buf, int n, double *wall, double *cpu)
+static void one_call(int m, wf_shm_coll *shm, float *buf, float *seg, int n, double *wall, double *cpu)
 {
     MPI_Barrier(MPI_COMM_WORLD);
     double c0 = cpu_s(), t0 = now_s();
@@ -70,6 +74,8 @@ static void one_call(int m, wf_shm_coll *shm, float *buf, int n, double *wall, d
         MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
         while (!flag)
             MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+    } else if (m == M_COPY) {
+        memcpy(seg, buf, (size_t)n * sizeof *buf);
     } else {
         int64_t t = wf_shm_coll_allreduce(shm, buf, n);
         wf_shm_coll_wait(shm, t);
@@ -137,26 +143,27 @@ int main(int argc, char **argv)
     static const int FLOATS[] = {262144, 4194304, 7432192, 21024778};
     for (size_t s = 0; s < sizeof FLOATS / sizeof *FLOATS; s++) {
         int n = FLOATS[s];
-        float *buf = calloc((size_t)n, sizeof *buf);
+        float *buf = calloc((size_t)n, sizeof *buf), *seg = calloc((size_t)n, sizeof *seg);
         double *wall = malloc(sizeof(double) * NMETHODS * (size_t)calls);
         double *cpu = malloc(sizeof(double) * NMETHODS * (size_t)calls);
-        int ok = buf && wall && cpu, all_ok = 0;
+        int ok = buf && seg && wall && cpu, all_ok = 0;
         MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (!all_ok) {
             if (rank == 0)
                 printf("out of memory for %d floats\n", n);
             free(buf);
+            free(seg);
             free(wall);
             free(cpu);
             break;
         }
         for (int m = 0; m < NMETHODS; m++) { /* warm-up: pages, connections */
             double w, c;
-            one_call(m, shm, buf, n, &w, &c);
+            one_call(m, shm, buf, seg, n, &w, &c);
         }
         for (int i = 0; i < calls; i++)
             for (int m = 0; m < NMETHODS; m++)
-                one_call(m, shm, buf, n, &wall[m * calls + i], &cpu[m * calls + i]);
+                one_call(m, shm, buf, seg, n, &wall[m * calls + i], &cpu[m * calls + i]);
         double med[NMETHODS];
         for (int m = 0; m < NMETHODS; m++) {
             qsort(wall + m * calls, (size_t)calls, sizeof *wall, cmp_double);
@@ -169,9 +176,12 @@ int main(int argc, char **argv)
                    (double)n * 4 / best / 1e9, cpu[m * calls + calls / 2] * 1e3);
             if (m == M_SHM)
                 printf(" %8.2fx", med[M_MPI] / med[M_SHM]);
+            if (m == M_COPY)
+                printf("  (%.0f%% of shm's median)", 100.0 * med[M_COPY] / med[M_SHM]);
             printf("\n");
         }
         free(buf);
+        free(seg);
         free(wall);
         free(cpu);
     }

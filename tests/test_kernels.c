@@ -999,6 +999,30 @@ static void test_cross_entropy(void **state)
     assert_int_equal(wf_k_cross_entropy_fwd_ref(o.logits, bad, &loss, sv, 1, v), WF_INVAL);
 }
 
+/* The row helpers of the vocabulary-parallel cross-entropy (wf_k_row_*)
+ * against naive double-precision loops, at lengths around the vector
+ * width, with the empty row (a shard of padding only). */
+static void test_row_helpers(void **state)
+{
+    (void)state;
+    static const int64_t lens[] = {0, 1, 7, 16, 17, 33, 1000};
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        const int64_t n = lens[k];
+        float *x = rnd(n, 8.0f), *y = fbuf(n);
+        double mx = -INFINITY, se = 0;
+        for (int64_t j = 0; j < n; j++)
+            mx = x[j] > mx ? x[j] : mx;
+        assert_true(wf_k_row_max(x, n) == (float)mx);
+        const float c = n > 0 ? (float)mx : 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            se += exp((double)x[j] - (double)c);
+        assert_float_equal(wf_k_row_expsum(x, n, c), se, 2e-6 * (se > 1 ? se : 1));
+        wf_k_row_scaled_exp(x, y, n, c, 0.25f);
+        for (int64_t j = 0; j < n; j++)
+            assert_float_equal(y[j], 0.25 * exp((double)x[j] - (double)c), 2e-7);
+    }
+}
+
 /* ---- conv2d ------------------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -1637,6 +1661,7 @@ int main(void)
         cmocka_unit_test_teardown(test_embedding, release_bufs),
         cmocka_unit_test_teardown(test_rotary, release_bufs),
         cmocka_unit_test_teardown(test_cross_entropy, release_bufs),
+        cmocka_unit_test_teardown(test_row_helpers, release_bufs),
         cmocka_unit_test_teardown(test_conv2d, release_bufs),
         cmocka_unit_test_teardown(test_conv_geom_check, release_bufs),
         cmocka_unit_test_teardown(test_pools, release_bufs),

@@ -392,6 +392,17 @@ size_t wf_k_attention_ws_floats(const wf_k_attn *at);    /* 2*S*S */
 WF_K_DECLARE()
 WF_K_DECLARE(_ref)
 
+/* ---- rows of a vocabulary shard (the vocabulary-parallel cross-entropy,
+ * src/runtime/exec_spmd.c; one version for both paths) ---- */
+
+/* max of x[0, n) (NaN when one is; -inf when n = 0) */
+float wf_k_row_max(const float *x, int64_t n);
+/* sum of exp(x[j] - c) over j < n, in the kernels' fixed order (VL partial
+ * sums, as the cross-entropy's) */
+float wf_k_row_expsum(const float *x, int64_t n, float c);
+/* y[j] = c * exp(x[j] - sub) for j < n */
+void wf_k_row_scaled_exp(const float *x, float *y, int64_t n, float sub, float c);
+
 /* ---- sizes of saved and scratch buffers ------------------------------------- */
 
 size_t wf_k_layernorm_saved_floats(int64_t m);     /* 2*M */

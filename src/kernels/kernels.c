@@ -1067,6 +1067,29 @@ static inline float vexp_sum(const float *x, int64_t n, float c)
     return sum_lanes(acc);
 }
 
+HOT float wf_k_row_max(const float *x, int64_t n)
+{
+    return n > 0 ? vmax(x, n) : -INFINITY;
+}
+
+HOT float wf_k_row_expsum(const float *x, int64_t n, float c)
+{
+    return vexp_sum(x, n, c);
+}
+
+HOT void wf_k_row_scaled_exp(const float *x, float *y, int64_t n, float sub, float c)
+{
+    int64_t j = 0;
+    for (; j + VL <= n; j += VL) {
+        float t[VL];
+        for (int k = 0; k < VL; k++)
+            t[k] = c * wf_k_expf(x[j + k] - sub);
+        memcpy(y + j, t, sizeof t);
+    }
+    for (; j < n; j++)
+        y[j] = c * wf_k_expf(x[j] - sub);
+}
+
 HOT wf_status wf_k_cross_entropy_fwd(const float *logits, const int32_t *labels, float *loss,
                                      float *saved, int64_t m, int64_t v)
 {

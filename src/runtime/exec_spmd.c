@@ -120,18 +120,11 @@ wf_status wf_exec_sp_ce_fwd(wf_exec *e, int o, const float *x, const int32_t *la
     wf_status st = WF_OK;
     float *mx = ws, *se = ws + m; /* se: [sum of exp, target] per row */
     const int64_t nv = first + v <= vt ? v : vt > first ? vt - first : 0; /* this shard's valid columns */
-    for (int64_t i = 0; i < m; i++) {
-        float best = -INFINITY;
-        for (int64_t j = 0; j < nv; j++)
-            best = x[i * v + j] > best ? x[i * v + j] : best;
-        mx[i] = best;
-    }
+    for (int64_t i = 0; i < m; i++)
+        mx[i] = wf_k_row_max(x + i * v, nv);
     wf_status cs = e->sp.allreduce(e->sp.ctx, o, mx, m, 1);
     for (int64_t i = 0; i < m; i++) {
-        double s = 0;
-        for (int64_t j = 0; j < nv; j++)
-            s += (double)wf_k_expf(x[i * v + j] - mx[i]);
-        se[2 * i] = (float)s;
+        se[2 * i] = wf_k_row_expsum(x + i * v, nv, mx[i]);
         int64_t r = (int64_t)lab[i] - first;
         se[2 * i + 1] = r >= 0 && r < nv ? x[i * v + r] : 0.0f;
         if ((lab[i] < 0 || lab[i] >= vt) && st == WF_OK)
@@ -161,8 +154,9 @@ void wf_exec_sp_ce_bwd(const float *x, const int32_t *lab, const float *saved, f
     const float c = dloss / (float)m;
     const int64_t nv = first + v <= vt ? v : vt > first ? vt - first : 0;
     for (int64_t i = 0; i < m; i++) {
-        for (int64_t j = 0; j < v; j++)
-            dx[i * v + j] = j < nv ? c * wf_k_expf(x[i * v + j] - saved[i]) : 0.0f;
+        wf_k_row_scaled_exp(x + i * v, dx + i * v, nv, saved[i], c);
+        if (nv < v)
+            memset(dx + i * v + nv, 0, sizeof(float) * (size_t)(v - nv));
         int64_t r = (int64_t)lab[i] - first;
         if (r >= 0 && r < nv)
             dx[i * v + r] -= c;

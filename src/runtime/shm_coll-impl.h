@@ -43,6 +43,10 @@ void wf_shm_coll_free(wf_shm_coll *s);
  * valid until the ticket completes. -1: out of memory for the queue (the
  * operation is not queued). */
 int64_t wf_shm_coll_allreduce(wf_shm_coll *s, float *buf, int64_t n);
+/* allreduce_to: out[0, n) := the sum over ranks of in[0, n) (in is only
+ * read; out may be in) -- the all-reduce without the caller's copy of in to
+ * out first. */
+int64_t wf_shm_coll_allreduce_to(wf_shm_coll *s, const float *in, float *out, int64_t n);
 int64_t wf_shm_coll_reduce_scatter(wf_shm_coll *s, const float *in, float *out, int64_t n);
 int64_t wf_shm_coll_allgather(wf_shm_coll *s, const float *in, float *out, int64_t n);
 /* Does every step the other ranks' progress allows, without waiting. */

@@ -408,6 +408,11 @@ int64_t wf_shm_coll_allreduce(wf_shm_coll *s, float *buf, int64_t n)
     return enqueue(s, OP_ALLREDUCE, buf, buf, n);
 }
 
+int64_t wf_shm_coll_allreduce_to(wf_shm_coll *s, const float *in, float *out, int64_t n)
+{
+    return enqueue(s, OP_ALLREDUCE, in, out, n);
+}
+
 int64_t wf_shm_coll_reduce_scatter(wf_shm_coll *s, const float *in, float *out, int64_t n)
 {
     return enqueue(s, OP_REDUCE_SCATTER, in, out, n);

@@ -38,9 +38,10 @@ static int64_t mismatches(const float *got, const float *want, int64_t n)
     return bad;
 }
 
-/* All-reduce, reduce-scatter (out of place and in place) and all-gather
- * (out of place and in place) of n floats on comm, with slots of chunk
- * floats; the first three are queued before any wait. */
+/* All-reduce (in place and out of place: allreduce_to, its input left as
+ * it was), reduce-scatter (out of place and in place) and all-gather (out of
+ * place and in place) of n floats on comm, with slots of chunk floats; the
+ * first three are queued before any wait. */
 static void check_group(MPI_Comm comm, wf_shm_coll *s, int64_t chunk, int64_t n, int tag)
 {
     int r, P;
@@ -54,12 +55,16 @@ static void check_group(MPI_Comm comm, wf_shm_coll *s, int64_t chunk, int64_t n,
     float *ag_ip = malloc((size_t)(P * n + 1) * sizeof *ag_ip);
     float *want = malloc((size_t)(P * n + 1) * sizeof *want);
     float *ag_in = malloc((size_t)(n + 1) * sizeof *ag_in);
-    if (!ar || !rs_in || !rs_out || !rs_ip || !ag_out || !ag_ip || !want || !ag_in) {
+    float *at_in = malloc((size_t)(n + 1) * sizeof *at_in), *at_out = malloc((size_t)(n + 1) * sizeof *at_out);
+    if (!ar || !rs_in || !rs_out || !rs_ip || !ag_out || !ag_ip || !want || !ag_in || !at_in || !at_out) {
         CHECK(0, "out of memory");
         goto out;
     }
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n; i++) {
         ar[i] = value(tag, r, i);
+        at_in[i] = value(tag, r, i);
+        at_out[i] = -1.0f;
+    }
     for (int64_t i = 0; i < P * n; i++) {
         rs_in[i] = value(tag + 1, r, i);
         rs_ip[i] = rs_in[i];
@@ -79,13 +84,20 @@ static void check_group(MPI_Comm comm, wf_shm_coll *s, int64_t chunk, int64_t n,
     CHECK(wf_shm_coll_done(s, t0) && wf_shm_coll_done(s, t1), "P=%d: tickets 0 and 1 not done after wait", P);
     int64_t t3 = wf_shm_coll_reduce_scatter(s, rs_ip, rs_ip, n);
     int64_t t4 = wf_shm_coll_allgather(s, ag_ip + (int64_t)r * n, ag_ip, n);
+    int64_t t5 = wf_shm_coll_allreduce_to(s, at_in, at_out, n);
     wf_shm_coll_wait(s, -1);
-    CHECK(wf_shm_coll_pending(s) == 0 && wf_shm_coll_done(s, t4) && t3 == t2 + 1, "P=%d: operations left", P);
+    CHECK(wf_shm_coll_pending(s) == 0 && wf_shm_coll_done(s, t5) && t3 == t2 + 1 && t5 == t4 + 1,
+          "P=%d: operations left", P);
 
     for (int64_t i = 0; i < n; i++)
         want[i] = ref_sum(tag, P, i);
     int64_t bad = mismatches(ar, want, n);
     CHECK(bad == 0, "P=%d n=%lld chunk=%lld: all-reduce differs from the rank-order sum at %lld floats", P,
+          (long long)n, (long long)chunk, (long long)bad);
+    bad = mismatches(at_out, want, n);
+    for (int64_t i = 0; i < n; i++)
+        bad += at_in[i] != value(tag, r, i);
+    CHECK(bad == 0, "P=%d n=%lld chunk=%lld: allreduce_to differs (or wrote its input) at %lld floats", P,
           (long long)n, (long long)chunk, (long long)bad);
     for (int64_t i = 0; i < n; i++)
         want[i] = ref_sum(tag + 1, P, (int64_t)r * n + i);
@@ -116,6 +128,8 @@ out:
     free(ag_ip);
     free(want);
     free(ag_in);
+    free(at_in);
+    free(at_out);
 }
 
 /* One engine per slot size, every size through it (the tickets and chunk
