@@ -160,6 +160,11 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
 wf_status wf_layout_index(const wf_layout *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch,
                           wf_layout_plan *out);
 void wf_layout_plan_free(wf_layout_plan *p);
+/* The op-level form's validation, all of it (what wf_layout_index checks,
+ * and its keys): WF_OK or the first failure, named. The whole-model plan's
+ * rules are wf_plan_validate's (plan.h; the estimate validates every plan
+ * it costs, and cost sits below layout). */
+wf_status wf_layout_validate(const wf_layout *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch);
 
 /* A search's proposal, held in memory: the mesh, the stage cut and each
  * forward op's signature as the search chose them (no text). */

@@ -461,7 +461,8 @@ static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_co
         goto fail;
     }
     if (batch < 1 || lp->micro_batches < 1 || batch % lp->micro_batches != 0) {
-        st = wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
+        /* resolve.c checked the plan at its batch: costed at another is the caller's error */
+        st = wf_errorf(WF_INTERNAL, "op-level plan resolved with %lld micro-batches, costed at batch %lld",
                        (long long)lp->micro_batches, (long long)batch);
         goto fail;
     }

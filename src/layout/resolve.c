@@ -114,8 +114,10 @@ static wf_status index_layouts(wf_layout_plan *out, const wf_layout *ol, const w
                                const wf_cluster *c, int64_t batch)
 {
     wf_status st;
-    if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0)
-        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
+    if (batch < 1)
+        return wf_errorf(WF_INVAL, "op-level plan: batch=%lld must be >= 1", (long long)batch);
+    if (ol->micro_batches < 1 || batch % ol->micro_batches != 0)
+        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide batch=%lld",
                          (long long)ol->micro_batches, (long long)batch);
     if (ol->pp < 1)
         return wf_errorf(WF_INVAL, "op-level plan: pp=%d stages", ol->pp);
@@ -304,7 +306,7 @@ wf_status wf_layout_resolve_choice(const wf_layout_choice *ch, const wf_cluster 
     wf_layout_init(&out->ol);
     const wf_graph *g = ch->graph;
     if (batch < 1 || ch->micro_batches < 1 || batch % ch->micro_batches != 0)
-        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
+        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide batch=%lld",
                          (long long)ch->micro_batches, (long long)batch);
     if (ch->pp < 1 || ch->pp > g->nfwd)
         return wf_errorf(WF_INVAL, "op-level plan: pp=%d stages for the %d ops of graph '%s'", ch->pp, g->nfwd,
@@ -365,4 +367,16 @@ wf_status wf_layout_resolve_choice(const wf_layout_choice *ch, const wf_cluster 
             out->storage_stage[out->nstorage++] = s;
         }
     return WF_OK;
+}
+
+wf_status wf_layout_validate(const wf_layout *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch)
+{
+    wf_plan keys;
+    wf_status st = wf_layout_keys(ol, &keys);
+    if (st != WF_OK)
+        return st;
+    wf_layout_plan lp;
+    st = wf_layout_index(ol, m, c, batch, &lp);
+    wf_layout_plan_free(&lp);
+    return st;
 }

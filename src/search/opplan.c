@@ -365,13 +365,6 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
 {
     memset(out, 0, sizeof *out);
     wf_graph_init(g, mc->name);
-    if (batch < 1)
-        return wf_errorf(WF_INVAL, "op-level plan: batch=%lld must be >= 1", (long long)batch);
-    if (plan->micro_batches < 1 || batch % plan->micro_batches != 0)
-        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide batch=%lld",
-                         (long long)plan->micro_batches, (long long)batch);
-    if (plan->pp < 1 || plan->nlayouts < 1)
-        return wf_errorf(WF_INVAL, "op-level plan: pp=%d with %d layouts", plan->pp, plan->nlayouts);
     wf_search_oplevel_opts base;
     if (opts)
         base = *opts;
