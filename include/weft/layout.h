@@ -51,8 +51,9 @@ wf_status wf_layout_descriptor(const wf_model_config *m, const wf_cluster *c, wf
                                const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan);
 
 /* One plan's layouts costed again and again (what a search on the one cost
- * model needs): wf_layout_coster_new reads ol once (as wf_layout_cost
- * does: the same checks, the same errors; ol must outlive the coster), and
+ * model needs): wf_layout_coster_new resolves ol once (wf_layout_index, as
+ * wf_layout_cost does: the same checks, the same errors; the coster keeps
+ * the resolution), wf_layout_coster_resolved takes a resolved value, and
  * each wf_layout_coster_cost prices the coster's current signatures -- one
  * per forward op of wf_layout_coster_graph (a transformer's: embedding, one
  * layer, head, tied to every layer), which the caller may change between
