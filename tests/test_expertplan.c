@@ -238,8 +238,10 @@ static void test_dense_three_axes(void **state)
             assert_int_equal(wf_layout_add_sig(&three, mp->op[i], sig), WF_OK);
         }
         for (int q = 0; q < mp->nstorage; q++) {
+            /* "[x,y]" on the 2x2 mesh: "[B,x,y]" on 2x2x2 (the layout's
+             * written form, wf_sbp_str; the storage is read, not dropped). */
             char lay[64];
-            snprintf(lay, sizeof lay, "B,%s", mp->layout[q]);
+            snprintf(lay, sizeof lay, "[B,%s", mp->layout[q][0] == '[' ? mp->layout[q] + 1 : mp->layout[q]);
             assert_int_equal(wf_layout_add_storage(&three, 0, mp->tensor[q], lay), WF_OK);
         }
         wf_cost_ctx *ctx = NULL;

@@ -185,6 +185,88 @@ static void test_two_model_axes(void **state)
     wf_cost_ctx_free(ctx);
 }
 
+/* A proposal resolved in memory (wf_layout_resolve_choice, what the
+ * op-level search hands the cost model) is the plan its text resolves to:
+ * the same price on the one cost model, bit for bit, as the text's estimate
+ * (wf_layout_cost), the same coster price, the same raised plan; and
+ * wf_layout_validate names what an op-level form breaks. */
+static void test_resolve_choice(void **state)
+{
+    (void)state;
+    wf_model_config m;
+    wf_cluster c;
+    assert_int_equal(wf_model_lookup("gpt-tiny", &m), WF_OK);
+    assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=1", &c), WF_OK);
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    const int64_t batch = 16;
+    for (int sp = 0; sp <= 1; sp++) {
+        wf_layout_plan a, b;
+        resolve_ok(sp ? "dp=2,tp=4,mbs=2,sp=1" : "dp=2,tp=4,mbs=4,recompute=full,zero=1", &m, &c, batch, NULL, &a);
+        assert_true(a.has_layouts);
+        assert_int_equal(wf_layout_validate(&a.ol, &m, &c, batch), WF_OK);
+        const int nt = a.graph.ntensors;
+        unsigned char *given = calloc((size_t)nt * (size_t)a.nstages + 1, 1);
+        wf_sbp *stor = calloc((size_t)nt * (size_t)a.nstages + 1, sizeof *stor);
+        assert_non_null(given);
+        assert_non_null(stor);
+        for (int k = 0; k < a.nstorage; k++) {
+            given[(size_t)a.storage_stage[k] * nt + (size_t)a.storage_tensor[k]] = 1;
+            stor[(size_t)a.storage_stage[k] * nt + (size_t)a.storage_tensor[k]] = a.storage[k];
+        }
+        assert_int_equal(a.nstorage > 0, sp);
+        wf_layout_choice ch = {a.mesh, a.nstages, a.ol.micro_batches, &a.graph, a.stage_first, a.sig, a.sig_index,
+                               given, stor};
+        assert_int_equal(wf_layout_resolve_choice(&ch, &c, batch, &b), WF_OK);
+        assert_int_equal(b.nstorage, a.nstorage);
+        assert_int_equal(b.micro_batches, a.micro_batches);
+        wf_plan keys;
+        assert_int_equal(wf_layout_keys(&a.ol, &keys), WF_OK);
+        wf_estimate et, er, ek;
+        assert_int_equal(wf_layout_cost(&m, &c, ctx, batch, &a.ol, &et, NULL), WF_OK);
+        assert_int_equal(wf_layout_resolved_cost(&m, &c, ctx, batch, &keys, &b, &er), WF_OK);
+        assert_true(et.iteration_time_s > 0);
+        assert_true(et.iteration_time_s == er.iteration_time_s);
+        assert_true(et.memory_per_device_bytes == er.memory_per_device_bytes);
+        assert_true(et.breakdown.tp_comm == er.breakdown.tp_comm);
+        wf_layout_coster *K = NULL;
+        assert_int_equal(wf_layout_coster_resolved(&m, &c, ctx, batch, &keys, &b, 1, &K), WF_OK);
+        assert_int_equal(wf_layout_coster_cost(K, batch, &ek), WF_OK);
+        wf_layout_coster_free(K);
+        assert_true(et.iteration_time_s == ek.iteration_time_s);
+        wf_plan r;
+        assert_int_equal(wf_plan_raise_resolved(&m, &c, batch, &keys, &b, &r), WF_OK);
+        assert_int_equal(r.dp, 2);
+        assert_int_equal(r.tp, 4);
+        assert_int_equal(r.sp, sp);
+        assert_int_equal(r.mbs, sp ? 2 : 4);
+        /* A storage layout that does not divide its tensor: named. */
+        if (sp) {
+            wf_layout_plan bad;
+            int t = a.storage_tensor[0];
+            size_t at = (size_t)a.storage_stage[0] * nt + (size_t)t;
+            stor[at].ax[a.mesh.naxes - 1] = WF_MAX_DIMS; /* a dim the tensor has not */
+            assert_int_equal(wf_layout_resolve_choice(&ch, &c, batch, &bad), WF_INVAL);
+            assert_non_null(strstr(wf_last_error(), a.graph.tensors[t].name));
+            wf_layout_plan_free(&bad);
+        }
+        free(given);
+        free(stor);
+        wf_layout_plan_free(&b);
+        /* Validation of the op-level form: micro-batches, keys. */
+        int64_t mb = a.ol.micro_batches;
+        a.ol.micro_batches = 3;
+        assert_int_equal(wf_layout_validate(&a.ol, &m, &c, batch), WF_INVAL);
+        assert_non_null(strstr(wf_last_error(), "micro_batches=3 does not divide batch=16"));
+        a.ol.micro_batches = mb;
+        snprintf(a.ol.keys, sizeof a.ol.keys, "mesh=8");
+        assert_int_not_equal(wf_layout_validate(&a.ol, &m, &c, batch), WF_OK);
+        assert_non_null(strstr(wf_last_error(), "mesh"));
+        wf_layout_plan_free(&a);
+    }
+    wf_cost_ctx_free(ctx);
+}
+
 /* Models other than transformers have no op-level form of a whole-model
  * plan; a plan that does not validate is an error naming it. */
 static void test_generic_and_errors(void **state)
@@ -292,6 +374,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_string_and_file_agree),
         cmocka_unit_test(test_two_model_axes),
+        cmocka_unit_test(test_resolve_choice),
         cmocka_unit_test(test_generic_and_errors),
         cmocka_unit_test(test_plan_key_table),
         cmocka_unit_test(test_interlaced),

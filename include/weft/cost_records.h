@@ -1,8 +1,6 @@
-/* weft cost model, its records: what an estimate is made of, for the code
- * that composes a plan's iteration differently from wf_estimate_plan but must
- * cost every op exactly as it does -- the simulator (src/sim/) and the
- * op-level plan's layout descriptor (src/layout/). The estimate API itself is
- * weft/cost.h (docs/cost-model.md, "How a plan is costed"). */
+/* weft cost model, its records: what an estimate is made of, for code that
+ * composes an iteration differently but costs every op as wf_estimate_plan
+ * does (src/sim/, src/layout/; docs/interfaces.md, "cost_records.h"). */
 #ifndef WEFT_COST_RECORDS_H
 #define WEFT_COST_RECORDS_H
 
@@ -13,15 +11,8 @@ extern "C" {
 #endif
 
 /* ---- the cost model's records ------------------------------------------------------
- * What an estimate is made of, for the simulator (src/sim/) and anything else
- * that composes a plan's iteration differently but must cost every op exactly
- * as the estimate does (docs/cost-model.md, "How a plan is costed").
- *
- * A context holds the model's forward ops at micro-batch 1 with full
- * (unsplit) sizes, in the order of wf_model_build's graph: for transformers
- * the graph of the same model with layers=1 (embedding, one layer, head),
- * sorted into three sections; for any other model the whole op list (one
- * section, WF_COST_SEC_LAYER, no tensor parallelism). */
+ * A context's forward ops at micro-batch 1, unsplit, in three sections (a
+ * transformer's one-layer graph) or one (other models). */
 typedef enum {
     WF_COST_SEC_PRE,   /* embedding: on the first pipeline stage */
     WF_COST_SEC_LAYER, /* the repeated block, costed once (other models: every op) */
@@ -62,9 +53,7 @@ typedef struct {
 
 void wf_cost_model_info_of(const wf_cost_ctx *ctx, wf_cost_model_info *out);
 
-/* One forward op at micro-batch 1: how tensor parallelism divides it, where
- * Megatron's tensor-parallel collectives sit around it, what it keeps for
- * backward. */
+/* One forward op at micro-batch 1: its division, collectives, saved bytes. */
 typedef struct {
     wf_cost_sec section;
     int matrix;                /* runs on the matrix unit */
@@ -102,11 +91,8 @@ typedef struct {
     double bwd_w_s;  /* backward: the weight-gradient product (0 without weights) */
 } wf_cost_op_time;
 
-/* The times of every op (out[nops]) at micro-batch mbs under tensor
- * parallelism tp and sequence parallelism sp: split ops do 1/tp of the work
- * and read 1/tp of the weights, replicated ones 1/tp of the work when sp.
- * These are exactly the terms wf_cost_sections and the stage cut of other
- * models sum (one function computes both). Other models take tp=1, sp=0. */
+/* The times of every op (out[nops]) at micro-batch mbs under tp and sp: the
+ * terms wf_cost_sections and the stage cut sum. Other models: tp=1, sp=0. */
 wf_status wf_cost_op_times(const wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, wf_cost_op_time *out);
 
 /* Times of one transformer section for one micro-batch on one device
@@ -126,78 +112,52 @@ typedef struct {
     double ws_bytes;               /* the largest kernel workspace (attention's score blocks) */
 } wf_cost_sect_time;
 
-/* The section times of a transformer (an array of WF_COST_SEC_COUNT) for
- * (mbs, tp, sp, recompute), cached in the context: what every estimate of a
- * plan with those four values composes. NULL for other models or on OOM. */
+/* A transformer's section times ([WF_COST_SEC_COUNT]) for (mbs, tp, sp,
+ * recompute), cached in the context. NULL for other models or on OOM. */
 const wf_cost_sect_time *wf_cost_sections(wf_cost_ctx *ctx, int64_t mbs, int tp, int sp, wf_recompute rc);
 
 /* Bytes per parameter held on a device for weights, gradients and optimizer
  * state (mixed-precision or fp32 Adam), sharded by ZeRO stage `zero` over dp. */
 double wf_cost_bytes_per_param(const wf_cost_ctx *ctx, int zero, int dp);
-/* Buffers the framework profile in use holds beside weights and activations
- * on a device of plan p at micro-batch mbs (docs/cost-model.md, "Memory per
- * framework"): autocast's 16-bit weight copies and the CUDA caching
- * allocator's reserve (sw=pytorch), DeepSpeed's contiguous-gradient buffer
- * (ZeRO-1/2). The estimate and the simulator both add it. */
+/* The profile's own buffers on a device of plan p at micro-batch mbs
+ * (docs/cost-model.md, "Memory per framework"). */
 double wf_cost_buffer_bytes(const wf_cost_ctx *ctx, const wf_plan *p, int64_t mbs);
-/* Whether plan p under the profile in use holds ZeRO-3's gathered weights
- * two layers at a time (prefetched); 0 without ZeRO-3 or when the stage's
- * weights stay gathered (fsdp with pp > 1, in wf_cost_bytes_per_param). */
+/* 1: plan p holds ZeRO-3's gathered weights two layers at a time. */
 int wf_cost_zero3_prefetch(const wf_cost_ctx *ctx, const wf_plan *p);
 /* Bytes per parameter the optimizer step reads and writes (it is memory-bound). */
 double wf_cost_optimizer_bytes_per_param(const wf_cost_ctx *ctx);
 
-/* One pipeline message of `bytes` (the full activation or gradient of one
- * micro-batch) between neighbouring stages of plan p (stride tp x dp): 1/tp
- * of it per rank, all-gathered over the tp group on arrival when tp > 1
- * without sequence parallelism; the send pays the cluster's p2p_overhead_s. */
+/* One pipeline message of `bytes` (a micro-batch's whole activation or
+ * gradient) between neighbouring stages of plan p (docs/interfaces.md). */
 double wf_cost_p2p_time(const wf_cost_ctx *ctx, const wf_plan *p, double bytes);
-/* Recycling (src/cost/nf1b.c): stage k's passes for a model with n_rec
- * forwards without gradient per micro-batch (nf1b 1: every round of every
- * micro-batch first, SuperScaler's NF1B; 0: each forward that learns
- * preceded by its own), into kind (0 no gradient, 1 forward, 2 backward),
- * round and mb (cap entries each): the order the estimate and the simulator
- * play. Returns the count ((n_rec + 2) m), or -1 when cap is short. */
+/* Recycling: stage k's passes into kind (0 no gradient, 1 forward, 2
+ * backward), round and mb (cap entries each; the order: docs/interfaces.md).
+ * Returns (n_rec + 2) m, or -1 when cap is short. */
 int wf_cost_nf_order(int k, int p, int m, int gpipe, int n_rec, int nf1b, int cap, int *kind, int *round, int *mb);
 /* The bytes one sample recycles from one forward to the next (0: a model
  * without recycling). */
 double wf_cost_recycle_bytes(const wf_model_config *m);
 
-/* The experts' collectives around op i (a moe_dispatch; 0 otherwise) for one
- * micro-batch of mbs under tp, in the variant in use: two all-to-alls over
- * the ep group each pass (dispatch and combine) and, with etp > 1, the
- * tokens' all-gather and reduce-scatter over the etp group; exposed. */
+/* The experts' collectives around op i (a moe_dispatch; else 0) for one
+ * micro-batch of mbs under tp, each pass (docs/interfaces.md). */
 void wf_cost_expert_comm(const wf_cost_ctx *ctx, int i, int64_t mbs, int tp, double *fwd_s, double *bwd_s);
 
-/* With epo=1 the experts' all-to-alls of a layer (comm, per micro-batch, both
- * passes) hide behind another micro-batch's compute of that layer (window,
- * forward + backward): what shows, and the compute the overlap slows down.
- * Without epo all of comm shows. */
+/* epo=1: what of a layer's all-to-alls (comm) shows behind window, and the
+ * compute slowed; without epo all of comm shows. */
 void wf_cost_expert_overlap(const wf_cost_ctx *ctx, double comm, double window, double *exposed, double *slow);
 
 /* Context parallelism's ring around attention op i for one micro-batch of
- * plan p (seconds of communication; 0 when cp = 1 or op i is no attention):
- * forward passes each rank's K and V chunk cp - 1 times, backward K, V and
- * their gradients. Megatron-Core overlaps both with the blockwise attention
- * (the estimate and the simulator hide them behind the op's compute). */
+ * plan p, each pass (0 when cp = 1 or op i is no attention). */
 void wf_cost_cp_ring(const wf_cost_ctx *ctx, const wf_plan *p, int i, double *fwd_s, double *bwd_s);
 
-/* Cuts n ops of times w[i] into at most pp contiguous non-empty stages that
- * balance their time: the smallest bound on a stage's time for which a greedy
- * cut needs at most pp stages (bisection), then a cut into exactly
- * min(pp, n) stages under it (a stage closes early when the ops left are just
- * enough for one per stage). nocut[i] != 0 forbids a cut before op i (NULL:
- * none). Writes first[k], the first op of stage k, and first[nstages] = n;
- * returns nstages. The estimate's cut of other models. */
+/* The estimate's balanced cut of n ops of times w[i] into min(pp, n) stages
+ * (docs/interfaces.md); nocut[i] != 0 forbids a cut before op i (NULL:
+ * none). Writes first[0..nstages]; returns nstages. */
 int wf_cost_cut_stages(const double *w, int n, int pp, const unsigned char *nocut, int *first);
 
-/* The cut of a model other than a transformer into nvs stages exactly as
- * wf_estimate_plan cuts it for plan p on cluster c (p's profile and keys,
- * micro-batch p->mbs, p->recompute; wf_cost_cut_stages over each op's
- * forward + backward time): first[k] is stage k's first op, first[nvs] =
- * nops, the model's forward op count (checked against the cost model's).
- * The runtime's pipeline takes this cut, so what it runs is what was
- * predicted. One line naming what does not fit otherwise. */
+/* wf_estimate_plan's cut of a model other than a transformer into nvs
+ * stages for plan p on c: first[0..nvs], first[nvs] = nops (checked). One
+ * line naming what does not fit otherwise. */
 wf_status wf_cost_plan_cut(const wf_model_config *m, const wf_cluster *c, const wf_plan *p, int nvs, int nops,
                             int *first);
 
@@ -246,9 +206,7 @@ typedef struct {
     double input_div;       /* the layer's input (what full recomputation keeps) divided by */
     double *params;         /* [nops] models other than transformers: local parameter elements
                                each op holds (each parameter at its first reader) */
-    double *mp_grad;        /* [nops] of them, the elements whose gradient is a partial sum over
-                               the model-parallel axis (a replicated weight of a batch-split op),
-                               reduced over it as data parallelism reduces */
+    double *mp_grad;        /* [nops] of them, the elements whose gradient is partial over the axis */
     int *cut;               /* models other than transformers: the first op of each of the plan's
                                pp stages, cut[pp] = nops (NULL: the estimate's balanced cut;
                                owned, freed with the descriptor) */
@@ -257,14 +215,9 @@ typedef struct {
     double sec_params[WF_COST_SEC_COUNT];  /* local parameter elements of each section (experts
                                               excluded; tied weights in both pre and post) */
     double shared_params;   /* local elements of the weights pre and post share */
-    double sec_mp_grad[WF_COST_SEC_COUNT]; /* of sec_params, the elements whose gradient is a
-                                              partial sum over the model-parallel axis (a
-                                              replicated weight of a split op: layer norms under
-                                              sequence parallelism), all-reduced after backward */
-    /* A mesh of two model-parallel axes (no data-parallel one): tp is the whole mesh, and a
-     * weight's gradient may be partial over one sub-axis only; sub[k] (0 outer, 1 inner) is
-     * the rank groups of sub-axis k, `axis` split by wf_rank_axis_split. nsub = 0 otherwise. */
-    int nsub;
+    double sec_mp_grad[WF_COST_SEC_COUNT]; /* of sec_params, partial over the axis */
+    int nsub;               /* 2: a mesh of two model-parallel axes (sub[0] outer, sub[1] inner,
+                               wf_rank_axis_split of axis); else 0 */
     wf_axis_ranks sub[2];
     double *sub_grad[2];    /* [nops] models other than transformers: elements reduced over sub k */
     double sec_sub_grad[2][WF_COST_SEC_COUNT]; /* transformers: the same per section */

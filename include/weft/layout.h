@@ -51,8 +51,9 @@ wf_status wf_layout_descriptor(const wf_model_config *m, const wf_cluster *c, wf
                                const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan);
 
 /* One plan's layouts costed again and again (what a search on the one cost
- * model needs): wf_layout_coster_new reads ol once (as wf_layout_cost
- * does: the same checks, the same errors; ol must outlive the coster), and
+ * model needs): wf_layout_coster_new resolves ol once (wf_layout_index, as
+ * wf_layout_cost does: the same checks, the same errors; the coster keeps
+ * the resolution), wf_layout_coster_resolved takes a resolved value, and
  * each wf_layout_coster_cost prices the coster's current signatures -- one
  * per forward op of wf_layout_coster_graph (a transformer's: embedding, one
  * layer, head, tied to every layer), which the caller may change between
@@ -127,6 +128,8 @@ typedef struct {
     int nstages;
     int *stage_first;             /* [nstages + 1] first op of each stage, then graph.nfwd
                                      (has_layouts) */
+    int graph_view;               /* 1: graph is the caller's (wf_layout_resolve_choice), not freed
+                                     with the value */
     int has_cost;                 /* cost holds the descriptor (a cost context was given) */
     wf_cost_layout cost;          /* the cost model's layout descriptor (free with the value) */
     wf_axis_ranks axes[WF_AXIS_COUNT];        /* the dense layers' groups */
@@ -138,7 +141,8 @@ typedef struct {
      * (wf_plan_interlace_order), order[s * 5m .. (s + 1) * 5m) for stage s. */
     int nsegments;                /* 2 when interlaced, else 0 */
     wf_layout_segment segment[2];
-    int64_t micro_batches;        /* m of the orders (interlaced) */
+    int64_t micro_batches;        /* the micro-batches: m of the orders (interlaced), or the op-level
+                                     form's (has_layouts) */
     wf_plan_task *order;          /* [pp * 5m] (interlaced), else NULL */
 } wf_layout_plan;
 
@@ -157,6 +161,40 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
 wf_status wf_layout_index(const wf_layout *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch,
                           wf_layout_plan *out);
 void wf_layout_plan_free(wf_layout_plan *p);
+/* The op-level form's validation, all of it (what wf_layout_index checks,
+ * and its keys): WF_OK or the first failure, named. The whole-model plan's
+ * rules are wf_plan_validate's (plan.h; the estimate validates every plan
+ * it costs, and cost sits below layout). */
+wf_status wf_layout_validate(const wf_layout *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch);
+
+/* A search's proposal, held in memory: the mesh, the stage cut and each
+ * forward op's signature as the search chose them (no text). */
+typedef struct {
+    wf_mesh mesh;
+    int pp;
+    int64_t micro_batches;
+    const wf_graph *graph;        /* the model's graph at one micro-batch (borrowed) */
+    const int *stage_first;       /* [pp] each stage's first op */
+    const wf_sbp_sig *sig;        /* [graph->nfwd] each forward op's signature */
+    const int *sig_index;         /* [graph->nfwd] its index among the op's signatures on the mesh
+                                     (wf_sbp_op_sigs) */
+    const unsigned char *given;   /* [pp * graph->ntensors] 1: tensor t is kept on stage s in
+                                     storage[s * ntensors + t] (may be NULL: none) */
+    const wf_sbp *storage;        /* [pp * graph->ntensors] */
+} wf_layout_choice;
+
+/* Resolves proposal ch at the global batch into out, as wf_layout_index
+ * resolves the op-level form that writes it (freed with
+ * wf_layout_plan_free; graph borrowed, sig_text NULL): nothing is written
+ * or parsed. The same checks of the mesh's devices, the stage cut and the
+ * storage layouts; WF_INVAL naming what fails. */
+wf_status wf_layout_resolve_choice(const wf_layout_choice *ch, const wf_cluster *c, int64_t batch,
+                                   wf_layout_plan *out);
+
+/* wf_plan_raise of op-level plan ol already resolved (lp: its mesh and signatures as parsed
+ * there; keys: ol's keys). */
+wf_status wf_plan_raise_resolved(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan *keys,
+                                 const wf_layout_plan *lp, wf_plan *out);
 /* wf_layout_descriptor and wf_layout_cost of op-level plan ol
  * already resolved into lp (wf_layout_index or wf_layout_resolve of ol): its
  * mesh, signatures and storage layouts are read as lp parsed them, nothing
@@ -167,6 +205,16 @@ wf_status wf_layout_plan_descriptor(const wf_model_config *m, const wf_cluster *
 wf_status wf_layout_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                               const wf_layout *ol, const wf_layout_plan *lp, wf_estimate *out,
                               wf_plan *as_plan);
+/* The same of a resolved value with its keys given (keys: the plan's keys,
+ * as wf_layout_keys reads them; lp: wf_layout_index, wf_layout_resolve or
+ * wf_layout_resolve_choice): what the searches price their proposals with. */
+wf_status wf_layout_resolved_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                                  const wf_plan *keys, const wf_layout_plan *lp, wf_estimate *out);
+/* wf_layout_coster_new of a resolved value (lp and keys borrowed: they must
+ * outlive the coster). */
+wf_status wf_layout_coster_resolved(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                                    const wf_plan *keys, const wf_layout_plan *lp, int keep_storage,
+                                    wf_layout_coster **out);
 /* The index of forward op `name` in p->graph, or -1. */
 int wf_layout_op_index(const wf_layout_plan *p, const char *name);
 

@@ -22,12 +22,13 @@ int wf_onnx_available(void);
 typedef struct wf_onnx_model wf_onnx_model;
 
 typedef struct {
-    /* > 0: the batch. Every input dim whose dim_param also stands first in
-     * some input (or that has no value) becomes `batch`; when no input has
-     * a symbolic first dim (a model exported with a fixed batch), the first
-     * dim of every input becomes `batch`. 0: the shapes of the file, with
-     * symbolic first dims set to 1. */
-    int64_t batch;
+    /* > 0: the micro-batch, the samples the graph is built for (the graph's
+     * batch dimension; never the global batch). Every input dim whose
+     * dim_param also stands first in some input (or that has no value)
+     * becomes `mbs`; when no input has a symbolic first dim (a model
+     * exported with a fixed batch), the first dim of every input becomes
+     * `mbs`. 0: the shapes of the file, with symbolic first dims set to 1. */
+    int64_t mbs;
     /* "name=size,name=size": sizes of the other symbolic dims (e.g.
      * "seq=128"); NULL for none. A symbolic dim left without a size is
      * WF_INVAL naming the input, the dim and its name. */
@@ -69,7 +70,7 @@ wf_status wf_onnx_param_data(const wf_onnx_model *m, const wf_graph *g, int para
                              int64_t n);
 
 /* Open, build, close: the forward graph of `path` for `mbs` samples (one
- * micro-batch; see wf_onnx_opts.batch; dims NULL, no loss added). */
+ * micro-batch; see wf_onnx_opts.mbs; dims NULL, no loss added). */
 wf_status wf_onnx_load(const char *path, int64_t mbs, wf_graph *g);
 
 /* The multi-node patterns the last build recognized and fused, with counts

@@ -1,10 +1,6 @@
-/* weft plan: how one training iteration is parallelized.
- *
- * A plan string is "dp=24,tp=8,pp=8,mbs=2,vpp=2,recompute=full,zero=1,sp=0"
- * (keys left out take their defaults); a plan file is the JSON written by
- * `weft plan -o`. Every plan read is validated against a model, a cluster and
- * a batch before use. An op-level plan (per-op SBP layouts, below) is a file
- * only. */
+/* weft plan: the plan value -- the whole-model plan's keys, the per-op
+ * plan (wf_layout), their string and file forms, validation, the rank
+ * groups (docs/interfaces.md, "plan.h"). */
 #ifndef WEFT_PLAN_H
 #define WEFT_PLAN_H
 
@@ -46,12 +42,9 @@ typedef struct {
     double threshold_bytes; /* bucket / fusion threshold; 0 = the scheduler's default */
 } wf_comm_sched;
 
-/* PyTorch DDP's default bucket (bucket_cap_mb=25): the schedule's default
- * threshold and the buckets the cost model's memory counts. */
+/* PyTorch DDP's default bucket (bucket_cap_mb=25). */
 #define WF_SCHED_DDP_BUCKET_BYTES (25.0 * 1048576.0)
-/* `dear:0`: no tensor fusion, every gradient its own reduce-scatter and
- * all-gather (DeAR's "without tensor fusion"; a threshold of one byte, which
- * every gradient reaches). */
+/* `dear:0`'s threshold: no tensor fusion. */
 #define WF_SCHED_UNFUSED_BYTES 1.0
 
 /* "ddp:25" (MB), "dear", "auto". */
@@ -60,14 +53,10 @@ const char *wf_comm_name(wf_comm_kind k);
 
 typedef enum { WF_PIPE_1F1B, WF_PIPE_GPIPE } wf_pipe_kind;
 
-/* Attention kernels: the framework profile's choice (AUTO), a fused
- * flash-attention kernel (no score matrix kept, scores recomputed in
- * backward), or the unfused kernels (scores, softmax, dropout materialized). */
+/* Attention kernels: the profile's (AUTO), fused (flash) or unfused. */
 typedef enum { WF_ATTN_AUTO, WF_ATTN_FLASH, WF_ATTN_UNFUSED } wf_attn;
 
-/* Framework profiles (sw=NAME): what a framework version does that moves
- * iteration time and memory (docs/cost-model.md, "Framework profiles").
- * The first is the default. */
+/* Framework profiles (sw=NAME; docs/cost-model.md). The first is the default. */
 #define WF_SW_LIST(X)                       \
     X(MEGATRON_CORE, "megatron-core")       \
     X(MEGATRON_2022, "megatron-2022")       \
@@ -94,11 +83,7 @@ typedef struct {
     int vpp;              /* virtual pipeline stages (interleaved 1F1B when > 1) */
     wf_recompute recompute; /* every layer's recomputation; with per-stage values (rc_n > 0) the
                                strongest of them (full > selective > none) */
-    int rc_layers;        /* Megatron-LM's block method (--recompute-method block
-                             --recompute-num-layers N): the first N layers of each model chunk of
-                             a stage whose recompute is full are recomputed fully, the rest not at
-                             all; 0: every layer (with per-stage values: their N when every full
-                             stage has the same, else 0; rc_layers_at says) */
+    int rc_layers;        /* the block method's N (0: every layer; docs/interfaces.md) */
     int rc_n;             /* 0: every stage follows recompute and rc_layers; else the number of
                              per-stage values in rc_kind_at / rc_layers_at (must equal pp) */
     unsigned char rc_kind_at[WF_PLAN_RC_STAGES]; /* [rc_n] each stage's wf_recompute */
@@ -122,26 +107,13 @@ typedef struct {
     int grad_dtype;       /* gradient reduction dtype (a wf_dtype), or -1: the profile's */
     int loss_dtype;       /* dtype of the loss computation (a wf_dtype), or -1: the profile's */
     unsigned given;       /* WF_PLAN_GIVEN_*: keys the plan string named (a default plan: all) */
-    int stage_n;          /* uneven pipeline stages: 0 splits the layers evenly (layers / pp);
-                             else pp, the transformer layers of each stage in stage_layers (the
-                             embedding on the first stage, the head and the loss on the last) */
+    int stage_n;          /* uneven stages: 0 even (layers / pp), else pp (stage_layers) */
     int stage_layers[WF_PLAN_RC_STAGES]; /* [stage_n] each stage's layers, each >= 1 */
-    int coshard;          /* co-shard (SuperScaler's transformation, docs/plan-format.md): every op of
-                             a stage runs as this many pieces in turn on its device, each piece's
-                             forward replayed just before its backward, so one piece's activations
-                             are live at a time; <= 1: none. Models other than transformers */
-    int dap;              /* AlphaFold2's Dynamic Axial Parallelism (FastFold, arXiv 2203.00854): each
-                             Evoformer block's MSA and pair sharded along a residue or sequence axis
-                             over this many devices (inner, stride 1), all-to-alls between row- and
-                             column-wise ops; <= 1: none. Devices are dp x tp x pp x cp x dap */
-    int nf1b;             /* a model with recycling (recycle=N): 1 runs the N forwards without
-                             gradient of every micro-batch first, pipelined over all of them (NF1B),
-                             then the pipeline that learns; 0 runs each micro-batch's N forwards
-                             just before its forward that learns */
-    int interlace;        /* 1: the interlaced pipeline (SuperScaler's 1F1B+): the embedding and the
-                             head with the loss are tensor-parallel over every device of a pipeline
-                             (tp x pp ranks) and run between the 1F1B steps of the layers, which the
-                             pp stages split evenly (docs/planner.md, "Interlaced pipeline") */
+    int coshard;          /* co-shard pieces per op (<= 1: none; models other than transformers) */
+    int dap;              /* AlphaFold2's Dynamic Axial Parallelism degree (<= 1: none) */
+    int nf1b;             /* recycling: 1 NF1B (forwards without gradient first), 0 each before
+                             its forward */
+    int interlace;        /* 1: the interlaced pipeline (SuperScaler's 1F1B+) */
 } wf_plan;
 
 /* Keys whose defaults depend on the devices and the batch (wf_plan_complete). */
@@ -151,23 +123,15 @@ typedef struct {
 void wf_plan_default(wf_plan *p);
 /* Parses a plan string or, when text names an existing file, a plan JSON file. */
 wf_status wf_plan_parse(const char *text, wf_plan *out);
-/* Fills the keys a plan string left out whose defaults depend on the run:
- * dp = devices / (tp x pp); with pp = 1 the micro-batch is the whole
- * per-rank batch (mbs = batch / dp: no gradient accumulation), with pp > 1
- * Megatron's micro-batch of 1. What was assumed is written to note ("" when
- * nothing; cap >= 1). A dp that cannot fill the devices is WF_INVAL. */
+/* Fills dp and mbs where the string left them out (docs/interfaces.md);
+ * what was assumed into note ("" when nothing; cap >= 1). A dp that cannot
+ * fill the devices is WF_INVAL. */
 wf_status wf_plan_complete(wf_plan *p, int64_t devices, int64_t batch, char *note, size_t cap);
-/* Canonical string: every key of the whole-model plan, e.g.
- * "dp=1,tp=8,pp=8,mbs=1,vpp=3,recompute=full,sp=0,zero=0,overlap=1,pipe=1f1b,comm=ddp"
- * (recompute per stage as "full*2/none*6", and rc_layers after it when given),
- * then cp, ep, etp, fp8, attn, grad, loss and sw only where they differ from
- * their defaults (cp=1, ep=1, etp=tp, fp8=0, the profile's attention and
- * dtypes, megatron-core). */
+/* The canonical string (docs/interfaces.md, "plan.h"); snprintf's count. */
 int wf_plan_format(const wf_plan *p, char *buf, size_t cap);
-/* The plan-key table, key by key in the canonical string's order (k from
- * 0 to wf_plan_nkeys() - 1): its name, whether it is a parallel degree (a
- * layout key counted from 1: dp, tp, pp, mbs, cp, ep, etp), and its text in
- * wf_plan_format(p) ("" where the string leaves it out). */
+/* Key k (0 <= k < wf_plan_nkeys()) of the plan-key table, in the canonical
+ * string's order: its name, whether it is a parallel degree, its text in
+ * wf_plan_format(p) ("" where left out). */
 typedef struct {
     const char *name;
     int degree;
@@ -191,12 +155,8 @@ int64_t wf_plan_devices(const wf_plan *p);
 int wf_plan_stage_layers(const wf_plan *p, int64_t layers, int s);
 /* The first layer of stage s (the sum of the stages before it). */
 int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s);
-/* "uneven 1F1B", "interlaced 1F1B", "interleaved 1F1B", "1F1B", "GPipe" or
- * "no pipeline": the pipeline kind of p, for tables and JSON; with nf1b
- * "NF1B" before it ("NF1B 1F1B"; without a pipeline "NF1B") and with
- * coshard > 1 " + co-shard" after it ("1F1B + co-shard"; without a pipeline
- * "co-shard"); with dap > 1 " + DAP" after that ("NF1B 1F1B + DAP", without a
- * pipeline "DAP"). */
+/* The pipeline kind of p for tables and JSON ("1F1B", "NF1B 1F1B + DAP";
+ * the names: docs/interfaces.md, "plan.h"). */
 const char *wf_plan_kind(const wf_plan *p);
 
 /* ---- the interlaced pipeline's schedule (src/plan/interlace.c) -----------------
@@ -231,10 +191,7 @@ wf_status wf_plan_interlace_order(int p, int m, int stage, wf_plan_task *out, in
 wf_status wf_plan_interlace_play(int p, int m, const double *f_s, const double *b_s, double ef_s, double h_s,
                                  double eb_s, double *end_s, double *makespan_s);
 
-/* ---- plan files (docs/plan-format.md) ----------------------------------------
- * {"format": "weft-plan", "version": 1, "plan": "dp=...,tp=...", optional
- * "model", "cluster", "batch" (what the plan was made for, for checking) and
- * "estimate" (an object, kept as written). */
+/* ---- plan files (docs/plan-format.md) ---------------------------------------- */
 typedef struct {
     char model[256];   /* "" when not recorded */
     char cluster[256]; /* "" when not recorded */
@@ -253,10 +210,8 @@ wf_status wf_plan_write_file(const char *path, const wf_plan *p, const wf_plan_m
                              const struct cJSON *estimate);
 
 /* ---- the per-op plan: wf_layout (docs/plan-format.md) --------------------------
- * A mesh, pp stages of contiguous forward ops, micro-batches, one SBP
- * signature per forward op, storage layouts of shared tensors and the
- * non-layout keys. Whole-model readers reject its plan string; checks against
- * a model are wf_search_opplan_evaluate's and wf_layout_resolve's. */
+ * The value and its file form; its meaning and its validation against a
+ * model are layout.h's (wf_layout_validate, wf_layout_resolve). */
 typedef struct {
     char mesh[64];          /* the mesh of each stage, e.g. "8x8" */
     int pp;                 /* pipeline stages, >= 1 */
@@ -270,10 +225,7 @@ typedef struct {
     int *storage_stage;     /* [nstorage] the stage each belongs to */
     char **stage_first;     /* [pp] the first op of each stage (NULL entries until set); with
                                vpp > 1 in keys, the first op of each stage's first chunk */
-    char keys[512];         /* the whole-model keys that are not layouts, as a plan string
-                               ("recompute=selective,zero=1,vpp=3,sw=megatron-2022"): recompute,
-                               zero, overlap, pipe, comm, vpp and the profile's keys; "" = their
-                               defaults (wf_layout_keys) */
+    char keys[512];         /* the keys that are not layouts, as a plan string ("": defaults) */
 } wf_layout;
 
 void wf_layout_init(wf_layout *p);
@@ -335,20 +287,18 @@ void wf_rank_axes_expert(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t
 /* Axes lo..hi (adjacent, lo <= hi) as one group: the product of their sizes,
  * the stride of lo. */
 wf_axis_ranks wf_rank_axes_join(const wf_axis_ranks ax[WF_AXIS_COUNT], wf_axis lo, wf_axis hi);
-/* The inverse of a join: one axis's group of a.size ranks read as two
- * sub-axes, inner (out[1]: `inner` ranks, a's stride) and outer (out[0]:
- * a.size / inner ranks, stride a.stride x inner), as an op-level mesh of two
- * model-parallel axes splits the tp group (outer mesh axis first). inner
- * must divide a.size. */
+/* The inverse of a join: a's group as two sub-axes, out[0] outer (a.size /
+ * inner ranks), out[1] inner (`inner` ranks, a's stride); inner divides
+ * a.size. */
 void wf_rank_axis_split(wf_axis_ranks a, int64_t inner, wf_axis_ranks out[2]);
 /* Rank r's coordinate on an axis, and the first rank of its group there (the
  * same for every member: a group's colour for MPI_Comm_split). */
 int64_t wf_rank_coord(wf_axis_ranks a, int64_t r);
 int64_t wf_rank_group_first(wf_axis_ranks a, int64_t r);
 
-/* Whether plan p can run model m on cluster c with the global batch
- * (src/plan/validate.c): WF_INVAL naming the first rule it breaks. Every
- * estimate (wf_estimate_plan) runs it first. */
+/* Whether whole-model plan p can run model m on cluster c with the global
+ * batch: WF_INVAL naming the first rule it breaks (docs/architecture.md,
+ * "Validation"). */
 wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_cluster *c,
                            int64_t batch);
 

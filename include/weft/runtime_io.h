@@ -1,15 +1,8 @@
 /* weft runtime I/O: data loaders, checkpoints, machine calibration, and the
- * small MPI-world helpers they share.
- *
- * This header never exposes MPI types (only src/runtime/ includes mpi.h). Every
- * function here works both when MPI is initialized (it uses MPI_COMM_WORLD's
- * rank and size) and when it is not (it behaves as rank 0 of 1). Functions
- * marked "collective" must be called by every rank of the world when MPI is up;
- * they agree on failure, so either every rank succeeds or every rank returns
- * the same error (the message of the lowest failing rank).
- *
- * Symbols in shape comments: B global batch, b this rank's slice of it,
- * S sequence length, F features per sample. */
+ * MPI-world helpers they share; no MPI types. Without MPI every function acts
+ * as rank 0 of 1. "Collective": every rank calls it, and every rank returns
+ * the same status (docs/interfaces.md, "runtime_io.h: the MPI world").
+ * Shapes: B global batch, b this rank's slice, S sequence, F features. */
 #ifndef WEFT_RUNTIME_IO_H
 #define WEFT_RUNTIME_IO_H
 
@@ -36,20 +29,16 @@ int wf_mpi_launched(void);
 wf_status wf_mpi_start(int *started);
 /* Finalizes MPI when `started` (from wf_mpi_start) is set. */
 void wf_mpi_stop(int started);
-/* Collective over MPI_COMM_WORLD, at start: every rank's n named values
- * (command-line arguments as strings) compared through hashes. WF_OK when all
- * ranks have the same; else WF_INVAL on every rank naming the first field
- * that differs and the ranks' values ("the ranks disagree on --steps: rank 0
- * has '5', rank 1 '7' ..."). Without MPI or on one rank: WF_OK. */
+/* Collective: every rank's n named values (command-line arguments) agree.
+ * WF_OK when they do; else WF_INVAL on every rank naming the first field
+ * that differs and the ranks' values. */
 wf_status wf_mpi_agree_fields(const char *const names[], const char *const values[], int n);
-/* The peer timeout (WEFT_PEER_TIMEOUT_S, default 120 s): a blocking MPI call
- * of the runtime that waits longer ends the process with status 1 and one
- * line (src/runtime/peers.c); wf_mpi_start starts that watchdog. */
+/* The peer timeout (WEFT_PEER_TIMEOUT_S, default 120 s) and its watchdog
+ * (docs/interfaces.md, "runtime_io.h: the MPI world"). */
 double wf_mpi_peer_timeout_s(void);
 wf_status wf_mpi_watchdog_start(int rank);
-/* Collective: the worst (most negative) status over the ranks. When some rank
- * failed, every rank returns that status and the message of the lowest failing
- * rank (prefixed "rank R: " on the others). Without MPI it returns st. */
+/* Collective: the worst status over the ranks, with the lowest failing
+ * rank's message (prefixed "rank R: " on the others). */
 wf_status wf_mpi_agree(wf_status st);
 
 /* The job over nodes (ranks that share memory form a node). */
@@ -79,17 +68,11 @@ typedef struct {
     int64_t vocab;                     /* token inputs: ids lie in [0, vocab); 0 for features */
 } wf_data_layout;
 
-/* Reads the layout from a graph with one WF_ROLE_LABEL tensor and one
- * WF_ROLE_INPUT tensor (or several, one of them named "ids": the loader feeds
- * that one; the caller fills the others, e.g. BERT's token_types with zeros),
- * both with the batch on axis 0: classes is the last
- * axis of the logits of the cross-entropy op that reads the labels, vocab the
- * rows of the embedding table that reads the ids. Integer inputs (INT32 or
- * INT64 in the graph) are token ids, delivered as int32. */
+/* The layout of a graph with one label and one input (or several, one named
+ * "ids"), batch on axis 0 (how each field is read: docs/interfaces.md,
+ * "runtime_io.h: data loaders"). */
 wf_status wf_data_layout_from_graph(const wf_graph *g, wf_data_layout *out);
-/* The same with the loader's input chosen by the caller (tensor in): the
- * engines pick it among a model's several data inputs (AlphaFold2's
- * target_feat beside msa_feat, constants and recycled inputs). */
+/* The same with the loader's input chosen by the caller (tensor in). */
 wf_status wf_data_layout_from_input(const wf_graph *g, int in, wf_data_layout *out);
 int64_t wf_data_layout_input_numel(const wf_data_layout *l); /* per sample */
 int64_t wf_data_layout_label_numel(const wf_data_layout *l); /* per sample (1 when label_ndim 0) */
@@ -103,9 +86,8 @@ typedef struct wf_data wf_data;
 wf_status wf_data_open(const char *spec, const wf_data_layout *layout, uint64_t seed, wf_data **out);
 void wf_data_close(wf_data *d);
 
-/* This rank's contiguous slice of a global batch: samples [first, first+count)
- * with first = B*rank/nranks (integer division), so the slices of ranks
- * 0..nranks-1 concatenate to the whole batch. */
+/* This rank's contiguous slice [first, first + count) of a global batch,
+ * first = B*rank/nranks: the ranks' slices concatenate to the batch. */
 void wf_data_slice(int64_t global_batch, int rank, int nranks, int64_t *first, int64_t *count);
 
 /* Fills this rank's slice of the next global batch and advances the position
@@ -124,17 +106,15 @@ int64_t wf_data_size(const wf_data *d);
 /* A short description, e.g. "fashion-mnist train (60000 images)". */
 const char *wf_data_describe(const wf_data *d);
 
-/* The fixed character vocabulary: id 0 is '\n', ids 1..95 are the printable
- * ASCII bytes ' '..'~' (byte - 31); every other byte (tab, CR, control bytes,
- * UTF-8 bytes) maps to the id of ' '. */
+/* The fixed character vocabulary (docs/interfaces.md, "runtime_io.h: data
+ * loaders"). */
 #define WF_TEXT_VOCAB 96
 int wf_text_token(unsigned char c);
 char wf_text_char(int id); /* '?' for an id outside the vocabulary */
 
-/* An IDX file (gzip'd or plain; Fashion-MNIST / MNIST format): big-endian magic
- * 0x000008<ndim> for unsigned bytes, then ndim big-endian u32 dimensions, then
- * the bytes. A wrong magic (when expect_magic != 0), a dimension of 0, a short
- * or overlong payload is WF_FORMAT naming the file. */
+/* An IDX file (gzip'd or plain; the format: docs/interfaces.md). A wrong
+ * magic (when expect_magic != 0), a dimension of 0, a short or overlong
+ * payload is WF_FORMAT naming the file. */
 typedef struct {
     int ndim;
     int64_t dims[4];
@@ -155,10 +135,8 @@ typedef struct {
     int64_t data_position;  /* wf_data_position at the save */
     uint64_t rng[4];        /* the caller's RNG state (opaque words) */
     char model[WF_CKPT_MODEL_LEN]; /* canonical model name */
-    /* What else the run was made of, as "key=value" lines ("data=...\n
-     * optimizer=adamw\n..."): kept in the manifest, compared key by key on
-     * resume so that every mismatch is named. "" when not recorded. */
-    char run[512];
+    char run[512];          /* the run's other settings, "key=value" lines, compared on
+                               resume ("" when not recorded) */
 } wf_ckpt_meta;
 
 /* One named tensor: parameters, optimizer state ("adam.m.<param>"), anything.
@@ -178,14 +156,10 @@ size_t wf_ckpt_tensor_bytes(const wf_ckpt_tensor *t);
  * missing), then rank 0 writes the manifest. */
 wf_status wf_ckpt_save(const char *dir, const wf_ckpt_meta *meta, const wf_ckpt_tensor *t, int n);
 
-/* Collective. Reads the checkpoint in DIR into the caller's tensors, which must
- * match the saved ones exactly (same set of names, dtypes and shapes), and into
- * *meta. `model` (NULL: not checked) must equal the saved model name, and the
- * world size the saved nranks. No checkpoint (no manifest) is WF_NOTFOUND; a
- * torn, truncated or corrupt file (size, magic, version, CRC) is WF_FORMAT; a
- * mismatch with what the caller expects is WF_INVAL. Every message names the
- * file and the reason. On any error the caller's tensors and meta are left
- * untouched, and load never writes to DIR. */
+/* Collective. Reads the checkpoint in DIR into the caller's tensors (the
+ * saved set exactly) and *meta; model (NULL: not checked) and the world size
+ * must match. WF_NOTFOUND: no manifest; WF_FORMAT: a torn or corrupt file;
+ * WF_INVAL: a mismatch; each naming the file. On error nothing is written. */
 wf_status wf_ckpt_load(const char *dir, const char *model, wf_ckpt_meta *meta,
                        const wf_ckpt_tensor *t, int n);
 
@@ -220,76 +194,49 @@ typedef struct {
     int nranks, nodes, ranks_per_node;
     int threads;
     int cores;                     /* online cores of this node */
-    double core_share;             /* the share of a core each rank's compute gets:
-                                    * cores / (ranks_per_node x threads), at most 1 (ranks
-                                    * that outnumber the cores take turns on them) */
-    int cpu_clock;                 /* 1: compute and memory timed on the thread CPU clock
-                                    * (one BLAS thread), so other jobs' use of the core is not
-                                    * counted; 0: wall clock */
+    double core_share;             /* cores / (ranks_per_node x threads), at most 1 */
+    int cpu_clock;                 /* 1: compute timed on the thread CPU clock; 0: wall clock */
     char blas_core[32];            /* OpenBLAS's core type ("Haswell", "SkylakeX", ...) */
-    /* compute, measured on every rank at once and averaged over ranks */
-    int ngemm;
+    int ngemm;                     /* compute: every rank at once, the mean over ranks */
     wf_calib_gemm gemm[WF_CALIB_MAX_GEMM];
     double gemm_peak_flops_per_s;  /* the best of gemm[] */
-    double vector_flops_per_s;     /* the runtime's GELU forward on L1-resident data, in the
-                                    * graph's FLOPs per element */
-    double stream_bw_bps;          /* an optimizer-like stream on large arrays (4 read, 3
-                                    * written, as the fused AdamW pass): 28 bytes per element / time */
+    double vector_flops_per_s;     /* the GELU forward on L1-resident data */
+    double stream_bw_bps;          /* the fused AdamW pass's stream: 28 bytes per element / time */
     double copy_bw_bps;            /* memcpy of a large buffer: (read + written bytes) / time */
     double triad_bw_bps;           /* a = b + s c on large arrays: 3 arrays' bytes / time */
     double mem_bytes;              /* physical memory / ranks on this node */
-    /* communication (nranks >= 2), per message size: one-way ping-pong time
-     * between rank 0 and another rank on its node (0 when it has none) and one
-     * on another node (0 when the job has one node), and the MPI_Allreduce
-     * time of a float vector over all ranks */
-    int nmsg;
+    int nmsg;                      /* communication per message size (nranks >= 2) */
     double msg_bytes[WF_CALIB_MAX_MSG];
     double pingpong_s[WF_CALIB_MAX_MSG];
     double pingpong_inter_s[WF_CALIB_MAX_MSG];
     double allreduce_s[WF_CALIB_MAX_MSG];
-    double p2p_alpha_s;            /* latency and bandwidth of pingpong_s: the intercept of the
-                                    * alpha-beta fit, the largest message's rate after it */
+    double p2p_alpha_s;            /* the alpha-beta fit of pingpong_s */
     double p2p_bw_bps;
     double inter_alpha_s;          /* fit of pingpong_inter_s */
     double inter_bw_bps;
     double allreduce_alpha_s;      /* fit of allreduce_s = alpha + bytes / bw (raw) */
     double allreduce_bw_bps;
     double allreduce_busbw_bps;    /* allreduce_bw_bps x 2 (p-1) / p (nccl-tests convention) */
-    double overlap_slowdown;       /* compute time x this while an all-reduce overlaps it,
-                                    * measured (>= 1; 0 when not measured) */
-    double shared_sync_s;          /* ranks that outnumber the cores (core_share < 1): what a
-                                    * small blocking all-reduce between bursts of compute adds
-                                    * to them, the wait for peers that are not on a core (0:
-                                    * not measured) */
-    /* repeats: every number above is the median of `repeats` whole
-     * measurements (3 with quick, else 5) after outliers are rejected */
-    int repeats;
+    double overlap_slowdown;       /* compute time x this under an all-reduce (0: not measured) */
+    double shared_sync_s;          /* core_share < 1: a small all-reduce's wait for peers off a
+                                    * core (0: not measured) */
+    int repeats;                   /* each number above: the median of this many measurements */
     int outliers;                  /* values rejected over all the factors */
     double spread;                 /* the widest (max - min) / median of a factor's kept values */
     char spread_factor[32];        /* which factor ("all-reduce bandwidth", ...) */
-    int noisy;                     /* 1: too noisy to calibrate: spread > WF_CALIB_NOISY, or
-                                    * noisy_load */
-    int noisy_load;                /* 1: the load average at the start exceeded the node's cores
-                                    * (other processes compete for them: the messages, timed on
-                                    * the wall clock, wait for descheduled peers) */
+    int noisy;                     /* 1: spread > WF_CALIB_NOISY, or noisy_load */
+    int noisy_load;                /* 1: the load average at the start exceeded the node's cores */
     double load_avg;               /* the 1-minute load average at the start */
-    int allreduce_shm;             /* 1: allreduce_s and overlap_slowdown time the runtime's
-                                    * shared-memory all-reduce (every rank on one node; see
-                                    * docs/runtime.md), 0: MPI_Allreduce */
+    int allreduce_shm;             /* 1: the all-reduce timed is the shared-memory one, 0: MPI's */
 } wf_calib_result;
 
-/* Collective. Runs the measurements (compute on every rank at once, message
- * passing when nranks >= 2); every rank gets the same result. With OpenBLAS
- * it sets the process's BLAS thread count to o->threads (and leaves it so). */
+/* Collective. Runs the measurements; every rank gets the same result. Sets
+ * OpenBLAS's thread count to o->threads (and leaves it so). */
 wf_status wf_calibrate_run(const wf_calib_opts *o, wf_calib_result *r);
 
-/* What wf_calibrate_run does with its n repeats (n <= WF_CALIB_MAX_REPEATS):
- * *r is rs[0] with every factor replaced by its median after outliers are
- * rejected (WF_CALIB_OUTLIER_MADS scaled MADs; with 3 repeats or fewer, 2 x
- * WF_CALIB_NOISY of the median), the rates refitted, repeats, outliers,
- * spread, spread_factor and noisy set (noisy: a factor the cost model uses
- * spread beyond WF_CALIB_NOISY over its kept values, or noisy_load: load_avg
- * above rs[0].cores when that is known), load_avg = load_avg. */
+/* wf_calibrate_run's n repeats (n <= WF_CALIB_MAX_REPEATS) combined into *r:
+ * medians after outliers, the rates refitted, the noise fields set
+ * (docs/interfaces.md, "runtime_io.h: the calibration"). */
 void wf_calibrate_combine(const wf_calib_result *rs, int n, double load_avg, wf_calib_result *r);
 
 /* The cluster these measurements describe (the "local" preset with the
@@ -300,10 +247,8 @@ wf_status wf_calibrate_to_cluster(const wf_calib_result *r, wf_cluster *c);
 /* The human table of the measurements. */
 void wf_calibrate_print(FILE *f, const wf_calib_result *r);
 
-/* Least-squares fit of t = alpha + beta n with relative weights (each point's
- * residual divided by its t, so small messages fix alpha and large ones beta).
- * alpha is clamped at 0 (then beta is refitted through the origin). At least
- * two distinct n are needed (else WF_INVAL). */
+/* Fit of t = alpha + beta n, relative weights, alpha >= 0 (docs/interfaces.md);
+ * fewer than two distinct n: WF_INVAL. */
 wf_status wf_fit_alpha_beta(const double *n, const double *t, int k, double *alpha, double *beta);
 
 #ifdef __cplusplus

@@ -818,6 +818,23 @@ static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int6
     out->micro_batches = m;
 }
 
+/* The estimate's tail after finish: the model-parallel all-reduce of the
+ * replicated weights' partial gradients (mp_sync, exposed: it runs after
+ * the backward, on the stage that ends the iteration) added to the time,
+ * then the rates of the new time: samples/s, TFLOP/s per device, MFU. */
+static void add_mp_sync(const wf_cost_ctx *ctx, int64_t batch, double mp_sync, wf_estimate *out)
+{
+    const wf_cluster *c = &ctx->cluster;
+    out->breakdown.tp_comm += mp_sync;
+    out->breakdown.exposed_comm += mp_sync;
+    out->iteration_time_s += mp_sync;
+    out->samples_per_s = (double)batch / out->iteration_time_s;
+    out->tflops_per_device = out->model_flops_per_iteration / out->iteration_time_s / (double)out->devices / 1e12;
+    double peak = c->dev.matrix_flops[ctx->dtype] > 0 ? c->dev.matrix_flops[ctx->dtype]
+                                                      : c->dev.matrix_flops[WF_DTYPE_FP32];
+    out->mfu = out->tflops_per_device * 1e12 / peak;
+}
+
 /* The buffers a runtime keeps beside the activations (profiles with
  * var.workspace: sw=weft) on a stage holding the layer section and, when
  * `first` / `last`, the pre / post section: the backward's working set
@@ -1195,14 +1212,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         buffers += 2.0 * lay_params * ctx->elem_bytes; /* gathered weights, prefetched */
     buffers += wf_cost_buffer_bytes(ctx, pg, p->mbs);
     finish(ctx, pg, batch, m, st, nst, crit, bubble, dp, emb_sync, opt_params, buffers, out);
-    out->breakdown.tp_comm += mp_sync;
-    out->breakdown.exposed_comm += mp_sync;
-    out->iteration_time_s += mp_sync;
-    out->samples_per_s = (double)batch / out->iteration_time_s;
-    out->tflops_per_device = out->model_flops_per_iteration / out->iteration_time_s / (double)out->devices / 1e12;
-    double peak = c->dev.matrix_flops[ctx->dtype] > 0 ? c->dev.matrix_flops[ctx->dtype]
-                                                      : c->dev.matrix_flops[WF_DTYPE_FP32];
-    out->mfu = out->tflops_per_device * 1e12 / peak;
+    add_mp_sync(ctx, batch, mp_sync, out);
     return WF_OK;
 }
 
@@ -1315,14 +1325,7 @@ static wf_status estimate_interlaced(wf_cost_ctx *ctx, const wf_plan *p, int64_t
         buffers += S[WF_COST_SEC_LAYER].input_bytes * bb; /* all-gather / all-reduce buffer */
     buffers += wf_cost_buffer_bytes(ctx, pg, p->mbs);
     finish(ctx, pg, batch, m, st, P, crit, bubble, dp, 0, opt_params, buffers, out);
-    out->breakdown.tp_comm += mp_sync;
-    out->breakdown.exposed_comm += mp_sync;
-    out->iteration_time_s += mp_sync;
-    out->samples_per_s = (double)batch / out->iteration_time_s;
-    out->tflops_per_device = out->model_flops_per_iteration / out->iteration_time_s / (double)out->devices / 1e12;
-    double peak = c->dev.matrix_flops[ctx->dtype] > 0 ? c->dev.matrix_flops[ctx->dtype]
-                                                      : c->dev.matrix_flops[WF_DTYPE_FP32];
-    out->mfu = out->tflops_per_device * 1e12 / peak;
+    add_mp_sync(ctx, batch, mp_sync, out);
     return WF_OK;
 }
 

@@ -241,94 +241,71 @@ static wf_status boxing_of(derive *d, int t, int prod, int8_t pv, int sec_overri
     return WF_OK;
 }
 
-/* Signature text of op `name` in the plan, spaces ignored, compared. */
-static int same_sig(const char *x, const char *y)
+/* The forward op of lp's graph named `name` (hint first), or -1. */
+static int resolved_op(const wf_layout_plan *lp, const char *name, int hint)
 {
-    while (*x || *y) {
-        while (*x == ' ')
-            x++;
-        while (*y == ' ')
-            y++;
-        if (*x != *y)
-            return 0;
-        if (*x) {
-            x++;
-            y++;
-        }
-    }
-    return 1;
+    const wf_graph *g = &lp->graph;
+    if (hint >= 0 && hint < g->nfwd && strcmp(g->ops[hint].name, name) == 0)
+        return hint;
+    return wf_layout_op_index(lp, name);
 }
 
-/* Every layer runs layer 0's layouts ("layers.0.X" and "layers.L.X"): one
- * pass over the plan's layouts, each layer's op compared with its op in
- * layer 0 (g1's), and a count that every layer has each op. */
-static wf_status check_tied(const wf_model_config *m, const wf_layout *ol, const wf_graph *g1)
+static int same_sig(const wf_sbp_sig *x, const wf_sbp_sig *y, const wf_op *o, int naxes)
 {
-    int n0 = 0;
-    for (int i = 0; i < g1->nfwd; i++)
-        n0 += strncmp(g1->ops[i].name, "layers.0.", 9) == 0;
-    const char **s0 = calloc((size_t)g1->nfwd + 1, sizeof *s0);
-    int64_t *seen = calloc((size_t)g1->nfwd + 1, sizeof *seen);
-    if (!s0 || !seen) {
-        free(s0);
-        free(seen);
-        return wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
-    }
-    wf_status st = WF_OK;
-    for (int i = 0; i < g1->nfwd && st == WF_OK; i++) {
-        if (strncmp(g1->ops[i].name, "layers.0.", 9) != 0)
-            continue;
-        if (!(s0[i] = wf_layout_sig_of(ol, g1->ops[i].name)))
-            st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g1->ops[i].name);
-    }
-    for (int k = 0; k < ol->nlayouts && st == WF_OK && n0 > 0; k++) {
-        const char *name = ol->op[k];
+    int eq = 1;
+    for (int j = 0; j < o->nin && eq; j++)
+        eq = wf_sbp_equal(&x->in[j], &y->in[j], naxes);
+    for (int j = 0; j < o->nout && eq; j++)
+        eq = wf_sbp_equal(&x->out[j], &y->out[j], naxes);
+    return eq;
+}
+
+/* Every layer runs layer 0's layouts ("layers.0.X" and "layers.L.X"): each
+ * layer's op of the resolved plan (every op has its signature there)
+ * compared with its op in layer 0. */
+static wf_status check_tied(const wf_model_config *m, const wf_layout_plan *lp)
+{
+    const wf_graph *g = &lp->graph;
+    int per = 0; /* ops per layer: layer 0's run */
+    for (int i = 0; i < g->nfwd; i++)
+        per += strncmp(g->ops[i].name, "layers.0.", 9) == 0;
+    for (int i = 0; i < g->nfwd && per > 0; i++) {
+        const char *name = g->ops[i].name;
         if (strncmp(name, "layers.", 7) != 0)
             continue;
         char *end = NULL;
         long long l = strtoll(name + 7, &end, 10);
         if (!end || *end != '.' || l < 1 || l >= m->layers)
             continue;
-        for (int i = 0; i < g1->nfwd; i++) {
-            if (!s0[i] || strcmp(g1->ops[i].name + 8, end) != 0)
-                continue;
-            if (!same_sig(s0[i], ol->sig[k]))
-                st = wf_errorf(WF_INVAL, "op-level plan: op '%s' runs %s, '%s' runs %s: the cost model ties "
-                                         "the layers of a model (as weft plan --op-level does)", name, ol->sig[k],
-                               g1->ops[i].name, s0[i]);
-            seen[i]++;
-            break;
-        }
+        char zero[WF_NAME_LEN + 32];
+        snprintf(zero, sizeof zero, "layers.0%s", end);
+        int z = resolved_op(lp, zero, i - (int)l * per);
+        if (z < 0 || same_sig(&lp->sig[z], &lp->sig[i], &g->ops[i], lp->mesh.naxes))
+            continue;
+        char a[512], b[512];
+        wf_sbp_sig_str(&lp->sig[i], g->ops[i].nin, g->ops[i].nout, lp->mesh.naxes, a, sizeof a);
+        wf_sbp_sig_str(&lp->sig[z], g->ops[z].nin, g->ops[z].nout, lp->mesh.naxes, b, sizeof b);
+        return wf_errorf(WF_INVAL, "op-level plan: op '%s' runs %s, '%s' runs %s: the cost model ties the layers "
+                                   "of a model (as weft plan --op-level does)", name, a, zero, b);
     }
-    /* A layer's op with no layout: named as the first one missing. */
-    for (int i = 0; i < g1->nfwd && st == WF_OK; i++)
-        if (s0[i] && seen[i] < m->layers - 1)
-            for (int64_t l = 1; l < m->layers && st == WF_OK; l++) {
-                char other[WF_NAME_LEN + 32];
-                snprintf(other, sizeof other, "layers.%lld.%s", (long long)l, g1->ops[i].name + 9);
-                if (!wf_layout_sig_of(ol, other))
-                    st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", other);
-            }
-    free(s0);
-    free(seen);
-    return st;
+    return WF_OK;
 }
 
 /* The stages of a transformer: equal layer ranges, embedding first (with
  * vpp > 1 each stage's first chunk of layers / (pp vpp)). */
-static wf_status check_stages(const wf_model_config *m, const wf_layout *ol, int vpp, const char *first_op)
+static wf_status check_stages(const wf_model_config *m, const wf_layout_plan *lp, int vpp, const char *first_op)
 {
-    int64_t chunks = (int64_t)ol->pp * vpp;
+    int64_t chunks = (int64_t)lp->nstages * vpp;
     if (m->layers % chunks != 0)
         return wf_errorf(WF_INVAL, "op-level plan: %lld layers do not split into pp=%d x vpp=%d chunks",
-                         (long long)m->layers, ol->pp, vpp);
-    for (int s = 0; s < ol->pp; s++) {
+                         (long long)m->layers, lp->nstages, vpp);
+    for (int s = 0; s < lp->nstages; s++) {
         char want[WF_NAME_LEN + 32];
         if (s == 0)
             snprintf(want, sizeof want, "%s", first_op);
         else
             snprintf(want, sizeof want, "layers.%lld.", (long long)(s * (m->layers / chunks)));
-        const char *got = ol->stage_first[s] ? ol->stage_first[s] : "";
+        const char *got = lp->graph.ops[lp->stage_first[s]].name;
         int ok = s == 0 ? strcmp(got, want) == 0 : strncmp(got, want, strlen(want)) == 0;
         if (!ok)
             return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at '%s'; the cost model cuts a transformer "
@@ -344,10 +321,11 @@ static wf_status check_stages(const wf_model_config *m, const wf_layout *ol, int
  * plan is, by Megatron's layouts at its tp and sp with the plan's ep: the
  * estimate of the plan string itself. Other expert layouts are refused. */
 static wf_status expert_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                               const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan)
+                               const wf_plan *keys, const wf_layout_plan *lp, wf_cost_layout *out,
+                               wf_plan *as_plan)
 {
     wf_plan p;
-    wf_status st = wf_plan_raise(m, c, batch, ol, &p);
+    wf_status st = wf_plan_raise_resolved(m, c, batch, keys, lp, &p);
     if (st != WF_OK) {
         char why[768];
         snprintf(why, sizeof why, "%s", wf_last_error());
@@ -367,7 +345,8 @@ static wf_status expert_layout(const wf_model_config *m, const wf_cluster *c, wf
 struct wf_layout_coster {
     const wf_model_config *m;
     wf_cost_ctx *ctx;
-    const wf_layout *ol;
+    const wf_layout_plan *lp; /* the plan resolved (borrowed, or own) */
+    wf_layout_plan own;      /* the resolution of a plan given as an op-level form */
     wf_plan keys;            /* the plan's keys (wf_layout_keys) */
     wf_mesh mesh;
     int64_t mb;              /* the micro-batch's samples */
@@ -375,7 +354,7 @@ struct wf_layout_coster {
     wf_graph g;              /* the context's graph at the micro-batch */
     wf_sbp_sig *sig;         /* [g.nfwd] */
     int *sec;                /* [g.nfwd] */
-    int *cut;                /* [ol->pp + 1] models other than transformers: each stage's first op */
+    int *cut;                /* [pp + 1] models other than transformers: each stage's first op */
     int stages_checked;      /* 1: the stages passed their checks (they do not depend on the layouts) */
     unsigned char *stor_has; /* [g.ntensors] a storage layout is given (kept storage only) */
     wf_sbp *stor;            /* [g.ntensors] and that layout */
@@ -389,6 +368,7 @@ void wf_layout_coster_free(wf_layout_coster *k)
     if (!k)
         return;
     wf_graph_free(&k->g);
+    wf_layout_plan_free(&k->own);
     free(k->sig);
     free(k->sec);
     free(k->cut);
@@ -419,29 +399,50 @@ void wf_layout_coster_levers(wf_layout_coster *k, int recompute_full, int zero)
     k->keys.zero = zero;
 }
 
-/* The forward op of lp's graph named `name` (hint first), or -1. */
-static int resolved_op(const wf_layout_plan *lp, const char *name, int hint)
+/* The coster of resolved plan lp (wf_layout_index, wf_layout_resolve or
+ * wf_layout_resolve_choice) with keys: its mesh, signatures and storage
+ * layouts are taken as resolved there, nothing parsed. */
+static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                            const wf_plan *keys, const wf_layout_plan *lp, int keep_storage,
+                            wf_layout_coster **out);
+
+wf_status wf_layout_coster_resolved(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                                    const wf_plan *keys, const wf_layout_plan *lp, int keep_storage,
+                                    wf_layout_coster **out)
 {
-    const wf_graph *g = &lp->graph;
-    if (hint >= 0 && hint < g->nfwd && strcmp(g->ops[hint].name, name) == 0)
-        return hint;
-    return wf_layout_op_index(lp, name);
+    return coster_new(m, c, ctx, batch, keys, lp, keep_storage, out);
 }
 
-/* The coster of ol; lp (may be NULL) is ol resolved (wf_layout_index): its
- * mesh, signatures and storage layouts are taken as parsed there. */
-static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                            const wf_layout *ol, const wf_layout_plan *lp, int keep_storage,
-                            wf_layout_coster **out);
+/* The text's one resolution (resolve.c) and its keys, into lp and keys. */
+static wf_status resolve_text(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                              wf_plan *keys, wf_layout_plan *lp)
+{
+    wf_status st = wf_layout_keys(ol, keys);
+    if (st == WF_OK)
+        st = wf_layout_index(ol, m, c, batch, lp);
+    return st;
+}
 
 wf_status wf_layout_coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                const wf_layout *ol, int keep_storage, wf_layout_coster **out)
 {
-    return coster_new(m, c, ctx, batch, ol, NULL, keep_storage, out);
+    *out = NULL;
+    wf_plan keys;
+    wf_layout_plan lp;
+    wf_status st = resolve_text(m, c, batch, ol, &keys, &lp);
+    if (st == WF_OK)
+        st = coster_new(m, c, ctx, batch, &keys, &lp, keep_storage, out);
+    if (st != WF_OK) {
+        wf_layout_plan_free(&lp);
+        return st;
+    }
+    (*out)->own = lp; /* the coster holds the resolution (it was lp's: the address moves, not the arrays) */
+    (*out)->lp = &(*out)->own;
+    return WF_OK;
 }
 
 static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                            const wf_layout *ol, const wf_layout_plan *lp, int keep_storage,
+                            const wf_plan *keys, const wf_layout_plan *lp, int keep_storage,
                             wf_layout_coster **out)
 {
     *out = NULL;
@@ -449,31 +450,29 @@ static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_co
     if (!k)
         return wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
     wf_graph_init(&k->g, "");
+    wf_layout_init(&k->own.ol);
     k->m = m;
     k->ctx = ctx;
-    k->ol = ol;
-    wf_status st = wf_layout_keys(ol, &k->keys);
-    if (st != WF_OK)
-        goto fail;
-    if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0) {
-        st = wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
-                       (long long)ol->micro_batches, (long long)batch);
-        goto fail;
-    }
-    if (lp && (!lp->has_layouts || lp->graph.nfwd < 1)) {
+    k->lp = lp;
+    k->keys = *keys;
+    wf_status st = WF_OK;
+    if (!lp->has_layouts || lp->graph.nfwd < 1) {
         st = wf_errorf(WF_INTERNAL, "op-level plan: costed from a resolved plan with no layouts");
         goto fail;
     }
-    if (lp)
-        k->mesh = lp->mesh;
-    else if ((st = wf_mesh_parse(ol->mesh, c, &k->mesh)) != WF_OK)
+    if (batch < 1 || lp->micro_batches < 1 || batch % lp->micro_batches != 0) {
+        /* resolve.c checked the plan at its batch: costed at another is the caller's error */
+        st = wf_errorf(WF_INTERNAL, "op-level plan resolved with %lld micro-batches, costed at batch %lld",
+                       (long long)lp->micro_batches, (long long)batch);
         goto fail;
+    }
+    k->mesh = lp->mesh;
     if (wf_model_is_moe(m) && wf_model_is_transformer(m)) {
         st = wf_errorf(WF_INVAL, "mixture of experts '%s': costed as the whole-model plan its layouts raise to",
                        m->name);
         goto fail;
     }
-    k->mb = batch / ol->micro_batches;
+    k->mb = batch / lp->micro_batches;
     k->transformer = wf_model_is_transformer(m);
     wf_model_config one = *m;
     if (k->transformer) {
@@ -487,7 +486,7 @@ static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_co
     const wf_graph *g = &k->g;
     k->sig = calloc((size_t)g->nfwd + 1, sizeof *k->sig);
     k->sec = calloc((size_t)g->nfwd + 1, sizeof *k->sec);
-    k->cut = k->transformer ? NULL : calloc((size_t)ol->pp + 1, sizeof *k->cut);
+    k->cut = k->transformer ? NULL : calloc((size_t)lp->nstages + 1, sizeof *k->cut);
     k->stor_has = calloc((size_t)g->ntensors + 1, 1);
     k->stor = calloc((size_t)g->ntensors + 1, sizeof *k->stor);
     if (!k->sig || !k->sec || (!k->transformer && !k->cut) || !k->stor_has || !k->stor) {
@@ -499,31 +498,17 @@ static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_co
                        info.nops);
         goto fail;
     }
-    if (k->transformer && (st = check_tied(m, ol, g)) != WF_OK)
+    if (k->transformer && (st = check_tied(m, lp)) != WF_OK)
         goto fail;
     for (int i = 0; i < g->nfwd && st == WF_OK; i++) {
-        if (lp) {
-            /* As resolved: the op of the whole graph of the same name (a
-             * transformer's one-layer graph names its layer's ops as layer 0's). */
-            int j = resolved_op(lp, g->ops[i].name, i);
-            if (j < 0) {
-                st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g->ops[i].name);
-                break;
-            }
-            k->sig[i] = lp->sig[j];
-        } else {
-            const char *text = wf_layout_sig_of(ol, g->ops[i].name);
-            if (!text) {
-                st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g->ops[i].name);
-                break;
-            }
-            int x = wf_sbp_sig_find(g, i, &k->mesh, text);
-            if (x < 0) {
-                st = (wf_status)x;
-                break;
-            }
-            st = wf_sbp_sig_parse(text, g->ops[i].nin, g->ops[i].nout, k->mesh.naxes, &k->sig[i]);
+        /* As resolved: the op of the whole graph of the same name (a
+         * transformer's one-layer graph names its layer's ops as layer 0's). */
+        int j = resolved_op(lp, g->ops[i].name, i);
+        if (j < 0) {
+            st = wf_errorf(WF_INVAL, "op-level plan: op '%s' has no layout", g->ops[i].name);
+            break;
         }
+        k->sig[i] = lp->sig[j];
         wf_cost_op_info oi;
         if (st == WF_OK)
             st = wf_cost_op_info_of(ctx, i, &oi);
@@ -566,21 +551,12 @@ static wf_status coster_new(const wf_model_config *m, const wf_cluster *c, wf_co
         free(fill);
     }
     /* The parameters' storage, as given (the last entry naming a tensor wins). */
-    for (int q = 0; lp && keep_storage && q < lp->nstorage; q++)
+    for (int q = 0; keep_storage && q < lp->nstorage; q++)
         for (int x = 0; x < g->ntensors; x++)
             if (g->tensors[x].role == WF_ROLE_PARAM &&
                 strcmp(lp->graph.tensors[lp->storage_tensor[q]].name, g->tensors[x].name) == 0) {
                 k->stor[x] = lp->storage[q];
                 k->stor_has[x] = 1;
-            }
-    for (int q = 0; !lp && keep_storage && q < ol->nstorage; q++)
-        for (int x = 0; x < g->ntensors; x++)
-            if (g->tensors[x].role == WF_ROLE_PARAM && strcmp(ol->tensor[q], g->tensors[x].name) == 0) {
-                wf_sbp sl;
-                if (wf_sbp_parse(ol->layout[q], k->mesh.naxes, &sl) == WF_OK) {
-                    k->stor[x] = sl;
-                    k->stor_has[x] = 1;
-                }
             }
     wf_clear_error();
     *out = k;
@@ -595,7 +571,8 @@ static wf_status coster_derive(wf_layout_coster *K, wf_cost_layout *out, wf_plan
 {
     memset(out, 0, sizeof *out);
     const wf_model_config *m = K->m;
-    const wf_layout *ol = K->ol;
+    const wf_layout_plan *lp = K->lp;
+    const int pp = lp->nstages;
     wf_cost_ctx *ctx = K->ctx;
     const wf_graph g = K->g; /* a view: freed with the coster */
     const wf_sbp_sig *sig = K->sig;
@@ -610,7 +587,7 @@ static wf_status coster_derive(wf_layout_coster *K, wf_cost_layout *out, wf_plan
     wf_status st = WF_OK;
     wf_cost_model_info info;
     wf_cost_model_info_of(ctx, &info);
-    if (!transformer && !(cut = malloc(sizeof *cut * ((size_t)ol->pp + 1))))
+    if (!transformer && !(cut = malloc(sizeof *cut * ((size_t)pp + 1))))
         return wf_errorf(WF_NOMEM, "out of memory costing an op-level plan");
     /* Which axis is data-parallel: the outer one when every op runs the
      * data-parallel layout on it (on a mesh of one axis, that axis). The
@@ -624,8 +601,9 @@ static wf_status coster_derive(wf_layout_coster *K, wf_cost_layout *out, wf_plan
         if (all)
             dp_axis = 0;
         if (mesh.naxes > 3 || (mesh.naxes == 3 && dp_axis < 0)) {
+            char ms[64];
             st = wf_errorf(WF_INVAL, "op-level plan: mesh %s has %d model-parallel axes; the cost model takes one "
-                                     "or two (and a data-parallel outer axis)", ol->mesh,
+                                     "or two (and a data-parallel outer axis)", wf_mesh_str(&mesh, ms, sizeof ms),
                            mesh.naxes - (dp_axis >= 0));
             goto done;
         }
@@ -644,32 +622,21 @@ static wf_status coster_derive(wf_layout_coster *K, wf_cost_layout *out, wf_plan
     }
     p.dp = (int)dp;
     p.tp = (int)tp;
-    p.pp = ol->pp;
+    p.pp = pp;
     p.mbs = (int)(mb / dp);
     p.sp = 0;
     p.given = WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
     if (transformer) {
-        if (!K->stages_checked && (st = check_stages(m, ol, p.vpp > 1 ? p.vpp : 1, g.ops[0].name)) != WF_OK)
+        if (!K->stages_checked && (st = check_stages(m, lp, p.vpp > 1 ? p.vpp : 1, g.ops[0].name)) != WF_OK)
             goto done;
         K->stages_checked = 1;
     } else if (K->stages_checked) {
-        memcpy(cut, K->cut, sizeof *cut * ((size_t)ol->pp + 1));
+        memcpy(cut, K->cut, sizeof *cut * ((size_t)pp + 1));
     } else {
-        /* Other models: the plan's stages as they are. */
-        for (int k = 0; k < ol->pp && st == WF_OK; k++) {
-            int at = -1;
-            for (int i = 0; i < g.nfwd && at < 0; i++)
-                if (ol->stage_first[k] && strcmp(g.ops[i].name, ol->stage_first[k]) == 0)
-                    at = i;
-            if (at < 0 || (k > 0 && at <= cut[k - 1]) || (k == 0 && at != 0))
-                st = wf_errorf(WF_INVAL, "op-level plan: stage %d starts at '%s', which is not an op after the "
-                                         "previous stage's first", k, ol->stage_first[k] ? ol->stage_first[k] : "");
-            cut[k] = at;
-        }
-        cut[ol->pp] = g.nfwd;
-        if (st != WF_OK)
-            goto done;
-        memcpy(K->cut, cut, sizeof *cut * ((size_t)ol->pp + 1));
+        /* Other models: the plan's stages as they are (resolved: each after
+         * the one before, the first at op 0). */
+        memcpy(cut, lp->stage_first, sizeof *cut * ((size_t)pp + 1));
+        memcpy(K->cut, cut, sizeof *cut * ((size_t)pp + 1));
         K->stages_checked = 1;
     }
     if ((st = wf_cost_layout_init(ctx, (int)tp, &L)) != WF_OK)
@@ -922,21 +889,55 @@ wf_status wf_layout_coster_cost(wf_layout_coster *k, int64_t batch, wf_estimate 
     return st;
 }
 
+/* The descriptor and the plan of resolved plan lp with keys: a mixture of
+ * experts as the whole-model plan it raises to, else the coster's. */
 static wf_status plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                             const wf_plan *keys, const wf_layout_plan *lp, wf_cost_layout *out,
+                             wf_plan *as_plan)
+{
+    memset(out, 0, sizeof *out);
+    if (wf_model_is_moe(m) && wf_model_is_transformer(m))
+        return expert_layout(m, c, ctx, batch, keys, lp, out, as_plan);
+    wf_layout_coster *k = NULL;
+    wf_status st = coster_new(m, c, ctx, batch, keys, lp, 1, &k);
+    if (st == WF_OK)
+        st = coster_derive(k, out, as_plan);
+    wf_layout_coster_free(k);
+    return st;
+}
+
+/* The same of op-level form ol, resolved here once (lp NULL) or as lp. */
+static wf_status text_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                              const wf_layout *ol, const wf_layout_plan *lp, wf_cost_layout *out,
-                             wf_plan *as_plan);
+                             wf_plan *as_plan)
+{
+    memset(out, 0, sizeof *out);
+    wf_plan keys;
+    wf_status st;
+    if (lp) {
+        if ((st = wf_layout_keys(ol, &keys)) != WF_OK)
+            return st;
+        return plan_layout(m, c, ctx, batch, &keys, lp, out, as_plan);
+    }
+    wf_layout_plan own;
+    st = resolve_text(m, c, batch, ol, &keys, &own);
+    if (st == WF_OK)
+        st = plan_layout(m, c, ctx, batch, &keys, &own, out, as_plan);
+    wf_layout_plan_free(&own);
+    return st;
+}
 
 wf_status wf_layout_descriptor(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan)
 {
-    return plan_layout(m, c, ctx, batch, ol, NULL, out, as_plan);
+    return text_layout(m, c, ctx, batch, ol, NULL, out, as_plan);
 }
 
 wf_status wf_layout_plan_descriptor(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                     const wf_layout *ol, const wf_layout_plan *lp, wf_cost_layout *out,
                                     wf_plan *as_plan)
 {
-    return plan_layout(m, c, ctx, batch, ol, lp, out, as_plan);
+    return text_layout(m, c, ctx, batch, ol, lp, out, as_plan);
 }
 
 wf_status wf_layout_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
@@ -945,7 +946,7 @@ wf_status wf_layout_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_
 {
     wf_cost_layout L;
     wf_plan p;
-    wf_status st = plan_layout(m, c, ctx, batch, ol, lp, &L, &p);
+    wf_status st = text_layout(m, c, ctx, batch, ol, lp, &L, &p);
     if (st != WF_OK)
         return st;
     st = wf_estimate_layouts(ctx, &p, &L, batch, out);
@@ -955,44 +956,21 @@ wf_status wf_layout_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_
     return st;
 }
 
-static wf_status plan_layout(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                             const wf_layout *ol, const wf_layout_plan *lp, wf_cost_layout *out,
-                             wf_plan *as_plan)
+wf_status wf_layout_resolved_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                                  const wf_plan *keys, const wf_layout_plan *lp, wf_estimate *out)
 {
-    memset(out, 0, sizeof *out);
-    if (wf_model_is_moe(m) && wf_model_is_transformer(m)) {
-        wf_plan p;
-        wf_status st = wf_layout_keys(ol, &p);
-        if (st != WF_OK)
-            return st;
-        if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0)
-            return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
-                             (long long)ol->micro_batches, (long long)batch);
-        wf_mesh mesh;
-        if ((st = wf_mesh_parse(ol->mesh, c, &mesh)) != WF_OK)
-            return st;
-        return expert_layout(m, c, ctx, batch, ol, out, as_plan);
-    }
-    wf_layout_coster *k = NULL;
-    wf_status st = coster_new(m, c, ctx, batch, ol, lp, 1, &k);
-    if (st == WF_OK)
-        st = coster_derive(k, out, as_plan);
-    wf_layout_coster_free(k);
+    wf_cost_layout L;
+    wf_plan p;
+    wf_status st = plan_layout(m, c, ctx, batch, keys, lp, &L, &p);
+    if (st != WF_OK)
+        return st;
+    st = wf_estimate_layouts(ctx, &p, &L, batch, out);
+    wf_cost_layout_free(&L);
     return st;
 }
-
 
 wf_status wf_layout_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                          const wf_layout *ol, wf_estimate *out, wf_plan *as_plan)
 {
-    wf_cost_layout L;
-    wf_plan p;
-    wf_status st = wf_layout_descriptor(m, c, ctx, batch, ol, &L, &p);
-    if (st != WF_OK)
-        return st;
-    st = wf_estimate_layouts(ctx, &p, &L, batch, out);
-    wf_cost_layout_free(&L);
-    if (st == WF_OK && as_plan)
-        *as_plan = p;
-    return st;
+    return wf_layout_plan_cost(m, c, ctx, batch, ol, NULL, out, as_plan);
 }

@@ -177,32 +177,38 @@ static void want_tp(const wf_graph *g, int i, int sp, int etp_split, want_axis *
         w->out[j] = has_seq(g, o->out[j]) ? rep : "B";
 }
 
-/* Does the 1-D signature text "a,b->c" match w? */
-static int match_axis(const char *text, const wf_op *o, const want_axis *w)
+/* Does value v (one operand on one axis) carry tag want ("S0", "B", "P";
+ * NULL: any)? The tag written as the plan writes it, compared. */
+static int tag_is(int8_t v, const char *want)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", text);
-    char *arrow = strstr(buf, "->");
-    if (!arrow)
-        return 0;
-    *arrow = 0;
-    char *ins = buf, *outs = arrow + 2;
-    char *save = NULL;
-    int j = 0;
-    for (char *tok = strtok_r(ins, ",", &save); tok; tok = strtok_r(NULL, ",", &save), j++)
-        if (j < o->nin && w->in[j] && strcmp(tok, w->in[j]) != 0)
+    if (!want)
+        return 1;
+    char t[8];
+    if (v == WF_SBP_B)
+        snprintf(t, sizeof t, "B");
+    else if (v == WF_SBP_P)
+        snprintf(t, sizeof t, "P");
+    else
+        snprintf(t, sizeof t, "S%d", v);
+    return strcmp(t, want) == 0;
+}
+
+/* Does signature s on axis a match w? */
+static int match_axis(const wf_sbp_sig *s, int a, const wf_op *o, const want_axis *w)
+{
+    for (int j = 0; j < o->nin; j++)
+        if (!tag_is(s->in[j].ax[a], w->in[j]))
             return 0;
-    j = 0;
-    for (char *tok = strtok_r(outs, ",", &save); tok; tok = strtok_r(NULL, ",", &save), j++)
-        if (j < o->nout && w->out[j] && strcmp(tok, w->out[j]) != 0)
+    for (int j = 0; j < o->nout; j++)
+        if (!tag_is(s->out[j].ax[a], w->out[j]))
             return 0;
     return 1;
 }
 
-/* The signature text of op i on mesh m matching the wanted tags per axis
- * (axis_want[k] NULL: any), into buf. */
+/* The first signature of op i on mesh m matching the wanted tags per axis
+ * (axis_want[k] NULL: any), into *sig and as text into buf. */
 static wf_status pick(const wf_graph *g, int i, const wf_mesh *m, const want_axis *const *axis_want,
-                      char *buf, size_t cap)
+                      wf_sbp_sig *sig, char *buf, size_t cap)
 {
     int n = wf_sbp_op_sigs(g, i, m, NULL, 0);
     if (n < 0)
@@ -214,17 +220,13 @@ static wf_status pick(const wf_graph *g, int i, const wf_mesh *m, const want_axi
     const wf_op *o = &g->ops[i];
     wf_status st = WF_INVAL;
     for (int k = 0; k < n && st != WF_OK; k++) {
-        char text[512];
-        wf_sbp_sig_str(&sigs[k], o->nin, o->nout, m->naxes, text, sizeof text);
         int ok = 1;
-        char *save = NULL, copy[512];
-        snprintf(copy, sizeof copy, "%s", text);
-        int a = 0;
-        for (char *ax = strtok_r(copy, "|", &save); ax && ok; ax = strtok_r(NULL, "|", &save), a++)
-            if (a < m->naxes && axis_want[a] && !match_axis(ax, o, axis_want[a]))
+        for (int a = 0; a < m->naxes && ok; a++)
+            if (axis_want[a] && !match_axis(&sigs[k], a, o, axis_want[a]))
                 ok = 0;
         if (ok) {
-            snprintf(buf, cap, "%s", text);
+            *sig = sigs[k];
+            wf_sbp_sig_str(&sigs[k], o->nin, o->nout, m->naxes, buf, cap);
             st = WF_OK;
         }
     }
@@ -235,8 +237,20 @@ static wf_status pick(const wf_graph *g, int i, const wf_mesh *m, const want_axi
     return WF_OK;
 }
 
+/* The lowering; with sigs (may be NULL) each forward op's signature too,
+ * sigs[i] for op i < nsigs of the graph at one micro-batch, whose forward
+ * ops *nfwd counts, on *mesh_out (both may be NULL). */
+static wf_status lower(const wf_model_config *mc, const wf_cluster *c, const wf_plan *p, int64_t batch,
+                       wf_layout *out, wf_sbp_sig *sigs, int nsigs, int *nfwd, wf_mesh *mesh_out);
+
 wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf_plan *p, int64_t batch,
                         wf_layout *out)
+{
+    return lower(mc, c, p, batch, out, NULL, 0, NULL, NULL);
+}
+
+static wf_status lower(const wf_model_config *mc, const wf_cluster *c, const wf_plan *p, int64_t batch,
+                       wf_layout *out, wf_sbp_sig *sigs, int nsigs, int *nfwd, wf_mesh *mesh_out)
 {
     wf_status st = wf_plan_validate(p, mc, c, batch);
     if (st != WF_OK)
@@ -279,6 +293,10 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
         wf_graph_free(&g);
         return st;
     }
+    if (nfwd)
+        *nfwd = g.nfwd;
+    if (mesh_out)
+        *mesh_out = mesh;
     if ((st = wf_layout_set(out, mesh_text, p->pp, micro)) != WF_OK ||
         (st = wf_layout_set_keys(out, p)) != WF_OK) {
         wf_graph_free(&g);
@@ -297,24 +315,25 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
             axes[a] = &w[a];
         }
         char sig[512];
-        if ((st = pick(&g, i, &mesh, axes, sig, sizeof sig)) == WF_OK)
+        wf_sbp_sig ps;
+        if ((st = pick(&g, i, &mesh, axes, &ps, sig, sizeof sig)) == WF_OK)
             st = wf_layout_add_sig(out, g.ops[i].name, sig);
+        if (st == WF_OK && sigs && i < nsigs)
+            sigs[i] = ps;
         /* A weight of a replicated op read split (the position table under
          * sequence parallelism: each rank adds its rows) is kept whole, as
          * Megatron keeps it. */
         if (st == WF_OK && g.ops[i].tp == WF_TP_NONE && p->tp > 1 && p->sp) {
-            wf_sbp_sig ps;
-            if (wf_sbp_sig_parse(sig, g.ops[i].nin, g.ops[i].nout, mesh.naxes, &ps) == WF_OK)
-                for (int j = 0; j < g.ops[i].nin && st == WF_OK; j++) {
-                    const wf_tensor *x = &g.tensors[g.ops[i].in[j]];
-                    if (x->role != WF_ROLE_PARAM || ps.in[j].ax[mesh.naxes - 1] < 0)
-                        continue;
-                    char lay[64] = "";
-                    size_t n = 0;
-                    for (int a = 0; a < mesh.naxes; a++)
-                        n += (size_t)snprintf(lay + n, sizeof lay - n, "%sB", a ? "," : "");
-                    st = wf_layout_add_storage(out, 0, x->name, lay);
-                }
+            for (int j = 0; j < g.ops[i].nin && st == WF_OK; j++) {
+                const wf_tensor *x = &g.tensors[g.ops[i].in[j]];
+                if (x->role != WF_ROLE_PARAM || ps.in[j].ax[mesh.naxes - 1] < 0)
+                    continue;
+                char lay[64] = "";
+                size_t n = 0;
+                for (int a = 0; a < mesh.naxes; a++)
+                    n += (size_t)snprintf(lay + n, sizeof lay - n, "%sB", a ? "," : "");
+                st = wf_layout_add_storage(out, 0, x->name, lay);
+            }
         }
     }
     /* Other models: the estimate's cut, balancing each stage's forward and
@@ -374,33 +393,41 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
     return st;
 }
 
-/* Two op-level plans hold the same layouts: mesh, stages, micro-batches and
- * every op's signature (spaces ignored). Names the first difference. */
-static int same_layouts(const wf_layout *a, const wf_layout *b, char *diff, size_t cap)
+/* Resolved plan a holds the layouts of lowering b (its signatures bs[nb],
+ * on mesh bm): mesh, stages, micro-batches and every op's signature. Names
+ * the first difference. */
+static int same_layouts(const wf_layout_plan *a, const wf_layout *b, const wf_sbp_sig *bs, int nb,
+                        const wf_mesh *bm, char *diff, size_t cap)
 {
-    if (strcmp(a->mesh, b->mesh) != 0 || a->pp != b->pp || a->micro_batches != b->micro_batches) {
+    int same_mesh = a->mesh.naxes == bm->naxes;
+    for (int x = 0; x < bm->naxes && same_mesh; x++)
+        same_mesh = a->mesh.size[x] == bm->size[x];
+    if (!same_mesh || a->nstages != b->pp || a->micro_batches != b->micro_batches) {
         snprintf(diff, cap, "mesh, stages or micro-batches");
         return 0;
     }
-    for (int s = 0; s < a->pp; s++)
-        if (!a->stage_first[s] || !b->stage_first[s] || strcmp(a->stage_first[s], b->stage_first[s]) != 0) {
+    const wf_graph *g = &a->graph;
+    for (int s = 0; s < b->pp; s++)
+        if (!b->stage_first[s] || strcmp(g->ops[a->stage_first[s]].name, b->stage_first[s]) != 0) {
             snprintf(diff, cap, "stage %d's first op", s);
             return 0;
         }
-    for (int i = 0; i < b->nlayouts; i++) {
-        const char *x = wf_layout_sig_of(a, b->op[i]);
-        char u[200], v[200];
-        size_t n = 0, k = 0;
-        for (const char *q = x ? x : ""; *q && n + 1 < sizeof u; q++)
-            if (*q != ' ')
-                u[n++] = *q;
-        u[n] = 0;
-        for (const char *q = b->sig[i]; *q && k + 1 < sizeof v; q++)
-            if (*q != ' ')
-                v[k++] = *q;
-        v[k] = 0;
-        if (strcmp(u, v) != 0) {
-            snprintf(diff, cap, "op '%s' runs %s where the lowering runs %s", b->op[i], x ? u : "nothing", v);
+    if (nb != g->nfwd) {
+        snprintf(diff, cap, "the graph's ops");
+        return 0;
+    }
+    for (int i = 0; i < nb; i++) {
+        const wf_op *o = &g->ops[i];
+        int eq = 1;
+        for (int j = 0; j < o->nin && eq; j++)
+            eq = wf_sbp_equal(&a->sig[i].in[j], &bs[i].in[j], bm->naxes);
+        for (int j = 0; j < o->nout && eq; j++)
+            eq = wf_sbp_equal(&a->sig[i].out[j], &bs[i].out[j], bm->naxes);
+        if (!eq) {
+            char u[256], v[256];
+            wf_sbp_sig_str(&a->sig[i], o->nin, o->nout, bm->naxes, u, sizeof u);
+            wf_sbp_sig_str(&bs[i], o->nin, o->nout, bm->naxes, v, sizeof v);
+            snprintf(diff, cap, "op '%s' runs %s where the lowering runs %s", o->name, u, v);
             return 0;
         }
     }
@@ -440,49 +467,85 @@ static int raise_cands(const int64_t *ax, int naxes, int moe, raise_cand *out)
     return n;
 }
 
+/* A mesh a whole-model plan lowers to: one to three axes, three only with
+ * experts. */
+static wf_status raise_mesh_check(const wf_model_config *m, const wf_mesh *mesh)
+{
+    char ms[64];
+    wf_mesh_str(mesh, ms, sizeof ms);
+    if (mesh->naxes < 1 || mesh->naxes > 3)
+        return wf_errorf(WF_INVAL, "op-level plan mesh=%s: expected one to three axes", ms);
+    if (mesh->naxes == 3 && !wf_model_is_moe(m))
+        return wf_errorf(WF_INVAL, "op-level plan mesh=%s: three axes are the lowering of an expert-parallel plan, "
+                                   "and model '%s' has no experts", ms, m->name);
+    return WF_OK;
+}
+
 wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                         wf_plan *out)
 {
+    wf_plan keys;
+    wf_status st = wf_layout_keys(ol, &keys);
+    if (st != WF_OK)
+        return st;
+    wf_mesh mesh; /* the mesh's refusals first, as wf_plan_raise_resolved words them */
+    if ((st = wf_mesh_parse(ol->mesh, c, &mesh)) != WF_OK)
+        return st;
+    if ((st = raise_mesh_check(m, &mesh)) != WF_OK)
+        return st;
+    wf_layout_plan lp;
+    if ((st = wf_layout_index(ol, m, c, batch, &lp)) == WF_OK)
+        st = wf_plan_raise_resolved(m, c, batch, &keys, &lp, out);
+    wf_layout_plan_free(&lp);
+    return st;
+}
+
+wf_status wf_plan_raise_resolved(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan *keys,
+                                 const wf_layout_plan *lp, wf_plan *out)
+{
+    char ms[64];
+    wf_mesh_str(&lp->mesh, ms, sizeof ms);
+    const int naxes = lp->mesh.naxes;
+    wf_status mst = raise_mesh_check(m, &lp->mesh);
+    if (mst != WF_OK)
+        return mst;
+    if (!lp->has_layouts || lp->micro_batches < 1)
+        return wf_errorf(WF_INTERNAL, "op-level plan mesh=%s: raised from a resolved plan with no layouts", ms);
     int64_t ax[3] = {0, 0, 0};
-    char tail = 0;
-    int naxes = sscanf(ol->mesh, "%lldx%lldx%lld%c", (long long *)&ax[0], (long long *)&ax[1], (long long *)&ax[2],
-                       &tail);
-    int ok = naxes >= 1 && naxes <= 3 && ol->micro_batches >= 1;
-    for (int a = 0; a < naxes && a < 3; a++)
-        ok &= ax[a] >= 1 && ax[a] <= 1 << 20;
-    if (!ok)
-        return wf_errorf(WF_INVAL, "op-level plan mesh=%s: expected one to three axes", ol->mesh);
+    for (int a = 0; a < naxes; a++)
+        ax[a] = lp->mesh.size[a];
     const int moe = wf_model_is_moe(m);
-    if (naxes == 3 && !moe)
-        return wf_errorf(WF_INVAL, "op-level plan mesh=%s: three axes are the lowering of an expert-parallel plan, "
-                                   "and model '%s' has no experts", ol->mesh, m->name);
+    const int nf = lp->graph.nfwd;
+    wf_sbp_sig *low_sig = malloc(sizeof *low_sig * ((size_t)nf + 1));
+    if (!low_sig)
+        return wf_errorf(WF_NOMEM, "out of memory raising an op-level plan");
     raise_cand cand[8];
     const int nc = raise_cands(ax, naxes, moe, cand);
     char diff[640] = "its layouts", best[640] = "";
     for (int k = 0; k < nc; k++) {
-        int64_t per = (int64_t)cand[k].dp * ol->micro_batches;
+        int64_t per = (int64_t)cand[k].dp * lp->micro_batches;
         if (per <= 0 || batch % per != 0)
             continue;
         for (int sp = 0; sp <= 1; sp++) {
-            wf_plan p;
-            wf_status kst = wf_layout_keys(ol, &p);
-            if (kst != WF_OK)
-                return kst;
+            wf_plan p = *keys;
             p.dp = cand[k].dp;
             p.tp = cand[k].tp;
             p.ep = cand[k].ep;
             p.etp = cand[k].etp;
-            p.pp = ol->pp;
+            p.pp = lp->nstages;
             p.sp = sp;
             p.mbs = (int)(batch / per);
             if (sp && p.tp < 2)
                 continue;
             wf_layout low;
             wf_layout_init(&low);
-            wf_status st = wf_plan_lower(m, c, &p, batch, &low);
-            int same = st == WF_OK && same_layouts(ol, &low, diff, sizeof diff);
+            wf_mesh low_mesh;
+            int low_nf = 0;
+            wf_status st = lower(m, c, &p, batch, &low, low_sig, nf, &low_nf, &low_mesh);
+            int same = st == WF_OK && same_layouts(lp, &low, low_sig, low_nf, &low_mesh, diff, sizeof diff);
             wf_layout_free(&low);
             if (same) {
+                free(low_sig);
                 *out = p;
                 wf_clear_error();
                 return WF_OK;
@@ -491,6 +554,7 @@ wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t b
                 snprintf(best, sizeof best, "%s", diff);
         }
     }
+    free(low_sig);
     return wf_errorf(WF_INVAL, "op-level plan %s is not the lowering of a whole-model plan (dp, tp, pp, sp%s): %s",
-                     ol->mesh, moe ? ", ep, etp" : "", best[0] ? best : diff);
+                     ms, moe ? ", ep, etp" : "", best[0] ? best : diff);
 }

@@ -24,7 +24,7 @@ int wf_layout_op_index(const wf_layout_plan *p, const char *name)
 
 void wf_layout_plan_free(wf_layout_plan *p)
 {
-    if (p->has_layouts)
+    if (p->has_layouts && !p->graph_view)
         wf_graph_free(&p->graph);
     wf_layout_free(&p->ol);
     free(p->sig);
@@ -114,8 +114,10 @@ static wf_status index_layouts(wf_layout_plan *out, const wf_layout *ol, const w
                                const wf_cluster *c, int64_t batch)
 {
     wf_status st;
-    if (batch < 1 || ol->micro_batches < 1 || batch % ol->micro_batches != 0)
-        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
+    if (batch < 1)
+        return wf_errorf(WF_INVAL, "op-level plan: batch=%lld must be >= 1", (long long)batch);
+    if (ol->micro_batches < 1 || batch % ol->micro_batches != 0)
+        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide batch=%lld",
                          (long long)ol->micro_batches, (long long)batch);
     if (ol->pp < 1)
         return wf_errorf(WF_INVAL, "op-level plan: pp=%d stages", ol->pp);
@@ -126,6 +128,7 @@ static wf_status index_layouts(wf_layout_plan *out, const wf_layout *ol, const w
         return wf_errorf(WF_INVAL, "op-level plan: mesh %s x pp=%d needs %lld devices, cluster '%s' has %lld",
                          ol->mesh, ol->pp, (long long)(md * ol->pp), c->name, (long long)have);
     const int64_t mbs = batch / ol->micro_batches;
+    out->micro_batches = ol->micro_batches;
     if ((st = wf_model_build(m, mbs, &out->graph)) != WF_OK) {
         wf_graph_free(&out->graph);
         return st;
@@ -294,4 +297,86 @@ wf_status wf_layout_resolve(const char *text, const wf_model_config *m, const wf
         }
     }
     return WF_OK;
+}
+
+wf_status wf_layout_resolve_choice(const wf_layout_choice *ch, const wf_cluster *c, int64_t batch,
+                                   wf_layout_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    wf_layout_init(&out->ol);
+    const wf_graph *g = ch->graph;
+    if (batch < 1 || ch->micro_batches < 1 || batch % ch->micro_batches != 0)
+        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide batch=%lld",
+                         (long long)ch->micro_batches, (long long)batch);
+    if (ch->pp < 1 || ch->pp > g->nfwd)
+        return wf_errorf(WF_INVAL, "op-level plan: pp=%d stages for the %d ops of graph '%s'", ch->pp, g->nfwd,
+                         g->name);
+    const int64_t md = wf_mesh_devices(&ch->mesh), have = wf_cluster_devices(c);
+    if (md * ch->pp > have) {
+        char ms[64];
+        return wf_errorf(WF_INVAL, "op-level plan: mesh %s x pp=%d needs %lld devices, cluster '%s' has %lld",
+                         wf_mesh_str(&ch->mesh, ms, sizeof ms), ch->pp, (long long)(md * ch->pp), c->name,
+                         (long long)have);
+    }
+    out->mesh = ch->mesh;
+    out->graph = *g; /* a view: the caller's graph */
+    out->graph_view = 1;
+    out->has_layouts = 1;
+    out->micro_batches = ch->micro_batches;
+    const int nf = g->nfwd, nt = g->ntensors;
+    int ns = 0;
+    for (size_t q = 0; ch->given && q < (size_t)ch->pp * (size_t)nt; q++)
+        ns += ch->given[q] != 0;
+    out->sig = malloc(sizeof *out->sig * ((size_t)nf + 1));
+    out->sig_index = malloc(sizeof *out->sig_index * ((size_t)nf + 1));
+    out->sig_text = calloc((size_t)nf + 1, sizeof *out->sig_text);
+    out->stage_first = malloc(sizeof *out->stage_first * ((size_t)ch->pp + 1));
+    out->storage = calloc((size_t)ns + 1, sizeof *out->storage);
+    out->storage_tensor = calloc((size_t)ns + 1, sizeof *out->storage_tensor);
+    out->storage_stage = calloc((size_t)ns + 1, sizeof *out->storage_stage);
+    if (!out->sig || !out->sig_index || !out->sig_text || !out->stage_first || !out->storage ||
+        !out->storage_tensor || !out->storage_stage)
+        return wf_errorf(WF_NOMEM, "out of memory resolving a plan");
+    memcpy(out->sig, ch->sig, sizeof *out->sig * (size_t)nf);
+    memcpy(out->sig_index, ch->sig_index, sizeof *out->sig_index * (size_t)nf);
+    /* The stage cut, checked as index_layouts checks a file's. */
+    out->nstages = ch->pp;
+    for (int s = 0; s < ch->pp; s++) {
+        int i = ch->stage_first[s];
+        if (i < 0 || i >= nf || (s == 0 && i != 0) || (s > 0 && i <= out->stage_first[s - 1]))
+            return wf_errorf(WF_INVAL, "op-level plan: stage %d starts at op %d (stages start at op 0 and rise)",
+                             s, i);
+        out->stage_first[s] = i;
+    }
+    out->stage_first[ch->pp] = nf;
+    /* Storage layouts by stage, then tensor (the order the search writes them). */
+    for (int s = 0; ch->given && s < ch->pp; s++)
+        for (int t = 0; t < nt; t++) {
+            size_t at = (size_t)s * nt + (size_t)t;
+            if (!ch->given[at])
+                continue;
+            const wf_tensor *x = &g->tensors[t];
+            if (!wf_sbp_valid(&out->mesh, x->ndim, x->shape, &ch->storage[at])) {
+                char lay[64], ms[64];
+                return wf_errorf(WF_INVAL, "op-level plan: storage %s of '%s' does not divide its shape on mesh %s",
+                                 wf_sbp_str(&ch->storage[at], out->mesh.naxes, lay, sizeof lay), x->name,
+                                 wf_mesh_str(&out->mesh, ms, sizeof ms));
+            }
+            out->storage[out->nstorage] = ch->storage[at];
+            out->storage_tensor[out->nstorage] = t;
+            out->storage_stage[out->nstorage++] = s;
+        }
+    return WF_OK;
+}
+
+wf_status wf_layout_validate(const wf_layout *ol, const wf_model_config *m, const wf_cluster *c, int64_t batch)
+{
+    wf_plan keys;
+    wf_status st = wf_layout_keys(ol, &keys);
+    if (st != WF_OK)
+        return st;
+    wf_layout_plan lp;
+    st = wf_layout_index(ol, m, c, batch, &lp);
+    wf_layout_plan_free(&lp);
+    return st;
 }

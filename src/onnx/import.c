@@ -90,8 +90,8 @@ typedef struct {
     nodeinfo *ni;
     const Onnx__NodeProto *node;
     int node_index;
-    int64_t batch;
-    int64_t fixed_batch; /* > 0: a fixed first dim the build replaced by batch */
+    int64_t mbs;         /* the samples the graph is built for (wf_onnx_opts.mbs) */
+    int64_t fixed_batch; /* > 0: a fixed first dim the build replaced by mbs */
     wf_dtype fdtype;     /* the dtype of float inputs and parameters (fp32, or the
                           * spec's dtype= override) */
     int npat[PAT_COUNT];
@@ -123,7 +123,7 @@ static wf_status nerr(ictx *c, wf_status st, const char *fmt, ...)
         snprintf(hint, sizeof hint, " (the model was exported with a fixed batch of %" PRId64
                                     ", rebatched to %" PRId64 ": re-export it with a dynamic batch axis, "
                                     "torch.onnx.export(..., dynamic_axes={input: {0: 'batch'}}))",
-                 c->fixed_batch, c->batch);
+                 c->fixed_batch, c->mbs);
     st = wf_errorf(st, "%s: node %d '%s' (%s): %s%s", c->m->path, c->node_index,
                    node_label(c->node), c->node->op_type ? c->node->op_type : "?", reason, hint);
     if (c->g->status == WF_OK)
@@ -3570,7 +3570,7 @@ static wf_status add_inputs(ictx *c, const wf_onnx_opts *o)
             continue;
         sym_batch |= dim_kind(vi->type->tensor_type->shape->dim[0]) != DIM_VALUE;
     }
-    int64_t batch = o->batch > 0 ? o->batch : 1;
+    int64_t mbs = o->mbs > 0 ? o->mbs : 1;
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
         if (!vi->name || !*vi->name)
@@ -3600,11 +3600,11 @@ static wf_status add_inputs(ictx *c, const wf_onnx_opts *o)
             dimkind k = dim_kind(d);
             if (k == DIM_VALUE) {
                 shape[j] = d->dim_value;
-                if (j == 0 && o->batch > 0 && !sym_batch) {
+                if (j == 0 && o->mbs > 0 && !sym_batch) {
                     /* a fixed-batch export, rebatched */
-                    if (shape[j] != batch && c->fixed_batch == 0)
+                    if (shape[j] != mbs && c->fixed_batch == 0)
                         c->fixed_batch = shape[j];
-                    shape[j] = batch;
+                    shape[j] = mbs;
                 }
                 if (shape[j] <= 0)
                     return wf_errorf(WF_INVAL, "%s: graph input '%s' dim %zu is %" PRId64
@@ -3612,7 +3612,7 @@ static wf_status add_inputs(ictx *c, const wf_onnx_opts *o)
                                      c->m->path, vi->name, j, shape[j]);
                 continue;
             }
-            /* symbolic: the batch when it stands first in some input */
+            /* symbolic: the micro-batch when it stands first in some input */
             int is_batch = j == 0 && k == DIM_UNKNOWN;
             for (size_t a = 0; !is_batch && k == DIM_PARAM && a < gp->n_input; a++) {
                 const Onnx__ValueInfoProto *u = gp->input[a];
@@ -3624,7 +3624,7 @@ static wf_status add_inputs(ictx *c, const wf_onnx_opts *o)
                 }
             }
             if (is_batch) {
-                shape[j] = batch;
+                shape[j] = mbs;
                 continue;
             }
             int64_t v = 0;
@@ -3683,15 +3683,15 @@ wf_status wf_onnx_build(wf_onnx_model *m, const wf_onnx_opts *opts, wf_graph *g)
     const char *base = strrchr(m->path, '/') ? strrchr(m->path, '/') + 1 : m->path;
     wf_graph_init(g, gp->name && *gp->name ? gp->name : base);
     wf_onnx_reset_build(m);
-    if (o->batch < 0)
-        return g->status = wf_errorf(WF_INVAL, "batch=%" PRId64 " (must be 0 or positive)",
-                                     o->batch);
+    if (o->mbs < 0)
+        return g->status = wf_errorf(WF_INVAL, "mbs=%" PRId64 " (must be 0 or positive)",
+                                     o->mbs);
     ictx c;
     memset(&c, 0, sizeof c);
     c.m = m;
     c.gp = gp;
     c.g = g;
-    c.batch = o->batch;
+    c.mbs = o->mbs;
     wf_arena_init(&c.arena, 1 << 20);
     wf_status st = WF_OK;
     int dup = 0;

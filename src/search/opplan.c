@@ -337,15 +337,6 @@ static int set_one_price(wf_status st, const wf_estimate *ep, double budget, wf_
     return 1;
 }
 
-static int one_price_ctx(const wf_model_config *mc, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                         double budget, const wf_layout *plan, wf_search_opplan_point *pt)
-{
-    wf_estimate e;
-    memset(&e, 0, sizeof e);
-    wf_status st = ctx ? wf_layout_cost(mc, c, ctx, batch, plan, &e, NULL) : WF_NOMEM;
-    return set_one_price(st, &e, budget, pt);
-}
-
 /* The one price of plan as resolved (lp: its layouts as parsed there). */
 static int one_price(const wf_model_config *mc, const wf_cluster *c, int64_t batch, double budget,
                      const wf_layout *plan, const wf_layout_plan *lp, wf_search_opplan_point *pt)
@@ -374,13 +365,6 @@ static wf_status evaluate_with(const wf_model_config *mc, const wf_cluster *c, i
 {
     memset(out, 0, sizeof *out);
     wf_graph_init(g, mc->name);
-    if (batch < 1)
-        return wf_errorf(WF_INVAL, "op-level plan: batch=%lld must be >= 1", (long long)batch);
-    if (plan->micro_batches < 1 || batch % plan->micro_batches != 0)
-        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide batch=%lld",
-                         (long long)plan->micro_batches, (long long)batch);
-    if (plan->pp < 1 || plan->nlayouts < 1)
-        return wf_errorf(WF_INVAL, "op-level plan: pp=%d with %d layouts", plan->pp, plan->nlayouts);
     wf_search_oplevel_opts base;
     if (opts)
         base = *opts;
@@ -1073,18 +1057,65 @@ static wf_status build_plan(const cand *k, const wf_graph *g, wf_layout *out)
 
 /* ---- the one price: the search on the cost `weft estimate` reports ---------------- */
 
+/* Candidate k's plan resolved in memory (wf_layout_resolve_choice: what
+ * wf_layout_index makes of the plan build_plan writes, with nothing written
+ * or parsed), into lp, and its keys (the memory levers) into keys. g is its
+ * graph (P->graphs); lp borrows it. */
+static wf_status resolve_cand(const planner *P, const cand *k, const wf_graph *g, int with_storage,
+                              wf_layout_plan *lp, wf_plan *keys)
+{
+    memset(lp, 0, sizeof *lp);
+    wf_layout_init(&lp->ol);
+    wf_plan_default(keys);
+    if (k->pt.recompute)
+        keys->recompute = WF_RECOMPUTE_FULL;
+    keys->zero = k->pt.zero;
+    if (k->graph_batch * k->pt.micro_batches != P->batch)
+        return wf_errorf(WF_INTERNAL, "op-level planner: a graph of %lld samples for %lld micro-batches of %lld",
+                         (long long)k->graph_batch, (long long)k->pt.micro_batches, (long long)P->batch);
+    sig_lists SL;
+    memset(&SL, 0, sizeof SL);
+    wf_sbp_sig *sig = malloc(sizeof *sig * ((size_t)g->nfwd + 1));
+    wf_status st = sig ? sig_lists_make(g, &k->mesh, &SL) : wf_errorf(WF_NOMEM, "op-level planner: out of memory");
+    for (int i = 0; st == WF_OK && i < g->nfwd; i++) {
+        if (k->choice[i] < 0 || k->choice[i] >= SL.n[SL.rep[i]]) {
+            st = wf_errorf(WF_INTERNAL, "op-level planner: op '%s' has no choice", g->ops[i].name);
+            break;
+        }
+        sig[i] = SL.list[SL.rep[i]][k->choice[i]];
+    }
+    if (st == WF_OK) {
+        wf_layout_choice ch = {k->mesh, k->pt.pp, k->pt.micro_batches, g, k->first, sig, k->choice,
+                               with_storage ? k->given : NULL, k->stor};
+        st = wf_layout_resolve_choice(&ch, P->c, P->batch, lp);
+    }
+    sig_lists_free(&SL);
+    free(sig);
+    return st;
+}
+
 /* Candidate k priced by the one cost model (its figures in k->pt, the
- * proxy's kept as proxy_*): the plan built as it is written. */
+ * proxy's kept as proxy_*): its plan resolved in memory. */
 static wf_status price_cand(planner *P, wf_cost_ctx *ctx, cand *k)
 {
     int gi;
-    wf_layout pl;
-    wf_layout_init(&pl);
     wf_status st = get_graph(P, k->graph_batch, &gi);
-    if (st == WF_OK && (st = build_plan(k, &P->graphs[gi], &pl)) == WF_OK)
-        one_price_ctx(P->mc, P->c, ctx, P->batch, P->budget, &pl, &k->pt);
-    wf_layout_free(&pl);
-    return st;
+    if (st != WF_OK)
+        return st;
+    wf_layout_plan lp;
+    wf_plan keys;
+    wf_estimate e;
+    memset(&e, 0, sizeof e);
+    wf_status pst = resolve_cand(P, k, &P->graphs[gi], 1, &lp, &keys);
+    if (pst == WF_INTERNAL || pst == WF_NOMEM) { /* the search's own failure, not the plan's */
+        wf_layout_plan_free(&lp);
+        return pst;
+    }
+    if (pst == WF_OK)
+        pst = ctx ? wf_layout_resolved_cost(P->mc, P->c, ctx, P->batch, &keys, &lp, &e) : WF_NOMEM;
+    wf_layout_plan_free(&lp);
+    set_one_price(pst, &e, P->budget, &k->pt);
+    return WF_OK;
 }
 
 /* Prices many single-stage plans of one mesh and micro-batch on one coster
@@ -1092,7 +1123,8 @@ static wf_status price_cand(planner *P, wf_cost_ctx *ctx, cand *k)
  * price_cand, without reading each plan's text again. */
 typedef struct {
     wf_layout_coster *K;
-    wf_layout pl;     /* the plan the coster was made from (it must outlive it) */
+    wf_layout_plan lp;      /* the plan the coster was made from, resolved in memory (it must outlive it) */
+    wf_plan keys;           /* and its keys */
     int open;               /* 1: a group is open (mesh, graph_batch) */
     int ok;                 /* 1: K prices this group; 0: each candidate goes through price_cand */
     wf_mesh mesh;
@@ -1114,8 +1146,9 @@ static void price_group_free(price_group *G)
     free(G->tfull_of);
     free(G->one_of);
     wf_layout_coster_free(G->K);
-    wf_layout_free(&G->pl);
+    wf_layout_plan_free(&G->lp);
     memset(G, 0, sizeof *G);
+    wf_layout_init(&G->lp.ol);
 }
 
 static int one_op_of(const wf_graph *g1, const char *name);
@@ -1123,14 +1156,17 @@ static int one_op_of(const wf_graph *g1, const char *name);
 static wf_status price_group_open(planner *P, wf_cost_ctx *ctx, const cand *k, price_group *G)
 {
     price_group_free(G);
-    wf_layout_init(&G->pl);
     G->open = 1;
     G->mesh = k->mesh;
     G->graph_batch = k->graph_batch;
     wf_status st = get_graph(P, k->graph_batch, &G->gi);
-    if (st || (st = build_plan(k, &P->graphs[G->gi], &G->pl)))
+    if (st)
         return st;
-    if (wf_layout_coster_new(P->mc, P->c, ctx, P->batch, &G->pl, 1, &G->K) != WF_OK) {
+    st = resolve_cand(P, k, &P->graphs[G->gi], 1, &G->lp, &G->keys);
+    if (st == WF_INTERNAL || st == WF_NOMEM)
+        return st;
+    if (st != WF_OK ||
+        wf_layout_coster_resolved(P->mc, P->c, ctx, P->batch, &G->keys, &G->lp, 1, &G->K) != WF_OK) {
         wf_clear_error();
         return WF_OK; /* G->ok = 0 */
     }
@@ -1218,7 +1254,7 @@ static wf_status add_levers(planner *P, wf_cost_ctx *ctx)
     int n0 = P->ncands;
     price_group G;
     memset(&G, 0, sizeof G);
-    wf_layout_init(&G.pl);
+    wf_layout_init(&G.lp.ol);
     wf_status st = WF_OK;
     for (int i = 0; i < n0 && st == WF_OK; i++) {
         if (!P->cands[i].pt.one_model || P->cands[i].pt.pp != 1 || P->cands[i].pt.recompute ||
@@ -1378,14 +1414,16 @@ static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work, int
     if (st)
         return st;
     const wf_graph *g = &P->graphs[gi];
-    wf_layout pl;
-    wf_layout_init(&pl);
+    wf_layout_plan lp; /* the start resolved in memory (its storage ignored: keep_storage 0) */
+    wf_plan keys;
     wf_layout_coster *K = NULL;
     wf_sbp_sig *buf = NULL;
     int cap = 0;
-    if ((st = build_plan(&start, g, &pl)))
+    st = resolve_cand(P, &start, g, 0, &lp, &keys);
+    if (st == WF_INTERNAL || st == WF_NOMEM)
         goto done;
-    if (wf_layout_coster_new(P->mc, P->c, ctx, P->batch, &pl, 0, &K) != WF_OK) {
+    if (st != WF_OK || wf_layout_coster_resolved(P->mc, P->c, ctx, P->batch, &keys, &lp, 0, &K) != WF_OK) {
+        st = WF_OK;
         wf_clear_error(); /* not the one model's layouts: nothing to descend on */
         goto done;
     }
@@ -1523,7 +1561,7 @@ static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work, int
 done:
     free(buf);
     wf_layout_coster_free(K);
-    wf_layout_free(&pl);
+    wf_layout_plan_free(&lp);
     return st;
 }
 
@@ -1725,7 +1763,7 @@ wf_status wf_search_opplan(const wf_model_config *mc, const wf_cluster *c, int64
         qsort(P.cands, (size_t)P.ncands, sizeof *P.cands, cmp_group);
         price_group G;
         memset(&G, 0, sizeof G);
-        wf_layout_init(&G.pl);
+        wf_layout_init(&G.lp.ol);
         for (int i = 0; i < P.ncands && st == WF_OK; i++)
             st = price_fast(&P, ctx, &P.cands[i], &G);
         price_group_free(&G);
