@@ -325,6 +325,11 @@ static wf_status add_predicted(const wf_cluster *cl, const wf_model_config *m, i
     wf_status st = wf_cost_ctx_create(m, cl, &ctx);
     if (st != WF_OK)
         return st;
+    /* The runtime's own framework profile, as the estimate uses it. */
+    wf_plan pl;
+    wf_plan_default(&pl);
+    pl.sw = WF_SW_WEFT;
+    wf_cost_ctx_use(ctx, &pl);
     wf_cost_model_info info;
     wf_cost_model_info_of(ctx, &info);
     wf_model_config one = *m;
