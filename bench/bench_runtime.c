@@ -331,6 +331,11 @@ static wf_status add_predicted(const wf_cluster *cl, const wf_model_config *m, i
     wf_status st = wf_cost_ctx_create(m, cl, &ctx);
     if (st != WF_OK)
         return st;
+    /* The runtime's own framework profile, as the estimate uses it. */
+    wf_plan pl;
+    wf_plan_default(&pl);
+    pl.sw = WF_SW_WEFT;
+    wf_cost_ctx_use(ctx, &pl);
     wf_cost_model_info info;
     wf_cost_model_info_of(ctx, &info);
     wf_model_config one = *m;
@@ -697,7 +702,8 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
         printf("\npipeline stages (%s, mbs 2, 4 micro-batches per pipeline, ddp within each stage's dp group):\n"
                "mem: the most loaded rank (parameters, gradients, AdamW state, activation slots, scratch) "
                "against the predicted peak per device without the cluster's reserved memory; GF/s and %%peak: the "
-               "model FLOPs per rank at the sgemm peak; bub_ms: the estimate's bubble (against comm_ms, the measured wait); "
+               "model FLOPs per rank at the sgemm peak; bub_ms: the estimate's longest stage wait, bubble_max_s (against "
+               "comm_ms, the first stage's measured wait; the first stage waits longest beside a heavy head); "
                "vs_dp: time per sample over the data-parallel runtime's "
                "(ddp, %lld per rank, best %.1f ms)\n", bm->label, (long long)bm->batch, 1e3 * dp.best_step_s);
         printf("%-10s %5s %5s %8s %8s %8s %8s %6s %6s %8s %6s %6s %7s %6s %6s %7s %7s %7s %7s %8s %8s %6s %8s "
@@ -763,12 +769,13 @@ static void pipe_rows(const wf_cluster *cluster, double peak, int nranks, int ra
                    (double)hib[2] / mib, (double)hib[3] / mib, (double)hi / mib, est.memory_per_device_bytes / mib,
                    100.0 * (est.memory_per_device_bytes / (double)hi - 1), sr.peak_memory_bytes / mib,
                    100.0 * (sr.peak_memory_bytes / (double)hi - 1), 1e3 * limit_of(&est), 100.0 * limit_of(&est) / med,
-                   1e3 * est.breakdown.bubble);
+                   1e3 * est.bubble_max_s);
             /* The wait of each stage against the simulator's: the time it
              * is neither computing nor sending (its idle, the fill and drain
              * and the wait for a slower neighbour) plus its exposed
-             * communication. The estimate's bubble is the slowest stage's
-             * idle alone; a faster stage also waits for the slower one. */
+             * communication. The estimate's bubble_max_s is the longest of
+             * them: the slowest stage's idle (breakdown.bubble) and, for a
+             * faster stage, the wait for the slower one m times over. */
             if (nranks == pc->pp && sr.nstages == pc->pp && pc->pp <= 8) {
                 printf("%-10s wait per stage, measured (median) against the simulation's idle + exposed comm:",
                        "");

@@ -725,6 +725,35 @@ static void test_plan_uneven_stages(void **state)
     }
 }
 
+/* The longest stage wait (wf_estimate.bubble_max_s) against the simulator's
+ * per-stage wait (its idle plus exposed communication, what bench_runtime
+ * compares with the runtime's measured wait): the small GPT of the CPU
+ * runtime bench on two local ranks, pp=2, whose last stage (the head and the
+ * loss) is the slower, so that the first stage waits the imbalance every
+ * micro-batch as well as the fill and drain (three times the slowest
+ * stage's own idle, breakdown.bubble). */
+static void test_plan_stage_wait(void **state)
+{
+    (void)state;
+    static const char *const PLANS[] = {"dp=1,tp=1,pp=2,mbs=2,pipe=1f1b,sw=weft", "dp=1,tp=1,pp=2,mbs=2,pipe=gpipe,sw=weft",
+                                        "dp=1,tp=1,pp=2,mbs=2,vpp=2,sw=weft"};
+    for (size_t k = 0; k < sizeof PLANS / sizeof PLANS[0]; k++) {
+        wf_sim_plan_result sr;
+        wf_estimate e;
+        assert_int_equal(sim_plan("gpt:layers=4,hidden=256,heads=4,seq=128,vocab=2048,dtype=fp32", "local",
+                                  PLANS[k], 8, NULL, &sr, &e),
+                         WF_OK);
+        double w = 0;
+        for (int q = 0; q < sr.nstages; q++)
+            if (sr.stage[q].bd.bubble + sr.stage[q].bd.exposed_comm > w)
+                w = sr.stage[q].bd.bubble + sr.stage[q].bd.exposed_comm;
+        printf("gpt small local %-40s bubble %.2f ms, longest wait %.2f ms, simulator's %.2f ms (%+.1f%%)\n", PLANS[k],
+               1e3 * e.breakdown.bubble, 1e3 * e.bubble_max_s, 1e3 * w, 100 * (w / e.bubble_max_s - 1));
+        assert_true(e.bubble_max_s > 1.5 * e.breakdown.bubble);
+        assert_true(fabs(w / e.bubble_max_s - 1) < 0.10);
+    }
+}
+
 /* Pipelines of other models (uneven stages, uneven messages): the estimate
  * plays the same 1F1B (or GPipe) order with the same stage cut, sends and
  * per-op times, so the simulated iteration agrees within 3% (the rest is how
@@ -1105,6 +1134,7 @@ int main(void)
         cmocka_unit_test(test_dear_evidence_10gbe),
         cmocka_unit_test(test_plan_bytescheduler),
         cmocka_unit_test(test_plan_uneven_stages),
+        cmocka_unit_test(test_plan_stage_wait),
         cmocka_unit_test(test_plan_interlaced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -100,6 +100,12 @@ typedef struct {
     wf_breakdown breakdown;            /* seconds */
     int64_t devices;                   /* dp x tp x pp */
     int64_t micro_batches;             /* per pipeline: batch / (mbs x dp) */
+    double bubble_max_s;               /* the longest any pipeline stage waits: the span of
+                                          the slowest stage's passes and its bubble, less a
+                                          stage's own m passes (a stage faster than the
+                                          slowest, as the first beside a heavy head, also
+                                          waits the difference m times); breakdown.bubble
+                                          with equal stages, 0 without a pipeline */
 } wf_estimate;
 
 /* A cost context: the model's per-block costs on a cluster, cached so that a

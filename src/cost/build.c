@@ -197,6 +197,16 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r, unsigned char *kept
     r->expert = o->kind == WF_OP_MOE_DISPATCH || o->kind == WF_OP_GROUPED_MLP || o->kind == WF_OP_MOE_COMBINE;
     if (o->kind == WF_OP_MOE_DISPATCH)
         r->a2a_bytes = (double)wf_tensor_bytes(&g->tensors[o->out[0]]);
+    if (o->kind == WF_OP_GROUPED_MLP && o->nin >= 3) {
+        const wf_tensor *x = &g->tensors[o->in[0]], *w1 = &g->tensors[o->in[1]], *w2 = &g->tensors[o->in[2]];
+        if (x->ndim == 3 && w1->ndim == 3 && w2->ndim == 3) {
+            r->moe_e = (double)x->shape[0];
+            r->moe_c = (double)x->shape[1];
+            r->moe_h = (double)x->shape[2];
+            r->moe_g = (double)w1->shape[2];
+            r->moe_f = (double)w2->shape[1];
+        }
+    }
     r->fwd_flops = c.fwd_flops;
     r->bwd_in_flops = c.bwd_in_flops;
     r->bwd_w_flops = c.bwd_w_flops;

@@ -29,6 +29,9 @@ typedef struct {
     int expert;            /* a mixture-of-experts op (dispatch, grouped MLP, combine): its work
                               spreads over the stage's ranks, its weights over ep x etp */
     double a2a_bytes;      /* moe_dispatch: the tokens it sends to their experts (micro-batch 1) */
+    /* A grouped MLP: experts, rows per expert at micro-batch 1 (the capacity),
+     * hidden, expert ffn and first product's width (2 ffn for SwiGLU). */
+    double moe_e, moe_c, moe_h, moe_f, moe_g;
     double unf_bwd_extra;  /* unfused backward traffic of the framework's kernels beyond the graph's */
     double fwd_flops, bwd_in_flops, bwd_w_flops;
     double fwd_act_bytes, bwd_act_bytes;     /* activation traffic: scales with the micro-batch */
@@ -144,6 +147,9 @@ typedef struct {
                            (linear_fc1), silu and product one kernel (bias_swiglu), which keeps
                            fc1's output alone */
     int fp8_saved;      /* Transformer Engine's FP8 layers keep their inputs in FP8 */
+    int expert_loop;    /* the grouped MLP as weft's runtime runs it (sw=weft, kernels_moe.c):
+                           two products per expert, each at its own size's rate, and a backward
+                           that recomputes the first product and the activation */
     int unpadded;       /* the model's dimensions as given, no padded vocabulary (sw=pytorch):
                            products with unaligned leading dimensions run on alignment-1 kernels */
     int eager_elem;     /* the exported script's eager elementwise chains (sw=pytorch): RMSNorm,

@@ -785,6 +785,13 @@ static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int6
     bd->optimizer = opt_params * wf_cost_optimizer_bytes_per_param(ctx) / wf_device_opt_bps(&c->dev);
     bd->exposed_comm = bd->tp_comm + bd->pp_comm + mm * s->zc + dp.exposed + emb_sync;
     out->iteration_time_s = bd->compute + bd->recompute + bd->bubble + bd->optimizer + bd->exposed_comm;
+    /* Each stage waits the pipeline's span less its own passes. */
+    out->bubble_max_s = p->pp > 1 ? bubble : 0;
+    for (int k = 0; p->pp > 1 && k < nst; k++) {
+        double w = mm * (stage_total(s) - stage_total(&st[k])) + bubble;
+        if (w > out->bubble_max_s)
+            out->bubble_max_s = w;
+    }
     out->samples_per_s = (double)batch / out->iteration_time_s;
     out->model_flops_per_iteration = ctx->model_flops_per_sample * (double)batch;
     double devices = (double)wf_plan_devices(p);

@@ -87,6 +87,7 @@ typedef struct {
     grad_rule grad;
     wf_attn_impl fused;   /* the fused attention kernels it runs (when flash) */
     int regen_dropout, workspace; /* sw=weft's runtime */
+    int expert_loop;      /* sw=weft's grouped MLP: per-expert products, recomputed backward */
     int autocast;         /* torch.autocast over fp32 weights (with a 16-bit model) */
     int eager_norm;
     int fp32_weights;     /* stored weights fp32 whatever the model's dtype */
@@ -115,7 +116,7 @@ static const sw_profile PROFILES[WF_SW_COUNT] = {
                          .fused = WF_ATTN_IMPL_FA2},
     [WF_SW_FSDP] = {.flash = 1, .tp = TP_SYNC, .dp = DP_ALWAYS, .grad = GRAD_FP32, .fused = WF_ATTN_IMPL_SDPA},
     [WF_SW_WEFT] = {.flash = 0, .tp = TP_SYNC, .dp = DP_ALWAYS, .grad = GRAD_FP32, .fused = WF_ATTN_IMPL_SDPA,
-                    .regen_dropout = 1, .workspace = 1},
+                    .regen_dropout = 1, .workspace = 1, .expert_loop = 1},
     /* torch.nn.functional.scaled_dot_product_attention (flash backend),
      * DDP's reducer hooks (overlapped), fp32 parameters and so fp32
      * gradients; log_softmax and nll_loss run in fp32 under autocast, and
@@ -158,6 +159,7 @@ void wf_cost_var_of(const wf_cost_ctx *ctx, const wf_plan *p, wf_cost_var *v)
     v->w_bytes = f->fp32_weights ? 4 : ctx->elem_bytes;
     v->loss_saved = f->loss_saved;
     v->fused_glu = f->fused_glu;
+    v->expert_loop = f->expert_loop;
     v->fp8_saved = f->fp8_saved && v->fp8;
     v->unpadded = f->unpadded;
     v->eager_elem = f->eager_elem;

@@ -158,9 +158,51 @@ wf_cost_op_time wf_cost_op_time_of(const wf_cost_ctx *ctx, const wf_cost_op *r, 
     return t;
 }
 
+/* One product C[m,n] = A[m,k] B[k,n] of the expert loop: its FLOPs at the
+ * rate the calibrated table gives its own size, plus its three matrices'
+ * traffic (what calibrate.c took out of each measured rate). */
+static double loop_gemm_time(const wf_cost_ctx *ctx, double m, double n, double k)
+{
+    const double eb = ctx->elem_bytes;
+    return wf_compute_time(&ctx->cluster.dev, 1, ctx->dtype, 2.0 * m * n * k, eb * (m * k + k * n + m * n));
+}
+
+/* The grouped MLP as weft's runtime runs it (expert_loop, sw=weft):
+ * wf_k_grouped_mlp_fwd in kernels_moe.c runs, per expert, a = x w1 ([M,H] x
+ * [H,G]), h = act(a) ([M,F]; SwiGLU: silu(gate) * up, G = 2F), y = h w2; and
+ * wf_k_grouped_mlp_bwd recomputes a and h from the rows before dh = dy w2^T,
+ * dw2 = h^T dy, the activation's gradient da, dx = da w1^T and dw1 = x^T da.
+ * A loop of small products, each at its own size's rate: the op's total
+ * FLOPs would price them as one large product. Per rank a pass runs E
+ * products of each kind (under expert parallelism E/ep experts, each on the
+ * rows of each of ep ranks in turn: exec_experts.c), M = C b etp / div rows
+ * each, F / etp wide. The activation: the graph's FLOPs per element (silu 4
+ * and the product 1, GELU 8), its gradient twice that; reads a, writes h
+ * (backward reads dh and a, writes da). */
+static void expert_loop_time(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div,
+                             wf_cost_op_time *t)
+{
+    const wf_device *d = &ctx->cluster.dev;
+    const double eb = ctx->elem_bytes, etp = ctx->var.etp > 1 ? (double)ctx->var.etp : 1.0;
+    const double E = r->moe_e, H = r->moe_h, M = r->moe_c * b * etp / div, F = r->moe_f / etp,
+                 G = r->moe_g / etp;
+    const int glu = G > 1.5 * F;
+    const double act_f = wf_compute_time(d, 0, ctx->dtype, M * F * (glu ? 5.0 : 8.0), eb * M * (G + F));
+    const double act_b = wf_compute_time(d, 0, ctx->dtype, M * F * (glu ? 10.0 : 16.0), eb * M * (F + 2.0 * G));
+    const double up = loop_gemm_time(ctx, M, G, H), down = loop_gemm_time(ctx, M, H, F);
+    t->fwd_s = E * (up + act_f + down);
+    t->bwd_in_s = E * (up + act_f + loop_gemm_time(ctx, M, F, H) + act_b + loop_gemm_time(ctx, M, H, G));
+    t->bwd_w_s = E * (loop_gemm_time(ctx, F, H, M) + loop_gemm_time(ctx, H, G, M));
+}
+
 static wf_cost_op_time op_time_kernels(const wf_cost_ctx *ctx, const wf_cost_op *r, double b, double div,
                                        double pdiv)
 {
+    if (ctx->var.expert_loop && r->moe_e > 0 && r->moe_c > 0) {
+        wf_cost_op_time t = {0, 0, 0};
+        expert_loop_time(ctx, r, b, div * (double)ctx->var.cp, &t);
+        return t;
+    }
     wf_cost_op_time t = {0, 0, 0};
     /* Context parallelism divides every op's activation work (attention's
      * too: each rank's queries against all keys) but no weight. */

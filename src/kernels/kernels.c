@@ -1023,23 +1023,54 @@ void wf_k_embedding_bwd(const int32_t *ids, const float *dy, float *dtable, int6
         vacc(dtable + (int64_t)ids[i] * h, dy + i * h, h);
 }
 
+/* One angle per (position, pair), shared by every batch row and head: the
+ * pair's frequency once (pow), then cos and sin of s times it by the angle
+ * sum from position s - 1, in double (its rounding after 64k positions is
+ * far below float's), rather than pow, cos and sin per position and pair
+ * (which took as long as the rotation on a small model). Pairs beyond
+ * ROT_PAIRS fall back to the direct formula. */
+#define ROT_PAIRS 512
 static void rotary(const float *x, float *y, int64_t B, int64_t S, int64_t A, int64_t D,
                    float base, double sign)
 {
     const double bs = base != 0 ? (double)base : 10000.0;
-    for (int64_t s = 0; s < S; s++)
-        for (int64_t i = 0; i < D / 2; i++) {
-            /* One angle per (position, pair), shared by every batch row and head. */
-            const double ang = sign * (double)s * pow(bs, -2.0 * (double)i / (double)D);
-            const float c = (float)cos(ang), sn = (float)sin(ang);
-            for (int64_t b = 0; b < B; b++)
-                for (int64_t h = 0; h < A; h++) {
-                    const int64_t o = (b * S + s) * A * D + h * D + 2 * i;
-                    const float x0 = x[o], x1 = x[o + 1];
-                    y[o] = x0 * c - x1 * sn;
-                    y[o + 1] = x0 * sn + x1 * c;
-                }
+    const int64_t P = D / 2, tab = P < ROT_PAIRS ? P : ROT_PAIRS;
+    double dc[ROT_PAIRS], ds[ROT_PAIRS], cc[ROT_PAIRS], cs[ROT_PAIRS];
+    float c[ROT_PAIRS], sn[ROT_PAIRS];
+    for (int64_t i = 0; i < tab; i++) {
+        const double w = sign * pow(bs, -2.0 * (double)i / (double)D);
+        dc[i] = cos(w);
+        ds[i] = sin(w);
+        cc[i] = 1.0;
+        cs[i] = 0.0;
+    }
+    for (int64_t s = 0; s < S; s++) {
+        for (int64_t i = 0; i < tab; i++) {
+            if (s > 0) {
+                const double nc = cc[i] * dc[i] - cs[i] * ds[i], ns = cs[i] * dc[i] + cc[i] * ds[i];
+                cc[i] = nc;
+                cs[i] = ns;
+            }
+            c[i] = (float)cc[i];
+            sn[i] = (float)cs[i];
         }
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < A; h++) {
+                const float *xr = x + (b * S + s) * A * D + h * D;
+                float *yr = y + (b * S + s) * A * D + h * D;
+                for (int64_t i = 0; i < tab; i++) {
+                    const float x0 = xr[2 * i], x1 = xr[2 * i + 1];
+                    yr[2 * i] = x0 * c[i] - x1 * sn[i];
+                    yr[2 * i + 1] = x0 * sn[i] + x1 * c[i];
+                }
+                for (int64_t i = tab; i < P; i++) {
+                    const double ang = sign * (double)s * pow(bs, -2.0 * (double)i / (double)D);
+                    const float ci = (float)cos(ang), si = (float)sin(ang), x0 = xr[2 * i], x1 = xr[2 * i + 1];
+                    yr[2 * i] = x0 * ci - x1 * si;
+                    yr[2 * i + 1] = x0 * si + x1 * ci;
+                }
+            }
+    }
 }
 
 void wf_k_rotary_fwd(const float *x, float *y, int64_t b, int64_t s, int64_t heads, int64_t d,

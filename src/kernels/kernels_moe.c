@@ -18,25 +18,6 @@
 #include <math.h>
 #include <string.h>
 
-static float silu(float v) { return v / (1.0f + expf(-v)); }
-static float dsilu(float v)
-{
-    float s = 1.0f / (1.0f + expf(-v));
-    return s * (1.0f + v * (1.0f - s));
-}
-/* The tanh form, as the executor's gelu kernel. */
-static float gelu(float v)
-{
-    const float c = 0.7978845608f;
-    return 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
-}
-static float dgelu(float v)
-{
-    const float c = 0.7978845608f;
-    float u = c * (v + 0.044715f * v * v * v), t = tanhf(u);
-    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * v * v);
-}
-
 /* The top k of p[E] (ties to the lower index) into idx[k]. */
 static void top_k(const float *p, int64_t E, int64_t k, int32_t *idx)
 {
@@ -196,13 +177,45 @@ void wf_k_moe_combine_bwd(const float *y, const float *weights, const int32_t *e
         }
 }
 
-/* h = act(a) ([C, F]; a is [C, G], G = 2F for SwiGLU). */
+/* h = act(a) ([C, F]; a is [C, G], G = 2F for SwiGLU), a row at a time
+ * through the executor's vectorized activation kernels (kernels.c): with
+ * libm's expf in a scalar loop this took as long as the expert products. */
 static void expert_act(const float *a, float *hid, int64_t C, int64_t F, int swiglu)
 {
     int64_t G = swiglu ? 2 * F : F;
-    for (int64_t c = 0; c < C; c++)
+    for (int64_t c = 0; c < C; c++) {
+        const float *ar = a + c * G;
+        float *h = hid + c * F;
+        if (!swiglu) {
+            wf_k_gelu_fwd(ar, h, F);
+            continue;
+        }
+        wf_k_silu_fwd(ar, h, F);
         for (int64_t f = 0; f < F; f++)
-            hid[c * F + f] = swiglu ? silu(a[c * G + f]) * a[c * G + F + f] : gelu(a[c * G + f]);
+            h[f] *= ar[F + f];
+    }
+}
+
+/* da from dh ([C, F]) and a: SwiGLU's gate gets dh u silu'(g) and its up
+ * dh silu(g) (the up half first holds dh u); GELU's dh gelu'(a). */
+static void expert_act_bwd(const float *a, const float *dh, float *da, int64_t C, int64_t F, int swiglu)
+{
+    int64_t G = swiglu ? 2 * F : F;
+    for (int64_t c = 0; c < C; c++) {
+        const float *ar = a + c * G, *dhr = dh + c * F;
+        float *dar = da + c * G;
+        if (!swiglu) {
+            wf_k_gelu_bwd(ar, dhr, dar, F);
+            continue;
+        }
+        float *up = dar + F;
+        for (int64_t f = 0; f < F; f++)
+            up[f] = dhr[f] * ar[F + f];
+        wf_k_silu_bwd(ar, up, dar, F);
+        wf_k_silu_fwd(ar, up, F);
+        for (int64_t f = 0; f < F; f++)
+            up[f] *= dhr[f];
+    }
 }
 
 void wf_k_grouped_mlp_fwd(const float *x, const float *w1, const float *w2, float *y, float *scratch, int64_t E,
@@ -229,16 +242,7 @@ void wf_k_grouped_mlp_bwd(const float *x, const float *w1, const float *w2, cons
         expert_act(a, hid, C, F, swiglu);
         /* dh = dy w2^T, dw2 = hid^T dy */
         wf_k_linear_bwd(hid, w2e, dye, dh, dw2 ? dw2 + e * F * H : NULL, NULL, C, F, H);
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t f = 0; f < F; f++) {
-                if (swiglu) {
-                    float g = a[c * G + f], u = a[c * G + F + f];
-                    da[c * G + f] = dh[c * F + f] * u * dsilu(g);
-                    da[c * G + F + f] = dh[c * F + f] * silu(g);
-                } else {
-                    da[c * G + f] = dh[c * F + f] * dgelu(a[c * G + f]);
-                }
-            }
+        expert_act_bwd(a, dh, da, C, F, swiglu);
         /* dx = da w1^T, dw1 = x^T da */
         wf_k_linear_bwd(xe, w1e, da, dx ? dx + e * C * H : NULL, dw1 ? dw1 + e * H * G : NULL, NULL, C, H, G);
     }
