@@ -367,7 +367,11 @@ static wf_status split_comms(wf_pipe *p)
     }
     /* Each axis's group (plan.h's generator): coloured by its first rank,
      * ordered by the coordinate on the axis. The model-parallel group (tp x
-     * pp, the ranks of one data-parallel index) spans two axes. */
+     * pp, the ranks of one data-parallel index) spans two axes that are not
+     * adjacent in the generator's order (dp lies between them), so it is no
+     * join: its first rank is the tp group's first rank within the pp
+     * group's first rank, and its members are ordered stage-major, tp-minor
+     * (the order of the vocabulary-parallel shards at tp x pp). */
     wf_axis_ranks ax[WF_AXIS_COUNT];
     wf_rank_axes_dense(p->tp, 1, p->dp, p->pp, ax);
     const int64_t r = p->rank;
@@ -377,7 +381,10 @@ static wf_status split_comms(wf_pipe *p)
     if (rc == MPI_SUCCESS && p->tp > 1)
         rc = MPI_Comm_split(p->comm, (int)wf_rank_group_first(ax[WF_AXIS_TP], r), p->tpi, &p->tpcomm);
     if (rc == MPI_SUCCESS && (p->tp > 1 || p->interlace))
-        rc = MPI_Comm_split(p->comm, p->dpi, p->stage * p->tp + p->tpi, &p->mpcomm);
+        rc = MPI_Comm_split(p->comm, (int)wf_rank_group_first(ax[WF_AXIS_TP], wf_rank_group_first(ax[WF_AXIS_PP], r)),
+                            (int)(wf_rank_coord(ax[WF_AXIS_PP], r) * ax[WF_AXIS_TP].size +
+                                  wf_rank_coord(ax[WF_AXIS_TP], r)),
+                            &p->mpcomm);
     if (rc != MPI_SUCCESS)
         return mpi_err(rc, "MPI_Comm_split of the pipeline groups");
     MPI_Comm_set_errhandler(p->dpcomm, MPI_ERRORS_RETURN);
