@@ -141,6 +141,8 @@ struct wf_pipe {
     wf_plan_task *itask;     /* interlaced: this rank's order of tasks (wf_plan_interlace_order) */
     int nitask;
     int ntie, tie[4][2];     /* interlaced: parameters the embedding and the head both hold (index in each) */
+    int nend_out;            /* interlaced, while the embedding's chunk is made: its outputs (> 0: */
+    int end_out[MAX_BOUNDARY]; /* the vocabulary-parallel graph's tensors, whole_outputs) */
     int done_h, done_eb;     /* interlaced: heads and embedding backwards run in this step */
     int64_t vocab_valid;     /* the model's own vocabulary when it runs padded as Megatron pads it, else 0 */
     int tp, tpi;
@@ -450,6 +452,10 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
         st = boundary(g, first, seg + 1, bout, &nbout);
     if (st != WF_OK)
         return st;
+    if (st == WF_OK && ci == 1 && p->nend_out > 0) { /* interlaced: the embedding's whole outputs */
+        nbout = p->nend_out;
+        memcpy(bout, p->end_out, (size_t)nbout * sizeof *bout);
+    }
     wf_graph sg;
     int *map = malloc((size_t)g->ntensors * sizeof *map);
     int64_t *init = NULL;
@@ -679,6 +685,55 @@ static void param_map(const wf_graph *g, const int64_t *gidx, const int64_t *gof
     }
 }
 
+/* Interlaced: what the embedding's chunk (segment 0 of the vocabulary-
+ * parallel graph vg, cut at vf) hands the first stage's layers, which read
+ * the tensors of wg (cut at lf) that cross into its segment 1. GPT's
+ * embedding makes its output whole itself (positions added, dropout), the
+ * one tensor both graphs pass. Llama's and BERT's first layer reads the
+ * embedding's output directly: vg then passes two tensors, the output as
+ * the vocabulary-parallel lookup leaves it (a partial sum over tp x pp,
+ * which vg's first residual adds as it is) and its boxing to the whole
+ * value (the carrier 'NAME.boxK', an all-reduce, made in segment 0 before
+ * the layer's norm). The layers of wg read the whole value once, so the
+ * embedding hands them that: for each tensor wg's layers read, vg's
+ * carrier of it that segment 1 reads (the last of a chain), else the tensor
+ * itself. Its gradient, the layers' whole gradient, goes back through the
+ * carrier (an all-reduce's backward passes it to every shard of the sum).
+ * out[] gets vg's tensors, *n their count; *n = 0 when the two cuts already
+ * agree tensor for tensor. */
+static wf_status whole_outputs(const wf_graph *wg, const int *lf, const wf_graph *vg, const int *vf, int *out,
+                               int *n)
+{
+    int lin[MAX_BOUNDARY], vout[MAX_BOUNDARY], nl = 0, nv = 0;
+    *n = 0;
+    wf_status st = boundary(wg, lf, 1, lin, &nl);
+    if (st == WF_OK)
+        st = boundary(vg, vf, 1, vout, &nv);
+    if (st != WF_OK || nl == nv)
+        return st;
+    for (int k = 0; k < nl; k++) {
+        const wf_tensor *x = &wg->tensors[lin[k]];
+        char pre[WF_NAME_LEN + 8];
+        snprintf(pre, sizeof pre, "%.40s.box", x->name);
+        int pick = -1;
+        for (int b = 0; b < nv; b++) {
+            const wf_tensor *y = &vg->tensors[vout[b]];
+            if (wf_tensor_numel(y) != wf_tensor_numel(x))
+                continue;
+            if (strcmp(y->name, x->name) == 0 && pick < 0)
+                pick = vout[b];
+            else if (y->producer >= 0 && strncmp(vg->ops[y->producer].name, pre, strlen(pre)) == 0 &&
+                     (pick < 0 || strcmp(vg->tensors[pick].name, x->name) == 0 || vout[b] > pick))
+                pick = vout[b]; /* a carrier of it: the last one made */
+        }
+        if (pick < 0)
+            return wf_errorf(WF_INVAL, "interlaced pipeline: the embedding makes no whole '%s' for the first "
+                                       "stage's layers", x->name);
+        out[(*n)++] = pick;
+    }
+    return WF_OK;
+}
+
 /* Interlaced: the layers' chunk ch[0] (segment 1 + stage of wg), the
  * embedding's ch[1] and the head's ch[2] (segments 0 and pp + 1 of the
  * vocabulary-parallel graph vg); what crosses between them must agree, and
@@ -699,7 +754,10 @@ static wf_status make_interlaced(wf_pipe *p, const wf_pipe_config *c, const wf_g
     if (st == WF_OK)
         st = make_chunk(p, c, wg, lf, nseg, 1 + p->stage, p->tps, pidx, poff, -1, 0);
     if (st == WF_OK)
+        st = whole_outputs(wg, lf, vg, vf, p->end_out, &p->nend_out);
+    if (st == WF_OK)
         st = make_chunk(p, c, vg, vf, nseg, 0, p->vps, vidx, voff, data_input(vg), 1);
+    p->nend_out = 0;
     if (st == WF_OK)
         st = make_chunk(p, c, vg, vf, nseg, nseg - 1, p->vps, vidx, voff, -1, 2);
     for (int k = 1; st == WF_OK && k < 3; k++)
