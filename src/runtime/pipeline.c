@@ -116,6 +116,9 @@ typedef struct {
     unsigned char *busy;     /* [nslots] */
     MPI_Request *sreq;       /* [nslots * MAX_BOUNDARY] sends out of each slot */
     int first_bwd, last_bwd; /* positions in the order of this chunk's first and last backward */
+    float *pbuf;             /* replayed stages (play_pieces): per slot, the micro-batch's K pieces of its
+                              * inputs, input gradients, outputs and output gradients */
+    int64_t pslot;           /* floats per slot in pbuf */
     int *owner;              /* [nparams] 1 when this copy counts in the norm and the gathered model */
     double *share;           /* [nparams] its share of the norm (1 / the tp ranks holding the same shard) */
     int64_t *full_off;       /* [nparams] offset in the packed whole-model vector */
@@ -149,6 +152,9 @@ struct wf_pipe {
     int zero;                /* the ZeRO stage each stage's data-parallel group shards */
     int rank, nranks, stage, pp, vpp, nvs, dp, dpi, m;
     int64_t mbs, in_numel, lab_numel, full_params;
+    int replay;              /* recompute=full: each piece's forward replayed just before its backward */
+    int pieces;              /* coshard=K: a micro-batch's rows run as K pieces in turn (1: whole) */
+    int64_t rows;            /* the rows of one piece (mbs / pieces): the stages' graphs' batch */
     wf_pipe_kind kind;
     int nchunks;
     chunk *ch;
@@ -192,6 +198,13 @@ wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, 
     wf_status st = wf_runtime_engine_check(WF_ENGINE_PIPELINE, p, m);
     if (st != WF_OK)
         return st;
+    /* Co-shard's pieces (play_pieces). */
+    if (p->coshard > 1 && p->mbs % p->coshard != 0)
+        return wf_errorf(WF_INVAL, "coshard=%d does not divide the micro-batch mbs=%d (each piece takes mbs/%d rows)",
+                         p->coshard, p->mbs, p->coshard);
+    if (p->coshard > 1 && wf_model_is_moe(m))
+        return wf_errorf(WF_INVAL, "coshard=%d: model '%s' routes tokens to experts with a capacity per batch, "
+                                   "which pieces of a micro-batch change (coshard=1)", p->coshard, m->name);
     int tp = p->tp > 1 ? p->tp : 1;
     if (tp > 1) {
         /* What Megatron's layout splits tp ways (as spmd.c names it); a
@@ -581,6 +594,17 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
         ch->slot_of[i] = -1;
     for (int i = 0; i < ch->nslots * MAX_BOUNDARY; i++)
         ch->sreq[i] = MPI_REQUEST_NULL;
+    if (p->replay) {
+        int64_t nb = 0;
+        for (int b = 0; b < ch->nin; b++)
+            nb += 2 * ch->in_n[b];
+        for (int b = 0; b < ch->nout; b++)
+            nb += 2 * ch->out_n[b];
+        ch->pslot = nb * p->pieces;
+        ch->pbuf = calloc((size_t)(ch->pslot * ch->nslots + 1), sizeof *ch->pbuf);
+        if (!ch->pbuf)
+            return wf_errorf(WF_NOMEM, "out of memory for the replayed stages' pieces");
+    }
     return chunk_constants(c, ch);
 }
 
@@ -827,6 +851,9 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     p->tpi = (int)wf_rank_coord(ax[WF_AXIS_TP], p->rank);
     p->mbs = pl->mbs;
     p->m = (int)(c->batch / p->dp / p->mbs);
+    p->replay = pl->recompute == WF_RECOMPUTE_FULL;
+    p->pieces = pl->coshard > 1 ? pl->coshard : 1;
+    p->rows = p->mbs / p->pieces;
     p->kind = pl->pipe;
     p->nchunks = p->interlace ? 3 : p->vpp;
     p->dpcomm = p->ppcomm = p->tpcomm = p->mpcomm = MPI_COMM_NULL;
@@ -880,7 +907,12 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     int64_t *pidx = NULL, *poff = NULL, *gidx = NULL, *goff = NULL, *vidx = NULL, *voff = NULL;
     if (!first)
         return wf_errorf(WF_NOMEM, "out of memory");
-    st = wf_model_build(&mm, p->mbs, &g);
+    /* Co-shard: the stages' graphs hold one piece (mbs / coshard rows). */
+    st = wf_model_build(&mm, p->rows, &g);
+    for (int i = 0; st == WF_OK && p->pieces > 1 && i < g.nfwd; i++)
+        if (g.ops[i].kind == WF_OP_BATCHNORM)
+            st = wf_errorf(WF_INVAL, "coshard=%d: model '%s' normalizes by batch statistics (op '%s'), which pieces "
+                                     "of a micro-batch change (coshard=1)", p->pieces, c->model->name, g.ops[i].name);
     /* The graph cut into stages: the model's, or under tp this rank's local graph (its tensors at their local
      * shapes, the carriers of Megatron's collectives among its ops); interlaced, the embedding and the head
      * come from the vocabulary-parallel local graph vg. */
@@ -940,10 +972,10 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     if (st == WF_OK && !p->interlace)
         st = find_shared(p, wg, first);
     if (st == WF_OK) {
-        p->in_numel = wf_tensor_numel(&dg->tensors[data_t]) / p->mbs;
+        p->in_numel = wf_tensor_numel(&dg->tensors[data_t]) / p->rows;
         for (int t = 0; t < g.ntensors; t++)
             if (g.tensors[t].role == WF_ROLE_LABEL)
-                p->lab_numel = wf_tensor_numel(&g.tensors[t]) / p->mbs;
+                p->lab_numel = wf_tensor_numel(&g.tensors[t]) / p->rows;
         char tps[24] = "";
         if (p->tp > 1)
             snprintf(tps, sizeof tps, "tp=%d,%s", p->tp, pl->sp ? "sp=1," : "");
@@ -986,6 +1018,7 @@ void wf_pipe_free(wf_pipe *p)
         free(ch->slot_of);
         free(ch->busy);
         free(ch->sreq);
+        free(ch->pbuf);
         free(ch->owner);
         free(ch->share);
         free(ch->full_off);
@@ -1101,6 +1134,10 @@ static wf_status pipe_inputs_plan(wf_pipe *p, const wf_pipe_config *c, const wf_
         p->rec_off[r] = r == 0 ? 0 : p->rec_off[r - 1] + (int64_t)p->m * p->mbs * p->fg.x[p->rec_i[r - 1]].numel;
     }
     if (p->nrec > 0) {
+        if (p->replay && p->recycle > 0)
+            return wf_errorf(WF_INVAL, "recompute=full%s on pipeline stages: model %s recycles activations, which "
+                                       "the runtime's replayed stages do not carry (recompute=none, coshard=1)",
+                             p->pieces > 1 ? " with coshard" : "", c->model->name);
         if (p->vpp > 1)
             return wf_errorf(WF_INVAL, "vpp=%d: model %s recycles activations; the runtime pipelines it with one "
                                        "chunk per stage (vpp=1)", p->vpp, c->model->name);
@@ -1305,6 +1342,131 @@ static wf_status recycle_wait(wf_pipe *p, double *comm_s)
             rc = MPI_Wait(&p->rreq[i], MPI_STATUS_IGNORE);
     *comm_s += wf_now_s() - t0;
     return rc == MPI_SUCCESS ? WF_OK : mpi_err(rc, "MPI_Wait of the recycled sends");
+}
+
+/* A replayed stage's op (recompute=full; coshard=K splits each micro-batch's
+ * rows into K pieces, SuperScaler's co-shard): the stage's executor holds
+ * one piece (rows = mbs / K). A forward receives the micro-batch's inputs
+ * whole (the K pieces' rows in turn, as the previous stage sent them) into
+ * its slot's block of pbuf, runs the K pieces' forwards one after another in
+ * the slot (dropout drawn at each piece's first sample, so the masks are one
+ * process's) and sends the K outputs as one message; nothing of its
+ * activations is kept for the backward but those inputs. A backward
+ * receives the K output gradients, and for each piece replays its forward
+ * (same inputs, same stream) just before its backward, which accumulates
+ * into the parameters' gradients; the K input gradients go back as one
+ * message. The last stage's loss is each piece's mean; the step divides by
+ * m K (finish). Recycling (recycle > 0) is not combined with it (refused
+ * by pipe_inputs_plan); with recycle=0 the recycled inputs are zeros. */
+static wf_status play_pieces(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in, const int32_t *lab,
+                             int64_t first_sample, int64_t step, double *loss_sum, wf_status *kst, double *comm_s)
+{
+    chunk *ch = &p->ch[op->chunk];
+    const int vs = ch->vs, mb = op->mb, K = p->pieces;
+    const int64_t rows = p->rows;
+    int64_t kin[MAX_BOUNDARY], kout[MAX_BOUNDARY];
+    float *xin[MAX_BOUNDARY], *gin[MAX_BOUNDARY], *yout[MAX_BOUNDARY], *gout[MAX_BOUNDARY];
+    wf_status st;
+    p->played[p->nplayed++] = (wf_pipe_op){op->bwd, mb, op->chunk};
+    int slot = -1;
+    if (!op->bwd) {
+        for (int s = 0; s < ch->nslots && slot < 0; s++)
+            if (!ch->busy[s])
+                slot = s;
+        if (slot < 0)
+            return wf_errorf(WF_INTERNAL, "pipeline: no free activation slot for micro-batch %d", mb);
+    } else if ((slot = ch->slot_of[mb]) < 0) {
+        return wf_errorf(WF_INTERNAL, "pipeline: backward of micro-batch %d before its forward", mb);
+    }
+    /* The slot's last sends (of an earlier micro-batch) are done before its block is written. */
+    if ((st = wait_sends(ch, slot, comm_s)) != WF_OK)
+        return st;
+    float *blk = ch->pbuf + ch->pslot * slot;
+    for (int b = 0; b < ch->nin; b++) {
+        kin[b] = K * ch->in_n[b];
+        xin[b] = blk;
+        gin[b] = blk + kin[b];
+        blk += 2 * kin[b];
+    }
+    for (int b = 0; b < ch->nout; b++) {
+        kout[b] = K * ch->out_n[b];
+        yout[b] = blk;
+        gout[b] = blk + kout[b];
+        blk += 2 * kout[b];
+    }
+    if (!op->bwd) {
+        ch->busy[slot] = 1;
+        ch->slot_of[mb] = slot;
+        if (ch->nin > 0 && (st = recv_all(p, xin, kin, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s)) != WF_OK)
+            return st;
+    } else if (ch->nout > 0 && (st = recv_all(p, gout, kout, ch->nout, (vs + 1) % p->pp, mb, vs, 1, comm_s)) != WF_OK) {
+        return st;
+    }
+    wf_exec_use_slot(ch->e, slot);
+    for (int u = 0; u < K; u++) {
+        const int64_t row0 = (int64_t)mb * p->mbs + u * rows; /* the piece's first row in this pipeline's batch */
+        if (ch->data_t >= 0)
+            memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(row0 * p->in_numel) * 4,
+                   (size_t)(rows * p->in_numel) * 4);
+        if (ch->label_t >= 0)
+            memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + row0 * p->lab_numel,
+                   (size_t)(rows * p->lab_numel) * sizeof(int32_t));
+        for (int k = 0; k < ch->nfeed; k++) {
+            const wf_feed_input *x = &p->fg.x[ch->feed_i[k]];
+            void *leaf = wf_exec_leaf_data(ch->e, ch->feed_t[k]);
+            if (x->kind == WF_FEED_RECYCLED) /* recycle=0: the recycled inputs stay zero */
+                memset(leaf, 0, (size_t)(rows * x->numel) * sizeof(float));
+            else
+                wf_feed_input_fill(x, leaf, rows, lab + row0 * p->lab_numel, first_sample + row0, p->seed);
+        }
+        for (int b = 0; b < ch->nin; b++)
+            memcpy(wf_exec_leaf_data(ch->e, ch->in_t[b]), xin[b] + u * ch->in_n[b],
+                   (size_t)ch->in_n[b] * sizeof(float));
+        wf_exec_set_stream(ch->e, stream_of(p, step, p->recycle), first_sample + row0);
+        /* dear: the previous step's deferred update completes in this chunk's first forward. */
+        if (u == 0)
+            wf_dist_begin_micro(ch->d, !op->bwd, 0);
+        float loss = 0;
+        wf_status fs = wf_exec_forward(ch->e, &loss);
+        if (fs == WF_MPI)
+            return fs;
+        if (*kst == WF_OK)
+            *kst = fs;
+        if (!op->bwd) {
+            if (vs == p->nvs - 1)
+                *loss_sum += (double)loss;
+            for (int b = 0; b < ch->nout; b++)
+                memcpy(yout[b] + u * ch->out_n[b], wf_exec_output(ch->e, b), (size_t)ch->out_n[b] * sizeof(float));
+            continue;
+        }
+        /* The replay done: this piece's backward. */
+        for (int b = 0; b < ch->nout; b++)
+            memcpy(wf_exec_output_grad(ch->e, b), gout[b] + u * ch->out_n[b], (size_t)ch->out_n[b] * sizeof(float));
+        wf_dist_begin_micro(ch->d, 0, pos == ch->last_bwd && u == K - 1);
+        if ((st = wf_exec_backward(ch->e, pos != ch->first_bwd || u > 0)) != WF_OK)
+            return st;
+        for (int b = 0; b < ch->nin; b++) {
+            const float *gx = wf_exec_input_grad(ch->e, b);
+            if (gx)
+                memcpy(gin[b] + u * ch->in_n[b], gx, (size_t)ch->in_n[b] * sizeof(float));
+            else /* no gradient reaches this input: zeros */
+                memset(gin[b] + u * ch->in_n[b], 0, (size_t)ch->in_n[b] * sizeof(float));
+        }
+    }
+    const int n = op->bwd ? ch->nin : ch->nout;
+    for (int b = 0; b < n; b++) {
+        int to = op->bwd ? (vs - 1) % p->pp : (vs + 1) % p->pp;
+        int rc = MPI_Isend(op->bwd ? gin[b] : yout[b], (int)(op->bwd ? kin[b] : kout[b]), MPI_FLOAT, to,
+                           tag_of(p, mb, op->bwd ? vs - 1 : vs + 1, op->bwd, b), p->ppcomm,
+                           &ch->sreq[(size_t)slot * MAX_BOUNDARY + b]);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, op->bwd ? "MPI_Isend of a stage's input gradients" : "MPI_Isend of a stage's activations");
+    }
+    if (op->bwd) {
+        ch->busy[slot] = 0;
+        ch->slot_of[mb] = -1;
+    }
+    return WF_OK;
 }
 
 /* Runs op i of the order. */
@@ -1686,7 +1848,7 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
         for (int s = 0; s < n; s++)
             total += all[s];
     }
-    double scale = 1.0 / ((double)p->dp * (double)p->m);
+    double scale = 1.0 / ((double)p->dp * (double)p->m * (double)p->pieces);
     for (int k = 0; k < p->nchunks; k++)
         wf_dist_take_comm_s(p->ch[k].d); /* the waits so far: counted in this phase */
     double tu = wf_now_s(), update_waits_s = 0;
@@ -1727,7 +1889,8 @@ wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t f
         if (p->recycle > 0 && !p->nf1b && !p->ops[i].bwd)
             st = recycle_all(p, p->ops[i].mb, in, lab, first_sample, step, &kst, comm_s);
         if (st == WF_OK)
-            st = play(p, &p->ops[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
+            st = p->replay ? play_pieces(p, &p->ops[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s)
+                           : play(p, &p->ops[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
     }
     for (int i = 0; p->interlace && i < p->nitask && st == WF_OK; i++)
         st = play_interlace(p, &p->itask[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
@@ -1741,7 +1904,7 @@ wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t f
     /* Every tp rank of the last stage holds the whole loss (the vocabulary-parallel cross-entropy): one counts. */
     /* Interlaced: every rank runs the head; the same one counts. */
     int last = p->stage == (p->nvs - 1) % p->pp && p->tpi == 0;
-    double mine[2] = {last ? loss_sum / (double)p->m : 0.0, (double)kst};
+    double mine[2] = {last ? loss_sum / ((double)p->m * (double)p->pieces) : 0.0, (double)kst};
     double total = mine[0];
     int worst = kst;
     if (mpi_on(p)) {

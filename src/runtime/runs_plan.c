@@ -102,13 +102,35 @@ static int p_cp_ep(const wf_plan *p, const wf_model_config *m, char *msg, size_t
     return 1;
 }
 
+/* recompute=full on stages (and co-shard, which needs it) runs as
+ * pipeline.c's replayed stages (play_pieces): one chunk per stage, no tp
+ * inside it, not interlaced, no ZeRO-3 (its gathers follow one forward per
+ * backward), no recycling (the replayed stages do not carry the recycled
+ * values). Selective recomputation and FP8 are not run. */
 static int p_recompute_fp8(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
     (void)m;
-    if (!(p->recompute != WF_RECOMPUTE_NONE || p->fp8))
+    if (p->recompute == WF_RECOMPUTE_SELECTIVE || p->fp8) {
+        snprintf(msg, cap, "pp=%d: the runtime pipelines stages with recompute=none or full (recompute=%s, fp8=%d)",
+                 p->pp, wf_recompute_name(p->recompute), p->fp8);
+        return 1;
+    }
+    if (p->recompute != WF_RECOMPUTE_FULL || (p->tp <= 1 && p->vpp <= 1 && !p->interlace && p->zero < 3))
         return 0;
-    snprintf(msg, cap, "pp=%d: the runtime pipelines plain stages (recompute=%s, fp8=%d must be off)", p->pp,
-             wf_recompute_name(p->recompute), p->fp8);
+    snprintf(msg, cap, "pp=%d with recompute=full%s: the runtime replays stages with tp=1, vpp=1, zero < 3 and "
+                       "no interlace (tp=%d, vpp=%d, zero=%d, interlace=%d)", p->pp,
+             p->coshard > 1 ? " and coshard" : "", p->tp, p->vpp, p->zero, p->interlace);
+    return 1;
+}
+
+/* Recycling (AlphaFold2's recycle=N) on replayed stages: not carried. */
+static int p_replay_recycle(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    if (p->recompute != WF_RECOMPUTE_FULL || m->recycle <= 0)
+        return 0;
+    snprintf(msg, cap, "pp=%d with recompute=full%s: model '%s' recycles activations, which the runtime's replayed "
+                       "stages do not carry (recompute=none and coshard=1 on stages, or pp=1)", p->pp,
+             p->coshard > 1 ? " and coshard" : "", m->name);
     return 1;
 }
 
@@ -232,13 +254,14 @@ static int s_combined(const wf_plan *p, const wf_model_config *m, char *msg, siz
 
 /* SuperScaler's co-shard and NF1B (docs/planner.md): the replica engine
  * runs both (engine_replica.c), pipeline stages without tensor parallelism
- * NF1B (pipeline.c); the rest is refused. */
+ * both (pipeline.c: co-shard on the replayed stages, p_recompute_fp8's
+ * row); the rest is refused. */
 static int staged_coshard_nf1b(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
     (void)m;
-    if (p->coshard > 1) {
-        snprintf(msg, cap, "coshard with pp=%d, tp=%d: the runtime co-shards data-parallel replicas only (pp=1, "
-                           "tp=1)", p->pp, p->tp);
+    if (p->coshard > 1 && !(p->pp > 1 && p->tp <= 1)) {
+        snprintf(msg, cap, "coshard with pp=%d, tp=%d: the runtime co-shards data-parallel replicas and pipeline "
+                           "stages without tensor parallelism (tp=1)", p->pp, p->tp);
         return 1;
     }
     if (!p->nf1b || (p->pp > 1 && p->tp <= 1))
@@ -291,6 +314,7 @@ static const rule RULES[] = {
     {WF_ENGINE_REPLICA, 0, r_zero3_extra},
     {WF_ENGINE_PIPELINE, 0, p_cp_ep},
     {WF_ENGINE_PIPELINE, 0, p_recompute_fp8},
+    {WF_ENGINE_PIPELINE, 1, p_replay_recycle},
     {WF_ENGINE_PIPELINE, 0, p_stages},
     {WF_ENGINE_PIPELINE, 0, p_sp},
     {WF_ENGINE_PIPELINE, 0, any_etp},
