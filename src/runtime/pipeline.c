@@ -1134,10 +1134,6 @@ static wf_status pipe_inputs_plan(wf_pipe *p, const wf_pipe_config *c, const wf_
         p->rec_off[r] = r == 0 ? 0 : p->rec_off[r - 1] + (int64_t)p->m * p->mbs * p->fg.x[p->rec_i[r - 1]].numel;
     }
     if (p->nrec > 0) {
-        if (p->replay && p->recycle > 0)
-            return wf_errorf(WF_INVAL, "recompute=full%s on pipeline stages: model %s recycles activations, which "
-                                       "the runtime's replayed stages do not carry (recompute=none, coshard=1)",
-                             p->pieces > 1 ? " with coshard" : "", c->model->name);
         if (p->vpp > 1)
             return wf_errorf(WF_INVAL, "vpp=%d: model %s recycles activations; the runtime pipelines it with one "
                                        "chunk per stage (vpp=1)", p->vpp, c->model->name);
@@ -1203,7 +1199,13 @@ static wf_status chunk_constants(const wf_pipe_config *c, chunk *ch)
  * model's other inputs, and on the first stage the recycled values (those
  * of the last recycling forward received first). */
 static wf_status chunk_feed(wf_pipe *p, chunk *ch, int mb, const int32_t *lab, int64_t first_sample,
-                            double *comm_s)
+                            double *comm_s);
+
+/* chunk_feed for rows [off, off + rows) of micro-batch mb (a co-shard
+ * piece; off 0 and rows mbs: the whole micro-batch). The recycled values
+ * arrive whole for the micro-batch, before its first piece. */
+static wf_status chunk_feed_rows(wf_pipe *p, chunk *ch, int mb, int64_t off, int64_t rows, const int32_t *lab,
+                                 int64_t first_sample, double *comm_s)
 {
     if (ch->vs == 0 && p->nrec > 0 && p->rpend[mb]) {
         for (int r = 0; r < p->nrec; r++) {
@@ -1227,17 +1229,25 @@ static wf_status chunk_feed(wf_pipe *p, chunk *ch, int mb, const int32_t *lab, i
             while (r < p->nrec && p->rec_i[r] != ch->feed_i[k])
                 r++;
             const int64_t n = p->mbs * x->numel;
-            memcpy(leaf, p->rbuf + p->rec_off[r] + mb * n, (size_t)n * sizeof(float));
+            memcpy(leaf, p->rbuf + p->rec_off[r] + mb * n + off * x->numel, (size_t)(rows * x->numel) * sizeof(float));
         } else {
-            wf_feed_input_fill(x, leaf, p->mbs, lab + mb * p->mbs * p->lab_numel, first_sample + mb * p->mbs, p->seed);
+            const int64_t row0 = (int64_t)mb * p->mbs + off;
+            wf_feed_input_fill(x, leaf, rows, lab + row0 * p->lab_numel, first_sample + row0, p->seed);
         }
     }
     return WF_OK;
 }
 
-/* After a recycling forward of mb: the sources this chunk made go to the
- * first stage (copied in place there). */
-static wf_status chunk_send_recycled(wf_pipe *p, chunk *ch, int mb)
+static wf_status chunk_feed(wf_pipe *p, chunk *ch, int mb, const int32_t *lab, int64_t first_sample,
+                            double *comm_s)
+{
+    return chunk_feed_rows(p, ch, mb, 0, p->mbs, lab, first_sample, comm_s);
+}
+
+/* After a recycling forward of mb (of piece u of p->pieces: its rows): the
+ * sources this chunk made go to the first stage (copied in place there),
+ * one message per micro-batch after its last piece. */
+static wf_status chunk_send_recycled(wf_pipe *p, chunk *ch, int mb, int u)
 {
     for (int k = 0; k < ch->nsrc; k++) {
         int r = ch->src_r[k];
@@ -1253,9 +1263,9 @@ static wf_status chunk_send_recycled(wf_pipe *p, chunk *ch, int mb)
                 return mpi_err(rc, "MPI_Wait of a recycled send");
         }
         float *dst = (p->stage == 0 ? p->rbuf : p->sbuf) + p->rec_off[r] + mb * n;
-        for (int64_t row = 0; row < p->mbs; row++)
-            memcpy(dst + row * x->numel, src + row * x->src_numel, (size_t)x->numel * sizeof(float));
-        if (p->stage != 0) {
+        for (int64_t row = 0; row < p->rows; row++)
+            memcpy(dst + (u * p->rows + row) * x->numel, src + row * x->src_numel, (size_t)x->numel * sizeof(float));
+        if (p->stage != 0 && u == p->pieces - 1) {
             int rc = MPI_Isend(dst, (int)n, MPI_FLOAT, 0, tag_rec(p, mb, r), p->ppcomm, rq);
             if (rc != MPI_SUCCESS)
                 return mpi_err(rc, "MPI_Isend of the recycled values");
@@ -1264,7 +1274,11 @@ static wf_status chunk_send_recycled(wf_pipe *p, chunk *ch, int mb)
     return WF_OK;
 }
 
-/* Recycling forward k of micro-batch mb on this rank's chunk (vpp = 1). */
+/* Recycling forward k of micro-batch mb on this rank's chunk (vpp = 1):
+ * its pieces in turn under co-shard (one piece of p->rows rows each; the
+ * whole micro-batch otherwise), each sending its outputs on (the next
+ * stage takes them piece by piece, in order) and its recycled sources
+ * into the micro-batch's block (sent after the last piece). */
 static wf_status recycle_forward(wf_pipe *p, int mb, int k, const void *in, const int32_t *lab,
                                  int64_t first_sample, int64_t step, wf_status *kst, double *comm_s)
 {
@@ -1274,9 +1288,6 @@ static wf_status recycle_forward(wf_pipe *p, int mb, int k, const void *in, cons
     int slot = ch->rslot;
     if (slot < 0)
         return wf_errorf(WF_INTERNAL, "pipeline: no slot for a recycling forward");
-    if ((st = wait_sends(ch, slot, comm_s)) != WF_OK)
-        return st;
-    wf_exec_use_slot(ch->e, slot);
     if (vs == 0 && k == 0) {
         /* The first forward of the step's micro-batch recycles zeros. */
         for (int r = 0; r < p->nrec; r++) {
@@ -1285,37 +1296,44 @@ static wf_status recycle_forward(wf_pipe *p, int mb, int k, const void *in, cons
         }
         p->rpend[mb] = 0;
     }
-    if (ch->data_t >= 0)
-        memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(mb * p->mbs * p->in_numel) * 4,
-               (size_t)(p->mbs * p->in_numel) * 4);
-    if (ch->label_t >= 0)
-        memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + mb * p->mbs * p->lab_numel,
-               (size_t)(p->mbs * p->lab_numel) * sizeof(int32_t));
-    if ((st = chunk_feed(p, ch, mb, lab, first_sample, comm_s)) != WF_OK)
-        return st;
-    if (ch->nin > 0) {
-        float *buf[MAX_BOUNDARY];
-        for (int b = 0; b < ch->nin; b++)
-            buf[b] = wf_exec_leaf_data(ch->e, ch->in_t[b]);
-        if ((st = recv_all(p, buf, ch->in_n, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s)) != WF_OK)
+    for (int u = 0; u < p->pieces; u++) {
+        const int64_t off = u * p->rows, row0 = (int64_t)mb * p->mbs + off;
+        /* The slot's outputs of the previous piece (or pass) are sent before they are overwritten. */
+        if ((st = wait_sends(ch, slot, comm_s)) != WF_OK)
+            return st;
+        wf_exec_use_slot(ch->e, slot);
+        if (ch->data_t >= 0)
+            memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(row0 * p->in_numel) * 4,
+                   (size_t)(p->rows * p->in_numel) * 4);
+        if (ch->label_t >= 0)
+            memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + row0 * p->lab_numel,
+                   (size_t)(p->rows * p->lab_numel) * sizeof(int32_t));
+        if ((st = chunk_feed_rows(p, ch, mb, off, p->rows, lab, first_sample, comm_s)) != WF_OK)
+            return st;
+        if (ch->nin > 0) {
+            float *buf[MAX_BOUNDARY];
+            for (int b = 0; b < ch->nin; b++)
+                buf[b] = wf_exec_leaf_data(ch->e, ch->in_t[b]);
+            if ((st = recv_all(p, buf, ch->in_n, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s)) != WF_OK)
+                return st;
+        }
+        wf_exec_set_stream(ch->e, stream_of(p, step, k), first_sample + row0);
+        wf_dist_begin_micro(ch->d, 1, 0);
+        float loss = 0;
+        wf_status fs = wf_exec_forward(ch->e, &loss);
+        if (fs == WF_MPI)
+            return fs;
+        if (*kst == WF_OK)
+            *kst = fs;
+        for (int b = 0; b < ch->nout; b++) {
+            int rc = MPI_Isend(wf_exec_output(ch->e, b), (int)ch->out_n[b], MPI_FLOAT, (vs + 1) % p->pp,
+                               tag_of(p, mb, vs + 1, 0, b), p->ppcomm, &ch->sreq[(size_t)slot * MAX_BOUNDARY + b]);
+            if (rc != MPI_SUCCESS)
+                return mpi_err(rc, "MPI_Isend of a stage's activations");
+        }
+        if ((st = chunk_send_recycled(p, ch, mb, u)) != WF_OK)
             return st;
     }
-    wf_exec_set_stream(ch->e, stream_of(p, step, k), first_sample + mb * p->mbs);
-    wf_dist_begin_micro(ch->d, 1, 0);
-    float loss = 0;
-    wf_status fs = wf_exec_forward(ch->e, &loss);
-    if (fs == WF_MPI)
-        return fs;
-    if (*kst == WF_OK)
-        *kst = fs;
-    for (int b = 0; b < ch->nout; b++) {
-        int rc = MPI_Isend(wf_exec_output(ch->e, b), (int)ch->out_n[b], MPI_FLOAT, (vs + 1) % p->pp,
-                           tag_of(p, mb, vs + 1, 0, b), p->ppcomm, &ch->sreq[(size_t)slot * MAX_BOUNDARY + b]);
-        if (rc != MPI_SUCCESS)
-            return mpi_err(rc, "MPI_Isend of a stage's activations");
-    }
-    if ((st = chunk_send_recycled(p, ch, mb)) != WF_OK)
-        return st;
     if (vs == 0)
         p->rpend[mb] = 1;
     return WF_OK;
@@ -1356,8 +1374,9 @@ static wf_status recycle_wait(wf_pipe *p, double *comm_s)
  * (same inputs, same stream) just before its backward, which accumulates
  * into the parameters' gradients; the K input gradients go back as one
  * message. The last stage's loss is each piece's mean; the step divides by
- * m K (finish). Recycling (recycle > 0) is not combined with it (refused
- * by pipe_inputs_plan); with recycle=0 the recycled inputs are zeros. */
+ * m K (finish). Recycling runs its forwards piece by piece as well
+ * (recycle_forward); the micro-batch's recycled values stay in rbuf from
+ * its forward to its backward's replays. */
 static wf_status play_pieces(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in, const int32_t *lab,
                              int64_t first_sample, int64_t step, double *loss_sum, wf_status *kst, double *comm_s)
 {
@@ -1411,14 +1430,9 @@ static wf_status play_pieces(wf_pipe *p, const wf_pipe_op *op, int pos, const vo
         if (ch->label_t >= 0)
             memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + row0 * p->lab_numel,
                    (size_t)(rows * p->lab_numel) * sizeof(int32_t));
-        for (int k = 0; k < ch->nfeed; k++) {
-            const wf_feed_input *x = &p->fg.x[ch->feed_i[k]];
-            void *leaf = wf_exec_leaf_data(ch->e, ch->feed_t[k]);
-            if (x->kind == WF_FEED_RECYCLED) /* recycle=0: the recycled inputs stay zero */
-                memset(leaf, 0, (size_t)(rows * x->numel) * sizeof(float));
-            else
-                wf_feed_input_fill(x, leaf, rows, lab + row0 * p->lab_numel, first_sample + row0, p->seed);
-        }
+        /* The model's other inputs, and the recycled values of the micro-batch's last recycling forward. */
+        if (ch->nfeed > 0 && (st = chunk_feed_rows(p, ch, mb, u * rows, rows, lab, first_sample, comm_s)) != WF_OK)
+            return st;
         for (int b = 0; b < ch->nin; b++)
             memcpy(wf_exec_leaf_data(ch->e, ch->in_t[b]), xin[b] + u * ch->in_n[b],
                    (size_t)ch->in_n[b] * sizeof(float));

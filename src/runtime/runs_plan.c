@@ -105,8 +105,7 @@ static int p_cp_ep(const wf_plan *p, const wf_model_config *m, char *msg, size_t
 /* recompute=full on stages (and co-shard, which needs it) runs as
  * pipeline.c's replayed stages (play_pieces): one chunk per stage, no tp
  * inside it, not interlaced, no ZeRO-3 (its gathers follow one forward per
- * backward), no recycling (the replayed stages do not carry the recycled
- * values). Selective recomputation and FP8 are not run. */
+ * backward). Selective recomputation and FP8 are not run. */
 static int p_recompute_fp8(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
     (void)m;
@@ -120,17 +119,6 @@ static int p_recompute_fp8(const wf_plan *p, const wf_model_config *m, char *msg
     snprintf(msg, cap, "pp=%d with recompute=full%s: the runtime replays stages with tp=1, vpp=1, zero < 3 and "
                        "no interlace (tp=%d, vpp=%d, zero=%d, interlace=%d)", p->pp,
              p->coshard > 1 ? " and coshard" : "", p->tp, p->vpp, p->zero, p->interlace);
-    return 1;
-}
-
-/* Recycling (AlphaFold2's recycle=N) on replayed stages: not carried. */
-static int p_replay_recycle(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
-{
-    if (p->recompute != WF_RECOMPUTE_FULL || m->recycle <= 0)
-        return 0;
-    snprintf(msg, cap, "pp=%d with recompute=full%s: model '%s' recycles activations, which the runtime's replayed "
-                       "stages do not carry (recompute=none and coshard=1 on stages, or pp=1)", p->pp,
-             p->coshard > 1 ? " and coshard" : "", m->name);
     return 1;
 }
 
@@ -314,7 +302,6 @@ static const rule RULES[] = {
     {WF_ENGINE_REPLICA, 0, r_zero3_extra},
     {WF_ENGINE_PIPELINE, 0, p_cp_ep},
     {WF_ENGINE_PIPELINE, 0, p_recompute_fp8},
-    {WF_ENGINE_PIPELINE, 1, p_replay_recycle},
     {WF_ENGINE_PIPELINE, 0, p_stages},
     {WF_ENGINE_PIPELINE, 0, p_sp},
     {WF_ENGINE_PIPELINE, 0, any_etp},
