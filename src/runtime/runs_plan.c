@@ -252,10 +252,15 @@ static int staged_coshard_nf1b(const wf_plan *p, const wf_model_config *m, char 
                            "stages without tensor parallelism (tp=1)", p->pp, p->tp);
         return 1;
     }
+    /* NF1B needs recycling, which only AlphaFold2 has, and the runtime's
+     * tensor parallelism is Megatron's layout of a transformer's layers:
+     * AlphaFold2's Evoformer has no tp split here (its DAP is planned and
+     * simulated, any_dap), so nf1b with tp > 1 has no model to run. */
     if (!p->nf1b || (p->pp > 1 && p->tp <= 1))
         return 0;
     snprintf(msg, cap, "nf1b with pp=%d, tp=%d: the runtime runs NF1B on data-parallel replicas and on pipeline "
-                       "stages without tensor parallelism (tp=1)", p->pp, p->tp);
+                       "stages without tensor parallelism (tp=1; AlphaFold2's Evoformer, the model that recycles, "
+                       "has no tensor-parallel split in the runtime)", p->pp, p->tp);
     return 1;
 }
 
