@@ -146,6 +146,8 @@ struct wf_pipe {
     int ntie, tie[4][2];     /* interlaced: parameters the embedding and the head both hold (index in each) */
     int nend_out;            /* interlaced, while the embedding's chunk is made: its outputs (> 0: */
     int end_out[MAX_BOUNDARY]; /* the vocabulary-parallel graph's tensors, whole_outputs) */
+    int emap[MAX_BOUNDARY];  /* interlaced: the embedding's output that stage 0's layers' input k reads */
+    int epart[MAX_BOUNDARY]; /* 1: that input is a partial sum over tp (tp rank 0 takes the whole, the others 0) */
     int done_h, done_eb;     /* interlaced: heads and embedding backwards run in this step */
     int64_t vocab_valid;     /* the model's own vocabulary when it runs padded as Megatron pads it, else 0 */
     int tp, tpi;
@@ -713,47 +715,63 @@ static void param_map(const wf_graph *g, const int64_t *gidx, const int64_t *gof
  * parallel graph vg, cut at vf) hands the first stage's layers, which read
  * the tensors of wg (cut at lf) that cross into its segment 1. GPT's
  * embedding makes its output whole itself (positions added, dropout), the
- * one tensor both graphs pass. Llama's and BERT's first layer reads the
- * embedding's output directly: vg then passes two tensors, the output as
- * the vocabulary-parallel lookup leaves it (a partial sum over tp x pp,
- * which vg's first residual adds as it is) and its boxing to the whole
- * value (the carrier 'NAME.boxK', an all-reduce, made in segment 0 before
- * the layer's norm). The layers of wg read the whole value once, so the
- * embedding hands them that: for each tensor wg's layers read, vg's
- * carrier of it that segment 1 reads (the last of a chain), else the tensor
- * itself. Its gradient, the layers' whole gradient, goes back through the
- * carrier (an all-reduce's backward passes it to every shard of the sum).
- * out[] gets vg's tensors, *n their count; *n = 0 when the two cuts already
- * agree tensor for tensor. */
-static wf_status whole_outputs(const wf_graph *wg, const int *lf, const wf_graph *vg, const int *vf, int *out,
-                               int *n)
+ * one tensor both graphs pass. Llama's first layer reads the embedding's
+ * output directly: vg then passes two tensors, the output as the
+ * vocabulary-parallel lookup leaves it (a partial sum over tp x pp, which
+ * vg's first residual adds as it is) and its boxing to the whole value (the
+ * carrier 'NAME.boxK', an all-reduce, made in segment 0 before the layer's
+ * norm). The embedding hands the layers the whole value of each tensor
+ * they read: vg's carrier of it that segment 1 reads (the last of a chain),
+ * else the tensor itself; out[] gets those vg tensors (each once), *n their
+ * count. The layers' input k (wg's) reads out[map[k]]; part[k] = 1 when it
+ * is the embedding's output as produced and that is a partial sum over tp
+ * in wg (tp > 1: the lookup split over the tp ranks): tp rank 0 takes the
+ * whole value and the others zeros, a partial sum of the same total. The
+ * layers' input gradients are whole on every tp rank (a partial sum's
+ * gradient is its total's; a whole input's gradient is made whole by the
+ * carriers' reductions), so the embedding's output gradient is their sum
+ * over the inputs reading it, taken from tp rank 0 (play_interlace). */
+static wf_status whole_outputs(const wf_pipe *p, const wf_graph *wg, const int *lf, const wf_graph *vg,
+                               const int *vf, int *out, int *n, int *map, int *part)
 {
     int lin[MAX_BOUNDARY], vout[MAX_BOUNDARY], nl = 0, nv = 0;
     *n = 0;
     wf_status st = boundary(wg, lf, 1, lin, &nl);
     if (st == WF_OK)
         st = boundary(vg, vf, 1, vout, &nv);
-    if (st != WF_OK || nl == nv)
+    if (st != WF_OK)
         return st;
     for (int k = 0; k < nl; k++) {
         const wf_tensor *x = &wg->tensors[lin[k]];
+        /* The embedding's tensor it carries: a carrier's input chain back to a tensor not made by a carrier. */
+        int base = lin[k];
+        while (wg->tensors[base].producer >= 0 && strstr(wg->ops[wg->tensors[base].producer].name, ".box") &&
+               wg->ops[wg->tensors[base].producer].nin > 0)
+            base = wg->ops[wg->tensors[base].producer].in[0];
+        const char *name = wg->tensors[base].name;
         char pre[WF_NAME_LEN + 8];
-        snprintf(pre, sizeof pre, "%.40s.box", x->name);
+        snprintf(pre, sizeof pre, "%.40s.box", name);
         int pick = -1;
         for (int b = 0; b < nv; b++) {
             const wf_tensor *y = &vg->tensors[vout[b]];
             if (wf_tensor_numel(y) != wf_tensor_numel(x))
                 continue;
-            if (strcmp(y->name, x->name) == 0 && pick < 0)
+            if (strcmp(y->name, name) == 0 && pick < 0)
                 pick = vout[b];
             else if (y->producer >= 0 && strncmp(vg->ops[y->producer].name, pre, strlen(pre)) == 0 &&
-                     (pick < 0 || strcmp(vg->tensors[pick].name, x->name) == 0 || vout[b] > pick))
+                     (pick < 0 || strcmp(vg->tensors[pick].name, name) == 0 || vout[b] > pick))
                 pick = vout[b]; /* a carrier of it: the last one made */
         }
         if (pick < 0)
             return wf_errorf(WF_INVAL, "interlaced pipeline: the embedding makes no whole '%s' for the first "
-                                       "stage's layers", x->name);
-        out[(*n)++] = pick;
+                                       "stage's layers", name);
+        int e = 0;
+        while (e < *n && out[e] != pick)
+            e++;
+        if (e == *n)
+            out[(*n)++] = pick;
+        map[k] = e;
+        part[k] = base == lin[k] && p->tps && wf_spmd_tensor_partial(p->tps, name);
     }
     return WF_OK;
 }
@@ -778,7 +796,7 @@ static wf_status make_interlaced(wf_pipe *p, const wf_pipe_config *c, const wf_g
     if (st == WF_OK)
         st = make_chunk(p, c, wg, lf, nseg, 1 + p->stage, p->tps, pidx, poff, -1, 0);
     if (st == WF_OK)
-        st = whole_outputs(wg, lf, vg, vf, p->end_out, &p->nend_out);
+        st = whole_outputs(p, wg, lf, vg, vf, p->end_out, &p->nend_out, p->emap, p->epart);
     if (st == WF_OK)
         st = make_chunk(p, c, vg, vf, nseg, 0, p->vps, vidx, voff, data_input(vg), 1);
     p->nend_out = 0;
@@ -792,11 +810,9 @@ static wf_status make_interlaced(wf_pipe *p, const wf_pipe_config *c, const wf_g
         return st;
     const chunk *L = &p->ch[0], *E = &p->ch[1], *H = &p->ch[2];
     int ok = 1;
-    if (p->stage == 0) {
-        ok &= L->nin == E->nout;
+    if (p->stage == 0)
         for (int k = 0; ok && k < L->nin; k++)
-            ok &= L->in_n[k] == E->out_n[k];
-    }
+            ok &= p->emap[k] < E->nout && L->in_n[k] == E->out_n[p->emap[k]];
     if (p->stage == p->pp - 1) {
         ok &= L->nout == H->nin;
         for (int k = 0; ok && k < L->nout; k++)
@@ -1638,9 +1654,13 @@ static wf_status play_interlace(wf_pipe *p, const wf_plan_task *t, int pos, cons
                 return wf_errorf(WF_INTERNAL, "interlaced pipeline: stage 0 runs micro-batch %d before its "
                                               "embedding", mb);
             wf_exec_use_slot(E->e, E->slot_of[mb]);
-            for (int k = 0; k < L->nin; k++)
-                memcpy(wf_exec_leaf_data(L->e, L->in_t[k]), wf_exec_output(E->e, k),
-                       (size_t)L->in_n[k] * sizeof(float));
+            for (int k = 0; k < L->nin; k++) {
+                float *dst = wf_exec_leaf_data(L->e, L->in_t[k]);
+                if (p->epart[k] && p->tpi != 0) /* a partial sum over tp: the whole on tp rank 0 */
+                    memset(dst, 0, (size_t)L->in_n[k] * sizeof(float));
+                else
+                    memcpy(dst, wf_exec_output(E->e, p->emap[k]), (size_t)L->in_n[k] * sizeof(float));
+            }
         } else {
             float *buf[MAX_BOUNDARY];
             for (int k = 0; k < L->nin; k++)
@@ -1729,6 +1749,11 @@ static wf_status play_interlace(wf_pipe *p, const wf_plan_task *t, int pos, cons
         wf_dist_begin_micro(L->d, 0, pos == L->last_bwd);
         if ((st = wf_exec_backward(L->e, pos != L->first_bwd)) != WF_OK)
             return st;
+        if (p->stage == 0) { /* the embedding's output gradients: the sum over the inputs reading each */
+            wf_exec_use_slot(E->e, E->slot_of[mb]);
+            for (int k = 0; k < E->nout; k++)
+                memset(wf_exec_output_grad(E->e, k), 0, (size_t)E->out_n[k] * sizeof(float));
+        }
         for (int k = 0; k < L->nin; k++) {
             float *gx = wf_exec_input_grad(L->e, k);
             if (!gx) {
@@ -1736,8 +1761,9 @@ static wf_status play_interlace(wf_pipe *p, const wf_plan_task *t, int pos, cons
                 memset(gx, 0, (size_t)L->in_n[k] * sizeof(float));
             }
             if (p->stage == 0) {
-                wf_exec_use_slot(E->e, E->slot_of[mb]);
-                memcpy(wf_exec_output_grad(E->e, k), gx, (size_t)L->in_n[k] * sizeof(float));
+                float *eg = wf_exec_output_grad(E->e, p->emap[k]);
+                for (int64_t i = 0; i < L->in_n[k]; i++)
+                    eg[i] += gx[i];
                 continue;
             }
             int rc = MPI_Isend(gx, (int)L->in_n[k], MPI_FLOAT, p->stage - 1, tag_of(p, mb, p->stage - 1, 1, k),

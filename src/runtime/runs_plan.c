@@ -161,29 +161,22 @@ static int p_interlace_sp(const wf_plan *p, const wf_model_config *m, char *msg,
     return 1;
 }
 
-/* The interlaced pipeline runs GPT's family at any tp, and Llama's without
- * tensor parallelism inside the stages. GPT's embedding makes its output
- * whole before the first layer (positions added, dropout): the one tensor
- * both the vocabulary-parallel ends (tp x pp) and the stages' layers pass.
- * Llama's first layer reads the embedding's output directly, which the ends
- * leave as a partial sum plus its all-reduced whole; pipeline.c hands the
- * layers the whole value (whole_outputs), which is what layers without tp
- * read. Under tp the layers read both forms at tp's own split (a partial
- * sum over tp ranks, not tp x pp), which the ends do not make. BERT's
- * interlaced run does not reproduce one process's losses (its first step
- * does, its gradients differ; tp=2 and pp=2 alone do), so it is refused. */
+/* The interlaced pipeline runs GPT's and Llama's families. GPT's embedding
+ * makes its output whole before the first layer (positions added, dropout):
+ * the one tensor both the vocabulary-parallel ends (tp x pp) and the
+ * stages' layers pass. Llama's first layer reads the embedding's output
+ * directly, which the ends leave as a partial sum plus its all-reduced
+ * whole; pipeline.c (whole_outputs) hands the layers the whole value, and
+ * under tp the partial sum they also read as the whole on tp rank 0 and
+ * zeros on the others. BERT's interlaced run does not reproduce one
+ * process's losses (its first step does, its gradients differ; tp=2 and
+ * pp=2 alone do), so it is refused with the other families. */
 static int p_interlace_family(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
-    if (!p->interlace || m->family == WF_FAMILY_GPT || (m->family == WF_FAMILY_LLAMA && p->tp <= 1))
+    if (!p->interlace || m->family == WF_FAMILY_GPT || m->family == WF_FAMILY_LLAMA)
         return 0;
-    if (m->family == WF_FAMILY_LLAMA)
-        snprintf(msg, cap, "interlace=1 with tp=%d: model '%s' is Llama-shaped: the runtime runs its interlaced "
-                           "pipeline with tp=1 inside the stages (its first layer reads the embedding's partial sum "
-                           "at tp's split; planned and simulated, not run)", p->tp, m->name);
-    else
-        snprintf(msg, cap, "interlace=1: model '%s' is neither GPT- nor Llama-shaped: the runtime runs the "
-                           "interlaced pipeline on those two families (planned and simulated for the others, not run)",
-                 m->name);
+    snprintf(msg, cap, "interlace=1: model '%s' is neither GPT- nor Llama-shaped: the runtime runs the interlaced "
+                       "pipeline on those two families (planned and simulated for the others, not run)", m->name);
     return 1;
 }
 
