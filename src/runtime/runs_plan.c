@@ -105,13 +105,20 @@ static int p_cp_ep(const wf_plan *p, const wf_model_config *m, char *msg, size_t
 /* recompute=full on stages (and co-shard, which needs it) runs as
  * pipeline.c's replayed stages (play_pieces): one chunk per stage, no tp
  * inside it, not interlaced, no ZeRO-3 (its gathers follow one forward per
- * backward). Selective recomputation and FP8 are not run. */
+ * backward), every layer of every stage (no per-stage values, no block
+ * method). Selective recomputation and FP8 are not run. */
 static int p_recompute_fp8(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
     (void)m;
     if (p->recompute == WF_RECOMPUTE_SELECTIVE || p->fp8) {
         snprintf(msg, cap, "pp=%d: the runtime pipelines stages with recompute=none or full (recompute=%s, fp8=%d)",
                  p->pp, wf_recompute_name(p->recompute), p->fp8);
+        return 1;
+    }
+    if (p->recompute != WF_RECOMPUTE_NONE && (p->rc_n > 0 || p->rc_layers > 0)) {
+        snprintf(msg, cap, "pp=%d with recompute per stage or rc_layers: the runtime replays every layer of every "
+                           "stage (recompute=full; per-stage values and Megatron's block method are planned and "
+                           "simulated, not run)", p->pp);
         return 1;
     }
     if (p->recompute != WF_RECOMPUTE_FULL || (p->tp <= 1 && p->vpp <= 1 && !p->interlace && p->zero < 3))
