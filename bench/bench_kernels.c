@@ -201,7 +201,7 @@ static void row_kernels(int reps)
     c.labels = malloc(sizeof(int32_t) * M);
     for (int i = 0; i < M; i++)
         c.labels[i] = (int32_t)((i * 7919) % V);
-    c.at = (wf_k_attn){8, S, 4, 4, 64, 1, 0.0f, 0.1f, 7, 0, 0, 0, NULL, NULL, 0};
+    c.at = (wf_k_attn){8, S, 4, 4, 64, 1, 0.0f, 0.1f, 7, 0, 0, 0, NULL, NULL, 0, 0};
     const int64_t nq = 8 * S * 256;
     c.q = alloc_rand(nq, 100);
     c.k = alloc_rand(nq, 101);
@@ -244,7 +244,7 @@ static void row_kernels(int reps)
     /* AdamW over the mlp 1024-4096-4096-10's parameters, as the trainer runs it. */
     wf_model_config mc;
     wf_graph g;
-    adam_ctx a = {NULL, NULL, 0};
+    adam_ctx a = {NULL, NULL, 0, 0};
     wf_exec_opts eo = {0, 1};
     wf_optim_config oc;
     wf_optim_defaults(WF_OPTIM_ADAMW, &oc);

@@ -658,13 +658,14 @@ static void attn_run(void *p)
 
 static void check_attention(wf_k_attn at, int fd)
 {
-    char what[96];
-    snprintf(what, sizeof what, "attention B%lld S%lld A%lld/%lld D%lld causal%d p%.2f",
-             (long long)at.b, (long long)at.s, (long long)at.heads, (long long)at.kv_heads,
+    char what[112];
+    const int64_t sk = at.sk > 0 ? at.sk : at.s;
+    snprintf(what, sizeof what, "attention B%lld S%lld Sk%lld A%lld/%lld D%lld causal%d p%.2f",
+             (long long)at.b, (long long)at.s, (long long)sk, (long long)at.heads, (long long)at.kv_heads,
              (long long)at.d, at.causal, (double)at.p);
-    const int64_t nq = at.b * at.s * at.heads * at.d, nk = at.b * at.s * at.kv_heads * at.d;
+    const int64_t nq = at.b * at.s * at.heads * at.d, nk = at.b * sk * at.kv_heads * at.d;
     const int64_t np = (int64_t)wf_k_attention_saved_floats(&at);
-    assert_int_equal(np, at.b * at.heads * at.s * at.s);
+    assert_int_equal(np, at.b * at.heads * at.s * sk);
     attn_op o = {at, rnd(nq, 1), rnd(nk, 1), rnd(nk, 1), fbuf(nq), fbuf(np)};
     float *out = fbuf(nq), *saved = fbuf(np), *ws = fbuf((int64_t)wf_k_attention_ws_floats(&at));
     float *dout = rnd(nq, 1);
@@ -695,10 +696,15 @@ static void test_attention(void **state)
 {
     (void)state;
     /* b, s, heads, kv_heads, d, causal, scale, p, seed, offset, heads_total, head0 */
-    check_attention((wf_k_attn){2, 5, 4, 2, 3, 1, 0.0f, 0.0f, 0, 0, 0, 0, NULL, NULL, 0}, 1);
-    check_attention((wf_k_attn){1, 6, 2, 2, 4, 0, 0.7f, 0.0f, 0, 0, 0, 0, NULL, NULL, 0}, 1);
-    check_attention((wf_k_attn){2, 4, 4, 1, 2, 1, 0.0f, 0.25f, 17, 3, 0, 0, NULL, NULL, 0}, 1);
-    check_attention((wf_k_attn){2, 33, 4, 2, 16, 1, 0.0f, 0.1f, 5, 0, 0, 0, NULL, NULL, 0}, 0);
+    check_attention((wf_k_attn){2, 5, 4, 2, 3, 1, 0.0f, 0.0f, 0, 0, 0, 0, NULL, NULL, 0, 0}, 1);
+    check_attention((wf_k_attn){1, 6, 2, 2, 4, 0, 0.7f, 0.0f, 0, 0, 0, 0, NULL, NULL, 0, 0}, 1);
+    check_attention((wf_k_attn){2, 4, 4, 1, 2, 1, 0.0f, 0.25f, 17, 3, 0, 0, NULL, NULL, 0, 0}, 1);
+    check_attention((wf_k_attn){2, 33, 4, 2, 16, 1, 0.0f, 0.1f, 5, 0, 0, 0, NULL, NULL, 0, 0}, 0);
+    /* Keys of another length than the queries (T5's cross-attention: the
+     * decoder's queries over the encoder's keys), shorter and longer. */
+    check_attention((wf_k_attn){2, 3, 4, 2, 3, 0, 0.0f, 0.0f, 0, 0, 0, 0, NULL, NULL, 0, 7}, 1);
+    check_attention((wf_k_attn){1, 6, 2, 2, 4, 0, 0.0f, 0.25f, 11, 5, 0, 0, NULL, NULL, 0, 4}, 1);
+    check_attention((wf_k_attn){2, 17, 4, 4, 16, 0, 0.0f, 0.1f, 5, 0, 0, 0, NULL, NULL, 0, 40}, 0);
 }
 
 /* Attention with an additive bias [Bb,A,S,S] (relative-position, pair or
@@ -722,8 +728,9 @@ static void check_attention_bias(wf_k_attn at)
     snprintf(what, sizeof what, "biased attention B%lld Bb%lld S%lld A%lld D%lld causal%d p%.2f",
              (long long)at.b, (long long)at.bias_b, (long long)at.s, (long long)at.heads,
              (long long)at.d, at.causal, (double)at.p);
-    const int64_t nq = at.b * at.s * at.heads * at.d, nk = at.b * at.s * at.kv_heads * at.d;
-    const int64_t nb = at.bias_b * at.heads * at.s * at.s;
+    const int64_t sk = at.sk > 0 ? at.sk : at.s;
+    const int64_t nq = at.b * at.s * at.heads * at.d, nk = at.b * sk * at.kv_heads * at.d;
+    const int64_t nb = at.bias_b * at.heads * at.s * sk;
     const int64_t np = (int64_t)wf_k_attention_saved_floats(&at);
     float *bias = rnd(nb, 2);
     at.bias = bias;
@@ -774,6 +781,8 @@ static void test_attention_bias(void **state)
     check_attention_bias(at); /* one per row (a pair bias per sample) */
     at.b = 4, at.bias_b = 2, at.causal = 0, at.p = 0.2f, at.seed = 9, at.kv_heads = 1;
     check_attention_bias(at); /* rows grouped in pairs (windows of a shifted image), GQA, dropout */
+    at.sk = 3;
+    check_attention_bias(at); /* a bias [S,Sk] over keys of another length */
 }
 
 /* sigmoid against its closed form and finite differences; roll against
@@ -837,7 +846,7 @@ static void test_attention_causal_mask(void **state)
     (void)state;
     /* Changing key/value at position j must not change outputs at positions
      * i < j, and must change position j itself. */
-    wf_k_attn at = {2, 8, 4, 2, 4, 1, 0.0f, 0.0f, 0, 0, 0, 0, NULL, NULL, 0};
+    wf_k_attn at = {2, 8, 4, 2, 4, 1, 0.0f, 0.0f, 0, 0, 0, 0, NULL, NULL, 0, 0};
     const int64_t nq = at.b * at.s * at.heads * at.d, nk = at.b * at.s * at.kv_heads * at.d;
     const int64_t row_q = at.heads * at.d, row_k = at.kv_heads * at.d, j = 5;
     float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1);

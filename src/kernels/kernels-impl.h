@@ -225,7 +225,7 @@ wf_status wf_k_conv_geom_of(const wf_graph *g, const wf_op *op, wf_k_conv_geom *
 /* ---- attention ---------------------------------------------------------------- */
 
 typedef struct {
-    int64_t b, s;            /* batch B, sequence S */
+    int64_t b, s;            /* batch B, sequence S (the queries'; keys: Sk, last field) */
     int64_t heads, kv_heads; /* A, Akv (Akv divides A; head h reads kv head h/(A/Akv)) */
     int64_t d;               /* head dim D */
     int causal;              /* key j > query i is masked */
@@ -241,15 +241,19 @@ typedef struct {
     const float *bias;
     float *dbias;
     int64_t bias_b;
+    /* Sk: the keys' and values' length (0 = S; T5's cross-attention reads the
+     * encoder's keys from the decoder's queries); causal needs Sk = S. Every
+     * [S,S] above is [S,Sk]. */
+    int64_t sk;
 } wf_k_attn;
 
-size_t wf_k_attention_saved_floats(const wf_k_attn *at); /* B*A*S*S */
+size_t wf_k_attention_saved_floats(const wf_k_attn *at); /* B*A*S*Sk */
 /* Row (b, head h)'s bias block [S,S] within at->bias (at->bias non-NULL). */
 static inline int64_t wf_k_attn_bias_off(const wf_k_attn *at, int64_t b, int64_t h)
 {
-    return ((b / (at->b / at->bias_b)) * at->heads + h) * at->s * at->s;
+    return ((b / (at->b / at->bias_b)) * at->heads + h) * at->s * (at->sk > 0 ? at->sk : at->s);
 }
-size_t wf_k_attention_ws_floats(const wf_k_attn *at);    /* 2*S*S */
+size_t wf_k_attention_ws_floats(const wf_k_attn *at);    /* 2*S*Sk */
 
 /* ---- declarations, generated once for the fast and the reference versions -- */
 

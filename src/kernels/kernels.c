@@ -330,12 +330,15 @@ size_t wf_k_rmsnorm_saved_floats(int64_t m) { return (size_t)m; }
 size_t wf_k_cross_entropy_saved_floats(int64_t m) { return (size_t)m; }
 size_t wf_k_batchnorm_saved_floats(int64_t c) { return (size_t)(2 * c); }
 
+/* The keys' length Sk (0 in at: the queries' S). */
+static int64_t attn_sk(const wf_k_attn *at) { return at->sk > 0 ? at->sk : at->s; }
+
 size_t wf_k_attention_saved_floats(const wf_k_attn *at)
 {
-    return (size_t)(at->b * at->heads * at->s * at->s);
+    return (size_t)(at->b * at->heads * at->s * attn_sk(at));
 }
 
-size_t wf_k_attention_ws_floats(const wf_k_attn *at) { return (size_t)(2 * at->s * at->s); }
+size_t wf_k_attention_ws_floats(const wf_k_attn *at) { return (size_t)(2 * at->s * attn_sk(at)); }
 
 static int64_t groups_of(const wf_k_conv_geom *g) { return g->groups > 0 ? g->groups : 1; }
 
@@ -890,65 +893,66 @@ HOT void wf_k_softmax_bwd(const float *y, const float *dy, float *dx, int64_t m,
 /* ---- attention ---------------------------------------------------------------------------------
  * Per (batch b, head h) with kv head g = h / (A/Akv), the head's rows are
  * strided views: Q_bh = q + b*S*A*D + h*D with row stride A*D, K_bg and V_bg
- * with row stride Akv*D, so sgemm reads them in place:
- *   P   = softmax(scale Q K^T, causal)     [S,S]   (saved)
- *   Pd  = P .* drop / (1-p)                [S,S]   (ws)
+ * (Sk rows) with row stride Akv*D, so sgemm reads them in place:
+ *   P   = softmax(scale Q K^T, causal)     [S,Sk]  (saved)
+ *   Pd  = P .* drop / (1-p)                [S,Sk]  (ws)
  *   O   = Pd V                             [S,D]
  * and backward:
  *   dPd = dO V^T, dP = dPd .* drop/(1-p), dS = P .* (dP - rowsum(dP .* P))
  *   dQ = scale dS K, dK += scale dS^T Q, dV += Pd^T dO   (GQA heads sum into g).
  * A bias is added to the scaled scores before the softmax; its gradient is
- * dS, summed over the rows b that share a bias block. */
+ * dS, summed over the rows b that share a bias block. Causal attention has
+ * Sk = S (the executor checks it). */
 
 static float attn_scale_f(const wf_k_attn *at)
 {
     return at->scale != 0 ? at->scale : (float)(1.0 / sqrt((double)at->d));
 }
 
-/* Applies head (b,h)'s dropout mask to src[S,S] into dst (scaled by 1/(1-p)).
+/* Applies head (b,h)'s dropout mask to src[S,Sk] into dst (scaled by 1/(1-p)).
  * With a causal mask only each row's first i+1 entries are drawn: the others
  * are zero in the probabilities (dst's are set to 0), and in backward they
  * meet a zero probability (softmax_grad_row reads only the first i+1). */
 static void attn_dropout(const wf_k_attn *at, int64_t b, int64_t h, const float *src,
                          float *dst)
 {
-    const int64_t S = at->s;
+    const int64_t S = at->s, Sk = attn_sk(at);
     const int64_t At = at->heads_total > 0 ? at->heads_total : at->heads;
-    const uint64_t base = at->offset + (uint64_t)((b * At + at->head0 + h) * S * S);
+    const uint64_t base = at->offset + (uint64_t)((b * At + at->head0 + h) * S * Sk);
     if (!at->causal) {
-        dropout_apply(src, dst, S * S, at->p, at->seed, base);
+        dropout_apply(src, dst, S * Sk, at->p, at->seed, base);
         return;
     }
     for (int64_t i = 0; i < S; i++) {
-        dropout_apply(src + i * S, dst + i * S, i + 1, at->p, at->seed, base + (uint64_t)(i * S));
-        if (i + 1 < S)
-            memset(dst + i * S + i + 1, 0, sizeof(float) * (size_t)(S - i - 1));
+        dropout_apply(src + i * Sk, dst + i * Sk, i + 1, at->p, at->seed, base + (uint64_t)(i * Sk));
+        if (i + 1 < Sk)
+            memset(dst + i * Sk + i + 1, 0, sizeof(float) * (size_t)(Sk - i - 1));
     }
 }
 
 HOT void wf_k_attention_fwd(const wf_k_attn *at, const float *q, const float *k, const float *v,
                         float *out, float *saved, float *ws)
 {
-    const int64_t B = at->b, S = at->s, A = at->heads, Akv = at->kv_heads, D = at->d;
+    const int64_t B = at->b, S = at->s, Sk = attn_sk(at), A = at->heads, Akv = at->kv_heads, D = at->d;
     const int64_t grp = A / Akv, ldq = A * D, ldk = Akv * D;
     const float scale = attn_scale_f(at);
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < A; h++) {
             const int64_t g = h / grp;
             const float *qb = q + b * S * ldq + h * D;
-            const float *kb = k + b * S * ldk + g * D, *vb = v + b * S * ldk + g * D;
-            float *P = saved ? saved + (b * A + h) * S * S : ws;
-            gemm(0, 1, S, S, D, scale, qb, ldq, kb, ldk, 0.0f, P, S);
+            const float *kb = k + b * Sk * ldk + g * D, *vb = v + b * Sk * ldk + g * D;
+            float *P = saved ? saved + (b * A + h) * S * Sk : ws;
+            gemm(0, 1, S, Sk, D, scale, qb, ldq, kb, ldk, 0.0f, P, Sk);
             if (at->bias)
-                vacc(P, at->bias + wf_k_attn_bias_off(at, b, h), S * S);
+                vacc(P, at->bias + wf_k_attn_bias_off(at, b, h), S * Sk);
             for (int64_t i = 0; i < S; i++)
-                softmax_row(P + i * S, at->causal ? i + 1 : S, S);
+                softmax_row(P + i * Sk, at->causal ? i + 1 : Sk, Sk);
             const float *Pd = P;
             if (at->p > 0) {
-                attn_dropout(at, b, h, P, ws + S * S);
-                Pd = ws + S * S;
+                attn_dropout(at, b, h, P, ws + S * Sk);
+                Pd = ws + S * Sk;
             }
-            gemm(0, 0, S, D, S, 1.0f, Pd, S, vb, ldk, 0.0f, out + b * S * ldq + h * D, ldq);
+            gemm(0, 0, S, D, Sk, 1.0f, Pd, Sk, vb, ldk, 0.0f, out + b * S * ldq + h * D, ldq);
         }
 }
 
@@ -956,48 +960,48 @@ HOT void wf_k_attention_bwd(const wf_k_attn *at, const float *q, const float *k,
                         const float *dout, const float *saved, float *dq, float *dk, float *dv,
                         float *ws)
 {
-    const int64_t B = at->b, S = at->s, A = at->heads, Akv = at->kv_heads, D = at->d;
+    const int64_t B = at->b, S = at->s, Sk = attn_sk(at), A = at->heads, Akv = at->kv_heads, D = at->d;
     const int64_t grp = A / Akv, ldq = A * D, ldk = Akv * D;
     const float scale = attn_scale_f(at);
-    float *dP = ws, *Pd = ws + S * S;
+    float *dP = ws, *Pd = ws + S * Sk;
     if (dk)
-        memset(dk, 0, sizeof(float) * (size_t)(B * S * ldk));
+        memset(dk, 0, sizeof(float) * (size_t)(B * Sk * ldk));
     if (dv)
-        memset(dv, 0, sizeof(float) * (size_t)(B * S * ldk));
+        memset(dv, 0, sizeof(float) * (size_t)(B * Sk * ldk));
     if (at->dbias)
-        memset(at->dbias, 0, sizeof(float) * (size_t)(at->bias_b * A * S * S));
+        memset(at->dbias, 0, sizeof(float) * (size_t)(at->bias_b * A * S * Sk));
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < A; h++) {
             const int64_t g = h / grp;
             const float *qb = q + b * S * ldq + h * D, *dob = dout + b * S * ldq + h * D;
-            const float *kb = k + b * S * ldk + g * D, *vb = v + b * S * ldk + g * D;
-            const float *P = saved + (b * A + h) * S * S;
+            const float *kb = k + b * Sk * ldk + g * D, *vb = v + b * Sk * ldk + g * D;
+            const float *P = saved + (b * A + h) * S * Sk;
             if (dv) {
                 const float *pd = P;
                 if (at->p > 0) {
                     attn_dropout(at, b, h, P, Pd);
                     pd = Pd;
                 }
-                gemm(1, 0, S, D, S, 1.0f, pd, S, dob, ldq, 1.0f, dv + b * S * ldk + g * D, ldk);
+                gemm(1, 0, Sk, D, S, 1.0f, pd, Sk, dob, ldq, 1.0f, dv + b * Sk * ldk + g * D, ldk);
             }
             if (!dq && !dk && !at->dbias)
                 continue;
-            gemm(0, 1, S, S, D, 1.0f, dob, ldq, vb, ldk, 0.0f, dP, S);
+            gemm(0, 1, S, Sk, D, 1.0f, dob, ldq, vb, ldk, 0.0f, dP, Sk);
             if (at->p > 0)
                 attn_dropout(at, b, h, dP, dP);
             for (int64_t i = 0; i < S; i++) {
                 /* Causal rows are zero past the diagonal in P, so in dS too. */
-                const int64_t len = at->causal ? i + 1 : S;
-                softmax_grad_row(P + i * S, dP + i * S, dP + i * S, len);
-                if (len < S)
-                    memset(dP + i * S + len, 0, sizeof(float) * (size_t)(S - len));
+                const int64_t len = at->causal ? i + 1 : Sk;
+                softmax_grad_row(P + i * Sk, dP + i * Sk, dP + i * Sk, len);
+                if (len < Sk)
+                    memset(dP + i * Sk + len, 0, sizeof(float) * (size_t)(Sk - len));
             }
             if (at->dbias) /* the score gradients, summed over the rows sharing the bias */
-                vacc(at->dbias + wf_k_attn_bias_off(at, b, h), dP, S * S);
+                vacc(at->dbias + wf_k_attn_bias_off(at, b, h), dP, S * Sk);
             if (dq)
-                gemm(0, 0, S, D, S, scale, dP, S, kb, ldk, 0.0f, dq + b * S * ldq + h * D, ldq);
+                gemm(0, 0, S, D, Sk, scale, dP, Sk, kb, ldk, 0.0f, dq + b * S * ldq + h * D, ldq);
             if (dk)
-                gemm(1, 0, S, D, S, scale, dP, S, qb, ldq, 1.0f, dk + b * S * ldk + g * D, ldk);
+                gemm(1, 0, Sk, D, S, scale, dP, Sk, qb, ldq, 1.0f, dk + b * Sk * ldk + g * D, ldk);
         }
 }
 

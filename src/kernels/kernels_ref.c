@@ -370,21 +370,25 @@ static double attn_scale(const wf_k_attn *at)
     return at->scale != 0 ? (double)at->scale : 1.0 / sqrt((double)at->d);
 }
 
+/* The keys' length Sk (0 in at: the queries' S). */
+static int64_t attn_keys(const wf_k_attn *at) { return at->sk > 0 ? at->sk : at->s; }
+
 /* Dropout factor of probability (b,h,i,j): 0 or 1/(1-p). */
 static double attn_drop(const wf_k_attn *at, int64_t b, int64_t h, int64_t i, int64_t j)
 {
     if (at->p <= 0)
         return 1.0;
     const int64_t At = at->heads_total > 0 ? at->heads_total : at->heads;
-    uint64_t idx = at->offset + (uint64_t)(((b * At + at->head0 + h) * at->s + i) * at->s + j);
+    uint64_t idx = at->offset + (uint64_t)(((b * At + at->head0 + h) * at->s + i) * attn_keys(at) + j);
     return wf_k_rng_uniform(at->seed, idx) >= at->p ? 1.0 / (1.0 - at->p) : 0.0;
 }
 
+/* Query i of S reads keys j < Sk (causal: j <= i, with Sk = S). */
 void wf_k_attention_fwd_ref(const wf_k_attn *at, const float *q, const float *k,
                             const float *v, float *out, float *saved, float *ws)
 {
     (void)ws;
-    const int64_t B = at->b, S = at->s, A = at->heads, Akv = at->kv_heads, D = at->d;
+    const int64_t B = at->b, S = at->s, Sk = attn_keys(at), A = at->heads, Akv = at->kv_heads, D = at->d;
     const int64_t grp = A / Akv;
     const double scale = attn_scale(at);
     for (int64_t b = 0; b < B; b++)
@@ -393,28 +397,28 @@ void wf_k_attention_fwd_ref(const wf_k_attn *at, const float *q, const float *k,
             const float *bias = at->bias ? at->bias + wf_k_attn_bias_off(at, b, h) : NULL;
             for (int64_t i = 0; i < S; i++) {
                 const float *qi = q + (b * S + i) * A * D + h * D;
-                const int64_t last = at->causal ? i : S - 1;
-                double sc[S], mx = -INFINITY, sum = 0;
+                const int64_t last = at->causal ? i : Sk - 1;
+                double sc[Sk], mx = -INFINITY, sum = 0;
                 for (int64_t j = 0; j <= last; j++) {
-                    const float *kj = k + (b * S + j) * Akv * D + g * D;
+                    const float *kj = k + (b * Sk + j) * Akv * D + g * D;
                     double dot = 0;
                     for (int64_t t = 0; t < D; t++)
                         dot += (double)qi[t] * kj[t];
-                    sc[j] = dot * scale + (bias ? (double)bias[i * S + j] : 0.0);
+                    sc[j] = dot * scale + (bias ? (double)bias[i * Sk + j] : 0.0);
                     mx = fmax(mx, sc[j]);
                 }
                 for (int64_t j = 0; j <= last; j++)
                     sum += exp(sc[j] - mx);
-                for (int64_t j = 0; j < S; j++)
+                for (int64_t j = 0; j < Sk; j++)
                     sc[j] = j <= last ? exp(sc[j] - mx) / sum : 0.0;
                 if (saved)
-                    for (int64_t j = 0; j < S; j++)
-                        saved[((b * A + h) * S + i) * S + j] = (float)sc[j];
+                    for (int64_t j = 0; j < Sk; j++)
+                        saved[((b * A + h) * S + i) * Sk + j] = (float)sc[j];
                 for (int64_t t = 0; t < D; t++) {
                     double o = 0;
                     for (int64_t j = 0; j <= last; j++)
                         o += sc[j] * attn_drop(at, b, h, i, j) *
-                             v[(b * S + j) * Akv * D + g * D + t];
+                             v[(b * Sk + j) * Akv * D + g * D + t];
                     out[(b * S + i) * A * D + h * D + t] = (float)o;
                 }
             }
@@ -426,39 +430,39 @@ void wf_k_attention_bwd_ref(const wf_k_attn *at, const float *q, const float *k,
                             float *dk, float *dv, float *ws)
 {
     (void)ws;
-    const int64_t B = at->b, S = at->s, A = at->heads, Akv = at->kv_heads, D = at->d;
+    const int64_t B = at->b, S = at->s, Sk = attn_keys(at), A = at->heads, Akv = at->kv_heads, D = at->d;
     const int64_t grp = A / Akv;
     const double scale = attn_scale(at);
     if (dk)
-        memset(dk, 0, sizeof(float) * (size_t)(B * S * Akv * D));
+        memset(dk, 0, sizeof(float) * (size_t)(B * Sk * Akv * D));
     if (dv)
-        memset(dv, 0, sizeof(float) * (size_t)(B * S * Akv * D));
+        memset(dv, 0, sizeof(float) * (size_t)(B * Sk * Akv * D));
     if (at->dbias)
-        memset(at->dbias, 0, sizeof(float) * (size_t)(at->bias_b * A * S * S));
+        memset(at->dbias, 0, sizeof(float) * (size_t)(at->bias_b * A * S * Sk));
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < A; h++) {
             const int64_t g = h / grp;
-            const float *P = saved + (b * A + h) * S * S;
+            const float *P = saved + (b * A + h) * S * Sk;
             float *dbias = at->dbias ? at->dbias + wf_k_attn_bias_off(at, b, h) : NULL;
             for (int64_t i = 0; i < S; i++) {
                 const float *doi = dout + (b * S + i) * A * D + h * D;
                 /* dP[j] = drop(i,j) * <dO_i, V_j>; dS[j] = P[j] (dP[j] - sum_l P[l] dP[l]) */
-                double dp[S], dot = 0;
-                for (int64_t j = 0; j < S; j++) {
+                double dp[Sk], dot = 0;
+                for (int64_t j = 0; j < Sk; j++) {
                     double s = 0;
                     for (int64_t t = 0; t < D; t++)
-                        s += (double)doi[t] * v[(b * S + j) * Akv * D + g * D + t];
+                        s += (double)doi[t] * v[(b * Sk + j) * Akv * D + g * D + t];
                     dp[j] = s * attn_drop(at, b, h, i, j);
-                    dot += dp[j] * P[i * S + j];
+                    dot += dp[j] * P[i * Sk + j];
                 }
-                for (int64_t j = 0; j < S; j++) {
-                    double ds = P[i * S + j] * (dp[j] - dot) * scale;
+                for (int64_t j = 0; j < Sk; j++) {
+                    double ds = P[i * Sk + j] * (dp[j] - dot) * scale;
                     if (dbias)
-                        dbias[i * S + j] += (float)(P[i * S + j] * (dp[j] - dot));
-                    double pd = P[i * S + j] * attn_drop(at, b, h, i, j);
+                        dbias[i * Sk + j] += (float)(P[i * Sk + j] * (dp[j] - dot));
+                    double pd = P[i * Sk + j] * attn_drop(at, b, h, i, j);
                     for (int64_t t = 0; t < D; t++) {
                         int64_t qo = (b * S + i) * A * D + h * D + t;
-                        int64_t ko = (b * S + j) * Akv * D + g * D + t;
+                        int64_t ko = (b * Sk + j) * Akv * D + g * D + t;
                         if (dk)
                             dk[ko] += (float)(ds * q[qo]);
                         if (dv)
@@ -468,9 +472,9 @@ void wf_k_attention_bwd_ref(const wf_k_attn *at, const float *q, const float *k,
                 if (dq)
                     for (int64_t t = 0; t < D; t++) {
                         double s = 0;
-                        for (int64_t j = 0; j < S; j++)
-                            s += P[i * S + j] * (dp[j] - dot) * scale *
-                                 k[(b * S + j) * Akv * D + g * D + t];
+                        for (int64_t j = 0; j < Sk; j++)
+                            s += P[i * Sk + j] * (dp[j] - dot) * scale *
+                                 k[(b * Sk + j) * Akv * D + g * D + t];
                         dq[(b * S + i) * A * D + h * D + t] = (float)s;
                     }
             }

@@ -580,11 +580,6 @@ static wf_status open_synthetic(wf_data *d)
                      (long long)nin, (long long)l->classes);
         return WF_OK;
     }
-    if (l->label_ndim != 0 && nlab != nin)
-        return wf_errorf(WF_INVAL,
-                         "data synthetic makes one label per sample or one per token; the model takes %lld "
-                         "tokens and %lld labels per sample",
-                         (long long)nin, (long long)nlab);
     d->tok_range = l->vocab < l->classes || l->label_ndim == 0 ? l->vocab : l->classes;
     if (d->tok_range > ((int64_t)1 << 30))
         return wf_errorf(WF_INVAL, "data synthetic: vocabulary %lld too large", (long long)d->tok_range);
@@ -717,16 +712,21 @@ static void synth_features(const wf_data *d, int64_t p, float *x, int32_t *label
         label[k] = (int32_t)((c + k) % d->layout.classes);
 }
 
-/* Synthetic tokens: a random first token, then next = perm[current]. */
+/* Synthetic tokens: a random first token, then next = perm[current]; the
+ * chain t_0, t_1, ... gives ids[j] = t_j (j < the input's n tokens) and
+ * labels[j] = t_(j+1) (j < the labels' count, which an encoder-decoder's
+ * decoder length may make longer or shorter than n: T5 with dec_seq != seq). */
 static void synth_tokens(const wf_data *d, int64_t p, int32_t *ids, int32_t *labels)
 {
     int64_t n = wf_data_layout_input_numel(&d->layout);
+    int64_t nl = d->layout.label_ndim != 0 ? wf_data_layout_label_numel(&d->layout) : 0;
     rng64 r = rng_for(d->seed, STREAM_SAMPLE, (uint64_t)p);
     int32_t t = (int32_t)rng_below(&r, (uint64_t)d->tok_range);
-    for (int64_t j = 0; j < n; j++) {
-        ids[j] = t;
+    for (int64_t j = 0; j < (n > nl ? n : nl); j++) {
+        if (j < n)
+            ids[j] = t;
         t = d->perm[t];
-        if (d->layout.label_ndim != 0)
+        if (j < nl)
             labels[j] = t;
     }
     if (d->layout.label_ndim == 0)

@@ -140,6 +140,7 @@ static void attn_of(const wf_exec *e, const wf_op *op, wf_k_attn *at)
     memset(at, 0, sizeof *at);
     at->b = q->shape[0];
     at->s = q->shape[1];
+    at->sk = e->g.tensors[op->in[1]].shape[1]; /* T5's cross-attention: the encoder's length */
     at->heads = op->attr.heads;
     at->kv_heads = op->attr.kv_heads > 0 ? op->attr.kv_heads : op->attr.heads;
     at->d = q->shape[2] / op->attr.heads;
@@ -147,7 +148,7 @@ static void attn_of(const wf_exec *e, const wf_op *op, wf_k_attn *at)
     at->scale = (float)op->attr.scale;
     at->p = (float)op->attr.p;
     at->seed = wf_k_seed_mix(op->attr.seed ^ e->seed, e->stream);
-    at->offset = (uint64_t)e->first_sample * (uint64_t)(at->heads * at->s * at->s);
+    at->offset = (uint64_t)e->first_sample * (uint64_t)(at->heads * at->s * at->sk);
     if (op->nin == 4) /* the caller points at->bias (and at->dbias) at the data */
         at->bias_b = e->g.tensors[op->in[3]].shape[0];
     int o = (int)(op - e->g.ops);
@@ -157,7 +158,7 @@ static void attn_of(const wf_exec *e, const wf_op *op, wf_k_attn *at)
         at->heads_total = at->heads * (v->gshape[2] / q->shape[2]);
         at->head0 = v->start[2] / at->d;
         at->offset = ((uint64_t)e->first_sample + (uint64_t)v->start[0]) *
-                     (uint64_t)(at->heads_total * at->s * at->s);
+                     (uint64_t)(at->heads_total * at->s * at->sk);
     }
 }
 
@@ -250,10 +251,10 @@ static wf_status check_op(const wf_exec *e, int o, size_t *ws)
     switch (op->kind) {
     case WF_OP_ATTENTION: {
         const wf_tensor *q = &T[op->in[0]], *k = &T[op->in[1]];
-        if (q->ndim != 3 || k->shape[1] != q->shape[1])
+        if (q->ndim != 3 || k->ndim != 3 || (op->attr.causal && k->shape[1] != q->shape[1]))
             return wf_errorf(WF_INVAL,
-                             "op '%s' (attention): the runtime needs q[B,S,A*D] and keys of the same "
-                             "length S",
+                             "op '%s' (attention): the runtime needs q[B,S,A*D], k[B,Sk,Akv*D] and, when causal, "
+                             "keys of the queries' length S",
                              op->name);
         wf_k_attn at;
         attn_of(e, op, &at);

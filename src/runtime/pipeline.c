@@ -116,6 +116,9 @@ typedef struct {
     unsigned char *busy;     /* [nslots] */
     MPI_Request *sreq;       /* [nslots * MAX_BOUNDARY] sends out of each slot */
     int first_bwd, last_bwd; /* positions in the order of this chunk's first and last backward */
+    float *pbuf;             /* replayed stages (play_pieces): per slot, the micro-batch's K pieces of its
+                              * inputs, input gradients, outputs and output gradients */
+    int64_t pslot;           /* floats per slot in pbuf */
     int *owner;              /* [nparams] 1 when this copy counts in the norm and the gathered model */
     double *share;           /* [nparams] its share of the norm (1 / the tp ranks holding the same shard) */
     int64_t *full_off;       /* [nparams] offset in the packed whole-model vector */
@@ -141,12 +144,19 @@ struct wf_pipe {
     wf_plan_task *itask;     /* interlaced: this rank's order of tasks (wf_plan_interlace_order) */
     int nitask;
     int ntie, tie[4][2];     /* interlaced: parameters the embedding and the head both hold (index in each) */
+    int nend_out;            /* interlaced, while the embedding's chunk is made: its outputs (> 0: */
+    int end_out[MAX_BOUNDARY]; /* the vocabulary-parallel graph's tensors, whole_outputs) */
+    int emap[MAX_BOUNDARY];  /* interlaced: the embedding's output that stage 0's layers' input k reads */
+    int epart[MAX_BOUNDARY]; /* 1: that input is a partial sum over tp (tp rank 0 takes the whole, the others 0) */
     int done_h, done_eb;     /* interlaced: heads and embedding backwards run in this step */
     int64_t vocab_valid;     /* the model's own vocabulary when it runs padded as Megatron pads it, else 0 */
     int tp, tpi;
     int zero;                /* the ZeRO stage each stage's data-parallel group shards */
     int rank, nranks, stage, pp, vpp, nvs, dp, dpi, m;
     int64_t mbs, in_numel, lab_numel, full_params;
+    int replay;              /* recompute=full: each piece's forward replayed just before its backward */
+    int pieces;              /* coshard=K: a micro-batch's rows run as K pieces in turn (1: whole) */
+    int64_t rows;            /* the rows of one piece (mbs / pieces): the stages' graphs' batch */
     wf_pipe_kind kind;
     int nchunks;
     chunk *ch;
@@ -190,6 +200,13 @@ wf_status wf_pipe_check(const wf_plan *p, const wf_model_config *m, int nranks, 
     wf_status st = wf_runtime_engine_check(WF_ENGINE_PIPELINE, p, m);
     if (st != WF_OK)
         return st;
+    /* Co-shard's pieces (play_pieces). */
+    if (p->coshard > 1 && p->mbs % p->coshard != 0)
+        return wf_errorf(WF_INVAL, "coshard=%d does not divide the micro-batch mbs=%d (each piece takes mbs/%d rows)",
+                         p->coshard, p->mbs, p->coshard);
+    if (p->coshard > 1 && wf_model_is_moe(m))
+        return wf_errorf(WF_INVAL, "coshard=%d: model '%s' routes tokens to experts with a capacity per batch, "
+                                   "which pieces of a micro-batch change (coshard=1)", p->coshard, m->name);
     int tp = p->tp > 1 ? p->tp : 1;
     if (tp > 1) {
         /* What Megatron's layout splits tp ways (as spmd.c names it); a
@@ -367,7 +384,11 @@ static wf_status split_comms(wf_pipe *p)
     }
     /* Each axis's group (plan.h's generator): coloured by its first rank,
      * ordered by the coordinate on the axis. The model-parallel group (tp x
-     * pp, the ranks of one data-parallel index) spans two axes. */
+     * pp, the ranks of one data-parallel index) spans two axes that are not
+     * adjacent in the generator's order (dp lies between them), so it is no
+     * join: its first rank is the tp group's first rank within the pp
+     * group's first rank, and its members are ordered stage-major, tp-minor
+     * (the order of the vocabulary-parallel shards at tp x pp). */
     wf_axis_ranks ax[WF_AXIS_COUNT];
     wf_rank_axes_dense(p->tp, 1, p->dp, p->pp, ax);
     const int64_t r = p->rank;
@@ -377,7 +398,10 @@ static wf_status split_comms(wf_pipe *p)
     if (rc == MPI_SUCCESS && p->tp > 1)
         rc = MPI_Comm_split(p->comm, (int)wf_rank_group_first(ax[WF_AXIS_TP], r), p->tpi, &p->tpcomm);
     if (rc == MPI_SUCCESS && (p->tp > 1 || p->interlace))
-        rc = MPI_Comm_split(p->comm, p->dpi, p->stage * p->tp + p->tpi, &p->mpcomm);
+        rc = MPI_Comm_split(p->comm, (int)wf_rank_group_first(ax[WF_AXIS_TP], wf_rank_group_first(ax[WF_AXIS_PP], r)),
+                            (int)(wf_rank_coord(ax[WF_AXIS_PP], r) * ax[WF_AXIS_TP].size +
+                                  wf_rank_coord(ax[WF_AXIS_TP], r)),
+                            &p->mpcomm);
     if (rc != MPI_SUCCESS)
         return mpi_err(rc, "MPI_Comm_split of the pipeline groups");
     MPI_Comm_set_errhandler(p->dpcomm, MPI_ERRORS_RETURN);
@@ -443,6 +467,10 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
         st = boundary(g, first, seg + 1, bout, &nbout);
     if (st != WF_OK)
         return st;
+    if (st == WF_OK && ci == 1 && p->nend_out > 0) { /* interlaced: the embedding's whole outputs */
+        nbout = p->nend_out;
+        memcpy(bout, p->end_out, (size_t)nbout * sizeof *bout);
+    }
     wf_graph sg;
     int *map = malloc((size_t)g->ntensors * sizeof *map);
     int64_t *init = NULL;
@@ -568,6 +596,17 @@ static wf_status make_chunk(wf_pipe *p, const wf_pipe_config *c, const wf_graph 
         ch->slot_of[i] = -1;
     for (int i = 0; i < ch->nslots * MAX_BOUNDARY; i++)
         ch->sreq[i] = MPI_REQUEST_NULL;
+    if (p->replay) {
+        int64_t nb = 0;
+        for (int b = 0; b < ch->nin; b++)
+            nb += 2 * ch->in_n[b];
+        for (int b = 0; b < ch->nout; b++)
+            nb += 2 * ch->out_n[b];
+        ch->pslot = nb * p->pieces;
+        ch->pbuf = calloc((size_t)(ch->pslot * ch->nslots + 1), sizeof *ch->pbuf);
+        if (!ch->pbuf)
+            return wf_errorf(WF_NOMEM, "out of memory for the replayed stages' pieces");
+    }
     return chunk_constants(c, ch);
 }
 
@@ -672,6 +711,71 @@ static void param_map(const wf_graph *g, const int64_t *gidx, const int64_t *gof
     }
 }
 
+/* Interlaced: what the embedding's chunk (segment 0 of the vocabulary-
+ * parallel graph vg, cut at vf) hands the first stage's layers, which read
+ * the tensors of wg (cut at lf) that cross into its segment 1. GPT's
+ * embedding makes its output whole itself (positions added, dropout), the
+ * one tensor both graphs pass. Llama's first layer reads the embedding's
+ * output directly: vg then passes two tensors, the output as the
+ * vocabulary-parallel lookup leaves it (a partial sum over tp x pp, which
+ * vg's first residual adds as it is) and its boxing to the whole value (the
+ * carrier 'NAME.boxK', an all-reduce, made in segment 0 before the layer's
+ * norm). The embedding hands the layers the whole value of each tensor
+ * they read: vg's carrier of it that segment 1 reads (the last of a chain),
+ * else the tensor itself; out[] gets those vg tensors (each once), *n their
+ * count. The layers' input k (wg's) reads out[map[k]]; part[k] = 1 when it
+ * is the embedding's output as produced and that is a partial sum over tp
+ * in wg (tp > 1: the lookup split over the tp ranks): tp rank 0 takes the
+ * whole value and the others zeros, a partial sum of the same total. The
+ * layers' input gradients are whole on every tp rank (a partial sum's
+ * gradient is its total's; a whole input's gradient is made whole by the
+ * carriers' reductions), so the embedding's output gradient is their sum
+ * over the inputs reading it, taken from tp rank 0 (play_interlace). */
+static wf_status whole_outputs(const wf_pipe *p, const wf_graph *wg, const int *lf, const wf_graph *vg,
+                               const int *vf, int *out, int *n, int *map, int *part)
+{
+    int lin[MAX_BOUNDARY], vout[MAX_BOUNDARY], nl = 0, nv = 0;
+    *n = 0;
+    wf_status st = boundary(wg, lf, 1, lin, &nl);
+    if (st == WF_OK)
+        st = boundary(vg, vf, 1, vout, &nv);
+    if (st != WF_OK)
+        return st;
+    for (int k = 0; k < nl; k++) {
+        const wf_tensor *x = &wg->tensors[lin[k]];
+        /* The embedding's tensor it carries: a carrier's input chain back to a tensor not made by a carrier. */
+        int base = lin[k];
+        while (wg->tensors[base].producer >= 0 && strstr(wg->ops[wg->tensors[base].producer].name, ".box") &&
+               wg->ops[wg->tensors[base].producer].nin > 0)
+            base = wg->ops[wg->tensors[base].producer].in[0];
+        const char *name = wg->tensors[base].name;
+        char pre[WF_NAME_LEN + 8];
+        snprintf(pre, sizeof pre, "%.40s.box", name);
+        int pick = -1;
+        for (int b = 0; b < nv; b++) {
+            const wf_tensor *y = &vg->tensors[vout[b]];
+            if (wf_tensor_numel(y) != wf_tensor_numel(x))
+                continue;
+            if (strcmp(y->name, name) == 0 && pick < 0)
+                pick = vout[b];
+            else if (y->producer >= 0 && strncmp(vg->ops[y->producer].name, pre, strlen(pre)) == 0 &&
+                     (pick < 0 || strcmp(vg->tensors[pick].name, name) == 0 || vout[b] > pick))
+                pick = vout[b]; /* a carrier of it: the last one made */
+        }
+        if (pick < 0)
+            return wf_errorf(WF_INVAL, "interlaced pipeline: the embedding makes no whole '%s' for the first "
+                                       "stage's layers", name);
+        int e = 0;
+        while (e < *n && out[e] != pick)
+            e++;
+        if (e == *n)
+            out[(*n)++] = pick;
+        map[k] = e;
+        part[k] = base == lin[k] && p->tps && wf_spmd_tensor_partial(p->tps, name);
+    }
+    return WF_OK;
+}
+
 /* Interlaced: the layers' chunk ch[0] (segment 1 + stage of wg), the
  * embedding's ch[1] and the head's ch[2] (segments 0 and pp + 1 of the
  * vocabulary-parallel graph vg); what crosses between them must agree, and
@@ -692,7 +796,10 @@ static wf_status make_interlaced(wf_pipe *p, const wf_pipe_config *c, const wf_g
     if (st == WF_OK)
         st = make_chunk(p, c, wg, lf, nseg, 1 + p->stage, p->tps, pidx, poff, -1, 0);
     if (st == WF_OK)
+        st = whole_outputs(p, wg, lf, vg, vf, p->end_out, &p->nend_out, p->emap, p->epart);
+    if (st == WF_OK)
         st = make_chunk(p, c, vg, vf, nseg, 0, p->vps, vidx, voff, data_input(vg), 1);
+    p->nend_out = 0;
     if (st == WF_OK)
         st = make_chunk(p, c, vg, vf, nseg, nseg - 1, p->vps, vidx, voff, -1, 2);
     for (int k = 1; st == WF_OK && k < 3; k++)
@@ -703,11 +810,9 @@ static wf_status make_interlaced(wf_pipe *p, const wf_pipe_config *c, const wf_g
         return st;
     const chunk *L = &p->ch[0], *E = &p->ch[1], *H = &p->ch[2];
     int ok = 1;
-    if (p->stage == 0) {
-        ok &= L->nin == E->nout;
+    if (p->stage == 0)
         for (int k = 0; ok && k < L->nin; k++)
-            ok &= L->in_n[k] == E->out_n[k];
-    }
+            ok &= p->emap[k] < E->nout && L->in_n[k] == E->out_n[p->emap[k]];
     if (p->stage == p->pp - 1) {
         ok &= L->nout == H->nin;
         for (int k = 0; ok && k < L->nout; k++)
@@ -762,6 +867,9 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     p->tpi = (int)wf_rank_coord(ax[WF_AXIS_TP], p->rank);
     p->mbs = pl->mbs;
     p->m = (int)(c->batch / p->dp / p->mbs);
+    p->replay = pl->recompute == WF_RECOMPUTE_FULL;
+    p->pieces = pl->coshard > 1 ? pl->coshard : 1;
+    p->rows = p->mbs / p->pieces;
     p->kind = pl->pipe;
     p->nchunks = p->interlace ? 3 : p->vpp;
     p->dpcomm = p->ppcomm = p->tpcomm = p->mpcomm = MPI_COMM_NULL;
@@ -815,7 +923,12 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     int64_t *pidx = NULL, *poff = NULL, *gidx = NULL, *goff = NULL, *vidx = NULL, *voff = NULL;
     if (!first)
         return wf_errorf(WF_NOMEM, "out of memory");
-    st = wf_model_build(&mm, p->mbs, &g);
+    /* Co-shard: the stages' graphs hold one piece (mbs / coshard rows). */
+    st = wf_model_build(&mm, p->rows, &g);
+    for (int i = 0; st == WF_OK && p->pieces > 1 && i < g.nfwd; i++)
+        if (g.ops[i].kind == WF_OP_BATCHNORM)
+            st = wf_errorf(WF_INVAL, "coshard=%d: model '%s' normalizes by batch statistics (op '%s'), which pieces "
+                                     "of a micro-batch change (coshard=1)", p->pieces, c->model->name, g.ops[i].name);
     /* The graph cut into stages: the model's, or under tp this rank's local graph (its tensors at their local
      * shapes, the carriers of Megatron's collectives among its ops); interlaced, the embedding and the head
      * come from the vocabulary-parallel local graph vg. */
@@ -875,10 +988,10 @@ wf_status wf_pipe_create(const wf_pipe_config *c, wf_pipe **out)
     if (st == WF_OK && !p->interlace)
         st = find_shared(p, wg, first);
     if (st == WF_OK) {
-        p->in_numel = wf_tensor_numel(&dg->tensors[data_t]) / p->mbs;
+        p->in_numel = wf_tensor_numel(&dg->tensors[data_t]) / p->rows;
         for (int t = 0; t < g.ntensors; t++)
             if (g.tensors[t].role == WF_ROLE_LABEL)
-                p->lab_numel = wf_tensor_numel(&g.tensors[t]) / p->mbs;
+                p->lab_numel = wf_tensor_numel(&g.tensors[t]) / p->rows;
         char tps[24] = "";
         if (p->tp > 1)
             snprintf(tps, sizeof tps, "tp=%d,%s", p->tp, pl->sp ? "sp=1," : "");
@@ -921,6 +1034,7 @@ void wf_pipe_free(wf_pipe *p)
         free(ch->slot_of);
         free(ch->busy);
         free(ch->sreq);
+        free(ch->pbuf);
         free(ch->owner);
         free(ch->share);
         free(ch->full_off);
@@ -1101,7 +1215,13 @@ static wf_status chunk_constants(const wf_pipe_config *c, chunk *ch)
  * model's other inputs, and on the first stage the recycled values (those
  * of the last recycling forward received first). */
 static wf_status chunk_feed(wf_pipe *p, chunk *ch, int mb, const int32_t *lab, int64_t first_sample,
-                            double *comm_s)
+                            double *comm_s);
+
+/* chunk_feed for rows [off, off + rows) of micro-batch mb (a co-shard
+ * piece; off 0 and rows mbs: the whole micro-batch). The recycled values
+ * arrive whole for the micro-batch, before its first piece. */
+static wf_status chunk_feed_rows(wf_pipe *p, chunk *ch, int mb, int64_t off, int64_t rows, const int32_t *lab,
+                                 int64_t first_sample, double *comm_s)
 {
     if (ch->vs == 0 && p->nrec > 0 && p->rpend[mb]) {
         for (int r = 0; r < p->nrec; r++) {
@@ -1125,17 +1245,25 @@ static wf_status chunk_feed(wf_pipe *p, chunk *ch, int mb, const int32_t *lab, i
             while (r < p->nrec && p->rec_i[r] != ch->feed_i[k])
                 r++;
             const int64_t n = p->mbs * x->numel;
-            memcpy(leaf, p->rbuf + p->rec_off[r] + mb * n, (size_t)n * sizeof(float));
+            memcpy(leaf, p->rbuf + p->rec_off[r] + mb * n + off * x->numel, (size_t)(rows * x->numel) * sizeof(float));
         } else {
-            wf_feed_input_fill(x, leaf, p->mbs, lab + mb * p->mbs * p->lab_numel, first_sample + mb * p->mbs, p->seed);
+            const int64_t row0 = (int64_t)mb * p->mbs + off;
+            wf_feed_input_fill(x, leaf, rows, lab + row0 * p->lab_numel, first_sample + row0, p->seed);
         }
     }
     return WF_OK;
 }
 
-/* After a recycling forward of mb: the sources this chunk made go to the
- * first stage (copied in place there). */
-static wf_status chunk_send_recycled(wf_pipe *p, chunk *ch, int mb)
+static wf_status chunk_feed(wf_pipe *p, chunk *ch, int mb, const int32_t *lab, int64_t first_sample,
+                            double *comm_s)
+{
+    return chunk_feed_rows(p, ch, mb, 0, p->mbs, lab, first_sample, comm_s);
+}
+
+/* After a recycling forward of mb (of piece u of p->pieces: its rows): the
+ * sources this chunk made go to the first stage (copied in place there),
+ * one message per micro-batch after its last piece. */
+static wf_status chunk_send_recycled(wf_pipe *p, chunk *ch, int mb, int u)
 {
     for (int k = 0; k < ch->nsrc; k++) {
         int r = ch->src_r[k];
@@ -1151,9 +1279,9 @@ static wf_status chunk_send_recycled(wf_pipe *p, chunk *ch, int mb)
                 return mpi_err(rc, "MPI_Wait of a recycled send");
         }
         float *dst = (p->stage == 0 ? p->rbuf : p->sbuf) + p->rec_off[r] + mb * n;
-        for (int64_t row = 0; row < p->mbs; row++)
-            memcpy(dst + row * x->numel, src + row * x->src_numel, (size_t)x->numel * sizeof(float));
-        if (p->stage != 0) {
+        for (int64_t row = 0; row < p->rows; row++)
+            memcpy(dst + (u * p->rows + row) * x->numel, src + row * x->src_numel, (size_t)x->numel * sizeof(float));
+        if (p->stage != 0 && u == p->pieces - 1) {
             int rc = MPI_Isend(dst, (int)n, MPI_FLOAT, 0, tag_rec(p, mb, r), p->ppcomm, rq);
             if (rc != MPI_SUCCESS)
                 return mpi_err(rc, "MPI_Isend of the recycled values");
@@ -1162,7 +1290,11 @@ static wf_status chunk_send_recycled(wf_pipe *p, chunk *ch, int mb)
     return WF_OK;
 }
 
-/* Recycling forward k of micro-batch mb on this rank's chunk (vpp = 1). */
+/* Recycling forward k of micro-batch mb on this rank's chunk (vpp = 1):
+ * its pieces in turn under co-shard (one piece of p->rows rows each; the
+ * whole micro-batch otherwise), each sending its outputs on (the next
+ * stage takes them piece by piece, in order) and its recycled sources
+ * into the micro-batch's block (sent after the last piece). */
 static wf_status recycle_forward(wf_pipe *p, int mb, int k, const void *in, const int32_t *lab,
                                  int64_t first_sample, int64_t step, wf_status *kst, double *comm_s)
 {
@@ -1172,9 +1304,6 @@ static wf_status recycle_forward(wf_pipe *p, int mb, int k, const void *in, cons
     int slot = ch->rslot;
     if (slot < 0)
         return wf_errorf(WF_INTERNAL, "pipeline: no slot for a recycling forward");
-    if ((st = wait_sends(ch, slot, comm_s)) != WF_OK)
-        return st;
-    wf_exec_use_slot(ch->e, slot);
     if (vs == 0 && k == 0) {
         /* The first forward of the step's micro-batch recycles zeros. */
         for (int r = 0; r < p->nrec; r++) {
@@ -1183,37 +1312,44 @@ static wf_status recycle_forward(wf_pipe *p, int mb, int k, const void *in, cons
         }
         p->rpend[mb] = 0;
     }
-    if (ch->data_t >= 0)
-        memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(mb * p->mbs * p->in_numel) * 4,
-               (size_t)(p->mbs * p->in_numel) * 4);
-    if (ch->label_t >= 0)
-        memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + mb * p->mbs * p->lab_numel,
-               (size_t)(p->mbs * p->lab_numel) * sizeof(int32_t));
-    if ((st = chunk_feed(p, ch, mb, lab, first_sample, comm_s)) != WF_OK)
-        return st;
-    if (ch->nin > 0) {
-        float *buf[MAX_BOUNDARY];
-        for (int b = 0; b < ch->nin; b++)
-            buf[b] = wf_exec_leaf_data(ch->e, ch->in_t[b]);
-        if ((st = recv_all(p, buf, ch->in_n, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s)) != WF_OK)
+    for (int u = 0; u < p->pieces; u++) {
+        const int64_t off = u * p->rows, row0 = (int64_t)mb * p->mbs + off;
+        /* The slot's outputs of the previous piece (or pass) are sent before they are overwritten. */
+        if ((st = wait_sends(ch, slot, comm_s)) != WF_OK)
+            return st;
+        wf_exec_use_slot(ch->e, slot);
+        if (ch->data_t >= 0)
+            memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(row0 * p->in_numel) * 4,
+                   (size_t)(p->rows * p->in_numel) * 4);
+        if (ch->label_t >= 0)
+            memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + row0 * p->lab_numel,
+                   (size_t)(p->rows * p->lab_numel) * sizeof(int32_t));
+        if ((st = chunk_feed_rows(p, ch, mb, off, p->rows, lab, first_sample, comm_s)) != WF_OK)
+            return st;
+        if (ch->nin > 0) {
+            float *buf[MAX_BOUNDARY];
+            for (int b = 0; b < ch->nin; b++)
+                buf[b] = wf_exec_leaf_data(ch->e, ch->in_t[b]);
+            if ((st = recv_all(p, buf, ch->in_n, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s)) != WF_OK)
+                return st;
+        }
+        wf_exec_set_stream(ch->e, stream_of(p, step, k), first_sample + row0);
+        wf_dist_begin_micro(ch->d, 1, 0);
+        float loss = 0;
+        wf_status fs = wf_exec_forward(ch->e, &loss);
+        if (fs == WF_MPI)
+            return fs;
+        if (*kst == WF_OK)
+            *kst = fs;
+        for (int b = 0; b < ch->nout; b++) {
+            int rc = MPI_Isend(wf_exec_output(ch->e, b), (int)ch->out_n[b], MPI_FLOAT, (vs + 1) % p->pp,
+                               tag_of(p, mb, vs + 1, 0, b), p->ppcomm, &ch->sreq[(size_t)slot * MAX_BOUNDARY + b]);
+            if (rc != MPI_SUCCESS)
+                return mpi_err(rc, "MPI_Isend of a stage's activations");
+        }
+        if ((st = chunk_send_recycled(p, ch, mb, u)) != WF_OK)
             return st;
     }
-    wf_exec_set_stream(ch->e, stream_of(p, step, k), first_sample + mb * p->mbs);
-    wf_dist_begin_micro(ch->d, 1, 0);
-    float loss = 0;
-    wf_status fs = wf_exec_forward(ch->e, &loss);
-    if (fs == WF_MPI)
-        return fs;
-    if (*kst == WF_OK)
-        *kst = fs;
-    for (int b = 0; b < ch->nout; b++) {
-        int rc = MPI_Isend(wf_exec_output(ch->e, b), (int)ch->out_n[b], MPI_FLOAT, (vs + 1) % p->pp,
-                           tag_of(p, mb, vs + 1, 0, b), p->ppcomm, &ch->sreq[(size_t)slot * MAX_BOUNDARY + b]);
-        if (rc != MPI_SUCCESS)
-            return mpi_err(rc, "MPI_Isend of a stage's activations");
-    }
-    if ((st = chunk_send_recycled(p, ch, mb)) != WF_OK)
-        return st;
     if (vs == 0)
         p->rpend[mb] = 1;
     return WF_OK;
@@ -1240,6 +1376,127 @@ static wf_status recycle_wait(wf_pipe *p, double *comm_s)
             rc = MPI_Wait(&p->rreq[i], MPI_STATUS_IGNORE);
     *comm_s += wf_now_s() - t0;
     return rc == MPI_SUCCESS ? WF_OK : mpi_err(rc, "MPI_Wait of the recycled sends");
+}
+
+/* A replayed stage's op (recompute=full; coshard=K splits each micro-batch's
+ * rows into K pieces, SuperScaler's co-shard): the stage's executor holds
+ * one piece (rows = mbs / K). A forward receives the micro-batch's inputs
+ * whole (the K pieces' rows in turn, as the previous stage sent them) into
+ * its slot's block of pbuf, runs the K pieces' forwards one after another in
+ * the slot (dropout drawn at each piece's first sample, so the masks are one
+ * process's) and sends the K outputs as one message; nothing of its
+ * activations is kept for the backward but those inputs. A backward
+ * receives the K output gradients, and for each piece replays its forward
+ * (same inputs, same stream) just before its backward, which accumulates
+ * into the parameters' gradients; the K input gradients go back as one
+ * message. The last stage's loss is each piece's mean; the step divides by
+ * m K (finish). Recycling runs its forwards piece by piece as well
+ * (recycle_forward); the micro-batch's recycled values stay in rbuf from
+ * its forward to its backward's replays. */
+static wf_status play_pieces(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in, const int32_t *lab,
+                             int64_t first_sample, int64_t step, double *loss_sum, wf_status *kst, double *comm_s)
+{
+    chunk *ch = &p->ch[op->chunk];
+    const int vs = ch->vs, mb = op->mb, K = p->pieces;
+    const int64_t rows = p->rows;
+    int64_t kin[MAX_BOUNDARY], kout[MAX_BOUNDARY];
+    float *xin[MAX_BOUNDARY], *gin[MAX_BOUNDARY], *yout[MAX_BOUNDARY], *gout[MAX_BOUNDARY];
+    wf_status st;
+    p->played[p->nplayed++] = (wf_pipe_op){op->bwd, mb, op->chunk};
+    int slot = -1;
+    if (!op->bwd) {
+        for (int s = 0; s < ch->nslots && slot < 0; s++)
+            if (!ch->busy[s])
+                slot = s;
+        if (slot < 0)
+            return wf_errorf(WF_INTERNAL, "pipeline: no free activation slot for micro-batch %d", mb);
+    } else if ((slot = ch->slot_of[mb]) < 0) {
+        return wf_errorf(WF_INTERNAL, "pipeline: backward of micro-batch %d before its forward", mb);
+    }
+    /* The slot's last sends (of an earlier micro-batch) are done before its block is written. */
+    if ((st = wait_sends(ch, slot, comm_s)) != WF_OK)
+        return st;
+    float *blk = ch->pbuf + ch->pslot * slot;
+    for (int b = 0; b < ch->nin; b++) {
+        kin[b] = K * ch->in_n[b];
+        xin[b] = blk;
+        gin[b] = blk + kin[b];
+        blk += 2 * kin[b];
+    }
+    for (int b = 0; b < ch->nout; b++) {
+        kout[b] = K * ch->out_n[b];
+        yout[b] = blk;
+        gout[b] = blk + kout[b];
+        blk += 2 * kout[b];
+    }
+    if (!op->bwd) {
+        ch->busy[slot] = 1;
+        ch->slot_of[mb] = slot;
+        if (ch->nin > 0 && (st = recv_all(p, xin, kin, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s)) != WF_OK)
+            return st;
+    } else if (ch->nout > 0 && (st = recv_all(p, gout, kout, ch->nout, (vs + 1) % p->pp, mb, vs, 1, comm_s)) != WF_OK) {
+        return st;
+    }
+    wf_exec_use_slot(ch->e, slot);
+    for (int u = 0; u < K; u++) {
+        const int64_t row0 = (int64_t)mb * p->mbs + u * rows; /* the piece's first row in this pipeline's batch */
+        if (ch->data_t >= 0)
+            memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(row0 * p->in_numel) * 4,
+                   (size_t)(rows * p->in_numel) * 4);
+        if (ch->label_t >= 0)
+            memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + row0 * p->lab_numel,
+                   (size_t)(rows * p->lab_numel) * sizeof(int32_t));
+        /* The model's other inputs, and the recycled values of the micro-batch's last recycling forward. */
+        if (ch->nfeed > 0 && (st = chunk_feed_rows(p, ch, mb, u * rows, rows, lab, first_sample, comm_s)) != WF_OK)
+            return st;
+        for (int b = 0; b < ch->nin; b++)
+            memcpy(wf_exec_leaf_data(ch->e, ch->in_t[b]), xin[b] + u * ch->in_n[b],
+                   (size_t)ch->in_n[b] * sizeof(float));
+        wf_exec_set_stream(ch->e, stream_of(p, step, p->recycle), first_sample + row0);
+        /* dear: the previous step's deferred update completes in this chunk's first forward. */
+        if (u == 0)
+            wf_dist_begin_micro(ch->d, !op->bwd, 0);
+        float loss = 0;
+        wf_status fs = wf_exec_forward(ch->e, &loss);
+        if (fs == WF_MPI)
+            return fs;
+        if (*kst == WF_OK)
+            *kst = fs;
+        if (!op->bwd) {
+            if (vs == p->nvs - 1)
+                *loss_sum += (double)loss;
+            for (int b = 0; b < ch->nout; b++)
+                memcpy(yout[b] + u * ch->out_n[b], wf_exec_output(ch->e, b), (size_t)ch->out_n[b] * sizeof(float));
+            continue;
+        }
+        /* The replay done: this piece's backward. */
+        for (int b = 0; b < ch->nout; b++)
+            memcpy(wf_exec_output_grad(ch->e, b), gout[b] + u * ch->out_n[b], (size_t)ch->out_n[b] * sizeof(float));
+        wf_dist_begin_micro(ch->d, 0, pos == ch->last_bwd && u == K - 1);
+        if ((st = wf_exec_backward(ch->e, pos != ch->first_bwd || u > 0)) != WF_OK)
+            return st;
+        for (int b = 0; b < ch->nin; b++) {
+            const float *gx = wf_exec_input_grad(ch->e, b);
+            if (gx)
+                memcpy(gin[b] + u * ch->in_n[b], gx, (size_t)ch->in_n[b] * sizeof(float));
+            else /* no gradient reaches this input: zeros */
+                memset(gin[b] + u * ch->in_n[b], 0, (size_t)ch->in_n[b] * sizeof(float));
+        }
+    }
+    const int n = op->bwd ? ch->nin : ch->nout;
+    for (int b = 0; b < n; b++) {
+        int to = op->bwd ? (vs - 1) % p->pp : (vs + 1) % p->pp;
+        int rc = MPI_Isend(op->bwd ? gin[b] : yout[b], (int)(op->bwd ? kin[b] : kout[b]), MPI_FLOAT, to,
+                           tag_of(p, mb, op->bwd ? vs - 1 : vs + 1, op->bwd, b), p->ppcomm,
+                           &ch->sreq[(size_t)slot * MAX_BOUNDARY + b]);
+        if (rc != MPI_SUCCESS)
+            return mpi_err(rc, op->bwd ? "MPI_Isend of a stage's input gradients" : "MPI_Isend of a stage's activations");
+    }
+    if (op->bwd) {
+        ch->busy[slot] = 0;
+        ch->slot_of[mb] = -1;
+    }
+    return WF_OK;
 }
 
 /* Runs op i of the order. */
@@ -1397,9 +1654,13 @@ static wf_status play_interlace(wf_pipe *p, const wf_plan_task *t, int pos, cons
                 return wf_errorf(WF_INTERNAL, "interlaced pipeline: stage 0 runs micro-batch %d before its "
                                               "embedding", mb);
             wf_exec_use_slot(E->e, E->slot_of[mb]);
-            for (int k = 0; k < L->nin; k++)
-                memcpy(wf_exec_leaf_data(L->e, L->in_t[k]), wf_exec_output(E->e, k),
-                       (size_t)L->in_n[k] * sizeof(float));
+            for (int k = 0; k < L->nin; k++) {
+                float *dst = wf_exec_leaf_data(L->e, L->in_t[k]);
+                if (p->epart[k] && p->tpi != 0) /* a partial sum over tp: the whole on tp rank 0 */
+                    memset(dst, 0, (size_t)L->in_n[k] * sizeof(float));
+                else
+                    memcpy(dst, wf_exec_output(E->e, p->emap[k]), (size_t)L->in_n[k] * sizeof(float));
+            }
         } else {
             float *buf[MAX_BOUNDARY];
             for (int k = 0; k < L->nin; k++)
@@ -1488,6 +1749,11 @@ static wf_status play_interlace(wf_pipe *p, const wf_plan_task *t, int pos, cons
         wf_dist_begin_micro(L->d, 0, pos == L->last_bwd);
         if ((st = wf_exec_backward(L->e, pos != L->first_bwd)) != WF_OK)
             return st;
+        if (p->stage == 0) { /* the embedding's output gradients: the sum over the inputs reading each */
+            wf_exec_use_slot(E->e, E->slot_of[mb]);
+            for (int k = 0; k < E->nout; k++)
+                memset(wf_exec_output_grad(E->e, k), 0, (size_t)E->out_n[k] * sizeof(float));
+        }
         for (int k = 0; k < L->nin; k++) {
             float *gx = wf_exec_input_grad(L->e, k);
             if (!gx) {
@@ -1495,8 +1761,9 @@ static wf_status play_interlace(wf_pipe *p, const wf_plan_task *t, int pos, cons
                 memset(gx, 0, (size_t)L->in_n[k] * sizeof(float));
             }
             if (p->stage == 0) {
-                wf_exec_use_slot(E->e, E->slot_of[mb]);
-                memcpy(wf_exec_output_grad(E->e, k), gx, (size_t)L->in_n[k] * sizeof(float));
+                float *eg = wf_exec_output_grad(E->e, p->emap[k]);
+                for (int64_t i = 0; i < L->in_n[k]; i++)
+                    eg[i] += gx[i];
                 continue;
             }
             int rc = MPI_Isend(gx, (int)L->in_n[k], MPI_FLOAT, p->stage - 1, tag_of(p, mb, p->stage - 1, 1, k),
@@ -1621,7 +1888,7 @@ static wf_status finish(wf_pipe *p, int64_t step, double *comm_s)
         for (int s = 0; s < n; s++)
             total += all[s];
     }
-    double scale = 1.0 / ((double)p->dp * (double)p->m);
+    double scale = 1.0 / ((double)p->dp * (double)p->m * (double)p->pieces);
     for (int k = 0; k < p->nchunks; k++)
         wf_dist_take_comm_s(p->ch[k].d); /* the waits so far: counted in this phase */
     double tu = wf_now_s(), update_waits_s = 0;
@@ -1662,7 +1929,8 @@ wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t f
         if (p->recycle > 0 && !p->nf1b && !p->ops[i].bwd)
             st = recycle_all(p, p->ops[i].mb, in, lab, first_sample, step, &kst, comm_s);
         if (st == WF_OK)
-            st = play(p, &p->ops[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
+            st = p->replay ? play_pieces(p, &p->ops[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s)
+                           : play(p, &p->ops[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
     }
     for (int i = 0; p->interlace && i < p->nitask && st == WF_OK; i++)
         st = play_interlace(p, &p->itask[i], i, in, lab, first_sample, step, &loss_sum, &kst, comm_s);
@@ -1676,7 +1944,7 @@ wf_status wf_pipe_step(wf_pipe *p, const void *in, const int32_t *lab, int64_t f
     /* Every tp rank of the last stage holds the whole loss (the vocabulary-parallel cross-entropy): one counts. */
     /* Interlaced: every rank runs the head; the same one counts. */
     int last = p->stage == (p->nvs - 1) % p->pp && p->tpi == 0;
-    double mine[2] = {last ? loss_sum / (double)p->m : 0.0, (double)kst};
+    double mine[2] = {last ? loss_sum / ((double)p->m * (double)p->pieces) : 0.0, (double)kst};
     double total = mine[0];
     int worst = kst;
     if (mpi_on(p)) {

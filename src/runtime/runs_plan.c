@@ -102,13 +102,30 @@ static int p_cp_ep(const wf_plan *p, const wf_model_config *m, char *msg, size_t
     return 1;
 }
 
+/* recompute=full on stages (and co-shard, which needs it) runs as
+ * pipeline.c's replayed stages (play_pieces): one chunk per stage, no tp
+ * inside it, not interlaced, no ZeRO-3 (its gathers follow one forward per
+ * backward), every layer of every stage (no per-stage values, no block
+ * method). Selective recomputation and FP8 are not run. */
 static int p_recompute_fp8(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
     (void)m;
-    if (!(p->recompute != WF_RECOMPUTE_NONE || p->fp8))
+    if (p->recompute == WF_RECOMPUTE_SELECTIVE || p->fp8) {
+        snprintf(msg, cap, "pp=%d: the runtime pipelines stages with recompute=none or full (recompute=%s, fp8=%d)",
+                 p->pp, wf_recompute_name(p->recompute), p->fp8);
+        return 1;
+    }
+    if (p->recompute != WF_RECOMPUTE_NONE && (p->rc_n > 0 || p->rc_layers > 0)) {
+        snprintf(msg, cap, "pp=%d with recompute per stage or rc_layers: the runtime replays every layer of every "
+                           "stage (recompute=full; per-stage values and Megatron's block method are planned and "
+                           "simulated, not run)", p->pp);
+        return 1;
+    }
+    if (p->recompute != WF_RECOMPUTE_FULL || (p->tp <= 1 && p->vpp <= 1 && !p->interlace && p->zero < 3))
         return 0;
-    snprintf(msg, cap, "pp=%d: the runtime pipelines plain stages (recompute=%s, fp8=%d must be off)", p->pp,
-             wf_recompute_name(p->recompute), p->fp8);
+    snprintf(msg, cap, "pp=%d with recompute=full%s: the runtime replays stages with tp=1, vpp=1, zero < 3 and "
+                       "no interlace (tp=%d, vpp=%d, zero=%d, interlace=%d)", p->pp,
+             p->coshard > 1 ? " and coshard" : "", p->tp, p->vpp, p->zero, p->interlace);
     return 1;
 }
 
@@ -151,17 +168,22 @@ static int p_interlace_sp(const wf_plan *p, const wf_model_config *m, char *msg,
     return 1;
 }
 
-/* The interlaced pipeline runs GPT-shaped models: their embedding's output
- * is made whole (positions added, dropout) before the first layer, the one
- * activation the vocabulary-parallel embedding hands the stages. Llama's and
- * BERT's layers read the embedding's partial sums themselves under that
- * lowering (pipeline.c names it if reached). */
+/* The interlaced pipeline runs GPT's and Llama's families. GPT's embedding
+ * makes its output whole before the first layer (positions added, dropout):
+ * the one tensor both the vocabulary-parallel ends (tp x pp) and the
+ * stages' layers pass. Llama's first layer reads the embedding's output
+ * directly, which the ends leave as a partial sum plus its all-reduced
+ * whole; pipeline.c (whole_outputs) hands the layers the whole value, and
+ * under tp the partial sum they also read as the whole on tp rank 0 and
+ * zeros on the others. BERT's interlaced run does not reproduce one
+ * process's losses (its first step does, its gradients differ; tp=2 and
+ * pp=2 alone do), so it is refused with the other families. */
 static int p_interlace_family(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
-    if (!p->interlace || m->family == WF_FAMILY_GPT)
+    if (!p->interlace || m->family == WF_FAMILY_GPT || m->family == WF_FAMILY_LLAMA)
         return 0;
-    snprintf(msg, cap, "interlace=1: model '%s' is not GPT-shaped: the runtime runs the interlaced pipeline on "
-                       "GPT's family (planned and simulated for the others, not run)", m->name);
+    snprintf(msg, cap, "interlace=1: model '%s' is neither GPT- nor Llama-shaped: the runtime runs the interlaced "
+                       "pipeline on those two families (planned and simulated for the others, not run)", m->name);
     return 1;
 }
 
@@ -220,19 +242,25 @@ static int s_combined(const wf_plan *p, const wf_model_config *m, char *msg, siz
 
 /* SuperScaler's co-shard and NF1B (docs/planner.md): the replica engine
  * runs both (engine_replica.c), pipeline stages without tensor parallelism
- * NF1B (pipeline.c); the rest is refused. */
+ * both (pipeline.c: co-shard on the replayed stages, p_recompute_fp8's
+ * row); the rest is refused. */
 static int staged_coshard_nf1b(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
 {
     (void)m;
-    if (p->coshard > 1) {
-        snprintf(msg, cap, "coshard with pp=%d, tp=%d: the runtime co-shards data-parallel replicas only (pp=1, "
-                           "tp=1)", p->pp, p->tp);
+    if (p->coshard > 1 && !(p->pp > 1 && p->tp <= 1)) {
+        snprintf(msg, cap, "coshard with pp=%d, tp=%d: the runtime co-shards data-parallel replicas and pipeline "
+                           "stages without tensor parallelism (tp=1)", p->pp, p->tp);
         return 1;
     }
+    /* NF1B needs recycling, which only AlphaFold2 has, and the runtime's
+     * tensor parallelism is Megatron's layout of a transformer's layers:
+     * AlphaFold2's Evoformer has no tp split here (its DAP is planned and
+     * simulated, any_dap), so nf1b with tp > 1 has no model to run. */
     if (!p->nf1b || (p->pp > 1 && p->tp <= 1))
         return 0;
     snprintf(msg, cap, "nf1b with pp=%d, tp=%d: the runtime runs NF1B on data-parallel replicas and on pipeline "
-                       "stages without tensor parallelism (tp=1)", p->pp, p->tp);
+                       "stages without tensor parallelism (tp=1; AlphaFold2's Evoformer, the model that recycles, "
+                       "has no tensor-parallel split in the runtime)", p->pp, p->tp);
     return 1;
 }
 

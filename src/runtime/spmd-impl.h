@@ -77,6 +77,10 @@ double wf_spmd_param_share(const wf_spmd *S, const char *name);
  * `full` when this rank is the first holder of that shard (returns 1), so a
  * sum over the ranks gathers each value once; else 0. */
 int wf_spmd_put_param(const wf_spmd *S, const char *name, const float *local, float *full);
+/* 1 when the global tensor named `name` is produced as a partial sum on
+ * some mesh axis (its local tensor of that name holds this rank's
+ * addend: the vocabulary-parallel embedding's output), else 0. */
+int wf_spmd_tensor_partial(const wf_spmd *S, const char *name);
 /* The collectives counted since the counters were last reset: all-gathers,
  * reduce-scatters, all-reduces, in-op all-reduces, all-to-alls. */
 void wf_spmd_collectives(const wf_spmd *S, int64_t *ncoll);

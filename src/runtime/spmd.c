@@ -1721,6 +1721,20 @@ double wf_spmd_param_share(const wf_spmd *S, const char *name)
     return w;
 }
 
+int wf_spmd_tensor_partial(const wf_spmd *S, const char *name)
+{
+    const wf_graph *g = &S->L.graph;
+    for (int t = 0; t < g->ntensors; t++) {
+        if (strcmp(g->tensors[t].name, name) != 0)
+            continue;
+        for (int a = 0; a < S->naxes; a++)
+            if (is_p(S->layout[t].ax[a]))
+                return 1;
+        return 0;
+    }
+    return 0;
+}
+
 int wf_spmd_put_param(const wf_spmd *S, const char *name, const float *local, float *full)
 {
     int gt = global_param(S, name);

@@ -68,7 +68,7 @@ expect_fail "co-shard of a transformer" transformer estimate --model gpt-tiny --
 expect_fail "NF1B without recycling" recycle estimate --model resnet50 --cluster $C --batch 64 --plan "dp=8,nf1b=1"
 expect_fail "coshard=0" coshard estimate --model $M --cluster $C --batch 64 --plan "dp=8,coshard=0"
 expect_fail "export refuses NF1B" nf1b export "dp=8,nf1b=1" --to ddp --model $M --cluster $C --batch 64
-expect_fail "the runtime refuses co-shard on stages" coshard train --model mlp-tiny --data synthetic --batch 8 --plan "pp=2,dp=1,recompute=full,coshard=2" --steps 1
+expect_fail "the runtime refuses co-shard on stages with tp" coshard train --model mlp-tiny --data synthetic --batch 8 --plan "pp=2,tp=2,dp=1,mbs=2,recompute=full,coshard=2" --steps 1
 expect_fail "dap of a model other than AlphaFold2" dap estimate --model resnet50 --cluster $C --batch 64 --plan "dp=4,dap=2"
 expect_fail "export refuses DAP" dap export "dp=4,dap=2" --to megatron --model $M --cluster $C --batch 64
 expect_fail "the runtime refuses DAP" dap train --model alphafold:layers=2,seq=64,msa=32,recycle=0 --data synthetic --batch 8 --plan "dp=1,dap=2" --steps 1

@@ -71,7 +71,7 @@ check "swin coshard=2: every loss within 1e-5 of one process" same "$tmp/s1.json
 expect_fail "co-shard of batch statistics" batch train --model resnet:depth=18,image=32,classes=10,dtype=fp32 \
   --data synthetic --batch 4 --steps 1 --plan "dp=1,recompute=full,coshard=2"
 expect_fail "coshard not dividing the micro-batch" coshard train "${common[@]}" --plan "dp=1,mbs=2,recompute=full,coshard=4"
-expect_fail "co-shard on stages" coshard train "${common[@]}" --plan "pp=2,dp=1,mbs=2,recompute=full,coshard=2"
+expect_fail "co-shard on stages with tp" coshard train "${common[@]}" --plan "pp=2,tp=2,dp=1,mbs=2,recompute=full,coshard=2"
 expect_fail "zero=3 with co-shard" zero=3 train "${common[@]}" --plan "dp=1,mbs=2,recompute=full,coshard=2,zero=3"
 expect_fail "selective recomputation" selective train "${common[@]}" --plan "dp=1,mbs=2,recompute=selective"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # weft train's refusals of the interlaced pipeline (interlace=1), each one
-# line without MPI: the ranks it needs, a model not of GPT's family, sp=1,
+# line without MPI: the ranks it needs, a model of neither GPT's nor Llama's family, sp=1,
 # zero=3. Its runs against one process are tests/mpi/test_interlace.c.
 # $1 is the weft binary.
 # shellcheck source=lib.sh
@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh" "$1"
 export OPENBLAS_NUM_THREADS=1
 T=(--data synthetic --batch 8 --steps 1)
 expect_fail "interlace=1 on one rank" "needs 2 ranks but the job has 1" train --model gpt-tiny "${T[@]}" --plan pp=2,dp=1,mbs=2,interlace=1
-expect_fail "interlace=1 on bert-tiny" "not GPT-shaped" train --model bert-tiny "${T[@]}" --plan pp=2,dp=1,mbs=2,interlace=1
+expect_fail "interlace=1 on bert-tiny" "neither GPT- nor Llama-shaped" train --model bert-tiny "${T[@]}" --plan pp=2,dp=1,mbs=2,interlace=1
 expect_fail "interlace=1 with sp=1" "interlace=1 with sp=1" train --model gpt-tiny "${T[@]}" \
   --plan pp=2,tp=2,sp=1,dp=1,mbs=2,interlace=1
 expect_fail "interlace=1 with zero=3" "interlace=1 with zero=3" train --model gpt-tiny "${T[@]}" \

@@ -21,8 +21,9 @@
  * rank ran its stage's order of wf_plan_interlace_order (F and B: chunk 0;
  * EF and EB: chunk 1, forward and backward; H: chunk 2); the interlaced
  * checkpoint resumes bit for bit. Refusals in one line: interlace with
- * sp=1 and with zero=3, a model not GPT-shaped (bert-tiny), and tp x pp
- * not dividing the heads. */
+ * sp=1 and with zero=3, a model of neither GPT's nor Llama's family
+ * (bert-tiny), and tp x pp not dividing the heads (Llama:
+ * tests/mpi/test_interlace_llama.c). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "harness.h"
 #include "weft/plan.h"
@@ -182,7 +183,8 @@ int main(void)
         wf_world_minmax_u64(0, &id, &idmax); /* every rank done with the checkpoint */
         if (g_rank == 0)
             nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
-        refused("bert-tiny", "pp=2,mbs=2,interlace=1", "interlace=1: model 'bert-tiny' is not GPT-shaped");
+        refused("bert-tiny", "pp=2,mbs=2,interlace=1",
+                "interlace=1: model 'bert-tiny' is neither GPT- nor Llama-shaped");
         refused("gpt:layers=2,hidden=64,heads=1,seq=32,vocab=96,dtype=fp32", "pp=2,mbs=2,interlace=1",
                 "tp x pp = 2 does not divide the heads");
     } else if (g_nranks == 4) {
