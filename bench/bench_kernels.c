@@ -244,7 +244,7 @@ static void row_kernels(int reps)
     /* AdamW over the mlp 1024-4096-4096-10's parameters, as the trainer runs it. */
     wf_model_config mc;
     wf_graph g;
-    adam_ctx a = {NULL, NULL, 0, 0};
+    adam_ctx a = {NULL, NULL, 0};
     wf_exec_opts eo = {0, 1};
     wf_optim_config oc;
     wf_optim_defaults(WF_OPTIM_ADAMW, &oc);
