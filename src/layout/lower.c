@@ -374,9 +374,27 @@ wf_status wf_plan_lower(const wf_model_config *mc, const wf_cluster *c, const wf
     return st;
 }
 
+/* Whether op `name` is compared by a raise of `part` (wf_plan_raise_part):
+ * 0 every op; 1 all but the dense layers' ops; 2 the dense layers' only. */
+static int in_part(const wf_model_config *m, const char *name, int part)
+{
+    if (part == 0)
+        return 1;
+    int dense = 0;
+    if (strncmp(name, "layers.", 7) == 0) {
+        char *end = NULL;
+        long long l = strtoll(name + 7, &end, 10);
+        int64_t f = m->moe_freq > 0 ? m->moe_freq : 1;
+        dense = end && *end == '.' && !(m->experts > 0 && l >= m->first_dense && l % f == 0);
+    }
+    return part == 2 ? dense : !dense;
+}
+
 /* Two op-level plans hold the same layouts: mesh, stages, micro-batches and
- * every op's signature (spaces ignored). Names the first difference. */
-static int same_layouts(const wf_layout *a, const wf_layout *b, char *diff, size_t cap)
+ * every op's signature (spaces ignored), of the ops of `part` (in_part).
+ * Names the first difference. */
+static int same_layouts(const wf_model_config *m, int part, const wf_layout *a, const wf_layout *b, char *diff,
+                        size_t cap)
 {
     if (strcmp(a->mesh, b->mesh) != 0 || a->pp != b->pp || a->micro_batches != b->micro_batches) {
         snprintf(diff, cap, "mesh, stages or micro-batches");
@@ -388,6 +406,8 @@ static int same_layouts(const wf_layout *a, const wf_layout *b, char *diff, size
             return 0;
         }
     for (int i = 0; i < b->nlayouts; i++) {
+        if (!in_part(m, b->op[i], part))
+            continue;
         const char *x = wf_layout_sig_of(a, b->op[i]);
         char u[200], v[200];
         size_t n = 0, k = 0;
@@ -443,6 +463,12 @@ static int raise_cands(const int64_t *ax, int naxes, int moe, raise_cand *out)
 wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                         wf_plan *out)
 {
+    return wf_plan_raise_part(m, c, batch, ol, 0, out);
+}
+
+wf_status wf_plan_raise_part(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                             int part, wf_plan *out)
+{
     int64_t ax[3] = {0, 0, 0};
     char tail = 0;
     int naxes = sscanf(ol->mesh, "%lldx%lldx%lld%c", (long long *)&ax[0], (long long *)&ax[1], (long long *)&ax[2],
@@ -480,7 +506,7 @@ wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t b
             wf_layout low;
             wf_layout_init(&low);
             wf_status st = wf_plan_lower(m, c, &p, batch, &low);
-            int same = st == WF_OK && same_layouts(ol, &low, diff, sizeof diff);
+            int same = st == WF_OK && same_layouts(m, part, ol, &low, diff, sizeof diff);
             wf_layout_free(&low);
             if (same) {
                 *out = p;
