@@ -324,6 +324,12 @@ typedef struct {
     int64_t searches;         /* op-level searches run */
     double budget_bytes;
     double search_time_s;
+    /* A mixture of experts with dense layers: per-layer plans (layout.h,
+     * wf_layout_perlayer) costed, and whether the best is one. */
+    int64_t perlayer_costed;
+    int perlayer;             /* 1: the best's dense layers run other layouts than its expert layers */
+    double perlayer_whole_s;  /* then, the best whole-model plan's time */
+    char perlayer_detail[256]; /* its layer kinds' layouts (wf_layout_perlayer_describe) */
 } wf_search_unified_result;
 
 /* WF_NOFIT when nothing fits the budget; free r with

@@ -22,6 +22,7 @@
  * --verify FILE checks such a file (or a whole-model one) against the model
  * and the cluster and prints its numbers as the search did. */
 #include "cli/cli.h"
+#include "weft/layout.h"
 #include "weft/sched.h"
 #include "weft/search.h"
 
@@ -1237,11 +1238,14 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
         return st;
     }
     FILE *h = human(a);
+    char pl_note[64] = "";
+    if (r.perlayer_costed > 0)
+        snprintf(pl_note, sizeof pl_note, ", %lld per-layer plans", (long long)r.perlayer_costed);
     fprintf(h, "weft plan --op-level: %s on %s, batch %lld: one search space (Megatron's layouts from the "
                "outer search, the op-level search's layouts, one cost model): %lld op-level candidates costed "
-               "(%lld op-level searches) in %.3f s; budget %.2f GiB per device\n",
-            m->name, c->name, (long long)a->batch, (long long)r.costed, (long long)r.searches, r.search_time_s,
-            r.budget_bytes / GIB);
+               "(%lld op-level searches%s) in %.3f s; budget %.2f GiB per device\n",
+            m->name, c->name, (long long)a->batch, (long long)r.costed, (long long)r.searches, pl_note,
+            r.search_time_s, r.budget_bytes / GIB);
     char cl[160];
     wf_cli_cluster_note(a->cluster, c, cl, sizeof cl);
     if (cl[0])
@@ -1256,7 +1260,10 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
             r.lowered ? ol_text : whole, r.megatron ? "Megatron's layouts" : "op-level layouts",
             (long long)wf_plan_devices(&r.as_plan), e->iteration_time_s, e->memory_per_device_bytes / GIB,
             r.megatron ? "" : ", faster than every plan of Megatron's family");
-    if (r.megatron)
+    if (r.perlayer)
+        fprintf(h, "  plan kind: per-layer (%s); the best whole-model plan: %.4f s (%.3fx)\n", r.perlayer_detail,
+                r.perlayer_whole_s, r.perlayer_whole_s / e->iteration_time_s);
+    else if (r.megatron)
         fprintf(h, "  as a whole-model plan: %s\n", whole);
     else /* not Megatron's layouts: the string only names the composition */
         fprintf(h, "  composed as dp x model-parallel devices (tp) with its keys: %s\n", whole);
@@ -1296,6 +1303,11 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
         cJSON_AddStringToObject(b, "oplevel_plan", ol_text);
         cJSON_AddStringToObject(b, r.megatron ? "whole_model_plan" : "composed_plan", whole);
         cJSON_AddBoolToObject(b, "megatron_layouts", r.megatron);
+        cJSON_AddStringToObject(b, "plan_kind", r.perlayer ? "per-layer" : wf_plan_kind(&r.as_plan));
+        if (r.perlayer) {
+            cJSON_AddStringToObject(b, "per_layer", r.perlayer_detail);
+            cJSON_AddNumberToObject(b, "whole_model_best_s", r.perlayer_whole_s);
+        }
         if (r.lowered) {
             cJSON *lay = cJSON_AddObjectToObject(b, "layouts");
             for (int i = 0; lay && i < r.plan.nlayouts; i++)
@@ -1329,6 +1341,22 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
     wf_model_config m;
     wf_cluster c;
     wf_status st;
+    {
+        /* A per-layer plan of a mixture of experts: priced layer by layer. */
+        wf_model_config pm_;
+        wf_cluster pc_;
+        wf_layout pol_;
+        wf_layout_perlayer ppl_;
+        wf_status pst_ = WF_OK;
+        wf_layout_init(&pol_);
+        int per_ = wf_cli_perlayer_read(path, model, cluster, batch, &pm_, &pc_, &pol_, &ppl_, &pst_);
+        if (per_ > 0)
+            pst_ = wf_cli_perlayer_report(json, 0, path, &pm_, &pc_, batch, &pol_, &ppl_);
+        wf_layout_free(&pol_);
+        if (per_ != 0)
+            return pst_;
+        wf_clear_error();
+    }
     if ((st = wf_model_lookup(model, &m)) != WF_OK || (st = wf_cluster_lookup(cluster, &c)) != WF_OK)
         return st;
     wf_layout pl;
