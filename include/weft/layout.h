@@ -128,9 +128,11 @@ wf_status wf_layout_perlayer_of(const wf_model_config *m, const wf_cluster *c, i
 wf_status wf_layout_perlayer_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                   const wf_layout_perlayer *pl, wf_estimate *out);
 /* The dense transformer of m at `layers` layers (its attention and dense MLP,
- * no experts), and plan x's dense layouts as a plan of it (ep 1). */
+ * no experts), and plan x's dense layouts as a plan of it (ep 1; at fewer
+ * layers than m's, the block method's recomputed layers less m's dense
+ * layers among them). */
 wf_model_config wf_layout_perlayer_dense_model(const wf_model_config *m, int64_t layers);
-wf_plan wf_layout_perlayer_dense_plan(const wf_plan *x);
+wf_plan wf_layout_perlayer_dense_plan(const wf_model_config *m, const wf_plan *x, int64_t layers);
 /* The op-level plan of pl: moe's lowering with the dense layers' signatures
  * of dense's (out initialized by the caller). */
 wf_status wf_layout_perlayer_lower(const wf_model_config *m, const wf_cluster *c, int64_t batch,

@@ -328,7 +328,10 @@ typedef struct {
      * wf_layout_perlayer) costed, and whether the best is one. */
     int64_t perlayer_costed;
     int perlayer;             /* 1: the best's dense layers run other layouts than its expert layers */
-    double perlayer_whole_s;  /* then, the best whole-model plan's time */
+    double perlayer_whole_s;  /* the best plan's time among the others (whole-model or op-level) */
+    double perlayer_best_s;   /* the fastest per-layer plan that fits (0: none), best or not: */
+    double perlayer_best_mem_bytes;
+    wf_plan perlayer_moe, perlayer_dense; /* its expert layers' and dense layers' plans */
     char perlayer_detail[256]; /* its layer kinds' layouts (wf_layout_perlayer_describe) */
 } wf_search_unified_result;
 

@@ -1260,10 +1260,17 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
             r.lowered ? ol_text : whole, r.megatron ? "Megatron's layouts" : "op-level layouts",
             (long long)wf_plan_devices(&r.as_plan), e->iteration_time_s, e->memory_per_device_bytes / GIB,
             r.megatron ? "" : ", faster than every plan of Megatron's family");
-    if (r.perlayer)
-        fprintf(h, "  plan kind: per-layer (%s); the best whole-model plan: %.4f s (%.3fx)\n", r.perlayer_detail,
-                r.perlayer_whole_s, r.perlayer_whole_s / e->iteration_time_s);
-    else if (r.megatron)
+    if (r.perlayer_best_s > 0) {
+        char pm_text[512], pd_text[512];
+        wf_plan_format(&r.perlayer_moe, pm_text, sizeof pm_text);
+        wf_plan_format(&r.perlayer_dense, pd_text, sizeof pd_text);
+        fprintf(h, "%s per-layer plan: %.4f s per iteration, %.2f GiB per device, %.3fx the best of the others "
+                   "(%.4f s): %s\n  expert layers: %s\n  dense layers: %s\n",
+                r.perlayer ? "best (kind per-layer)," : "fastest", r.perlayer_best_s,
+                r.perlayer_best_mem_bytes / GIB, r.perlayer_whole_s / r.perlayer_best_s, r.perlayer_whole_s,
+                r.perlayer_detail, pm_text, pd_text);
+    }
+    if (r.megatron)
         fprintf(h, "  as a whole-model plan: %s\n", whole);
     else /* not Megatron's layouts: the string only names the composition */
         fprintf(h, "  composed as dp x model-parallel devices (tp) with its keys: %s\n", whole);
@@ -1304,9 +1311,21 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
         cJSON_AddStringToObject(b, r.megatron ? "whole_model_plan" : "composed_plan", whole);
         cJSON_AddBoolToObject(b, "megatron_layouts", r.megatron);
         cJSON_AddStringToObject(b, "plan_kind", r.perlayer ? "per-layer" : wf_plan_kind(&r.as_plan));
-        if (r.perlayer) {
-            cJSON_AddStringToObject(b, "per_layer", r.perlayer_detail);
-            cJSON_AddNumberToObject(b, "whole_model_best_s", r.perlayer_whole_s);
+        if (r.perlayer_best_s > 0) {
+            char pm_text[512], pd_text[512];
+            wf_plan_format(&r.perlayer_moe, pm_text, sizeof pm_text);
+            wf_plan_format(&r.perlayer_dense, pd_text, sizeof pd_text);
+            cJSON *pj = cJSON_AddObjectToObject(j, "per_layer");
+            if (pj) {
+                cJSON_AddNumberToObject(pj, "iteration_time_s", r.perlayer_best_s);
+                cJSON_AddNumberToObject(pj, "memory_per_device_bytes", r.perlayer_best_mem_bytes);
+                cJSON_AddNumberToObject(pj, "others_best_s", r.perlayer_whole_s);
+                cJSON_AddStringToObject(pj, "layers", r.perlayer_detail);
+                cJSON_AddStringToObject(pj, "expert_plan", pm_text);
+                cJSON_AddStringToObject(pj, "dense_plan", pd_text);
+                cJSON_AddBoolToObject(pj, "best", r.perlayer);
+                cJSON_AddNumberToObject(pj, "costed", (double)r.perlayer_costed);
+            }
         }
         if (r.lowered) {
             cJSON *lay = cJSON_AddObjectToObject(b, "layouts");

@@ -58,7 +58,7 @@ wf_status wf_cli_perlayer_report(int json, int simulate, const char *path, const
     wf_layout_format(ol, text, sizeof text);
     wf_layout_perlayer_describe(pl, detail, sizeof detail);
     wf_plan_format(&pl->moe, moe, sizeof moe);
-    wf_plan dp = wf_layout_perlayer_dense_plan(&pl->dense);
+    wf_plan dp = wf_layout_perlayer_dense_plan(m, &pl->dense, m->layers);
     wf_plan_format(&dp, dense, sizeof dense);
     FILE *h = json ? stderr : stdout;
     fprintf(h, "%s: per-layer op-level plan %s of %s on %s, batch %lld\n", path, text, m->name, c->name,

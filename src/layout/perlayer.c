@@ -185,12 +185,26 @@ wf_model_config wf_layout_perlayer_dense_model(const wf_model_config *m, int64_t
     return d;
 }
 
-/* X's dense layouts as a plan of the dense transformer. */
-wf_plan wf_layout_perlayer_dense_plan(const wf_plan *x)
+/* X's dense layouts as a plan of the dense transformer at `layers` layers:
+ * at m's layers with x's recomputation; at fewer (the model without its
+ * dense layers), Megatron's block method's count less the dense layers among
+ * the layers it recomputes (the first rc_layers of the one stage). */
+wf_plan wf_layout_perlayer_dense_plan(const wf_model_config *m, const wf_plan *x, int64_t layers)
 {
     wf_plan p = *x;
     p.ep = 1;
     p.etp = 0;
+    if (layers < m->layers && p.recompute == WF_RECOMPUTE_FULL && p.rc_layers > 0) {
+        int64_t rc = p.rc_layers;
+        for (int64_t l = 0; l < m->layers && l < p.rc_layers; l++)
+            rc -= !layer_has_experts(m, l);
+        if (rc > 0) {
+            p.rc_layers = (int)rc;
+        } else {
+            p.recompute = WF_RECOMPUTE_NONE;
+            p.rc_layers = 0;
+        }
+    }
     return p;
 }
 
@@ -201,7 +215,7 @@ static wf_status dense_estimate(const wf_model_config *m, const wf_cluster *c, i
     wf_model_config d = wf_layout_perlayer_dense_model(m, layers);
     wf_cost_ctx *ctx = NULL;
     wf_status st = wf_cost_ctx_create(&d, c, &ctx);
-    wf_plan p = wf_layout_perlayer_dense_plan(x);
+    wf_plan p = wf_layout_perlayer_dense_plan(m, x, layers);
     if (st == WF_OK)
         st = wf_estimate_plan(ctx, &p, batch, out);
     wf_cost_ctx_free(ctx);

@@ -279,18 +279,33 @@ static int dense_on_mesh(const wf_plan *p, int64_t dp, int tp, int sp, wf_plan *
  * data-parallel over both -- written as the op-level plan
  * (wf_layout_perlayer_lower) and priced by the one cost model (wf_layout_cost:
  * layer by layer). The fastest that fits replaces r's best when faster. */
+/* The outer search's plans a per-layer plan may keep the expert layers of:
+ * one stage, and a mesh of one or two axes (edp x ep x tp with one of them
+ * 1), on which the dense layers have another layout. */
+static int perlayer_base(const wf_plan *p, void *user)
+{
+    (void)user;
+    const int ep = p->ep > 1 ? p->ep : 1, edp = p->dp / ep;
+    return p->pp == 1 && p->cp <= 1 && p->vpp <= 1 && !(edp > 1 && ep > 1 && p->tp > 1);
+}
+
 static void propose_perlayer(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
-                             double budget, const wf_search_outer_result *orr, wf_search_unified_result *r)
+                             double budget, const wf_search_outer_opts *base_opts, wf_search_unified_result *r)
 {
     enum { TRY = 8 };
-    const double whole_s = r->has_best ? r->est.iteration_time_s : 0;
-    int tried = 0;
-    for (int i = 0; i < orr->ntop && tried < TRY; i++) {
+    r->perlayer_whole_s = r->has_best ? r->est.iteration_time_s : 0;
+    wf_search_outer_opts oo = *base_opts;
+    oo.top_k = TRY;
+    oo.accept = perlayer_base;
+    wf_search_outer_result orr0;
+    if (wf_search_outer(m, c, batch, &oo, &orr0) != WF_OK) {
+        wf_search_outer_result_free(&orr0);
+        wf_clear_error();
+        return;
+    }
+    const wf_search_outer_result *orr = &orr0;
+    for (int i = 0; i < orr->ntop; i++) {
         const wf_plan *pm = &orr->top[i].plan;
-        if (getenv("PLDBG")) { char a1[256]; wf_plan_format(pm, a1, sizeof a1); fprintf(stderr, "top %s\n", a1); }
-        if (pm->pp != 1 || pm->cp > 1)
-            continue;
-        tried++;
         wf_layout low;
         wf_layout_init(&low);
         if (wf_plan_lower(m, c, pm, batch, &low) != WF_OK) {
@@ -329,11 +344,18 @@ static void propose_perlayer(const wf_model_config *m, const wf_cluster *c, wf_c
                 wf_estimate e;
                 wf_layout_perlayer pl;
                 int is = 0;
-                if (getenv("PLDBG")) { char a1[256], a2[256]; wf_plan_format(pm, a1, sizeof a1); wf_plan_format(&pd, a2, sizeof a2); fprintf(stderr, "PL %s | %s\n", a1, a2); }
                 if (wf_layout_perlayer_lower(m, c, batch, pm, &pd, &cand) == WF_OK &&
                     wf_layout_perlayer_of(m, c, batch, &cand, &pl, &is) == WF_OK && is &&
                     wf_layout_cost(m, c, ctx, batch, &cand, &e, NULL) == WF_OK) {
                     r->perlayer_costed++;
+                    if (e.memory_per_device_bytes <= budget &&
+                        (r->perlayer_best_s <= 0 || e.iteration_time_s < r->perlayer_best_s)) {
+                        r->perlayer_best_s = e.iteration_time_s;
+                        r->perlayer_best_mem_bytes = e.memory_per_device_bytes;
+                        r->perlayer_moe = *pm;
+                        r->perlayer_dense = wf_layout_perlayer_dense_plan(m, &pd, m->layers);
+                        wf_layout_perlayer_describe(&pl, r->perlayer_detail, sizeof r->perlayer_detail);
+                    }
                     if (e.memory_per_device_bytes <= budget &&
                         (!r->has_best || e.iteration_time_s < r->est.iteration_time_s)) {
                         wf_layout_free(&r->plan);
@@ -345,15 +367,13 @@ static void propose_perlayer(const wf_model_config *m, const wf_cluster *c, wf_c
                         r->megatron = 0;
                         r->lowered = 1;
                         r->perlayer = 1;
-                        r->perlayer_whole_s = whole_s;
-                        wf_layout_perlayer_describe(&pl, r->perlayer_detail, sizeof r->perlayer_detail);
                     }
                 }
-                if (getenv("PLDBG")) fprintf(stderr, "  -> is=%d %s\n", is, wf_last_error());
                 wf_layout_free(&cand);
                 wf_clear_error();
             }
     }
+    wf_search_outer_result_free(&orr0);
 }
 
 wf_status wf_search_unified(const wf_model_config *m, const wf_cluster *c, int64_t batch,
@@ -406,7 +426,7 @@ wf_status wf_search_unified(const wf_model_config *m, const wf_cluster *c, int64
          * family does not have for CNNs and MLPs). */
         /* A mixture of experts with dense layers: per-layer plans. */
         if (wf_model_is_moe(m) && wf_model_is_transformer(m))
-            propose_perlayer(m, c, ctx, batch, budget, &orr, r);
+            propose_perlayer(m, c, ctx, batch, budget, &oo, r);
         const wf_plan *b0 = &orr.top[0].plan;
         const int64_t per_node = c->nlevels > 0 ? c->level[0].size : 1;
         /* With one device per node there is no node to carve within: the

@@ -42,7 +42,7 @@ wf_status wf_sim_perlayer(const wf_model_config *m, const wf_cluster *c, int64_t
     for (int k = 0; k < 2; k++)
         for (int j = 0; j < 2; j++) {
             wf_model_config d = wf_layout_perlayer_dense_model(m, layers[j]);
-            wf_plan p = wf_layout_perlayer_dense_plan(plans[k]);
+            wf_plan p = wf_layout_perlayer_dense_plan(m, plans[k], layers[j]);
             double tt = 0, mm = 0;
             if ((st = sim_one(&d, c, &p, batch, &tt, &mm)) != WF_OK)
                 return st;
