@@ -73,9 +73,17 @@ wf_status wf_cli_perlayer_report(int json, int simulate, const char *path, const
                 e.iteration_time_s, e.memory_per_device_bytes / GIB, e.fits ? "fits" : "DOES NOT FIT");
     if (!json)
         return WF_OK;
-    cJSON *j = wf_estimate_to_json(&e);
+    cJSON *j = simulate ? cJSON_CreateObject() : wf_estimate_to_json(&e);
     if (!j)
         return wf_errorf(WF_NOMEM, "out of memory");
+    if (simulate) {
+        /* simulate's own figures under simulate's names (wf_sim_plan_to_json). */
+        cJSON_AddNumberToObject(j, "iteration_time_s", sim_s);
+        cJSON_AddNumberToObject(j, "samples_per_s", (double)batch / sim_s);
+        cJSON_AddNumberToObject(j, "peak_memory_bytes", sim_mem);
+        cJSON_AddBoolToObject(j, "fits", sim_mem <= c->dev.mem_bytes);
+        cJSON_AddNumberToObject(j, "estimate_s", e.iteration_time_s);
+    }
     cJSON_AddStringToObject(j, "model", m->name);
     cJSON_AddStringToObject(j, "cluster", c->name);
     cJSON_AddNumberToObject(j, "batch", (double)batch);
@@ -84,10 +92,6 @@ wf_status wf_cli_perlayer_report(int json, int simulate, const char *path, const
     cJSON_AddStringToObject(j, "per_layer", detail);
     cJSON_AddStringToObject(j, "expert_plan", moe);
     cJSON_AddStringToObject(j, "dense_plan", dense);
-    if (simulate) {
-        cJSON_AddNumberToObject(j, "simulated_iteration_time_s", sim_s);
-        cJSON_AddNumberToObject(j, "simulated_peak_memory_bytes", sim_mem);
-    }
     st = wf_cli_print_json(j);
     cJSON_Delete(j);
     return st;
