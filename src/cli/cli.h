@@ -45,7 +45,8 @@ wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t 
  * layout.h wf_layout_perlayer): wf_cli_perlayer_read returns 1 with m, c,
  * ol (initialized by the caller) and pl filled when path is one, 0 when it is
  * not (not an op-level file, no experts, one whole-model plan's lowering), -1
- * with *st on an error (named in one line). wf_cli_perlayer_report prints
+ * with *st on an error (named in one line); cluster NULL: this machine's
+ * (wf_cluster_of_job). wf_cli_perlayer_report prints
  * its price (`weft estimate`, `weft plan --verify`) or its simulation (`weft
  * simulate`, simulate 1), as a table or one JSON object. */
 struct wf_layout_perlayer_s;

@@ -18,7 +18,7 @@ int wf_cli_perlayer_read(const char *path, const char *model, const char *cluste
     *st = WF_OK;
     if (!path || !wf_plan_is_oplevel_file(path))
         return 0;
-    if ((*st = wf_model_lookup(model, m)) != WF_OK || (*st = wf_cluster_lookup(cluster, c)) != WF_OK)
+    if ((*st = wf_model_lookup(model, m)) != WF_OK || (cluster && (*st = wf_cluster_lookup(cluster, c)) != WF_OK))
         return -1;
     if (!wf_model_is_moe(m))
         return 0;
@@ -30,6 +30,16 @@ int wf_cli_perlayer_read(const char *path, const char *model, const char *cluste
         return -1;
     if (!is_ol)
         return 0;
+    if (!cluster) {
+        /* This machine as a job of the plan's ranks (mesh x stages). */
+        long long x[3] = {1, 1, 1};
+        int n = sscanf(ol->mesh, "%lldx%lldx%lld", &x[0], &x[1], &x[2]);
+        int64_t ranks = (int64_t)ol->pp;
+        for (int a = 0; a < n && a < 3; a++)
+            ranks *= x[a] > 0 ? x[a] : 1;
+        if ((*st = wf_cluster_of_job(NULL, (int)ranks, c)) != WF_OK)
+            return -1;
+    }
     if ((*st = wf_layout_perlayer_of(m, c, batch, ol, pl, &is)) != WF_OK) {
         char why[768];
         snprintf(why, sizeof why, "%s", wf_last_error());
