@@ -331,7 +331,9 @@ typedef struct {
     double perlayer_whole_s;  /* the best plan's time among the others (whole-model or op-level) */
     double perlayer_best_s;   /* the fastest per-layer plan that fits (0: none), best or not: */
     double perlayer_best_mem_bytes;
-    wf_plan perlayer_moe, perlayer_dense; /* its expert layers' and dense layers' plans */
+    wf_plan perlayer_moe, perlayer_dense; /* the plans whose lowerings its expert layers and its dense
+                                             layers run (wf_layout_perlayer_lower; the dense layers' dp,
+                                             tp, sp: wf_layout_perlayer_dense_plan) */
     char perlayer_detail[256]; /* its layer kinds' layouts (wf_layout_perlayer_describe) */
 } wf_search_unified_result;
 

@@ -1263,7 +1263,8 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
     if (r.perlayer_best_s > 0) {
         char pm_text[512], pd_text[512];
         wf_plan_format(&r.perlayer_moe, pm_text, sizeof pm_text);
-        wf_plan_format(&r.perlayer_dense, pd_text, sizeof pd_text);
+        wf_plan dense_only = wf_layout_perlayer_dense_plan(m, &r.perlayer_dense, m->layers);
+        wf_plan_format(&dense_only, pd_text, sizeof pd_text);
         fprintf(h, "%s per-layer plan: %.4f s per iteration, %.2f GiB per device, %.3fx the best of the others "
                    "(%.4f s): %s\n  expert layers: %s\n  dense layers: %s\n",
                 r.perlayer ? "best (kind per-layer)," : "fastest", r.perlayer_best_s,
@@ -1314,7 +1315,8 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
         if (r.perlayer_best_s > 0) {
             char pm_text[512], pd_text[512];
             wf_plan_format(&r.perlayer_moe, pm_text, sizeof pm_text);
-            wf_plan_format(&r.perlayer_dense, pd_text, sizeof pd_text);
+            wf_plan dense_only = wf_layout_perlayer_dense_plan(m, &r.perlayer_dense, m->layers);
+            wf_plan_format(&dense_only, pd_text, sizeof pd_text);
             cJSON *pj = cJSON_AddObjectToObject(j, "per_layer");
             if (pj) {
                 cJSON_AddNumberToObject(pj, "iteration_time_s", r.perlayer_best_s);

@@ -353,7 +353,7 @@ static void propose_perlayer(const wf_model_config *m, const wf_cluster *c, wf_c
                         r->perlayer_best_s = e.iteration_time_s;
                         r->perlayer_best_mem_bytes = e.memory_per_device_bytes;
                         r->perlayer_moe = *pm;
-                        r->perlayer_dense = wf_layout_perlayer_dense_plan(m, &pd, m->layers);
+                        r->perlayer_dense = pd;
                         wf_layout_perlayer_describe(&pl, r->perlayer_detail, sizeof r->perlayer_detail);
                     }
                     if (e.memory_per_device_bytes <= budget &&
