@@ -118,9 +118,11 @@ typedef struct wf_layout_perlayer_s {
 } wf_layout_perlayer;
 
 /* *is = 1 and *out filled when ol is such a plan; *is = 0 (WF_OK) when ol is
- * not one (a model without dense layers or experts, or the lowering of one
- * whole-model plan: wf_plan_raise takes it). A per-layer plan whose parts
- * are no whole-model plan's lowering, or one of pp > 1: WF_INVAL naming it. */
+ * not one (a model without dense layers or experts, the lowering of one
+ * whole-model plan -- wf_plan_raise takes it --, or expert layers in no
+ * whole-model plan's layouts). A per-layer plan whose dense layers are no
+ * whole-model plan's lowering on its mesh, or one of pp > 1: WF_INVAL
+ * naming it. */
 wf_status wf_layout_perlayer_of(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                                 wf_layout_perlayer *out, int *is);
 /* pl's price as above (ctx: a cost context of m on c; the simulator's

@@ -337,6 +337,15 @@ typedef struct {
     char perlayer_detail[256]; /* its layer kinds' layouts (wf_layout_perlayer_describe) */
 } wf_search_unified_result;
 
+/* The per-layer plans alone (what wf_search_unified adds for a mixture of
+ * experts with dense layers: each of the outer search's fastest one-stage
+ * plans on a mesh of one or two axes keeps its expert layers, its dense
+ * layers take each other dense layout of that mesh; the one cost model
+ * prices each): r's perlayer_* fields, and r's best the fastest that fits
+ * (perlayer 1), or none (has_best 0: no dense layers, or none fits). Free
+ * r with wf_search_unified_result_free. */
+wf_status wf_search_perlayer(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                             const wf_search_unified_opts *opts, wf_search_unified_result *r);
 /* WF_NOFIT when nothing fits the budget; free r with
  * wf_search_unified_result_free, also after an error. */
 wf_status wf_search_unified(const wf_model_config *m, const wf_cluster *c, int64_t batch,

@@ -525,6 +525,26 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
         wf_clear_error();
     print_result(human(a), &r, a->pareto, rctx);
     wf_cost_ctx_free(rctx);
+    /* A mixture of experts with dense layers: the fastest per-layer plan
+     * on the same price (docs/planner.md, "Per-layer plans"). */
+    wf_search_unified_result pr;
+    memset(&pr, 0, sizeof pr);
+    if (!o->accept && r.ntop > 0 && wf_model_is_moe(m)) {
+        wf_search_unified_opts uo = {o->devices, o->max_memory_bytes, -1};
+        if (wf_search_perlayer(m, c, a->batch, &uo, &pr) != WF_OK)
+            wf_clear_error();
+        if (pr.perlayer_best_s > 0) {
+            const double best = r.top[0].est.iteration_time_s;
+            char pm_text[512];
+            wf_plan_format(&pr.perlayer_moe, pm_text, sizeof pm_text);
+            fprintf(human(a), "per-layer plan (kind per-layer; dense and expert layers in their own layouts): "
+                              "%.4f s per iteration, %.2f GiB per device, %.3fx the best above%s\n  %s\n  expert "
+                              "layers: %s\n",
+                    pr.perlayer_best_s, pr.perlayer_best_mem_bytes / GIB, best / pr.perlayer_best_s,
+                    pr.perlayer_best_s < best ? ": faster; weft plan --op-level -o FILE writes it" : "",
+                    pr.perlayer_detail, pm_text);
+        }
+    }
     if (a->deadline_s > 0 && r.top[0].est.iteration_time_s > a->deadline_s) {
         st = wf_errorf(WF_NOFIT, "no plan on %lld devices meets the deadline of %g s per iteration "
                                  "(fastest: %.4f s)",
@@ -539,6 +559,23 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
     }
     add_run_json(j, m->name, c->name, a->batch);
     add_result_json(j, &r);
+    if (pr.perlayer_best_s > 0) {
+        char pm_text[512], pd_text[512];
+        wf_plan_format(&pr.perlayer_moe, pm_text, sizeof pm_text);
+        wf_plan dense_only = wf_layout_perlayer_dense_plan(m, &pr.perlayer_dense, m->layers);
+        wf_plan_format(&dense_only, pd_text, sizeof pd_text);
+        cJSON *pj = cJSON_AddObjectToObject(j, "per_layer");
+        if (pj) {
+            cJSON_AddStringToObject(pj, "plan_kind", "per-layer");
+            cJSON_AddNumberToObject(pj, "iteration_time_s", pr.perlayer_best_s);
+            cJSON_AddNumberToObject(pj, "memory_per_device_bytes", pr.perlayer_best_mem_bytes);
+            cJSON_AddStringToObject(pj, "layers", pr.perlayer_detail);
+            cJSON_AddStringToObject(pj, "expert_plan", pm_text);
+            cJSON_AddStringToObject(pj, "dense_plan", pd_text);
+            cJSON_AddNumberToObject(pj, "costed", (double)pr.perlayer_costed);
+        }
+    }
+    wf_search_unified_result_free(&pr);
     if (a->detail)
         print_schedule(human(a), j, &r.top[0].plan, a->batch);
     int one = 1;

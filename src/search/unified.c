@@ -376,6 +376,30 @@ static void propose_perlayer(const wf_model_config *m, const wf_cluster *c, wf_c
     wf_search_outer_result_free(&orr0);
 }
 
+wf_status wf_search_perlayer(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                             const wf_search_unified_opts *opts, wf_search_unified_result *r)
+{
+    memset(r, 0, sizeof *r);
+    wf_layout_init(&r->plan);
+    if (!wf_model_is_moe(m) || !wf_model_is_transformer(m))
+        return WF_OK;
+    const double t0 = wf_now_s();
+    const double budget = opts && opts->max_memory_bytes > 0 ? opts->max_memory_bytes : c->dev.mem_bytes;
+    r->budget_bytes = budget;
+    wf_cost_ctx *ctx = NULL;
+    wf_status st = wf_cost_ctx_create(m, c, &ctx);
+    if (st != WF_OK)
+        return st;
+    wf_search_outer_opts oo;
+    wf_search_outer_opts_default(&oo);
+    oo.devices = opts && opts->devices > 0 ? opts->devices : wf_cluster_devices(c);
+    oo.max_memory_bytes = budget;
+    propose_perlayer(m, c, ctx, batch, budget, &oo, r);
+    wf_cost_ctx_free(ctx);
+    r->search_time_s = wf_now_s() - t0;
+    return WF_OK;
+}
+
 wf_status wf_search_unified(const wf_model_config *m, const wf_cluster *c, int64_t batch,
                             const wf_search_unified_opts *opts, wf_search_unified_result *r)
 {
