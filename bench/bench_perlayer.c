@@ -88,8 +88,14 @@ static int one(const row *w)
         }
     }
     free(sr);
-    double pl_sim = 0;
+    double pl_sim = 0, base_s = 0;
     if (r.perlayer_best_s > 0) {
+        /* Its expert layers' plan alone, as a whole-model plan. */
+        wf_cost_ctx *ctx = NULL;
+        wf_estimate be;
+        if (wf_cost_ctx_create(&m, &c, &ctx) == WF_OK && wf_estimate_plan(ctx, &r.perlayer_moe, w->batch, &be) == WF_OK)
+            base_s = be.iteration_time_s;
+        wf_cost_ctx_free(ctx);
         wf_plan_format(&r.perlayer_moe, pm, sizeof pm);
         wf_plan dense_only = wf_layout_perlayer_dense_plan(&m, &r.perlayer_dense, m.layers);
         wf_plan_format(&dense_only, pd, sizeof pd);
@@ -110,10 +116,11 @@ static int one(const row *w)
     printf("%s | %s | %lld | %s | %.4f s (sim %.4f) | ", w->model, w->cluster, (long long)w->batch, other, other_s,
            other_sim);
     if (r.perlayer_best_s > 0)
-        printf("%s [experts %s; dense %s] | %.4f s (sim %.4f) | %.3fx | %.3fx | %lld per-layer plans costed%s\n",
+        printf("%s [experts %s; dense %s] | %.4f s (sim %.4f) | %.3fx | %.3fx | %lld per-layer plans costed%s; "
+               "its expert plan alone %.4f s\n",
                r.perlayer_detail, pm, pd, r.perlayer_best_s, pl_sim, other_s / r.perlayer_best_s,
                pl_sim > 0 ? other_sim / pl_sim : 0.0, (long long)r.perlayer_costed,
-               r.perlayer ? ", per-layer best" : "");
+               r.perlayer ? ", per-layer best" : "", base_s);
     else
         printf("none fits | - | - | - | %lld per-layer plans costed\n", (long long)r.perlayer_costed);
     wf_clear_error();

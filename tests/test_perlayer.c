@@ -138,6 +138,13 @@ static void test_closed_form(void **state)
         if (st != WF_OK)
             fprintf(stderr, "%s: %s\n", k->model, wf_last_error());
         assert_int_equal(st, WF_OK);
+        /* The search's candidate (built, not read back) costs the same. */
+        wf_layout_perlayer made;
+        wf_estimate e2;
+        assert_int_equal(wf_layout_perlayer_make(&m, &c, k->batch, &pm, &pd, &ol, &made), WF_OK);
+        assert_int_equal(wf_layout_perlayer_cost(&m, &c, ctx, k->batch, &made, &e2), WF_OK);
+        assert_true(e2.iteration_time_s == e.iteration_time_s);
+        assert_true(e2.memory_per_device_bytes == e.memory_per_device_bytes);
         wf_cost_ctx_free(ctx);
         /* The sum from the pieces. */
         double mm, m1, m2, m3, m4;

@@ -92,6 +92,11 @@ wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t b
  * mesh, stages and micro-batches are compared in every part. */
 wf_status wf_plan_raise_part(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                              int part, wf_plan *out);
+/* The three at once, each candidate plan lowered once: found[k] and out[k]
+ * for each part k that a whole-model plan's lowering matches (WF_OK also
+ * when none does; an error only for what is no mismatch). */
+wf_status wf_plan_raise_parts(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                              wf_plan out[3], int found[3]);
 
 /* ==== per-layer plans of a mixture of experts (src/layout/perlayer.c) ============
  * An op-level plan of a mixture of experts with dense layers (DeepSeek's
@@ -125,6 +130,11 @@ typedef struct wf_layout_perlayer_s {
  * naming it. */
 wf_status wf_layout_perlayer_of(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                                 wf_layout_perlayer *out, int *is);
+/* The same for the plan of expert plan moe and dense plan dense whose
+ * op-level form is ol (wf_layout_perlayer_lower: its mesh and micro-batches),
+ * without reading ol's layouts back (the search's candidates). */
+wf_status wf_layout_perlayer_make(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan *moe,
+                                  const wf_plan *dense, const wf_layout *ol, wf_layout_perlayer *out);
 /* pl's price as above (ctx: a cost context of m on c; the simulator's
  * composition is wf_sim_perlayer, sim.h). */
 wf_status wf_layout_perlayer_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,

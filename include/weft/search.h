@@ -29,7 +29,7 @@ typedef enum {
 
 typedef struct {
     wf_search_oplevel_algo algo;
-    int tie_layers;        /* 1: ops at the same (block, position) share a decision */
+    int tie_layers;        /* 1: ops at the same (block, position) of layers of one kind (the same ops) share a decision */
     int max_frontier;      /* points kept per partial frontier (memory buckets), >= 2 */
     int max_sweeps;        /* coordinate-descent sweeps per lambda, >= 1 */
     int64_t max_elim_work; /* frontier tracking: the largest elimination it runs */

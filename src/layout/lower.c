@@ -408,7 +408,8 @@ static int same_layouts(const wf_model_config *m, int part, const wf_layout *a, 
     for (int i = 0; i < b->nlayouts; i++) {
         if (!in_part(m, b->op[i], part))
             continue;
-        const char *x = wf_layout_sig_of(a, b->op[i]);
+        /* The same op at the same place (a file written from a lowering), else looked up. */
+        const char *x = i < a->nlayouts && strcmp(a->op[i], b->op[i]) == 0 ? a->sig[i] : wf_layout_sig_of(a, b->op[i]);
         char u[200], v[200];
         size_t n = 0, k = 0;
         for (const char *q = x ? x : ""; *q && n + 1 < sizeof u; q++)
@@ -460,14 +461,49 @@ static int raise_cands(const int64_t *ax, int naxes, int moe, raise_cand *out)
     return n;
 }
 
+static wf_status raise_parts(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                             unsigned mask, wf_plan *out, int *found);
+
 wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                         wf_plan *out)
 {
-    return wf_plan_raise_part(m, c, batch, ol, 0, out);
+    int found[3] = {0, 0, 0};
+    wf_plan got[3];
+    wf_status st = raise_parts(m, c, batch, ol, 1, got, found);
+    if (st == WF_OK)
+        *out = got[0];
+    return st;
 }
 
 wf_status wf_plan_raise_part(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                              int part, wf_plan *out)
+{
+    if (part < 0 || part > 2)
+        return wf_errorf(WF_INTERNAL, "wf_plan_raise_part: part %d", part);
+    int found[3] = {0, 0, 0};
+    wf_plan got[3];
+    wf_status st = raise_parts(m, c, batch, ol, 1u << part, got, found);
+    if (st == WF_OK)
+        *out = got[part];
+    return st;
+}
+
+wf_status wf_plan_raise_parts(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                              wf_plan out[3], int found[3])
+{
+    found[0] = found[1] = found[2] = 0;
+    wf_status st = raise_parts(m, c, batch, ol, 7u, out, found);
+    if (st == WF_INVAL)
+        wf_clear_error();
+    return st == WF_INVAL ? WF_OK : st;
+}
+
+/* The raise of the parts in mask (bit k: part k), each candidate lowered
+ * once: found[k] and out[k] for each part a candidate matches (the first);
+ * WF_OK when every part of mask is found, else WF_INVAL naming the first
+ * part's (lowest bit's) first difference. */
+static wf_status raise_parts(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                             unsigned mask, wf_plan *out, int *found)
 {
     int64_t ax[3] = {0, 0, 0};
     char tail = 0;
@@ -506,15 +542,28 @@ wf_status wf_plan_raise_part(const wf_model_config *m, const wf_cluster *c, int6
             wf_layout low;
             wf_layout_init(&low);
             wf_status st = wf_plan_lower(m, c, &p, batch, &low);
-            int same = st == WF_OK && same_layouts(m, part, ol, &low, diff, sizeof diff);
+            int all = st == WF_OK;
+            for (int part = 0; part < 3 && st == WF_OK; part++) {
+                if (!(mask & (1u << part)) || found[part])
+                    continue;
+                const int first = (mask & ((1u << part) - 1u)) == 0; /* the lowest part of mask */
+                char d[640];
+                if (same_layouts(m, part, ol, &low, d, sizeof d)) {
+                    out[part] = p;
+                    found[part] = 1;
+                } else if (first) {
+                    snprintf(diff, sizeof diff, "%s", d);
+                    if (!best[0])
+                        snprintf(best, sizeof best, "%s", d);
+                }
+            }
             wf_layout_free(&low);
-            if (same) {
-                *out = p;
+            for (int part = 0; part < 3 && all; part++)
+                all = !(mask & (1u << part)) || found[part];
+            if (all) {
                 wf_clear_error();
                 return WF_OK;
             }
-            if (st == WF_OK && !best[0])
-                snprintf(best, sizeof best, "%s", diff);
         }
     }
     return wf_errorf(WF_INVAL, "op-level plan %s is not the lowering of a whole-model plan (dp, tp, pp, sp%s): %s",

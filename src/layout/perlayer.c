@@ -123,33 +123,50 @@ wf_status wf_layout_perlayer_of(const wf_model_config *m, const wf_cluster *c, i
     const int64_t nd = dense_layer_count(m);
     if (nd == 0 || nd == m->layers)
         return WF_OK;
-    wf_plan whole;
-    if (wf_plan_raise(m, c, batch, ol, &whole) == WF_OK)
+    /* One pass over the whole-model plans of the mesh: the whole plan's
+     * lowering (not a per-layer plan), the expert layers' and the dense
+     * layers'. */
+    wf_plan got[3];
+    int found[3];
+    wf_status st = wf_plan_raise_parts(m, c, batch, ol, got, found);
+    if (st != WF_OK)
+        return st;
+    /* The lowering of one plan; or expert layers in no whole-model plan's
+     * layouts: not a per-layer plan (the one cost model refuses such
+     * layouts as it refuses any). */
+    if (found[0] || !found[1])
         return WF_OK;
-    char why[640];
-    wf_clear_error();
-    wf_plan pm, pd;
-    /* Expert layers in no whole-model plan's layouts: not a per-layer plan
-     * (the one cost model refuses it as it refuses any such layouts). */
-    if (wf_plan_raise_part(m, c, batch, ol, 1, &pm) != WF_OK) {
-        wf_clear_error();
-        return WF_OK;
-    }
-    if (wf_plan_raise_part(m, c, batch, ol, 2, &pd) != WF_OK) {
-        snprintf(why, sizeof why, "%s", wf_last_error());
+    if (!found[2]) {
+        char why[640];
+        snprintf(why, sizeof why, "%s", wf_plan_raise_part(m, c, batch, ol, 2, &got[2]) != WF_OK ? wf_last_error()
+                                                                                                : "");
         return wf_errorf(WF_INVAL, "mixture of experts '%s': its dense layers are the lowering of no whole-model "
                                    "plan on mesh %s; %s", m->name, ol->mesh, why);
     }
+    const wf_plan pm = got[1], pd = got[2];
+    if ((st = wf_layout_perlayer_make(m, c, batch, &pm, &pd, ol, out)) == WF_OK)
+        *is = 1;
+    return st;
+}
+
+wf_status wf_layout_perlayer_make(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan *moe,
+                                  const wf_plan *dense, const wf_layout *ol, wf_layout_perlayer *out)
+{
+    const wf_plan pm = *moe, pd = *dense;
+    memset(out, 0, sizeof *out);
     if (ol->pp > 1)
         return wf_errorf(WF_INVAL, "mixture of experts '%s': a per-layer plan (dense layers tp=%d, expert layers' "
                                    "tp=%d) is costed on one stage, not pp=%d", m->name, pd.tp, pm.tp, ol->pp);
+    if (ol->micro_batches < 1 || batch % ol->micro_batches != 0)
+        return wf_errorf(WF_INVAL, "op-level plan: micro_batches=%lld does not divide the batch %lld",
+                         (long long)ol->micro_batches, (long long)batch);
     int64_t size[MAX_AXES] = {1, 1, 1};
     const int naxes = mesh_sizes(ol->mesh, size);
     if (naxes == 0)
         return wf_errorf(WF_INVAL, "op-level plan mesh=%s: expected one to three axes", ol->mesh);
     out->moe = pm;
     out->dense = pd;
-    out->dense_layers = nd;
+    out->dense_layers = dense_layer_count(m);
     /* Layout changes along embedding, layers, head (the ends laid out as moe's). */
     int prev_dense = 0;
     for (int64_t l = 0; l <= m->layers; l++) {
@@ -168,7 +185,6 @@ wf_status wf_layout_perlayer_of(const wf_model_config *m, const wf_cluster *c, i
     switch_time(c, size, naxes, ud, um, full, &f2, &b2);
     out->switch_fwd_s = (double)out->to_dense * f1 + (double)out->to_moe * f2;
     out->switch_bwd_s = (double)out->to_dense * b1 + (double)out->to_moe * b2;
-    *is = 1;
     return WF_OK;
 }
 

@@ -343,10 +343,11 @@ static void propose_perlayer(const wf_model_config *m, const wf_cluster *c, wf_c
                 wf_layout_init(&cand);
                 wf_estimate e;
                 wf_layout_perlayer pl;
-                int is = 0;
+                /* Built as the file reads back (wf_layout_perlayer_of; tests/test_perlayer.c),
+                 * priced as wf_layout_cost prices the file. */
                 if (wf_layout_perlayer_lower(m, c, batch, pm, &pd, &cand) == WF_OK &&
-                    wf_layout_perlayer_of(m, c, batch, &cand, &pl, &is) == WF_OK && is &&
-                    wf_layout_cost(m, c, ctx, batch, &cand, &e, NULL) == WF_OK) {
+                    wf_layout_perlayer_make(m, c, batch, pm, &pd, &cand, &pl) == WF_OK &&
+                    wf_layout_perlayer_cost(m, c, ctx, batch, &pl, &e) == WF_OK) {
                     r->perlayer_costed++;
                     if (e.memory_per_device_bytes <= budget &&
                         (r->perlayer_best_s <= 0 || e.iteration_time_s < r->perlayer_best_s)) {
