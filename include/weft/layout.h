@@ -87,6 +87,72 @@ void wf_layout_coster_free(wf_layout_coster *k);
 wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
                         wf_plan *out);
 
+/* wf_plan_raise of some of ol's ops: part 0 every op (wf_plan_raise); 1 all
+ * but the dense layers' (the layers of a mixture of experts without experts:
+ * those before first_dense, or off moe_freq); 2 the dense layers' only. The
+ * mesh, stages and micro-batches are compared in every part. */
+wf_status wf_plan_raise_part(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                             int part, wf_plan *out);
+/* The three at once, each candidate plan lowered once: found[k] and out[k]
+ * for each part k that a whole-model plan's lowering matches (WF_OK also
+ * when none does; an error only for what is no mismatch). */
+wf_status wf_plan_raise_parts(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                              wf_plan out[3], int found[3]);
+
+/* ==== per-layer plans of a mixture of experts (src/layout/perlayer.c) ============
+ * An op-level plan of a mixture of experts with dense layers (DeepSeek's
+ * first_dense, or moe_freq > 1) whose dense layers run other layouts than its
+ * expert layers: the embedding, the head and the expert layers are the
+ * lowering of whole-model plan `moe` (wf_plan_raise_part 1), the dense
+ * layers that of `dense` (part 2; its dp, tp and sp), on the same mesh, one
+ * stage. Costed layer by layer (docs/planner.md, "Per-layer plans"): the
+ * price of `moe` (every layer as the cost model prices it today), plus, for
+ * the dense layers, the cost of those layers under `dense` less their cost
+ * under `moe`'s dense layouts (each the difference of a dense transformer of
+ * the model's attention and dense MLP at L and L - dense_layers layers, by
+ * the one cost model), plus the boxing where the layer layout changes (per
+ * micro-batch: to_dense times into a dense layer, to_moe times out of one; a
+ * gather forward or backward, or an all-to-all, on the mesh axis whose
+ * layout changes, priced by the collective model on that axis's group). */
+typedef struct wf_layout_perlayer_s {
+    wf_plan moe;            /* the whole-model plan of the embedding, head and expert layers */
+    wf_plan dense;          /* the whole-model plan whose lowering the dense layers run */
+    int64_t dense_layers;   /* layers without experts */
+    int64_t to_dense, to_moe; /* layout changes per micro-batch forward */
+    double switch_fwd_s, switch_bwd_s; /* one micro-batch's boxing time, forward and backward, of
+                                          all the changes */
+} wf_layout_perlayer;
+
+/* *is = 1 and *out filled when ol is such a plan; *is = 0 (WF_OK) when ol is
+ * not one (a model without dense layers or experts, the lowering of one
+ * whole-model plan -- wf_plan_raise takes it --, or expert layers in no
+ * whole-model plan's layouts). A per-layer plan whose dense layers are no
+ * whole-model plan's lowering on its mesh, or one of pp > 1: WF_INVAL
+ * naming it. */
+wf_status wf_layout_perlayer_of(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                                wf_layout_perlayer *out, int *is);
+/* The same for the plan of expert plan moe and dense plan dense whose
+ * op-level form is ol (wf_layout_perlayer_lower: its mesh and micro-batches),
+ * without reading ol's layouts back (the search's candidates). */
+wf_status wf_layout_perlayer_make(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan *moe,
+                                  const wf_plan *dense, const wf_layout *ol, wf_layout_perlayer *out);
+/* pl's price as above (ctx: a cost context of m on c; the simulator's
+ * composition is wf_sim_perlayer, sim.h). */
+wf_status wf_layout_perlayer_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                                  const wf_layout_perlayer *pl, wf_estimate *out);
+/* The dense transformer of m at `layers` layers (its attention and dense MLP,
+ * no experts), and plan x's dense layouts as a plan of it (ep 1; at fewer
+ * layers than m's, the block method's recomputed layers less m's dense
+ * layers among them). */
+wf_model_config wf_layout_perlayer_dense_model(const wf_model_config *m, int64_t layers);
+wf_plan wf_layout_perlayer_dense_plan(const wf_model_config *m, const wf_plan *x, int64_t layers);
+/* The op-level plan of pl: moe's lowering with the dense layers' signatures
+ * of dense's (out initialized by the caller). */
+wf_status wf_layout_perlayer_lower(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                                   const wf_plan *moe, const wf_plan *dense, wf_layout *out);
+/* "tp=2,sp=1" style text of a plan's dense layouts, for tables (--detail). */
+void wf_layout_perlayer_describe(const wf_layout_perlayer *pl, char *buf, size_t cap);
+
 /* ==== a plan resolved once (src/layout/resolve.c) ================================
  * One call reads a plan -- a plan string, a whole-model plan file or an
  * op-level plan file -- for a model, a cluster and a batch, and holds

@@ -29,7 +29,7 @@ typedef enum {
 
 typedef struct {
     wf_search_oplevel_algo algo;
-    int tie_layers;        /* 1: ops at the same (block, position) share a decision */
+    int tie_layers;        /* 1: ops at the same (block, position) of layers of one kind (the same ops) share a decision */
     int max_frontier;      /* points kept per partial frontier (memory buckets), >= 2 */
     int max_sweeps;        /* coordinate-descent sweeps per lambda, >= 1 */
     int64_t max_elim_work; /* frontier tracking: the largest elimination it runs */
@@ -324,8 +324,28 @@ typedef struct {
     int64_t searches;         /* op-level searches run */
     double budget_bytes;
     double search_time_s;
+    /* A mixture of experts with dense layers: per-layer plans (layout.h,
+     * wf_layout_perlayer) costed, and whether the best is one. */
+    int64_t perlayer_costed;
+    int perlayer;             /* 1: the best's dense layers run other layouts than its expert layers */
+    double perlayer_whole_s;  /* the best plan's time among the others (whole-model or op-level) */
+    double perlayer_best_s;   /* the fastest per-layer plan that fits (0: none), best or not: */
+    double perlayer_best_mem_bytes;
+    wf_plan perlayer_moe, perlayer_dense; /* the plans whose lowerings its expert layers and its dense
+                                             layers run (wf_layout_perlayer_lower; the dense layers' dp,
+                                             tp, sp: wf_layout_perlayer_dense_plan) */
+    char perlayer_detail[256]; /* its layer kinds' layouts (wf_layout_perlayer_describe) */
 } wf_search_unified_result;
 
+/* The per-layer plans alone (what wf_search_unified adds for a mixture of
+ * experts with dense layers: each of the outer search's fastest one-stage
+ * plans on a mesh of one or two axes keeps its expert layers, its dense
+ * layers take each other dense layout of that mesh; the one cost model
+ * prices each): r's perlayer_* fields, and r's best the fastest that fits
+ * (perlayer 1), or none (has_best 0: no dense layers, or none fits). Free
+ * r with wf_search_unified_result_free. */
+wf_status wf_search_perlayer(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                             const wf_search_unified_opts *opts, wf_search_unified_result *r);
 /* WF_NOFIT when nothing fits the budget; free r with
  * wf_search_unified_result_free, also after an error. */
 wf_status wf_search_unified(const wf_model_config *m, const wf_cluster *c, int64_t batch,

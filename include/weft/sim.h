@@ -281,6 +281,13 @@ wf_status wf_sim_oplevel(const wf_model_config *m, const wf_cluster *c, const wf
  *  "dp_exposed_s"}, "stages": [...], ...} */
 struct cJSON *wf_sim_plan_to_json(const wf_sim_plan_result *r);
 
+/* A per-layer plan of a mixture of experts (layout.h, wf_layout_perlayer)
+ * simulated as its price composes (src/sim/sim_perlayer.c): iteration time
+ * and peak memory. */
+struct wf_layout_perlayer_s;
+wf_status wf_sim_perlayer(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                          const struct wf_layout_perlayer_s *pl, double *iteration_time_s, double *peak_memory_bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -41,6 +41,22 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
 wf_status wf_cli_verify_oplevel(const char *model, const char *cluster, int64_t batch,
                                 const char *path, double max_memory_gib, int json);
 
+/* A per-layer plan file of a mixture of experts (src/cli/perlayer_cli.c,
+ * layout.h wf_layout_perlayer): wf_cli_perlayer_read returns 1 with m, c,
+ * ol (initialized by the caller) and pl filled when path is one, 0 when it is
+ * not (not an op-level file, no experts, one whole-model plan's lowering), -1
+ * with *st on an error (named in one line); cluster NULL: this machine's
+ * (wf_cluster_of_job). wf_cli_perlayer_report prints
+ * its price (`weft estimate`, `weft plan --verify`) or its simulation (`weft
+ * simulate`, simulate 1), as a table or one JSON object. */
+struct wf_layout_perlayer_s;
+int wf_cli_perlayer_read(const char *path, const char *model, const char *cluster, int64_t batch,
+                         wf_model_config *m, wf_cluster *c, wf_layout *ol, struct wf_layout_perlayer_s *pl,
+                         wf_status *st);
+wf_status wf_cli_perlayer_report(int json, int simulate, const char *path, const wf_model_config *m,
+                                 const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                                 const struct wf_layout_perlayer_s *pl);
+
 /* `weft calibrate --gpu` (cmd_calibrate_gpu.c): measures the GPUs of this node or
  * MPI job and writes a cluster file fitted on `base_spec`'s unmeasured factors. */
 wf_status wf_cli_calibrate_gpu(const char *out, int quick, const char *base_spec, int64_t max_devices);

@@ -22,6 +22,7 @@
  * --verify FILE checks such a file (or a whole-model one) against the model
  * and the cluster and prints its numbers as the search did. */
 #include "cli/cli.h"
+#include "weft/layout.h"
 #include "weft/sched.h"
 #include "weft/search.h"
 
@@ -524,6 +525,26 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
         wf_clear_error();
     print_result(human(a), &r, a->pareto, rctx);
     wf_cost_ctx_free(rctx);
+    /* A mixture of experts with dense layers: the fastest per-layer plan
+     * on the same price (docs/planner.md, "Per-layer plans"). */
+    wf_search_unified_result pr;
+    memset(&pr, 0, sizeof pr);
+    if (!o->accept && r.ntop > 0 && wf_model_is_moe(m)) {
+        wf_search_unified_opts uo = {o->devices, o->max_memory_bytes, -1};
+        if (wf_search_perlayer(m, c, a->batch, &uo, &pr) != WF_OK)
+            wf_clear_error();
+        if (pr.perlayer_best_s > 0) {
+            const double best = r.top[0].est.iteration_time_s;
+            char pm_text[512];
+            wf_plan_format(&pr.perlayer_moe, pm_text, sizeof pm_text);
+            fprintf(human(a), "per-layer plan (kind per-layer; dense and expert layers in their own layouts): "
+                              "%.4f s per iteration, %.2f GiB per device, %.3fx the best above%s\n  %s\n  expert "
+                              "layers: %s\n",
+                    pr.perlayer_best_s, pr.perlayer_best_mem_bytes / GIB, best / pr.perlayer_best_s,
+                    pr.perlayer_best_s < best ? ": faster; weft plan --op-level -o FILE writes it" : "",
+                    pr.perlayer_detail, pm_text);
+        }
+    }
     if (a->deadline_s > 0 && r.top[0].est.iteration_time_s > a->deadline_s) {
         st = wf_errorf(WF_NOFIT, "no plan on %lld devices meets the deadline of %g s per iteration "
                                  "(fastest: %.4f s)",
@@ -538,6 +559,23 @@ static wf_status run_one(const plan_args *a, const wf_model_config *m, const wf_
     }
     add_run_json(j, m->name, c->name, a->batch);
     add_result_json(j, &r);
+    if (pr.perlayer_best_s > 0) {
+        char pm_text[512], pd_text[512];
+        wf_plan_format(&pr.perlayer_moe, pm_text, sizeof pm_text);
+        wf_plan dense_only = wf_layout_perlayer_dense_plan(m, &pr.perlayer_dense, m->layers);
+        wf_plan_format(&dense_only, pd_text, sizeof pd_text);
+        cJSON *pj = cJSON_AddObjectToObject(j, "per_layer");
+        if (pj) {
+            cJSON_AddStringToObject(pj, "plan_kind", "per-layer");
+            cJSON_AddNumberToObject(pj, "iteration_time_s", pr.perlayer_best_s);
+            cJSON_AddNumberToObject(pj, "memory_per_device_bytes", pr.perlayer_best_mem_bytes);
+            cJSON_AddStringToObject(pj, "layers", pr.perlayer_detail);
+            cJSON_AddStringToObject(pj, "expert_plan", pm_text);
+            cJSON_AddStringToObject(pj, "dense_plan", pd_text);
+            cJSON_AddNumberToObject(pj, "costed", (double)pr.perlayer_costed);
+        }
+    }
+    wf_search_unified_result_free(&pr);
     if (a->detail)
         print_schedule(human(a), j, &r.top[0].plan, a->batch);
     int one = 1;
@@ -1237,11 +1275,14 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
         return st;
     }
     FILE *h = human(a);
+    char pl_note[64] = "";
+    if (r.perlayer_costed > 0)
+        snprintf(pl_note, sizeof pl_note, ", %lld per-layer plans", (long long)r.perlayer_costed);
     fprintf(h, "weft plan --op-level: %s on %s, batch %lld: one search space (Megatron's layouts from the "
                "outer search, the op-level search's layouts, one cost model): %lld op-level candidates costed "
-               "(%lld op-level searches) in %.3f s; budget %.2f GiB per device\n",
-            m->name, c->name, (long long)a->batch, (long long)r.costed, (long long)r.searches, r.search_time_s,
-            r.budget_bytes / GIB);
+               "(%lld op-level searches%s) in %.3f s; budget %.2f GiB per device\n",
+            m->name, c->name, (long long)a->batch, (long long)r.costed, (long long)r.searches, pl_note,
+            r.search_time_s, r.budget_bytes / GIB);
     char cl[160];
     wf_cli_cluster_note(a->cluster, c, cl, sizeof cl);
     if (cl[0])
@@ -1256,6 +1297,17 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
             r.lowered ? ol_text : whole, r.megatron ? "Megatron's layouts" : "op-level layouts",
             (long long)wf_plan_devices(&r.as_plan), e->iteration_time_s, e->memory_per_device_bytes / GIB,
             r.megatron ? "" : ", faster than every plan of Megatron's family");
+    if (r.perlayer_best_s > 0) {
+        char pm_text[512], pd_text[512];
+        wf_plan_format(&r.perlayer_moe, pm_text, sizeof pm_text);
+        wf_plan dense_only = wf_layout_perlayer_dense_plan(m, &r.perlayer_dense, m->layers);
+        wf_plan_format(&dense_only, pd_text, sizeof pd_text);
+        fprintf(h, "%s per-layer plan: %.4f s per iteration, %.2f GiB per device, %.3fx the best of the others "
+                   "(%.4f s): %s\n  expert layers: %s\n  dense layers: %s\n",
+                r.perlayer ? "best (kind per-layer)," : "fastest", r.perlayer_best_s,
+                r.perlayer_best_mem_bytes / GIB, r.perlayer_whole_s / r.perlayer_best_s, r.perlayer_whole_s,
+                r.perlayer_detail, pm_text, pd_text);
+    }
     if (r.megatron)
         fprintf(h, "  as a whole-model plan: %s\n", whole);
     else /* not Megatron's layouts: the string only names the composition */
@@ -1296,6 +1348,24 @@ static wf_status run_unified(const plan_args *a, const wf_model_config *m, const
         cJSON_AddStringToObject(b, "oplevel_plan", ol_text);
         cJSON_AddStringToObject(b, r.megatron ? "whole_model_plan" : "composed_plan", whole);
         cJSON_AddBoolToObject(b, "megatron_layouts", r.megatron);
+        cJSON_AddStringToObject(b, "plan_kind", r.perlayer ? "per-layer" : wf_plan_kind(&r.as_plan));
+        if (r.perlayer_best_s > 0) {
+            char pm_text[512], pd_text[512];
+            wf_plan_format(&r.perlayer_moe, pm_text, sizeof pm_text);
+            wf_plan dense_only = wf_layout_perlayer_dense_plan(m, &r.perlayer_dense, m->layers);
+            wf_plan_format(&dense_only, pd_text, sizeof pd_text);
+            cJSON *pj = cJSON_AddObjectToObject(j, "per_layer");
+            if (pj) {
+                cJSON_AddNumberToObject(pj, "iteration_time_s", r.perlayer_best_s);
+                cJSON_AddNumberToObject(pj, "memory_per_device_bytes", r.perlayer_best_mem_bytes);
+                cJSON_AddNumberToObject(pj, "others_best_s", r.perlayer_whole_s);
+                cJSON_AddStringToObject(pj, "layers", r.perlayer_detail);
+                cJSON_AddStringToObject(pj, "expert_plan", pm_text);
+                cJSON_AddStringToObject(pj, "dense_plan", pd_text);
+                cJSON_AddBoolToObject(pj, "best", r.perlayer);
+                cJSON_AddNumberToObject(pj, "costed", (double)r.perlayer_costed);
+            }
+        }
         if (r.lowered) {
             cJSON *lay = cJSON_AddObjectToObject(b, "layouts");
             for (int i = 0; lay && i < r.plan.nlayouts; i++)
@@ -1329,6 +1399,22 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
     wf_model_config m;
     wf_cluster c;
     wf_status st;
+    {
+        /* A per-layer plan of a mixture of experts: priced layer by layer. */
+        wf_model_config pm_;
+        wf_cluster pc_;
+        wf_layout pol_;
+        wf_layout_perlayer ppl_;
+        wf_status pst_ = WF_OK;
+        wf_layout_init(&pol_);
+        int per_ = wf_cli_perlayer_read(path, model, cluster, batch, &pm_, &pc_, &pol_, &ppl_, &pst_);
+        if (per_ > 0)
+            pst_ = wf_cli_perlayer_report(json, 0, path, &pm_, &pc_, batch, &pol_, &ppl_);
+        wf_layout_free(&pol_);
+        if (per_ != 0)
+            return pst_;
+        wf_clear_error();
+    }
     if ((st = wf_model_lookup(model, &m)) != WF_OK || (st = wf_cluster_lookup(cluster, &c)) != WF_OK)
         return st;
     wf_layout pl;

@@ -106,6 +106,22 @@ wf_status wf_cmd_simulate(int argc, char **argv)
      * task graph of the descriptor its SBP signatures give, as `weft
      * estimate` costs it), whatever its layouts, when the one cost model
      * takes them; a whole-model plan plays Megatron's. */
+    {
+        /* A per-layer plan of a mixture of experts: priced layer by layer. */
+        wf_model_config pm_;
+        wf_cluster pc_;
+        wf_layout pol_;
+        wf_layout_perlayer ppl_;
+        wf_status pst_ = WF_OK;
+        wf_layout_init(&pol_);
+        int per_ = wf_cli_perlayer_read(in.plan, in.model, in.cluster, in.batch, &pm_, &pc_, &pol_, &ppl_, &pst_);
+        if (per_ > 0)
+            pst_ = wf_cli_perlayer_report(json, 1, in.plan, &pm_, &pc_, in.batch, &pol_, &ppl_);
+        wf_layout_free(&pol_);
+        if (per_ != 0)
+            return pst_;
+        wf_clear_error();
+    }
     wf_cost_layout lay;
     memset(&lay, 0, sizeof lay);
     char ol_text[256] = "";

@@ -11,6 +11,7 @@
  * with exit 1 and no rank is left waiting. Only rank 0 prints the error line:
  * the other ranks close their stderr before returning the agreed status. */
 #include "cli/cli.h"
+#include "weft/layout.h"
 #include "weft/search.h"
 #include "weft/runtime.h"
 #include "weft/runtime_io.h"
@@ -256,6 +257,26 @@ static wf_status run(train_args *a, const wf_optim_config *oc, int rank)
         /* A data-parallel plan's op-level form runs on the data-parallel
          * runtime; any other op-level plan runs its layouts as they are on
          * the SPMD executor (docs/runtime.md). */
+        /* A per-layer plan of a mixture of experts (its dense layers in
+         * other layouts than its expert layers): no engine runs one. */
+        wf_model_config pm;
+        wf_cluster pc;
+        wf_layout pol;
+        wf_layout_perlayer ppl;
+        wf_status pst = WF_OK;
+        wf_layout_init(&pol);
+        int per = wf_cli_perlayer_read(a->plan, a->model, a->cluster, a->batch, &pm, &pc,
+                                       &pol, &ppl, &pst);
+        wf_layout_free(&pol);
+        if (per < 0)
+            return pst;
+        if (per > 0) {
+            char detail[256];
+            wf_layout_perlayer_describe(&ppl, detail, sizeof detail);
+            return wf_errorf(WF_INVAL, "%s: a per-layer plan (%s): the runtime runs a mixture of experts with one "
+                                       "layout for every layer (--plan dp=..,ep=..); per-layer plans are planned, "
+                                       "estimated and simulated, not run", a->plan, detail);
+        }
         wf_plan dp;
         if (raise_oplevel(a, raised, sizeof raised) == WF_OK && wf_plan_parse(raised, &dp) == WF_OK && dp.tp == 1 &&
             !dp.sp) {

@@ -927,6 +927,29 @@ static wf_status text_layout(const wf_model_config *m, const wf_cluster *c, wf_c
     return st;
 }
 
+/* A plan the descriptor path refused with `why`: a per-layer plan of a
+ * mixture of experts (its dense layers in other layouts than its expert
+ * layers: src/layout/perlayer.c) is costed layer by layer (as_plan: the
+ * expert layers' whole-model plan); any other keeps the refusal. */
+static wf_status perlayer_cost(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                               const wf_layout *ol, wf_estimate *out, wf_plan *as_plan, wf_status why)
+{
+    if (why != WF_INVAL || !wf_model_is_moe(m) || !wf_model_is_transformer(m))
+        return why;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", wf_last_error());
+    wf_layout_perlayer pl;
+    int is = 0;
+    wf_status st = wf_layout_perlayer_of(m, c, batch, ol, &pl, &is);
+    if (st != WF_OK)
+        return st;
+    if (!is)
+        return wf_errorf(why, "%s", msg);
+    if ((st = wf_layout_perlayer_cost(m, c, ctx, batch, &pl, out)) == WF_OK && as_plan)
+        *as_plan = pl.moe;
+    return st;
+}
+
 wf_status wf_layout_descriptor(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
                                const wf_layout *ol, wf_cost_layout *out, wf_plan *as_plan)
 {
@@ -948,7 +971,7 @@ wf_status wf_layout_plan_cost(const wf_model_config *m, const wf_cluster *c, wf_
     wf_plan p;
     wf_status st = text_layout(m, c, ctx, batch, ol, lp, &L, &p);
     if (st != WF_OK)
-        return st;
+        return perlayer_cost(m, c, ctx, batch, ol, out, as_plan, st);
     st = wf_estimate_layouts(ctx, &p, &L, batch, out);
     wf_cost_layout_free(&L);
     if (st == WF_OK && as_plan)

@@ -393,11 +393,27 @@ static wf_status lower(const wf_model_config *mc, const wf_cluster *c, const wf_
     return st;
 }
 
+/* Whether op `name` is compared by a raise of `part` (wf_plan_raise_part):
+ * 0 every op; 1 all but the dense layers' ops; 2 the dense layers' only. */
+static int in_part(const wf_model_config *m, const char *name, int part)
+{
+    if (part == 0)
+        return 1;
+    int dense = 0;
+    if (strncmp(name, "layers.", 7) == 0) {
+        char *end = NULL;
+        long long l = strtoll(name + 7, &end, 10);
+        int64_t f = m->moe_freq > 0 ? m->moe_freq : 1;
+        dense = end && *end == '.' && !(m->experts > 0 && l >= m->first_dense && l % f == 0);
+    }
+    return part == 2 ? dense : !dense;
+}
+
 /* Resolved plan a holds the layouts of lowering b (its signatures bs[nb],
- * on mesh bm): mesh, stages, micro-batches and every op's signature. Names
- * the first difference. */
-static int same_layouts(const wf_layout_plan *a, const wf_layout *b, const wf_sbp_sig *bs, int nb,
-                        const wf_mesh *bm, char *diff, size_t cap)
+ * on mesh bm): mesh, stages, micro-batches and the signature of every op of
+ * `part` (in_part). Names the first difference. */
+static int same_layouts(const wf_model_config *m, int part, const wf_layout_plan *a, const wf_layout *b,
+                        const wf_sbp_sig *bs, int nb, const wf_mesh *bm, char *diff, size_t cap)
 {
     int same_mesh = a->mesh.naxes == bm->naxes;
     for (int x = 0; x < bm->naxes && same_mesh; x++)
@@ -418,6 +434,8 @@ static int same_layouts(const wf_layout_plan *a, const wf_layout *b, const wf_sb
     }
     for (int i = 0; i < nb; i++) {
         const wf_op *o = &g->ops[i];
+        if (!in_part(m, o->name, part))
+            continue;
         int eq = 1;
         for (int j = 0; j < o->nin && eq; j++)
             eq = wf_sbp_equal(&a->sig[i].in[j], &bs[i].in[j], bm->naxes);
@@ -481,27 +499,85 @@ static wf_status raise_mesh_check(const wf_model_config *m, const wf_mesh *mesh)
     return WF_OK;
 }
 
-wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
-                        wf_plan *out)
+static wf_status raise_parts(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan *keys,
+                             const wf_layout_plan *lp, unsigned mask, wf_plan *out, int *found);
+
+/* Resolves op-level form ol (its keys and indexed layouts), the mesh's
+ * refusals first, as raise_parts words them; lp to free by the caller on OK. */
+static wf_status raise_resolve(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                               wf_plan *keys, wf_layout_plan *lp)
 {
-    wf_plan keys;
-    wf_status st = wf_layout_keys(ol, &keys);
+    wf_status st = wf_layout_keys(ol, keys);
     if (st != WF_OK)
         return st;
-    wf_mesh mesh; /* the mesh's refusals first, as wf_plan_raise_resolved words them */
+    wf_mesh mesh;
     if ((st = wf_mesh_parse(ol->mesh, c, &mesh)) != WF_OK)
         return st;
     if ((st = raise_mesh_check(m, &mesh)) != WF_OK)
         return st;
-    wf_layout_plan lp;
-    if ((st = wf_layout_index(ol, m, c, batch, &lp)) == WF_OK)
-        st = wf_plan_raise_resolved(m, c, batch, &keys, &lp, out);
-    wf_layout_plan_free(&lp);
+    if ((st = wf_layout_index(ol, m, c, batch, lp)) != WF_OK)
+        wf_layout_plan_free(lp);
     return st;
+}
+
+wf_status wf_plan_raise(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                        wf_plan *out)
+{
+    return wf_plan_raise_part(m, c, batch, ol, 0, out);
+}
+
+wf_status wf_plan_raise_part(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                             int part, wf_plan *out)
+{
+    if (part < 0 || part > 2)
+        return wf_errorf(WF_INTERNAL, "wf_plan_raise_part: part %d", part);
+    wf_plan keys;
+    wf_layout_plan lp;
+    wf_status st = raise_resolve(m, c, batch, ol, &keys, &lp);
+    if (st != WF_OK)
+        return st;
+    int found[3] = {0, 0, 0};
+    wf_plan got[3];
+    st = raise_parts(m, c, batch, &keys, &lp, 1u << part, got, found);
+    wf_layout_plan_free(&lp);
+    if (st == WF_OK)
+        *out = got[part];
+    return st;
+}
+
+wf_status wf_plan_raise_parts(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_layout *ol,
+                              wf_plan out[3], int found[3])
+{
+    found[0] = found[1] = found[2] = 0;
+    wf_plan keys;
+    wf_layout_plan lp;
+    wf_status st = raise_resolve(m, c, batch, ol, &keys, &lp);
+    if (st == WF_OK) {
+        st = raise_parts(m, c, batch, &keys, &lp, 7u, out, found);
+        wf_layout_plan_free(&lp);
+    }
+    if (st == WF_INVAL)
+        wf_clear_error();
+    return st == WF_INVAL ? WF_OK : st;
 }
 
 wf_status wf_plan_raise_resolved(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan *keys,
                                  const wf_layout_plan *lp, wf_plan *out)
+{
+    int found[3] = {0, 0, 0};
+    wf_plan got[3];
+    wf_status st = raise_parts(m, c, batch, keys, lp, 1u, got, found);
+    if (st == WF_OK)
+        *out = got[0];
+    return st;
+}
+
+/* The raise of the parts in mask (bit k: part k; in_part), each candidate
+ * lowered once: found[k] and out[k] for each part a candidate matches (the
+ * first); WF_OK when every part of mask is found, else WF_INVAL naming the
+ * first part's (lowest bit's) first difference. */
+static wf_status raise_parts(const wf_model_config *m, const wf_cluster *c, int64_t batch, const wf_plan *keys,
+                             const wf_layout_plan *lp, unsigned mask, wf_plan *out, int *found)
 {
     char ms[64];
     wf_mesh_str(&lp->mesh, ms, sizeof ms);
@@ -542,16 +618,29 @@ wf_status wf_plan_raise_resolved(const wf_model_config *m, const wf_cluster *c, 
             wf_mesh low_mesh;
             int low_nf = 0;
             wf_status st = lower(m, c, &p, batch, &low, low_sig, nf, &low_nf, &low_mesh);
-            int same = st == WF_OK && same_layouts(lp, &low, low_sig, low_nf, &low_mesh, diff, sizeof diff);
+            int all = st == WF_OK;
+            for (int part = 0; part < 3 && st == WF_OK; part++) {
+                if (!(mask & (1u << part)) || found[part])
+                    continue;
+                const int first = (mask & ((1u << part) - 1u)) == 0; /* the lowest part of mask */
+                char d[640];
+                if (same_layouts(m, part, lp, &low, low_sig, low_nf, &low_mesh, d, sizeof d)) {
+                    out[part] = p;
+                    found[part] = 1;
+                } else if (first) {
+                    snprintf(diff, sizeof diff, "%s", d);
+                    if (!best[0])
+                        snprintf(best, sizeof best, "%s", d);
+                }
+            }
             wf_layout_free(&low);
-            if (same) {
+            for (int part = 0; part < 3 && all; part++)
+                all = !(mask & (1u << part)) || found[part];
+            if (all) {
                 free(low_sig);
-                *out = p;
                 wf_clear_error();
                 return WF_OK;
             }
-            if (st == WF_OK && !best[0])
-                snprintf(best, sizeof best, "%s", diff);
         }
     }
     free(low_sig);

@@ -163,8 +163,10 @@ static int cmp_bl(const void *pa, const void *pb)
     return cmp_num(a->op, b->op);
 }
 
-/* rep[i] = the op whose decision op i shares (i itself when untied). Only
- * layers whose ops all lie in [lo, hi) take part (a range may cut a layer). */
+/* rep[i] = the op whose decision op i shares (i itself when untied): each
+ * layer's ops tie to those of the first layer of its block with the same ops
+ * (its kind). Only layers whose ops all lie in [lo, hi) take part (a range
+ * may cut a layer). */
 static wf_status tie_layers(const wf_graph *g, int nf, int lo, int hi, const unsigned char *ng,
                             const int *ncons, int *rep)
 {
@@ -205,16 +207,25 @@ static wf_status tie_layers(const wf_graph *g, int nf, int lo, int hi, const uns
             if (i == s || k[i].layer != k[i - 1].layer)
                 starts[nl++] = i;
         starts[nl] = e;
-        int len0 = starts[1] - starts[0], ok = nl > 1;
-        for (int l = 0; ok && l < nl; l++)
-            ok = starts[l + 1] - starts[l] == len0;
-        for (int l = 1; ok && l < nl; l++)
-            for (int q = 0; ok && q < len0; q++)
-                ok = equivalent(g, ng, ncons, k[s + q].op, k[starts[l] + q].op);
-        if (ok)
-            for (int l = 1; l < nl; l++)
-                for (int q = 0; q < len0; q++)
-                    rep[k[starts[l] + q].op] = k[s + q].op;
+        /* Layers tie by kind: each to the first layer of the block with
+         * the same ops (a mixture of experts' dense layers to the first
+         * dense one, its expert layers to the first expert one). */
+        for (int l = 1; l < nl; l++) {
+            const int len = starts[l + 1] - starts[l];
+            for (int r = 0; r < l; r++) {
+                const int f = starts[r];
+                if (rep[k[f].op] != k[f].op || starts[r + 1] - f != len)
+                    continue; /* not a kind's first layer, or another length */
+                int ok = 1;
+                for (int q = 0; ok && q < len; q++)
+                    ok = equivalent(g, ng, ncons, k[f + q].op, k[starts[l] + q].op);
+                if (!ok)
+                    continue;
+                for (int q = 0; q < len; q++)
+                    rep[k[starts[l] + q].op] = k[f + q].op;
+                break;
+            }
+        }
         s = e;
     }
     free(starts);

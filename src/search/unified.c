@@ -21,6 +21,7 @@
  * memory, the reserve counted in every plan's memory); ties go to Megatron's
  * layouts. Because the outer search's best is a candidate, the result is
  * never slower than it. */
+#include "weft/layout.h"
 #include "weft/search.h"
 
 #include <stdio.h>
@@ -139,6 +140,7 @@ static void try_layouts(const wf_model_config *m, const wf_cluster *c, wf_cost_c
                 r->has_best = 1;
                 r->megatron = 0;
                 r->lowered = 1;
+                r->perlayer = 0;
             }
         }
         wf_layout_free(&cand);
@@ -249,6 +251,156 @@ static void propose(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *
     wf_clear_error();
 }
 
+/* The plan whose lowering runs dense layouts (dp, tp, sp) on the mesh p
+ * lowers to, with p's micro-batch count and keys: 1 and *out, or 0 (none). */
+static int dense_on_mesh(const wf_plan *p, int64_t dp, int tp, int sp, wf_plan *out)
+{
+    const int64_t n = (int64_t)p->dp * p->tp;
+    if (dp * tp != n || (sp && tp < 2))
+        return 0;
+    const int64_t mb = (int64_t)p->dp * p->mbs; /* samples per micro-batch */
+    if (mb % dp != 0)
+        return 0;
+    *out = *p;
+    out->dp = (int)dp;
+    out->tp = tp;
+    out->sp = sp;
+    out->mbs = (int)(mb / dp);
+    out->ep = 1;
+    out->etp = 0;
+    return 1;
+}
+
+/* Per-layer plans of a mixture of experts with dense layers (layout.h,
+ * wf_layout_perlayer): each of the outer search's fastest one-stage plans
+ * keeps its expert layers, and its dense layers take each other dense layout
+ * on its mesh -- on one axis of n devices data-parallel or tensor-parallel
+ * (with or without sp), on two axes a x b dp=a x tp=b (sp or not) or
+ * data-parallel over both -- written as the op-level plan
+ * (wf_layout_perlayer_lower) and priced by the one cost model (wf_layout_cost:
+ * layer by layer). The fastest that fits replaces r's best when faster. */
+/* The outer search's plans a per-layer plan may keep the expert layers of:
+ * one stage, and a mesh of one or two axes (edp x ep x tp with one of them
+ * 1), on which the dense layers have another layout. */
+static int perlayer_base(const wf_plan *p, void *user)
+{
+    (void)user;
+    const int ep = p->ep > 1 ? p->ep : 1, edp = p->dp / ep;
+    return p->pp == 1 && p->cp <= 1 && p->vpp <= 1 && !(edp > 1 && ep > 1 && p->tp > 1);
+}
+
+static void propose_perlayer(const wf_model_config *m, const wf_cluster *c, wf_cost_ctx *ctx, int64_t batch,
+                             double budget, const wf_search_outer_opts *base_opts, wf_search_unified_result *r)
+{
+    enum { TRY = 8 };
+    r->perlayer_whole_s = r->has_best ? r->est.iteration_time_s : 0;
+    wf_search_outer_opts oo = *base_opts;
+    oo.top_k = TRY;
+    oo.accept = perlayer_base;
+    wf_search_outer_result orr0;
+    if (wf_search_outer(m, c, batch, &oo, &orr0) != WF_OK) {
+        wf_search_outer_result_free(&orr0);
+        wf_clear_error();
+        return;
+    }
+    const wf_search_outer_result *orr = &orr0;
+    for (int i = 0; i < orr->ntop; i++) {
+        const wf_plan *pm = &orr->top[i].plan;
+        wf_layout low;
+        wf_layout_init(&low);
+        if (wf_plan_lower(m, c, pm, batch, &low) != WF_OK) {
+            wf_layout_free(&low);
+            continue;
+        }
+        int64_t size[3] = {1, 1, 1};
+        char tail = 0;
+        long long x[3] = {1, 1, 1};
+        int naxes = sscanf(low.mesh, "%lldx%lldx%lld%c", &x[0], &x[1], &x[2], &tail);
+        wf_layout_free(&low);
+        for (int a = 0; a < naxes && a < 3; a++)
+            size[a] = x[a];
+        /* The dense layouts of that mesh: (dp, tp) pairs. */
+        int64_t opt[3][2];
+        int no = 0;
+        if (naxes == 1) {
+            opt[no][0] = size[0], opt[no][1] = 1, no++;
+            opt[no][0] = 1, opt[no][1] = size[0], no++;
+        } else if (naxes == 2) {
+            opt[no][0] = size[0], opt[no][1] = size[1], no++;
+            opt[no][0] = size[0] * size[1], opt[no][1] = 1, no++;
+        }
+        for (int k = 0; k < no; k++)
+            for (int sp = 0; sp <= 1; sp++) {
+                wf_plan pd;
+                if (!dense_on_mesh(pm, opt[k][0], (int)opt[k][1], sp, &pd))
+                    continue;
+                /* The lowering of a plan of dp x 1 on a x b needs an expert axis of b. */
+                if (naxes == 2 && pd.tp == 1)
+                    pd.ep = (int)size[1];
+                if (pd.tp == pm->tp && pd.sp == pm->sp)
+                    continue;
+                wf_layout cand;
+                wf_layout_init(&cand);
+                wf_estimate e;
+                wf_layout_perlayer pl;
+                /* Built as the file reads back (wf_layout_perlayer_of; tests/test_perlayer.c),
+                 * priced as wf_layout_cost prices the file. */
+                if (wf_layout_perlayer_lower(m, c, batch, pm, &pd, &cand) == WF_OK &&
+                    wf_layout_perlayer_make(m, c, batch, pm, &pd, &cand, &pl) == WF_OK &&
+                    wf_layout_perlayer_cost(m, c, ctx, batch, &pl, &e) == WF_OK) {
+                    r->perlayer_costed++;
+                    if (e.memory_per_device_bytes <= budget &&
+                        (r->perlayer_best_s <= 0 || e.iteration_time_s < r->perlayer_best_s)) {
+                        r->perlayer_best_s = e.iteration_time_s;
+                        r->perlayer_best_mem_bytes = e.memory_per_device_bytes;
+                        r->perlayer_moe = *pm;
+                        r->perlayer_dense = pd;
+                        wf_layout_perlayer_describe(&pl, r->perlayer_detail, sizeof r->perlayer_detail);
+                    }
+                    if (e.memory_per_device_bytes <= budget &&
+                        (!r->has_best || e.iteration_time_s < r->est.iteration_time_s)) {
+                        wf_layout_free(&r->plan);
+                        r->plan = cand;
+                        wf_layout_init(&cand);
+                        r->est = e;
+                        r->as_plan = *pm;
+                        r->has_best = 1;
+                        r->megatron = 0;
+                        r->lowered = 1;
+                        r->perlayer = 1;
+                    }
+                }
+                wf_layout_free(&cand);
+                wf_clear_error();
+            }
+    }
+    wf_search_outer_result_free(&orr0);
+}
+
+wf_status wf_search_perlayer(const wf_model_config *m, const wf_cluster *c, int64_t batch,
+                             const wf_search_unified_opts *opts, wf_search_unified_result *r)
+{
+    memset(r, 0, sizeof *r);
+    wf_layout_init(&r->plan);
+    if (!wf_model_is_moe(m) || !wf_model_is_transformer(m))
+        return WF_OK;
+    const double t0 = wf_now_s();
+    const double budget = opts && opts->max_memory_bytes > 0 ? opts->max_memory_bytes : c->dev.mem_bytes;
+    r->budget_bytes = budget;
+    wf_cost_ctx *ctx = NULL;
+    wf_status st = wf_cost_ctx_create(m, c, &ctx);
+    if (st != WF_OK)
+        return st;
+    wf_search_outer_opts oo;
+    wf_search_outer_opts_default(&oo);
+    oo.devices = opts && opts->devices > 0 ? opts->devices : wf_cluster_devices(c);
+    oo.max_memory_bytes = budget;
+    propose_perlayer(m, c, ctx, batch, budget, &oo, r);
+    wf_cost_ctx_free(ctx);
+    r->search_time_s = wf_now_s() - t0;
+    return WF_OK;
+}
+
 wf_status wf_search_unified(const wf_model_config *m, const wf_cluster *c, int64_t batch,
                             const wf_search_unified_opts *opts, wf_search_unified_result *r)
 {
@@ -297,6 +449,9 @@ wf_status wf_search_unified(const wf_model_config *m, const wf_cluster *c, int64
         /* Every model: a model-parallel axis carved out of the best plan's
          * data-parallel devices, within a node (the layouts Megatron's
          * family does not have for CNNs and MLPs). */
+        /* A mixture of experts with dense layers: per-layer plans. */
+        if (wf_model_is_moe(m) && wf_model_is_transformer(m))
+            propose_perlayer(m, c, ctx, batch, budget, &oo, r);
         const wf_plan *b0 = &orr.top[0].plan;
         const int64_t per_node = c->nlevels > 0 ? c->level[0].size : 1;
         /* With one device per node there is no node to carve within: the
