@@ -88,6 +88,9 @@ const char *wf_sw_name(wf_sw s);
 /* A profile by name (case-insensitive, '_' for '-'); WF_INVAL naming the choices. */
 wf_status wf_sw_parse(const char *text, wf_sw *out);
 
+/* Bytes of a plan's per-op co-shard pattern, its NUL included. */
+#define WF_PLAN_COSHARD_ON_LEN 72
+
 typedef struct {
     int dp, tp, pp;       /* data, tensor, pipeline degrees */
     int mbs;              /* micro-batch size (samples per micro-batch per data-parallel rank) */
@@ -130,6 +133,11 @@ typedef struct {
                              a stage runs as this many pieces in turn on its device, each piece's
                              forward replayed just before its backward, so one piece's activations
                              are live at a time; <= 1: none. Models other than transformers */
+    char coshard_on[WF_PLAN_COSHARD_ON_LEN]; /* per-op co-shard (coshard=K@PATTERN): "" runs every op in
+                             pieces as above (whole-stage); else '+'-separated op kinds ("attention")
+                             or op-name globs ("*.tri_*"): only the ops they match run as coshard
+                             pieces, each replaying its own forward per piece in backward; the rest
+                             are unsplit (wf_plan_coshard_op) */
     int dap;              /* AlphaFold2's Dynamic Axial Parallelism (FastFold, arXiv 2203.00854): each
                              Evoformer block's MSA and pair sharded along a residue or sequence axis
                              over this many devices (inner, stride 1), all-to-alls between row- and
@@ -198,6 +206,15 @@ int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s);
  * "co-shard"); with dap > 1 " + DAP" after that ("NF1B 1F1B + DAP", without a
  * pipeline "DAP"). */
 const char *wf_plan_kind(const wf_plan *p);
+/* 1 when plan p runs the forward op named `name` of kind `kind` (a
+ * wf_op_kind) as coshard pieces: every op under whole-stage co-shard
+ * (coshard > 1, coshard_on ""), the ops one of coshard_on's '+'-separated
+ * patterns matches under per-op co-shard (a pattern matches an op whose kind
+ * name, wf_op_name, equals it, or whose name it matches as a glob of '*' and
+ * '?'); 0 without co-shard. */
+int wf_plan_coshard_op(const wf_plan *p, const char *name, int kind);
+/* 1 when p co-shards chosen ops only (coshard > 1 with a pattern). */
+int wf_plan_coshard_per_op(const wf_plan *p);
 
 /* ---- the interlaced pipeline's schedule (src/plan/interlace.c) -----------------
  * Each device's task order of an interlaced plan (interlace=1); every
