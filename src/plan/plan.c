@@ -819,7 +819,7 @@ static wf_status key_coshard(wf_spec *s, const plan_key *k, wf_plan *p)
         return wf_errorf(WF_INVAL, "coshard=%s: expected a piece count %d..%d, optionally @PATTERN (op kinds or "
                                    "op-name globs joined by '+', e.g. coshard=4@attention)", v, (int)k->lo, (int)k->hi);
     p->coshard = (int)K;
-    p->coshard_on[0] = 0;
+    memset(p->coshard_on, 0, sizeof p->coshard_on);
     if (!at)
         return WF_OK;
     const char *pat = at + 1;
