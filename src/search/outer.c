@@ -657,8 +657,9 @@ static wf_status try_recycle_coshard(search *s, const wf_plan *p, int fits)
         }
         /* A plan that does not fit: its chosen ops in pieces (per-op
          * co-shard, with or without full recomputation of the rest), from
-         * the plans pruning 3 keeps (undominated). */
-        if (!ok && q.coshard <= 1 && undominated(&q) && (st = try_per_op(s, &q)) != WF_OK)
+         * the plans pruning 3 keeps (undominated), without NF1B (which
+         * would double the search's estimates for a model with recycling). */
+        if (!ok && q.coshard <= 1 && !q.nf1b && undominated(&q) && (st = try_per_op(s, &q)) != WF_OK)
             return st;
         if (ok || q.recompute != WF_RECOMPUTE_FULL)
             continue;
@@ -720,7 +721,7 @@ static int64_t count_variants(const search *s, const wf_plan *q)
         wf_plan v = *q;
         v.nf1b = nf;
         n += accepted(s, &v);
-        if (q->coshard <= 1 && undominated(&v))
+        if (q->coshard <= 1 && !v.nf1b && undominated(&v))
             n += count_per_op(s, &v);
         for (int k = 2; q->recompute == WF_RECOMPUTE_FULL && k <= COSHARD_MAX; k *= 2) {
             v.coshard = k;
