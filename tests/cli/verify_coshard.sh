@@ -3,7 +3,7 @@
 # co-shard, so verify prices the whole-model plan on the estimate's model (one
 # number, `weft estimate`'s own within 0.1%) instead of lowering it without its
 # pieces, and refuses to write the op-level form (-o) by name. Whole-stage and
-# per-op co-shard, AlphaFold2 and Swin-L. $1 is the weft binary.
+# per-op co-shard, an AlphaFold2 of 8 blocks and Swin-L. $1 is the weft binary.
 source "$(dirname "$0")/lib.sh" "$1"
 
 CL=dgx-a100:nodes=1
@@ -26,10 +26,10 @@ PY
   expect_fail "$M $P: -o refused" "co-shard" plan --verify "$P" --model "$M" --cluster $CL --batch "$B" -o "$tmp/ol.json"
   check "$M $P: no op-level file written" test ! -e "$tmp/ol.json"
 done <<'CASES'
-alphafold2 8 dp=8,mbs=1,recompute=full,coshard=2
+alphafold:layers=8,seq=256 8 dp=8,mbs=1,recompute=full,coshard=2
 swin-l 256 dp=8,mbs=32,recompute=full,coshard=2
 swin-l 256 dp=8,mbs=32,coshard=4@attention
-alphafold2 8 dp=8,mbs=1,recompute=full,coshard=4@*.tri_*
+alphafold:layers=8,seq=256 8 dp=8,mbs=1,recompute=full,coshard=4@*.tri_*
 CASES
 
 finish verify_coshard
