@@ -12,9 +12,13 @@
  *   deepspeed  data parallelism with ZeRO-3 (DeepSpeed's stage 3 with
  *              activation checkpointing), no pipeline, no co-shard;
  *   before     every plan weft had (the two above and everything between);
- *   now        the same with co-shard, NF1B and (AlphaFold2) DAP.
+ *   stage      the same with whole-stage co-shard, NF1B and (AlphaFold2) DAP;
+ *   now        the same with per-op co-shard too (coshard=K@PATTERN: only
+ *              Swin's attention, AlphaFold2's attentions, triangle ops and
+ *              outer product mean in pieces).
  * Each winner is simulated too (wf_sim_plan); the speedups are the before
- * plan's time over the now plan's, predicted and simulated. */
+ * plan's time over the now plan's, and the stage plan's over the now
+ * plan's (what per-op co-shard adds), predicted and simulated. */
 #include "weft/search.h"
 #include "weft/sim.h"
 
@@ -22,14 +26,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SPACE_MEGATRON, SPACE_DEEPSPEED, SPACE_BEFORE, SPACE_NOW, SPACE_COUNT };
-static const char *const SPACE_NAME[SPACE_COUNT] = {"megatron", "deepspeed", "before", "now"};
+enum { SPACE_MEGATRON, SPACE_DEEPSPEED, SPACE_BEFORE, SPACE_STAGE, SPACE_NOW, SPACE_COUNT };
+static const char *const SPACE_NAME[SPACE_COUNT] = {"megatron", "deepspeed", "before", "stage", "now"};
 
 static int accept(const wf_plan *p, void *user)
 {
     int space = *(const int *)user;
     if (space == SPACE_NOW)
         return 1;
+    if (space == SPACE_STAGE)
+        return !wf_plan_coshard_per_op(p);
     if (p->coshard > 1 || p->nf1b || p->dap > 1)
         return 0;
     if (space == SPACE_MEGATRON)
@@ -111,6 +117,10 @@ static int run(const char *label, const char *model, const char *cluster, int64_
                b[SPACE_BEFORE].sim_s / b[SPACE_NOW].sim_s);
     else
         printf("  speedup    n/a (%s)\n", b[SPACE_NOW].found ? "only the new plans fit" : "nothing fits");
+    if (b[SPACE_STAGE].found && b[SPACE_NOW].found)
+        printf("  per-op     predicted %.3fx, simulated %.3fx over whole-stage co-shard's space\n",
+               b[SPACE_STAGE].est.iteration_time_s / b[SPACE_NOW].est.iteration_time_s,
+               b[SPACE_STAGE].sim_s / b[SPACE_NOW].sim_s);
     return 0;
 }
 

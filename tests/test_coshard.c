@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "cost/cost-impl.h"
 #include "weft/cost.h"
 #include "weft/cost_records.h"
 #include "weft/plan.h"
@@ -273,6 +274,176 @@ static void test_block_checkpoints(void **state)
     assert_true(fabs(sr.peak_memory_bytes / e.memory_per_device_bytes - 1) < 0.03);
 }
 
+/* ---- per-op co-shard (coshard=K@PATTERN) ------------------------------------------ */
+
+/* The key: K@PATTERN parses, is written back as given and matches ops by
+ * kind name or by a glob of their names; what is not a pattern is refused
+ * naming it; a per-op co-shard needs no full recomputation. */
+static void test_per_op_keys(void **state)
+{
+    (void)state;
+    wf_plan p, q;
+    parse("dp=8,coshard=4@attention+*.tri_mul_?ut", &p);
+    assert_int_equal(p.coshard, 4);
+    assert_string_equal(p.coshard_on, "attention+*.tri_mul_?ut");
+    assert_true(wf_plan_coshard_per_op(&p));
+    char buf[512];
+    wf_plan_format(&p, buf, sizeof buf);
+    assert_non_null(strstr(buf, ",coshard=4@attention+*.tri_mul_?ut"));
+    parse(buf, &q);
+    q.given = p.given;
+    assert_memory_equal(&p, &q, sizeof p);
+    assert_int_equal(wf_plan_coshard_op(&p, "x.attn.core", WF_OP_ATTENTION), 1);
+    assert_int_equal(wf_plan_coshard_op(&p, "evo.3.tri_mul_out", WF_OP_MATMUL), 1);
+    assert_int_equal(wf_plan_coshard_op(&p, "evo.3.tri_mul_in", WF_OP_MATMUL), 0);
+    assert_int_equal(wf_plan_coshard_op(&p, "x.attn.proj", WF_OP_LINEAR), 0);
+    /* Whole-stage co-shard: every op; none without co-shard. */
+    parse("dp=8,recompute=full,coshard=4", &p);
+    assert_false(wf_plan_coshard_per_op(&p));
+    assert_int_equal(wf_plan_coshard_op(&p, "x.attn.proj", WF_OP_LINEAR), 1);
+    parse("dp=8", &p);
+    assert_int_equal(wf_plan_coshard_op(&p, "x.attn.core", WF_OP_ATTENTION), 0);
+    static const char *const BAD[] = {"coshard=4@", "coshard=1@attention", "coshard=4@a#b", "coshard=4@+a",
+                                      "coshard=4@a++b", "coshard=x@attention", "coshard=@attention"};
+    for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++) {
+        assert_int_equal(wf_plan_parse(BAD[k], &p), WF_INVAL);
+        assert_non_null(strstr(wf_last_error(), "coshard="));
+    }
+    wf_model_config m;
+    wf_cluster c;
+    assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=1", &c), WF_OK);
+    assert_int_equal(wf_model_lookup("swin-t", &m), WF_OK);
+    parse("dp=8,mbs=4,coshard=4@attention", &p);
+    assert_int_equal(wf_plan_validate(&p, &m, &c, 32), WF_OK);
+    assert_int_equal(wf_model_lookup("gpt-tiny", &m), WF_OK);
+    assert_int_equal(wf_plan_validate(&p, &m, &c, 32), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "transformer"));
+    /* A pattern that matches no op of the model is an error naming it. */
+    assert_int_equal(wf_model_lookup("swin-t", &m), WF_OK);
+    wf_cost_ctx *ctx = NULL;
+    assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+    wf_estimate e;
+    parse("dp=8,mbs=4,coshard=4@no_such_op", &p);
+    assert_int_equal(wf_estimate_plan(ctx, &p, 32, &e), WF_INVAL);
+    assert_non_null(strstr(wf_last_error(), "no_such_op"));
+    wf_cost_ctx_free(ctx);
+}
+
+/* Per-op co-shard's closed forms on one device: a chosen op runs as K ops
+ * on 1/K of its rows, forward, backward and its forward again (the
+ * piecewise recomputation), the others as they are; the chosen ops keep
+ * none of their saved activations between forward and backward, and the
+ * largest one's piece, its saved activations / K, lives while its backward
+ * runs. Chosen by kind (Swin's attention) and by name (AlphaFold2's
+ * triangle ops). A pattern that matches every op under recompute=full is
+ * the whole-stage co-shard. */
+static void test_per_op_closed_form(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model, *pattern;
+    } CASES[] = {{"swin-t", "attention"}, {AF2_NOREC, "*.tri_*"}, {AF2_NOREC, "attention+*.outer.*"}};
+    const int64_t batch = 8, mbs = 2;
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        wf_model_config m;
+        wf_cluster c;
+        assert_int_equal(wf_model_lookup(CASES[k].model, &m), WF_OK);
+        assert_int_equal(wf_cluster_lookup("dgx-a100:nodes=1", &c), WF_OK);
+        wf_cost_ctx *ctx = NULL;
+        assert_int_equal(wf_cost_ctx_create(&m, &c, &ctx), WF_OK);
+        wf_plan p;
+        wf_estimate none, cs;
+        parse("dp=1,mbs=2", &p);
+        assert_int_equal(wf_estimate_plan(ctx, &p, batch, &none), WF_OK);
+        for (int K = 2; K <= 8; K *= 2) {
+            char text[128];
+            snprintf(text, sizeof text, "dp=1,mbs=2,coshard=%d@%s", K, CASES[k].pattern);
+            parse(text, &p);
+            assert_int_equal(wf_estimate_plan(ctx, &p, batch, &cs), WF_OK);
+            wf_cost_layout L1, LK;
+            assert_int_equal(wf_cost_layout_init(ctx, 1, &L1), WF_OK);
+            assert_int_equal(wf_cost_layout_init(ctx, 1, &LK), WF_OK);
+            for (int i = 0; i < LK.nops; i++)
+                LK.div[i] = K;
+            wf_cost_op_time *t1 = malloc((size_t)L1.nops * sizeof *t1), *tk = malloc((size_t)L1.nops * sizeof *tk);
+            assert_true(t1 && tk);
+            assert_int_equal(wf_cost_op_times_layout(ctx, mbs, &L1, t1), WF_OK);
+            assert_int_equal(wf_cost_op_times_layout(ctx, mbs, &LK, tk), WF_OK);
+            double fb = 0, rec = 0, kept = 0, piece = 0;
+            int chosen = 0;
+            for (int i = 0; i < ctx->nops; i++) {
+                const int on = wf_plan_coshard_op(&p, ctx->ops[i].name, ctx->ops[i].kind);
+                const wf_cost_op_time *t = on ? &tk[i] : &t1[i];
+                const double n = on ? K : 1;
+                fb += n * (t->fwd_s + t->bwd_in_s + t->bwd_w_s);
+                rec += on ? n * t->fwd_s : 0;
+                double sv[3];
+                wf_cost_op_saved(ctx, i, sv);
+                const double a = (sv[0] + sv[1] + sv[2]) * ctx->saved_dedup * (double)mbs;
+                if (on) {
+                    chosen++;
+                    kept += a;
+                    piece = a / K > piece ? a / K : piece;
+                }
+            }
+            free(t1);
+            free(tk);
+            wf_cost_layout_free(&L1);
+            wf_cost_layout_free(&LK);
+            assert_true(chosen > 0 && chosen < ctx->nops);
+            const double mb = (double)(batch / mbs);
+            assert_true(fabs(cs.breakdown.compute / (mb * fb) - 1) < 1e-9);
+            assert_true(fabs(cs.breakdown.recompute / (mb * rec) - 1) < 1e-9);
+            /* The chosen ops' activations leave the kept ones; one piece
+             * of the largest is a buffer while its backward runs. */
+            assert_true(fabs((none.mem_activation_bytes - cs.mem_activation_bytes) / kept - 1) < 1e-9);
+            assert_true(fabs((cs.mem_buffer_bytes - none.mem_buffer_bytes) / piece - 1) < 1e-9);
+            printf("%-36s coshard=%d@%-18s %3d ops: %8.4f s (none %8.4f s), kept %7.3f GiB less, piece %7.4f GiB\n",
+                   CASES[k].model, K, CASES[k].pattern, chosen, cs.iteration_time_s, none.iteration_time_s,
+                   kept / 1073741824.0, piece / 1073741824.0);
+        }
+        /* Every op chosen under recompute=full: whole-stage co-shard. */
+        wf_estimate whole, all;
+        parse("dp=1,mbs=2,recompute=full,coshard=4", &p);
+        assert_int_equal(wf_estimate_plan(ctx, &p, batch, &whole), WF_OK);
+        parse("dp=1,mbs=2,recompute=full,coshard=4@*", &p);
+        assert_int_equal(wf_estimate_plan(ctx, &p, batch, &all), WF_OK);
+        assert_true(fabs(all.iteration_time_s / whole.iteration_time_s - 1) < 1e-12);
+        assert_true(fabs(all.memory_per_device_bytes / whole.memory_per_device_bytes - 1) < 1e-12);
+        wf_cost_ctx_free(ctx);
+    }
+}
+
+/* The simulator plays per-op co-shard (the chosen units in pieces with
+ * their replay, one piece's activations as a buffer of their backward):
+ * within 3% of the estimate in time and memory, with and without a
+ * pipeline, with and without full recomputation. */
+static void test_per_op_sim_agrees(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model, *plan;
+        int64_t batch;
+    } CASES[] = {
+        {"swin-t", "dp=8,mbs=32,coshard=4@attention", 256},
+        {"swin-t", "dp=4,pp=2,mbs=8,coshard=8@attention", 256},
+        {"swin-t", "dp=8,mbs=16,recompute=full,coshard=4@attention", 256},
+        {AF2_NOREC, "dp=8,mbs=1,coshard=4@*.tri_*", 16},
+        {AF2, "dp=4,pp=2,mbs=1,coshard=2@attention+*.outer.*,nf1b=1", 32},
+        {AF2_NOREC, "dp=8,mbs=1,recompute=full,coshard=4@*.tri_*", 16},
+    };
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        wf_sim_plan_result sr;
+        wf_estimate e;
+        sim_and_estimate(CASES[k].model, "dgx-a100:nodes=1", CASES[k].plan, CASES[k].batch, &sr, &e);
+        double dt = sr.iteration_time_s / e.iteration_time_s - 1, dm = sr.peak_memory_bytes / e.memory_per_device_bytes - 1;
+        printf("%-36s %-48s est %8.4f s sim %8.4f s (%+.2f%%), memory %6.2f GiB (%+.2f%%)\n", CASES[k].model,
+               CASES[k].plan, e.iteration_time_s, sr.iteration_time_s, 100 * dt, e.memory_per_device_bytes / 1073741824.0,
+               100 * dm);
+        assert_true(fabs(dt) < 0.03 && fabs(dm) < 0.03);
+    }
+}
+
 /* The planner: a model with recycling, searched over pipelined plans, runs
  * NF1B; on one device, where no plan without pieces fits AlphaFold2's
  * Evoformer at 1280 residues (one block's activations of one sample exceed
@@ -337,6 +508,9 @@ int main(void)
         cmocka_unit_test(test_block_checkpoints),
         cmocka_unit_test(test_sim_agrees),
         cmocka_unit_test(test_planner),
+        cmocka_unit_test(test_per_op_keys),
+        cmocka_unit_test(test_per_op_closed_form),
+        cmocka_unit_test(test_per_op_sim_agrees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -235,6 +235,12 @@ wf_status wf_cost_layout_add_event(wf_cost_layout *l, const wf_cost_event *ev);
  * sequence parallelism sp: what the whole-model estimate composes. */
 wf_status wf_cost_layout_megatron(const wf_cost_ctx *ctx, int tp, int sp, wf_cost_layout *out);
 
+/* The ops plan p runs as co-shard pieces, one flag per cost op into sel
+ * (ctx->nops): every op under whole-stage co-shard, those its pattern
+ * matches under per-op co-shard (wf_plan_coshard_op). WF_INVAL naming the
+ * pattern when it matches no op of the model. */
+wf_status wf_cost_coshard_sel(const wf_cost_ctx *ctx, const wf_plan *p, unsigned char *sel);
+
 /* FastFold's Dynamic Axial Parallelism (arXiv 2203.00854; hpcaitech/FastFold
  * at eba4968) of an AlphaFold2-shaped model split dap >= 2 ways into out
  * (src/cost/dap.c; docs/interfaces.md, "cost_records.h"). */

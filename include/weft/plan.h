@@ -77,6 +77,9 @@ const char *wf_sw_name(wf_sw s);
 /* A profile by name (case-insensitive, '_' for '-'); WF_INVAL naming the choices. */
 wf_status wf_sw_parse(const char *text, wf_sw *out);
 
+/* Bytes of a plan's per-op co-shard pattern, its NUL included. */
+#define WF_PLAN_COSHARD_ON_LEN 72
+
 typedef struct {
     int dp, tp, pp;       /* data, tensor, pipeline degrees */
     int mbs;              /* micro-batch size (samples per micro-batch per data-parallel rank) */
@@ -110,6 +113,8 @@ typedef struct {
     int stage_n;          /* uneven stages: 0 even (layers / pp), else pp (stage_layers) */
     int stage_layers[WF_PLAN_RC_STAGES]; /* [stage_n] each stage's layers, each >= 1 */
     int coshard;          /* co-shard pieces per op (<= 1: none; models other than transformers) */
+    char coshard_on[WF_PLAN_COSHARD_ON_LEN]; /* coshard=K@PATTERN: "" every op of a stage (whole-stage),
+                             else '+'-joined op kinds or op-name globs (wf_plan_coshard_op) */
     int dap;              /* AlphaFold2's Dynamic Axial Parallelism degree (<= 1: none) */
     int nf1b;             /* recycling: 1 NF1B (forwards without gradient first), 0 each before
                              its forward */
@@ -158,6 +163,15 @@ int wf_plan_stage_first_layer(const wf_plan *p, int64_t layers, int s);
 /* The pipeline kind of p for tables and JSON ("1F1B", "NF1B 1F1B + DAP";
  * the names: docs/interfaces.md, "plan.h"). */
 const char *wf_plan_kind(const wf_plan *p);
+/* 1 when plan p runs the forward op named `name` of kind `kind` (a
+ * wf_op_kind) as coshard pieces: every op under whole-stage co-shard
+ * (coshard > 1, coshard_on ""), the ops one of coshard_on's '+'-separated
+ * patterns matches under per-op co-shard (a pattern matches an op whose kind
+ * name, wf_op_name, equals it, or whose name it matches as a glob of '*' and
+ * '?'); 0 without co-shard. */
+int wf_plan_coshard_op(const wf_plan *p, const char *name, int kind);
+/* 1 when p co-shards chosen ops only (coshard > 1 with a pattern). */
+int wf_plan_coshard_per_op(const wf_plan *p);
 
 /* ---- the interlaced pipeline's schedule (src/plan/interlace.c) -----------------
  * Each device's task order of an interlaced plan (interlace=1); every

@@ -1457,6 +1457,35 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
                 return wf_errorf(WF_NOMEM, "out of memory");
             cJSON_AddStringToObject(whole_j, "plan", text);
         }
+        /* Co-shard runs ops as pieces in turn, which no op-level layout
+         * says: lowered, the plan would lose its pieces and be priced
+         * without them. So verify prices it as the whole-model plan it is
+         * (the estimate's one number) and refuses the op-level form. */
+        if (whole.coshard > 1) {
+            if (out) {
+                cJSON_Delete(whole_j);
+                return wf_errorf(WF_INVAL, "-o with --verify: %s has co-shard (coshard=%d), which an op-level plan "
+                                           "cannot say (its layouts split ops across devices, not into pieces in "
+                                           "turn); verify it without -o", text, whole.coshard);
+            }
+            fputs(head, h);
+            fprintf(h, "%.4f s per iteration, %.2f GiB per device (%s); priced as the whole-model plan: co-shard "
+                       "has no op-level form, so it is not lowered\n",
+                    e.iteration_time_s, e.memory_per_device_bytes / GIB, e.fits ? "fits" : "DOES NOT FIT");
+            if (!json)
+                return WF_OK;
+            cJSON *j = cJSON_CreateObject();
+            if (!j || !cJSON_AddStringToObject(j, "plan", text) || !cJSON_AddBoolToObject(j, "lowered", 0)) {
+                cJSON_Delete(j);
+                cJSON_Delete(whole_j);
+                return wf_errorf(WF_NOMEM, "out of memory");
+            }
+            add_run_json(j, m.name, c.name, batch);
+            cJSON_AddItemToObject(j, "whole_model", whole_j);
+            st = wf_cli_print_json(j);
+            cJSON_Delete(j);
+            return st;
+        }
         /* Megatron pads a vocabulary tp does not divide; the op-level plan
          * is the padded model's, and is checked against it below. */
         wf_model_config padded;

@@ -139,7 +139,9 @@ int wf_export_accepts(const char *target, const wf_plan *p, const wf_model_confi
     if (p->coshard > 1 || p->nf1b) {
         if (why && cap > 0)
             snprintf(why, cap, "%s cannot express %s (SuperScaler's plan kind)", t->name,
-                     p->coshard > 1 ? "coshard (ops run in pieces)" : "nf1b (recycling forwards pipelined apart)");
+                     wf_plan_coshard_per_op(p) ? "per-op coshard (chosen ops run in pieces)"
+                     : p->coshard > 1          ? "coshard (ops run in pieces)"
+                                               : "nf1b (recycling forwards pipelined apart)");
         return 0;
     }
     /* FastFold's DAP has no form in the frameworks exported to (their

@@ -7,6 +7,7 @@
 #include "cost/cost-impl.h"
 #include "graph/graph-impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,6 +162,7 @@ static void fill_op(const wf_graph *g, int i, wf_cost_op *r, unsigned char *kept
     wf_op_cost_of(g, i, &c);
     memset(r, 0, sizeof *r);
     r->kind = (int)o->kind;
+    snprintf(r->name, sizeof r->name, "%s", o->name);
     wf_saved sv[WF_MAX_SAVED];
     int ns = wf_op_saved(g, i, sv);
     unsigned char counted[WF_MAX_SAVED] = {0};

@@ -49,6 +49,7 @@ typedef struct {
                             S x S score blocks, fp32) */
     /* What the profiles' memory rules need (wf_cost_op_saved, memory.c): */
     int kind;            /* the graph op's wf_op_kind */
+    char name[WF_NAME_LEN]; /* the graph op's name (per-op co-shard matches it) */
     double norm_elems;   /* a norm: elements of the input it saves */
     double lin_in_bytes; /* a linear or matmul with weights: the bytes of its saved input */
     int in_from_attn;    /* that input is an attention's output (flash keeps it too) */
@@ -292,6 +293,16 @@ int wf_cost_pipeline_nf_ends(const double *fp, const double *bp, const double *n
  * under full recomputation one piece's activations live at a time. */
 void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc, const wf_cost_layout *L,
                                  const int *cut, int pieces, wf_stage_split *out);
+/* The same with only the ops sel[i] != 0 run as pieces (per-op co-shard,
+ * coshard=K@PATTERN; sel NULL: every op, as wf_cost_split_stages_pieces).
+ * A chosen op replays its own forward piece by piece before its backward
+ * (counted in rec) whatever rc says, keeps none of its saved activations
+ * between its forward and its backward, and holds one piece's, its saved
+ * activations / pieces, while its backward runs (transient: the largest
+ * chosen op's). Under recompute=full its piece's activations count in its
+ * segment's replay as activations / pieces. */
+void wf_cost_split_stages_sel(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc, const wf_cost_layout *L,
+                              const int *cut, int pieces, const unsigned char *sel, wf_stage_split *out);
 
 /* Micro-batches whose activations the first stage holds at once. */
 double wf_cost_inflight(const wf_plan *p, int64_t micro_batches);

@@ -1449,9 +1449,21 @@ static wf_status estimate_generic(wf_cost_ctx *ctx, const wf_plan *p, int64_t ba
     const wf_stage_split *sp;
     if (L || cut || p->coshard > 1) {
         own = malloc(sizeof *own);
-        if (!own)
+        unsigned char *sel = wf_plan_coshard_per_op(p) ? malloc((size_t)ctx->nops + 1) : NULL;
+        if (!own || (wf_plan_coshard_per_op(p) && !sel)) {
+            free(own);
+            free(sel);
             return wf_errorf(WF_NOMEM, "out of memory estimating a plan");
-        wf_cost_split_stages_pieces(ctx, p->mbs, p->pp, p->recompute, L, cut, p->coshard, own);
+        }
+        /* Per-op co-shard: the ops its pattern matches run as pieces. */
+        wf_status cs = sel ? wf_cost_coshard_sel(ctx, p, sel) : WF_OK;
+        if (cs != WF_OK) {
+            free(own);
+            free(sel);
+            return cs;
+        }
+        wf_cost_split_stages_sel(ctx, p->mbs, p->pp, p->recompute, L, cut, p->coshard, sel, own);
+        free(sel);
         sp = own;
     } else {
         wf_cost_entry *e = lookup(ctx, p->mbs, 1, 0, p->pp, p->recompute);

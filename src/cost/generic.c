@@ -7,6 +7,7 @@
  * next stage follow. */
 #include "cost/cost-impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +131,26 @@ void wf_cost_split_stages_layout(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
 void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc, const wf_cost_layout *L,
                                  const int *cut, int pieces, wf_stage_split *out)
 {
+    wf_cost_split_stages_sel(ctx, b, pp, rc, L, cut, pieces, NULL, out);
+}
+
+wf_status wf_cost_coshard_sel(const wf_cost_ctx *ctx, const wf_plan *p, unsigned char *sel)
+{
+    int any = 0;
+    for (int i = 0; i < ctx->nops; i++) {
+        sel[i] = (unsigned char)wf_plan_coshard_op(p, ctx->ops[i].name, ctx->ops[i].kind);
+        any |= sel[i];
+    }
+    if (p->coshard > 1 && !any)
+        return wf_errorf(WF_INVAL, "coshard=%d@%s: no op of model '%s' matches '%s' (op kinds such as attention, "
+                                   "or globs of op names as `weft show %s --json` lists them)",
+                         p->coshard, p->coshard_on, ctx->model.name, p->coshard_on, ctx->model.name);
+    return WF_OK;
+}
+
+void wf_cost_split_stages_sel(const wf_cost_ctx *ctx, int64_t b, int pp, wf_recompute rc, const wf_cost_layout *L,
+                              const int *cut, int pieces, const unsigned char *sel, wf_stage_split *out)
+{
     memset(out, 0, sizeof *out);
     int n = ctx->nops;
     if (pp > WF_COST_MAX_STAGES)
@@ -148,14 +169,17 @@ void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
     for (int i = 0; i < n; i++) {
         /* Co-shard: the op as `pieces` ops on 1/pieces of its rows each, one
          * after another (smaller kernels, each with its launch). */
-        const double K = pieces > 1 ? (double)pieces : 1.0;
+        const double K = pieces > 1 && (!sel || sel[i]) ? (double)pieces : 1.0;
         wf_cost_op_time t = wf_cost_op_time_of(ctx, &ctx->ops[i], bb, (L ? L->div[i] : 1.0) * K, L ? L->pdiv[i] : 1.0);
         f[i] = K * t.fwd_s;
         din[i] = K * t.bwd_in_s;
         dw[i] = K * t.bwd_w_s;
         bw[i] = din[i] + dw[i];
-        w[i] = f[i] + bw[i] + (rc == WF_RECOMPUTE_FULL ? f[i] : 0);
+        w[i] = f[i] + bw[i] + (rc == WF_RECOMPUTE_FULL || (sel && sel[i] && K > 1) ? f[i] : 0);
     }
+    /* Per-op co-shard (sel): a chosen op's pieces replay their forwards
+     * before its backward whatever rc says. */
+    const int per_op = sel != NULL && pieces > 1;
     if (cut) {
         out->nstages = pp;
         for (int k = 0; k <= pp; k++)
@@ -178,6 +202,15 @@ void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
             double sv[3];
             wf_cost_op_saved(ctx, i, sv);
             aop[i] = (sv[0] + sv[1] + sv[2]) * ctx->saved_dedup * bb / (L ? L->repl_div[i] : 1.0);
+            if (per_op && sel[i]) {
+                /* One piece's activations live, during the op's backward. */
+                aop[i] /= (double)pieces;
+                if (rc != WF_RECOMPUTE_FULL) {
+                    out->rec[k] += f[i];
+                    out->transient[k] = aop[i] > out->transient[k] ? aop[i] : out->transient[k];
+                    continue;
+                }
+            }
             out->act[k] += aop[i];
         }
         out->boundary_div[k] = 1;
@@ -238,8 +271,9 @@ void wf_cost_split_stages_pieces(const wf_cost_ctx *ctx, int64_t b, int pp, wf_r
                 seg += aop[i];
             }
             peak = seg > peak ? seg : peak;
-            /* Co-shard replays and back-propagates one piece at a time. */
-            out->transient[k] = peak / (pieces > 1 ? (double)pieces : 1.0);
+            /* Co-shard replays and back-propagates one piece at a time (per
+             * op: the chosen ops' aop[] are one piece's already). */
+            out->transient[k] = peak / (pieces > 1 && !per_op ? (double)pieces : 1.0);
             double in = (k > 0 ? out->boundary_bytes[k - 1] * bb / out->boundary_div[k - 1] : 0) + ckpt;
             out->act[k] = in < out->act[k] ? in : out->act[k];
         }

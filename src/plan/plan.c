@@ -161,6 +161,7 @@ void wf_plan_default(wf_plan *p)
     p->loss_dtype = -1;
     p->given = WF_PLAN_GIVEN_DP | WF_PLAN_GIVEN_MBS;
     p->coshard = 1;
+    p->coshard_on[0] = 0;
     p->dap = 1;
     p->nf1b = 0;
 }
@@ -773,6 +774,97 @@ static int fmt_sw(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
     return p->sw != WF_SW_MEGATRON_CORE ? snprintf(buf, cap, "%s=%s", k->name, wf_sw_name(p->sw)) : 0;
 }
 
+/* ---- co-shard: coshard=K (whole stage) or coshard=K@PATTERN (per op) ---------------
+ * A pattern is one or more op kinds or op-name globs joined by '+'
+ * ("attention", "tri_*+opm*"), since ',' separates the plan's keys. */
+
+/* A glob of '*' (any run) and '?' (one character) against s, whole. */
+static int glob_match(const char *pat, size_t n, const char *s)
+{
+    if (n == 0)
+        return *s == 0;
+    if (*pat == '*') {
+        for (;; s++) {
+            if (glob_match(pat + 1, n - 1, s))
+                return 1;
+            if (!*s)
+                return 0;
+        }
+    }
+    return *s && (*pat == '?' || *pat == *s) && glob_match(pat + 1, n - 1, s + 1);
+}
+
+static int coshard_char_ok(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-' || c == '*' || c == '?' || c == '+' || c == '/';
+}
+
+static wf_status key_coshard(wf_spec *s, const plan_key *k, wf_plan *p)
+{
+    const char *v = NULL;
+    if (wf_spec_get_str(s, k->name, &v) != 1)
+        return WF_OK;
+    const char *at = strchr(v, '@');
+    char num[24];
+    size_t nl = at ? (size_t)(at - v) : strlen(v);
+    char *end = NULL;
+    long K = 0;
+    if (nl > 0 && nl < sizeof num) {
+        memcpy(num, v, nl);
+        num[nl] = 0;
+        K = strtol(num, &end, 10);
+    }
+    if (!end || *end || K < k->lo || K > k->hi)
+        return wf_errorf(WF_INVAL, "coshard=%s: expected a piece count %d..%d, optionally @PATTERN (op kinds or "
+                                   "op-name globs joined by '+', e.g. coshard=4@attention)", v, (int)k->lo, (int)k->hi);
+    p->coshard = (int)K;
+    memset(p->coshard_on, 0, sizeof p->coshard_on);
+    if (!at)
+        return WF_OK;
+    const char *pat = at + 1;
+    size_t n = strlen(pat);
+    if (n == 0 || n >= sizeof p->coshard_on || pat[0] == '+' || pat[n - 1] == '+' || strstr(pat, "++"))
+        return wf_errorf(WF_INVAL, "coshard=%s: the pattern after '@' must be 1..%d characters of op kinds or "
+                                   "op-name globs joined by '+'", v, (int)sizeof p->coshard_on - 1);
+    for (size_t i = 0; i < n; i++)
+        if (!coshard_char_ok(pat[i]))
+            return wf_errorf(WF_INVAL, "coshard=%s: '%c' in the pattern (letters, digits, '_', '.', '-', '/', "
+                                       "'*', '?', and '+' between patterns)", v, pat[i]);
+    if (K < 2)
+        return wf_errorf(WF_INVAL, "coshard=%s: a per-op co-shard needs at least 2 pieces", v);
+    memcpy(p->coshard_on, pat, n + 1);
+    return WF_OK;
+}
+
+static int fmt_coshard(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
+{
+    if (p->coshard <= 1)
+        return 0;
+    if (p->coshard_on[0])
+        return snprintf(buf, cap, "%s=%d@%s", k->name, p->coshard, p->coshard_on);
+    return snprintf(buf, cap, "%s=%d", k->name, p->coshard);
+}
+
+int wf_plan_coshard_per_op(const wf_plan *p) { return p->coshard > 1 && p->coshard_on[0] != 0; }
+
+int wf_plan_coshard_op(const wf_plan *p, const char *name, int kind)
+{
+    if (p->coshard <= 1)
+        return 0;
+    if (!p->coshard_on[0])
+        return 1;
+    const char *kn = wf_op_name((wf_op_kind)kind);
+    for (const char *q = p->coshard_on; *q;) {
+        const char *e = strchr(q, '+');
+        size_t n = e ? (size_t)(e - q) : strlen(q);
+        if ((kn && strlen(kn) == n && strncmp(kn, q, n) == 0) || (name && glob_match(q, n, name)))
+            return 1;
+        q += n + (e ? 1 : 0);
+    }
+    return 0;
+}
+
 /*      name       read                write          lo  hi       member      layout */
 #define PLAN_KEY_LIST(X)                                                                 \
     X(dp,        key_int,            fmt_int,       1, 1 << 24, dp,         1)          \
@@ -799,7 +891,7 @@ static int fmt_sw(const plan_key *k, const wf_plan *p, char *buf, size_t cap)
     X(grad,      key_dtype,          fmt_dtype,     0, 0,       grad_dtype, 0)          \
     X(loss,      key_dtype,          fmt_dtype,     0, 0,       loss_dtype, 0)          \
     X(sw,        key_sw,             fmt_sw,        0, 0,       sw,         0)          \
-    X(coshard,   key_int,            fmt_above1,    1, 1 << 12, coshard,    0)          \
+    X(coshard,   key_coshard,        fmt_coshard,   1, 1 << 12, coshard,    0)          \
     X(dap,       key_int,            fmt_above1,    1, 1 << 12, dap,        1)          \
     X(nf1b,      key_int,            fmt_set,       0, 1,       nf1b,       0)
 

@@ -139,9 +139,12 @@ wf_status wf_plan_validate(const wf_plan *p, const wf_model_config *m, const wf_
             return wf_errorf(WF_INVAL, "coshard=%d: model '%s' is a transformer; co-shard runs the ops of "
                                        "other models (Swin, AlphaFold2, CNNs) in pieces (coshard=1)",
                              p->coshard, m->name);
-        if (p->recompute != WF_RECOMPUTE_FULL)
+        /* Per-op co-shard (coshard=K@PATTERN) replays each chosen op's own
+         * pieces, so it needs no recomputation of the rest. */
+        if (p->recompute != WF_RECOMPUTE_FULL && !wf_plan_coshard_per_op(p))
             return wf_errorf(WF_INVAL, "coshard=%d needs recompute=full: each piece's forward is replayed "
-                                       "just before its backward", p->coshard);
+                                       "just before its backward (or co-shard chosen ops only: coshard=%d@PATTERN)",
+                             p->coshard, p->coshard);
     }
     if (!wf_model_is_transformer(m)) {
         if (p->rc_n > 0 || p->rc_layers > 0)

@@ -82,6 +82,14 @@ static wf_status resolve(replica *r)
      * which wf_plan_validate requires of co-shard, runs the replay alone). */
     r->pieces = p->coshard > 1 ? p->coshard : 1;
     r->replay = p->recompute == WF_RECOMPUTE_FULL;
+    /* The executor holds its graph at one piece's rows, so it splits every
+     * op alike: per-op co-shard (only the chosen ops in pieces) is priced
+     * by estimate, simulate and plan but not run. */
+    if (wf_plan_coshard_per_op(p))
+        return wf_errorf(WF_INVAL, "coshard=%d@%s: the runtime runs whole-stage co-shard only (coshard=%d with "
+                                   "recompute=full, every op in pieces, the same losses); per-op co-shard is priced "
+                                   "by estimate, simulate and plan but not run",
+                         p->coshard, p->coshard_on, p->coshard);
     if (r->mbs % r->pieces != 0)
         return wf_errorf(WF_INVAL, "coshard=%d does not divide the micro-batch mbs=%d (each piece takes mbs/%d rows)",
                          r->pieces, p->mbs, r->pieces);

@@ -290,11 +290,26 @@ static int any_dap(const wf_plan *p, const wf_model_config *m, char *msg, size_t
     return 1;
 }
 
+/* Per-op co-shard (coshard=K@PATTERN): every engine builds its executors
+ * for one piece's rows, so each splits every op alike. */
+static int any_coshard_per_op(const wf_plan *p, const wf_model_config *m, char *msg, size_t cap)
+{
+    (void)m;
+    if (!wf_plan_coshard_per_op(p))
+        return 0;
+    snprintf(msg, cap, "coshard=%d@%s: the runtime runs whole-stage co-shard only (every op in pieces); per-op "
+                       "co-shard is priced by estimate, simulate and plan but not run", p->coshard, p->coshard_on);
+    return 1;
+}
+
 /* Each engine's rows in the order it checks them. */
 static const rule RULES[] = {
     {WF_ENGINE_REPLICA, 0, any_dap},
     {WF_ENGINE_PIPELINE, 0, any_dap},
     {WF_ENGINE_SPMD, 0, any_dap},
+    {WF_ENGINE_REPLICA, 0, any_coshard_per_op},
+    {WF_ENGINE_PIPELINE, 0, any_coshard_per_op},
+    {WF_ENGINE_SPMD, 0, any_coshard_per_op},
     {WF_ENGINE_PIPELINE, 0, staged_coshard_nf1b},
     {WF_ENGINE_SPMD, 0, staged_coshard_nf1b},
     {WF_ENGINE_PIPELINE, 1, staged_model_inputs},

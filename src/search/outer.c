@@ -252,7 +252,8 @@ static int plan_equal(const wf_plan *a, const wf_plan *b)
            a->etp == b->etp && a->imb == b->imb && a->rc_layers == b->rc_layers && a->rc_n == b->rc_n &&
            (a->rc_n == 0 || (memcmp(a->rc_kind_at, b->rc_kind_at, sizeof a->rc_kind_at) == 0 &&
                              memcmp(a->rc_layers_at, b->rc_layers_at, sizeof a->rc_layers_at) == 0)) &&
-           a->stage_n == b->stage_n && a->coshard == b->coshard && a->dap == b->dap && a->nf1b == b->nf1b &&
+           a->stage_n == b->stage_n && a->coshard == b->coshard && strcmp(a->coshard_on, b->coshard_on) == 0 &&
+           a->dap == b->dap && a->nf1b == b->nf1b &&
            a->interlace == b->interlace &&
            memcmp(a->stage_layers, b->stage_layers, sizeof a->stage_layers[0] * (size_t)a->stage_n) == 0;
 }
@@ -560,6 +561,79 @@ static wf_status try_uneven(search *s, const wf_plan *p)
 /* Co-shard pieces the search tries (powers of two up to this). */
 #define COSHARD_MAX 64
 
+/* Per-op co-shard (coshard=K@PATTERN): the ops whose activations the
+ * search splits into pieces, per model family. SuperScaler co-shards the
+ * attention of Swin, and AlphaFold2's attentions, triangle ops and outer
+ * product mean (Lin et al., OSDI'23, section 5), leaving the rest whole.
+ * A family's first pattern is its widest (it matches every op the others
+ * do), so it holds the least memory of them. */
+static const struct {
+    wf_family family;
+    const char *pattern;
+} COSHARD_OPS[] = {
+    {WF_FAMILY_SWIN, "attention"},
+    {WF_FAMILY_ALPHAFOLD, "attention+*.tri_*+*.outer.*"},
+    {WF_FAMILY_ALPHAFOLD, "attention"},
+};
+#define NCOSHARD_OPS ((int)(sizeof COSHARD_OPS / sizeof COSHARD_OPS[0]))
+/* Pieces per-op co-shard tries (powers of two up to this): the chosen ops
+ * keep nothing whatever K, so more pieces only shrink one piece's buffer. */
+#define COSHARD_OPS_MAX 8
+
+/* The per-op co-shard form of q with pattern j of COSHARD_OPS and k pieces. */
+static wf_plan per_op_variant(const wf_plan *q, int j, int k)
+{
+    wf_plan v = *q;
+    v.coshard = k;
+    snprintf(v.coshard_on, sizeof v.coshard_on, "%s", COSHARD_OPS[j].pattern);
+    return v;
+}
+
+/* Per-op co-shard variants of q (its nf1b kept) for each pattern of the
+ * model's family: 2, 4, ... pieces until one fits. The most pieces hold
+ * the least memory (the chosen ops keep nothing; one piece lives), so a
+ * pattern whose COSHARD_OPS_MAX pieces do not fit is not tried further, and
+ * when the family's widest does not, no pattern is. */
+static wf_status try_per_op(search *s, const wf_plan *q)
+{
+    for (int j = 0; j < NCOSHARD_OPS; j++) {
+        if (COSHARD_OPS[j].family != s->m->family)
+            continue;
+        const int widest = j == 0 || COSHARD_OPS[j - 1].family != s->m->family;
+        wf_plan v = per_op_variant(q, j, COSHARD_OPS_MAX);
+        wf_search_outer_point pt;
+        int scored = 0;
+        wf_status st = score(s, &v, &pt, &scored);
+        if (st != WF_OK)
+            return st;
+        /* The widest pattern's most pieces do not fit: nothing narrower will. */
+        if ((!scored || !point_fits(s, &pt)) && widest)
+            return WF_OK;
+        if (!scored || !point_fits(s, &pt))
+            continue;
+        for (int k = 2; k < COSHARD_OPS_MAX; k *= 2) {
+            v = per_op_variant(q, j, k);
+            if ((st = score(s, &v, &pt, &scored)) != WF_OK)
+                return st;
+            if (scored && point_fits(s, &pt))
+                break;
+        }
+    }
+    return WF_OK;
+}
+
+/* The per-op variants try_per_op may score that the filter takes. */
+static int64_t count_per_op(const search *s, const wf_plan *q)
+{
+    int64_t n = 0;
+    for (int j = 0; j < NCOSHARD_OPS; j++)
+        for (int k = 2; COSHARD_OPS[j].family == s->m->family && k <= COSHARD_OPS_MAX; k *= 2) {
+            wf_plan v = per_op_variant(q, j, k);
+            n += accepted(s, &v);
+        }
+    return n;
+}
+
 /* Other models: SuperScaler's plans around candidate p (scored already;
  * fits says whether it fit). A model with recycling also runs NF1B (its
  * forwards without gradient pipelined over every micro-batch first); a plan
@@ -582,6 +656,12 @@ static wf_status try_recycle_coshard(search *s, const wf_plan *p, int fits)
                 return st;
             ok = scored && point_fits(s, &pt);
         }
+        /* A plan that does not fit: its chosen ops in pieces (per-op
+         * co-shard, with or without full recomputation of the rest), from
+         * the plans pruning 3 keeps (undominated), without NF1B (which
+         * would double the search's estimates for a model with recycling). */
+        if (!ok && q.coshard <= 1 && !q.nf1b && undominated(&q) && (st = try_per_op(s, &q)) != WF_OK)
+            return st;
         if (ok || q.recompute != WF_RECOMPUTE_FULL)
             continue;
         for (int k = 2; k <= COSHARD_MAX; k *= 2) {
@@ -642,6 +722,8 @@ static int64_t count_variants(const search *s, const wf_plan *q)
         wf_plan v = *q;
         v.nf1b = nf;
         n += accepted(s, &v);
+        if (q->coshard <= 1 && !v.nf1b && undominated(&v))
+            n += count_per_op(s, &v);
         for (int k = 2; q->recompute == WF_RECOMPUTE_FULL && k <= COSHARD_MAX; k *= 2) {
             v.coshard = k;
             n += accepted(s, &v);

@@ -830,10 +830,9 @@ done:
  * one after another, so its times are K times a piece's (the estimate's
  * wf_cost_split_stages_pieces). */
 static wf_status coshard_ops(const sim_model *sm, const unsigned char *fuse, const wf_cluster *c, const wf_plan *p,
-                             const wf_cost_layout *L, top *ops)
+                             const wf_cost_layout *L, const unsigned char *sel, top *ops)
 {
     const int n = sm->info.nops;
-    const double K = (double)p->coshard;
     wf_cost_layout piece = *L;
     double *div = malloc(((size_t)n + 1) * sizeof *div);
     wf_cost_op_time *times = malloc(((size_t)n + 1) * sizeof *times);
@@ -843,10 +842,13 @@ static wf_status coshard_ops(const sim_model *sm, const unsigned char *fuse, con
         return wf_errorf(WF_NOMEM, "out of memory building simulation units");
     }
     for (int i = 0; i < n; i++)
-        div[i] = L->div[i] * K;
+        div[i] = L->div[i] * (sel[i] ? (double)p->coshard : 1.0);
     piece.div = div;
     wf_status st = wf_cost_op_times_layout(sm->ctx, p->mbs, &piece, times);
     for (int i = 0; i < n && st == WF_OK; i++) {
+        if (!sel[i])
+            continue;
+        const double K = (double)p->coshard;
         top *r = &ops[i];
         r->tf = times[i].fwd_s;
         r->tin = times[i].bwd_in_s;
@@ -881,6 +883,7 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
     int *uev = malloc(((size_t)L->nev + 1) * sizeof *uev);
     lev *ev = layout_events(c, pr, L, b, 1.0, pr->tp_overlap);
     unsigned char *seen = calloc((size_t)g->ntensors + 1, 1);
+    unsigned char *sel = NULL; /* co-shard: the ops run as pieces */
     pr->nunits = pr->ninst = n;
     pr->unit = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->unit);
     pr->inst = wf_arena_alloc(a, (size_t)(n + 1) * sizeof *pr->inst);
@@ -895,8 +898,14 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
     }
     if ((st = layout_ops(sm, fuse, c, p, L, ops)))
         goto done;
-    if (p->coshard > 1 && (st = coshard_ops(sm, fuse, c, p, L, ops)))
+    /* The ops run as co-shard pieces: all (whole-stage) or the chosen. */
+    if (p->coshard > 1 && (!(sel = malloc((size_t)n + 1)) || (st = wf_cost_coshard_sel(sm->ctx, p, sel)) ||
+                           (st = coshard_ops(sm, fuse, c, p, L, sel, ops)))) {
+        if (!sel)
+            st = wf_errorf(WF_NOMEM, "out of memory building simulation units of %s", m->name);
         goto done;
+    }
+    const int per_op = wf_plan_coshard_per_op(p);
     for (int k = 0; fuse && k < sm->nfusions; k++)
         if (fuse[k] && sm->fusions[k].b == sm->fusions[k].a + 1)
             joined[sm->fusions[k].b] = 1;
@@ -944,18 +953,22 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
             if (L->ev[k].at == i)
                 uev[nu++] = k;
         unit_in in = {c, ops, n, ev, uev, nu, i, i + 1, slow, u->name, u->name, u->name};
-        st = unit_steps(&in, p->recompute == WF_RECOMPUTE_FULL ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE, a, u);
+        /* A per-op co-shard's chosen op replays its own pieces. */
+        const int replay = p->recompute == WF_RECOMPUTE_FULL || (per_op && sel[i]);
+        st = unit_steps(&in, replay ? WF_RECOMPUTE_FULL : WF_RECOMPUTE_NONE, a, u);
         u->act_bytes = ops[i].repl * b;
-        w[i] = ops[i].tf + ops[i].tin + ops[i].tw + (p->recompute == WF_RECOMPUTE_FULL ? ops[i].tf : 0);
+        w[i] = ops[i].tf + ops[i].tin + ops[i].tw + (replay ? ops[i].tf : 0);
         pr->inst[i] = i;
         pr->inst_layer[i] = i;
     }
     if (st)
         goto done;
     for (int i = 0; i < n; i++) {
-        if (p->recompute == WF_RECOMPUTE_FULL) {
-            /* Co-shard replays and back-propagates one piece at a time. */
-            pr->unit[i].transient_bytes = pr->unit[i].act_bytes / (p->coshard > 1 ? (double)p->coshard : 1.0);
+        if (p->recompute == WF_RECOMPUTE_FULL || (per_op && sel[i])) {
+            /* Co-shard replays and back-propagates one piece at a time
+             * (per op: the chosen ops only, and without recompute=full one
+             * piece's activations live during that op's backward alone). */
+            pr->unit[i].transient_bytes = pr->unit[i].act_bytes / (sel && sel[i] ? (double)p->coshard : 1.0);
             pr->unit[i].act_bytes = 0;
         }
         fold_unit(&pr->unit[i]);
@@ -1020,6 +1033,7 @@ static wf_status build_generic(const sim_model *sm, const unsigned char *fuse, c
         pr->buffer_bytes += pair * pr->elem_bytes;
     }
 done:
+    free(sel);
     free(owner);
     free(ntens_of);
     free(joined);

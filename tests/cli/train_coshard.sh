@@ -9,8 +9,9 @@
 # back from the last stage to the first); recycling changes the loss (recycle=0 differs); tiny Swin
 # and T5 (window masks, relative-position indices, T5's decoder ids) train
 # and their loss falls; an NF1B co-shard run resumed from a checkpoint
-# continues bit for bit; what the runtime does not run is refused in one line
-# naming it. $1 is the weft binary; $MPIEXEC (set by CTest) launches MPI jobs.
+# continues bit for bit; what the runtime does not run (per-op co-shard among
+# them) is refused in one line naming it, as the exporters refuse per-op
+# co-shard. $1 is the weft binary; $MPIEXEC (set by CTest) launches MPI jobs.
 source "$(dirname "$0")/lib.sh" "$1"
 export OPENBLAS_NUM_THREADS=1
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -74,5 +75,12 @@ expect_fail "coshard not dividing the micro-batch" coshard train "${common[@]}" 
 expect_fail "co-shard on stages with tp" coshard train "${common[@]}" --plan "pp=2,tp=2,dp=1,mbs=2,recompute=full,coshard=2"
 expect_fail "zero=3 with co-shard" zero=3 train "${common[@]}" --plan "dp=1,mbs=2,recompute=full,coshard=2,zero=3"
 expect_fail "selective recomputation" selective train "${common[@]}" --plan "dp=1,mbs=2,recompute=selective"
+# Per-op co-shard (coshard=K@PATTERN) is priced, not run: train and the exporters refuse it by name.
+expect_fail "per-op co-shard in train" "coshard=2@attention" train --model "$SW" --data synthetic --batch 8 --steps 2 \
+  --plan "dp=1,mbs=4,coshard=2@attention"
+for X in megatron fsdp deepspeed; do
+  expect_fail "per-op co-shard exported to $X" "per-op coshard" export "dp=8,mbs=4,coshard=4@attention" --to $X \
+    --model swin-t --cluster dgx-a100:nodes=1 --batch 256
+done
 
 finish train_coshard

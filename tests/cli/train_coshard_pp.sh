@@ -54,5 +54,7 @@ expect_fail "co-shard with tp on stages" "coshard with pp=2, tp=2" train --model
   --plan "pp=2,tp=2,dp=1,mbs=4,recompute=full,coshard=2"
 expect_fail "coshard not dividing the micro-batch" "does not divide the micro-batch" train --model "$SW" "${T[@]}" \
   --plan "pp=2,dp=1,mbs=2,recompute=full,coshard=4"
+expect_fail "per-op co-shard on stages" "the runtime runs whole-stage co-shard only" train --model "$SW" "${T[@]}" \
+  --plan "pp=2,dp=1,mbs=4,coshard=2@attention"
 
 finish train_coshard_pp
