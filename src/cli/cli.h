@@ -56,6 +56,10 @@ int wf_cli_perlayer_read(const char *path, const char *model, const char *cluste
 wf_status wf_cli_perlayer_report(int json, int simulate, const char *path, const wf_model_config *m,
                                  const wf_cluster *c, int64_t batch, const wf_layout *ol,
                                  const struct wf_layout_perlayer_s *pl);
+/* Both in one: 1 when path is a per-layer plan (printed, or *st the error),
+ * 0 when it is not (the caller goes on). */
+int wf_cli_perlayer_try(const char *path, const char *model, const char *cluster, int64_t batch, int json,
+                        int simulate, wf_status *st);
 
 /* `weft calibrate --gpu` (cmd_calibrate_gpu.c): measures the GPUs of this node or
  * MPI job and writes a cluster file fitted on `base_spec`'s unmeasured factors. */

@@ -1401,19 +1401,9 @@ wf_status wf_cli_verify_plan(const char *model, const char *cluster, int64_t bat
     wf_status st;
     {
         /* A per-layer plan of a mixture of experts: priced layer by layer. */
-        wf_model_config pm_;
-        wf_cluster pc_;
-        wf_layout pol_;
-        wf_layout_perlayer ppl_;
-        wf_status pst_ = WF_OK;
-        wf_layout_init(&pol_);
-        int per_ = wf_cli_perlayer_read(path, model, cluster, batch, &pm_, &pc_, &pol_, &ppl_, &pst_);
-        if (per_ > 0)
-            pst_ = wf_cli_perlayer_report(json, 0, path, &pm_, &pc_, batch, &pol_, &ppl_);
-        wf_layout_free(&pol_);
-        if (per_ != 0)
-            return pst_;
-        wf_clear_error();
+        wf_status pst = WF_OK;
+        if (wf_cli_perlayer_try(path, model, cluster, batch, json, 0, &pst))
+            return pst;
     }
     if ((st = wf_model_lookup(model, &m)) != WF_OK || (st = wf_cluster_lookup(cluster, &c)) != WF_OK)
         return st;

@@ -108,19 +108,9 @@ wf_status wf_cmd_simulate(int argc, char **argv)
      * takes them; a whole-model plan plays Megatron's. */
     {
         /* A per-layer plan of a mixture of experts: priced layer by layer. */
-        wf_model_config pm_;
-        wf_cluster pc_;
-        wf_layout pol_;
-        wf_layout_perlayer ppl_;
-        wf_status pst_ = WF_OK;
-        wf_layout_init(&pol_);
-        int per_ = wf_cli_perlayer_read(in.plan, in.model, in.cluster, in.batch, &pm_, &pc_, &pol_, &ppl_, &pst_);
-        if (per_ > 0)
-            pst_ = wf_cli_perlayer_report(json, 1, in.plan, &pm_, &pc_, in.batch, &pol_, &ppl_);
-        wf_layout_free(&pol_);
-        if (per_ != 0)
-            return pst_;
-        wf_clear_error();
+        wf_status pst = WF_OK;
+        if (wf_cli_perlayer_try(in.plan, in.model, in.cluster, in.batch, json, 1, &pst))
+            return pst;
     }
     wf_cost_layout lay;
     memset(&lay, 0, sizeof lay);

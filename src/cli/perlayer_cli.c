@@ -106,3 +106,21 @@ wf_status wf_cli_perlayer_report(int json, int simulate, const char *path, const
     cJSON_Delete(j);
     return st;
 }
+
+int wf_cli_perlayer_try(const char *path, const char *model, const char *cluster, int64_t batch, int json,
+                        int simulate, wf_status *st)
+{
+    wf_model_config m;
+    wf_cluster c;
+    wf_layout ol;
+    wf_layout_perlayer pl;
+    *st = WF_OK;
+    wf_layout_init(&ol);
+    int per = wf_cli_perlayer_read(path, model, cluster, batch, &m, &c, &ol, &pl, st);
+    if (per > 0)
+        *st = wf_cli_perlayer_report(json, simulate, path, &m, &c, batch, &ol, &pl);
+    wf_layout_free(&ol);
+    if (per == 0)
+        wf_clear_error();
+    return per != 0;
+}
