@@ -1151,16 +1151,7 @@ HOT void wf_k_cross_entropy_bwd(const float *logits, const int32_t *labels, cons
     for (int64_t i = 0; i < m; i++) {
         const float *r = logits + i * v;
         float *d = dlogits + i * v;
-        const float lse = saved[i];
-        int64_t j = 0;
-        for (; j + VL <= v; j += VL) {
-            float t[VL];
-            for (int k = 0; k < VL; k++)
-                t[k] = c * wf_k_expf(r[j + k] - lse);
-            memcpy(d + j, t, sizeof t);
-        }
-        for (; j < v; j++)
-            d[j] = c * wf_k_expf(r[j] - lse);
+        wf_k_row_scaled_exp(r, d, v, saved[i], c);
         d[labels[i]] -= c;
     }
 }

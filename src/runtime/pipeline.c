@@ -1254,6 +1254,19 @@ static wf_status chunk_feed_rows(wf_pipe *p, chunk *ch, int mb, int64_t off, int
     return WF_OK;
 }
 
+/* The chunk's data and labels: rows [row0, row0 + rows) of this pipeline's
+ * batch into the executor's current slot. */
+static void chunk_load_rows(const wf_pipe *p, chunk *ch, const void *in, const int32_t *lab, int64_t row0,
+                            int64_t rows)
+{
+    if (ch->data_t >= 0)
+        memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(row0 * p->in_numel) * 4,
+               (size_t)(rows * p->in_numel) * 4);
+    if (ch->label_t >= 0)
+        memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + row0 * p->lab_numel,
+               (size_t)(rows * p->lab_numel) * sizeof(int32_t));
+}
+
 static wf_status chunk_feed(wf_pipe *p, chunk *ch, int mb, const int32_t *lab, int64_t first_sample,
                             double *comm_s)
 {
@@ -1318,12 +1331,7 @@ static wf_status recycle_forward(wf_pipe *p, int mb, int k, const void *in, cons
         if ((st = wait_sends(ch, slot, comm_s)) != WF_OK)
             return st;
         wf_exec_use_slot(ch->e, slot);
-        if (ch->data_t >= 0)
-            memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(row0 * p->in_numel) * 4,
-                   (size_t)(p->rows * p->in_numel) * 4);
-        if (ch->label_t >= 0)
-            memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + row0 * p->lab_numel,
-                   (size_t)(p->rows * p->lab_numel) * sizeof(int32_t));
+        chunk_load_rows(p, ch, in, lab, row0, p->rows);
         if ((st = chunk_feed_rows(p, ch, mb, off, p->rows, lab, first_sample, comm_s)) != WF_OK)
             return st;
         if (ch->nin > 0) {
@@ -1440,12 +1448,7 @@ static wf_status play_pieces(wf_pipe *p, const wf_pipe_op *op, int pos, const vo
     wf_exec_use_slot(ch->e, slot);
     for (int u = 0; u < K; u++) {
         const int64_t row0 = (int64_t)mb * p->mbs + u * rows; /* the piece's first row in this pipeline's batch */
-        if (ch->data_t >= 0)
-            memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(row0 * p->in_numel) * 4,
-                   (size_t)(rows * p->in_numel) * 4);
-        if (ch->label_t >= 0)
-            memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + row0 * p->lab_numel,
-                   (size_t)(rows * p->lab_numel) * sizeof(int32_t));
+        chunk_load_rows(p, ch, in, lab, row0, rows);
         /* The model's other inputs, and the recycled values of the micro-batch's last recycling forward. */
         if (ch->nfeed > 0 && (st = chunk_feed_rows(p, ch, mb, u * rows, rows, lab, first_sample, comm_s)) != WF_OK)
             return st;
@@ -1521,12 +1524,7 @@ static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in,
         ch->busy[slot] = 1;
         ch->slot_of[mb] = slot;
         wf_exec_use_slot(ch->e, slot);
-        if (ch->data_t >= 0)
-            memcpy(wf_exec_leaf_data(ch->e, ch->data_t), (const char *)in + (size_t)(mb * p->mbs * p->in_numel) * 4,
-                   (size_t)(p->mbs * p->in_numel) * 4);
-        if (ch->label_t >= 0)
-            memcpy(wf_exec_leaf_data(ch->e, ch->label_t), lab + mb * p->mbs * p->lab_numel,
-                   (size_t)(p->mbs * p->lab_numel) * sizeof(int32_t));
+        chunk_load_rows(p, ch, in, lab, (int64_t)mb * p->mbs, p->mbs);
         if (ch->nfeed > 0 && (st = chunk_feed(p, ch, mb, lab, first_sample, comm_s)) != WF_OK)
             return st;
         if (ch->nin > 0) {
