@@ -1254,6 +1254,18 @@ static wf_status chunk_feed_rows(wf_pipe *p, chunk *ch, int mb, int64_t off, int
     return WF_OK;
 }
 
+/* The chunk's inputs from the previous virtual stage vs - 1, for micro-batch
+ * mb, into the executor's current slot (none on the first chunk). */
+static wf_status chunk_recv_inputs(wf_pipe *p, chunk *ch, int mb, int vs, double *comm_s)
+{
+    if (ch->nin <= 0)
+        return WF_OK;
+    float *buf[MAX_BOUNDARY];
+    for (int b = 0; b < ch->nin; b++)
+        buf[b] = wf_exec_leaf_data(ch->e, ch->in_t[b]);
+    return recv_all(p, buf, ch->in_n, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s);
+}
+
 /* The chunk's data and labels: rows [row0, row0 + rows) of this pipeline's
  * batch into the executor's current slot. */
 static void chunk_load_rows(const wf_pipe *p, chunk *ch, const void *in, const int32_t *lab, int64_t row0,
@@ -1334,13 +1346,8 @@ static wf_status recycle_forward(wf_pipe *p, int mb, int k, const void *in, cons
         chunk_load_rows(p, ch, in, lab, row0, p->rows);
         if ((st = chunk_feed_rows(p, ch, mb, off, p->rows, lab, first_sample, comm_s)) != WF_OK)
             return st;
-        if (ch->nin > 0) {
-            float *buf[MAX_BOUNDARY];
-            for (int b = 0; b < ch->nin; b++)
-                buf[b] = wf_exec_leaf_data(ch->e, ch->in_t[b]);
-            if ((st = recv_all(p, buf, ch->in_n, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s)) != WF_OK)
-                return st;
-        }
+        if ((st = chunk_recv_inputs(p, ch, mb, vs, comm_s)) != WF_OK)
+            return st;
         wf_exec_set_stream(ch->e, stream_of(p, step, k), first_sample + row0);
         wf_dist_begin_micro(ch->d, 1, 0);
         float loss = 0;
@@ -1527,13 +1534,8 @@ static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in,
         chunk_load_rows(p, ch, in, lab, (int64_t)mb * p->mbs, p->mbs);
         if (ch->nfeed > 0 && (st = chunk_feed(p, ch, mb, lab, first_sample, comm_s)) != WF_OK)
             return st;
-        if (ch->nin > 0) {
-            float *buf[MAX_BOUNDARY];
-            for (int k = 0; k < ch->nin; k++)
-                buf[k] = wf_exec_leaf_data(ch->e, ch->in_t[k]);
-            if ((st = recv_all(p, buf, ch->in_n, ch->nin, (vs - 1) % p->pp, mb, vs, 0, comm_s)) != WF_OK)
-                return st;
-        }
+        if ((st = chunk_recv_inputs(p, ch, mb, vs, comm_s)) != WF_OK)
+            return st;
         wf_exec_set_stream(ch->e, stream_of(p, step, p->recycle), first_sample + mb * p->mbs);
         /* dear: the previous step's deferred update completes in this chunk's first forward. */
         wf_dist_begin_micro(ch->d, 1, 0);
