@@ -1162,6 +1162,16 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
          * (the bubble, played apart), and without overlap nothing hides:
          * there the sum stands. */
         double upper = channel - busy + dp.edge;
+        /* But the channel does break: the gradients' reductions start only
+         * with the last backward, which waits for its own gather, the
+         * channel's last (every gather of the iteration before it). So the
+         * iteration is no shorter than the gathers, the last backward and its
+         * last bucket's reduction (a mixture of experts' expert shards,
+         * gathered over their expert-data-parallel ranks, make this the
+         * longer of the two). */
+        double gathers_first = (double)m * first->zc_total + first->bwd_window + dp.edge - busy;
+        if (upper < gathers_first)
+            upper = gathers_first;
         if (p->pp == 1 && p->overlap && channel > busy && shown > upper) {
             double cut = shown - upper, from_dp = cut < dp.exposed ? cut : dp.exposed;
             dp.exposed -= from_dp;
