@@ -764,6 +764,36 @@ static void add_zero3(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *
     *slow_total = slow;
 }
 
+/* One stage (pp 1) under ZeRO-3, played pass by pass as the simulator
+ * plays it (sim/plan_tasks.c): each pass's gather (half a micro-batch's
+ * gathers) is issued once the pass two before it has ended (one pass of
+ * prefetch) and the channel is free; the pass starts once the pass before
+ * it has ended and its gather has arrived. The passes take the stage's
+ * work (`busy` over m micro-batches) split as its forward and backward
+ * windows; in 1F1B order (a forward, then its backward) or GPipe's (every
+ * forward, then every backward). Returns when the last backward ends: the
+ * iteration is no shorter (its reductions' last bucket after it). With a
+ * mixture of experts the gathers of the expert shards over their
+ * expert-data-parallel ranks can outlast the passes they hide behind, and
+ * the passes then wait for them. */
+static double zero3_replay(const stage_cost *s, int64_t m, int gpipe, double busy)
+{
+    double win = s->fwd_window + s->bwd_window;
+    if (!(win > 0) || m < 1)
+        return 0;
+    double per = busy / (double)m, f = per * s->fwd_window / win, b = per - f, g = 0.5 * s->zc_total;
+    double chan = 0, e1 = 0, e2 = 0;
+    for (int64_t k = 0; k < 2 * m; k++) {
+        int bwd = gpipe ? k >= m : (int)(k & 1);
+        double gs = chan > e2 ? chan : e2, ge = gs + g;
+        chan = ge;
+        double st = e1 > ge ? e1 : ge;
+        e2 = e1;
+        e1 = st + (bwd ? b : f);
+    }
+    return e1;
+}
+
 static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int64_t m,
                    const stage_cost *st, int nst, int crit, double bubble, dp_cost dp,
                    double emb_sync, double opt_params, double buffers_extra, wf_estimate *out)
@@ -1169,16 +1199,19 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
          * last bucket's reduction (a mixture of experts' expert shards,
          * gathered over their expert-data-parallel ranks, make this the
          * longer of the two). */
-        double gathers_first = (double)m * first->zc_total + first->bwd_window + dp.edge - busy;
-        if (upper < gathers_first)
-            upper = gathers_first;
+        double lower = p->pp == 1 && p->overlap ? zero3_replay(first, m, p->pipe == WF_PIPE_GPIPE, busy) + dp.edge - busy : 0;
+        if (upper < lower)
+            upper = lower;
         if (p->pp == 1 && p->overlap && channel > busy && shown > upper) {
             double cut = shown - upper, from_dp = cut < dp.exposed ? cut : dp.exposed;
             dp.exposed -= from_dp;
             cut -= from_dp;
             if (cut > 0)
                 first->zc = first->zc > cut / (double)m ? first->zc - cut / (double)m : 0;
+            shown = upper;
         }
+        if (shown < lower)
+            dp.exposed += lower - shown;
     }
     /* Replicated weights of split ops (layer norms under sequence
      * parallelism) hold partial gradients: one all-reduce over the model-
