@@ -1130,6 +1130,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
                                    chunks.n > 1 ? (first->bwd_window - first->rec) / v : first->bwd_window,
                                    first->fwd_window,
                                    chunks.n > 1 ? &chunks : NULL);
+    double eedge = 0; /* the experts' last bucket, reduced over their own ranks */
     if (first->eparams > 0 && edp > 1) {
         /* After the dense gradients on the same channel. */
         wf_plan ep_plan = *pg;
@@ -1139,6 +1140,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         dp.total += de.total;
         dp.exposed += de.exposed;
         dp.slow += de.slow;
+        eedge = de.edge;
     }
     dp.slow += z3slow * (double)m;
     /* Uneven stages: a later stage ends its last backward earlier, by the
@@ -1199,7 +1201,8 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
          * last bucket's reduction (a mixture of experts' expert shards,
          * gathered over their expert-data-parallel ranks, make this the
          * longer of the two). */
-        double lower = p->pp == 1 && p->overlap ? zero3_replay(first, m, p->pipe == WF_PIPE_GPIPE, busy) + dp.edge - busy : 0;
+        double lower = p->pp == 1 && p->overlap ? zero3_replay(first, m, p->pipe == WF_PIPE_GPIPE, busy) + (dp.edge > eedge ? dp.edge : eedge) - busy
+                                                 : 0;
         if (upper < lower)
             upper = lower;
         if (p->pp == 1 && p->overlap && channel > busy && shown > upper) {

@@ -791,9 +791,9 @@ static void build_graph(pb *b)
                     wb -= pr->shared_params * pr->elem_bytes; /* one copy of the tied embedding */
                 /* Expert weights are sharded over the expert-data-parallel
                  * ranks (stride ep x etp), so their gather runs over that
-                 * group, the dense weights' over the data-parallel group
-                 * (DeepSpeed's MoE param groups: ep_dp_group; Megatron-Core's
-                 * expert_data_parallel_group). */
+                 * group, the dense weights' over the data-parallel group,
+                 * as their memory is counted (expert_bytes_per_param) and
+                 * the estimate gathers them (cost/estimate.c, add_zero3). */
                 double gt = wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, wb - ewb);
                 if (ewb > 0)
                     gt += wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->edp_group, ewb);
