@@ -764,6 +764,36 @@ static void add_zero3(const wf_cost_ctx *ctx, const wf_plan *p, const wf_group *
     *slow_total = slow;
 }
 
+/* One stage (pp 1) under ZeRO-3, played pass by pass as the simulator
+ * plays it (sim/plan_tasks.c): each pass's gather (half a micro-batch's
+ * gathers) is issued once the pass two before it has ended (one pass of
+ * prefetch) and the channel is free; the pass starts once the pass before
+ * it has ended and its gather has arrived. The passes take the stage's
+ * work (`busy` over m micro-batches) split as its forward and backward
+ * windows; in 1F1B order (a forward, then its backward) or GPipe's (every
+ * forward, then every backward). Returns when the last backward ends: the
+ * iteration is no shorter (its reductions' last bucket after it). With a
+ * mixture of experts the gathers of the expert shards over their
+ * expert-data-parallel ranks can outlast the passes they hide behind, and
+ * the passes then wait for them. */
+static double zero3_replay(const stage_cost *s, int64_t m, int gpipe, double busy)
+{
+    double win = s->fwd_window + s->bwd_window;
+    if (!(win > 0) || m < 1)
+        return 0;
+    double per = busy / (double)m, f = per * s->fwd_window / win, b = per - f, g = 0.5 * s->zc_total;
+    double chan = 0, e1 = 0, e2 = 0;
+    for (int64_t k = 0; k < 2 * m; k++) {
+        int bwd = gpipe ? k >= m : (int)(k & 1);
+        double gs = chan > e2 ? chan : e2, ge = gs + g;
+        chan = ge;
+        double st = e1 > ge ? e1 : ge;
+        e2 = e1;
+        e1 = st + (bwd ? b : f);
+    }
+    return e1;
+}
+
 static void finish(const wf_cost_ctx *ctx, const wf_plan *p, int64_t batch, int64_t m,
                    const stage_cost *st, int nst, int crit, double bubble, dp_cost dp,
                    double emb_sync, double opt_params, double buffers_extra, wf_estimate *out)
@@ -1100,6 +1130,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
                                    chunks.n > 1 ? (first->bwd_window - first->rec) / v : first->bwd_window,
                                    first->fwd_window,
                                    chunks.n > 1 ? &chunks : NULL);
+    double eedge = 0; /* the experts' last bucket, reduced over their own ranks */
     if (first->eparams > 0 && edp > 1) {
         /* After the dense gradients on the same channel. */
         wf_plan ep_plan = *pg;
@@ -1109,6 +1140,7 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
         dp.total += de.total;
         dp.exposed += de.exposed;
         dp.slow += de.slow;
+        eedge = de.edge;
     }
     dp.slow += z3slow * (double)m;
     /* Uneven stages: a later stage ends its last backward earlier, by the
@@ -1162,13 +1194,27 @@ static wf_status estimate_transformer(wf_cost_ctx *ctx, const wf_plan *p, int64_
          * (the bubble, played apart), and without overlap nothing hides:
          * there the sum stands. */
         double upper = channel - busy + dp.edge;
+        /* But the channel does break: the gradients' reductions start only
+         * with the last backward, which waits for its own gather, the
+         * channel's last (every gather of the iteration before it). So the
+         * iteration is no shorter than the gathers, the last backward and its
+         * last bucket's reduction (a mixture of experts' expert shards,
+         * gathered over their expert-data-parallel ranks, make this the
+         * longer of the two). */
+        double lower = p->pp == 1 && p->overlap ? zero3_replay(first, m, p->pipe == WF_PIPE_GPIPE, busy) + (dp.edge > eedge ? dp.edge : eedge) - busy
+                                                 : 0;
+        if (upper < lower)
+            upper = lower;
         if (p->pp == 1 && p->overlap && channel > busy && shown > upper) {
             double cut = shown - upper, from_dp = cut < dp.exposed ? cut : dp.exposed;
             dp.exposed -= from_dp;
             cut -= from_dp;
             if (cut > 0)
                 first->zc = first->zc > cut / (double)m ? first->zc - cut / (double)m : 0;
+            shown = upper;
         }
+        if (shown < lower)
+            dp.exposed += lower - shown;
     }
     /* Replicated weights of split ops (layer norms under sequence
      * parallelism) hold partial gradients: one all-reduce over the model-

@@ -71,6 +71,8 @@ typedef struct {
     double mem_bw_bps;          /* achieved memory bandwidth (optimizer step) */
     double buffer_bytes;        /* collective buffers and workspaces per device */
     wf_group dp_group, tp_group;
+    wf_group edp_group;         /* expert weights' data-parallel ranks (stride ep x etp): ZeRO-3
+                                   gathers the experts' shards over it; dp_group when ep x etp = 1 */
     int nsub;                   /* a mesh of two model-parallel axes: its sub-axes (else 0) */
     wf_group sub_group[2];
     int cp;                     /* context parallelism (the cost context's variant) */

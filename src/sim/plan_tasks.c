@@ -782,13 +782,22 @@ static void build_graph(pb *b)
             }
             int gather = -1;
             if (zero3) {
-                double wb = 0;
-                for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++)
+                double wb = 0, ewb = 0;
+                for (int i = pr->vs_first[vs]; i < pr->vs_first[vs + 1]; i++) {
                     wb += pr->unit[pr->inst[i]].params * pr->elem_bytes;
+                    ewb += pr->unit[pr->inst[i]].eparams * pr->elem_bytes;
+                }
                 if (P == 1)
                     wb -= pr->shared_params * pr->elem_bytes; /* one copy of the tied embedding */
-                gather = add_task(b, "zero-3 all-gather", WF_SIM_CAT_DP_COMM,
-                                  wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, wb),
+                /* Expert weights are sharded over the expert-data-parallel
+                 * ranks (stride ep x etp), so their gather runs over that
+                 * group, the dense weights' over the data-parallel group,
+                 * as their memory is counted (expert_bytes_per_param) and
+                 * the estimate gathers them (cost/estimate.c, add_zero3). */
+                double gt = wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->dp_group, wb - ewb);
+                if (ewb > 0)
+                    gt += wf_coll_time(b->c, WF_COLL_ALLGATHER, &pr->edp_group, ewb);
+                gather = add_task(b, "zero-3 all-gather", WF_SIM_CAT_DP_COMM, gt,
                                   wf_sim_channel(b->sb.s, dev, 1), mb, -1, ops[k].chunk, wb);
                 dep(b, gather, prev_end[0]);
                 push_wait(b, gather);

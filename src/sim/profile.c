@@ -1197,6 +1197,12 @@ wf_status sim_profile_build(sim_model *sm, const wf_model_config *m, const wf_cl
     const wf_axis_ranks dpa = wf_rank_axes_join(ax, WF_AXIS_CP, WF_AXIS_DP);
     out->dp_group = wf_group_place(c, dpa.size, dpa.stride);
     out->tp_group = wf_group_place(c, ax[WF_AXIS_TP].size, ax[WF_AXIS_TP].stride);
+    out->edp_group = out->dp_group;
+    if (epx > 1) {
+        wf_axis_ranks eax[WF_AXIS_COUNT];
+        wf_rank_axes_expert(p->tp, p->cp, p->dp, p->pp, sm->info.ep, sm->info.etp, eax);
+        out->edp_group = wf_group_place(c, eax[WF_AXIS_DP].size, eax[WF_AXIS_DP].stride);
+    }
     out->nsub = L->nsub;
     for (int j = 0; j < L->nsub; j++)
         out->sub_group[j] = wf_group_place(c, L->sub[j].size, L->sub[j].stride);
