@@ -1254,6 +1254,18 @@ static wf_status chunk_feed_rows(wf_pipe *p, chunk *ch, int mb, int64_t off, int
     return WF_OK;
 }
 
+/* A forward whose kernel error is kept in *kst (the first one) for the step
+ * to report after its collectives; WF_MPI (the job cannot go on) is returned. */
+static wf_status forward_keep(wf_exec *e, float *loss, wf_status *kst)
+{
+    wf_status fs = wf_exec_forward(e, loss);
+    if (fs == WF_MPI)
+        return fs;
+    if (*kst == WF_OK)
+        *kst = fs;
+    return WF_OK;
+}
+
 /* The chunk's inputs from the previous virtual stage vs - 1, for micro-batch
  * mb, into the executor's current slot (none on the first chunk). */
 static wf_status chunk_recv_inputs(wf_pipe *p, chunk *ch, int mb, int vs, double *comm_s)
@@ -1351,11 +1363,9 @@ static wf_status recycle_forward(wf_pipe *p, int mb, int k, const void *in, cons
         wf_exec_set_stream(ch->e, stream_of(p, step, k), first_sample + row0);
         wf_dist_begin_micro(ch->d, 1, 0);
         float loss = 0;
-        wf_status fs = wf_exec_forward(ch->e, &loss);
-        if (fs == WF_MPI)
+        wf_status fs = forward_keep(ch->e, &loss, kst);
+        if (fs != WF_OK)
             return fs;
-        if (*kst == WF_OK)
-            *kst = fs;
         for (int b = 0; b < ch->nout; b++) {
             int rc = MPI_Isend(wf_exec_output(ch->e, b), (int)ch->out_n[b], MPI_FLOAT, (vs + 1) % p->pp,
                                tag_of(p, mb, vs + 1, 0, b), p->ppcomm, &ch->sreq[(size_t)slot * MAX_BOUNDARY + b]);
@@ -1467,11 +1477,9 @@ static wf_status play_pieces(wf_pipe *p, const wf_pipe_op *op, int pos, const vo
         if (u == 0)
             wf_dist_begin_micro(ch->d, !op->bwd, 0);
         float loss = 0;
-        wf_status fs = wf_exec_forward(ch->e, &loss);
-        if (fs == WF_MPI)
+        wf_status fs = forward_keep(ch->e, &loss, kst);
+        if (fs != WF_OK)
             return fs;
-        if (*kst == WF_OK)
-            *kst = fs;
         if (!op->bwd) {
             if (vs == p->nvs - 1)
                 *loss_sum += (double)loss;
@@ -1540,11 +1548,9 @@ static wf_status play(wf_pipe *p, const wf_pipe_op *op, int pos, const void *in,
         /* dear: the previous step's deferred update completes in this chunk's first forward. */
         wf_dist_begin_micro(ch->d, 1, 0);
         float loss = 0;
-        wf_status fs = wf_exec_forward(ch->e, &loss);
-        if (fs == WF_MPI)
+        wf_status fs = forward_keep(ch->e, &loss, kst);
+        if (fs != WF_OK)
             return fs;
-        if (*kst == WF_OK)
-            *kst = fs;
         if (vs == p->nvs - 1)
             *loss_sum += (double)loss;
         for (int k = 0; k < ch->nout; k++) {
@@ -1630,11 +1636,9 @@ static wf_status play_interlace(wf_pipe *p, const wf_plan_task *t, int pos, cons
                (size_t)(p->mbs * p->in_numel) * 4);
         wf_exec_set_stream(E->e, (uint64_t)step, sample);
         wf_dist_begin_micro(E->d, 1, 0);
-        wf_status fs = wf_exec_forward(E->e, &loss);
-        if (fs == WF_MPI)
+        wf_status fs = forward_keep(E->e, &loss, kst);
+        if (fs != WF_OK)
             return fs;
-        if (*kst == WF_OK)
-            *kst = fs;
         return WF_OK;
     }
     if (t->kind == WF_PTASK_FWD) {
@@ -1670,11 +1674,9 @@ static wf_status play_interlace(wf_pipe *p, const wf_plan_task *t, int pos, cons
         }
         wf_exec_set_stream(L->e, (uint64_t)step, sample);
         wf_dist_begin_micro(L->d, 1, 0);
-        wf_status fs = wf_exec_forward(L->e, &loss);
-        if (fs == WF_MPI)
+        wf_status fs = forward_keep(L->e, &loss, kst);
+        if (fs != WF_OK)
             return fs;
-        if (*kst == WF_OK)
-            *kst = fs;
         for (int k = 0; p->stage < last && k < L->nout; k++) {
             int rc = MPI_Isend(wf_exec_output(L->e, k), (int)L->out_n[k], MPI_FLOAT, p->stage + 1,
                                tag_of(p, mb, p->stage + 1, 0, k), p->ppcomm, &L->sreq[(size_t)slot * MAX_BOUNDARY + k]);
@@ -1707,11 +1709,9 @@ static wf_status play_interlace(wf_pipe *p, const wf_plan_task *t, int pos, cons
                (size_t)(p->mbs * p->lab_numel) * sizeof(int32_t));
         wf_exec_set_stream(H->e, (uint64_t)step, sample);
         wf_dist_begin_micro(H->d, 1, 0);
-        wf_status fs = wf_exec_forward(H->e, &loss);
-        if (fs == WF_MPI)
+        wf_status fs = forward_keep(H->e, &loss, kst);
+        if (fs != WF_OK)
             return fs;
-        if (*kst == WF_OK)
-            *kst = fs;
         *loss_sum += (double)loss;
         wf_dist_begin_micro(H->d, 0, p->done_h == p->m - 1);
         if ((st = wf_exec_backward(H->e, p->done_h > 0)) != WF_OK)
