@@ -110,6 +110,9 @@ const char *wf_sbp_sig_str(const wf_sbp_sig *s, int nin, int nout, int naxes, ch
 /* Parses that form (spaces allowed) into s->in[0..nin) and s->out[0..nout);
  * other fields are zeroed. WF_FORMAT naming the bad part. */
 wf_status wf_sbp_sig_parse(const char *text, int nin, int nout, int naxes, wf_sbp_sig *s);
+/* 1 when signatures a and b lay out the same nin inputs and nout outputs
+ * (wf_sbp_equal on each, naxes mesh axes). */
+int wf_sbp_sig_equal(const wf_sbp_sig *a, const wf_sbp_sig *b, int nin, int nout, int naxes);
 /* The index in wf_sbp_op_sigs(g, op, m) of the signature whose layouts text
  * gives; a negative wf_status when text does not parse (WF_FORMAT) or names
  * no signature of the op on that mesh (WF_INVAL naming the op and its kind). */

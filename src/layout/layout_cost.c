@@ -250,16 +250,6 @@ static int resolved_op(const wf_layout_plan *lp, const char *name, int hint)
     return wf_layout_op_index(lp, name);
 }
 
-static int same_sig(const wf_sbp_sig *x, const wf_sbp_sig *y, const wf_op *o, int naxes)
-{
-    int eq = 1;
-    for (int j = 0; j < o->nin && eq; j++)
-        eq = wf_sbp_equal(&x->in[j], &y->in[j], naxes);
-    for (int j = 0; j < o->nout && eq; j++)
-        eq = wf_sbp_equal(&x->out[j], &y->out[j], naxes);
-    return eq;
-}
-
 /* Every layer runs layer 0's layouts ("layers.0.X" and "layers.L.X"): each
  * layer's op of the resolved plan (every op has its signature there)
  * compared with its op in layer 0. */
@@ -280,7 +270,7 @@ static wf_status check_tied(const wf_model_config *m, const wf_layout_plan *lp)
         char zero[WF_NAME_LEN + 32];
         snprintf(zero, sizeof zero, "layers.0%s", end);
         int z = resolved_op(lp, zero, i - (int)l * per);
-        if (z < 0 || same_sig(&lp->sig[z], &lp->sig[i], &g->ops[i], lp->mesh.naxes))
+        if (z < 0 || wf_sbp_sig_equal(&lp->sig[z], &lp->sig[i], g->ops[i].nin, g->ops[i].nout, lp->mesh.naxes))
             continue;
         char a[512], b[512];
         wf_sbp_sig_str(&lp->sig[i], g->ops[i].nin, g->ops[i].nout, lp->mesh.naxes, a, sizeof a);

@@ -436,12 +436,7 @@ static int same_layouts(const wf_model_config *m, int part, const wf_layout_plan
         const wf_op *o = &g->ops[i];
         if (!in_part(m, o->name, part))
             continue;
-        int eq = 1;
-        for (int j = 0; j < o->nin && eq; j++)
-            eq = wf_sbp_equal(&a->sig[i].in[j], &bs[i].in[j], bm->naxes);
-        for (int j = 0; j < o->nout && eq; j++)
-            eq = wf_sbp_equal(&a->sig[i].out[j], &bs[i].out[j], bm->naxes);
-        if (!eq) {
+        if (!wf_sbp_sig_equal(&a->sig[i], &bs[i], o->nin, o->nout, bm->naxes)) {
             char u[256], v[256];
             wf_sbp_sig_str(&a->sig[i], o->nin, o->nout, bm->naxes, u, sizeof u);
             wf_sbp_sig_str(&bs[i], o->nin, o->nout, bm->naxes, v, sizeof v);

@@ -84,15 +84,9 @@ static wf_status read_sig(wf_layout_plan *out, int i, const char *text, int64_t 
         return wf_errorf(WF_NOMEM, "out of memory resolving a plan");
     wf_sbp_op_sigs(g, i, &out->mesh, all, n);
     int found = -1;
-    for (int k = 0; k < n && found < 0; k++) {
-        int eq = 1;
-        for (int j = 0; j < o->nin && eq; j++)
-            eq = wf_sbp_equal(&all[k].in[j], &out->sig[i].in[j], out->mesh.naxes);
-        for (int j = 0; j < o->nout && eq; j++)
-            eq = wf_sbp_equal(&all[k].out[j], &out->sig[i].out[j], out->mesh.naxes);
-        if (eq)
+    for (int k = 0; k < n && found < 0; k++)
+        if (wf_sbp_sig_equal(&all[k], &out->sig[i], o->nin, o->nout, out->mesh.naxes))
             found = k;
-    }
     free(all);
     if (found < 0) {
         char ms[64];

@@ -454,6 +454,17 @@ wf_status wf_sbp_sig_parse(const char *text, int nin, int nout, int naxes, wf_sb
     return WF_OK;
 }
 
+int wf_sbp_sig_equal(const wf_sbp_sig *a, const wf_sbp_sig *b, int nin, int nout, int naxes)
+{
+    for (int j = 0; j < nin; j++)
+        if (!wf_sbp_equal(&a->in[j], &b->in[j], naxes))
+            return 0;
+    for (int j = 0; j < nout; j++)
+        if (!wf_sbp_equal(&a->out[j], &b->out[j], naxes))
+            return 0;
+    return 1;
+}
+
 int wf_sbp_sig_find(const wf_graph *g, int op, const wf_mesh *m, const char *text)
 {
     if (op < 0 || op >= g->nfwd)
@@ -472,15 +483,9 @@ int wf_sbp_sig_find(const wf_graph *g, int op, const wf_mesh *m, const char *tex
         return wf_errorf(WF_NOMEM, "signature: out of memory");
     wf_sbp_op_sigs(g, op, m, all, n);
     int found = -1;
-    for (int c = 0; c < n && found < 0; c++) {
-        int eq = 1;
-        for (int j = 0; j < o->nin && eq; j++)
-            eq = wf_sbp_equal(&all[c].in[j], &want.in[j], m->naxes);
-        for (int j = 0; j < o->nout && eq; j++)
-            eq = wf_sbp_equal(&all[c].out[j], &want.out[j], m->naxes);
-        if (eq)
+    for (int c = 0; c < n && found < 0; c++)
+        if (wf_sbp_sig_equal(&all[c], &want, o->nin, o->nout, m->naxes))
             found = c;
-    }
     free(all);
     if (found < 0) {
         char ms[64];

@@ -1292,17 +1292,6 @@ static int one_better(double ta, double ma, double tb, double mb, double budget)
     return fa ? ta < tb * (1 - 1e-12) : ma < mb * (1 - 1e-12);
 }
 
-static int same_sig_of(const wf_sbp_sig *x, const wf_sbp_sig *y, const wf_op *o, int naxes)
-{
-    for (int j = 0; j < o->nin; j++)
-        if (!wf_sbp_equal(&x->in[j], &y->in[j], naxes))
-            return 0;
-    for (int j = 0; j < o->nout; j++)
-        if (!wf_sbp_equal(&x->out[j], &y->out[j], naxes))
-            return 0;
-    return 1;
-}
-
 /* The op of the one model's graph g1 that op `name` of the full graph runs
  * as: itself, or for a transformer's layer l its op in layer 0. */
 static int one_op_of(const wf_graph *g1, const char *name)
@@ -1372,7 +1361,7 @@ static wf_status sweeps(planner *P, wf_layout_coster *K, double *bt, double *bm,
             const wf_sbp_sig cur = sig[j];
             int best = -1;
             for (int x = 0; x < n && *work < budget; x++) {
-                if (same_sig_of(&(*buf)[x], &cur, &g1->ops[j], mesh->naxes))
+                if (wf_sbp_sig_equal(&(*buf)[x], &cur, g1->ops[j].nin, g1->ops[j].nout, mesh->naxes))
                     continue;
                 *work += g1->nfwd;
                 sig[j] = (*buf)[x];
@@ -1510,7 +1499,7 @@ static wf_status descend(planner *P, wf_cost_ctx *ctx, int i, int64_t *work, int
             }
             n->choice[f] = -1;
             for (int x = 0; x < m && n->choice[f] < 0; x++)
-                if (same_sig_of(&lst[x], &sig[j], &g->ops[f], start.mesh.naxes))
+                if (wf_sbp_sig_equal(&lst[x], &sig[j], g->ops[f].nin, g->ops[f].nout, start.mesh.naxes))
                     n->choice[f] = x;
             if (n->choice[f] < 0)
                 st = wf_errorf(WF_INTERNAL, "op-level planner: op '%s': the descended signature is not one of its "
